@@ -1,0 +1,36 @@
+/*-------------------------------------------------------------------------
+ * magic_sync.c
+ *	  The server extension's module: its magic, and the allocator it lends
+ *	  to src/shared.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "fmgr.h"
+#include "utils/memutils.h"
+
+PG_MODULE_MAGIC;
+
+static void *
+pg_alloc(void *data, size_t size)
+{
+	(void) data;
+	/* protobuf-c may ask for large arrays: decoding is bounded by our callers */
+	return MemoryContextAllocHuge(CurrentMemoryContext, size == 0 ? 1 : size);
+}
+
+static void
+pg_free(void *data, void *pointer)
+{
+	(void) data;
+	if (pointer != NULL)
+		pfree(pointer);
+}
+
+static ms_allocator pg_allocator = {pg_alloc, pg_free, NULL};
+
+ms_allocator *
+ms_pg_allocator(void)
+{
+	return &pg_allocator;
+}

@@ -1,0 +1,202 @@
+-- The catalog: what the engine records.  Every table is registered with
+-- pg_extension_config_dump, so pg_dump keeps it with the data it describes
+-- (a restored database must know what its replicas held: section 4.4).
+
+-- Declarations (src/pg/declare.c).  One row per mirrored table.
+CREATE TABLE sync.tables (
+	id				int PRIMARY KEY,
+	relid			regclass NOT NULL UNIQUE,
+	name			text NOT NULL UNIQUE,		-- wire name: relname, or schema.relname outside public
+	mirror			text NOT NULL CHECK (mirror IN ('catalog', 'record')),
+	rule			text CHECK (rule IN ('broadcast', 'assigned', 'grouped', 'follows')),
+												-- NULL: referenced only (travels as a parent)
+	rule_column		name,						-- assigned(col), follows(col)
+	members			regclass,					-- grouped: the member table (FK to this table)
+	member_key		name[],						-- grouped: the member table's columns pointing here
+	assignments		regclass,					-- grouped: the table giving groups to replicas
+	assignment_replica name,					-- grouped: its uuid replica column
+	group_column	name,						-- grouped: the column members and assignments share
+	key				name[] NOT NULL,
+	origin			name,
+	version			name,
+	replica_owned	name[] NOT NULL DEFAULT '{}',
+	unmirrored		name[] NOT NULL DEFAULT '{}',
+	retired			name,						-- the replica-side column set when a row is retired
+	created			name,
+	generated		name[] NOT NULL DEFAULT '{}',
+	active			regclass,					-- a view: rows outside it are not wanted
+	partition		name,						-- the column naming the row's partition
+	codec			text NOT NULL DEFAULT 'json' CHECK (codec IN ('json', 'proto')),
+	fields			jsonb NOT NULL DEFAULT '{}',	-- proto codec: column -> field number, fixed for good
+	declared		timestamptz NOT NULL DEFAULT now()
+);
+CREATE SEQUENCE sync.tables_id_seq AS int OWNED BY sync.tables.id;
+ALTER TABLE sync.tables ALTER COLUMN id SET DEFAULT nextval('sync.tables_id_seq');
+COMMENT ON TABLE sync.tables IS 'Mirrored tables, as sync.mirror declared them';
+
+-- Replicas (src/pg/replicas.c).  seen_* is what the last relay pass saw
+-- (observe, section 4.2); last_* the chain of messages written for it;
+-- acked_* what it last said it applied.
+CREATE TABLE sync.replicas (
+	id				uuid PRIMARY KEY,
+	partition		text,
+	role			name,						-- the role it authenticates as
+	live			boolean NOT NULL DEFAULT true,
+	dropped			boolean NOT NULL DEFAULT false,	-- sync.replica_drop: forgotten at the next pass
+	added			timestamptz NOT NULL DEFAULT now(),
+	seen_live		boolean NOT NULL DEFAULT false,
+	seen_partition	text,
+	provision		boolean NOT NULL DEFAULT true,	-- provision from scratch at the next pass
+	last_number		bigint NOT NULL DEFAULT 0,
+	last_nonce		bytea,
+	snapshot_number	bigint,						-- first message of its latest snapshot
+	acked_epoch		bytea,
+	acked_number	bigint NOT NULL DEFAULT 0,
+	acked_nonce		bytea,
+	acked_at		timestamptz,
+	heard_at		timestamptz,				-- its last filing
+	gap				bigint,						-- the newest message it said it could not follow
+	backlog			jsonb,						-- what it last said it has not sent or filed
+	digests_at		timestamptz,				-- when its digests last matched
+	send_failures	int NOT NULL DEFAULT 0,
+	last_error		text,
+	last_error_at	timestamptz
+);
+COMMENT ON TABLE sync.replicas IS 'The replicas, what the relay last saw of them, and what they acknowledged';
+
+-- Epochs (src/pg/epoch.c): a random id of the installation and the secret
+-- that seals its messages.  Created by the first relay pass, not by CREATE
+-- EXTENSION, so that a restored dump brings back its own epoch.
+CREATE TABLE sync.epoch (
+	id				bytea PRIMARY KEY CHECK (octet_length(id) = 16),
+	secret			bytea NOT NULL CHECK (octet_length(secret) = 32),
+	started			timestamptz NOT NULL DEFAULT now(),
+	reason			text NOT NULL,
+	ended			timestamptz
+);
+CREATE UNIQUE INDEX epoch_current ON sync.epoch ((true)) WHERE ended IS NULL;
+COMMENT ON TABLE sync.epoch IS 'Epochs: the current one has no end; a new epoch provisions every replica';
+
+-- Notes (src/pg/notes.c): written by the noting trigger in the writer's
+-- transaction, one per changed row.  Numbered by a sequence, not by xid, so
+-- a dumped and restored database keeps the order.
+CREATE SEQUENCE sync.note_seq;
+CREATE TABLE sync.notes (
+	id				bigint PRIMARY KEY DEFAULT nextval('sync.note_seq'),
+	tab				int NOT NULL,				-- sync.tables.id (for a group table: the grouped table)
+	source			"char" NOT NULL DEFAULT 'r',	-- r: the row; m: a group member; a: a group assignment
+	key				text COLLATE "C",			-- the row's canonical key (m: the grouped row's; a: NULL)
+	part			text,						-- the row's partition
+	old_key			text COLLATE "C",			-- the key before the change, when it changed
+	old_part		text,						-- the partition it left, when it moved
+	pointed			jsonb,						-- FK constraint name -> parent's canonical key, before the change
+	replica			uuid,						-- a: the replica given or taken the group
+	grp				text,						-- m, a: the group
+	xid				xid8 NOT NULL DEFAULT pg_current_xact_id(),
+	build			smallint NOT NULL DEFAULT 1,	-- a later build's note is skipped, never misread
+	done			boolean NOT NULL DEFAULT false,
+	parked			text						-- planning it failed for good: why
+);
+CREATE INDEX notes_pending ON sync.notes (id) WHERE NOT done;
+CREATE INDEX notes_row ON sync.notes (tab, key, id);
+COMMENT ON TABLE sync.notes IS 'One note per change of a mirrored row, written in the changing transaction';
+
+-- Messages (src/pg/record.c, pull.c).  A body is stored once however many
+-- replicas' messages carry it; each message is the replica's head || body.
+CREATE SEQUENCE sync.message_seq;
+CREATE TABLE sync.bodies (
+	id				bigserial PRIMARY KEY,
+	hash			bytea NOT NULL UNIQUE,		-- SHA-256 of bytes
+	bytes			bytea NOT NULL,
+	upserts			int NOT NULL DEFAULT 0,
+	deletes			int NOT NULL DEFAULT 0
+);
+ALTER TABLE sync.bodies ALTER COLUMN bytes SET STORAGE EXTERNAL;	-- already compact; no recompression
+CREATE TABLE sync.outbox (
+	replica			uuid NOT NULL,
+	number			bigint NOT NULL,
+	epoch			bytea NOT NULL,
+	nonce			bytea NOT NULL,
+	head			bytea NOT NULL,
+	body			bigint REFERENCES sync.bodies,	-- NULL once dropped
+	bytes			int NOT NULL,
+	snapshot		boolean NOT NULL DEFAULT false,	-- begins a snapshot
+	dropped			boolean NOT NULL DEFAULT false,	-- replaced by a snapshot: never pulled, still known
+	written			timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (replica, number)
+);
+CREATE INDEX outbox_body ON sync.outbox (body);
+COMMENT ON TABLE sync.outbox IS 'Messages recorded for each replica, kept until it acknowledges them';
+
+-- What each replica holds (src/pg/record.c, file.c): a row counts as held
+-- once the replica acknowledged the message that carried it (number <=
+-- replicas.acked_number); number 0 is a row the replica filed itself.
+CREATE TABLE sync.held (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	note			bigint NOT NULL DEFAULT 0,	-- newest note of the row the plan saw
+	number			bigint NOT NULL,			-- the message that carried this version
+	taken			bigint,						-- the message that takes it back, while letting go
+	refused			text,						-- the replica could not take it: why
+	PRIMARY KEY (replica, tab, key)
+);
+CREATE INDEX held_number ON sync.held (replica, number);
+COMMENT ON TABLE sync.held IS 'What the engine records each replica holds';
+
+-- Answers to uploads (src/pg/file.c): a Filed message per send, queued
+-- after the filing committed and returned by sync.pull before the outbox.
+CREATE TABLE sync.answers (
+	replica			uuid NOT NULL,
+	send_id			bytea NOT NULL,
+	message			bytea NOT NULL,
+	filed			timestamptz NOT NULL DEFAULT now(),
+	pulled			timestamptz,
+	PRIMARY KEY (replica, send_id)
+);
+
+-- Uploaded rows set aside (src/pg/file.c): they failed for good; retried
+-- after a fix.
+CREATE TABLE sync.inbox (
+	id				bigserial PRIMARY KEY,
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	row				bytea,						-- the row as uploaded; NULL for a delete
+	sender			jsonb,
+	reason			text NOT NULL,
+	sqlstate		text,
+	tries			int NOT NULL DEFAULT 1,
+	first_at		timestamptz NOT NULL DEFAULT now(),
+	last_at			timestamptz NOT NULL DEFAULT now(),
+	UNIQUE (replica, tab, key)
+);
+
+-- Rows that cannot go (src/pg/load.c): they do not encode, or no message
+-- could carry them.  Planned around until a fix lets them through.
+CREATE TABLE sync.quarantine (
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	note			bigint NOT NULL DEFAULT 0,	-- newest note when set aside: a later one retries it
+	reason			text NOT NULL,
+	sqlstate		text,
+	since			timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (tab, key)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('sync.tables', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.tables_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.replicas', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.epoch', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.note_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.notes', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.message_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.bodies', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.bodies_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.outbox', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.held', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.answers', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.inbox_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.quarantine', '');
+

@@ -1,0 +1,18 @@
+-- Who may call what (last, so it covers every object above).
+-- Roles: sync_admin administers; a replica's own role may call sync.pull and
+-- sync.file, each of which checks the uuid it is given against the caller.
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'sync_admin') THEN
+		CREATE ROLE sync_admin NOLOGIN;
+	END IF;
+END
+$$;
+GRANT USAGE ON SCHEMA sync TO PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA sync FROM PUBLIC;
+GRANT SELECT ON ALL TABLES IN SCHEMA sync TO sync_admin;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sync FROM PUBLIC;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA sync TO sync_admin;
+-- Pure functions of their arguments: anyone may compute keys and digests.
+GRANT EXECUTE ON FUNCTION sync.key(text[]), sync.key_parts(text),
+	sync.digest_transfn(internal, text), sync.digest_finalfn(internal) TO PUBLIC;

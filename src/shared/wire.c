@@ -1,0 +1,603 @@
+/*-------------------------------------------------------------------------
+ * wire.c
+ *	  Decoding, checking and packing the messages of sync.proto.
+ *-------------------------------------------------------------------------
+ */
+#include "wire.h"
+#include "key.h"
+#include "seal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool
+fail(char reason[MS_REASON_MAX], const char *fmt,...)
+	__attribute__((format(printf, 2, 3)));
+
+static bool
+fail(char reason[MS_REASON_MAX], const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, MS_REASON_MAX, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+/* read a varint at *pos; false when truncated or longer than 10 bytes */
+static bool
+read_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out)
+{
+	uint64_t	v = 0;
+
+	for (int shift = 0; shift < 70; shift += 7)
+	{
+		uint8_t		b;
+
+		if (*pos >= len)
+			return false;
+		b = buf[(*pos)++];
+		if (shift == 63 && b > 1)
+			return false;
+		v |= (uint64_t) (b & 0x7f) << shift;
+		if ((b & 0x80) == 0)
+		{
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool
+ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
+{
+	size_t		pos = 0;
+
+	while (pos < len)
+	{
+		size_t		at = pos;
+		uint64_t	tag;
+		uint64_t	n;
+
+		if (!read_varint(buf, len, &pos, &tag))
+			return fail(reason, "truncated field tag at byte %zu", at);
+		if ((tag >> 3) == 0 || (tag >> 3) > 536870911)
+			return fail(reason, "invalid field number at byte %zu", at);
+		switch (tag & 7)
+		{
+			case 0:
+				if (!read_varint(buf, len, &pos, &n))
+					return fail(reason, "truncated varint of field %llu at byte %zu",
+								(unsigned long long) (tag >> 3), at);
+				break;
+			case 1:
+				if (len - pos < 8)
+					return fail(reason, "truncated 64-bit field %llu at byte %zu",
+								(unsigned long long) (tag >> 3), at);
+				pos += 8;
+				break;
+			case 2:
+				if (!read_varint(buf, len, &pos, &n) || n > len - pos)
+					return fail(reason, "truncated field %llu at byte %zu: its length runs past the end",
+								(unsigned long long) (tag >> 3), at);
+				pos += (size_t) n;
+				break;
+			case 5:
+				if (len - pos < 4)
+					return fail(reason, "truncated 32-bit field %llu at byte %zu",
+								(unsigned long long) (tag >> 3), at);
+				pos += 4;
+				break;
+			default:
+				return fail(reason, "field %llu at byte %zu has unsupported wire type %u",
+							(unsigned long long) (tag >> 3), at, (unsigned) (tag & 7));
+		}
+	}
+	return true;
+}
+
+bool
+ms_utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *) s;
+	size_t		i = 0;
+
+	while (i < len)
+	{
+		unsigned char c = p[i];
+		size_t		n;
+		uint32_t	cp;
+
+		if (c < 0x80)
+		{
+			if (c == 0)
+				return false;
+			i++;
+			continue;
+		}
+		else if ((c & 0xe0) == 0xc0)
+		{
+			n = 1;
+			cp = c & 0x1f;
+		}
+		else if ((c & 0xf0) == 0xe0)
+		{
+			n = 2;
+			cp = c & 0x0f;
+		}
+		else if ((c & 0xf8) == 0xf0)
+		{
+			n = 3;
+			cp = c & 0x07;
+		}
+		else
+			return false;
+		if (len - i <= n)
+			return false;
+		for (size_t k = 1; k <= n; k++)
+		{
+			if ((p[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (p[i + k] & 0x3f);
+		}
+		/* overlong forms, surrogates and beyond U+10FFFF */
+		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+			(cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+			return false;
+		i += n + 1;
+	}
+	return true;
+}
+
+static bool
+check_string(const char *s, const char *what, char reason[MS_REASON_MAX])
+{
+	if (s == NULL)
+		return fail(reason, "%s is missing", what);
+	if (!ms_utf8_valid(s, strlen(s)))
+		return fail(reason, "%s is not valid UTF-8", what);
+	return true;
+}
+
+static bool
+check_name(const char *s, const char *what, char reason[MS_REASON_MAX])
+{
+	if (!check_string(s, what, reason))
+		return false;
+	if (s[0] == '\0')
+		return fail(reason, "%s is empty", what);
+	if (strlen(s) > MS_NAME_MAX)
+		return fail(reason, "%s is longer than %d bytes", what, MS_NAME_MAX);
+	return true;
+}
+
+static bool
+check_bytes(ProtobufCBinaryData b, size_t want, bool may_be_empty,
+			const char *what, char reason[MS_REASON_MAX])
+{
+	if (b.len == 0 && may_be_empty)
+		return true;
+	if (b.len != want)
+		return fail(reason, "%s has %zu bytes, not %zu", what, b.len, want);
+	return true;
+}
+
+static bool
+check_key(const Sync__Key *k, const char *table, char reason[MS_REASON_MAX])
+{
+	if (k == NULL || k->n_parts == 0)
+		return fail(reason, "a key of table \"%s\" has no parts", table);
+	for (size_t i = 0; i < k->n_parts; i++)
+	{
+		if (!check_string(k->parts[i], "a key part", reason))
+			return false;
+		if (strlen(k->parts[i]) > MS_KEY_PART_MAX)
+			return fail(reason, "a key part of table \"%s\" is too long", table);
+	}
+	return true;
+}
+
+bool
+ms_rows_check(const Sync__Rows *r, char reason[MS_REASON_MAX])
+{
+	if (!check_name(r->table, "a table name", reason))
+		return false;
+	if (r->n_keys != r->n_upserts)
+		return fail(reason, "table \"%s\" has %zu upserts but %zu keys",
+					r->table, r->n_upserts, r->n_keys);
+	for (size_t i = 0; i < r->n_keys; i++)
+		if (!check_key(r->keys[i], r->table, reason))
+			return false;
+	for (size_t i = 0; i < r->n_deletes; i++)
+		if (!check_key(r->deletes[i], r->table, reason))
+			return false;
+	return true;
+}
+
+static bool
+has_column(const Sync__Table *t, const char *name)
+{
+	for (size_t i = 0; i < t->n_columns; i++)
+		if (strcmp(t->columns[i]->name, name) == 0)
+			return true;
+	return false;
+}
+
+bool
+ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
+{
+	static const char *const types[] = {"INTEGER", "REAL", "TEXT", "BLOB"};
+
+	if (!check_name(t->name, "a table name", reason))
+		return false;
+	if (strcmp(t->mirror, "catalog") != 0 && strcmp(t->mirror, "record") != 0)
+		return fail(reason, "table \"%s\" has unknown mirror \"%.20s\"", t->name, t->mirror);
+	if (strcmp(t->codec, "json") != 0 && strcmp(t->codec, "proto") != 0)
+		return fail(reason, "table \"%s\" has unknown codec \"%.20s\"", t->name, t->codec);
+	if (t->n_columns == 0)
+		return fail(reason, "table \"%s\" has no columns", t->name);
+	for (size_t i = 0; i < t->n_columns; i++)
+	{
+		const Sync__Column *c = t->columns[i];
+		bool		known = false;
+
+		if (!check_name(c->name, "a column name", reason))
+			return false;
+		for (size_t j = 0; j < sizeof types / sizeof types[0]; j++)
+			known |= strcmp(c->type, types[j]) == 0;
+		if (!known)
+			return fail(reason, "column \"%s\" of table \"%s\" has unknown type \"%.20s\"",
+						c->name, t->name, c->type);
+		if (!check_string(c->server_type, "a server type", reason))
+			return false;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(t->columns[j]->name, c->name) == 0)
+				return fail(reason, "table \"%s\" names column \"%s\" twice", t->name, c->name);
+	}
+	if (t->n_key == 0)
+		return fail(reason, "table \"%s\" has no key", t->name);
+	for (size_t i = 0; i < t->n_key; i++)
+	{
+		if (!check_name(t->key[i], "a key column", reason))
+			return false;
+		if (!has_column(t, t->key[i]))
+			return fail(reason, "key column \"%s\" of table \"%s\" is not a column",
+						t->key[i], t->name);
+	}
+	for (size_t i = 0; i < t->n_foreign_keys; i++)
+	{
+		const Sync__ForeignKey *fk = t->foreign_keys[i];
+
+		if (!check_name(fk->table, "a referenced table", reason))
+			return false;
+		if (fk->n_columns == 0 || fk->n_columns != fk->n_references)
+			return fail(reason, "a foreign key of table \"%s\" has %zu columns and %zu references",
+						t->name, fk->n_columns, fk->n_references);
+		for (size_t j = 0; j < fk->n_columns; j++)
+		{
+			if (!check_name(fk->columns[j], "a foreign key column", reason) ||
+				!check_name(fk->references[j], "a referenced column", reason))
+				return false;
+			if (!has_column(t, fk->columns[j]))
+				return fail(reason, "foreign key column \"%s\" of table \"%s\" is not a column",
+							fk->columns[j], t->name);
+		}
+	}
+	if (!check_string(t->retired, "a retired column", reason) ||
+		!check_string(t->origin, "an origin column", reason) ||
+		!check_string(t->version, "a version column", reason))
+		return false;
+	if (t->retired[0] && !has_column(t, t->retired))
+		return fail(reason, "retired column \"%s\" of table \"%s\" is not a column", t->retired, t->name);
+	if (t->origin[0] && !has_column(t, t->origin))
+		return fail(reason, "origin column \"%s\" of table \"%s\" is not a column", t->origin, t->name);
+	if (t->version[0] && !has_column(t, t->version))
+		return fail(reason, "version column \"%s\" of table \"%s\" is not a column", t->version, t->name);
+	return true;
+}
+
+static bool
+check_down(const Sync__Down *d, char reason[MS_REASON_MAX])
+{
+	if (d->begin != NULL)
+		for (size_t i = 0; i < d->begin->n_schema; i++)
+			if (!ms_table_check(d->begin->schema[i], reason))
+				return false;
+	for (size_t i = 0; i < d->n_tables; i++)
+		if (!ms_rows_check(d->tables[i], reason))
+			return false;
+	return true;
+}
+
+static bool
+check_refusal(const Sync__Refusal *r, char reason[MS_REASON_MAX])
+{
+	if (!check_name(r->table, "a refused row's table", reason) ||
+		!check_key(r->key, r->table, reason) ||
+		!check_string(r->reason, "a refusal's reason", reason))
+		return false;
+	return true;
+}
+
+bool
+ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
+{
+	if (m->protocol == 0)
+		return fail(reason, "the message names no protocol");
+	if (!check_bytes(m->replica, MS_REPLICA_BYTES, false, "the replica", reason) ||
+		!check_bytes(m->epoch, MS_EPOCH_BYTES, false, "the epoch", reason))
+		return false;
+	switch (m->body_case)
+	{
+		case SYNC__TO_REPLICA__BODY_FILED:
+			if (m->number != 0)
+				return fail(reason, "a Filed answer is numbered %llu, outside the chain it must be 0",
+							(unsigned long long) m->number);
+			if (!check_bytes(m->filed->send_id, MS_SEND_ID_BYTES, false, "the send id", reason))
+				return false;
+			for (size_t i = 0; i < m->filed->n_refused; i++)
+				if (!check_refusal(m->filed->refused[i], reason))
+					return false;
+			return true;
+		case SYNC__TO_REPLICA__BODY_DOWN:
+		case SYNC__TO_REPLICA__BODY_END_SNAPSHOT:
+			break;
+		default:
+			return fail(reason, "the message has no body");
+	}
+	if (m->number == 0)
+		return fail(reason, "the message is numbered 0");
+	if (m->previous >= m->number)
+		return fail(reason, "message %llu names a previous message %llu that is not before it",
+					(unsigned long long) m->number, (unsigned long long) m->previous);
+	if (!check_bytes(m->nonce, MS_NONCE_BYTES, false, "the nonce", reason) ||
+		!check_bytes(m->seal, MS_SEAL_BYTES, false, "the seal", reason) ||
+		!check_bytes(m->previous_nonce, MS_NONCE_BYTES, m->previous == 0, "the previous nonce", reason))
+		return false;
+	if (m->previous == 0 && m->previous_nonce.len != 0)
+		return fail(reason, "the message names a previous nonce but no previous message");
+	if (m->body_case == SYNC__TO_REPLICA__BODY_END_SNAPSHOT)
+	{
+		for (size_t i = 0; i < m->end_snapshot->n_tables; i++)
+			if (!check_name(m->end_snapshot->tables[i], "a table name", reason))
+				return false;
+		return true;
+	}
+	return check_down(m->down, reason);
+}
+
+bool
+ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
+{
+	if (m->protocol == 0)
+		return fail(reason, "the upload names no protocol");
+	if (!check_bytes(m->replica, MS_REPLICA_BYTES, false, "the replica", reason) ||
+		!check_bytes(m->send_id, MS_SEND_ID_BYTES, false, "the send id", reason))
+		return false;
+	if (m->applied != NULL)
+	{
+		const Sync__Applied *a = m->applied;
+		bool		none = a->number == 0;
+
+		if (!check_bytes(a->epoch, MS_EPOCH_BYTES, none, "the applied epoch", reason) ||
+			!check_bytes(a->nonce, MS_NONCE_BYTES, none, "the applied nonce", reason) ||
+			!check_bytes(a->seal, MS_SEAL_BYTES, none, "the applied seal", reason))
+			return false;
+		if (none && (a->nonce.len || a->seal.len))
+			return fail(reason, "the upload names a nonce or seal but no applied message");
+	}
+	if (!check_bytes(m->gap_epoch, MS_EPOCH_BYTES, true, "the gap epoch", reason))
+		return false;
+	for (size_t i = 0; i < m->n_rows; i++)
+		if (!ms_rows_check(m->rows[i], reason))
+			return false;
+	for (size_t i = 0; i < m->n_refusals; i++)
+		if (!check_refusal(m->refusals[i], reason))
+			return false;
+	for (size_t i = 0; i < m->n_digests; i++)
+		if (!check_name(m->digests[i]->table, "a digest's table", reason))
+			return false;
+	for (size_t i = 0; i < m->n_backlog; i++)
+		if (!check_name(m->backlog[i]->table, "a backlog's table", reason))
+			return false;
+	return true;
+}
+
+/* decode: bound, scan, unpack, check; the shared steps of both directions */
+static void *
+decode(const ProtobufCMessageDescriptor *desc,
+	   bool (*check) (const void *, char *),
+	   uint32_t (*protocol) (const void *),
+	   const uint8_t *buf, size_t len, size_t bound, ms_allocator *alloc,
+	   ms_wire_status *status, char reason[MS_REASON_MAX])
+{
+	ProtobufCMessage *m;
+
+	reason[0] = '\0';
+	if (len > bound)
+	{
+		*status = MS_WIRE_TOO_LARGE;
+		fail(reason, "%zu bytes is over the bound of %zu", len, bound);
+		return NULL;
+	}
+	if (buf == NULL && len > 0)
+	{
+		*status = MS_WIRE_MALFORMED;
+		fail(reason, "no bytes");
+		return NULL;
+	}
+	if (!ms_wire_scan(buf, len, reason))
+	{
+		*status = MS_WIRE_MALFORMED;
+		return NULL;
+	}
+	m = protobuf_c_message_unpack(desc, alloc, len, buf);
+	if (m == NULL)
+	{
+		*status = MS_WIRE_MALFORMED;
+		fail(reason, "the bytes are not a well-formed %s (a field has the wrong type or length)",
+			 desc->short_name);
+		return NULL;
+	}
+	if (protocol(m) > MS_PROTOCOL)
+	{
+		*status = MS_WIRE_LATER_PROTOCOL;
+		fail(reason, "protocol %u is later than this build's %d", protocol(m), MS_PROTOCOL);
+		return m;
+	}
+	if (!check(m, reason))
+	{
+		protobuf_c_message_free_unpacked(m, alloc);
+		*status = MS_WIRE_MALFORMED;
+		return NULL;
+	}
+	*status = MS_WIRE_OK;
+	return m;
+}
+
+static bool
+check_to_replica(const void *m, char *reason)
+{
+	return ms_to_replica_check(m, reason);
+}
+
+static bool
+check_up(const void *m, char *reason)
+{
+	return ms_up_check(m, reason);
+}
+
+static uint32_t
+protocol_to_replica(const void *m)
+{
+	return ((const Sync__ToReplica *) m)->protocol;
+}
+
+static uint32_t
+protocol_up(const void *m)
+{
+	return ((const Sync__Up *) m)->protocol;
+}
+
+Sync__ToReplica *
+ms_to_replica_decode(const uint8_t *buf, size_t len, size_t bound, ms_allocator *alloc,
+					 ms_wire_status *status, char reason[MS_REASON_MAX])
+{
+	return decode(&sync__to_replica__descriptor, check_to_replica, protocol_to_replica,
+				  buf, len, bound, alloc, status, reason);
+}
+
+Sync__Up *
+ms_up_decode(const uint8_t *buf, size_t len, size_t bound, ms_allocator *alloc,
+			 ms_wire_status *status, char reason[MS_REASON_MAX])
+{
+	return decode(&sync__up__descriptor, check_up, protocol_up,
+				  buf, len, bound, alloc, status, reason);
+}
+
+static void
+head_message(const ms_head *h, Sync__ToReplica *m)
+{
+	sync__to_replica__init(m);
+	m->protocol = h->protocol;
+	m->epoch.data = (uint8_t *) h->epoch;
+	m->epoch.len = h->epoch ? MS_EPOCH_BYTES : 0;
+	m->number = h->number;
+	m->nonce.data = (uint8_t *) h->nonce;
+	m->nonce.len = h->nonce ? MS_NONCE_BYTES : 0;
+	m->previous = h->previous;
+	m->previous_nonce.data = (uint8_t *) h->previous_nonce;
+	m->previous_nonce.len = h->previous_nonce ? MS_NONCE_BYTES : 0;
+	m->seal.data = (uint8_t *) h->seal;
+	m->seal.len = h->seal ? MS_SEAL_BYTES : 0;
+	m->replica.data = (uint8_t *) h->replica;
+	m->replica.len = h->replica ? MS_REPLICA_BYTES : 0;
+}
+
+size_t
+ms_head_packed_size(const ms_head *h)
+{
+	Sync__ToReplica m;
+
+	head_message(h, &m);
+	return sync__to_replica__get_packed_size(&m);
+}
+
+size_t
+ms_head_pack(const ms_head *h, uint8_t *out)
+{
+	Sync__ToReplica m;
+
+	head_message(h, &m);
+	return sync__to_replica__pack(&m, out);
+}
+
+static void
+body_message(Sync__Down *down, Sync__EndSnapshot *end, Sync__Filed *filed, Sync__ToReplica *m)
+{
+	sync__to_replica__init(m);
+	if (down)
+	{
+		m->body_case = SYNC__TO_REPLICA__BODY_DOWN;
+		m->down = down;
+	}
+	else if (end)
+	{
+		m->body_case = SYNC__TO_REPLICA__BODY_END_SNAPSHOT;
+		m->end_snapshot = end;
+	}
+	else if (filed)
+	{
+		m->body_case = SYNC__TO_REPLICA__BODY_FILED;
+		m->filed = filed;
+	}
+}
+
+size_t
+ms_body_packed_size(Sync__Down *down, Sync__EndSnapshot *end, Sync__Filed *filed)
+{
+	Sync__ToReplica m;
+
+	body_message(down, end, filed, &m);
+	return sync__to_replica__get_packed_size(&m);
+}
+
+size_t
+ms_body_pack(Sync__Down *down, Sync__EndSnapshot *end, Sync__Filed *filed, uint8_t *out)
+{
+	Sync__ToReplica m;
+
+	body_message(down, end, filed, &m);
+	return sync__to_replica__pack(&m, out);
+}
+
+size_t
+ms_wire_key_size(const Sync__Key *k)
+{
+	size_t		total = 0;
+
+	for (size_t i = 0; i < k->n_parts; i++)
+	{
+		size_t		n = strlen(k->parts[i]);
+
+		total += ms_key_size(1, (const char *const *) &k->parts[i], &n);
+	}
+	return total;
+}
+
+size_t
+ms_wire_key_write(const Sync__Key *k, char *out)
+{
+	size_t		pos = 0;
+
+	for (size_t i = 0; i < k->n_parts; i++)
+	{
+		size_t		n = strlen(k->parts[i]);
+
+		pos += ms_key_write(out + pos, 1, (const char *const *) &k->parts[i], &n);
+	}
+	return pos;
+}

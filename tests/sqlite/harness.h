@@ -1,0 +1,40 @@
+/*
+ * harness.h - the SQLite suite's small test framework.  Every test file
+ * defines test functions listed in main.c; each opens its own database with
+ * the extension registered (built into the harness, under ASan and UBSan).
+ */
+#ifndef MS_HARNESS_H
+#define MS_HARNESS_H
+
+#include <sqlite3.h>
+#include <stdio.h>
+
+extern int	ms_passed;
+extern int	ms_failed;
+
+#define CHECK(cond, ...) \
+	do { \
+		if (cond) \
+			ms_passed++; \
+		else \
+		{ \
+			ms_failed++; \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__); \
+			fputc('\n', stderr); \
+		} \
+	} while (0)
+
+/* t_open: a new in-memory database (or file, when path is not NULL) with the extension. */
+extern sqlite3 *t_open(const char *path);
+
+/* t_text: the first column of the first row of sql, as a new string (free with sqlite3_free), or NULL. */
+extern char *t_text(sqlite3 *db, const char *sql);
+
+/* t_int: the first column of the first row of sql, as an integer (-999999 on error). */
+extern long long t_int(sqlite3 *db, const char *sql);
+
+/* t_exec: run sql; returns the SQLite result code, and the error in *err when asked. */
+extern int	t_exec(sqlite3 *db, const char *sql, char **err);
+
+#endif

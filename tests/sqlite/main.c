@@ -1,0 +1,86 @@
+/*
+ * main.c - runs the SQLite suite: every test group below, then prints
+ * "N passed, N failed".
+ */
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int			ms_passed;
+int			ms_failed;
+
+extern int	sqlite3_magicsyncsqlite_init(sqlite3 *db, char **err, const sqlite3_api_routines *api);
+
+/* the test groups, one file each */
+extern void test_keys(void);
+
+sqlite3 *
+t_open(const char *path)
+{
+	sqlite3    *db = NULL;
+
+	if (sqlite3_open(path ? path : ":memory:", &db) != SQLITE_OK)
+	{
+		fprintf(stderr, "cannot open %s\n", path ? path : ":memory:");
+		exit(2);
+	}
+	return db;
+}
+
+char *
+t_text(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st;
+	char	   *out = NULL;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+	{
+		fprintf(stderr, "prepare failed: %s: %s\n", sql, sqlite3_errmsg(db));
+		return NULL;
+	}
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+		out = sqlite3_mprintf("%s", (const char *) sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return out;
+}
+
+long long
+t_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st;
+	long long	out = -999999;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+	{
+		fprintf(stderr, "prepare failed: %s: %s\n", sql, sqlite3_errmsg(db));
+		return out;
+	}
+	if (sqlite3_step(st) == SQLITE_ROW)
+		out = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return out;
+}
+
+int
+t_exec(sqlite3 *db, const char *sql, char **err)
+{
+	char	   *msg = NULL;
+	int			rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+
+	if (err)
+		*err = msg;
+	else
+		sqlite3_free(msg);
+	return rc;
+}
+
+int
+main(void)
+{
+	sqlite3_auto_extension((void (*) (void)) sqlite3_magicsyncsqlite_init);
+	test_keys();
+	printf("%d passed, %d failed\n", ms_passed, ms_failed);
+	sqlite3_reset_auto_extension();
+	return ms_failed == 0 ? 0 : 1;
+}

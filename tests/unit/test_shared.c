@@ -1,0 +1,599 @@
+/*
+ * test_shared.c - unit tests of src/shared: canonical keys, digests, seals,
+ * the wire format, and decoding of every truncation and single-bit flip of
+ * valid messages.  Built with AddressSanitizer and UBSan; prints a closing
+ * "N passed, N failed" line and exits non-zero on any failure.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "digest.h"
+#include "key.h"
+#include "seal.h"
+#include "vectors.h"
+#include "wire.h"
+
+static int	passed;
+static int	failed;
+
+#define CHECK(cond, ...) \
+	do { \
+		if (cond) \
+			passed++; \
+		else \
+		{ \
+			failed++; \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__); \
+			fputc('\n', stderr); \
+		} \
+	} while (0)
+
+static void *
+t_alloc(void *d, size_t n)
+{
+	(void) d;
+	return malloc(n ? n : 1);
+}
+
+static void
+t_free(void *d, void *p)
+{
+	(void) d;
+	free(p);
+}
+
+static ms_allocator alloc = {t_alloc, t_free, NULL};
+
+/* canonical key of NUL-terminated parts */
+static size_t
+canon(char *out, int n, const char *const *parts)
+{
+	size_t		lens[4];
+
+	for (int i = 0; i < n; i++)
+		lens[i] = strlen(parts[i]);
+	return ms_key_write(out, (size_t) n, parts, lens);
+}
+
+static void
+test_keys(void)
+{
+	const char *p1[] = {"42"};
+	const char *p2[] = {"a", "bc"};
+	const char *p3[] = {"", "x"};
+	char		buf[64];
+	size_t		n;
+	size_t		pos = 0;
+	const char *part;
+	size_t		plen;
+	const char *bad[] = {"", "2:4", "01:a", ":a", "1a", "1:a1", "x", "11111111111:a"};
+
+	n = canon(buf, 1, p1);
+	CHECK(n == 4 && memcmp(buf, "2:42", 4) == 0, "key [42] is 2:42");
+	n = canon(buf, 2, p2);
+	CHECK(n == 7 && memcmp(buf, "1:a2:bc", 7) == 0, "key [a,bc] is 1:a2:bc");
+	CHECK(ms_key_count_parts(buf, n) == 2, "two parts");
+	CHECK(ms_key_next_part(buf, n, &pos, &part, &plen) == 1 && plen == 1 && part[0] == 'a', "first part");
+	CHECK(ms_key_next_part(buf, n, &pos, &part, &plen) == 1 && plen == 2 && memcmp(part, "bc", 2) == 0, "second part");
+	CHECK(ms_key_next_part(buf, n, &pos, &part, &plen) == 0, "end of key");
+	n = canon(buf, 2, p3);
+	CHECK(n == 5 && memcmp(buf, "0:1:x", 5) == 0, "empty part");
+	CHECK(ms_key_count_parts(buf, n) == 2, "empty part counts");
+	CHECK(ms_key_size(2, p3, (size_t[]) {0, 1}) == 5, "size agrees with write");
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		CHECK(ms_key_count_parts(bad[i], strlen(bad[i])) <= 0 || i == 0,
+			  "\"%s\" is not canonical", bad[i]);
+	CHECK(ms_key_count_parts("", 0) == 0, "the empty string has no parts");
+	/* [a,bc] and [ab,c] differ, where plain concatenation would collide */
+	{
+		const char *q[] = {"ab", "c"};
+		char		b2[64];
+		size_t		n1 = canon(buf, 2, p2);
+		size_t		n2 = canon(b2, 2, q);
+
+		CHECK(ms_key_cmp(buf, n1, b2, n2) != 0, "no collision of [a,bc] and [ab,c]");
+		CHECK(ms_key_cmp("1:a", 3, "1:a", 3) == 0, "equal keys");
+		CHECK(ms_key_cmp("1:a", 3, "1:a1:b", 6) < 0, "prefix first");
+		CHECK(ms_key_cmp("2:\xc3\xa9", 4, "1:e", 3) > 0, "unsigned byte order");
+	}
+}
+
+static void
+test_digests(void)
+{
+	for (int v = 0; v < ms_vector_ndigests; v++)
+	{
+		const ms_vector_digest *vd = &ms_vector_digests[v];
+		char		storage[4][128];
+		ms_keyref	refs[4];
+		ms_digest	d;
+		char		hex[17];
+
+		for (int k = 0; k < vd->nkeys; k++)
+		{
+			int			np = 0;
+
+			while (np < vd->nparts && vd->keys[k][np] != NULL)
+				np++;
+			refs[k].key = storage[k];
+			refs[k].len = canon(storage[k], np, vd->keys[k]);
+		}
+		ms_digest_keys(&d, refs, (size_t) vd->nkeys);
+		ms_digest_hex(d.fnv, hex);
+		CHECK(d.count == vd->count, "digest %s count %llu", vd->name, (unsigned long long) d.count);
+		CHECK(strcmp(hex, vd->fnv) == 0, "digest %s fnv %s, expected %s", vd->name, hex, vd->fnv);
+	}
+	CHECK(ms_fnv1a(MS_FNV_OFFSET, "a", 1) == UINT64_C(0xaf63dc4c8601ec8c), "FNV-1a 64 of \"a\"");
+}
+
+static void
+test_seals(void)
+{
+	uint8_t		input[MS_SEAL_INPUT_BYTES];
+	uint8_t		seal[MS_SEAL_BYTES];
+	char		hex[2 * MS_SEAL_INPUT_BYTES + 1];
+	uint8_t		a[32],
+				b[32];
+
+	ms_seal_input(ms_vector_replica, ms_vector_epoch, ms_vector_number, ms_vector_nonce, input);
+	ms_hex_encode(input, sizeof input, hex);
+	CHECK(strcmp(hex, ms_vector_seal_input_hex) == 0, "seal input %s", hex);
+	CHECK(ms_seal(ms_vector_secret, 32, ms_vector_replica, ms_vector_epoch, ms_vector_number,
+				  ms_vector_nonce, seal), "seal computes");
+	ms_hex_encode(seal, sizeof seal, hex);
+	CHECK(strcmp(hex, ms_vector_seal_hex) == 0, "seal %s", hex);
+	CHECK(ms_seal_verify(ms_vector_secret, 32, ms_vector_replica, ms_vector_epoch, ms_vector_number,
+						 ms_vector_nonce, seal, sizeof seal), "seal verifies");
+	for (int i = 0; i < MS_SEAL_BYTES; i++)
+	{
+		seal[i] ^= 1;
+		CHECK(!ms_seal_verify(ms_vector_secret, 32, ms_vector_replica, ms_vector_epoch,
+							  ms_vector_number, ms_vector_nonce, seal, sizeof seal),
+			  "a seal with byte %d flipped is refused", i);
+		seal[i] ^= 1;
+	}
+	CHECK(!ms_seal_verify(ms_vector_secret, 32, ms_vector_replica, ms_vector_epoch,
+						  ms_vector_number + 1, ms_vector_nonce, seal, sizeof seal),
+		  "the seal of another number is refused");
+	CHECK(!ms_seal_verify(ms_vector_secret, 32, ms_vector_replica, ms_vector_epoch,
+						  ms_vector_number, ms_vector_nonce, seal, sizeof seal - 1),
+		  "a short seal is refused");
+	CHECK(ms_random(a, sizeof a) && ms_random(b, sizeof b) && memcmp(a, b, sizeof a) != 0,
+		  "the CSPRNG gives different bytes");
+}
+
+/* The vector message: a Down of one row and one delete. */
+static size_t
+pack_vector(uint8_t *out)
+{
+	uint8_t		seal[MS_SEAL_BYTES];
+	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, ms_vector_number, ms_vector_nonce,
+	41, ms_vector_previous_nonce, seal, ms_vector_replica};
+	Sync__Down	down = SYNC__DOWN__INIT;
+	Sync__Rows	rows = SYNC__ROWS__INIT;
+	Sync__Rows *rowsp = &rows;
+	Sync__Key	k7 = SYNC__KEY__INIT;
+	Sync__Key	k8 = SYNC__KEY__INIT;
+	Sync__Key  *k7p = &k7;
+	Sync__Key  *k8p = &k8;
+	char	   *p7 = "7";
+	char	   *p8 = "8";
+	const char *json = "{\"id\":7,\"name\":\"tea\"}";
+	ProtobufCBinaryData up = {strlen(json), (uint8_t *) json};
+	size_t		n;
+
+	ms_seal(ms_vector_secret, 32, ms_vector_replica, ms_vector_epoch, ms_vector_number,
+			ms_vector_nonce, seal);
+	k7.n_parts = 1;
+	k7.parts = &p7;
+	k8.n_parts = 1;
+	k8.parts = &p8;
+	rows.table = "products";
+	rows.n_upserts = 1;
+	rows.upserts = &up;
+	rows.n_keys = 1;
+	rows.keys = &k7p;
+	rows.n_deletes = 1;
+	rows.deletes = &k8p;
+	down.n_tables = 1;
+	down.tables = &rowsp;
+	n = ms_head_pack(&h, out);
+	CHECK(n == ms_head_packed_size(&h), "head size");
+	n += ms_body_pack(&down, NULL, NULL, out + n);
+	return n;
+}
+
+static void
+test_vector_message(void)
+{
+	uint8_t		buf[512];
+	uint8_t		head[256];
+	uint8_t		body[256];
+	long		hn = ms_hex_decode(ms_vector_head_hex, head, sizeof head);
+	long		bn = ms_hex_decode(ms_vector_body_hex, body, sizeof body);
+	size_t		n = pack_vector(buf);
+	ms_wire_status st;
+	char		reason[MS_REASON_MAX];
+	Sync__ToReplica *m;
+
+	CHECK(hn > 0 && bn > 0 && n == (size_t) (hn + bn), "message is head and body: %zu bytes", n);
+	CHECK(hn > 0 && memcmp(buf, head, (size_t) hn) == 0, "head bytes as documented");
+	CHECK(bn > 0 && memcmp(buf + hn, body, (size_t) bn) == 0, "body bytes as documented");
+	m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+	CHECK(m != NULL && st == MS_WIRE_OK, "the vector decodes: %s", reason);
+	if (m)
+	{
+		CHECK(m->number == 42 && m->previous == 41 && m->body_case == SYNC__TO_REPLICA__BODY_DOWN,
+			  "fields decode");
+		CHECK(m->down->n_tables == 1 && strcmp(m->down->tables[0]->table, "products") == 0 &&
+			  m->down->tables[0]->n_deletes == 1, "rows decode");
+		CHECK(ms_seal_verify(ms_vector_secret, 32, m->replica.data, m->epoch.data, m->number,
+							 m->nonce.data, m->seal.data, m->seal.len), "the decoded seal verifies");
+		sync__to_replica__free_unpacked(m, &alloc);
+	}
+	m = ms_to_replica_decode(buf, n, n - 1, &alloc, &st, reason);
+	CHECK(m == NULL && st == MS_WIRE_TOO_LARGE, "over the bound: %s", reason);
+}
+
+/* A snapshot's first message: schema of two tables, rows of both. */
+static size_t
+pack_snapshot(uint8_t *out)
+{
+	uint8_t		seal[MS_SEAL_BYTES] = {0};
+	uint8_t		nonce[16] = {9};
+	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 100, nonce, 0, NULL, seal, ms_vector_replica};
+	Sync__Column c_id = SYNC__COLUMN__INIT,
+				c_name = SYNC__COLUMN__INIT,
+				c_pid = SYNC__COLUMN__INIT,
+				c_qty = SYNC__COLUMN__INIT;
+	Sync__Column *pc[] = {&c_id, &c_name};
+	Sync__Column *sc[] = {&c_pid, &c_qty};
+	Sync__ForeignKey fk = SYNC__FOREIGN_KEY__INIT;
+	Sync__ForeignKey *fkp = &fk;
+	char	   *fkcols[] = {"product_id"};
+	char	   *fkrefs[] = {"id"};
+	char	   *pkey[] = {"id"};
+	char	   *skey[] = {"product_id"};
+	Sync__Table products = SYNC__TABLE__INIT,
+				stock = SYNC__TABLE__INIT;
+	Sync__Table *schema[] = {&products, &stock};
+	Sync__Begin begin = SYNC__BEGIN__INIT;
+	Sync__Down	down = SYNC__DOWN__INIT;
+	Sync__Rows	r1 = SYNC__ROWS__INIT,
+				r2 = SYNC__ROWS__INIT;
+	Sync__Rows *rs[] = {&r1, &r2};
+	Sync__Key	k = SYNC__KEY__INIT;
+	Sync__Key  *kp[] = {&k};
+	char	   *parts[] = {"1"};
+	ProtobufCBinaryData u1 = {20, (uint8_t *) "{\"id\":1,\"name\":\"a\"}"};
+	ProtobufCBinaryData u2 = {27, (uint8_t *) "{\"product_id\":1,\"qty\":5.5}"};
+	size_t		n;
+
+	c_id.name = "id";
+	c_id.type = "INTEGER";
+	c_id.not_null = 1;
+	c_id.server_type = "bigint";
+	c_name.name = "name";
+	c_name.type = "TEXT";
+	c_name.server_type = "text";
+	c_pid.name = "product_id";
+	c_pid.type = "INTEGER";
+	c_pid.server_type = "bigint";
+	c_qty.name = "qty";
+	c_qty.type = "REAL";
+	c_qty.replica_owned = 1;
+	c_qty.server_type = "double precision";
+	products.name = "products";
+	products.mirror = "catalog";
+	products.codec = "json";
+	products.n_columns = 2;
+	products.columns = pc;
+	products.n_key = 1;
+	products.key = pkey;
+	stock.name = "stock";
+	stock.mirror = "catalog";
+	stock.codec = "json";
+	stock.n_columns = 2;
+	stock.columns = sc;
+	stock.n_key = 1;
+	stock.key = skey;
+	fk.n_columns = 1;
+	fk.columns = fkcols;
+	fk.table = "products";
+	fk.n_references = 1;
+	fk.references = fkrefs;
+	stock.n_foreign_keys = 1;
+	stock.foreign_keys = &fkp;
+	begin.n_schema = 2;
+	begin.schema = schema;
+	down.begin = &begin;
+	k.n_parts = 1;
+	k.parts = parts;
+	r1.table = "products";
+	r1.n_upserts = r1.n_keys = 1;
+	r1.upserts = &u1;
+	r1.keys = kp;
+	r2.table = "stock";
+	r2.n_upserts = r2.n_keys = 1;
+	r2.upserts = &u2;
+	r2.keys = kp;
+	down.n_tables = 2;
+	down.tables = rs;
+	n = ms_head_pack(&h, out);
+	n += ms_body_pack(&down, NULL, NULL, out + n);
+	return n;
+}
+
+static size_t
+pack_end_and_filed(uint8_t *out, int which)
+{
+	uint8_t		seal[MS_SEAL_BYTES] = {1};
+	uint8_t		nonce[16] = {2};
+	uint8_t		send_id[16] = {3};
+	char	   *tables[] = {"products", "stock"};
+	Sync__EndSnapshot end = SYNC__END_SNAPSHOT__INIT;
+	Sync__Filed filed = SYNC__FILED__INIT;
+	Sync__Refusal ref = SYNC__REFUSAL__INIT;
+	Sync__Refusal *refp = &ref;
+	Sync__Key	k = SYNC__KEY__INIT;
+	char	   *parts[] = {"x", "y"};
+	size_t		n;
+
+	end.n_tables = 2;
+	end.tables = tables;
+	k.n_parts = 2;
+	k.parts = parts;
+	ref.table = "sales";
+	ref.key = &k;
+	ref.reason = "a constraint refused it";
+	filed.send_id.data = send_id;
+	filed.send_id.len = 16;
+	filed.rows = 3;
+	filed.n_refused = 1;
+	filed.refused = &refp;
+	if (which == 0)
+	{
+		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 101, nonce, 100, nonce, seal, ms_vector_replica};
+
+		n = ms_head_pack(&h, out);
+		return n + ms_body_pack(NULL, &end, NULL, out + n);
+	}
+	else
+	{
+		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 0, NULL, 0, NULL, NULL, ms_vector_replica};
+
+		n = ms_head_pack(&h, out);
+		return n + ms_body_pack(NULL, NULL, &filed, out + n);
+	}
+}
+
+static size_t
+pack_up(uint8_t *out)
+{
+	Sync__Up	up = SYNC__UP__INIT;
+	Sync__Applied ap = SYNC__APPLIED__INIT;
+	Sync__Rows	r = SYNC__ROWS__INIT;
+	Sync__Rows *rp = &r;
+	Sync__Key	k = SYNC__KEY__INIT,
+				kd = SYNC__KEY__INIT;
+	Sync__Key  *kp = &k,
+			   *kdp = &kd;
+	char	   *parts[] = {"0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1", "5"};
+	char	   *dparts[] = {"0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1", "4"};
+	ProtobufCBinaryData row = {12, (uint8_t *) "{\"total\":12}"};
+	Sync__Digest d = SYNC__DIGEST__INIT;
+	Sync__Digest *dp = &d;
+	Sync__Backlog b = SYNC__BACKLOG__INIT;
+	Sync__Backlog *bp = &b;
+	uint8_t		send_id[16] = {7};
+	uint8_t		seal[32] = {8};
+
+	up.protocol = MS_PROTOCOL;
+	up.replica.data = (uint8_t *) ms_vector_replica;
+	up.replica.len = 16;
+	up.send_id.data = send_id;
+	up.send_id.len = 16;
+	ap.epoch.data = (uint8_t *) ms_vector_epoch;
+	ap.epoch.len = 16;
+	ap.number = 42;
+	ap.nonce.data = (uint8_t *) ms_vector_nonce;
+	ap.nonce.len = 16;
+	ap.seal.data = seal;
+	ap.seal.len = 32;
+	up.applied = &ap;
+	k.n_parts = 2;
+	k.parts = parts;
+	kd.n_parts = 2;
+	kd.parts = dparts;
+	r.table = "sales";
+	r.n_upserts = r.n_keys = 1;
+	r.upserts = &row;
+	r.keys = &kp;
+	r.n_deletes = 1;
+	r.deletes = &kdp;
+	up.n_rows = 1;
+	up.rows = &rp;
+	d.table = "products";
+	d.count = 3;
+	d.fnv = 0x20ea5df0c6c56817;
+	up.n_digests = 1;
+	up.digests = &dp;
+	b.table = "sales";
+	b.unsent = 2;
+	up.n_backlog = 1;
+	up.backlog = &bp;
+	return sync__up__pack(&up, out);
+}
+
+/*
+ * Decode every truncation and every single-bit flip: each is refused with a
+ * reason, or decodes to a message that passes the checks and packs again.
+ */
+static void
+mutate_all(const char *what, const uint8_t *msg, size_t n, int is_up)
+{
+	uint8_t    *buf = malloc(n);
+	int			decoded = 0,
+				refused = 0,
+				bad = 0;
+
+	for (size_t cut = 0; cut <= n + 8 * n; cut++)
+	{
+		size_t		len = n;
+		ms_wire_status st;
+		char		reason[MS_REASON_MAX];
+		void	   *m;
+
+		memcpy(buf, msg, n);
+		if (cut < n)
+			len = cut;
+		else if (cut > n)
+			buf[(cut - n - 1) / 8] ^= (uint8_t) (1 << ((cut - n - 1) % 8));
+		else
+			continue;
+		if (is_up)
+			m = ms_up_decode(buf, len, 1 << 20, &alloc, &st, reason);
+		else
+			m = ms_to_replica_decode(buf, len, 1 << 20, &alloc, &st, reason);
+		if (m == NULL)
+		{
+			refused++;
+			if (reason[0] == '\0')
+				bad++;
+			continue;
+		}
+		decoded++;
+		if (st == MS_WIRE_OK)
+		{
+			char		r2[MS_REASON_MAX];
+			bool		ok = is_up ? ms_up_check(m, r2) : ms_to_replica_check(m, r2);
+
+			if (!ok)
+				bad++;
+		}
+		if (is_up)
+			sync__up__free_unpacked(m, &alloc);
+		else
+			sync__to_replica__free_unpacked(m, &alloc);
+	}
+	CHECK(bad == 0, "%s: every mutation refused with a reason or valid (%d decoded, %d refused)",
+		  what, decoded, refused);
+	CHECK(refused > 0, "%s: mutations are refused", what);
+	free(buf);
+}
+
+static void
+test_mutations(void)
+{
+	uint8_t		buf[2048];
+	size_t		n;
+
+	n = pack_vector(buf);
+	mutate_all("vector Down", buf, n, 0);
+	n = pack_snapshot(buf);
+	mutate_all("snapshot Down", buf, n, 0);
+	n = pack_end_and_filed(buf, 0);
+	mutate_all("EndSnapshot", buf, n, 0);
+	n = pack_end_and_filed(buf, 1);
+	mutate_all("Filed", buf, n, 0);
+	n = pack_up(buf);
+	mutate_all("Up", buf, n, 1);
+}
+
+static void
+test_refusals(void)
+{
+	uint8_t		buf[2048];
+	size_t		n;
+	ms_wire_status st;
+	char		reason[MS_REASON_MAX];
+	Sync__ToReplica *m;
+
+	/* each valid sample decodes */
+	n = pack_snapshot(buf);
+	m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+	CHECK(m != NULL && m->down->begin && m->down->begin->n_schema == 2, "snapshot decodes: %s", reason);
+	if (m)
+		sync__to_replica__free_unpacked(m, &alloc);
+	n = pack_end_and_filed(buf, 0);
+	m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+	CHECK(m != NULL && m->body_case == SYNC__TO_REPLICA__BODY_END_SNAPSHOT, "EndSnapshot decodes: %s", reason);
+	if (m)
+		sync__to_replica__free_unpacked(m, &alloc);
+	n = pack_end_and_filed(buf, 1);
+	m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+	CHECK(m != NULL && m->body_case == SYNC__TO_REPLICA__BODY_FILED, "Filed decodes: %s", reason);
+	if (m)
+		sync__to_replica__free_unpacked(m, &alloc);
+	{
+		Sync__Up   *u;
+
+		n = pack_up(buf);
+		u = ms_up_decode(buf, n, 1 << 20, &alloc, &st, reason);
+		CHECK(u != NULL && u->n_rows == 1 && u->applied->number == 42, "Up decodes: %s", reason);
+		if (u)
+			sync__up__free_unpacked(u, &alloc);
+	}
+
+	/* a head alone has no body */
+	{
+		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,
+		ms_vector_secret, ms_vector_replica};
+
+		n = ms_head_pack(&h, buf);
+		m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+		CHECK(m == NULL && st == MS_WIRE_MALFORMED, "a head alone is refused: %s", reason);
+	}
+	/* a later protocol decodes, flagged */
+	{
+		ms_head		h = {MS_PROTOCOL + 1, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,
+		NULL, ms_vector_replica};
+		Sync__EndSnapshot end = SYNC__END_SNAPSHOT__INIT;
+
+		n = ms_head_pack(&h, buf);
+		n += ms_body_pack(NULL, &end, NULL, buf + n);
+		m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+		CHECK(m != NULL && st == MS_WIRE_LATER_PROTOCOL && m->number == 5,
+			  "a later protocol is recognised: %s", reason);
+		if (m)
+			sync__to_replica__free_unpacked(m, &alloc);
+	}
+	/* upserts without keys */
+	{
+		Sync__Rows	r = SYNC__ROWS__INIT;
+		ProtobufCBinaryData u = {2, (uint8_t *) "{}"};
+
+		r.table = "t";
+		r.n_upserts = 1;
+		r.upserts = &u;
+		CHECK(!ms_rows_check(&r, reason) && strstr(reason, "keys") != NULL, "an upsert needs its key: %s", reason);
+	}
+	/* UTF-8 */
+	CHECK(ms_utf8_valid("caf\xc3\xa9", 5), "valid UTF-8");
+	CHECK(!ms_utf8_valid("\xc3", 1), "truncated UTF-8");
+	CHECK(!ms_utf8_valid("\xc0\xaf", 2), "overlong UTF-8");
+	CHECK(!ms_utf8_valid("\xed\xa0\x80", 3), "a surrogate");
+	CHECK(!ms_utf8_valid("a\0b", 3), "an embedded NUL");
+	/* scan reasons */
+	{
+		uint8_t		t[] = {0x0a, 0x05, 'a'};
+
+		CHECK(!ms_wire_scan(t, sizeof t, reason) && strstr(reason, "truncated") != NULL,
+			  "scan says truncated: %s", reason);
+	}
+}
+
+int
+main(void)
+{
+	test_keys();
+	test_digests();
+	test_seals();
+	test_vector_message();
+	test_refusals();
+	test_mutations();
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,93 @@
+/*
+ * vectors.c - the values tests/unit/make_vectors.py printed; docs/protocol.md
+ * shows the same.  Never edit one without the other two.
+ */
+#include "vectors.h"
+
+#include <string.h>
+
+const ms_vector_digest ms_vector_digests[] = {
+	{"empty", 0, 1, {{NULL}}, 0, "cbf29ce484222325"},
+	{"ints", 3, 1, {{"10"}, {"2"}, {"1"}}, 3, "20ea5df0c6c56817"},
+	{"composite", 3, 2, {{"a", "bc"}, {"ab", "c"}, {"", "x"}}, 3, "c68dde8d6a76a47e"},
+	{"uuid", 2, 1,
+		{{"7c9e6679-7425-40de-944b-e07fc1f90ae7"}, {"0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1"}},
+	2, "77eeeb7c8686dc0a"},
+	{"utf8", 4, 2, {{"\xc3\xa9"}, {"e"}, {"\xce\xb5"}, {"\xc3\xa9", "1"}}, 4, "b3507209eecde3e6"},
+};
+const int	ms_vector_ndigests = sizeof ms_vector_digests / sizeof ms_vector_digests[0];
+
+const uint8_t ms_vector_secret[32] = {
+	0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+	16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31
+};
+const uint8_t ms_vector_replica[16] = {
+	0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f
+};
+const uint8_t ms_vector_epoch[16] = {
+	0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x2c, 0x2d, 0x2e, 0x2f
+};
+const uint8_t ms_vector_nonce[16] = {
+	0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x3b, 0x3c, 0x3d, 0x3e, 0x3f
+};
+const uint8_t ms_vector_previous_nonce[16] = {
+	0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4a, 0x4b, 0x4c, 0x4d, 0x4e, 0x4f
+};
+const uint64_t ms_vector_number = 42;
+
+const char *ms_vector_seal_input_hex =
+"101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f"
+"000000000000002a303132333435363738393a3b3c3d3e3f";
+const char *ms_vector_seal_hex =
+"c74edd81b68d723813e9fd639bdab297887d6ea6c4c5eebae1187bf039b126c8";
+const char *ms_vector_head_hex =
+"08011210202122232425262728292a2b2c2d2e2f182a2210303132333435363738393a3b3c3d3e3f"
+"28293210404142434445464748494a4b4c4d4e4f3a20c74edd81b68d723813e9fd639bdab297887d"
+"6ea6c4c5eebae1187bf039b126c84210101112131415161718191a1b1c1d1e1f";
+const char *ms_vector_body_hex =
+"4a2d122b0a0870726f647563747312157b226964223a372c226e616d65223a22746561227d1a030a"
+"013722030a0138";
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+long
+ms_hex_decode(const char *hex, uint8_t *out, size_t cap)
+{
+	size_t		n = strlen(hex);
+
+	if (n % 2 != 0 || n / 2 > cap)
+		return -1;
+	for (size_t i = 0; i < n / 2; i++)
+	{
+		int			hi = hexval(hex[2 * i]);
+		int			lo = hexval(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -1;
+		out[i] = (uint8_t) (hi << 4 | lo);
+	}
+	return (long) (n / 2);
+}
+
+void
+ms_hex_encode(const uint8_t *bytes, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < len; i++)
+	{
+		out[2 * i] = digits[bytes[i] >> 4];
+		out[2 * i + 1] = digits[bytes[i] & 15];
+	}
+	out[2 * len] = '\0';
+}

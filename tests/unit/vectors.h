@@ -1,0 +1,40 @@
+/*
+ * vectors.h - the test vectors of docs/protocol.md, derived independently by
+ * tests/unit/make_vectors.py and shared by the unit tests and the SQLite suite.
+ */
+#ifndef MS_VECTORS_H
+#define MS_VECTORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ms_vector_digest
+{
+	const char *name;
+	int			nkeys;
+	int			nparts;			/* parts per key; a NULL part ends a shorter key */
+	const char *keys[4][2];
+	uint64_t	count;
+	const char *fnv;
+} ms_vector_digest;
+
+extern const ms_vector_digest ms_vector_digests[];
+extern const int ms_vector_ndigests;
+
+extern const uint8_t ms_vector_secret[32];
+extern const uint8_t ms_vector_replica[16];
+extern const uint8_t ms_vector_epoch[16];
+extern const uint8_t ms_vector_nonce[16];
+extern const uint8_t ms_vector_previous_nonce[16];
+extern const uint64_t ms_vector_number;
+extern const char *ms_vector_seal_input_hex;
+extern const char *ms_vector_seal_hex;
+extern const char *ms_vector_head_hex;
+extern const char *ms_vector_body_hex;
+
+/* ms_hex_decode: hex to bytes; returns the byte count, or -1. */
+extern long ms_hex_decode(const char *hex, uint8_t *out, size_t cap);
+/* ms_hex_encode: bytes to lowercase hex with a NUL; out holds 2 * len + 1. */
+extern void ms_hex_encode(const uint8_t *bytes, size_t len, char *out);
+
+#endif
