@@ -1,0 +1,105 @@
+/*-------------------------------------------------------------------------
+ * catalog.h
+ *	  Reading declarations: the ground every other server module stands on.
+ *
+ * sync.tables says what was declared; pg_catalog says what the table is now.
+ * ms_catalog_tables() reads both into one description per mirrored table,
+ * so that no other module reads sync.tables or pg_attribute itself, and
+ * every identifier comes from the catalogs, quoted once, here.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_CATALOG_H
+#define MS_CATALOG_H
+
+#include "postgres.h"
+
+#include "access/attnum.h"
+#include "nodes/pg_list.h"
+
+/* One mirrored column (unmirrored columns are left out). */
+typedef struct ms_column
+{
+	char	   *name;			/* attname */
+	char	   *quoted;			/* quote_identifier(name) */
+	AttrNumber	attnum;
+	Oid			type;
+	char	   *type_name;		/* format_type_be(type) */
+	const char *sqlite_type;	/* "INTEGER", "REAL", "TEXT" or "BLOB" (docs/protocol.md 4) */
+	bool		not_null;
+	bool		key;			/* one of the key columns */
+	bool		replica_owned;
+	int			field;			/* field number in the proto codec */
+} ms_column;
+
+/* A foreign key to a mirrored table (read from pg_constraint). */
+typedef struct ms_fkey
+{
+	char	   *name;			/* conname */
+	int			parent;			/* sync.tables.id of the referenced table */
+	int			ncols;
+	int		   *cols;			/* indexes into the table's columns[], in constraint order */
+	char	  **parent_cols;	/* the referenced columns, in the same order */
+} ms_fkey;
+
+typedef struct ms_table
+{
+	int			id;				/* sync.tables.id */
+	Oid			relid;
+	char	   *name;			/* wire name */
+	char	   *qualified;		/* quote_qualified_identifier(nspname, relname) */
+	bool		record;			/* mirror: record (true) or catalog (false) */
+	char	   *rule;			/* "broadcast", "assigned", "grouped", "follows", or NULL */
+	int			rule_column;	/* assigned / follows: index into columns[], else -1 */
+	int			follows_fkey;	/* follows: index into fkeys[], else -1 */
+	/* grouped */
+	Oid			members;
+	char	   *members_qualified;
+	char	  **member_key;		/* the member table's columns pointing at this table, key order */
+	Oid			assignments;
+	char	   *assignments_qualified;
+	char	   *assignment_replica;	/* quoted */
+	char	   *group_column;	/* quoted */
+
+	int			ncolumns;
+	ms_column  *columns;		/* mirrored columns, in attnum order */
+	int			nkey;
+	int		   *key;			/* indexes into columns[], in key order */
+	int			nfkeys;
+	ms_fkey    *fkeys;			/* foreign keys to mirrored tables */
+	int			origin;			/* index into columns[], or -1 */
+	int			version;		/* index into columns[], or -1 */
+	int			partition;		/* index into columns[], or -1 */
+	int			created;		/* index into columns[], or -1 */
+	char	   *sender;			/* column stamped with sync.file's sender, or NULL */
+	char	   *retired;		/* replica-side column name, or NULL */
+	Oid			active;			/* a view, or InvalidOid */
+	char	   *active_qualified;
+	bool		proto;			/* codec: proto (true) or json (false) */
+	int			depth;			/* 0 for a table pointing at no mirrored table; parents first */
+} ms_table;
+
+/*
+ * ms_catalog_tables: every declared table, parents first (by depth, then id).
+ * SPI must be connected; everything is allocated in CurrentMemoryContext.
+ * Errors (ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE) when a declaration no
+ * longer matches its table: sync.check() says which.
+ */
+extern List *ms_catalog_tables(void);
+
+/* ms_catalog_find: the table of this id in a list from ms_catalog_tables, or NULL. */
+extern ms_table *ms_catalog_find(List *tables, int id);
+
+/*
+ * ms_key_expr: an SQL expression computing the canonical key (text COLLATE
+ * "C") of a row of t from the columns of the row named alias ("t.id" ...).
+ */
+extern char *ms_key_expr(const ms_table *t, const char *alias);
+
+/*
+ * ms_key_match: an SQL condition matching alias's key columns to the parts of
+ * the canonical key in keyexpr ("(t.a, t.b) = (sync.key_parts(k)[1]::int, ...)"),
+ * usable by an index on the key.
+ */
+extern char *ms_key_match(const ms_table *t, const char *alias, const char *keyexpr);
+
+#endif
