@@ -1,15 +1,29 @@
 /*-------------------------------------------------------------------------
  * magic_sync.c
- *	  The server extension's module: its magic, and the allocator it lends
- *	  to src/shared.
+ *	  The server extension's module: its magic, its settings and worker at
+ *	  load, and the allocator it lends to src/shared.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "settings.h"
+#include "worker.h"
+
 PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	ms_settings_init();
+	if (process_shared_preload_libraries_in_progress)
+		ms_worker_register_static();
+}
 
 static void *
 pg_alloc(void *data, size_t size)

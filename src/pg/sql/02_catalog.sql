@@ -50,6 +50,7 @@ CREATE TABLE sync.replicas (
 	last_number		bigint NOT NULL DEFAULT 0,
 	last_nonce		bytea,
 	snapshot_number	bigint,						-- first message of its latest snapshot
+	snapshot_end	bigint,						-- the EndSnapshot of its latest snapshot
 	acked_epoch		bytea,
 	acked_number	bigint NOT NULL DEFAULT 0,
 	acked_nonce		bytea,
@@ -98,6 +99,7 @@ CREATE TABLE sync.notes (
 	parked			text						-- planning it failed for good: why
 );
 CREATE INDEX notes_pending ON sync.notes (id) WHERE NOT done;
+CREATE INDEX notes_done ON sync.notes (id) WHERE done;
 CREATE INDEX notes_row ON sync.notes (tab, key, id);
 COMMENT ON TABLE sync.notes IS 'One note per change of a mirrored row, written in the changing transaction';
 

@@ -1,0 +1,278 @@
+/*-------------------------------------------------------------------------
+ * inspect.c
+ *	  sync.inspect(message bytea): what a message to a replica, or an
+ *	  upload from one, says, as jsonb, for operators and tests.
+ *
+ * Decoded with the same checks a replica applies (src/shared/wire.c); a
+ * message sealed under an epoch this server knows says whether its seal is
+ * one the server made.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+
+#include "epoch.h"
+#include "settings.h"
+#include "wire.h"
+
+PG_FUNCTION_INFO_V1(ms_inspect);
+
+static void
+hex(StringInfo out, ProtobufCBinaryData b)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	appendStringInfoChar(out, '"');
+	for (size_t i = 0; i < b.len; i++)
+	{
+		appendStringInfoChar(out, digits[b.data[i] >> 4]);
+		appendStringInfoChar(out, digits[b.data[i] & 15]);
+	}
+	appendStringInfoChar(out, '"');
+}
+
+static void
+str(StringInfo out, const char *s)
+{
+	escape_json(out, s ? s : "");
+}
+
+static void
+key(StringInfo out, const Sync__Key *k)
+{
+	appendStringInfoChar(out, '[');
+	for (size_t i = 0; i < k->n_parts; i++)
+	{
+		if (i)
+			appendStringInfoChar(out, ',');
+		str(out, k->parts[i]);
+	}
+	appendStringInfoChar(out, ']');
+}
+
+/* an upsert: its JSON when it is JSON, else its bytes in hex */
+static void
+upsert(StringInfo out, ProtobufCBinaryData b)
+{
+	char	   *s = pnstrdup((const char *) b.data, b.len);
+	bool		json = b.len > 0 && b.data[0] == '{' && ms_utf8_valid(s, b.len);
+
+	if (json)
+	{
+		/* checked by the jsonb input function below; a bad one falls back to hex */
+		PG_TRY();
+		{
+			(void) DirectFunctionCall1(jsonb_in, CStringGetDatum(s));
+		}
+		PG_CATCH();
+		{
+			FlushErrorState();
+			json = false;
+		}
+		PG_END_TRY();
+	}
+	if (json)
+		appendStringInfoString(out, s);
+	else
+		hex(out, b);
+}
+
+static void
+rows(StringInfo out, Sync__Rows **r, size_t n)
+{
+	appendStringInfoChar(out, '[');
+	for (size_t i = 0; i < n; i++)
+	{
+		appendStringInfo(out, "%s{\"table\":", i ? "," : "");
+		str(out, r[i]->table);
+		appendStringInfoString(out, ",\"upserts\":[");
+		for (size_t j = 0; j < r[i]->n_upserts; j++)
+		{
+			if (j)
+				appendStringInfoChar(out, ',');
+			upsert(out, r[i]->upserts[j]);
+		}
+		appendStringInfoString(out, "],\"keys\":[");
+		for (size_t j = 0; j < r[i]->n_keys; j++)
+		{
+			if (j)
+				appendStringInfoChar(out, ',');
+			key(out, r[i]->keys[j]);
+		}
+		appendStringInfoString(out, "],\"deletes\":[");
+		for (size_t j = 0; j < r[i]->n_deletes; j++)
+		{
+			if (j)
+				appendStringInfoChar(out, ',');
+			key(out, r[i]->deletes[j]);
+		}
+		appendStringInfoString(out, "]}");
+	}
+	appendStringInfoChar(out, ']');
+}
+
+static void
+schema(StringInfo out, const Sync__Begin *b)
+{
+	appendStringInfoChar(out, '[');
+	for (size_t i = 0; i < b->n_schema; i++)
+	{
+		const Sync__Table *t = b->schema[i];
+
+		appendStringInfo(out, "%s{\"name\":", i ? "," : "");
+		str(out, t->name);
+		appendStringInfoString(out, ",\"mirror\":");
+		str(out, t->mirror);
+		appendStringInfoString(out, ",\"codec\":");
+		str(out, t->codec);
+		appendStringInfoString(out, ",\"columns\":[");
+		for (size_t c = 0; c < t->n_columns; c++)
+		{
+			appendStringInfo(out, "%s{\"name\":", c ? "," : "");
+			str(out, t->columns[c]->name);
+			appendStringInfoString(out, ",\"type\":");
+			str(out, t->columns[c]->type);
+			appendStringInfo(out, ",\"not_null\":%s,\"replica_owned\":%s,\"field\":%u}",
+							 t->columns[c]->not_null ? "true" : "false",
+							 t->columns[c]->replica_owned ? "true" : "false",
+							 t->columns[c]->field);
+		}
+		appendStringInfoString(out, "],\"key\":[");
+		for (size_t k = 0; k < t->n_key; k++)
+		{
+			if (k)
+				appendStringInfoChar(out, ',');
+			str(out, t->key[k]);
+		}
+		appendStringInfoString(out, "],\"foreign_keys\":[");
+		for (size_t f = 0; f < t->n_foreign_keys; f++)
+		{
+			appendStringInfo(out, "%s{\"table\":", f ? "," : "");
+			str(out, t->foreign_keys[f]->table);
+			appendStringInfoString(out, ",\"columns\":[");
+			for (size_t c = 0; c < t->foreign_keys[f]->n_columns; c++)
+			{
+				if (c)
+					appendStringInfoChar(out, ',');
+				str(out, t->foreign_keys[f]->columns[c]);
+			}
+			appendStringInfoString(out, "]}");
+		}
+		appendStringInfoString(out, "],\"retired\":");
+		str(out, t->retired);
+		appendStringInfoString(out, ",\"origin\":");
+		str(out, t->origin);
+		appendStringInfoString(out, ",\"version\":");
+		str(out, t->version);
+		appendStringInfoChar(out, '}');
+	}
+	appendStringInfoChar(out, ']');
+}
+
+/* whether the seal is one this server made, under an epoch it knows */
+static const char *
+sealed(const Sync__ToReplica *m)
+{
+	ms_epoch	e;
+	bool		current;
+	const char *answer = "null";
+
+	if (m->seal.len == 0)
+		return answer;
+	SPI_connect();
+	if (ms_epoch_find(m->epoch.data, &e, &current))
+		answer = ms_seal_verify(e.secret, MS_SECRET_BYTES, m->replica.data, m->epoch.data,
+								m->number, m->nonce.data, m->seal.data, m->seal.len) ? "true" : "false";
+	SPI_finish();
+	return answer;
+}
+
+/*
+ * ms_inspect: sync.inspect(message bytea) returns jsonb: the message's head
+ * and body.  A message that does not decode is an error saying why.
+ */
+Datum
+ms_inspect(PG_FUNCTION_ARGS)
+{
+	bytea	   *in = PG_GETARG_BYTEA_PP(0);
+	ms_wire_status st;
+	char		reason[MS_REASON_MAX];
+	Sync__ToReplica *m;
+	StringInfoData out;
+
+	m = ms_to_replica_decode((const uint8_t *) VARDATA_ANY(in), VARSIZE_ANY_EXHDR(in),
+							 MaxAllocSize, ms_pg_allocator(), &st, reason);
+	if (m == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("the bytes are not a message to a replica"),
+				 errdetail("%s.", reason)));
+	initStringInfo(&out);
+	appendStringInfo(&out, "{\"protocol\":%u,\"epoch\":", m->protocol);
+	hex(&out, m->epoch);
+	appendStringInfo(&out, ",\"number\":" UINT64_FORMAT ",\"previous\":" UINT64_FORMAT ",\"nonce\":",
+					 (uint64) m->number, (uint64) m->previous);
+	hex(&out, m->nonce);
+	appendStringInfoString(&out, ",\"previous_nonce\":");
+	hex(&out, m->previous_nonce);
+	appendStringInfoString(&out, ",\"replica\":");
+	appendStringInfo(&out, "\"%s\"", DatumGetCString(DirectFunctionCall1(uuid_out,
+																		PointerGetDatum(m->replica.data))));
+	appendStringInfo(&out, ",\"sealed\":%s", st == MS_WIRE_OK ? sealed(m) : "null");
+	switch (m->body_case)
+	{
+		case SYNC__TO_REPLICA__BODY_DOWN:
+			appendStringInfoString(&out, ",\"down\":{");
+			if (m->down->begin)
+			{
+				appendStringInfoString(&out, "\"begin\":");
+				schema(&out, m->down->begin);
+				appendStringInfoChar(&out, ',');
+			}
+			appendStringInfoString(&out, "\"tables\":");
+			rows(&out, m->down->tables, m->down->n_tables);
+			appendStringInfoChar(&out, '}');
+			break;
+		case SYNC__TO_REPLICA__BODY_END_SNAPSHOT:
+			appendStringInfoString(&out, ",\"end_snapshot\":[");
+			for (size_t i = 0; i < m->end_snapshot->n_tables; i++)
+			{
+				if (i)
+					appendStringInfoChar(&out, ',');
+				str(&out, m->end_snapshot->tables[i]);
+			}
+			appendStringInfoChar(&out, ']');
+			break;
+		case SYNC__TO_REPLICA__BODY_FILED:
+			appendStringInfoString(&out, ",\"filed\":{\"send_id\":");
+			hex(&out, m->filed->send_id);
+			appendStringInfo(&out, ",\"rows\":%u,\"refused\":[", m->filed->rows);
+			for (size_t i = 0; i < m->filed->n_refused; i++)
+			{
+				appendStringInfo(&out, "%s{\"table\":", i ? "," : "");
+				str(&out, m->filed->refused[i]->table);
+				appendStringInfoString(&out, ",\"key\":");
+				key(&out, m->filed->refused[i]->key);
+				appendStringInfoString(&out, ",\"reason\":");
+				str(&out, m->filed->refused[i]->reason);
+				appendStringInfoChar(&out, '}');
+			}
+			appendStringInfoString(&out, "]}");
+			break;
+		default:
+			break;
+	}
+	if (st == MS_WIRE_LATER_PROTOCOL)
+		appendStringInfoString(&out, ",\"later_protocol\":true");
+	appendStringInfoChar(&out, '}');
+	sync__to_replica__free_unpacked(m, ms_pg_allocator());
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(out.data)));
+}

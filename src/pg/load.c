@@ -1,0 +1,310 @@
+/*-------------------------------------------------------------------------
+ * load.c
+ *	  Loading and encoding rows in their table's codec (docs/protocol.md 4).
+ *
+ * Each chunk is one query run in a subtransaction of its own: when a chunk
+ * fails for good, its rows are tried one by one, so a row that cannot go is
+ * named and set aside, and nothing else waits for it.  What the relay holds
+ * in memory is one chunk, whatever the plan sends.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "key.h"
+#include "load.h"
+#include "pbwrite.h"
+#include "settings.h"
+#include "transient.h"
+
+void
+ms_encode_key(StringInfo out, const char *key, int keylen)
+{
+	size_t		pos = 0;
+	const char *part;
+	size_t		plen;
+
+	while (ms_key_next_part(key, keylen, &pos, &part, &plen) == 1)
+	{
+		enlargeStringInfo(out, (int) ms_pb_len_field_size(1, plen));
+		out->len += (int) ms_pb_len_field((uint8_t *) out->data + out->len, 1, part, plen);
+	}
+}
+
+/* the query loading up to $3 rows of table $1 after key $2, with their replicas */
+static char *
+load_query(ms_table *t)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT k.key, k.replicas, ");
+	if (t->proto)
+	{
+		for (int c = 0; c < t->ncolumns; c++)
+			appendStringInfo(&sql, "%st.%s", c ? ", " : "", t->columns[c].quoted);
+	}
+	else
+		appendStringInfoString(&sql, "row_to_json(r)::text");
+	appendStringInfo(&sql,
+					 " FROM (SELECT s.key, array_agg(s.replica) AS replicas FROM pg_temp.ms_send s"
+					 " WHERE s.tab = $1 AND s.key > $2 GROUP BY s.key ORDER BY s.key LIMIT $3) k"
+					 " JOIN %s t ON %s",
+					 t->qualified, ms_key_match(t, "t", "k.key"));
+	if (!t->proto)
+	{
+		appendStringInfoString(&sql, " CROSS JOIN LATERAL (SELECT ");
+		for (int c = 0; c < t->ncolumns; c++)
+			appendStringInfo(&sql, "%st.%s", c ? ", " : "", t->columns[c].quoted);
+		appendStringInfoString(&sql, ") r");
+	}
+	appendStringInfoString(&sql, " ORDER BY k.key");
+	return sql.data;
+}
+
+/* proto codec: the row as a message whose fields are its columns (NULL: absent) */
+static void
+encode_proto(ms_table *t, HeapTuple tup, TupleDesc desc, StringInfo out)
+{
+	for (int c = 0; c < t->ncolumns; c++)
+	{
+		ms_column  *col = &t->columns[c];
+		bool		isnull;
+		Datum		d = SPI_getbinval(tup, desc, c + 3, &isnull);
+		uint32		field = (uint32) col->field;
+
+		if (isnull)
+			continue;
+		enlargeStringInfo(out, 32);
+		switch (col->type)
+		{
+			case INT2OID:
+			case INT4OID:
+			case INT8OID:
+			case BOOLOID:
+				{
+					int64		v = col->type == INT2OID ? DatumGetInt16(d) :
+						col->type == INT4OID ? DatumGetInt32(d) :
+						col->type == BOOLOID ? (DatumGetBool(d) ? 1 : 0) : DatumGetInt64(d);
+
+					out->len += (int) ms_pb_varint_field((uint8_t *) out->data + out->len,
+														 field, ms_pb_zigzag(v));
+					break;
+				}
+			case FLOAT4OID:
+			case FLOAT8OID:
+				out->len += (int) ms_pb_double_field((uint8_t *) out->data + out->len, field,
+													 col->type == FLOAT4OID ?
+													 (double) DatumGetFloat4(d) : DatumGetFloat8(d));
+				break;
+			case BYTEAOID:
+				{
+					bytea	   *b = DatumGetByteaPP(d);
+					size_t		n = VARSIZE_ANY_EXHDR(b);
+
+					enlargeStringInfo(out, (int) ms_pb_len_field_size(field, n));
+					out->len += (int) ms_pb_len_field((uint8_t *) out->data + out->len,
+													  field, VARDATA_ANY(b), n);
+					break;
+				}
+			default:
+				{
+					char	   *s = SPI_getvalue(tup, desc, c + 3);
+					size_t		n = strlen(s);
+
+					enlargeStringInfo(out, (int) ms_pb_len_field_size(field, n));
+					out->len += (int) ms_pb_len_field((uint8_t *) out->data + out->len, field, s, n);
+					break;
+				}
+		}
+	}
+}
+
+/* A chunk of rows, encoded, copied out of SPI's memory. */
+typedef struct chunk
+{
+	int			n;
+	ms_row	   *rows;
+	char	   *last;			/* the last key read */
+} chunk;
+
+/*
+ * load_chunk: read and encode up to limit rows after key `after` into c.
+ * Raises any error; emits nothing, so a failed chunk leaves no trace.
+ */
+static void
+load_chunk(ms_pass *p, ms_table *t, SPIPlanPtr plan, const char *after, int limit, chunk *c)
+{
+	Datum		values[3];
+	StringInfoData buf;
+
+	values[0] = Int32GetDatum(t->id);
+	values[1] = CStringGetTextDatum(after);
+	values[2] = Int64GetDatum(limit);
+	ms_run(p, plan, values, NULL, 0);
+	c->n = (int) SPI_processed;
+	c->rows = palloc(sizeof(ms_row) * Max(c->n, 1));
+	for (int i = 0; i < c->n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		text	   *key = DatumGetTextPP(SPI_getbinval(tup, desc, 1, &isnull));
+		ArrayType  *reps = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 2, &isnull));
+		ms_row	   *row = &c->rows[i];
+		int			nreps = ArrayGetNItems(ARR_NDIM(reps), ARR_DIMS(reps));
+
+		row->keylen = VARSIZE_ANY_EXHDR(key);
+		row->key = pnstrdup(VARDATA_ANY(key), row->keylen);
+		row->nreplicas = nreps;
+		row->replicas = palloc(sizeof(pg_uuid_t) * nreps);
+		memcpy(row->replicas, ARR_DATA_PTR(reps), sizeof(pg_uuid_t) * nreps);
+		initStringInfo(&buf);
+		if (t->proto)
+			encode_proto(t, tup, desc, &buf);
+		else
+		{
+			text	   *json = DatumGetTextPP(SPI_getbinval(tup, desc, 3, &isnull));
+
+			appendBinaryStringInfo(&buf, VARDATA_ANY(json), VARSIZE_ANY_EXHDR(json));
+		}
+		row->bytes = buf.data;
+		row->len = buf.len;
+		if (i == c->n - 1)
+			c->last = (char *) row->key;
+	}
+}
+
+/*
+ * try_chunk: load_chunk in a subtransaction.  On a permanent error, returns
+ * false with the error's data in *err (the subtransaction rolled back); a
+ * transient one is raised again.
+ */
+static bool
+try_chunk(ms_pass *p, ms_table *t, SPIPlanPtr plan, const char *after, int limit,
+		  chunk *c, ErrorData **err)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		load_chunk(p, t, plan, after, limit, c);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		e = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (ms_transient(e->sqlerrcode))
+			ReThrowError(e);
+		*err = e;
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+static void
+add_bad(ms_pass *p, List **bad, int tab, const char *key, const char *reason, int sqlerrcode)
+{
+	MemoryContext old = MemoryContextSwitchTo(p->cxt);
+	ms_bad	   *b = palloc(sizeof(ms_bad));
+
+	b->tab = tab;
+	b->key = pstrdup(key);
+	b->reason = pstrdup(reason);
+	b->sqlerrcode = sqlerrcode;
+	*bad = lappend(*bad, b);
+	MemoryContextSwitchTo(old);
+}
+
+/* emit the rows of a chunk that loaded; a row no message can carry is bad */
+static void
+emit_chunk(ms_pass *p, ms_table *t, chunk *c, ms_emit emit, void *arg, List **bad)
+{
+	for (int i = 0; i < c->n; i++)
+	{
+		const char *why = emit(arg, t, &c->rows[i]);
+
+		if (why != NULL)
+			add_bad(p, bad, t->id, c->rows[i].key, why, ERRCODE_PROGRAM_LIMIT_EXCEEDED);
+	}
+}
+
+void
+ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
+{
+	Oid			types[3] = {INT4OID, TEXTOID, INT8OID};
+	SPIPlanPtr	plan = ms_prepare(load_query(t), 3, types);
+	SPIPlanPtr	keys = ms_prepare("SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
+								  " ORDER BY key LIMIT $3", 3, types);
+	char	   *after = "";
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync load chunk",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+
+	for (;;)
+	{
+		chunk		c = {0, NULL, NULL};
+		ErrorData  *err = NULL;
+		Datum		values[3];
+		int			n;
+		char	  **chunk_keys;
+
+		/* what the relay holds in memory is one chunk */
+		MemoryContextReset(cxt);
+		if (try_chunk(p, t, plan, after, ms_chunk_rows, &c, &err))
+		{
+			if (c.n == 0)
+				break;
+			emit_chunk(p, t, &c, emit, arg, bad);
+			after = MemoryContextStrdup(p->cxt, c.last);
+			continue;
+		}
+
+		/* the chunk failed for good: find the rows that do not encode, one by one */
+		values[0] = Int32GetDatum(t->id);
+		values[1] = CStringGetTextDatum(after);
+		values[2] = Int64GetDatum(ms_chunk_rows);
+		ms_run(p, keys, values, NULL, 0);
+		n = (int) SPI_processed;
+		if (n == 0)
+			ReThrowError(err);
+		chunk_keys = palloc(sizeof(char *) * n);
+		for (int i = 0; i < n; i++)
+			chunk_keys[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		for (int i = 0; i < n; i++)
+		{
+			chunk		one = {0, NULL, NULL};
+			ErrorData  *rowerr = NULL;
+
+			if (try_chunk(p, t, plan, i == 0 ? after : chunk_keys[i - 1], 1, &one, &rowerr))
+				emit_chunk(p, t, &one, emit, arg, bad);
+			else
+				add_bad(p, bad, t->id, chunk_keys[i],
+						rowerr->message ? rowerr->message : "it does not encode", rowerr->sqlerrcode);
+		}
+		after = MemoryContextStrdup(p->cxt, chunk_keys[n - 1]);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}

@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ * load.h
+ *	  Loading and encoding the rows a plan sends: each once, however many
+ *	  replicas get it, a chunk at a time.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_LOAD_H
+#define MS_LOAD_H
+
+#include "utils/uuid.h"
+
+#include "catalog.h"
+#include "pass.h"
+
+/* A row loaded and encoded, with the replicas that get it. */
+typedef struct ms_row
+{
+	const char *key;			/* canonical key */
+	int			keylen;
+	const char *bytes;			/* the row in its table's codec */
+	int			len;
+	pg_uuid_t  *replicas;
+	int			nreplicas;
+} ms_row;
+
+/* A row that cannot go: it does not encode, or no message could carry it. */
+typedef struct ms_bad
+{
+	int			tab;
+	char	   *key;
+	char	   *reason;
+	int			sqlerrcode;
+} ms_bad;
+
+/*
+ * The caller takes each row; it returns NULL, or the reason the row cannot
+ * go (too large for any message).
+ */
+typedef const char *(*ms_emit) (void *arg, ms_table *t, ms_row *row);
+
+/*
+ * ms_load_table: every row of table t in pg_temp.ms_send, in key order, a
+ * chunk at a time.  A row that fails to encode for good is appended to *bad
+ * and skipped; a transient failure is raised.
+ */
+extern void ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad);
+
+/* ms_encode_key: append a wire Key (its parts as field 1 strings) of a canonical key. */
+extern void ms_encode_key(StringInfo out, const char *key, int keylen);
+
+#endif

@@ -1,0 +1,54 @@
+/*-------------------------------------------------------------------------
+ * observe.c
+ *	  Observe (seed 4.2): compare sync.replicas with what the last pass saw
+ *	  (seen_live, seen_partition).  A replica that became live, or moved to
+ *	  another partition, is provisioned again from scratch; one that stopped
+ *	  being live, or was dropped, is forgotten.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+
+#include "observe.h"
+
+ArrayType *
+ms_observe(ms_pass *p)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1];
+	bool		isnull;
+	Datum		d;
+
+	ms_exec(p,
+			"CREATE TEMP TABLE IF NOT EXISTS ms_forget (id uuid PRIMARY KEY);"
+			"TRUNCATE ms_forget;"
+			"INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live);"
+			"DELETE FROM sync.held WHERE replica IN (SELECT id FROM ms_forget);"
+			"DELETE FROM sync.outbox WHERE replica IN (SELECT id FROM ms_forget);"
+			"DELETE FROM sync.answers WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped);"
+			"DELETE FROM sync.replicas WHERE dropped;"
+			"UPDATE sync.replicas SET seen_live = false, seen_partition = NULL,"
+			"  snapshot_number = NULL, snapshot_end = NULL WHERE NOT live AND seen_live;"
+			"UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
+			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
+			0, NULL, NULL, NULL, 0);
+	ms_exec(p, "SELECT count(*) FROM ms_forget", 0, NULL, NULL, NULL, 0);
+	p->forgotten = ms_int64();
+
+	ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND provision",
+			0, NULL, NULL, NULL, 0);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		return NULL;
+	d = PointerGetDatum(DatumGetArrayTypePCopy(d));
+	/* a snapshot replaces what the replica was owed: its outbox is dropped */
+	values[0] = d;
+	ms_exec(p,
+			"DELETE FROM sync.held WHERE replica = ANY ($1)",
+			1, types, values, NULL, 0);
+	ms_exec(p,
+			"UPDATE sync.outbox SET dropped = true, body = NULL WHERE replica = ANY ($1) AND NOT dropped",
+			1, types, values, NULL, 0);
+	return DatumGetArrayTypeP(d);
+}

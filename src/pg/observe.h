@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ * observe.h
+ *	  What became of the replicas since the last pass.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_OBSERVE_H
+#define MS_OBSERVE_H
+
+#include "utils/array.h"
+
+#include "pass.h"
+
+/*
+ * ms_observe: forget replicas dropped or no longer live (nothing held,
+ * nothing sent); mark those that became live or moved partition to be
+ * provisioned; for every replica to provision, clear what it holds and drop
+ * its outbox.  Returns the replicas to provision (uuid[]), or NULL.
+ */
+extern ArrayType *ms_observe(ms_pass *p);
+
+#endif

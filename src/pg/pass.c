@@ -1,0 +1,88 @@
+/*-------------------------------------------------------------------------
+ * pass.c
+ *	  One relay pass: its snapshot and SPI helpers.  See pass.h.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "access/xact.h"
+#include "utils/snapmgr.h"
+
+#include "pass.h"
+
+void
+ms_pass_begin(ms_pass *p)
+{
+	/* under REPEATABLE READ this is the transaction's snapshot */
+	p->snapshot = RegisterSnapshot(GetTransactionSnapshot());
+}
+
+void
+ms_pass_end(ms_pass *p)
+{
+	if (p->snapshot != NULL)
+		UnregisterSnapshot(p->snapshot);
+	p->snapshot = NULL;
+}
+
+SPIPlanPtr
+ms_prepare(const char *sql, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	return plan;
+}
+
+int
+ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls, long tcount)
+{
+	int			rc = SPI_execute_snapshot(plan, values, nulls, p->snapshot,
+										  InvalidSnapshot, false, true, tcount);
+
+	if (rc < 0)
+		elog(ERROR, "could not run a statement of the relay pass: %s", SPI_result_code_string(rc));
+	return rc;
+}
+
+int
+ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
+		Datum *values, const char *nulls, long tcount)
+{
+	SPIPlanPtr	plan = ms_prepare(sql, nargs, types);
+	int			rc = ms_run(p, plan, values, nulls, tcount);
+
+	SPI_freeplan(plan);
+	return rc;
+}
+
+Portal
+ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
+		Datum *values, const char *nulls)
+{
+	SPIPlanPtr	plan = ms_prepare(sql, nargs, types);
+	Portal		portal;
+
+	/* a copy of the pass's snapshot, at the current command id */
+	CommandCounterIncrement();
+	PushCopiedSnapshot(p->snapshot);
+	UpdateActiveSnapshotCommandId();
+	portal = SPI_cursor_open(NULL, plan, values, nulls, true);
+	PopActiveSnapshot();
+	if (portal == NULL)
+		elog(ERROR, "could not open a cursor over \"%s\"", sql);
+	return portal;
+}
+
+int64
+ms_int64(void)
+{
+	bool		isnull;
+	Datum		d;
+
+	if (SPI_tuptable == NULL || SPI_processed == 0)
+		return 0;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt64(d);
+}

@@ -1,0 +1,63 @@
+/*-------------------------------------------------------------------------
+ * pass.h
+ *	  One relay pass: its snapshot, its memory, what it did.
+ *
+ * Every statement of a pass runs in one registered snapshot whose command id
+ * advances (SPI_execute_snapshot), so the notes, the plan, the rows it loads
+ * and what it records are one view of the database even when the caller's
+ * transaction is READ COMMITTED, and the pass still sees its own writes.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_PASS_H
+#define MS_PASS_H
+
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "nodes/pg_list.h"
+#include "utils/snapshot.h"
+
+#include "epoch.h"
+
+typedef struct ms_pass
+{
+	MemoryContext cxt;			/* everything the pass allocates */
+	Snapshot	snapshot;		/* registered for the pass */
+	List	   *tables;			/* ms_table *, parents first */
+	ms_epoch	epoch;
+
+	/* what the pass did (sync.relay_pass returns it) */
+	int64		notes_read;
+	int64		provisioned;
+	int64		forgotten;
+	int64		rows_sent;
+	int64		rows_taken;
+	int64		messages;
+	int64		quarantined;
+} ms_pass;
+
+/* ms_pass_begin / end: SPI connected by the caller; registers / releases the snapshot. */
+extern void ms_pass_begin(ms_pass *p);
+extern void ms_pass_end(ms_pass *p);
+
+/* ms_prepare: a plan for sql with $n arguments of these types, kept for the pass. */
+extern SPIPlanPtr ms_prepare(const char *sql, int nargs, Oid *types);
+
+/*
+ * ms_run: execute a plan in the pass's snapshot; nulls as SPI takes them
+ * (NULL: none).  Errors when SPI fails; returns the SPI result code.
+ */
+extern int	ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls, long tcount);
+
+/* ms_exec: prepare, run once, free. */
+extern int	ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
+					Datum *values, const char *nulls, long tcount);
+
+/* ms_open: a read-only cursor over sql in the pass's snapshot, seeing the pass's writes. */
+extern Portal ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
+					  Datum *values, const char *nulls);
+
+/* ms_int64: the first column of the first row of the last result, as int64 (0 when none or null). */
+extern int64 ms_int64(void);
+
+#endif

@@ -1,0 +1,157 @@
+/*-------------------------------------------------------------------------
+ * plan.c
+ *	  The plan: what each replica should hold (sync.wanted), compared with
+ *	  what the engine records it holds (sync.held).
+ *
+ *	    send = wanted - held, and held rows a note of this snapshot changed
+ *	    take = held - wanted
+ *
+ * Rows that cannot go (sync.quarantine) are never wanted, nor any row that
+ * points at one: a replica never holds a row without its parents.  A
+ * quarantined row with a note newer than its quarantine is tried again.
+ *
+ * The notes read are every note not done that the snapshot sees, never "the
+ * notes after the last one read": ids are drawn before commit, so a
+ * transaction that drew its id first may commit last.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+
+#include "catalog.h"
+#include "plan.h"
+#include "wanted.h"
+
+void
+ms_plan_prepare(ms_pass *p)
+{
+	ms_exec(p,
+			"CREATE TEMP TABLE IF NOT EXISTS ms_notes_read (id bigint PRIMARY KEY);"
+			"CREATE TEMP TABLE IF NOT EXISTS ms_pending ("
+			"  tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key));"
+			"CREATE TEMP TABLE IF NOT EXISTS ms_blocked ("
+			"  tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key));"
+			"CREATE TEMP TABLE IF NOT EXISTS ms_send ("
+			"  replica uuid, tab int, key text COLLATE \"C\", note bigint,"
+			"  PRIMARY KEY (tab, key, replica));"
+			"CREATE TEMP TABLE IF NOT EXISTS ms_take ("
+			"  replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key, replica));"
+			"TRUNCATE ms_notes_read, ms_pending, ms_blocked, ms_send, ms_take",
+			0, NULL, NULL, NULL, 0);
+}
+
+int64
+ms_plan_pending(ms_pass *p)
+{
+	int64		n;
+
+	/* a later build's note is skipped by the query, and holds back nothing */
+	ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1",
+			0, NULL, NULL, NULL, 0);
+	n = (int64) SPI_processed;
+	if (n == 0)
+		return 0;
+	/* only a row's own notes make a held version older; group notes move sets */
+	ms_exec(p,
+			"INSERT INTO ms_pending (tab, key, note) "
+			"SELECT tab, key, max(id) FROM ("
+			"  SELECT n.tab, n.key, n.id FROM sync.notes n JOIN ms_notes_read r USING (id)"
+			"   WHERE n.source = 'r' AND n.key IS NOT NULL"
+			"  UNION ALL"
+			"  SELECT n.tab, n.old_key, n.id FROM sync.notes n JOIN ms_notes_read r USING (id)"
+			"   WHERE n.source = 'r' AND n.old_key IS NOT NULL) c "
+			"GROUP BY tab, key",
+			0, NULL, NULL, NULL, 0);
+	if (n > 1000)
+		ms_exec(p, "ANALYZE ms_notes_read, ms_pending", 0, NULL, NULL, NULL, 0);
+	return n;
+}
+
+/* blocked: quarantined rows, then every row pointing at a blocked row, to a fixpoint */
+static void
+plan_blocked(ms_pass *p)
+{
+	ListCell   *lc;
+	bool		grew;
+
+	ms_exec(p,
+			"DELETE FROM sync.quarantine q USING ms_pending n "
+			" WHERE n.tab = q.tab AND n.key = q.key AND n.note > q.note",
+			0, NULL, NULL, NULL, 0);
+	ms_exec(p, "INSERT INTO ms_blocked SELECT tab, key FROM sync.quarantine",
+			0, NULL, NULL, NULL, 0);
+	if (SPI_processed == 0)
+		return;
+	do
+	{
+		grew = false;
+		foreach(lc, p->tables)
+		{
+			ms_table   *child = lfirst(lc);
+
+			for (int f = 0; f < child->nfkeys; f++)
+			{
+				ms_fkey    *fk = &child->fkeys[f];
+				ms_table   *parent = ms_catalog_find(p->tables, fk->parent);
+				StringInfoData sql;
+				Oid			types[1] = {INT4OID};
+				Datum		values[1] = {Int32GetDatum(parent->id)};
+
+				initStringInfo(&sql);
+				appendStringInfo(&sql,
+								 "INSERT INTO ms_blocked SELECT %d, %s FROM ms_blocked b "
+								 "JOIN %s p ON %s JOIN %s c ON (",
+								 child->id, ms_key_expr(child, "c"),
+								 parent->qualified, ms_key_match(parent, "p", "b.key"),
+								 child->qualified);
+				for (int i = 0; i < fk->ncols; i++)
+					appendStringInfo(&sql, "%sc.%s", i ? ", " : "",
+									 child->columns[fk->cols[i]].quoted);
+				appendStringInfoString(&sql, ") = (");
+				for (int i = 0; i < fk->ncols; i++)
+					appendStringInfo(&sql, "%sp.%s", i ? ", " : "",
+									 quote_identifier(fk->parent_cols[i]));
+				appendStringInfoString(&sql, ") WHERE b.tab = $1 ON CONFLICT DO NOTHING");
+				ms_exec(p, sql.data, 1, types, values, NULL, 0);
+				grew |= SPI_processed > 0;
+			}
+		}
+	} while (grew);
+}
+
+void
+ms_plan(ms_pass *p, ArrayType *replicas)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {PointerGetDatum(replicas)};
+
+	plan_blocked(p);
+	ms_wanted_fill(replicas);
+	ms_exec(p, "DELETE FROM pg_temp.ms_wanted w USING ms_blocked b WHERE w.tab = b.tab AND w.key = b.key",
+			0, NULL, NULL, NULL, 0);
+
+	/*
+	 * A held row is sent again when a note of this snapshot is newer than the
+	 * version it holds; one it refused, only once the row changed since.
+	 */
+	ms_exec(p,
+			"INSERT INTO ms_send (replica, tab, key, note) "
+			"SELECT w.replica, w.tab, w.key, coalesce(n.note, 0) "
+			"  FROM pg_temp.ms_wanted w "
+			"  LEFT JOIN sync.held h ON h.replica = w.replica AND h.tab = w.tab "
+			"       AND h.key = w.key AND h.taken IS NULL "
+			"  LEFT JOIN ms_pending n ON n.tab = w.tab AND n.key = w.key "
+			" WHERE h.replica IS NULL OR n.note > h.note",
+			0, NULL, NULL, NULL, 0);
+	ms_exec(p,
+			"INSERT INTO ms_take (replica, tab, key) "
+			"SELECT h.replica, h.tab, h.key FROM sync.held h "
+			" WHERE h.replica = ANY ($1) AND h.taken IS NULL "
+			"   AND NOT EXISTS (SELECT FROM pg_temp.ms_wanted w "
+			"                    WHERE w.replica = h.replica AND w.tab = h.tab AND w.key = h.key)",
+			1, types, values, NULL, 0);
+	ms_exec(p, "ANALYZE ms_send, ms_take", 0, NULL, NULL, NULL, 0);
+}

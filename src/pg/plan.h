@@ -1,0 +1,30 @@
+/*-------------------------------------------------------------------------
+ * plan.h
+ *	  What each replica is sent, and what it lets go of, this pass.
+ *
+ * The plan is worked out in the database, set by set, into temporary tables
+ * of the relay's connection, and read a page at a time by what records it:
+ *
+ *   pg_temp.ms_pending(tab, key, note)      newest note of each changed row
+ *   pg_temp.ms_blocked(tab, key)            rows that cannot go, and what points at them
+ *   pg_temp.ms_send(replica, tab, key, note) rows to send (note: newest the snapshot sees)
+ *   pg_temp.ms_take(replica, tab, key)      rows to take back
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_PLAN_H
+#define MS_PLAN_H
+
+#include "utils/array.h"
+
+#include "pass.h"
+
+/* ms_plan_prepare: create the plan's temporary tables if missing, empty them. */
+extern void ms_plan_prepare(ms_pass *p);
+
+/* ms_plan_pending: read the notes not done; returns how many. */
+extern int64 ms_plan_pending(ms_pass *p);
+
+/* ms_plan: plan for these replicas (uuid[]); those being provisioned hold nothing. */
+extern void ms_plan(ms_pass *p, ArrayType *replicas);
+
+#endif

@@ -1,0 +1,119 @@
+/*-------------------------------------------------------------------------
+ * pull.c
+ *	  sync.pull(replica, after, max_bytes): the transport's way down.
+ *
+ * Returns, in order, the Filed answers waiting for the replica (number NULL)
+ * and the messages of its outbox numbered after `after`, up to max_bytes
+ * (always at least one).  Messages stay in the outbox until the replica
+ * acknowledges them (sync.file), so a message lost on the way is pulled
+ * again: it keeps its number and bytes however often it goes.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/tuplestore.h"
+#include "utils/uuid.h"
+
+#include "access.h"
+
+PG_FUNCTION_INFO_V1(ms_pull);
+
+/*
+ * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int) returns
+ * table(number bigint, message bytea).
+ */
+Datum
+ms_pull(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	pg_uuid_t  *replica;
+	int64		after;
+	int32		max_bytes;
+	Oid			types[2] = {UUIDOID, INT8OID};
+	Datum		values[2];
+	int64		total = 0;
+	Portal		cur;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("sync.pull takes a replica, a message number and a byte bound, none of them null"),
+				 errhint("Pull from 0 to start: SELECT * FROM sync.pull(replica, 0).")));
+	replica = PG_GETARG_UUID_P(0);
+	after = PG_GETARG_INT64(1);
+	max_bytes = PG_GETARG_INT32(2);
+	if (after < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot pull after message %lld", (long long) after),
+				 errdetail("Messages are numbered from 1."),
+				 errhint("Pass the number of the last message the replica applied, or 0.")));
+	if (max_bytes < 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_bytes %d is out of range", max_bytes),
+				 errdetail("sync.pull returns at least 1024 bytes' worth of messages, and at least one message."),
+				 errhint("Pass a bound of 1024 bytes or more.")));
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	ms_replica_access(replica, "pull");
+	values[0] = UUIDPGetDatum(replica);
+	values[1] = Int64GetDatum(after);
+
+	/* answers first, in the order they were filed: queued only once their filing committed */
+	if (SPI_execute_with_args("WITH a AS (UPDATE sync.answers SET pulled = coalesce(pulled, now())"
+							  " WHERE replica = $1 RETURNING filed, message)"
+							  " SELECT NULL::bigint, message FROM a ORDER BY filed",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.answers");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Datum		out[2];
+		bool		nulls[2] = {true, false};
+		bool		isnull;
+
+		out[1] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+	}
+
+	cur = SPI_cursor_open_with_args(NULL,
+									"SELECT o.number, o.head || b.bytes FROM sync.outbox o"
+									" JOIN sync.bodies b ON b.id = o.body"
+									" WHERE o.replica = $1 AND o.number > $2 AND NOT o.dropped"
+									" ORDER BY o.number",
+									2, types, values, NULL, true, 0);
+	while (total < max_bytes)
+	{
+		SPI_cursor_fetch(cur, true, 16);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 i = 0; i < SPI_processed && total < max_bytes; i++)
+		{
+			Datum		out[2];
+			bool		nulls[2] = {false, false};
+			bool		isnull;
+			bytea	   *m;
+
+			out[0] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+			out[1] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+			m = DatumGetByteaPP(out[1]);
+			/* always at least one message, then only what fits */
+			if (total > 0 && total + (int64) VARSIZE_ANY_EXHDR(m) > max_bytes)
+			{
+				total = max_bytes;
+				break;
+			}
+			total += VARSIZE_ANY_EXHDR(m);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+		}
+	}
+	SPI_cursor_close(cur);
+	SPI_finish();
+	return (Datum) 0;
+}

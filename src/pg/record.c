@@ -1,0 +1,599 @@
+/*-------------------------------------------------------------------------
+ * record.c
+ *	  Packing messages and recording them (seed 4.4).
+ *
+ * Each replica's rows are packed into messages under magic_sync.message_bytes:
+ * upserts parents first, then deletes children first.  Every message is one
+ * ToReplica: a head written for its replica (number from sync.message_seq,
+ * random nonce, the previous message's number and nonce, the seal) and a
+ * body stored once in sync.bodies, however many replicas' messages carry
+ * it.  What a message carries is recorded as segments (table, first and last
+ * key) and turned into sync.held rows set by set at the end, so a snapshot
+ * of a million rows costs one INSERT, not a million.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/uuid.h"
+
+#include "catalog.h"
+#include "load.h"
+#include "pbwrite.h"
+#include "record.h"
+#include "schema.h"
+#include "seal.h"
+#include "settings.h"
+#include "wire.h"
+
+/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica */
+#define HEAD_MAX 160
+
+/* A run of one table's upserts or deletes in one message. */
+typedef struct segment
+{
+	int			tab;
+	char		kind;			/* 'u' upserts, 'd' deletes */
+	char	   *first;
+	char	   *last;
+} segment;
+
+/* One replica the pass writes to, and the message being filled for it. */
+typedef struct target
+{
+	pg_uuid_t	id;				/* hash key */
+	uint64		last_number;
+	uint8		last_nonce[MS_NONCE_BYTES];
+	bool		has_last;
+	bool		snapshot;		/* provisioned this pass */
+	bool		begun;			/* its snapshot's first message is written */
+	uint64		first_number;
+	bool		written;		/* it has new messages */
+	int64		snapshot_rows;	/* rows its snapshot carries */
+
+	StringInfoData down;		/* Down's fields so far: Begin, complete Rows */
+	StringInfoData rows;		/* the Rows being filled */
+	int			rows_tab;
+	char		rows_kind;
+	int			upserts;
+	int			deletes;
+	List	   *segments;
+	segment    *seg;
+} target;
+
+typedef struct body_entry
+{
+	uint8		hash[PG_SHA256_DIGEST_LENGTH];
+	int64		id;
+} body_entry;
+
+typedef struct recorder
+{
+	ms_pass    *p;
+	HTAB	   *targets;
+	HTAB	   *bodies;			/* bodies stored this pass, by hash */
+	MemoryContext cxt;
+	StringInfoData begin;		/* the packed Begin of a snapshot */
+	StringInfoData key;			/* scratch: the wire Key of the current row */
+	SPIPlanPtr	next_number;
+	SPIPlanPtr	store_body;
+	SPIPlanPtr	store_message;
+	SPIPlanPtr	store_segment;
+} recorder;
+
+static target *
+find_target(recorder *r, const pg_uuid_t *id)
+{
+	bool		found;
+	target	   *tg = hash_search(r->targets, id, HASH_FIND, &found);
+
+	if (!found)
+		elog(ERROR, "the plan names a replica the pass does not write to");
+	return tg;
+}
+
+static void
+sha256(const char *data, int len, uint8 out[PG_SHA256_DIGEST_LENGTH])
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+
+	if (ctx == NULL || pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) data, len) < 0 ||
+		pg_cryptohash_final(ctx, out, PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not compute a SHA-256 of a message body");
+	pg_cryptohash_free(ctx);
+}
+
+static bytea *
+to_bytea(const void *data, size_t len)
+{
+	bytea	   *b = palloc(VARHDRSZ + len);
+
+	SET_VARSIZE(b, VARHDRSZ + len);
+	memcpy(VARDATA(b), data, len);
+	return b;
+}
+
+/* store a body once: by its hash, in this pass and in sync.bodies */
+static int64
+store_body(recorder *r, StringInfo body, int upserts, int deletes)
+{
+	uint8		hash[PG_SHA256_DIGEST_LENGTH];
+	bool		found;
+	body_entry *e;
+	Datum		values[4];
+
+	sha256(body->data, body->len, hash);
+	e = hash_search(r->bodies, hash, HASH_ENTER, &found);
+	if (found)
+		return e->id;
+	values[0] = PointerGetDatum(to_bytea(hash, sizeof hash));
+	values[1] = PointerGetDatum(to_bytea(body->data, body->len));
+	values[2] = Int32GetDatum(upserts);
+	values[3] = Int32GetDatum(deletes);
+	ms_run(r->p, r->store_body, values, NULL, 1);
+	e->id = ms_int64();
+	return e->id;
+}
+
+/* write one message for tg with this body: number, chain, seal, outbox */
+static void
+write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
+			  int upserts, int deletes)
+{
+	ms_pass    *p = r->p;
+	int64		body_id = store_body(r, body, upserts, deletes);
+	uint64		number;
+	uint8		nonce[MS_NONCE_BYTES];
+	uint8		seal[MS_SEAL_BYTES];
+	uint8		head[HEAD_MAX];
+	size_t		headlen;
+	ms_head		h;
+	Datum		values[8];
+	ListCell   *lc;
+
+	ms_run(p, r->next_number, NULL, NULL, 1);
+	number = (uint64) ms_int64();
+	if (!ms_random(nonce, sizeof nonce))
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not draw a nonce")));
+	if (!ms_seal(p->epoch.secret, MS_SECRET_BYTES, tg->id.data, p->epoch.id, number, nonce, seal))
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not seal a message")));
+	h.protocol = MS_PROTOCOL;
+	h.epoch = p->epoch.id;
+	h.number = number;
+	h.nonce = nonce;
+	h.previous = tg->has_last ? tg->last_number : 0;
+	h.previous_nonce = tg->has_last && tg->last_number > 0 ? tg->last_nonce : NULL;
+	h.seal = seal;
+	h.replica = tg->id.data;
+	Assert(ms_head_packed_size(&h) <= HEAD_MAX);
+	headlen = ms_head_pack(&h, head);
+
+	values[0] = UUIDPGetDatum(&tg->id);
+	values[1] = Int64GetDatum((int64) number);
+	values[2] = PointerGetDatum(to_bytea(p->epoch.id, MS_EPOCH_BYTES));
+	values[3] = PointerGetDatum(to_bytea(nonce, sizeof nonce));
+	values[4] = PointerGetDatum(to_bytea(head, headlen));
+	values[5] = Int64GetDatum(body_id);
+	values[6] = Int32GetDatum((int32) (headlen + body->len));
+	values[7] = BoolGetDatum(snapshot_start);
+	ms_run(p, r->store_message, values, NULL, 0);
+
+	foreach(lc, tg->segments)
+	{
+		segment    *s = lfirst(lc);
+		Datum		sv[6];
+
+		sv[0] = UUIDPGetDatum(&tg->id);
+		sv[1] = Int32GetDatum(s->tab);
+		sv[2] = CharGetDatum(s->kind);
+		sv[3] = CStringGetTextDatum(s->first);
+		sv[4] = CStringGetTextDatum(s->last);
+		sv[5] = Int64GetDatum((int64) number);
+		ms_run(p, r->store_segment, sv, NULL, 0);
+	}
+
+	tg->last_number = number;
+	memcpy(tg->last_nonce, nonce, sizeof nonce);
+	tg->has_last = true;
+	tg->written = true;
+	if (snapshot_start)
+	{
+		tg->first_number = number;
+		tg->begun = true;
+	}
+	p->messages++;
+}
+
+/* move the Rows being filled into Down */
+static void
+close_rows(target *tg)
+{
+	if (tg->rows_tab == 0)
+		return;
+	enlargeStringInfo(&tg->down, (int) ms_pb_len_field_size(2, tg->rows.len));
+	tg->down.len += (int) ms_pb_len_head((uint8_t *) tg->down.data + tg->down.len, 2, tg->rows.len);
+	appendBinaryStringInfo(&tg->down, tg->rows.data, tg->rows.len);
+	resetStringInfo(&tg->rows);
+	tg->rows_tab = 0;
+	tg->seg = NULL;
+}
+
+/* the message being filled, as a Down body */
+static bool
+has_content(target *tg)
+{
+	return tg->down.len > 0 || tg->rows_tab != 0;
+}
+
+/* write the message being filled, if it has anything (a snapshot's first always) */
+static void
+flush(recorder *r, target *tg)
+{
+	StringInfoData body;
+	bool		start = tg->snapshot && !tg->begun;
+
+	if (!has_content(tg) && !start)
+		return;
+	close_rows(tg);
+	initStringInfo(&body);
+	enlargeStringInfo(&body, (int) ms_pb_len_field_size(9, tg->down.len));
+	body.len += (int) ms_pb_len_head((uint8_t *) body.data, 9, tg->down.len);
+	appendBinaryStringInfo(&body, tg->down.data, tg->down.len);
+	write_message(r, tg, &body, start, tg->upserts, tg->deletes);
+	pfree(body.data);
+	resetStringInfo(&tg->down);
+	tg->upserts = tg->deletes = 0;
+	list_free_deep(tg->segments);
+	tg->segments = NIL;
+	tg->seg = NULL;
+}
+
+/* start a message: a snapshot's first carries its Begin */
+static void
+start_message(recorder *r, target *tg)
+{
+	if (tg->snapshot && !tg->begun && tg->down.len == 0)
+	{
+		/* Begin: the schema, shared, and how many rows this replica's snapshot carries */
+		size_t		rows = ms_pb_varint_field_size(2, (uint64) tg->snapshot_rows);
+
+		enlargeStringInfo(&tg->down, (int) ms_pb_len_field_size(1, r->begin.len + rows));
+		tg->down.len += (int) ms_pb_len_head((uint8_t *) tg->down.data, 1, r->begin.len + rows);
+		appendBinaryStringInfo(&tg->down, r->begin.data, r->begin.len);
+		tg->down.len += (int) ms_pb_varint_field((uint8_t *) tg->down.data + tg->down.len,
+												 2, (uint64) tg->snapshot_rows);
+	}
+}
+
+/* bytes of a message whose Down has `down` bytes of fields and a Rows of `rows` bytes */
+static size_t
+message_size(size_t down, size_t rows)
+{
+	return HEAD_MAX + ms_pb_len_field_size(9, down + ms_pb_len_field_size(2, rows));
+}
+
+/* bytes tg's message would take with `fields` more bytes of one row of t */
+static size_t
+projected(target *tg, ms_table *t, char kind, size_t fields)
+{
+	if (tg->rows_tab == t->id && tg->rows_kind == kind)
+		return message_size(tg->down.len, tg->rows.len + fields);
+	return message_size(tg->down.len + (tg->rows_tab ? ms_pb_len_field_size(2, tg->rows.len) : 0),
+						ms_pb_len_field_size(1, strlen(t->name)) + fields);
+}
+
+/* append one row (an upsert, or a delete when bytes is NULL) to tg's message */
+static void
+append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
+	   const char *bytes, int len)
+{
+	size_t		fields;
+	MemoryContext old = MemoryContextSwitchTo(r->cxt);
+
+	if (kind == 'u')
+		fields = ms_pb_len_field_size(2, len) + ms_pb_len_field_size(3, r->key.len);
+	else
+		fields = ms_pb_len_field_size(4, r->key.len);
+
+	start_message(r, tg);
+	if (projected(tg, t, kind, fields) > (size_t) ms_message_bytes)
+	{
+		flush(r, tg);
+		start_message(r, tg);
+	}
+	if (tg->rows_tab != t->id || tg->rows_kind != kind)
+	{
+		close_rows(tg);
+		tg->rows_tab = t->id;
+		tg->rows_kind = kind;
+		enlargeStringInfo(&tg->rows, (int) ms_pb_len_field_size(1, strlen(t->name)));
+		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data, 1, t->name, strlen(t->name));
+	}
+	enlargeStringInfo(&tg->rows, (int) fields);
+	if (kind == 'u')
+	{
+		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, 2, bytes, len);
+		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, 3,
+											  r->key.data, r->key.len);
+		tg->upserts++;
+	}
+	else
+	{
+		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, 4,
+											  r->key.data, r->key.len);
+		tg->deletes++;
+	}
+	if (tg->seg == NULL)
+	{
+		tg->seg = palloc(sizeof(segment));
+		tg->seg->tab = t->id;
+		tg->seg->kind = kind;
+		tg->seg->first = pstrdup(key);
+		tg->segments = lappend(tg->segments, tg->seg);
+	}
+	else
+		pfree(tg->seg->last);
+	tg->seg->last = pstrdup(key);
+	MemoryContextSwitchTo(old);
+}
+
+/* ms_emit for upserts: the row once, to every replica that gets it */
+static const char *
+emit_upsert(void *arg, ms_table *t, ms_row *row)
+{
+	recorder   *r = arg;
+	char	   *key = pnstrdup(row->key, row->keylen);
+	size_t		alone;
+
+	resetStringInfo(&r->key);
+	ms_encode_key(&r->key, row->key, row->keylen);
+	alone = HEAD_MAX + ms_pb_len_field_size(9, ms_pb_len_field_size(2,
+																	 ms_pb_len_field_size(1, strlen(t->name)) +
+																	 ms_pb_len_field_size(2, row->len) +
+																	 ms_pb_len_field_size(3, r->key.len)));
+	if (alone > (size_t) ms_message_bytes)
+		return psprintf("the row takes %zu bytes in a message, over magic_sync.message_bytes (%d)",
+						alone, ms_message_bytes);
+	for (int i = 0; i < row->nreplicas; i++)
+		append(r, find_target(r, &row->replicas[i]), t, 'u', key, row->bytes, row->len);
+	r->p->rows_sent += row->nreplicas;
+	pfree(key);
+	return NULL;
+}
+
+/* the deletes of table t, children first: to every replica letting go of them */
+static void
+record_deletes(recorder *r, ms_table *t)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(t->id)};
+	Portal		cur = ms_open(r->p,
+							  "SELECT key, array_agg(replica) FROM pg_temp.ms_take"
+							  " WHERE tab = $1 GROUP BY key ORDER BY key",
+							  1, types, values, NULL);
+
+	for (;;)
+	{
+		SPITupleTable *tt;
+		uint64		n;
+
+		SPI_cursor_fetch(cur, true, ms_chunk_rows);
+		/* appending may write messages: keep this page's rows apart from theirs */
+		tt = SPI_tuptable;
+		n = SPI_processed;
+		if (n == 0)
+			break;
+		for (uint64 i = 0; i < n; i++)
+		{
+			bool		isnull;
+			char	   *key = TextDatumGetCString(SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull));
+			ArrayType  *reps = DatumGetArrayTypeP(SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &isnull));
+			pg_uuid_t  *ids = (pg_uuid_t *) ARR_DATA_PTR(reps);
+			int			nreps = ArrayGetNItems(ARR_NDIM(reps), ARR_DIMS(reps));
+
+			resetStringInfo(&r->key);
+			ms_encode_key(&r->key, key, strlen(key));
+			for (int j = 0; j < nreps; j++)
+				append(r, find_target(r, &ids[j]), t, 'd', key, NULL, 0);
+			r->p->rows_taken += nreps;
+		}
+		SPI_freetuptable(tt);
+	}
+	SPI_cursor_close(cur);
+}
+
+/* the EndSnapshot every snapshot ends with: one body for all */
+static void
+end_snapshot(recorder *r, target *tg, StringInfo body)
+{
+	if (body->len == 0)
+	{
+		StringInfoData end;
+		ListCell   *lc;
+
+		initStringInfo(&end);
+		foreach(lc, r->p->tables)
+		{
+			ms_table   *t = lfirst(lc);
+
+			enlargeStringInfo(&end, (int) ms_pb_len_field_size(1, strlen(t->name)));
+			end.len += (int) ms_pb_len_field((uint8_t *) end.data + end.len, 1, t->name, strlen(t->name));
+		}
+		enlargeStringInfo(body, (int) ms_pb_len_field_size(10, end.len));
+		body->len += (int) ms_pb_len_head((uint8_t *) body->data, 10, end.len);
+		appendBinaryStringInfo(body, end.data, end.len);
+	}
+	write_message(r, tg, body, false, 0, 0);
+}
+
+static void
+load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
+{
+	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
+	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
+
+	ms_exec(r->p,
+			"SELECT id, last_number, last_nonce, id = ANY ($2) FROM sync.replicas WHERE id = ANY ($1)",
+			2, types, values, NULL, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		pg_uuid_t  *id = DatumGetUUIDP(SPI_getbinval(tup, desc, 1, &isnull));
+		bool		found;
+		target	   *tg = hash_search(r->targets, id, HASH_ENTER, &found);
+		Datum		nonce;
+		MemoryContext old = MemoryContextSwitchTo(r->cxt);
+
+		memset(((char *) tg) + sizeof(pg_uuid_t), 0, sizeof(target) - sizeof(pg_uuid_t));
+		tg->last_number = (uint64) DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
+		nonce = SPI_getbinval(tup, desc, 3, &isnull);
+		if (!isnull && VARSIZE_ANY_EXHDR(DatumGetByteaPP(nonce)) == MS_NONCE_BYTES)
+		{
+			memcpy(tg->last_nonce, VARDATA_ANY(DatumGetByteaPP(nonce)), MS_NONCE_BYTES);
+			tg->has_last = tg->last_number > 0;
+		}
+		tg->snapshot = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+		initStringInfo(&tg->down);
+		initStringInfo(&tg->rows);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+/* sync.held from the segments: what each message carries, set by set */
+static void
+record_held(ms_pass *p)
+{
+	ms_exec(p,
+			"INSERT INTO sync.held (replica, tab, key, note, number) "
+			"SELECT s.replica, s.tab, s.key, s.note, g.number FROM pg_temp.ms_segments g "
+			"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
+			"   AND s.key <= g.last_key AND s.replica = g.replica "
+			" WHERE g.kind = 'u' "
+			"ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, "
+			"   number = EXCLUDED.number, taken = NULL, refused = NULL",
+			0, NULL, NULL, NULL, 0);
+	ms_exec(p,
+			"UPDATE sync.held h SET taken = g.number FROM pg_temp.ms_segments g "
+			"  JOIN pg_temp.ms_take t ON t.tab = g.tab AND t.key >= g.first_key "
+			"   AND t.key <= g.last_key AND t.replica = g.replica "
+			" WHERE g.kind = 'd' AND h.replica = t.replica AND h.tab = t.tab AND h.key = t.key",
+			0, NULL, NULL, NULL, 0);
+}
+
+List *
+ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
+{
+	recorder	r;
+	HASHCTL		ctl;
+	HASH_SEQ_STATUS seq;
+	target	   *tg;
+	List	   *bad = NIL;
+	ListCell   *lc;
+	StringInfoData end;
+	Oid			btypes[4] = {BYTEAOID, BYTEAOID, INT4OID, INT4OID};
+	Oid			mtypes[8] = {UUIDOID, INT8OID, BYTEAOID, BYTEAOID, BYTEAOID, INT8OID, INT4OID, BOOLOID};
+	Oid			stypes[6] = {UUIDOID, INT4OID, CHAROID, TEXTOID, TEXTOID, INT8OID};
+
+	memset(&r, 0, sizeof r);
+	r.p = p;
+	r.cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync record", ALLOCSET_DEFAULT_SIZES);
+	memset(&ctl, 0, sizeof ctl);
+	ctl.keysize = sizeof(pg_uuid_t);
+	ctl.entrysize = sizeof(target);
+	ctl.hcxt = r.cxt;
+	r.targets = hash_create("magic_sync targets", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.keysize = PG_SHA256_DIGEST_LENGTH;
+	ctl.entrysize = sizeof(body_entry);
+	r.bodies = hash_create("magic_sync bodies", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	initStringInfo(&r.begin);
+	initStringInfo(&r.key);
+	ms_schema_pack(p->tables, &r.begin);
+
+	ms_exec(p,
+			"CREATE TEMP TABLE IF NOT EXISTS ms_segments (replica uuid, tab int, kind \"char\","
+			" first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint);"
+			"TRUNCATE ms_segments", 0, NULL, NULL, NULL, 0);
+	r.next_number = ms_prepare("SELECT nextval('sync.message_seq')", 0, NULL);
+	r.store_body = ms_prepare("INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
+							  " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
+							  4, btypes);
+	r.store_message = ms_prepare("INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
+								 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", 8, mtypes);
+	r.store_segment = ms_prepare("INSERT INTO pg_temp.ms_segments VALUES ($1, $2, $3, $4, $5, $6)",
+								 6, stypes);
+	load_targets(&r, replicas, provisioning);
+	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
+	{
+		Oid			types[1] = {UUIDARRAYOID};
+		Datum		values[1] = {PointerGetDatum(provisioning)};
+
+		ms_exec(p, "SELECT replica, count(*) FROM pg_temp.ms_send WHERE replica = ANY ($1) GROUP BY replica",
+				1, types, values, NULL, 0);
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+
+			find_target(&r, DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)))
+				->snapshot_rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		}
+	}
+
+	/* upserts, parents first */
+	foreach(lc, p->tables)
+		ms_load_table(p, lfirst(lc), emit_upsert, &r, &bad);
+	if (bad != NIL)
+		return bad;
+	/* then deletes, children first */
+	for (int i = list_length(p->tables) - 1; i >= 0; i--)
+		record_deletes(&r, list_nth(p->tables, i));
+
+	initStringInfo(&end);
+	hash_seq_init(&seq, r.targets);
+	while ((tg = hash_seq_search(&seq)) != NULL)
+	{
+		flush(&r, tg);
+		if (tg->snapshot)
+		{
+			end_snapshot(&r, tg, &end);
+			p->provisioned++;
+		}
+	}
+	record_held(p);
+
+	/* each replica's chain, and the snapshot written for it */
+	hash_seq_init(&seq, r.targets);
+	while ((tg = hash_seq_search(&seq)) != NULL)
+	{
+		Oid			types[5] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID};
+		Datum		values[5];
+		char		nulls[5] = "     ";
+
+		if (!tg->written)
+			continue;
+		values[0] = UUIDPGetDatum(&tg->id);
+		ms_exec(p, "INSERT INTO pg_temp.ms_written VALUES ($1)", 1, types, values, NULL, 0);
+		values[1] = Int64GetDatum((int64) tg->last_number);
+		values[2] = PointerGetDatum(to_bytea(tg->last_nonce, MS_NONCE_BYTES));
+		values[3] = Int64GetDatum((int64) tg->first_number);
+		values[4] = Int64GetDatum((int64) tg->last_number);
+		if (!tg->snapshot)
+			nulls[3] = nulls[4] = 'n';
+		ms_exec(p,
+				"UPDATE sync.replicas SET last_number = $2, last_nonce = $3,"
+				" snapshot_number = coalesce($4, snapshot_number),"
+				" snapshot_end = coalesce($5, snapshot_end),"
+				" provision = CASE WHEN $4 IS NULL THEN provision ELSE false END"
+				" WHERE id = $1", 5, types, values, nulls, 0);
+	}
+	MemoryContextDelete(r.cxt);
+	return NIL;
+}

@@ -1,0 +1,23 @@
+/*-------------------------------------------------------------------------
+ * record.h
+ *	  Recording a plan: rows packed into each replica's messages, the
+ *	  messages numbered, chained and sealed into its outbox, and what they
+ *	  carry recorded as held, all in the pass's transaction.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_RECORD_H
+#define MS_RECORD_H
+
+#include "utils/array.h"
+
+#include "pass.h"
+
+/*
+ * ms_record: write the messages the plan (pg_temp.ms_send, ms_take) asks for,
+ * for these replicas; provisioning ones get a snapshot (Begin ... EndSnapshot).
+ * Returns the rows that cannot go (ms_bad *): when there are any, nothing it
+ * wrote may be kept, and the plan runs again with them set aside.
+ */
+extern List *ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning);
+
+#endif

@@ -1,0 +1,250 @@
+/*-------------------------------------------------------------------------
+ * relay.c
+ *	  A relay pass (seed 4): observe what became of the replicas; record,
+ *	  in one transaction on the connection holding the relay lock, the plan
+ *	  for every note not done, the messages that carry it and what they
+ *	  carry; publish: NOTIFY magic_sync with the replicas that have new
+ *	  messages, delivered when the pass commits.
+ *
+ * Recorded before it is sent: nothing is in an outbox that is not recorded
+ * as held, in the transaction that marks its notes done.  A pass that dies
+ * before its commit leaves nothing; the next one plans the same notes.  A
+ * relay that loses its lock's connection loses the transaction with it, so
+ * it can never commit over the relay that took the lock.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "catalog.h"
+#include "load.h"
+#include "observe.h"
+#include "plan.h"
+#include "record.h"
+#include "relay.h"
+#include "settings.h"
+
+PG_FUNCTION_INFO_V1(ms_relay_pass_sql);
+
+bool
+ms_relay_try_lock(bool session)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, MS_RELAY_LOCK_KEY1, MS_RELAY_LOCK_KEY2, 2);
+	return LockAcquire(&tag, ExclusiveLock, session, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* the relay refuses to run while sync.check() reports a problem */
+static void
+refuse_unless_checked(ms_pass *p)
+{
+	bool		isnull;
+	Datum		d;
+
+	ms_exec(p, "SELECT string_agg(format('%s: %s', c.tab, c.problem), '; ') FROM sync.check() c",
+			0, NULL, NULL, NULL, 0);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the relay will not run while sync.check() reports a problem"),
+				 errdetail("%s", TextDatumGetCString(d)),
+				 errhint("SELECT * FROM sync.check() says what to fix; declaring the table again with sync.mirror rewrites its triggers.")));
+}
+
+/* set aside rows that cannot go, until a change or a fix lets them through */
+static void
+quarantine(ms_pass *p, List *bad)
+{
+	Oid			types[4] = {INT4OID, TEXTOID, TEXTOID, TEXTOID};
+	SPIPlanPtr	plan = ms_prepare(
+								  "INSERT INTO sync.quarantine (tab, key, note, reason, sqlstate)"
+								  " VALUES ($1, $2, coalesce((SELECT note FROM ms_pending WHERE tab = $1 AND key = $2), 0), $3, $4)"
+								  " ON CONFLICT (tab, key) DO UPDATE SET note = EXCLUDED.note,"
+								  " reason = EXCLUDED.reason, sqlstate = EXCLUDED.sqlstate, since = now()",
+								  4, types);
+	ListCell   *lc;
+
+	foreach(lc, bad)
+	{
+		ms_bad	   *b = lfirst(lc);
+		Datum		values[4];
+
+		values[0] = Int32GetDatum(b->tab);
+		values[1] = CStringGetTextDatum(b->key);
+		values[2] = CStringGetTextDatum(b->reason);
+		values[3] = CStringGetTextDatum(unpack_sql_state(b->sqlerrcode));
+		ms_run(p, plan, values, NULL, 0);
+		ereport(WARNING,
+				(errmsg("magic_sync: a row of table %d cannot go and is quarantined", b->tab),
+				 errdetail("Key %s: %s", b->key, b->reason),
+				 errhint("It goes once it changes or a fix lets it through; SELECT * FROM sync.quarantine lists it.")));
+	}
+	p->quarantined += list_length(bad);
+}
+
+/*
+ * record: plan and record in a subtransaction; when rows cannot go, undo
+ * it, set them aside, and plan again around them.
+ */
+static void
+record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	for (;;)
+	{
+		List	   *bad;
+		int64		provisioned = p->provisioned;
+
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(cxt);
+		p->rows_sent = p->rows_taken = p->messages = 0;
+		ms_plan(p, replicas);
+		bad = ms_record(p, replicas, provisioning);
+		if (bad == NIL)
+		{
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+			return;
+		}
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		p->provisioned = provisioned;
+		quarantine(p, bad);
+	}
+}
+
+/* replicas whose outbox outgrew its bounds are provisioned again, with an alarm */
+static void
+outbox_bounds(ms_pass *p)
+{
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[2] = {Int64GetDatum(ms_outbox_messages),
+	Int64GetDatum((int64) ms_outbox_bytes * 1024)};
+
+	ms_exec(p,
+			"UPDATE sync.replicas r SET provision = true, last_error_at = now(),"
+			" last_error = format('the outbox outgrew its bounds (%s messages, %s bytes beyond its snapshot;"
+			" magic_sync.outbox_messages = %s, magic_sync.outbox_bytes = %s kB): provisioned again',"
+			"   b.n, b.s, $1, $2 / 1024)"
+			" FROM (SELECT o.replica, count(*) AS n, sum(o.bytes) AS s FROM sync.outbox o"
+			"       JOIN sync.replicas x ON x.id = o.replica"
+			"      WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0) GROUP BY o.replica) b"
+			" WHERE r.id = b.replica AND NOT r.provision AND (b.n > $1 OR b.s > $2)",
+			2, types, values, NULL, 0);
+	if (SPI_processed > 0)
+		ereport(WARNING,
+				(errmsg("magic_sync: %llu replicas' outboxes outgrew their bounds; they are provisioned again",
+						(unsigned long long) SPI_processed),
+				 errhint("A replica that takes its messages too slowly, or not at all, is sent a snapshot instead.")));
+}
+
+/* publish: NOTIFY magic_sync, delivered at commit, with the replicas written to */
+static void
+publish(ms_pass *p)
+{
+	/* a NOTIFY payload holds fewer than 8000 bytes: 200 uuids at a time */
+	ms_exec(p,
+			"SELECT pg_notify('magic_sync', string_agg(id::text, ',')) FROM ("
+			"  SELECT id, (row_number() OVER (ORDER BY id) - 1) / 200 AS g FROM pg_temp.ms_written) s"
+			" GROUP BY g",
+			0, NULL, NULL, NULL, 0);
+}
+
+void
+ms_relay_pass(ms_pass *p)
+{
+	ArrayType  *provisioning;
+	ArrayType  *replicas = NULL;
+	int64		notes;
+	bool		isnull;
+	Datum		d;
+
+	SPI_connect();
+	ms_pass_begin(p);
+	refuse_unless_checked(p);
+	p->tables = ms_catalog_tables();
+	ms_epoch_current(&p->epoch);
+	provisioning = ms_observe(p);
+	ms_plan_prepare(p);
+	notes = ms_plan_pending(p);
+	p->notes_read = notes;
+
+	/* every live replica may be moved by a note; otherwise only those provisioned */
+	if (notes > 0)
+	{
+		ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND NOT dropped",
+				0, NULL, NULL, NULL, 0);
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+			replicas = DatumGetArrayTypePCopy(d);
+	}
+	else if (provisioning != NULL)
+		replicas = provisioning;
+	if (provisioning == NULL)
+		provisioning = construct_empty_array(UUIDOID);
+
+	if (replicas != NULL)
+	{
+		ms_exec(p,
+				"CREATE TEMP TABLE IF NOT EXISTS ms_written (id uuid PRIMARY KEY);"
+				"TRUNCATE ms_written",
+				0, NULL, NULL, NULL, 0);
+		record(p, replicas, provisioning);
+		outbox_bounds(p);
+		publish(p);
+	}
+	if (notes > 0)
+		ms_exec(p, "UPDATE sync.notes n SET done = true FROM ms_notes_read r WHERE n.id = r.id",
+				0, NULL, NULL, NULL, 0);
+	ms_pass_end(p);
+	SPI_finish();
+}
+
+/*
+ * ms_relay_pass_sql: sync.relay_pass() runs one pass in the caller's
+ * transaction, under the relay lock, and says what it did.
+ */
+Datum
+ms_relay_pass_sql(PG_FUNCTION_ARGS)
+{
+	ms_pass		p;
+	TupleDesc	desc;
+	Datum		values[7];
+	bool		nulls[7] = {0};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "sync.relay_pass must return a composite type");
+	if (!ms_relay_try_lock(false))
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("another relay holds the relay lock"),
+				 errdetail("One relay runs at a time in a database: the background worker, or another sync.relay_pass()."),
+				 errhint("Wait for it, or wake it with SELECT sync.wake().")));
+	memset(&p, 0, sizeof p);
+	p.cxt = CurrentMemoryContext;
+	ms_relay_pass(&p);
+	values[0] = Int64GetDatum(p.notes_read);
+	values[1] = Int64GetDatum(p.provisioned);
+	values[2] = Int64GetDatum(p.forgotten);
+	values[3] = Int64GetDatum(p.rows_sent);
+	values[4] = Int64GetDatum(p.rows_taken);
+	values[5] = Int64GetDatum(p.messages);
+	values[6] = Int64GetDatum(p.quarantined);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}

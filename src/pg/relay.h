@@ -1,0 +1,27 @@
+/*-------------------------------------------------------------------------
+ * relay.h
+ *	  One relay pass: observe, record, publish.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_RELAY_H
+#define MS_RELAY_H
+
+#include "pass.h"
+
+/* The advisory lock only one relay holds at a time (per database). */
+#define MS_RELAY_LOCK_KEY1 0x6d616769	/* "magi" */
+#define MS_RELAY_LOCK_KEY2 0x6373796e	/* "csyn" */
+
+/*
+ * ms_relay_try_lock: take the relay lock, for the session (the worker) or
+ * for the transaction (sync.relay_pass); false when another relay holds it.
+ */
+extern bool ms_relay_try_lock(bool session);
+
+/*
+ * ms_relay_pass: one pass in the current transaction, which must hold the
+ * relay lock.  SPI is connected and finished inside.  Fills *p with what it did.
+ */
+extern void ms_relay_pass(ms_pass *p);
+
+#endif

@@ -1,0 +1,58 @@
+/*-------------------------------------------------------------------------
+ * settings.c
+ *	  The GUCs magic_sync.*.  Bounds are what keeps a pass's memory a chunk
+ *	  and a message per replica, however much it sends.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "utils/guc.h"
+
+#include "settings.h"
+
+char	   *ms_database = NULL;
+int			ms_naptime = 1000;
+int			ms_chunk_rows = 1000;
+int			ms_message_bytes = 256 * 1024;
+int			ms_outbox_messages = 10000;
+int			ms_outbox_bytes = 256 * 1024;
+int			ms_upload_bytes = 16 * 1024 * 1024;
+int			ms_prune_rows = 10000;
+
+void
+ms_settings_init(void)
+{
+	DefineCustomStringVariable("magic_sync.database",
+							   "Database in which the preloaded relay worker runs.",
+							   "Empty: no worker starts at server start (sync.relay_start() starts one).",
+							   &ms_database, "", PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.naptime",
+							"Time between relay passes when nothing wakes the worker.",
+							NULL, &ms_naptime, 1000, 10, 3600 * 1000, PGC_SIGHUP,
+							GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.chunk_rows",
+							"Rows a relay pass loads and encodes at a time.",
+							NULL, &ms_chunk_rows, 1000, 1, 1000000, PGC_SUSET,
+							0, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.message_bytes",
+							"Largest message the relay writes; a row that cannot fit is quarantined.",
+							NULL, &ms_message_bytes, 256 * 1024, 1024, 64 * 1024 * 1024, PGC_SUSET,
+							GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.outbox_messages",
+							"Messages a replica's outbox may hold beyond the snapshot it begins with before the replica is provisioned again.",
+							NULL, &ms_outbox_messages, 10000, 1, INT_MAX, PGC_SUSET,
+							0, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.outbox_bytes",
+							"Bytes a replica's outbox may hold beyond the snapshot it begins with before the replica is provisioned again.",
+							NULL, &ms_outbox_bytes, 256 * 1024, 64, INT_MAX, PGC_SUSET,
+							GUC_UNIT_KB, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.upload_bytes",
+							"Largest upload sync.file accepts.",
+							NULL, &ms_upload_bytes, 16 * 1024 * 1024, 1024, 256 * 1024 * 1024, PGC_SUSET,
+							GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.prune_rows",
+							"Rows the worker removes per pruning batch (done notes, unused bodies, delivered answers).",
+							NULL, &ms_prune_rows, 10000, 1, 10000000, PGC_SIGHUP,
+							0, NULL, NULL, NULL);
+	MarkGUCPrefixReserved("magic_sync");
+}

@@ -1,0 +1,20 @@
+/*-------------------------------------------------------------------------
+ * settings.h
+ *	  The GUCs magic_sync.* (the seed's Settings).
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_SETTINGS_H
+#define MS_SETTINGS_H
+
+extern char *ms_database;		/* magic_sync.database: where the preloaded worker relays */
+extern int	ms_naptime;			/* magic_sync.naptime: ms between passes */
+extern int	ms_chunk_rows;		/* magic_sync.chunk_rows: rows loaded and encoded at a time */
+extern int	ms_message_bytes;	/* magic_sync.message_bytes: bound of one message */
+extern int	ms_outbox_messages; /* magic_sync.outbox_messages: bound of one replica's outbox */
+extern int	ms_outbox_bytes;	/* magic_sync.outbox_bytes (kB): bound of one replica's outbox */
+extern int	ms_upload_bytes;	/* magic_sync.upload_bytes: bound of one upload */
+extern int	ms_prune_rows;		/* magic_sync.prune_rows: rows the worker prunes per batch */
+
+extern void ms_settings_init(void);
+
+#endif

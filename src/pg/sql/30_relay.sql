@@ -1,0 +1,54 @@
+-- The relay (src/pg/relay.c, plan.c, load.c, record.c, worker.c, pull.c, epoch.c).
+
+CREATE FUNCTION sync.relay_pass(
+	OUT notes_read bigint, OUT provisioned bigint, OUT forgotten bigint,
+	OUT rows_sent bigint, OUT rows_taken bigint, OUT messages bigint, OUT quarantined bigint)
+	LANGUAGE c VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_relay_pass_sql';
+COMMENT ON FUNCTION sync.relay_pass() IS
+	'One relay pass in the caller''s transaction, under the relay lock: observe the replicas, plan every note not done, record the messages and what they carry, NOTIFY magic_sync';
+
+CREATE FUNCTION sync.wake() RETURNS boolean
+	LANGUAGE c VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_wake';
+COMMENT ON FUNCTION sync.wake() IS
+	'Wakes this database''s relay worker for a pass now; false when none runs';
+
+CREATE FUNCTION sync.relay_start() RETURNS integer
+	LANGUAGE c VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_relay_start';
+COMMENT ON FUNCTION sync.relay_start() IS
+	'Starts a relay worker in the current database without a restart, unless one runs; returns its pid';
+
+CREATE FUNCTION sync.epoch_begin(reason text DEFAULT NULL) RETURNS bytea
+	LANGUAGE c VOLATILE
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_epoch_begin_sql';
+COMMENT ON FUNCTION sync.epoch_begin(text) IS
+	'Ends the current epoch and begins a new one: every replica is provisioned again at the next pass';
+
+CREATE FUNCTION sync.is_transient(sqlstate text) RETURNS boolean
+	LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_is_transient';
+COMMENT ON FUNCTION sync.is_transient(text) IS
+	'Whether an error of this SQLSTATE is the infrastructure''s (retried) rather than the data''s or the code''s (set aside)';
+
+CREATE FUNCTION sync.pull(replica uuid, after bigint, max_bytes integer DEFAULT 1048576,
+	OUT number bigint, OUT message bytea)
+	RETURNS SETOF record
+	LANGUAGE c VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_pull';
+COMMENT ON FUNCTION sync.pull(uuid, bigint, integer) IS
+	'The Filed answers waiting for a replica (number NULL), then its outbox''s messages numbered after `after`, up to max_bytes (at least one)';
+
+CREATE FUNCTION sync.inspect(message bytea) RETURNS jsonb
+	LANGUAGE c STABLE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_inspect';
+COMMENT ON FUNCTION sync.inspect(bytea) IS
+	'What a message to a replica says, as jsonb: its head (and whether this server sealed it) and its body';

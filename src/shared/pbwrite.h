@@ -1,0 +1,120 @@
+/*-------------------------------------------------------------------------
+ * pbwrite.h
+ *	  Writing protobuf fields one at a time, for messages too large to build
+ *	  as protobuf-c structs first (a snapshot of a million rows).
+ *
+ * A protobuf message is its fields one after the other, so a message can be
+ * streamed field by field; a nested message is written into its own buffer
+ * and appended with its tag and length.  Each function writes into out (which
+ * must hold the size the matching _size function returns) and returns the
+ * number of bytes written.  docs/protocol.md says which fields are which.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_PBWRITE_H
+#define MS_PBWRITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MS_PB_VARINT 0
+#define MS_PB_FIXED64 1
+#define MS_PB_LEN 2
+
+static inline size_t
+ms_pb_varint_size(uint64_t v)
+{
+	size_t		n = 1;
+
+	while (v >= 0x80)
+	{
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static inline size_t
+ms_pb_varint(uint8_t *out, uint64_t v)
+{
+	size_t		n = 0;
+
+	while (v >= 0x80)
+	{
+		out[n++] = (uint8_t) (v | 0x80);
+		v >>= 7;
+	}
+	out[n++] = (uint8_t) v;
+	return n;
+}
+
+/* the tag of a field */
+static inline size_t
+ms_pb_tag(uint8_t *out, uint32_t field, int wire_type)
+{
+	return ms_pb_varint(out, ((uint64_t) field << 3) | (uint64_t) wire_type);
+}
+
+/* size of a length-delimited field of len bytes, tag included */
+static inline size_t
+ms_pb_len_field_size(uint32_t field, size_t len)
+{
+	return ms_pb_varint_size((uint64_t) field << 3) + ms_pb_varint_size(len) + len;
+}
+
+/* a length-delimited field: tag, length, bytes */
+static inline size_t
+ms_pb_len_field(uint8_t *out, uint32_t field, const void *bytes, size_t len)
+{
+	size_t		n = ms_pb_tag(out, field, MS_PB_LEN);
+
+	n += ms_pb_varint(out + n, len);
+	if (len > 0)
+		memcpy(out + n, bytes, len);
+	return n + len;
+}
+
+/* the head of a length-delimited field whose len bytes the caller appends */
+static inline size_t
+ms_pb_len_head(uint8_t *out, uint32_t field, size_t len)
+{
+	size_t		n = ms_pb_tag(out, field, MS_PB_LEN);
+
+	return n + ms_pb_varint(out + n, len);
+}
+
+/* a varint field */
+static inline size_t
+ms_pb_varint_field(uint8_t *out, uint32_t field, uint64_t v)
+{
+	size_t		n = ms_pb_tag(out, field, MS_PB_VARINT);
+
+	return n + ms_pb_varint(out + n, v);
+}
+
+static inline size_t
+ms_pb_varint_field_size(uint32_t field, uint64_t v)
+{
+	return ms_pb_varint_size((uint64_t) field << 3) + ms_pb_varint_size(v);
+}
+
+/* a double (fixed64) field */
+static inline size_t
+ms_pb_double_field(uint8_t *out, uint32_t field, double d)
+{
+	uint64_t	bits;
+	size_t		n = ms_pb_tag(out, field, MS_PB_FIXED64);
+
+	memcpy(&bits, &d, sizeof bits);
+	for (int i = 0; i < 8; i++)
+		out[n++] = (uint8_t) (bits >> (8 * i));
+	return n;
+}
+
+static inline uint64_t
+ms_pb_zigzag(int64_t v)
+{
+	return ((uint64_t) v << 1) ^ (uint64_t) (v >> 63);
+}
+
+#endif
