@@ -39,6 +39,8 @@ typedef struct ms_fkey
 	int			ncols;
 	int		   *cols;			/* indexes into the table's columns[], in constraint order */
 	char	  **parent_cols;	/* the referenced columns, in the same order */
+	int		   *by_parent_key;	/* cols reordered to the parent's key order: a
+								 * row's parent key is these columns' values */
 } ms_fkey;
 
 typedef struct ms_table
@@ -54,11 +56,16 @@ typedef struct ms_table
 	/* grouped */
 	Oid			members;
 	char	   *members_qualified;
-	char	  **member_key;		/* the member table's columns pointing at this table, key order */
+	char	  **member_key;		/* the member table's columns pointing at this
+								 * table, in this table's key order (nkey of
+								 * them), quoted */
 	Oid			assignments;
 	char	   *assignments_qualified;
 	char	   *assignment_replica;	/* quoted */
 	char	   *group_column;	/* quoted */
+	char	  **member_key_names;	/* the same three, as attnames */
+	char	   *assignment_replica_name;
+	char	   *group_column_name;
 
 	int			ncolumns;
 	ms_column  *columns;		/* mirrored columns, in attnum order */
@@ -72,6 +79,10 @@ typedef struct ms_table
 	int			created;		/* index into columns[], or -1 */
 	char	   *sender;			/* column stamped with sync.file's sender, or NULL */
 	char	   *retired;		/* replica-side column name, or NULL */
+	int			nunmirrored;
+	char	  **unmirrored;		/* attnames of the columns that never travel */
+	int			ngenerated;
+	int		   *generated;		/* indexes into columns[] */
 	Oid			active;			/* a view, or InvalidOid */
 	char	   *active_qualified;
 	bool		proto;			/* codec: proto (true) or json (false) */
@@ -85,6 +96,21 @@ typedef struct ms_table
  * longer matches its table: sync.check() says which.
  */
 extern List *ms_catalog_tables(void);
+
+/* A declaration that no longer matches its table: a row of sync.check(). */
+typedef struct ms_problem
+{
+	char	   *table;			/* wire name */
+	char	   *problem;		/* a short phrase: "column dropped", ... */
+	char	   *detail;			/* a sentence */
+} ms_problem;
+
+/*
+ * ms_catalog_read: like ms_catalog_tables, but never errors on a mismatch:
+ * it appends an ms_problem to *problems for each, and describes every table
+ * that still exists as far as it can (a column that is gone is left out).
+ */
+extern List *ms_catalog_read(List **problems);
 
 /* ms_catalog_find: the table of this id in a list from ms_catalog_tables, or NULL. */
 extern ms_table *ms_catalog_find(List *tables, int id);
@@ -101,5 +127,22 @@ extern char *ms_key_expr(const ms_table *t, const char *alias);
  * usable by an index on the key.
  */
 extern char *ms_key_match(const ms_table *t, const char *alias, const char *keyexpr);
+
+/* Helpers shared by declare.c and check.c. */
+
+/* ms_wire_name: relname in public, else schema.relname. */
+extern char *ms_wire_name(Oid relid);
+
+/* ms_sqlite_type: the SQLite type a server type travels as (docs/protocol.md 4). */
+extern const char *ms_sqlite_type(Oid type);
+
+/* ms_key_type_ok: smallint, integer, bigint, text, varchar, uuid (or a domain over one). */
+extern bool ms_key_type_ok(Oid type);
+
+/*
+ * ms_unique_on: whether relid has a unique, immediate, non-partial index on
+ * exactly these columns (in any order), so that they identify a row.
+ */
+extern bool ms_unique_on(Oid relid, int n, const AttrNumber *attnums);
 
 #endif
