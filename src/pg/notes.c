@@ -112,6 +112,26 @@ static Oid	notes_relid = InvalidOid;
 static Oid	notes_seq = InvalidOid;
 static int	notes_att[N_COUNT];
 
+/*
+ * The open sync.notes of this transaction.  Opening the table, its indexes
+ * and an executor state for every note costs as much as writing it, so they
+ * are opened at the first note of a transaction, on the top transaction's
+ * resource owner (a subtransaction rolled back keeps them), and closed just
+ * before it commits; an abort releases them with everything else.
+ */
+typedef struct note_writer
+{
+	bool		open;
+	bool		stale;			/* sync.notes changed: reopen at the next note */
+	Relation	rel;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot *slot;
+} note_writer;
+
+static note_writer writer;
+static bool writer_callback = false;
+
 static void
 note_invalidate(Datum arg, Oid relid)
 {
@@ -120,7 +140,10 @@ note_invalidate(Datum arg, Oid relid)
 
 	(void) arg;
 	if (relid == InvalidOid || relid == notes_relid)
+	{
 		notes_relid = InvalidOid;
+		writer.stale = true;
+	}
 	if (note_cache == NULL)
 		return;
 	hash_seq_init(&status, note_cache);
@@ -429,6 +452,82 @@ typedef struct note_row
 
 #define TEXT_OR_NULL(v, t, n) ((n) = ((t) == NULL), (v) = PointerGetDatum(t))
 
+
+static void
+writer_close(void)
+{
+	ResourceOwner save = CurrentResourceOwner;
+
+	if (!writer.open)
+		return;
+	writer.open = false;
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	ExecDropSingleTupleTableSlot(writer.slot);
+	ExecCloseIndices(writer.rri);
+	FreeExecutorState(writer.estate);
+	table_close(writer.rel, NoLock);
+	CurrentResourceOwner = save;
+}
+
+static void
+writer_xact(XactEvent event, void *arg)
+{
+	(void) arg;
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+			writer_close();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			/* the resource owner releases them, TopTransactionContext frees them */
+			writer.open = false;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+writer_open(void)
+{
+	ResourceOwner save = CurrentResourceOwner;
+	MemoryContext old;
+
+	if (writer.open && writer.stale)
+		writer_close();
+	if (writer.open)
+		return;
+	if (!writer_callback)
+	{
+		RegisterXactCallback(writer_xact, NULL);
+		writer_callback = true;
+	}
+	notes_resolve();
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	PG_TRY();
+	{
+		writer.rel = table_open(notes_relid, RowExclusiveLock);
+		writer.estate = CreateExecutorState();
+		MemoryContextSwitchTo(writer.estate->es_query_cxt);
+		writer.rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(writer.rri, writer.rel, 1, NULL, 0);
+		ExecOpenIndices(writer.rri, false);
+		writer.slot = MakeSingleTupleTableSlot(RelationGetDescr(writer.rel), &TTSOpsVirtual);
+	}
+	PG_FINALLY();
+	{
+		CurrentResourceOwner = save;
+		MemoryContextSwitchTo(old);
+	}
+	PG_END_TRY();
+	writer.open = true;
+	writer.stale = false;
+}
+
 /*
  * write_note: insert the note into sync.notes and its indexes, as an
  * INSERT would, minus the rights and the triggers it does not have.
@@ -436,16 +535,12 @@ typedef struct note_row
 static void
 write_note(int32 tab, note_row *n)
 {
-	Relation	rel;
-	EState	   *estate;
-	ResultRelInfo *rri;
 	TupleTableSlot *slot;
 	Datum	   *v;
 	bool	   *isnull;
 
-	notes_resolve();
-	rel = table_open(notes_relid, RowExclusiveLock);
-	slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
+	writer_open();
+	slot = writer.slot;
 	ExecClearTuple(slot);
 	v = slot->tts_values;
 	isnull = slot->tts_isnull;
@@ -477,16 +572,10 @@ write_note(int32 tab, note_row *n)
 	isnull[notes_att[N_DONE]] = false;
 	ExecStoreVirtualTuple(slot);
 
-	estate = CreateExecutorState();
-	rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(rri, rel, 1, NULL, 0);
-	ExecOpenIndices(rri, false);
-	table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
-	ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL);
-	ExecCloseIndices(rri);
-	FreeExecutorState(estate);
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, RowExclusiveLock);
+	table_tuple_insert(writer.rel, slot, GetCurrentCommandId(true), 0, NULL);
+	ExecInsertIndexTuples(writer.rri, slot, writer.estate, false, false, NULL, NIL);
+	ResetPerTupleExprContext(writer.estate);
+	ExecClearTuple(slot);
 }
 
 /* changed: whether an update changed a column whose change is noted. */
