@@ -34,6 +34,7 @@
 
 PG_FUNCTION_INFO_V1(ms_mirror);
 PG_FUNCTION_INFO_V1(ms_unmirror);
+PG_FUNCTION_INFO_V1(ms_retrigger);
 
 /* A foreign key of the table being declared, from pg_constraint. */
 typedef struct fk_info
@@ -1213,7 +1214,7 @@ ms_mirror(PG_FUNCTION_ARGS)
 	if (t == NULL)
 		elog(ERROR, "the declaration of %s was not stored", wire);
 	foreach(lc, ms_notes_triggers(t))
-		ms_trigger_create(lfirst(lc));
+		ms_trigger_create(lfirst(lc), false);
 
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -1276,10 +1277,29 @@ ms_unmirror(PG_FUNCTION_ARGS)
 
 	/* our triggers, where their tables still are */
 	if (get_rel_name(relid) != NULL)
-		for (int i = 0; i < 2; i++)
-			rc = SPI_execute(psprintf("DROP TRIGGER IF EXISTS %s ON %s", own_triggers[i],
-									  quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-																 get_rel_name(relid))), false, 0);
+	{
+		List	   *rels = list_make1_oid(relid);
+		ListCell   *rc2;
+
+		/* a partitioned table's partitions have TRUNCATE triggers of their own */
+		if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+		{
+			rc = SPI_execute_with_args("SELECT relid FROM pg_catalog.pg_partition_tree($1) WHERE level > 0",
+									   1, argtypes, args, NULL, false, 0);
+			for (uint64 i = 0; rc == SPI_OK_SELECT && i < SPI_processed; i++)
+				rels = lappend_oid(rels, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																		SPI_tuptable->tupdesc, 1, &isnull)));
+		}
+		foreach(rc2, rels)
+		{
+			Oid			r = lfirst_oid(rc2);
+
+			for (int i = r == relid ? 0 : 1; i < 2; i++)
+				SPI_execute(psprintf("DROP TRIGGER IF EXISTS %s ON %s", own_triggers[i],
+									 quote_qualified_identifier(get_namespace_name(get_rel_namespace(r)),
+																get_rel_name(r))), false, 0);
+		}
+	}
 	for (int g = 0; g < 2; g++)
 	{
 		Oid			grel = g == 0 ? members : assignments;
@@ -1301,6 +1321,47 @@ ms_unmirror(PG_FUNCTION_ARGS)
 		if (rc != SPI_OK_DELETE)
 			elog(ERROR, "deleting the declaration failed");
 	}
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/*
+ * ms_retrigger: sync.retrigger(tab) installs tab's triggers again as
+ * sync.mirror writes them: after one was dropped, disabled or altered, or
+ * a partition was added (it has no TRUNCATE trigger of its own).
+ */
+Datum
+ms_retrigger(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	List	   *problems = NIL;
+	List	   *tables;
+	ListCell   *lc;
+	ms_table   *t = NULL;
+
+	SPI_connect();
+	tables = ms_catalog_read(&problems);
+	foreach(lc, tables)
+		if (((ms_table *) lfirst(lc))->relid == relid)
+			t = lfirst(lc);
+	if (t == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("%s is not mirrored", get_rel_name(relid) ? ms_wire_name(relid) : "the table"),
+				 errhint("sync.mirrors lists the mirrored tables.")));
+	foreach(lc, problems)
+	{
+		ms_problem *p = lfirst(lc);
+
+		if (strcmp(p->table, t->name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the declaration of %s no longer matches its table: %s", t->name, p->problem),
+					 errdetail_internal("%s", p->detail),
+					 errhint("Declare it again: sync.unmirror, then sync.mirror.")));
+	}
+	foreach(lc, ms_notes_triggers(t))
+		ms_trigger_create(lfirst(lc), true);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

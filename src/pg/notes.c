@@ -846,23 +846,65 @@ ms_notes_triggers(const ms_table *t)
 	return out;
 }
 
-void
-ms_trigger_create(const ms_trigger *tg)
+/* create_on: CREATE TRIGGER for tg on relid, replacing one of its name. */
+static void
+create_on(const ms_trigger *tg, Oid relid, bool replace)
 {
 	StringInfoData sql;
-	char	   *nsp = get_namespace_name(get_rel_namespace(tg->relid));
+	char	   *rel = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+												 get_rel_name(relid));
 	int			rc;
 
 	initStringInfo(&sql);
+	if (replace)
+	{
+		appendStringInfo(&sql, "DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(tg->name), rel);
+		rc = SPI_execute(sql.data, false, 0);
+		if (rc != SPI_OK_UTILITY)
+			elog(ERROR, "dropping trigger %s failed: %s", tg->name, SPI_result_code_string(rc));
+		resetStringInfo(&sql);
+	}
 	appendStringInfo(&sql, "CREATE TRIGGER %s %s ON %s FOR EACH %s EXECUTE FUNCTION sync.note(",
 					 quote_identifier(tg->name),
 					 tg->tgtype == TRUNCATE_TRIGGER ? "BEFORE TRUNCATE" : "AFTER INSERT OR UPDATE OR DELETE",
-					 quote_qualified_identifier(nsp, get_rel_name(tg->relid)),
-					 tg->tgtype == TRUNCATE_TRIGGER ? "STATEMENT" : "ROW");
+					 rel, tg->tgtype == TRUNCATE_TRIGGER ? "STATEMENT" : "ROW");
 	for (int i = 0; i < tg->nargs; i++)
 		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "", quote_literal_cstr(tg->args[i]));
 	appendStringInfoChar(&sql, ')');
 	rc = SPI_execute(sql.data, false, 0);
 	if (rc != SPI_OK_UTILITY)
 		elog(ERROR, "creating trigger %s failed: %s", tg->name, SPI_result_code_string(rc));
+}
+
+void
+ms_trigger_create(const ms_trigger *tg, bool replace)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1] = {ObjectIdGetDatum(tg->relid)};
+	List	   *parts = NIL;
+	ListCell   *lc;
+	int			rc;
+
+	create_on(tg, tg->relid, replace);
+
+	/*
+	 * PostgreSQL clones a row trigger onto every partition, present and
+	 * future, but not a TRUNCATE trigger, and TRUNCATE of a partition fires
+	 * only its own: each partition gets one.
+	 */
+	if (tg->tgtype != TRUNCATE_TRIGGER || get_rel_relkind(tg->relid) != RELKIND_PARTITIONED_TABLE)
+		return;
+	rc = SPI_execute_with_args("SELECT relid FROM pg_catalog.pg_partition_tree($1) WHERE level > 0",
+							   1, argtypes, args, NULL, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading partitions failed: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		parts = lappend_oid(parts, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																  SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+	foreach(lc, parts)
+		create_on(tg, lfirst_oid(lc), replace);
 }

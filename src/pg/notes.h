@@ -30,7 +30,11 @@ typedef struct ms_trigger
  */
 extern List *ms_notes_triggers(const ms_table *t);
 
-/* ms_trigger_create: CREATE TRIGGER for tg, through SPI. */
-extern void ms_trigger_create(const ms_trigger *tg);
+/*
+ * ms_trigger_create: CREATE TRIGGER for tg through SPI (a TRUNCATE trigger
+ * on a partitioned table also on each partition), first dropping one of
+ * the same name when replace.
+ */
+extern void ms_trigger_create(const ms_trigger *tg, bool replace);
 
 #endif

@@ -45,3 +45,10 @@ CREATE VIEW sync.mirrors AS
 		t.created, t.generated, t.active, t.partition, t.codec, t.sender, t.declared
 	  FROM sync.tables t;
 COMMENT ON VIEW sync.mirrors IS 'The mirrored tables, as declared';
+
+CREATE FUNCTION sync.retrigger(tab regclass) RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_retrigger';
+COMMENT ON FUNCTION sync.retrigger(regclass) IS
+	'Installs the triggers of a mirrored table again as sync.mirror writes them: after one was dropped, disabled or altered, or a partition was added';
