@@ -1,6 +1,8 @@
 -- Noting: every change of a mirrored row writes one note in the writer's
 -- transaction; an update of replica-owned or unmirrored columns only, and a
 -- rolled-back change, leave none; TRUNCATE is refused.
+-- start from an empty catalog: ids are deterministic
+DO $$ BEGIN PERFORM setval('sync.tables_id_seq', 1, false); END $$;
 CREATE SCHEMA "Shop";
 CREATE TABLE "Shop".customers (id bigint PRIMARY KEY, name text);
 CREATE TABLE "Shop"."Stock Items" (
@@ -106,3 +108,18 @@ TRUNCATE group_replicas;
 
 -- sync.note is a trigger only
 SELECT sync.note();
+
+-- leave nothing behind for the next test
+DO $$
+DECLARE r regclass;
+BEGIN
+	FOR r IN SELECT relid FROM sync.tables ORDER BY id DESC LOOP
+		PERFORM sync.unmirror(r);
+	END LOOP;
+END
+$$;
+DROP VIEW notes;
+DROP TABLE "Shop".customers, "Shop"."Stock Items", regions, price_lists, price_list_groups, group_replicas CASCADE;
+DELETE FROM sync.replicas;
+TRUNCATE sync.notes;
+DROP SCHEMA "Shop";

@@ -72,7 +72,7 @@ check_one(List **problems, const ms_table *t, const ms_trigger *tg, Oid relid,
 	args[1] = CStringGetTextDatum(tg->name);
 	rc = SPI_execute_with_args(
 		"SELECT g.tgfoid, g.tgtype, g.tgenabled, g.tgargs, g.tgnargs,"
-		"       pg_catalog.array_length(g.tgattr::int2[], 1), g.tgqual IS NULL"
+		"       coalesce(pg_catalog.array_length(g.tgattr::int2[], 1), 0) = 0, g.tgqual IS NULL"
 		"  FROM pg_catalog.pg_trigger g WHERE g.tgrelid = $1 AND g.tgname = $2",
 		2, argtypes, args, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)
@@ -98,8 +98,7 @@ check_one(List **problems, const ms_table *t, const ms_trigger *tg, Oid relid,
 		DatumGetInt16(SPI_getbinval(tup, desc, 5, &isnull)) == tg->nargs &&
 		VARSIZE_ANY_EXHDR(have) == VARSIZE_ANY_EXHDR(want) &&
 		memcmp(VARDATA_ANY(have), VARDATA_ANY(want), VARSIZE_ANY_EXHDR(want)) == 0;
-	SPI_getbinval(tup, desc, 6, &isnull);
-	same = same && isnull;		/* no column list */
+	same = same && DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));	/* no column list */
 	same = same && DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));	/* no WHEN */
 	if (!same)
 		problem(problems, t->name, "trigger altered",

@@ -742,9 +742,9 @@ check_grouped(mirror_in *m, rule_info *r)
 	return g;
 }
 
-/* json_object_of: {names[i]: values[i]} as JSON text. */
+/* json_object_of: {names[i]: values[i]} as JSON text; values are numbers when numeric. */
 static char *
-json_object_of(int n, char **names, char **values)
+json_object_of(int n, char **names, char **values, bool numeric)
 {
 	StringInfoData buf;
 
@@ -756,7 +756,10 @@ json_object_of(int n, char **names, char **values)
 			appendStringInfoString(&buf, ", ");
 		escape_json(&buf, names[i]);
 		appendStringInfoString(&buf, ": ");
-		escape_json(&buf, values[i]);
+		if (numeric)
+			appendStringInfoString(&buf, values[i]);
+		else
+			escape_json(&buf, values[i]);
 	}
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
@@ -1026,7 +1029,7 @@ ms_mirror(PG_FUNCTION_ARGS)
 		if (vk != RELKIND_VIEW && vk != RELKIND_MATVIEW)
 			ereport(ERROR,
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("active %s is not a view", vname),
+					 errmsg("active relation %s is not a view", vname),
 					 errdetail("The active rows of a table are those a view of it returns."),
 					 errhint("CREATE VIEW ... AS SELECT * FROM %s WHERE ...", m.tabname)));
 		for (int k = 0; k < m.nkey; k++)
@@ -1042,7 +1045,9 @@ ms_mirror(PG_FUNCTION_ARGS)
 			if (get_atttype(m.active, va) != get_atttype(m.relid, get_attnum(m.relid, m.key[k])))
 				ereport(ERROR,
 						(errcode(ERRCODE_DATATYPE_MISMATCH),
-						 errmsg("column \"%s\" of active view %s is not of its table's type", m.key[k], vname)));
+						 errmsg("column \"%s\" of active view %s is not of its table's type", m.key[k], vname),
+						 errdetail("A row is active when the view returns its key."),
+						 errhint("Select the key columns of %s in the view as they are.", m.tabname)));
 		}
 	}
 
@@ -1159,9 +1164,9 @@ ms_mirror(PG_FUNCTION_ARGS)
 		SETP(18, ObjectIdGetDatum(m.active));
 	SETS(19, m.partition);
 	SETS(20, m.proto ? "proto" : "json");
-	SETS(21, m.proto ? json_object_of(ncols, colnames, fieldnums) : "{}");
-	SETS(22, json_object_of(ncols, colnames, coltypes));
-	SETS(23, json_object_of(nfk, fknames, fkparents));
+	SETS(21, m.proto ? json_object_of(ncols, colnames, fieldnums, true) : "{}");
+	SETS(22, json_object_of(ncols, colnames, coltypes, false));
+	SETS(23, json_object_of(nfk, fknames, fkparents, true));
 	SETS(24, m.sender);
 	relation_close(m.rel, NoLock);
 
@@ -1194,7 +1199,7 @@ ms_mirror(PG_FUNCTION_ARGS)
 		rc = SPI_execute_with_args(
 			"UPDATE sync.tables SET foreign_keys ="
 			" (SELECT coalesce(pg_catalog.jsonb_object_agg(e.key,"
-			"        CASE WHEN e.value = '0' THEN $1::text ELSE e.value END), '{}')"
+			"        CASE WHEN e.value = '0' THEN $1 ELSE e.value::int END), '{}')"
 			"    FROM pg_catalog.jsonb_each_text(foreign_keys) e)"
 			" WHERE id = $1", 1, argtypes, args, NULL, false, 0);
 		if (rc != SPI_OK_UPDATE)

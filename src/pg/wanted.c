@@ -26,6 +26,7 @@
 #include "wanted.h"
 
 PG_FUNCTION_INFO_V1(ms_wanted);
+PG_FUNCTION_INFO_V1(ms_wanted_fill_sql);
 
 static void
 run(const char *sql)
@@ -127,11 +128,19 @@ ms_wanted_fill(ArrayType *replicas)
 	char		nulls[1];
 	int			rc;
 
-	run("CREATE TEMP TABLE IF NOT EXISTS ms_wanted (replica uuid, tab int, key text COLLATE \"C\","
-		" PRIMARY KEY (replica, tab, key))");
-	run("CREATE TEMP TABLE IF NOT EXISTS ms_wanted_replicas (id uuid PRIMARY KEY, partition text)");
-	run("CREATE TEMP TABLE IF NOT EXISTS ms_wanted_delta0 (replica uuid, tab int, key text COLLATE \"C\")");
-	run("CREATE TEMP TABLE IF NOT EXISTS ms_wanted_delta1 (replica uuid, tab int, key text COLLATE \"C\")");
+	/* the temporary tables, once per session */
+	rc = SPI_execute("SELECT FROM pg_catalog.pg_class WHERE relname = 'ms_wanted_delta1'"
+					 " AND relnamespace = pg_catalog.pg_my_temp_schema()", false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "looking for pg_temp.ms_wanted failed");
+	if (SPI_processed == 0)
+	{
+		run("CREATE TEMP TABLE IF NOT EXISTS ms_wanted (replica uuid, tab int, key text COLLATE \"C\","
+			" PRIMARY KEY (replica, tab, key))");
+		run("CREATE TEMP TABLE ms_wanted_replicas (id uuid PRIMARY KEY, partition text)");
+		run("CREATE TEMP TABLE ms_wanted_delta0 (replica uuid, tab int, key text COLLATE \"C\")");
+		run("CREATE TEMP TABLE ms_wanted_delta1 (replica uuid, tab int, key text COLLATE \"C\")");
+	}
 	run("TRUNCATE pg_temp.ms_wanted, pg_temp.ms_wanted_replicas, pg_temp.ms_wanted_delta0,"
 		" pg_temp.ms_wanted_delta1");
 	args[0] = PointerGetDatum(replicas);
@@ -210,7 +219,7 @@ ms_wanted_fill(ArrayType *replicas)
 		const char *into = cur == 0 ? "ms_wanted_delta1" : "ms_wanted_delta0";
 		bool		more = false;
 
-		rc = SPI_execute(psprintf("SELECT FROM pg_temp.%s LIMIT 1", from), true, 0);
+		rc = SPI_execute(psprintf("SELECT FROM pg_temp.%s LIMIT 1", from), false, 0);
 		if (rc != SPI_OK_SELECT)
 			elog(ERROR, "reading the wanted set failed");
 		if (SPI_processed == 0)
@@ -256,7 +265,7 @@ ms_wanted_fill(ArrayType *replicas)
 	}
 	(void) ntables;
 
-	rc = SPI_execute("SELECT count(*) FROM pg_temp.ms_wanted", true, 0);
+	rc = SPI_execute("SELECT count(*) FROM pg_temp.ms_wanted", false, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "counting the wanted set failed");
 	{
@@ -294,7 +303,7 @@ ms_wanted(PG_FUNCTION_ARGS)
 	ms_wanted_fill(construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
 	rc = SPI_execute("SELECT t.relid, w.key, sync.key_parts(w.key)"
 					 "  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
-					 " ORDER BY t.id, w.key", true, 0);
+					 " ORDER BY t.id, w.key", false, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading the wanted set failed");
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -308,4 +317,19 @@ ms_wanted(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	return (Datum) 0;
+}
+
+/*
+ * ms_wanted_fill_sql: sync.wanted_fill(replicas uuid[]) fills
+ * pg_temp.ms_wanted as ms_wanted_fill does, and returns its row count.
+ */
+Datum
+ms_wanted_fill_sql(PG_FUNCTION_ARGS)
+{
+	uint64		n;
+
+	SPI_connect();
+	n = ms_wanted_fill(PG_ARGISNULL(0) ? NULL : PG_GETARG_ARRAYTYPE_P(0));
+	SPI_finish();
+	PG_RETURN_INT64((int64) n);
 }
