@@ -1,6 +1,7 @@
 /*-------------------------------------------------------------------------
  * wanted.h
- *	  sync.wanted: what a replica should hold, computed from scratch.
+ *	  The wanted set (seed 4.2), from scratch: the oracle every plan is
+ *	  checked against, and what provisioning sends.
  *-------------------------------------------------------------------------
  */
 #ifndef MS_WANTED_H
@@ -12,9 +13,10 @@
 
 /*
  * ms_wanted_fill: fill pg_temp.ms_wanted(replica uuid, tab int, key text
- * COLLATE "C") with the wanted sets of these replicas (NULL: every live one
- * not dropped), set by set, in the current snapshot.  SPI connected.
- * Returns the number of rows.
+ * COLLATE "C", PRIMARY KEY (replica, tab, key)) -- created when missing,
+ * emptied first -- with the wanted sets of the given replicas (a uuid[]; NULL:
+ * every live replica not dropped), all at once, in the current snapshot.
+ * SPI must be connected.  Returns the number of rows.
  */
 extern uint64 ms_wanted_fill(ArrayType *replicas);
 

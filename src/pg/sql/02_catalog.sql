@@ -27,7 +27,10 @@ CREATE TABLE sync.tables (
 	active			regclass,					-- a view: rows outside it are not wanted
 	partition		name,						-- the column naming the row's partition
 	codec			text NOT NULL DEFAULT 'json' CHECK (codec IN ('json', 'proto')),
+	sender			name,						-- a jsonb column stamped with sync.file's sender
 	fields			jsonb NOT NULL DEFAULT '{}',	-- proto codec: column -> field number, fixed for good
+	columns			jsonb NOT NULL DEFAULT '{}',	-- mirrored column -> its type when declared (sync.check)
+	foreign_keys	jsonb NOT NULL DEFAULT '{}',	-- FK constraint -> the mirrored table it points at, when declared
 	declared		timestamptz NOT NULL DEFAULT now()
 );
 CREATE SEQUENCE sync.tables_id_seq AS int OWNED BY sync.tables.id;

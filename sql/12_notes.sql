@@ -1,0 +1,125 @@
+-- Noting: every change of a mirrored row writes one note in the writer's
+-- transaction; an update of replica-owned or unmirrored columns only, and a
+-- rolled-back change, leave none; TRUNCATE is refused.
+-- start from an empty catalog: ids are deterministic
+DO $$ BEGIN PERFORM setval('sync.tables_id_seq', 1, false); END $$;
+CREATE SCHEMA "Shop";
+CREATE TABLE "Shop".customers (id bigint PRIMARY KEY, name text);
+CREATE TABLE "Shop"."Stock Items" (
+	store uuid NOT NULL,
+	"Item" text NOT NULL,
+	qty int,
+	counted int,
+	note text,
+	customer bigint REFERENCES "Shop".customers,
+	PRIMARY KEY (store, "Item")
+);
+SELECT sync.mirror('"Shop".customers', 'catalog');
+SELECT sync.mirror('"Shop"."Stock Items"', 'catalog', 'assigned(store)',
+	replica_owned => '{counted}', unmirrored => '{note}');
+CREATE VIEW notes AS
+	SELECT n.id - (SELECT coalesce(min(id), 1) FROM sync.notes) + 1 AS n,
+		t.name AS tab, n.source, sync.key_parts(n.key) AS key, n.part,
+		sync.key_parts(n.old_key) AS old_key, n.old_part, n.pointed, n.replica, n.grp,
+		n.xid = pg_current_xact_id() AS this_xact, n.done
+	  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab;
+
+BEGIN;
+INSERT INTO "Shop".customers VALUES (1, 'Ann'), (2, 'Bo');
+INSERT INTO "Shop"."Stock Items" VALUES
+	('7c9e6679-7425-40de-944b-e07fc1f90ae7', 'tea', 5, NULL, 'x', 1);
+SELECT * FROM notes ORDER BY n;
+COMMIT;
+TRUNCATE sync.notes;
+
+-- updates: a noted column, an owned column only, an unmirrored column only,
+-- nothing at all, the key, a foreign key
+UPDATE "Shop"."Stock Items" SET qty = 6;
+UPDATE "Shop"."Stock Items" SET counted = 4;
+UPDATE "Shop"."Stock Items" SET note = 'y';
+UPDATE "Shop"."Stock Items" SET counted = 5, note = 'z';
+UPDATE "Shop"."Stock Items" SET qty = qty;
+UPDATE "Shop"."Stock Items" SET "Item" = 'green tea';
+UPDATE "Shop"."Stock Items" SET customer = 2;
+UPDATE "Shop"."Stock Items" SET customer = NULL;
+DELETE FROM "Shop"."Stock Items";
+SELECT * FROM notes ORDER BY n;
+TRUNCATE sync.notes;
+
+-- rolled back, wholly or to a savepoint: no note
+BEGIN;
+INSERT INTO "Shop".customers VALUES (3, 'Cy');
+ROLLBACK;
+BEGIN;
+INSERT INTO "Shop".customers VALUES (4, 'Di');
+SAVEPOINT s;
+INSERT INTO "Shop".customers VALUES (5, 'Ed');
+UPDATE "Shop".customers SET name = 'Ann B' WHERE id = 1;
+ROLLBACK TO SAVEPOINT s;
+DELETE FROM "Shop".customers WHERE id = 2;
+COMMIT;
+SELECT * FROM notes ORDER BY n;
+TRUNCATE sync.notes;
+
+-- TRUNCATE is refused
+TRUNCATE "Shop".customers CASCADE;
+TRUNCATE "Shop"."Stock Items";
+SELECT count(*) FROM "Shop".customers;
+
+-- a partitioned table, declared by its parent, with a partition column:
+-- a row moving between partitions (of PostgreSQL, or of replicas) is noted
+-- in the one it left too
+CREATE TABLE regions (region text NOT NULL, id int NOT NULL, zone text NOT NULL,
+	name text, PRIMARY KEY (region, id)) PARTITION BY LIST (region);
+CREATE TABLE regions_north PARTITION OF regions FOR VALUES IN ('north');
+CREATE TABLE regions_south (zone text NOT NULL, name text, id int NOT NULL, region text NOT NULL);
+ALTER TABLE regions ATTACH PARTITION regions_south FOR VALUES IN ('south');
+SELECT sync.mirror('regions', 'catalog', 'broadcast', "partition" => 'zone');
+SELECT sync.mirror('regions_north', 'catalog', 'broadcast');
+INSERT INTO regions VALUES ('north', 1, 'z1', 'a'), ('south', 2, 'z2', 'b');
+UPDATE regions SET zone = 'z3' WHERE id = 1;
+UPDATE regions SET region = 'south' WHERE id = 1;
+UPDATE regions SET name = 'c' WHERE id = 2;
+DELETE FROM regions WHERE id = 2;
+SELECT * FROM notes ORDER BY n;
+TRUNCATE sync.notes;
+TRUNCATE regions;
+TRUNCATE regions_north;
+SELECT count(*) FROM regions;
+
+-- a group: members joining and leaving, groups given and taken
+CREATE TABLE price_lists (id int PRIMARY KEY, name text);
+CREATE TABLE price_list_groups (price_list int NOT NULL REFERENCES price_lists,
+	grp text NOT NULL, PRIMARY KEY (price_list, grp));
+CREATE TABLE group_replicas (grp text NOT NULL, replica uuid NOT NULL, PRIMARY KEY (grp, replica));
+SELECT sync.mirror('price_lists', 'catalog',
+	'grouped( members => public.price_list_groups , assigned => "public"."group_replicas" )');
+SELECT name, sync FROM sync.mirrors WHERE name = 'price_lists';
+INSERT INTO price_lists VALUES (1, 'retail'), (2, 'trade');
+INSERT INTO price_list_groups VALUES (1, 'city'), (2, 'city');
+INSERT INTO group_replicas VALUES ('city', '0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1');
+UPDATE price_list_groups SET grp = 'town' WHERE price_list = 2;
+UPDATE group_replicas SET replica = '7c9e6679-7425-40de-944b-e07fc1f90ae7';
+DELETE FROM price_list_groups WHERE price_list = 1;
+DELETE FROM group_replicas;
+SELECT * FROM notes ORDER BY n;
+TRUNCATE price_list_groups;
+TRUNCATE group_replicas;
+
+-- sync.note is a trigger only
+SELECT sync.note();
+
+-- leave nothing behind for the next test
+DO $$
+DECLARE r regclass;
+BEGIN
+	FOR r IN SELECT relid FROM sync.tables ORDER BY id DESC LOOP
+		PERFORM sync.unmirror(r);
+	END LOOP;
+END
+$$;
+DROP VIEW notes;
+DROP TABLE "Shop".customers, "Shop"."Stock Items", regions, price_lists, price_list_groups, group_replicas CASCADE;
+DELETE FROM sync.replicas;
+TRUNCATE sync.notes;
+DROP SCHEMA "Shop";

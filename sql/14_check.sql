@@ -1,0 +1,69 @@
+-- sync.check: one row per problem with a trigger or a declaration.
+-- start from an empty catalog: ids are deterministic
+DO $$ BEGIN PERFORM setval('sync.tables_id_seq', 1, false); END $$;
+CREATE TABLE customers (id bigint PRIMARY KEY, name text);
+CREATE TABLE orders (id int PRIMARY KEY, customer bigint REFERENCES customers,
+	total numeric, note text, extra int);
+CREATE TABLE regions (region text NOT NULL, id int NOT NULL, PRIMARY KEY (region, id))
+	PARTITION BY LIST (region);
+CREATE TABLE regions_a PARTITION OF regions FOR VALUES IN ('a');
+CREATE TABLE lists (id int PRIMARY KEY);
+CREATE TABLE list_members (list int REFERENCES lists, grp text, PRIMARY KEY (list, grp));
+CREATE TABLE list_owners (grp text, replica uuid, PRIMARY KEY (grp, replica));
+SELECT sync.mirror('customers', 'catalog', 'broadcast');
+SELECT sync.mirror('orders', 'catalog', unmirrored => '{note}', codec => 'proto');
+SELECT sync.mirror('regions', 'catalog', 'broadcast');
+SELECT sync.mirror('lists', 'catalog', 'grouped(members => public.list_members, assigned => public.list_owners)');
+SELECT * FROM sync.check();
+
+-- triggers dropped, disabled, altered, on a partition, on a group table
+DROP TRIGGER magic_sync_note ON customers;
+ALTER TABLE orders DISABLE TRIGGER magic_sync_truncate;
+DROP TRIGGER magic_sync_truncate ON regions_a;
+ALTER TABLE regions_a DISABLE TRIGGER magic_sync_note;
+CREATE TABLE regions_b PARTITION OF regions FOR VALUES IN ('b');
+DROP TRIGGER magic_sync_member_4 ON list_members;
+CREATE TRIGGER magic_sync_member_4 AFTER INSERT ON list_members
+	FOR EACH ROW EXECUTE FUNCTION sync.note('4', 'm', '1', 'list', 'grp');
+ALTER TABLE list_owners ENABLE REPLICA TRIGGER magic_sync_assignment_4;
+SELECT * FROM sync.check() ORDER BY 1, 2, 3;
+SELECT sync.retrigger('customers');
+SELECT sync.retrigger('orders');
+SELECT sync.retrigger('regions');
+SELECT sync.retrigger('lists');
+SELECT * FROM sync.check();
+
+-- declarations that no longer match their tables
+ALTER TABLE orders ALTER COLUMN total TYPE int;
+ALTER TABLE orders DROP COLUMN extra;
+ALTER TABLE orders DROP COLUMN note;
+ALTER TABLE orders ADD COLUMN added text;
+ALTER TABLE customers RENAME COLUMN name TO full_name;
+SELECT * FROM sync.check() ORDER BY 1, 2, 3;
+ALTER TABLE orders DROP CONSTRAINT orders_customer_fkey;
+CREATE TABLE notes_x (id int PRIMARY KEY);
+ALTER TABLE customers ADD COLUMN x int REFERENCES notes_x;
+ALTER TABLE lists ADD COLUMN owner bigint REFERENCES customers;
+ALTER TABLE regions DROP CONSTRAINT regions_pkey;
+ALTER TABLE list_members DROP COLUMN grp;
+SELECT * FROM sync.check() ORDER BY 1, 2, 3;
+DROP TABLE regions;
+ALTER TABLE customers RENAME TO clients;
+SELECT * FROM sync.check() ORDER BY 1, 2, 3;
+SELECT sync.retrigger('orders');
+-- the relay's description of the catalog refuses while a declaration does not match
+SELECT sync.replica_add('7c9e6679-7425-40de-944b-e07fc1f90ae7');
+SELECT sync.wanted('7c9e6679-7425-40de-944b-e07fc1f90ae7');
+
+-- leave nothing behind for the next test
+DO $$
+DECLARE r regclass;
+BEGIN
+	FOR r IN SELECT relid FROM sync.tables ORDER BY id DESC LOOP
+		PERFORM sync.unmirror(r);
+	END LOOP;
+END
+$$;
+DROP TABLE clients, orders, lists, list_members, list_owners, notes_x CASCADE;
+DELETE FROM sync.replicas;
+TRUNCATE sync.notes;

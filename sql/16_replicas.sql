@@ -1,0 +1,30 @@
+-- Replicas: added, changed, dropped; each misuse refused.
+-- start from an empty catalog: ids are deterministic
+DO $$ BEGIN PERFORM setval('sync.tables_id_seq', 1, false); END $$;
+CREATE ROLE store_7 LOGIN;
+SELECT sync.replica_add('7c9e6679-7425-40de-944b-e07fc1f90ae7', 'north', 'store_7');
+SELECT sync.replica_add('0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1', live => false);
+SELECT id, partition, role, live, dropped, seen_live, provision FROM sync.replicas ORDER BY id;
+SELECT sync.replica_add('7c9e6679-7425-40de-944b-e07fc1f90ae7');
+SELECT sync.replica_add('11111111-1111-1111-1111-111111111111', role => 'nobody_here');
+SELECT sync.replica_add(NULL);
+SELECT sync.replica_set('0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1', live => true);
+SELECT sync.replica_set('7c9e6679-7425-40de-944b-e07fc1f90ae7', "partition" => 'south');
+SELECT sync.replica_set('7c9e6679-7425-40de-944b-e07fc1f90ae7');
+SELECT sync.replica_set('22222222-2222-2222-2222-222222222222', live => true);
+SELECT id, partition, role, live, dropped FROM sync.replicas ORDER BY id;
+SELECT sync.replica_drop('0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1');
+SELECT id, partition, role, live, dropped FROM sync.replicas ORDER BY id;
+SELECT sync.replica_drop('0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1');
+SELECT sync.replica_set('0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1', live => true);
+SELECT sync.replica_add('0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1');
+SELECT sync.replica_drop('33333333-3333-3333-3333-333333333333');
+-- only sync_admin may call them
+SET ROLE store_7;
+SELECT sync.replica_add('44444444-4444-4444-4444-444444444444');
+SELECT sync.mirror('pg_class', 'catalog');
+SELECT * FROM sync.check();
+RESET ROLE;
+DROP ROLE store_7;
+-- leave nothing behind for the next test
+DELETE FROM sync.replicas;

@@ -1,0 +1,188 @@
+/*-------------------------------------------------------------------------
+ * check.c
+ *	  sync.check(): one row per reason the engine cannot trust its notes or
+ *	  its declarations.  A trigger missing, disabled or not as sync.mirror
+ *	  writes it could let a change go unnoted; a declaration that no longer
+ *	  matches its table could send replicas rows they cannot read.  The
+ *	  relay refuses to run while this returns anything (seed 4.1).
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+
+#include "catalog.h"
+#include "notes.h"
+
+PG_FUNCTION_INFO_V1(ms_check);
+
+static void
+problem(List **problems, const char *table, const char *what, char *detail)
+{
+	ms_problem *p = palloc(sizeof(ms_problem));
+
+	p->table = pstrdup(table);
+	p->problem = pstrdup(what);
+	p->detail = detail;
+	*problems = lappend(*problems, p);
+}
+
+/* tgargs_of: the bytes pg_trigger.tgargs holds for these arguments. */
+static bytea *
+tgargs_of(const ms_trigger *tg)
+{
+	StringInfoData buf;
+	bytea	   *out;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < tg->nargs; i++)
+		appendBinaryStringInfo(&buf, tg->args[i], strlen(tg->args[i]) + 1);
+	out = palloc(VARHDRSZ + buf.len);
+	SET_VARSIZE(out, VARHDRSZ + buf.len);
+	memcpy(VARDATA(out), buf.data, buf.len);
+	return out;
+}
+
+/* check_one: compare one expected trigger with pg_trigger on relid. */
+static void
+check_one(List **problems, const ms_table *t, const ms_trigger *tg, Oid relid,
+		  Oid note_fn)
+{
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		args[2];
+	bytea	   *want = tgargs_of(tg);
+	char	   *where = ms_wire_name(relid);
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	char		enabled;
+	bytea	   *have;
+	bool		same;
+	int			rc;
+
+	args[0] = ObjectIdGetDatum(relid);
+	args[1] = CStringGetTextDatum(tg->name);
+	rc = SPI_execute_with_args(
+		"SELECT g.tgfoid, g.tgtype, g.tgenabled, g.tgargs, g.tgnargs,"
+		"       coalesce(pg_catalog.array_length(g.tgattr::int2[], 1), 0) = 0, g.tgqual IS NULL"
+		"  FROM pg_catalog.pg_trigger g WHERE g.tgrelid = $1 AND g.tgname = $2",
+		2, argtypes, args, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading triggers failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+	{
+		problem(problems, t->name, "trigger missing",
+				psprintf("Trigger %s on %s, which notes changes of %s, is missing.",
+						 tg->name, where, t->name));
+		SPI_freetuptable(SPI_tuptable);
+		return;
+	}
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	enabled = DatumGetChar(SPI_getbinval(tup, desc, 3, &isnull));
+	if (enabled == TRIGGER_DISABLED || enabled == TRIGGER_FIRES_ON_REPLICA)
+		problem(problems, t->name, "trigger disabled",
+				psprintf("Trigger %s on %s, which notes changes of %s, is disabled.",
+						 tg->name, where, t->name));
+	have = DatumGetByteaPP(SPI_getbinval(tup, desc, 4, &isnull));
+	same = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull)) == note_fn &&
+		DatumGetInt16(SPI_getbinval(tup, desc, 2, &isnull)) == tg->tgtype &&
+		DatumGetInt16(SPI_getbinval(tup, desc, 5, &isnull)) == tg->nargs &&
+		VARSIZE_ANY_EXHDR(have) == VARSIZE_ANY_EXHDR(want) &&
+		memcmp(VARDATA_ANY(have), VARDATA_ANY(want), VARSIZE_ANY_EXHDR(want)) == 0;
+	same = same && DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));	/* no column list */
+	same = same && DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));	/* no WHEN */
+	if (!same)
+		problem(problems, t->name, "trigger altered",
+				psprintf("Trigger %s on %s is not as sync.mirror writes it for %s.",
+						 tg->name, where, t->name));
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/*
+ * check_trigger: one expected trigger, on its table and, for a partitioned
+ * table, on every partition: PostgreSQL clones a row trigger there, where
+ * it can be disabled apart, and a TRUNCATE of a partition fires only the
+ * partition's own triggers.
+ */
+static void
+check_trigger(List **problems, const ms_table *t, const ms_trigger *tg, Oid note_fn)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1] = {ObjectIdGetDatum(tg->relid)};
+	List	   *parts = NIL;
+	ListCell   *lc;
+	int			rc;
+
+	check_one(problems, t, tg, tg->relid, note_fn);
+	if (get_rel_relkind(tg->relid) != RELKIND_PARTITIONED_TABLE)
+		return;
+	rc = SPI_execute_with_args(
+		"SELECT r.relid FROM pg_catalog.pg_partition_tree($1) r WHERE r.level > 0"
+		" ORDER BY r.relid::regclass::text", 1, argtypes, args, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading partitions failed: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		parts = lappend_oid(parts, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																  SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	foreach(lc, parts)
+		check_one(problems, t, tg, lfirst_oid(lc), note_fn);
+}
+
+/*
+ * ms_check: sync.check() returns (tab, problem, detail), one row per
+ * problem, ordered by table and problem.
+ */
+Datum
+ms_check(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	List	   *problems = NIL;
+	List	   *tables;
+	ListCell   *lc;
+	Oid			note_fn;
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	note_fn = DatumGetObjectId(DirectFunctionCall1(regprocedurein, CStringGetDatum("sync.note()")));
+	tables = ms_catalog_read(&problems);
+	foreach(lc, tables)
+	{
+		ms_table   *t = lfirst(lc);
+		ListCell   *tc;
+
+		foreach(tc, ms_notes_triggers(t))
+		{
+			ms_trigger *tg = lfirst(tc);
+
+			if (get_rel_name(tg->relid) != NULL)
+				check_trigger(&problems, t, tg, note_fn);
+		}
+	}
+	foreach(lc, problems)
+	{
+		ms_problem *p = lfirst(lc);
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		values[0] = CStringGetTextDatum(p->table);
+		values[1] = CStringGetTextDatum(p->problem);
+		values[2] = CStringGetTextDatum(p->detail);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	SPI_finish();
+	return (Datum) 0;
+}

@@ -1,0 +1,910 @@
+/*-------------------------------------------------------------------------
+ * notes.c
+ *	  Noting (seed 4.1): the trigger sync.note writes one row to sync.notes
+ *	  for every change of a mirrored row, in the writer's transaction, and
+ *	  refuses TRUNCATE.
+ *
+ * Everything a trigger needs is in its arguments, so firing never reads
+ * sync.tables:
+ *
+ *	 r (a mirrored table):  id, 'r', nkey, key columns..., nignore, columns a
+ *			change of which is not noted (replica-owned, unmirrored)...,
+ *			partition column or '', nfkeys, then per foreign key to a
+ *			mirrored table: its name, ncols, its columns in the parent's
+ *			key order...
+ *	 m (a group's members): id, 'm', nkey, the member columns pointing at the
+ *			grouped row in its key order..., group column
+ *	 a (a group's assignments): id, 'a', replica column, group column
+ *	 t (TRUNCATE):			id, 't'
+ *
+ * The arguments are resolved to attribute numbers once per trigger and
+ * relation (a partition's columns may be numbered apart from its parent's)
+ * and kept until a relcache invalidation.  The note is inserted directly
+ * into sync.notes and its indexes, without SPI and without checking the
+ * writer's rights on it: the writer needs none.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_trigger.h"
+#include "commands/sequence.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/xid8.h"
+
+#include "key.h"
+#include "notes.h"
+
+PG_FUNCTION_INFO_V1(ms_note);
+
+/* A column the trigger reads, resolved on the firing relation. */
+typedef struct note_col
+{
+	AttrNumber	attnum;			/* InvalidAttrNumber: not on this relation */
+	FmgrInfo	out;			/* its output function: key parts are text */
+} note_col;
+
+typedef struct note_fkey
+{
+	char	   *name;
+	int			ncols;
+	note_col   *cols;
+} note_fkey;
+
+/* One trigger on one relation, its arguments resolved. */
+typedef struct note_key
+{
+	Oid			tgoid;
+	Oid			relid;
+} note_key;
+
+typedef struct note_entry
+{
+	note_key	hkey;
+	bool		valid;
+	MemoryContext cxt;
+	int32		tab;
+	char		kind;
+	int			nkey;
+	note_col   *key;
+	int			ncompare;		/* update: the columns whose change is noted */
+	AttrNumber *compare;
+	bool	   *byval;
+	int16	   *len;
+	note_col	part;
+	int			nfkeys;
+	note_fkey  *fkeys;
+	note_col	group;
+	note_col	replica;
+} note_entry;
+
+static HTAB *note_cache = NULL;
+
+/* sync.notes, its sequence and where its columns are. */
+typedef enum
+{
+	N_ID, N_TAB, N_SOURCE, N_KEY, N_PART, N_OLD_KEY, N_OLD_PART, N_POINTED,
+	N_REPLICA, N_GRP, N_XID, N_BUILD, N_DONE, N_COUNT
+} note_field;
+
+static const char *const note_field_names[N_COUNT] = {
+	"id", "tab", "source", "key", "part", "old_key", "old_part", "pointed",
+	"replica", "grp", "xid", "build", "done"
+};
+
+static Oid	notes_relid = InvalidOid;
+static Oid	notes_seq = InvalidOid;
+static int	notes_att[N_COUNT];
+
+/*
+ * The open sync.notes of this transaction.  Opening the table, its indexes
+ * and an executor state for every note costs as much as writing it, so they
+ * are opened at the first note of a transaction, on the top transaction's
+ * resource owner (a subtransaction rolled back keeps them), and closed just
+ * before it commits; an abort releases them with everything else.
+ */
+typedef struct note_writer
+{
+	bool		open;
+	bool		stale;			/* sync.notes changed: reopen at the next note */
+	Relation	rel;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot *slot;
+} note_writer;
+
+static note_writer writer;
+static bool writer_callback = false;
+
+static void
+note_invalidate(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	note_entry *e;
+
+	(void) arg;
+	if (relid == InvalidOid || relid == notes_relid)
+	{
+		notes_relid = InvalidOid;
+		writer.stale = true;
+	}
+	if (note_cache == NULL)
+		return;
+	hash_seq_init(&status, note_cache);
+	while ((e = hash_seq_search(&status)) != NULL)
+		if (relid == InvalidOid || e->hkey.relid == relid)
+			e->valid = false;
+}
+
+static void
+notes_resolve(void)
+{
+	Oid			nsp;
+	Relation	rel;
+	TupleDesc	desc;
+
+	if (OidIsValid(notes_relid))
+		return;
+	nsp = get_namespace_oid("sync", false);
+	notes_seq = get_relname_relid("note_seq", nsp);
+	rel = table_open(get_relname_relid("notes", nsp), AccessShareLock);
+	desc = RelationGetDescr(rel);
+	for (int f = 0; f < N_COUNT; f++)
+	{
+		notes_att[f] = -1;
+		for (int i = 0; i < desc->natts; i++)
+			if (!TupleDescAttr(desc, i)->attisdropped &&
+				strcmp(NameStr(TupleDescAttr(desc, i)->attname), note_field_names[f]) == 0)
+				notes_att[f] = i;
+		if (notes_att[f] < 0)
+			elog(ERROR, "sync.notes has no column %s", note_field_names[f]);
+	}
+	if (!OidIsValid(notes_seq))
+		elog(ERROR, "sequence sync.note_seq is missing");
+	notes_relid = RelationGetRelid(rel);
+	table_close(rel, AccessShareLock);
+}
+
+/* resolve_col: name's attnum on rel and its output function. */
+static void
+resolve_col(Relation rel, const char *name, note_col *c)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	c->attnum = InvalidAttrNumber;
+	if (name == NULL || name[0] == '\0')
+		return;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
+		{
+			Oid			out;
+			bool		varlena;
+
+			c->attnum = att->attnum;
+			getTypeOutputInfo(att->atttypid, &out, &varlena);
+			fmgr_info_cxt(out, &c->out, CurrentMemoryContext);
+			return;
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("column \"%s\" of \"%s\" is declared for mirroring but does not exist",
+					name, RelationGetRelationName(rel)),
+			 errhint("SELECT * FROM sync.check() says what changed.")));
+}
+
+static int
+arg_int(Trigger *tg, int *pos)
+{
+	if (*pos >= tg->tgnargs)
+		elog(ERROR, "trigger \"%s\" has too few arguments", tg->tgname);
+	return atoi(tg->tgargs[(*pos)++]);
+}
+
+static char *
+arg_str(Trigger *tg, int *pos)
+{
+	if (*pos >= tg->tgnargs)
+		elog(ERROR, "trigger \"%s\" has too few arguments", tg->tgname);
+	return tg->tgargs[(*pos)++];
+}
+
+/* entry_build: parse the trigger's arguments against the firing relation. */
+static void
+entry_build(note_entry *e, Trigger *tg, Relation rel)
+{
+	MemoryContext old;
+	int			pos = 0;
+
+	if (e->cxt != NULL)
+		MemoryContextDelete(e->cxt);
+	e->cxt = AllocSetContextCreate(TopMemoryContext, "magic_sync note trigger",
+								   ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(e->cxt);
+	e->tab = arg_int(tg, &pos);
+	e->kind = arg_str(tg, &pos)[0];
+	e->nkey = 0;
+	e->ncompare = 0;
+	e->nfkeys = 0;
+	e->part.attnum = e->group.attnum = e->replica.attnum = InvalidAttrNumber;
+	if (e->kind == 'r' || e->kind == 'm')
+	{
+		e->nkey = arg_int(tg, &pos);
+		e->key = palloc0(sizeof(note_col) * e->nkey);
+		for (int k = 0; k < e->nkey; k++)
+			resolve_col(rel, arg_str(tg, &pos), &e->key[k]);
+	}
+	if (e->kind == 'r')
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		int			nignore = arg_int(tg, &pos);
+		char	  **ignore = &tg->tgargs[pos];
+
+		pos += nignore;
+		e->compare = palloc(sizeof(AttrNumber) * desc->natts);
+		e->byval = palloc(sizeof(bool) * desc->natts);
+		e->len = palloc(sizeof(int16) * desc->natts);
+		for (int i = 0; i < desc->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+			bool		ignored = att->attisdropped;
+
+			for (int j = 0; j < nignore && !ignored; j++)
+				ignored = strcmp(ignore[j], NameStr(att->attname)) == 0;
+			if (ignored)
+				continue;
+			e->compare[e->ncompare] = att->attnum;
+			e->byval[e->ncompare] = att->attbyval;
+			e->len[e->ncompare] = att->attlen;
+			e->ncompare++;
+		}
+		resolve_col(rel, arg_str(tg, &pos), &e->part);
+		e->nfkeys = arg_int(tg, &pos);
+		e->fkeys = palloc0(sizeof(note_fkey) * (e->nfkeys + 1));
+		for (int f = 0; f < e->nfkeys; f++)
+		{
+			note_fkey  *fk = &e->fkeys[f];
+
+			fk->name = pstrdup(arg_str(tg, &pos));
+			fk->ncols = arg_int(tg, &pos);
+			fk->cols = palloc0(sizeof(note_col) * fk->ncols);
+			for (int c = 0; c < fk->ncols; c++)
+				resolve_col(rel, arg_str(tg, &pos), &fk->cols[c]);
+		}
+	}
+	else if (e->kind == 'm')
+		resolve_col(rel, arg_str(tg, &pos), &e->group);
+	else if (e->kind == 'a')
+	{
+		resolve_col(rel, arg_str(tg, &pos), &e->replica);
+		resolve_col(rel, arg_str(tg, &pos), &e->group);
+	}
+	else
+		elog(ERROR, "trigger \"%s\": unknown kind of note \"%c\"", tg->tgname, e->kind);
+	MemoryContextSwitchTo(old);
+	e->valid = true;
+}
+
+static note_entry *
+entry_get(Trigger *tg, Relation rel)
+{
+	note_key	hkey;
+	note_entry *e;
+	bool		found;
+
+	if (note_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(note_key);
+		ctl.entrysize = sizeof(note_entry);
+		ctl.hcxt = TopMemoryContext;
+		note_cache = hash_create("magic_sync note triggers", 64, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		CacheRegisterRelcacheCallback(note_invalidate, (Datum) 0);
+	}
+	memset(&hkey, 0, sizeof(hkey));
+	hkey.tgoid = tg->tgoid;
+	hkey.relid = RelationGetRelid(rel);
+	e = hash_search(note_cache, &hkey, HASH_ENTER, &found);
+	if (!found)
+	{
+		e->cxt = NULL;
+		e->valid = false;
+	}
+	if (!e->valid)
+	{
+		PG_TRY();
+		{
+			entry_build(e, tg, rel);
+		}
+		PG_CATCH();
+		{
+			e->valid = false;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+	return e;
+}
+
+/*
+ * slot_key: the canonical key of cols in slot, or NULL when one of them is
+ * null (a foreign key pointing nowhere, a member in no group).
+ */
+static text *
+slot_key(TupleTableSlot *slot, int n, note_col *cols)
+{
+	const char **parts = palloc(sizeof(char *) * n);
+	size_t	   *lens = palloc(sizeof(size_t) * n);
+	size_t		size;
+	text	   *out;
+
+	for (int k = 0; k < n; k++)
+	{
+		bool		isnull;
+		Datum		d;
+
+		if (cols[k].attnum == InvalidAttrNumber)
+			return NULL;
+		d = slot_getattr(slot, cols[k].attnum, &isnull);
+		if (isnull)
+			return NULL;
+		parts[k] = OutputFunctionCall(&cols[k].out, d);
+		lens[k] = strlen(parts[k]);
+	}
+	size = ms_key_size(n, parts, lens);
+	out = palloc(VARHDRSZ + size);
+	SET_VARSIZE(out, VARHDRSZ + size);
+	ms_key_write(VARDATA(out), n, parts, lens);
+	return out;
+}
+
+/* slot_text: a column's text form, or NULL. */
+static text *
+slot_text(TupleTableSlot *slot, note_col *c)
+{
+	bool		isnull;
+	Datum		d;
+
+	if (c->attnum == InvalidAttrNumber)
+		return NULL;
+	d = slot_getattr(slot, c->attnum, &isnull);
+	if (isnull)
+		return NULL;
+	return cstring_to_text(OutputFunctionCall(&c->out, d));
+}
+
+static bool
+text_equal(text *a, text *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+/* pointed: {foreign key: parent's canonical key} of the row in slot, or NULL. */
+static Datum
+pointed(note_entry *e, TupleTableSlot *slot, bool *isnull)
+{
+	StringInfoData buf;
+	bool		any = false;
+
+	*isnull = true;
+	if (e->nfkeys == 0)
+		return (Datum) 0;
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int f = 0; f < e->nfkeys; f++)
+	{
+		text	   *k = slot_key(slot, e->fkeys[f].ncols, e->fkeys[f].cols);
+
+		if (k == NULL)
+			continue;
+		if (any)
+			appendStringInfoString(&buf, ", ");
+		escape_json(&buf, e->fkeys[f].name);
+		appendStringInfoString(&buf, ": ");
+		escape_json(&buf, text_to_cstring(k));
+		any = true;
+	}
+	appendStringInfoChar(&buf, '}');
+	if (!any)
+		return (Datum) 0;
+	*isnull = false;
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+}
+
+/* The values of one note, before it is written. */
+typedef struct note_row
+{
+	char		source;
+	text	   *key;
+	text	   *part;
+	text	   *old_key;
+	text	   *old_part;
+	Datum		pointed;
+	bool		pointed_null;
+	Datum		replica;
+	bool		replica_null;
+	text	   *grp;
+} note_row;
+
+#define TEXT_OR_NULL(v, t, n) ((n) = ((t) == NULL), (v) = PointerGetDatum(t))
+
+
+static void
+writer_close(void)
+{
+	ResourceOwner save = CurrentResourceOwner;
+
+	if (!writer.open)
+		return;
+	writer.open = false;
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	ExecDropSingleTupleTableSlot(writer.slot);
+	ExecCloseIndices(writer.rri);
+	FreeExecutorState(writer.estate);
+	table_close(writer.rel, NoLock);
+	CurrentResourceOwner = save;
+}
+
+static void
+writer_xact(XactEvent event, void *arg)
+{
+	(void) arg;
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+			writer_close();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			/* the resource owner releases them, TopTransactionContext frees them */
+			writer.open = false;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+writer_open(void)
+{
+	ResourceOwner save = CurrentResourceOwner;
+	MemoryContext old;
+
+	if (writer.open && writer.stale)
+		writer_close();
+	if (writer.open)
+		return;
+	if (!writer_callback)
+	{
+		RegisterXactCallback(writer_xact, NULL);
+		writer_callback = true;
+	}
+	notes_resolve();
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	PG_TRY();
+	{
+		writer.rel = table_open(notes_relid, RowExclusiveLock);
+		writer.estate = CreateExecutorState();
+		MemoryContextSwitchTo(writer.estate->es_query_cxt);
+		writer.rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(writer.rri, writer.rel, 1, NULL, 0);
+		ExecOpenIndices(writer.rri, false);
+		writer.slot = MakeSingleTupleTableSlot(RelationGetDescr(writer.rel), &TTSOpsVirtual);
+	}
+	PG_FINALLY();
+	{
+		CurrentResourceOwner = save;
+		MemoryContextSwitchTo(old);
+	}
+	PG_END_TRY();
+	writer.open = true;
+	writer.stale = false;
+}
+
+/*
+ * write_note: insert the note into sync.notes and its indexes, as an
+ * INSERT would, minus the rights and the triggers it does not have.
+ */
+static void
+write_note(int32 tab, note_row *n)
+{
+	TupleTableSlot *slot;
+	Datum	   *v;
+	bool	   *isnull;
+
+	writer_open();
+	slot = writer.slot;
+	ExecClearTuple(slot);
+	v = slot->tts_values;
+	isnull = slot->tts_isnull;
+	for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
+	{
+		v[i] = (Datum) 0;
+		isnull[i] = true;
+	}
+	v[notes_att[N_ID]] = Int64GetDatum(nextval_internal(notes_seq, false));
+	isnull[notes_att[N_ID]] = false;
+	v[notes_att[N_TAB]] = Int32GetDatum(tab);
+	isnull[notes_att[N_TAB]] = false;
+	v[notes_att[N_SOURCE]] = CharGetDatum(n->source);
+	isnull[notes_att[N_SOURCE]] = false;
+	TEXT_OR_NULL(v[notes_att[N_KEY]], n->key, isnull[notes_att[N_KEY]]);
+	TEXT_OR_NULL(v[notes_att[N_PART]], n->part, isnull[notes_att[N_PART]]);
+	TEXT_OR_NULL(v[notes_att[N_OLD_KEY]], n->old_key, isnull[notes_att[N_OLD_KEY]]);
+	TEXT_OR_NULL(v[notes_att[N_OLD_PART]], n->old_part, isnull[notes_att[N_OLD_PART]]);
+	TEXT_OR_NULL(v[notes_att[N_GRP]], n->grp, isnull[notes_att[N_GRP]]);
+	v[notes_att[N_POINTED]] = n->pointed;
+	isnull[notes_att[N_POINTED]] = n->pointed_null;
+	v[notes_att[N_REPLICA]] = n->replica;
+	isnull[notes_att[N_REPLICA]] = n->replica_null;
+	v[notes_att[N_XID]] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	isnull[notes_att[N_XID]] = false;
+	v[notes_att[N_BUILD]] = Int16GetDatum(1);
+	isnull[notes_att[N_BUILD]] = false;
+	v[notes_att[N_DONE]] = BoolGetDatum(false);
+	isnull[notes_att[N_DONE]] = false;
+	ExecStoreVirtualTuple(slot);
+
+	table_tuple_insert(writer.rel, slot, GetCurrentCommandId(true), 0, NULL);
+	ExecInsertIndexTuples(writer.rri, slot, writer.estate, false, false, NULL, NIL);
+	ResetPerTupleExprContext(writer.estate);
+	ExecClearTuple(slot);
+}
+
+/* changed: whether an update changed a column whose change is noted. */
+static bool
+changed(note_entry *e, TupleTableSlot *old, TupleTableSlot *new)
+{
+	for (int i = 0; i < e->ncompare; i++)
+	{
+		bool		onull;
+		bool		nnull;
+		Datum		o = slot_getattr(old, e->compare[i], &onull);
+		Datum		n = slot_getattr(new, e->compare[i], &nnull);
+
+		if (onull != nnull)
+			return true;
+		if (!onull && !datumIsEqual(o, n, e->byval[i], e->len[i]))
+			return true;
+	}
+	return false;
+}
+
+static void
+note_row_change(note_entry *e, TriggerData *td)
+{
+	TupleTableSlot *old = NULL;
+	TupleTableSlot *new = NULL;
+	note_row	n;
+
+	memset(&n, 0, sizeof(n));
+	n.source = 'r';
+	n.pointed_null = true;
+	n.replica_null = true;
+	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
+		new = td->tg_trigslot;
+	else if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
+		old = td->tg_trigslot;
+	else
+	{
+		old = td->tg_trigslot;
+		new = td->tg_newslot;
+		if (!changed(e, old, new))
+			return;
+	}
+	if (new != NULL)
+	{
+		n.key = slot_key(new, e->nkey, e->key);
+		n.part = slot_text(new, &e->part);
+	}
+	if (old != NULL)
+	{
+		text	   *okey = slot_key(old, e->nkey, e->key);
+		text	   *opart = slot_text(old, &e->part);
+
+		n.pointed = pointed(e, old, &n.pointed_null);
+		if (new == NULL)
+		{
+			n.key = okey;
+			n.part = opart;
+		}
+		else
+		{
+			if (!text_equal(okey, n.key))
+				n.old_key = okey;
+			if (!text_equal(opart, n.part))
+				n.old_part = opart;
+		}
+	}
+	if (n.key == NULL)
+		elog(ERROR, "a key column of \"%s\" is null", RelationGetRelationName(td->tg_relation));
+	write_note(e->tab, &n);
+}
+
+/*
+ * note_group_side: the note of one side (old or new) of a change to a
+ * member or an assignment; nothing when it names no group.
+ */
+static void
+note_group_side(note_entry *e, TupleTableSlot *slot)
+{
+	note_row	n;
+	bool		isnull = true;
+
+	memset(&n, 0, sizeof(n));
+	n.pointed_null = true;
+	n.replica_null = true;
+	n.grp = slot_text(slot, &e->group);
+	if (n.grp == NULL)
+		return;
+	if (e->kind == 'm')
+	{
+		n.source = 'm';
+		n.key = slot_key(slot, e->nkey, e->key);
+		if (n.key == NULL)
+			return;
+	}
+	else
+	{
+		n.source = 'a';
+		if (e->replica.attnum != InvalidAttrNumber)
+			n.replica = slot_getattr(slot, e->replica.attnum, &isnull);
+		if (isnull)
+			return;
+		n.replica_null = false;
+	}
+	write_note(e->tab, &n);
+}
+
+static void
+note_group_change(note_entry *e, TriggerData *td)
+{
+	if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
+	{
+		TupleTableSlot *old = td->tg_trigslot;
+		TupleTableSlot *new = td->tg_newslot;
+		bool		same;
+
+		/* what a member or assignment says is its group and its row or replica */
+		same = text_equal(slot_text(old, &e->group), slot_text(new, &e->group));
+		if (e->kind == 'm')
+			same = same && text_equal(slot_key(old, e->nkey, e->key),
+									  slot_key(new, e->nkey, e->key));
+		else
+		{
+			text	   *o = slot_text(old, &e->replica);
+			text	   *n = slot_text(new, &e->replica);
+
+			same = same && text_equal(o, n);
+		}
+		if (same)
+			return;
+		note_group_side(e, old);
+		note_group_side(e, new);
+	}
+	else
+		note_group_side(e, td->tg_trigslot);
+}
+
+/*
+ * ms_note: the trigger sync.note.  AFTER INSERT OR UPDATE OR DELETE FOR
+ * EACH ROW: writes the note; BEFORE TRUNCATE: refuses.
+ */
+Datum
+ms_note(PG_FUNCTION_ARGS)
+{
+	TriggerData *td;
+	note_entry *e;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("sync.note() is a trigger"),
+				 errhint("sync.mirror installs it; it is not called directly.")));
+	td = (TriggerData *) fcinfo->context;
+	if (TRIGGER_FIRED_BY_TRUNCATE(td->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot truncate \"%s\": it is mirrored",
+						RelationGetRelationName(td->tg_relation)),
+				 errdetail("TRUNCATE removes rows without noting them, so replicas would keep them."),
+				 errhint("Use DELETE, or sync.unmirror the table first.")));
+	if (!TRIGGER_FIRED_FOR_ROW(td->tg_event) || !TRIGGER_FIRED_AFTER(td->tg_event))
+		elog(ERROR, "sync.note() must be fired AFTER ... FOR EACH ROW");
+
+	e = entry_get(td->tg_trigger, td->tg_relation);
+	if (e->kind == 'r')
+		note_row_change(e, td);
+	else
+		note_group_change(e, td);
+	return PointerGetDatum(NULL);
+}
+
+/* ms_notes_triggers: see notes.h. */
+static ms_trigger *
+new_trigger(Oid relid, char *name, int16 tgtype)
+{
+	ms_trigger *tg = palloc0(sizeof(ms_trigger));
+
+	tg->relid = relid;
+	tg->name = name;
+	tg->tgtype = tgtype;
+	tg->args = palloc(sizeof(char *) * 8);
+	return tg;
+}
+
+static void
+add_arg(ms_trigger *tg, const char *arg)
+{
+	if ((tg->nargs & 7) == 0 && tg->nargs > 0)
+		tg->args = repalloc(tg->args, sizeof(char *) * (tg->nargs + 8));
+	tg->args[tg->nargs++] = pstrdup(arg);
+}
+
+static void
+add_int(ms_trigger *tg, int n)
+{
+	add_arg(tg, psprintf("%d", n));
+}
+
+#define ROW_TRIGGER (TRIGGER_TYPE_ROW | TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE)
+#define TRUNCATE_TRIGGER (TRIGGER_TYPE_BEFORE | TRIGGER_TYPE_TRUNCATE)
+
+/* truncate_trigger: the trigger refusing TRUNCATE on relid. */
+static ms_trigger *
+truncate_trigger(Oid relid, char *name, int id)
+{
+	ms_trigger *tg = new_trigger(relid, name, TRUNCATE_TRIGGER);
+
+	add_int(tg, id);
+	add_arg(tg, "t");
+	return tg;
+}
+
+List *
+ms_notes_triggers(const ms_table *t)
+{
+	List	   *out = NIL;
+	ms_trigger *tg = new_trigger(t->relid, "magic_sync_note", ROW_TRIGGER);
+	int			nignore = t->nunmirrored;
+
+	add_int(tg, t->id);
+	add_arg(tg, "r");
+	add_int(tg, t->nkey);
+	for (int k = 0; k < t->nkey; k++)
+		add_arg(tg, t->columns[t->key[k]].name);
+	for (int c = 0; c < t->ncolumns; c++)
+		if (t->columns[c].replica_owned)
+			nignore++;
+	add_int(tg, nignore);
+	for (int c = 0; c < t->ncolumns; c++)
+		if (t->columns[c].replica_owned)
+			add_arg(tg, t->columns[c].name);
+	for (int u = 0; u < t->nunmirrored; u++)
+		add_arg(tg, t->unmirrored[u]);
+	add_arg(tg, t->partition >= 0 ? t->columns[t->partition].name : "");
+	add_int(tg, t->nfkeys);
+	for (int f = 0; f < t->nfkeys; f++)
+	{
+		add_arg(tg, t->fkeys[f].name);
+		add_int(tg, t->fkeys[f].ncols);
+		for (int c = 0; c < t->fkeys[f].ncols; c++)
+			add_arg(tg, t->columns[t->fkeys[f].by_parent_key[c]].name);
+	}
+	out = lappend(out, tg);
+	out = lappend(out, truncate_trigger(t->relid, "magic_sync_truncate", t->id));
+
+	if (t->rule != NULL && strcmp(t->rule, "grouped") == 0)
+	{
+		tg = new_trigger(t->members, psprintf("magic_sync_member_%d", t->id), ROW_TRIGGER);
+		add_int(tg, t->id);
+		add_arg(tg, "m");
+		add_int(tg, t->nkey);
+		for (int k = 0; k < t->nkey; k++)
+			add_arg(tg, t->member_key_names[k]);
+		add_arg(tg, t->group_column_name);
+		out = lappend(out, tg);
+		out = lappend(out, truncate_trigger(t->members,
+											psprintf("magic_sync_member_%d_truncate", t->id), t->id));
+
+		tg = new_trigger(t->assignments, psprintf("magic_sync_assignment_%d", t->id), ROW_TRIGGER);
+		add_int(tg, t->id);
+		add_arg(tg, "a");
+		add_arg(tg, t->assignment_replica_name);
+		add_arg(tg, t->group_column_name);
+		out = lappend(out, tg);
+		out = lappend(out, truncate_trigger(t->assignments,
+											psprintf("magic_sync_assignment_%d_truncate", t->id), t->id));
+	}
+	return out;
+}
+
+/* create_on: CREATE TRIGGER for tg on relid, replacing one of its name. */
+static void
+create_on(const ms_trigger *tg, Oid relid, bool replace)
+{
+	StringInfoData sql;
+	char	   *rel = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+												 get_rel_name(relid));
+	int			rc;
+
+	initStringInfo(&sql);
+	if (replace)
+	{
+		appendStringInfo(&sql, "DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(tg->name), rel);
+		rc = SPI_execute(sql.data, false, 0);
+		if (rc != SPI_OK_UTILITY)
+			elog(ERROR, "dropping trigger %s failed: %s", tg->name, SPI_result_code_string(rc));
+		resetStringInfo(&sql);
+	}
+	appendStringInfo(&sql, "CREATE TRIGGER %s %s ON %s FOR EACH %s EXECUTE FUNCTION sync.note(",
+					 quote_identifier(tg->name),
+					 tg->tgtype == TRUNCATE_TRIGGER ? "BEFORE TRUNCATE" : "AFTER INSERT OR UPDATE OR DELETE",
+					 rel, tg->tgtype == TRUNCATE_TRIGGER ? "STATEMENT" : "ROW");
+	for (int i = 0; i < tg->nargs; i++)
+		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "", quote_literal_cstr(tg->args[i]));
+	appendStringInfoChar(&sql, ')');
+	rc = SPI_execute(sql.data, false, 0);
+	if (rc != SPI_OK_UTILITY)
+		elog(ERROR, "creating trigger %s failed: %s", tg->name, SPI_result_code_string(rc));
+}
+
+void
+ms_trigger_create(const ms_trigger *tg, bool replace)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1] = {ObjectIdGetDatum(tg->relid)};
+	List	   *parts = NIL;
+	ListCell   *lc;
+	int			rc;
+
+	create_on(tg, tg->relid, replace);
+
+	/*
+	 * PostgreSQL clones a row trigger onto every partition, present and
+	 * future, but not a TRUNCATE trigger, and TRUNCATE of a partition fires
+	 * only its own: each partition gets one.
+	 */
+	if (tg->tgtype != TRUNCATE_TRIGGER || get_rel_relkind(tg->relid) != RELKIND_PARTITIONED_TABLE)
+		return;
+	rc = SPI_execute_with_args("SELECT relid FROM pg_catalog.pg_partition_tree($1) WHERE level > 0",
+							   1, argtypes, args, NULL, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading partitions failed: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		parts = lappend_oid(parts, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																  SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+	foreach(lc, parts)
+		create_on(tg, lfirst_oid(lc), replace);
+}

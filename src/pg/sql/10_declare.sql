@@ -1,0 +1,54 @@
+-- Declaring tables (src/pg/declare.c, notes.c): sync.mirror, sync.unmirror,
+-- the view sync.mirrors, and the noting trigger they install.
+
+CREATE FUNCTION sync.note() RETURNS trigger
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_note';
+COMMENT ON FUNCTION sync.note() IS
+	'The noting trigger sync.mirror installs: one row in sync.notes per change of a mirrored row, in the same transaction; refuses TRUNCATE';
+
+-- Security definer: declaring writes sync.tables, which only the extension's
+-- owner writes; sync_admin is who may call it (99_grants.sql).
+CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
+		key name[] DEFAULT NULL, origin name DEFAULT NULL, version name DEFAULT NULL,
+		replica_owned name[] DEFAULT '{}', unmirrored name[] DEFAULT '{}',
+		retired name DEFAULT NULL, created name DEFAULT NULL,
+		generated name[] DEFAULT '{}', active regclass DEFAULT NULL,
+		"partition" name DEFAULT NULL, codec text DEFAULT 'json',
+		sender name DEFAULT NULL)
+	RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_mirror';
+COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
+		name, name, name[], regclass, name, text, name) IS
+	'Declares a mirrored table: which way it travels (catalog or record), which replicas hold which rows (broadcast, assigned(col), follows(col), grouped(members => t, assigned => u), or none), its key and columns; installs its noting triggers';
+
+CREATE FUNCTION sync.unmirror(tab regclass) RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_unmirror';
+COMMENT ON FUNCTION sync.unmirror(regclass) IS
+	'Takes back the declaration of a mirrored table and drops its triggers; refused while another mirrored table points at it';
+
+CREATE VIEW sync.mirrors AS
+	SELECT t.id, t.relid AS "table", t.name, t.mirror,
+		CASE t.rule
+			WHEN 'assigned' THEN pg_catalog.format('assigned(%I)', t.rule_column)
+			WHEN 'follows' THEN pg_catalog.format('follows(%I)', t.rule_column)
+			WHEN 'grouped' THEN pg_catalog.format(
+				'grouped(members => %s, assigned => %s, group => %I, replica => %I)',
+				t.members, t.assignments, t.group_column, t.assignment_replica)
+			ELSE t.rule
+		END AS sync,
+		t.key, t.origin, t.version, t.replica_owned, t.unmirrored, t.retired,
+		t.created, t.generated, t.active, t.partition, t.codec, t.sender, t.declared
+	  FROM sync.tables t;
+COMMENT ON VIEW sync.mirrors IS 'The mirrored tables, as declared';
+
+CREATE FUNCTION sync.retrigger(tab regclass) RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_retrigger';
+COMMENT ON FUNCTION sync.retrigger(regclass) IS
+	'Installs the triggers of a mirrored table again as sync.mirror writes them: after one was dropped, disabled or altered, or a partition was added';

@@ -1,0 +1,28 @@
+-- The replicas (src/pg/replicas.c).  Security definer: sync.replicas is
+-- written by the extension's owner only; sync_admin calls these.
+
+CREATE FUNCTION sync.replica_add(id uuid, "partition" text DEFAULT NULL,
+		role name DEFAULT NULL, live boolean DEFAULT true)
+	RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_replica_add';
+COMMENT ON FUNCTION sync.replica_add(uuid, text, name, boolean) IS
+	'Adds a replica: its partition, the role it authenticates as, and whether it is live; the relay provisions it at its next pass';
+
+CREATE FUNCTION sync.replica_set(id uuid, live boolean DEFAULT NULL,
+		"partition" text DEFAULT NULL)
+	RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_replica_set';
+COMMENT ON FUNCTION sync.replica_set(uuid, boolean, text) IS
+	'Changes whether a replica is live, or its partition (NULL leaves either as it is); the relay observes it at its next pass';
+
+CREATE FUNCTION sync.replica_drop(id uuid)
+	RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_replica_drop';
+COMMENT ON FUNCTION sync.replica_drop(uuid) IS
+	'Drops a replica: no longer live, and forgotten by the relay at its next pass';

@@ -1,0 +1,335 @@
+/*-------------------------------------------------------------------------
+ * wanted.c
+ *	  The wanted set from scratch (seed 4.2): the least set of rows closed
+ *	  under three rules -- the rows its tables' rules send a replica; every
+ *	  row one of those points at; every row that follows one of those.
+ *
+ * Computed set by set in temporary tables, for many replicas at once:
+ * first the rules' rows, then rounds that add the parents and followers of
+ * the rows the previous round added (semi-naive: a round reads only what is
+ * new), until a round adds nothing.  Only rows of tables that point at
+ * something or are followed need a round at all.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/uuid.h"
+
+#include "catalog.h"
+#include "wanted.h"
+
+PG_FUNCTION_INFO_V1(ms_wanted);
+PG_FUNCTION_INFO_V1(ms_wanted_fill_sql);
+
+static void
+run(const char *sql)
+{
+	int			rc = SPI_execute(sql, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "computing the wanted set failed (%s): %s", SPI_result_code_string(rc), sql);
+}
+
+/* cols_key: the canonical key made of these columns of alias, in this order. */
+static char *
+cols_key(const ms_table *t, const char *alias, int n, const int *cols)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "(sync.key(ARRAY[");
+	for (int i = 0; i < n; i++)
+		appendStringInfo(&buf, "%s(%s.%s)::text", i > 0 ? ", " : "", alias,
+						 t->columns[cols[i]].quoted);
+	appendStringInfoString(&buf, "]) COLLATE \"C\")");
+	return buf.data;
+}
+
+/* cols_match: these columns of alias equal the parts of the key keyexpr. */
+static char *
+cols_match(const ms_table *t, const char *alias, int n, const int *cols, const char *keyexpr)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '(');
+	for (int i = 0; i < n; i++)
+		appendStringInfo(&buf, "%s%s.%s = (sync.key_parts(%s))[%d]::%s", i > 0 ? " AND " : "",
+						 alias, t->columns[cols[i]].quoted, keyexpr, i + 1,
+						 format_type_be_qualified(t->columns[cols[i]].type));
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+/* cols_not_null: none of these columns of alias is null. */
+static char *
+cols_not_null(const ms_table *t, const char *alias, int n, const int *cols)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < n; i++)
+		appendStringInfo(&buf, "%s%s.%s IS NOT NULL", i > 0 ? " AND " : "", alias,
+						 t->columns[cols[i]].quoted);
+	return buf.data;
+}
+
+/* active_filter: " AND the row of alias is in t's active view", or "". */
+static char *
+active_filter(const ms_table *t, const char *alias)
+{
+	StringInfoData buf;
+
+	if (t->active_qualified == NULL)
+		return "";
+	initStringInfo(&buf);
+	appendStringInfo(&buf, " AND EXISTS (SELECT FROM %s v WHERE ", t->active_qualified);
+	for (int k = 0; k < t->nkey; k++)
+		appendStringInfo(&buf, "%sv.%s = %s.%s", k > 0 ? " AND " : "",
+						 t->columns[t->key[k]].quoted, alias, t->columns[t->key[k]].quoted);
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+/*
+ * add_rows: insert (replica, tab, key) rows of a SELECT into ms_wanted,
+ * and those that are new into the delta table when the table has rounds.
+ */
+static void
+add_rows(const char *select, bool delta, const char *into)
+{
+	if (delta)
+		run(psprintf("WITH n AS (INSERT INTO pg_temp.ms_wanted (replica, tab, key) %s"
+					 " ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
+					 " INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n", select, into));
+	else
+		run(psprintf("INSERT INTO pg_temp.ms_wanted (replica, tab, key) %s ON CONFLICT DO NOTHING",
+					 select));
+}
+
+uint64
+ms_wanted_fill(ArrayType *replicas)
+{
+	List	   *tables = ms_catalog_tables();
+	ListCell   *lc;
+	bool	   *rounds;
+	int			ntables = list_length(tables);
+	int			maxid = 0;
+	int			cur = 0;
+	Oid			argtypes[1] = {UUIDARRAYOID};
+	Datum		args[1];
+	char		nulls[1];
+	int			rc;
+
+	/* the temporary tables, once per session */
+	rc = SPI_execute("SELECT FROM pg_catalog.pg_class WHERE relname = 'ms_wanted_delta1'"
+					 " AND relnamespace = pg_catalog.pg_my_temp_schema()", false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "looking for pg_temp.ms_wanted failed");
+	if (SPI_processed == 0)
+	{
+		run("CREATE TEMP TABLE IF NOT EXISTS ms_wanted (replica uuid, tab int, key text COLLATE \"C\","
+			" PRIMARY KEY (replica, tab, key))");
+		run("CREATE TEMP TABLE ms_wanted_replicas (id uuid PRIMARY KEY, partition text)");
+		run("CREATE TEMP TABLE ms_wanted_delta0 (replica uuid, tab int, key text COLLATE \"C\")");
+		run("CREATE TEMP TABLE ms_wanted_delta1 (replica uuid, tab int, key text COLLATE \"C\")");
+	}
+	run("TRUNCATE pg_temp.ms_wanted, pg_temp.ms_wanted_replicas, pg_temp.ms_wanted_delta0,"
+		" pg_temp.ms_wanted_delta1");
+	args[0] = PointerGetDatum(replicas);
+	nulls[0] = replicas == NULL ? 'n' : ' ';
+	rc = SPI_execute_with_args("INSERT INTO pg_temp.ms_wanted_replicas"
+							   " SELECT id, partition FROM sync.replicas"
+							   "  WHERE CASE WHEN $1 IS NULL THEN live AND NOT dropped ELSE id = ANY ($1) END",
+							   1, argtypes, args, nulls, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "reading sync.replicas failed: %s", SPI_result_code_string(rc));
+
+	/* which tables' rows lead to more rows: they point at one, or are followed */
+	foreach(lc, tables)
+		maxid = Max(maxid, ((ms_table *) lfirst(lc))->id);
+	rounds = palloc0(sizeof(bool) * (maxid + 1));
+	foreach(lc, tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		if (t->nfkeys > 0)
+			rounds[t->id] = true;
+		if (t->follows_fkey >= 0)
+			rounds[t->fkeys[t->follows_fkey].parent] = true;
+	}
+
+	/* the rows the rules send */
+	foreach(lc, tables)
+	{
+		ms_table   *t = lfirst(lc);
+		char	   *key = ms_key_expr(t, "t");
+		char	   *active = active_filter(t, "t");
+
+		if (t->rule != NULL && strcmp(t->rule, "broadcast") == 0)
+		{
+			char	   *part = t->partition < 0 ? "true" :
+				psprintf("(t.%s)::text IS NOT DISTINCT FROM r.partition",
+						 t->columns[t->partition].quoted);
+
+			add_rows(psprintf("SELECT r.id, %d, %s FROM %s t JOIN pg_temp.ms_wanted_replicas r ON %s"
+							  " WHERE true%s", t->id, key, t->qualified, part, active),
+					 rounds[t->id], "ms_wanted_delta0");
+		}
+		else if (t->rule != NULL && strcmp(t->rule, "assigned") == 0)
+			add_rows(psprintf("SELECT r.id, %d, %s FROM %s t JOIN pg_temp.ms_wanted_replicas r"
+							  " ON r.id = t.%s WHERE true%s", t->id, key, t->qualified,
+							  t->columns[t->rule_column].quoted, active),
+					 rounds[t->id], "ms_wanted_delta0");
+		else if (t->rule != NULL && strcmp(t->rule, "grouped") == 0)
+		{
+			StringInfoData on;
+
+			initStringInfo(&on);
+			for (int k = 0; k < t->nkey; k++)
+				appendStringInfo(&on, "%sm.%s = t.%s", k > 0 ? " AND " : "", t->member_key[k],
+								 t->columns[t->key[k]].quoted);
+			add_rows(psprintf("SELECT DISTINCT r.id, %d, %s FROM %s t JOIN %s m ON %s"
+							  " JOIN %s a ON a.%s = m.%s"
+							  " JOIN pg_temp.ms_wanted_replicas r ON r.id = a.%s WHERE true%s",
+							  t->id, key, t->qualified, t->members_qualified, on.data,
+							  t->assignments_qualified, t->group_column, t->group_column,
+							  t->assignment_replica, active),
+					 rounds[t->id], "ms_wanted_delta0");
+		}
+		/* a replica holds the records it wrote */
+		if (t->record && t->origin >= 0)
+			add_rows(psprintf("SELECT r.id, %d, %s FROM %s t JOIN pg_temp.ms_wanted_replicas r"
+							  " ON r.id = t.%s WHERE true%s", t->id, key, t->qualified,
+							  t->columns[t->origin].quoted, active),
+					 rounds[t->id], "ms_wanted_delta0");
+	}
+
+	/* rounds: the parents and the followers of what the last round added */
+	for (int round = 0; round <= 1000000; round++)
+	{
+		const char *from = cur == 0 ? "ms_wanted_delta0" : "ms_wanted_delta1";
+		const char *into = cur == 0 ? "ms_wanted_delta1" : "ms_wanted_delta0";
+		bool		more = false;
+
+		rc = SPI_execute(psprintf("SELECT FROM pg_temp.%s LIMIT 1", from), false, 0);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "reading the wanted set failed");
+		if (SPI_processed == 0)
+			break;
+		run(psprintf("ANALYZE pg_temp.%s", from));
+		foreach(lc, tables)
+		{
+			ms_table   *t = lfirst(lc);
+			char	   *match = ms_key_match(t, "t", "d.key");
+
+			/* the rows the new rows of t point at */
+			for (int f = 0; f < t->nfkeys; f++)
+			{
+				ms_fkey    *fk = &t->fkeys[f];
+				ms_table   *p = ms_catalog_find(tables, fk->parent);
+
+				add_rows(psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s"
+								  " WHERE d.tab = %d AND %s",
+								  fk->parent, cols_key(t, "t", fk->ncols, fk->by_parent_key),
+								  from, t->qualified, match, t->id,
+								  cols_not_null(t, "t", fk->ncols, fk->by_parent_key)),
+						 p != NULL && rounds[p->id], into);
+				more = true;
+			}
+			/* the rows of t that follow new rows of its parent */
+			if (t->follows_fkey >= 0)
+			{
+				ms_fkey    *fk = &t->fkeys[t->follows_fkey];
+
+				add_rows(psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s"
+								  " WHERE d.tab = %d%s",
+								  t->id, ms_key_expr(t, "t"), from, t->qualified,
+								  cols_match(t, "t", fk->ncols, fk->by_parent_key, "d.key"),
+								  fk->parent, active_filter(t, "t")),
+						 rounds[t->id], into);
+				more = true;
+			}
+		}
+		run(psprintf("TRUNCATE pg_temp.%s", from));
+		cur = 1 - cur;
+		if (!more)
+			break;
+	}
+	(void) ntables;
+
+	rc = SPI_execute("SELECT count(*) FROM pg_temp.ms_wanted", false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "counting the wanted set failed");
+	{
+		bool		isnull;
+
+		return (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+}
+
+/*
+ * ms_wanted: sync.wanted(replica) returns (tab, key, parts), the rows the
+ * replica should hold, ordered by table (parents first) and key.
+ */
+Datum
+ms_wanted(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		id = PG_GETARG_DATUM(0);
+	Datum		elems[1] = {id};
+	Oid			argtypes[1] = {UUIDOID};
+	Datum		args[1] = {id};
+	int			rc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	rc = SPI_execute_with_args("SELECT FROM sync.replicas WHERE id = $1", 1, argtypes, args,
+							   NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading sync.replicas failed");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replica %s does not exist", DatumGetCString(DirectFunctionCall1(uuid_out, id))),
+				 errhint("sync.replicas lists the replicas.")));
+	ms_wanted_fill(construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
+	rc = SPI_execute("SELECT t.relid, w.key, sync.key_parts(w.key)"
+					 "  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
+					 " ORDER BY t.id, w.key", false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading the wanted set failed");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Datum		values[3];
+		bool		nulls[3];
+
+		for (int c = 0; c < 3; c++)
+			values[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c + 1, &nulls[c]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * ms_wanted_fill_sql: sync.wanted_fill(replicas uuid[]) fills
+ * pg_temp.ms_wanted as ms_wanted_fill does, and returns its row count.
+ */
+Datum
+ms_wanted_fill_sql(PG_FUNCTION_ARGS)
+{
+	uint64		n;
+
+	SPI_connect();
+	n = ms_wanted_fill(PG_ARGISNULL(0) ? NULL : PG_GETARG_ARRAYTYPE_P(0));
+	SPI_finish();
+	PG_RETURN_INT64((int64) n);
+}
