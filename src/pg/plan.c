@@ -48,6 +48,13 @@ ms_plan_pending(ms_pass *p)
 {
 	int64		n;
 
+	/* a row set aside a minute ago is noted again: a fix may have been deployed */
+	ms_exec(p,
+			"WITH r AS (DELETE FROM sync.quarantine WHERE since < now() - interval '1 minute'"
+			"           RETURNING tab, key)"
+			"INSERT INTO sync.notes (tab, key) SELECT tab, key FROM r",
+			0, NULL, NULL, NULL, 0);
+
 	/* a later build's note is skipped by the query, and holds back nothing */
 	ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1",
 			0, NULL, NULL, NULL, 0);
@@ -77,6 +84,7 @@ plan_blocked(ms_pass *p)
 	ListCell   *lc;
 	bool		grew;
 
+	/* a note newer than the quarantine (a change, or a retry) tries the row again */
 	ms_exec(p,
 			"DELETE FROM sync.quarantine q USING ms_pending n "
 			" WHERE n.tab = q.tab AND n.key = q.key AND n.note > q.note",

@@ -52,3 +52,16 @@ CREATE FUNCTION sync.inspect(message bytea) RETURNS jsonb
 	AS 'MODULE_PATHNAME', 'ms_inspect';
 COMMENT ON FUNCTION sync.inspect(bytea) IS
 	'What a message to a replica says, as jsonb: its head (and whether this server sealed it) and its body';
+
+CREATE FUNCTION sync.quarantine_retry(tab regclass DEFAULT NULL) RETURNS bigint
+	LANGUAGE sql VOLATILE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+	WITH r AS (DELETE FROM sync.quarantine q
+	            WHERE $1 IS NULL OR q.tab = (SELECT t.id FROM sync.tables t WHERE t.relid = $1)
+	           RETURNING q.tab, q.key),
+	     n AS (INSERT INTO sync.notes (tab, key) SELECT r.tab, r.key FROM r RETURNING 1)
+	SELECT count(*) FROM n
+$$;
+COMMENT ON FUNCTION sync.quarantine_retry(regclass) IS
+	'Notes the quarantined rows (of one table, or all) again, so the next pass tries them, after a fix was deployed; the relay also tries each again a minute after it was set aside';
