@@ -80,7 +80,7 @@ INSERT INTO shop.reviews VALUES (1, 1, 'good'), (2, 2, 'bad');
 INSERT INTO shop.replies VALUES (1, 1, 'thanks'), (2, 2, 'sorry');
 SELECT rows_sent, quarantined FROM sync.relay_pass();
 SELECT t.name, q.key, q.reason, q.sqlstate FROM sync.quarantine q JOIN sync.tables t ON t.id = q.tab;
-SELECT tab, key FROM pg_temp.held('aaaaaaaa-0000-0000-0000-000000000001') WHERE tab LIKE 'shop.re%';
+SELECT tab, key FROM t.held('aaaaaaaa-0000-0000-0000-000000000001') WHERE tab LIKE 'shop.re%';
 -- a pass with nothing new leaves it set aside
 SELECT rows_sent, quarantined FROM sync.relay_pass();
 -- the fix is deployed, and the rows are tried again: they go
@@ -88,7 +88,7 @@ CREATE OR REPLACE FUNCTION shop.grade_json(g shop.grade) RETURNS json LANGUAGE s
 SELECT sync.quarantine_retry();
 SELECT rows_sent, quarantined FROM sync.relay_pass();
 SELECT count(*) FROM sync.quarantine;
-SELECT tab, key FROM pg_temp.held('aaaaaaaa-0000-0000-0000-000000000001') WHERE tab LIKE 'shop.re%';
+SELECT tab, key FROM t.held('aaaaaaaa-0000-0000-0000-000000000001') WHERE tab LIKE 'shop.re%';
 
 -- a row too large for any message is quarantined too
 SET magic_sync.message_bytes = 1024;
@@ -96,3 +96,14 @@ UPDATE shop.products SET name = repeat('x', 2000) WHERE id = 3;
 SELECT quarantined FROM sync.relay_pass();
 SELECT reason FROM sync.quarantine;
 RESET magic_sync.message_bytes;
+
+-- clean up for the tests that follow
+SELECT sync.unmirror(x) FROM unnest(ARRAY['shop.replies', 'shop.reviews', 'shop.order_lines', 'shop.stock',
+	'shop.orders', 'shop.customers', 'shop.products']::regclass[]) x;
+SELECT sync.replica_drop(id) FROM sync.replicas;
+SELECT forgotten FROM sync.relay_pass();
+DROP SCHEMA shop CASCADE;
+DROP SCHEMA t CASCADE;
+DROP ROLE store_one;
+DROP ROLE store_two;
+TRUNCATE sync.notes, sync.quarantine, sync.bodies CASCADE;

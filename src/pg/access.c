@@ -23,6 +23,7 @@ ms_replica_access(pg_uuid_t *replica, const char *what)
 	Datum		values[1] = {UUIDPGetDatum(replica)};
 	Oid			caller = GetOuterUserId();
 	Oid			admin = get_role_oid("sync_admin", true);
+	bool		role_null;
 	bool		isnull;
 	Datum		role;
 	bool		dropped;
@@ -36,7 +37,7 @@ ms_replica_access(pg_uuid_t *replica, const char *what)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("replica %s is not registered", id),
 				 errhint("Register it with sync.replica_add('%s').", id)));
-	role = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	role = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &role_null);
 	dropped = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	if (dropped)
 		ereport(ERROR,
@@ -47,7 +48,7 @@ ms_replica_access(pg_uuid_t *replica, const char *what)
 	if (superuser_arg(caller) ||
 		(OidIsValid(admin) && has_privs_of_role(caller, admin)))
 		return;
-	if (!isnull && get_role_oid(NameStr(*DatumGetName(role)), true) == caller)
+	if (!role_null && get_role_oid(NameStr(*DatumGetName(role)), true) == caller)
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -20,19 +20,22 @@ ms_observe(ms_pass *p)
 	bool		isnull;
 	Datum		d;
 
-	ms_exec(p,
-			"CREATE TEMP TABLE IF NOT EXISTS ms_forget (id uuid PRIMARY KEY);"
-			"TRUNCATE ms_forget;"
-			"INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live);"
-			"DELETE FROM sync.held WHERE replica IN (SELECT id FROM ms_forget);"
-			"DELETE FROM sync.outbox WHERE replica IN (SELECT id FROM ms_forget);"
-			"DELETE FROM sync.answers WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped);"
-			"DELETE FROM sync.replicas WHERE dropped;"
-			"UPDATE sync.replicas SET seen_live = false, seen_partition = NULL,"
-			"  snapshot_number = NULL, snapshot_end = NULL WHERE NOT live AND seen_live;"
-			"UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
-			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
-			0, NULL, NULL, NULL, 0);
+	static const char *const forget[] = {
+		"CREATE TEMP TABLE IF NOT EXISTS ms_forget (id uuid PRIMARY KEY)",
+		"TRUNCATE ms_forget",
+		"INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
+		"DELETE FROM sync.held WHERE replica IN (SELECT id FROM ms_forget)",
+		"DELETE FROM sync.outbox WHERE replica IN (SELECT id FROM ms_forget)",
+		"DELETE FROM sync.answers WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped)",
+		"DELETE FROM sync.replicas WHERE dropped",
+		"UPDATE sync.replicas SET seen_live = false, seen_partition = NULL,"
+		"  snapshot_number = NULL, snapshot_end = NULL WHERE NOT live AND seen_live",
+		"UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
+		" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
+		NULL
+	};
+
+	ms_exec_all(p, forget);
 	ms_exec(p, "SELECT count(*) FROM ms_forget", 0, NULL, NULL, NULL, 0);
 	p->forgotten = ms_int64();
 

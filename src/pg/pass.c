@@ -57,6 +57,14 @@ ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 	return rc;
 }
 
+void
+ms_exec_all(ms_pass *p, const char *const *stmts)
+{
+	/* one at a time: each statement is analysed after the one before it ran */
+	for (; *stmts != NULL; stmts++)
+		ms_exec(p, *stmts, 0, NULL, NULL, NULL, 0);
+}
+
 Portal
 ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 		Datum *values, const char *nulls)

@@ -53,6 +53,9 @@ extern int	ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls,
 extern int	ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 					Datum *values, const char *nulls, long tcount);
 
+/* ms_exec_all: statements without arguments, one after the other (NULL-terminated). */
+extern void ms_exec_all(ms_pass *p, const char *const *stmts);
+
 /* ms_open: a read-only cursor over sql in the pass's snapshot, seeing the pass's writes. */
 extern Portal ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 					  Datum *values, const char *nulls);

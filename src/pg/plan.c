@@ -28,19 +28,22 @@
 void
 ms_plan_prepare(ms_pass *p)
 {
-	ms_exec(p,
-			"CREATE TEMP TABLE IF NOT EXISTS ms_notes_read (id bigint PRIMARY KEY);"
-			"CREATE TEMP TABLE IF NOT EXISTS ms_pending ("
-			"  tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key));"
-			"CREATE TEMP TABLE IF NOT EXISTS ms_blocked ("
-			"  tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key));"
-			"CREATE TEMP TABLE IF NOT EXISTS ms_send ("
-			"  replica uuid, tab int, key text COLLATE \"C\", note bigint,"
-			"  PRIMARY KEY (tab, key, replica));"
-			"CREATE TEMP TABLE IF NOT EXISTS ms_take ("
-			"  replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key, replica));"
-			"TRUNCATE ms_notes_read, ms_pending, ms_blocked, ms_send, ms_take",
-			0, NULL, NULL, NULL, 0);
+	static const char *const tables[] = {
+		"CREATE TEMP TABLE IF NOT EXISTS ms_notes_read (id bigint PRIMARY KEY)",
+		"CREATE TEMP TABLE IF NOT EXISTS ms_pending ("
+		"  tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key))",
+		"CREATE TEMP TABLE IF NOT EXISTS ms_blocked ("
+		"  tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key))",
+		"CREATE TEMP TABLE IF NOT EXISTS ms_send ("
+		"  replica uuid, tab int, key text COLLATE \"C\", note bigint,"
+		"  PRIMARY KEY (tab, key, replica))",
+		"CREATE TEMP TABLE IF NOT EXISTS ms_take ("
+		"  replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key, replica))",
+		"TRUNCATE ms_notes_read, ms_pending, ms_blocked, ms_send, ms_take",
+		NULL
+	};
+
+	ms_exec_all(p, tables);
 }
 
 int64

@@ -80,14 +80,17 @@ quarantine(ms_pass *p, List *bad)
 	{
 		ms_bad	   *b = lfirst(lc);
 		Datum		values[4];
+		ms_table   *t;
 
 		values[0] = Int32GetDatum(b->tab);
 		values[1] = CStringGetTextDatum(b->key);
 		values[2] = CStringGetTextDatum(b->reason);
 		values[3] = CStringGetTextDatum(unpack_sql_state(b->sqlerrcode));
 		ms_run(p, plan, values, NULL, 0);
+		t = ms_catalog_find(p->tables, b->tab);
 		ereport(WARNING,
-				(errmsg("magic_sync: a row of table %d cannot go and is quarantined", b->tab),
+				(errmsg("magic_sync: a row of table \"%s\" cannot go and is quarantined",
+						t ? t->name : "?"),
 				 errdetail("Key %s: %s", b->key, b->reason),
 				 errhint("It goes once it changes or a fix lets it through; SELECT * FROM sync.quarantine lists it.")));
 	}
@@ -201,10 +204,13 @@ ms_relay_pass(ms_pass *p)
 
 	if (replicas != NULL)
 	{
-		ms_exec(p,
-				"CREATE TEMP TABLE IF NOT EXISTS ms_written (id uuid PRIMARY KEY);"
-				"TRUNCATE ms_written",
-				0, NULL, NULL, NULL, 0);
+		static const char *const written[] = {
+			"CREATE TEMP TABLE IF NOT EXISTS ms_written (id uuid PRIMARY KEY)",
+			"TRUNCATE ms_written",
+			NULL
+		};
+
+		ms_exec_all(p, written);
 		record(p, replicas, provisioning);
 		outbox_bounds(p);
 		publish(p);
