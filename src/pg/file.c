@@ -362,9 +362,9 @@ mark_held(filing *f, ms_table *t, const char *key)
 	Oid			types[3] = {UUIDOID, INT4OID, TEXTOID};
 	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id), CStringGetTextDatum(key)};
 
+	/* the write just made drew the newest note of the row: the session's last */
 	if (SPI_execute_with_args("INSERT INTO sync.held (replica, tab, key, note, number)"
-							  " SELECT $1, $2, $3, coalesce(max(id), 0), 0 FROM sync.notes"
-							  "  WHERE tab = $2 AND key = $3"
+							  " VALUES ($1, $2, $3, currval('sync.note_seq'), 0)"
 							  " ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note,"
 							  "   number = 0, taken = NULL, refused = NULL",
 							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)

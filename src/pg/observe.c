@@ -21,8 +21,6 @@ ms_observe(ms_pass *p)
 	Datum		d;
 
 	static const char *const forget[] = {
-		"CREATE TEMP TABLE IF NOT EXISTS ms_forget (id uuid PRIMARY KEY)",
-		"TRUNCATE ms_forget",
 		"INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
 		"DELETE FROM sync.held WHERE replica IN (SELECT id FROM ms_forget)",
 		"DELETE FROM sync.outbox WHERE replica IN (SELECT id FROM ms_forget)",
@@ -35,6 +33,7 @@ ms_observe(ms_pass *p)
 		NULL
 	};
 
+	ms_temp_table(p, "ms_forget", "id uuid PRIMARY KEY");
 	ms_exec_all(p, forget);
 	ms_exec(p, "SELECT count(*) FROM ms_forget", 0, NULL, NULL, NULL, 0);
 	p->forgotten = ms_int64();

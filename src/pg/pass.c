@@ -6,6 +6,8 @@
 #include "magic_sync.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
 #include "utils/snapmgr.h"
 
 #include "pass.h"
@@ -55,6 +57,20 @@ ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 
 	SPI_freeplan(plan);
 	return rc;
+}
+
+void
+ms_temp_table(ms_pass *p, const char *name, const char *definition)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(psprintf("pg_temp.%s", name))};
+	bool		isnull;
+
+	ms_exec(p, "SELECT to_regclass($1) IS NULL", 1, types, values, NULL, 0);
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		ms_exec(p, psprintf("CREATE TEMP TABLE %s (%s)", name, definition), 0, NULL, NULL, NULL, 0);
+	else
+		ms_exec(p, psprintf("TRUNCATE pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
 }
 
 void

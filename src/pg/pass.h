@@ -53,6 +53,12 @@ extern int	ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls,
 extern int	ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 					Datum *values, const char *nulls, long tcount);
 
+/*
+ * ms_temp_table: create pg_temp.name (definition: its column list) unless it
+ * exists, and empty it.  The pass's plan lives in such tables.
+ */
+extern void ms_temp_table(ms_pass *p, const char *name, const char *definition);
+
 /* ms_exec_all: statements without arguments, one after the other (NULL-terminated). */
 extern void ms_exec_all(ms_pass *p, const char *const *stmts);
 

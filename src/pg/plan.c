@@ -28,22 +28,13 @@
 void
 ms_plan_prepare(ms_pass *p)
 {
-	static const char *const tables[] = {
-		"CREATE TEMP TABLE IF NOT EXISTS ms_notes_read (id bigint PRIMARY KEY)",
-		"CREATE TEMP TABLE IF NOT EXISTS ms_pending ("
-		"  tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key))",
-		"CREATE TEMP TABLE IF NOT EXISTS ms_blocked ("
-		"  tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key))",
-		"CREATE TEMP TABLE IF NOT EXISTS ms_send ("
-		"  replica uuid, tab int, key text COLLATE \"C\", note bigint,"
-		"  PRIMARY KEY (tab, key, replica))",
-		"CREATE TEMP TABLE IF NOT EXISTS ms_take ("
-		"  replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key, replica))",
-		"TRUNCATE ms_notes_read, ms_pending, ms_blocked, ms_send, ms_take",
-		NULL
-	};
-
-	ms_exec_all(p, tables);
+	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY");
+	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key)");
+	ms_temp_table(p, "ms_blocked", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
+	ms_temp_table(p, "ms_send", "replica uuid, tab int, key text COLLATE \"C\", note bigint,"
+				  " PRIMARY KEY (tab, key, replica)");
+	ms_temp_table(p, "ms_take", "replica uuid, tab int, key text COLLATE \"C\","
+				  " PRIMARY KEY (tab, key, replica)");
 }
 
 int64

@@ -518,16 +518,8 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	initStringInfo(&r.key);
 	ms_schema_pack(p->tables, &r.begin);
 
-	{
-		static const char *const segments[] = {
-			"CREATE TEMP TABLE IF NOT EXISTS ms_segments (replica uuid, tab int, kind \"char\","
-			" first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint)",
-			"TRUNCATE ms_segments",
-			NULL
-		};
-
-		ms_exec_all(p, segments);
-	}
+	ms_temp_table(p, "ms_segments", "replica uuid, tab int, kind \"char\","
+				  " first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint");
 	r.next_number = ms_prepare("SELECT nextval('sync.message_seq')", 0, NULL);
 	r.store_body = ms_prepare("INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
 							  " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",

@@ -204,13 +204,7 @@ ms_relay_pass(ms_pass *p)
 
 	if (replicas != NULL)
 	{
-		static const char *const written[] = {
-			"CREATE TEMP TABLE IF NOT EXISTS ms_written (id uuid PRIMARY KEY)",
-			"TRUNCATE ms_written",
-			NULL
-		};
-
-		ms_exec_all(p, written);
+		ms_temp_table(p, "ms_written", "id uuid PRIMARY KEY");
 		record(p, replicas, provisioning);
 		outbox_bounds(p);
 		publish(p);

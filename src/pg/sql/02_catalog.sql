@@ -86,7 +86,7 @@ COMMENT ON TABLE sync.epoch IS 'Epochs: the current one has no end; a new epoch 
 -- a dumped and restored database keeps the order.
 CREATE SEQUENCE sync.note_seq;
 CREATE TABLE sync.notes (
-	id				bigint PRIMARY KEY DEFAULT nextval('sync.note_seq'),
+	id				bigint NOT NULL DEFAULT nextval('sync.note_seq'),
 	tab				int NOT NULL,				-- sync.tables.id (for a group table: the grouped table)
 	source			"char" NOT NULL DEFAULT 'r',	-- r: the row; m: a group member; a: a group assignment
 	key				text COLLATE "C",			-- the row's canonical key (m: the grouped row's; a: NULL)
@@ -101,9 +101,11 @@ CREATE TABLE sync.notes (
 	done			boolean NOT NULL DEFAULT false,
 	parked			text						-- planning it failed for good: why
 );
+-- The noting trigger writes a note in every writing transaction: one index
+-- to maintain, not three.  Ids come from a sequence (unique without an index);
+-- the relay reads the pending ones, pruning the done ones.
 CREATE INDEX notes_pending ON sync.notes (id) WHERE NOT done;
 CREATE INDEX notes_done ON sync.notes (id) WHERE done;
-CREATE INDEX notes_row ON sync.notes (tab, key, id);
 COMMENT ON TABLE sync.notes IS 'One note per change of a mirrored row, written in the changing transaction';
 
 -- Messages (src/pg/record.c, pull.c).  A body is stored once however many
