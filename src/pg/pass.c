@@ -67,10 +67,16 @@ ms_temp_table(ms_pass *p, const char *name, const char *definition)
 	bool		isnull;
 
 	ms_exec(p, "SELECT to_regclass($1) IS NULL", 1, types, values, NULL, 0);
+	/*
+	 * Emptied in place at every commit: no new file, no pg_class update, as
+	 * TRUNCATE would cost every pass.  A pass earlier in the same transaction
+	 * may have left rows: those are deleted.
+	 */
 	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
-		ms_exec(p, psprintf("CREATE TEMP TABLE %s (%s)", name, definition), 0, NULL, NULL, NULL, 0);
+		ms_exec(p, psprintf("CREATE TEMP TABLE %s (%s) ON COMMIT DELETE ROWS", name, definition),
+				0, NULL, NULL, NULL, 0);
 	else
-		ms_exec(p, psprintf("TRUNCATE pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
+		ms_exec(p, psprintf("DELETE FROM pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
 }
 
 void

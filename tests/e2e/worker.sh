@@ -1,0 +1,98 @@
+#!/bin/sh
+# The relay's background worker: it starts with the server and relays, wakes
+# at once on sync.wake(), holds the relay lock, reloads its settings on
+# SIGHUP, ends on SIGTERM and comes back, survives a crash of the server's
+# processes, and keeps its memory flat across passes.  A dynamic worker
+# starts with sync.relay_start().
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+if [ -z "${PGPORT:-}" ]; then
+	exec pg_virtualenv -o shared_preload_libraries=magic_sync -o magic_sync.database=postgres \
+		-o magic_sync.naptime=200 -o max_worker_processes=16 sh "$0"
+fi
+. tests/e2e/lib.sh
+DB=postgres
+worker_pid() { q $DB "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND datname = '$1'"; }
+
+q $DB "CREATE EXTENSION magic_sync" >/dev/null
+q $DB "CREATE TABLE items (id int PRIMARY KEY, v text NOT NULL)"
+q $DB "SELECT sync.mirror('items', 'catalog', 'broadcast')" >/dev/null
+q $DB "SELECT sync.replica_add('dddddddd-0000-0000-0000-000000000001')" >/dev/null
+
+# it starts with the server and relays on its own
+wait_for 20 $DB "SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'" || echo "the worker did not start"
+check "the worker runs" "$(q $DB "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")" "1"
+q $DB "INSERT INTO items VALUES (1, 'one')"
+wait_for 10 $DB "SELECT count(*) = 1 FROM sync.held WHERE key = '1:1'" || true
+check "it provisions and relays without being asked" "$(q $DB "SELECT count(*) FROM sync.held")" "1"
+
+# it holds the relay lock: a manual pass is refused
+check "a manual pass is refused while it relays" \
+	"$(q $DB "SELECT sync.relay_pass()" 2>&1 | grep -c 'another relay holds the relay lock')" "1"
+
+# woken, it runs a pass at once, well before its naptime
+q $DB "ALTER SYSTEM SET magic_sync.naptime = '60s'" && q $DB "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+pid=$(worker_pid $DB)
+q $DB "INSERT INTO items VALUES (2, 'two')"
+check "sync.wake() finds it" "$(q $DB "SELECT sync.wake()")" "t"
+wait_for 5 $DB "SELECT count(*) = 2 FROM sync.held" || true
+check "woken, it relays at once (naptime 60s)" "$(q $DB "SELECT count(*) FROM sync.held")" "2"
+check "SIGHUP reloads, the same process goes on" "$(worker_pid $DB)" "$pid"
+q $DB "ALTER SYSTEM RESET magic_sync.naptime" && q $DB "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+
+# memory: once warm (its temp tables' local buffers fill up to temp_buffers),
+# many passes later its private memory has not grown
+rss() { awk '/^RssAnon/ {print $2}' "/proc/$(worker_pid $DB)/status"; }
+i=0
+while [ $i -lt 150 ]; do
+	q $DB "UPDATE items SET v = v || 'x'"
+	q $DB "SELECT sync.wake()" >/dev/null
+	sleep 0.1
+	i=$((i + 1))
+done
+before=$(rss)
+i=0
+while [ $i -lt 150 ]; do
+	q $DB "UPDATE items SET v = v || 'y'"
+	q $DB "SELECT sync.wake()" >/dev/null
+	sleep 0.05
+	i=$((i + 1))
+done
+after=$(rss)
+echo "worker RssAnon: ${before} kB after 150 passes, ${after} kB after 300"
+check "its private memory stays flat across passes" "$([ $((after - before)) -lt 1024 ] && echo flat || echo grew)" "flat"
+
+# SIGTERM: it ends (the pass in flight rolls back) and the postmaster brings it back
+pid=$(worker_pid $DB)
+q $DB "SELECT pg_terminate_backend($pid)" >/dev/null
+wait_for 30 $DB "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND pid <> $pid" || true
+check "after SIGTERM it comes back" "$(q $DB "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND pid <> $pid")" "1"
+q $DB "INSERT INTO items VALUES (3, 'three')"
+wait_for 10 $DB "SELECT count(*) = 3 FROM sync.held" || true
+check "and relays again" "$(q $DB "SELECT count(*) FROM sync.held")" "3"
+
+# a crash (SIGKILL): the server restarts its processes, the worker among them
+pid=$(worker_pid $DB)
+kill -9 "$pid"
+sleep 2
+wait_for 40 $DB "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'" || true
+check "after a crash it comes back" "$(q $DB "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")" "1"
+q $DB "INSERT INTO items VALUES (4, 'four')"
+wait_for 10 $DB "SELECT count(*) = 4 FROM sync.held" || true
+check "nothing lost: it relays what was noted" "$(q $DB "SELECT count(*) FROM sync.held")" "4"
+
+# a dynamic worker in another database, without a restart
+q $DB "CREATE DATABASE other" >/dev/null
+q other "CREATE EXTENSION magic_sync"
+q other "CREATE TABLE items (id int PRIMARY KEY)"
+q other "SELECT sync.mirror('items', 'catalog', 'broadcast')" >/dev/null
+q other "SELECT sync.replica_add('dddddddd-0000-0000-0000-000000000002')" >/dev/null
+q other "INSERT INTO items VALUES (1)"
+check "sync.relay_start() starts one" "$(q other "SELECT sync.relay_start() > 0")" "t"
+check "and not a second" "$(q other "SELECT sync.relay_start() = (SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND datname = 'other')")" "t"
+wait_for 10 other "SELECT count(*) = 1 FROM sync.held" || true
+check "it relays there" "$(q other "SELECT count(*) FROM sync.held")" "1"
+
+finish
