@@ -321,7 +321,12 @@ check_row(filing *f, ms_table *t, const char *json, char **parts, bool two_way, 
 						TextDatumGetCString(d));
 		return NULL;
 	}
-	return TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	{
+		char	   *json = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+
+		SPI_freetuptable(SPI_tuptable);
+		return json;
+	}
 }
 
 /* the held row of (replica, t, key): found, and its number and taken */
@@ -337,9 +342,13 @@ held_row(filing *f, ms_table *t, const char *key, int64 *number, bool *taken)
 							  3, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.held");
 	if (SPI_processed == 0)
+	{
+		SPI_freetuptable(SPI_tuptable);
 		return false;
+	}
 	*number = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	*taken = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	SPI_freetuptable(SPI_tuptable);
 	return true;
 }
 
@@ -349,10 +358,13 @@ row_exists(ms_table *t, const char *key)
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(key)};
 	char	   *sql = psprintf("SELECT 1 FROM %s t WHERE %s", t->qualified, ms_key_match(t, "t", "$1"));
+	bool		found;
 
 	if (SPI_execute_with_args(sql, 1, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read table \"%s\"", t->name);
-	return SPI_processed > 0;
+	found = SPI_processed > 0;
+	SPI_freetuptable(SPI_tuptable);
+	return found;
 }
 
 /* the replica holds this version of the row: the newest note of it, at once */
@@ -438,6 +450,7 @@ file_record(filing *f, ms_table *t, const char *key, const char *json)
 	if (SPI_execute_with_args(sql.data, 2, types, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "could not file a record");
 	taken = SPI_processed > 0;
+	SPI_freetuptable(SPI_tuptable);
 	if (taken)
 		mark_held(f, t, key);
 	else

@@ -66,7 +66,7 @@ extern void ms_exec_all(ms_pass *p, const char *const *stmts);
 extern Portal ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 					  Datum *values, const char *nulls);
 
-/* ms_int64: the first column of the first row of the last result, as int64 (0 when none or null). */
+/* ms_int64: the first column of the first row of the last result, as int64 (0 when none or null); frees the result. */
 extern int64 ms_int64(void);
 
 #endif
