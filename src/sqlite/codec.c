@@ -417,8 +417,10 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 			bool		integral;
 
 			ws(&j);
-			if (j.p >= j.end || *j.p != '"')
-				return refuse(reason, "a key of the row's object is not a string");
+			if (j.p >= j.end)
+				return refuse(reason, "the row is not JSON: its object is not closed");
+			if (*j.p != '"')
+				return refuse(reason, "the row is not JSON: a key of its object is not a string");
 			if (!string(&j, key, &klen, &why))
 				return refuse(reason, "the row is not JSON: %s", why);
 			i = column_named(t, key, klen);
