@@ -783,8 +783,8 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	bytes = sqlite3_value_blob(argv[0]);
 	if ((int64_t) n > bound)
 	{
-		rc = ms_fail(&c, SQLITE_TOOBIG, "the message is %zu bytes, over max_message_bytes (%lld)",
-					 n, (long long) bound);
+		rc = ms_fail(&c, SQLITE_TOOBIG, "the message is %llu bytes, over max_message_bytes (%lld)",
+					 (unsigned long long) n, (long long) bound);
 		goto done;
 	}
 	m = ms_to_replica_decode(bytes, n, (size_t) bound, &pa, &status, reason);

@@ -248,7 +248,7 @@ config_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		{
 			value = sqlite3_value_int64(argv[1]);
 			if (value < set->min || value > set->max)
-				rc = ms_fail(&c, SQLITE_RANGE, "%s is %lld to %lld (%s), not %lld", set->name,
+				rc = ms_fail(&c, SQLITE_ERROR, "%s is %lld to %lld (%s), not %lld", set->name,
 							 (long long) set->min, (long long) set->max, set->what, (long long) value);
 			else
 				rc = ms_begin(&c, "_sync_config");

@@ -346,8 +346,8 @@ rows_of(uploader *u, const ms_tbl *t, table_rows *tr)
 			break;
 		if (never)
 		{
-			char	   *msg = sqlite3_mprintf("too large: %zu bytes, over max_upload_bytes (%zu) with what an upload must carry",
-											  enc.len + ksize, u->bound);
+			char	   *msg = sqlite3_mprintf("too large: %llu bytes, over max_upload_bytes (%llu) with what an upload must carry",
+											  (unsigned long long) (enc.len + ksize), (unsigned long long) u->bound);
 
 			rc = msg ? set_aside(u, t, key, len, msg) : SQLITE_NOMEM;
 			sqlite3_free(msg);
@@ -635,8 +635,8 @@ upload(uploader *u, uint8_t **blob, size_t *blob_len)
 	{
 		u->size = u->minimal + (sync__up__get_packed_size(&u->up) - without);
 		if (u->size > u->bound)
-			rc = ms_fail(c, SQLITE_TOOBIG, "max_upload_bytes (%zu) is too small for what every upload must carry (%zu bytes)",
-						 u->bound, u->size);
+			rc = ms_fail(c, SQLITE_TOOBIG, "max_upload_bytes (%llu) is too small for what every upload must carry (%llu bytes)",
+						 (unsigned long long) u->bound, (unsigned long long) u->size);
 	}
 	if (rc == SQLITE_OK)
 		rc = refusals(u);
