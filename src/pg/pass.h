@@ -25,6 +25,7 @@ typedef struct ms_pass
 	Snapshot	snapshot;		/* registered for the pass */
 	List	   *tables;			/* ms_table *, parents first */
 	ms_epoch	epoch;
+	bytea	   *schema_hash;	/* SHA-256 of the schema a snapshot carries now */
 
 	/* what the pass did (sync.relay_pass returns it) */
 	int64		notes_read;

@@ -595,9 +595,9 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	hash_seq_init(&seq, r.targets);
 	while ((tg = hash_seq_search(&seq)) != NULL)
 	{
-		Oid			types[5] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID};
-		Datum		values[5];
-		char		nulls[5] = "     ";
+		Oid			types[6] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID, BYTEAOID};
+		Datum		values[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
 		if (!tg->written)
 			continue;
@@ -607,14 +607,16 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		values[2] = PointerGetDatum(to_bytea(tg->last_nonce, MS_NONCE_BYTES));
 		values[3] = Int64GetDatum((int64) tg->first_number);
 		values[4] = Int64GetDatum((int64) tg->last_number);
+		values[5] = PointerGetDatum(p->schema_hash);
 		if (!tg->snapshot)
-			nulls[3] = nulls[4] = 'n';
+			nulls[3] = nulls[4] = nulls[5] = 'n';
 		ms_exec(p,
 				"UPDATE sync.replicas SET last_number = $2, last_nonce = $3,"
 				" snapshot_number = coalesce($4, snapshot_number),"
 				" snapshot_end = coalesce($5, snapshot_end),"
+				" schema_hash = coalesce($6, schema_hash),"
 				" provision = CASE WHEN $4 IS NULL THEN provision ELSE false END"
-				" WHERE id = $1", 5, types, values, nulls, 0);
+				" WHERE id = $1", 6, types, values, nulls, 0);
 	}
 	MemoryContextDelete(r.cxt);
 	return NIL;
