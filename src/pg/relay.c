@@ -118,7 +118,7 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(cxt);
 		p->rows_sent = p->rows_taken = p->messages = 0;
-		ms_plan(p, replicas);
+		ms_plan(p, replicas, provisioning);
 		bad = ms_record(p, replicas, provisioning);
 		if (bad == NIL)
 		{
