@@ -71,7 +71,7 @@ build/test_shared: $(addprefix build/san/,tests/unit/test_shared.o tests/unit/ve
 build/test_sqlite: $(patsubst %.c,build/san/%.o,$(wildcard tests/sqlite/*.c) tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 
-build/fuzz_seeds: $(patsubst %.c,build/san/%.o,$(wildcard tests/fuzz/*.c) tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
+build/fuzz_seeds: $(patsubst %.c,build/san/%.o,$(wildcard tests/fuzz/*.c) tests/sqlite/msgs.c tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 
 .PHONY: test unit-test sqlite-test demo

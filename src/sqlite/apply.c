@@ -57,7 +57,7 @@ typedef struct applier
 	sqlite3_stmt *refuse;
 	sqlite3_stmt *unrefuse;
 	sqlite3_stmt *unretire;
-	sqlite3_stmt *named;		/* NULL outside a snapshot */
+	sqlite3_stmt *named;
 	sqlite3_stmt *note;
 	ms_buf		key;			/* a canonical key */
 	ms_buf		rowkey;
@@ -96,9 +96,29 @@ wire_key(applier *a, const Sync__Key *k)
 	return true;
 }
 
+static const char *const refuse_sql =
+"INSERT INTO _sync_refused(tbl, key, reason, at) VALUES (?1, ?2, ?3, ?4)"
+" ON CONFLICT (tbl, key) DO UPDATE SET reason = excluded.reason, at = excluded.at,"
+" send_id = NULL, sent_at = NULL, filed = 0";
+static const char *const unrefuse_sql = "DELETE FROM _sync_refused WHERE tbl = ?1 AND key = ?2";
+static const char *const unretire_sql = "DELETE FROM _sync_retired WHERE tbl = ?1 AND key = ?2";
+static const char *const note_sql = "SELECT 1 FROM _sync_notes WHERE tbl = ?1 AND key = ?2";
+static const char *const named_sql = "INSERT OR IGNORE INTO _sync_named(tbl, key) VALUES (?1, ?2)";
+
+/* need: a statement, prepared the first time it is needed */
+static int
+need(applier *a, sqlite3_stmt **st, const char *sql)
+{
+	return *st ? SQLITE_OK : ms_prepare(a->c, st, "%s", sql);
+}
+
 static int
 refuse_row(applier *a, const char *table, const char *key, size_t len, const char *reason)
 {
+	int			rc = need(a, &a->refuse, refuse_sql);
+
+	if (rc != SQLITE_OK)
+		return rc;
 	sqlite3_bind_text(a->refuse, 1, table, -1, SQLITE_STATIC);
 	sqlite3_bind_text(a->refuse, 2, key, (int) len, SQLITE_STATIC);
 	sqlite3_bind_text(a->refuse, 3, reason, -1, SQLITE_STATIC);
@@ -107,28 +127,38 @@ refuse_row(applier *a, const char *table, const char *key, size_t len, const cha
 	return ms_done(a->c, a->refuse);
 }
 
+/* keyed: run a statement of (table, key), prepared on first use */
 static int
-keyed(applier *a, sqlite3_stmt *st, const char *table, const char *key, size_t len)
+keyed(applier *a, sqlite3_stmt **st, const char *sql, const char *table, const char *key, size_t len)
 {
-	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, key, (int) len, SQLITE_STATIC);
-	return ms_done(a->c, st);
+	int			rc = need(a, st, sql);
+
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(*st, 1, table, -1, SQLITE_STATIC);
+	sqlite3_bind_text(*st, 2, key, (int) len, SQLITE_STATIC);
+	return ms_done(a->c, *st);
 }
 
+/* marks: whether the table has retired rows and refused rows, in one query */
 static int
-exists(applier *a, const char *sql, const char *table, bool *yes)
+marks(applier *a, const char *table, bool *retired, bool *refused)
 {
 	sqlite3_stmt *st;
-	int			rc = ms_prepare(a->c, &st, "%s", sql);
+	int			rc = ms_prepare(a->c, &st, "SELECT EXISTS (SELECT 1 FROM _sync_retired WHERE tbl = ?1),"
+								" EXISTS (SELECT 1 FROM _sync_refused WHERE tbl = ?1)");
 
-	*yes = false;
+	*retired = *refused = false;
 	if (rc == SQLITE_OK)
 	{
 		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
 		rc = ms_step(a->c, st);
-		*yes = rc == SQLITE_ROW;
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+		if (rc == SQLITE_ROW)
+		{
+			*retired = sqlite3_column_int(st, 0) != 0;
+			*refused = sqlite3_column_int(st, 1) != 0;
 			rc = SQLITE_OK;
+		}
 	}
 	sqlite3_finalize(st);
 	return rc;
@@ -184,6 +214,9 @@ own_pending(applier *a, const ms_tbl *t, const ms_val *vals, bool *yes)
 	o = &vals[t->origin];
 	if (o->type != SQLITE_TEXT || o->n != 36 || strncasecmp(o->p, a->c->st.replica_text, 36) != 0)
 		return SQLITE_OK;
+	rc = need(a, &a->note, note_sql);
+	if (rc != SQLITE_OK)
+		return rc;
 	sqlite3_bind_text(a->note, 1, t->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(a->note, 2, a->key.data, (int) a->key.len, SQLITE_STATIC);
 	rc = ms_step(a->c, a->note);
@@ -223,9 +256,7 @@ upserts(applier *a, const Sync__Rows *r)
 		return SQLITE_OK;
 	rc = upsert_statement(a, t, &up);
 	if (rc == SQLITE_OK)
-		rc = exists(a, "SELECT 1 FROM _sync_retired WHERE tbl = ?1 LIMIT 1", t->name, &retired_rows);
-	if (rc == SQLITE_OK)
-		rc = exists(a, "SELECT 1 FROM _sync_refused WHERE tbl = ?1 LIMIT 1", t->name, &refusals);
+		rc = marks(a, t->name, &retired_rows, &refusals);
 	if (rc == SQLITE_OK && (vals = sqlite3_malloc64(sizeof(ms_val) * (size_t) t->ncols)) == NULL)
 		rc = SQLITE_NOMEM;
 	for (size_t i = 0; i < r->n_upserts && rc == SQLITE_OK; i++)
@@ -250,8 +281,8 @@ upserts(applier *a, const Sync__Rows *r)
 				break;
 			}
 		}
-		if (a->named != NULL)
-			rc = keyed(a, a->named, t->name, a->key.data, a->key.len);
+		if (a->c->st.snapshot != 0)
+			rc = keyed(a, &a->named, named_sql, t->name, a->key.data, a->key.len);
 		if (rc != SQLITE_OK)
 			break;
 		if (!ms_row_decode(t, row->data, row->len, vals, scratch, reason))
@@ -329,9 +360,9 @@ upserts(applier *a, const Sync__Rows *r)
 		}
 		a->n.upserts++;
 		if (retired_rows)
-			rc = keyed(a, a->unretire, t->name, a->key.data, a->key.len);
+			rc = keyed(a, &a->unretire, unretire_sql, t->name, a->key.data, a->key.len);
 		if (rc == SQLITE_OK && refusals)
-			rc = keyed(a, a->unrefuse, t->name, a->key.data, a->key.len);
+			rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, a->key.data, a->key.len);
 	}
 	sqlite3_finalize(up);
 	sqlite3_free(vals);
@@ -366,7 +397,7 @@ deletes(applier *a, const Sync__Rows *r)
 			return SQLITE_NOMEM;
 		rc = ms_let_go(a->lg, t, a->key.data, a->key.len, &res);
 		if (rc == SQLITE_OK)
-			rc = keyed(a, a->unrefuse, t->name, a->key.data, a->key.len);
+			rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, a->key.data, a->key.len);
 		count(a, res);
 	}
 	return rc;
@@ -426,7 +457,7 @@ end_snapshot(applier *a, const Sync__EndSnapshot *e)
 			pos += sizeof n;
 			rc = ms_let_go(a->lg, t, keys.data + pos, n, &res);
 			if (rc == SQLITE_OK)
-				rc = keyed(a, a->unrefuse, t->name, keys.data + pos, n);
+				rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, keys.data + pos, n);
 			count(a, res);
 			pos += n;
 		}
@@ -476,24 +507,7 @@ begin_snapshot(applier *a)
 static int
 prepare(applier *a)
 {
-	ms_ctx	   *c = a->c;
-	int			rc;
-
-	rc = ms_prepare(c, &a->refuse,
-					"INSERT INTO _sync_refused(tbl, key, reason, at) VALUES (?1, ?2, ?3, ?4)"
-					" ON CONFLICT (tbl, key) DO UPDATE SET reason = excluded.reason, at = excluded.at,"
-					" send_id = NULL, sent_at = NULL, filed = 0");
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &a->unrefuse, "DELETE FROM _sync_refused WHERE tbl = ?1 AND key = ?2");
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &a->unretire, "DELETE FROM _sync_retired WHERE tbl = ?1 AND key = ?2");
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &a->note, "SELECT 1 FROM _sync_notes WHERE tbl = ?1 AND key = ?2");
-	if (rc == SQLITE_OK && c->st.snapshot != 0)
-		rc = ms_prepare(c, &a->named, "INSERT OR IGNORE INTO _sync_named(tbl, key) VALUES (?1, ?2)");
-	if (rc == SQLITE_OK)
-		rc = ms_letgo_open(c, &a->lg);
-	return rc;
+	return ms_letgo_open(a->c, &a->lg);
 }
 
 static void
