@@ -783,7 +783,7 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	pa.allocator_data = &c.arena;
 	if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
 	{
-		rc = ms_fail(&c, SQLITE_MISMATCH, "the message must be a BLOB, not %s",
+		rc = ms_fail(&c, SQLITE_ERROR, "the message must be a BLOB, not %s",
 					 sqlite3_value_type(argv[0]) == SQLITE_NULL ? "NULL" :
 					 sqlite3_value_type(argv[0]) == SQLITE_TEXT ? "TEXT" : "a number");
 		goto done;

@@ -306,7 +306,7 @@ digest_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	{
 		if (sqlite3_value_type(argv[0]) != SQLITE_TEXT)
 		{
-			rc = ms_fail(&c, SQLITE_MISMATCH, "the table must be named by TEXT");
+			rc = ms_fail(&c, SQLITE_ERROR, "the table must be named by TEXT");
 			goto done;
 		}
 		only = (const char *) sqlite3_value_text(argv[0]);
