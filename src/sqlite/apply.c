@@ -61,6 +61,7 @@ typedef struct applier
 	sqlite3_stmt *note;
 	ms_buf		key;			/* a canonical key */
 	ms_buf		rowkey;
+	signed char *usable;		/* per table: its breakage was reported */
 } applier;
 
 static void *
@@ -164,6 +165,29 @@ marks(applier *a, const char *table, bool *retired, bool *refused)
 	return rc;
 }
 
+/*
+ * usable: whether the file's table is as the schema says (the host may have
+ * dropped it, or a column): one that is not is treated as a table the
+ * replica does not hold, until a snapshot makes it again.
+ */
+static int
+usable(applier *a, const ms_tbl *t, bool *yes)
+{
+	ms_ctx	   *c = a->c;
+	int			i = (int) (t - c->schema->t);
+
+	*yes = t->broken == NULL;
+	if (*yes)
+		return SQLITE_OK;
+	if (a->usable == NULL && (a->usable = ms_alloc(&c->arena, (size_t) c->schema->n + 1)) == NULL)
+		return SQLITE_NOMEM;
+	if (a->usable[i])
+		return SQLITE_OK;
+	a->usable[i] = 1;			/* said once per message */
+	return ms_state_error(c, "%s, not as the snapshot made it: its rows are refused until a snapshot"
+						  " makes it again", t->broken);
+}
+
 /* the upsert of one table: every column but the retired one, as bound */
 static int
 upsert_statement(applier *a, const ms_tbl *t, sqlite3_stmt **st)
@@ -238,10 +262,14 @@ upserts(applier *a, const Sync__Rows *r)
 	bool		refusals = false;
 	int			rc = SQLITE_OK;
 	char	   *unheld = NULL;
+	bool		ok = true;
 
-	if (t == NULL)
+	if (t != NULL && r->n_upserts > 0 && (rc = usable(a, t, &ok)) != SQLITE_OK)
+		return rc;
+	if (t == NULL || !ok)
 	{
-		unheld = ms_printf(&c->arena, "table \"%s\" is not held by this replica", r->table);
+		unheld = ms_printf(&c->arena, t ? "table \"%s\" is not as the snapshot made it in this replica"
+						   : "table \"%s\" is not held by this replica", r->table);
 		if (unheld == NULL)
 			return SQLITE_NOMEM;
 		for (size_t i = 0; i < r->n_upserts && rc == SQLITE_OK; i++)
@@ -386,8 +414,11 @@ deletes(applier *a, const Sync__Rows *r)
 {
 	ms_tbl	   *t = ms_schema_find(a->c, r->table);
 	int			rc = SQLITE_OK;
+	bool		ok = true;
 
-	if (t == NULL)
+	if (t != NULL && r->n_deletes > 0 && (rc = usable(a, t, &ok)) != SQLITE_OK)
+		return rc;
+	if (t == NULL || !ok)
 		return SQLITE_OK;		/* nothing of it is held: nothing to let go of */
 	for (size_t i = 0; i < r->n_deletes && rc == SQLITE_OK; i++)
 	{
@@ -424,6 +455,8 @@ end_snapshot(applier *a, const Sync__EndSnapshot *e)
 
 		for (size_t j = 0; j < e->n_tables && !ends; j++)
 			ends = strcmp(e->tables[j], t->name) == 0;
+		if (ends && (rc = usable(a, t, &ends)) != SQLITE_OK)
+			break;
 		if (!ends)
 			continue;
 		/* the keys first, then let go: never delete under a running SELECT */

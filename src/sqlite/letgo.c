@@ -227,6 +227,8 @@ link(ms_letgo *lg, const ms_tbl *t, per_table *p)
 	{
 		const ms_tbl *ch = &s->t[i];
 
+		if (ch->broken != NULL)
+			continue;			/* not held: it points at nothing */
 		for (int f = 0; f < ch->nfk && rc == SQLITE_OK; f++)
 		{
 			const ms_fk *fk = &ch->fks[f];
@@ -548,7 +550,7 @@ any_retired(ms_letgo *lg, bool *yes)
 	{
 		const ms_tbl *t = &c->schema->t[i];
 
-		if (t->retired >= 0)
+		if (t->retired >= 0 && t->broken == NULL)
 			ms_buf_printf(&b, " OR EXISTS (SELECT 1 FROM %s WHERE %s IS NOT NULL)", t->q, t->cols[t->retired].q);
 	}
 	rc = b.oom ? SQLITE_NOMEM : ms_prepare(c, &st, "%s", b.data);
@@ -586,6 +588,9 @@ ms_let_go_retired(ms_letgo *lg, int *count)
 			char	  **keys;
 			size_t	   *lens;
 			int			n;
+
+			if (t->broken != NULL)
+				continue;
 
 			rc = retired_keys(lg, t, &keys, &lens, &n);
 			for (int k = 0; k < n && rc == SQLITE_OK; k++)

@@ -257,6 +257,20 @@ rows_of(uploader *u, const ms_tbl *t, table_rows *tr)
 		cols[ncols++] = i;
 		ms_buf_printf(&cl, "%s, ", col->q);
 	}
+	if (t->broken != NULL)
+	{
+		/* the host dropped the table or a column: its rows cannot be read */
+		char	   *why = sqlite3_mprintf("cannot be read: %s", t->broken);
+
+		ms_buf_free(&cl);
+		rc = why ? ms_prepare(c, &notes, "UPDATE _sync_notes SET set_aside = %Q, send_id = NULL, sent_at = NULL"
+							  " WHERE tbl = %Q AND set_aside IS NULL", why, t->name) : SQLITE_NOMEM;
+		if (rc == SQLITE_OK)
+			rc = ms_done(c, notes);
+		sqlite3_finalize(notes);
+		sqlite3_free(why);
+		return rc;
+	}
 	rc = cl.oom ? SQLITE_NOMEM : ms_prepare(c, &row, "SELECT %s%s FROM %s WHERE %s",
 											cl.data, t->keyexpr, t->q, t->keymatch);
 	ms_buf_free(&cl);
@@ -521,6 +535,9 @@ digests(uploader *u, bool *carried)
 		}
 		if (rc != SQLITE_DONE)
 			break;
+		rc = SQLITE_OK;
+		if (t->broken != NULL)
+			continue;			/* a table the host broke has no digest to give */
 		rc = ms_digest_table(c, t, &d);
 		if (rc != SQLITE_OK)
 			break;

@@ -365,6 +365,45 @@ file_database_restart(void)
 	remove(path);
 }
 
+static void
+host_breaks_tables(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_shop(&s);
+	Sync__Down *d;
+	char	   *r;
+	char	   *sql;
+	tm_msg		begin,
+				end;
+
+	sql = sqlite3_mprintf("INSERT INTO orders VALUES ('%s', 1, 1, 1, NULL)", tm_replica_text(&s));
+	t_exec(db, sql, NULL);
+	sqlite3_free(sql);
+	t_exec(db, "DROP TABLE customers; ALTER TABLE orders DROP COLUMN note", NULL);
+	d = tm_down();
+	tm_upsert(tm_rows(d, "customers"), "{\"id\":5,\"name\":\"Eve\"}", -1, "5", NULL);
+	tm_delete(tm_rows(d, "customers"), "1", NULL);
+	tm_upsert(tm_rows(d, "products"), "{\"id\":5,\"name\":\"pie\"}", -1, "5", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"applied\"") && t_has(r, "\"upserts\":1") && t_has(r, "\"refused\":1"),
+		  "a table the host dropped: its rows refused, the rest applied: %s %s", S(r), tm_error());
+	r = t_text(db, "SELECT sync_status() ->> 'last_error'");
+	CHECK(t_has(r, "not as the snapshot made it"), "last_error says so: %s", S(r));
+	sqlite3_free(r);
+	CHECK(tm_upload(db).data != NULL, "the upload still works: %s", tm_error());
+	r = t_text(db, "SELECT set_aside FROM _sync_notes WHERE tbl = 'orders'");
+	CHECK(t_has(r, "cannot be read"), "the order, whose column is gone, is set aside: %s", S(r));
+	sqlite3_free(r);
+	tm_shop_snapshot(&s, &begin, &end);
+	r = tm_apply(db, begin);
+	CHECK(t_has(r, "\"applied\""), "a snapshot: %s %s", S(r), tm_error());
+	r = tm_apply(db, end);
+	CHECK(t_int(db, "SELECT count(*) FROM customers") == 2 &&
+		  t_int(db, "SELECT count(*) FROM pragma_table_info('orders') WHERE name = 'note'") == 1,
+		  "makes them again");
+	sqlite3_close(db);
+}
+
 void
 test_apply(void)
 {
@@ -379,4 +418,5 @@ test_apply(void)
 	callers_transaction();
 	filed_during_gap();
 	file_database_restart();
+	host_breaks_tables();
 }
