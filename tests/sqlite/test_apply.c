@@ -6,6 +6,10 @@
  */
 #include "harness.h"
 
+#include <strings.h>
+
+#include "vectors.h"
+
 void		test_apply(void);
 
 static void
@@ -404,6 +408,40 @@ host_breaks_tables(void)
 	sqlite3_close(db);
 }
 
+/* the sample ToReplica of docs/protocol.md, applied after message 41 */
+static void
+protocol_sample(void)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_server	s;
+	Sync__Table *schema[1];
+	Sync__Down *d;
+	uint8_t		bytes[512];
+	long		head,
+				body;
+	char	   *r;
+
+	tm_server_init(&s, 0x20, 0x10);
+	memcpy(s.replica, ms_vector_replica, 16);
+	memcpy(s.epoch, ms_vector_epoch, 16);
+	schema[0] = tm_table("products", "catalog", "json", "id", "id INTEGER, name TEXT");
+	d = tm_begin(schema, 1);
+	tm_upsert(tm_rows(d, "products"), "{\"id\":8,\"name\":\"old\"}", -1, "8", NULL);
+	r = tm_apply(db, tm_message(&s, MS_PROTOCOL, 41, ms_vector_previous_nonce, 0, NULL, d, NULL, NULL));
+	CHECK(t_has(r, "\"applied\""), "message 41 begins a snapshot: %s %s", S(r), tm_error());
+	head = ms_hex_decode(ms_vector_head_hex, bytes, sizeof bytes);
+	body = ms_hex_decode(ms_vector_body_hex, bytes + head, sizeof bytes - (size_t) head);
+	r = tm_apply(db, (tm_msg) {bytes, (size_t) (head + body)});
+	CHECK(t_has(r, "\"result\":\"applied\",\"number\":42") && t_has(r, "\"upserts\":1") && t_has(r, "\"deletes\":1"),
+		  "the sample message follows it: %s %s", S(r), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM products WHERE id = 7 AND name = 'tea'") == 1 &&
+		  t_int(db, "SELECT count(*) FROM products WHERE id = 8") == 0, "tea is 7, 8 is gone");
+	r = t_text(db, "SELECT hex(seal) FROM _sync_state");
+	CHECK(r && strcasecmp(r, ms_vector_seal_hex) == 0, "its seal is kept to give back: %s", S(r));
+	sqlite3_free(r);
+	sqlite3_close(db);
+}
+
 void
 test_apply(void)
 {
@@ -419,4 +457,5 @@ test_apply(void)
 	filed_during_gap();
 	file_database_restart();
 	host_breaks_tables();
+	protocol_sample();
 }
