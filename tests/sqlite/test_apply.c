@@ -442,6 +442,50 @@ protocol_sample(void)
 	sqlite3_close(db);
 }
 
+/* names that need quoting, everywhere: tables, columns, triggers, indexes, uploads */
+static void
+awkward_names(void)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_server	s;
+	Sync__Table *schema[2];
+	Sync__Down *d;
+	char	   *r;
+	tm_msg		m;
+
+	tm_server_init(&s, 0x20, 0x10);
+	schema[0] = tm_table("inv.Parent 'p'", "catalog", "json", "k\"ey", "k\"ey TEXT, v'al TEXT owned");
+	schema[1] = tm_table("inv.child \"c\"", "record", "proto", "or_igin,id", "or_igin TEXT, id INTEGER, par_ent TEXT");
+	/* names with spaces (the builder splits on them) */
+	schema[1]->columns[0]->name = schema[1]->key[0] = "or igin";
+	schema[1]->columns[2]->name = "par ent";
+	tm_origin(schema[1], "or igin");
+	tm_fk(schema[1], "par_ent", "inv.Parent 'p'", "k\"ey");
+	schema[1]->foreign_keys[0]->columns[0] = "par ent";
+	d = tm_begin(schema, 2);
+	tm_upsert(tm_rows(d, "inv.Parent 'p'"), "{\"k\\\"ey\":\"a'b\\\"c\",\"v'al\":\"x\"}", -1, "a'b\"c", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"upserts\":1"), "awkward names: %s %s", S(r), tm_error());
+	r = tm_apply(db, tm_next(&s, NULL, tm_end("inv.Parent 'p'", "inv.child \"c\"", NULL)));
+	CHECK(t_has(r, "\"snapshot\":\"end\""), "end: %s %s", S(r), tm_error());
+	r = sqlite3_mprintf("INSERT INTO \"inv.child \"\"c\"\"\" VALUES ('%s', 1, 'a''b\"c');"
+						" UPDATE \"inv.Parent 'p'\" SET \"v'al\" = 'y'", tm_replica_text(&s));
+	CHECK(t_exec(db, r, NULL) == SQLITE_OK, "the host writes both");
+	sqlite3_free(r);
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_notes") == 2, "both noted");
+	m = tm_upload(db);
+	CHECK(m.data != NULL, "and uploaded: %s", tm_error());
+	d = tm_down();
+	tm_delete(tm_rows(d, "inv.Parent 'p'"), "a'b\"c", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"retired\":1"), "the parent is retired, the replica's child points at it: %s %s", S(r), tm_error());
+	r = t_text(db, "SELECT sync_digest()");
+	CHECK(t_has(r, "\"inv.Parent 'p'\":{\"count\":0") && t_has(r, "\"inv.child \\\"c\\\"\":{\"count\":1"),
+		  "digests name them: %s", S(r));
+	sqlite3_free(r);
+	sqlite3_close(db);
+}
+
 void
 test_apply(void)
 {
@@ -458,4 +502,5 @@ test_apply(void)
 	file_database_restart();
 	host_breaks_tables();
 	protocol_sample();
+	awkward_names();
 }
