@@ -191,7 +191,8 @@ ms_worker_main(Datum arg)
 			MemoryContextSwitchTo(top);
 			e = CopyErrorData();
 			FlushErrorState();
-			AbortCurrentTransaction();
+			/* the error may come from a subtransaction (relay.c record): end them all */
+			AbortOutOfAnyTransaction();
 			transient = ms_transient(e->sqlerrcode);
 			backoff = backoff == 0 ? ms_naptime : Min(backoff * 2, BACKOFF_MAX_MS);
 			ereport(transient ? LOG : WARNING,
