@@ -169,6 +169,7 @@ extern void report_connected(void);
 extern void report_unreachable(const char *why, int retry_ms);
 extern void report_lost(const char *why, int retry_ms);
 extern void report_error(const char *what, const char *why, int retry_ms);
+extern void report_notice(const char *message);
 extern void report_snapshot(int64_t rows, int64_t of, bool begun, bool ended);
 extern void report_round(const round_stats *st, const backlog *b);
 extern void report_stop(const char *why, int code);

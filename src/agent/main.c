@@ -76,6 +76,8 @@ typedef struct agent
 	server	   *srv;
 	snapshot_bar bar;
 	char		answer[4096];	/* sync.file's answer */
+	uint8_t    *unfiled;		/* an upload whose filing failed for the infrastructure */
+	size_t		unfiled_len;
 } agent;
 
 static const char usage_text[] =
@@ -301,34 +303,72 @@ carried(agent *a, const pulled *m, bool *begins, int64_t *of, int64_t *upserts)
 	sync__to_replica__free_unpacked(msg, NULL);
 }
 
-/* uploads: every upload the replica has, filed one after the other */
+/*
+ * file: sync.file of one upload.  An upload stamps what it carries in the
+ * replica as sent; one whose filing failed for the infrastructure (the
+ * connection broke, before or after the server committed it) is kept and
+ * filed again, the same bytes, before anything else: the server files an
+ * upload once however often it comes, and the replica is spared waiting
+ * resend_after for rows it sent into a broken connection.
+ */
+static agent_status
+file(agent *a, uint8_t *up, size_t len, round_stats *st, char err[AGENT_ERROR_MAX])
+{
+	agent_status rc = server_file(a->srv, a->uuid_bytes, up, len, a->answer, sizeof a->answer, err);
+	int64_t		acked;
+
+	if (rc == STEP_TRANSIENT)
+	{
+		if (a->unfiled != up)
+		{
+			free(a->unfiled);
+			a->unfiled = up;
+			a->unfiled_len = len;
+		}
+		return rc;
+	}
+	if (a->unfiled == up)
+		a->unfiled = NULL;
+	free(up);
+	if (rc != STEP_OK)
+		return rc;
+	st->uploads++;
+	st->filed += replica_json_int(a->rep, a->answer, "$.filed");
+	st->server_refused += replica_json_int(a->rep, a->answer, "$.refused");
+	st->dropped += replica_json_int(a->rep, a->answer, "$.dropped");
+	st->waiting += replica_json_int(a->rep, a->answer, "$.waiting");
+	st->set_aside += replica_json_int(a->rep, a->answer, "$.set_aside");
+	acked = replica_json_int(a->rep, a->answer, "$.acknowledged");
+	if (acked > st->acknowledged)
+		st->acknowledged = acked;
+	if (replica_json_int(a->rep, a->answer, "$.provisioning"))
+		st->provisioning = true;
+	return STEP_OK;
+}
+
+/* uploads: the upload kept from a broken connection, then every upload the replica has */
 static agent_status
 uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 {
+	agent_status rc;
+
+	if (a->unfiled)
+	{
+		rc = file(a, a->unfiled, a->unfiled_len, st, err);
+		if (rc != STEP_OK)
+			return rc;
+	}
 	for (int i = 0; i < UPLOADS_PER_PASS && !stop_signal; i++)
 	{
 		uint8_t    *up;
 		size_t		len;
-		agent_status rc = replica_upload(a->rep, &up, &len, err);
-		int64_t		acked;
 
+		rc = replica_upload(a->rep, &up, &len, err);
 		if (rc != STEP_OK || up == NULL)
 			return rc;
-		rc = server_file(a->srv, a->uuid_bytes, up, len, a->answer, sizeof a->answer, err);
-		free(up);
+		rc = file(a, up, len, st, err);
 		if (rc != STEP_OK)
 			return rc;
-		st->uploads++;
-		st->filed += replica_json_int(a->rep, a->answer, "$.filed");
-		st->server_refused += replica_json_int(a->rep, a->answer, "$.refused");
-		st->dropped += replica_json_int(a->rep, a->answer, "$.dropped");
-		st->waiting += replica_json_int(a->rep, a->answer, "$.waiting");
-		st->set_aside += replica_json_int(a->rep, a->answer, "$.set_aside");
-		acked = replica_json_int(a->rep, a->answer, "$.acknowledged");
-		if (acked > st->acknowledged)
-			st->acknowledged = acked;
-		if (replica_json_int(a->rep, a->answer, "$.provisioning"))
-			st->provisioning = true;
 	}
 	return STEP_OK;
 }
@@ -496,6 +536,7 @@ static int
 finish(agent *a, const char *why, int code)
 {
 	report_stop(why, code);
+	free(a->unfiled);
 	server_close(a->srv);
 	replica_close(a->rep);
 	return code;

@@ -34,6 +34,9 @@ struct replica
 	sqlite3_stmt *json_int;
 	sqlite3_stmt *json_text;
 	sqlite3_stmt *data_version;
+	sqlite3_stmt *begin;
+	sqlite3_stmt *commit;
+	sqlite3_stmt *rollback;
 	int64_t		version;		/* PRAGMA data_version when last looked at */
 	int64_t		max_message;
 };
@@ -41,7 +44,13 @@ struct replica
 static agent_status
 fail(replica *r, int rc, const char *what, char err[AGENT_ERROR_MAX])
 {
-	snprintf(err, AGENT_ERROR_MAX, "%s: %s", what, sqlite3_errmsg(r->db));
+	const char *message = sqlite3_errmsg(r->db);
+
+	/* the extension's errors name their function already */
+	if (strncmp(message, what, strlen(what)) == 0)
+		snprintf(err, AGENT_ERROR_MAX, "%s", message);
+	else
+		snprintf(err, AGENT_ERROR_MAX, "%s: %s", what, message);
 	rc &= 0xff;
 	/* a writer holds the file, or the disk is full: the same step may succeed later */
 	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED || rc == SQLITE_FULL || rc == SQLITE_IOERR)
@@ -49,10 +58,49 @@ fail(replica *r, int rc, const char *what, char err[AGENT_ERROR_MAX])
 	return STEP_FAILED;
 }
 
+static void
+rollback(replica *r)
+{
+	if (!sqlite3_get_autocommit(r->db))
+	{
+		sqlite3_step(r->rollback);
+		sqlite3_reset(r->rollback);
+	}
+}
+
 static int
 prepare(replica *r, const char *sql, sqlite3_stmt **stmt)
 {
 	return sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt, NULL);
+}
+
+/*
+ * begin: the agent's writes (sync_apply, sync_upload) run in a transaction
+ * that takes the write lock first, waiting for it under the busy timeout:
+ * a deferred one that reads first could not wait for a writer that came in
+ * between (SQLITE_BUSY_SNAPSHOT, at once).  The functions work in a
+ * savepoint inside it.
+ */
+static int
+begin(replica *r, const char *what, char err[AGENT_ERROR_MAX])
+{
+	int			rc = sqlite3_step(r->begin);
+
+	sqlite3_reset(r->begin);
+	return rc == SQLITE_DONE ? STEP_OK : (int) fail(r, rc, what, err);
+}
+
+static int
+commit(replica *r, const char *what, char err[AGENT_ERROR_MAX])
+{
+	int			rc = sqlite3_step(r->commit);
+
+	sqlite3_reset(r->commit);
+	if (rc == SQLITE_DONE)
+		return STEP_OK;
+	rc = (int) fail(r, rc, what, err);
+	rollback(r);
+	return rc;
 }
 
 static int64_t
@@ -152,6 +200,12 @@ replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
 	if (rc == SQLITE_OK)
 		rc = prepare(r, "PRAGMA data_version", &r->data_version);
 	if (rc == SQLITE_OK)
+		rc = prepare(r, "BEGIN IMMEDIATE", &r->begin);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "COMMIT", &r->commit);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "ROLLBACK", &r->rollback);
+	if (rc == SQLITE_OK)
 	{
 		rc = sqlite3_prepare_v2(r->db, "SELECT sync_config('max_message_bytes')", -1, &stmt, NULL);
 		if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW)
@@ -181,6 +235,9 @@ replica_close(replica *r)
 	sqlite3_finalize(r->json_int);
 	sqlite3_finalize(r->json_text);
 	sqlite3_finalize(r->data_version);
+	sqlite3_finalize(r->begin);
+	sqlite3_finalize(r->commit);
+	sqlite3_finalize(r->rollback);
 	if (r->db)
 		sqlite3_close(r->db);
 	free(r);
@@ -250,6 +307,9 @@ replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 	char	   *json;
 
 	memset(out, 0, sizeof *out);
+	rc = begin(r, "sync_apply", err);
+	if (rc != STEP_OK)
+		return (agent_status) rc;
 	sqlite3_bind_blob64(r->apply, 1, msg, len, SQLITE_STATIC);
 	rc = sqlite3_step(r->apply);
 	if (rc != SQLITE_ROW)
@@ -258,11 +318,18 @@ replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 
 		sqlite3_reset(r->apply);
 		sqlite3_clear_bindings(r->apply);
+		rollback(r);
 		return st;
 	}
 	json = strdup((const char *) sqlite3_column_text(r->apply, 0));
 	sqlite3_reset(r->apply);
 	sqlite3_clear_bindings(r->apply);
+	rc = commit(r, "sync_apply", err);
+	if (rc != STEP_OK)
+	{
+		free(json);
+		return (agent_status) rc;
+	}
 	if (json == NULL)
 	{
 		snprintf(err, AGENT_ERROR_MAX, "out of memory");
@@ -288,15 +355,20 @@ replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 agent_status
 replica_upload(replica *r, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX])
 {
-	int			rc = sqlite3_step(r->upload);
+	int			rc;
 
 	*up = NULL;
 	*len = 0;
+	rc = begin(r, "sync_upload", err);
+	if (rc != STEP_OK)
+		return (agent_status) rc;
+	rc = sqlite3_step(r->upload);
 	if (rc != SQLITE_ROW)
 	{
 		agent_status st = fail(r, rc, "sync_upload", err);
 
 		sqlite3_reset(r->upload);
+		rollback(r);
 		return st;
 	}
 	if (sqlite3_column_type(r->upload, 0) != SQLITE_NULL)
@@ -308,6 +380,7 @@ replica_upload(replica *r, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX])
 		if (*up == NULL)
 		{
 			sqlite3_reset(r->upload);
+			rollback(r);
 			snprintf(err, AGENT_ERROR_MAX, "out of memory");
 			return STEP_FAILED;
 		}
@@ -315,7 +388,14 @@ replica_upload(replica *r, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX])
 		*len = (size_t) n;
 	}
 	sqlite3_reset(r->upload);
-	return STEP_OK;
+	rc = commit(r, "sync_upload", err);
+	if (rc != STEP_OK)
+	{
+		free(*up);
+		*up = NULL;
+		*len = 0;
+	}
+	return (agent_status) rc;
 }
 
 /* replica_backlog: sync_progress() summed over the replica's tables */

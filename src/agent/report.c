@@ -8,6 +8,7 @@
  *	    connected
  *	    unreachable / lost   error, retry_ms
  *	    error      what, error, retry_ms (-1: not retried)
+ *	    notice     message: what the server said besides results
  *	    snapshot   rows, of (0: unknown, the agent started mid-snapshot), done
  *	    round      messages, rows, deletes, retired, refused, duplicates,
  *	               answers, uploads, filed, server_refused, dropped, waiting,
@@ -200,6 +201,20 @@ void
 report_error(const char *what, const char *why, int retry_ms)
 {
 	trouble("error", what, why, retry_ms);
+}
+
+void
+report_notice(const char *message)
+{
+	if (mode == REPORT_JSON)
+	{
+		json_begin("notice");
+		fputs(",\"message\":", stdout);
+		json_string(message);
+		json_end();
+	}
+	else
+		human(stderr, "the server says: %s", message);
 }
 
 /*

@@ -96,6 +96,18 @@ result_status(server *s, PGresult *res, const char *what, char err[AGENT_ERROR_M
 	return STEP_FAILED;
 }
 
+/* notice: what the server says besides results (a shutdown, a warning) goes to the report */
+static void
+notice(void *arg, const char *message)
+{
+	char		line[AGENT_ERROR_MAX];
+
+	(void) arg;
+	snprintf(line, sizeof line, "%s", message);
+	trim(line);
+	report_notice(line);
+}
+
 /*
  * server_connect: connects with the caller's connection string (libpq's
  * defaults and PG* variables fill the rest; the string wins over the
@@ -130,6 +142,7 @@ server_connect(server **out, const char *conninfo, char err[AGENT_ERROR_MAX])
 		server_close(s);
 		return st;
 	}
+	PQsetNoticeProcessor(s->conn, notice, NULL);
 	res = PQexec(s->conn, "LISTEN magic_sync");
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
