@@ -112,14 +112,27 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 
 	for (;;)
 	{
-		List	   *bad;
+		List	   *volatile bad = NIL;
 		int64		provisioned = p->provisioned;
 
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(cxt);
-		p->rows_sent = p->rows_taken = p->messages = 0;
-		ms_plan(p, replicas);
-		bad = ms_record(p, replicas, provisioning);
+		PG_TRY();
+		{
+			p->rows_sent = p->rows_taken = p->messages = 0;
+			ms_plan(p, replicas, provisioning);
+			bad = ms_record(p, replicas, provisioning);
+		}
+		PG_CATCH();
+		{
+			/* never let an error out with the subtransaction open: the caller's session would be left aborted */
+			MemoryContextSwitchTo(cxt);
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 		if (bad == NIL)
 		{
 			ReleaseCurrentSubTransaction();

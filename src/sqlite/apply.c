@@ -57,10 +57,11 @@ typedef struct applier
 	sqlite3_stmt *refuse;
 	sqlite3_stmt *unrefuse;
 	sqlite3_stmt *unretire;
-	sqlite3_stmt *named;		/* NULL outside a snapshot */
+	sqlite3_stmt *named;
 	sqlite3_stmt *note;
 	ms_buf		key;			/* a canonical key */
 	ms_buf		rowkey;
+	signed char *usable;		/* per table: its breakage was reported */
 } applier;
 
 static void *
@@ -96,9 +97,29 @@ wire_key(applier *a, const Sync__Key *k)
 	return true;
 }
 
+static const char *const refuse_sql =
+"INSERT INTO _sync_refused(tbl, key, reason, at) VALUES (?1, ?2, ?3, ?4)"
+" ON CONFLICT (tbl, key) DO UPDATE SET reason = excluded.reason, at = excluded.at,"
+" send_id = NULL, sent_at = NULL, filed = 0";
+static const char *const unrefuse_sql = "DELETE FROM _sync_refused WHERE tbl = ?1 AND key = ?2";
+static const char *const unretire_sql = "DELETE FROM _sync_retired WHERE tbl = ?1 AND key = ?2";
+static const char *const note_sql = "SELECT 1 FROM _sync_notes WHERE tbl = ?1 AND key = ?2";
+static const char *const named_sql = "INSERT OR IGNORE INTO _sync_named(tbl, key) VALUES (?1, ?2)";
+
+/* need: a statement, prepared the first time it is needed */
+static int
+need(applier *a, sqlite3_stmt **st, const char *sql)
+{
+	return *st ? SQLITE_OK : ms_prepare(a->c, st, "%s", sql);
+}
+
 static int
 refuse_row(applier *a, const char *table, const char *key, size_t len, const char *reason)
 {
+	int			rc = need(a, &a->refuse, refuse_sql);
+
+	if (rc != SQLITE_OK)
+		return rc;
 	sqlite3_bind_text(a->refuse, 1, table, -1, SQLITE_STATIC);
 	sqlite3_bind_text(a->refuse, 2, key, (int) len, SQLITE_STATIC);
 	sqlite3_bind_text(a->refuse, 3, reason, -1, SQLITE_STATIC);
@@ -107,31 +128,64 @@ refuse_row(applier *a, const char *table, const char *key, size_t len, const cha
 	return ms_done(a->c, a->refuse);
 }
 
+/* keyed: run a statement of (table, key), prepared on first use */
 static int
-keyed(applier *a, sqlite3_stmt *st, const char *table, const char *key, size_t len)
+keyed(applier *a, sqlite3_stmt **st, const char *sql, const char *table, const char *key, size_t len)
 {
-	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, key, (int) len, SQLITE_STATIC);
-	return ms_done(a->c, st);
+	int			rc = need(a, st, sql);
+
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(*st, 1, table, -1, SQLITE_STATIC);
+	sqlite3_bind_text(*st, 2, key, (int) len, SQLITE_STATIC);
+	return ms_done(a->c, *st);
 }
 
+/* marks: whether the table has retired rows and refused rows, in one query */
 static int
-exists(applier *a, const char *sql, const char *table, bool *yes)
+marks(applier *a, const char *table, bool *retired, bool *refused)
 {
 	sqlite3_stmt *st;
-	int			rc = ms_prepare(a->c, &st, "%s", sql);
+	int			rc = ms_prepare(a->c, &st, "SELECT EXISTS (SELECT 1 FROM _sync_retired WHERE tbl = ?1),"
+								" EXISTS (SELECT 1 FROM _sync_refused WHERE tbl = ?1)");
 
-	*yes = false;
+	*retired = *refused = false;
 	if (rc == SQLITE_OK)
 	{
 		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
 		rc = ms_step(a->c, st);
-		*yes = rc == SQLITE_ROW;
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+		if (rc == SQLITE_ROW)
+		{
+			*retired = sqlite3_column_int(st, 0) != 0;
+			*refused = sqlite3_column_int(st, 1) != 0;
 			rc = SQLITE_OK;
+		}
 	}
 	sqlite3_finalize(st);
 	return rc;
+}
+
+/*
+ * usable: whether the file's table is as the schema says (the host may have
+ * dropped it, or a column): one that is not is treated as a table the
+ * replica does not hold, until a snapshot makes it again.
+ */
+static int
+usable(applier *a, const ms_tbl *t, bool *yes)
+{
+	ms_ctx	   *c = a->c;
+	int			i = (int) (t - c->schema->t);
+
+	*yes = t->broken == NULL;
+	if (*yes)
+		return SQLITE_OK;
+	if (a->usable == NULL && (a->usable = ms_alloc(&c->arena, (size_t) c->schema->n + 1)) == NULL)
+		return SQLITE_NOMEM;
+	if (a->usable[i])
+		return SQLITE_OK;
+	a->usable[i] = 1;			/* said once per message */
+	return ms_state_error(c, "%s, not as the snapshot made it: its rows are refused until a snapshot"
+						  " makes it again", t->broken);
 }
 
 /* the upsert of one table: every column but the retired one, as bound */
@@ -184,6 +238,9 @@ own_pending(applier *a, const ms_tbl *t, const ms_val *vals, bool *yes)
 	o = &vals[t->origin];
 	if (o->type != SQLITE_TEXT || o->n != 36 || strncasecmp(o->p, a->c->st.replica_text, 36) != 0)
 		return SQLITE_OK;
+	rc = need(a, &a->note, note_sql);
+	if (rc != SQLITE_OK)
+		return rc;
 	sqlite3_bind_text(a->note, 1, t->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(a->note, 2, a->key.data, (int) a->key.len, SQLITE_STATIC);
 	rc = ms_step(a->c, a->note);
@@ -205,10 +262,14 @@ upserts(applier *a, const Sync__Rows *r)
 	bool		refusals = false;
 	int			rc = SQLITE_OK;
 	char	   *unheld = NULL;
+	bool		ok = true;
 
-	if (t == NULL)
+	if (t != NULL && r->n_upserts > 0 && (rc = usable(a, t, &ok)) != SQLITE_OK)
+		return rc;
+	if (t == NULL || !ok)
 	{
-		unheld = ms_printf(&c->arena, "table \"%s\" is not held by this replica", r->table);
+		unheld = ms_printf(&c->arena, t ? "table \"%s\" is not as the snapshot made it in this replica"
+						   : "table \"%s\" is not held by this replica", r->table);
 		if (unheld == NULL)
 			return SQLITE_NOMEM;
 		for (size_t i = 0; i < r->n_upserts && rc == SQLITE_OK; i++)
@@ -223,9 +284,7 @@ upserts(applier *a, const Sync__Rows *r)
 		return SQLITE_OK;
 	rc = upsert_statement(a, t, &up);
 	if (rc == SQLITE_OK)
-		rc = exists(a, "SELECT 1 FROM _sync_retired WHERE tbl = ?1 LIMIT 1", t->name, &retired_rows);
-	if (rc == SQLITE_OK)
-		rc = exists(a, "SELECT 1 FROM _sync_refused WHERE tbl = ?1 LIMIT 1", t->name, &refusals);
+		rc = marks(a, t->name, &retired_rows, &refusals);
 	if (rc == SQLITE_OK && (vals = sqlite3_malloc64(sizeof(ms_val) * (size_t) t->ncols)) == NULL)
 		rc = SQLITE_NOMEM;
 	for (size_t i = 0; i < r->n_upserts && rc == SQLITE_OK; i++)
@@ -250,8 +309,8 @@ upserts(applier *a, const Sync__Rows *r)
 				break;
 			}
 		}
-		if (a->named != NULL)
-			rc = keyed(a, a->named, t->name, a->key.data, a->key.len);
+		if (a->c->st.snapshot != 0)
+			rc = keyed(a, &a->named, named_sql, t->name, a->key.data, a->key.len);
 		if (rc != SQLITE_OK)
 			break;
 		if (!ms_row_decode(t, row->data, row->len, vals, scratch, reason))
@@ -329,9 +388,9 @@ upserts(applier *a, const Sync__Rows *r)
 		}
 		a->n.upserts++;
 		if (retired_rows)
-			rc = keyed(a, a->unretire, t->name, a->key.data, a->key.len);
+			rc = keyed(a, &a->unretire, unretire_sql, t->name, a->key.data, a->key.len);
 		if (rc == SQLITE_OK && refusals)
-			rc = keyed(a, a->unrefuse, t->name, a->key.data, a->key.len);
+			rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, a->key.data, a->key.len);
 	}
 	sqlite3_finalize(up);
 	sqlite3_free(vals);
@@ -355,8 +414,11 @@ deletes(applier *a, const Sync__Rows *r)
 {
 	ms_tbl	   *t = ms_schema_find(a->c, r->table);
 	int			rc = SQLITE_OK;
+	bool		ok = true;
 
-	if (t == NULL)
+	if (t != NULL && r->n_deletes > 0 && (rc = usable(a, t, &ok)) != SQLITE_OK)
+		return rc;
+	if (t == NULL || !ok)
 		return SQLITE_OK;		/* nothing of it is held: nothing to let go of */
 	for (size_t i = 0; i < r->n_deletes && rc == SQLITE_OK; i++)
 	{
@@ -366,7 +428,7 @@ deletes(applier *a, const Sync__Rows *r)
 			return SQLITE_NOMEM;
 		rc = ms_let_go(a->lg, t, a->key.data, a->key.len, &res);
 		if (rc == SQLITE_OK)
-			rc = keyed(a, a->unrefuse, t->name, a->key.data, a->key.len);
+			rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, a->key.data, a->key.len);
 		count(a, res);
 	}
 	return rc;
@@ -393,6 +455,8 @@ end_snapshot(applier *a, const Sync__EndSnapshot *e)
 
 		for (size_t j = 0; j < e->n_tables && !ends; j++)
 			ends = strcmp(e->tables[j], t->name) == 0;
+		if (ends && (rc = usable(a, t, &ends)) != SQLITE_OK)
+			break;
 		if (!ends)
 			continue;
 		/* the keys first, then let go: never delete under a running SELECT */
@@ -426,7 +490,7 @@ end_snapshot(applier *a, const Sync__EndSnapshot *e)
 			pos += sizeof n;
 			rc = ms_let_go(a->lg, t, keys.data + pos, n, &res);
 			if (rc == SQLITE_OK)
-				rc = keyed(a, a->unrefuse, t->name, keys.data + pos, n);
+				rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, keys.data + pos, n);
 			count(a, res);
 			pos += n;
 		}
@@ -476,24 +540,7 @@ begin_snapshot(applier *a)
 static int
 prepare(applier *a)
 {
-	ms_ctx	   *c = a->c;
-	int			rc;
-
-	rc = ms_prepare(c, &a->refuse,
-					"INSERT INTO _sync_refused(tbl, key, reason, at) VALUES (?1, ?2, ?3, ?4)"
-					" ON CONFLICT (tbl, key) DO UPDATE SET reason = excluded.reason, at = excluded.at,"
-					" send_id = NULL, sent_at = NULL, filed = 0");
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &a->unrefuse, "DELETE FROM _sync_refused WHERE tbl = ?1 AND key = ?2");
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &a->unretire, "DELETE FROM _sync_retired WHERE tbl = ?1 AND key = ?2");
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &a->note, "SELECT 1 FROM _sync_notes WHERE tbl = ?1 AND key = ?2");
-	if (rc == SQLITE_OK && c->st.snapshot != 0)
-		rc = ms_prepare(c, &a->named, "INSERT OR IGNORE INTO _sync_named(tbl, key) VALUES (?1, ?2)");
-	if (rc == SQLITE_OK)
-		rc = ms_letgo_open(c, &a->lg);
-	return rc;
+	return ms_letgo_open(a->c, &a->lg);
 }
 
 static void
@@ -769,7 +816,7 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	pa.allocator_data = &c.arena;
 	if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
 	{
-		rc = ms_fail(&c, SQLITE_MISMATCH, "the message must be a BLOB, not %s",
+		rc = ms_fail(&c, SQLITE_ERROR, "the message must be a BLOB, not %s",
 					 sqlite3_value_type(argv[0]) == SQLITE_NULL ? "NULL" :
 					 sqlite3_value_type(argv[0]) == SQLITE_TEXT ? "TEXT" : "a number");
 		goto done;

@@ -306,7 +306,7 @@ digest_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	{
 		if (sqlite3_value_type(argv[0]) != SQLITE_TEXT)
 		{
-			rc = ms_fail(&c, SQLITE_MISMATCH, "the table must be named by TEXT");
+			rc = ms_fail(&c, SQLITE_ERROR, "the table must be named by TEXT");
 			goto done;
 		}
 		only = (const char *) sqlite3_value_text(argv[0]);
@@ -330,6 +330,8 @@ digest_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 		if (t == NULL)
 			rc = ms_fail(&c, SQLITE_ERROR, "table \"%s\" is not held by this replica", only);
+		else if (t->broken != NULL)
+			rc = ms_fail(&c, SQLITE_ERROR, "%s, not as the snapshot made it", t->broken);
 		else
 			rc = ms_digest_table(&c, t, &d);
 		if (rc == SQLITE_OK)
@@ -347,11 +349,13 @@ digest_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			ms_table_digest d;
 			char		hex[17];
 
+			if (t->broken != NULL)
+				continue;
 			rc = ms_digest_table(&c, t, &d);
 			if (rc != SQLITE_OK)
 				break;
 			ms_digest_hex(d.fnv, hex);
-			if (i > 0)
+			if (out.len > 1)
 				ms_buf_byte(&out, ',');
 			ms_buf_json_string(&out, t->name, strlen(t->name));
 			ms_buf_printf(&out, ":{\"count\":%llu,\"fnv\":\"%s\"}", (unsigned long long) d.count, hex);

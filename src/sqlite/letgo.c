@@ -140,31 +140,25 @@ local_fks(ms_letgo *lg)
 	return rc;
 }
 
+/* lazy: prepare a statement the first time it is needed */
+static int
+lazy(ms_letgo *lg, sqlite3_stmt **st, const char *sql)
+{
+	return *st ? SQLITE_OK : ms_prepare(lg->c, st, "%s", sql);
+}
+
 int
 ms_letgo_open(ms_ctx *c, ms_letgo **out)
 {
 	ms_letgo   *lg = ms_alloc(&c->arena, sizeof(ms_letgo));
-	int			rc;
 
 	*out = lg;
 	if (lg == NULL)
 		return SQLITE_NOMEM;
 	lg->c = c;
+	lg->nlocal = -1;			/* read on first need */
 	lg->pt = ms_alloc(&c->arena, sizeof(per_table) * (size_t) (c->schema->n + 1));
-	if (lg->pt == NULL)
-		return SQLITE_NOMEM;
-	rc = ms_prepare(c, &lg->note_exists, "SELECT 1 FROM _sync_notes WHERE tbl = ?1 AND key = ?2");
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &lg->note_drop, "DELETE FROM _sync_notes WHERE tbl = ?1 AND key = ?2");
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &lg->retired_add,
-						"INSERT OR IGNORE INTO _sync_retired(tbl, key, at) VALUES (?1, ?2, ?3)");
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &lg->forget,
-						"DELETE FROM _sync_retired WHERE tbl = ?1 AND key = ?2");
-	if (rc == SQLITE_OK)
-		rc = local_fks(lg);
-	return rc;
+	return lg->pt ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 void
@@ -224,10 +218,17 @@ link(ms_letgo *lg, const ms_tbl *t, per_table *p)
 	int			rc = SQLITE_OK;
 
 	p->linked = true;
+	if (lg->nlocal < 0)
+	{
+		lg->nlocal = 0;
+		rc = local_fks(lg);
+	}
 	for (int i = 0; i < s->n && rc == SQLITE_OK; i++)
 	{
 		const ms_tbl *ch = &s->t[i];
 
+		if (ch->broken != NULL)
+			continue;			/* not held: it points at nothing */
 		for (int f = 0; f < ch->nfk && rc == SQLITE_OK; f++)
 		{
 			const ms_fk *fk = &ch->fks[f];
@@ -320,6 +321,9 @@ retire(ms_letgo *lg, const ms_tbl *t, per_table *p, const char *key, size_t len)
 		}
 		return rc;
 	}
+	rc = lazy(lg, &lg->retired_add, "INSERT OR IGNORE INTO _sync_retired(tbl, key, at) VALUES (?1, ?2, ?3)");
+	if (rc != SQLITE_OK)
+		return rc;
 	sqlite3_bind_text(lg->retired_add, 1, t->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(lg->retired_add, 2, key, (int) len, SQLITE_STATIC);
 	sqlite3_bind_int64(lg->retired_add, 3, c->now);
@@ -329,8 +333,11 @@ retire(ms_letgo *lg, const ms_tbl *t, per_table *p, const char *key, size_t len)
 static int
 note_exists(ms_letgo *lg, const ms_tbl *t, const char *key, size_t len, bool *yes)
 {
-	int			rc;
+	int			rc = lazy(lg, &lg->note_exists, "SELECT 1 FROM _sync_notes WHERE tbl = ?1 AND key = ?2");
 
+	*yes = false;
+	if (rc != SQLITE_OK)
+		return rc;
 	sqlite3_bind_text(lg->note_exists, 1, t->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(lg->note_exists, 2, key, (int) len, SQLITE_STATIC);
 	rc = ms_step(lg->c, lg->note_exists);
@@ -346,8 +353,12 @@ note_exists(ms_letgo *lg, const ms_tbl *t, const char *key, size_t len, bool *ye
 static int
 forget(ms_letgo *lg, const ms_tbl *t, const char *key, size_t len, bool deleted)
 {
-	int			rc;
+	int			rc = lazy(lg, &lg->forget, "DELETE FROM _sync_retired WHERE tbl = ?1 AND key = ?2");
 
+	if (rc == SQLITE_OK && deleted)
+		rc = lazy(lg, &lg->note_drop, "DELETE FROM _sync_notes WHERE tbl = ?1 AND key = ?2");
+	if (rc != SQLITE_OK)
+		return rc;
 	sqlite3_bind_text(lg->forget, 1, t->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(lg->forget, 2, key, (int) len, SQLITE_STATIC);
 	rc = ms_done(lg->c, lg->forget);
@@ -524,14 +535,49 @@ retired_keys(ms_letgo *lg, const ms_tbl *t, char ***keys, size_t **lens, int *n)
 	return rc;
 }
 
+/* any_retired: whether a retired row exists anywhere, in one query */
+static int
+any_retired(ms_letgo *lg, bool *yes)
+{
+	ms_ctx	   *c = lg->c;
+	ms_buf		b = {0};
+	sqlite3_stmt *st;
+	int			rc;
+
+	*yes = false;
+	ms_buf_str(&b, "SELECT EXISTS (SELECT 1 FROM _sync_retired)");
+	for (int i = 0; i < c->schema->n; i++)
+	{
+		const ms_tbl *t = &c->schema->t[i];
+
+		if (t->retired >= 0 && t->broken == NULL)
+			ms_buf_printf(&b, " OR EXISTS (SELECT 1 FROM %s WHERE %s IS NOT NULL)", t->q, t->cols[t->retired].q);
+	}
+	rc = b.oom ? SQLITE_NOMEM : ms_prepare(c, &st, "%s", b.data);
+	ms_buf_free(&b);
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = ms_step(c, st);
+	if (rc == SQLITE_ROW)
+	{
+		*yes = sqlite3_column_int(st, 0) != 0;
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
 int
 ms_let_go_retired(ms_letgo *lg, int *count)
 {
 	ms_schema  *s = lg->c->schema;
-	int			rc = SQLITE_OK;
-	bool		changed = true;
+	int			rc;
+	bool		changed;
 
 	*count = 0;
+	rc = any_retired(lg, &changed);
+	if (rc != SQLITE_OK || !changed)
+		return rc;
 	for (int round = 0; changed && rc == SQLITE_OK && round <= s->n + 1; round++)
 	{
 		changed = false;
@@ -542,6 +588,9 @@ ms_let_go_retired(ms_letgo *lg, int *count)
 			char	  **keys;
 			size_t	   *lens;
 			int			n;
+
+			if (t->broken != NULL)
+				continue;
 
 			rc = retired_keys(lg, t, &keys, &lens, &n);
 			for (int k = 0; k < n && rc == SQLITE_OK; k++)

@@ -225,6 +225,13 @@ typedef struct ms_tbl
 	char	   *keyexpr;		/* SQL: the row's canonical key from its columns */
 	char	   *keymatch;		/* SQL: "k1" = ?1 AND "k2" = ?2 ... */
 	char	   *keycols;		/* SQL: "k1", "k2" */
+	/*
+	 * broken: the file's table is not as the snapshot made it (the host
+	 * dropped it, or one of its columns): not held until a snapshot makes it
+	 * again.  Checked as the schema is loaded, since SQLite would read a
+	 * missing column's quoted name as a string.
+	 */
+	char	   *broken;
 } ms_tbl;
 
 struct ms_schema

@@ -222,6 +222,30 @@ tbl_order(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* the held table a foreign key points at, or -1 (not held, or not at its columns) */
+static int
+fk_parent(const ms_schema *s, const ms_fk *fk)
+{
+	for (int j = 0; j < s->n; j++)
+	{
+		const ms_tbl *p = &s->t[j];
+		bool		all = true;
+
+		if (strcmp(p->name, fk->parent_name) != 0)
+			continue;
+		for (int k = 0; k < fk->n && all; k++)
+		{
+			bool		found = false;
+
+			for (int i = 0; i < p->ncols && !found; i++)
+				found = strcmp(p->cols[i].q, fk->refs[k]) == 0;
+			all = found;
+		}
+		return all ? j : -1;
+	}
+	return -1;
+}
+
 /* link foreign keys to the tables held, and order parents first */
 static void
 schema_link(ms_schema *s)
@@ -232,12 +256,7 @@ schema_link(ms_schema *s)
 	{
 		s->t[i].depth = 0;
 		for (int f = 0; f < s->t[i].nfk; f++)
-		{
-			s->t[i].fks[f].parent = -1;
-			for (int j = 0; j < s->n; j++)
-				if (strcmp(s->t[j].name, s->t[i].fks[f].parent_name) == 0)
-					s->t[i].fks[f].parent = j;
-		}
+			s->t[i].fks[f].parent = fk_parent(s, &s->t[i].fks[f]);
 	}
 	/* depth: longest chain of parents, cycles cut after n rounds */
 	for (int round = 0; changed && round < s->n; round++)
@@ -261,13 +280,71 @@ schema_link(ms_schema *s)
 		qsort(s->t, (size_t) s->n, sizeof(ms_tbl), tbl_order);
 		for (int i = 0; i < s->n; i++)
 			for (int f = 0; f < s->t[i].nfk; f++)
-			{
-				s->t[i].fks[f].parent = -1;
-				for (int j = 0; j < s->n; j++)
-					if (strcmp(s->t[j].name, s->t[i].fks[f].parent_name) == 0)
-						s->t[i].fks[f].parent = j;
-			}
+				s->t[i].fks[f].parent = fk_parent(s, &s->t[i].fks[f]);
 	}
+}
+
+/* check: every table of the schema is in the file, with every column */
+static int
+schema_check(ms_ctx *c, ms_schema *s)
+{
+	sqlite3_stmt *st;
+	int			rc;
+	bool	   *seen;
+	int			total = 0;
+	int		   *base = ms_alloc(&c->arena, sizeof(int) * (size_t) (s->n + 1));
+
+	if (base == NULL)
+		return SQLITE_NOMEM;
+	for (int i = 0; i < s->n; i++)
+	{
+		base[i] = total;
+		total += s->t[i].ncols;
+	}
+	seen = ms_alloc(&c->arena, sizeof(bool) * (size_t) (total + 1));
+	if (seen == NULL)
+		return SQLITE_NOMEM;
+	rc = ms_prepare(c, &st, "SELECT t.name, p.name FROM _sync_tables t, main.sqlite_master m, pragma_table_info(m.name) p"
+					" WHERE m.type = 'table' AND m.name = t.name COLLATE NOCASE");
+	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		const char *table = (const char *) sqlite3_column_text(st, 0);
+		const char *col = (const char *) sqlite3_column_text(st, 1);
+
+		rc = SQLITE_OK;
+		for (int i = 0; i < s->n && table && col; i++)
+		{
+			if (strcmp(s->t[i].name, table) != 0)
+				continue;
+			for (int k = 0; k < s->t[i].ncols; k++)
+				if (strcasecmp(s->t[i].cols[k].name, col) == 0)
+					seen[base[i] + k] = true;
+		}
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_finalize(st);
+	for (int i = 0; i < s->n && rc == SQLITE_OK; i++)
+	{
+		ms_tbl	   *t = &s->t[i];
+		int			missing = -1;
+		int			present = 0;
+
+		for (int k = 0; k < t->ncols; k++)
+		{
+			if (seen[base[i] + k])
+				present++;
+			else if (missing < 0)
+				missing = k;
+		}
+		if (present == 0)
+			t->broken = ms_printf(&c->arena, "table \"%s\" is not in the file", t->name);
+		else if (missing >= 0)
+			t->broken = ms_printf(&c->arena, "table \"%s\" has no column \"%s\"", t->name, t->cols[missing].name);
+		if (missing >= 0 && t->broken == NULL)
+			rc = SQLITE_NOMEM;
+	}
+	return rc;
 }
 
 int
@@ -324,6 +401,8 @@ ms_schema_load(ms_ctx *c)
 	sqlite3_finalize(st);
 	if (rc == SQLITE_OK)
 		schema_link(s);
+	if (rc == SQLITE_OK && s->n > 0)
+		rc = schema_check(c, s);
 	return rc;
 }
 
@@ -878,5 +957,9 @@ ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 					 "DELETE FROM _sync_refused;");
 	if (rc == SQLITE_OK)
 		rc = ms_schema_load(c);
+	/* and the notes of a table the replica no longer writes */
+	for (int i = 0; rc == SQLITE_OK && i < c->schema->n; i++)
+		if (!c->schema->t[i].noted)
+			rc = ms_exec(c, "DELETE FROM _sync_notes WHERE tbl = %Q", c->schema->t[i].name);
 	return rc;
 }

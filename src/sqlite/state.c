@@ -103,7 +103,7 @@ ms_state_exists(ms_ctx *c)
 int
 ms_state_ensure(ms_ctx *c)
 {
-	int			rc = ms_state_exists(c);
+	int			rc = c->have_state ? SQLITE_OK : ms_state_exists(c);
 
 	if (rc == SQLITE_OK && !c->have_state)
 	{

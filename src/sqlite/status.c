@@ -167,7 +167,7 @@ init_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		if (!ms_uuid_parse((const char *) sqlite3_value_text(argv[0]),
 						   (size_t) sqlite3_value_bytes(argv[0]), uuid))
 		{
-			finish(&c, ctx, ms_fail(&c, SQLITE_MISMATCH, "not a uuid: expected 36 characters such as "
+			finish(&c, ctx, ms_fail(&c, SQLITE_ERROR, "not a uuid: expected 36 characters such as "
 									"'7c9e6679-7425-40de-944b-e07fc1f90ae7'"), &out);
 			return;
 		}
@@ -176,7 +176,7 @@ init_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		memcpy(uuid, sqlite3_value_blob(argv[0]), 16);
 	else
 	{
-		finish(&c, ctx, ms_fail(&c, SQLITE_MISMATCH, "the replica's uuid must be TEXT (36 characters)"
+		finish(&c, ctx, ms_fail(&c, SQLITE_ERROR, "the replica's uuid must be TEXT (36 characters)"
 								" or a BLOB of 16 bytes"), &out);
 		return;
 	}
@@ -243,7 +243,7 @@ config_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	if (argc == 2)
 	{
 		if (sqlite3_value_type(argv[1]) != SQLITE_INTEGER)
-			rc = ms_fail(&c, SQLITE_MISMATCH, "%s takes an integer (%s)", set->name, set->what);
+			rc = ms_fail(&c, SQLITE_ERROR, "%s takes an integer (%s)", set->name, set->what);
 		else
 		{
 			value = sqlite3_value_int64(argv[1]);

@@ -100,6 +100,8 @@ typedef struct uploader
 	sqlite3_stmt *drop;
 	/* carried notes, to stamp: (table, key) pairs */
 	ms_buf		carried;
+	/* notes to set aside or drop, once the walk over them ends */
+	ms_buf		later;
 } uploader;
 
 static void *
@@ -160,13 +162,63 @@ wire_key(ms_ctx *c, const char *key, size_t len, size_t *size, const char **why)
 	return k;
 }
 
+/*
+ * later: set a note aside (why != NULL) or drop it (why == NULL), once the
+ * walk over the notes has ended: SQLite does not promise what a SELECT
+ * sees of the rows written under it.
+ */
+static int
+later(uploader *u, const char *key, size_t len, const char *why)
+{
+	size_t		wlen = why ? strlen(why) + 1 : 0;
+
+	ms_buf_add(&u->later, &len, sizeof len);
+	ms_buf_add(&u->later, key, len);
+	ms_buf_add(&u->later, &wlen, sizeof wlen);
+	if (why)
+		ms_buf_add(&u->later, why, wlen);
+	return u->later.oom ? SQLITE_NOMEM : SQLITE_OK;
+}
+
 static int
 set_aside(uploader *u, const ms_tbl *t, const char *key, size_t len, const char *why)
 {
-	sqlite3_bind_text(u->aside, 1, t->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(u->aside, 2, key, (int) len, SQLITE_STATIC);
-	sqlite3_bind_text(u->aside, 3, why, -1, SQLITE_TRANSIENT);
-	return ms_done(u->c, u->aside);
+	(void) t;
+	return later(u, key, len, why);
+}
+
+/* run what later() put off, for table t */
+static int
+run_later(uploader *u, const ms_tbl *t)
+{
+	size_t		pos = 0;
+	int			rc = SQLITE_OK;
+
+	while (rc == SQLITE_OK && pos < u->later.len)
+	{
+		size_t		len,
+					wlen;
+		const char *key;
+		const char *why;
+		sqlite3_stmt *st;
+
+		memcpy(&len, u->later.data + pos, sizeof len);
+		pos += sizeof len;
+		key = u->later.data + pos;
+		pos += len;
+		memcpy(&wlen, u->later.data + pos, sizeof wlen);
+		pos += sizeof wlen;
+		why = wlen ? u->later.data + pos : NULL;
+		pos += wlen;
+		st = why ? u->aside : u->drop;
+		sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, key, (int) len, SQLITE_STATIC);
+		if (why)
+			sqlite3_bind_text(st, 3, why, -1, SQLITE_STATIC);
+		rc = ms_done(u->c, st);
+	}
+	u->later.len = 0;
+	return rc;
 }
 
 static int
@@ -257,6 +309,20 @@ rows_of(uploader *u, const ms_tbl *t, table_rows *tr)
 		cols[ncols++] = i;
 		ms_buf_printf(&cl, "%s, ", col->q);
 	}
+	if (t->broken != NULL)
+	{
+		/* the host dropped the table or a column: its rows cannot be read */
+		char	   *why = sqlite3_mprintf("cannot be read: %s", t->broken);
+
+		ms_buf_free(&cl);
+		rc = why ? ms_prepare(c, &notes, "UPDATE _sync_notes SET set_aside = %Q, send_id = NULL, sent_at = NULL"
+							  " WHERE tbl = %Q AND set_aside IS NULL", why, t->name) : SQLITE_NOMEM;
+		if (rc == SQLITE_OK)
+			rc = ms_done(c, notes);
+		sqlite3_finalize(notes);
+		sqlite3_free(why);
+		return rc;
+	}
 	rc = cl.oom ? SQLITE_NOMEM : ms_prepare(c, &row, "SELECT %s%s FROM %s WHERE %s",
 											cl.data, t->keyexpr, t->q, t->keymatch);
 	ms_buf_free(&cl);
@@ -301,9 +367,7 @@ rows_of(uploader *u, const ms_tbl *t, table_rows *tr)
 		if (ms_bind_key(c, row, 1, t, key, len) != SQLITE_OK)
 		{
 			/* a key of another shape: a note from before the key changed */
-			sqlite3_bind_text(u->drop, 1, t->name, -1, SQLITE_STATIC);
-			sqlite3_bind_text(u->drop, 2, key, (int) len, SQLITE_STATIC);
-			rc = ms_done(c, u->drop);
+			rc = later(u, key, len, NULL);
 			continue;
 		}
 		{
@@ -336,9 +400,7 @@ rows_of(uploader *u, const ms_tbl *t, table_rows *tr)
 		if (!present && !(t->record && t->origin_in_key))
 		{
 			/* gone, and not the server's to delete: the note has nothing to say */
-			sqlite3_bind_text(u->drop, 1, t->name, -1, SQLITE_STATIC);
-			sqlite3_bind_text(u->drop, 2, key, (int) len, SQLITE_STATIC);
-			rc = ms_done(c, u->drop);
+			rc = later(u, key, len, NULL);
 			continue;
 		}
 		rc = add(u, t, tr, k, ksize, present ? &enc : NULL, &fits, &never);
@@ -366,6 +428,8 @@ rows_of(uploader *u, const ms_tbl *t, table_rows *tr)
 	ms_buf_free(&enc);
 	sqlite3_finalize(notes);
 	sqlite3_finalize(row);
+	if (rc == SQLITE_OK)
+		rc = run_later(u, t);
 	return rc;
 }
 
@@ -377,6 +441,7 @@ refusals(uploader *u)
 	sqlite3_stmt *st;
 	sqlite3_stmt *stamp = NULL;
 	size_t		cap = 0;
+	ms_buf		keys = {0};
 	int			rc;
 
 	rc = ms_prepare(c, &st, "SELECT tbl, key, reason FROM _sync_refused WHERE filed = 0"
@@ -431,14 +496,28 @@ refusals(uploader *u)
 		u->up.refusals[u->up.n_refusals++] = r;
 		u->size += size;
 		u->refusals++;
-		sqlite3_bind_text(stamp, 1, table, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(stamp, 2, key, (int) len, SQLITE_TRANSIENT);
-		rc = ms_done(c, stamp);
+		/* the key as stored, to stamp once the walk ends */
+		ms_buf_add(&keys, &len, sizeof len);
+		ms_buf_add(&keys, key, len);
+		if (keys.oom)
+			rc = SQLITE_NOMEM;
 	}
 	if (rc == SQLITE_DONE)
 		rc = SQLITE_OK;
 	sqlite3_finalize(st);
+	for (size_t i = 0, pos = 0; rc == SQLITE_OK && i < u->up.n_refusals; i++)
+	{
+		size_t		len;
+
+		memcpy(&len, keys.data + pos, sizeof len);
+		pos += sizeof len;
+		sqlite3_bind_text(stamp, 1, u->up.refusals[i]->table, -1, SQLITE_STATIC);
+		sqlite3_bind_text(stamp, 2, keys.data + pos, (int) len, SQLITE_STATIC);
+		rc = ms_done(c, stamp);
+		pos += len;
+	}
 	sqlite3_finalize(stamp);
+	ms_buf_free(&keys);
 	return rc;
 }
 
@@ -521,6 +600,9 @@ digests(uploader *u, bool *carried)
 		}
 		if (rc != SQLITE_DONE)
 			break;
+		rc = SQLITE_OK;
+		if (t->broken != NULL)
+			continue;			/* a table the host broke has no digest to give */
 		rc = ms_digest_table(c, t, &d);
 		if (rc != SQLITE_OK)
 			break;
@@ -739,6 +821,7 @@ upload_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		sqlite3_finalize(u.aside);
 		sqlite3_finalize(u.drop);
 		ms_buf_free(&u.carried);
+		ms_buf_free(&u.later);
 		rc = ms_end(&c, "_sync_upload", rc);
 	}
 	if (rc != SQLITE_OK)

@@ -457,7 +457,7 @@ tm_checksum(sqlite3 *db, int state)
 	sqlite3_stmt *tables;
 	uint64_t	h = 0xcbf29ce484222325ULL;
 
-	if (sqlite3_prepare_v2(db, "SELECT name, coalesce(sql, '') FROM sqlite_master ORDER BY name", -1,
+	if (sqlite3_prepare_v2(db, "SELECT name, coalesce(sql, ''), tbl_name FROM sqlite_master ORDER BY name", -1,
 						   &tables, NULL) != SQLITE_OK)
 		return 0;
 	while (sqlite3_step(tables) == SQLITE_ROW)
@@ -467,7 +467,7 @@ tm_checksum(sqlite3 *db, int state)
 		char	   *q;
 		sqlite3_stmt *rows;
 
-		if (!state && strncmp(name, "_sync_", 6) == 0)
+		if (!state && strncmp((const char *) sqlite3_column_text(tables, 2), "_sync_", 6) == 0)
 			continue;
 		h = fnv(h, name, strlen(name) + 1);
 		h = fnv(h, sql, strlen(sql) + 1);

@@ -6,6 +6,10 @@
  */
 #include "harness.h"
 
+#include <strings.h>
+
+#include "vectors.h"
+
 void		test_apply(void);
 
 static void
@@ -365,6 +369,123 @@ file_database_restart(void)
 	remove(path);
 }
 
+static void
+host_breaks_tables(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_shop(&s);
+	Sync__Down *d;
+	char	   *r;
+	char	   *sql;
+	tm_msg		begin,
+				end;
+
+	sql = sqlite3_mprintf("INSERT INTO orders VALUES ('%s', 1, 1, 1, NULL)", tm_replica_text(&s));
+	t_exec(db, sql, NULL);
+	sqlite3_free(sql);
+	t_exec(db, "DROP TABLE customers; ALTER TABLE orders DROP COLUMN note", NULL);
+	d = tm_down();
+	tm_upsert(tm_rows(d, "customers"), "{\"id\":5,\"name\":\"Eve\"}", -1, "5", NULL);
+	tm_delete(tm_rows(d, "customers"), "1", NULL);
+	tm_upsert(tm_rows(d, "products"), "{\"id\":5,\"name\":\"pie\"}", -1, "5", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"applied\"") && t_has(r, "\"upserts\":1") && t_has(r, "\"refused\":1"),
+		  "a table the host dropped: its rows refused, the rest applied: %s %s", S(r), tm_error());
+	r = t_text(db, "SELECT sync_status() ->> 'last_error'");
+	CHECK(t_has(r, "not as the snapshot made it"), "last_error says so: %s", S(r));
+	sqlite3_free(r);
+	CHECK(tm_upload(db).data != NULL, "the upload still works: %s", tm_error());
+	r = t_text(db, "SELECT set_aside FROM _sync_notes WHERE tbl = 'orders'");
+	CHECK(t_has(r, "cannot be read"), "the order, whose column is gone, is set aside: %s", S(r));
+	sqlite3_free(r);
+	tm_shop_snapshot(&s, &begin, &end);
+	r = tm_apply(db, begin);
+	CHECK(t_has(r, "\"applied\""), "a snapshot: %s %s", S(r), tm_error());
+	r = tm_apply(db, end);
+	CHECK(t_int(db, "SELECT count(*) FROM customers") == 2 &&
+		  t_int(db, "SELECT count(*) FROM pragma_table_info('orders') WHERE name = 'note'") == 1,
+		  "makes them again");
+	sqlite3_close(db);
+}
+
+/* the sample ToReplica of docs/protocol.md, applied after message 41 */
+static void
+protocol_sample(void)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_server	s;
+	Sync__Table *schema[1];
+	Sync__Down *d;
+	uint8_t		bytes[512];
+	long		head,
+				body;
+	char	   *r;
+
+	tm_server_init(&s, 0x20, 0x10);
+	memcpy(s.replica, ms_vector_replica, 16);
+	memcpy(s.epoch, ms_vector_epoch, 16);
+	schema[0] = tm_table("products", "catalog", "json", "id", "id INTEGER, name TEXT");
+	d = tm_begin(schema, 1);
+	tm_upsert(tm_rows(d, "products"), "{\"id\":8,\"name\":\"old\"}", -1, "8", NULL);
+	r = tm_apply(db, tm_message(&s, MS_PROTOCOL, 41, ms_vector_previous_nonce, 0, NULL, d, NULL, NULL));
+	CHECK(t_has(r, "\"applied\""), "message 41 begins a snapshot: %s %s", S(r), tm_error());
+	head = ms_hex_decode(ms_vector_head_hex, bytes, sizeof bytes);
+	body = ms_hex_decode(ms_vector_body_hex, bytes + head, sizeof bytes - (size_t) head);
+	r = tm_apply(db, (tm_msg) {bytes, (size_t) (head + body)});
+	CHECK(t_has(r, "\"result\":\"applied\",\"number\":42") && t_has(r, "\"upserts\":1") && t_has(r, "\"deletes\":1"),
+		  "the sample message follows it: %s %s", S(r), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM products WHERE id = 7 AND name = 'tea'") == 1 &&
+		  t_int(db, "SELECT count(*) FROM products WHERE id = 8") == 0, "tea is 7, 8 is gone");
+	r = t_text(db, "SELECT hex(seal) FROM _sync_state");
+	CHECK(r && strcasecmp(r, ms_vector_seal_hex) == 0, "its seal is kept to give back: %s", S(r));
+	sqlite3_free(r);
+	sqlite3_close(db);
+}
+
+/* names that need quoting, everywhere: tables, columns, triggers, indexes, uploads */
+static void
+awkward_names(void)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_server	s;
+	Sync__Table *schema[2];
+	Sync__Down *d;
+	char	   *r;
+	tm_msg		m;
+
+	tm_server_init(&s, 0x20, 0x10);
+	schema[0] = tm_table("inv.Parent 'p'", "catalog", "json", "k\"ey", "k\"ey TEXT, v'al TEXT owned");
+	schema[1] = tm_table("inv.child \"c\"", "record", "proto", "or_igin,id", "or_igin TEXT, id INTEGER, par_ent TEXT");
+	/* names with spaces (the builder splits on them) */
+	schema[1]->columns[0]->name = schema[1]->key[0] = "or igin";
+	schema[1]->columns[2]->name = "par ent";
+	tm_origin(schema[1], "or igin");
+	tm_fk(schema[1], "par_ent", "inv.Parent 'p'", "k\"ey");
+	schema[1]->foreign_keys[0]->columns[0] = "par ent";
+	d = tm_begin(schema, 2);
+	tm_upsert(tm_rows(d, "inv.Parent 'p'"), "{\"k\\\"ey\":\"a'b\\\"c\",\"v'al\":\"x\"}", -1, "a'b\"c", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"upserts\":1"), "awkward names: %s %s", S(r), tm_error());
+	r = tm_apply(db, tm_next(&s, NULL, tm_end("inv.Parent 'p'", "inv.child \"c\"", NULL)));
+	CHECK(t_has(r, "\"snapshot\":\"end\""), "end: %s %s", S(r), tm_error());
+	r = sqlite3_mprintf("INSERT INTO \"inv.child \"\"c\"\"\" VALUES ('%s', 1, 'a''b\"c');"
+						" UPDATE \"inv.Parent 'p'\" SET \"v'al\" = 'y'", tm_replica_text(&s));
+	CHECK(t_exec(db, r, NULL) == SQLITE_OK, "the host writes both");
+	sqlite3_free(r);
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_notes") == 2, "both noted");
+	m = tm_upload(db);
+	CHECK(m.data != NULL, "and uploaded: %s", tm_error());
+	d = tm_down();
+	tm_delete(tm_rows(d, "inv.Parent 'p'"), "a'b\"c", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"retired\":1"), "the parent is retired, the replica's child points at it: %s %s", S(r), tm_error());
+	r = t_text(db, "SELECT sync_digest()");
+	CHECK(t_has(r, "\"inv.Parent 'p'\":{\"count\":0") && t_has(r, "\"inv.child \\\"c\\\"\":{\"count\":1"),
+		  "digests name them: %s", S(r));
+	sqlite3_free(r);
+	sqlite3_close(db);
+}
+
 void
 test_apply(void)
 {
@@ -379,4 +500,7 @@ test_apply(void)
 	callers_transaction();
 	filed_during_gap();
 	file_database_restart();
+	host_breaks_tables();
+	protocol_sample();
+	awkward_names();
 }

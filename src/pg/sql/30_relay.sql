@@ -59,10 +59,11 @@ CREATE FUNCTION sync.quarantine_retry(tab regclass DEFAULT NULL) RETURNS bigint
 	LANGUAGE sql VOLATILE
 	SET search_path = pg_catalog, pg_temp
 	AS $$
-	WITH r AS (DELETE FROM sync.quarantine q
+	-- a note newer than its quarantine: the next pass tries the row again
+	WITH n AS (INSERT INTO sync.notes (tab, key)
+	           SELECT q.tab, q.key FROM sync.quarantine q
 	            WHERE $1 IS NULL OR q.tab = (SELECT t.id FROM sync.tables t WHERE t.relid = $1)
-	           RETURNING q.tab, q.key),
-	     n AS (INSERT INTO sync.notes (tab, key) SELECT r.tab, r.key FROM r RETURNING 1)
+	           RETURNING 1)
 	SELECT count(*) FROM n
 $$;
 COMMENT ON FUNCTION sync.quarantine_retry(regclass) IS
