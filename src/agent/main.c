@@ -341,8 +341,8 @@ file(agent *a, uint8_t *up, size_t len, round_stats *st, char err[AGENT_ERROR_MA
 	acked = replica_json_int(a->rep, a->answer, "$.acknowledged");
 	if (acked > st->acknowledged)
 		st->acknowledged = acked;
-	if (replica_json_int(a->rep, a->answer, "$.provisioning"))
-		st->provisioning = true;
+	/* what the last filing of the round says: acknowledgements mid-snapshot say so too */
+	st->provisioning = replica_json_int(a->rep, a->answer, "$.provisioning") != 0;
 	return STEP_OK;
 }
 

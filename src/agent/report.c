@@ -178,7 +178,9 @@ trouble(const char *event, const char *what, const char *why, int retry_ms)
 		json_end();
 		return;
 	}
-	if (retry_ms >= 0)
+	if (retry_ms == 0)
+		human(stderr, "%s%s%s; reconnecting", what ? what : "", what ? ": " : "", why);
+	else if (retry_ms > 0)
 		human(stderr, "%s%s%s; retrying in %d s", what ? what : "", what ? ": " : "", why,
 			  (retry_ms + 999) / 1000);
 	else
