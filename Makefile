@@ -18,7 +18,7 @@ SHLIB_LINK = -lprotobuf-c -lcrypto
 REGRESS = $(basename $(notdir $(wildcard sql/[0-9]*.sql)))
 REGRESS_OPTS = --load-extension=magic_sync
 ISOLATION = $(basename $(notdir $(wildcard tests/isolation/specs/*.spec)))
-ISOLATION_OPTS = --inputdir=tests/isolation
+ISOLATION_OPTS = --inputdir=tests/isolation --load-extension=magic_sync
 
 # Server headers are system headers to us: our own code must be warning-free.
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server) -Isrc/shared
