@@ -283,6 +283,7 @@ report_round(const round_stats *st, const backlog *b)
 	char		line[1024] = "";
 	char		word[64];
 	size_t		len;
+	int64_t		up;
 
 	if (mode == REPORT_QUIET)
 		return;
@@ -325,18 +326,39 @@ report_round(const round_stats *st, const backlog *b)
 			ADD(", a snapshot complete");
 		ADD(")");
 	}
-	if (st->filed + st->server_refused + st->waiting + st->dropped + st->set_aside > 0)
+	up = st->filed + st->server_refused + st->waiting + st->dropped + st->set_aside;
+	if (up > 0)
 	{
-		ADD("%s%lld %s filed by the server", *line ? "; " : "", (long long) st->filed,
-			st->filed == 1 ? "row" : "rows");
-		if (st->server_refused > 0)
-			ADD(", %lld refused", (long long) st->server_refused);
-		if (st->waiting > 0)
-			ADD(", %lld waiting", (long long) st->waiting);
-		if (st->dropped > 0)
-			ADD(", %lld dropped (the server's change wins)", (long long) st->dropped);
-		if (st->set_aside > 0)
-			ADD(", %lld set aside", (long long) st->set_aside);
+		ADD("%suploaded %lld %s", *line ? "; " : "", (long long) up, up == 1 ? "row" : "rows");
+		if (st->filed == up)
+			ADD(", filed");
+		else
+		{
+			const char *sep = ": ";
+
+			if (st->filed > 0)
+			{
+				ADD("%s%lld filed", sep, (long long) st->filed);
+				sep = ", ";
+			}
+			if (st->server_refused > 0)
+			{
+				ADD("%s%lld refused", sep, (long long) st->server_refused);
+				sep = ", ";
+			}
+			if (st->waiting > 0)
+			{
+				ADD("%s%lld waiting", sep, (long long) st->waiting);
+				sep = ", ";
+			}
+			if (st->dropped > 0)
+			{
+				ADD("%s%lld dropped (the server's change wins)", sep, (long long) st->dropped);
+				sep = ", ";
+			}
+			if (st->set_aside > 0)
+				ADD("%s%lld set aside", sep, (long long) st->set_aside);
+		}
 	}
 	if (st->stopped && strcmp(st->stopped, "gap") == 0)
 		ADD("%sa gap at message %lld: waiting for a snapshot", *line ? "; " : "", (long long) st->gap);
