@@ -219,10 +219,10 @@ class Store:
 
 # ---- setup ----------------------------------------------------------------------
 
-psql("postgres", "DROP DATABASE IF EXISTS shop")
+psql("postgres", "SET client_min_messages = warning; DROP DATABASE IF EXISTS shop")
 psql("postgres", "CREATE DATABASE shop")
 for name in STORES:
-    psql("postgres", f"DROP ROLE IF EXISTS store_{name}")
+    psql("postgres", f"SET client_min_messages = warning; DROP ROLE IF EXISTS store_{name}")
     psql("postgres", f"CREATE ROLE store_{name} LOGIN PASSWORD 'pw-{name}'")
 subprocess.run(["psql", "-XAtq", "-v", "ON_ERROR_STOP=1", "-d", "shop", "-c", "CREATE EXTENSION magic_sync",
                 "-f", os.path.join(SHOP, "schema.sql"), "-f", os.path.join(SHOP, "declare.sql"),
