@@ -18,7 +18,7 @@ SHLIB_LINK = -lprotobuf-c -lcrypto
 REGRESS = $(basename $(notdir $(wildcard sql/[0-9]*.sql)))
 REGRESS_OPTS = --load-extension=magic_sync
 ISOLATION = $(basename $(notdir $(wildcard tests/isolation/specs/*.spec)))
-ISOLATION_OPTS = --inputdir=tests/isolation
+ISOLATION_OPTS = --inputdir=tests/isolation --load-extension=magic_sync
 
 # Server headers are system headers to us: our own code must be warning-free.
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server) -Isrc/shared
@@ -54,8 +54,26 @@ build/rel/%.o: %.c src/shared/sync.pb-c.h
 magic_sync_sqlite.so: $(addprefix build/rel/,$(SQLITE_SRCS:.c=.o) $(SHARED_SRCS:.c=.o))
 	$(CC) -shared -o $@ $^ $(SQLITE_LIBS)
 
-magic_sync_agent: $(addprefix build/rel/,$(AGENT_SRCS:.c=.o) $(SHARED_SRCS:.c=.o))
-	$(CC) -o $@ $^ -I$(shell $(PG_CONFIG) --includedir) -L$(shell $(PG_CONFIG) --libdir) -lpq -lsqlite3 $(SQLITE_LIBS)
+# The replica agent: libpq, SQLite, and the replica extension linked in
+# (registered with sqlite3_auto_extension), so it needs no .so at run time.
+build/rel/src/agent/%.o: src/agent/%.c src/agent/agent.h src/shared/sync.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(OWN_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -c $< -o $@
+
+magic_sync_agent: $(addprefix build/rel/,$(AGENT_SRCS:.c=.o) $(SQLITE_SRCS:.c=.o) $(SHARED_SRCS:.c=.o))
+	$(CC) -o $@ $^ -L$(shell $(PG_CONFIG) --libdir) -lpq -lsqlite3 $(SQLITE_LIBS)
+
+# make install also puts the agent beside PostgreSQL's programs and the
+# replica extension beside the server's library.
+install: install-replica
+uninstall: uninstall-replica
+.PHONY: install-replica uninstall-replica
+install-replica: magic_sync_sqlite.so $(if $(AGENT_SRCS),magic_sync_agent)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)' '$(DESTDIR)$(pkglibdir)'
+	$(INSTALL_SHLIB) magic_sync_sqlite.so '$(DESTDIR)$(pkglibdir)/magic_sync_sqlite.so'
+	$(if $(AGENT_SRCS),$(INSTALL_PROGRAM) magic_sync_agent '$(DESTDIR)$(bindir)/magic_sync_agent')
+uninstall-replica:
+	rm -f '$(DESTDIR)$(pkglibdir)/magic_sync_sqlite.so' '$(DESTDIR)$(bindir)/magic_sync_agent'
 
 # Tests of src/shared and src/sqlite, under AddressSanitizer and UBSan.
 SAN_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1 -g \

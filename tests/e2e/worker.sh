@@ -5,10 +5,11 @@
 # processes, and keeps its memory flat across passes.  A dynamic worker
 # starts with sync.relay_start().
 set -u
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/../.." || exit 2
 if [ -z "${PGPORT:-}" ]; then
 	exec pg_virtualenv -t -o shared_preload_libraries=magic_sync -o magic_sync.database=postgres \
-		-o magic_sync.naptime=200 -o max_worker_processes=16 sh "$0"
+		-o magic_sync.naptime=200 -o max_worker_processes=16 sh "$self"
 fi
 . tests/e2e/lib.sh
 DB=postgres

@@ -1,0 +1,177 @@
+/*-------------------------------------------------------------------------
+ * agent.h
+ *	  magic_sync_agent: what its modules share.
+ *
+ * The agent moves bytes between a server and one replica file: it pulls
+ * what waits for the replica (sync.pull), hands each message to
+ * sync_apply, hands each sync_upload to sync.file, and waits on LISTEN
+ * magic_sync in between.  It uses only libpq, SQLite and the SQL surface
+ * of both sides (ARCHITECTURE.md, Layout).
+ *
+ *   main.c     options, signals, the loop and its backoff, exit codes
+ *   replica.c  the SQLite side: opening the file, the replica's functions
+ *   server.c   the libpq side: connecting, pulling, filing, waiting
+ *   report.c   what people and machines see: lines, the snapshot's bar, JSON
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_AGENT_H
+#define MS_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exit codes (sysexits.h's numbers, documented in --help). */
+#define EXIT_USAGE			64	/* EX_USAGE: the command line is wrong */
+#define EXIT_NOINPUT		66	/* EX_NOINPUT: the replica file cannot be opened or is another's */
+#define EXIT_UNAVAILABLE	69	/* EX_UNAVAILABLE: the server cannot be reached (with --once) */
+#define EXIT_SOFTWARE		70	/* EX_SOFTWARE: an error that retrying will not fix (with --once) */
+#define EXIT_NOPERM			77	/* EX_NOPERM: the server refuses this replica or role */
+
+#define AGENT_ERROR_MAX 512
+
+/*
+ * What became of a step.  Transient: the infrastructure failed (the server is
+ * out of reach, the file is locked by a writer): the same step may succeed
+ * later.  Refused: the server will not act for this replica or role.
+ * Failed: the data or the code failed; retried after a backoff, since the fix
+ * it waits for is a deploy.
+ */
+typedef enum agent_status
+{
+	STEP_OK = 0,
+	STEP_TRANSIENT,				/* the server is out of reach */
+	STEP_BUSY,					/* the replica file is locked, or its disk is full */
+	STEP_REFUSED,
+	STEP_FAILED
+} agent_status;
+
+/* ---- replica.c ---------------------------------------------------------- */
+
+typedef struct replica replica;
+
+/* What sync_apply said of one message (its JSON result, read). */
+typedef struct apply_result
+{
+	char		result[24];		/* applied, filed, duplicate, gap, wrong_replica, later_protocol */
+	char		snapshot[8];	/* begin, open, end, or "" */
+	int64_t		number;
+	int64_t		upserts;
+	int64_t		deletes;
+	int64_t		retired;
+	int64_t		refused;
+	int64_t		let_go;
+	int64_t		filed_rows;		/* a Filed answer: rows the server filed */
+	int64_t		notes;			/* a Filed answer: notes it let go of */
+	int64_t		set_aside;		/* a Filed answer: rows the server refused, set aside */
+	int64_t		gap;
+} apply_result;
+
+/* The replica's backlog: sync_progress() summed over its tables. */
+typedef struct backlog
+{
+	int64_t		unsent;
+	int64_t		unfiled;
+	int64_t		set_aside;
+	int64_t		refused;
+} backlog;
+
+extern replica *replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX]);
+extern void replica_close(replica *r);
+extern agent_status replica_applied(replica *r, int64_t *applied, bool *snapshot_open,
+									char err[AGENT_ERROR_MAX]);
+extern agent_status replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
+								  char err[AGENT_ERROR_MAX]);
+/* *up is NULL when there is nothing to say; the caller frees it with free() */
+extern agent_status replica_upload(replica *r, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX]);
+extern agent_status replica_backlog(replica *r, backlog *out, char err[AGENT_ERROR_MAX]);
+extern int64_t replica_max_message_bytes(replica *r);
+/* whether another connection wrote the file since the last call */
+extern bool replica_written(replica *r);
+/* json_extract of a JSON text, through the replica's connection */
+extern int64_t replica_json_int(replica *r, const char *json, const char *path);
+extern bool replica_json_text(replica *r, const char *json, const char *path, char *out, size_t size);
+
+/* ---- server.c ----------------------------------------------------------- */
+
+typedef struct server server;
+
+/* One row of sync.pull: number 0 for a Filed answer. */
+typedef struct pulled
+{
+	int64_t		number;
+	const uint8_t *message;
+	size_t		len;
+} pulled;
+
+extern agent_status server_connect(server **out, const char *conninfo, char err[AGENT_ERROR_MAX]);
+extern void server_close(server *s);
+/* pull: *rows points into a result freed by the next call or server_pull_done */
+extern agent_status server_pull(server *s, const uint8_t replica[16], int64_t after, int max_bytes,
+								pulled **rows, int *n, char err[AGENT_ERROR_MAX]);
+extern void server_pull_done(server *s);
+/* file: the filing's answer, a JSON text in out */
+extern agent_status server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
+								char *out, size_t size, char err[AGENT_ERROR_MAX]);
+
+typedef enum wake_reason
+{
+	WAKE_NOTIFIED,				/* the relay wrote to this replica */
+	WAKE_WRITTEN,				/* the replica's file was written by someone else */
+	WAKE_TIMEOUT,
+	WAKE_STOP,					/* SIGINT or SIGTERM */
+	WAKE_LOST					/* the connection broke */
+} wake_reason;
+
+/* wait up to timeout_ms for one of the reasons above */
+extern wake_reason server_wait(server *s, const char *replica_id, int timeout_ms, replica *r,
+							   volatile const int *stop, char err[AGENT_ERROR_MAX]);
+/* sleep up to ms, returning early on a stop; false when stopped */
+extern bool agent_sleep(int ms, volatile const int *stop);
+
+/* ---- report.c ----------------------------------------------------------- */
+
+typedef enum report_mode
+{
+	REPORT_HUMAN,
+	REPORT_JSON,
+	REPORT_QUIET
+} report_mode;
+
+/* What one round did. */
+typedef struct round_stats
+{
+	int64_t		messages;		/* messages applied (chained ones: not answers, not duplicates) */
+	int64_t		upserts;
+	int64_t		deletes;
+	int64_t		retired;
+	int64_t		refused;
+	int64_t		answers;		/* Filed answers applied */
+	int64_t		answered_rows;
+	int64_t		duplicates;
+	int64_t		uploads;		/* uploads filed */
+	int64_t		filed;			/* rows the server filed */
+	int64_t		server_refused;
+	int64_t		dropped;
+	int64_t		waiting;
+	int64_t		set_aside;
+	int64_t		acknowledged;	/* the message the server now knows the replica applied */
+	int64_t		applied;		/* the last message the replica applied */
+	int64_t		snapshots;		/* snapshots completed */
+	const char *stopped;		/* gap, later_protocol, wrong_replica: why applying stopped */
+	int64_t		gap;
+	bool		provisioning;	/* the server provisions the replica again */
+} round_stats;
+
+extern void report_init(report_mode mode, const char *name);
+extern void report_start(const char *replica, const char *db, int64_t applied);
+extern void report_connected(void);
+extern void report_unreachable(const char *why, int retry_ms);
+extern void report_lost(const char *why, int retry_ms);
+extern void report_error(const char *what, const char *why, int retry_ms);
+extern void report_notice(const char *message);
+extern void report_snapshot(int64_t rows, int64_t of, bool begun, bool ended);
+extern void report_round(const round_stats *st, const backlog *b);
+extern void report_stop(const char *why, int code);
+
+#endif

@@ -1,0 +1,705 @@
+/*-------------------------------------------------------------------------
+ * main.c
+ *	  magic_sync_agent: runs one replica's loop against a server.
+ *
+ *   magic_sync_agent --server CONNINFO --replica UUID --db FILE [options]
+ *
+ * A pass pulls what waits for the replica after the last message it applied
+ * (sync_status), applies each message in order (sync_apply), stopping at a
+ * gap, a message of a later protocol or one for another replica, and files
+ * every upload the replica has (sync_upload -> sync.file), acknowledging
+ * what it applied as it goes.  Passes follow each other until nothing moves
+ * (a round); the agent then waits on LISTEN magic_sync for the relay to
+ * name this replica, for a write to the file, or for --interval.  When the
+ * server is out of reach it tries again after 1 s, doubling to 30 s, while
+ * the file stays usable: every step is a short transaction of its own.
+ * SIGINT and SIGTERM finish the step under way, close both sides and exit 0.
+ *
+ * States: connecting -> round -> waiting -> round ..., or -> backoff ->
+ * connecting when the connection breaks; stopping from any of them.
+ *-------------------------------------------------------------------------
+ */
+#include "agent.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wire.h"
+
+#define AGENT_VERSION "0.1"
+#define BACKOFF_FIRST_MS 1000
+#define BACKOFF_MAX_MS 30000
+#define ROUND_LINE_MS 5000		/* a long round says what it did at least this often */
+#define PASSES_MAX 100000		/* --once gives up on a round that never settles */
+#define UPLOADS_PER_PASS 1000
+#define BUSY_TRIES_ONCE 5		/* --once: tries of a step while the file stays locked */
+
+static volatile sig_atomic_t stop_signal;
+
+static void
+on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+typedef struct options
+{
+	const char *server;
+	const char *replica;
+	const char *db;
+	const char *name;
+	bool		once;
+	int			interval_ms;
+	int			pull_bytes;
+	report_mode mode;
+} options;
+
+/* what the agent knows of a snapshot being applied, for the bar */
+typedef struct snapshot_bar
+{
+	bool		open;
+	int64_t		rows;
+	int64_t		of;				/* 0: unknown (the agent started mid-snapshot) */
+} snapshot_bar;
+
+typedef struct agent
+{
+	options		opt;
+	char		uuid[37];
+	uint8_t		uuid_bytes[16];
+	replica    *rep;
+	server	   *srv;
+	snapshot_bar bar;
+	char		answer[4096];	/* sync.file's answer */
+	uint8_t    *unfiled;		/* an upload whose filing failed for the infrastructure */
+	size_t		unfiled_len;
+} agent;
+
+static const char usage_text[] =
+"Usage: magic_sync_agent --server CONNINFO --replica UUID --db FILE [OPTION]...\n"
+"\n"
+"Runs one replica's loop: pulls what the server's relay wrote for the replica\n"
+"(sync.pull), applies each message to the SQLite file (sync_apply), files\n"
+"what the replica wrote and what it applied (sync_upload -> sync.file), and\n"
+"waits on LISTEN magic_sync between rounds.  The replica extension is built\n"
+"into the agent: the file needs nothing else, and the tables are created by\n"
+"the first snapshot.\n"
+"\n"
+"Required:\n"
+"  --server CONNINFO  the server's database, as a libpq connection string or\n"
+"                     URI (\"host=hq dbname=shop user=store_1\"); '' takes\n"
+"                     everything from PGHOST, PGDATABASE, PGUSER, ... The role\n"
+"                     is the replica's own (sync.replica_add(..., role => ...))\n"
+"                     or a member of sync_admin.\n"
+"  --replica UUID     the replica's uuid, as registered with sync.replica_add\n"
+"  --db FILE          the replica's SQLite file; created when missing, put in\n"
+"                     WAL mode.  The application reads and writes it meanwhile.\n"
+"\n"
+"Options:\n"
+"  --once             run rounds until nothing more moves, then exit\n"
+"  --interval MS      the longest wait between rounds when nothing wakes the\n"
+"                     agent (default 10000).  It wakes at once when the relay\n"
+"                     notifies this replica, and within 250 ms of a write to\n"
+"                     the file by another process.\n"
+"  --pull-bytes N     bytes of messages to pull at a time (default 4194304)\n"
+"  --name LABEL       put LABEL in front of every line (and in JSON: \"name\")\n"
+"  --json             one JSON object per line on stdout, for machines:\n"
+"                     events start, connected, unreachable, lost, error,\n"
+"                     snapshot, round, stop (see docs/operations.md)\n"
+"  --quiet            print errors only\n"
+"  --help             print this help and exit\n"
+"  --version          print the version and exit\n"
+"\n"
+"Output: while a snapshot is applied, a bar of its rows (the first message\n"
+"of a snapshot says how many it carries); then one line per round that did\n"
+"something: messages and rows applied, uploads filed and what the server\n"
+"did with their rows, filings confirmed, and the backlog (rows written not\n"
+"yet sent, sent not yet filed).  Errors go to stderr.\n"
+"\n"
+"When the server is out of reach, or the connection breaks, the agent tries\n"
+"again after 1 s, doubling up to 30 s; the file stays usable meanwhile.\n"
+"SIGINT or SIGTERM: the agent finishes the step under way and exits 0.\n"
+"\n"
+"Exit codes:\n"
+"   0  stopped by SIGINT/SIGTERM, or (--once) nothing more moves\n"
+"  64  the command line is wrong\n"
+"  66  the file cannot be opened, or belongs to another replica\n"
+"  69  the server cannot be reached (--once only; otherwise it retries)\n"
+"  70  an error retrying will not fix (--once only; otherwise it retries\n"
+"      after a backoff, since the fix is a deploy)\n"
+"  77  the server refuses: authentication failed, the role may not act for\n"
+"      this replica, or the replica is not registered or was dropped\n";
+
+static int
+usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "magic_sync_agent: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'magic_sync_agent --help'.\n");
+	return EXIT_USAGE;
+}
+
+/* parse_uuid: a uuid in its 36-character form, any case; lowercased into text */
+static bool
+parse_uuid(const char *in, char text[37], uint8_t bytes[16])
+{
+	int			b = 0;
+
+	if (strlen(in) != 36)
+		return false;
+	for (int i = 0; i < 36; i++)
+	{
+		bool		dash = i == 8 || i == 13 || i == 18 || i == 23;
+
+		if (dash ? in[i] != '-' : !isxdigit((unsigned char) in[i]))
+			return false;
+		text[i] = (char) tolower((unsigned char) in[i]);
+	}
+	text[36] = '\0';
+	for (int i = 0; i < 36; i++)
+	{
+		if (text[i] == '-')
+			continue;
+		{
+			int			hi = isdigit((unsigned char) text[i]) ? text[i] - '0' : text[i] - 'a' + 10;
+			int			lo = isdigit((unsigned char) text[i + 1]) ? text[i + 1] - '0' : text[i + 1] - 'a' + 10;
+
+			bytes[b++] = (uint8_t) (hi * 16 + lo);
+			i++;
+		}
+	}
+	return b == 16;
+}
+
+static bool
+parse_int(const char *s, long min, long max, int *out)
+{
+	char	   *end;
+	long		v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+		return false;
+	*out = (int) v;
+	return true;
+}
+
+/* parse_options: 0 to run, -1 to exit 0 (--help, --version), else an exit code */
+static int
+parse_options(int argc, char **argv, options *o)
+{
+	memset(o, 0, sizeof *o);
+	o->interval_ms = 10000;
+	o->pull_bytes = 4 << 20;
+	o->mode = REPORT_HUMAN;
+	for (int i = 1; i < argc; i++)
+	{
+		const char *arg = argv[i];
+		const char *value = NULL;
+		const char *eq = strchr(arg, '=');
+		char		name[32];
+		bool		takes;
+
+		if (strncmp(arg, "--", 2) != 0)
+			return usage_error("unexpected argument '%s'", arg);
+		snprintf(name, sizeof name, "%.*s", eq ? (int) (eq - arg) : (int) strlen(arg), arg);
+		takes = strcmp(name, "--server") == 0 || strcmp(name, "--replica") == 0 ||
+			strcmp(name, "--db") == 0 || strcmp(name, "--interval") == 0 ||
+			strcmp(name, "--pull-bytes") == 0 || strcmp(name, "--name") == 0;
+		if (takes)
+		{
+			if (eq)
+				value = eq + 1;
+			else if (i + 1 < argc)
+				value = argv[++i];
+			else
+				return usage_error("option %s needs a value", name);
+		}
+		else if (eq)
+			return usage_error("option %s takes no value", name);
+
+		if (strcmp(name, "--help") == 0)
+		{
+			fputs(usage_text, stdout);
+			return -1;
+		}
+		else if (strcmp(name, "--version") == 0)
+		{
+			printf("magic_sync_agent %s (protocol %d)\n", AGENT_VERSION, MS_PROTOCOL);
+			return -1;
+		}
+		else if (strcmp(name, "--server") == 0)
+			o->server = value;
+		else if (strcmp(name, "--replica") == 0)
+			o->replica = value;
+		else if (strcmp(name, "--db") == 0)
+			o->db = value;
+		else if (strcmp(name, "--name") == 0)
+			o->name = value;
+		else if (strcmp(name, "--once") == 0)
+			o->once = true;
+		else if (strcmp(name, "--json") == 0)
+			o->mode = REPORT_JSON;
+		else if (strcmp(name, "--quiet") == 0)
+			o->mode = REPORT_QUIET;
+		else if (strcmp(name, "--interval") == 0)
+		{
+			if (!parse_int(value, 10, 3600 * 1000, &o->interval_ms))
+				return usage_error("--interval takes milliseconds from 10 to 3600000, not '%s'", value);
+		}
+		else if (strcmp(name, "--pull-bytes") == 0)
+		{
+			if (!parse_int(value, 1024, 1 << 30, &o->pull_bytes))
+				return usage_error("--pull-bytes takes a number of bytes from 1024 to 1073741824, not '%s'", value);
+		}
+		else
+			return usage_error("unknown option %s", name);
+	}
+	if (o->server == NULL)
+		return usage_error("%s", "--server is required (a libpq connection string; '' for the PG* environment)");
+	if (o->replica == NULL)
+		return usage_error("%s", "--replica is required (the replica's uuid)");
+	if (o->db == NULL || o->db[0] == '\0')
+		return usage_error("%s", "--db is required (the replica's SQLite file)");
+	return 0;
+}
+
+/* ---- one pass ----------------------------------------------------------- */
+
+/*
+ * carried: what a message carries, for the bar: whether it begins a
+ * snapshot and how many rows that snapshot carries, and its upserts.
+ */
+static void
+carried(agent *a, const pulled *m, bool *begins, int64_t *of, int64_t *upserts)
+{
+	ms_wire_status st;
+	char		reason[MS_REASON_MAX];
+	Sync__ToReplica *msg;
+
+	*begins = false;
+	*of = 0;
+	*upserts = 0;
+	msg = ms_to_replica_decode(m->message, m->len, (size_t) replica_max_message_bytes(a->rep),
+							   NULL, &st, reason);
+	if (msg == NULL)
+		return;					/* sync_apply will say why */
+	if (st == MS_WIRE_OK && msg->body_case == SYNC__TO_REPLICA__BODY_DOWN)
+	{
+		if (msg->down->begin)
+		{
+			*begins = true;
+			*of = (int64_t) msg->down->begin->rows;
+		}
+		for (size_t i = 0; i < msg->down->n_tables; i++)
+			*upserts += (int64_t) msg->down->tables[i]->n_upserts;
+	}
+	sync__to_replica__free_unpacked(msg, NULL);
+}
+
+/*
+ * file: sync.file of one upload.  An upload stamps what it carries in the
+ * replica as sent; one whose filing failed for the infrastructure (the
+ * connection broke, before or after the server committed it) is kept and
+ * filed again, the same bytes, before anything else: the server files an
+ * upload once however often it comes, and the replica is spared waiting
+ * resend_after for rows it sent into a broken connection.
+ */
+static agent_status
+file(agent *a, uint8_t *up, size_t len, round_stats *st, char err[AGENT_ERROR_MAX])
+{
+	agent_status rc = server_file(a->srv, a->uuid_bytes, up, len, a->answer, sizeof a->answer, err);
+	int64_t		acked;
+
+	if (rc == STEP_TRANSIENT)
+	{
+		if (a->unfiled != up)
+		{
+			free(a->unfiled);
+			a->unfiled = up;
+			a->unfiled_len = len;
+		}
+		return rc;
+	}
+	if (a->unfiled == up)
+		a->unfiled = NULL;
+	free(up);
+	if (rc != STEP_OK)
+		return rc;
+	st->uploads++;
+	st->filed += replica_json_int(a->rep, a->answer, "$.filed");
+	st->server_refused += replica_json_int(a->rep, a->answer, "$.refused");
+	st->dropped += replica_json_int(a->rep, a->answer, "$.dropped");
+	st->waiting += replica_json_int(a->rep, a->answer, "$.waiting");
+	st->set_aside += replica_json_int(a->rep, a->answer, "$.set_aside");
+	acked = replica_json_int(a->rep, a->answer, "$.acknowledged");
+	if (acked > st->acknowledged)
+		st->acknowledged = acked;
+	/* what the last filing of the round says: acknowledgements mid-snapshot say so too */
+	st->provisioning = replica_json_int(a->rep, a->answer, "$.provisioning") != 0;
+	return STEP_OK;
+}
+
+/* uploads: the upload kept from a broken connection, then every upload the replica has */
+static agent_status
+uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
+{
+	agent_status rc;
+
+	if (a->unfiled)
+	{
+		rc = file(a, a->unfiled, a->unfiled_len, st, err);
+		if (rc != STEP_OK)
+			return rc;
+	}
+	for (int i = 0; i < UPLOADS_PER_PASS && !stop_signal; i++)
+	{
+		uint8_t    *up;
+		size_t		len;
+
+		rc = replica_upload(a->rep, &up, &len, err);
+		if (rc != STEP_OK || up == NULL)
+			return rc;
+		rc = file(a, up, len, st, err);
+		if (rc != STEP_OK)
+			return rc;
+	}
+	return STEP_OK;
+}
+
+/*
+ * pass: pull and apply, a batch at a time, acknowledging each batch; then
+ * file what remains to say.  *moved: whether anything changed on either side.
+ */
+static agent_status
+pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
+{
+	round_stats before = *st;
+	agent_status rc;
+	bool		halt = false;
+
+	while (!halt && !stop_signal)
+	{
+		int64_t		after;
+		bool		open;
+		pulled	   *rows;
+		int			n;
+		int			chained = 0;
+		bool		progressed = false;
+
+		rc = replica_applied(a->rep, &after, &open, err);
+		if (rc != STEP_OK)
+			return rc;
+		if (open && !a->bar.open)
+		{
+			/* a snapshot was under way when the agent started: its size is unknown */
+			a->bar.open = true;
+			a->bar.rows = 0;
+			a->bar.of = 0;
+		}
+		rc = server_pull(a->srv, a->uuid_bytes, after, a->opt.pull_bytes, &rows, &n, err);
+		if (rc != STEP_OK)
+			return rc;
+		for (int i = 0; i < n && !halt && !stop_signal; i++)
+		{
+			apply_result res;
+			bool		begins = false;
+			int64_t		of = 0,
+						upserts = 0;
+
+			if (rows[i].number != 0)
+			{
+				chained++;
+				carried(a, &rows[i], &begins, &of, &upserts);
+			}
+			rc = replica_apply(a->rep, rows[i].message, rows[i].len, &res, err);
+			if (rc != STEP_OK)
+			{
+				server_pull_done(a->srv);
+				return rc;
+			}
+			if (strcmp(res.result, "applied") == 0)
+			{
+				bool		ended = strcmp(res.snapshot, "end") == 0;
+
+				progressed = true;
+				st->messages++;
+				st->upserts += res.upserts;
+				st->deletes += res.deletes + res.let_go;
+				st->retired += res.retired;
+				st->refused += res.refused;
+				if (begins)
+				{
+					a->bar.open = true;
+					a->bar.of = of;
+					a->bar.rows = upserts;
+					report_snapshot(a->bar.rows, a->bar.of, true, false);
+				}
+				else if (a->bar.open)
+				{
+					a->bar.rows += upserts;
+					report_snapshot(a->bar.rows, a->bar.of, false, ended);
+				}
+				if (ended)
+				{
+					if (!a->bar.open)
+						report_snapshot(0, 0, false, true);
+					a->bar.open = false;
+					st->snapshots++;
+				}
+			}
+			else if (strcmp(res.result, "filed") == 0)
+			{
+				/*
+				 * sync.pull gives every answer of the last hour again (one
+				 * lost on the way is not lost): only one that let go of notes
+				 * is news.
+				 */
+				if (res.notes > 0 || res.set_aside > 0)
+				{
+					progressed = true;
+					st->answers++;
+					st->answered_rows += res.filed_rows;
+				}
+			}
+			else if (strcmp(res.result, "duplicate") == 0)
+				st->duplicates++;
+			else
+			{
+				/* gap, later_protocol, wrong_replica: nothing after it applies */
+				st->stopped = strcmp(res.result, "gap") == 0 ? "gap" :
+					strcmp(res.result, "later_protocol") == 0 ? "later_protocol" : "wrong_replica";
+				st->gap = res.gap > 0 ? res.gap : res.number;
+				halt = true;
+			}
+		}
+		server_pull_done(a->srv);
+		if (!progressed || chained == 0)
+			break;
+		/* acknowledge what this batch applied, so the server trims the outbox */
+		rc = uploads(a, st, err);
+		if (rc != STEP_OK)
+			return rc;
+	}
+	rc = uploads(a, st, err);
+	if (rc != STEP_OK)
+		return rc;
+	{
+		int64_t		applied;
+		bool		open;
+
+		if (replica_applied(a->rep, &applied, &open, err) == STEP_OK)
+			st->applied = applied;
+	}
+	*moved = st->messages != before.messages || st->uploads != before.uploads ||
+		st->answers != before.answers;
+	return STEP_OK;
+}
+
+/* ---- the loop ----------------------------------------------------------- */
+
+static bool
+round_did_something(const round_stats *st)
+{
+	return st->messages > 0 || st->answers > 0 || st->filed > 0 || st->server_refused > 0 ||
+		st->dropped > 0 || st->waiting > 0 || st->set_aside > 0 || st->stopped ||
+		st->provisioning || st->snapshots > 0;
+}
+
+static void
+say_round(agent *a, round_stats *st)
+{
+	backlog		b;
+	char		err[AGENT_ERROR_MAX];
+
+	if (replica_backlog(a->rep, &b, err) != STEP_OK)
+		memset(&b, 0, sizeof b);
+	report_round(st, &b);
+}
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int
+finish(agent *a, const char *why, int code)
+{
+	report_stop(why, code);
+	free(a->unfiled);
+	server_close(a->srv);
+	replica_close(a->rep);
+	return code;
+}
+
+int
+main(int argc, char **argv)
+{
+	agent		a;
+	char		err[AGENT_ERROR_MAX];
+	struct sigaction sa;
+	int			backoff = BACKOFF_FIRST_MS;
+	int			busy = 0;
+	int			rc;
+	int64_t		applied;
+	bool		open;
+
+	memset(&a, 0, sizeof a);
+	rc = parse_options(argc, argv, &a.opt);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if (!parse_uuid(a.opt.replica, a.uuid, a.uuid_bytes))
+		return usage_error("--replica takes a uuid (8-4-4-4-12 hexadecimal digits), not '%s'", a.opt.replica);
+	report_init(a.opt.mode, a.opt.name);
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+
+	a.rep = replica_open(a.opt.db, a.uuid, err);
+	if (a.rep == NULL)
+	{
+		report_error("cannot open the replica", err, -1);
+		return finish(&a, "cannot open the replica file", EXIT_NOINPUT);
+	}
+	if (replica_applied(a.rep, &applied, &open, err) != STEP_OK)
+	{
+		report_error("cannot read the replica", err, -1);
+		return finish(&a, "cannot read the replica file", EXIT_NOINPUT);
+	}
+	report_start(a.uuid, a.opt.db, applied);
+
+	while (!stop_signal)
+	{
+		round_stats st;
+		int64_t		began;
+		agent_status status = STEP_OK;
+		int			passes = 0;
+		bool		moved = true;
+
+		if (a.srv == NULL)
+		{
+			status = server_connect(&a.srv, a.opt.server, err);
+			if (status == STEP_REFUSED)
+			{
+				report_error("the server refuses the connection", err, -1);
+				return finish(&a, "refused by the server", EXIT_NOPERM);
+			}
+			if (status != STEP_OK)
+			{
+				if (a.opt.once)
+				{
+					report_error("server unreachable", err, -1);
+					return finish(&a, "the server is unavailable", EXIT_UNAVAILABLE);
+				}
+				report_unreachable(err, backoff);
+				agent_sleep(backoff, &stop_signal);
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+				continue;
+			}
+			report_connected();
+		}
+
+		/* a round: passes until nothing moves */
+		memset(&st, 0, sizeof st);
+		began = mono_ms();
+		while (moved && !stop_signal && passes++ < PASSES_MAX)
+		{
+			moved = false;
+			status = pass(&a, &st, &moved, err);
+			if (status != STEP_OK)
+				break;
+			if (moved && mono_ms() - began >= ROUND_LINE_MS)
+			{
+				if (round_did_something(&st))
+					say_round(&a, &st);
+				memset(&st, 0, sizeof st);
+				began = mono_ms();
+			}
+		}
+		if (round_did_something(&st))
+			say_round(&a, &st);
+		if (stop_signal)
+			break;
+
+		switch (status)
+		{
+			case STEP_OK:
+				backoff = BACKOFF_FIRST_MS;
+				busy = 0;
+				break;
+			case STEP_REFUSED:
+				report_error("the server refuses", err, -1);
+				return finish(&a, "refused by the server", EXIT_NOPERM);
+			case STEP_TRANSIENT:
+				if (a.opt.once)
+				{
+					report_error("transient failure", err, -1);
+					return finish(&a, "the server is unavailable", EXIT_UNAVAILABLE);
+				}
+				report_lost(err, backoff);
+				server_close(a.srv);
+				a.srv = NULL;
+				agent_sleep(backoff, &stop_signal);
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+				continue;
+			case STEP_BUSY:
+				/* the application holds the file: wait for it, keep the connection */
+				if (a.opt.once && ++busy > BUSY_TRIES_ONCE)
+				{
+					report_error("the replica file stays busy", err, -1);
+					return finish(&a, "the replica file stays busy", EXIT_SOFTWARE);
+				}
+				report_error("the replica file is busy", err, backoff);
+				agent_sleep(backoff, &stop_signal);
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+				continue;
+			case STEP_FAILED:
+				if (a.opt.once)
+				{
+					report_error("failed", err, -1);
+					return finish(&a, "an error retrying will not fix", EXIT_SOFTWARE);
+				}
+				report_error("failed", err, backoff);
+				agent_sleep(backoff, &stop_signal);
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+				continue;
+		}
+
+		if (a.opt.once)
+		{
+			if (passes > PASSES_MAX)
+				return finish(&a, "the round never settled", EXIT_SOFTWARE);
+			return finish(&a, "nothing more moves", 0);
+		}
+
+		switch (server_wait(a.srv, a.uuid, a.opt.interval_ms, a.rep, &stop_signal, err))
+		{
+			case WAKE_LOST:
+				report_lost(err, 0);
+				server_close(a.srv);
+				a.srv = NULL;
+				break;
+			case WAKE_NOTIFIED:
+			case WAKE_WRITTEN:
+			case WAKE_TIMEOUT:
+			case WAKE_STOP:
+				break;
+		}
+	}
+	return finish(&a, stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", 0);
+}

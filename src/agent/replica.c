@@ -1,0 +1,441 @@
+/*-------------------------------------------------------------------------
+ * replica.c
+ *	  The agent's SQLite side: the replica file and the replica's functions.
+ *
+ * The replica extension is linked into the agent and registered with
+ * sqlite3_auto_extension, so the agent needs no .so at run time and always
+ * speaks the protocol it was built with.  The file is opened in WAL mode
+ * with a busy timeout: the host application keeps reading and writing it
+ * while the agent applies, and every function the agent calls runs in a
+ * short transaction of its own (autocommit), so nothing is held between
+ * steps, and the file stays usable while the server is out of reach.
+ *-------------------------------------------------------------------------
+ */
+#include "agent.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* the replica extension's entry point (src/sqlite/magic_sync_sqlite.c) */
+extern int	sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
+										 const sqlite3_api_routines *pApi);
+
+#define BUSY_TIMEOUT_MS 5000
+
+struct replica
+{
+	sqlite3    *db;
+	sqlite3_stmt *apply;
+	sqlite3_stmt *upload;
+	sqlite3_stmt *status;
+	sqlite3_stmt *progress;
+	sqlite3_stmt *json_int;
+	sqlite3_stmt *json_text;
+	sqlite3_stmt *data_version;
+	sqlite3_stmt *begin;
+	sqlite3_stmt *commit;
+	sqlite3_stmt *rollback;
+	int64_t		version;		/* PRAGMA data_version when last looked at */
+	int64_t		max_message;
+};
+
+static agent_status
+fail(replica *r, int rc, const char *what, char err[AGENT_ERROR_MAX])
+{
+	const char *message = sqlite3_errmsg(r->db);
+
+	/* the extension's errors name their function already */
+	if (strncmp(message, what, strlen(what)) == 0)
+		snprintf(err, AGENT_ERROR_MAX, "%s", message);
+	else
+		snprintf(err, AGENT_ERROR_MAX, "%s: %s", what, message);
+	rc &= 0xff;
+	/* a writer holds the file, or the disk is full: the same step may succeed later */
+	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED || rc == SQLITE_FULL || rc == SQLITE_IOERR)
+		return STEP_BUSY;
+	return STEP_FAILED;
+}
+
+static void
+rollback(replica *r)
+{
+	if (!sqlite3_get_autocommit(r->db))
+	{
+		sqlite3_step(r->rollback);
+		sqlite3_reset(r->rollback);
+	}
+}
+
+static int
+prepare(replica *r, const char *sql, sqlite3_stmt **stmt)
+{
+	return sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt, NULL);
+}
+
+/*
+ * begin: the agent's writes (sync_apply, sync_upload) run in a transaction
+ * that takes the write lock first, waiting for it under the busy timeout:
+ * a deferred one that reads first could not wait for a writer that came in
+ * between (SQLITE_BUSY_SNAPSHOT, at once).  The functions work in a
+ * savepoint inside it.
+ */
+static int
+begin(replica *r, const char *what, char err[AGENT_ERROR_MAX])
+{
+	int			rc = sqlite3_step(r->begin);
+
+	sqlite3_reset(r->begin);
+	return rc == SQLITE_DONE ? STEP_OK : (int) fail(r, rc, what, err);
+}
+
+static int
+commit(replica *r, const char *what, char err[AGENT_ERROR_MAX])
+{
+	int			rc = sqlite3_step(r->commit);
+
+	sqlite3_reset(r->commit);
+	if (rc == SQLITE_DONE)
+		return STEP_OK;
+	rc = (int) fail(r, rc, what, err);
+	rollback(r);
+	return rc;
+}
+
+static int64_t
+data_version(replica *r)
+{
+	int64_t		v = 0;
+
+	if (sqlite3_step(r->data_version) == SQLITE_ROW)
+		v = sqlite3_column_int64(r->data_version, 0);
+	sqlite3_reset(r->data_version);
+	return v;
+}
+
+/*
+ * replica_open: opens (or creates) the replica file in WAL mode, with the
+ * replica extension registered, and tells the replica its uuid (sync_init:
+ * an error when the file belongs to another replica).  NULL, with the
+ * reason, when it cannot.
+ */
+replica *
+replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
+{
+	replica    *r = calloc(1, sizeof *r);
+	sqlite3_stmt *stmt = NULL;
+	int			rc;
+
+	if (r == NULL)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "out of memory");
+		return NULL;
+	}
+	sqlite3_auto_extension((void (*) (void)) sqlite3_magicsyncsqlite_init);
+	rc = sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	if (rc != SQLITE_OK)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "cannot open %s: %s", path,
+				 r->db ? sqlite3_errmsg(r->db) : sqlite3_errstr(rc));
+		replica_close(r);
+		return NULL;
+	}
+	sqlite3_busy_timeout(r->db, BUSY_TIMEOUT_MS);
+	/* WAL: readers never wait for the agent, nor it for them */
+	rc = sqlite3_prepare_v2(r->db, "PRAGMA journal_mode = WAL", -1, &stmt, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW &&
+		strcmp((const char *) sqlite3_column_text(stmt, 0), "wal") != 0)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "cannot open %s in WAL mode (journal mode %s)", path,
+				 (const char *) sqlite3_column_text(stmt, 0));
+		sqlite3_finalize(stmt);
+		replica_close(r);
+		return NULL;
+	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_finalize(stmt);
+	else
+		sqlite3_finalize(stmt);
+	if (rc != SQLITE_OK)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "cannot open %s: %s", path, sqlite3_errmsg(r->db));
+		replica_close(r);
+		return NULL;
+	}
+
+	rc = sqlite3_prepare_v2(r->db, "SELECT sync_init(?1)", -1, &stmt, NULL);
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_text(stmt, 1, uuid, -1, SQLITE_STATIC);
+		rc = sqlite3_step(stmt);
+		rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
+	}
+	if (rc != SQLITE_OK)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "%s is not replica %s's file: %s", path, uuid,
+				 sqlite3_errmsg(r->db));
+		sqlite3_finalize(stmt);
+		replica_close(r);
+		return NULL;
+	}
+	sqlite3_finalize(stmt);
+
+	rc = prepare(r, "SELECT sync_apply(?1)", &r->apply);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "SELECT sync_upload()", &r->upload);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "SELECT json_extract(s, '$.applied'), json_extract(s, '$.snapshot') IS NOT NULL"
+					 " FROM (SELECT sync_status() AS s)", &r->status);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "SELECT coalesce(sum(json_extract(value, '$.unsent')), 0),"
+					 " coalesce(sum(json_extract(value, '$.unfiled')), 0),"
+					 " coalesce(sum(json_extract(value, '$.set_aside')), 0),"
+					 " coalesce(sum(json_extract(value, '$.refused')), 0)"
+					 " FROM json_each(sync_progress())", &r->progress);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "SELECT json_extract(?1, ?2)", &r->json_int);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "SELECT json_extract(?1, ?2)", &r->json_text);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "PRAGMA data_version", &r->data_version);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "BEGIN IMMEDIATE", &r->begin);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "COMMIT", &r->commit);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "ROLLBACK", &r->rollback);
+	if (rc == SQLITE_OK)
+	{
+		rc = sqlite3_prepare_v2(r->db, "SELECT sync_config('max_message_bytes')", -1, &stmt, NULL);
+		if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW)
+			r->max_message = sqlite3_column_int64(stmt, 0);
+		sqlite3_finalize(stmt);
+	}
+	if (rc != SQLITE_OK)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "cannot prepare the replica's statements: %s",
+				 sqlite3_errmsg(r->db));
+		replica_close(r);
+		return NULL;
+	}
+	r->version = data_version(r);
+	return r;
+}
+
+void
+replica_close(replica *r)
+{
+	if (r == NULL)
+		return;
+	sqlite3_finalize(r->apply);
+	sqlite3_finalize(r->upload);
+	sqlite3_finalize(r->status);
+	sqlite3_finalize(r->progress);
+	sqlite3_finalize(r->json_int);
+	sqlite3_finalize(r->json_text);
+	sqlite3_finalize(r->data_version);
+	sqlite3_finalize(r->begin);
+	sqlite3_finalize(r->commit);
+	sqlite3_finalize(r->rollback);
+	if (r->db)
+		sqlite3_close(r->db);
+	free(r);
+}
+
+/* replica_applied: the last message applied (sync_status), and whether a snapshot is open */
+agent_status
+replica_applied(replica *r, int64_t *applied, bool *snapshot_open, char err[AGENT_ERROR_MAX])
+{
+	int			rc = sqlite3_step(r->status);
+
+	if (rc != SQLITE_ROW)
+	{
+		agent_status st = fail(r, rc, "sync_status", err);
+
+		sqlite3_reset(r->status);
+		return st;
+	}
+	*applied = sqlite3_column_int64(r->status, 0);
+	*snapshot_open = sqlite3_column_int(r->status, 1) != 0;
+	sqlite3_reset(r->status);
+	return STEP_OK;
+}
+
+int64_t
+replica_json_int(replica *r, const char *json, const char *path)
+{
+	int64_t		v = 0;
+
+	sqlite3_bind_text(r->json_int, 1, json, -1, SQLITE_STATIC);
+	sqlite3_bind_text(r->json_int, 2, path, -1, SQLITE_STATIC);
+	if (sqlite3_step(r->json_int) == SQLITE_ROW)
+		v = sqlite3_column_int64(r->json_int, 0);
+	sqlite3_reset(r->json_int);
+	sqlite3_clear_bindings(r->json_int);
+	return v;
+}
+
+bool
+replica_json_text(replica *r, const char *json, const char *path, char *out, size_t size)
+{
+	bool		found = false;
+
+	out[0] = '\0';
+	sqlite3_bind_text(r->json_text, 1, json, -1, SQLITE_STATIC);
+	sqlite3_bind_text(r->json_text, 2, path, -1, SQLITE_STATIC);
+	if (sqlite3_step(r->json_text) == SQLITE_ROW &&
+		sqlite3_column_type(r->json_text, 0) != SQLITE_NULL)
+	{
+		snprintf(out, size, "%s", (const char *) sqlite3_column_text(r->json_text, 0));
+		found = true;
+	}
+	sqlite3_reset(r->json_text);
+	sqlite3_clear_bindings(r->json_text);
+	return found;
+}
+
+/*
+ * replica_apply: sync_apply of one message, in a transaction of its own;
+ * what it said, read from its JSON result.
+ */
+agent_status
+replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
+			  char err[AGENT_ERROR_MAX])
+{
+	int			rc;
+	char	   *json;
+
+	memset(out, 0, sizeof *out);
+	rc = begin(r, "sync_apply", err);
+	if (rc != STEP_OK)
+		return (agent_status) rc;
+	sqlite3_bind_blob64(r->apply, 1, msg, len, SQLITE_STATIC);
+	rc = sqlite3_step(r->apply);
+	if (rc != SQLITE_ROW)
+	{
+		agent_status st = fail(r, rc, "sync_apply", err);
+
+		sqlite3_reset(r->apply);
+		sqlite3_clear_bindings(r->apply);
+		rollback(r);
+		return st;
+	}
+	json = strdup((const char *) sqlite3_column_text(r->apply, 0));
+	sqlite3_reset(r->apply);
+	sqlite3_clear_bindings(r->apply);
+	rc = commit(r, "sync_apply", err);
+	if (rc != STEP_OK)
+	{
+		free(json);
+		return (agent_status) rc;
+	}
+	if (json == NULL)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "out of memory");
+		return STEP_FAILED;
+	}
+	replica_json_text(r, json, "$.result", out->result, sizeof out->result);
+	replica_json_text(r, json, "$.snapshot", out->snapshot, sizeof out->snapshot);
+	out->number = replica_json_int(r, json, "$.number");
+	out->upserts = replica_json_int(r, json, "$.upserts");
+	out->deletes = replica_json_int(r, json, "$.deletes");
+	out->retired = replica_json_int(r, json, "$.retired");
+	out->refused = replica_json_int(r, json, "$.refused");
+	out->let_go = replica_json_int(r, json, "$.let_go");
+	out->filed_rows = replica_json_int(r, json, "$.rows");
+	out->gap = replica_json_int(r, json, "$.gap");
+	out->notes = replica_json_int(r, json, "$.notes");
+	out->set_aside = replica_json_int(r, json, "$.set_aside");
+	free(json);
+	return STEP_OK;
+}
+
+/* replica_upload: the next upload (sync_upload), or *up NULL: nothing to say */
+agent_status
+replica_upload(replica *r, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX])
+{
+	int			rc;
+
+	*up = NULL;
+	*len = 0;
+	rc = begin(r, "sync_upload", err);
+	if (rc != STEP_OK)
+		return (agent_status) rc;
+	rc = sqlite3_step(r->upload);
+	if (rc != SQLITE_ROW)
+	{
+		agent_status st = fail(r, rc, "sync_upload", err);
+
+		sqlite3_reset(r->upload);
+		rollback(r);
+		return st;
+	}
+	if (sqlite3_column_type(r->upload, 0) != SQLITE_NULL)
+	{
+		const void *blob = sqlite3_column_blob(r->upload, 0);
+		int			n = sqlite3_column_bytes(r->upload, 0);
+
+		*up = malloc(n > 0 ? (size_t) n : 1);
+		if (*up == NULL)
+		{
+			sqlite3_reset(r->upload);
+			rollback(r);
+			snprintf(err, AGENT_ERROR_MAX, "out of memory");
+			return STEP_FAILED;
+		}
+		memcpy(*up, blob, (size_t) n);
+		*len = (size_t) n;
+	}
+	sqlite3_reset(r->upload);
+	rc = commit(r, "sync_upload", err);
+	if (rc != STEP_OK)
+	{
+		free(*up);
+		*up = NULL;
+		*len = 0;
+	}
+	return (agent_status) rc;
+}
+
+/* replica_backlog: sync_progress() summed over the replica's tables */
+agent_status
+replica_backlog(replica *r, backlog *out, char err[AGENT_ERROR_MAX])
+{
+	int			rc = sqlite3_step(r->progress);
+
+	memset(out, 0, sizeof *out);
+	if (rc != SQLITE_ROW)
+	{
+		agent_status st = fail(r, rc, "sync_progress", err);
+
+		sqlite3_reset(r->progress);
+		return st;
+	}
+	out->unsent = sqlite3_column_int64(r->progress, 0);
+	out->unfiled = sqlite3_column_int64(r->progress, 1);
+	out->set_aside = sqlite3_column_int64(r->progress, 2);
+	out->refused = sqlite3_column_int64(r->progress, 3);
+	sqlite3_reset(r->progress);
+	return STEP_OK;
+}
+
+int64_t
+replica_max_message_bytes(replica *r)
+{
+	return r->max_message > 0 ? r->max_message : 64 << 20;
+}
+
+/*
+ * replica_written: whether another connection committed to the file since
+ * the last call (PRAGMA data_version ignores this connection's own writes).
+ */
+bool
+replica_written(replica *r)
+{
+	int64_t		v = data_version(r);
+	bool		changed = v != r->version;
+
+	r->version = v;
+	return changed;
+}

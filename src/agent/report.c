@@ -1,0 +1,394 @@
+/*-------------------------------------------------------------------------
+ * report.c
+ *	  What the agent shows: to people, a bar while a snapshot is applied and
+ *	  one line per round that did something; to machines (--json), one JSON
+ *	  object per line, each with "time" and "event":
+ *
+ *	    start      replica, db, applied
+ *	    connected
+ *	    unreachable / lost   error, retry_ms
+ *	    error      what, error, retry_ms (-1: not retried)
+ *	    notice     message: what the server said besides results
+ *	    snapshot   rows, of (0: unknown, the agent started mid-snapshot), done
+ *	    round      messages, rows, deletes, retired, refused, duplicates,
+ *	               answers, uploads, filed, server_refused, dropped, waiting,
+ *	               set_aside, applied, acknowledged, snapshots, stopped, gap,
+ *	               provisioning, backlog {unsent, unfiled, set_aside, refused}
+ *	    stop       reason, code
+ *
+ * People's lines go to stdout, errors to stderr; with --quiet only errors.
+ * On a terminal the bar redraws itself in place; elsewhere (a log file) it
+ * is a line every two seconds while the snapshot lasts.
+ *-------------------------------------------------------------------------
+ */
+#include "agent.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static report_mode mode;
+static const char *label = "";
+static bool tty;
+static bool bar_shown;			/* a bar is drawn on the terminal's current line */
+static int64_t bar_at;			/* when the bar was last drawn, ms */
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+report_init(report_mode m, const char *name)
+{
+	mode = m;
+	label = name ? name : "";
+	tty = isatty(STDOUT_FILENO) == 1;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
+/* the bar, if one is drawn, gives its line back before anything is printed */
+static void
+clear_bar(void)
+{
+	if (bar_shown)
+	{
+		fputs("\r\033[K", stdout);
+		bar_shown = false;
+	}
+}
+
+static void
+human(FILE *f, const char *fmt,...)
+{
+	va_list		ap;
+	time_t		now = time(NULL);
+	struct tm	tm;
+	char		stamp[16];
+
+	clear_bar();
+	localtime_r(&now, &tm);
+	strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
+	fprintf(f, "%s %s%s", stamp, label, *label ? ": " : "");
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fputc('\n', f);
+	fflush(f);
+}
+
+static void
+json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++)
+	{
+		unsigned char c = (unsigned char) *s;
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", stdout);
+		else if (c == '\t')
+			fputs("\\t", stdout);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+/* the start of a JSON line: {"time":"...","event":"..." */
+static void
+json_begin(const char *event)
+{
+	struct timespec ts;
+	struct tm	tm;
+	char		stamp[32];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+	printf("{\"time\":\"%s.%03ldZ\",\"event\":\"%s\"", stamp, ts.tv_nsec / 1000000L, event);
+	if (*label)
+	{
+		fputs(",\"name\":", stdout);
+		json_string(label);
+	}
+}
+
+static void
+json_end(void)
+{
+	fputs("}\n", stdout);
+	fflush(stdout);
+}
+
+void
+report_start(const char *replica, const char *db, int64_t applied)
+{
+	if (mode == REPORT_JSON)
+	{
+		json_begin("start");
+		fputs(",\"replica\":", stdout);
+		json_string(replica);
+		fputs(",\"db\":", stdout);
+		json_string(db);
+		printf(",\"applied\":%lld", (long long) applied);
+		json_end();
+	}
+	else if (mode == REPORT_HUMAN)
+		human(stdout, "replica %s in %s, applied through message %lld", replica, db,
+			  (long long) applied);
+}
+
+void
+report_connected(void)
+{
+	if (mode == REPORT_JSON)
+	{
+		json_begin("connected");
+		json_end();
+	}
+	else if (mode == REPORT_HUMAN)
+		human(stdout, "connected to the server");
+}
+
+static void
+trouble(const char *event, const char *what, const char *why, int retry_ms)
+{
+	if (mode == REPORT_JSON)
+	{
+		json_begin(event);
+		if (what)
+		{
+			fputs(",\"what\":", stdout);
+			json_string(what);
+		}
+		fputs(",\"error\":", stdout);
+		json_string(why);
+		printf(",\"retry_ms\":%d", retry_ms);
+		json_end();
+		return;
+	}
+	if (retry_ms == 0)
+		human(stderr, "%s%s%s; reconnecting", what ? what : "", what ? ": " : "", why);
+	else if (retry_ms > 0)
+		human(stderr, "%s%s%s; retrying in %d s", what ? what : "", what ? ": " : "", why,
+			  (retry_ms + 999) / 1000);
+	else
+		human(stderr, "%s%s%s", what ? what : "", what ? ": " : "", why);
+}
+
+void
+report_unreachable(const char *why, int retry_ms)
+{
+	trouble("unreachable", "server unreachable", why, retry_ms);
+}
+
+void
+report_lost(const char *why, int retry_ms)
+{
+	trouble("lost", "connection lost", why, retry_ms);
+}
+
+void
+report_error(const char *what, const char *why, int retry_ms)
+{
+	trouble("error", what, why, retry_ms);
+}
+
+void
+report_notice(const char *message)
+{
+	if (mode == REPORT_JSON)
+	{
+		json_begin("notice");
+		fputs(",\"message\":", stdout);
+		json_string(message);
+		json_end();
+	}
+	else
+		human(stderr, "the server says: %s", message);
+}
+
+/*
+ * report_snapshot: rows of the snapshot applied so far, of how many (0 when
+ * unknown); begun on its first message, ended on its EndSnapshot.
+ */
+void
+report_snapshot(int64_t rows, int64_t of, bool begun, bool ended)
+{
+	int64_t		now = mono_ms();
+	bool		due = begun || ended || now - bar_at >= (tty ? 100 : 2000);
+
+	if (mode == REPORT_QUIET || !due)
+		return;
+	bar_at = now;
+	if (mode == REPORT_JSON)
+	{
+		json_begin("snapshot");
+		printf(",\"rows\":%lld,\"of\":%lld,\"done\":%s", (long long) rows, (long long) of,
+			   ended ? "true" : "false");
+		json_end();
+		return;
+	}
+	if (tty)
+	{
+		char		bar[31];
+		int			fill = of > 0 ? (int) (30 * (rows < of ? rows : of) / of) : 0;
+
+		memset(bar, '#', (size_t) fill);
+		memset(bar + fill, '.', (size_t) (30 - fill));
+		bar[30] = '\0';
+		if (of > 0)
+			printf("\r%s%ssnapshot [%s] %lld of %lld rows %3d%%\033[K", label, *label ? ": " : "",
+				   bar, (long long) rows, (long long) of, (int) (100 * (rows < of ? rows : of) / of));
+		else
+			printf("\r%s%ssnapshot (resumed) %lld rows\033[K", label, *label ? ": " : "", (long long) rows);
+		fflush(stdout);
+		bar_shown = true;
+		if (ended)
+		{
+			putchar('\n');
+			bar_shown = false;
+		}
+		return;
+	}
+	if (begun && !ended)
+		human(stdout, "snapshot begins: %lld rows to apply", (long long) of);
+	else if (of > 0)
+		human(stdout, "snapshot: %lld of %lld rows (%d%%)%s", (long long) rows, (long long) of,
+			  (int) (100 * (rows < of ? rows : of) / of), ended ? ", done" : "");
+	else
+		human(stdout, "snapshot (resumed): %lld rows%s", (long long) rows, ended ? ", done" : "");
+}
+
+static void
+plural(char *out, size_t size, int64_t n, const char *one, const char *many)
+{
+	snprintf(out, size, "%lld %s", (long long) n, n == 1 ? one : many);
+}
+
+void
+report_round(const round_stats *st, const backlog *b)
+{
+	char		line[1024] = "";
+	char		word[64];
+	size_t		len;
+	int64_t		up;
+
+	if (mode == REPORT_QUIET)
+		return;
+	if (mode == REPORT_JSON)
+	{
+		json_begin("round");
+		printf(",\"messages\":%lld,\"rows\":%lld,\"deletes\":%lld,\"retired\":%lld,\"refused\":%lld,"
+			   "\"duplicates\":%lld,\"answers\":%lld,\"uploads\":%lld,\"filed\":%lld,"
+			   "\"server_refused\":%lld,\"dropped\":%lld,\"waiting\":%lld,\"set_aside\":%lld,"
+			   "\"applied\":%lld,\"acknowledged\":%lld,\"snapshots\":%lld,\"stopped\":",
+			   (long long) st->messages, (long long) st->upserts, (long long) st->deletes,
+			   (long long) st->retired, (long long) st->refused, (long long) st->duplicates,
+			   (long long) st->answers, (long long) st->uploads, (long long) st->filed,
+			   (long long) st->server_refused, (long long) st->dropped, (long long) st->waiting,
+			   (long long) st->set_aside, (long long) st->applied, (long long) st->acknowledged,
+			   (long long) st->snapshots);
+		if (st->stopped)
+			json_string(st->stopped);
+		else
+			fputs("null", stdout);
+		printf(",\"gap\":%lld,\"provisioning\":%s,\"backlog\":{\"unsent\":%lld,\"unfiled\":%lld,"
+			   "\"set_aside\":%lld,\"refused\":%lld}",
+			   (long long) st->gap, st->provisioning ? "true" : "false",
+			   (long long) b->unsent, (long long) b->unfiled, (long long) b->set_aside,
+			   (long long) b->refused);
+		json_end();
+		return;
+	}
+
+#define ADD(...) do { len = strlen(line); snprintf(line + len, sizeof line - len, __VA_ARGS__); } while (0)
+	if (st->messages > 0)
+	{
+		plural(word, sizeof word, st->messages, "message", "messages");
+		ADD("applied %s (%lld %s", word, (long long) st->upserts, st->upserts == 1 ? "row" : "rows");
+		if (st->deletes > 0)
+			ADD(", %lld let go", (long long) st->deletes);
+		if (st->refused > 0)
+			ADD(", %lld refused", (long long) st->refused);
+		if (st->snapshots > 0)
+			ADD(", a snapshot complete");
+		ADD(")");
+	}
+	up = st->filed + st->server_refused + st->waiting + st->dropped + st->set_aside;
+	if (up > 0)
+	{
+		ADD("%suploaded %lld %s", *line ? "; " : "", (long long) up, up == 1 ? "row" : "rows");
+		if (st->filed == up)
+			ADD(", filed");
+		else
+		{
+			const char *sep = ": ";
+
+			if (st->filed > 0)
+			{
+				ADD("%s%lld filed", sep, (long long) st->filed);
+				sep = ", ";
+			}
+			if (st->server_refused > 0)
+			{
+				ADD("%s%lld refused", sep, (long long) st->server_refused);
+				sep = ", ";
+			}
+			if (st->waiting > 0)
+			{
+				ADD("%s%lld waiting", sep, (long long) st->waiting);
+				sep = ", ";
+			}
+			if (st->dropped > 0)
+			{
+				ADD("%s%lld dropped (the server's change wins)", sep, (long long) st->dropped);
+				sep = ", ";
+			}
+			if (st->set_aside > 0)
+				ADD("%s%lld set aside", sep, (long long) st->set_aside);
+		}
+	}
+	if (st->stopped && strcmp(st->stopped, "gap") == 0)
+		ADD("%sa gap at message %lld: waiting for a snapshot", *line ? "; " : "", (long long) st->gap);
+	else if (st->stopped && strcmp(st->stopped, "later_protocol") == 0)
+		ADD("%sa message of a later protocol: upgrade this agent", *line ? "; " : "");
+	else if (st->stopped)
+		ADD("%sa message for another replica: not applied", *line ? "; " : "");
+	if (st->provisioning)
+		ADD("%sthe server is provisioning this replica", *line ? "; " : "");
+	ADD("%sbacklog: %lld unsent, %lld unfiled", *line ? "; " : "",
+		(long long) b->unsent, (long long) b->unfiled);
+	if (b->set_aside > 0)
+		ADD(", %lld set aside", (long long) b->set_aside);
+	if (b->refused > 0)
+		ADD(", %lld refused", (long long) b->refused);
+#undef ADD
+	human(stdout, "%s", line);
+}
+
+void
+report_stop(const char *why, int code)
+{
+	if (mode == REPORT_JSON)
+	{
+		json_begin("stop");
+		fputs(",\"reason\":", stdout);
+		json_string(why);
+		printf(",\"code\":%d", code);
+		json_end();
+	}
+	else if (mode == REPORT_HUMAN || code != 0)
+		human(code == 0 ? stdout : stderr, "stopped: %s (exit %d)", why, code);
+}

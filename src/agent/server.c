@@ -1,0 +1,391 @@
+/*-------------------------------------------------------------------------
+ * server.c
+ *	  The agent's libpq side: connecting, pulling, filing, waiting.
+ *
+ * Two statements carry everything, with binary parameters:
+ *
+ *   SELECT number, message FROM sync.pull($1, $2, $3)  -- uuid, int8, int4
+ *   SELECT sync.file($1, $2)                           -- uuid, bytea
+ *
+ * Between rounds the agent listens on the channel magic_sync: the relay
+ * notifies it, at the commit of a pass, with the uuids of the replicas it
+ * wrote to (comma-separated).  Errors are sorted as the server sorts them
+ * (sync.is_transient): SQLSTATE classes 08, 40, 53, 57 and 55P03, and a
+ * broken connection, are the infrastructure's; 42501 (not this replica's
+ * role) and 42704 (no such replica) are refusals; anything else is a
+ * failure of the data or the code.
+ *-------------------------------------------------------------------------
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define UUIDOID 2950
+#define BYTEAOID 17
+#define INT8OID 20
+#define INT4OID 23
+
+struct server
+{
+	PGconn	   *conn;
+	PGresult   *pulled;			/* the last pull's result, alive while its rows are read */
+	pulled	   *rows;
+	int			cap;
+};
+
+/* trim: libpq's messages on one line: runs of white space as one space */
+static void
+trim(char *s)
+{
+	char	   *out = s;
+	bool		space = false;
+
+	for (char *p = s; *p; p++)
+	{
+		if (*p == '\n' || *p == '\t' || *p == ' ')
+			space = out != s;
+		else
+		{
+			if (space)
+				*out++ = ' ';
+			space = false;
+			*out++ = *p;
+		}
+	}
+	*out = '\0';
+}
+
+/* the class of an error from a message libpq gives for a failed connection */
+static agent_status
+connect_status(const char *message)
+{
+	static const char *const refusals[] = {
+		"authentication failed", "no pg_hba.conf entry", "does not exist",
+		"permission denied", "no password supplied", "not permitted to log in", NULL
+	};
+
+	for (int i = 0; refusals[i]; i++)
+		if (strstr(message, refusals[i]))
+			return STEP_REFUSED;
+	return STEP_TRANSIENT;
+}
+
+static agent_status
+result_status(server *s, PGresult *res, const char *what, char err[AGENT_ERROR_MAX])
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *message = res ? PQresultErrorMessage(res) : PQerrorMessage(s->conn);
+
+	snprintf(err, AGENT_ERROR_MAX, "%s: %s", what, message && *message ? message : "no answer");
+	trim(err);
+	if (PQstatus(s->conn) == CONNECTION_BAD || state == NULL)
+		return STEP_TRANSIENT;
+	if (strncmp(state, "08", 2) == 0 || strncmp(state, "40", 2) == 0 ||
+		strncmp(state, "53", 2) == 0 || strncmp(state, "57", 2) == 0 ||
+		strcmp(state, "55P03") == 0)
+		return STEP_TRANSIENT;
+	if (strcmp(state, "42501") == 0 || strcmp(state, "42704") == 0 ||
+		strncmp(state, "28", 2) == 0)
+		return STEP_REFUSED;
+	return STEP_FAILED;
+}
+
+/* notice: what the server says besides results (a shutdown, a warning) goes to the report */
+static void
+notice(void *arg, const char *message)
+{
+	char		line[AGENT_ERROR_MAX];
+
+	(void) arg;
+	snprintf(line, sizeof line, "%s", message);
+	trim(line);
+	report_notice(line);
+}
+
+/*
+ * server_connect: connects with the caller's connection string (libpq's
+ * defaults and PG* variables fill the rest; the string wins over the
+ * agent's own defaults: a 10 s connect timeout, TCP keepalives) and
+ * listens on magic_sync.
+ */
+agent_status
+server_connect(server **out, const char *conninfo, char err[AGENT_ERROR_MAX])
+{
+	const char *const keys[] = {
+		"connect_timeout", "keepalives_idle", "keepalives_interval", "keepalives_count",
+		"fallback_application_name", "dbname", NULL
+	};
+	const char *const values[] = {"10", "30", "10", "3", "magic_sync_agent", conninfo, NULL};
+	server	   *s;
+	PGresult   *res;
+	agent_status st;
+
+	*out = NULL;
+	s = calloc(1, sizeof *s);
+	if (s == NULL)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "out of memory");
+		return STEP_FAILED;
+	}
+	s->conn = PQconnectdbParams(keys, values, 1);
+	if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "%s", s->conn ? PQerrorMessage(s->conn) : "out of memory");
+		trim(err);
+		st = connect_status(err);
+		server_close(s);
+		return st;
+	}
+	PQsetNoticeProcessor(s->conn, notice, NULL);
+	res = PQexec(s->conn, "LISTEN magic_sync");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		st = result_status(s, res, "LISTEN magic_sync", err);
+		PQclear(res);
+		server_close(s);
+		return st;
+	}
+	PQclear(res);
+	*out = s;
+	return STEP_OK;
+}
+
+void
+server_close(server *s)
+{
+	if (s == NULL)
+		return;
+	server_pull_done(s);
+	free(s->rows);
+	if (s->conn)
+		PQfinish(s->conn);
+	free(s);
+}
+
+static void
+be64(uint8_t out[8], uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		out[i] = (uint8_t) v;
+}
+
+static int64_t
+get_be64(const uint8_t *b)
+{
+	uint64_t	v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | b[i];
+	return (int64_t) v;
+}
+
+/*
+ * server_pull: the Filed answers waiting for the replica, then the messages
+ * of its outbox numbered after `after`, up to max_bytes (at least one).
+ */
+agent_status
+server_pull(server *s, const uint8_t replica[16], int64_t after, int max_bytes,
+			pulled **rows, int *n, char err[AGENT_ERROR_MAX])
+{
+	const Oid	types[3] = {UUIDOID, INT8OID, INT4OID};
+	uint8_t		after_be[8];
+	uint8_t		bytes_be[4];
+	const char *values[3] = {(const char *) replica, (const char *) after_be, (const char *) bytes_be};
+	const int	lengths[3] = {16, 8, 4};
+	const int	formats[3] = {1, 1, 1};
+	PGresult   *res;
+	int			count;
+
+	*rows = NULL;
+	*n = 0;
+	server_pull_done(s);
+	be64(after_be, (uint64_t) after);
+	for (int i = 0; i < 4; i++)
+		bytes_be[i] = (uint8_t) ((uint32_t) max_bytes >> (24 - 8 * i));
+	res = PQexecParams(s->conn, "SELECT number, message FROM sync.pull($1, $2, $3)",
+					   3, types, values, lengths, formats, 1);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		agent_status st = result_status(s, res, "sync.pull", err);
+
+		PQclear(res);
+		return st;
+	}
+	count = PQntuples(res);
+	if (count > s->cap)
+	{
+		pulled	   *grown = realloc(s->rows, (size_t) count * sizeof *grown);
+
+		if (grown == NULL)
+		{
+			PQclear(res);
+			snprintf(err, AGENT_ERROR_MAX, "out of memory");
+			return STEP_FAILED;
+		}
+		s->rows = grown;
+		s->cap = count;
+	}
+	for (int i = 0; i < count; i++)
+	{
+		s->rows[i].number = PQgetisnull(res, i, 0) || PQgetlength(res, i, 0) != 8 ? 0 :
+			get_be64((const uint8_t *) PQgetvalue(res, i, 0));
+		s->rows[i].message = (const uint8_t *) PQgetvalue(res, i, 1);
+		s->rows[i].len = (size_t) PQgetlength(res, i, 1);
+	}
+	s->pulled = res;
+	*rows = s->rows;
+	*n = count;
+	return STEP_OK;
+}
+
+void
+server_pull_done(server *s)
+{
+	if (s->pulled)
+		PQclear(s->pulled);
+	s->pulled = NULL;
+}
+
+/* server_file: sync.file(replica, upload); the filing's answer (jsonb, as text) */
+agent_status
+server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
+			char *out, size_t size, char err[AGENT_ERROR_MAX])
+{
+	const Oid	types[2] = {UUIDOID, BYTEAOID};
+	const char *values[2] = {(const char *) replica, (const char *) up};
+	const int	lengths[2] = {16, (int) len};
+	const int	formats[2] = {1, 1};
+	PGresult   *res;
+
+	res = PQexecParams(s->conn, "SELECT sync.file($1, $2)", 2, types, values, lengths, formats, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	{
+		agent_status st = result_status(s, res, "sync.file", err);
+
+		PQclear(res);
+		return st;
+	}
+	snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return STEP_OK;
+}
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* whether a notification names this replica: its payload is a list of uuids */
+static bool
+names(const char *payload, const char *replica_id)
+{
+	size_t		n = strlen(replica_id);
+	const char *p = payload;
+
+	while (p != NULL)
+	{
+		if (strncmp(p, replica_id, n) == 0 && (p[n] == '\0' || p[n] == ','))
+			return true;
+		p = strchr(p, ',');
+		if (p != NULL)
+			p++;
+	}
+	return false;
+}
+
+static bool
+notified(server *s, const char *replica_id)
+{
+	PGnotify   *note;
+	bool		ours = false;
+
+	while ((note = PQnotifies(s->conn)) != NULL)
+	{
+		if (strcmp(note->relname, "magic_sync") == 0 && names(note->extra, replica_id))
+			ours = true;
+		PQfreemem(note);
+	}
+	return ours;
+}
+
+/*
+ * server_wait: waits up to timeout_ms for the relay to notify this replica,
+ * for another process to write the replica's file (looked at four times a
+ * second), for a stop, or for the connection to break.
+ */
+wake_reason
+server_wait(server *s, const char *replica_id, int timeout_ms, replica *r,
+			volatile const int *stop, char err[AGENT_ERROR_MAX])
+{
+	int64_t		deadline = now_ms() + timeout_ms;
+
+	for (;;)
+	{
+		struct pollfd pfd;
+		int64_t		left;
+		int			rc;
+
+		if (*stop)
+			return WAKE_STOP;
+		if (notified(s, replica_id))
+			return WAKE_NOTIFIED;
+		if (replica_written(r))
+			return WAKE_WRITTEN;
+		left = deadline - now_ms();
+		if (left <= 0)
+			return WAKE_TIMEOUT;
+		pfd.fd = PQsocket(s->conn);
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		if (pfd.fd < 0)
+		{
+			snprintf(err, AGENT_ERROR_MAX, "the connection to the server is closed");
+			return WAKE_LOST;
+		}
+		rc = poll(&pfd, 1, (int) (left < 250 ? left : 250));
+		if (rc < 0 && errno != EINTR)
+		{
+			snprintf(err, AGENT_ERROR_MAX, "poll: %s", strerror(errno));
+			return WAKE_LOST;
+		}
+		if (rc > 0 && (!PQconsumeInput(s->conn) || PQstatus(s->conn) == CONNECTION_BAD))
+		{
+			snprintf(err, AGENT_ERROR_MAX, "%s", PQerrorMessage(s->conn));
+			trim(err);
+			if (err[0] == '\0')
+				snprintf(err, AGENT_ERROR_MAX, "the server closed the connection");
+			return WAKE_LOST;
+		}
+	}
+}
+
+bool
+agent_sleep(int ms, volatile const int *stop)
+{
+	int64_t		deadline = now_ms() + ms;
+
+	while (!*stop)
+	{
+		int64_t		left = deadline - now_ms();
+		struct timespec ts;
+
+		if (left <= 0)
+			return true;
+		if (left > 100)
+			left = 100;
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long) left * 1000000L;
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
