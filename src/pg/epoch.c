@@ -54,6 +54,18 @@ ms_epoch_current(ms_epoch *e)
 				   e->secret, MS_SECRET_BYTES);
 		return true;
 	}
+	/* the first epoch: one transaction begins it, whoever comes first (a pass, a filing) */
+	if (SPI_execute("LOCK TABLE sync.epoch IN SHARE ROW EXCLUSIVE MODE", false, 0) < 0 ||
+		SPI_execute("SELECT id, secret FROM sync.epoch WHERE ended IS NULL", false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.epoch");
+	if (SPI_processed == 1)
+	{
+		copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
+				   e->id, MS_EPOCH_BYTES);
+		copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull),
+				   e->secret, MS_SECRET_BYTES);
+		return true;
+	}
 	ms_epoch_begin("the first relay pass", e);
 	return false;
 }

@@ -320,15 +320,15 @@ check_row(filing *f, ms_table *t, const char *json, char **parts, bool two_way, 
 	}
 }
 
-/* the held row of (replica, t, key): found, and its number and taken */
+/* the held row of (replica, t, key): found, its number, whether taken, since when */
 static bool
-held_row(filing *f, ms_table *t, const char *key, int64 *number, bool *taken)
+held_row(filing *f, ms_table *t, const char *key, int64 *number, bool *taken, int64 *since)
 {
 	Oid			types[3] = {UUIDOID, INT4OID, TEXTOID};
 	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id), CStringGetTextDatum(key)};
 	bool		isnull;
 
-	if (SPI_execute_with_args("SELECT number, taken IS NOT NULL FROM sync.held"
+	if (SPI_execute_with_args("SELECT number, taken IS NOT NULL, since FROM sync.held"
 							  " WHERE replica = $1 AND tab = $2 AND key = $3",
 							  3, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.held");
@@ -339,6 +339,7 @@ held_row(filing *f, ms_table *t, const char *key, int64 *number, bool *taken)
 	}
 	*number = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	*taken = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	*since = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 	SPI_freetuptable(SPI_tuptable);
 	return true;
 }
@@ -449,12 +450,28 @@ file_record(filing *f, ms_table *t, const char *key, const char *json)
 	return FILED;
 }
 
+/*
+ * an edit of the replica's is dropped: the replica still has its own value in
+ * its copy, so the next time the row goes to it, it replaces the copy whole
+ */
+static void
+replace_next(filing *f, ms_table *t, const char *key)
+{
+	Oid			types[3] = {UUIDOID, INT4OID, TEXTOID};
+	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id), CStringGetTextDatum(key)};
+
+	if (SPI_execute_with_args("UPDATE sync.held SET replace = true WHERE replica = $1 AND tab = $2 AND key = $3",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not mark a held row");
+}
+
 /* a two-way row: only the columns the replica owns, of a row it holds */
 static outcome
 file_two_way(filing *f, ms_table *t, const char *key, const char *json, char **why)
 {
 	int64		number;
 	bool		taken;
+	int64		since;
 	StringInfoData sql;
 	Oid			types[2] = {TEXTOID, TEXTOID};
 	Datum		values[2];
@@ -462,9 +479,10 @@ file_two_way(filing *f, ms_table *t, const char *key, const char *json, char **w
 	if (!row_exists(t, key))
 	{
 		*why = "the server deleted the row: its change wins";
+		replace_next(f, t, key);
 		return DROPPED;
 	}
-	if (!held_row(f, t, key, &number, &taken))
+	if (!held_row(f, t, key, &number, &taken, &since))
 	{
 		if (f->provisioning)
 		{
@@ -477,6 +495,14 @@ file_two_way(filing *f, ms_table *t, const char *key, const char *json, char **w
 	if (taken)
 	{
 		*why = "the server is taking the row back: its change wins";
+		replace_next(f, t, key);
+		return DROPPED;
+	}
+	if (since > f->acked)
+	{
+		/* the replica edited the row as it was before the server deleted and made it again */
+		*why = "the server made the row again since the replica's edit: its change wins";
+		replace_next(f, t, key);
 		return DROPPED;
 	}
 	initStringInfo(&sql);
@@ -500,12 +526,13 @@ file_delete(filing *f, ms_table *t, const char *key, char **why)
 {
 	int64		number;
 	bool		taken;
+	int64		since;
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(key)};
 	Oid			htypes[3] = {UUIDOID, INT4OID, TEXTOID};
 	Datum		hvalues[3] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id), CStringGetTextDatum(key)};
 
-	if (held_row(f, t, key, &number, &taken) && number > f->acked)
+	if (held_row(f, t, key, &number, &taken, &since) && number > f->acked)
 	{
 		*why = "a message carrying the row is on its way to the replica: the server keeps it";
 		return DROPPED;

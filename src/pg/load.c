@@ -46,7 +46,7 @@ load_query(ms_table *t, bool limited)
 	StringInfoData sql;
 
 	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT k.key, k.replicas, ");
+	appendStringInfoString(&sql, "SELECT k.key, k.replicas, k.replacing, ");
 	if (t->proto)
 	{
 		for (int c = 0; c < t->ncolumns; c++)
@@ -55,7 +55,8 @@ load_query(ms_table *t, bool limited)
 	else
 		appendStringInfoString(&sql, "row_to_json(r)::text");
 	appendStringInfo(&sql,
-					 " FROM (SELECT s.key, array_agg(s.replica) AS replicas FROM pg_temp.ms_send s"
+					 " FROM (SELECT s.key, array_agg(s.replica) AS replicas,"
+					 " array_agg(s.replica) FILTER (WHERE s.replace) AS replacing FROM pg_temp.ms_send s"
 					 " WHERE s.tab = $1 AND s.key > $2 GROUP BY s.key ORDER BY s.key%s) k"
 					 " JOIN %s t ON %s",
 					 limited ? " LIMIT $3" : "", t->qualified, ms_key_match(t, "t", "k.key"));
@@ -78,7 +79,7 @@ encode_proto(ms_table *t, HeapTuple tup, TupleDesc desc, StringInfo out)
 	{
 		ms_column  *col = &t->columns[c];
 		bool		isnull;
-		Datum		d = SPI_getbinval(tup, desc, c + 3, &isnull);
+		Datum		d = SPI_getbinval(tup, desc, c + 4, &isnull);
 		uint32		field = (uint32) col->field;
 
 		if (isnull)
@@ -117,7 +118,7 @@ encode_proto(ms_table *t, HeapTuple tup, TupleDesc desc, StringInfo out)
 				}
 			default:
 				{
-					char	   *s = SPI_getvalue(tup, desc, c + 3);
+					char	   *s = SPI_getvalue(tup, desc, c + 4);
 					size_t		n = strlen(s);
 
 					enlargeStringInfo(out, (int) ms_pb_len_field_size(field, n));
@@ -159,12 +160,26 @@ copy_chunk(ms_table *t, chunk *c)
 		row->nreplicas = nreps;
 		row->replicas = palloc(sizeof(pg_uuid_t) * nreps);
 		memcpy(row->replicas, ARR_DATA_PTR(reps), sizeof(pg_uuid_t) * nreps);
+		{
+			Datum		d = SPI_getbinval(tup, desc, 3, &isnull);
+
+			row->nreplacing = 0;
+			row->replacing = NULL;
+			if (!isnull)
+			{
+				ArrayType  *rep = DatumGetArrayTypeP(d);
+
+				row->nreplacing = ArrayGetNItems(ARR_NDIM(rep), ARR_DIMS(rep));
+				row->replacing = palloc(sizeof(pg_uuid_t) * row->nreplacing);
+				memcpy(row->replacing, ARR_DATA_PTR(rep), sizeof(pg_uuid_t) * row->nreplacing);
+			}
+		}
 		initStringInfo(&buf);
 		if (t->proto)
 			encode_proto(t, tup, desc, &buf);
 		else
 		{
-			text	   *json = DatumGetTextPP(SPI_getbinval(tup, desc, 3, &isnull));
+			text	   *json = DatumGetTextPP(SPI_getbinval(tup, desc, 4, &isnull));
 
 			appendBinaryStringInfo(&buf, VARDATA_ANY(json), VARSIZE_ANY_EXHDR(json));
 		}

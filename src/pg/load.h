@@ -21,6 +21,8 @@ typedef struct ms_row
 	int			len;
 	pg_uuid_t  *replicas;
 	int			nreplicas;
+	pg_uuid_t  *replacing;		/* those of them to get it as a replacement (Rows.replaces) */
+	int			nreplacing;
 } ms_row;
 
 /* A row that cannot go: it does not encode, or no message could carry it. */

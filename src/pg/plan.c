@@ -35,6 +35,7 @@ ms_plan_prepare(ms_pass *p)
 	ms_temp_table(p, "ms_blocked", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_released", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_send", "replica uuid, tab int, key text COLLATE \"C\", note bigint NOT NULL DEFAULT 0,"
+				  " replace boolean NOT NULL DEFAULT false,"
 				  " PRIMARY KEY (tab, key, replica)");
 	ms_temp_table(p, "ms_take", "replica uuid, tab int, key text COLLATE \"C\","
 				  " PRIMARY KEY (tab, key, replica)");
@@ -200,5 +201,9 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 				"                    WHERE w.replica = h.replica AND w.tab = h.tab AND w.key = h.key)",
 				1, types, avalues, NULL, 0);
 	}
+	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
+	ms_exec(p, "UPDATE ms_send s SET replace = true FROM sync.held h"
+			" WHERE h.replace AND h.replica = s.replica AND h.tab = s.tab AND h.key = s.key",
+			0, NULL, NULL, NULL, 0);
 	ms_exec(p, "ANALYZE ms_send, ms_take", 0, NULL, NULL, NULL, 0);
 }

@@ -129,8 +129,10 @@ ms_pull(PG_FUNCTION_ARGS)
 	values[1] = Int64GetDatum(after);
 
 	/* answers first, in the order they were filed: queued only once their filing committed */
-	if (SPI_execute_with_args("WITH a AS (UPDATE sync.answers SET pulled = coalesce(pulled, now())"
-							  " WHERE replica = $1 RETURNING filed, message)"
+	/* each answer once, and again after a minute in case that pull was lost on its way */
+	if (SPI_execute_with_args("WITH a AS (UPDATE sync.answers SET pulled = now()"
+							  " WHERE replica = $1 AND (pulled IS NULL OR pulled < now() - interval '1 minute')"
+							  " RETURNING filed, message)"
 							  " SELECT NULL::bigint, message FROM a ORDER BY filed",
 							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.answers");

@@ -299,13 +299,14 @@ projected(target *tg, ms_table *t, char kind, size_t fields)
 /* append one row (an upsert, or a delete when bytes is NULL) to tg's message */
 static void
 append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
-	   const char *bytes, int len)
+	   const char *bytes, int len, bool replace)
 {
 	size_t		fields;
 	MemoryContext old = MemoryContextSwitchTo(r->cxt);
 
 	if (kind == 'u')
-		fields = ms_pb_len_field_size(2, len) + ms_pb_len_field_size(3, r->key.len);
+		fields = ms_pb_len_field_size(2, len) + ms_pb_len_field_size(3, r->key.len) +
+			(replace ? ms_pb_len_field_size(5, r->key.len) : 0);
 	else
 		fields = ms_pb_len_field_size(4, r->key.len);
 
@@ -329,6 +330,9 @@ append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
 		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, 2, bytes, len);
 		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, 3,
 											  r->key.data, r->key.len);
+		if (replace)
+			tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, 5,
+												  r->key.data, r->key.len);
 		tg->upserts++;
 	}
 	else
@@ -369,7 +373,13 @@ emit_upsert(void *arg, ms_table *t, ms_row *row)
 		return psprintf("the row takes %zu bytes in a message, over magic_sync.message_bytes (%d)",
 						alone, ms_message_bytes);
 	for (int i = 0; i < row->nreplicas; i++)
-		append(r, find_target(r, &row->replicas[i]), t, 'u', key, row->bytes, row->len);
+	{
+		bool		replace = false;
+
+		for (int j = 0; j < row->nreplacing && !replace; j++)
+			replace = memcmp(&row->replacing[j], &row->replicas[i], sizeof(pg_uuid_t)) == 0;
+		append(r, find_target(r, &row->replicas[i]), t, 'u', key, row->bytes, row->len, replace);
+	}
 	r->p->rows_sent += row->nreplicas;
 	pfree(key);
 	return NULL;
@@ -408,7 +418,7 @@ record_deletes(recorder *r, ms_table *t)
 			resetStringInfo(&r->key);
 			ms_encode_key(&r->key, key, strlen(key));
 			for (int j = 0; j < nreps; j++)
-				append(r, find_target(r, &ids[j]), t, 'd', key, NULL, 0);
+				append(r, find_target(r, &ids[j]), t, 'd', key, NULL, 0, false);
 			r->p->rows_taken += nreps;
 		}
 		SPI_freetuptable(tt);
@@ -489,20 +499,22 @@ record_held(ms_pass *p, ArrayType *provisioning)
 	/* a few segments, each a range of ms_send's key index: the planner must know */
 	ms_exec(p, "ANALYZE pg_temp.ms_segments", 0, NULL, NULL, NULL, 0);
 	ms_exec(p,
-			"INSERT INTO sync.held (replica, tab, key, note, number) "
-			"SELECT s.replica, s.tab, s.key, s.note, g.number FROM pg_temp.ms_segments g "
+			"INSERT INTO sync.held (replica, tab, key, note, number, since) "
+			"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
 			"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
 			"   AND s.key <= g.last_key AND s.replica = g.replica "
 			" WHERE g.kind = 'u' AND g.replica = ANY ($1)",
 			1, types, values, NULL, 0);
 	ms_exec(p,
-			"INSERT INTO sync.held (replica, tab, key, note, number) "
-			"SELECT s.replica, s.tab, s.key, s.note, g.number FROM pg_temp.ms_segments g "
+			"INSERT INTO sync.held (replica, tab, key, note, number, since) "
+			"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
 			"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
 			"   AND s.key <= g.last_key AND s.replica = g.replica "
 			" WHERE g.kind = 'u' AND NOT g.replica = ANY ($1) "
+			/* a row coming back after it was being let go is a row made again: since now */
 			"ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, "
-			"   number = EXCLUDED.number, taken = NULL, refused = NULL",
+			"   number = EXCLUDED.number, taken = NULL, refused = NULL, replace = false,"
+			"   since = CASE WHEN sync.held.taken IS NOT NULL THEN EXCLUDED.number ELSE sync.held.since END",
 			1, types, values, NULL, 0);
 	ms_exec(p,
 			"UPDATE sync.held h SET taken = g.number FROM pg_temp.ms_segments g "

@@ -6,6 +6,7 @@
  */
 #include "magic_sync.h"
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "settings.h"
@@ -23,10 +24,12 @@ bool		ms_full_plan = false;
 void
 ms_settings_init(void)
 {
-	DefineCustomStringVariable("magic_sync.database",
-							   "Database in which the preloaded relay worker runs.",
-							   "Empty: no worker starts at server start (sync.relay_start() starts one).",
-							   &ms_database, "", PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	/* a server-start setting can only be defined while the library is preloaded */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("magic_sync.database",
+								   "Database in which the preloaded relay worker runs.",
+								   "Empty: no worker starts at server start (sync.relay_start() starts one).",
+								   &ms_database, "", PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("magic_sync.naptime",
 							"Time between relay passes when nothing wakes the worker.",
 							NULL, &ms_naptime, 1000, 10, 3600 * 1000, PGC_SIGHUP,

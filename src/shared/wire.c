@@ -190,6 +190,9 @@ ms_rows_check(const Sync__Rows *r, char reason[MS_REASON_MAX])
 	for (size_t i = 0; i < r->n_deletes; i++)
 		if (!check_key(r->deletes[i], r->table, reason))
 			return false;
+	for (size_t i = 0; i < r->n_replaces; i++)
+		if (!check_key(r->replaces[i], r->table, reason))
+			return false;
 	return true;
 }
 

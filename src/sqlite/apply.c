@@ -188,9 +188,35 @@ usable(applier *a, const ms_tbl *t, bool *yes)
 						  " makes it again", t->broken);
 }
 
-/* the upsert of one table: every column but the retired one, as bound */
+/* whether the row of this canonical key is listed in r's replaces */
+static bool
+replaced(const Sync__Rows *r, const char *key, size_t len)
+{
+	for (size_t i = 0; i < r->n_replaces; i++)
+	{
+		size_t		n = ms_wire_key_size(r->replaces[i]);
+		char	   *buf;
+		bool		same;
+
+		if (n != len)
+			continue;
+		if ((buf = sqlite3_malloc64(n + 1)) == NULL)
+			return false;		/* kept as an upsert: the digest backstop still holds */
+		same = ms_wire_key_write(r->replaces[i], buf) == len && memcmp(buf, key, len) == 0;
+		sqlite3_free(buf);
+		if (same)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * the upsert of one table: every column but the retired one, as bound; an
+ * existing row keeps the columns the replica owns, unless whole (a
+ * replacement, Rows.replaces)
+ */
 static int
-upsert_statement(applier *a, const ms_tbl *t, sqlite3_stmt **st)
+upsert_statement(applier *a, const ms_tbl *t, bool whole, sqlite3_stmt **st)
 {
 	ms_buf		b = {0};
 	bool		set = false;
@@ -210,7 +236,7 @@ upsert_statement(applier *a, const ms_tbl *t, sqlite3_stmt **st)
 	{
 		const ms_col *col = &t->cols[i];
 
-		if (col->key || col->owned)
+		if (col->key || (col->owned && !whole))
 			continue;
 		if (col->retired)
 			ms_buf_printf(&b, "%s%s = NULL", set ? ", " : "UPDATE SET ", col->q);
@@ -255,6 +281,8 @@ upserts(applier *a, const Sync__Rows *r)
 	ms_ctx	   *c = a->c;
 	ms_tbl	   *t = ms_schema_find(c, r->table);
 	sqlite3_stmt *up = NULL;
+	sqlite3_stmt *whole = NULL;		/* the upsert of a replacement */
+	sqlite3_stmt *st;
 	ms_val	   *vals = NULL;
 	char	   *scratch = NULL;
 	size_t		scratch_cap = 0;
@@ -282,7 +310,9 @@ upserts(applier *a, const Sync__Rows *r)
 	}
 	if (r->n_upserts == 0)
 		return SQLITE_OK;
-	rc = upsert_statement(a, t, &up);
+	rc = upsert_statement(a, t, false, &up);
+	if (rc == SQLITE_OK && r->n_replaces > 0)
+		rc = upsert_statement(a, t, true, &whole);
 	if (rc == SQLITE_OK)
 		rc = marks(a, t->name, &retired_rows, &refusals);
 	if (rc == SQLITE_OK && (vals = sqlite3_malloc64(sizeof(ms_val) * (size_t) t->ncols)) == NULL)
@@ -343,6 +373,7 @@ upserts(applier *a, const Sync__Rows *r)
 			a->n.kept++;
 			continue;
 		}
+		st = whole != NULL && replaced(r, a->key.data, a->key.len) ? whole : up;
 		for (int k = 0, p = 1; k < t->ncols; k++)
 		{
 			const ms_val *v = &vals[k];
@@ -352,24 +383,24 @@ upserts(applier *a, const Sync__Rows *r)
 			switch (v->type)
 			{
 				case SQLITE_INTEGER:
-					sqlite3_bind_int64(up, p, v->i);
+					sqlite3_bind_int64(st, p, v->i);
 					break;
 				case SQLITE_FLOAT:
-					sqlite3_bind_double(up, p, v->d);
+					sqlite3_bind_double(st, p, v->d);
 					break;
 				case SQLITE_TEXT:
-					sqlite3_bind_text64(up, p, v->p, v->n, SQLITE_STATIC, SQLITE_UTF8);
+					sqlite3_bind_text64(st, p, v->p, v->n, SQLITE_STATIC, SQLITE_UTF8);
 					break;
 				case SQLITE_BLOB:
-					sqlite3_bind_blob64(up, p, v->p, v->n, SQLITE_STATIC);
+					sqlite3_bind_blob64(st, p, v->p, v->n, SQLITE_STATIC);
 					break;
 				default:
-					sqlite3_bind_null(up, p);
+					sqlite3_bind_null(st, p);
 			}
 			p++;
 		}
-		rc = sqlite3_step(up);
-		sqlite3_reset(up);
+		rc = sqlite3_step(st);
+		sqlite3_reset(st);
 		if (rc == SQLITE_DONE)
 			rc = SQLITE_OK;
 		else if (rc == SQLITE_CONSTRAINT || rc == SQLITE_MISMATCH || rc == SQLITE_TOOBIG)
@@ -393,6 +424,7 @@ upserts(applier *a, const Sync__Rows *r)
 			rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, a->key.data, a->key.len);
 	}
 	sqlite3_finalize(up);
+	sqlite3_finalize(whole);
 	sqlite3_free(vals);
 	sqlite3_free(scratch);
 	return rc;

@@ -112,6 +112,36 @@ answer = srv.rows("SELECT message FROM sync.pull(%s, 0) WHERE number IS NULL", (
 check("the answer says why", "never sent" in json.dumps(
     [srv.one("SELECT sync.inspect(%s)", (m[0],)) for m in answer]), True)
 
+# --- a row the server deletes and makes again while the store edits it ------
+def counted():
+    return (srv.one("SELECT counted FROM stock WHERE store = %s AND product = 1", (S1,)),
+            r1.one("SELECT counted FROM stock WHERE product = 1"))
+
+
+settle(srv, [r1])
+# (a) the edit reaches the server after the row was made again: it belonged to the old row
+r1.q("UPDATE stock SET counted = 71 WHERE product = 1")
+srv.exec("DELETE FROM stock WHERE store = %s AND product = 1", (S1,))
+srv.relay()
+srv.exec("INSERT INTO stock VALUES (%s, 1, 10, NULL)", (S1,))
+srv.relay()
+filed = r1.upload()
+check("an edit of a row made again since is dropped", filed["dropped"], 1)
+settle(srv, [r1])
+check("store and server agree on the store's own column, after a delete and a re-make", counted(), (None, None))
+# (b) the edit is dropped while the row is gone; the row comes back as an update of the store's copy
+r1.q("UPDATE stock SET counted = 72 WHERE product = 1")
+srv.exec("DELETE FROM stock WHERE store = %s AND product = 1", (S1,))
+filed = r1.upload()
+check("an edit of a row the server deleted is dropped", filed["dropped"], 1)
+srv.exec("INSERT INTO stock VALUES (%s, 1, 10, 5)", (S1,))
+settle(srv, [r1])
+check("the row made again replaces the store's copy, its own column too", counted(), (5, 5))
+r1.q("UPDATE stock SET counted = 6 WHERE product = 1")
+r1.upload()
+check("and the store's next edit is taken", counted(), (6, 6))
+settle(srv, [r1, r2])
+
 # --- what a replica may never write ----------------------------------------
 crafted = wire.up(S1, tables=[wire.rows("products", upserts=[((1,), json.dumps({"id": 1, "name": "free tea"}))])])
 filed = srv.file(S1, crafted)

@@ -280,6 +280,19 @@ tm_delete(Sync__Rows *r,...)
 	va_end(ap);
 }
 
+void
+tm_replace(Sync__Rows *r,...)
+{
+	va_list		ap;
+	const char *first;
+
+	va_start(ap, r);
+	first = va_arg(ap, const char *);
+	r->replaces = push(r->replaces, r->n_replaces, sizeof(Sync__Key *));
+	r->replaces[r->n_replaces++] = key_va(first, ap);
+	va_end(ap);
+}
+
 Sync__EndSnapshot *
 tm_end(const char *first,...)
 {

@@ -59,6 +59,7 @@ extern Sync__Rows *tm_rows(Sync__Down *d, const char *table);
 /* tm_upsert: a row (len -1: strlen) with its key parts (NULL-terminated list). */
 extern void tm_upsert(Sync__Rows *r, const void *row, long len, ...);
 extern void tm_delete(Sync__Rows *r, ...);
+extern void tm_replace(Sync__Rows *r, ...);	/* the key of an upsert that replaces the copy whole */
 extern Sync__Key *tm_key(const char *first, ...);
 
 extern Sync__EndSnapshot *tm_end(const char *first, ...);	/* NULL-terminated table names */

@@ -227,6 +227,13 @@ schema_changes(void)
 	CHECK(t_int(db, "SELECT city = 'Oslo' FROM customers WHERE id = 1") == 1, "and filled");
 	CHECK(t_int(db, "SELECT count(*) FROM customers") == 2, "rows not yet named stay until the end");
 	CHECK(t_int(db, "SELECT stock FROM products WHERE id = 1") == 99, "an owned column is never overwritten");
+	/* ... but by a replacement: the server dropped an edit and made the row again */
+	d = tm_down();
+	tm_upsert(tm_rows(d, "products"), "{\"id\":1,\"name\":\"tea\",\"price\":2.5,\"stock\":10}", -1, "1", NULL);
+	tm_replace(tm_rows(d, "products"), "1", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"applied\""), "a replacement applies: %s %s", S(r), tm_error());
+	CHECK(t_int(db, "SELECT stock FROM products WHERE id = 1") == 10, "a replacement overwrites the owned column");
 	r = tm_apply(db, tm_next(&s, NULL, tm_end("customers", "products", "orders", "sales", NULL)));
 	CHECK(t_has(r, "\"deletes\":3"), "the end lets go of customer 2 and products 2, 3: %s", S(r));
 	CHECK(t_int(db, "SELECT count(*) FROM customers") == 1 && t_int(db, "SELECT count(*) FROM products") == 1,

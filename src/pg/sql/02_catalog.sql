@@ -147,6 +147,8 @@ CREATE TABLE sync.held (
 	number			bigint NOT NULL,			-- the message that carried this version
 	taken			bigint,						-- the message that takes it back, while letting go
 	refused			text,						-- the replica could not take it: why
+	since			bigint NOT NULL DEFAULT 0,	-- the message that brought this row to it since it last let it go
+	replace			boolean NOT NULL DEFAULT false,	-- an edit of the replica's was dropped: the next send replaces its copy whole
 	PRIMARY KEY (replica, tab, key)
 );
 CREATE INDEX held_number ON sync.held (replica, number);
