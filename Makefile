@@ -71,10 +71,16 @@ build/test_shared: $(addprefix build/san/,tests/unit/test_shared.o tests/unit/ve
 build/test_sqlite: $(patsubst %.c,build/san/%.o,$(wildcard tests/sqlite/*.c) tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 
-build/fuzz_seeds: $(patsubst %.c,build/san/%.o,$(wildcard tests/fuzz/*.c) tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
+build/fuzz_seeds: $(patsubst %.c,build/san/%.o,$(wildcard tests/fuzz/*.c) tests/sqlite/msgs.c tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 
-.PHONY: test unit-test sqlite-test demo
+# Benchmarks of the replica (not tests): ratios against plain SQLite, same run.
+build/bench_replica_apply: $(addprefix build/rel/,bench/replica_apply.o tests/sqlite/msgs.o $(SQLITE_SRCS:.c=.o) $(SHARED_SRCS:.c=.o))
+	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
+
+.PHONY: test unit-test sqlite-test demo bench-replica
+bench-replica: build/bench_replica_apply
+	build/bench_replica_apply
 test:
 	scripts/test
 unit-test: build/test_shared

@@ -21,7 +21,7 @@ if [ -z "${MS_BENCH_INSIDE:-}" ]; then
 	flock 9
 	make -s -j2 >/dev/null
 	make -s install >/dev/null
-	exec pg_virtualenv -o shared_preload_libraries=magic_sync -o synchronous_commit=off \
+	exec pg_virtualenv -t -o shared_preload_libraries=magic_sync -o synchronous_commit=off \
 		-o max_wal_size=4GB -o checkpoint_timeout=30min \
 		env MS_BENCH_INSIDE=1 "$0" "$rounds" "$seconds" "$clients" "$scale"
 fi

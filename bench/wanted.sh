@@ -13,7 +13,7 @@ if [ -z "${MS_BENCH_INSIDE:-}" ]; then
 	flock 9
 	make -s -j2 >/dev/null
 	make -s install >/dev/null
-	exec pg_virtualenv -o shared_preload_libraries=magic_sync \
+	exec pg_virtualenv -t -o shared_preload_libraries=magic_sync \
 		env MS_BENCH_INSIDE=1 "$0" "$replicas" "$products"
 fi
 createdb bench

@@ -762,28 +762,28 @@ ms_catalog_find(List *tables, int id)
 	return NULL;
 }
 
-/* append_part: the text of one key column of alias, as a canonical part. */
-static void
-append_part(StringInfo buf, const ms_column *c, const char *alias)
-{
-	/* integers print in decimal, uuids lowercase and hyphenated: their ::text */
-	appendStringInfo(buf, "(%s.%s)::text", alias, c->quoted);
-}
-
 char *
 ms_key_expr(const ms_table *t, const char *alias)
 {
 	StringInfoData buf;
 
+	/*
+	 * The canonical bytes spelled out (key.h): for each part its length in
+	 * bytes, a colon, its text.  The same bytes as sync.key(ARRAY[...]),
+	 * without building an array and calling a function for every row.
+	 */
 	initStringInfo(&buf);
-	appendStringInfoString(&buf, "(sync.key(ARRAY[");
+	appendStringInfoChar(&buf, '(');
 	for (int k = 0; k < t->nkey; k++)
 	{
+		const ms_column *c = &t->columns[t->key[k]];
+
 		if (k > 0)
-			appendStringInfoString(&buf, ", ");
-		append_part(&buf, &t->columns[t->key[k]], alias);
+			appendStringInfoString(&buf, " || ");
+		appendStringInfo(&buf, "octet_length((%s.%s)::text)::text || ':' || (%s.%s)::text",
+						 alias, c->quoted, alias, c->quoted);
 	}
-	appendStringInfoString(&buf, "]) COLLATE \"C\")");
+	appendStringInfoString(&buf, ") COLLATE \"C\"");
 	return buf.data;
 }
 

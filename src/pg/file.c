@@ -33,6 +33,8 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
@@ -105,13 +107,17 @@ table_named(filing *f, const char *name)
 	return NULL;
 }
 
+/*
+ * server_column: a column the server fills itself (generated, created, the
+ * sender stamp): an upload may carry it, and it is ignored.
+ */
 static bool
-is_generated(ms_table *t, int c)
+server_column(ms_table *t, int c)
 {
 	for (int g = 0; g < t->ngenerated; g++)
 		if (t->generated[g] == c)
 			return true;
-	return c == t->created;
+	return c == t->created || (t->sender && strcmp(t->columns[c].name, t->sender) == 0);
 }
 
 /* ---- codecs, the server's way up: a row as a JSON object of its columns ---- */
@@ -228,7 +234,9 @@ row_json(ms_table *t, const uint8 *b, size_t len, char **why)
 	if (t->proto)
 		return proto_to_json(t, b, len, &out, why) ? out.data : NULL;
 	appendBinaryStringInfo(&out, (const char *) b, (int) len);
-	if (len == 0 || b[0] != '{' || !ms_utf8_valid(out.data, len))
+	if (len == 0 || b[0] != '{' || !ms_utf8_valid(out.data, len) ||
+		pg_parse_json(makeJsonLexContextCstringLen(out.data, (int) len, PG_UTF8, false),
+					  &nullSemAction) != JSON_SUCCESS)
 	{
 		*why = "the row is not a JSON object in UTF-8";
 		return NULL;
@@ -279,8 +287,7 @@ check_row(filing *f, ms_table *t, const char *json, char **parts, bool two_way, 
 		wanted[t->nkey] = f->replica_text;
 	}
 	for (int c = 0; c < t->ncolumns; c++)
-		if (!is_generated(t, c) &&
-			(!two_way || t->columns[c].key || t->columns[c].replica_owned))
+		if (server_column(t, c) || !two_way || t->columns[c].key || t->columns[c].replica_owned)
 			allowed[nallowed++] = t->columns[c].name;
 	values[0] = CStringGetTextDatum(json);
 	values[1] = parts_array(names, nnames);
@@ -321,7 +328,12 @@ check_row(filing *f, ms_table *t, const char *json, char **parts, bool two_way, 
 						TextDatumGetCString(d));
 		return NULL;
 	}
-	return TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	{
+		char	   *json = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+
+		SPI_freetuptable(SPI_tuptable);
+		return json;
+	}
 }
 
 /* the held row of (replica, t, key): found, and its number and taken */
@@ -337,9 +349,13 @@ held_row(filing *f, ms_table *t, const char *key, int64 *number, bool *taken)
 							  3, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.held");
 	if (SPI_processed == 0)
+	{
+		SPI_freetuptable(SPI_tuptable);
 		return false;
+	}
 	*number = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	*taken = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	SPI_freetuptable(SPI_tuptable);
 	return true;
 }
 
@@ -349,10 +365,13 @@ row_exists(ms_table *t, const char *key)
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(key)};
 	char	   *sql = psprintf("SELECT 1 FROM %s t WHERE %s", t->qualified, ms_key_match(t, "t", "$1"));
+	bool		found;
 
 	if (SPI_execute_with_args(sql, 1, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read table \"%s\"", t->name);
-	return SPI_processed > 0;
+	found = SPI_processed > 0;
+	SPI_freetuptable(SPI_tuptable);
+	return found;
 }
 
 /* the replica holds this version of the row: the newest note of it, at once */
@@ -397,7 +416,7 @@ file_record(filing *f, ms_table *t, const char *key, const char *json)
 	initStringInfo(&sql);
 	initStringInfo(&cols);
 	for (int c = 0; c < t->ncolumns; c++)
-		if (!is_generated(t, c))
+		if (!server_column(t, c))
 			appendStringInfo(&cols, "%s%s", cols.len ? ", " : "", t->columns[c].quoted);
 	appendStringInfo(&sql, "INSERT INTO %s AS t (%s", t->qualified, cols.data);
 	if (t->created >= 0)
@@ -406,7 +425,7 @@ file_record(filing *f, ms_table *t, const char *key, const char *json)
 		appendStringInfo(&sql, ", %s", quote_identifier(t->sender));
 	appendStringInfoString(&sql, ") SELECT ");
 	for (int c = 0, n = 0; c < t->ncolumns; c++)
-		if (!is_generated(t, c))
+		if (!server_column(t, c))
 			appendStringInfo(&sql, "%sr.%s", n++ ? ", " : "", t->columns[c].quoted);
 	if (t->created >= 0)
 		appendStringInfoString(&sql, ", now()");
@@ -421,7 +440,7 @@ file_record(filing *f, ms_table *t, const char *key, const char *json)
 	{
 		appendStringInfoString(&sql, ") DO UPDATE SET ");
 		for (int c = 0, n = 0; c < t->ncolumns; c++)
-			if (!is_generated(t, c) && !t->columns[c].key)
+			if (!server_column(t, c) && !t->columns[c].key)
 				appendStringInfo(&sql, "%s%s = EXCLUDED.%s", n++ ? ", " : "",
 								 t->columns[c].quoted, t->columns[c].quoted);
 		if (t->sender)
@@ -438,6 +457,7 @@ file_record(filing *f, ms_table *t, const char *key, const char *json)
 	if (SPI_execute_with_args(sql.data, 2, types, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "could not file a record");
 	taken = SPI_processed > 0;
+	SPI_freetuptable(SPI_tuptable);
 	if (taken)
 		mark_held(f, t, key);
 	else

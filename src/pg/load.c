@@ -38,9 +38,12 @@ ms_encode_key(StringInfo out, const char *key, int keylen)
 	}
 }
 
-/* the query loading up to $3 rows of table $1 after key $2, with their replicas */
+/*
+ * the query loading the rows of table $1 after key $2 in key order, with the
+ * replicas that get each; with a limit, at most $3 of them
+ */
 static char *
-load_query(ms_table *t)
+load_query(ms_table *t, bool limited)
 {
 	StringInfoData sql;
 
@@ -55,9 +58,9 @@ load_query(ms_table *t)
 		appendStringInfoString(&sql, "row_to_json(r)::text");
 	appendStringInfo(&sql,
 					 " FROM (SELECT s.key, array_agg(s.replica) AS replicas FROM pg_temp.ms_send s"
-					 " WHERE s.tab = $1 AND s.key > $2 GROUP BY s.key ORDER BY s.key LIMIT $3) k"
+					 " WHERE s.tab = $1 AND s.key > $2 GROUP BY s.key ORDER BY s.key%s) k"
 					 " JOIN %s t ON %s",
-					 t->qualified, ms_key_match(t, "t", "k.key"));
+					 limited ? " LIMIT $3" : "", t->qualified, ms_key_match(t, "t", "k.key"));
 	if (!t->proto)
 	{
 		appendStringInfoString(&sql, " CROSS JOIN LATERAL (SELECT ");
@@ -135,20 +138,12 @@ typedef struct chunk
 	char	   *last;			/* the last key read */
 } chunk;
 
-/*
- * load_chunk: read and encode up to limit rows after key `after` into c.
- * Raises any error; emits nothing, so a failed chunk leaves no trace.
- */
+/* copy_chunk: encode the rows of the last result into c, then free the result */
 static void
-load_chunk(ms_pass *p, ms_table *t, SPIPlanPtr plan, const char *after, int limit, chunk *c)
+copy_chunk(ms_table *t, chunk *c)
 {
-	Datum		values[3];
 	StringInfoData buf;
 
-	values[0] = Int32GetDatum(t->id);
-	values[1] = CStringGetTextDatum(after);
-	values[2] = Int64GetDatum(limit);
-	ms_run(p, plan, values, NULL, 0);
 	c->n = (int) SPI_processed;
 	c->rows = palloc(sizeof(ms_row) * Max(c->n, 1));
 	for (int i = 0; i < c->n; i++)
@@ -180,6 +175,35 @@ load_chunk(ms_pass *p, ms_table *t, SPIPlanPtr plan, const char *after, int limi
 		if (i == c->n - 1)
 			c->last = (char *) row->key;
 	}
+	/* everything is copied out: the chunk's result goes now, not at the pass's end */
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/*
+ * load_chunk: read and encode up to limit rows into c, from the cursor, or
+ * (cur NULL) by running plan after key `after`.  Raises any error; emits
+ * nothing, so a failed chunk leaves no trace.
+ */
+static void
+load_chunk(ms_pass *p, ms_table *t, Portal cur, SPIPlanPtr plan, const char *after, int limit, chunk *c)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (cur != NULL)
+	{
+		SPI_cursor_fetch(cur, true, limit);
+		MemoryContextSwitchTo(cxt);
+	}
+	else
+	{
+		Datum		values[3];
+
+		values[0] = Int32GetDatum(t->id);
+		values[1] = CStringGetTextDatum(after);
+		values[2] = Int64GetDatum(limit);
+		ms_run(p, plan, values, NULL, 0);
+	}
+	copy_chunk(t, c);
 }
 
 /*
@@ -188,7 +212,7 @@ load_chunk(ms_pass *p, ms_table *t, SPIPlanPtr plan, const char *after, int limi
  * transient one is raised again.
  */
 static bool
-try_chunk(ms_pass *p, ms_table *t, SPIPlanPtr plan, const char *after, int limit,
+try_chunk(ms_pass *p, ms_table *t, Portal cur, SPIPlanPtr plan, const char *after, int limit,
 		  chunk *c, ErrorData **err)
 {
 	MemoryContext cxt = CurrentMemoryContext;
@@ -199,7 +223,7 @@ try_chunk(ms_pass *p, ms_table *t, SPIPlanPtr plan, const char *after, int limit
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		load_chunk(p, t, plan, after, limit, c);
+		load_chunk(p, t, cur, plan, after, limit, c);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
@@ -254,7 +278,8 @@ void
 ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 {
 	Oid			types[3] = {INT4OID, TEXTOID, INT8OID};
-	SPIPlanPtr	plan = ms_prepare(load_query(t), 3, types);
+	char	   *all = load_query(t, false);
+	SPIPlanPtr	one = ms_prepare(load_query(t, true), 3, types);
 	SPIPlanPtr	keys = ms_prepare("SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
 								  " ORDER BY key LIMIT $3", 3, types);
 	char	   *after = "";
@@ -264,25 +289,35 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 
 	for (;;)
 	{
-		chunk		c = {0, NULL, NULL};
-		ErrorData  *err = NULL;
 		Datum		values[3];
+		Portal		cur;
+		ErrorData  *err = NULL;
 		int			n;
 		char	  **chunk_keys;
 
-		/* what the relay holds in memory is one chunk */
-		MemoryContextReset(cxt);
-		if (try_chunk(p, t, plan, after, ms_chunk_rows, &c, &err))
+		/* one cursor over the table's rows, a chunk at a time */
+		values[0] = Int32GetDatum(t->id);
+		values[1] = CStringGetTextDatum(after);
+		cur = ms_open(p, all, 2, types, values, NULL);
+		for (;;)
 		{
+			chunk		c = {0, NULL, NULL};
+
+			/* what the relay holds in memory is one chunk */
+			MemoryContextReset(cxt);
+			if (!try_chunk(p, t, cur, NULL, NULL, ms_chunk_rows, &c, &err))
+				break;
 			if (c.n == 0)
 				break;
 			emit_chunk(p, t, &c, emit, arg, bad);
 			after = MemoryContextStrdup(p->cxt, c.last);
-			continue;
 		}
+		SPI_cursor_close(cur);
+		if (err == NULL)
+			break;
 
 		/* the chunk failed for good: find the rows that do not encode, one by one */
-		values[0] = Int32GetDatum(t->id);
+		MemoryContextReset(cxt);
 		values[1] = CStringGetTextDatum(after);
 		values[2] = Int64GetDatum(ms_chunk_rows);
 		ms_run(p, keys, values, NULL, 0);
@@ -292,13 +327,14 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 		chunk_keys = palloc(sizeof(char *) * n);
 		for (int i = 0; i < n; i++)
 			chunk_keys[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		SPI_freetuptable(SPI_tuptable);
 		for (int i = 0; i < n; i++)
 		{
-			chunk		one = {0, NULL, NULL};
+			chunk		row = {0, NULL, NULL};
 			ErrorData  *rowerr = NULL;
 
-			if (try_chunk(p, t, plan, i == 0 ? after : chunk_keys[i - 1], 1, &one, &rowerr))
-				emit_chunk(p, t, &one, emit, arg, bad);
+			if (try_chunk(p, t, NULL, one, i == 0 ? after : chunk_keys[i - 1], 1, &row, &rowerr))
+				emit_chunk(p, t, &row, emit, arg, bad);
 			else
 				add_bad(p, bad, t->id, chunk_keys[i],
 						rowerr->message ? rowerr->message : "it does not encode", rowerr->sqlerrcode);

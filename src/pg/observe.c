@@ -35,6 +35,20 @@ ms_observe(ms_pass *p)
 
 	ms_temp_table(p, "ms_forget", "id uuid PRIMARY KEY");
 	ms_exec_all(p, forget);
+	/* the mirrored tables changed since its snapshot: it needs the new schema */
+	{
+		Oid			htypes[1] = {BYTEAOID};
+		Datum		hvalues[1] = {PointerGetDatum(p->schema_hash)};
+
+		ms_exec(p,
+				"UPDATE sync.replicas SET provision = true"
+				" WHERE live AND NOT provision AND schema_hash IS DISTINCT FROM $1",
+				1, htypes, hvalues, NULL, 0);
+		if (SPI_processed > 0)
+			ereport(LOG,
+					(errmsg("magic_sync: the mirrored tables changed: %llu replicas are provisioned again with the new schema",
+							(unsigned long long) SPI_processed)));
+	}
 	ms_exec(p, "SELECT count(*) FROM ms_forget", 0, NULL, NULL, NULL, 0);
 	p->forgotten = ms_int64();
 

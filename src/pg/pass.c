@@ -6,6 +6,7 @@
 #include "magic_sync.h"
 
 #include "access/xact.h"
+#include "utils/memutils.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/snapmgr.h"
@@ -40,9 +41,12 @@ ms_prepare(const char *sql, int nargs, Oid *types)
 int
 ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls, long tcount)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	int			rc = SPI_execute_snapshot(plan, values, nulls, p->snapshot,
 										  InvalidSnapshot, false, true, tcount);
 
+	/* SPI leaves its procedure's context current: a chunk's copies belong to the chunk */
+	MemoryContextSwitchTo(cxt);
 	if (rc < 0)
 		elog(ERROR, "could not run a statement of the relay pass: %s", SPI_result_code_string(rc));
 	return rc;
@@ -91,6 +95,7 @@ Portal
 ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 		Datum *values, const char *nulls)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	SPIPlanPtr	plan = ms_prepare(sql, nargs, types);
 	Portal		portal;
 
@@ -100,6 +105,7 @@ ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 	UpdateActiveSnapshotCommandId();
 	portal = SPI_cursor_open(NULL, plan, values, nulls, true);
 	PopActiveSnapshot();
+	MemoryContextSwitchTo(cxt);
 	if (portal == NULL)
 		elog(ERROR, "could not open a cursor over \"%s\"", sql);
 	return portal;
@@ -111,8 +117,18 @@ ms_int64(void)
 	bool		isnull;
 	Datum		d;
 
-	if (SPI_tuptable == NULL || SPI_processed == 0)
+	int64		v;
+
+	if (SPI_tuptable == NULL)
 		return 0;
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? 0 : DatumGetInt64(d);
+	if (SPI_processed == 0)
+		v = 0;
+	else
+	{
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		v = isnull ? 0 : DatumGetInt64(d);
+	}
+	/* read once: a pass writing thousands of messages must not keep every result */
+	SPI_freetuptable(SPI_tuptable);
+	return v;
 }

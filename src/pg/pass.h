@@ -25,6 +25,7 @@ typedef struct ms_pass
 	Snapshot	snapshot;		/* registered for the pass */
 	List	   *tables;			/* ms_table *, parents first */
 	ms_epoch	epoch;
+	bytea	   *schema_hash;	/* SHA-256 of the schema a snapshot carries now */
 
 	/* what the pass did (sync.relay_pass returns it) */
 	int64		notes_read;
@@ -66,7 +67,7 @@ extern void ms_exec_all(ms_pass *p, const char *const *stmts);
 extern Portal ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 					  Datum *values, const char *nulls);
 
-/* ms_int64: the first column of the first row of the last result, as int64 (0 when none or null). */
+/* ms_int64: the first column of the first row of the last result, as int64 (0 when none or null); frees the result. */
 extern int64 ms_int64(void);
 
 #endif

@@ -23,6 +23,8 @@
 
 #include "catalog.h"
 #include "plan.h"
+#include "question.h"
+#include "settings.h"
 #include "wanted.h"
 
 void
@@ -31,6 +33,7 @@ ms_plan_prepare(ms_pass *p)
 	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY");
 	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_blocked", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
+	ms_temp_table(p, "ms_released", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_send", "replica uuid, tab int, key text COLLATE \"C\", note bigint,"
 				  " PRIMARY KEY (tab, key, replica)");
 	ms_temp_table(p, "ms_take", "replica uuid, tab int, key text COLLATE \"C\","
@@ -44,9 +47,8 @@ ms_plan_pending(ms_pass *p)
 
 	/* a row set aside a minute ago is noted again: a fix may have been deployed */
 	ms_exec(p,
-			"WITH r AS (DELETE FROM sync.quarantine WHERE since < now() - interval '1 minute'"
-			"           RETURNING tab, key)"
-			"INSERT INTO sync.notes (tab, key) SELECT tab, key FROM r",
+			"INSERT INTO sync.notes (tab, key) SELECT tab, key FROM sync.quarantine"
+			" WHERE since < now() - interval '1 minute'",
 			0, NULL, NULL, NULL, 0);
 
 	/* a later build's note is skipped by the query, and holds back nothing */
@@ -71,22 +73,13 @@ ms_plan_pending(ms_pass *p)
 	return n;
 }
 
-/* blocked: quarantined rows, then every row pointing at a blocked row, to a fixpoint */
+/* add to pg_temp.<set> (tab, key) every row pointing at one of its rows, to a fixpoint */
 static void
-plan_blocked(ms_pass *p)
+children_closure(ms_pass *p, const char *set)
 {
 	ListCell   *lc;
 	bool		grew;
 
-	/* a note newer than the quarantine (a change, or a retry) tries the row again */
-	ms_exec(p,
-			"DELETE FROM sync.quarantine q USING ms_pending n "
-			" WHERE n.tab = q.tab AND n.key = q.key AND n.note > q.note",
-			0, NULL, NULL, NULL, 0);
-	ms_exec(p, "INSERT INTO ms_blocked SELECT tab, key FROM sync.quarantine",
-			0, NULL, NULL, NULL, 0);
-	if (SPI_processed == 0)
-		return;
 	do
 	{
 		grew = false;
@@ -104,9 +97,9 @@ plan_blocked(ms_pass *p)
 
 				initStringInfo(&sql);
 				appendStringInfo(&sql,
-								 "INSERT INTO ms_blocked SELECT %d, %s FROM ms_blocked b "
+								 "INSERT INTO pg_temp.%s SELECT %d, %s FROM pg_temp.%s b "
 								 "JOIN %s p ON %s JOIN %s c ON (",
-								 child->id, ms_key_expr(child, "c"),
+								 set, child->id, ms_key_expr(child, "c"), set,
 								 parent->qualified, ms_key_match(parent, "p", "b.key"),
 								 child->qualified);
 				for (int i = 0; i < fk->ncols; i++)
@@ -124,36 +117,89 @@ plan_blocked(ms_pass *p)
 	} while (grew);
 }
 
-void
-ms_plan(ms_pass *p, ArrayType *replicas)
+/*
+ * blocked: quarantined rows, then every row pointing at a blocked row.  A
+ * quarantined row with a note newer than its quarantine (it changed, or is
+ * tried again) is released, and so is everything that was blocked because of
+ * it: those rows have no note of their own, so they are planned as changed.
+ */
+static void
+plan_blocked(ms_pass *p)
 {
-	Oid			types[1] = {UUIDARRAYOID};
-	Datum		values[1] = {PointerGetDatum(replicas)};
+	ms_exec(p,
+			"INSERT INTO ms_released SELECT q.tab, q.key FROM sync.quarantine q JOIN ms_pending n"
+			"    ON n.tab = q.tab AND n.key = q.key WHERE n.note > q.note",
+			0, NULL, NULL, NULL, 0);
+	if (SPI_processed > 0)
+	{
+		ms_exec(p, "DELETE FROM sync.quarantine q USING ms_released r WHERE r.tab = q.tab AND r.key = q.key",
+				0, NULL, NULL, NULL, 0);
+		children_closure(p, "ms_released");
+	}
+	ms_exec(p, "INSERT INTO ms_blocked SELECT tab, key FROM sync.quarantine",
+			0, NULL, NULL, NULL, 0);
+	if (SPI_processed > 0)
+		children_closure(p, "ms_blocked");
+}
+
+void
+ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
+{
+	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
+	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
+	ArrayType  *around = NULL;
+	bool		isnull;
+	Datum		d;
 
 	plan_blocked(p);
-	ms_wanted_fill(replicas);
-	ms_exec(p, "DELETE FROM pg_temp.ms_wanted w USING ms_blocked b WHERE w.tab = b.tab AND w.key = b.key",
-			0, NULL, NULL, NULL, 0);
 
-	/*
-	 * A held row is sent again when a note of this snapshot is newer than the
-	 * version it holds; one it refused, only once the row changed since.
-	 */
-	ms_exec(p,
-			"INSERT INTO ms_send (replica, tab, key, note) "
-			"SELECT w.replica, w.tab, w.key, coalesce(n.note, 0) "
-			"  FROM pg_temp.ms_wanted w "
-			"  LEFT JOIN sync.held h ON h.replica = w.replica AND h.tab = w.tab "
-			"       AND h.key = w.key AND h.taken IS NULL "
-			"  LEFT JOIN ms_pending n ON n.tab = w.tab AND n.key = w.key "
-			" WHERE h.replica IS NULL OR n.note > h.note",
-			0, NULL, NULL, NULL, 0);
-	ms_exec(p,
-			"INSERT INTO ms_take (replica, tab, key) "
-			"SELECT h.replica, h.tab, h.key FROM sync.held h "
-			" WHERE h.replica = ANY ($1) AND h.taken IS NULL "
-			"   AND NOT EXISTS (SELECT FROM pg_temp.ms_wanted w "
-			"                    WHERE w.replica = h.replica AND w.tab = h.tab AND w.key = h.key)",
-			1, types, values, NULL, 0);
+	/* a replica provisioned from scratch: its whole wanted set, it holds nothing */
+	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
+	{
+		ms_wanted_fill(provisioning);
+		ms_exec(p,
+				"INSERT INTO ms_send (replica, tab, key, note)"
+				" SELECT w.replica, w.tab, w.key, coalesce(n.note, 0) FROM pg_temp.ms_wanted w"
+				"   LEFT JOIN ms_pending n ON n.tab = w.tab AND n.key = w.key"
+				"  WHERE NOT EXISTS (SELECT FROM ms_blocked b WHERE b.tab = w.tab AND b.key = w.key)",
+				0, NULL, NULL, NULL, 0);
+	}
+
+	/* every other: around what changed, or (magic_sync.full_plan) compared whole */
+	ms_exec(p, "SELECT array_agg(r) FROM unnest($1::uuid[]) r WHERE r <> ALL ($2)", 2, types, values, NULL, 0);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		around = DatumGetArrayTypePCopy(d);
+	if (around != NULL && !ms_full_plan)
+		ms_plan_question(p, around);
+	else if (around != NULL)
+	{
+		Datum		avalues[1] = {PointerGetDatum(around)};
+
+		ms_wanted_fill(around);
+		ms_exec(p, "DELETE FROM pg_temp.ms_wanted w USING ms_blocked b WHERE w.tab = b.tab AND w.key = b.key",
+				0, NULL, NULL, NULL, 0);
+
+		/*
+		 * A held row is sent again when a note of this snapshot is newer than
+		 * the version it holds; one it refused, only once the row changed since.
+		 */
+		ms_exec(p,
+				"INSERT INTO ms_send (replica, tab, key, note) "
+				"SELECT w.replica, w.tab, w.key, coalesce(n.note, 0) "
+				"  FROM pg_temp.ms_wanted w "
+				"  LEFT JOIN sync.held h ON h.replica = w.replica AND h.tab = w.tab "
+				"       AND h.key = w.key AND h.taken IS NULL "
+				"  LEFT JOIN ms_pending n ON n.tab = w.tab AND n.key = w.key "
+				" WHERE h.replica IS NULL OR n.note > h.note",
+				0, NULL, NULL, NULL, 0);
+		ms_exec(p,
+				"INSERT INTO ms_take (replica, tab, key) "
+				"SELECT h.replica, h.tab, h.key FROM sync.held h "
+				" WHERE h.replica = ANY ($1) AND h.taken IS NULL "
+				"   AND NOT EXISTS (SELECT FROM pg_temp.ms_wanted w "
+				"                    WHERE w.replica = h.replica AND w.tab = h.tab AND w.key = h.key)",
+				1, types, avalues, NULL, 0);
+	}
 	ms_exec(p, "ANALYZE ms_send, ms_take", 0, NULL, NULL, NULL, 0);
 }

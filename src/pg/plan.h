@@ -24,7 +24,10 @@ extern void ms_plan_prepare(ms_pass *p);
 /* ms_plan_pending: read the notes not done; returns how many. */
 extern int64 ms_plan_pending(ms_pass *p);
 
-/* ms_plan: plan for these replicas (uuid[]); those being provisioned hold nothing. */
-extern void ms_plan(ms_pass *p, ArrayType *replicas);
+/*
+ * ms_plan: plan for these replicas (uuid[]): those being provisioned
+ * (provisioning, a subset) from scratch; the others around what changed.
+ */
+extern void ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning);
 
 #endif

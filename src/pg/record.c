@@ -79,6 +79,7 @@ typedef struct recorder
 	HTAB	   *targets;
 	HTAB	   *bodies;			/* bodies stored this pass, by hash */
 	MemoryContext cxt;
+	MemoryContext scratch;		/* one message's copies, reset after each */
 	StringInfoData begin;		/* the packed Begin of a snapshot */
 	StringInfoData key;			/* scratch: the wire Key of the current row */
 	SPIPlanPtr	next_number;
@@ -148,6 +149,7 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 			  int upserts, int deletes)
 {
 	ms_pass    *p = r->p;
+	MemoryContext old = MemoryContextSwitchTo(r->scratch);
 	int64		body_id = store_body(r, body, upserts, deletes);
 	uint64		number;
 	uint8		nonce[MS_NONCE_BYTES];
@@ -209,6 +211,8 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 		tg->begun = true;
 	}
 	p->messages++;
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(r->scratch);
 }
 
 /* move the Rows being filled into Down */
@@ -238,16 +242,19 @@ flush(recorder *r, target *tg)
 {
 	StringInfoData body;
 	bool		start = tg->snapshot && !tg->begun;
+	MemoryContext old;
 
 	if (!has_content(tg) && !start)
 		return;
 	close_rows(tg);
+	old = MemoryContextSwitchTo(r->scratch);
 	initStringInfo(&body);
+	MemoryContextSwitchTo(old);
 	enlargeStringInfo(&body, (int) ms_pb_len_field_size(9, tg->down.len));
 	body.len += (int) ms_pb_len_head((uint8_t *) body.data, 9, tg->down.len);
 	appendBinaryStringInfo(&body, tg->down.data, tg->down.len);
+	/* write_message resets the scratch context, body and all */
 	write_message(r, tg, &body, start, tg->upserts, tg->deletes);
-	pfree(body.data);
 	resetStringInfo(&tg->down);
 	tg->upserts = tg->deletes = 0;
 	list_free_deep(tg->segments);
@@ -468,19 +475,35 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 	}
 }
 
-/* sync.held from the segments: what each message carries, set by set */
+/*
+ * sync.held from the segments: what each message carries, set by set.  A
+ * replica being provisioned holds nothing yet: its rows go in without the
+ * cost of looking for a conflict.
+ */
 static void
-record_held(ms_pass *p)
+record_held(ms_pass *p, ArrayType *provisioning)
 {
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {PointerGetDatum(provisioning)};
+
+	/* a few segments, each a range of ms_send's key index: the planner must know */
+	ms_exec(p, "ANALYZE pg_temp.ms_segments", 0, NULL, NULL, NULL, 0);
 	ms_exec(p,
 			"INSERT INTO sync.held (replica, tab, key, note, number) "
 			"SELECT s.replica, s.tab, s.key, s.note, g.number FROM pg_temp.ms_segments g "
 			"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
 			"   AND s.key <= g.last_key AND s.replica = g.replica "
-			" WHERE g.kind = 'u' "
+			" WHERE g.kind = 'u' AND g.replica = ANY ($1)",
+			1, types, values, NULL, 0);
+	ms_exec(p,
+			"INSERT INTO sync.held (replica, tab, key, note, number) "
+			"SELECT s.replica, s.tab, s.key, s.note, g.number FROM pg_temp.ms_segments g "
+			"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
+			"   AND s.key <= g.last_key AND s.replica = g.replica "
+			" WHERE g.kind = 'u' AND NOT g.replica = ANY ($1) "
 			"ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, "
 			"   number = EXCLUDED.number, taken = NULL, refused = NULL",
-			0, NULL, NULL, NULL, 0);
+			1, types, values, NULL, 0);
 	ms_exec(p,
 			"UPDATE sync.held h SET taken = g.number FROM pg_temp.ms_segments g "
 			"  JOIN pg_temp.ms_take t ON t.tab = g.tab AND t.key >= g.first_key "
@@ -506,6 +529,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	memset(&r, 0, sizeof r);
 	r.p = p;
 	r.cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync record", ALLOCSET_DEFAULT_SIZES);
+	r.scratch = AllocSetContextCreate(r.cxt, "magic_sync message", ALLOCSET_DEFAULT_SIZES);
 	memset(&ctl, 0, sizeof ctl);
 	ctl.keysize = sizeof(pg_uuid_t);
 	ctl.entrysize = sizeof(target);
@@ -565,15 +589,15 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 			p->provisioned++;
 		}
 	}
-	record_held(p);
+	record_held(p, provisioning);
 
 	/* each replica's chain, and the snapshot written for it */
 	hash_seq_init(&seq, r.targets);
 	while ((tg = hash_seq_search(&seq)) != NULL)
 	{
-		Oid			types[5] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID};
-		Datum		values[5];
-		char		nulls[5] = "     ";
+		Oid			types[6] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID, BYTEAOID};
+		Datum		values[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
 		if (!tg->written)
 			continue;
@@ -583,14 +607,16 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		values[2] = PointerGetDatum(to_bytea(tg->last_nonce, MS_NONCE_BYTES));
 		values[3] = Int64GetDatum((int64) tg->first_number);
 		values[4] = Int64GetDatum((int64) tg->last_number);
+		values[5] = PointerGetDatum(p->schema_hash);
 		if (!tg->snapshot)
-			nulls[3] = nulls[4] = 'n';
+			nulls[3] = nulls[4] = nulls[5] = 'n';
 		ms_exec(p,
 				"UPDATE sync.replicas SET last_number = $2, last_nonce = $3,"
 				" snapshot_number = coalesce($4, snapshot_number),"
 				" snapshot_end = coalesce($5, snapshot_end),"
+				" schema_hash = coalesce($6, schema_hash),"
 				" provision = CASE WHEN $4 IS NULL THEN provision ELSE false END"
-				" WHERE id = $1", 5, types, values, nulls, 0);
+				" WHERE id = $1", 6, types, values, nulls, 0);
 	}
 	MemoryContextDelete(r.cxt);
 	return NIL;

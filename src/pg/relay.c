@@ -17,6 +17,8 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "common/cryptohash.h"
+#include "common/sha2.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -31,6 +33,7 @@
 #include "observe.h"
 #include "plan.h"
 #include "record.h"
+#include "schema.h"
 #include "relay.h"
 #include "settings.h"
 
@@ -109,14 +112,27 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 
 	for (;;)
 	{
-		List	   *bad;
+		List	   *volatile bad = NIL;
 		int64		provisioned = p->provisioned;
 
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(cxt);
-		p->rows_sent = p->rows_taken = p->messages = 0;
-		ms_plan(p, replicas);
-		bad = ms_record(p, replicas, provisioning);
+		PG_TRY();
+		{
+			p->rows_sent = p->rows_taken = p->messages = 0;
+			ms_plan(p, replicas, provisioning);
+			bad = ms_record(p, replicas, provisioning);
+		}
+		PG_CATCH();
+		{
+			/* never let an error out with the subtransaction open: the caller's session would be left aborted */
+			MemoryContextSwitchTo(cxt);
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 		if (bad == NIL)
 		{
 			ReleaseCurrentSubTransaction();
@@ -169,6 +185,29 @@ publish(ms_pass *p)
 			0, NULL, NULL, NULL, 0);
 }
 
+/*
+ * schema_hash: the SHA-256 of the schema a snapshot carries.  A replica
+ * provisioned with another (a table declared, dropped or changed since) is
+ * provisioned again, so it has every table it may be sent.
+ */
+static bytea *
+schema_hash(ms_pass *p)
+{
+	StringInfoData schema;
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	bytea	   *out = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+
+	initStringInfo(&schema);
+	ms_schema_pack(p->tables, &schema);
+	SET_VARSIZE(out, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	if (ctx == NULL || pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (uint8 *) schema.data, schema.len) < 0 ||
+		pg_cryptohash_final(ctx, (uint8 *) VARDATA(out), PG_SHA256_DIGEST_LENGTH) < 0)
+		elog(ERROR, "could not compute a SHA-256 of the schema");
+	pg_cryptohash_free(ctx);
+	return out;
+}
+
 void
 ms_relay_pass(ms_pass *p)
 {
@@ -182,6 +221,7 @@ ms_relay_pass(ms_pass *p)
 	ms_pass_begin(p);
 	refuse_unless_checked(p);
 	p->tables = ms_catalog_tables();
+	p->schema_hash = schema_hash(p);
 	ms_epoch_current(&p->epoch);
 	provisioning = ms_observe(p);
 	ms_plan_prepare(p);

@@ -18,6 +18,7 @@ int			ms_outbox_messages = 10000;
 int			ms_outbox_bytes = 256 * 1024;
 int			ms_upload_bytes = 16 * 1024 * 1024;
 int			ms_prune_rows = 10000;
+bool		ms_full_plan = false;
 int			ms_unreachable_after = 2 * 3600;
 
 void
@@ -55,6 +56,10 @@ ms_settings_init(void)
 							"Rows the worker removes per pruning batch (done notes, unused bodies, delivered answers).",
 							NULL, &ms_prune_rows, 10000, 1, 10000000, PGC_SIGHUP,
 							0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("magic_sync.full_plan",
+							 "Plans by comparing each replica's whole wanted set with what it holds, instead of around what changed.",
+							 "Slower, and the same answer: for checking the planner.",
+							 &ms_full_plan, false, PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("magic_sync.unreachable_after",
 							"A live replica not heard from for this long is unreachable in sync.overview and sync.health.",
 							"A replica files at least its hourly digests: the default allows one missed.",

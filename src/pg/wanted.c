@@ -38,8 +38,8 @@ run(const char *sql)
 }
 
 /* cols_key: the canonical key made of these columns of alias, in this order. */
-static char *
-cols_key(const ms_table *t, const char *alias, int n, const int *cols)
+char *
+ms_cols_key(const ms_table *t, const char *alias, int n, const int *cols)
 {
 	StringInfoData buf;
 
@@ -53,8 +53,8 @@ cols_key(const ms_table *t, const char *alias, int n, const int *cols)
 }
 
 /* cols_match: these columns of alias equal the parts of the key keyexpr. */
-static char *
-cols_match(const ms_table *t, const char *alias, int n, const int *cols, const char *keyexpr)
+char *
+ms_cols_match(const ms_table *t, const char *alias, int n, const int *cols, const char *keyexpr)
 {
 	StringInfoData buf;
 
@@ -82,8 +82,8 @@ cols_not_null(const ms_table *t, const char *alias, int n, const int *cols)
 }
 
 /* active_filter: " AND the row of alias is in t's active view", or "". */
-static char *
-active_filter(const ms_table *t, const char *alias)
+char *
+ms_active_filter(const ms_table *t, const char *alias)
 {
 	StringInfoData buf;
 
@@ -96,6 +96,77 @@ active_filter(const ms_table *t, const char *alias)
 						 t->columns[t->key[k]].quoted, alias, t->columns[t->key[k]].quoted);
 	appendStringInfoChar(&buf, ')');
 	return buf.data;
+}
+
+char *
+ms_rule_select(const ms_table *t, const char *replicas, const char *cand)
+{
+	char	   *key = ms_key_expr(t, "t");
+	char	   *active = ms_active_filter(t, "t");
+	/* restricted to candidate rows: (replica, key) of pg_temp.cand for this table */
+	char	   *from = cand == NULL ? psprintf("%s t", t->qualified) :
+		psprintf("pg_temp.%s c JOIN %s t ON c.tab = %d AND %s", cand, t->qualified, t->id,
+				 ms_key_match(t, "t", "c.key"));
+	char	   *same = cand == NULL ? "" : " AND r.id = c.replica";
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	if (t->rule != NULL && strcmp(t->rule, "broadcast") == 0)
+	{
+		char	   *part = t->partition < 0 ? "true" :
+			psprintf("(t.%s)::text IS NOT DISTINCT FROM r.partition",
+					 t->columns[t->partition].quoted);
+
+		appendStringInfo(&sql, "SELECT r.id, %d, %s FROM %s JOIN pg_temp.%s r ON %s%s WHERE true%s",
+						 t->id, key, from, replicas, part, same, active);
+	}
+	else if (t->rule != NULL && strcmp(t->rule, "assigned") == 0)
+		appendStringInfo(&sql, "SELECT r.id, %d, %s FROM %s JOIN pg_temp.%s r"
+						 " ON r.id = t.%s%s WHERE true%s", t->id, key, from, replicas,
+						 t->columns[t->rule_column].quoted, same, active);
+	else if (t->rule != NULL && strcmp(t->rule, "grouped") == 0)
+	{
+		StringInfoData on;
+
+		initStringInfo(&on);
+		for (int k = 0; k < t->nkey; k++)
+			appendStringInfo(&on, "%sm.%s = t.%s", k > 0 ? " AND " : "", t->member_key[k],
+							 t->columns[t->key[k]].quoted);
+		appendStringInfo(&sql, "SELECT DISTINCT r.id, %d, %s FROM %s JOIN %s m ON %s"
+						 " JOIN %s a ON a.%s = m.%s"
+						 " JOIN pg_temp.%s r ON r.id = a.%s%s WHERE true%s",
+						 t->id, key, from, t->members_qualified, on.data,
+						 t->assignments_qualified, t->group_column, t->group_column,
+						 replicas, t->assignment_replica, same, active);
+	}
+	/* a replica holds the records it wrote */
+	if (t->record && t->origin >= 0)
+		appendStringInfo(&sql, "%sSELECT r.id, %d, %s FROM %s JOIN pg_temp.%s r"
+						 " ON r.id = t.%s%s WHERE true%s", sql.len ? " UNION " : "",
+						 t->id, key, from, replicas, t->columns[t->origin].quoted, same, active);
+	return sql.len ? sql.data : NULL;
+}
+
+char *
+ms_parents_select(const ms_table *t, const ms_fkey *fk, const char *from)
+{
+	return psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s"
+					" WHERE d.tab = %d AND %s",
+					fk->parent, ms_cols_key(t, "t", fk->ncols, fk->by_parent_key),
+					from, t->qualified, ms_key_match(t, "t", "d.key"), t->id,
+					cols_not_null(t, "t", fk->ncols, fk->by_parent_key));
+}
+
+char *
+ms_followers_select(const ms_table *t, const char *from)
+{
+	ms_fkey    *fk = &t->fkeys[t->follows_fkey];
+
+	return psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s"
+					" WHERE d.tab = %d%s",
+					t->id, ms_key_expr(t, "t"), from, t->qualified,
+					ms_cols_match(t, "t", fk->ncols, fk->by_parent_key, "d.key"),
+					fk->parent, ms_active_filter(t, "t"));
 }
 
 /*
@@ -170,46 +241,10 @@ ms_wanted_fill(ArrayType *replicas)
 	foreach(lc, tables)
 	{
 		ms_table   *t = lfirst(lc);
-		char	   *key = ms_key_expr(t, "t");
-		char	   *active = active_filter(t, "t");
+		char	   *rules = ms_rule_select(t, "ms_wanted_replicas", NULL);
 
-		if (t->rule != NULL && strcmp(t->rule, "broadcast") == 0)
-		{
-			char	   *part = t->partition < 0 ? "true" :
-				psprintf("(t.%s)::text IS NOT DISTINCT FROM r.partition",
-						 t->columns[t->partition].quoted);
-
-			add_rows(psprintf("SELECT r.id, %d, %s FROM %s t JOIN pg_temp.ms_wanted_replicas r ON %s"
-							  " WHERE true%s", t->id, key, t->qualified, part, active),
-					 rounds[t->id], "ms_wanted_delta0");
-		}
-		else if (t->rule != NULL && strcmp(t->rule, "assigned") == 0)
-			add_rows(psprintf("SELECT r.id, %d, %s FROM %s t JOIN pg_temp.ms_wanted_replicas r"
-							  " ON r.id = t.%s WHERE true%s", t->id, key, t->qualified,
-							  t->columns[t->rule_column].quoted, active),
-					 rounds[t->id], "ms_wanted_delta0");
-		else if (t->rule != NULL && strcmp(t->rule, "grouped") == 0)
-		{
-			StringInfoData on;
-
-			initStringInfo(&on);
-			for (int k = 0; k < t->nkey; k++)
-				appendStringInfo(&on, "%sm.%s = t.%s", k > 0 ? " AND " : "", t->member_key[k],
-								 t->columns[t->key[k]].quoted);
-			add_rows(psprintf("SELECT DISTINCT r.id, %d, %s FROM %s t JOIN %s m ON %s"
-							  " JOIN %s a ON a.%s = m.%s"
-							  " JOIN pg_temp.ms_wanted_replicas r ON r.id = a.%s WHERE true%s",
-							  t->id, key, t->qualified, t->members_qualified, on.data,
-							  t->assignments_qualified, t->group_column, t->group_column,
-							  t->assignment_replica, active),
-					 rounds[t->id], "ms_wanted_delta0");
-		}
-		/* a replica holds the records it wrote */
-		if (t->record && t->origin >= 0)
-			add_rows(psprintf("SELECT r.id, %d, %s FROM %s t JOIN pg_temp.ms_wanted_replicas r"
-							  " ON r.id = t.%s WHERE true%s", t->id, key, t->qualified,
-							  t->columns[t->origin].quoted, active),
-					 rounds[t->id], "ms_wanted_delta0");
+		if (rules != NULL)
+			add_rows(rules, rounds[t->id], "ms_wanted_delta0");
 	}
 
 	/* rounds: the parents and the followers of what the last round added */
@@ -228,33 +263,19 @@ ms_wanted_fill(ArrayType *replicas)
 		foreach(lc, tables)
 		{
 			ms_table   *t = lfirst(lc);
-			char	   *match = ms_key_match(t, "t", "d.key");
 
 			/* the rows the new rows of t point at */
 			for (int f = 0; f < t->nfkeys; f++)
 			{
-				ms_fkey    *fk = &t->fkeys[f];
-				ms_table   *p = ms_catalog_find(tables, fk->parent);
+				ms_table   *p = ms_catalog_find(tables, t->fkeys[f].parent);
 
-				add_rows(psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s"
-								  " WHERE d.tab = %d AND %s",
-								  fk->parent, cols_key(t, "t", fk->ncols, fk->by_parent_key),
-								  from, t->qualified, match, t->id,
-								  cols_not_null(t, "t", fk->ncols, fk->by_parent_key)),
-						 p != NULL && rounds[p->id], into);
+				add_rows(ms_parents_select(t, &t->fkeys[f], from), p != NULL && rounds[p->id], into);
 				more = true;
 			}
 			/* the rows of t that follow new rows of its parent */
 			if (t->follows_fkey >= 0)
 			{
-				ms_fkey    *fk = &t->fkeys[t->follows_fkey];
-
-				add_rows(psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s"
-								  " WHERE d.tab = %d%s",
-								  t->id, ms_key_expr(t, "t"), from, t->qualified,
-								  cols_match(t, "t", fk->ncols, fk->by_parent_key, "d.key"),
-								  fk->parent, active_filter(t, "t")),
-						 rounds[t->id], into);
+				add_rows(ms_followers_select(t, from), rounds[t->id], into);
 				more = true;
 			}
 		}

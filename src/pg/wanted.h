@@ -20,4 +20,31 @@
  */
 extern uint64 ms_wanted_fill(ArrayType *replicas);
 
+/*
+ * The SQL the wanted set is made of, shared with the planner so that both
+ * say the same thing.  Each is a SELECT of (replica, tab, key):
+ *
+ * ms_rule_select: the rows of t its rules send (and, for a record table, the
+ * rows each replica wrote) to the replicas of pg_temp.<replicas> (id,
+ * partition); only the candidate rows of pg_temp.<cand> (replica, tab, key)
+ * when cand is not NULL.  NULL when t has no rule.
+ *
+ * ms_parents_select: the rows of fk's parent that the rows of t listed in
+ * pg_temp.<from> (replica, tab, key) point at.
+ *
+ * ms_followers_select: the rows of t that follow the rows of its parent
+ * listed in pg_temp.<from>.
+ */
+struct ms_table;
+struct ms_fkey;
+extern char *ms_rule_select(const struct ms_table *t, const char *replicas, const char *cand);
+extern char *ms_parents_select(const struct ms_table *t, const struct ms_fkey *fk, const char *from);
+extern char *ms_followers_select(const struct ms_table *t, const char *from);
+
+/* pieces of those: a key made of some columns, columns matching a key, the active view */
+extern char *ms_cols_key(const struct ms_table *t, const char *alias, int n, const int *cols);
+extern char *ms_cols_match(const struct ms_table *t, const char *alias, int n, const int *cols,
+						   const char *keyexpr);
+extern char *ms_active_filter(const struct ms_table *t, const char *alias);
+
 #endif

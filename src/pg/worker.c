@@ -34,6 +34,7 @@
 #include "storage/procarray.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
@@ -147,6 +148,8 @@ ms_worker_main(Datum arg)
 	else
 		BackgroundWorkerInitializeConnection(ms_database, NULL, 0);
 	pgstat_report_appname(WORKER_TYPE);
+	/* the plan's temporary tables mislead JIT's cost threshold into compiling */
+	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 
 	top = AllocSetContextCreate(TopMemoryContext, "magic_sync worker", ALLOCSET_DEFAULT_SIZES);
 	pass_cxt = AllocSetContextCreate(top, "magic_sync pass", ALLOCSET_DEFAULT_SIZES);
@@ -188,7 +191,8 @@ ms_worker_main(Datum arg)
 			MemoryContextSwitchTo(top);
 			e = CopyErrorData();
 			FlushErrorState();
-			AbortCurrentTransaction();
+			/* the error may come from a subtransaction (relay.c record): end them all */
+			AbortOutOfAnyTransaction();
 			transient = ms_transient(e->sqlerrcode);
 			backoff = backoff == 0 ? ms_naptime : Min(backoff * 2, BACKOFF_MAX_MS);
 			ereport(transient ? LOG : WARNING,

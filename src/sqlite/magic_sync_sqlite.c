@@ -1,16 +1,77 @@
 /*
 ** magic_sync_sqlite.c - the replica side of magic_sync, as a SQLite
-** loadable extension.
+** loadable extension (docs/protocol.md is the specification).
 **
-**   .load ./magic_sync_sqlite            -- sqlite3 shell
-**   conn.load_extension("./magic_sync_sqlite")   -- Python, and so on
+**   .load ./magic_sync_sqlite                      -- sqlite3 shell
+**   conn.load_extension("./magic_sync_sqlite")     -- Python, and so on
 **
-** SQL functions (see src/sqlite/README.md and docs/protocol.md):
+** A replica holds partial copies of the server's tables and writes rows of
+** its own.  The host moves bytes: every message from sync.pull goes to
+** sync_apply, every non-NULL sync_upload goes to sync.file.
 **
-**   sync_key(part, ...)        the canonical key of its parts:
-**                              sync_key(42) = '2:42'
-**   sync_digest_keys(key)      aggregate: the digest of canonical keys, in
-**                              any order, as {"count":N,"fnv":"16 hex"}
+**   SELECT sync_apply(msg);
+**   SELECT sync_upload();          -- NULL: nothing to say
+**
+** SQL functions.  Those that read or write the replica's data are
+** SQLITE_DIRECTONLY: callable from top-level SQL, never from triggers or
+** views.  Each checks its arguments first and, on any error, changes
+** nothing.  Call the writing ones from a statement that writes nothing
+** itself (SELECT f(...)); inside the caller's transaction they work in a
+** savepoint of their own, and never roll back the caller's work.
+**
+**   sync_apply(message BLOB) -> TEXT (JSON)
+**       Applies one ToReplica in one transaction, all of it or nothing.
+**       {"result":"applied","number":42,"snapshot":"begin"|"open"|"end"|null,
+**        "upserts":N,"deletes":N,"retired":N,"kept":N,"refused":N,"let_go":N}
+**       {"result":"filed","send_id":"hex","rows":N,"notes":N,"set_aside":N}
+**       {"result":"duplicate","number":N,"last":N}
+**       {"result":"gap","number":N,"gap":N,"reason":"..."}
+**       {"result":"wrong_replica","number":N,"replica":"uuid"}
+**       {"result":"later_protocol","protocol":P,"number":N}
+**       An error (nothing changed) when the message is not a BLOB, is over
+**       max_message_bytes, or cannot be decoded.  A snapshot's schema
+**       creates and alters the tables; rows that cannot be taken are
+**       refused (recorded, reported upward), never fatal to the message.
+**
+**   sync_upload() -> BLOB or NULL
+**       The next Up (rows written, refusals, last applied with its seal,
+**       digests when due, backlog, gap), at most max_upload_bytes, its rows
+**       stamped with its random send id.  NULL when there is nothing to say.
+**       An error before the replica's uuid is known.
+**
+**   sync_digest() -> TEXT (JSON)     {"products":{"count":3,"fnv":"..."},...}
+**   sync_digest(table TEXT)          {"count":3,"fnv":"..."}
+**       Per held table: rows and FNV-1a 64 of their sorted canonical keys,
+**       retired and refused rows left out, as the server computes it.
+**
+**   sync_progress() -> TEXT (JSON)
+**       {"products":{"unsent":0,"unfiled":2,"set_aside":0,"refused":1},...}
+**       e.g. SELECT key, value->>'unsent' FROM json_each(sync_progress());
+**
+**   sync_status() -> TEXT (JSON)
+**       {"replica":"uuid"|null,"epoch":"hex"|null,"applied":42,
+**        "applied_at":unix|null,"gap":0,"gap_epoch":"hex"|null,
+**        "snapshot":N|null,"tables":3,"digest_due":false,
+**        "last_error":"..."|null,"error_at":unix|null}
+**
+**   sync_init(uuid TEXT | BLOB(16)) -> TEXT
+**       Sets the replica's uuid before anything arrives (otherwise it is
+**       learnt from the first snapshot).  An error when it is another.
+**
+**   sync_config(name TEXT) -> INTEGER
+**   sync_config(name TEXT, value INTEGER) -> INTEGER
+**       Reads or sets: max_message_bytes (64 MiB), max_upload_bytes
+**       (1 MiB), digest_interval (3600 s), resend_after (300 s).
+**
+**   sync_retry() -> INTEGER
+**       Rows set aside (too large, not encodable, refused by the server)
+**       go up again; returns how many.
+**
+**   sync_key(part, ...) -> TEXT      the canonical key: sync_key(42) = '2:42'
+**   sync_digest_keys(key) -> TEXT    aggregate: the digest of canonical keys
+**       These two are pure and INNOCUOUS.
+**
+** The extension keeps its state in tables named _sync_* (state.c).
 */
 #include "magic_sync_sqlite.h"
 
@@ -55,5 +116,13 @@ sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
 	SQLITE_EXTENSION_INIT2(pApi);
 	(void) pzErrMsg;
 	rc = ms_keys_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_apply_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_digest_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_upload_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_status_register(db);
 	return rc;
 }

@@ -1,6 +1,21 @@
 /*-------------------------------------------------------------------------
  * magic_sync_sqlite.h
  *	  What the modules of the replica extension share.
+ *
+ * Every SQL function runs with an ms_ctx: the connection, the error it will
+ * report, an arena for what it allocates, and, once loaded, the replica's
+ * state (_sync_state) and schema (_sync_tables).  Modules:
+ *
+ *   util.c     arena, byte buffer, errors, statements, savepoints, hex, JSON text
+ *   state.c    the _sync_ tables, the state row, settings
+ *   schema.c   the tables as the snapshot declared them; creating, altering, triggers
+ *   codec.c    a row in its codec (json, proto), both ways
+ *   letgo.c    letting go of rows: delete or retire, and retired rows for good
+ *   apply.c    sync_apply
+ *   digest.c   sync_digest, and the digests of an upload
+ *   upload.c   sync_upload
+ *   status.c   sync_status, sync_progress, sync_init, sync_config, sync_retry
+ *   keys.c     sync_key, sync_digest_keys
  *-------------------------------------------------------------------------
  */
 #ifndef MAGIC_SYNC_SQLITE_H
@@ -8,12 +23,300 @@
 
 #include <sqlite3ext.h>
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "alloc.h"
+#include "seal.h"
+#include "sync.pb-c.h"
+#include "wire.h"
 
 /* ms_sqlite_allocator: a protobuf-c allocator on sqlite3_malloc64. */
 extern ms_allocator *ms_sqlite_allocator(void);
 
 /* Each module registers its SQL functions; SQLITE_OK or an error code. */
 extern int	ms_keys_register(sqlite3 *db);
+extern int	ms_apply_register(sqlite3 *db);
+extern int	ms_digest_register(sqlite3 *db);
+extern int	ms_upload_register(sqlite3 *db);
+extern int	ms_status_register(sqlite3 *db);
+
+/* ---- util.c ---------------------------------------------------------- */
+
+/* An arena: everything a call allocates for itself, freed at once. */
+typedef struct ms_arena ms_arena;
+extern void *ms_alloc(ms_arena **a, size_t n);	/* zeroed; NULL when out of memory */
+extern char *ms_strdup(ms_arena **a, const char *s);
+extern char *ms_printf(ms_arena **a, const char *fmt,...);	/* sqlite3_mprintf formats */
+extern void ms_arena_free(ms_arena **a);
+
+/* A growable byte buffer (binary-safe); oom is sticky. */
+typedef struct ms_buf
+{
+	char	   *data;
+	size_t		len;
+	size_t		cap;
+	bool		oom;
+} ms_buf;
+extern void ms_buf_add(ms_buf *b, const void *p, size_t n);
+extern void ms_buf_str(ms_buf *b, const char *s);
+extern void ms_buf_printf(ms_buf *b, const char *fmt,...);	/* sqlite3_mprintf formats */
+extern void ms_buf_byte(ms_buf *b, uint8_t c);
+extern void ms_buf_json_string(ms_buf *b, const char *s, size_t n);	/* "..." escaped */
+extern void ms_buf_hex(ms_buf *b, const uint8_t *p, size_t n);
+extern void ms_buf_free(ms_buf *b);
+
+extern void ms_hex(const uint8_t *p, size_t n, char *out);	/* 2n + 1 bytes */
+extern void ms_uuid_text(const uint8_t u[16], char out[37]);
+extern bool ms_uuid_parse(const char *s, size_t n, uint8_t out[16]);
+
+/* The context of one SQL function call. */
+typedef struct ms_state
+{
+	bool		has_replica;
+	uint8_t		replica[MS_REPLICA_BYTES];
+	char		replica_text[37];
+	bool		has_epoch;
+	uint8_t		epoch[MS_EPOCH_BYTES];
+	uint64_t	number;			/* last applied; 0 before the first */
+	uint8_t		nonce[MS_NONCE_BYTES];
+	uint8_t		seal[MS_SEAL_BYTES];
+	uint64_t	gap;			/* the newest message it could not follow; 0 none */
+	bool		has_gap_epoch;
+	uint8_t		gap_epoch[MS_EPOCH_BYTES];
+	uint64_t	snapshot;		/* the message that began the open snapshot; 0 none */
+	bool		digest_due;		/* a snapshot ended since the last digests */
+	int64_t		digest_at;		/* when the last digests went up */
+	char	   *report;			/* what the last upload said (applied, gap, backlog) */
+	bool		report_filed;	/* its Filed answer arrived */
+	int64_t		report_at;
+	uint8_t		report_send_id[MS_SEND_ID_BYTES];
+	char	   *last_error;
+	int64_t		error_at;
+} ms_state;
+
+typedef struct ms_schema ms_schema;
+
+typedef struct ms_ctx
+{
+	sqlite3    *db;
+	const char *fn;				/* the SQL function's name, for messages */
+	char	   *err;			/* sqlite3_malloc'd: the error reported */
+	ms_arena   *arena;
+	int64_t		now;			/* unix seconds */
+	bool		have_state;		/* the _sync_ tables exist */
+	ms_state	st;
+	ms_schema  *schema;
+} ms_ctx;
+
+extern void ms_ctx_init(ms_ctx *c, sqlite3_context *ctx, const char *fn);
+extern void ms_ctx_done(ms_ctx *c);
+/* ms_ctx_error: report c->err (or the code's message) as the call's error. */
+extern void ms_ctx_error(ms_ctx *c, sqlite3_context *ctx, int rc);
+
+/* ms_fail: set the error (the first one wins); returns rc. */
+extern int	ms_fail(ms_ctx *c, int rc, const char *fmt,...);
+/* ms_dberr: the connection's error as the call's; returns rc. */
+extern int	ms_dberr(ms_ctx *c, int rc);
+
+/* ms_exec: run SQL (sqlite3_mprintf formats: %w identifiers, %Q literals). */
+extern int	ms_exec(ms_ctx *c, const char *fmt,...);
+/* ms_prepare: prepare one statement (sqlite3_mprintf formats). */
+extern int	ms_prepare(ms_ctx *c, sqlite3_stmt **st, const char *fmt,...);
+/* ms_done: step a statement that returns no row, then reset it. */
+extern int	ms_done(ms_ctx *c, sqlite3_stmt *st);
+/* ms_step: step; SQLITE_ROW or SQLITE_DONE, or an error recorded. */
+extern int	ms_step(ms_ctx *c, sqlite3_stmt *st);
+
+/*
+ * Savepoints: ms_begin opens one (a transaction of our own when the caller
+ * has none); ms_end releases it when rc is SQLITE_OK, otherwise rolls back
+ * to it and releases it, leaving the caller's work as it was.
+ */
+extern int	ms_begin(ms_ctx *c, const char *name);
+extern int	ms_end(ms_ctx *c, const char *name, int rc);
+
+/* ---- state.c --------------------------------------------------------- */
+
+/* Settings (sync_config): name, default, least, greatest. */
+typedef struct ms_setting
+{
+	const char *name;
+	int64_t		def;
+	int64_t		min;
+	int64_t		max;
+	const char *what;
+} ms_setting;
+extern const ms_setting ms_settings[];
+extern const int ms_nsettings;
+
+#define MS_MAX_MESSAGE_DEFAULT ((int64_t) 64 << 20)
+#define MS_MAX_UPLOAD_DEFAULT ((int64_t) 1 << 20)
+
+/* ms_state_exists: whether the _sync_ tables exist (sets c->have_state). */
+extern int	ms_state_exists(ms_ctx *c);
+/* ms_state_ensure: create the _sync_ tables when they are missing (inside a savepoint). */
+extern int	ms_state_ensure(ms_ctx *c);
+/* ms_state_load: read the state row into c->st (zeroes when there is none). */
+extern int	ms_state_load(ms_ctx *c);
+/* ms_state_error: record the last error (not fatal to the call). */
+extern int	ms_state_error(ms_ctx *c, const char *fmt,...);
+/* ms_config: a setting's value (its default when unset or no tables). */
+extern int	ms_config(ms_ctx *c, const char *name, int64_t *out);
+extern const ms_setting *ms_setting_find(const char *name);
+
+/* ms_backlog_sql: per table: name, unsent, unfiled, set aside, refused (upload.c). */
+extern const char *const ms_backlog_sql;
+
+/* ---- schema.c -------------------------------------------------------- */
+
+typedef enum ms_type
+{
+	MS_INTEGER,
+	MS_REAL,
+	MS_TEXT,
+	MS_BLOB
+} ms_type;
+
+typedef struct ms_col
+{
+	const char *name;
+	char	   *q;				/* quoted identifier */
+	ms_type		type;
+	bool		owned;			/* replica_owned */
+	bool		key;
+	bool		retired;		/* the replica-side retired column */
+	bool		json;			/* server type json/jsonb: TEXT holding JSON */
+	uint32_t	field;			/* proto field number; 0: none */
+} ms_col;
+
+typedef struct ms_fk
+{
+	int			n;
+	int		   *cols;			/* indexes into the child's columns */
+	const char *parent_name;
+	int			parent;			/* index into the schema, -1 when not held */
+	char	  **refs;			/* referenced columns, quoted */
+} ms_fk;
+
+typedef struct ms_tbl
+{
+	Sync__Table *msg;			/* as the snapshot declared it */
+	const char *name;			/* wire name = SQLite table name */
+	char	   *q;				/* quoted */
+	char	   *lit;			/* as an SQL string literal */
+	bool		record;
+	bool		proto;
+	bool		noted;			/* has noting triggers: record, or catalog with owned columns */
+	int			ncols;
+	ms_col	   *cols;
+	int			nkey;
+	int		   *key;			/* indexes into cols, key order */
+	int			retired;		/* index into cols, or -1 */
+	int			origin;			/* index into cols, or -1 */
+	bool		origin_in_key;
+	int			nfk;
+	ms_fk	   *fks;
+	int			depth;			/* 0: points at no held table; parents have lower depth */
+	int			position;		/* its place in the snapshot's Begin */
+	uint32_t	max_field;
+	int		   *by_field;		/* max_field + 1 entries: column index or -1 */
+	char	   *keyexpr;		/* SQL: the row's canonical key from its columns */
+	char	   *keymatch;		/* SQL: "k1" = ?1 AND "k2" = ?2 ... */
+	char	   *keycols;		/* SQL: "k1", "k2" */
+	/*
+	 * broken: the file's table is not as the snapshot made it (the host
+	 * dropped it, or one of its columns): not held until a snapshot makes it
+	 * again.  Checked as the schema is loaded, since SQLite would read a
+	 * missing column's quoted name as a string.
+	 */
+	char	   *broken;
+} ms_tbl;
+
+struct ms_schema
+{
+	int			n;
+	ms_tbl	   *t;				/* parents first: by depth, then position */
+};
+
+/* ms_schema_load: read _sync_tables into c->schema (empty without tables). */
+extern int	ms_schema_load(ms_ctx *c);
+extern ms_tbl *ms_schema_find(ms_ctx *c, const char *name);
+/* ms_schema_begin: apply a snapshot's schema; tables it cannot hold are reported in last_error. */
+extern int	ms_schema_begin(ms_ctx *c, Sync__Begin *b);
+/* ms_key_parts: parse a canonical key into its parts (arena); -1 when not canonical. */
+extern int	ms_key_parts(ms_ctx *c, const char *key, size_t len, const char ***parts, size_t **lens);
+/* ms_bind_key: bind a canonical key's parts from parameter first; SQLITE_OK or error. */
+extern int	ms_bind_key(ms_ctx *c, sqlite3_stmt *st, int first, const ms_tbl *t,
+						const char *key, size_t len);
+/* ms_column_key: the canonical key of the row's key columns at columns first.. of st. */
+extern int	ms_column_key(ms_ctx *c, sqlite3_stmt *st, int first, int n, ms_buf *out);
+
+/* ---- codec.c --------------------------------------------------------- */
+
+typedef struct ms_val
+{
+	int			type;			/* SQLITE_NULL, _INTEGER, _FLOAT, _TEXT, _BLOB */
+	sqlite3_int64 i;
+	double		d;
+	const char *p;
+	size_t		n;
+} ms_val;
+
+/*
+ * ms_row_decode: one row of t, in t's codec, into vals[t->ncols] (absent
+ * columns NULL).  scratch holds at least len + 1 bytes: unescaped strings
+ * and blobs point into it.  false, with the reason, when it cannot.
+ */
+extern bool ms_row_decode(const ms_tbl *t, const uint8_t *row, size_t len, ms_val *vals,
+						  char *scratch, char reason[MS_REASON_MAX]);
+/* ms_row_key: the canonical key of decoded values; false when a key value is NULL. */
+extern bool ms_row_key(const ms_tbl *t, const ms_val *vals, ms_buf *out);
+
+/*
+ * ms_row_encode: encode the columns cols[0..n) of t, read from st's result
+ * columns 0..n, in t's codec.  false, with the reason, when a value cannot
+ * be written in it.
+ */
+extern bool ms_row_encode(const ms_tbl *t, sqlite3_stmt *st, const int *cols, int n,
+						  ms_buf *out, char reason[MS_REASON_MAX]);
+
+/* ms_json_valid: whether bytes are one JSON value (RFC 8259), nothing around. */
+extern bool ms_json_valid(const char *p, size_t n);
+
+/* ---- letgo.c --------------------------------------------------------- */
+
+typedef enum ms_letgo_result
+{
+	MS_LET_GO,					/* deleted */
+	MS_RETIRED,					/* kept, retired: something that stays points at it */
+	MS_KEPT,					/* kept: a record of its own with a pending note */
+	MS_ABSENT					/* no such row */
+} ms_letgo_result;
+
+typedef struct ms_letgo ms_letgo;
+extern int	ms_letgo_open(ms_ctx *c, ms_letgo **lg);
+extern void ms_letgo_close(ms_letgo *lg);
+/* ms_let_go: let go of one row of t: delete it or retire it. */
+extern int	ms_let_go(ms_letgo *lg, ms_tbl *t, const char *key, size_t len, ms_letgo_result *res);
+/* ms_let_go_retired: let go for good of retired rows nothing points at, children first. */
+extern int	ms_let_go_retired(ms_letgo *lg, int *count);
+
+/* ---- digest.c -------------------------------------------------------- */
+
+typedef struct ms_table_digest
+{
+	uint64_t	count;
+	uint64_t	fnv;
+} ms_table_digest;
+
+/* ms_digest_table: count and FNV-1a of what the replica holds of t. */
+extern int	ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d);
+
+/* ---- shared helpers ---------------------------------------------------- */
+
+/* ms_own_origin: whether an origin value names this replica. */
+extern bool ms_own_origin(ms_ctx *c, sqlite3_value *v);
 
 #endif

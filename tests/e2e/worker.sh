@@ -7,7 +7,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 if [ -z "${PGPORT:-}" ]; then
-	exec pg_virtualenv -o shared_preload_libraries=magic_sync -o magic_sync.database=postgres \
+	exec pg_virtualenv -t -o shared_preload_libraries=magic_sync -o magic_sync.database=postgres \
 		-o magic_sync.naptime=200 -o max_worker_processes=16 sh "$0"
 fi
 . tests/e2e/lib.sh

@@ -7,7 +7,11 @@
 #define MS_HARNESS_H
 
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "msgs.h"
 
 extern int	ms_passed;
 extern int	ms_failed;
@@ -36,5 +40,13 @@ extern long long t_int(sqlite3 *db, const char *sql);
 
 /* t_exec: run sql; returns the SQLite result code, and the error in *err when asked. */
 extern int	t_exec(sqlite3 *db, const char *sql, char **err);
+
+/* t_has: whether s (may be NULL) holds sub */
+#define t_has(s, sub) ((s) != NULL && strstr((s), (sub)) != NULL)
+/* S: a possibly NULL string, for messages */
+#define S(s) ((s) ? (s) : "(null)")
+
+/* t_shop: a new in-memory replica holding the shop snapshot of server s. */
+extern sqlite3 *t_shop(tm_server *s);
 
 #endif

@@ -14,6 +14,12 @@ extern int	sqlite3_magicsyncsqlite_init(sqlite3 *db, char **err, const sqlite3_a
 
 /* the test groups, one file each */
 extern void test_keys(void);
+extern void test_apply(void);
+extern void test_codec(void);
+extern void test_letgo(void);
+extern void test_upload(void);
+extern void test_digest(void);
+extern void test_misuse(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -62,6 +68,23 @@ t_int(sqlite3 *db, const char *sql)
 	return out;
 }
 
+sqlite3 *
+t_shop(tm_server *s)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_msg		begin,
+				end;
+	char	   *r;
+
+	tm_server_init(s, 0x20, 0x10);
+	tm_shop_snapshot(s, &begin, &end);
+	r = tm_apply(db, begin);
+	CHECK(t_has(r, "\"applied\""), "the shop's snapshot begins: %s %s", S(r), tm_error());
+	r = tm_apply(db, end);
+	CHECK(t_has(r, "\"snapshot\":\"end\""), "the shop's snapshot ends: %s %s", S(r), tm_error());
+	return db;
+}
+
 int
 t_exec(sqlite3 *db, const char *sql, char **err)
 {
@@ -80,6 +103,13 @@ main(void)
 {
 	sqlite3_auto_extension((void (*) (void)) sqlite3_magicsyncsqlite_init);
 	test_keys();
+	test_apply();
+	test_codec();
+	test_letgo();
+	test_upload();
+	test_digest();
+	test_misuse();
+	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();
 	return ms_failed == 0 ? 0 : 1;

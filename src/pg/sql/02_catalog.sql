@@ -54,6 +54,7 @@ CREATE TABLE sync.replicas (
 	last_nonce		bytea,
 	snapshot_number	bigint,						-- first message of its latest snapshot
 	snapshot_end	bigint,						-- the EndSnapshot of its latest snapshot
+	schema_hash		bytea,						-- SHA-256 of the schema its latest snapshot carried
 	acked_epoch		bytea,
 	acked_number	bigint NOT NULL DEFAULT 0,
 	acked_nonce		bytea,

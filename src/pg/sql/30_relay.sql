@@ -5,6 +5,8 @@ CREATE FUNCTION sync.relay_pass(
 	OUT rows_sent bigint, OUT rows_taken bigint, OUT messages bigint, OUT quarantined bigint)
 	LANGUAGE c VOLATILE STRICT
 	SET search_path = pg_catalog, pg_temp
+	-- the plan's temporary tables mislead JIT's cost threshold into compiling
+	SET jit = off
 	AS 'MODULE_PATHNAME', 'ms_relay_pass_sql';
 COMMENT ON FUNCTION sync.relay_pass() IS
 	'One relay pass in the caller''s transaction, under the relay lock: observe the replicas, plan every note not done, record the messages and what they carry, NOTIFY magic_sync';
@@ -57,10 +59,11 @@ CREATE FUNCTION sync.quarantine_retry(tab regclass DEFAULT NULL) RETURNS bigint
 	LANGUAGE sql VOLATILE
 	SET search_path = pg_catalog, pg_temp
 	AS $$
-	WITH r AS (DELETE FROM sync.quarantine q
+	-- a note newer than its quarantine: the next pass tries the row again
+	WITH n AS (INSERT INTO sync.notes (tab, key)
+	           SELECT q.tab, q.key FROM sync.quarantine q
 	            WHERE $1 IS NULL OR q.tab = (SELECT t.id FROM sync.tables t WHERE t.relid = $1)
-	           RETURNING q.tab, q.key),
-	     n AS (INSERT INTO sync.notes (tab, key) SELECT r.tab, r.key FROM r RETURNING 1)
+	           RETURNING 1)
 	SELECT count(*) FROM n
 $$;
 COMMENT ON FUNCTION sync.quarantine_retry(regclass) IS

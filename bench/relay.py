@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""Relay benchmarks (issue 4).  Not a test: prints figures and ratios against a
+baseline measured in the same run, because these machines are noisy.
+
+  snapshot   provisioning one replica with N five-column rows, against the
+             floor of the work it cannot avoid: COPY (SELECT row_to_json(t))
+             of the same rows, plus an INSERT ... SELECT of one held-like row
+             per row into a table indexed like sync.held.  Target <= 2.
+  fan-out    one changed broadcast row to 1 replica vs to 200.  Target <= 10.
+  memory     the relay backend's peak private memory (RssAnon) for N = 10^6
+             vs N = 10^4 at the same chunk size.  Target <= 1.5.
+
+Run through bench/run (which starts a throw-away cluster):
+  bench/run relay.py [N ...]
+"""
+import os
+import sys
+import threading
+import time
+import uuid
+
+import psycopg2
+
+SIZES = [int(a) for a in sys.argv[1:]] or [10_000, 100_000, 1_000_000]
+
+
+def connect():
+    c = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
+    c.autocommit = True
+    return c
+
+
+def timed(cur, sql, args=None):
+    t = time.monotonic()
+    cur.execute(sql, args)
+    return time.monotonic() - t
+
+
+class PeakAnon(threading.Thread):
+    """Samples a backend's RssAnon (private memory) until stopped."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, 0, False
+
+    def run(self):
+        while not self.done:
+            try:
+                with open(f"/proc/{self.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("RssAnon:"):
+                            self.peak = max(self.peak, int(line.split()[1]))
+            except OSError:
+                pass
+            time.sleep(0.02)
+
+
+def setup(cur):
+    cur.execute("DROP EXTENSION IF EXISTS magic_sync CASCADE")
+    cur.execute("CREATE EXTENSION magic_sync")
+    cur.execute("SET client_min_messages = warning")
+
+
+def snapshot(n):
+    conn = connect()
+    cur = conn.cursor()
+    setup(cur)
+    cur.execute("DROP TABLE IF EXISTS bench")
+    cur.execute("CREATE TABLE bench (id bigint PRIMARY KEY, a int NOT NULL, b text NOT NULL,"
+                " c double precision, d timestamptz NOT NULL)")
+    cur.execute("INSERT INTO bench SELECT g, g %% 1000, md5(g::text), g / 7.0, now() FROM generate_series(1, %s) g", (n,))
+    cur.execute("VACUUM ANALYZE bench")
+    # the floor: encode every row once, record one held-like row per row
+    cur.execute("DROP TABLE IF EXISTS heldlike")
+    cur.execute("CREATE TABLE heldlike (LIKE sync.held INCLUDING ALL)")
+    floor = timed(cur, "COPY (SELECT row_to_json(t) FROM bench t) TO '/dev/null'")
+    floor += timed(cur, "INSERT INTO heldlike SELECT %s::uuid, 1, sync.key(ARRAY[id::text]), 0, 1 FROM bench",
+                   (str(uuid.uuid4()),))
+    # the relay: declare, add a replica, one pass provisions it
+    cur.execute("SELECT sync.mirror('bench', 'catalog', 'broadcast')")
+    cur.execute("SELECT sync.replica_add(%s)", (str(uuid.uuid4()),))
+    cur.execute("SELECT pg_backend_pid()")
+    peak = PeakAnon(cur.fetchone()[0])
+    peak.start()
+    relay = timed(cur, "SELECT * FROM sync.relay_pass()")
+    peak.done = True
+    peak.join()
+    cur.execute("SELECT count(*), sum(bytes) FROM sync.outbox")
+    messages, size = cur.fetchone()
+    cur.execute("SELECT count(*) FROM sync.held")
+    held = cur.fetchone()[0]
+    assert held == n, (held, n)
+    conn.close()
+    return floor, relay, peak.peak, messages, size
+
+
+def fanout(replicas, products=1000):
+    conn = connect()
+    cur = conn.cursor()
+    setup(cur)
+    cur.execute("DROP TABLE IF EXISTS products")
+    cur.execute("CREATE TABLE products (id bigint PRIMARY KEY, name text NOT NULL, price numeric NOT NULL)")
+    cur.execute("INSERT INTO products SELECT g, 'p' || g, g FROM generate_series(1, %s) g", (products,))
+    cur.execute("SELECT sync.mirror('products', 'catalog', 'broadcast')")
+    for _ in range(replicas):
+        cur.execute("SELECT sync.replica_add(%s)", (str(uuid.uuid4()),))
+    cur.execute("SELECT * FROM sync.relay_pass()")          # provision them
+    cur.execute("UPDATE sync.replicas SET acked_number = last_number")
+    best = None
+    for i in range(5):
+        cur.execute("UPDATE products SET price = price + 1 WHERE id = %s", (i + 1,))
+        t = timed(cur, "SELECT * FROM sync.relay_pass()")
+        best = t if best is None else min(best, t)
+    conn.close()
+    return best
+
+
+def main():
+    print("snapshot of N rows to one replica (relay pass vs COPY row_to_json + held-like INSERT)")
+    peaks = {}
+    for n in SIZES:
+        floor, relay, peak, messages, size = snapshot(n)
+        peaks[n] = peak
+        print(f"  N={n:>9,}  floor {floor:7.2f} s  relay {relay:7.2f} s  ratio {relay / floor:5.2f}"
+              f"  ({n / relay:,.0f} rows/s, {messages} messages, {size / 1e6:.1f} MB, peak RssAnon {peak / 1024:.0f} MB)")
+    if 10_000 in peaks and 1_000_000 in peaks:
+        print(f"memory: peak RssAnon N=10^6 / N=10^4 = {peaks[1_000_000] / peaks[10_000]:.2f}  (target <= 1.5)")
+    one = fanout(1)
+    many = fanout(200)
+    print(f"fan-out: one broadcast change, 1 replica {one * 1000:.1f} ms, 200 replicas {many * 1000:.1f} ms,"
+          f" ratio {many / one:.1f}  (target <= 10)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+/*-------------------------------------------------------------------------
+ * question.c
+ *	  Planning around what changed (seed 4.2): for the notes read, how each
+ *	  replica's wanted set moved -- never the whole of it.
+ *
+ *	  1. Rows in question.  Of the rows a replica holds, those a change may
+ *	     have taken out of its set: a changed row, the parents it pointed at
+ *	     before (the notes' "pointed"), rows that cannot go, the rows of a
+ *	     group taken from it; then, closed over what they point at and what
+ *	     follows them, the rows of its that leaned on those.  Every row it
+ *	     holds outside them stays as recorded (it is "stable").
+ *	  2. What it keeps, around them: the rows its rules send it among the
+ *	     rows in question and the changed rows; the rows in question that a
+ *	     stable row points at; the rows that follow a stable row; then, a
+ *	     round at a time, the parents and followers of what the last round
+ *	     added, up to the stable rows, which are held already.
+ *	  3. The difference: what it keeps and lacks, or holds as a version
+ *	     older than a note read, is sent; the rows in question it does not
+ *	     keep are taken back.
+ *
+ * A stable row's support is untouched: every row it leaned on for a place in
+ * the set is stable too, or would be in question.  So the wanted set is the
+ * stable rows and what is kept, which tests/e2e/oracle.py checks after every
+ * step of a random walk against sync.wanted computed from scratch.
+ *
+ * Everything is done set by set, for every replica at once, in temporary
+ * tables: the cost follows what changed, not what the replicas hold.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+
+#include "catalog.h"
+#include "question.h"
+#include "wanted.h"
+
+/* the held row of s (replica, tab, key), not being let go */
+#define HELD(s) \
+	"EXISTS (SELECT FROM sync.held h WHERE h.replica = " s ".replica AND h.tab = " s ".tab" \
+	" AND h.key = " s ".key AND h.taken IS NULL)"
+#define IN_QUESTION(s) \
+	"EXISTS (SELECT FROM pg_temp.ms_q q WHERE q.replica = " s ".replica AND q.tab = " s ".tab" \
+	" AND q.key = " s ".key)"
+
+/*
+ * add: the rows of a SELECT of (replica, tab, key), filtered by `where` on
+ * them (alias s), into pg_temp.set; those that are new into pg_temp.delta.
+ * Returns how many were new.
+ */
+static uint64
+add(ms_pass *p, const char *set, const char *select, const char *where, const char *delta)
+{
+	ms_exec(p, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key)"
+						" SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE %s"
+						" ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
+						" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n",
+						set, select, where ? where : "true", delta),
+			0, NULL, NULL, NULL, 0);
+	return SPI_processed;
+}
+
+/*
+ * close_over: rounds from pg_temp.<d0>: the parents and the followers of the
+ * rows the last round added, filtered by where, into set; until a round adds
+ * nothing.
+ */
+static void
+close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const char *where)
+{
+	const char *from = d0;
+	const char *into = d1;
+
+	for (;;)
+	{
+		ListCell   *lc;
+		uint64		added = 0;
+
+		ms_exec(p, psprintf("SELECT FROM pg_temp.%s LIMIT 1", from), 0, NULL, NULL, NULL, 0);
+		if (SPI_processed == 0)
+			return;
+		ms_exec(p, psprintf("ANALYZE pg_temp.%s", from), 0, NULL, NULL, NULL, 0);
+		foreach(lc, p->tables)
+		{
+			ms_table   *t = lfirst(lc);
+
+			for (int f = 0; f < t->nfkeys; f++)
+				added += add(p, set, ms_parents_select(t, &t->fkeys[f], from), where, into);
+			if (t->follows_fkey >= 0)
+				added += add(p, set, ms_followers_select(t, from), where, into);
+		}
+		ms_exec(p, psprintf("DELETE FROM pg_temp.%s", from), 0, NULL, NULL, NULL, 0);
+		if (added == 0)
+			return;
+		from = from == d0 ? d1 : d0;
+		into = into == d0 ? d1 : d0;
+	}
+}
+
+/* what changed: the rows of the notes read, and the parents they pointed at before */
+static void
+changed(ms_pass *p)
+{
+	StringInfoData fks;
+	ListCell   *lc;
+
+	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending ON CONFLICT DO NOTHING",
+			0, NULL, NULL, NULL, 0);
+	/* rows blocked because of a row that was quarantined and goes now */
+	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_released ON CONFLICT DO NOTHING",
+			0, NULL, NULL, NULL, 0);
+	/* a member joining or leaving a group: the grouped row's place moved */
+	ms_exec(p,
+			"INSERT INTO ms_changed SELECT n.tab, n.key FROM sync.notes n JOIN ms_notes_read r USING (id)"
+			" WHERE n.source = 'm' AND n.key IS NOT NULL ON CONFLICT DO NOTHING",
+			0, NULL, NULL, NULL, 0);
+	/* the parents each changed row pointed at, by foreign key, before the change */
+	initStringInfo(&fks);
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		for (int f = 0; f < t->nfkeys; f++)
+		{
+			appendStringInfo(&fks, "%s(%d, ", fks.len ? ", " : "", t->id);
+			appendStringInfoString(&fks, quote_literal_cstr(t->fkeys[f].name));
+			appendStringInfo(&fks, ", %d)", t->fkeys[f].parent);
+		}
+	}
+	if (fks.len > 0)
+		ms_exec(p, psprintf("INSERT INTO ms_changed_parents"
+							" SELECT DISTINCT f.parent, e.value FROM sync.notes n JOIN ms_notes_read r USING (id)"
+							" CROSS JOIN LATERAL jsonb_each_text(n.pointed) e"
+							" JOIN (VALUES %s) f(child, name, parent) ON f.child = n.tab AND f.name = e.key"
+							" WHERE n.source = 'r' AND n.pointed IS NOT NULL AND e.value IS NOT NULL",
+							fks.data),
+				0, NULL, NULL, NULL, 0);
+}
+
+/* a group given to a replica or taken from it: the rows of the group, for that replica */
+static void
+group_rows(ms_pass *p, const char *into, bool held)
+{
+	ListCell   *lc;
+
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+		StringInfoData on;
+
+		if (t->rule == NULL || strcmp(t->rule, "grouped") != 0)
+			continue;
+		initStringInfo(&on);
+		for (int k = 0; k < t->nkey; k++)
+			appendStringInfo(&on, "%sm.%s = x.%s", k ? " AND " : "", t->member_key[k],
+							 t->columns[t->key[k]].quoted);
+		ms_exec(p, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
+							" SELECT DISTINCT n.replica, %d, %s FROM sync.notes n JOIN ms_notes_read r USING (id)"
+							" JOIN %s m ON (m.%s)::text = n.grp JOIN %s x ON %s"
+							" JOIN pg_temp.ms_inc_replicas i ON i.id = n.replica"
+							" WHERE n.source = 'a' AND n.tab = %d%s ON CONFLICT DO NOTHING",
+							into, t->id, ms_key_expr(t, "x"), t->members_qualified, t->group_column,
+							t->qualified, on.data, t->id,
+							held ? psprintf(" AND EXISTS (SELECT FROM sync.held h WHERE h.replica = n.replica"
+											" AND h.tab = %d AND h.key = %s AND h.taken IS NULL)",
+											t->id, ms_key_expr(t, "x")) : ""),
+				0, NULL, NULL, NULL, 0);
+	}
+}
+
+/* 1. rows in question */
+static void
+in_question(ms_pass *p)
+{
+	ms_exec(p,
+			"INSERT INTO ms_q SELECT h.replica, h.tab, h.key FROM sync.held h"
+			"  JOIN (SELECT tab, key FROM ms_changed UNION SELECT tab, key FROM ms_changed_parents"
+			"        UNION SELECT tab, key FROM ms_blocked) c ON h.tab = c.tab AND h.key = c.key"
+			"  JOIN ms_inc_replicas i ON i.id = h.replica"
+			" WHERE h.taken IS NULL ON CONFLICT DO NOTHING",
+			0, NULL, NULL, NULL, 0);
+	group_rows(p, "ms_q", true);
+	ms_exec(p, "INSERT INTO ms_qd0 SELECT * FROM ms_q", 0, NULL, NULL, NULL, 0);
+	/* closed over what they point at and what follows them, among the rows held */
+	close_over(p, "ms_q", "ms_qd0", "ms_qd1", HELD("s"));
+}
+
+/* 2. what each replica keeps, around the rows in question */
+static void
+kept(ms_pass *p)
+{
+	const char *not_stable = "NOT (" HELD("s") " AND NOT " IN_QUESTION("s") ")";
+	ListCell   *lc;
+
+	/* candidates for the rules: the rows in question, the changed rows, a group given */
+	ms_exec(p, "INSERT INTO ms_cand SELECT * FROM ms_q", 0, NULL, NULL, NULL, 0);
+	ms_exec(p,
+			"INSERT INTO ms_cand SELECT i.id, c.tab, c.key FROM ms_changed c CROSS JOIN ms_inc_replicas i"
+			" ON CONFLICT DO NOTHING",
+			0, NULL, NULL, NULL, 0);
+	group_rows(p, "ms_cand", false);
+	ms_exec(p, "ANALYZE ms_cand", 0, NULL, NULL, NULL, 0);
+
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+		char	   *rules = ms_rule_select(t, "ms_inc_replicas", "ms_cand");
+
+		/* the rows its rules send it */
+		if (rules != NULL)
+			add(p, "ms_n", rules, not_stable, "ms_nd0");
+		/* the rows that follow a stable row (a changed row now pointing at one) */
+		if (t->follows_fkey >= 0)
+		{
+			ms_fkey    *fk = &t->fkeys[t->follows_fkey];
+
+			add(p, "ms_n",
+				psprintf("SELECT c.replica, c.tab, c.key FROM pg_temp.ms_cand c JOIN %s x ON %s"
+						 " JOIN sync.held h ON h.replica = c.replica AND h.tab = %d AND h.key = %s"
+						 "  AND h.taken IS NULL"
+						 " WHERE c.tab = %d%s AND NOT EXISTS (SELECT FROM pg_temp.ms_q q"
+						 "  WHERE q.replica = h.replica AND q.tab = h.tab AND q.key = h.key)",
+						 t->qualified, ms_key_match(t, "x", "c.key"), fk->parent,
+						 ms_cols_key(t, "x", fk->ncols, fk->by_parent_key), t->id,
+						 ms_active_filter(t, "x")),
+				not_stable, "ms_nd0");
+		}
+	}
+	/* the rows in question a stable row points at, unless kept already */
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		for (int f = 0; f < t->nfkeys; f++)
+		{
+			ms_fkey    *fk = &t->fkeys[f];
+			ms_table   *parent = ms_catalog_find(p->tables, fk->parent);
+			StringInfoData on;
+
+			initStringInfo(&on);
+			for (int i = 0; i < fk->ncols; i++)
+				appendStringInfo(&on, "%sc.%s = x.%s", i ? " AND " : "",
+								 t->columns[fk->cols[i]].quoted, quote_identifier(fk->parent_cols[i]));
+			add(p, "ms_n",
+				psprintf("SELECT DISTINCT q.replica, q.tab, q.key FROM pg_temp.ms_q q JOIN %s x ON %s"
+						 " JOIN %s c ON %s"
+						 " JOIN sync.held h ON h.replica = q.replica AND h.tab = %d AND h.key = %s"
+						 "  AND h.taken IS NULL"
+						 " WHERE q.tab = %d"
+						 "  AND NOT EXISTS (SELECT FROM pg_temp.ms_n n WHERE n.replica = q.replica"
+						 "   AND n.tab = q.tab AND n.key = q.key)"
+						 "  AND NOT EXISTS (SELECT FROM pg_temp.ms_q q2 WHERE q2.replica = h.replica"
+						 "   AND q2.tab = h.tab AND q2.key = h.key)",
+						 parent->qualified, ms_key_match(parent, "x", "q.key"),
+						 t->qualified, on.data, t->id, ms_key_expr(t, "c"), parent->id),
+				NULL, "ms_nd0");
+		}
+	}
+	/* then what those need, a round at a time, up to the stable rows */
+	close_over(p, "ms_n", "ms_nd0", "ms_nd1", not_stable);
+	/* rows that cannot go, and whatever points at them, are never kept */
+	ms_exec(p, "DELETE FROM ms_n n USING ms_blocked b WHERE n.tab = b.tab AND n.key = b.key",
+			0, NULL, NULL, NULL, 0);
+}
+
+void
+ms_plan_question(ms_pass *p, ArrayType *replicas)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {PointerGetDatum(replicas)};
+
+	ms_temp_table(p, "ms_inc_replicas", "id uuid PRIMARY KEY, partition text");
+	ms_temp_table(p, "ms_changed", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
+	ms_temp_table(p, "ms_changed_parents", "tab int, key text COLLATE \"C\"");
+	ms_temp_table(p, "ms_q", "replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (replica, tab, key)");
+	ms_temp_table(p, "ms_qd0", "replica uuid, tab int, key text COLLATE \"C\"");
+	ms_temp_table(p, "ms_qd1", "replica uuid, tab int, key text COLLATE \"C\"");
+	ms_temp_table(p, "ms_cand", "replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (replica, tab, key)");
+	ms_temp_table(p, "ms_n", "replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (replica, tab, key)");
+	ms_temp_table(p, "ms_nd0", "replica uuid, tab int, key text COLLATE \"C\"");
+	ms_temp_table(p, "ms_nd1", "replica uuid, tab int, key text COLLATE \"C\"");
+	ms_exec(p, "INSERT INTO ms_inc_replicas SELECT id, partition FROM sync.replicas WHERE id = ANY ($1)",
+			1, types, values, NULL, 0);
+
+	changed(p);
+	in_question(p);
+	kept(p);
+
+	/* 3. the difference */
+	ms_exec(p,
+			"INSERT INTO ms_send (replica, tab, key, note) "
+			"SELECT n.replica, n.tab, n.key, coalesce(c.note, 0) FROM ms_n n"
+			"  LEFT JOIN sync.held h ON h.replica = n.replica AND h.tab = n.tab"
+			"       AND h.key = n.key AND h.taken IS NULL"
+			"  LEFT JOIN ms_pending c ON c.tab = n.tab AND c.key = n.key"
+			" WHERE h.replica IS NULL OR c.note > h.note",
+			0, NULL, NULL, NULL, 0);
+	ms_exec(p,
+			"INSERT INTO ms_take (replica, tab, key) SELECT q.replica, q.tab, q.key FROM ms_q q"
+			" WHERE NOT EXISTS (SELECT FROM ms_n n WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)",
+			0, NULL, NULL, NULL, 0);
+}

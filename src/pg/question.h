@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ * question.h
+ *	  Planning around what changed: the rows in question (seed 4.2).
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_QUESTION_H
+#define MS_QUESTION_H
+
+#include "utils/array.h"
+
+#include "pass.h"
+
+/*
+ * ms_plan_question: for these replicas (uuid[]; none being provisioned),
+ * what the notes read (pg_temp.ms_notes_read, ms_pending) and the rows that
+ * cannot go (ms_blocked) change in what each holds: into pg_temp.ms_send and
+ * ms_take, as comparing sync.wanted with sync.held would, around the change.
+ */
+extern void ms_plan_question(ms_pass *p, ArrayType *replicas);
+
+#endif

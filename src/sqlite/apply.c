@@ -1,0 +1,878 @@
+/*
+** apply.c - sync_apply(message): apply one ToReplica, all of it or nothing.
+**
+** The message is decoded under max_message_bytes (sync_config) and checked
+** by src/shared/wire.c; one that fails changes nothing and is an error.
+** Then, in a savepoint (a transaction of its own when the caller has none):
+**
+**   Filed        outside the chain, applied whenever it comes: the notes
+**                still stamped with its send id are let go of, those it
+**                refused set aside; refusals it carried count as reported.
+**   Down, End    the chain of docs/protocol.md 5.1: a later protocol is
+**                neither applied nor acknowledged; another replica's
+**                message is refused; a new epoch only begins with a
+**                snapshot; a number at or below the last is a duplicate; a
+**                message that does not follow the last applied opens a
+**                gap, and nothing but a snapshot's start is applied until
+**                one begins.
+**
+** Applying a Down: a Begin applies the schema (schema.c) and opens the
+** snapshot; upserts of every table, parents first, overwrite the row except
+** the columns the replica owns (a record of its own origin with a pending
+** note is kept whole), make a retired row live, clear its refusal; a row
+** that does not decode, whose key columns are not its key, that a local
+** constraint refuses, or of a table the replica does not hold is refused
+** (recorded in _sync_refused) and the rest goes on; then deletes, children
+** first, let go of rows (letgo.c).  An EndSnapshot lets go of every row of
+** its tables the snapshot did not name (_sync_named).  The last applied
+** number, nonce and seal are recorded, then retired rows nothing points at
+** go for good in a savepoint of their own: a failure there is only noted
+** in last_error.
+*/
+#include "magic_sync_sqlite.h"
+
+SQLITE_EXTENSION_INIT3
+
+#include <string.h>
+#include <strings.h>
+
+#include "key.h"
+
+typedef struct stats
+{
+	int			upserts;
+	int			deletes;
+	int			retired;
+	int			kept;
+	int			refused;
+	int			let_go;
+} stats;
+
+typedef struct applier
+{
+	ms_ctx	   *c;
+	Sync__ToReplica *m;
+	stats		n;
+	ms_letgo   *lg;
+	sqlite3_stmt *refuse;
+	sqlite3_stmt *unrefuse;
+	sqlite3_stmt *unretire;
+	sqlite3_stmt *named;
+	sqlite3_stmt *note;
+	ms_buf		key;			/* a canonical key */
+	ms_buf		rowkey;
+	signed char *usable;		/* per table: its breakage was reported */
+} applier;
+
+static void *
+arena_pb_alloc(void *data, size_t size)
+{
+	return ms_alloc((ms_arena **) data, size);
+}
+
+static void
+arena_pb_free(void *data, void *pointer)
+{
+	(void) data;
+	(void) pointer;
+}
+
+/* wire_key: the canonical bytes of a wire Key into a->key */
+static bool
+wire_key(applier *a, const Sync__Key *k)
+{
+	size_t		n = ms_wire_key_size(k);
+
+	if (n + 1 > a->key.cap)
+	{
+		char	   *d = sqlite3_realloc64(a->key.data, n + 1);
+
+		if (d == NULL)
+			return false;
+		a->key.data = d;
+		a->key.cap = n + 1;
+	}
+	a->key.len = ms_wire_key_write(k, a->key.data);
+	a->key.data[a->key.len] = '\0';
+	return true;
+}
+
+static const char *const refuse_sql =
+"INSERT INTO _sync_refused(tbl, key, reason, at) VALUES (?1, ?2, ?3, ?4)"
+" ON CONFLICT (tbl, key) DO UPDATE SET reason = excluded.reason, at = excluded.at,"
+" send_id = NULL, sent_at = NULL, filed = 0";
+static const char *const unrefuse_sql = "DELETE FROM _sync_refused WHERE tbl = ?1 AND key = ?2";
+static const char *const unretire_sql = "DELETE FROM _sync_retired WHERE tbl = ?1 AND key = ?2";
+static const char *const note_sql = "SELECT 1 FROM _sync_notes WHERE tbl = ?1 AND key = ?2";
+static const char *const named_sql = "INSERT OR IGNORE INTO _sync_named(tbl, key) VALUES (?1, ?2)";
+
+/* need: a statement, prepared the first time it is needed */
+static int
+need(applier *a, sqlite3_stmt **st, const char *sql)
+{
+	return *st ? SQLITE_OK : ms_prepare(a->c, st, "%s", sql);
+}
+
+static int
+refuse_row(applier *a, const char *table, const char *key, size_t len, const char *reason)
+{
+	int			rc = need(a, &a->refuse, refuse_sql);
+
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(a->refuse, 1, table, -1, SQLITE_STATIC);
+	sqlite3_bind_text(a->refuse, 2, key, (int) len, SQLITE_STATIC);
+	sqlite3_bind_text(a->refuse, 3, reason, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(a->refuse, 4, a->c->now);
+	a->n.refused++;
+	return ms_done(a->c, a->refuse);
+}
+
+/* keyed: run a statement of (table, key), prepared on first use */
+static int
+keyed(applier *a, sqlite3_stmt **st, const char *sql, const char *table, const char *key, size_t len)
+{
+	int			rc = need(a, st, sql);
+
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(*st, 1, table, -1, SQLITE_STATIC);
+	sqlite3_bind_text(*st, 2, key, (int) len, SQLITE_STATIC);
+	return ms_done(a->c, *st);
+}
+
+/* marks: whether the table has retired rows and refused rows, in one query */
+static int
+marks(applier *a, const char *table, bool *retired, bool *refused)
+{
+	sqlite3_stmt *st;
+	int			rc = ms_prepare(a->c, &st, "SELECT EXISTS (SELECT 1 FROM _sync_retired WHERE tbl = ?1),"
+								" EXISTS (SELECT 1 FROM _sync_refused WHERE tbl = ?1)");
+
+	*retired = *refused = false;
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+		rc = ms_step(a->c, st);
+		if (rc == SQLITE_ROW)
+		{
+			*retired = sqlite3_column_int(st, 0) != 0;
+			*refused = sqlite3_column_int(st, 1) != 0;
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/*
+ * usable: whether the file's table is as the schema says (the host may have
+ * dropped it, or a column): one that is not is treated as a table the
+ * replica does not hold, until a snapshot makes it again.
+ */
+static int
+usable(applier *a, const ms_tbl *t, bool *yes)
+{
+	ms_ctx	   *c = a->c;
+	int			i = (int) (t - c->schema->t);
+
+	*yes = t->broken == NULL;
+	if (*yes)
+		return SQLITE_OK;
+	if (a->usable == NULL && (a->usable = ms_alloc(&c->arena, (size_t) c->schema->n + 1)) == NULL)
+		return SQLITE_NOMEM;
+	if (a->usable[i])
+		return SQLITE_OK;
+	a->usable[i] = 1;			/* said once per message */
+	return ms_state_error(c, "%s, not as the snapshot made it: its rows are refused until a snapshot"
+						  " makes it again", t->broken);
+}
+
+/* the upsert of one table: every column but the retired one, as bound */
+static int
+upsert_statement(applier *a, const ms_tbl *t, sqlite3_stmt **st)
+{
+	ms_buf		b = {0};
+	bool		set = false;
+	int			param = 0;
+	int			rc;
+
+	ms_buf_printf(&b, "INSERT INTO %s(", t->q);
+	for (int i = 0, k = 0; i < t->ncols; i++)
+		if (!t->cols[i].retired)
+			ms_buf_printf(&b, "%s%s", k++ ? ", " : "", t->cols[i].q);
+	ms_buf_str(&b, ") VALUES (");
+	for (int i = 0; i < t->ncols; i++)
+		if (!t->cols[i].retired)
+			ms_buf_printf(&b, "%s?%d", param ? ", " : "", param + 1), param++;
+	ms_buf_printf(&b, ") ON CONFLICT (%s) DO ", t->keycols);
+	for (int i = 0; i < t->ncols; i++)
+	{
+		const ms_col *col = &t->cols[i];
+
+		if (col->key || col->owned)
+			continue;
+		if (col->retired)
+			ms_buf_printf(&b, "%s%s = NULL", set ? ", " : "UPDATE SET ", col->q);
+		else
+			ms_buf_printf(&b, "%s%s = excluded.%s", set ? ", " : "UPDATE SET ", col->q, col->q);
+		set = true;
+	}
+	if (!set)
+		ms_buf_str(&b, "NOTHING");
+	rc = b.oom ? SQLITE_NOMEM : ms_prepare(a->c, st, "%s", b.data);
+	ms_buf_free(&b);
+	return rc;
+}
+
+/* own_pending: a record of the replica's own origin with a pending note */
+static int
+own_pending(applier *a, const ms_tbl *t, const ms_val *vals, bool *yes)
+{
+	const ms_val *o;
+	int			rc;
+
+	*yes = false;
+	if (!t->record || t->origin < 0 || !a->c->st.has_replica)
+		return SQLITE_OK;
+	o = &vals[t->origin];
+	if (o->type != SQLITE_TEXT || o->n != 36 || strncasecmp(o->p, a->c->st.replica_text, 36) != 0)
+		return SQLITE_OK;
+	rc = need(a, &a->note, note_sql);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(a->note, 1, t->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(a->note, 2, a->key.data, (int) a->key.len, SQLITE_STATIC);
+	rc = ms_step(a->c, a->note);
+	*yes = rc == SQLITE_ROW;
+	sqlite3_reset(a->note);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int
+upserts(applier *a, const Sync__Rows *r)
+{
+	ms_ctx	   *c = a->c;
+	ms_tbl	   *t = ms_schema_find(c, r->table);
+	sqlite3_stmt *up = NULL;
+	ms_val	   *vals = NULL;
+	char	   *scratch = NULL;
+	size_t		scratch_cap = 0;
+	bool		retired_rows = false;
+	bool		refusals = false;
+	int			rc = SQLITE_OK;
+	char	   *unheld = NULL;
+	bool		ok = true;
+
+	if (t != NULL && r->n_upserts > 0 && (rc = usable(a, t, &ok)) != SQLITE_OK)
+		return rc;
+	if (t == NULL || !ok)
+	{
+		unheld = ms_printf(&c->arena, t ? "table \"%s\" is not as the snapshot made it in this replica"
+						   : "table \"%s\" is not held by this replica", r->table);
+		if (unheld == NULL)
+			return SQLITE_NOMEM;
+		for (size_t i = 0; i < r->n_upserts && rc == SQLITE_OK; i++)
+		{
+			if (!wire_key(a, r->keys[i]))
+				return SQLITE_NOMEM;
+			rc = refuse_row(a, r->table, a->key.data, a->key.len, unheld);
+		}
+		return rc;
+	}
+	if (r->n_upserts == 0)
+		return SQLITE_OK;
+	rc = upsert_statement(a, t, &up);
+	if (rc == SQLITE_OK)
+		rc = marks(a, t->name, &retired_rows, &refusals);
+	if (rc == SQLITE_OK && (vals = sqlite3_malloc64(sizeof(ms_val) * (size_t) t->ncols)) == NULL)
+		rc = SQLITE_NOMEM;
+	for (size_t i = 0; i < r->n_upserts && rc == SQLITE_OK; i++)
+	{
+		const ProtobufCBinaryData *row = &r->upserts[i];
+		char		reason[MS_REASON_MAX];
+		bool		kept = false;
+
+		if (!wire_key(a, r->keys[i]))
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		if (row->len + 1 > scratch_cap)
+		{
+			sqlite3_free(scratch);
+			scratch_cap = row->len + 1 > 4096 ? row->len + 1 : 4096;
+			scratch = sqlite3_malloc64(scratch_cap);
+			if (scratch == NULL)
+			{
+				rc = SQLITE_NOMEM;
+				break;
+			}
+		}
+		if (a->c->st.snapshot != 0)
+			rc = keyed(a, &a->named, named_sql, t->name, a->key.data, a->key.len);
+		if (rc != SQLITE_OK)
+			break;
+		if (!ms_row_decode(t, row->data, row->len, vals, scratch, reason))
+		{
+			rc = refuse_row(a, t->name, a->key.data, a->key.len, reason);
+			continue;
+		}
+		if (!ms_row_key(t, vals, &a->rowkey))
+		{
+			if (a->rowkey.oom)
+				rc = SQLITE_NOMEM;
+			else
+				rc = refuse_row(a, t->name, a->key.data, a->key.len, "a key column of the row is NULL or not a key value");
+			continue;
+		}
+		if (a->rowkey.len != a->key.len || memcmp(a->rowkey.data, a->key.data, a->key.len) != 0)
+		{
+			char	   *why = sqlite3_mprintf("the row's key columns (%.*s) are not its key",
+											  (int) (a->rowkey.len > 80 ? 80 : a->rowkey.len), a->rowkey.data);
+
+			rc = why ? refuse_row(a, t->name, a->key.data, a->key.len, why) : SQLITE_NOMEM;
+			sqlite3_free(why);
+			continue;
+		}
+		rc = own_pending(a, t, vals, &kept);
+		if (rc != SQLITE_OK)
+			break;
+		if (kept)
+		{
+			a->n.kept++;
+			continue;
+		}
+		for (int k = 0, p = 1; k < t->ncols; k++)
+		{
+			const ms_val *v = &vals[k];
+
+			if (t->cols[k].retired)
+				continue;
+			switch (v->type)
+			{
+				case SQLITE_INTEGER:
+					sqlite3_bind_int64(up, p, v->i);
+					break;
+				case SQLITE_FLOAT:
+					sqlite3_bind_double(up, p, v->d);
+					break;
+				case SQLITE_TEXT:
+					sqlite3_bind_text64(up, p, v->p, v->n, SQLITE_STATIC, SQLITE_UTF8);
+					break;
+				case SQLITE_BLOB:
+					sqlite3_bind_blob64(up, p, v->p, v->n, SQLITE_STATIC);
+					break;
+				default:
+					sqlite3_bind_null(up, p);
+			}
+			p++;
+		}
+		rc = sqlite3_step(up);
+		sqlite3_reset(up);
+		if (rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+		else if (rc == SQLITE_CONSTRAINT || rc == SQLITE_MISMATCH || rc == SQLITE_TOOBIG)
+		{
+			/* a constraint of the replica's own: the row cannot be taken */
+			char	   *why = sqlite3_mprintf("the replica's table refused it: %s", sqlite3_errmsg(c->db));
+
+			rc = why ? refuse_row(a, t->name, a->key.data, a->key.len, why) : SQLITE_NOMEM;
+			sqlite3_free(why);
+			continue;
+		}
+		else
+		{
+			ms_dberr(c, rc);
+			break;
+		}
+		a->n.upserts++;
+		if (retired_rows)
+			rc = keyed(a, &a->unretire, unretire_sql, t->name, a->key.data, a->key.len);
+		if (rc == SQLITE_OK && refusals)
+			rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, a->key.data, a->key.len);
+	}
+	sqlite3_finalize(up);
+	sqlite3_free(vals);
+	sqlite3_free(scratch);
+	return rc;
+}
+
+static void
+count(applier *a, ms_letgo_result res)
+{
+	if (res == MS_LET_GO)
+		a->n.deletes++;
+	else if (res == MS_RETIRED)
+		a->n.retired++;
+	else if (res == MS_KEPT)
+		a->n.kept++;
+}
+
+static int
+deletes(applier *a, const Sync__Rows *r)
+{
+	ms_tbl	   *t = ms_schema_find(a->c, r->table);
+	int			rc = SQLITE_OK;
+	bool		ok = true;
+
+	if (t != NULL && r->n_deletes > 0 && (rc = usable(a, t, &ok)) != SQLITE_OK)
+		return rc;
+	if (t == NULL || !ok)
+		return SQLITE_OK;		/* nothing of it is held: nothing to let go of */
+	for (size_t i = 0; i < r->n_deletes && rc == SQLITE_OK; i++)
+	{
+		ms_letgo_result res;
+
+		if (!wire_key(a, r->deletes[i]))
+			return SQLITE_NOMEM;
+		rc = ms_let_go(a->lg, t, a->key.data, a->key.len, &res);
+		if (rc == SQLITE_OK)
+			rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, a->key.data, a->key.len);
+		count(a, res);
+	}
+	return rc;
+}
+
+/* end_snapshot: let go of every row of its tables that the snapshot did not name */
+static int
+end_snapshot(applier *a, const Sync__EndSnapshot *e)
+{
+	ms_ctx	   *c = a->c;
+	ms_schema  *s = c->schema;
+	int			rc = SQLITE_OK;
+
+	if (c->st.snapshot == 0)
+		return ms_state_error(c, "message %llu ends a snapshot, but none is open: nothing let go of",
+							  (unsigned long long) a->m->number);
+	for (int i = s->n - 1; i >= 0 && rc == SQLITE_OK; i--)
+	{
+		ms_tbl	   *t = &s->t[i];
+		bool		ends = false;
+		sqlite3_stmt *st = NULL;
+		ms_buf		keys = {0};
+		size_t		pos = 0;
+
+		for (size_t j = 0; j < e->n_tables && !ends; j++)
+			ends = strcmp(e->tables[j], t->name) == 0;
+		if (ends && (rc = usable(a, t, &ends)) != SQLITE_OK)
+			break;
+		if (!ends)
+			continue;
+		/* the keys first, then let go: never delete under a running SELECT */
+		rc = ms_prepare(c, &st, "SELECT k FROM (SELECT %s AS k FROM %s)"
+						" WHERE k NOT IN (SELECT key FROM _sync_named WHERE tbl = ?1)",
+						t->keyexpr, t->q);
+		if (rc == SQLITE_OK)
+			sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
+		while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+		{
+			size_t		n = (size_t) sqlite3_column_bytes(st, 0);
+			const char *k = (const char *) sqlite3_column_text(st, 0);
+
+			rc = SQLITE_OK;
+			if (k == NULL)
+				continue;
+			ms_buf_add(&keys, &n, sizeof n);
+			ms_buf_add(&keys, k, n);
+			if (keys.oom)
+				rc = SQLITE_NOMEM;
+		}
+		if (rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+		sqlite3_finalize(st);
+		while (rc == SQLITE_OK && pos < keys.len)
+		{
+			size_t		n;
+			ms_letgo_result res;
+
+			memcpy(&n, keys.data + pos, sizeof n);
+			pos += sizeof n;
+			rc = ms_let_go(a->lg, t, keys.data + pos, n, &res);
+			if (rc == SQLITE_OK)
+				rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, keys.data + pos, n);
+			count(a, res);
+			pos += n;
+		}
+		ms_buf_free(&keys);
+	}
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "DELETE FROM _sync_named; UPDATE _sync_state SET snapshot = 0, digest_due = 1 WHERE id = 1");
+	if (rc == SQLITE_OK)
+		c->st.snapshot = 0;
+	return rc;
+}
+
+/* begin_snapshot: a new chain, perhaps a new epoch, and the schema */
+static int
+begin_snapshot(applier *a)
+{
+	ms_ctx	   *c = a->c;
+	Sync__ToReplica *m = a->m;
+	sqlite3_stmt *st;
+	int			rc;
+
+	rc = ms_prepare(c, &st, "UPDATE _sync_state SET replica = coalesce(replica, ?1), epoch = ?2,"
+					" snapshot = ?3, gap = 0, gap_epoch = NULL WHERE id = 1");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_blob(st, 1, m->replica.data, MS_REPLICA_BYTES, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 2, m->epoch.data, MS_EPOCH_BYTES, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, (sqlite3_int64) m->number);
+		rc = ms_done(c, st);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_OK)
+		return rc;
+	if (!c->st.has_replica)
+	{
+		c->st.has_replica = true;
+		memcpy(c->st.replica, m->replica.data, MS_REPLICA_BYTES);
+		ms_uuid_text(c->st.replica, c->st.replica_text);
+	}
+	c->st.has_epoch = true;
+	memcpy(c->st.epoch, m->epoch.data, MS_EPOCH_BYTES);
+	c->st.snapshot = m->number;
+	c->st.gap = 0;
+	return ms_schema_begin(c, m->down->begin);
+}
+
+static int
+prepare(applier *a)
+{
+	return ms_letgo_open(a->c, &a->lg);
+}
+
+static void
+finish(applier *a)
+{
+	sqlite3_finalize(a->refuse);
+	sqlite3_finalize(a->unrefuse);
+	sqlite3_finalize(a->unretire);
+	sqlite3_finalize(a->named);
+	sqlite3_finalize(a->note);
+	ms_letgo_close(a->lg);
+	a->refuse = a->unrefuse = a->unretire = a->named = a->note = NULL;
+	a->lg = NULL;
+	ms_buf_free(&a->key);
+	ms_buf_free(&a->rowkey);
+}
+
+/* apply: a message that follows the chain */
+static int
+apply(applier *a, ms_buf *out)
+{
+	ms_ctx	   *c = a->c;
+	Sync__ToReplica *m = a->m;
+	bool		begins = m->body_case == SYNC__TO_REPLICA__BODY_DOWN && m->down->begin != NULL;
+	sqlite3_stmt *st = NULL;
+	int			rc;
+	int			let_go = 0;
+	const char *snapshot;
+
+	rc = ms_exec(c, "UPDATE _sync_state SET applying = 1 WHERE id = 1");
+	if (rc == SQLITE_OK && begins)
+		rc = begin_snapshot(a);
+	if (rc == SQLITE_OK)
+		rc = prepare(a);
+	if (rc == SQLITE_OK && m->body_case == SYNC__TO_REPLICA__BODY_DOWN)
+	{
+		const Sync__Down *d = m->down;
+
+		for (size_t i = 0; i < d->n_tables && rc == SQLITE_OK; i++)
+			rc = upserts(a, d->tables[i]);
+		for (size_t i = d->n_tables; i > 0 && rc == SQLITE_OK; i--)
+			rc = deletes(a, d->tables[i - 1]);
+	}
+	snapshot = begins ? "begin" : c->st.snapshot ? "open" : NULL;
+	if (rc == SQLITE_OK && m->body_case == SYNC__TO_REPLICA__BODY_END_SNAPSHOT)
+	{
+		snapshot = c->st.snapshot ? "end" : NULL;
+		rc = end_snapshot(a, m->end_snapshot);
+	}
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "UPDATE _sync_state SET number = ?1, nonce = ?2, seal = ?3, applied_at = ?4"
+						" WHERE id = 1");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_int64(st, 1, (sqlite3_int64) m->number);
+		sqlite3_bind_blob(st, 2, m->nonce.data, MS_NONCE_BYTES, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 3, m->seal.data, MS_SEAL_BYTES, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 4, c->now);
+		rc = ms_done(c, st);
+	}
+	sqlite3_finalize(st);
+	/* retired rows nothing points at: for good, in a step of their own */
+	if (rc == SQLITE_OK)
+		rc = ms_begin(c, "_sync_let_go");
+	if (rc == SQLITE_OK)
+	{
+		int			rc2 = ms_let_go_retired(a->lg, &let_go);
+
+		if (rc2 != SQLITE_OK && rc2 != SQLITE_NOMEM && rc2 != SQLITE_IOERR)
+		{
+			char	   *why = sqlite3_mprintf("letting go of retired rows failed: %s",
+											  c->err ? c->err : sqlite3_errstr(rc2));
+
+			sqlite3_free(c->err);
+			c->err = NULL;
+			ms_end(c, "_sync_let_go", rc2);
+			let_go = 0;
+			rc = why ? ms_state_error(c, "%s", why) : SQLITE_NOMEM;
+			sqlite3_free(why);
+		}
+		else
+			rc = ms_end(c, "_sync_let_go", rc2);
+	}
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "UPDATE _sync_state SET applying = 0 WHERE id = 1");
+	a->n.let_go = let_go;
+	if (rc == SQLITE_OK)
+	{
+		ms_buf_printf(out, "{\"result\":\"applied\",\"number\":%llu,\"snapshot\":%s%s%s,"
+					  "\"upserts\":%d,\"deletes\":%d,\"retired\":%d,\"kept\":%d,\"refused\":%d,\"let_go\":%d}",
+					  (unsigned long long) m->number, snapshot ? "\"" : "", snapshot ? snapshot : "null",
+					  snapshot ? "\"" : "", a->n.upserts, a->n.deletes, a->n.retired, a->n.kept,
+					  a->n.refused, a->n.let_go);
+	}
+	finish(a);
+	return rc;
+}
+
+/* open_gap: M does not follow; remember the newest such message */
+static int
+open_gap(ms_ctx *c, Sync__ToReplica *m, const char *why, ms_buf *out)
+{
+	ms_state   *s = &c->st;
+	bool		newer = !(s->gap != 0 && s->has_gap_epoch &&
+						  memcmp(s->gap_epoch, m->epoch.data, MS_EPOCH_BYTES) == 0 &&
+						  s->gap >= m->number);
+	int			rc = SQLITE_OK;
+
+	if (newer)
+	{
+		sqlite3_stmt *st;
+
+		rc = ms_prepare(c, &st, "UPDATE _sync_state SET gap = ?1, gap_epoch = ?2 WHERE id = 1");
+		if (rc == SQLITE_OK)
+		{
+			sqlite3_bind_int64(st, 1, (sqlite3_int64) m->number);
+			sqlite3_bind_blob(st, 2, m->epoch.data, MS_EPOCH_BYTES, SQLITE_STATIC);
+			rc = ms_done(c, st);
+		}
+		sqlite3_finalize(st);
+		if (rc == SQLITE_OK)
+			s->gap = m->number;
+	}
+	ms_buf_printf(out, "{\"result\":\"gap\",\"number\":%llu,\"gap\":%llu,\"reason\":\"%s\"}",
+				  (unsigned long long) m->number, (unsigned long long) s->gap, why);
+	return rc;
+}
+
+static int
+apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
+{
+	Sync__Filed *f = m->filed;
+	sqlite3_stmt *aside = NULL;
+	sqlite3_stmt *st = NULL;
+	int			rc = SQLITE_OK;
+	int			set_aside = 0;
+	int			notes = 0;
+	char		send[2 * MS_SEND_ID_BYTES + 1];
+	ms_buf		key = {0};
+
+	ms_hex(f->send_id.data, MS_SEND_ID_BYTES, send);
+	if (c->st.has_replica && memcmp(m->replica.data, c->st.replica, MS_REPLICA_BYTES) != 0)
+	{
+		char		other[37];
+
+		ms_uuid_text(m->replica.data, other);
+		ms_buf_printf(out, "{\"result\":\"wrong_replica\",\"number\":0,\"replica\":\"%s\"}", other);
+		return ms_state_error(c, "a Filed answer (send %s) is for replica %s, not this one", send, other);
+	}
+	rc = ms_prepare(c, &aside,
+					"UPDATE _sync_notes SET set_aside = ?4, send_id = NULL, sent_at = NULL"
+					" WHERE tbl = ?1 AND key = ?2 AND send_id = ?3");
+	for (size_t i = 0; i < f->n_refused && rc == SQLITE_OK; i++)
+	{
+		const Sync__Refusal *r = f->refused[i];
+		char	   *why = sqlite3_mprintf("refused by the server: %s", r->reason);
+
+		key.len = 0;
+		for (size_t p = 0; p < r->key->n_parts; p++)
+		{
+			size_t		n = strlen(r->key->parts[p]);
+
+			ms_buf_printf(&key, "%llu:", (unsigned long long) n);
+			ms_buf_add(&key, r->key->parts[p], n);
+		}
+		if (why == NULL || key.oom)
+			rc = SQLITE_NOMEM;
+		else
+		{
+			sqlite3_bind_text(aside, 1, r->table, -1, SQLITE_STATIC);
+			sqlite3_bind_text(aside, 2, key.data, (int) key.len, SQLITE_STATIC);
+			sqlite3_bind_blob(aside, 3, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
+			sqlite3_bind_text(aside, 4, why, -1, SQLITE_STATIC);
+			rc = ms_done(c, aside);
+			set_aside += sqlite3_changes(c->db);
+		}
+		sqlite3_free(why);
+	}
+	sqlite3_finalize(aside);
+	ms_buf_free(&key);
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "DELETE FROM _sync_notes WHERE send_id = ?1");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_blob(st, 1, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
+		rc = ms_done(c, st);
+		notes = sqlite3_changes(c->db);
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "UPDATE _sync_refused SET filed = 1 WHERE send_id = ?1");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_blob(st, 1, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
+		rc = ms_done(c, st);
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "UPDATE _sync_state SET report_filed = 1 WHERE id = 1 AND report_send_id = ?1");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_blob(st, 1, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
+		rc = ms_done(c, st);
+	}
+	sqlite3_finalize(st);
+	ms_buf_printf(out, "{\"result\":\"filed\",\"send_id\":\"%s\",\"rows\":%u,\"notes\":%d,\"set_aside\":%d}",
+				  send, (unsigned) f->rows, notes, set_aside);
+	return rc;
+}
+
+/* the chain of docs/protocol.md 5.1, rules 2 to 7 */
+static int
+chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
+{
+	ms_state   *s = &c->st;
+	bool		begins = m->body_case == SYNC__TO_REPLICA__BODY_DOWN && m->down->begin != NULL;
+	bool		same_epoch = s->has_epoch && memcmp(s->epoch, m->epoch.data, MS_EPOCH_BYTES) == 0;
+	applier		a;
+
+	memset(&a, 0, sizeof a);
+	a.c = c;
+	a.m = m;
+	if (m->body_case == SYNC__TO_REPLICA__BODY_FILED)
+		return apply_filed(c, m, out);
+	if (s->has_replica && memcmp(m->replica.data, s->replica, MS_REPLICA_BYTES) != 0)
+	{
+		char		other[37];
+
+		ms_uuid_text(m->replica.data, other);
+		ms_buf_printf(out, "{\"result\":\"wrong_replica\",\"number\":%llu,\"replica\":\"%s\"}",
+					  (unsigned long long) m->number, other);
+		return ms_state_error(c, "message %llu is for replica %s, not this one (%s): refused",
+							  (unsigned long long) m->number, other, s->replica_text);
+	}
+	if (!same_epoch && !begins)
+		return open_gap(c, m, s->has_epoch ? "another epoch" : "no snapshot yet", out);
+	if (same_epoch && m->number <= s->number)
+	{
+		ms_buf_printf(out, "{\"result\":\"duplicate\",\"number\":%llu,\"last\":%llu}",
+					  (unsigned long long) m->number, (unsigned long long) s->number);
+		return SQLITE_OK;
+	}
+	if (begins)
+		return apply(&a, out);
+	if (s->gap != 0)
+		return open_gap(c, m, "a gap is open", out);
+	if (m->previous == s->number && m->previous_nonce.len == MS_NONCE_BYTES &&
+		memcmp(m->previous_nonce.data, s->nonce, MS_NONCE_BYTES) == 0)
+		return apply(&a, out);
+	return open_gap(c, m, "it does not follow the last applied", out);
+}
+
+static void
+apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	ms_ctx		c;
+	ProtobufCAllocator pa;
+	Sync__ToReplica *m;
+	ms_wire_status status;
+	char		reason[MS_REASON_MAX];
+	int64_t		bound = MS_MAX_MESSAGE_DEFAULT;
+	const uint8_t *bytes;
+	size_t		n;
+	int			rc;
+	ms_buf		out = {0};
+
+	(void) argc;
+	ms_ctx_init(&c, ctx, "sync_apply");
+	pa.alloc = arena_pb_alloc;
+	pa.free = arena_pb_free;
+	pa.allocator_data = &c.arena;
+	if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
+	{
+		rc = ms_fail(&c, SQLITE_ERROR, "the message must be a BLOB, not %s",
+					 sqlite3_value_type(argv[0]) == SQLITE_NULL ? "NULL" :
+					 sqlite3_value_type(argv[0]) == SQLITE_TEXT ? "TEXT" : "a number");
+		goto done;
+	}
+	rc = ms_state_exists(&c);
+	if (rc == SQLITE_OK)
+		rc = ms_config(&c, "max_message_bytes", &bound);
+	if (rc != SQLITE_OK)
+		goto done;
+	n = (size_t) sqlite3_value_bytes(argv[0]);
+	bytes = sqlite3_value_blob(argv[0]);
+	if ((int64_t) n > bound)
+	{
+		rc = ms_fail(&c, SQLITE_TOOBIG, "the message is %llu bytes, over max_message_bytes (%lld)",
+					 (unsigned long long) n, (long long) bound);
+		goto done;
+	}
+	m = ms_to_replica_decode(bytes, n, (size_t) bound, &pa, &status, reason);
+	if (status == MS_WIRE_LATER_PROTOCOL)
+	{
+		/* neither applied nor acknowledged */
+		ms_buf_printf(&out, "{\"result\":\"later_protocol\",\"protocol\":%u,\"number\":%llu}",
+					  m->protocol, (unsigned long long) m->number);
+		goto done;
+	}
+	if (m == NULL)
+	{
+		rc = status == MS_WIRE_NO_MEMORY ? SQLITE_NOMEM :
+			ms_fail(&c, SQLITE_ERROR, "the message cannot be applied: %s", reason);
+		goto done;
+	}
+	rc = ms_begin(&c, "_sync_apply");
+	if (rc != SQLITE_OK)
+		goto done;
+	rc = ms_state_ensure(&c);
+	if (rc == SQLITE_OK)
+		rc = ms_state_load(&c);
+	if (rc == SQLITE_OK)
+		rc = ms_schema_load(&c);
+	if (rc == SQLITE_OK)
+		rc = chain(&c, m, &out);
+	rc = ms_end(&c, "_sync_apply", rc);
+done:
+	if (rc == SQLITE_OK && out.oom)
+		rc = SQLITE_NOMEM;
+	if (rc == SQLITE_OK)
+		sqlite3_result_text(ctx, out.data, (int) out.len, SQLITE_TRANSIENT);
+	else
+		ms_ctx_error(&c, ctx, rc);
+	ms_buf_free(&out);
+	ms_ctx_done(&c);
+}
+
+int
+ms_apply_register(sqlite3 *db)
+{
+	return sqlite3_create_function(db, "sync_apply", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+								   NULL, apply_func, NULL, NULL);
+}

@@ -1,0 +1,894 @@
+/*
+** codec.c - a row in its table's codec, both ways (docs/protocol.md 4).
+**
+** json   one object of the mirrored columns, read by a small strict reader
+**        that binds each value by its column's SQLite type:
+**          INTEGER  numbers that are whole and within 64 bits, true/false
+**          REAL     numbers; the strings "Infinity" and "-Infinity" (how
+**                   PostgreSQL's to_json writes them)
+**          TEXT     strings; numbers and nested JSON as their JSON text
+**          BLOB     a string "\x" followed by hex digits
+**        null is NULL, an absent column NULL; a key that is not a column,
+**        a key given twice, or anything else is refused with the reason.
+**        The retired column is the replica's: a value for it is ignored.
+** proto  one protobuf message per table, a column's field number its
+**        Column.field: INTEGER sint64 (zigzag varint), REAL double
+**        (fixed64), TEXT string and BLOB bytes (length-delimited); NULL is
+**        an absent field.  A field that is not a column, given twice, or of
+**        the wrong wire type is refused.
+*/
+#include "magic_sync_sqlite.h"
+
+SQLITE_EXTENSION_INIT3
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_COLUMNS 2048
+#define JSON_DEPTH 64
+
+static bool
+refuse(char reason[MS_REASON_MAX], const char *fmt,...)
+	__attribute__((format(printf, 2, 3)));
+
+static bool
+refuse(char reason[MS_REASON_MAX], const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, MS_REASON_MAX, fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+/* ---- a strict JSON reader --------------------------------------------- */
+
+typedef struct jp
+{
+	const char *p;
+	const char *end;
+} jp;
+
+static void
+ws(jp *j)
+{
+	while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+		j->p++;
+}
+
+static int
+hex4(const char *p)
+{
+	int			v = 0;
+
+	for (int i = 0; i < 4; i++)
+	{
+		char		ch = p[i];
+
+		v <<= 4;
+		if (ch >= '0' && ch <= '9')
+			v |= ch - '0';
+		else if (ch >= 'a' && ch <= 'f')
+			v |= ch - 'a' + 10;
+		else if (ch >= 'A' && ch <= 'F')
+			v |= ch - 'A' + 10;
+		else
+			return -1;
+	}
+	return v;
+}
+
+static size_t
+utf8_put(char *out, uint32_t cp)
+{
+	if (cp < 0x80)
+	{
+		out[0] = (char) cp;
+		return 1;
+	}
+	if (cp < 0x800)
+	{
+		out[0] = (char) (0xc0 | (cp >> 6));
+		out[1] = (char) (0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000)
+	{
+		out[0] = (char) (0xe0 | (cp >> 12));
+		out[1] = (char) (0x80 | ((cp >> 6) & 0x3f));
+		out[2] = (char) (0x80 | (cp & 0x3f));
+		return 3;
+	}
+	out[0] = (char) (0xf0 | (cp >> 18));
+	out[1] = (char) (0x80 | ((cp >> 12) & 0x3f));
+	out[2] = (char) (0x80 | ((cp >> 6) & 0x3f));
+	out[3] = (char) (0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/*
+ * string: j->p at '"'; unescape into out (NULL: only check), its length in
+ * *n.  The input is valid UTF-8 already; an unescaped string is never
+ * longer than its escaped form.
+ */
+static bool
+string(jp *j, char *out, size_t *n, const char **why)
+{
+	size_t		o = 0;
+
+	j->p++;
+	for (;;)
+	{
+		unsigned char ch;
+
+		if (j->p >= j->end)
+			return (*why = "a string is not closed"), false;
+		ch = (unsigned char) *j->p;
+		if (ch == '"')
+		{
+			j->p++;
+			*n = o;
+			return true;
+		}
+		if (ch < 0x20)
+			return (*why = "a string holds a control character"), false;
+		if (ch != '\\')
+		{
+			if (out)
+				out[o] = (char) ch;
+			o++;
+			j->p++;
+			continue;
+		}
+		if (j->end - j->p < 2)
+			return (*why = "a string is not closed"), false;
+		j->p++;
+		ch = (unsigned char) *j->p++;
+		switch (ch)
+		{
+			case '"':
+			case '\\':
+			case '/':
+				break;
+			case 'b':
+				ch = '\b';
+				break;
+			case 'f':
+				ch = '\f';
+				break;
+			case 'n':
+				ch = '\n';
+				break;
+			case 'r':
+				ch = '\r';
+				break;
+			case 't':
+				ch = '\t';
+				break;
+			case 'u':
+				{
+					int			u;
+					uint32_t	cp;
+
+					if (j->end - j->p < 4 || (u = hex4(j->p)) < 0)
+						return (*why = "a \\u escape is not four hex digits"), false;
+					j->p += 4;
+					cp = (uint32_t) u;
+					if (cp >= 0xdc00 && cp <= 0xdfff)
+						return (*why = "a \\u escape is a lone low surrogate"), false;
+					if (cp >= 0xd800 && cp <= 0xdbff)
+					{
+						int			lo;
+
+						if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' ||
+							(lo = hex4(j->p + 2)) < 0xdc00 || lo > 0xdfff)
+							return (*why = "a \\u escape is a lone high surrogate"), false;
+						j->p += 6;
+						cp = 0x10000 + ((cp - 0xd800) << 10) + ((uint32_t) lo - 0xdc00);
+					}
+					if (cp == 0)
+						return (*why = "a string holds \\u0000"), false;
+					if (out)
+						o += utf8_put(out + o, cp);
+					else
+						o += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+					continue;
+				}
+			default:
+				return (*why = "a string has an unknown escape"), false;
+		}
+		if (out)
+			out[o] = (char) ch;
+		o++;
+	}
+}
+
+/* number: the JSON grammar; *integral when it has no fraction or exponent */
+static bool
+number(jp *j, bool *integral)
+{
+	const char *p = j->p;
+
+	*integral = true;
+	if (p < j->end && *p == '-')
+		p++;
+	if (p >= j->end)
+		return false;
+	if (*p == '0')
+		p++;
+	else if (*p >= '1' && *p <= '9')
+		while (p < j->end && *p >= '0' && *p <= '9')
+			p++;
+	else
+		return false;
+	if (p < j->end && *p == '.')
+	{
+		*integral = false;
+		p++;
+		if (p >= j->end || *p < '0' || *p > '9')
+			return false;
+		while (p < j->end && *p >= '0' && *p <= '9')
+			p++;
+	}
+	if (p < j->end && (*p == 'e' || *p == 'E'))
+	{
+		*integral = false;
+		p++;
+		if (p < j->end && (*p == '+' || *p == '-'))
+			p++;
+		if (p >= j->end || *p < '0' || *p > '9')
+			return false;
+		while (p < j->end && *p >= '0' && *p <= '9')
+			p++;
+	}
+	j->p = p;
+	return true;
+}
+
+static bool
+literal(jp *j, const char *word)
+{
+	size_t		n = strlen(word);
+
+	if ((size_t) (j->end - j->p) < n || memcmp(j->p, word, n) != 0)
+		return false;
+	j->p += n;
+	return true;
+}
+
+/* value: check one JSON value of any kind, nested at most JSON_DEPTH deep */
+static bool
+value(jp *j, int depth, const char **why)
+{
+	bool		integral;
+	size_t		n;
+
+	if (depth > JSON_DEPTH)
+		return (*why = "JSON nested too deep"), false;
+	ws(j);
+	if (j->p >= j->end)
+		return (*why = "a value is missing"), false;
+	switch (*j->p)
+	{
+		case '"':
+			return string(j, NULL, &n, why);
+		case '{':
+		case '[':
+			{
+				char		close = *j->p == '{' ? '}' : ']';
+				bool		object = close == '}';
+
+				j->p++;
+				ws(j);
+				if (j->p < j->end && *j->p == close)
+				{
+					j->p++;
+					return true;
+				}
+				for (;;)
+				{
+					if (object)
+					{
+						ws(j);
+						if (j->p >= j->end || *j->p != '"')
+							return (*why = "an object key is not a string"), false;
+						if (!string(j, NULL, &n, why))
+							return false;
+						ws(j);
+						if (j->p >= j->end || *j->p != ':')
+							return (*why = "an object key is not followed by ':'"), false;
+						j->p++;
+					}
+					if (!value(j, depth + 1, why))
+						return false;
+					ws(j);
+					if (j->p < j->end && *j->p == ',')
+					{
+						j->p++;
+						continue;
+					}
+					if (j->p < j->end && *j->p == close)
+					{
+						j->p++;
+						return true;
+					}
+					return (*why = "a ',' or a closing bracket is missing"), false;
+				}
+			}
+		case 't':
+			return literal(j, "true") || ((*why = "not JSON"), false);
+		case 'f':
+			return literal(j, "false") || ((*why = "not JSON"), false);
+		case 'n':
+			return literal(j, "null") || ((*why = "not JSON"), false);
+		default:
+			return number(j, &integral) || ((*why = "not JSON"), false);
+	}
+}
+
+bool
+ms_json_valid(const char *p, size_t n)
+{
+	jp			j = {p, p + n};
+	const char *why;
+
+	if (!ms_utf8_valid(p, n) || !value(&j, 0, &why))
+		return false;
+	ws(&j);
+	return j.p == j.end;
+}
+
+/* a whole JSON integer within 64 bits */
+static bool
+parse_int(const char *p, size_t n, sqlite3_int64 *out)
+{
+	bool		neg = p[0] == '-';
+	uint64_t	v = 0;
+	uint64_t	limit = neg ? (uint64_t) INT64_MAX + 1 : (uint64_t) INT64_MAX;
+
+	for (size_t i = neg ? 1 : 0; i < n; i++)
+	{
+		unsigned	d = (unsigned) (p[i] - '0');
+
+		if (v > (limit - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	if (neg)
+		*out = v == (uint64_t) INT64_MAX + 1 ? INT64_MIN : -(sqlite3_int64) v;
+	else
+		*out = (sqlite3_int64) v;
+	return true;
+}
+
+static bool
+parse_double(const char *p, size_t n, double *out)
+{
+	char		buf[512];
+
+	if (n >= sizeof buf)
+		return false;
+	memcpy(buf, p, n);
+	buf[n] = '\0';
+	*out = strtod(buf, NULL);
+	return true;
+}
+
+static int
+column_named(const ms_tbl *t, const char *name, size_t n)
+{
+	for (int i = 0; i < t->ncols; i++)
+		if (strncmp(t->cols[i].name, name, n) == 0 && t->cols[i].name[n] == '\0')
+			return i;
+	return -1;
+}
+
+static bool
+json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scratch,
+		 char reason[MS_REASON_MAX])
+{
+	jp			j = {row, row + len};
+	size_t		used = 0;
+	uint8_t		seen[MAX_COLUMNS] = {0};
+	const char *why = NULL;
+
+	if (!ms_utf8_valid(row, len))
+		return refuse(reason, "the row is not valid UTF-8 (or holds a NUL byte)");
+	ws(&j);
+	if (j.p >= j.end || *j.p != '{')
+		return refuse(reason, "the row is not a JSON object");
+	j.p++;
+	ws(&j);
+	if (j.p < j.end && *j.p == '}')
+		j.p++;
+	else
+		for (;;)
+		{
+			size_t		klen;
+			char	   *key = scratch + used;
+			int			i;
+			ms_val	   *v;
+			const ms_col *col;
+			const char *start;
+			bool		integral;
+
+			ws(&j);
+			if (j.p >= j.end)
+				return refuse(reason, "the row is not JSON: its object is not closed");
+			if (*j.p != '"')
+				return refuse(reason, "the row is not JSON: a key of its object is not a string");
+			if (!string(&j, key, &klen, &why))
+				return refuse(reason, "the row is not JSON: %s", why);
+			i = column_named(t, key, klen);
+			if (i < 0 || memchr(key, '\0', klen) != NULL)
+				return refuse(reason, "\"%.*s\" is not a column of table \"%s\"",
+							  (int) (klen > 64 ? 64 : klen), key, t->name);
+			if (seen[i])
+				return refuse(reason, "column \"%s\" is given twice", t->cols[i].name);
+			seen[i] = 1;
+			col = &t->cols[i];
+			v = &vals[i];
+			ws(&j);
+			if (j.p >= j.end || *j.p != ':')
+				return refuse(reason, "the row is not JSON: a key is not followed by ':'");
+			j.p++;
+			ws(&j);
+			if (j.p >= j.end)
+				return refuse(reason, "the row is not JSON: a value is missing");
+			start = j.p;
+			switch (*j.p)
+			{
+				case 'n':
+					if (!literal(&j, "null"))
+						return refuse(reason, "the row is not JSON");
+					v->type = SQLITE_NULL;
+					break;
+				case 't':
+				case 'f':
+					{
+						bool		yes = *j.p == 't';
+
+						if (!literal(&j, yes ? "true" : "false"))
+							return refuse(reason, "the row is not JSON");
+						if (col->type == MS_INTEGER)
+						{
+							v->type = SQLITE_INTEGER;
+							v->i = yes;
+						}
+						else if (col->type == MS_TEXT)
+						{
+							v->type = SQLITE_TEXT;
+							v->p = start;
+							v->n = (size_t) (j.p - start);
+						}
+						else
+							return refuse(reason, "column \"%s\" (%s) cannot take a boolean",
+										  col->name, col->type == MS_REAL ? "REAL" : "BLOB");
+						break;
+					}
+				case '"':
+					{
+						char	   *s = scratch + used;
+						size_t		n;
+
+						if (!string(&j, s, &n, &why))
+							return refuse(reason, "the row is not JSON: %s", why);
+						if (col->type == MS_TEXT)
+						{
+							v->type = SQLITE_TEXT;
+							v->p = s;
+							v->n = n;
+							used += n;
+						}
+						else if (col->type == MS_BLOB)
+						{
+							if (n < 2 || s[0] != '\\' || s[1] != 'x' || (n - 2) % 2 != 0)
+								return refuse(reason, "column \"%s\" (BLOB) takes a string \"\\\\x\" and hex digits", col->name);
+							for (size_t k = 0; k < (n - 2) / 2; k++)
+							{
+								char		two[5] = {'0', '0', s[2 + 2 * k], s[3 + 2 * k], 0};
+								int			b = hex4(two);
+
+								if (b < 0)
+									return refuse(reason, "column \"%s\" (BLOB) holds a character that is not a hex digit", col->name);
+								s[k] = (char) b;
+							}
+							v->type = SQLITE_BLOB;
+							v->p = s;
+							v->n = (n - 2) / 2;
+							used += v->n;
+						}
+						else if (col->type == MS_REAL &&
+								 ((n == 8 && memcmp(s, "Infinity", 8) == 0) ||
+								  (n == 9 && memcmp(s, "-Infinity", 9) == 0)))
+						{
+							v->type = SQLITE_FLOAT;
+							v->d = s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
+						}
+						else
+							return refuse(reason, "column \"%s\" (%s) cannot take a string", col->name,
+										  col->type == MS_INTEGER ? "INTEGER" : "REAL");
+						break;
+					}
+				case '{':
+				case '[':
+					if (!value(&j, 1, &why))
+						return refuse(reason, "the row is not JSON: %s", why);
+					if (col->type != MS_TEXT)
+						return refuse(reason, "column \"%s\" cannot take nested JSON: only a TEXT column can", col->name);
+					v->type = SQLITE_TEXT;
+					v->p = start;
+					v->n = (size_t) (j.p - start);
+					break;
+				default:
+					if (!number(&j, &integral))
+						return refuse(reason, "the row is not JSON: a value of column \"%s\" is not one", col->name);
+					if (col->type == MS_INTEGER)
+					{
+						double		d;
+
+						v->type = SQLITE_INTEGER;
+						if (integral)
+						{
+							if (!parse_int(start, (size_t) (j.p - start), &v->i))
+								return refuse(reason, "column \"%s\" (INTEGER): %.*s is out of range", col->name,
+											  (int) (j.p - start > 40 ? 40 : j.p - start), start);
+						}
+						else if (!parse_double(start, (size_t) (j.p - start), &d) || !isfinite(d) ||
+								 d != floor(d) || d < -9223372036854775808.0 || d >= 9223372036854775808.0)
+							return refuse(reason, "column \"%s\" (INTEGER) takes whole numbers within 64 bits", col->name);
+						else
+							v->i = (sqlite3_int64) d;
+					}
+					else if (col->type == MS_REAL)
+					{
+						if (!parse_double(start, (size_t) (j.p - start), &v->d))
+							return refuse(reason, "column \"%s\" (REAL): the number is too long", col->name);
+						v->type = SQLITE_FLOAT;
+					}
+					else if (col->type == MS_TEXT)
+					{
+						v->type = SQLITE_TEXT;
+						v->p = start;
+						v->n = (size_t) (j.p - start);
+					}
+					else
+						return refuse(reason, "column \"%s\" (BLOB) cannot take a number", col->name);
+			}
+			if (col->retired)
+				v->type = SQLITE_NULL;	/* the replica's own: what the server says is ignored */
+			ws(&j);
+			if (j.p < j.end && *j.p == ',')
+			{
+				j.p++;
+				continue;
+			}
+			if (j.p < j.end && *j.p == '}')
+			{
+				j.p++;
+				break;
+			}
+			return refuse(reason, "the row is not JSON: a ',' or '}' is missing");
+		}
+	ws(&j);
+	if (j.p != j.end)
+		return refuse(reason, "the row has bytes after its JSON object");
+	return true;
+}
+
+/* ---- proto ------------------------------------------------------------- */
+
+static bool
+varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out)
+{
+	uint64_t	v = 0;
+
+	for (int shift = 0; shift < 64; shift += 7)
+	{
+		uint8_t		b;
+
+		if (*pos >= len)
+			return false;
+		b = buf[(*pos)++];
+		if (shift == 63 && b > 1)
+			return false;
+		v |= (uint64_t) (b & 0x7f) << shift;
+		if ((b & 0x80) == 0)
+		{
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+static int
+column_of_field(const ms_tbl *t, uint64_t field)
+{
+	if (t->by_field != NULL)
+		return field <= t->max_field ? t->by_field[field] : -1;
+	for (int i = 0; i < t->ncols; i++)
+		if (t->cols[i].field == field && !t->cols[i].retired)
+			return i;
+	return -1;
+}
+
+static bool
+proto_row(const ms_tbl *t, const uint8_t *row, size_t len, ms_val *vals,
+		  char reason[MS_REASON_MAX])
+{
+	size_t		pos = 0;
+	uint8_t		seen[MAX_COLUMNS] = {0};
+
+	while (pos < len)
+	{
+		size_t		at = pos;
+		uint64_t	tag;
+		uint64_t	field;
+		unsigned	wt;
+		int			i;
+		const ms_col *col;
+		ms_val	   *v;
+
+		if (!varint(row, len, &pos, &tag))
+			return refuse(reason, "the row is truncated at byte %zu", at);
+		field = tag >> 3;
+		wt = (unsigned) (tag & 7);
+		if (field == 0 || (i = column_of_field(t, field)) < 0)
+			return refuse(reason, "field %llu of the row is not a column of table \"%s\"",
+						  (unsigned long long) field, t->name);
+		if (seen[i])
+			return refuse(reason, "field %llu (column \"%s\") is given twice",
+						  (unsigned long long) field, t->cols[i].name);
+		seen[i] = 1;
+		col = &t->cols[i];
+		v = &vals[i];
+		switch (col->type)
+		{
+			case MS_INTEGER:
+				{
+					uint64_t	u;
+
+					if (wt != 0)
+						return refuse(reason, "column \"%s\" (INTEGER) is not a varint", col->name);
+					if (!varint(row, len, &pos, &u))
+						return refuse(reason, "the row is truncated at byte %zu", at);
+					v->type = SQLITE_INTEGER;
+					v->i = (sqlite3_int64) ((u >> 1) ^ (~(u & 1) + 1));
+					break;
+				}
+			case MS_REAL:
+				{
+					uint64_t	u = 0;
+
+					if (wt != 1)
+						return refuse(reason, "column \"%s\" (REAL) is not a 64-bit field", col->name);
+					if (len - pos < 8)
+						return refuse(reason, "the row is truncated at byte %zu", at);
+					for (int k = 7; k >= 0; k--)
+						u = (u << 8) | row[pos + (size_t) k];
+					pos += 8;
+					memcpy(&v->d, &u, sizeof v->d);
+					if (isnan(v->d))
+						return refuse(reason, "column \"%s\" (REAL) is NaN, which SQLite cannot store", col->name);
+					v->type = SQLITE_FLOAT;
+					break;
+				}
+			default:
+				{
+					uint64_t	n;
+
+					if (wt != 2)
+						return refuse(reason, "column \"%s\" (%s) is not length-delimited", col->name,
+									  col->type == MS_TEXT ? "TEXT" : "BLOB");
+					if (!varint(row, len, &pos, &n) || n > len - pos)
+						return refuse(reason, "the row is truncated at byte %zu", at);
+					v->p = (const char *) row + pos;
+					v->n = (size_t) n;
+					pos += (size_t) n;
+					if (col->type == MS_TEXT)
+					{
+						if (!ms_utf8_valid(v->p, v->n))
+							return refuse(reason, "column \"%s\" (TEXT) is not valid UTF-8 (or holds a NUL byte)", col->name);
+						v->type = SQLITE_TEXT;
+					}
+					else
+						v->type = SQLITE_BLOB;
+				}
+		}
+	}
+	return true;
+}
+
+bool
+ms_row_decode(const ms_tbl *t, const uint8_t *row, size_t len, ms_val *vals,
+			  char *scratch, char reason[MS_REASON_MAX])
+{
+	for (int i = 0; i < t->ncols; i++)
+		vals[i].type = SQLITE_NULL;
+	if (t->ncols > MAX_COLUMNS)
+		return refuse(reason, "table \"%s\" has more than %d columns", t->name, MAX_COLUMNS);
+	if (t->proto)
+		return proto_row(t, row, len, vals, reason);
+	return json_row(t, (const char *) row, len, vals, scratch, reason);
+}
+
+bool
+ms_row_key(const ms_tbl *t, const ms_val *vals, ms_buf *out)
+{
+	out->len = 0;
+	for (int k = 0; k < t->nkey; k++)
+	{
+		const ms_val *v = &vals[t->key[k]];
+		char		num[24];
+		const char *p;
+		size_t		n;
+
+		if (v->type == SQLITE_INTEGER)
+		{
+			n = (size_t) snprintf(num, sizeof num, "%lld", (long long) v->i);
+			p = num;
+		}
+		else if (v->type == SQLITE_TEXT)
+		{
+			p = v->p;
+			n = v->n;
+		}
+		else
+			return false;
+		ms_buf_printf(out, "%llu:", (unsigned long long) n);
+		ms_buf_add(out, p, n);
+	}
+	return !out->oom;
+}
+
+/* ---- writing a row ----------------------------------------------------- */
+
+static void
+put_varint(ms_buf *b, uint64_t v)
+{
+	uint8_t		tmp[10];
+	size_t		n = 0;
+
+	do
+	{
+		tmp[n] = (uint8_t) (v & 0x7f);
+		v >>= 7;
+		if (v)
+			tmp[n] |= 0x80;
+		n++;
+	} while (v);
+	ms_buf_add(b, tmp, n);
+}
+
+static void
+json_real(ms_buf *b, double d)
+{
+	char		num[64];
+
+	if (isinf(d))
+	{
+		ms_buf_str(b, d < 0 ? "\"-Infinity\"" : "\"Infinity\"");
+		return;
+	}
+	sqlite3_snprintf((int) sizeof num, num, "%!.17g", d);
+	/* SQLite writes a whole number as "1.0" and large ones as "1.0e+20": JSON either way */
+	ms_buf_str(b, num);
+}
+
+bool
+ms_row_encode(const ms_tbl *t, sqlite3_stmt *st, const int *cols, int n,
+			  ms_buf *out, char reason[MS_REASON_MAX])
+{
+	out->len = 0;
+	if (!t->proto)
+		ms_buf_byte(out, '{');
+	for (int k = 0; k < n; k++)
+	{
+		const ms_col *col = &t->cols[cols[k]];
+		int			type = sqlite3_column_type(st, k);
+
+		if (!t->proto)
+		{
+			if (k > 0)
+				ms_buf_byte(out, ',');
+			ms_buf_json_string(out, col->name, strlen(col->name));
+			ms_buf_byte(out, ':');
+			switch (type)
+			{
+				case SQLITE_NULL:
+					ms_buf_str(out, "null");
+					break;
+				case SQLITE_INTEGER:
+					ms_buf_printf(out, "%lld", (long long) sqlite3_column_int64(st, k));
+					break;
+				case SQLITE_FLOAT:
+					json_real(out, sqlite3_column_double(st, k));
+					break;
+				case SQLITE_TEXT:
+					{
+						const char *p = (const char *) sqlite3_column_text(st, k);
+						size_t		len = (size_t) sqlite3_column_bytes(st, k);
+
+						if (!ms_utf8_valid(p, len))
+							return refuse(reason, "column \"%s\" is not valid UTF-8 text", col->name);
+						if (col->json && ms_json_valid(p, len))
+							ms_buf_add(out, p, len);
+						else
+							ms_buf_json_string(out, p, len);
+						break;
+					}
+				default:
+					{
+						const uint8_t *p = sqlite3_column_blob(st, k);
+
+						ms_buf_str(out, "\"\\\\x");
+						ms_buf_hex(out, p, (size_t) sqlite3_column_bytes(st, k));
+						ms_buf_byte(out, '"');
+					}
+			}
+			continue;
+		}
+		if (type == SQLITE_NULL || col->field == 0)
+			continue;
+		switch (col->type)
+		{
+			case MS_INTEGER:
+				{
+					sqlite3_int64 i;
+
+					if (type == SQLITE_INTEGER)
+						i = sqlite3_column_int64(st, k);
+					else if (type == SQLITE_FLOAT && sqlite3_column_double(st, k) == floor(sqlite3_column_double(st, k)) &&
+							 fabs(sqlite3_column_double(st, k)) < 9.2e18)
+						i = (sqlite3_int64) sqlite3_column_double(st, k);
+					else
+						return refuse(reason, "column \"%s\" (INTEGER) holds a value that is not an integer", col->name);
+					put_varint(out, (uint64_t) col->field << 3);
+					put_varint(out, ((uint64_t) i << 1) ^ (uint64_t) (i >> 63));
+					break;
+				}
+			case MS_REAL:
+				{
+					double		d;
+					uint64_t	u;
+					uint8_t		le[8];
+
+					if (type != SQLITE_INTEGER && type != SQLITE_FLOAT)
+						return refuse(reason, "column \"%s\" (REAL) holds a value that is not a number", col->name);
+					d = sqlite3_column_double(st, k);
+					memcpy(&u, &d, sizeof u);
+					for (int b = 0; b < 8; b++)
+						le[b] = (uint8_t) (u >> (8 * b));
+					put_varint(out, (uint64_t) col->field << 3 | 1);
+					ms_buf_add(out, le, 8);
+					break;
+				}
+			default:
+				{
+					const char *p;
+					size_t		len;
+
+					if (col->type == MS_TEXT || type != SQLITE_BLOB)
+						p = (const char *) sqlite3_column_text(st, k);
+					else
+						p = sqlite3_column_blob(st, k);
+					len = (size_t) sqlite3_column_bytes(st, k);
+					if (col->type == MS_TEXT && !ms_utf8_valid(p, len))
+						return refuse(reason, "column \"%s\" (TEXT) is not valid UTF-8 text", col->name);
+					put_varint(out, (uint64_t) col->field << 3 | 2);
+					put_varint(out, len);
+					ms_buf_add(out, p, len);
+				}
+		}
+	}
+	if (!t->proto)
+		ms_buf_byte(out, '}');
+	if (out->oom)
+		return refuse(reason, "out of memory");
+	return true;
+}

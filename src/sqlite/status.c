@@ -1,0 +1,332 @@
+/*
+** status.c - what the replica says about itself, and what a host sets.
+**
+**   sync_status()              JSON: replica, epoch, last applied, gap,
+**                              open snapshot, tables held, last error
+**   sync_progress()            JSON, per table: unsent, unfiled, set_aside,
+**                              refused
+**   sync_init(uuid)            the replica's uuid, before anything arrives
+**   sync_config(name[, value]) a setting, read or set
+**   sync_retry()               rows set aside go up again
+*/
+#include "magic_sync_sqlite.h"
+
+SQLITE_EXTENSION_INIT3
+
+#include <string.h>
+
+static void
+finish(ms_ctx *c, sqlite3_context *ctx, int rc, ms_buf *out)
+{
+	if (rc == SQLITE_OK && out->oom)
+		rc = SQLITE_NOMEM;
+	if (rc == SQLITE_OK)
+		sqlite3_result_text(ctx, out->data, (int) out->len, SQLITE_TRANSIENT);
+	else
+		ms_ctx_error(c, ctx, rc);
+	ms_buf_free(out);
+	ms_ctx_done(c);
+}
+
+static void
+json_hex_or_null(ms_buf *b, bool has, const uint8_t *p, size_t n)
+{
+	if (!has)
+	{
+		ms_buf_str(b, "null");
+		return;
+	}
+	ms_buf_byte(b, '"');
+	ms_buf_hex(b, p, n);
+	ms_buf_byte(b, '"');
+}
+
+static void
+status_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	ms_ctx		c;
+	ms_buf		out = {0};
+	ms_state   *s = &c.st;
+	int			rc;
+	int64_t		applied_at = 0;
+
+	(void) argc;
+	(void) argv;
+	ms_ctx_init(&c, ctx, "sync_status");
+	rc = ms_begin(&c, "_sync_status");
+	if (rc != SQLITE_OK)
+	{
+		finish(&c, ctx, rc, &out);
+		return;
+	}
+	rc = ms_state_load(&c);
+	if (rc == SQLITE_OK)
+		rc = ms_schema_load(&c);
+	if (rc == SQLITE_OK && c.have_state)
+	{
+		sqlite3_stmt *st;
+
+		rc = ms_prepare(&c, &st, "SELECT applied_at FROM _sync_state WHERE id = 1");
+		if (rc == SQLITE_OK && ms_step(&c, st) == SQLITE_ROW)
+			applied_at = sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+	}
+	if (rc == SQLITE_OK)
+	{
+		ms_buf_str(&out, "{\"replica\":");
+		if (s->has_replica)
+			ms_buf_printf(&out, "\"%s\"", s->replica_text);
+		else
+			ms_buf_str(&out, "null");
+		ms_buf_str(&out, ",\"epoch\":");
+		json_hex_or_null(&out, s->has_epoch, s->epoch, MS_EPOCH_BYTES);
+		ms_buf_printf(&out, ",\"applied\":%llu,\"applied_at\":", (unsigned long long) s->number);
+		if (applied_at)
+			ms_buf_printf(&out, "%lld", (long long) applied_at);
+		else
+			ms_buf_str(&out, "null");
+		ms_buf_printf(&out, ",\"gap\":%llu,\"gap_epoch\":", (unsigned long long) s->gap);
+		json_hex_or_null(&out, s->gap != 0 && s->has_gap_epoch, s->gap_epoch, MS_EPOCH_BYTES);
+		ms_buf_str(&out, ",\"snapshot\":");
+		if (s->snapshot)
+			ms_buf_printf(&out, "%llu", (unsigned long long) s->snapshot);
+		else
+			ms_buf_str(&out, "null");
+		ms_buf_printf(&out, ",\"tables\":%d,\"digest_due\":%s,\"last_error\":", c.schema->n,
+					  s->digest_due ? "true" : "false");
+		if (s->last_error)
+			ms_buf_json_string(&out, s->last_error, strlen(s->last_error));
+		else
+			ms_buf_str(&out, "null");
+		ms_buf_str(&out, ",\"error_at\":");
+		if (s->last_error)
+			ms_buf_printf(&out, "%lld", (long long) s->error_at);
+		else
+			ms_buf_str(&out, "null");
+		ms_buf_byte(&out, '}');
+	}
+	rc = ms_end(&c, "_sync_status", rc);
+	finish(&c, ctx, rc, &out);
+}
+
+static void
+progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	ms_ctx		c;
+	ms_buf		out = {0};
+	sqlite3_stmt *st = NULL;
+	int			rc;
+	int			n = 0;
+
+	(void) argc;
+	(void) argv;
+	ms_ctx_init(&c, ctx, "sync_progress");
+	rc = ms_begin(&c, "_sync_progress");
+	if (rc != SQLITE_OK)
+	{
+		finish(&c, ctx, rc, &out);
+		return;
+	}
+	rc = ms_state_exists(&c);
+	ms_buf_byte(&out, '{');
+	if (rc == SQLITE_OK && c.have_state)
+		rc = ms_prepare(&c, &st, "%s", ms_backlog_sql);
+	while (rc == SQLITE_OK && st && (rc = ms_step(&c, st)) == SQLITE_ROW)
+	{
+		const char *name = (const char *) sqlite3_column_text(st, 0);
+
+		rc = SQLITE_OK;
+		if (n++)
+			ms_buf_byte(&out, ',');
+		ms_buf_json_string(&out, name ? name : "", name ? strlen(name) : 0);
+		ms_buf_printf(&out, ":{\"unsent\":%lld,\"unfiled\":%lld,\"set_aside\":%lld,\"refused\":%lld}",
+					  sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+					  sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4));
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_finalize(st);
+	ms_buf_byte(&out, '}');
+	rc = ms_end(&c, "_sync_progress", rc);
+	finish(&c, ctx, rc, &out);
+}
+
+static void
+init_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	ms_ctx		c;
+	ms_buf		out = {0};
+	uint8_t		uuid[16];
+	int			rc;
+	int			type = sqlite3_value_type(argv[0]);
+
+	(void) argc;
+	ms_ctx_init(&c, ctx, "sync_init");
+	if (type == SQLITE_TEXT)
+	{
+		if (!ms_uuid_parse((const char *) sqlite3_value_text(argv[0]),
+						   (size_t) sqlite3_value_bytes(argv[0]), uuid))
+		{
+			finish(&c, ctx, ms_fail(&c, SQLITE_ERROR, "not a uuid: expected 36 characters such as "
+									"'7c9e6679-7425-40de-944b-e07fc1f90ae7'"), &out);
+			return;
+		}
+	}
+	else if (type == SQLITE_BLOB && sqlite3_value_bytes(argv[0]) == 16)
+		memcpy(uuid, sqlite3_value_blob(argv[0]), 16);
+	else
+	{
+		finish(&c, ctx, ms_fail(&c, SQLITE_ERROR, "the replica's uuid must be TEXT (36 characters)"
+								" or a BLOB of 16 bytes"), &out);
+		return;
+	}
+	rc = ms_begin(&c, "_sync_init");
+	if (rc != SQLITE_OK)
+	{
+		finish(&c, ctx, rc, &out);
+		return;
+	}
+	rc = ms_state_ensure(&c);
+	if (rc == SQLITE_OK)
+		rc = ms_state_load(&c);
+	if (rc == SQLITE_OK && c.st.has_replica && memcmp(c.st.replica, uuid, 16) != 0)
+		rc = ms_fail(&c, SQLITE_ERROR, "this replica is already %s: a replica's uuid never changes",
+					 c.st.replica_text);
+	if (rc == SQLITE_OK && !c.st.has_replica)
+	{
+		sqlite3_stmt *st;
+
+		rc = ms_prepare(&c, &st, "UPDATE _sync_state SET replica = ?1 WHERE id = 1");
+		if (rc == SQLITE_OK)
+		{
+			sqlite3_bind_blob(st, 1, uuid, 16, SQLITE_STATIC);
+			rc = ms_done(&c, st);
+		}
+		sqlite3_finalize(st);
+	}
+	if (rc == SQLITE_OK)
+	{
+		char		text[37];
+
+		ms_uuid_text(uuid, text);
+		ms_buf_str(&out, text);
+	}
+	rc = ms_end(&c, "_sync_init", rc);
+	finish(&c, ctx, rc, &out);
+}
+
+static void
+config_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	ms_ctx		c;
+	const ms_setting *set;
+	const char *name;
+	int64_t		value = 0;
+	int			rc;
+
+	ms_ctx_init(&c, ctx, "sync_config");
+	name = sqlite3_value_type(argv[0]) == SQLITE_TEXT ? (const char *) sqlite3_value_text(argv[0]) : NULL;
+	set = name ? ms_setting_find(name) : NULL;
+	if (set == NULL)
+	{
+		ms_buf		names = {0};
+
+		for (int i = 0; i < ms_nsettings; i++)
+			ms_buf_printf(&names, "%s%s", i ? ", " : "", ms_settings[i].name);
+		rc = ms_fail(&c, SQLITE_ERROR, "unknown setting%s%s%s: the settings are %s",
+					 name ? " \"" : "", name ? name : "", name ? "\"" : "", names.oom ? "" : names.data);
+		ms_buf_free(&names);
+		ms_ctx_error(&c, ctx, rc);
+		ms_ctx_done(&c);
+		return;
+	}
+	if (argc == 2)
+	{
+		if (sqlite3_value_type(argv[1]) != SQLITE_INTEGER)
+			rc = ms_fail(&c, SQLITE_ERROR, "%s takes an integer (%s)", set->name, set->what);
+		else
+		{
+			value = sqlite3_value_int64(argv[1]);
+			if (value < set->min || value > set->max)
+				rc = ms_fail(&c, SQLITE_ERROR, "%s is %lld to %lld (%s), not %lld", set->name,
+							 (long long) set->min, (long long) set->max, set->what, (long long) value);
+			else
+				rc = ms_begin(&c, "_sync_config");
+		}
+		if (rc == SQLITE_OK)
+		{
+			sqlite3_stmt *st;
+
+			rc = ms_state_ensure(&c);
+			if (rc == SQLITE_OK)
+				rc = ms_prepare(&c, &st, "INSERT OR REPLACE INTO _sync_config(name, value) VALUES (?1, ?2)");
+			if (rc == SQLITE_OK)
+			{
+				sqlite3_bind_text(st, 1, set->name, -1, SQLITE_STATIC);
+				sqlite3_bind_int64(st, 2, value);
+				rc = ms_done(&c, st);
+				sqlite3_finalize(st);
+			}
+			rc = ms_end(&c, "_sync_config", rc);
+		}
+	}
+	else
+	{
+		rc = ms_state_exists(&c);
+		if (rc == SQLITE_OK)
+			rc = ms_config(&c, set->name, &value);
+	}
+	if (rc == SQLITE_OK)
+		sqlite3_result_int64(ctx, value);
+	else
+		ms_ctx_error(&c, ctx, rc);
+	ms_ctx_done(&c);
+}
+
+static void
+retry_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	ms_ctx		c;
+	int			rc;
+	int			n = 0;
+
+	(void) argc;
+	(void) argv;
+	ms_ctx_init(&c, ctx, "sync_retry");
+	rc = ms_begin(&c, "_sync_retry");
+	if (rc == SQLITE_OK)
+	{
+		rc = ms_state_exists(&c);
+		if (rc == SQLITE_OK && c.have_state)
+		{
+			rc = ms_exec(&c, "UPDATE _sync_notes SET set_aside = NULL WHERE set_aside IS NOT NULL");
+			n = sqlite3_changes(c.db);
+		}
+		rc = ms_end(&c, "_sync_retry", rc);
+	}
+	if (rc == SQLITE_OK)
+		sqlite3_result_int(ctx, n);
+	else
+		ms_ctx_error(&c, ctx, rc);
+	ms_ctx_done(&c);
+}
+
+int
+ms_status_register(sqlite3 *db)
+{
+	int			rc;
+	int			flags = SQLITE_UTF8 | SQLITE_DIRECTONLY;
+
+	rc = sqlite3_create_function(db, "sync_status", 0, flags, NULL, status_func, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_progress", 0, flags, NULL, progress_func, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_init", 1, flags, NULL, init_func, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_config", 1, flags, NULL, config_func, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_config", 2, flags, NULL, config_func, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_retry", 0, flags, NULL, retry_func, NULL, NULL);
+	return rc;
+}

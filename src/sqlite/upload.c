@@ -1,0 +1,844 @@
+/*
+** upload.c - sync_upload(): the next Up, or NULL when there is nothing to
+** say (docs/protocol.md 7).
+**
+** An Up carries, within max_upload_bytes:
+**   - the last message applied, with its seal, and the gap when one is open;
+**   - the backlog of every table (written not sent, sent not filed, set
+**     aside, refused), always whole;
+**   - the digests, when due (a snapshot ended, or digest_interval passed),
+**     of the tables with no pending note, and never while a snapshot or a
+**     gap is open;
+**   - refusals not yet filed;
+**   - the noted rows as they are now, parents' tables first: a catalog
+**     row as its key and the columns the replica owns, a record whole; a
+**     record that is gone as a delete of its key when the table's key holds
+**     its origin (otherwise, and for a catalog row that is gone, the note is
+**     dropped: not the server's to delete).
+** Notes and refusals sent and not filed go again after resend_after.  A
+** row that cannot be encoded, or that cannot fit even alone, is set aside
+** with the reason and counted; a write clears that.  Everything carried is
+** stamped with the upload's random send id in the same transaction; its
+** Filed answer (sync_apply) lets go of what is still stamped with it.
+** Nothing to say: no rows, refusals or digests to carry, and the applied
+** message, gap and backlog as the last upload said them, which was filed
+** (or sent less than resend_after ago).
+*/
+#include "magic_sync_sqlite.h"
+
+SQLITE_EXTENSION_INIT3
+
+#include <string.h>
+
+#include "key.h"
+
+const char *const ms_backlog_sql =
+"WITH names(tbl) AS (SELECT name FROM _sync_tables UNION SELECT tbl FROM _sync_notes"
+"  UNION SELECT tbl FROM _sync_refused)"
+" SELECT names.tbl,"
+"  (SELECT count(*) FROM _sync_notes n WHERE n.tbl = names.tbl AND send_id IS NULL AND set_aside IS NULL),"
+"  (SELECT count(*) FROM _sync_notes n WHERE n.tbl = names.tbl AND send_id IS NOT NULL),"
+"  (SELECT count(*) FROM _sync_notes n WHERE n.tbl = names.tbl AND set_aside IS NOT NULL),"
+"  (SELECT count(*) FROM _sync_refused r WHERE r.tbl = names.tbl)"
+" FROM names ORDER BY 1";
+
+static size_t
+vsize(uint64_t v)
+{
+	size_t		n = 1;
+
+	while (v >= 0x80)
+	{
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+/* a length-delimited field of n bytes, with a one-byte tag */
+static size_t
+field(size_t n)
+{
+	return 1 + vsize(n) + n;
+}
+
+/* clip: the longest prefix that is valid UTF-8 without NUL */
+static void
+clip(char *s)
+{
+	size_t		n = strlen(s);
+
+	while (n > 0 && !ms_utf8_valid(s, n))
+		n--;
+	s[n] = '\0';
+}
+
+typedef struct table_rows
+{
+	Sync__Rows	msg;
+	size_t		content;		/* bytes of msg's fields */
+	size_t		cap_up;
+	size_t		cap_keys;
+	size_t		cap_del;
+} table_rows;
+
+typedef struct uploader
+{
+	ms_ctx	   *c;
+	Sync__Up	up;
+	Sync__Applied applied;
+	size_t		bound;
+	size_t		minimal;		/* header, applied, gap, backlog */
+	size_t		size;			/* as the upload stands */
+	int64_t		resend_after;
+	uint8_t		send_id[MS_SEND_ID_BYTES];
+	int			rows;
+	int			refusals;
+	bool		full;
+	sqlite3_stmt *stamp;
+	sqlite3_stmt *aside;
+	sqlite3_stmt *drop;
+	/* carried notes, to stamp: (table, key) pairs */
+	ms_buf		carried;
+	/* notes to set aside or drop, once the walk over them ends */
+	ms_buf		later;
+} uploader;
+
+static void *
+grow(ms_ctx *c, void *old, size_t elem, size_t n, size_t *cap)
+{
+	void	   *p;
+	size_t		ncap;
+
+	if (n < *cap)
+		return old;
+	ncap = *cap ? *cap * 2 : 8;
+	p = ms_alloc(&c->arena, elem * ncap);
+	if (p != NULL && n > 0)
+		memcpy(p, old, elem * n);
+	*cap = ncap;
+	return p;
+}
+
+/* a wire Key of a canonical key; NULL with *why when it cannot travel */
+static Sync__Key *
+wire_key(ms_ctx *c, const char *key, size_t len, size_t *size, const char **why)
+{
+	const char **parts;
+	size_t	   *lens;
+	int			n = ms_key_parts(c, key, len, &parts, &lens);
+	Sync__Key  *k;
+
+	*why = NULL;
+	if (n == -2)
+		return NULL;
+	if (n < 0)
+	{
+		*why = "its key is not canonical";
+		return NULL;
+	}
+	k = ms_alloc(&c->arena, sizeof(Sync__Key));
+	if (k == NULL)
+		return NULL;
+	sync__key__init(k);
+	k->n_parts = (size_t) n;
+	k->parts = ms_alloc(&c->arena, sizeof(char *) * (size_t) n);
+	if (k->parts == NULL)
+		return NULL;
+	*size = 0;
+	for (int i = 0; i < n; i++)
+	{
+		if (!ms_utf8_valid(parts[i], lens[i]))
+		{
+			*why = "its key is not valid UTF-8 text (or holds a NUL byte)";
+			return NULL;
+		}
+		k->parts[i] = ms_alloc(&c->arena, lens[i] + 1);
+		if (k->parts[i] == NULL)
+			return NULL;
+		memcpy(k->parts[i], parts[i], lens[i]);
+		*size += field(lens[i]);
+	}
+	return k;
+}
+
+/*
+ * later: set a note aside (why != NULL) or drop it (why == NULL), once the
+ * walk over the notes has ended: SQLite does not promise what a SELECT
+ * sees of the rows written under it.
+ */
+static int
+later(uploader *u, const char *key, size_t len, const char *why)
+{
+	size_t		wlen = why ? strlen(why) + 1 : 0;
+
+	ms_buf_add(&u->later, &len, sizeof len);
+	ms_buf_add(&u->later, key, len);
+	ms_buf_add(&u->later, &wlen, sizeof wlen);
+	if (why)
+		ms_buf_add(&u->later, why, wlen);
+	return u->later.oom ? SQLITE_NOMEM : SQLITE_OK;
+}
+
+static int
+set_aside(uploader *u, const ms_tbl *t, const char *key, size_t len, const char *why)
+{
+	(void) t;
+	return later(u, key, len, why);
+}
+
+/* run what later() put off, for table t */
+static int
+run_later(uploader *u, const ms_tbl *t)
+{
+	size_t		pos = 0;
+	int			rc = SQLITE_OK;
+
+	while (rc == SQLITE_OK && pos < u->later.len)
+	{
+		size_t		len,
+					wlen;
+		const char *key;
+		const char *why;
+		sqlite3_stmt *st;
+
+		memcpy(&len, u->later.data + pos, sizeof len);
+		pos += sizeof len;
+		key = u->later.data + pos;
+		pos += len;
+		memcpy(&wlen, u->later.data + pos, sizeof wlen);
+		pos += sizeof wlen;
+		why = wlen ? u->later.data + pos : NULL;
+		pos += wlen;
+		st = why ? u->aside : u->drop;
+		sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, key, (int) len, SQLITE_STATIC);
+		if (why)
+			sqlite3_bind_text(st, 3, why, -1, SQLITE_STATIC);
+		rc = ms_done(u->c, st);
+	}
+	u->later.len = 0;
+	return rc;
+}
+
+static int
+remember(uploader *u, const ms_tbl *t, const char *key, size_t len)
+{
+	const ms_tbl *tp = t;
+
+	ms_buf_add(&u->carried, &tp, sizeof tp);
+	ms_buf_add(&u->carried, &len, sizeof len);
+	ms_buf_add(&u->carried, key, len);
+	return u->carried.oom ? SQLITE_NOMEM : SQLITE_OK;
+}
+
+/*
+ * add: one row (row != NULL) or one delete of t to the upload, when it fits.
+ * *fits is false when it does not; *never when it could not fit even alone.
+ */
+static int
+add(uploader *u, const ms_tbl *t, table_rows *tr, Sync__Key *k, size_t ksize,
+	const ms_buf *row, bool *fits, bool *never)
+{
+	ms_ctx	   *c = u->c;
+	size_t		extra = row ? field(row->len) + field(ksize) : field(ksize);
+	size_t		name = field(strlen(t->name));
+	size_t		before = tr->content ? field(tr->content) : 0;
+	size_t		after = field((tr->content ? tr->content : name) + extra);
+
+	*never = u->minimal + field(name + extra) > u->bound;
+	*fits = !*never && u->size - before + after <= u->bound;
+	if (!*fits)
+		return SQLITE_OK;
+	if (tr->content == 0)
+	{
+		sync__rows__init(&tr->msg);
+		tr->msg.table = (char *) t->name;
+		tr->content = name;
+	}
+	if (row)
+	{
+		uint8_t    *copy = ms_alloc(&c->arena, row->len ? row->len : 1);
+
+		tr->msg.upserts = grow(c, tr->msg.upserts, sizeof(ProtobufCBinaryData), tr->msg.n_upserts, &tr->cap_up);
+		if (tr->msg.upserts == NULL)
+			return SQLITE_NOMEM;
+		tr->msg.keys = grow(c, tr->msg.keys, sizeof(Sync__Key *), tr->msg.n_keys, &tr->cap_keys);
+		if (tr->msg.keys == NULL || copy == NULL)
+			return SQLITE_NOMEM;
+		if (row->len)
+			memcpy(copy, row->data, row->len);
+		tr->msg.upserts[tr->msg.n_upserts].data = copy;
+		tr->msg.upserts[tr->msg.n_upserts].len = row->len;
+		tr->msg.n_upserts++;
+		tr->msg.keys[tr->msg.n_keys++] = k;
+	}
+	else
+	{
+		tr->msg.deletes = grow(c, tr->msg.deletes, sizeof(Sync__Key *), tr->msg.n_deletes, &tr->cap_del);
+		if (tr->msg.deletes == NULL)
+			return SQLITE_NOMEM;
+		tr->msg.deletes[tr->msg.n_deletes++] = k;
+	}
+	tr->content += extra;
+	u->size = u->size - before + after;
+	return SQLITE_OK;
+}
+
+/* the noted rows of one table */
+static int
+rows_of(uploader *u, const ms_tbl *t, table_rows *tr)
+{
+	ms_ctx	   *c = u->c;
+	sqlite3_stmt *notes = NULL;
+	sqlite3_stmt *row = NULL;
+	int		   *cols = ms_alloc(&c->arena, sizeof(int) * (size_t) (t->ncols + 1));
+	int			ncols = 0;
+	ms_buf		cl = {0};
+	ms_buf		enc = {0};
+	int			rc;
+
+	if (cols == NULL)
+		return SQLITE_NOMEM;
+	for (int i = 0; i < t->ncols; i++)
+	{
+		const ms_col *col = &t->cols[i];
+
+		if (col->retired || (!t->record && !col->key && !col->owned))
+			continue;
+		cols[ncols++] = i;
+		ms_buf_printf(&cl, "%s, ", col->q);
+	}
+	if (t->broken != NULL)
+	{
+		/* the host dropped the table or a column: its rows cannot be read */
+		char	   *why = sqlite3_mprintf("cannot be read: %s", t->broken);
+
+		ms_buf_free(&cl);
+		rc = why ? ms_prepare(c, &notes, "UPDATE _sync_notes SET set_aside = %Q, send_id = NULL, sent_at = NULL"
+							  " WHERE tbl = %Q AND set_aside IS NULL", why, t->name) : SQLITE_NOMEM;
+		if (rc == SQLITE_OK)
+			rc = ms_done(c, notes);
+		sqlite3_finalize(notes);
+		sqlite3_free(why);
+		return rc;
+	}
+	rc = cl.oom ? SQLITE_NOMEM : ms_prepare(c, &row, "SELECT %s%s FROM %s WHERE %s",
+											cl.data, t->keyexpr, t->q, t->keymatch);
+	ms_buf_free(&cl);
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &notes, "SELECT key FROM _sync_notes WHERE tbl = ?1 AND set_aside IS NULL"
+						" AND (send_id IS NULL OR sent_at <= ?2) ORDER BY key");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_text(notes, 1, t->name, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(notes, 2, c->now - u->resend_after);
+	}
+	while (rc == SQLITE_OK && !u->full && (rc = ms_step(c, notes)) == SQLITE_ROW)
+	{
+		size_t		len = (size_t) sqlite3_column_bytes(notes, 0);
+		char	   *key = ms_alloc(&c->arena, len + 1);
+		const char *why = NULL;
+		size_t		ksize = 0;
+		Sync__Key  *k;
+		bool		present = false;
+		bool		fits,
+					never;
+		char		reason[MS_REASON_MAX];
+
+		rc = SQLITE_OK;
+		if (key == NULL)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		memcpy(key, sqlite3_column_text(notes, 0), len);
+		k = wire_key(c, key, len, &ksize, &why);
+		if (k == NULL && why == NULL)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		if (k == NULL)
+		{
+			rc = set_aside(u, t, key, len, why);
+			continue;
+		}
+		if (ms_bind_key(c, row, 1, t, key, len) != SQLITE_OK)
+		{
+			/* a key of another shape: a note from before the key changed */
+			rc = later(u, key, len, NULL);
+			continue;
+		}
+		{
+			rc = ms_step(c, row);
+			if (rc == SQLITE_ROW)
+			{
+				const char *has = (const char *) sqlite3_column_text(row, ncols);
+
+				present = has != NULL && (size_t) sqlite3_column_bytes(row, ncols) == len &&
+					memcmp(has, key, len) == 0;
+				rc = SQLITE_OK;
+			}
+			else if (rc == SQLITE_DONE)
+				rc = SQLITE_OK;
+		}
+		if (rc != SQLITE_OK)
+			break;
+		if (present && !ms_row_encode(t, row, cols, ncols, &enc, reason))
+		{
+			sqlite3_reset(row);
+			if (enc.oom)
+			{
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			rc = set_aside(u, t, key, len, reason);
+			continue;
+		}
+		sqlite3_reset(row);
+		if (!present && !(t->record && t->origin_in_key))
+		{
+			/* gone, and not the server's to delete: the note has nothing to say */
+			rc = later(u, key, len, NULL);
+			continue;
+		}
+		rc = add(u, t, tr, k, ksize, present ? &enc : NULL, &fits, &never);
+		if (rc != SQLITE_OK)
+			break;
+		if (never)
+		{
+			char	   *msg = sqlite3_mprintf("too large: %llu bytes, over max_upload_bytes (%llu) with what an upload must carry",
+											  (unsigned long long) (enc.len + ksize), (unsigned long long) u->bound);
+
+			rc = msg ? set_aside(u, t, key, len, msg) : SQLITE_NOMEM;
+			sqlite3_free(msg);
+			continue;
+		}
+		if (!fits)
+		{
+			u->full = true;
+			break;
+		}
+		u->rows++;
+		rc = remember(u, t, key, len);
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	ms_buf_free(&enc);
+	sqlite3_finalize(notes);
+	sqlite3_finalize(row);
+	if (rc == SQLITE_OK)
+		rc = run_later(u, t);
+	return rc;
+}
+
+/* refusals not filed, while they fit */
+static int
+refusals(uploader *u)
+{
+	ms_ctx	   *c = u->c;
+	sqlite3_stmt *st;
+	sqlite3_stmt *stamp = NULL;
+	size_t		cap = 0;
+	ms_buf		keys = {0};
+	int			rc;
+
+	rc = ms_prepare(c, &st, "SELECT tbl, key, reason FROM _sync_refused WHERE filed = 0"
+					" AND (send_id IS NULL OR sent_at <= ?1) ORDER BY tbl, key");
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &stamp, "UPDATE _sync_refused SET send_id = ?3, sent_at = ?4"
+						" WHERE tbl = ?1 AND key = ?2");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_int64(st, 1, c->now - u->resend_after);
+		sqlite3_bind_blob(stamp, 3, u->send_id, MS_SEND_ID_BYTES, SQLITE_STATIC);
+		sqlite3_bind_int64(stamp, 4, c->now);
+	}
+	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		const char *table = (const char *) sqlite3_column_text(st, 0);
+		const char *key = (const char *) sqlite3_column_text(st, 1);
+		size_t		len = (size_t) sqlite3_column_bytes(st, 1);
+		Sync__Refusal *r = ms_alloc(&c->arena, sizeof(Sync__Refusal));
+		size_t		ksize = 0;
+		const char *why;
+		size_t		size;
+
+		rc = SQLITE_OK;
+		if (r == NULL)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		sync__refusal__init(r);
+		r->table = ms_strdup(&c->arena, table);
+		r->reason = ms_strdup(&c->arena, (const char *) sqlite3_column_text(st, 2));
+		r->key = wire_key(c, key, len, &ksize, &why);
+		if (r->table == NULL || r->reason == NULL || (r->key == NULL && why == NULL))
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		if (r->key == NULL || strlen(r->table) == 0 || strlen(r->table) > MS_NAME_MAX ||
+			!ms_utf8_valid(r->table, strlen(r->table)))
+			continue;			/* cannot be said in an Up: counted in the backlog only */
+		clip(r->reason);
+		size = field(sync__refusal__get_packed_size(r));
+		if (u->size + size > u->bound)
+			break;
+		u->up.refusals = grow(c, u->up.refusals, sizeof(Sync__Refusal *), u->up.n_refusals, &cap);
+		if (u->up.refusals == NULL)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		u->up.refusals[u->up.n_refusals++] = r;
+		u->size += size;
+		u->refusals++;
+		/* the key as stored, to stamp once the walk ends */
+		ms_buf_add(&keys, &len, sizeof len);
+		ms_buf_add(&keys, key, len);
+		if (keys.oom)
+			rc = SQLITE_NOMEM;
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_finalize(st);
+	for (size_t i = 0, pos = 0; rc == SQLITE_OK && i < u->up.n_refusals; i++)
+	{
+		size_t		len;
+
+		memcpy(&len, keys.data + pos, sizeof len);
+		pos += sizeof len;
+		sqlite3_bind_text(stamp, 1, u->up.refusals[i]->table, -1, SQLITE_STATIC);
+		sqlite3_bind_text(stamp, 2, keys.data + pos, (int) len, SQLITE_STATIC);
+		rc = ms_done(c, stamp);
+		pos += len;
+	}
+	sqlite3_finalize(stamp);
+	ms_buf_free(&keys);
+	return rc;
+}
+
+/* backlog: every table's, into the upload; fingerprint: what it says */
+static int
+backlog(uploader *u, ms_buf *fingerprint)
+{
+	ms_ctx	   *c = u->c;
+	sqlite3_stmt *st;
+	size_t		cap = 0;
+	int			rc = ms_prepare(c, &st, "%s", ms_backlog_sql);
+
+	u->up.n_backlog = 0;
+	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		Sync__Backlog *b = ms_alloc(&c->arena, sizeof(Sync__Backlog));
+		const char *name = (const char *) sqlite3_column_text(st, 0);
+
+		rc = SQLITE_OK;
+		if (b == NULL || name == NULL)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		if (name[0] == '\0' || strlen(name) > MS_NAME_MAX || !ms_utf8_valid(name, strlen(name)))
+			continue;
+		sync__backlog__init(b);
+		b->table = ms_strdup(&c->arena, name);
+		b->unsent = (uint64_t) sqlite3_column_int64(st, 1);
+		b->unfiled = (uint64_t) sqlite3_column_int64(st, 2);
+		b->set_aside = (uint64_t) sqlite3_column_int64(st, 3);
+		b->refused = (uint64_t) sqlite3_column_int64(st, 4);
+		u->up.backlog = grow(c, u->up.backlog, sizeof(Sync__Backlog *), u->up.n_backlog, &cap);
+		if (b->table == NULL || u->up.backlog == NULL)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		u->up.backlog[u->up.n_backlog++] = b;
+		ms_buf_printf(fingerprint, "|%s:%llu:%llu:%llu:%llu", name, (unsigned long long) b->unsent,
+					  (unsigned long long) b->unfiled, (unsigned long long) b->set_aside,
+					  (unsigned long long) b->refused);
+	}
+	if (rc == SQLITE_DONE)
+		rc = fingerprint->oom ? SQLITE_NOMEM : SQLITE_OK;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* digests: when due, of the tables with no pending note */
+static int
+digests(uploader *u, bool *carried)
+{
+	ms_ctx	   *c = u->c;
+	ms_state   *s = &c->st;
+	int64_t		interval = 3600;
+	sqlite3_stmt *pending = NULL;
+	size_t		cap = 0;
+	int			rc = ms_config(c, "digest_interval", &interval);
+
+	*carried = false;
+	if (rc != SQLITE_OK || !s->has_epoch || s->snapshot != 0 || s->gap != 0)
+		return rc;
+	if (!s->digest_due && c->now - s->digest_at < interval)
+		return SQLITE_OK;
+	rc = ms_prepare(c, &pending, "SELECT 1 FROM _sync_notes WHERE tbl = ?1 LIMIT 1");
+	for (int i = 0; i < c->schema->n && rc == SQLITE_OK; i++)
+	{
+		ms_tbl	   *t = &c->schema->t[i];
+		ms_table_digest d;
+		Sync__Digest *dg;
+
+		sqlite3_bind_text(pending, 1, t->name, -1, SQLITE_STATIC);
+		rc = ms_step(c, pending);
+		sqlite3_reset(pending);
+		if (rc == SQLITE_ROW)
+		{
+			rc = SQLITE_OK;
+			continue;			/* a row written and not filed is not drift */
+		}
+		if (rc != SQLITE_DONE)
+			break;
+		rc = SQLITE_OK;
+		if (t->broken != NULL)
+			continue;			/* a table the host broke has no digest to give */
+		rc = ms_digest_table(c, t, &d);
+		if (rc != SQLITE_OK)
+			break;
+		dg = ms_alloc(&c->arena, sizeof(Sync__Digest));
+		u->up.digests = grow(c, u->up.digests, sizeof(Sync__Digest *), u->up.n_digests, &cap);
+		if (dg == NULL || u->up.digests == NULL)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		sync__digest__init(dg);
+		dg->table = (char *) t->name;
+		dg->count = d.count;
+		dg->fnv = d.fnv;
+		u->up.digests[u->up.n_digests++] = dg;
+	}
+	sqlite3_finalize(pending);
+	if (rc == SQLITE_OK)
+		*carried = true;
+	return rc;
+}
+
+static int
+stamp_rows(uploader *u)
+{
+	size_t		pos = 0;
+	int			rc = SQLITE_OK;
+
+	sqlite3_bind_blob(u->stamp, 3, u->send_id, MS_SEND_ID_BYTES, SQLITE_STATIC);
+	sqlite3_bind_int64(u->stamp, 4, u->c->now);
+	while (rc == SQLITE_OK && pos < u->carried.len)
+	{
+		const ms_tbl *t;
+		size_t		len;
+
+		memcpy(&t, u->carried.data + pos, sizeof t);
+		pos += sizeof t;
+		memcpy(&len, u->carried.data + pos, sizeof len);
+		pos += sizeof len;
+		sqlite3_bind_text(u->stamp, 1, t->name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(u->stamp, 2, u->carried.data + pos, (int) len, SQLITE_STATIC);
+		rc = ms_done(u->c, u->stamp);
+		pos += len;
+	}
+	return rc;
+}
+
+static int
+upload(uploader *u, uint8_t **blob, size_t *blob_len)
+{
+	ms_ctx	   *c = u->c;
+	ms_state   *s = &c->st;
+	int64_t		bound = MS_MAX_UPLOAD_DEFAULT;
+	ms_buf		fp = {0};
+	table_rows *trs = NULL;
+	bool		with_digests = false;
+	size_t		without = 0;
+	bool		say;
+	int			rc;
+
+	*blob = NULL;
+	rc = ms_config(c, "max_upload_bytes", &bound);
+	if (rc == SQLITE_OK)
+		rc = ms_config(c, "resend_after", &u->resend_after);
+	if (rc != SQLITE_OK)
+		return rc;
+	u->bound = (size_t) bound;
+	if (!s->has_replica)
+		return ms_fail(c, SQLITE_ERROR, "the replica's uuid is unknown: apply a snapshot, or call sync_init(uuid), first");
+	sqlite3_randomness(MS_SEND_ID_BYTES, u->send_id);
+	sync__up__init(&u->up);
+	sync__applied__init(&u->applied);
+	u->up.protocol = MS_PROTOCOL;
+	u->up.replica.data = s->replica;
+	u->up.replica.len = MS_REPLICA_BYTES;
+	u->up.send_id.data = u->send_id;
+	u->up.send_id.len = MS_SEND_ID_BYTES;
+	u->up.applied = &u->applied;
+	if (s->number != 0 && s->has_epoch)
+	{
+		u->applied.epoch.data = s->epoch;
+		u->applied.epoch.len = MS_EPOCH_BYTES;
+		u->applied.number = s->number;
+		u->applied.nonce.data = s->nonce;
+		u->applied.nonce.len = MS_NONCE_BYTES;
+		u->applied.seal.data = s->seal;
+		u->applied.seal.len = MS_SEAL_BYTES;
+	}
+	if (s->gap != 0 && s->has_gap_epoch)
+	{
+		u->up.gap = s->gap;
+		u->up.gap_epoch.data = s->gap_epoch;
+		u->up.gap_epoch.len = MS_EPOCH_BYTES;
+	}
+	rc = ms_prepare(c, &u->stamp, "UPDATE _sync_notes SET send_id = ?3, sent_at = ?4 WHERE tbl = ?1 AND key = ?2");
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &u->aside, "UPDATE _sync_notes SET set_aside = ?3, send_id = NULL, sent_at = NULL"
+						" WHERE tbl = ?1 AND key = ?2");
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &u->drop, "DELETE FROM _sync_notes WHERE tbl = ?1 AND key = ?2");
+	/* what every upload carries, with room for the backlog to move */
+	if (rc == SQLITE_OK)
+		rc = backlog(u, &fp);
+	if (rc == SQLITE_OK)
+	{
+		/* a backlog entry moves by at most two new varints as rows go */
+		without = sync__up__get_packed_size(&u->up);
+		u->minimal = without + 24 * (u->up.n_backlog + 1);
+		rc = digests(u, &with_digests);
+	}
+	if (rc == SQLITE_OK)
+	{
+		u->size = u->minimal + (sync__up__get_packed_size(&u->up) - without);
+		if (u->size > u->bound)
+			rc = ms_fail(c, SQLITE_TOOBIG, "max_upload_bytes (%llu) is too small for what every upload must carry (%llu bytes)",
+						 (unsigned long long) u->bound, (unsigned long long) u->size);
+	}
+	if (rc == SQLITE_OK)
+		rc = refusals(u);
+	if (rc == SQLITE_OK && (trs = ms_alloc(&c->arena, sizeof(table_rows) * (size_t) (c->schema->n + 1))) == NULL)
+		rc = SQLITE_NOMEM;
+	for (int i = 0; i < c->schema->n && rc == SQLITE_OK && !u->full; i++)
+		if (c->schema->t[i].noted)
+			rc = rows_of(u, &c->schema->t[i], &trs[i]);
+	if (rc == SQLITE_OK)
+	{
+		size_t		cap = 0;
+
+		for (int i = 0; i < c->schema->n && rc == SQLITE_OK; i++)
+		{
+			if (trs[i].content == 0)
+				continue;
+			u->up.rows = grow(c, u->up.rows, sizeof(Sync__Rows *), u->up.n_rows, &cap);
+			if (u->up.rows == NULL)
+				rc = SQLITE_NOMEM;
+			else
+				u->up.rows[u->up.n_rows++] = &trs[i].msg;
+		}
+	}
+	if (rc == SQLITE_OK)
+		rc = stamp_rows(u);
+	/* the backlog as it is now that the rows carried wait for their answer */
+	if (rc == SQLITE_OK)
+	{
+		fp.len = 0;
+		ms_buf_printf(&fp, "%llu:%llu", (unsigned long long) s->number, (unsigned long long) s->gap);
+		if (s->has_epoch)
+			ms_buf_hex(&fp, s->epoch, MS_EPOCH_BYTES);
+		rc = backlog(u, &fp);
+	}
+	if (rc != SQLITE_OK)
+	{
+		ms_buf_free(&fp);
+		return rc;
+	}
+	say = u->rows > 0 || u->refusals > 0 || with_digests ||
+		s->report == NULL || strcmp(s->report, fp.data) != 0 ||
+		(!s->report_filed && c->now - s->report_at >= u->resend_after);
+	if (say)
+	{
+		sqlite3_stmt *st;
+
+		rc = ms_prepare(c, &st, "UPDATE _sync_state SET report = ?1, report_send_id = ?2, report_at = ?3,"
+						" report_filed = 0, digest_due = CASE WHEN ?4 THEN 0 ELSE digest_due END,"
+						" digest_at = CASE WHEN ?4 THEN ?3 ELSE digest_at END WHERE id = 1");
+		if (rc == SQLITE_OK)
+		{
+			sqlite3_bind_text(st, 1, fp.data, (int) fp.len, SQLITE_STATIC);
+			sqlite3_bind_blob(st, 2, u->send_id, MS_SEND_ID_BYTES, SQLITE_STATIC);
+			sqlite3_bind_int64(st, 3, c->now);
+			sqlite3_bind_int(st, 4, with_digests);
+			rc = ms_done(c, st);
+		}
+		sqlite3_finalize(st);
+		if (rc == SQLITE_OK)
+		{
+			*blob_len = sync__up__get_packed_size(&u->up);
+			*blob = sqlite3_malloc64(*blob_len ? *blob_len : 1);
+			if (*blob == NULL)
+				rc = SQLITE_NOMEM;
+			else
+				sync__up__pack(&u->up, *blob);
+		}
+	}
+	ms_buf_free(&fp);
+	return rc;
+}
+
+static void
+upload_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	ms_ctx		c;
+	uploader	u;
+	uint8_t    *blob = NULL;
+	size_t		len = 0;
+	int			rc;
+
+	(void) argc;
+	(void) argv;
+	ms_ctx_init(&c, ctx, "sync_upload");
+	memset(&u, 0, sizeof u);
+	u.c = &c;
+	rc = ms_begin(&c, "_sync_upload");
+	if (rc == SQLITE_OK)
+	{
+		rc = ms_state_exists(&c);
+		if (rc == SQLITE_OK && !c.have_state)
+			rc = ms_fail(&c, SQLITE_ERROR, "the replica's uuid is unknown: apply a snapshot, or call sync_init(uuid), first");
+		if (rc == SQLITE_OK)
+			rc = ms_state_load(&c);
+		if (rc == SQLITE_OK)
+			rc = ms_schema_load(&c);
+		if (rc == SQLITE_OK)
+			rc = upload(&u, &blob, &len);
+		sqlite3_finalize(u.stamp);
+		sqlite3_finalize(u.aside);
+		sqlite3_finalize(u.drop);
+		ms_buf_free(&u.carried);
+		ms_buf_free(&u.later);
+		rc = ms_end(&c, "_sync_upload", rc);
+	}
+	if (rc != SQLITE_OK)
+	{
+		sqlite3_free(blob);
+		ms_ctx_error(&c, ctx, rc);
+	}
+	else if (blob == NULL)
+		sqlite3_result_null(ctx);
+	else
+		sqlite3_result_blob64(ctx, blob, len, sqlite3_free);
+	ms_ctx_done(&c);
+}
+
+int
+ms_upload_register(sqlite3 *db)
+{
+	return sqlite3_create_function(db, "sync_upload", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+								   NULL, upload_func, NULL, NULL);
+}

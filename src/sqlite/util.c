@@ -1,0 +1,449 @@
+/*
+** util.c - what every module of the replica extension leans on: an arena,
+** a byte buffer, errors, statements, savepoints, hex and JSON text.
+*/
+#include "magic_sync_sqlite.h"
+
+SQLITE_EXTENSION_INIT3
+
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- arena ------------------------------------------------------------ */
+
+/* sqlite3_malloc aligns to 8 bytes: enough for everything we keep */
+typedef union ms_align
+{
+	void	   *p;
+	double		d;
+	int64_t		i;
+} ms_align;
+
+struct ms_arena
+{
+	struct ms_arena *next;
+	ms_align	data[];			/* the block follows */
+};
+
+void *
+ms_alloc(ms_arena **a, size_t n)
+{
+	ms_arena   *blk = sqlite3_malloc64(sizeof(ms_arena) + (n ? n : 1));
+
+	if (blk == NULL)
+		return NULL;
+	memset(blk->data, 0, n ? n : 1);
+	blk->next = *a;
+	*a = blk;
+	return blk->data;
+}
+
+char *
+ms_strdup(ms_arena **a, const char *s)
+{
+	size_t		n = strlen(s);
+	char	   *p = ms_alloc(a, n + 1);
+
+	if (p != NULL)
+		memcpy(p, s, n);
+	return p;
+}
+
+char *
+ms_printf(ms_arena **a, const char *fmt,...)
+{
+	va_list		ap;
+	char	   *s;
+	char	   *p;
+
+	va_start(ap, fmt);
+	s = sqlite3_vmprintf(fmt, ap);
+	va_end(ap);
+	if (s == NULL)
+		return NULL;
+	p = ms_strdup(a, s);
+	sqlite3_free(s);
+	return p;
+}
+
+void
+ms_arena_free(ms_arena **a)
+{
+	while (*a != NULL)
+	{
+		ms_arena   *next = (*a)->next;
+
+		sqlite3_free(*a);
+		*a = next;
+	}
+}
+
+/* ---- byte buffer ------------------------------------------------------ */
+
+void
+ms_buf_add(ms_buf *b, const void *p, size_t n)
+{
+	if (b->oom || n == 0)
+		return;
+	if (b->len + n + 1 > b->cap)
+	{
+		size_t		cap = b->cap ? b->cap : 256;
+		char	   *d;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		d = sqlite3_realloc64(b->data, cap);
+		if (d == NULL)
+		{
+			b->oom = true;
+			return;
+		}
+		b->data = d;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+void
+ms_buf_str(ms_buf *b, const char *s)
+{
+	ms_buf_add(b, s, strlen(s));
+}
+
+void
+ms_buf_byte(ms_buf *b, uint8_t c)
+{
+	ms_buf_add(b, &c, 1);
+}
+
+void
+ms_buf_printf(ms_buf *b, const char *fmt,...)
+{
+	va_list		ap;
+	char	   *s;
+
+	va_start(ap, fmt);
+	s = sqlite3_vmprintf(fmt, ap);
+	va_end(ap);
+	if (s == NULL)
+		b->oom = true;
+	else
+		ms_buf_str(b, s);
+	sqlite3_free(s);
+}
+
+void
+ms_buf_json_string(ms_buf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t		run = 0;
+
+	ms_buf_byte(b, '"');
+	for (size_t i = 0; i < n; i++)
+	{
+		unsigned char ch = (unsigned char) s[i];
+		char		esc[7];
+
+		if (ch >= 0x20 && ch != '"' && ch != '\\')
+			continue;
+		ms_buf_add(b, s + run, i - run);
+		run = i + 1;
+		esc[0] = '\\';
+		switch (ch)
+		{
+			case '"':
+			case '\\':
+				esc[1] = (char) ch;
+				ms_buf_add(b, esc, 2);
+				break;
+			case '\n':
+				ms_buf_add(b, "\\n", 2);
+				break;
+			case '\r':
+				ms_buf_add(b, "\\r", 2);
+				break;
+			case '\t':
+				ms_buf_add(b, "\\t", 2);
+				break;
+			default:
+				memcpy(esc, "\\u00", 4);
+				esc[4] = hex[ch >> 4];
+				esc[5] = hex[ch & 15];
+				ms_buf_add(b, esc, 6);
+		}
+	}
+	ms_buf_add(b, s + run, n - run);
+	ms_buf_byte(b, '"');
+}
+
+void
+ms_buf_hex(ms_buf *b, const uint8_t *p, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	char		two[2];
+
+	for (size_t i = 0; i < n; i++)
+	{
+		two[0] = hex[p[i] >> 4];
+		two[1] = hex[p[i] & 15];
+		ms_buf_add(b, two, 2);
+	}
+}
+
+void
+ms_buf_free(ms_buf *b)
+{
+	sqlite3_free(b->data);
+	memset(b, 0, sizeof *b);
+}
+
+void
+ms_hex(const uint8_t *p, size_t n, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++)
+	{
+		out[2 * i] = hex[p[i] >> 4];
+		out[2 * i + 1] = hex[p[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+void
+ms_uuid_text(const uint8_t u[16], char out[37])
+{
+	char		h[33];
+	int			o = 0;
+
+	ms_hex(u, 16, h);
+	for (int i = 0; i < 32; i++)
+	{
+		if (i == 8 || i == 12 || i == 16 || i == 20)
+			out[o++] = '-';
+		out[o++] = h[i];
+	}
+	out[o] = '\0';
+}
+
+static int
+hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+bool
+ms_uuid_parse(const char *s, size_t n, uint8_t out[16])
+{
+	size_t		i = 0;
+
+	if (n != 36)
+		return false;
+	for (int k = 0; k < 16; k++)
+	{
+		int			hi,
+					lo;
+
+		if (i == 8 || i == 13 || i == 18 || i == 23)
+		{
+			if (s[i] != '-')
+				return false;
+			i++;
+		}
+		hi = hexval(s[i]);
+		lo = hexval(s[i + 1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		out[k] = (uint8_t) (hi << 4 | lo);
+		i += 2;
+	}
+	return i == 36;
+}
+
+/* ---- context and errors --------------------------------------------- */
+
+void
+ms_ctx_init(ms_ctx *c, sqlite3_context *ctx, const char *fn)
+{
+	memset(c, 0, sizeof *c);
+	c->db = sqlite3_context_db_handle(ctx);
+	c->fn = fn;
+	c->now = (int64_t) time(NULL);
+}
+
+void
+ms_ctx_done(ms_ctx *c)
+{
+	sqlite3_free(c->err);
+	c->err = NULL;
+	ms_arena_free(&c->arena);
+}
+
+void
+ms_ctx_error(ms_ctx *c, sqlite3_context *ctx, int rc)
+{
+	if (rc == SQLITE_NOMEM)
+		sqlite3_result_error_nomem(ctx);
+	else
+	{
+		char	   *msg = sqlite3_mprintf("%s: %s", c->fn,
+										  c->err ? c->err : sqlite3_errstr(rc));
+
+		if (msg == NULL)
+		{
+			sqlite3_result_error_nomem(ctx);
+			return;
+		}
+		sqlite3_result_error(ctx, msg, -1);
+		if (rc != SQLITE_ERROR && rc != SQLITE_OK)
+			sqlite3_result_error_code(ctx, rc);
+		sqlite3_free(msg);
+	}
+}
+
+int
+ms_fail(ms_ctx *c, int rc, const char *fmt,...)
+{
+	va_list		ap;
+
+	if (c->err == NULL)
+	{
+		va_start(ap, fmt);
+		c->err = sqlite3_vmprintf(fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+int
+ms_dberr(ms_ctx *c, int rc)
+{
+	if (rc == SQLITE_NOMEM)
+		return rc;
+	return ms_fail(c, rc, "%s", sqlite3_errmsg(c->db));
+}
+
+int
+ms_exec(ms_ctx *c, const char *fmt,...)
+{
+	va_list		ap;
+	char	   *sql;
+	char	   *msg = NULL;
+	int			rc;
+
+	va_start(ap, fmt);
+	sql = sqlite3_vmprintf(fmt, ap);
+	va_end(ap);
+	if (sql == NULL)
+		return SQLITE_NOMEM;
+	rc = sqlite3_exec(c->db, sql, NULL, NULL, &msg);
+	if (rc != SQLITE_OK && rc != SQLITE_NOMEM)
+		ms_fail(c, rc, "%s", msg ? msg : sqlite3_errstr(rc));
+	sqlite3_free(msg);
+	sqlite3_free(sql);
+	return rc;
+}
+
+int
+ms_prepare(ms_ctx *c, sqlite3_stmt **st, const char *fmt,...)
+{
+	va_list		ap;
+	char	   *sql;
+	int			rc;
+
+	*st = NULL;
+	va_start(ap, fmt);
+	sql = sqlite3_vmprintf(fmt, ap);
+	va_end(ap);
+	if (sql == NULL)
+		return SQLITE_NOMEM;
+	rc = sqlite3_prepare_v2(c->db, sql, -1, st, NULL);
+	if (rc != SQLITE_OK)
+		ms_dberr(c, rc);
+	sqlite3_free(sql);
+	return rc;
+}
+
+int
+ms_step(ms_ctx *c, sqlite3_stmt *st)
+{
+	int			rc = sqlite3_step(st);
+
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return ms_dberr(c, rc);
+	return rc;
+}
+
+int
+ms_done(ms_ctx *c, sqlite3_stmt *st)
+{
+	int			rc = sqlite3_step(st);
+
+	if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+		rc = SQLITE_OK;
+	else
+		ms_dberr(c, rc);
+	sqlite3_reset(st);
+	return rc;
+}
+
+/* ---- savepoints -------------------------------------------------------- */
+
+int
+ms_begin(ms_ctx *c, const char *name)
+{
+	char	   *msg = NULL;
+	char	   *sql = sqlite3_mprintf("SAVEPOINT \"%w\"", name);
+	int			rc;
+
+	if (sql == NULL)
+		return SQLITE_NOMEM;
+	rc = sqlite3_exec(c->db, sql, NULL, NULL, &msg);
+	sqlite3_free(sql);
+	if (rc != SQLITE_OK && rc != SQLITE_NOMEM)
+		rc = ms_fail(c, SQLITE_ERROR, "cannot open a savepoint (%s): call %s from a statement of its own "
+				"that writes nothing, such as SELECT %s(...)",
+				msg ? msg : sqlite3_errstr(rc), c->fn, c->fn);
+	sqlite3_free(msg);
+	return rc;
+}
+
+int
+ms_end(ms_ctx *c, const char *name, int rc)
+{
+	char	   *sql;
+	int			rc2;
+
+	if (rc == SQLITE_OK)
+	{
+		sql = sqlite3_mprintf("RELEASE \"%w\"", name);
+		if (sql == NULL)
+			rc = SQLITE_NOMEM;
+		else
+		{
+			rc = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
+			sqlite3_free(sql);
+			if (rc == SQLITE_OK)
+				return SQLITE_OK;
+			ms_dberr(c, rc);
+		}
+	}
+	/* undo what we did, and only that: never the caller's transaction */
+	sql = sqlite3_mprintf("ROLLBACK TO \"%w\"; RELEASE \"%w\"", name, name);
+	if (sql == NULL)
+		return SQLITE_NOMEM;
+	rc2 = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
+	sqlite3_free(sql);
+	if (rc2 != SQLITE_OK && c->err == NULL)
+		ms_dberr(c, rc2);
+	return rc;
+}

@@ -1,0 +1,117 @@
+/*
+ * msgs.h - building the server's messages in tests: schemas, Down bodies,
+ * chained and sealed ToReplica messages (with src/shared's ms_head_pack and
+ * ms_body_pack, as the server writes them), rows in both codecs.
+ *
+ * Everything built is owned by a list that tm_free_all() frees, so a test
+ * builds freely and frees once.
+ */
+#ifndef MS_TEST_MSGS_H
+#define MS_TEST_MSGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sync.pb-c.h"
+#include "wire.h"
+
+/* A message's bytes. */
+typedef struct tm_msg
+{
+	uint8_t    *data;
+	size_t		len;
+} tm_msg;
+
+/* A test's server, as one replica sees it: an epoch and the chain. */
+typedef struct tm_server
+{
+	uint8_t		epoch[16];
+	uint8_t		replica[16];
+	uint64_t	number;			/* the last number given out */
+	uint8_t		nonce[16];		/* its nonce */
+	uint64_t	draws;			/* nonces are drawn deterministically */
+} tm_server;
+
+extern void *tm_alloc(size_t n);	/* zeroed, freed by tm_free_all */
+extern char *tm_strdup(const char *s);
+extern void tm_free_all(void);
+
+extern void tm_server_init(tm_server *s, uint8_t epoch_seed, uint8_t replica_seed);
+/* tm_replica_text: the replica's uuid as text (a static buffer per server). */
+extern const char *tm_replica_text(const tm_server *s);
+
+/*
+ * tm_table: a Table.  cols: "id INTEGER, name TEXT, note TEXT owned" (a
+ * column per comma: name, type, then words: owned, notnull); fields are
+ * numbered 1, 2, ... in order.  key: "id" or "a,b".
+ */
+extern Sync__Table *tm_table(const char *name, const char *mirror, const char *codec,
+							 const char *key, const char *cols);
+extern void tm_fk(Sync__Table *t, const char *cols, const char *parent, const char *refs);
+extern void tm_retired(Sync__Table *t, const char *column);
+extern void tm_origin(Sync__Table *t, const char *column);
+
+/* A Down, with a Begin when schema is given (n >= 0). */
+extern Sync__Down *tm_down(void);
+extern Sync__Down *tm_begin(Sync__Table **schema, int n);
+/* tm_rows: the Rows of a table in d (added at the end when absent). */
+extern Sync__Rows *tm_rows(Sync__Down *d, const char *table);
+/* tm_upsert: a row (len -1: strlen) with its key parts (NULL-terminated list). */
+extern void tm_upsert(Sync__Rows *r, const void *row, long len, ...);
+extern void tm_delete(Sync__Rows *r, ...);
+extern Sync__Key *tm_key(const char *first, ...);
+
+extern Sync__EndSnapshot *tm_end(const char *first, ...);	/* NULL-terminated table names */
+extern Sync__Filed *tm_filed(const uint8_t send_id[16], uint32_t rows);
+extern void tm_filed_refuse(Sync__Filed *f, const char *table, Sync__Key *key, const char *reason);
+
+/* tm_next: the next message of the chain (down or end), sealed. */
+extern tm_msg tm_next(tm_server *s, Sync__Down *down, Sync__EndSnapshot *end);
+/* tm_message: a message with the head given in full. */
+extern tm_msg tm_message(const tm_server *s, uint32_t protocol, uint64_t number, const uint8_t *nonce,
+						 uint64_t previous, const uint8_t *previous_nonce,
+						 Sync__Down *down, Sync__EndSnapshot *end, Sync__Filed *filed);
+extern tm_msg tm_filed_msg(const tm_server *s, Sync__Filed *f);
+
+/* proto rows: fields appended to a buffer */
+typedef struct tm_buf
+{
+	uint8_t		data[4096];
+	size_t		len;
+} tm_buf;
+extern void tm_pb_int(tm_buf *b, uint32_t field, int64_t v);
+extern void tm_pb_double(tm_buf *b, uint32_t field, double v);
+extern void tm_pb_bytes(tm_buf *b, uint32_t field, const void *p, size_t n);
+extern void tm_pb_raw(tm_buf *b, const void *p, size_t n);
+
+/* ---- database helpers (need sqlite3) ---------------------------------- */
+#include <sqlite3.h>
+
+/*
+ * tm_checksum: FNV-1a over the schema and every row of every table (with
+ * the _sync_ tables when state is true, else only the replica's own).
+ */
+extern uint64_t tm_checksum(sqlite3 *db, int state);
+
+/* tm_apply: SELECT sync_apply(?): the result (tm-owned) or NULL; tm_error() says why. */
+extern char *tm_apply(sqlite3 *db, tm_msg m);
+/* tm_upload: SELECT sync_upload(): its bytes, {NULL, 0} when NULL or an error. */
+extern tm_msg tm_upload(sqlite3 *db);
+extern const char *tm_error(void);
+
+/*
+ * tm_shop: the tests' schema (out has 4 entries):
+ *   customers  catalog json   key id         id, name, vip
+ *   products   catalog json   key id         id, name, price, stock (owned), retired_at (retired)
+ *   orders     record  json   key origin,id  origin, id, customer -> customers, total, note
+ *   sales      record  proto  key origin,id  origin, id, product -> products, qty, price, memo, photo
+ */
+extern void tm_shop(Sync__Table *out[4]);
+
+/*
+ * tm_shop_snapshot: a snapshot of the shop, in two messages (Begin with
+ * customers 1, 2 and products 1, 2, 3; then EndSnapshot of all four).
+ */
+extern void tm_shop_snapshot(tm_server *s, tm_msg *begin, tm_msg *end);
+
+#endif

@@ -1,0 +1,158 @@
+/*
+ * test_digest.c - sync_digest() against the vectors of docs/protocol.md
+ * (tests/unit/vectors.c) on tables a snapshot created, and after changes:
+ * the same as sync_digest_keys over the same keys (another sort), retired
+ * and refused rows left out.
+ */
+#include "harness.h"
+
+#include <stdlib.h>
+
+#include "vectors.h"
+
+void		test_digest(void);
+
+static void
+vectors(void)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_server	s;
+	Sync__Table *schema[4];
+	Sync__Down *d;
+	char	   *r;
+
+	tm_server_init(&s, 0x20, 0x10);
+	schema[0] = tm_table("empty", "catalog", "json", "k", "k INTEGER");
+	schema[1] = tm_table("ints", "catalog", "json", "k", "k INTEGER");
+	schema[2] = tm_table("composite", "catalog", "json", "a,b", "a TEXT, b TEXT");
+	schema[3] = tm_table("uuid", "catalog", "proto", "k", "k TEXT");
+	d = tm_begin(schema, 4);
+	for (int v = 0; v < ms_vector_ndigests; v++)
+	{
+		const ms_vector_digest *vd = &ms_vector_digests[v];
+
+		for (int i = 0; i < vd->nkeys; i++)
+		{
+			char		row[256];
+
+			if (strcmp(vd->name, "ints") == 0)
+			{
+				snprintf(row, sizeof row, "{\"k\":%s}", vd->keys[i][0]);
+				tm_upsert(tm_rows(d, "ints"), row, -1, vd->keys[i][0], NULL);
+			}
+			else if (strcmp(vd->name, "composite") == 0)
+			{
+				snprintf(row, sizeof row, "{\"a\":\"%s\",\"b\":\"%s\"}", vd->keys[i][0], vd->keys[i][1]);
+				tm_upsert(tm_rows(d, "composite"), row, -1, vd->keys[i][0], vd->keys[i][1], NULL);
+			}
+			else if (strcmp(vd->name, "uuid") == 0)
+			{
+				tm_buf		b;
+
+				memset(&b, 0, sizeof b);
+				tm_pb_bytes(&b, 1, vd->keys[i][0], strlen(vd->keys[i][0]));
+				tm_upsert(tm_rows(d, "uuid"), b.data, (long) b.len, vd->keys[i][0], NULL);
+			}
+		}
+	}
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"upserts\":8"), "the vectors' rows: %s %s", S(r), tm_error());
+	for (int v = 0; v < ms_vector_ndigests; v++)
+	{
+		const ms_vector_digest *vd = &ms_vector_digests[v];
+		char		expected[128];
+		char	   *q;
+
+		if (strcmp(vd->name, "utf8") == 0)
+			continue;			/* keys of two shapes: not one table; sync_digest_keys covers it */
+		q = sqlite3_mprintf("SELECT sync_digest(%Q)", vd->name);
+		r = t_text(db, q);
+		snprintf(expected, sizeof expected, "{\"count\":%llu,\"fnv\":\"%s\"}", (unsigned long long) vd->count, vd->fnv);
+		CHECK(r && strcmp(r, expected) == 0, "vector %s: %s, expected %s", vd->name, S(r), expected);
+		sqlite3_free(r);
+		sqlite3_free(q);
+	}
+	r = t_text(db, "SELECT sync_digest()");
+	CHECK(r && strcmp(r, "{\"empty\":{\"count\":0,\"fnv\":\"cbf29ce484222325\"},"
+					  "\"ints\":{\"count\":3,\"fnv\":\"20ea5df0c6c56817\"},"
+					  "\"composite\":{\"count\":3,\"fnv\":\"c68dde8d6a76a47e\"},"
+					  "\"uuid\":{\"count\":2,\"fnv\":\"77eeeb7c8686dc0a\"}}") == 0,
+		  "every table at once: %s", S(r));
+	sqlite3_free(r);
+	sqlite3_close(db);
+}
+
+static unsigned long long seed = 42;
+
+static long long
+rnd(void)
+{
+	seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (long long) (seed >> 17);
+}
+
+static void
+after_changes(void)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_server	s;
+	Sync__Table *schema[2];
+	Sync__Down *d;
+	char	   *r,
+			   *r2;
+
+	tm_server_init(&s, 0x20, 0x10);
+	schema[0] = tm_table("nums", "catalog", "json", "k", "k INTEGER");
+	schema[1] = tm_table("words", "catalog", "json", "a,b", "a TEXT, b INTEGER");
+	r = tm_apply(db, tm_next(&s, tm_begin(schema, 2), NULL));
+	CHECK(t_has(r, "\"applied\""), "two tables: %s", S(r));
+	/* many keys of every length and sign, written as the host would: the digest sorts them */
+	t_exec(db, "BEGIN", NULL);
+	for (int i = 0; i < 5000; i++)
+	{
+		char	   *sql = sqlite3_mprintf("INSERT OR IGNORE INTO nums VALUES (%lld); INSERT OR IGNORE INTO words VALUES (%Q, %lld)",
+										  (rnd() % 2 ? -1 : 1) * (rnd() >> (rnd() % 40)),
+										  (i % 7) ? "word" : "w\xc3\xa9", rnd() % 100 - 50);
+
+		t_exec(db, sql, NULL);
+		sqlite3_free(sql);
+	}
+	t_exec(db, "INSERT INTO nums VALUES (-9223372036854775807 - 1), (9223372036854775807), (0)", NULL);
+	t_exec(db, "COMMIT", NULL);
+	r = t_text(db, "SELECT sync_digest('nums')");
+	r2 = t_text(db, "SELECT sync_digest_keys(sync_key(k)) FROM nums");
+	CHECK(r && r2 && strcmp(r, r2) == 0, "the digest of 5000 numbers is the canonical one: %s %s", S(r), S(r2));
+	sqlite3_free(r);
+	sqlite3_free(r2);
+	r = t_text(db, "SELECT sync_digest('words')");
+	r2 = t_text(db, "SELECT sync_digest_keys(sync_key(a, b)) FROM words");
+	CHECK(r && r2 && strcmp(r, r2) == 0, "and of composite keys: %s %s", S(r), S(r2));
+	sqlite3_free(r);
+	sqlite3_free(r2);
+	t_exec(db, "DELETE FROM nums WHERE k % 3 = 0", NULL);
+	r = t_text(db, "SELECT sync_digest('nums')");
+	r2 = t_text(db, "SELECT sync_digest_keys(sync_key(k)) FROM nums");
+	CHECK(r && r2 && strcmp(r, r2) == 0, "after deletes: %s %s", S(r), S(r2));
+	sqlite3_free(r);
+	sqlite3_free(r2);
+	/* a refused row that has an old copy is left out */
+	d = tm_down();
+	t_exec(db, "INSERT INTO nums VALUES (123456789)", NULL);
+	tm_upsert(tm_rows(d, "nums"), "{\"k\":\"not a number\"}", -1, "123456789", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"refused\":1"), "refused: %s", S(r));
+	r = t_text(db, "SELECT sync_digest('nums')");
+	r2 = t_text(db, "SELECT sync_digest_keys(sync_key(k)) FROM nums WHERE k <> 123456789");
+	CHECK(r && r2 && strcmp(r, r2) == 0, "the refused row is left out: %s %s", S(r), S(r2));
+	sqlite3_free(r);
+	sqlite3_free(r2);
+	CHECK(t_exec(db, "SELECT sync_digest('nowhere')", NULL) == SQLITE_ERROR, "a table not held is an error");
+	sqlite3_close(db);
+}
+
+void
+test_digest(void)
+{
+	vectors();
+	after_changes();
+}
