@@ -149,6 +149,11 @@ SELECT tab, caught_up, on_its_way, behind, provisioning, set_aside, unreachable,
        quarantined, rows_refused, uploads_set_aside, rows_letting_go FROM sync.overview_tables_now;
 SELECT replica, "partition", state, messages, rows_on_its_way FROM sync.replicas_now;
 SELECT count(*) AS waiting FROM sync.health_now;
+-- the views they are built of
+SELECT id, "partition", unreachable, provisioning FROM sync.live_replicas ORDER BY id;
+SELECT replica, state, since IS NULL AS since, messages, rows_refused FROM sync.replica_states ORDER BY replica;
+SELECT replica, tab, state FROM sync.table_states WHERE tab = 'shop.products'::regclass ORDER BY replica;
+SELECT tab, notes_pending, quarantined FROM sync.fleet_tables ORDER BY tab::text;
 -- sync.overview's shape
 SELECT jsonb_object_keys(sync.overview()) AS key ORDER BY 1;
 SELECT jsonb_object_keys(sync.overview() -> 'worst' -> 0) AS key ORDER BY 1;

@@ -3,9 +3,9 @@
 --
 -- Every read takes a scope -- some replicas (replicas uuid[]), a partition, or
 -- all of them (both NULL; both given: the replicas of that partition among
--- them) -- and counts only live replicas.  Every read is one statement of a
--- STABLE function, or a C function reading one snapshot: one snapshot.  Each
--- carries the server's now().
+-- them) -- and counts only live replicas.  Every read is one statement (of a
+-- STABLE plpgsql function, which plans it once a session: generic plans), or
+-- a C function reading one snapshot.  Each carries the server's now().
 --
 -- overview, listing and health read only what the engine records: the
 -- replicas' columns, their unacknowledged messages, notes not done, rows set
