@@ -157,13 +157,16 @@ CREATE FUNCTION t.states(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT 
 	       l.uploads_set_aside + l.uploads_waiting, l.since IS NOT NULL
 	  FROM sync.listing(replicas, "partition") l
 $$;
--- sync.overview's counts per state, and its worst replicas
+-- sync.overview's counts per state, its worst replicas, and whether its
+-- tables say what sync.overview_tables says
 CREATE FUNCTION t.overview(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL)
-	RETURNS TABLE (replicas bigint, states jsonb, worst jsonb)
+	RETURNS TABLE (replicas bigint, states jsonb, worst jsonb, tables_agree boolean)
 	LANGUAGE sql AS $$
 	SELECT (o ->> 'replicas')::bigint, o -> 'states',
 	       (SELECT jsonb_agg(jsonb_build_object('replica', w ->> 'replica', 'state', w ->> 'state'))
-	          FROM jsonb_array_elements(o -> 'worst') w)
+	          FROM jsonb_array_elements(o -> 'worst') w),
+	       o -> 'tables' = (SELECT jsonb_agg(to_jsonb(x) - 'now' ORDER BY x.tab::text)
+	                          FROM sync.overview_tables(replicas, "partition") x)
 	  FROM sync.overview(replicas, "partition", 2) o
 $$;
 -- per table, the replicas in each state that has any
@@ -207,6 +210,7 @@ SELECT * FROM t.overview();
 SELECT provisioned FROM sync.relay_pass();
 SELECT * FROM t.states();
 SELECT * FROM t.tables();
+SELECT tables_agree FROM t.overview();
 -- nothing counts until the replica says it applied it: all on its way
 SELECT * FROM t.progress('{00000000-0000-0000-0000-000000000001}');
 SELECT * FROM t.row('shop.products', '{1}');
@@ -219,6 +223,7 @@ SELECT * FROM t.progress('{00000000-0000-0000-0000-000000000001}');
 SELECT t.ack_all();
 SELECT * FROM t.states();
 SELECT * FROM t.tables();
+SELECT tables_agree FROM t.overview();
 SELECT * FROM t.row('shop.products', '{1}');
 
 -- a change not planned yet: every replica is behind (any may be concerned),
@@ -226,12 +231,14 @@ SELECT * FROM t.row('shop.products', '{1}');
 UPDATE shop.products SET name = 'green tea' WHERE id = 1;
 SELECT * FROM t.states();
 SELECT * FROM t.tables();
+SELECT tables_agree FROM t.overview();
 SELECT * FROM t.row('shop.products', '{1}');
 SELECT * FROM t.progress('{00000000-0000-0000-0000-000000000002}') WHERE tab = 'shop.products'::regclass;
 -- planned and sent: on its way until acknowledged
 SELECT rows_sent FROM sync.relay_pass();
 SELECT * FROM t.states();
 SELECT * FROM t.tables();
+SELECT tables_agree FROM t.overview();
 SELECT * FROM t.row('shop.products', '{1}');
 SELECT * FROM t.progress('{00000000-0000-0000-0000-000000000002}') WHERE tab = 'shop.products'::regclass;
 -- listing pages through a state

@@ -24,6 +24,7 @@ SELECT t.file('00000000-0000-0000-0000-000000000002',
 	refusals => '[{"table": "shop.products", "key": ["2"], "reason": "no such column: a test"}]') ->> 'acknowledged' IS NOT NULL AS filed;
 SELECT * FROM t.states();
 SELECT * FROM t.tables();
+SELECT tables_agree FROM t.overview();
 SELECT * FROM t.row('shop.products', '{2}');
 SELECT * FROM t.progress('{00000000-0000-0000-0000-000000000002}') WHERE tab = 'shop.products'::regclass;
 SELECT * FROM t.health();
@@ -40,6 +41,7 @@ SELECT t.file('00000000-0000-0000-0000-000000000001',
 	rows => '[{"table": "shop.stock", "key": ["00000000-0000-0000-0000-000000000001", "1"], "row": {"counted": -1}}]') ->> 'set_aside' AS set_aside;
 SELECT * FROM t.states();
 SELECT * FROM t.tables();
+SELECT tables_agree FROM t.overview();
 SELECT * FROM t.row('shop.stock', '{00000000-0000-0000-0000-000000000001,1}');
 SELECT * FROM t.health();
 -- the fix is deployed (the constraint was wrong); the inbox is retried once its backoff passed
@@ -60,6 +62,7 @@ UPDATE shop.products SET name = repeat('x', 2000) WHERE id = 3;
 SELECT quarantined, rows_taken FROM sync.relay_pass();
 SELECT * FROM t.states();
 SELECT * FROM t.tables();
+SELECT tables_agree FROM t.overview();
 SELECT * FROM t.row('shop.products', '{3}');
 SELECT t.ack_all();
 SELECT * FROM t.row('shop.products', '{3}');
@@ -83,6 +86,7 @@ INSERT INTO sync.notes (tab, key, build)
 	SELECT id, sync.key('{100}'), 2 FROM sync.tables WHERE relid = 'shop.customers'::regclass;
 SELECT * FROM t.states();
 SELECT * FROM t.tables();
+SELECT tables_agree FROM t.overview();
 SELECT * FROM t.health();
 SELECT o -> 'notes_parked' AS parked, o -> 'notes_later' AS later, o -> 'notes_pending' AS pending
   FROM sync.overview() o;
@@ -101,6 +105,7 @@ SELECT t.ack('00000000-0000-0000-0000-000000000001') IS NOT NULL AS heard,
 SELECT * FROM t.states();
 SELECT * FROM t.overview();
 SELECT * FROM t.tables();
+SELECT tables_agree FROM t.overview();
 SELECT kind, waits_on, replica, since, reason FROM t.health();
 RESET magic_sync.unreachable_after;
 -- a send that keeps failing (a transport records it): unreachable too

@@ -71,6 +71,12 @@ def honest(name):
     to be planned, the file holds exactly those rows, and progress counts
     each of them (as held, or held and no longer wanted)."""
     settled = srv.one("SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)")
+    # (in the function's search_path: its jsonb names every table with its schema)
+    srv.exec("SET search_path = pg_catalog, pg_temp")
+    check(f"{name}: overview's tables are sync.overview_tables", srv.one(
+        "SELECT sync.overview() -> 'tables' = (SELECT jsonb_agg(to_jsonb(x) - 'now' ORDER BY x.tab::text)"
+        " FROM sync.overview_tables() x)"), True)
+    srv.exec("RESET search_path")
     for rid, r in reps.items():
         p = progress(rid)
         files = really_holds(rid)

@@ -110,10 +110,10 @@ CREATE VIEW sync.replica_states AS
 	       END AS since,
 	       v.messages, v.bytes, v.refused AS rows_refused, v.set_aside AS uploads_set_aside,
 	       v.waiting AS uploads_waiting, v.acked_number, v.last_number, v.acked_at, v.heard_at,
-	       v.send_failures, v.last_error, v.last_error_at
+	       v.send_failures, v.last_error, v.last_error_at, v.unreachable, v.provisioning
 	  FROM v;
 COMMENT ON VIEW sync.replica_states IS
-	'Per live replica: its state (sync.state) and since when, its messages not acknowledged and their bytes, its rows refused, its uploads set aside and waiting, and the columns of sync.replicas they are read from; counts no held row but refused ones';
+	'Per live replica: its state (sync.state) and since when, its messages not acknowledged and their bytes, its rows refused, its uploads set aside and waiting, the columns of sync.replicas they are read from, and whether it is unreachable or provisioning (sync.live_replicas); counts no held row but refused ones';
 
 -- Per live replica and mirrored table: its state for that table.
 CREATE VIEW sync.table_states AS
@@ -304,24 +304,48 @@ BEGIN
 				         WHERE h.replica = r.replica AND h.taken IS NOT NULL
 				           AND h.taken > r.acked_number) AS rows_letting_go) c),
 		s AS (SELECT r.state, count(*) AS n FROM r GROUP BY r.state),
-		-- per table, as sync.overview_tables
+		-- per table, as sync.overview_tables (the tests hold them equal).  A
+		-- replica with nothing of its own to say of any table -- no message
+		-- on its way, no row refused, no upload set aside -- is in the same
+		-- state for every table but for what is recorded without a replica:
+		-- those are counted once, the others table by table.
+		own AS MATERIALIZED (
+			SELECT r.replica FROM r
+			 WHERE r.last_number > r.acked_number OR r.rows_refused > 0 OR r.uploads_set_aside > 0),
+		pl AS (
+			SELECT count(*) FILTER (WHERE r.unreachable) AS u,
+			       count(*) FILTER (WHERE NOT r.unreachable AND r.provisioning) AS p,
+			       count(*) FILTER (WHERE NOT r.unreachable AND NOT r.provisioning) AS c
+			  FROM r WHERE r.replica NOT IN (SELECT own.replica FROM own)),
+		x AS (
+			SELECT x.tab,
+			       count(*) FILTER (WHERE x.state = 'caught up') AS caught_up,
+			       count(*) FILTER (WHERE x.state = 'on its way') AS on_its_way,
+			       count(*) FILTER (WHERE x.state = 'behind') AS behind,
+			       count(*) FILTER (WHERE x.state = 'provisioning') AS provisioning,
+			       count(*) FILTER (WHERE x.state = 'set aside') AS set_aside,
+			       count(*) FILTER (WHERE x.state = 'unreachable') AS unreachable,
+			       sum(x.rows_refused) AS rows_refused, sum(x.uploads_set_aside) AS uploads_set_aside,
+			       sum(x.rows_letting_go) AS rows_letting_go
+			  FROM sync.table_states x WHERE x.replica IN (SELECT own.replica FROM own)
+			 GROUP BY x.tab),
 		t AS (
 			SELECT f.tab,
-			       count(x.state) FILTER (WHERE x.state = 'caught up') AS caught_up,
-			       count(x.state) FILTER (WHERE x.state = 'on its way') AS on_its_way,
-			       count(x.state) FILTER (WHERE x.state = 'behind') AS behind,
-			       count(x.state) FILTER (WHERE x.state = 'provisioning') AS provisioning,
-			       count(x.state) FILTER (WHERE x.state = 'set aside') AS set_aside,
-			       count(x.state) FILTER (WHERE x.state = 'unreachable') AS unreachable,
+			       coalesce(x.caught_up, 0)
+			         + CASE WHEN a.aside OR f.notes_pending > 0 THEN 0 ELSE pl.c END AS caught_up,
+			       coalesce(x.on_its_way, 0) AS on_its_way,
+			       coalesce(x.behind, 0)
+			         + CASE WHEN NOT a.aside AND f.notes_pending > 0 THEN pl.c ELSE 0 END AS behind,
+			       coalesce(x.provisioning, 0) + CASE WHEN a.aside THEN 0 ELSE pl.p END AS provisioning,
+			       coalesce(x.set_aside, 0) + CASE WHEN a.aside THEN pl.p + pl.c ELSE 0 END AS set_aside,
+			       coalesce(x.unreachable, 0) + pl.u AS unreachable,
 			       f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined,
-			       coalesce(sum(x.rows_refused), 0)::bigint AS rows_refused,
-			       coalesce(sum(x.uploads_set_aside), 0)::bigint AS uploads_set_aside,
-			       coalesce(sum(x.rows_letting_go), 0)::bigint AS rows_letting_go
-			  FROM f
-			  LEFT JOIN (SELECT * FROM sync.table_states x
-			              WHERE ($1 IS NULL OR x.replica = ANY ($1)) AND ($2 IS NULL OR x.partition = $2)) x
-			         ON x.tab = f.tab
-			 GROUP BY f.tab, f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined)
+			       coalesce(x.rows_refused, 0)::bigint AS rows_refused,
+			       coalesce(x.uploads_set_aside, 0)::bigint AS uploads_set_aside,
+			       coalesce(x.rows_letting_go, 0)::bigint AS rows_letting_go
+			  FROM f CROSS JOIN pl
+			  CROSS JOIN LATERAL (SELECT f.notes_parked + f.notes_later + f.quarantined > 0 AS aside) a
+			  LEFT JOIN x ON x.tab = f.tab)
 		SELECT jsonb_build_object(
 			'now', now(),
 			'scope', jsonb_build_object('replicas', $1, 'partition', $2),
