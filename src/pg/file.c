@@ -31,7 +31,6 @@
 
 #include <math.h>
 
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
@@ -42,7 +41,6 @@
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/uuid.h"
 
 #include "access.h"
@@ -50,8 +48,9 @@
 #include "digest.h"
 #include "epoch.h"
 #include "key.h"
+#include "pbwrite.h"
 #include "settings.h"
-#include "transient.h"
+#include "subxact.h"
 #include "wire.h"
 
 PG_FUNCTION_INFO_V1(ms_file);
@@ -122,21 +121,6 @@ server_column(ms_table *t, int c)
 
 /* ---- codecs, the server's way up: a row as a JSON object of its columns ---- */
 
-static bool
-read_varint(const uint8 *b, size_t len, size_t *pos, uint64 *v)
-{
-	*v = 0;
-	for (int shift = 0; shift < 64; shift += 7)
-	{
-		if (*pos >= len)
-			return false;
-		*v |= (uint64) (b[*pos] & 0x7f) << shift;
-		if ((b[(*pos)++] & 0x80) == 0)
-			return true;
-	}
-	return false;
-}
-
 /* proto codec: a message whose fields are the columns (protocol 4), as JSON */
 static bool
 proto_to_json(ms_table *t, const uint8 *b, size_t len, StringInfo out, char **why)
@@ -151,7 +135,7 @@ proto_to_json(ms_table *t, const uint8 *b, size_t len, StringInfo out, char **wh
 		uint64		v;
 		ms_column  *col = NULL;
 
-		if (!read_varint(b, len, &pos, &tag))
+		if (!ms_pb_read_varint(b, len, &pos, &tag))
 		{
 			*why = "the row is not a well-formed protobuf message";
 			return false;
@@ -170,7 +154,7 @@ proto_to_json(ms_table *t, const uint8 *b, size_t len, StringInfo out, char **wh
 		first = false;
 		escape_json(out, col->name);
 		appendStringInfoChar(out, ':');
-		if (strcmp(col->sqlite_type, "INTEGER") == 0 && (tag & 7) == 0 && read_varint(b, len, &pos, &v))
+		if (strcmp(col->sqlite_type, "INTEGER") == 0 && (tag & 7) == 0 && ms_pb_read_varint(b, len, &pos, &v))
 			appendStringInfo(out, INT64_FORMAT, (int64) ((v >> 1) ^ (~(v & 1) + 1)));
 		else if (strcmp(col->sqlite_type, "REAL") == 0 && (tag & 7) == 1 && len - pos >= 8)
 		{
@@ -187,7 +171,7 @@ proto_to_json(ms_table *t, const uint8 *b, size_t len, StringInfo out, char **wh
 				appendStringInfo(out, "%.17g", d);
 		}
 		else if ((strcmp(col->sqlite_type, "TEXT") == 0 || strcmp(col->sqlite_type, "BLOB") == 0) &&
-				 (tag & 7) == 2 && read_varint(b, len, &pos, &v) && v <= len - pos)
+				 (tag & 7) == 2 && ms_pb_read_varint(b, len, &pos, &v) && v <= len - pos)
 		{
 			if (strcmp(col->sqlite_type, "TEXT") == 0)
 			{
@@ -584,6 +568,28 @@ file_row_inner(filing *f, ms_table *t, char **parts, const char *key,
 	return two_way ? file_two_way(f, t, key, json, why) : file_record(f, t, key, json);
 }
 
+/* a row to file, for ms_try */
+typedef struct row_job
+{
+	filing	   *f;
+	ms_table   *t;
+	char	  **parts;
+	const char *key;
+	const uint8 *bytes;
+	size_t		len;
+	bool		del;
+	outcome		out;
+	char	   *why;
+} row_job;
+
+static void
+row_job_run(void *arg)
+{
+	row_job    *j = arg;
+
+	j->out = file_row_inner(j->f, j->t, j->parts, j->key, j->bytes, j->len, j->del, &j->why);
+}
+
 /*
  * file_row: one row in a subtransaction of its own.  A permanent failure is
  * SET_ASIDE with its reason and SQLSTATE; a transient one is raised: the
@@ -593,42 +599,18 @@ static outcome
 file_row(filing *f, ms_table *t, char **parts, const char *key,
 		 const uint8 *bytes, size_t len, bool del, char **why, char **sqlstate)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile outcome out = FILED;
+	row_job		j = {f, t, parts, key, bytes, len, del, FILED, NULL};
+	ErrorData  *err = NULL;
 
-	*why = NULL;
 	*sqlstate = NULL;
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
+	if (ms_try(row_job_run, &j, &err))
 	{
-		char	   *w = NULL;
-
-		out = file_row_inner(f, t, parts, key, bytes, len, del, &w);
-		*why = w;
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		*why = j.why;
+		return j.out;
 	}
-	PG_CATCH();
-	{
-		ErrorData  *e;
-
-		MemoryContextSwitchTo(cxt);
-		e = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (ms_transient(e->sqlerrcode))
-			ReThrowError(e);
-		*why = e->message;
-		*sqlstate = pstrdup(unpack_sql_state(e->sqlerrcode));
-		out = SET_ASIDE;
-	}
-	PG_END_TRY();
-	return out;
+	*why = err->message;
+	*sqlstate = pstrdup(unpack_sql_state(err->sqlerrcode));
+	return SET_ASIDE;
 }
 
 /* keep a row that waits or failed for good in the inbox */

@@ -10,19 +10,17 @@
  */
 #include "magic_sync.h"
 
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 
 #include "key.h"
 #include "load.h"
+#include "subxact.h"
 #include "pbwrite.h"
 #include "settings.h"
-#include "transient.h"
 
 void
 ms_encode_key(StringInfo out, const char *key, int keylen)
@@ -206,45 +204,34 @@ load_chunk(ms_pass *p, ms_table *t, Portal cur, SPIPlanPtr plan, const char *aft
 	copy_chunk(t, c);
 }
 
-/*
- * try_chunk: load_chunk in a subtransaction.  On a permanent error, returns
- * false with the error's data in *err (the subtransaction rolled back); a
- * transient one is raised again.
- */
+/* a chunk to load, for ms_try */
+typedef struct chunk_job
+{
+	ms_pass    *p;
+	ms_table   *t;
+	Portal		cur;
+	SPIPlanPtr	plan;
+	const char *after;
+	int			limit;
+	chunk	   *c;
+} chunk_job;
+
+static void
+chunk_job_run(void *arg)
+{
+	chunk_job  *j = arg;
+
+	load_chunk(j->p, j->t, j->cur, j->plan, j->after, j->limit, j->c);
+}
+
+/* try_chunk: load_chunk in a subtransaction: false, with the error, when it failed for good */
 static bool
 try_chunk(ms_pass *p, ms_table *t, Portal cur, SPIPlanPtr plan, const char *after, int limit,
 		  chunk *c, ErrorData **err)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile bool ok = true;
+	chunk_job	j = {p, t, cur, plan, after, limit, c};
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		load_chunk(p, t, cur, plan, after, limit, c);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *e;
-
-		MemoryContextSwitchTo(cxt);
-		e = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (ms_transient(e->sqlerrcode))
-			ReThrowError(e);
-		*err = e;
-		ok = false;
-	}
-	PG_END_TRY();
-	return ok;
+	return ms_try(chunk_job_run, &j, err);
 }
 
 static void

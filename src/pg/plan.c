@@ -34,7 +34,7 @@ ms_plan_prepare(ms_pass *p)
 	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_blocked", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_released", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
-	ms_temp_table(p, "ms_send", "replica uuid, tab int, key text COLLATE \"C\", note bigint,"
+	ms_temp_table(p, "ms_send", "replica uuid, tab int, key text COLLATE \"C\", note bigint NOT NULL DEFAULT 0,"
 				  " PRIMARY KEY (tab, key, replica)");
 	ms_temp_table(p, "ms_take", "replica uuid, tab int, key text COLLATE \"C\","
 				  " PRIMARY KEY (tab, key, replica)");
@@ -156,12 +156,11 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	/* a replica provisioned from scratch: its whole wanted set, it holds nothing */
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
 	{
-		ms_wanted_fill(provisioning);
-		ms_exec(p,
-				"INSERT INTO ms_send (replica, tab, key, note)"
-				" SELECT w.replica, w.tab, w.key, coalesce(n.note, 0) FROM pg_temp.ms_wanted w"
-				"   LEFT JOIN ms_pending n ON n.tab = w.tab AND n.key = w.key"
-				"  WHERE NOT EXISTS (SELECT FROM ms_blocked b WHERE b.tab = w.tab AND b.key = w.key)",
+		/* straight into what is sent: it is all of it */
+		ms_wanted_into(provisioning, "ms_send");
+		ms_exec(p, "DELETE FROM ms_send s USING ms_blocked b WHERE b.tab = s.tab AND b.key = s.key",
+				0, NULL, NULL, NULL, 0);
+		ms_exec(p, "UPDATE ms_send s SET note = n.note FROM ms_pending n WHERE n.tab = s.tab AND n.key = s.key",
 				0, NULL, NULL, NULL, 0);
 	}
 

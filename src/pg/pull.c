@@ -20,8 +20,69 @@
 #include "utils/uuid.h"
 
 #include "access.h"
+#include "epoch.h"
 
 PG_FUNCTION_INFO_V1(ms_pull);
+
+/*
+ * beyond_the_record: a replica pulling after a message this server never
+ * wrote for it has applied history the server lost: the server's database
+ * was restored from an older copy, or a standby that lagged was promoted
+ * (seed 4.4, seed 002).  It numbers again from where its copy left off, so
+ * the replica would take none of what it sends: a new epoch begins (every
+ * replica is provisioned again), and the replica is given its outbox from
+ * the start, where the new epoch's snapshot will be.  One pulling after
+ * less than it acknowledged was restored itself, and is provisioned again.
+ * Returns the `after` to pull from.
+ */
+static int64
+beyond_the_record(pg_uuid_t *replica, int64 after)
+{
+	Oid			types[1] = {UUIDOID};
+	Datum		values[1] = {UUIDPGetDatum(replica)};
+	bool		isnull;
+	int64		last;
+	int64		acked;
+	bool		snapshot_due;
+
+	if (after == 0)
+		return 0;
+	if (SPI_execute_with_args("SELECT last_number, provision OR coalesce(snapshot_number > acked_number, false),"
+							  " acked_number FROM sync.replicas WHERE id = $1 FOR UPDATE",
+							  1, types, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read sync.replicas");
+	last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	snapshot_due = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	acked = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	if (after < acked && !snapshot_due)
+	{
+		/* it applied less than it acknowledged: its file was restored from an older copy */
+		Oid			ptypes[2] = {UUIDOID, TEXTOID};
+		Datum		pvalues[2] = {UUIDPGetDatum(replica),
+			CStringGetTextDatum(psprintf("the replica pulls after message %lld, before the %lld it acknowledged:"
+										 " it was restored from an older copy: provisioned again",
+										 (long long) after, (long long) acked))};
+
+		if (SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $2,"
+								  " last_error_at = now() WHERE id = $1",
+								  2, ptypes, pvalues, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not mark a replica to provision");
+		return after;
+	}
+	if (after <= last)
+		return after;
+	if (!snapshot_due)
+	{
+		ms_epoch	e;
+
+		ms_epoch_begin(psprintf("replica %s pulls after message %lld, which this server never wrote for it"
+								" (its last is %lld): was the server restored from an older copy, or a standby promoted?",
+								DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica))),
+								(long long) after, (long long) last),
+					   &e);
+	}
+	return 0;
+}
 
 /*
  * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int) returns
@@ -64,6 +125,7 @@ ms_pull(PG_FUNCTION_ARGS)
 	SPI_connect();
 	ms_replica_access(replica, "pull");
 	values[0] = UUIDPGetDatum(replica);
+	after = beyond_the_record(replica, after);
 	values[1] = Int64GetDatum(after);
 
 	/* answers first, in the order they were filed: queued only once their filing committed */

@@ -170,23 +170,40 @@ ms_followers_select(const ms_table *t, const char *from)
 }
 
 /*
- * add_rows: insert (replica, tab, key) rows of a SELECT into ms_wanted,
+ * add_rows: insert (replica, tab, key) rows of a SELECT into pg_temp.<set>,
  * and those that are new into the delta table when the table has rounds.
+ * A table's rules run once, into a set that holds none of its rows, and
+ * their rows are unique: they need no look for a conflict (first).
  */
 static void
-add_rows(const char *select, bool delta, const char *into)
+add_rows(const char *set, const char *select, bool first, bool delta, const char *into)
 {
+	const char *conflict = first ? "" : " ON CONFLICT DO NOTHING";
+
 	if (delta)
-		run(psprintf("WITH n AS (INSERT INTO pg_temp.ms_wanted (replica, tab, key) %s"
-					 " ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
-					 " INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n", select, into));
+		run(psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key) %s%s"
+					 " RETURNING replica, tab, key)"
+					 " INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n", set, select, conflict, into));
 	else
-		run(psprintf("INSERT INTO pg_temp.ms_wanted (replica, tab, key) %s ON CONFLICT DO NOTHING",
-					 select));
+		run(psprintf("INSERT INTO pg_temp.%s (replica, tab, key) %s%s", set, select, conflict));
 }
+
+static uint64 fill(ArrayType *replicas, const char *set, bool empty_first);
 
 uint64
 ms_wanted_fill(ArrayType *replicas)
+{
+	return fill(replicas, "ms_wanted", true);
+}
+
+uint64
+ms_wanted_into(ArrayType *replicas, const char *set)
+{
+	return fill(replicas, set, false);
+}
+
+static uint64
+fill(ArrayType *replicas, const char *set, bool empty_first)
 {
 	List	   *tables = ms_catalog_tables();
 	ListCell   *lc;
@@ -212,8 +229,9 @@ ms_wanted_fill(ArrayType *replicas)
 		run("CREATE TEMP TABLE ms_wanted_delta0 (replica uuid, tab int, key text COLLATE \"C\")");
 		run("CREATE TEMP TABLE ms_wanted_delta1 (replica uuid, tab int, key text COLLATE \"C\")");
 	}
-	run("TRUNCATE pg_temp.ms_wanted, pg_temp.ms_wanted_replicas, pg_temp.ms_wanted_delta0,"
-		" pg_temp.ms_wanted_delta1");
+	if (empty_first)
+		run("TRUNCATE pg_temp.ms_wanted");
+	run("TRUNCATE pg_temp.ms_wanted_replicas, pg_temp.ms_wanted_delta0, pg_temp.ms_wanted_delta1");
 	args[0] = PointerGetDatum(replicas);
 	nulls[0] = replicas == NULL ? 'n' : ' ';
 	rc = SPI_execute_with_args("INSERT INTO pg_temp.ms_wanted_replicas"
@@ -244,7 +262,7 @@ ms_wanted_fill(ArrayType *replicas)
 		char	   *rules = ms_rule_select(t, "ms_wanted_replicas", NULL);
 
 		if (rules != NULL)
-			add_rows(rules, rounds[t->id], "ms_wanted_delta0");
+			add_rows(set, rules, true, rounds[t->id], "ms_wanted_delta0");
 	}
 
 	/* rounds: the parents and the followers of what the last round added */
@@ -269,13 +287,13 @@ ms_wanted_fill(ArrayType *replicas)
 			{
 				ms_table   *p = ms_catalog_find(tables, t->fkeys[f].parent);
 
-				add_rows(ms_parents_select(t, &t->fkeys[f], from), p != NULL && rounds[p->id], into);
+				add_rows(set, ms_parents_select(t, &t->fkeys[f], from), false, p != NULL && rounds[p->id], into);
 				more = true;
 			}
 			/* the rows of t that follow new rows of its parent */
 			if (t->follows_fkey >= 0)
 			{
-				add_rows(ms_followers_select(t, from), rounds[t->id], into);
+				add_rows(set, ms_followers_select(t, from), false, rounds[t->id], into);
 				more = true;
 			}
 		}
@@ -286,7 +304,7 @@ ms_wanted_fill(ArrayType *replicas)
 	}
 	(void) ntables;
 
-	rc = SPI_execute("SELECT count(*) FROM pg_temp.ms_wanted", false, 0);
+	rc = SPI_execute(psprintf("SELECT count(*) FROM pg_temp.%s", set), false, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "counting the wanted set failed");
 	{

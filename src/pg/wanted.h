@@ -21,6 +21,12 @@
 extern uint64 ms_wanted_fill(ArrayType *replicas);
 
 /*
+ * ms_wanted_into: the same, into pg_temp.<set> (columns replica, tab, key;
+ * a unique index on them; others with defaults), not emptied first.
+ */
+extern uint64 ms_wanted_into(ArrayType *replicas, const char *set);
+
+/*
  * The SQL the wanted set is made of, shared with the planner so that both
  * say the same thing.  Each is a SELECT of (replica, tab, key):
  *

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  * pbwrite.h
  *	  Writing protobuf fields one at a time, for messages too large to build
- *	  as protobuf-c structs first (a snapshot of a million rows).
+ *	  as protobuf-c structs first (a snapshot of a million rows); and reading
+ *	  the varints untrusted bytes are made of.
  *
  * A protobuf message is its fields one after the other, so a message can be
  * streamed field by field; a nested message is written into its own buffer
@@ -13,6 +14,7 @@
 #ifndef MS_PBWRITE_H
 #define MS_PBWRITE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -115,6 +117,35 @@ static inline uint64_t
 ms_pb_zigzag(int64_t v)
 {
 	return ((uint64_t) v << 1) ^ (uint64_t) (v >> 63);
+}
+
+/*
+ * ms_pb_read_varint: the varint at *pos of buf (len bytes), advancing *pos;
+ * false when it is truncated or longer than 64 bits.  Every reader of
+ * untrusted bytes (wire.c, the codecs on both sides) reads varints here.
+ */
+static inline bool
+ms_pb_read_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out)
+{
+	uint64_t	v = 0;
+
+	for (int shift = 0; shift < 64; shift += 7)
+	{
+		uint8_t		b;
+
+		if (*pos >= len)
+			return false;
+		b = buf[(*pos)++];
+		if (shift == 63 && b > 1)
+			return false;
+		v |= (uint64_t) (b & 0x7f) << shift;
+		if ((b & 0x80) == 0)
+		{
+			*out = v;
+			return true;
+		}
+	}
+	return false;
 }
 
 #endif

@@ -5,6 +5,7 @@
  */
 #include "wire.h"
 #include "key.h"
+#include "pbwrite.h"
 #include "seal.h"
 
 #include <stdarg.h>
@@ -26,31 +27,6 @@ fail(char reason[MS_REASON_MAX], const char *fmt,...)
 	return false;
 }
 
-/* read a varint at *pos; false when truncated or longer than 10 bytes */
-static bool
-read_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out)
-{
-	uint64_t	v = 0;
-
-	for (int shift = 0; shift < 70; shift += 7)
-	{
-		uint8_t		b;
-
-		if (*pos >= len)
-			return false;
-		b = buf[(*pos)++];
-		if (shift == 63 && b > 1)
-			return false;
-		v |= (uint64_t) (b & 0x7f) << shift;
-		if ((b & 0x80) == 0)
-		{
-			*out = v;
-			return true;
-		}
-	}
-	return false;
-}
-
 bool
 ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
 {
@@ -62,14 +38,14 @@ ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
 		uint64_t	tag;
 		uint64_t	n;
 
-		if (!read_varint(buf, len, &pos, &tag))
+		if (!ms_pb_read_varint(buf, len, &pos, &tag))
 			return fail(reason, "truncated field tag at byte %zu", at);
 		if ((tag >> 3) == 0 || (tag >> 3) > 536870911)
 			return fail(reason, "invalid field number at byte %zu", at);
 		switch (tag & 7)
 		{
 			case 0:
-				if (!read_varint(buf, len, &pos, &n))
+				if (!ms_pb_read_varint(buf, len, &pos, &n))
 					return fail(reason, "truncated varint of field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				break;
@@ -80,7 +56,7 @@ ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
 				pos += 8;
 				break;
 			case 2:
-				if (!read_varint(buf, len, &pos, &n) || n > len - pos)
+				if (!ms_pb_read_varint(buf, len, &pos, &n) || n > len - pos)
 					return fail(reason, "truncated field %llu at byte %zu: its length runs past the end",
 								(unsigned long long) (tag >> 3), at);
 				pos += (size_t) n;

@@ -781,9 +781,20 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 		return open_gap(c, m, s->has_epoch ? "another epoch" : "no snapshot yet", out);
 	if (same_epoch && m->number <= s->number)
 	{
+		sqlite3_stmt *st = NULL;
+		int			rc;
+
+		/*
+		 * Applied none of it: say again what was applied, so that a server
+		 * restored from an older copy, numbering again, hears of it (seed 4.4).
+		 */
+		rc = ms_prepare(c, &st, "UPDATE _sync_state SET report = NULL WHERE id = 1");
+		if (rc == SQLITE_OK)
+			rc = ms_done(c, st);
+		sqlite3_finalize(st);
 		ms_buf_printf(out, "{\"result\":\"duplicate\",\"number\":%llu,\"last\":%llu}",
 					  (unsigned long long) m->number, (unsigned long long) s->number);
-		return SQLITE_OK;
+		return rc;
 	}
 	if (begins)
 		return apply(&a, out);

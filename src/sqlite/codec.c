@@ -27,6 +27,8 @@ SQLITE_EXTENSION_INIT3
 #include <stdlib.h>
 #include <string.h>
 
+#include "pbwrite.h"
+
 #define MAX_COLUMNS 2048
 #define JSON_DEPTH 64
 
@@ -582,30 +584,6 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 
 /* ---- proto ------------------------------------------------------------- */
 
-static bool
-varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out)
-{
-	uint64_t	v = 0;
-
-	for (int shift = 0; shift < 64; shift += 7)
-	{
-		uint8_t		b;
-
-		if (*pos >= len)
-			return false;
-		b = buf[(*pos)++];
-		if (shift == 63 && b > 1)
-			return false;
-		v |= (uint64_t) (b & 0x7f) << shift;
-		if ((b & 0x80) == 0)
-		{
-			*out = v;
-			return true;
-		}
-	}
-	return false;
-}
-
 static int
 column_of_field(const ms_tbl *t, uint64_t field)
 {
@@ -634,7 +612,7 @@ proto_row(const ms_tbl *t, const uint8_t *row, size_t len, ms_val *vals,
 		const ms_col *col;
 		ms_val	   *v;
 
-		if (!varint(row, len, &pos, &tag))
+		if (!ms_pb_read_varint(row, len, &pos, &tag))
 			return refuse(reason, "the row is truncated at byte %zu", at);
 		field = tag >> 3;
 		wt = (unsigned) (tag & 7);
@@ -655,7 +633,7 @@ proto_row(const ms_tbl *t, const uint8_t *row, size_t len, ms_val *vals,
 
 					if (wt != 0)
 						return refuse(reason, "column \"%s\" (INTEGER) is not a varint", col->name);
-					if (!varint(row, len, &pos, &u))
+					if (!ms_pb_read_varint(row, len, &pos, &u))
 						return refuse(reason, "the row is truncated at byte %zu", at);
 					v->type = SQLITE_INTEGER;
 					v->i = (sqlite3_int64) ((u >> 1) ^ (~(u & 1) + 1));
@@ -685,7 +663,7 @@ proto_row(const ms_tbl *t, const uint8_t *row, size_t len, ms_val *vals,
 					if (wt != 2)
 						return refuse(reason, "column \"%s\" (%s) is not length-delimited", col->name,
 									  col->type == MS_TEXT ? "TEXT" : "BLOB");
-					if (!varint(row, len, &pos, &n) || n > len - pos)
+					if (!ms_pb_read_varint(row, len, &pos, &n) || n > len - pos)
 						return refuse(reason, "the row is truncated at byte %zu", at);
 					v->p = (const char *) row + pos;
 					v->n = (size_t) n;

@@ -1,0 +1,19 @@
+/*-------------------------------------------------------------------------
+ * subxact.h
+ *	  One failure holds back only what it is about (seed 7.5).
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_SUBXACT_H
+#define MS_SUBXACT_H
+
+#include "postgres.h"
+
+/*
+ * ms_try: run fn(arg) in a subtransaction of its own.  True when it went
+ * through; false, with the error in *err, when it failed for good (all it did
+ * undone); a transient failure (transient.h) is undone and raised again, so
+ * the whole of the work is retried.
+ */
+extern bool ms_try(void (*fn) (void *arg), void *arg, ErrorData **err);
+
+#endif
