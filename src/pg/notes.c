@@ -100,12 +100,12 @@ static HTAB *note_cache = NULL;
 typedef enum
 {
 	N_ID, N_TAB, N_SOURCE, N_KEY, N_PART, N_OLD_KEY, N_OLD_PART, N_POINTED,
-	N_REPLICA, N_GRP, N_XID, N_BUILD, N_DONE, N_COUNT
+	N_REPLICA, N_GRP, N_XID, N_BUILD, N_DONE, N_NOTED, N_COUNT
 } note_field;
 
 static const char *const note_field_names[N_COUNT] = {
 	"id", "tab", "source", "key", "part", "old_key", "old_part", "pointed",
-	"replica", "grp", "xid", "build", "done"
+	"replica", "grp", "xid", "build", "done", "noted"
 };
 
 static Oid	notes_relid = InvalidOid;
@@ -570,6 +570,9 @@ write_note(int32 tab, note_row *n)
 	isnull[notes_att[N_BUILD]] = false;
 	v[notes_att[N_DONE]] = BoolGetDatum(false);
 	isnull[notes_att[N_DONE]] = false;
+	/* as the column's DEFAULT now(): when the noting transaction began */
+	v[notes_att[N_NOTED]] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	isnull[notes_att[N_NOTED]] = false;
 	ExecStoreVirtualTuple(slot);
 
 	table_tuple_insert(writer.rel, slot, GetCurrentCommandId(true), 0, NULL);

@@ -20,6 +20,7 @@ int			ms_outbox_bytes = 256 * 1024;
 int			ms_upload_bytes = 16 * 1024 * 1024;
 int			ms_prune_rows = 10000;
 bool		ms_full_plan = false;
+int			ms_unreachable_after = 2 * 3600;
 
 void
 ms_settings_init(void)
@@ -62,5 +63,10 @@ ms_settings_init(void)
 							 "Plans by comparing each replica's whole wanted set with what it holds, instead of around what changed.",
 							 "Slower, and the same answer: for checking the planner.",
 							 &ms_full_plan, false, PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.unreachable_after",
+							"A live replica not heard from for this long is unreachable in sync.overview and sync.health.",
+							"A replica files at least its hourly digests: the default allows one missed.",
+							&ms_unreachable_after, 2 * 3600, 1, INT_MAX, PGC_USERSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("magic_sync");
 }

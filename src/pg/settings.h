@@ -13,8 +13,9 @@ extern int	ms_message_bytes;	/* magic_sync.message_bytes: bound of one message *
 extern int	ms_outbox_messages; /* magic_sync.outbox_messages: bound of one replica's outbox */
 extern int	ms_outbox_bytes;	/* magic_sync.outbox_bytes (kB): bound of one replica's outbox */
 extern int	ms_upload_bytes;	/* magic_sync.upload_bytes: bound of one upload */
-extern int	ms_prune_rows;
-extern bool ms_full_plan;		/* magic_sync.full_plan: compare whole wanted sets */		/* magic_sync.prune_rows: rows the worker prunes per batch */
+extern int	ms_prune_rows;		/* magic_sync.prune_rows: rows the worker prunes per batch */
+extern bool ms_full_plan;		/* magic_sync.full_plan: compare whole wanted sets */
+extern int	ms_unreachable_after;	/* magic_sync.unreachable_after (s): not heard from since, unreachable */
 
 extern void ms_settings_init(void);
 

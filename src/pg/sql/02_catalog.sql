@@ -100,7 +100,8 @@ CREATE TABLE sync.notes (
 	xid				xid8 NOT NULL DEFAULT pg_current_xact_id(),
 	build			smallint NOT NULL DEFAULT 1,	-- a later build's note is skipped, never misread
 	done			boolean NOT NULL DEFAULT false,
-	parked			text						-- planning it failed for good: why
+	parked			text,						-- planning it failed for good: why
+	noted			timestamptz NOT NULL DEFAULT now()	-- when the noting transaction began (src/pg/read.c: pending since)
 );
 -- The noting trigger writes a note in every writing transaction: one index
 -- to maintain, not three.  Ids come from a sequence (unique without an index);
@@ -151,7 +152,14 @@ CREATE TABLE sync.held (
 	replace			boolean NOT NULL DEFAULT false,	-- an edit of the replica's was dropped: the next send replaces its copy whole
 	PRIMARY KEY (replica, tab, key)
 );
-CREATE INDEX held_number ON sync.held (replica, number);
+-- The reads (src/pg/read.c) never count every held row: whether a replica
+-- has rows of a table on their way is one probe of held_number (the newest
+-- number of (replica, tab)), and the rows letting go or refused, few and
+-- short-lived, have partial indexes of their own.  Filing an acknowledgement
+-- deletes the rows taken through it by held_taken, not by a scan.
+CREATE INDEX held_number ON sync.held (replica, tab, number);
+CREATE INDEX held_taken ON sync.held (replica, tab, taken) WHERE taken IS NOT NULL;
+CREATE INDEX held_refused ON sync.held (replica, tab) WHERE refused IS NOT NULL;
 COMMENT ON TABLE sync.held IS 'What the engine records each replica holds';
 
 -- Answers to uploads (src/pg/file.c): a Filed message per send, queued
