@@ -98,6 +98,19 @@ SELECT quarantined FROM sync.relay_pass();
 SELECT reason FROM sync.quarantine;
 RESET magic_sync.message_bytes;
 
+-- the relay refuses to run while sync.check() reports a problem, and says which
+ALTER TABLE shop.products DISABLE TRIGGER USER;
+SELECT * FROM sync.relay_pass();
+ALTER TABLE shop.products ENABLE TRIGGER USER;
+SELECT count(*) FROM sync.relay_pass();
+
+-- pruning: notes done, bodies no message carries, answers pulled long ago
+SELECT t.ack_all();
+UPDATE sync.answers SET pulled = now() - interval '2 hours';
+SELECT notes > 0 AS notes_pruned, bodies > 0 AS bodies_pruned FROM sync.prune();
+SELECT count(*) AS notes_done_left FROM sync.notes WHERE done;
+SELECT count(*) AS bodies_unused_left FROM sync.bodies b WHERE NOT EXISTS (SELECT FROM sync.outbox o WHERE o.body = b.id);
+
 -- clean up for the tests that follow
 SELECT sync.unmirror(x) FROM unnest(ARRAY['shop.replies', 'shop.reviews', 'shop.order_lines', 'shop.stock',
 	'shop.orders', 'shop.customers', 'shop.products']::regclass[]) x;

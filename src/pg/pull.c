@@ -20,68 +20,70 @@
 #include "utils/uuid.h"
 
 #include "access.h"
-#include "epoch.h"
 
 PG_FUNCTION_INFO_V1(ms_pull);
 
 /*
- * beyond_the_record: a replica pulling after a message this server never
- * wrote for it has applied history the server lost: the server's database
- * was restored from an older copy, or a standby that lagged was promoted
- * (seed 4.4, seed 002).  It numbers again from where its copy left off, so
- * the replica would take none of what it sends: a new epoch begins (every
- * replica is provisioned again), and the replica is given its outbox from
- * the start, where the new epoch's snapshot will be.  One pulling after
- * less than it acknowledged was restored itself, and is provisioned again.
- * Returns the `after` to pull from.
+ * beyond_the_record: what a pull says of the replica's file and of the
+ * server.  `after` is the last message the replica applied.
+ *
+ * After a message this server never wrote for it, the replica applied
+ * history the server lost: the server's database was restored from an older
+ * copy, or a standby that lagged was promoted (seed 4.4, seed 002).  The
+ * server numbers again from where its copy left off, and the replica applies
+ * nothing numbered at or below what it applied -- a snapshot included, or an
+ * old snapshot delivered twice could take it back in time.  So the sequence
+ * moves past `after`, and the replica is provisioned again: its snapshot is
+ * numbered beyond anything it applied.  Every replica of a restored server
+ * gets there as it pulls.
+ *
+ * Before a message it acknowledged, its file was restored from an older
+ * copy: it is provisioned again.
  */
-static int64
+static void
 beyond_the_record(pg_uuid_t *replica, int64 after)
 {
-	Oid			types[1] = {UUIDOID};
-	Datum		values[1] = {UUIDPGetDatum(replica)};
+	Oid			types[3] = {UUIDOID, INT8OID, TEXTOID};
+	Datum		values[3] = {UUIDPGetDatum(replica), Int64GetDatum(after), (Datum) 0};
 	bool		isnull;
 	int64		last;
 	int64		acked;
-	bool		snapshot_due;
+	bool		provision;
+	char	   *why = NULL;
+	char	   *id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
 
 	if (after == 0)
-		return 0;
-	if (SPI_execute_with_args("SELECT last_number, provision OR coalesce(snapshot_number > acked_number, false),"
-							  " acked_number FROM sync.replicas WHERE id = $1 FOR UPDATE",
+		return;
+	if (SPI_execute_with_args("SELECT last_number, acked_number, provision FROM sync.replicas"
+							  " WHERE id = $1 FOR UPDATE",
 							  1, types, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not read sync.replicas");
 	last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	snapshot_due = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	acked = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-	if (after < acked && !snapshot_due)
+	acked = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	provision = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	if (after > last)
 	{
-		/* it applied less than it acknowledged: its file was restored from an older copy */
-		Oid			ptypes[2] = {UUIDOID, TEXTOID};
-		Datum		pvalues[2] = {UUIDPGetDatum(replica),
-			CStringGetTextDatum(psprintf("the replica pulls after message %lld, before the %lld it acknowledged:"
-										 " it was restored from an older copy: provisioned again",
-										 (long long) after, (long long) acked))};
-
-		if (SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $2,"
-								  " last_error_at = now() WHERE id = $1",
-								  2, ptypes, pvalues, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not mark a replica to provision");
-		return after;
+		/* numbers beyond what it applied, for whatever is written next */
+		if (SPI_execute_with_args("SELECT setval('sync.message_seq', $2)"
+								  " WHERE (SELECT last_value FROM sync.message_seq) < $2",
+								  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not move sync.message_seq");
+		why = psprintf("replica %s pulls after message %lld, which this server never wrote for it (its last is %lld):"
+					   " the server was restored from an older copy, or a standby promoted: provisioned again",
+					   id, (long long) after, (long long) last);
 	}
-	if (after <= last)
-		return after;
-	if (!snapshot_due)
-	{
-		ms_epoch	e;
-
-		ms_epoch_begin(psprintf("replica %s pulls after message %lld, which this server never wrote for it"
-								" (its last is %lld): was the server restored from an older copy, or a standby promoted?",
-								DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica))),
-								(long long) after, (long long) last),
-					   &e);
-	}
-	return 0;
+	else if (after < acked)
+		why = psprintf("replica %s pulls after message %lld, before the %lld it acknowledged:"
+					   " its file was restored from an older copy: provisioned again",
+					   id, (long long) after, (long long) acked);
+	if (why == NULL || provision)
+		return;
+	values[2] = CStringGetTextDatum(why);
+	if (SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $3,"
+							  " last_error_at = now() WHERE id = $1",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not mark a replica to provision");
+	ereport(LOG, (errmsg("magic_sync: %s", why)));
 }
 
 /*
@@ -125,7 +127,7 @@ ms_pull(PG_FUNCTION_ARGS)
 	SPI_connect();
 	ms_replica_access(replica, "pull");
 	values[0] = UUIDPGetDatum(replica);
-	after = beyond_the_record(replica, after);
+	beyond_the_record(replica, after);
 	values[1] = Int64GetDatum(after);
 
 	/* answers first, in the order they were filed: queued only once their filing committed */

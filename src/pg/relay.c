@@ -55,7 +55,7 @@ refuse_unless_checked(ms_pass *p)
 	bool		isnull;
 	Datum		d;
 
-	ms_exec(p, "SELECT string_agg(format('%s: %s', c.tab, c.problem), '; ') FROM sync.check() c",
+	ms_exec(p, "SELECT string_agg(c.detail, ' ') FROM sync.check() c",
 			0, NULL, NULL, NULL, 0);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (!isnull)
@@ -63,7 +63,7 @@ refuse_unless_checked(ms_pass *p)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the relay will not run while sync.check() reports a problem"),
 				 errdetail("%s", TextDatumGetCString(d)),
-				 errhint("SELECT * FROM sync.check() says what to fix; declaring the table again with sync.mirror rewrites its triggers.")));
+				 errhint("SELECT * FROM sync.check() says what to fix; sync.retrigger(table) writes its triggers again.")));
 }
 
 /* set aside rows that cannot go, until a change or a fix lets them through */

@@ -38,7 +38,12 @@ def finish():
 
 
 def psql(db, sql):
-    subprocess.run(["psql", "-XAtq", "-v", "ON_ERROR_STOP=1", "-d", db, "-c", sql], check=True,
+    """Each statement in a transaction of its own (DROP DATABASE needs it)."""
+    args = []
+    for stmt in sql.split(";"):
+        if stmt.strip():
+            args += ["-c", stmt]
+    subprocess.run(["psql", "-XAtq", "-v", "ON_ERROR_STOP=1", "-d", db] + args, check=True,
                    stdout=subprocess.DEVNULL)
 
 
@@ -191,5 +196,6 @@ def settle(server, replicas, passes=6):
             for applied, filed in r.sync():
                 if applied or filed:
                     moved = True
-        if not moved:
+        # a pull may have found a replica to provision (a restore): the next pass does
+        if not moved and not server.one("SELECT count(*) FROM sync.replicas WHERE provision"):
             return
