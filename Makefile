@@ -39,6 +39,12 @@ all: magic_sync_sqlite.so $(if $(AGENT_SRCS),magic_sync_agent)
 src/shared/sync.pb-c.c src/shared/sync.pb-c.h: src/shared/sync.proto
 	protoc-c --c_out=src/shared --proto_path=src/shared $<
 $(OBJS) $(SQLITE_SRCS:.c=.o) $(AGENT_SRCS:.c=.o): src/shared/sync.pb-c.h
+# Headers, coarsely: an object is rebuilt when a header of its part changes
+# (a struct's layout must never differ between two objects of one library).
+SHARED_HDRS = $(wildcard src/shared/*.h)
+$(OBJS): $(wildcard src/pg/*.h) $(SHARED_HDRS)
+$(addprefix build/rel/,$(SHARED_SRCS:.c=.o)) $(addprefix build/san/,$(SHARED_SRCS:.c=.o)): $(SHARED_HDRS)
+$(addprefix build/rel/,$(SQLITE_SRCS:.c=.o)) $(addprefix build/san/,$(SQLITE_SRCS:.c=.o)): $(wildcard src/sqlite/*.h) $(SHARED_HDRS)
 
 sql/magic_sync--0.1.sql: $(sort $(wildcard src/pg/sql/*.sql))
 	cat $^ > $@

@@ -8,7 +8,10 @@ baseline measured in the same run, because these machines are noisy.
              per row into a table indexed like sync.held.  Target <= 2.
   fan-out    one changed broadcast row to 1 replica vs to 200.  Target <= 10.
   memory     the relay backend's peak private memory (RssAnon) for N = 10^6
-             vs N = 10^4 at the same chunk size.  Target <= 1.5.
+             vs N = 10^4 at the same chunk size.  Target <= 1.5.  The session
+             runs with temp_buffers = 1MB, as the worker does
+             (magic_sync.temp_buffers); at the default 8MB the local buffers
+             add a fixed 8 MB once the plan's temp tables outgrow them.
 
 Run through bench/run (which starts a throw-away cluster):
   bench/run relay.py [N ...]
@@ -72,13 +75,24 @@ def snapshot(n):
     cur.execute("VACUUM ANALYZE bench")
     # the floor: encode every row once, record one held-like row per row
     cur.execute("DROP TABLE IF EXISTS heldlike")
-    cur.execute("CREATE TABLE heldlike (LIKE sync.held INCLUDING ALL)")
+    # no autovacuum of it while the relay is timed: the two must not share the cores
+    cur.execute("CREATE TABLE heldlike (LIKE sync.held INCLUDING ALL) WITH (autovacuum_enabled = off)")
+    cur.execute("CHECKPOINT")
     floor = timed(cur, "COPY (SELECT row_to_json(t) FROM bench t) TO '/dev/null'")
     floor += timed(cur, "INSERT INTO heldlike SELECT %s::uuid, 1, sync.key(ARRAY[id::text]), 0, 1 FROM bench",
                    (str(uuid.uuid4()),))
     # the relay: declare, add a replica, one pass provisions it
     cur.execute("SELECT sync.mirror('bench', 'catalog', 'broadcast')")
     cur.execute("SELECT sync.replica_add(%s)", (str(uuid.uuid4()),))
+    cur.execute("CHECKPOINT")
+    # a backend of its own, as the worker's: what the set-up did (ANALYZE of
+    # the table, the floor) stays out of its memory
+    conn.close()
+    conn = connect()
+    cur = conn.cursor()
+    # as the worker's session runs: before any temporary table, as it must be
+    cur.execute("SET temp_buffers = '1MB'")
+    cur.execute("SET client_min_messages = warning")
     cur.execute("SELECT pg_backend_pid()")
     peak = PeakAnon(cur.fetchone()[0])
     peak.start()

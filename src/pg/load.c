@@ -58,7 +58,7 @@ load_query(ms_table *t, bool limited)
 					 " FROM (SELECT s.key, array_agg(s.replica) AS replicas,"
 					 " array_agg(s.replica) FILTER (WHERE s.replace) AS replacing FROM pg_temp.ms_send s"
 					 " WHERE s.tab = $1 AND s.key > $2 GROUP BY s.key ORDER BY s.key%s) k"
-					 " JOIN %s t ON %s",
+					 " CROSS JOIN LATERAL (SELECT * FROM %s t WHERE %s OFFSET 0) t",
 					 limited ? " LIMIT $3" : "", t->qualified, ms_key_match(t, "t", "k.key"));
 	if (!t->proto)
 	{

@@ -9,6 +9,7 @@
 #include "utils/memutils.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 
 #include "pass.h"
@@ -61,6 +62,22 @@ ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 
 	SPI_freeplan(plan);
 	return rc;
+}
+
+void
+ms_analyze(ms_pass *p, const char *tables)
+{
+	/* as a function's SET clause does: undone when ANALYZE is, or after it */
+	int			nest = NewGUCNestLevel();
+	char	   *sql = psprintf("ANALYZE %s", tables);
+
+	(void) set_config_option("default_statistics_target", "10", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (p != NULL)
+		ms_exec(p, sql, 0, NULL, NULL, NULL, 0);
+	else if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not analyze %s", tables);
+	AtEOXact_GUC(true, nest);
 }
 
 void

@@ -26,6 +26,7 @@ typedef struct ms_pass
 	List	   *tables;			/* ms_table *, parents first */
 	ms_epoch	epoch;
 	bytea	   *schema_hash;	/* SHA-256 of the schema a snapshot carries now */
+	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
 
 	/* what the pass did (sync.relay_pass returns it) */
 	int64		notes_read;
@@ -59,6 +60,14 @@ extern int	ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
  * exists, and empty it.  The pass's plan lives in such tables.
  */
 extern void ms_temp_table(ms_pass *p, const char *name, const char *definition);
+
+/*
+ * ms_analyze: ANALYZE the plan's temporary tables (a comma-separated list),
+ * in the pass's snapshot when p is given.  Their row counts are what the
+ * planner needs; a small sample keeps the memory of ANALYZE from growing
+ * with them.
+ */
+extern void ms_analyze(ms_pass *p, const char *tables);
 
 /* ms_exec_all: statements without arguments, one after the other (NULL-terminated). */
 extern void ms_exec_all(ms_pass *p, const char *const *stmts);

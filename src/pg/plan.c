@@ -70,7 +70,7 @@ ms_plan_pending(ms_pass *p)
 			"GROUP BY tab, key",
 			0, NULL, NULL, NULL, 0);
 	if (n > 1000)
-		ms_exec(p, "ANALYZE ms_notes_read, ms_pending", 0, NULL, NULL, NULL, 0);
+		ms_analyze(p, "ms_notes_read, ms_pending");
 	return n;
 }
 
@@ -153,14 +153,19 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	Datum		d;
 
 	plan_blocked(p);
+	p->snapshot_rows = -1;
 
 	/* a replica provisioned from scratch: its whole wanted set, it holds nothing */
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
 	{
 		/* straight into what is sent: it is all of it */
-		ms_wanted_into(provisioning, "ms_send");
+		int64		rows = (int64) ms_wanted_into(provisioning, "ms_send");
+
 		ms_exec(p, "DELETE FROM ms_send s USING ms_blocked b WHERE b.tab = s.tab AND b.key = s.key",
 				0, NULL, NULL, NULL, 0);
+		/* one replica: what its snapshot's Begin says, without counting again */
+		if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 1)
+			p->snapshot_rows = rows - (int64) SPI_processed;
 		ms_exec(p, "UPDATE ms_send s SET note = n.note FROM ms_pending n WHERE n.tab = s.tab AND n.key = s.key",
 				0, NULL, NULL, NULL, 0);
 	}
@@ -205,5 +210,5 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	ms_exec(p, "UPDATE ms_send s SET replace = true FROM sync.held h"
 			" WHERE h.replace AND h.replica = s.replica AND h.tab = s.tab AND h.key = s.key",
 			0, NULL, NULL, NULL, 0);
-	ms_exec(p, "ANALYZE ms_send, ms_take", 0, NULL, NULL, NULL, 0);
+	ms_analyze(p, "ms_send, ms_take");
 }

@@ -81,7 +81,7 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
 		ms_exec(p, psprintf("SELECT FROM pg_temp.%s LIMIT 1", from), 0, NULL, NULL, NULL, 0);
 		if (SPI_processed == 0)
 			return;
-		ms_exec(p, psprintf("ANALYZE pg_temp.%s", from), 0, NULL, NULL, NULL, 0);
+		ms_analyze(p, psprintf("pg_temp.%s", from));
 		foreach(lc, p->tables)
 		{
 			ms_table   *t = lfirst(lc);
@@ -201,7 +201,7 @@ kept(ms_pass *p)
 			" ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
 	group_rows(p, "ms_cand", false);
-	ms_exec(p, "ANALYZE ms_cand", 0, NULL, NULL, NULL, 0);
+	ms_analyze(p, "ms_cand");
 
 	foreach(lc, p->tables)
 	{

@@ -497,7 +497,7 @@ record_held(ms_pass *p, ArrayType *provisioning)
 	Datum		values[1] = {PointerGetDatum(provisioning)};
 
 	/* a few segments, each a range of ms_send's key index: the planner must know */
-	ms_exec(p, "ANALYZE pg_temp.ms_segments", 0, NULL, NULL, NULL, 0);
+	ms_analyze(p, "pg_temp.ms_segments");
 	ms_exec(p,
 			"INSERT INTO sync.held (replica, tab, key, note, number, since) "
 			"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
@@ -565,7 +565,9 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	r.store_segment = ms_prepare("INSERT INTO pg_temp.ms_segments VALUES ($1, $2, $3, $4, $5, $6)",
 								 6, stypes);
 	load_targets(&r, replicas, provisioning);
-	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
+	if (p->snapshot_rows >= 0)
+		find_target(&r, (pg_uuid_t *) ARR_DATA_PTR(provisioning))->snapshot_rows = p->snapshot_rows;
+	else if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
 	{
 		Oid			types[1] = {UUIDARRAYOID};
 		Datum		values[1] = {PointerGetDatum(provisioning)};

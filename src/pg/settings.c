@@ -21,6 +21,7 @@ int			ms_upload_bytes = 16 * 1024 * 1024;
 int			ms_prune_rows = 10000;
 bool		ms_full_plan = false;
 int			ms_unreachable_after = 2 * 3600;
+int			ms_temp_buffers = 128;
 
 void
 ms_settings_init(void)
@@ -68,5 +69,10 @@ ms_settings_init(void)
 							"A replica files at least its hourly digests: the default allows one missed.",
 							&ms_unreachable_after, 2 * 3600, 1, INT_MAX, PGC_USERSET,
 							GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.temp_buffers",
+							"temp_buffers of the relay worker's session, set when it starts.",
+							"The plan's temporary tables are read a page at a time: more local buffers only add memory.",
+							&ms_temp_buffers, 128, 100, INT_MAX / 2, PGC_SIGHUP,
+							GUC_UNIT_BLOCKS, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("magic_sync");
 }

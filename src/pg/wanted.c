@@ -23,6 +23,7 @@
 #include "utils/uuid.h"
 
 #include "catalog.h"
+#include "pass.h"
 #include "wanted.h"
 
 PG_FUNCTION_INFO_V1(ms_wanted);
@@ -175,7 +176,7 @@ ms_followers_select(const ms_table *t, const char *from)
  * A table's rules run once, into a set that holds none of its rows, and
  * their rows are unique: they need no look for a conflict (first).
  */
-static void
+static uint64
 add_rows(const char *set, const char *select, bool first, bool delta, const char *into)
 {
 	const char *conflict = first ? "" : " ON CONFLICT DO NOTHING";
@@ -186,6 +187,8 @@ add_rows(const char *set, const char *select, bool first, bool delta, const char
 					 " INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n", set, select, conflict, into));
 	else
 		run(psprintf("INSERT INTO pg_temp.%s (replica, tab, key) %s%s", set, select, conflict));
+	/* the rows added to set (with a delta, as many go into it) */
+	return SPI_processed;
 }
 
 static uint64 fill(ArrayType *replicas, const char *set, bool empty_first);
@@ -211,6 +214,7 @@ fill(ArrayType *replicas, const char *set, bool empty_first)
 	int			ntables = list_length(tables);
 	int			maxid = 0;
 	int			cur = 0;
+	uint64		added = 0;
 	Oid			argtypes[1] = {UUIDARRAYOID};
 	Datum		args[1];
 	char		nulls[1];
@@ -262,7 +266,7 @@ fill(ArrayType *replicas, const char *set, bool empty_first)
 		char	   *rules = ms_rule_select(t, "ms_wanted_replicas", NULL);
 
 		if (rules != NULL)
-			add_rows(set, rules, true, rounds[t->id], "ms_wanted_delta0");
+			added += add_rows(set, rules, true, rounds[t->id], "ms_wanted_delta0");
 	}
 
 	/* rounds: the parents and the followers of what the last round added */
@@ -277,7 +281,7 @@ fill(ArrayType *replicas, const char *set, bool empty_first)
 			elog(ERROR, "reading the wanted set failed");
 		if (SPI_processed == 0)
 			break;
-		run(psprintf("ANALYZE pg_temp.%s", from));
+		ms_analyze(NULL, psprintf("pg_temp.%s", from));
 		foreach(lc, tables)
 		{
 			ms_table   *t = lfirst(lc);
@@ -287,13 +291,13 @@ fill(ArrayType *replicas, const char *set, bool empty_first)
 			{
 				ms_table   *p = ms_catalog_find(tables, t->fkeys[f].parent);
 
-				add_rows(set, ms_parents_select(t, &t->fkeys[f], from), false, p != NULL && rounds[p->id], into);
+				added += add_rows(set, ms_parents_select(t, &t->fkeys[f], from), false, p != NULL && rounds[p->id], into);
 				more = true;
 			}
 			/* the rows of t that follow new rows of its parent */
 			if (t->follows_fkey >= 0)
 			{
-				add_rows(set, ms_followers_select(t, from), false, rounds[t->id], into);
+				added += add_rows(set, ms_followers_select(t, from), false, rounds[t->id], into);
 				more = true;
 			}
 		}
@@ -304,14 +308,7 @@ fill(ArrayType *replicas, const char *set, bool empty_first)
 	}
 	(void) ntables;
 
-	rc = SPI_execute(psprintf("SELECT count(*) FROM pg_temp.%s", set), false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "counting the wanted set failed");
-	{
-		bool		isnull;
-
-		return (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	}
+	return added;
 }
 
 /*

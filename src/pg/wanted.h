@@ -22,7 +22,8 @@ extern uint64 ms_wanted_fill(ArrayType *replicas);
 
 /*
  * ms_wanted_into: the same, into pg_temp.<set> (columns replica, tab, key;
- * a unique index on them; others with defaults), not emptied first.
+ * a unique index on them; others with defaults), not emptied first; returns
+ * the number of rows it added.
  */
 extern uint64 ms_wanted_into(ArrayType *replicas, const char *set);
 

@@ -150,6 +150,8 @@ ms_worker_main(Datum arg)
 	pgstat_report_appname(WORKER_TYPE);
 	/* the plan's temporary tables mislead JIT's cost threshold into compiling */
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/* before any temporary table: local buffers are sized once per session */
+	SetConfigOption("temp_buffers", psprintf("%d", ms_temp_buffers), PGC_USERSET, PGC_S_OVERRIDE);
 
 	top = AllocSetContextCreate(TopMemoryContext, "magic_sync worker", ALLOCSET_DEFAULT_SIZES);
 	pass_cxt = AllocSetContextCreate(top, "magic_sync pass", ALLOCSET_DEFAULT_SIZES);
