@@ -64,19 +64,6 @@ typedef struct applier
 	signed char *usable;		/* per table: its breakage was reported */
 } applier;
 
-static void *
-arena_pb_alloc(void *data, size_t size)
-{
-	return ms_alloc((ms_arena **) data, size);
-}
-
-static void
-arena_pb_free(void *data, void *pointer)
-{
-	(void) data;
-	(void) pointer;
-}
-
 /* wire_key: the canonical bytes of a wire Key into a->key */
 static bool
 wire_key(applier *a, const Sync__Key *k)
@@ -854,9 +841,7 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 	(void) argc;
 	ms_ctx_init(&c, ctx, "sync_apply");
-	pa.alloc = arena_pb_alloc;
-	pa.free = arena_pb_free;
-	pa.allocator_data = &c.arena;
+	pa = ms_arena_allocator(&c.arena);
 	if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
 	{
 		rc = ms_fail(&c, SQLITE_ERROR, "the message must be a BLOB, not %s",

@@ -50,6 +50,8 @@ extern void *ms_alloc(ms_arena **a, size_t n);	/* zeroed; NULL when out of memor
 extern char *ms_strdup(ms_arena **a, const char *s);
 extern char *ms_printf(ms_arena **a, const char *fmt,...);	/* sqlite3_mprintf formats */
 extern void ms_arena_free(ms_arena **a);
+/* ms_arena_allocator: a protobuf-c allocator on an arena (what it unpacks is freed with it) */
+extern ProtobufCAllocator ms_arena_allocator(ms_arena **a);
 
 /* A growable byte buffer (binary-safe); oom is sticky. */
 typedef struct ms_buf

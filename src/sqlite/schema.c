@@ -38,20 +38,6 @@ SQLITE_EXTENSION_INIT3
 
 #include "key.h"
 
-/* a protobuf-c allocator on the call's arena: freed with it */
-static void *
-arena_pb_alloc(void *data, size_t size)
-{
-	return ms_alloc((ms_arena **) data, size);
-}
-
-static void
-arena_pb_free(void *data, void *pointer)
-{
-	(void) data;
-	(void) pointer;
-}
-
 static ms_type
 type_of(const char *s)
 {
@@ -351,7 +337,7 @@ int
 ms_schema_load(ms_ctx *c)
 {
 	sqlite3_stmt *st = NULL;
-	ProtobufCAllocator pa = {arena_pb_alloc, arena_pb_free, &c->arena};
+	ProtobufCAllocator pa = ms_arena_allocator(&c->arena);
 	int			rc = SQLITE_OK;
 	int			cap = 0;
 	ms_schema  *s = ms_alloc(&c->arena, sizeof(ms_schema));

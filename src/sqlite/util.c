@@ -39,6 +39,27 @@ ms_alloc(ms_arena **a, size_t n)
 	return blk->data;
 }
 
+static void *
+arena_pb_alloc(void *data, size_t size)
+{
+	return ms_alloc((ms_arena **) data, size);
+}
+
+static void
+arena_pb_free(void *data, void *pointer)
+{
+	(void) data;
+	(void) pointer;
+}
+
+ProtobufCAllocator
+ms_arena_allocator(ms_arena **a)
+{
+	ProtobufCAllocator pa = {arena_pb_alloc, arena_pb_free, a};
+
+	return pa;
+}
+
 char *
 ms_strdup(ms_arena **a, const char *s)
 {
