@@ -10,7 +10,8 @@ every replica applies and acknowledges, and then:
   - no replica holds a row without the rows it points at.
 
 The relay plans around what changed (question.c); sync.wanted computes the
-whole set from scratch (wanted.c).
+whole set from scratch (wanted.c).  No replica may hold a row without the
+rows it points at after any pass, settled or not.
 
     tests/e2e/run oracle.py            (SEED=n STEPS=n to vary)
 """
@@ -24,16 +25,21 @@ SEED = int(os.environ.get("SEED", "20261130"))
 STEPS = int(os.environ.get("STEPS", "120"))
 shop = Shop("oracle", random.Random(SEED))
 srv, replicas = shop.srv, shop.replicas
+passes = 0
+orphaned = 0
 
 
 def sync_all():
     """A relay pass, then every replica applies, acknowledges and files, until settled."""
+    global passes, orphaned
     for _ in range(4):
+        passes += 1
         srv.relay()
         moved = False
         for r in replicas:
             for applied, filed in r.sync():
                 moved |= bool(applied) or (filed is not None and filed.get("filed", 0) > 0)
+            orphaned += shop.orphans(r)
         if not moved and srv.one("SELECT count(*) FROM sync.notes WHERE NOT done") == 0:
             return
 
@@ -60,6 +66,7 @@ for n in range(STEPS):
                     if w != h or w != f:
                         print(f"   {t}: wanted-held {w - h} held-wanted {h - w} file-wanted {f - w} wanted-file {w - f}")
 check(f"after each of {STEPS} random steps, every replica holds exactly what it should", failures, 0)
+check(f"after each of {passes} passes, no replica holds a row without its parents", orphaned, 0)
 check("the walk exercised every table", {t: n > 0 for t, n in seen.items()}, {t: True for t in seen})
 check("every sale reached the head office",
       srv.one("SELECT count(*) FROM sales"), sum(r.one("SELECT count(*) FROM sales WHERE store = ?", (r.id,)) for r in replicas))
