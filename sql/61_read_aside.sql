@@ -108,13 +108,27 @@ SELECT * FROM t.tables();
 SELECT tables_agree FROM t.overview();
 SELECT kind, waits_on, replica, since, reason FROM t.health();
 RESET magic_sync.unreachable_after;
--- a send that keeps failing (a transport records it): unreachable too
-UPDATE sync.replicas SET send_failures = 3, last_error = 'the transport refused: a test'
- WHERE id = '00000000-0000-0000-0000-000000000002';
+-- a send that keeps failing: a message goes out again and again (sync.pull
+-- returns it) and the replica applies none of it -- it is lost on the way,
+-- or its file refuses it: unreachable too, from its third time
+UPDATE shop.products SET name = 'decaf' WHERE id = 2;
+SELECT messages > 0 AS written FROM sync.relay_pass();
+SELECT count(number) AS pulled FROM sync.pull('00000000-0000-0000-0000-000000000002',
+	(SELECT acked_number FROM sync.replicas WHERE id = '00000000-0000-0000-0000-000000000002'));
+SELECT count(number) AS pulled FROM sync.pull('00000000-0000-0000-0000-000000000002',
+	(SELECT acked_number FROM sync.replicas WHERE id = '00000000-0000-0000-0000-000000000002'));
+SELECT replica, state FROM t.states();
+SELECT count(number) AS pulled FROM sync.pull('00000000-0000-0000-0000-000000000002',
+	(SELECT acked_number FROM sync.replicas WHERE id = '00000000-0000-0000-0000-000000000002'));
 SELECT * FROM t.states();
-SELECT kind, waits_on, replica, reason FROM t.health();
-UPDATE sync.replicas SET send_failures = 0, last_error = NULL
+SELECT send_failures, send_failing = last_number AS the_message FROM sync.live_replicas
  WHERE id = '00000000-0000-0000-0000-000000000002';
+SELECT kind, waits_on, replica, regexp_replace(reason, '[0-9]+ went', 'N went') AS reason
+  FROM t.health() WHERE kind = 'unreachable';
+-- applied and acknowledged at last: nothing keeps failing
+SELECT t.ack_all();
+SELECT * FROM t.states();
+SELECT * FROM t.health();
 
 -- what a replica says it has not sent or filed yet: its backlog
 SELECT t.file('00000000-0000-0000-0000-000000000001',

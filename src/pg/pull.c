@@ -100,6 +100,7 @@ ms_pull(PG_FUNCTION_ARGS)
 	Oid			types[2] = {UUIDOID, INT8OID};
 	Datum		values[2];
 	int64		total = 0;
+	int64		last;
 	Portal		cur;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
@@ -129,6 +130,7 @@ ms_pull(PG_FUNCTION_ARGS)
 	values[0] = UUIDPGetDatum(replica);
 	beyond_the_record(replica, after);
 	values[1] = Int64GetDatum(after);
+	last = after;
 
 	/* answers first, in the order they were filed: queued only once their filing committed */
 	/* each answer once, and again after a minute in case that pull was lost on its way */
@@ -176,10 +178,23 @@ ms_pull(PG_FUNCTION_ARGS)
 				break;
 			}
 			total += VARSIZE_ANY_EXHDR(m);
+			last = DatumGetInt64(out[0]);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 		}
 	}
 	SPI_cursor_close(cur);
+
+	/* each message counts the times it went out: a send that keeps failing shows (sync.live_replicas) */
+	if (last > after)
+	{
+		Oid			utypes[3] = {UUIDOID, INT8OID, INT8OID};
+		Datum		uvalues[3] = {values[0], values[1], Int64GetDatum(last)};
+
+		if (SPI_execute_with_args("UPDATE sync.outbox SET pulls = pulls + 1"
+								  " WHERE replica = $1 AND number > $2 AND number <= $3 AND NOT dropped",
+								  3, utypes, uvalues, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not count the pulls of sync.outbox");
+	}
 	SPI_finish();
 	return (Datum) 0;
 }

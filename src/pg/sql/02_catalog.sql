@@ -63,7 +63,6 @@ CREATE TABLE sync.replicas (
 	gap				bigint,						-- the newest message it said it could not follow
 	backlog			jsonb,						-- what it last said it has not sent or filed
 	digests_at		timestamptz,				-- when its digests last matched
-	send_failures	int NOT NULL DEFAULT 0,
 	last_error		text,
 	last_error_at	timestamptz
 );
@@ -132,6 +131,7 @@ CREATE TABLE sync.outbox (
 	snapshot		boolean NOT NULL DEFAULT false,	-- begins a snapshot
 	dropped			boolean NOT NULL DEFAULT false,	-- replaced by a snapshot: never pulled, still known
 	written			timestamptz NOT NULL DEFAULT now(),
+	pulls			int NOT NULL DEFAULT 0,		-- times sync.pull returned it: past one, it went out and was not applied
 	PRIMARY KEY (replica, number)
 );
 CREATE INDEX outbox_body ON sync.outbox (body);

@@ -47,18 +47,27 @@ COMMENT ON VIEW sync.fleet_tables IS
 	'Per mirrored table, what the engine records without a replica, so that it may concern any: notes pending (not done) and since when, notes parked, notes of a later build, rows quarantined, and since when the oldest of those was set aside';
 
 -- The live replicas, and what of their state their own columns say.
+-- A send that keeps failing: the oldest message it has not acknowledged went
+-- out (sync.pull returned it) three times or more, and it applied none of
+-- them -- lost on the way, or refused by its file.  Once it applies and
+-- acknowledges it, the next message counts afresh.
 CREATE VIEW sync.live_replicas AS
-	SELECT r.*,
-	       r.send_failures > 0
+	SELECT r.*, f.number AS send_failing, coalesce(f.pulls - 1, 0) AS send_failures,
+	       coalesce(f.pulls >= 3, false)
 	       OR coalesce(r.heard_at, r.added)
 	          < now() - pg_catalog.current_setting('magic_sync.unreachable_after')::interval AS unreachable,
 	       -- a snapshot due (or due once a pass observes it), or on its way
 	       r.provision OR NOT r.seen_live OR r.seen_partition IS DISTINCT FROM r.partition
 	       OR coalesce(r.snapshot_end > r.acked_number, false) AS provisioning
 	  FROM sync.replicas r
+	  LEFT JOIN LATERAL (
+		SELECT o.number, o.pulls FROM sync.outbox o
+		 WHERE r.last_number > r.acked_number
+		   AND o.replica = r.id AND o.number > r.acked_number AND NOT o.dropped
+		 ORDER BY o.number LIMIT 1) f ON true
 	 WHERE r.live AND NOT r.dropped;
 COMMENT ON VIEW sync.live_replicas IS
-	'The live replicas (sync.replicas), each with whether it is unreachable (a send keeps failing to it, or not heard from within magic_sync.unreachable_after) and whether it is provisioning (a snapshot due, or on its way)';
+	'The live replicas (sync.replicas), each with the oldest message it has not acknowledged (send_failing) and how many times it went out again without being applied (send_failures), whether it is unreachable (that message went out three times or more, or it was not heard from within magic_sync.unreachable_after) and whether it is provisioning (a snapshot due, or on its way)';
 
 -- Per live replica: its state, and what it is read from.  One row of
 -- sync.replicas, probes of its outbox, and what is set aside: never a count
@@ -433,8 +442,8 @@ BEGIN
 			 GROUP BY i.replica, t.relid, i.reason, i.sqlstate
 			UNION ALL
 			SELECT 'unreachable', 'infrastructure', s.id, NULL, NULL, NULL, coalesce(s.heard_at, s.added),
-			       CASE WHEN s.send_failures > 0
-			            THEN format('%s sends in a row failed: %s', s.send_failures, s.last_error)
+			       CASE WHEN s.send_failures >= 2
+			            THEN format('message %s went out %s times and it applied none of them', s.send_failing, s.send_failures + 1)
 			            WHEN s.heard_at IS NULL THEN 'never heard from since it was added'
 			            ELSE 'not heard from since its last upload' END,
 			       NULL
