@@ -36,6 +36,7 @@ typedef struct ms_pass
 	int64		rows_taken;
 	int64		messages;
 	int64		quarantined;
+	bool		more;			/* a full batch was read: notes may wait for the next pass */
 } ms_pass;
 
 /* ms_pass_begin / end: SPI connected by the caller; registers / releases the snapshot. */

@@ -10,9 +10,10 @@
  * points at one: a replica never holds a row without its parents.  A
  * quarantined row with a note newer than its quarantine is tried again.
  *
- * The notes read are every note not done that the snapshot sees, never "the
- * notes after the last one read": ids are drawn before commit, so a
- * transaction that drew its id first may commit last.
+ * The notes read are the oldest not done that the snapshot sees, up to
+ * magic_sync.batch_notes, never "the notes after the last one read": ids are
+ * drawn before commit, so a transaction that drew its id first may commit
+ * last.  question.c closes the batch over the rows it touches.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -52,12 +53,33 @@ ms_plan_pending(ms_pass *p)
 			" WHERE since < now() - interval '1 minute'",
 			0, NULL, NULL, NULL, 0);
 
-	/* a later build's note is skipped by the query, and holds back nothing */
-	ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1",
-			0, NULL, NULL, NULL, 0);
+	/*
+	 * A later build's note is skipped by the query, and holds back nothing.
+	 * Up to a batch, oldest first (question.c closes it over the rows it
+	 * touches); the whole plan compares whole sets as they are now, and so
+	 * reads every note.
+	 */
+	if (ms_full_plan)
+		ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1",
+				0, NULL, NULL, NULL, 0);
+	else
+		ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1"
+				" ORDER BY id LIMIT $1",
+				1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(ms_batch_notes)}, NULL, 0);
 	n = (int64) SPI_processed;
 	if (n == 0)
 		return 0;
+	p->more = !ms_full_plan && n == ms_batch_notes;
+	ms_plan_pending_rows(p);
+	if (n > 1000)
+		ms_analyze(p, "ms_notes_read, ms_pending");
+	return n;
+}
+
+void
+ms_plan_pending_rows(ms_pass *p)
+{
+	ms_exec(p, "DELETE FROM ms_pending", 0, NULL, NULL, NULL, 0);
 	/* only a row's own notes make a held version older; group notes move sets */
 	ms_exec(p,
 			"INSERT INTO ms_pending (tab, key, note) "
@@ -69,9 +91,6 @@ ms_plan_pending(ms_pass *p)
 			"   WHERE n.source = 'r' AND n.old_key IS NOT NULL) c "
 			"GROUP BY tab, key",
 			0, NULL, NULL, NULL, 0);
-	if (n > 1000)
-		ms_analyze(p, "ms_notes_read, ms_pending");
-	return n;
 }
 
 /* add to pg_temp.<set> (tab, key) every row pointing at one of its rows, to a fixpoint */

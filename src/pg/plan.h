@@ -21,8 +21,14 @@
 /* ms_plan_prepare: create the plan's temporary tables if missing, empty them. */
 extern void ms_plan_prepare(ms_pass *p);
 
-/* ms_plan_pending: read the notes not done; returns how many. */
+/*
+ * ms_plan_pending: read the notes not done, up to magic_sync.batch_notes,
+ * into pg_temp.ms_notes_read and ms_pending; returns how many.
+ */
 extern int64 ms_plan_pending(ms_pass *p);
+
+/* ms_plan_pending_rows: pg_temp.ms_pending again, from ms_notes_read. */
+extern void ms_plan_pending_rows(ms_pass *p);
 
 /*
  * ms_plan: plan for these replicas (uuid[]): those being provisioned

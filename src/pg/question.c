@@ -34,6 +34,7 @@
 #include "utils/builtins.h"
 
 #include "catalog.h"
+#include "plan.h"
 #include "question.h"
 #include "wanted.h"
 
@@ -99,24 +100,13 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
 	}
 }
 
-/* what changed: the rows of the notes read, and the parents they pointed at before */
-static void
-changed(ms_pass *p)
+/* (child, foreign key name, parent) of every foreign key, as VALUES rows; NULL: none */
+static char *
+fk_values(ms_pass *p)
 {
 	StringInfoData fks;
 	ListCell   *lc;
 
-	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending ON CONFLICT DO NOTHING",
-			0, NULL, NULL, NULL, 0);
-	/* rows blocked because of a row that was quarantined and goes now */
-	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_released ON CONFLICT DO NOTHING",
-			0, NULL, NULL, NULL, 0);
-	/* a member joining or leaving a group: the grouped row's place moved */
-	ms_exec(p,
-			"INSERT INTO ms_changed SELECT n.tab, n.key FROM sync.notes n JOIN ms_notes_read r USING (id)"
-			" WHERE n.source = 'm' AND n.key IS NOT NULL ON CONFLICT DO NOTHING",
-			0, NULL, NULL, NULL, 0);
-	/* the parents each changed row pointed at, by foreign key, before the change */
 	initStringInfo(&fks);
 	foreach(lc, p->tables)
 	{
@@ -129,13 +119,33 @@ changed(ms_pass *p)
 			appendStringInfo(&fks, ", %d)", t->fkeys[f].parent);
 		}
 	}
-	if (fks.len > 0)
+	return fks.len > 0 ? fks.data : NULL;
+}
+
+/* what changed: the rows of the notes read, and the parents they pointed at before */
+static void
+changed(ms_pass *p)
+{
+	char	   *fks = fk_values(p);
+
+	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending ON CONFLICT DO NOTHING",
+			0, NULL, NULL, NULL, 0);
+	/* rows blocked because of a row that was quarantined and goes now */
+	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_released ON CONFLICT DO NOTHING",
+			0, NULL, NULL, NULL, 0);
+	/* a member joining or leaving a group: the grouped row's place moved */
+	ms_exec(p,
+			"INSERT INTO ms_changed SELECT n.tab, n.key FROM sync.notes n JOIN ms_notes_read r USING (id)"
+			" WHERE n.source = 'm' AND n.key IS NOT NULL ON CONFLICT DO NOTHING",
+			0, NULL, NULL, NULL, 0);
+	/* the parents each changed row pointed at, by foreign key, before the change */
+	if (fks != NULL)
 		ms_exec(p, psprintf("INSERT INTO ms_changed_parents"
 							" SELECT DISTINCT f.parent, e.value FROM sync.notes n JOIN ms_notes_read r USING (id)"
 							" CROSS JOIN LATERAL jsonb_each_text(n.pointed) e"
 							" JOIN (VALUES %s) f(child, name, parent) ON f.child = n.tab AND f.name = e.key"
 							" WHERE n.source = 'r' AND n.pointed IS NOT NULL AND e.value IS NOT NULL",
-							fks.data),
+							fks),
 				0, NULL, NULL, NULL, 0);
 }
 
@@ -185,6 +195,46 @@ in_question(ms_pass *p)
 	ms_exec(p, "INSERT INTO ms_qd0 SELECT * FROM ms_q", 0, NULL, NULL, NULL, 0);
 	/* closed over what they point at and what follows them, among the rows held */
 	close_over(p, "ms_q", "ms_qd0", "ms_qd1", HELD("s"));
+}
+
+/*
+ * close_batch: a batch is closed over the rows it touches.  A row whose change
+ * waits beyond the batch is held as its version before that change, and what
+ * that version points at is not the row as it is now (seed 4.2).  So a held
+ * row in question, or whose held version points at one, goes with the batch
+ * with all its notes: the plan then sends it as it is now, or takes it back,
+ * and never keeps an older version that leans on a row it moves.  Returns how
+ * many notes it took in; the caller plans the rows in question again.
+ */
+static uint64
+close_batch(ms_pass *p)
+{
+	char	   *fks = fk_values(p);
+
+	ms_exec(p, psprintf(
+						"WITH u AS MATERIALIZED ("
+						"  SELECT n.id, n.tab, n.key, n.old_key, n.pointed FROM sync.notes n"
+						"   WHERE NOT n.done AND n.build <= 1 AND n.source = 'r'"
+						"     AND NOT EXISTS (SELECT FROM ms_notes_read r WHERE r.id = n.id)),"
+						" q AS MATERIALIZED (SELECT DISTINCT tab, key FROM ms_q),"
+						" touched AS ("
+						/* a row in question with a change beyond the batch */
+						"  SELECT u.id FROM u JOIN q ON q.tab = u.tab AND (q.key = u.key OR q.key = u.old_key)"
+						"%s%s),"
+						" rows AS (SELECT DISTINCT u.tab, k.key FROM u JOIN touched USING (id)"
+						"   CROSS JOIN LATERAL (VALUES (u.key), (u.old_key)) k(key) WHERE k.key IS NOT NULL)"
+						"INSERT INTO ms_notes_read"
+						" SELECT u.id FROM u JOIN rows r ON r.tab = u.tab AND (r.key = u.key OR r.key = u.old_key)"
+						" ON CONFLICT DO NOTHING",
+						fks ? " UNION "
+						/* a row whose version before a change beyond the batch points at one */
+						"  SELECT u.id FROM u CROSS JOIN LATERAL jsonb_each_text(u.pointed) e"
+						"   JOIN (VALUES " : "",
+						fks ? psprintf("%s) f(child, name, parent) ON f.child = u.tab AND f.name = e.key"
+									   "   JOIN q ON q.tab = f.parent AND q.key = e.value", fks) : ""),
+			0, NULL, NULL, NULL, 0);
+	p->notes_read += (int64) SPI_processed;
+	return SPI_processed;
 }
 
 /* 2. what each replica keeps, around the rows in question */
@@ -286,6 +336,16 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 
 	changed(p);
 	in_question(p);
+	while (p->more && close_batch(p))
+	{
+		/* the rows in question again, around the notes the batch took in */
+		ms_plan_pending_rows(p);
+		ms_exec_all(p, (const char *const[]) {
+			"DELETE FROM ms_changed", "DELETE FROM ms_changed_parents", "DELETE FROM ms_q",
+			"DELETE FROM ms_qd0", "DELETE FROM ms_qd1", NULL});
+		changed(p);
+		in_question(p);
+	}
 	kept(p);
 
 	/* 3. the difference */

@@ -13,6 +13,7 @@
 
 char	   *ms_database = NULL;
 int			ms_naptime = 1000;
+int			ms_batch_notes = 100000;
 int			ms_chunk_rows = 1000;
 int			ms_message_bytes = 256 * 1024;
 int			ms_outbox_messages = 10000;
@@ -36,6 +37,11 @@ ms_settings_init(void)
 							"Time between relay passes when nothing wakes the worker.",
 							NULL, &ms_naptime, 1000, 10, 3600 * 1000, PGC_SIGHUP,
 							GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.batch_notes",
+							"Notes a relay pass reads at most, oldest first, before it closes the batch over the rows it touches.",
+							"A larger backlog is planned over several passes, each one transaction.",
+							&ms_batch_notes, 100000, 1, INT_MAX, PGC_SUSET,
+							0, NULL, NULL, NULL);
 	DefineCustomIntVariable("magic_sync.chunk_rows",
 							"Rows a relay pass loads and encodes at a time.",
 							NULL, &ms_chunk_rows, 1000, 1, 1000000, PGC_SUSET,

@@ -109,7 +109,7 @@ run_pass(MemoryContext pass_cxt, bool *holding)
 	memset(&p, 0, sizeof p);
 	p.cxt = pass_cxt;
 	ms_relay_pass(&p);
-	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0;
+	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0 || p.more;
 
 	/* the rest of the runner's work: the inbox, then pruning, each a small batch */
 	SPI_connect();

@@ -11,9 +11,12 @@ every replica applies and acknowledges, and then:
 
 The relay plans around what changed (question.c); sync.wanted computes the
 whole set from scratch (wanted.c).  No replica may hold a row without the
-rows it points at after any pass, settled or not.
+rows it points at after any pass, settled or not.  With BATCH=n a pass reads
+n notes (magic_sync.batch_notes) and closes the batch over the rows they
+touch, so changes wait beyond it while replicas hold their rows' older
+versions (oracle_batch.py runs it so).
 
-    tests/e2e/run oracle.py            (SEED=n STEPS=n to vary)
+    tests/e2e/run oracle.py            (SEED=n STEPS=n BATCH=n to vary)
 """
 import os
 import random
@@ -23,18 +26,22 @@ from walk import Shop
 
 SEED = int(os.environ.get("SEED", "20261130"))
 STEPS = int(os.environ.get("STEPS", "120"))
+BATCH = int(os.environ.get("BATCH", "0"))
 shop = Shop("oracle", random.Random(SEED))
 srv, replicas = shop.srv, shop.replicas
+if BATCH:
+    srv.exec(f"SET magic_sync.batch_notes = {BATCH}")
 passes = 0
+full = 0
 orphaned = 0
 
 
 def sync_all():
     """A relay pass, then every replica applies, acknowledges and files, until settled."""
-    global passes, orphaned
-    for _ in range(4):
+    global passes, full, orphaned
+    for _ in range(400 if BATCH else 4):
         passes += 1
-        srv.relay()
+        full += srv.relay()["notes_read"] >= BATCH > 0
         moved = False
         for r in replicas:
             for applied, filed in r.sync():
@@ -46,6 +53,7 @@ def sync_all():
 
 failures = 0
 seen = {t: 0 for t in ["orders", "order_lines", "stock", "sales", "notices", "store_lists"]}
+sync_all()  # every replica provisioned before the walk writes on one
 for n in range(STEPS):
     shop.step()
     sync_all()
@@ -67,6 +75,8 @@ for n in range(STEPS):
                         print(f"   {t}: wanted-held {w - h} held-wanted {h - w} file-wanted {f - w} wanted-file {w - f}")
 check(f"after each of {STEPS} random steps, every replica holds exactly what it should", failures, 0)
 check(f"after each of {passes} passes, no replica holds a row without its parents", orphaned, 0)
+if BATCH:
+    check(f"changes waited beyond the batch: {full} passes read a full batch of {BATCH}", full >= STEPS // 8, True)
 check("the walk exercised every table", {t: n > 0 for t, n in seen.items()}, {t: True for t in seen})
 check("every sale reached the head office",
       srv.one("SELECT count(*) FROM sales"), sum(r.one("SELECT count(*) FROM sales WHERE store = ?", (r.id,)) for r in replicas))
