@@ -78,8 +78,9 @@ SELECT t.ack_all();
 SELECT * FROM t.states();
 SELECT * FROM t.row('shop.order_lines', '{200,1}');
 
--- notes parked (their planning failed for good) and notes of a later build
--- wait on a fix: the relay writes neither yet, so they are written here
+-- notes parked (their planning failed for good: 32_relay_park shows the
+-- relay parking them) and notes of a later build wait on a fix: written here
+-- by hand, on this fleet
 INSERT INTO sync.notes (tab, key, parked)
 	SELECT id, sync.key('{1}'), 'planning failed: a test' FROM sync.tables WHERE relid = 'shop.products'::regclass;
 INSERT INTO sync.notes (tab, key, build)

@@ -36,6 +36,7 @@ typedef struct ms_pass
 	int64		rows_taken;
 	int64		messages;
 	int64		quarantined;
+	int64		parked;			/* notes whose plan failed for good (park.c) */
 	bool		more;			/* a full batch was read: notes may wait for the next pass */
 } ms_pass;
 

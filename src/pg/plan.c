@@ -34,6 +34,7 @@ ms_plan_prepare(ms_pass *p)
 	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY");
 	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_blocked", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
+	ms_temp_table(p, "ms_unplanned", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_released", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_send", "replica uuid, tab int, key text COLLATE \"C\", note bigint NOT NULL DEFAULT 0,"
 				  " replace boolean NOT NULL DEFAULT false,"
@@ -59,12 +60,18 @@ ms_plan_pending(ms_pass *p)
 	 * touches); the whole plan compares whole sets as they are now, and so
 	 * reads every note.
 	 */
+	/* a note parked a minute ago is read again: a fix may have been deployed */
+	ms_exec(p,
+			"UPDATE sync.notes SET parked = NULL, parked_at = NULL"
+			" WHERE parked IS NOT NULL AND NOT done AND parked_at < now() - interval '1 minute'",
+			0, NULL, NULL, NULL, 0);
 	if (ms_full_plan)
-		ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1",
+		ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1"
+				" AND parked IS NULL",
 				0, NULL, NULL, NULL, 0);
 	else
 		ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1"
-				" ORDER BY id LIMIT $1",
+				" AND parked IS NULL ORDER BY id LIMIT $1",
 				1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(ms_batch_notes)}, NULL, 0);
 	n = (int64) SPI_processed;
 	if (n == 0)
@@ -160,6 +167,10 @@ plan_blocked(ms_pass *p)
 			0, NULL, NULL, NULL, 0);
 	if (SPI_processed > 0)
 		children_closure(p, "ms_blocked");
+	/* the rows of parked notes: their rules are not even evaluated (park.c) */
+	ms_exec(p, "INSERT INTO ms_unplanned SELECT DISTINCT tab, key FROM sync.notes"
+			" WHERE parked IS NOT NULL AND NOT done AND source = 'r' AND key IS NOT NULL",
+			0, NULL, NULL, NULL, 0);
 }
 
 void

@@ -214,7 +214,7 @@ close_batch(ms_pass *p)
 	ms_exec(p, psprintf(
 						"WITH u AS MATERIALIZED ("
 						"  SELECT n.id, n.tab, n.key, n.old_key, n.pointed FROM sync.notes n"
-						"   WHERE NOT n.done AND n.build <= 1 AND n.source = 'r'"
+						"   WHERE NOT n.done AND n.build <= 1 AND n.source = 'r' AND n.parked IS NULL"
 						"     AND NOT EXISTS (SELECT FROM ms_notes_read r WHERE r.id = n.id)),"
 						" q AS MATERIALIZED (SELECT DISTINCT tab, key FROM ms_q),"
 						" touched AS ("
@@ -251,6 +251,9 @@ kept(ms_pass *p)
 			" ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
 	group_rows(p, "ms_cand", false);
+	/* a row whose note is parked is quarantined, and its rules are not evaluated: they failed */
+	ms_exec(p, "DELETE FROM ms_cand c USING ms_unplanned u WHERE u.tab = c.tab AND u.key = c.key",
+			0, NULL, NULL, NULL, 0);
 	ms_analyze(p, "ms_cand");
 
 	foreach(lc, p->tables)

@@ -31,11 +31,13 @@
 #include "catalog.h"
 #include "load.h"
 #include "observe.h"
+#include "park.h"
 #include "plan.h"
 #include "record.h"
 #include "schema.h"
 #include "relay.h"
 #include "settings.h"
+#include "transient.h"
 
 PG_FUNCTION_INFO_V1(ms_relay_pass_sql);
 
@@ -102,7 +104,10 @@ quarantine(ms_pass *p, List *bad)
 
 /*
  * record: plan and record in a subtransaction; when rows cannot go, undo
- * it, set them aside, and plan again around them.
+ * it, set them aside, and plan again around them.  When it fails for good,
+ * the failure is narrowed down to the notes it is about, which are parked
+ * (park.c), and the rest planned again; a failure about no note fails the
+ * pass.
  */
 static void
 record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
@@ -113,7 +118,8 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	for (;;)
 	{
 		List	   *volatile bad = NIL;
-		int64		provisioned = p->provisioned;
+		ErrorData  *volatile failure = NULL;
+		ms_pass		before = *p;
 
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(cxt);
@@ -127,12 +133,21 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		{
 			/* never let an error out with the subtransaction open: the caller's session would be left aborted */
 			MemoryContextSwitchTo(cxt);
+			failure = CopyErrorData();
+			FlushErrorState();
 			RollbackAndReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(cxt);
 			CurrentResourceOwner = owner;
-			PG_RE_THROW();
 		}
 		PG_END_TRY();
+		if (failure != NULL)
+		{
+			*p = before;
+			if (ms_transient(failure->sqlerrcode) || !ms_park(p, replicas, provisioning))
+				ReThrowError(failure);
+			FreeErrorData(failure);
+			continue;
+		}
 		if (bad == NIL)
 		{
 			ReleaseCurrentSubTransaction();
@@ -143,7 +158,7 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		p->provisioned = provisioned;
+		p->provisioned = before.provisioned;
 		quarantine(p, bad);
 	}
 }

@@ -14,8 +14,8 @@
 #include "subxact.h"
 #include "transient.h"
 
-bool
-ms_try(void (*fn) (void *arg), void *arg, ErrorData **err)
+static bool
+attempt(void (*fn) (void *arg), void *arg, ErrorData **err, bool keep)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -26,7 +26,10 @@ ms_try(void (*fn) (void *arg), void *arg, ErrorData **err)
 	PG_TRY();
 	{
 		fn(arg);
-		ReleaseCurrentSubTransaction();
+		if (keep)
+			ReleaseCurrentSubTransaction();
+		else
+			RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
 	}
@@ -48,4 +51,16 @@ ms_try(void (*fn) (void *arg), void *arg, ErrorData **err)
 	}
 	PG_END_TRY();
 	return ok;
+}
+
+bool
+ms_try(void (*fn) (void *arg), void *arg, ErrorData **err)
+{
+	return attempt(fn, arg, err, true);
+}
+
+bool
+ms_trial(void (*fn) (void *arg), void *arg, ErrorData **err)
+{
+	return attempt(fn, arg, err, false);
 }

@@ -16,4 +16,10 @@
  */
 extern bool ms_try(void (*fn) (void *arg), void *arg, ErrorData **err);
 
+/*
+ * ms_trial: as ms_try, but whatever fn(arg) did is undone either way: it
+ * only says whether the work would go through.
+ */
+extern bool ms_trial(void (*fn) (void *arg), void *arg, ErrorData **err);
+
 #endif

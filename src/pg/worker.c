@@ -118,11 +118,12 @@ run_pass(MemoryContext pass_cxt, bool *holding)
 							  (Datum[]) {Int32GetDatum(ms_prune_rows)}, NULL, false, 0) < 0)
 		elog(ERROR, "could not retry the inbox or prune");
 	SPI_finish();
-	if (busy || p.quarantined > 0)
+	if (busy || p.quarantined > 0 || p.parked > 0)
 		ereport(DEBUG1,
-				(errmsg("magic_sync pass: %lld notes, %lld provisioned, %lld rows sent, %lld taken back, %lld messages, %lld quarantined",
+				(errmsg("magic_sync pass: %lld notes, %lld provisioned, %lld rows sent, %lld taken back, %lld messages, %lld quarantined, %lld parked",
 						(long long) p.notes_read, (long long) p.provisioned, (long long) p.rows_sent,
-						(long long) p.rows_taken, (long long) p.messages, (long long) p.quarantined)));
+						(long long) p.rows_taken, (long long) p.messages, (long long) p.quarantined,
+						(long long) p.parked)));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	pgstat_report_stat(false);

@@ -99,7 +99,8 @@ CREATE TABLE sync.notes (
 	xid				xid8 NOT NULL DEFAULT pg_current_xact_id(),
 	build			smallint NOT NULL DEFAULT 1,	-- a later build's note is skipped, never misread
 	done			boolean NOT NULL DEFAULT false,
-	parked			text,						-- planning it failed for good: why
+	parked			text,						-- planning it failed for good: why (src/pg/park.c)
+	parked_at		timestamptz,				-- since when: read again a minute later
 	noted			timestamptz NOT NULL DEFAULT now()	-- when the noting transaction began (src/pg/read.c: pending since)
 );
 -- The noting trigger writes a note in every writing transaction: one index
@@ -107,6 +108,7 @@ CREATE TABLE sync.notes (
 -- the relay reads the pending ones, pruning the done ones.
 CREATE INDEX notes_pending ON sync.notes (id) WHERE NOT done;
 CREATE INDEX notes_done ON sync.notes (id) WHERE done;
+CREATE INDEX notes_parked ON sync.notes (id) WHERE parked IS NOT NULL AND NOT done;
 COMMENT ON TABLE sync.notes IS 'One note per change of a mirrored row, written in the changing transaction';
 
 -- Messages (src/pg/record.c, pull.c).  A body is stored once however many

@@ -1,0 +1,312 @@
+/*-------------------------------------------------------------------------
+ * park.c
+ *	  A permanent failure of a pass, narrowed down to the notes it is about
+ *	  (seed 5): those notes are parked, their rows set aside in
+ *	  sync.quarantine, and the pass goes on without them.  Nothing else
+ *	  waits for them.  A minute later they are tried again, since what they
+ *	  wait for is a fix deployed.
+ *
+ * Narrowing plans parts of the batch, each in a subtransaction rolled back
+ * whatever it did: no note at all (a failure it still meets is not about
+ * notes: the pass fails, as before), then the notes of one table at a time,
+ * then, in a table whose notes fail, halves while one half fails and the
+ * other goes through.  Halves that both fail are narrowed each in turn,
+ * within a budget of trials; past it, or when only the whole fails, the
+ * whole is parked.  A transient failure met on the way fails the pass, to
+ * be retried whole.
+ *
+ * A parked note's row is quarantined: a replica that holds a version of it
+ * has that version taken back with whatever points at it there (plan.c), so
+ * no replica keeps a version the planner cannot reason about.  A row whose
+ * key does not even parse for its table is not: nothing is held under it.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "catalog.h"
+#include "park.h"
+#include "plan.h"
+#include "record.h"
+#include "subxact.h"
+
+#define TRIALS 64				/* plans tried per narrowing, at most */
+#define KEYS_ONE_BY_ONE 100		/* keys checked alone when a table's do not all parse */
+
+typedef struct trial
+{
+	ms_pass    *p;
+	ArrayType  *replicas;
+	ArrayType  *provisioning;
+	int64	   *ids;
+	int			n;
+} trial;
+
+typedef struct narrowing
+{
+	trial		t;
+	int64	   *ids;			/* the batch, by table then id */
+	int		   *tabs;
+	int			n;
+	bool	   *parked;			/* per note of the batch */
+	char	  **why;
+	int			trials;
+} narrowing;
+
+static ArrayType *
+ids_array(const int64 *ids, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int64GetDatum(ids[i]);
+	return construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+}
+
+/* pg_temp.ms_notes_read: these notes */
+static void
+read_only(ms_pass *p, const int64 *ids, int n)
+{
+	Oid			types[1] = {INT8ARRAYOID};
+	Datum		values[1] = {PointerGetDatum(ids_array(ids, n))};
+
+	ms_exec(p, "DELETE FROM ms_notes_read", 0, NULL, NULL, NULL, 0);
+	ms_exec(p, "INSERT INTO ms_notes_read SELECT unnest($1::bigint[])", 1, types, values, NULL, 0);
+	ms_plan_pending_rows(p);
+}
+
+static void
+plan_part(void *arg)
+{
+	trial	   *t = arg;
+
+	read_only(t->p, t->ids, t->n);
+	ms_plan(t->p, t->replicas, t->provisioning);
+	(void) ms_record(t->p, t->replicas, t->provisioning);
+}
+
+/* whether planning these notes alone fails for good; why, when it does */
+static bool
+fails(narrowing *w, int lo, int hi, char **why)
+{
+	ms_pass		saved = *w->t.p;
+	ErrorData  *e = NULL;
+	bool		ok;
+
+	w->trials++;
+	w->t.ids = w->ids + lo;
+	w->t.n = hi - lo;
+	ok = ms_trial(plan_part, &w->t, &e);
+	*w->t.p = saved;
+	if (ok)
+		return false;
+	*why = psprintf("%s (SQLSTATE %s)", e->message, unpack_sql_state(e->sqlerrcode));
+	FreeErrorData(e);
+	return true;
+}
+
+static void
+park_part(narrowing *w, int lo, int hi, char *why)
+{
+	for (int i = lo; i < hi; i++)
+	{
+		w->parked[i] = true;
+		w->why[i] = why;
+	}
+}
+
+/* [lo, hi) fails with why: park what it is about */
+static void
+narrow(narrowing *w, int lo, int hi, char *why)
+{
+	int			mid = lo + (hi - lo) / 2;
+	char	   *wl = NULL;
+	char	   *wr = NULL;
+	bool		l;
+	bool		r;
+
+	if (hi - lo == 1 || w->trials + 2 > TRIALS)
+	{
+		park_part(w, lo, hi, why);
+		return;
+	}
+	l = fails(w, lo, mid, &wl);
+	r = fails(w, mid, hi, &wr);
+	if (!l && !r)
+		park_part(w, lo, hi, why);	/* only together */
+	if (l)
+		narrow(w, lo, mid, wl);
+	if (r)
+		narrow(w, mid, hi, wr);
+}
+
+static void
+check_keys(void *arg)
+{
+	ms_table   *t = ((void **) arg)[0];
+	ArrayType  *keys = ((void **) arg)[1];
+	StringInfoData sql;
+	Oid			types[1] = {TEXTARRAYOID};
+	Datum		values[1] = {PointerGetDatum(keys)};
+	bool		isnull;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT count(*) FROM unnest($1::text[]) k(key) WHERE cardinality(sync.key_parts(k.key)) = %d",
+					 t->nkey);
+	for (int k = 0; k < t->nkey; k++)
+		appendStringInfo(&sql, " AND (sync.key_parts(k.key))[%d]::%s IS NOT NULL", k + 1,
+						 format_type_be_qualified(t->columns[t->key[k]].type));
+	if (SPI_execute_with_args(sql.data, 1, types, values, NULL, true, 0) != SPI_OK_SELECT ||
+		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))
+		!= ArrayGetNItems(ARR_NDIM(keys), ARR_DIMS(keys)))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+						errmsg("a key does not parse for table \"%s\"", t->name)));
+}
+
+static bool
+keys_parse(ms_table *t, Datum *keys, int n)
+{
+	void	   *arg[2] = {t, construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT)};
+	ErrorData  *e = NULL;
+
+	if (ms_try(check_keys, arg, &e))
+		return true;
+	FreeErrorData(e);
+	return false;
+}
+
+/*
+ * quarantine the rows of the parked notes whose keys parse for their table,
+ * as of just before their note: that note, read again, tries them again
+ */
+static void
+quarantine_rows(ms_pass *p, int64 *ids, int n, char *why)
+{
+	Oid			types[1] = {INT8ARRAYOID};
+	Datum		values[1] = {PointerGetDatum(ids_array(ids, n))};
+	int			rows;
+	int		   *tabs;
+	Datum	   *keys;
+	int64	   *notes;
+
+	/* copied out: what runs next replaces SPI_tuptable */
+	ms_exec(p, "SELECT tab, key, min(id) FROM sync.notes WHERE id = ANY ($1) AND source = 'r' AND key IS NOT NULL"
+			" GROUP BY tab, key ORDER BY tab, key", 1, types, values, NULL, 0);
+	rows = (int) SPI_processed;
+	tabs = palloc(sizeof(int) * Max(rows, 1));
+	keys = palloc(sizeof(Datum) * Max(rows, 1));
+	notes = palloc(sizeof(int64) * Max(rows, 1));
+	for (int i = 0; i < rows; i++)
+	{
+		bool		isnull;
+
+		tabs[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		keys[i] = PointerGetDatum(DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)));
+		notes[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
+	}
+	for (int from = 0, to; from < rows; from = to)
+	{
+		ms_table   *t = ms_catalog_find(p->tables, tabs[from]);
+		bool		all;
+
+		for (to = from; to < rows && tabs[to] == tabs[from]; to++)
+			;
+		all = t != NULL && keys_parse(t, keys + from, to - from);
+		for (int i = from; i < to; i++)
+		{
+			Oid			qtypes[4] = {INT4OID, TEXTOID, INT8OID, TEXTOID};
+			Datum		qvalues[4] = {Int32GetDatum(tabs[i]), keys[i], Int64GetDatum(notes[i] - 1),
+			CStringGetTextDatum(why)};
+
+			if (!all && (t == NULL || to - from > KEYS_ONE_BY_ONE || !keys_parse(t, keys + i, 1)))
+				continue;
+			ms_exec(p, "INSERT INTO sync.quarantine (tab, key, note, reason, sqlstate)"
+					" VALUES ($1, $2, $3, 'planning failed: ' || $4, NULL)"
+					" ON CONFLICT (tab, key) DO UPDATE SET note = EXCLUDED.note, reason = EXCLUDED.reason,"
+					" sqlstate = EXCLUDED.sqlstate, since = now()",
+					4, qtypes, qvalues, NULL, 0);
+		}
+	}
+}
+
+bool
+ms_park(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
+{
+	narrowing	w;
+	char	   *why = NULL;
+	int64	   *rest;
+	int			nrest = 0;
+	int			parked = 0;
+
+	memset(&w, 0, sizeof w);
+	w.t.p = p;
+	w.t.replicas = replicas;
+	w.t.provisioning = provisioning;
+
+	/* the batch, by table */
+	ms_exec(p, "SELECT r.id, n.tab FROM ms_notes_read r JOIN sync.notes n USING (id) ORDER BY n.tab, r.id",
+			0, NULL, NULL, NULL, 0);
+	w.n = (int) SPI_processed;
+	if (w.n == 0)
+		return false;
+	w.ids = palloc(sizeof(int64) * w.n);
+	w.tabs = palloc(sizeof(int) * w.n);
+	w.parked = palloc0(sizeof(bool) * w.n);
+	w.why = palloc0(sizeof(char *) * w.n);
+	for (int i = 0; i < w.n; i++)
+	{
+		bool		isnull;
+
+		w.ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		w.tabs[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+
+	/* without any note, it fails all the same: not about notes */
+	if (fails(&w, 0, 0, &why))
+		return false;
+	for (int lo = 0, hi; lo < w.n; lo = hi)
+	{
+		for (hi = lo; hi < w.n && w.tabs[hi] == w.tabs[lo]; hi++)
+			;
+		if (w.trials < TRIALS && fails(&w, lo, hi, &why))
+			narrow(&w, lo, hi, why);
+	}
+
+	/* park them, quarantine their rows, and read the rest */
+	rest = palloc(sizeof(int64) * w.n);
+	for (int lo = 0, hi; lo < w.n; lo = hi)
+	{
+		for (hi = lo + 1; hi < w.n && w.parked[hi] == w.parked[lo] && w.why[hi] == w.why[lo]; hi++)
+			;
+		if (!w.parked[lo])
+		{
+			for (int i = lo; i < hi; i++)
+				rest[nrest++] = w.ids[i];
+			continue;
+		}
+		{
+			Oid			types[2] = {INT8ARRAYOID, TEXTOID};
+			Datum		values[2] = {PointerGetDatum(ids_array(w.ids + lo, hi - lo)), CStringGetTextDatum(w.why[lo])};
+			ms_table   *t = ms_catalog_find(p->tables, w.tabs[lo]);
+
+			ms_exec(p, "UPDATE sync.notes SET parked = $2, parked_at = now() WHERE id = ANY ($1)",
+					2, types, values, NULL, 0);
+			quarantine_rows(p, w.ids + lo, hi - lo, w.why[lo]);
+			parked += hi - lo;
+			ereport(WARNING,
+					(errmsg("magic_sync: %d notes of table \"%s\" cannot be planned and are parked",
+							hi - lo, t ? t->name : "?"),
+					 errdetail("%s", w.why[lo]),
+					 errhint("They are tried again a minute later; SELECT * FROM sync.health() lists them.")));
+		}
+	}
+	read_only(p, rest, nrest);
+	p->notes_read -= parked;
+	p->parked += parked;
+	return parked > 0;
+}

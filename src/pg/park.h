@@ -1,0 +1,23 @@
+/*-------------------------------------------------------------------------
+ * park.h
+ *	  A permanent failure of a pass, narrowed down to the notes it is about
+ *	  and set aside (seed 5): parked notes, quarantined rows.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_PARK_H
+#define MS_PARK_H
+
+#include "utils/array.h"
+
+#include "pass.h"
+
+/*
+ * ms_park: the plan of the notes read (pg_temp.ms_notes_read) for these
+ * replicas failed for good.  Finds the notes it fails on, parks them
+ * (sync.notes.parked), quarantines their rows, and leaves the others in
+ * ms_notes_read; true when it parked any.  False when the failure is not
+ * about notes (the plan fails without any), and nothing is changed.
+ */
+extern bool ms_park(ms_pass *p, ArrayType *replicas, ArrayType *provisioning);
+
+#endif
