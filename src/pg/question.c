@@ -32,6 +32,7 @@
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 
 #include "catalog.h"
 #include "plan.h"
@@ -198,43 +199,59 @@ in_question(ms_pass *p)
 }
 
 /*
- * close_batch: a batch is closed over the rows it touches.  A row whose change
+ * close_batch: a batch is closed over the rows it moves.  A row whose change
  * waits beyond the batch is held as its version before that change, and what
- * that version points at is not the row as it is now (seed 4.2).  So a held
- * row in question, or whose held version points at one, goes with the batch
- * with all its notes: the plan then sends it as it is now, or takes it back,
- * and never keeps an older version that leans on a row it moves.  Returns how
- * many notes it took in; the caller plans the rows in question again.
+ * that version points at is not the row as it is now, but what that change
+ * recorded it pointed at before (seed 4.2).  When such a version points at a
+ * row the plan takes back, or at a row a note of the batch changed (it may be
+ * gone, and is kept only for that version), the row goes with the batch with
+ * all its notes: the plan then sends it as it is now, or takes it back, and
+ * never leaves an older version leaning on a row it moved.  Returns how many
+ * notes it took in; the caller plans again.
  */
 static uint64
 close_batch(ms_pass *p)
 {
 	char	   *fks = fk_values(p);
+	int			nest;
+	uint64		added;
 
+	if (fks == NULL)
+		return 0;				/* no row points at another */
+
+	/*
+	 * Keys and old keys as rows of their own: every join an equality, hashed
+	 * (the notes' statistics lag a backlog, and a nested loop over it is
+	 * quadratic).
+	 */
+	nest = NewGUCNestLevel();
+	(void) set_config_option("enable_nestloop", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	ms_exec(p, psprintf(
 						"WITH u AS MATERIALIZED ("
-						"  SELECT n.id, n.tab, n.key, n.old_key, n.pointed FROM sync.notes n"
+						"  SELECT n.id, n.tab, k.key, n.pointed FROM sync.notes n"
+						"  CROSS JOIN LATERAL (VALUES (n.key), (n.old_key)) k(key)"
 						"   WHERE NOT n.done AND n.build <= 1 AND n.source = 'r' AND n.parked IS NULL"
+						"     AND k.key IS NOT NULL"
 						"     AND NOT EXISTS (SELECT FROM ms_notes_read r WHERE r.id = n.id)),"
-						" q AS MATERIALIZED (SELECT DISTINCT tab, key FROM ms_q),"
+						/* what the plan takes back, and what the batch changed */
+						" moved AS MATERIALIZED ("
+						"  SELECT q.tab, q.key FROM ms_q q WHERE NOT EXISTS (SELECT FROM ms_n n"
+						"   WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)"
+						"  UNION SELECT tab, key FROM ms_changed),"
 						" touched AS ("
-						/* a row in question with a change beyond the batch */
-						"  SELECT u.id FROM u JOIN q ON q.tab = u.tab AND (q.key = u.key OR q.key = u.old_key)"
-						"%s%s),"
-						" rows AS (SELECT DISTINCT u.tab, k.key FROM u JOIN touched USING (id)"
-						"   CROSS JOIN LATERAL (VALUES (u.key), (u.old_key)) k(key) WHERE k.key IS NOT NULL)"
-						"INSERT INTO ms_notes_read"
-						" SELECT u.id FROM u JOIN rows r ON r.tab = u.tab AND (r.key = u.key OR r.key = u.old_key)"
+						"  SELECT DISTINCT u.tab, u.key FROM u CROSS JOIN LATERAL jsonb_each_text(u.pointed) e"
+						"   JOIN (VALUES %s) f(child, name, parent) ON f.child = u.tab AND f.name = e.key"
+						"   JOIN moved m ON m.tab = f.parent AND m.key = e.value)"
+						" INSERT INTO ms_notes_read"
+						" SELECT DISTINCT u.id FROM touched t JOIN u USING (tab, key)"
 						" ON CONFLICT DO NOTHING",
-						fks ? " UNION "
-						/* a row whose version before a change beyond the batch points at one */
-						"  SELECT u.id FROM u CROSS JOIN LATERAL jsonb_each_text(u.pointed) e"
-						"   JOIN (VALUES " : "",
-						fks ? psprintf("%s) f(child, name, parent) ON f.child = u.tab AND f.name = e.key"
-									   "   JOIN q ON q.tab = f.parent AND q.key = e.value", fks) : ""),
+						fks),
 			0, NULL, NULL, NULL, 0);
-	p->notes_read += (int64) SPI_processed;
-	return SPI_processed;
+	added = SPI_processed;
+	AtEOXact_GUC(true, nest);
+	p->notes_read += (int64) added;
+	return added;
 }
 
 /* 2. what each replica keeps, around the rows in question */
@@ -339,17 +356,19 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 
 	changed(p);
 	in_question(p);
+	kept(p);
 	while (p->more && close_batch(p))
 	{
-		/* the rows in question again, around the notes the batch took in */
+		/* planned again, around the notes the batch took in */
 		ms_plan_pending_rows(p);
 		ms_exec_all(p, (const char *const[]) {
 			"DELETE FROM ms_changed", "DELETE FROM ms_changed_parents", "DELETE FROM ms_q",
-			"DELETE FROM ms_qd0", "DELETE FROM ms_qd1", NULL});
+			"DELETE FROM ms_qd0", "DELETE FROM ms_qd1", "DELETE FROM ms_cand", "DELETE FROM ms_n",
+			"DELETE FROM ms_nd0", "DELETE FROM ms_nd1", NULL});
 		changed(p);
 		in_question(p);
+		kept(p);
 	}
-	kept(p);
 
 	/* 3. the difference */
 	ms_exec(p,
