@@ -52,7 +52,9 @@ ms_observe(ms_pass *p)
 	ms_exec(p, "SELECT count(*) FROM ms_forget", 0, NULL, NULL, NULL, 0);
 	p->forgotten = ms_int64();
 
-	ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND provision",
+	/* a snapshot that failed for good is tried again a minute later (park.c) */
+	ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND provision"
+			" AND (provision_failed_at IS NULL OR provision_failed_at < now() - interval '1 minute')",
 			0, NULL, NULL, NULL, 0);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (isnull)

@@ -28,6 +28,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/uuid.h"
 
 #include "catalog.h"
 #include "park.h"
@@ -234,8 +235,76 @@ quarantine_rows(ms_pass *p, int64 *ids, int n, char *why)
 	}
 }
 
+/* uuid[] a minus b, never NULL */
+static ArrayType *
+minus(ms_pass *p, ArrayType *a, ArrayType *b)
+{
+	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
+	Datum		values[2] = {PointerGetDatum(a), PointerGetDatum(b)};
+	bool		isnull;
+
+	ms_exec(p, "SELECT coalesce(array_agg(x), '{}') FROM unnest($1::uuid[]) x WHERE x <> ALL ($2)",
+			2, types, values, NULL, 0);
+	return DatumGetArrayTypePCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * snapshots: the plan fails without any note.  When it goes through without
+ * the replicas being provisioned, the snapshots that fail alone are set aside
+ * (sync.replicas.provision_failed_at, last_error) and left out of this pass:
+ * the others are planned.  False when that is not what fails.
+ */
+static bool
+snapshots(narrowing *w, ArrayType **replicas, ArrayType **provisioning)
+{
+	ms_pass    *p = w->t.p;
+	int			n = ArrayGetNItems(ARR_NDIM(*provisioning), ARR_DIMS(*provisioning));
+	pg_uuid_t  *ids = (pg_uuid_t *) ARR_DATA_PTR(*provisioning);
+	ArrayType  *failing;
+	Datum	   *bad = palloc(sizeof(Datum) * Max(n, 1));
+	char	  **why = palloc(sizeof(char *) * Max(n, 1));
+	char	   *w0 = NULL;
+	int			nbad = 0;
+
+	if (n == 0)
+		return false;
+	w->t.replicas = minus(p, *replicas, *provisioning);
+	w->t.provisioning = construct_empty_array(UUIDOID);
+	if (fails(w, 0, 0, &w0))
+		return false;
+	for (int i = 0; i < n && w->trials < TRIALS; i++)
+	{
+		ArrayType  *one = construct_array((Datum[]) {UUIDPGetDatum(&ids[i])}, 1, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR);
+
+		w->t.replicas = one;
+		w->t.provisioning = one;
+		if (fails(w, 0, 0, &why[nbad]))
+			bad[nbad++] = UUIDPGetDatum(&ids[i]);
+	}
+	if (nbad == 0)
+		return false;			/* only together: the pass fails */
+	failing = construct_array(bad, nbad, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR);
+	for (int i = 0; i < nbad; i++)
+	{
+		Oid			types[2] = {UUIDOID, TEXTOID};
+		Datum		values[2] = {bad[i], CStringGetTextDatum(why[i])};
+
+		ms_exec(p, "UPDATE sync.replicas SET provision_failed_at = now(), last_error_at = now(),"
+				" last_error = 'its snapshot cannot be planned: ' || $2 WHERE id = $1",
+				2, types, values, NULL, 0);
+		ereport(WARNING,
+				(errmsg("magic_sync: the snapshot of replica %s cannot be planned and is set aside",
+						DatumGetCString(DirectFunctionCall1(uuid_out, bad[i]))),
+				 errdetail("%s", why[i]),
+				 errhint("It is tried again a minute later; the other replicas are planned meanwhile.")));
+	}
+	*replicas = minus(p, *replicas, failing);
+	*provisioning = minus(p, *provisioning, failing);
+	return true;
+}
+
 bool
-ms_park(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
+ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
 {
 	narrowing	w;
 	char	   *why = NULL;
@@ -245,19 +314,17 @@ ms_park(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 
 	memset(&w, 0, sizeof w);
 	w.t.p = p;
-	w.t.replicas = replicas;
-	w.t.provisioning = provisioning;
+	w.t.replicas = *replicas;
+	w.t.provisioning = *provisioning;
 
 	/* the batch, by table */
 	ms_exec(p, "SELECT r.id, n.tab FROM ms_notes_read r JOIN sync.notes n USING (id) ORDER BY n.tab, r.id",
 			0, NULL, NULL, NULL, 0);
 	w.n = (int) SPI_processed;
-	if (w.n == 0)
-		return false;
-	w.ids = palloc(sizeof(int64) * w.n);
-	w.tabs = palloc(sizeof(int) * w.n);
-	w.parked = palloc0(sizeof(bool) * w.n);
-	w.why = palloc0(sizeof(char *) * w.n);
+	w.ids = palloc(sizeof(int64) * Max(w.n, 1));
+	w.tabs = palloc(sizeof(int) * Max(w.n, 1));
+	w.parked = palloc0(sizeof(bool) * Max(w.n, 1));
+	w.why = palloc0(sizeof(char *) * Max(w.n, 1));
 	for (int i = 0; i < w.n; i++)
 	{
 		bool		isnull;
@@ -266,9 +333,9 @@ ms_park(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		w.tabs[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
 	}
 
-	/* without any note, it fails all the same: not about notes */
+	/* without any note, it fails all the same: not about notes; maybe a snapshot */
 	if (fails(&w, 0, 0, &why))
-		return false;
+		return snapshots(&w, replicas, provisioning);
 	for (int lo = 0, hi; lo < w.n; lo = hi)
 	{
 		for (hi = lo; hi < w.n && w.tabs[hi] == w.tabs[lo]; hi++)
@@ -278,7 +345,7 @@ ms_park(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	}
 
 	/* park them, quarantine their rows, and read the rest */
-	rest = palloc(sizeof(int64) * w.n);
+	rest = palloc(sizeof(int64) * Max(w.n, 1));
 	for (int lo = 0, hi; lo < w.n; lo = hi)
 	{
 		for (hi = lo + 1; hi < w.n && w.parked[hi] == w.parked[lo] && w.why[hi] == w.why[lo]; hi++)

@@ -15,9 +15,11 @@
  * ms_park: the plan of the notes read (pg_temp.ms_notes_read) for these
  * replicas failed for good.  Finds the notes it fails on, parks them
  * (sync.notes.parked), quarantines their rows, and leaves the others in
- * ms_notes_read; true when it parked any.  False when the failure is not
- * about notes (the plan fails without any), and nothing is changed.
+ * ms_notes_read; or, when it fails without any note, the snapshots that fail
+ * alone, which it sets aside and leaves out of *replicas and *provisioning.
+ * True when it set anything aside; false when the failure is about neither,
+ * and nothing is changed.
  */
-extern bool ms_park(ms_pass *p, ArrayType *replicas, ArrayType *provisioning);
+extern bool ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning);
 
 #endif

@@ -629,7 +629,8 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 				" snapshot_number = coalesce($4, snapshot_number),"
 				" snapshot_end = coalesce($5, snapshot_end),"
 				" schema_hash = coalesce($6, schema_hash),"
-				" provision = CASE WHEN $4 IS NULL THEN provision ELSE false END"
+				" provision = CASE WHEN $4 IS NULL THEN provision ELSE false END,"
+				" provision_failed_at = CASE WHEN $4 IS NULL THEN provision_failed_at END"
 				" WHERE id = $1", 6, types, values, nulls, 0);
 	}
 	MemoryContextDelete(r.cxt);

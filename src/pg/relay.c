@@ -143,7 +143,7 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		if (failure != NULL)
 		{
 			*p = before;
-			if (ms_transient(failure->sqlerrcode) || !ms_park(p, replicas, provisioning))
+			if (ms_transient(failure->sqlerrcode) || !ms_park(p, &replicas, &provisioning))
 				ReThrowError(failure);
 			FreeErrorData(failure);
 			continue;
@@ -246,7 +246,8 @@ ms_relay_pass(ms_pass *p)
 	/* every live replica may be moved by a note; otherwise only those provisioned */
 	if (notes > 0)
 	{
-		ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND NOT dropped",
+		ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND NOT dropped"
+				" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))",
 				0, NULL, NULL, NULL, 0);
 		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		if (!isnull)

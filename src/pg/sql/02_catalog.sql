@@ -64,7 +64,8 @@ CREATE TABLE sync.replicas (
 	backlog			jsonb,						-- what it last said it has not sent or filed
 	digests_at		timestamptz,				-- when its digests last matched
 	last_error		text,
-	last_error_at	timestamptz
+	last_error_at	timestamptz,
+	provision_failed_at timestamptz			-- its snapshot failed for good (src/pg/park.c): tried again a minute later
 );
 COMMENT ON TABLE sync.replicas IS 'The replicas, what the relay last saw of them, and what they acknowledged';
 

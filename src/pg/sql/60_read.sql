@@ -450,10 +450,15 @@ BEGIN
 			  FROM s WHERE s.unreachable
 			UNION ALL
 			-- a snapshot due or on its way: it goes as the replica takes its messages
-			SELECT 'provisioning', 'infrastructure', s.id, NULL, NULL, NULL,
+			-- (or, set aside when it failed for good, on a fix)
+			SELECT 'provisioning',
+			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL THEN 'a fix' ELSE 'infrastructure' END,
+			       s.id, NULL, NULL, NULL,
 			       (SELECT o.written FROM sync.outbox o WHERE o.replica = s.id
 			           AND o.number = s.snapshot_number AND NOT o.dropped AND NOT s.provision),
-			       CASE WHEN s.provision OR NOT s.seen_live OR s.seen_partition IS DISTINCT FROM s.partition
+			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL
+			            THEN 'its snapshot failed for good, and is tried again a minute later'
+			            WHEN s.provision OR NOT s.seen_live OR s.seen_partition IS DISTINCT FROM s.partition
 			            THEN 'a snapshot is due at the next pass'
 			            ELSE 'its snapshot is on its way' END
 			       || coalesce(' (its last alarm: ' || s.last_error || ')', ''), NULL
