@@ -5,7 +5,8 @@ say", 2): the transport loses messages, delivers them out of order and
 refuses pulls and uploads; relay passes are cancelled mid-way (the lock's
 connection lost: nothing commits); replicas crash before acknowledging what
 they applied, or lose the answers to their uploads; a codec bug is deployed
-and later fixed.  When the faults stop:
+and later fixed; so is a bug of the active view that fails the plan of a row
+(its notes are parked, and snapshots set aside).  When the faults stop:
 
   - every replica's digest equals what the server records it holds;
   - every replica holds exactly its wanted set, in its file, without orphans;
@@ -30,7 +31,7 @@ rng = random.Random(SEED)
 shop = Shop("storm", random.Random(SEED + 1))
 srv, replicas = shop.srv, shop.replicas
 faults = {"lost": 0, "reordered": 0, "pull refused": 0, "upload refused": 0, "answer lost": 0,
-          "pass cancelled": 0, "crashed before acknowledging": 0, "codec bug": 0}
+          "pass cancelled": 0, "crashed before acknowledging": 0, "codec bug": 0, "planning bug": 0}
 
 
 
@@ -40,6 +41,18 @@ def deploy(buggy):
             " RETURN to_json(l::text); END" if buggy else "BEGIN RETURN to_json(l::text); END")
     srv.exec(f"CREATE OR REPLACE FUNCTION product_label_json(l product_label) RETURNS json"
              f" LANGUAGE plpgsql IMMUTABLE AS $$ {body} $$")
+
+
+def deploy_view(buggy):
+    """Which products are shown: a bug that raises on one named 'unplannable', or the fix."""
+    body = ("BEGIN IF p.name = 'unplannable' THEN RAISE EXCEPTION 'the view cannot plan product %', p.id;"
+            " END IF; RETURN true; END" if buggy else "BEGIN RETURN true; END")
+    srv.exec(f"CREATE OR REPLACE FUNCTION planned(p products) RETURNS boolean"
+             f" LANGUAGE plpgsql STABLE AS $$ {body} $$")
+
+
+deploy_view(False)
+srv.exec("CREATE OR REPLACE VIEW active_products AS SELECT * FROM products p WHERE NOT discontinued AND planned(p)")
 
 
 def relay(storm):
@@ -101,14 +114,24 @@ for n in range(STEPS):
         deploy(True)
         srv.exec("UPDATE products SET label = 'special' WHERE id IN (1, 2)")
         faults["codec bug"] += 1
+    if n == STEPS // 2:
+        # a bug of the view is deployed, and the row it cannot plan changes: its notes are parked
+        deploy_view(True)
+        srv.exec("UPDATE products SET name = 'unplannable' WHERE id = 3")
+        faults["planning bug"] += 1
     relay(True)
     for r in replicas:
         replica_round(r, True)
 
-# the faults stop, the fix is deployed: the rows set aside go by themselves
+# the faults stop, the fixes are deployed: what was set aside goes by itself,
+# once its minute is up (here: moved back)
 quarantined = srv.one("SELECT count(*) FROM sync.quarantine")
+parked = srv.one("SELECT count(*) FROM sync.notes WHERE parked IS NOT NULL")
 deploy(False)
+deploy_view(False)
 srv.exec("SELECT sync.quarantine_retry()")
+srv.exec("UPDATE sync.notes SET parked_at = parked_at - interval '2 minutes' WHERE parked IS NOT NULL")
+srv.exec("UPDATE sync.replicas SET provision_failed_at = provision_failed_at - interval '2 minutes'")
 for r in replicas:
     r.q("UPDATE _sync_state SET digest_due = 1")
     r.one("SELECT sync_config('resend_after', 0)")
@@ -122,6 +145,9 @@ print("faults:", json.dumps(faults), flush=True)
 check("the storm had every kind of fault", all(v > 0 for v in faults.values()), True)
 check("the codec bug set rows aside", quarantined > 0, True)
 check("and the fix let them through", srv.one("SELECT count(*) FROM sync.quarantine"), 0)
+check("the planning bug parked notes", parked > 0, True)
+check("and the fix let them through", srv.one("SELECT count(*) FROM sync.notes WHERE parked IS NOT NULL"), 0)
+check("no snapshot is left set aside", srv.one("SELECT count(*) FROM sync.replicas WHERE provision"), 0)
 for r in replicas:
     wanted = srv.wanted(r.id)
     check(f"{r.id[:8]} holds what it should (the engine's record)", srv.held(r.id), wanted)
