@@ -41,32 +41,39 @@ ms_encode_key(StringInfo out, const char *key, int keylen)
  * replicas that get each; with a limit, at most $3 of them
  */
 static char *
-load_query(ms_table *t, bool limited)
+load_query(ms_table *t, bool limited, bool one_replica)
 {
 	StringInfoData sql;
+	StringInfoData cols;
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT k.key, k.replicas, k.replacing, ");
 	if (t->proto)
 	{
 		for (int c = 0; c < t->ncolumns; c++)
-			appendStringInfo(&sql, "%st.%s", c ? ", " : "", t->columns[c].quoted);
+			appendStringInfo(&sql, "%sr.%s", c ? ", " : "", t->columns[c].quoted);
 	}
 	else
 		appendStringInfoString(&sql, "row_to_json(r)::text");
-	appendStringInfo(&sql,
-					 " FROM (SELECT s.key, array_agg(s.replica) AS replicas,"
-					 " array_agg(s.replica) FILTER (WHERE s.replace) AS replacing FROM pg_temp.ms_send s"
-					 " WHERE s.tab = $1 AND s.key > $2 GROUP BY s.key ORDER BY s.key%s) k"
-					 " CROSS JOIN LATERAL (SELECT * FROM %s t WHERE %s OFFSET 0) t",
-					 limited ? " LIMIT $3" : "", t->qualified, ms_key_match(t, "t", "k.key"));
-	if (!t->proto)
-	{
-		appendStringInfoString(&sql, " CROSS JOIN LATERAL (SELECT ");
-		for (int c = 0; c < t->ncolumns; c++)
-			appendStringInfo(&sql, "%st.%s", c ? ", " : "", t->columns[c].quoted);
-		appendStringInfoString(&sql, ") r");
-	}
+	initStringInfo(&cols);
+	for (int c = 0; c < t->ncolumns; c++)
+		appendStringInfo(&cols, "%st.%s", c ? ", " : "", t->columns[c].quoted);
+	/* one replica planned: a row of ms_send per key, nothing to group */
+	if (one_replica)
+		appendStringInfo(&sql,
+						 " FROM (SELECT s.key, ARRAY[s.replica] AS replicas,"
+						 " CASE WHEN s.replace THEN ARRAY[s.replica] END AS replacing FROM pg_temp.ms_send s"
+						 " WHERE s.tab = $1 AND s.key > $2 ORDER BY s.key%s) k",
+						 limited ? " LIMIT $3" : "");
+	else
+		appendStringInfo(&sql,
+						 " FROM (SELECT s.key, array_agg(s.replica) AS replicas,"
+						 " array_agg(s.replica) FILTER (WHERE s.replace) AS replacing FROM pg_temp.ms_send s"
+						 " WHERE s.tab = $1 AND s.key > $2 GROUP BY s.key ORDER BY s.key%s) k",
+						 limited ? " LIMIT $3" : "");
+	/* the mirrored columns only, looked up by key in key order: no hash, no sort */
+	appendStringInfo(&sql, " CROSS JOIN LATERAL (SELECT %s FROM %s t WHERE %s OFFSET 0) r",
+					 cols.data, t->qualified, ms_key_match(t, "t", "k.key"));
 	appendStringInfoString(&sql, " ORDER BY k.key");
 	return sql.data;
 }
@@ -280,8 +287,8 @@ void
 ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 {
 	Oid			types[3] = {INT4OID, TEXTOID, INT8OID};
-	char	   *all = load_query(t, false);
-	SPIPlanPtr	one = ms_prepare(load_query(t, true), 3, types);
+	char	   *all = load_query(t, false, p->one_replica);
+	SPIPlanPtr	one = ms_prepare(load_query(t, true, p->one_replica), 3, types);
 	SPIPlanPtr	keys = ms_prepare("SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
 								  " ORDER BY key LIMIT $3", 3, types);
 	char	   *after = "";

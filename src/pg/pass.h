@@ -27,6 +27,7 @@ typedef struct ms_pass
 	ms_epoch	epoch;
 	bytea	   *schema_hash;	/* SHA-256 of the schema a snapshot carries now */
 	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
+	bool		one_replica;	/* the pass plans for one replica only */
 
 	/* what the pass did (sync.relay_pass returns it) */
 	int64		notes_read;

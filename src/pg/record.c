@@ -565,6 +565,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	r.store_segment = ms_prepare("INSERT INTO pg_temp.ms_segments VALUES ($1, $2, $3, $4, $5, $6)",
 								 6, stypes);
 	load_targets(&r, replicas, provisioning);
+	p->one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
 	if (p->snapshot_rows >= 0)
 		find_target(&r, (pg_uuid_t *) ARR_DATA_PTR(provisioning))->snapshot_rows = p->snapshot_rows;
 	else if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
