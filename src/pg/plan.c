@@ -54,25 +54,22 @@ ms_plan_pending(ms_pass *p)
 			" WHERE since < now() - interval '1 minute'",
 			0, NULL, NULL, NULL, 0);
 
-	/*
-	 * A later build's note is skipped by the query, and holds back nothing.
-	 * Up to a batch, oldest first (question.c closes it over the rows it
-	 * touches); the whole plan compares whole sets as they are now, and so
-	 * reads every note.
-	 */
 	/* a note parked a minute ago is read again: a fix may have been deployed */
 	ms_exec(p,
 			"UPDATE sync.notes SET parked = NULL, parked_at = NULL"
 			" WHERE parked IS NOT NULL AND NOT done AND parked_at < now() - interval '1 minute'",
 			0, NULL, NULL, NULL, 0);
-	if (ms_full_plan)
-		ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1"
-				" AND parked IS NULL",
-				0, NULL, NULL, NULL, 0);
-	else
-		ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1"
-				" AND parked IS NULL ORDER BY id LIMIT $1",
-				1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(ms_batch_notes)}, NULL, 0);
+
+	/*
+	 * A later build's note is skipped by the query, and holds back nothing.
+	 * Up to a batch, oldest first (question.c closes it over the rows it
+	 * touches); the whole plan compares whole sets as they are now, and so
+	 * reads every note (LIMIT NULL).
+	 */
+	ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1"
+			" AND parked IS NULL ORDER BY id LIMIT $1",
+			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(ms_batch_notes)},
+			ms_full_plan ? "n" : NULL, 0);
 	n = (int64) SPI_processed;
 	if (n == 0)
 		return 0;
