@@ -6,7 +6,10 @@ MODULE_big = magic_sync
 PG_CONFIG ?= pg_config
 
 SHARED_SRCS = $(filter-out src/shared/sync.pb-c.c,$(wildcard src/shared/*.c)) src/shared/sync.pb-c.c
-PG_SRCS = $(wildcard src/pg/*.c)
+# src/pg reads in the data path's order: declare/, relay/, transport/, read/,
+# over the module's ground in src/pg itself.
+PG_DIRS = src/pg src/pg/declare src/pg/relay src/pg/transport src/pg/read
+PG_SRCS = $(wildcard $(addsuffix /*.c,$(PG_DIRS)))
 SQLITE_SRCS = $(wildcard src/sqlite/*.c)
 AGENT_SRCS = $(wildcard src/agent/*.c)
 
@@ -21,7 +24,7 @@ ISOLATION = $(basename $(notdir $(wildcard tests/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=tests/isolation --load-extension=magic_sync
 
 # Server headers are system headers to us: our own code must be warning-free.
-PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server) -Isrc/shared
+PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server) -Isrc/shared $(addprefix -I,$(PG_DIRS))
 PG_CFLAGS = -std=gnu11 -Wall -Wextra -Werror
 
 EXTRA_CLEAN = src/shared/sync.pb-c.c src/shared/sync.pb-c.h magic_sync_sqlite.so \
@@ -42,7 +45,7 @@ $(OBJS) $(SQLITE_SRCS:.c=.o) $(AGENT_SRCS:.c=.o): src/shared/sync.pb-c.h
 # Headers, coarsely: an object is rebuilt when a header of its part changes
 # (a struct's layout must never differ between two objects of one library).
 SHARED_HDRS = $(wildcard src/shared/*.h)
-$(OBJS): $(wildcard src/pg/*.h) $(SHARED_HDRS)
+$(OBJS): $(wildcard $(addsuffix /*.h,$(PG_DIRS))) $(SHARED_HDRS)
 $(addprefix build/rel/,$(SHARED_SRCS:.c=.o)) $(addprefix build/san/,$(SHARED_SRCS:.c=.o)): $(SHARED_HDRS)
 $(addprefix build/rel/,$(SQLITE_SRCS:.c=.o)) $(addprefix build/san/,$(SQLITE_SRCS:.c=.o)): $(wildcard src/sqlite/*.h) $(SHARED_HDRS)
 

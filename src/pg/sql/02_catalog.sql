@@ -2,7 +2,7 @@
 -- pg_extension_config_dump, so pg_dump keeps it with the data it describes
 -- (a restored database must know what its replicas held: section 4.4).
 
--- Declarations (src/pg/declare.c).  One row per mirrored table.
+-- Declarations (src/pg/declare/declare.c).  One row per mirrored table.
 CREATE TABLE sync.tables (
 	id				int PRIMARY KEY,
 	relid			regclass NOT NULL UNIQUE,
@@ -65,7 +65,7 @@ CREATE TABLE sync.replicas (
 	digests_at		timestamptz,				-- when its digests last matched
 	last_error		text,
 	last_error_at	timestamptz,
-	provision_failed_at timestamptz			-- its snapshot failed for good (src/pg/park.c): tried again a minute later
+	provision_failed_at timestamptz			-- its snapshot failed for good (src/pg/relay/park.c): tried again a minute later
 );
 COMMENT ON TABLE sync.replicas IS 'The replicas, what the relay last saw of them, and what they acknowledged';
 

@@ -1,4 +1,4 @@
--- Declaring tables (src/pg/declare.c, notes.c): sync.mirror, sync.unmirror,
+-- Declaring tables (src/pg/declare/declare.c, relay/notes.c): sync.mirror, sync.unmirror,
 -- the view sync.mirrors, and the noting trigger they install.
 
 CREATE FUNCTION sync.note() RETURNS trigger

@@ -1,4 +1,4 @@
--- Checking declarations and triggers (src/pg/check.c).
+-- Checking declarations and triggers (src/pg/declare/check.c).
 
 CREATE FUNCTION sync.check()
 	RETURNS TABLE (tab text, problem text, detail text)

@@ -1,4 +1,4 @@
--- The replicas (src/pg/replicas.c).  Security definer: sync.replicas is
+-- The replicas (src/pg/declare/replicas.c).  Security definer: sync.replicas is
 -- written by the extension's owner only; sync_admin calls these.
 
 CREATE FUNCTION sync.replica_add(id uuid, "partition" text DEFAULT NULL,

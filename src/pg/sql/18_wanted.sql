@@ -1,4 +1,4 @@
--- The wanted set from scratch (src/pg/wanted.c): the oracle.
+-- The wanted set from scratch (src/pg/relay/wanted.c): the oracle.
 
 CREATE FUNCTION sync.wanted(replica uuid)
 	RETURNS TABLE (tab regclass, key text, parts text[])

@@ -1,4 +1,4 @@
--- The relay (src/pg/relay.c, plan.c, load.c, record.c, worker.c, pull.c, epoch.c).
+-- The relay (src/pg/relay/: relay.c, plan.c, load.c, record.c, worker.c; transport/pull.c; epoch.c).
 
 CREATE FUNCTION sync.relay_pass(
 	OUT notes_read bigint, OUT provisioned bigint, OUT forgotten bigint,

@@ -1,4 +1,4 @@
--- What each replica holds, honestly (seed 6, "Progress"; src/pg/read.c;
+-- What each replica holds, honestly (seed 6, "Progress"; src/pg/read/read.c;
 -- docs/operations.md, "Reading progress", says what every column means).
 --
 -- Every read takes a scope -- some replicas (replicas uuid[]), a partition, or
@@ -28,7 +28,7 @@ COMMENT ON TYPE sync.state IS
 
 -- What is recorded without a replica, per table: it may concern any replica.
 CREATE VIEW sync.fleet_tables AS
-	-- build 1 is this build (src/pg/plan.c reads build <= 1): a later
+	-- build 1 is this build (src/pg/relay/plan.c reads build <= 1): a later
 	-- build's note waits for that build to be deployed
 	SELECT t.relid AS tab, coalesce(n.pending, 0) AS notes_pending, n.pending_since,
 	       coalesce(n.parked, 0) AS notes_parked, coalesce(n.later, 0) AS notes_later,
