@@ -32,22 +32,28 @@ ms_key_size(size_t nparts, const char *const *parts, const size_t *lens)
 }
 
 size_t
+ms_key_part_head(char out[MS_KEY_HEAD_MAX], size_t len)
+{
+	size_t		digits = decimal_digits(len);
+	size_t		n = len;
+
+	for (size_t d = digits; d > 0; d--)
+	{
+		out[d - 1] = (char) ('0' + n % 10);
+		n /= 10;
+	}
+	out[digits] = ':';
+	return digits + 1;
+}
+
+size_t
 ms_key_write(char *out, size_t nparts, const char *const *parts, const size_t *lens)
 {
 	char	   *p = out;
 
 	for (size_t i = 0; i < nparts; i++)
 	{
-		size_t		digits = decimal_digits(lens[i]);
-		size_t		n = lens[i];
-
-		for (size_t d = digits; d > 0; d--)
-		{
-			p[d - 1] = (char) ('0' + n % 10);
-			n /= 10;
-		}
-		p += digits;
-		*p++ = ':';
+		p += ms_key_part_head(p, lens[i]);
 		if (lens[i] > 0)
 			memcpy(p, parts[i], lens[i]);
 		p += lens[i];

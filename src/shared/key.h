@@ -26,6 +26,14 @@ extern size_t ms_key_size(size_t nparts, const char *const *parts, const size_t 
 extern size_t ms_key_write(char *out, size_t nparts, const char *const *parts, const size_t *lens);
 
 /*
+ * ms_key_part_head: the "<len>:" that goes before a part of len bytes, into
+ * out; returns its count.  For a key built part by part into a buffer of
+ * the caller's (a replica's key of a row's columns); ms_key_write is made of it.
+ */
+#define MS_KEY_HEAD_MAX 21		/* 20 digits of a size_t and the colon */
+extern size_t ms_key_part_head(char out[MS_KEY_HEAD_MAX], size_t len);
+
+/*
  * ms_key_next_part: read the part at *pos of a canonical key of len bytes.
  * Returns 1 and sets *part / *plen / advances *pos; 0 at the end; -1 when the
  * bytes are not a canonical key.

@@ -119,10 +119,16 @@ ms_pb_zigzag(int64_t v)
 	return ((uint64_t) v << 1) ^ (uint64_t) (v >> 63);
 }
 
+static inline int64_t
+ms_pb_unzigzag(uint64_t u)
+{
+	return (int64_t) ((u >> 1) ^ (~(u & 1) + 1));
+}
+
 /*
  * ms_pb_read_varint: the varint at *pos of buf (len bytes), advancing *pos;
  * false when it is truncated or longer than 64 bits.  Every reader of
- * untrusted bytes (wire.c, the codecs on both sides) reads varints here.
+ * untrusted bytes (wire.c, the row walker of row.c) reads varints here.
  */
 static inline bool
 ms_pb_read_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out)
@@ -146,6 +152,24 @@ ms_pb_read_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out)
 		}
 	}
 	return false;
+}
+
+/*
+ * ms_pb_read_fixed64: the little-endian 64 bits at *pos, advancing *pos;
+ * false when fewer than 8 bytes are left.
+ */
+static inline bool
+ms_pb_read_fixed64(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out)
+{
+	uint64_t	v = 0;
+
+	if (*pos > len || len - *pos < 8)
+		return false;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | buf[*pos + (size_t) i];
+	*pos += 8;
+	*out = v;
+	return true;
 }
 
 #endif

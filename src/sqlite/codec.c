@@ -14,8 +14,10 @@
 ** proto  one protobuf message per table, a column's field number its
 **        Column.field: INTEGER sint64 (zigzag varint), REAL double
 **        (fixed64), TEXT string and BLOB bytes (length-delimited); NULL is
-**        an absent field.  A field that is not a column, given twice, or of
-**        the wrong wire type is refused.
+**        an absent field.  Walked by src/shared/row.c, as the server walks
+**        an upload: a field that is not a column, given twice, or of the
+**        wrong wire type is refused; so is a NaN, which SQLite cannot store.
+**        Written with src/shared/pbwrite.h, as the relay writes it.
 */
 #include "magic_sync_sqlite.h"
 
@@ -29,7 +31,6 @@ SQLITE_EXTENSION_INIT3
 
 #include "pbwrite.h"
 
-#define MAX_COLUMNS 2048
 #define JSON_DEPTH 64
 
 static bool
@@ -395,7 +396,7 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 {
 	jp			j = {row, row + len};
 	size_t		used = 0;
-	uint8_t		seen[MAX_COLUMNS] = {0};
+	uint8_t		seen[MS_ROW_COLUMNS_MAX] = {0};
 	const char *why = NULL;
 
 	if (!ms_utf8_valid(row, len))
@@ -584,100 +585,39 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 
 /* ---- proto ------------------------------------------------------------- */
 
-static int
-column_of_field(const ms_tbl *t, uint64_t field)
+/* the row being decoded, for the walker's visits */
+typedef struct proto_row
 {
-	if (t->by_field != NULL)
-		return field <= t->max_field ? t->by_field[field] : -1;
-	for (int i = 0; i < t->ncols; i++)
-		if (t->cols[i].field == field && !t->cols[i].retired)
-			return i;
-	return -1;
-}
+	const ms_tbl *t;
+	ms_val	   *vals;
+} proto_row;
 
+/* a value the walker (row.h) handed over, as SQLite binds it */
 static bool
-proto_row(const ms_tbl *t, const uint8_t *row, size_t len, ms_val *vals,
-		  char reason[MS_REASON_MAX])
+proto_value(void *arg, int column, const ms_row_value *rv, char reason[MS_REASON_MAX])
 {
-	size_t		pos = 0;
-	uint8_t		seen[MAX_COLUMNS] = {0};
+	proto_row  *r = arg;
+	ms_val	   *v = &r->vals[column];
 
-	while (pos < len)
+	switch (rv->type)
 	{
-		size_t		at = pos;
-		uint64_t	tag;
-		uint64_t	field;
-		unsigned	wt;
-		int			i;
-		const ms_col *col;
-		ms_val	   *v;
-
-		if (!ms_pb_read_varint(row, len, &pos, &tag))
-			return refuse(reason, "the row is truncated at byte %zu", at);
-		field = tag >> 3;
-		wt = (unsigned) (tag & 7);
-		if (field == 0 || (i = column_of_field(t, field)) < 0)
-			return refuse(reason, "field %llu of the row is not a column of table \"%s\"",
-						  (unsigned long long) field, t->name);
-		if (seen[i])
-			return refuse(reason, "field %llu (column \"%s\") is given twice",
-						  (unsigned long long) field, t->cols[i].name);
-		seen[i] = 1;
-		col = &t->cols[i];
-		v = &vals[i];
-		switch (col->type)
-		{
-			case MS_INTEGER:
-				{
-					uint64_t	u;
-
-					if (wt != 0)
-						return refuse(reason, "column \"%s\" (INTEGER) is not a varint", col->name);
-					if (!ms_pb_read_varint(row, len, &pos, &u))
-						return refuse(reason, "the row is truncated at byte %zu", at);
-					v->type = SQLITE_INTEGER;
-					v->i = (sqlite3_int64) ((u >> 1) ^ (~(u & 1) + 1));
-					break;
-				}
-			case MS_REAL:
-				{
-					uint64_t	u = 0;
-
-					if (wt != 1)
-						return refuse(reason, "column \"%s\" (REAL) is not a 64-bit field", col->name);
-					if (len - pos < 8)
-						return refuse(reason, "the row is truncated at byte %zu", at);
-					for (int k = 7; k >= 0; k--)
-						u = (u << 8) | row[pos + (size_t) k];
-					pos += 8;
-					memcpy(&v->d, &u, sizeof v->d);
-					if (isnan(v->d))
-						return refuse(reason, "column \"%s\" (REAL) is NaN, which SQLite cannot store", col->name);
-					v->type = SQLITE_FLOAT;
-					break;
-				}
-			default:
-				{
-					uint64_t	n;
-
-					if (wt != 2)
-						return refuse(reason, "column \"%s\" (%s) is not length-delimited", col->name,
-									  col->type == MS_TEXT ? "TEXT" : "BLOB");
-					if (!ms_pb_read_varint(row, len, &pos, &n) || n > len - pos)
-						return refuse(reason, "the row is truncated at byte %zu", at);
-					v->p = (const char *) row + pos;
-					v->n = (size_t) n;
-					pos += (size_t) n;
-					if (col->type == MS_TEXT)
-					{
-						if (!ms_utf8_valid(v->p, v->n))
-							return refuse(reason, "column \"%s\" (TEXT) is not valid UTF-8 (or holds a NUL byte)", col->name);
-						v->type = SQLITE_TEXT;
-					}
-					else
-						v->type = SQLITE_BLOB;
-				}
-		}
+		case MS_INTEGER:
+			v->type = SQLITE_INTEGER;
+			v->i = (sqlite3_int64) rv->i;
+			break;
+		case MS_REAL:
+			if (isnan(rv->d))
+				return refuse(reason, "column \"%s\" (REAL) is NaN, which SQLite cannot store",
+							  r->t->cols[column].name);
+			v->type = SQLITE_FLOAT;
+			v->d = rv->d;
+			break;
+		case MS_TEXT:
+		case MS_BLOB:
+			v->type = rv->type == MS_TEXT ? SQLITE_TEXT : SQLITE_BLOB;
+			v->p = (const char *) rv->p;
+			v->n = rv->n;
+			break;
 	}
 	return true;
 }
@@ -688,10 +628,14 @@ ms_row_decode(const ms_tbl *t, const uint8_t *row, size_t len, ms_val *vals,
 {
 	for (int i = 0; i < t->ncols; i++)
 		vals[i].type = SQLITE_NULL;
-	if (t->ncols > MAX_COLUMNS)
-		return refuse(reason, "table \"%s\" has more than %d columns", t->name, MAX_COLUMNS);
+	if (t->ncols > MS_ROW_COLUMNS_MAX)
+		return refuse(reason, "table \"%s\" has more than %d columns", t->name, MS_ROW_COLUMNS_MAX);
 	if (t->proto)
-		return proto_row(t, row, len, vals, reason);
+	{
+		proto_row	r = {t, vals};
+
+		return ms_row_walk(&t->shape, row, len, proto_value, &r, reason);
+	}
 	return json_row(t, (const char *) row, len, vals, scratch, reason);
 }
 
@@ -702,45 +646,25 @@ ms_row_key(const ms_tbl *t, const ms_val *vals, ms_buf *out)
 	for (int k = 0; k < t->nkey; k++)
 	{
 		const ms_val *v = &vals[t->key[k]];
-		char		num[24];
-		const char *p;
-		size_t		n;
 
 		if (v->type == SQLITE_INTEGER)
-		{
-			n = (size_t) snprintf(num, sizeof num, "%lld", (long long) v->i);
-			p = num;
-		}
+			ms_key_append_int(out, v->i);
 		else if (v->type == SQLITE_TEXT)
-		{
-			p = v->p;
-			n = v->n;
-		}
+			ms_key_append(out, v->p, v->n);
 		else
 			return false;
-		ms_buf_printf(out, "%llu:", (unsigned long long) n);
-		ms_buf_add(out, p, n);
 	}
 	return !out->oom;
 }
 
 /* ---- writing a row ----------------------------------------------------- */
 
+/* a field of a row of the proto codec, written by pbwrite.h as the relay writes it */
 static void
-put_varint(ms_buf *b, uint64_t v)
+put_field(ms_buf *b, const uint8_t *head, size_t n, const void *bytes, size_t len)
 {
-	uint8_t		tmp[10];
-	size_t		n = 0;
-
-	do
-	{
-		tmp[n] = (uint8_t) (v & 0x7f);
-		v >>= 7;
-		if (v)
-			tmp[n] |= 0x80;
-		n++;
-	} while (v);
-	ms_buf_add(b, tmp, n);
+	ms_buf_add(b, head, n);
+	ms_buf_add(b, bytes, len);
 }
 
 static void
@@ -769,6 +693,7 @@ ms_row_encode(const ms_tbl *t, sqlite3_stmt *st, const int *cols, int n,
 	{
 		const ms_col *col = &t->cols[cols[k]];
 		int			type = sqlite3_column_type(st, k);
+		uint8_t		tmp[24];		/* a tag and a varint, or a tag and 8 bytes */
 
 		if (!t->proto)
 		{
@@ -826,26 +751,14 @@ ms_row_encode(const ms_tbl *t, sqlite3_stmt *st, const int *cols, int n,
 						i = (sqlite3_int64) sqlite3_column_double(st, k);
 					else
 						return refuse(reason, "column \"%s\" (INTEGER) holds a value that is not an integer", col->name);
-					put_varint(out, (uint64_t) col->field << 3);
-					put_varint(out, ((uint64_t) i << 1) ^ (uint64_t) (i >> 63));
+					put_field(out, tmp, ms_pb_varint_field(tmp, col->field, ms_pb_zigzag(i)), NULL, 0);
 					break;
 				}
 			case MS_REAL:
-				{
-					double		d;
-					uint64_t	u;
-					uint8_t		le[8];
-
-					if (type != SQLITE_INTEGER && type != SQLITE_FLOAT)
-						return refuse(reason, "column \"%s\" (REAL) holds a value that is not a number", col->name);
-					d = sqlite3_column_double(st, k);
-					memcpy(&u, &d, sizeof u);
-					for (int b = 0; b < 8; b++)
-						le[b] = (uint8_t) (u >> (8 * b));
-					put_varint(out, (uint64_t) col->field << 3 | 1);
-					ms_buf_add(out, le, 8);
-					break;
-				}
+				if (type != SQLITE_INTEGER && type != SQLITE_FLOAT)
+					return refuse(reason, "column \"%s\" (REAL) holds a value that is not a number", col->name);
+				put_field(out, tmp, ms_pb_double_field(tmp, col->field, sqlite3_column_double(st, k)), NULL, 0);
+				break;
 			default:
 				{
 					const char *p;
@@ -858,9 +771,7 @@ ms_row_encode(const ms_tbl *t, sqlite3_stmt *st, const int *cols, int n,
 					len = (size_t) sqlite3_column_bytes(st, k);
 					if (col->type == MS_TEXT && !ms_utf8_valid(p, len))
 						return refuse(reason, "column \"%s\" (TEXT) is not valid UTF-8 text", col->name);
-					put_varint(out, (uint64_t) col->field << 3 | 2);
-					put_varint(out, len);
-					ms_buf_add(out, p, len);
+					put_field(out, tmp, ms_pb_len_head(tmp, col->field, len), p, len);
 				}
 		}
 	}

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "alloc.h"
+#include "row.h"
 #include "seal.h"
 #include "sync.pb-c.h"
 #include "wire.h"
@@ -173,13 +174,7 @@ extern const char *const ms_backlog_sql;
 
 /* ---- schema.c -------------------------------------------------------- */
 
-typedef enum ms_type
-{
-	MS_INTEGER,
-	MS_REAL,
-	MS_TEXT,
-	MS_BLOB
-} ms_type;
+/* ms_type (row.h): INTEGER, REAL, TEXT, BLOB, as server and replica name them */
 
 typedef struct ms_col
 {
@@ -222,8 +217,7 @@ typedef struct ms_tbl
 	ms_fk	   *fks;
 	int			depth;			/* 0: points at no held table; parents have lower depth */
 	int			position;		/* its place in the snapshot's Begin */
-	uint32_t	max_field;
-	int		   *by_field;		/* max_field + 1 entries: column index or -1 */
+	ms_row_shape shape;			/* the columns as the proto codec's walker sees them */
 	char	   *keyexpr;		/* SQL: the row's canonical key from its columns */
 	char	   *keymatch;		/* SQL: "k1" = ?1 AND "k2" = ?2 ... */
 	char	   *keycols;		/* SQL: "k1", "k2" */
@@ -254,6 +248,9 @@ extern int	ms_bind_key(ms_ctx *c, sqlite3_stmt *st, int first, const ms_tbl *t,
 						const char *key, size_t len);
 /* ms_column_key: the canonical key of the row's key columns at columns first.. of st. */
 extern int	ms_column_key(ms_ctx *c, sqlite3_stmt *st, int first, int n, ms_buf *out);
+/* ms_key_append / ms_key_append_int: one part of a canonical key (key.h), appended */
+extern void ms_key_append(ms_buf *out, const char *part, size_t n);
+extern void ms_key_append_int(ms_buf *out, sqlite3_int64 v);
 
 /* ---- codec.c --------------------------------------------------------- */
 

@@ -38,34 +38,6 @@ SQLITE_EXTENSION_INIT3
 
 #include "key.h"
 
-static ms_type
-type_of(const char *s)
-{
-	if (strcmp(s, "INTEGER") == 0)
-		return MS_INTEGER;
-	if (strcmp(s, "REAL") == 0)
-		return MS_REAL;
-	if (strcmp(s, "BLOB") == 0)
-		return MS_BLOB;
-	return MS_TEXT;
-}
-
-static const char *
-type_name(ms_type t)
-{
-	switch (t)
-	{
-		case MS_INTEGER:
-			return "INTEGER";
-		case MS_REAL:
-			return "REAL";
-		case MS_BLOB:
-			return "BLOB";
-		default:
-			return "TEXT";
-	}
-}
-
 static int
 col_index(const Sync__Table *m, const char *name)
 {
@@ -101,6 +73,8 @@ static int
 tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 {
 	ms_buf		b = {0};
+	ProtobufCAllocator rows = ms_arena_allocator(&c->arena);
+	ms_row_column *rcols;
 
 	memset(t, 0, sizeof *t);
 	t->msg = m;
@@ -115,7 +89,9 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 	t->key = ms_alloc(&c->arena, sizeof(int) * m->n_key);
 	t->nfk = (int) m->n_foreign_keys;
 	t->fks = ms_alloc(&c->arena, sizeof(ms_fk) * (m->n_foreign_keys + 1));
-	if (t->q == NULL || t->lit == NULL || t->cols == NULL || t->key == NULL || t->fks == NULL)
+	rcols = ms_alloc(&c->arena, sizeof(ms_row_column) * (m->n_columns + 1));
+	if (t->q == NULL || t->lit == NULL || t->cols == NULL || t->key == NULL || t->fks == NULL ||
+		rcols == NULL)
 		return SQLITE_NOMEM;
 	t->retired = m->retired[0] ? col_index(m, m->retired) : -1;
 	t->origin = m->origin[0] ? col_index(m, m->origin) : -1;
@@ -128,16 +104,20 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 		col->q = ms_printf(&c->arena, "\"%w\"", mc->name);
 		if (col->q == NULL)
 			return SQLITE_NOMEM;
-		col->type = type_of(mc->type);
+		/* checked (wire.c): one of the four */
+		if (!ms_type_parse(mc->type, &col->type))
+			col->type = MS_TEXT;
 		col->owned = mc->replica_owned;
 		col->field = mc->field;
 		col->retired = i == t->retired;
 		col->json = strcmp(mc->server_type, "json") == 0 || strcmp(mc->server_type, "jsonb") == 0;
 		if (col->retired)
 			col->type = MS_INTEGER;
-		if (col->field > t->max_field)
-			t->max_field = col->field;
+		/* the retired column is the replica's own: no field of the server's is it */
+		rcols[i] = (ms_row_column) {col->name, col->type, col->retired ? 0 : col->field};
 	}
+	if (!ms_row_shape_init(&t->shape, t->name, rcols, t->ncols, &rows))
+		return SQLITE_NOMEM;
 	for (int k = 0; k < t->nkey; k++)
 	{
 		t->key[k] = col_index(m, m->key[k]);
@@ -150,17 +130,6 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 			t->noted = true;
 	if (t->record)
 		t->noted = true;
-	if (t->max_field <= 4096)
-	{
-		t->by_field = ms_alloc(&c->arena, sizeof(int) * (t->max_field + 1));
-		if (t->by_field == NULL)
-			return SQLITE_NOMEM;
-		for (uint32_t f = 0; f <= t->max_field; f++)
-			t->by_field[f] = -1;
-		for (int i = 0; i < t->ncols; i++)
-			if (t->cols[i].field > 0 && !t->cols[i].retired)
-				t->by_field[t->cols[i].field] = i;
-	}
 	for (int f = 0; f < t->nfk; f++)
 	{
 		const Sync__ForeignKey *mf = m->foreign_keys[f];
@@ -445,24 +414,22 @@ ms_bind_key(ms_ctx *c, sqlite3_stmt *st, int first, const ms_tbl *t,
 	return SQLITE_OK;
 }
 
-static void
-key_part(ms_buf *out, const char *p, size_t n)
+void
+ms_key_append(ms_buf *out, const char *part, size_t n)
 {
-	char		len[24];
-	int			k = 0;
-	size_t		v = n;
-	char		rev[24];
+	char		head[MS_KEY_HEAD_MAX];
 
-	do
-	{
-		rev[k++] = (char) ('0' + v % 10);
-		v /= 10;
-	} while (v > 0);
-	for (int i = 0; i < k; i++)
-		len[i] = rev[k - 1 - i];
-	len[k] = ':';
-	ms_buf_add(out, len, (size_t) k + 1);
-	ms_buf_add(out, p, n);
+	ms_buf_add(out, head, ms_key_part_head(head, n));
+	ms_buf_add(out, part, n);
+}
+
+void
+ms_key_append_int(ms_buf *out, sqlite3_int64 v)
+{
+	char		num[24];
+	int			n = snprintf(num, sizeof num, "%lld", (long long) v);
+
+	ms_key_append(out, num, (size_t) n);
 }
 
 int
@@ -477,19 +444,14 @@ ms_column_key(ms_ctx *c, sqlite3_stmt *st, int first, int n, ms_buf *out)
 		if (type == SQLITE_NULL)
 			return SQLITE_MISMATCH;
 		if (type == SQLITE_INTEGER)
-		{
-			char		num[24];
-			int			len = snprintf(num, sizeof num, "%lld", (long long) sqlite3_column_int64(st, i));
-
-			key_part(out, num, (size_t) len);
-		}
+			ms_key_append_int(out, sqlite3_column_int64(st, i));
 		else
 		{
 			const char *p = (const char *) sqlite3_column_text(st, i);
 
 			if (p == NULL)
 				return SQLITE_NOMEM;
-			key_part(out, p, (size_t) sqlite3_column_bytes(st, i));
+			ms_key_append(out, p, (size_t) sqlite3_column_bytes(st, i));
 		}
 	}
 	return out->oom ? SQLITE_NOMEM : SQLITE_OK;
@@ -541,7 +503,7 @@ table_sql(ms_ctx *c, const ms_tbl *t, const char *name_q)
 
 	ms_buf_printf(&b, "CREATE TABLE %s(", name_q);
 	for (int i = 0; i < t->ncols; i++)
-		ms_buf_printf(&b, "%s%s %s%s", i ? ", " : "", t->cols[i].q, type_name(t->cols[i].type),
+		ms_buf_printf(&b, "%s%s %s%s", i ? ", " : "", t->cols[i].q, ms_type_name(t->cols[i].type),
 					  t->cols[i].key ? " NOT NULL" : "");
 	ms_buf_printf(&b, ", PRIMARY KEY (%s))", t->keycols);
 	out = b.oom ? NULL : ms_strdup(&c->arena, b.data);
@@ -684,7 +646,7 @@ create_or_alter(ms_ctx *c, const ms_tbl *t)
 			found = strcasecmp(have[j], t->cols[i].name) == 0;
 		if (!found)
 			rc = ms_exec(c, "ALTER TABLE %s ADD COLUMN %s %s", t->q, t->cols[i].q,
-						 type_name(t->cols[i].type));
+						 ms_type_name(t->cols[i].type));
 	}
 	return rc;
 }

@@ -1,9 +1,16 @@
 /*
  * test_codec.c - rows in both codecs (docs/protocol.md 4): every type, and
  * every way a row can fail to decode, each refused with its reason while the
- * rest of the message applies; rows of a table the replica does not hold.
+ * rest of the message applies; rows of a table the replica does not hold;
+ * a proto row as the relay writes it and as this replica writes it: the
+ * same bytes, the same row (both sides walk it with src/shared/row.c).
  */
 #include "harness.h"
+
+#include <stdlib.h>
+
+#include "pbwrite.h"
+#include "row.h"
 
 void		test_codec(void);
 
@@ -226,6 +233,156 @@ proto_rows(void)
 	sqlite3_close(db);
 }
 
+/* what the walker saw of a row: the values by column */
+typedef struct walked
+{
+	bool		present[8];
+	ms_row_value v[8];
+} walked;
+
+static bool
+walked_value(void *arg, int column, const ms_row_value *v, char reason[MS_REASON_MAX])
+{
+	walked	   *w = arg;
+
+	(void) reason;
+	if (column >= 8)
+		return false;
+	w->present[column] = true;
+	w->v[column] = *v;
+	return true;
+}
+
+static void *
+w_alloc(void *d, size_t n)
+{
+	(void) d;
+	return malloc(n ? n : 1);
+}
+
+static void
+w_free(void *d, void *p)
+{
+	(void) d;
+	free(p);
+}
+
+static ProtobufCAllocator w_allocator = {w_alloc, w_free, NULL};
+
+/* walk a row of t with src/shared/row.c, as the server walks an upload */
+static bool
+walk_row(const Sync__Table *t, const uint8_t *row, size_t len, walked *w, char reason[MS_REASON_MAX])
+{
+	ms_row_column rc[8];
+	ms_row_shape shape;
+	bool		ok;
+
+	memset(w, 0, sizeof *w);
+	for (size_t i = 0; i < t->n_columns && i < 8; i++)
+	{
+		rc[i].name = t->columns[i]->name;
+		rc[i].field = t->columns[i]->field;
+		if (!ms_type_parse(t->columns[i]->type, &rc[i].type))
+			return false;
+	}
+	if (!ms_row_shape_init(&shape, t->name, rc, (int) t->n_columns, &w_allocator))
+		return false;
+	ok = ms_row_walk(&shape, row, len, walked_value, w, reason);
+	ms_row_shape_free(&shape, &w_allocator);
+	return ok;
+}
+
+/* the row as the relay writes it (src/pg/relay/load.c encode_proto): columns in order, NULL absent */
+static size_t
+relay_row(uint8_t *out)
+{
+	size_t		n = 0;
+
+	n += ms_pb_varint_field(out + n, 1, ms_pb_zigzag(1));
+	n += ms_pb_varint_field(out + n, 2, ms_pb_zigzag(INT64_MIN));
+	n += ms_pb_double_field(out + n, 3, -2.5);
+	n += ms_pb_len_field(out + n, 4, "h\xc3\xa9", 3);
+	n += ms_pb_len_field(out + n, 5, "\x00\xff", 2);
+	/* j (6) is NULL: absent */
+	n += ms_pb_len_field(out + n, 7, "", 0);
+	return n;
+}
+
+static void
+proto_both_ways(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_open(NULL);
+	Sync__Table *schema[2];
+	Sync__Down *d;
+	Sync__Up   *up;
+	tm_msg		m;
+	char	   *res;
+	uint8_t		relay[128];
+	size_t		nrelay = relay_row(relay);
+	const ProtobufCBinaryData *mine = NULL;
+	walked		w1;
+	walked		w2;
+	char		reason[MS_REASON_MAX];
+	tm_buf		twice;
+
+	tm_server_init(&s, 0x21, 0x11);
+	schema[0] = tm_table("pthings", "catalog", "proto", "id", cols);
+	schema[1] = tm_table("precs", "record", "proto", "id", cols);
+	res = tm_apply(db, tm_next(&s, tm_begin(schema, 2), NULL));
+	res = tm_apply(db, tm_next(&s, NULL, tm_end("pthings", "precs", NULL)));
+	CHECK(t_has(res, "\"applied\""), "the tables: %s %s", S(res), tm_error());
+
+	/* the replica writes the row: its upload carries it in the proto codec (codec.c) */
+	CHECK(t_exec(db, "INSERT INTO precs (id, i, r, t, b, n) VALUES (1, -9223372036854775807 - 1, -2.5,"
+				 " 'h\xc3\xa9', X'00ff', '')", NULL) == SQLITE_OK, "a record written");
+	m = tm_upload(db);
+	up = m.data ? sync__up__unpack(NULL, m.len, m.data) : NULL;
+	CHECK(up != NULL, "the upload: %s", tm_error());
+	for (size_t i = 0; up != NULL && i < up->n_rows; i++)
+		if (strcmp(up->rows[i]->table, "precs") == 0 && up->rows[i]->n_upserts == 1)
+			mine = &up->rows[i]->upserts[0];
+	CHECK(mine != NULL, "the upload carries the record");
+	if (mine != NULL)
+	{
+		bool		ok1 = walk_row(schema[1], mine->data, mine->len, &w1, reason);
+		bool		ok2 = walk_row(schema[1], relay, nrelay, &w2, reason);
+		bool		same = ok1 && ok2;
+
+		CHECK(mine->len == nrelay && memcmp(mine->data, relay, nrelay) == 0,
+			  "the replica writes the row's bytes as the relay writes them");
+		CHECK(ok1 && ok2, "both walk: %s", reason);
+		for (int c = 0; c < 7 && same; c++)
+			same = w1.present[c] == w2.present[c] &&
+				(!w1.present[c] || (w1.v[c].i == w2.v[c].i && w1.v[c].n == w2.v[c].n &&
+									memcmp(&w1.v[c].d, &w2.v[c].d, sizeof(double)) == 0 &&
+									(w1.v[c].n == 0 || memcmp(w1.v[c].p, w2.v[c].p, w1.v[c].n) == 0)));
+		CHECK(same, "the same row walked from either");
+		CHECK(ok1 && w1.v[1].i == INT64_MIN && w1.v[2].d == -2.5 && w1.v[3].n == 3 && w1.v[4].n == 2 &&
+			  !w1.present[5] && w1.present[6] && w1.v[6].n == 0, "and it is the row written");
+	}
+	if (up != NULL)
+		sync__up__free_unpacked(up, NULL);
+
+	/* the relay's bytes, applied: the same row as the one the replica wrote */
+	d = tm_down();
+	tm_upsert(tm_rows(d, "pthings"), relay, (long) nrelay, "1", NULL);
+	memset(&twice, 0, sizeof twice);
+	tm_pb_raw(&twice, relay, nrelay);
+	tm_pb_int(&twice, 1, 2);	/* the key given twice, another value the second time */
+	tm_upsert(tm_rows(d, "pthings"), twice.data, (long) twice.len, "2", NULL);
+	res = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(res, "\"upserts\":1") && t_has(res, "\"refused\":1"), "the relay's row: %s %s", S(res), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM pthings p JOIN precs q ON p.id = q.id AND p.i = q.i AND p.r = q.r"
+				" AND p.t = q.t AND p.b = q.b AND p.j IS NULL AND q.j IS NULL AND p.n = q.n") == 1,
+		  "the row the relay wrote is the row the replica wrote");
+	res = t_text(db, "SELECT reason FROM _sync_refused WHERE tbl = 'pthings' AND key = '1:2'");
+	CHECK(t_has(res, "field 1 (column \"id\") is given twice"), "a field given twice is refused: %s", S(res));
+	sqlite3_free(res);
+	CHECK(t_int(db, "SELECT count(*) FROM pthings WHERE id = 2") == 0, "and not taken");
+	sqlite3_close(db);
+}
+
 static void
 table_not_held(void)
 {
@@ -280,6 +437,7 @@ test_codec(void)
 	json_types();
 	json_refusals();
 	proto_rows();
+	proto_both_ways();
 	table_not_held();
 	constraint_of_the_replica();
 }

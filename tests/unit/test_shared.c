@@ -1,34 +1,23 @@
 /*
  * test_shared.c - unit tests of src/shared: canonical keys, digests, seals,
  * the wire format, and decoding of every truncation and single-bit flip of
- * valid messages.  Built with AddressSanitizer and UBSan; prints a closing
+ * valid messages; the row walker (test_row.c) and the field numbers written
+ * by hand (test_fields.c).  Built with AddressSanitizer and UBSan; prints a closing
  * "N passed, N failed" line and exits non-zero on any failure.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "digest.h"
 #include "key.h"
 #include "seal.h"
 #include "vectors.h"
 #include "wire.h"
 
-static int	passed;
-static int	failed;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (cond) \
-			passed++; \
-		else \
-		{ \
-			failed++; \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-		} \
-	} while (0)
+int			ms_unit_passed;
+int			ms_unit_failed;
 
 static void *
 t_alloc(void *d, size_t n)
@@ -594,6 +583,8 @@ main(void)
 	test_vector_message();
 	test_refusals();
 	test_mutations();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed == 0 ? 0 : 1;
+	test_row();
+	test_fields();
+	printf("%d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
+	return ms_unit_failed == 0 ? 0 : 1;
 }

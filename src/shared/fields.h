@@ -1,0 +1,41 @@
+/*-------------------------------------------------------------------------
+ * fields.h
+ *	  The field numbers of sync.proto that C writes by hand (pbwrite.h):
+ *	  the relay streams a snapshot's messages field by field rather than
+ *	  building protobuf-c structs of a million rows.
+ *
+ * tests/unit/test_fields.c checks every number here, and its wire type,
+ * against the descriptors protoc-c generates from sync.proto: a field
+ * renumbered there fails the unit tests, never a replica.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_FIELDS_H
+#define MS_FIELDS_H
+
+/* Key */
+#define MS_FIELD_KEY_PARTS 1			/* repeated string */
+
+/* Rows */
+#define MS_FIELD_ROWS_TABLE 1			/* string */
+#define MS_FIELD_ROWS_UPSERTS 2			/* repeated bytes */
+#define MS_FIELD_ROWS_KEYS 3			/* repeated Key */
+#define MS_FIELD_ROWS_DELETES 4			/* repeated Key */
+#define MS_FIELD_ROWS_REPLACES 5		/* repeated Key */
+
+/* Begin */
+#define MS_FIELD_BEGIN_SCHEMA 1			/* repeated Table */
+#define MS_FIELD_BEGIN_ROWS 2			/* uint64 */
+
+/* Down */
+#define MS_FIELD_DOWN_BEGIN 1			/* Begin */
+#define MS_FIELD_DOWN_TABLES 2			/* repeated Rows */
+
+/* EndSnapshot */
+#define MS_FIELD_END_SNAPSHOT_TABLES 1	/* repeated string */
+
+/* ToReplica: the bodies, appended to a head */
+#define MS_FIELD_TO_REPLICA_DOWN 9		/* Down */
+#define MS_FIELD_TO_REPLICA_END_SNAPSHOT 10 /* EndSnapshot */
+#define MS_FIELD_TO_REPLICA_FILED 11	/* Filed */
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * check.h - the unit tests' one assertion: CHECK(cond, printf-style message)
+ * counts a pass or prints the failure; test_shared.c's main says how many.
+ */
+#ifndef MS_CHECK_H
+#define MS_CHECK_H
+
+#include <stdio.h>
+
+extern int	ms_unit_passed;
+extern int	ms_unit_failed;
+
+#define CHECK(cond, ...) \
+	do { \
+		if (cond) \
+			ms_unit_passed++; \
+		else \
+		{ \
+			ms_unit_failed++; \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__); \
+			fputc('\n', stderr); \
+		} \
+	} while (0)
+
+/* the test groups of the other files, run by main */
+extern void test_row(void);
+extern void test_fields(void);
+
+#endif
