@@ -16,6 +16,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
+#include "fields.h"
 #include "key.h"
 #include "load.h"
 #include "subxact.h"
@@ -31,8 +32,8 @@ ms_encode_key(StringInfo out, const char *key, int keylen)
 
 	while (ms_key_next_part(key, keylen, &pos, &part, &plen) == 1)
 	{
-		enlargeStringInfo(out, (int) ms_pb_len_field_size(1, plen));
-		out->len += (int) ms_pb_len_field((uint8_t *) out->data + out->len, 1, part, plen);
+		enlargeStringInfo(out, (int) ms_pb_len_field_size(MS_FIELD_KEY_PARTS, plen));
+		out->len += (int) ms_pb_len_field((uint8_t *) out->data + out->len, MS_FIELD_KEY_PARTS, part, plen);
 	}
 }
 

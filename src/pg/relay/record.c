@@ -24,6 +24,7 @@
 #include "utils/uuid.h"
 
 #include "catalog.h"
+#include "fields.h"
 #include "load.h"
 #include "pbwrite.h"
 #include "record.h"
@@ -221,8 +222,8 @@ close_rows(target *tg)
 {
 	if (tg->rows_tab == 0)
 		return;
-	enlargeStringInfo(&tg->down, (int) ms_pb_len_field_size(2, tg->rows.len));
-	tg->down.len += (int) ms_pb_len_head((uint8_t *) tg->down.data + tg->down.len, 2, tg->rows.len);
+	enlargeStringInfo(&tg->down, (int) ms_pb_len_field_size(MS_FIELD_DOWN_TABLES, tg->rows.len));
+	tg->down.len += (int) ms_pb_len_head((uint8_t *) tg->down.data + tg->down.len, MS_FIELD_DOWN_TABLES, tg->rows.len);
 	appendBinaryStringInfo(&tg->down, tg->rows.data, tg->rows.len);
 	resetStringInfo(&tg->rows);
 	tg->rows_tab = 0;
@@ -250,8 +251,8 @@ flush(recorder *r, target *tg)
 	old = MemoryContextSwitchTo(r->scratch);
 	initStringInfo(&body);
 	MemoryContextSwitchTo(old);
-	enlargeStringInfo(&body, (int) ms_pb_len_field_size(9, tg->down.len));
-	body.len += (int) ms_pb_len_head((uint8_t *) body.data, 9, tg->down.len);
+	enlargeStringInfo(&body, (int) ms_pb_len_field_size(MS_FIELD_TO_REPLICA_DOWN, tg->down.len));
+	body.len += (int) ms_pb_len_head((uint8_t *) body.data, MS_FIELD_TO_REPLICA_DOWN, tg->down.len);
 	appendBinaryStringInfo(&body, tg->down.data, tg->down.len);
 	/* write_message resets the scratch context, body and all */
 	write_message(r, tg, &body, start, tg->upserts, tg->deletes);
@@ -269,13 +270,13 @@ start_message(recorder *r, target *tg)
 	if (tg->snapshot && !tg->begun && tg->down.len == 0)
 	{
 		/* Begin: the schema, shared, and how many rows this replica's snapshot carries */
-		size_t		rows = ms_pb_varint_field_size(2, (uint64) tg->snapshot_rows);
+		size_t		rows = ms_pb_varint_field_size(MS_FIELD_BEGIN_ROWS, (uint64) tg->snapshot_rows);
 
-		enlargeStringInfo(&tg->down, (int) ms_pb_len_field_size(1, r->begin.len + rows));
-		tg->down.len += (int) ms_pb_len_head((uint8_t *) tg->down.data, 1, r->begin.len + rows);
+		enlargeStringInfo(&tg->down, (int) ms_pb_len_field_size(MS_FIELD_DOWN_BEGIN, r->begin.len + rows));
+		tg->down.len += (int) ms_pb_len_head((uint8_t *) tg->down.data, MS_FIELD_DOWN_BEGIN, r->begin.len + rows);
 		appendBinaryStringInfo(&tg->down, r->begin.data, r->begin.len);
 		tg->down.len += (int) ms_pb_varint_field((uint8_t *) tg->down.data + tg->down.len,
-												 2, (uint64) tg->snapshot_rows);
+												 MS_FIELD_BEGIN_ROWS, (uint64) tg->snapshot_rows);
 	}
 }
 
@@ -283,7 +284,7 @@ start_message(recorder *r, target *tg)
 static size_t
 message_size(size_t down, size_t rows)
 {
-	return HEAD_MAX + ms_pb_len_field_size(9, down + ms_pb_len_field_size(2, rows));
+	return HEAD_MAX + ms_pb_len_field_size(MS_FIELD_TO_REPLICA_DOWN, down + ms_pb_len_field_size(MS_FIELD_DOWN_TABLES, rows));
 }
 
 /* bytes tg's message would take with `fields` more bytes of one row of t */
@@ -292,8 +293,8 @@ projected(target *tg, ms_table *t, char kind, size_t fields)
 {
 	if (tg->rows_tab == t->id && tg->rows_kind == kind)
 		return message_size(tg->down.len, tg->rows.len + fields);
-	return message_size(tg->down.len + (tg->rows_tab ? ms_pb_len_field_size(2, tg->rows.len) : 0),
-						ms_pb_len_field_size(1, strlen(t->name)) + fields);
+	return message_size(tg->down.len + (tg->rows_tab ? ms_pb_len_field_size(MS_FIELD_DOWN_TABLES, tg->rows.len) : 0),
+						ms_pb_len_field_size(MS_FIELD_ROWS_TABLE, strlen(t->name)) + fields);
 }
 
 /* append one row (an upsert, or a delete when bytes is NULL) to tg's message */
@@ -305,10 +306,10 @@ append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
 	MemoryContext old = MemoryContextSwitchTo(r->cxt);
 
 	if (kind == 'u')
-		fields = ms_pb_len_field_size(2, len) + ms_pb_len_field_size(3, r->key.len) +
-			(replace ? ms_pb_len_field_size(5, r->key.len) : 0);
+		fields = ms_pb_len_field_size(MS_FIELD_ROWS_UPSERTS, len) + ms_pb_len_field_size(MS_FIELD_ROWS_KEYS, r->key.len) +
+			(replace ? ms_pb_len_field_size(MS_FIELD_ROWS_REPLACES, r->key.len) : 0);
 	else
-		fields = ms_pb_len_field_size(4, r->key.len);
+		fields = ms_pb_len_field_size(MS_FIELD_ROWS_DELETES, r->key.len);
 
 	start_message(r, tg);
 	if (projected(tg, t, kind, fields) > (size_t) ms_message_bytes)
@@ -321,23 +322,23 @@ append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
 		close_rows(tg);
 		tg->rows_tab = t->id;
 		tg->rows_kind = kind;
-		enlargeStringInfo(&tg->rows, (int) ms_pb_len_field_size(1, strlen(t->name)));
-		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data, 1, t->name, strlen(t->name));
+		enlargeStringInfo(&tg->rows, (int) ms_pb_len_field_size(MS_FIELD_ROWS_TABLE, strlen(t->name)));
+		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data, MS_FIELD_ROWS_TABLE, t->name, strlen(t->name));
 	}
 	enlargeStringInfo(&tg->rows, (int) fields);
 	if (kind == 'u')
 	{
-		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, 2, bytes, len);
-		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, 3,
+		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, MS_FIELD_ROWS_UPSERTS, bytes, len);
+		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, MS_FIELD_ROWS_KEYS,
 											  r->key.data, r->key.len);
 		if (replace)
-			tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, 5,
+			tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, MS_FIELD_ROWS_REPLACES,
 												  r->key.data, r->key.len);
 		tg->upserts++;
 	}
 	else
 	{
-		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, 4,
+		tg->rows.len += (int) ms_pb_len_field((uint8_t *) tg->rows.data + tg->rows.len, MS_FIELD_ROWS_DELETES,
 											  r->key.data, r->key.len);
 		tg->deletes++;
 	}
@@ -365,10 +366,11 @@ emit_upsert(void *arg, ms_table *t, ms_row *row)
 
 	resetStringInfo(&r->key);
 	ms_encode_key(&r->key, row->key, row->keylen);
-	alone = HEAD_MAX + ms_pb_len_field_size(9, ms_pb_len_field_size(2,
-																	 ms_pb_len_field_size(1, strlen(t->name)) +
-																	 ms_pb_len_field_size(2, row->len) +
-																	 ms_pb_len_field_size(3, r->key.len)));
+	alone = HEAD_MAX + ms_pb_len_field_size(MS_FIELD_TO_REPLICA_DOWN,
+											ms_pb_len_field_size(MS_FIELD_DOWN_TABLES,
+																 ms_pb_len_field_size(MS_FIELD_ROWS_TABLE, strlen(t->name)) +
+																 ms_pb_len_field_size(MS_FIELD_ROWS_UPSERTS, row->len) +
+																 ms_pb_len_field_size(MS_FIELD_ROWS_KEYS, r->key.len)));
 	if (alone > (size_t) ms_message_bytes)
 		return psprintf("the row takes %zu bytes in a message, over magic_sync.message_bytes (%d)",
 						alone, ms_message_bytes);
@@ -440,11 +442,11 @@ end_snapshot(recorder *r, target *tg, StringInfo body)
 		{
 			ms_table   *t = lfirst(lc);
 
-			enlargeStringInfo(&end, (int) ms_pb_len_field_size(1, strlen(t->name)));
-			end.len += (int) ms_pb_len_field((uint8_t *) end.data + end.len, 1, t->name, strlen(t->name));
+			enlargeStringInfo(&end, (int) ms_pb_len_field_size(MS_FIELD_END_SNAPSHOT_TABLES, strlen(t->name)));
+			end.len += (int) ms_pb_len_field((uint8_t *) end.data + end.len, MS_FIELD_END_SNAPSHOT_TABLES, t->name, strlen(t->name));
 		}
-		enlargeStringInfo(body, (int) ms_pb_len_field_size(10, end.len));
-		body->len += (int) ms_pb_len_head((uint8_t *) body->data, 10, end.len);
+		enlargeStringInfo(body, (int) ms_pb_len_field_size(MS_FIELD_TO_REPLICA_END_SNAPSHOT, end.len));
+		body->len += (int) ms_pb_len_head((uint8_t *) body->data, MS_FIELD_TO_REPLICA_END_SNAPSHOT, end.len);
 		appendBinaryStringInfo(body, end.data, end.len);
 	}
 	write_message(r, tg, body, false, 0, 0);
