@@ -22,6 +22,7 @@
 #define MS_PB_VARINT 0
 #define MS_PB_FIXED64 1
 #define MS_PB_LEN 2
+#define MS_PB_FIXED32 5
 
 static inline size_t
 ms_pb_varint_size(uint64_t v)

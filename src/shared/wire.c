@@ -44,24 +44,24 @@ ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
 			return fail(reason, "invalid field number at byte %zu", at);
 		switch (tag & 7)
 		{
-			case 0:
+			case MS_PB_VARINT:
 				if (!ms_pb_read_varint(buf, len, &pos, &n))
 					return fail(reason, "truncated varint of field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				break;
-			case 1:
+			case MS_PB_FIXED64:
 				if (len - pos < 8)
 					return fail(reason, "truncated 64-bit field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				pos += 8;
 				break;
-			case 2:
+			case MS_PB_LEN:
 				if (!ms_pb_read_varint(buf, len, &pos, &n) || n > len - pos)
 					return fail(reason, "truncated field %llu at byte %zu: its length runs past the end",
 								(unsigned long long) (tag >> 3), at);
 				pos += (size_t) n;
 				break;
-			case 5:
+			case MS_PB_FIXED32:
 				if (len - pos < 4)
 					return fail(reason, "truncated 32-bit field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);

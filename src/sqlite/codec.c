@@ -390,6 +390,141 @@ column_named(const ms_tbl *t, const char *name, size_t n)
 	return -1;
 }
 
+/*
+ * json_value: the value at j->p of column col into v, by the column's type;
+ * strings and blobs are unescaped into scratch at *used.
+ */
+static bool
+json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
+		   char reason[MS_REASON_MAX])
+{
+	const char *start;
+	bool		integral;
+	const char *why = NULL;
+
+	start = j->p;
+	switch (*j->p)
+	{
+		case 'n':
+			if (!literal(j, "null"))
+				return refuse(reason, "the row is not JSON");
+			v->type = SQLITE_NULL;
+			break;
+		case 't':
+		case 'f':
+			{
+				bool		yes = *j->p == 't';
+
+				if (!literal(j, yes ? "true" : "false"))
+					return refuse(reason, "the row is not JSON");
+				if (col->type == MS_INTEGER)
+				{
+					v->type = SQLITE_INTEGER;
+					v->i = yes;
+				}
+				else if (col->type == MS_TEXT)
+				{
+					v->type = SQLITE_TEXT;
+					v->p = start;
+					v->n = (size_t) (j->p - start);
+				}
+				else
+					return refuse(reason, "column \"%s\" (%s) cannot take a boolean",
+								  col->name, col->type == MS_REAL ? "REAL" : "BLOB");
+				break;
+			}
+		case '"':
+			{
+				char	   *s = scratch + *used;
+				size_t		n;
+
+				if (!string(j, s, &n, &why))
+					return refuse(reason, "the row is not JSON: %s", why);
+				if (col->type == MS_TEXT)
+				{
+					v->type = SQLITE_TEXT;
+					v->p = s;
+					v->n = n;
+					*used += n;
+				}
+				else if (col->type == MS_BLOB)
+				{
+					if (n < 2 || s[0] != '\\' || s[1] != 'x' || (n - 2) % 2 != 0)
+						return refuse(reason, "column \"%s\" (BLOB) takes a string \"\\\\x\" and hex digits", col->name);
+					for (size_t k = 0; k < (n - 2) / 2; k++)
+					{
+						char		two[5] = {'0', '0', s[2 + 2 * k], s[3 + 2 * k], 0};
+						int			b = hex4(two);
+
+						if (b < 0)
+							return refuse(reason, "column \"%s\" (BLOB) holds a character that is not a hex digit", col->name);
+						s[k] = (char) b;
+					}
+					v->type = SQLITE_BLOB;
+					v->p = s;
+					v->n = (n - 2) / 2;
+					*used += v->n;
+				}
+				else if (col->type == MS_REAL &&
+						 ((n == 8 && memcmp(s, "Infinity", 8) == 0) ||
+						  (n == 9 && memcmp(s, "-Infinity", 9) == 0)))
+				{
+					v->type = SQLITE_FLOAT;
+					v->d = s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
+				}
+				else
+					return refuse(reason, "column \"%s\" (%s) cannot take a string", col->name,
+								  col->type == MS_INTEGER ? "INTEGER" : "REAL");
+				break;
+			}
+		case '{':
+		case '[':
+			if (!value(j, 1, &why))
+				return refuse(reason, "the row is not JSON: %s", why);
+			if (col->type != MS_TEXT)
+				return refuse(reason, "column \"%s\" cannot take nested JSON: only a TEXT column can", col->name);
+			v->type = SQLITE_TEXT;
+			v->p = start;
+			v->n = (size_t) (j->p - start);
+			break;
+		default:
+			if (!number(j, &integral))
+				return refuse(reason, "the row is not JSON: a value of column \"%s\" is not one", col->name);
+			if (col->type == MS_INTEGER)
+			{
+				double		d;
+
+				v->type = SQLITE_INTEGER;
+				if (integral)
+				{
+					if (!parse_int(start, (size_t) (j->p - start), &v->i))
+						return refuse(reason, "column \"%s\" (INTEGER): %.*s is out of range", col->name,
+									  (int) (j->p - start > 40 ? 40 : j->p - start), start);
+				}
+				else if (!parse_double(start, (size_t) (j->p - start), &d) || !isfinite(d) ||
+						 d != floor(d) || d < -9223372036854775808.0 || d >= 9223372036854775808.0)
+					return refuse(reason, "column \"%s\" (INTEGER) takes whole numbers within 64 bits", col->name);
+				else
+					v->i = (sqlite3_int64) d;
+			}
+			else if (col->type == MS_REAL)
+			{
+				if (!parse_double(start, (size_t) (j->p - start), &v->d))
+					return refuse(reason, "column \"%s\" (REAL): the number is too long", col->name);
+				v->type = SQLITE_FLOAT;
+			}
+			else if (col->type == MS_TEXT)
+			{
+				v->type = SQLITE_TEXT;
+				v->p = start;
+				v->n = (size_t) (j->p - start);
+			}
+			else
+				return refuse(reason, "column \"%s\" (BLOB) cannot take a number", col->name);
+	}
+	return true;
+}
+
 static bool
 json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scratch,
 		 char reason[MS_REASON_MAX])
@@ -416,8 +551,6 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 			int			i;
 			ms_val	   *v;
 			const ms_col *col;
-			const char *start;
-			bool		integral;
 
 			ws(&j);
 			if (j.p >= j.end)
@@ -442,126 +575,8 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 			ws(&j);
 			if (j.p >= j.end)
 				return refuse(reason, "the row is not JSON: a value is missing");
-			start = j.p;
-			switch (*j.p)
-			{
-				case 'n':
-					if (!literal(&j, "null"))
-						return refuse(reason, "the row is not JSON");
-					v->type = SQLITE_NULL;
-					break;
-				case 't':
-				case 'f':
-					{
-						bool		yes = *j.p == 't';
-
-						if (!literal(&j, yes ? "true" : "false"))
-							return refuse(reason, "the row is not JSON");
-						if (col->type == MS_INTEGER)
-						{
-							v->type = SQLITE_INTEGER;
-							v->i = yes;
-						}
-						else if (col->type == MS_TEXT)
-						{
-							v->type = SQLITE_TEXT;
-							v->p = start;
-							v->n = (size_t) (j.p - start);
-						}
-						else
-							return refuse(reason, "column \"%s\" (%s) cannot take a boolean",
-										  col->name, col->type == MS_REAL ? "REAL" : "BLOB");
-						break;
-					}
-				case '"':
-					{
-						char	   *s = scratch + used;
-						size_t		n;
-
-						if (!string(&j, s, &n, &why))
-							return refuse(reason, "the row is not JSON: %s", why);
-						if (col->type == MS_TEXT)
-						{
-							v->type = SQLITE_TEXT;
-							v->p = s;
-							v->n = n;
-							used += n;
-						}
-						else if (col->type == MS_BLOB)
-						{
-							if (n < 2 || s[0] != '\\' || s[1] != 'x' || (n - 2) % 2 != 0)
-								return refuse(reason, "column \"%s\" (BLOB) takes a string \"\\\\x\" and hex digits", col->name);
-							for (size_t k = 0; k < (n - 2) / 2; k++)
-							{
-								char		two[5] = {'0', '0', s[2 + 2 * k], s[3 + 2 * k], 0};
-								int			b = hex4(two);
-
-								if (b < 0)
-									return refuse(reason, "column \"%s\" (BLOB) holds a character that is not a hex digit", col->name);
-								s[k] = (char) b;
-							}
-							v->type = SQLITE_BLOB;
-							v->p = s;
-							v->n = (n - 2) / 2;
-							used += v->n;
-						}
-						else if (col->type == MS_REAL &&
-								 ((n == 8 && memcmp(s, "Infinity", 8) == 0) ||
-								  (n == 9 && memcmp(s, "-Infinity", 9) == 0)))
-						{
-							v->type = SQLITE_FLOAT;
-							v->d = s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
-						}
-						else
-							return refuse(reason, "column \"%s\" (%s) cannot take a string", col->name,
-										  col->type == MS_INTEGER ? "INTEGER" : "REAL");
-						break;
-					}
-				case '{':
-				case '[':
-					if (!value(&j, 1, &why))
-						return refuse(reason, "the row is not JSON: %s", why);
-					if (col->type != MS_TEXT)
-						return refuse(reason, "column \"%s\" cannot take nested JSON: only a TEXT column can", col->name);
-					v->type = SQLITE_TEXT;
-					v->p = start;
-					v->n = (size_t) (j.p - start);
-					break;
-				default:
-					if (!number(&j, &integral))
-						return refuse(reason, "the row is not JSON: a value of column \"%s\" is not one", col->name);
-					if (col->type == MS_INTEGER)
-					{
-						double		d;
-
-						v->type = SQLITE_INTEGER;
-						if (integral)
-						{
-							if (!parse_int(start, (size_t) (j.p - start), &v->i))
-								return refuse(reason, "column \"%s\" (INTEGER): %.*s is out of range", col->name,
-											  (int) (j.p - start > 40 ? 40 : j.p - start), start);
-						}
-						else if (!parse_double(start, (size_t) (j.p - start), &d) || !isfinite(d) ||
-								 d != floor(d) || d < -9223372036854775808.0 || d >= 9223372036854775808.0)
-							return refuse(reason, "column \"%s\" (INTEGER) takes whole numbers within 64 bits", col->name);
-						else
-							v->i = (sqlite3_int64) d;
-					}
-					else if (col->type == MS_REAL)
-					{
-						if (!parse_double(start, (size_t) (j.p - start), &v->d))
-							return refuse(reason, "column \"%s\" (REAL): the number is too long", col->name);
-						v->type = SQLITE_FLOAT;
-					}
-					else if (col->type == MS_TEXT)
-					{
-						v->type = SQLITE_TEXT;
-						v->p = start;
-						v->n = (size_t) (j.p - start);
-					}
-					else
-						return refuse(reason, "column \"%s\" (BLOB) cannot take a number", col->name);
-			}
+			if (!json_value(&j, col, v, scratch, &used, reason))
+				return false;
 			if (col->retired)
 				v->type = SQLITE_NULL;	/* the replica's own: what the server says is ignored */
 			ws(&j);

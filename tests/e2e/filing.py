@@ -4,11 +4,14 @@ makes rows held; refusals; records kept from their first delivery or newest
 by version; two-way columns taken, dropped, refused; catalog uploads refused;
 a record deleted with a message still on its way; the inbox and its retry
 after a fix; duplicate filing; another replica's role refused; digests that
-drift provision the replica again.  Restores are in restore.py.
+drift provision the replica again; records in the proto codec, walked by
+the same code on both sides (src/shared/row.c), a field given twice refused.
+Restores are in restore.py.
 
 Run by tests/e2e/run (inside pg_virtualenv)."""
 import json
 import os
+import struct
 import subprocess
 import tempfile
 
@@ -160,6 +163,15 @@ crafted = wire.up(S1, tables=[wire.rows("sales", upserts=[((S1, 9), b"{not json"
                              wire.rows("sales", upserts=[((S1, 10), json.dumps({"store": S1, "id": 10, "product": 1, "total": 2, "v": 1}))])])
 filed = srv.file(S1, crafted)
 check("a row that does not decode is refused; the rest is filed", (filed["refused"], filed["filed"]), (1, 1))
+# a column given twice is refused, as a replica refuses it (jsonb would keep the last)
+crafted = wire.up(S1, tables=[wire.rows("sales", upserts=[((S1, 12), '{"store": "%s", "id": 12, "product": 1,'
+                                                          ' "total": 1, "total": 2, "v": 1}' % S1)])])
+filed = srv.file(S1, crafted)
+check("a json row giving a column twice is refused", (filed["refused"], filed["filed"]), (1, 0))
+check("and not filed", srv.one("SELECT count(*) FROM sales WHERE id = 12"), 0)
+answer = srv.rows("SELECT message FROM sync.pull(%s, 0) WHERE number IS NULL", (S1,))
+check("the answer says why", 'column \\"total\\" is given twice' in json.dumps(
+    [srv.one("SELECT sync.inspect(%s)", (m[0],)) for m in answer]), True)
 for bad, why in [(b"", "empty"), (b"\x0a\x05ab", "truncated"), (os.urandom(64), "noise")]:
     try:
         srv.file(S1, bad)
@@ -244,6 +256,68 @@ srv.exec("SELECT sync.mirror('promos', 'catalog', 'broadcast')")
 srv.exec("INSERT INTO promos VALUES (1, 'two for one')")
 settle(srv, [r1, r2])
 check("a new table: replicas are provisioned with it", (r1.keys("promos", ["id"]), r2.keys("promos", ["id"])), ({"1:1"}, {"1:1"}))
+
+# --- the proto codec: the same walker on both sides (src/shared/row.c) -------
+srv.exec("CREATE TABLE readings (store uuid, id int, temp double precision, label text, raw bytea, ok boolean,"
+         " PRIMARY KEY (store, id))")
+srv.exec("SELECT sync.mirror('readings', 'record', origin => 'store', codec => 'proto')")
+settle(srv, [r1, r2])
+fields = srv.one("SELECT fields FROM sync.tables WHERE name = 'readings'")
+reading = "SELECT temp, label, encode(raw, 'hex'), ok FROM readings WHERE store = %s AND id = %s"
+r1.q("INSERT INTO readings VALUES (?, 1, -2.5, 'h\u00e9', X'00ff', 1)", (S1,))
+filed = r1.upload()
+check("a record in the proto codec is filed", (filed["filed"], filed["refused"]), (1, 0))
+check("as the replica wrote it", srv.rows(reading, (S1, 1)), [(-2.5, "h\u00e9", "00ff", True)])
+# the server's change goes down in the relay's encoding, and the replica walks it to the same row
+srv.exec("UPDATE readings SET temp = 1e300, label = 'server''s', raw = '\\x', ok = false WHERE store = %s AND id = 1", (S1,))
+settle(srv, [r1])
+check("the server's version, as the replica holds it",
+      r1.q("SELECT temp, label, hex(raw), ok FROM readings WHERE id = 1"), [(1e300, "server's", "", 0)])
+
+
+def pb_int(name, v):
+    """a sint64 field of a column of readings"""
+    return wire.varint(fields[name] << 3) + wire.varint((v << 1) ^ (v >> 63))
+
+
+def pb_double(name, v):
+    return wire.fixed64(fields[name], struct.unpack("<Q", struct.pack("<d", v))[0])
+
+
+def pb_bytes(name, v):
+    return wire.field(fields[name], v)
+
+
+def reading_row(i, *extra):
+    return pb_bytes("store", S1) + pb_int("id", i) + b"".join(extra)
+
+
+def refused_for(row_id, row):
+    """file one crafted reading; (refused, filed) and the reason the answer gives"""
+    filed = srv.file(S1, wire.up(S1, tables=[wire.rows("readings", upserts=[((S1, row_id), row)])]))
+    answers = [srv.one("SELECT sync.inspect(%s)", (m[0],))
+               for m in srv.rows("SELECT message FROM sync.pull(%s, 0) WHERE number IS NULL", (S1,))]
+    reasons = [r["reason"] for a in answers for r in a.get("filed", {}).get("refused", [])
+               if r["key"] == [S1, str(row_id)]]
+    return (filed["refused"], filed["filed"]), reasons
+
+
+got, _ = refused_for(2, reading_row(2, pb_double("temp", 0.5), pb_bytes("label", "by hand"),
+                                    pb_bytes("raw", b"\x01"), pb_int("ok", 1)))
+check("a proto row written by hand, as the relay writes one, is filed", got, (0, 1))
+check("and is what it says", srv.rows(reading, (S1, 2)), [(0.5, "by hand", "01", True)])
+for row_id, extra, reason in [
+        (3, [pb_double("temp", 1.0), pb_double("temp", 2.0)], "given twice"),
+        (4, [pb_bytes("label", "a"), pb_bytes("label", "a")], "given twice"),
+        (5, [wire.varint(99 << 3) + wire.varint(1)], "field 99 of the row is not a column"),
+        (6, [wire.varint(fields["label"] << 3) + wire.varint(1)], "is not length-delimited"),
+        (7, [pb_bytes("label", b"\xc3")], "not valid UTF-8"),
+        (8, [wire.varint(fields["temp"] << 3 | 1) + b"\x00\x00"], "truncated or malformed")]:
+    got, reasons = refused_for(row_id, reading_row(row_id, *extra))
+    check(f"reading {row_id} is refused", got, (1, 0))
+    check(f"reading {row_id}: the answer says why ({reason})", any(reason in r for r in reasons), True)
+    check(f"reading {row_id} is not filed", srv.rows(reading, (S1, row_id)), [])
+settle(srv, [r1, r2])
 
 # --- digests: drift provisions the replica again, and it converges ----------
 settle(srv, [r1, r2])

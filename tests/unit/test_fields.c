@@ -53,7 +53,7 @@ wire_type(ProtobufCType type)
 		case PROTOBUF_C_TYPE_FLOAT:
 		case PROTOBUF_C_TYPE_FIXED32:
 		case PROTOBUF_C_TYPE_SFIXED32:
-			return 5;
+			return MS_PB_FIXED32;
 		default:
 			return MS_PB_VARINT;
 	}

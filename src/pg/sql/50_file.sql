@@ -1,4 +1,4 @@
--- Filing what replicas say (src/pg/transport/file.c).
+-- Filing what replicas say (src/pg/transport/file.c and its parts, file.h).
 
 CREATE FUNCTION sync.file(replica uuid, upload bytea, sender jsonb DEFAULT NULL) RETURNS jsonb
 	LANGUAGE c VOLATILE SECURITY DEFINER

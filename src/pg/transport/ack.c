@@ -1,0 +1,327 @@
+/*-------------------------------------------------------------------------
+ * ack.c
+ *	  Acknowledgements and restores: what a replica says of itself in an
+ *	  upload, besides its rows (seed 5).
+ *
+ *   acknowledgement  the last message applied, its seal checked in constant
+ *                    time: what it carried counts as held, the outbox is
+ *                    trimmed through it.  A seal the server never made, or
+ *                    made for a message it has no record of, begins a new
+ *                    epoch; a replica that applied less than it said before
+ *                    was restored and is provisioned again; so is one that
+ *                    reports a gap no snapshot on its way covers.
+ *   refusals         rows the replica could not take are not counted as held.
+ *   digests          compared with what the server records, once the replica
+ *                    applied every message recorded for it.
+ *   backlog          what it has not sent, and not had filed, as it says.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+
+#include "digest.h"
+#include "file.h"
+#include "seal.h"
+#include "wire.h"
+
+/* the replica is provisioned again: held rows are on their way */
+static void
+provision(ms_filing *f, const char *why)
+{
+	Oid			types[2] = {UUIDOID, TEXTOID};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), CStringGetTextDatum(why)};
+
+	if (SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $2,"
+							  " last_error_at = now() WHERE id = $1",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not mark a replica to provision");
+	f->provisioning = true;
+	ereport(LOG, (errmsg("magic_sync: replica %s is provisioned again: %s", f->replica_text, why)));
+}
+
+/* a new epoch: every replica is provisioned again */
+static void
+new_epoch(ms_filing *f, const char *why)
+{
+	ms_epoch_begin(why, &f->epoch);
+	f->provisioning = true;
+}
+
+/* What sync.replicas says of the replica as the upload is filed. */
+typedef struct replica_row
+{
+	int64		acked;
+	bool		provision;
+	bool		has_snapshot_end;
+	int64		snapshot_end;
+} replica_row;
+
+/* read_replica: the replica's row, locked for the filing */
+static void
+read_replica(ms_filing *f, replica_row *r)
+{
+	Oid			types[1] = {UUIDOID};
+	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	Datum		end;
+
+	if (SPI_execute_with_args("SELECT acked_number, provision, snapshot_end FROM sync.replicas"
+							  " WHERE id = $1 FOR UPDATE",
+							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.replicas");
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replica %s is not registered", f->replica_text),
+				 errdetail("Its registration went while its upload was being filed."),
+				 errhint("Register it with sync.replica_add('%s').", f->replica_text)));
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	r->acked = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	r->provision = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull));
+	end = SPI_getbinval(tup, desc, 3, &isnull);
+	r->has_snapshot_end = !isnull;
+	r->snapshot_end = isnull ? 0 : DatumGetInt64(end);
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/* whether the server has a record of sending message number with nonce: in the outbox, or acknowledged */
+static bool
+recorded(ms_filing *f, Sync__Applied *a)
+{
+	Oid			types[3] = {UUIDOID, INT8OID, BYTEAOID};
+	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int64GetDatum((int64) a->number),
+	PointerGetDatum(ms_to_bytea(a->nonce.data, a->nonce.len))};
+	bool		isnull;
+	bool		found;
+
+	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.outbox WHERE replica = $1 AND number = $2 AND nonce = $3)"
+							  " OR EXISTS (SELECT FROM sync.replicas WHERE id = $1 AND acked_number = $2 AND acked_nonce = $3)",
+							  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.outbox");
+	found = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return found;
+}
+
+/* what the messages through a->number carried is held; what they took back is gone */
+static void
+acknowledged(ms_filing *f, Sync__Applied *a)
+{
+	Oid			types[3] = {UUIDOID, INT8OID, BYTEAOID};
+	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int64GetDatum((int64) a->number),
+	PointerGetDatum(ms_to_bytea(a->nonce.data, a->nonce.len))};
+
+	if (SPI_execute_with_args("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
+							  " acked_number = $2, acked_nonce = $3, acked_at = now() WHERE id = $1",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
+		SPI_execute_with_args("DELETE FROM sync.outbox WHERE replica = $1 AND number <= $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_DELETE ||
+		SPI_execute_with_args("DELETE FROM sync.held WHERE replica = $1 AND taken <= $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not record an acknowledgement");
+}
+
+static char *
+restored(Sync__Applied *a, int64 acked)
+{
+	return psprintf("the replica says it applied message %llu, before the %lld it said it had applied: it was restored from an older copy",
+					(unsigned long long) a->number, (long long) acked);
+}
+
+void
+ms_acknowledge(ms_filing *f, Sync__Applied *a)
+{
+	replica_row r;
+	ms_epoch	e;
+	bool		current;
+
+	read_replica(f, &r);
+	f->acked = r.acked;
+	/* held rows are on their way while its snapshot is */
+	f->provisioning = r.provision || (r.has_snapshot_end && r.snapshot_end > r.acked);
+	if (a == NULL || a->number == 0)
+		return;
+	if (!ms_epoch_find(a->epoch.data, &e, &current))
+	{
+		provision(f, "the replica follows an epoch this server never had (was the server restored from an older copy?)");
+		return;
+	}
+	if (!ms_seal_verify(e.secret, MS_SECRET_BYTES, f->replica.data, a->epoch.data, a->number,
+						a->nonce.data, a->seal.data, a->seal.len))
+	{
+		new_epoch(f, psprintf("replica %s gave back a seal this server never made", f->replica_text));
+		return;
+	}
+	if (!current)
+		return;					/* a past epoch's message: the new epoch's snapshot is on its way */
+	if (!recorded(f, a))
+	{
+		if ((int64) a->number < r.acked)
+			provision(f, restored(a, r.acked));
+		else
+			new_epoch(f, psprintf("replica %s applied message %llu, sealed by this server, which has no record of sending it (was the server restored from an older copy, or a standby promoted?)",
+								  f->replica_text, (unsigned long long) a->number));
+		return;
+	}
+	if ((int64) a->number < r.acked)
+	{
+		provision(f, restored(a, r.acked));
+		return;
+	}
+	if ((int64) a->number == r.acked)
+		return;
+	acknowledged(f, a);
+	f->acked = (int64) a->number;
+	/* its snapshot is applied now: nothing is on its way but what provisioning sends */
+	if (!f->provisioning || (r.has_snapshot_end && r.snapshot_end <= f->acked && !r.provision))
+		f->provisioning = false;
+}
+
+void
+ms_gap(ms_filing *f, Sync__Up *up)
+{
+	Oid			types[3] = {UUIDOID, INT8OID, BYTEAOID};
+	Datum		values[3];
+	bool		isnull;
+
+	if (up->gap == 0)
+		return;
+	values[0] = UUIDPGetDatum(&f->replica);
+	values[1] = Int64GetDatum((int64) up->gap);
+	values[2] = PointerGetDatum(ms_to_bytea(up->gap_epoch.data, up->gap_epoch.len));
+	if (SPI_execute_with_args("UPDATE sync.replicas SET gap = $2 WHERE id = $1 RETURNING"
+							  " provision OR (snapshot_number > $2 AND acked_number < snapshot_number"
+							  "   AND $3 = (SELECT id FROM sync.epoch WHERE ended IS NULL))"
+							  " OR ($3 <> (SELECT id FROM sync.epoch WHERE ended IS NULL)"
+							  "   AND snapshot_number IS NOT NULL AND acked_number < snapshot_number)",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING ||
+		SPI_processed != 1)
+		elog(ERROR, "could not record a gap");
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		provision(f, psprintf("the replica could not follow message %llu (a gap): a message was lost, or its file restored",
+							  (unsigned long long) up->gap));
+}
+
+void
+ms_refusals(ms_filing *f, Sync__Up *up)
+{
+	Oid			types[4] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID};
+
+	for (size_t i = 0; i < up->n_refusals; i++)
+	{
+		Datum		values[4];
+
+		values[0] = UUIDPGetDatum(&f->replica);
+		values[1] = CStringGetTextDatum(up->refusals[i]->table);
+		values[2] = CStringGetTextDatum(ms_canonical_key(up->refusals[i]->key));
+		values[3] = CStringGetTextDatum(up->refusals[i]->reason);
+		if (SPI_execute_with_args("UPDATE sync.held h SET refused = $4 FROM sync.tables t"
+								  " WHERE t.name = $2 AND h.tab = t.id AND h.replica = $1 AND h.key = $3",
+								  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not record a refusal");
+	}
+}
+
+/* digest_differs: the first table whose digest differs from the server's, or NULL */
+static char *
+digest_differs(ms_filing *f, Sync__Up *up)
+{
+	Oid			types[1] = {UUIDOID};
+	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
+	bool		isnull;
+	SPITupleTable *tt;
+	uint64		n;
+
+	if (SPI_execute_with_args("SELECT t.name, (d).count, (d).fnv FROM ("
+							  "  SELECT h.tab, sync.digest(h.key) AS d FROM sync.held h"
+							  "   WHERE h.replica = $1 AND h.refused IS NULL AND h.taken IS NULL GROUP BY h.tab) s"
+							  " JOIN sync.tables t ON t.id = s.tab",
+							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not compute the server's digests");
+	tt = SPI_tuptable;
+	n = SPI_processed;
+	for (size_t i = 0; i < up->n_digests; i++)
+	{
+		Sync__Digest *d = up->digests[i];
+		uint64		count = 0;
+		uint64		fnv = MS_FNV_OFFSET;
+
+		for (uint64 j = 0; j < n; j++)
+			if (strcmp(TextDatumGetCString(SPI_getbinval(tt->vals[j], tt->tupdesc, 1, &isnull)), d->table) == 0)
+			{
+				count = (uint64) DatumGetInt64(SPI_getbinval(tt->vals[j], tt->tupdesc, 2, &isnull));
+				fnv = strtoull(TextDatumGetCString(SPI_getbinval(tt->vals[j], tt->tupdesc, 3, &isnull)), NULL, 16);
+			}
+		if (count != d->count || fnv != d->fnv)
+			return psprintf("the digest of table \"%s\" differs: the replica holds %llu rows, the server records %llu (drift): provisioned again",
+							d->table, (unsigned long long) d->count, (unsigned long long) count);
+	}
+	return NULL;
+}
+
+/*
+ * ms_digests: compared only once the replica applied every message recorded
+ * for it, so a message on its way is never taken for drift.
+ */
+const char *
+ms_digests(ms_filing *f, Sync__Up *up)
+{
+	Oid			types[1] = {UUIDOID};
+	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
+	bool		isnull;
+	char	   *differs;
+
+	if (up->n_digests == 0)
+		return "none";
+	if (SPI_execute_with_args("SELECT provision OR acked_number < last_number FROM sync.replicas WHERE id = $1",
+							  1, types, values, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read sync.replicas");	/* its row is locked since ms_acknowledge */
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) ||
+		f->provisioning)
+		return "not compared: messages are on their way";
+	differs = digest_differs(f, up);
+	if (differs != NULL)
+	{
+		provision(f, differs);
+		return "differ";
+	}
+	if (SPI_execute_with_args("UPDATE sync.replicas SET digests_at = now() WHERE id = $1",
+							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record a digest");
+	return "match";
+}
+
+void
+ms_backlog(ms_filing *f, Sync__Up *up)
+{
+	StringInfoData b;
+	Oid			types[2] = {UUIDOID, TEXTOID};
+	Datum		values[2];
+
+	initStringInfo(&b);
+	appendStringInfoChar(&b, '{');
+	for (size_t i = 0; i < up->n_backlog; i++)
+	{
+		Sync__Backlog *l = up->backlog[i];
+
+		if (i)
+			appendStringInfoChar(&b, ',');
+		escape_json(&b, l->table);
+		appendStringInfo(&b, ":{\"unsent\":" UINT64_FORMAT ",\"unfiled\":" UINT64_FORMAT
+						 ",\"set_aside\":" UINT64_FORMAT ",\"refused\":" UINT64_FORMAT "}",
+						 (uint64) l->unsent, (uint64) l->unfiled, (uint64) l->set_aside, (uint64) l->refused);
+	}
+	appendStringInfoChar(&b, '}');
+	values[0] = UUIDPGetDatum(&f->replica);
+	values[1] = CStringGetTextDatum(b.data);
+	if (SPI_execute_with_args("UPDATE sync.replicas SET backlog = $2::jsonb, heard_at = now() WHERE id = $1",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record a backlog");
+}

@@ -1,0 +1,159 @@
+/*-------------------------------------------------------------------------
+ * file.h
+ *	  What the parts of sync.file share (seed 5): the filing of one upload,
+ *	  and what one call prepares once for every row it files.
+ *
+ *   file.c      sync.file itself: the upload decoded and checked, then each
+ *               part in turn, in one transaction
+ *   ack.c       acknowledgements and restores: the last message applied and
+ *               its seal, gaps, refusals, digests, the backlog
+ *   filer.c     what a call prepares once: per table, its statements and the
+ *               shape of its proto rows; a row in its codec, as JSON
+ *   filing.c    filing rows: records, two-way columns, deletes, each in a
+ *               subtransaction of its own
+ *   inbox.c     rows that wait or failed for good; sync.inbox_retry
+ *   answers.c   the Filed answer queued for sync.pull, a send filed before,
+ *               and what sync.file returns
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_FILE_H
+#define MS_FILE_H
+
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "nodes/pg_list.h"
+#include "utils/uuid.h"
+
+#include "catalog.h"
+#include "epoch.h"
+#include "row.h"
+#include "sync.pb-c.h"
+
+/* What became of one uploaded row. */
+typedef enum ms_outcome
+{
+	MS_FILED,
+	MS_REFUSED,					/* it never can be: told to the replica */
+	MS_DROPPED,					/* the server's change wins */
+	MS_WAITS,					/* kept in the inbox until the replica holds the row */
+	MS_SET_ASIDE,				/* failed for good: kept in the inbox, retried after a fix */
+	MS_OUTCOMES
+} ms_outcome;
+
+extern const char *const ms_outcome_names[MS_OUTCOMES];
+
+/*
+ * One mirrored table as a call files its rows: the statements that file
+ * them, each prepared the first time a row needs it and kept for the call.
+ */
+typedef struct ms_filed_table
+{
+	ms_table   *t;
+	bool		owned;			/* the replica owns a column of it */
+	ms_row_column *cols;		/* proto codec: the walker's view of its columns */
+	ms_row_shape shape;
+	SPIPlanPtr	exists;			/* $1 key: the row is there */
+	SPIPlanPtr	record;			/* $1 row (json), $2 sender: a record filed */
+	SPIPlanPtr	two_way;		/* $1 row (json), $2 key: the replica's columns */
+	SPIPlanPtr	delete_row;		/* $1 key: a record deleted */
+} ms_filed_table;
+
+/*
+ * What one call of sync.file or sync.inbox_retry prepares once: the tables
+ * and the statements on the catalog that every row uses.  Lives in the
+ * call's SPI procedure context, so it goes with SPI_finish.
+ */
+typedef struct ms_filer
+{
+	MemoryContext cxt;
+	List	   *tables;			/* ms_table *, from ms_catalog_tables */
+	int			ntables;
+	ms_filed_table *filed;		/* one per table, in the order of tables */
+	SPIPlanPtr	check;			/* an uploaded row's columns and key */
+	SPIPlanPtr	held;			/* a held row: its number, taken, since */
+	SPIPlanPtr	mark_held;		/* a filed row is held, at its newest note */
+	SPIPlanPtr	note;			/* the replica's version lost: note the row */
+	SPIPlanPtr	replace;		/* the row's next send replaces the copy whole */
+	SPIPlanPtr	unhold;			/* a deleted record is held no more */
+	SPIPlanPtr	keep;			/* a row kept in the inbox */
+} ms_filer;
+
+/* The filing of one upload (or of one inbox row) of one replica. */
+typedef struct ms_filing
+{
+	ms_filer   *filer;
+	pg_uuid_t	replica;
+	char	   *replica_text;
+	Datum		sender;			/* jsonb, or 0 */
+	ms_epoch	epoch;
+	int64		acked;			/* what the replica applied, after this upload's acknowledgement */
+	bool		provisioning;	/* it is being provisioned again: held rows are on their way */
+	int			counts[MS_OUTCOMES];
+	List	   *refused;		/* Sync__Refusal * for the answer */
+} ms_filing;
+
+/* ---- filer.c ---- */
+
+/* ms_filer_begin: read the catalog and prepare the call's statements; SPI connected. */
+extern void ms_filer_begin(ms_filer *fr);
+/* ms_filed_table_named: the table of this wire name, or NULL when it is not mirrored. */
+extern ms_filed_table *ms_filed_table_named(ms_filer *fr, const char *name);
+/* ms_filed_plan: a statement of a table (slot is one of its plans), prepared on first use. */
+extern SPIPlanPtr ms_filed_plan(ms_filer *fr, ms_filed_table *ft, SPIPlanPtr *slot);
+/*
+ * ms_server_column: a column the server fills itself (generated, created,
+ * the sender stamp): an upload may carry it, and it is ignored.
+ */
+extern bool ms_server_column(const ms_table *t, int c);
+/* ms_filer_run: run a plan; errors when SPI does not answer with expect. */
+extern void ms_filer_run(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
+						 long tcount, int expect, const char *what);
+/* ms_row_json: a row in its table's codec as a JSON object; NULL with *why when it does not decode. */
+extern char *ms_row_json(ms_filed_table *ft, const uint8 *bytes, size_t len, char **why);
+/* ms_to_bytea / ms_canonical_key: bytes as a bytea; a wire Key's canonical bytes. */
+extern bytea *ms_to_bytea(const void *data, size_t len);
+extern char *ms_canonical_key(const Sync__Key *k);
+
+/* ---- ack.c ---- */
+
+/* ms_acknowledge: the last message the replica applied (a may be NULL); sets f->acked. */
+extern void ms_acknowledge(ms_filing *f, Sync__Applied *a);
+/* ms_gap: a gap provisions the replica again, unless a snapshot after it is on its way. */
+extern void ms_gap(ms_filing *f, Sync__Up *up);
+/* ms_refusals: rows the replica could not take are not counted as held. */
+extern void ms_refusals(ms_filing *f, Sync__Up *up);
+/* ms_digests: "none", "not compared: ...", "differ" or "match". */
+extern const char *ms_digests(ms_filing *f, Sync__Up *up);
+/* ms_backlog: what the replica has not sent, has not had filed, set aside, refused. */
+extern void ms_backlog(ms_filing *f, Sync__Up *up);
+
+/* ---- filing.c ---- */
+
+/* ms_file_rows: every upsert and delete of one table of an upload. */
+extern void ms_file_rows(ms_filing *f, Sync__Rows *r);
+/*
+ * ms_file_row: one row (bytes NULL and del for a delete) in a subtransaction
+ * of its own; a permanent failure is MS_SET_ASIDE with its reason and
+ * SQLSTATE, a transient one is raised.
+ */
+extern ms_outcome ms_file_row(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
+							  const uint8 *bytes, size_t len, bool del, char **why, char **sqlstate);
+
+/* ---- inbox.c ---- */
+
+/* ms_inbox_keep: keep a row that waits or failed for good in the inbox. */
+extern void ms_inbox_keep(ms_filing *f, ms_filed_table *ft, const char *key,
+						  const uint8 *bytes, size_t len, bool del,
+						  const char *why, const char *sqlstate);
+
+/* ---- answers.c ---- */
+
+/* ms_already_filed: whether this send was filed before (its answer is queued). */
+extern bool ms_already_filed(ms_filing *f, Sync__Up *up);
+/* ms_answer: the Filed answer for the send, queued for sync.pull. */
+extern void ms_answer(ms_filing *f, Sync__Up *up);
+/* ms_file_result: what sync.file returns, as jsonb text (call after SPI_finish). */
+extern char *ms_file_result(const ms_filing *f, const char *digests);
+
+#endif

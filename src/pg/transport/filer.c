@@ -1,0 +1,356 @@
+/*-------------------------------------------------------------------------
+ * filer.c
+ *	  What one call of sync.file or sync.inbox_retry prepares once, however
+ *	  many rows it files: the catalog read, the statements on sync.* that
+ *	  every row uses, and per table the statements that file its rows
+ *	  (prepared the first time a row of it needs one) and the shape of its
+ *	  proto rows.  And a row in its codec, as the JSON object the filing
+ *	  reads with jsonb_populate_record.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "common/jsonapi.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+
+#include "file.h"
+#include "wire.h"
+
+const char *const ms_outcome_names[MS_OUTCOMES] = {"filed", "refused", "dropped", "waiting", "set_aside"};
+
+/*
+ * The check of an uploaded row: $1 the row as JSON, $2 the names of its key
+ * columns (and origin), $3 the values the key (and the replica) give them,
+ * $4 the columns it may carry.  Returns: is it an object; the columns it may
+ * not carry; the key columns that disagree; the row with key and origin
+ * filled in; a column it gives twice (json keeps what jsonb would merge,
+ * and a replica refuses it too).
+ */
+static const char *const check_sql =
+"WITH r AS (SELECT $1::jsonb AS j) "
+"SELECT jsonb_typeof(r.j) = 'object',"
+"       (SELECT string_agg(format('%I', k), ', ') FROM jsonb_object_keys(r.j) k"
+"         WHERE jsonb_typeof(r.j) = 'object' AND NOT (k = ANY ($4))),"
+"       (SELECT string_agg(format('%I', n), ', ') FROM unnest($2, $3) AS u(n, p)"
+"         WHERE jsonb_typeof(r.j) = 'object' AND r.j ? n"
+"           AND lower(r.j ->> n) IS DISTINCT FROM lower(p)),"
+"       (r.j || (SELECT jsonb_object_agg(n, p) FROM unnest($2, $3) AS u(n, p)))::text,"
+"       (SELECT k FROM pg_catalog.json_object_keys($1::json) k"
+"         WHERE jsonb_typeof(r.j) = 'object' GROUP BY k HAVING count(*) > 1 ORDER BY k LIMIT 1)"
+"  FROM r";
+
+static SPIPlanPtr
+prepare(const char *sql, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	return plan;
+}
+
+/* the statements on sync.* every row may use */
+static void
+prepare_catalog(ms_filer *fr)
+{
+	Oid			check[4] = {TEXTOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Oid			held[3] = {UUIDOID, INT4OID, TEXTOID};
+	Oid			note[2] = {INT4OID, TEXTOID};
+	Oid			keep[7] = {UUIDOID, INT4OID, TEXTOID, BYTEAOID, JSONBOID, TEXTOID, TEXTOID};
+
+	fr->check = prepare(check_sql, 4, check);
+	fr->held = prepare("SELECT number, taken IS NOT NULL, since FROM sync.held"
+					   " WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+	/* the write just made drew the newest note of the row: the session's last */
+	fr->mark_held = prepare("INSERT INTO sync.held (replica, tab, key, note, number)"
+							" VALUES ($1, $2, $3, currval('sync.note_seq'), 0)"
+							" ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note,"
+							"   number = 0, taken = NULL, refused = NULL", 3, held);
+	fr->note = prepare("INSERT INTO sync.notes (tab, key) VALUES ($1, $2)", 2, note);
+	fr->replace = prepare("UPDATE sync.held SET replace = true"
+						  " WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+	fr->unhold = prepare("DELETE FROM sync.held WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+	fr->keep = prepare("INSERT INTO sync.inbox (replica, tab, key, row, sender, reason, sqlstate)"
+					   " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+					   " ON CONFLICT (replica, tab, key) DO UPDATE SET row = EXCLUDED.row,"
+					   "   sender = EXCLUDED.sender, reason = EXCLUDED.reason,"
+					   "   sqlstate = EXCLUDED.sqlstate, tries = sync.inbox.tries + 1, last_at = now()",
+					   7, keep);
+}
+
+/* the type a column travels as (docs/protocol.md 4) */
+static ms_type
+column_type(const ms_column *col)
+{
+	ms_type		type;
+
+	if (!ms_type_parse(col->sqlite_type, &type))
+		elog(ERROR, "column \"%s\" travels as an unknown type \"%s\"", col->name, col->sqlite_type);
+	return type;
+}
+
+static void
+filed_table_init(ms_filed_table *ft, ms_table *t)
+{
+	memset(ft, 0, sizeof *ft);
+	ft->t = t;
+	for (int c = 0; c < t->ncolumns; c++)
+		ft->owned |= t->columns[c].replica_owned;
+	if (!t->proto)
+		return;
+	ft->cols = palloc(sizeof(ms_row_column) * Max(t->ncolumns, 1));
+	for (int c = 0; c < t->ncolumns; c++)
+	{
+		ft->cols[c].name = t->columns[c].name;
+		ft->cols[c].type = column_type(&t->columns[c]);
+		ft->cols[c].field = (uint32_t) t->columns[c].field;
+	}
+	/* palloc raises when out of memory: the shape is always made */
+	ms_row_shape_init(&ft->shape, t->name, ft->cols, t->ncolumns, ms_pg_allocator());
+}
+
+void
+ms_filer_begin(ms_filer *fr)
+{
+	ListCell   *lc;
+	int			i = 0;
+
+	memset(fr, 0, sizeof *fr);
+	fr->cxt = CurrentMemoryContext;
+	fr->tables = ms_catalog_tables();
+	fr->ntables = list_length(fr->tables);
+	fr->filed = palloc(sizeof(ms_filed_table) * Max(fr->ntables, 1));
+	foreach(lc, fr->tables)
+		filed_table_init(&fr->filed[i++], lfirst(lc));
+	prepare_catalog(fr);
+}
+
+ms_filed_table *
+ms_filed_table_named(ms_filer *fr, const char *name)
+{
+	for (int i = 0; i < fr->ntables; i++)
+		if (strcmp(fr->filed[i].t->name, name) == 0)
+			return &fr->filed[i];
+	return NULL;
+}
+
+bool
+ms_server_column(const ms_table *t, int c)
+{
+	for (int g = 0; g < t->ngenerated; g++)
+		if (t->generated[g] == c)
+			return true;
+	return c == t->created || (t->sender && strcmp(t->columns[c].name, t->sender) == 0);
+}
+
+/* a record: kept from its first delivery, or the newest wins by its version */
+static char *
+record_sql(const ms_table *t)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s AS t (", t->qualified);
+	for (int c = 0, n = 0; c < t->ncolumns; c++)
+		if (!ms_server_column(t, c))
+			appendStringInfo(&sql, "%s%s", n++ ? ", " : "", t->columns[c].quoted);
+	if (t->created >= 0)
+		appendStringInfo(&sql, ", %s", t->columns[t->created].quoted);
+	if (t->sender)
+		appendStringInfo(&sql, ", %s", quote_identifier(t->sender));
+	appendStringInfoString(&sql, ") SELECT ");
+	for (int c = 0, n = 0; c < t->ncolumns; c++)
+		if (!ms_server_column(t, c))
+			appendStringInfo(&sql, "%sr.%s", n++ ? ", " : "", t->columns[c].quoted);
+	if (t->created >= 0)
+		appendStringInfoString(&sql, ", now()");
+	if (t->sender)
+		appendStringInfoString(&sql, ", $2");
+	appendStringInfo(&sql, " FROM jsonb_populate_record(NULL::%s, $1::jsonb) r ON CONFLICT (", t->qualified);
+	for (int k = 0; k < t->nkey; k++)
+		appendStringInfo(&sql, "%s%s", k ? ", " : "", t->columns[t->key[k]].quoted);
+	if (t->version < 0)
+		appendStringInfoString(&sql, ") DO NOTHING");
+	else
+	{
+		appendStringInfoString(&sql, ") DO UPDATE SET ");
+		for (int c = 0, n = 0; c < t->ncolumns; c++)
+			if (!ms_server_column(t, c) && !t->columns[c].key)
+				appendStringInfo(&sql, "%s%s = EXCLUDED.%s", n++ ? ", " : "",
+								 t->columns[c].quoted, t->columns[c].quoted);
+		if (t->sender)
+			appendStringInfo(&sql, ", %s = EXCLUDED.%s", quote_identifier(t->sender),
+							 quote_identifier(t->sender));
+		appendStringInfo(&sql, " WHERE t.%s < EXCLUDED.%s",
+						 t->columns[t->version].quoted, t->columns[t->version].quoted);
+	}
+	appendStringInfoString(&sql, " RETURNING 1");
+	return sql.data;
+}
+
+/* a two-way row: only the columns the replica owns */
+static char *
+two_way_sql(const ms_table *t)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "UPDATE %s t SET ", t->qualified);
+	for (int c = 0, n = 0; c < t->ncolumns; c++)
+		if (t->columns[c].replica_owned)
+			appendStringInfo(&sql, "%s%s = r.%s", n++ ? ", " : "",
+							 t->columns[c].quoted, t->columns[c].quoted);
+	appendStringInfo(&sql, " FROM jsonb_populate_record(NULL::%s, $1::jsonb) r WHERE %s",
+					 t->qualified, ms_key_match(t, "t", "$2"));
+	return sql.data;
+}
+
+SPIPlanPtr
+ms_filed_plan(ms_filer *fr, ms_filed_table *ft, SPIPlanPtr *slot)
+{
+	const ms_table *t = ft->t;
+	Oid			key[1] = {TEXTOID};
+	Oid			record[2] = {TEXTOID, JSONBOID};
+	Oid			two_way[2] = {TEXTOID, TEXTOID};
+	MemoryContext old;
+
+	if (*slot != NULL)
+		return *slot;
+	/* a row's subtransaction may be where it is first needed: the plan is the call's */
+	old = MemoryContextSwitchTo(fr->cxt);
+	if (slot == &ft->exists)
+		*slot = prepare(psprintf("SELECT 1 FROM %s t WHERE %s", t->qualified,
+								 ms_key_match(t, "t", "$1")), 1, key);
+	else if (slot == &ft->record)
+		*slot = prepare(record_sql(t), 2, record);
+	else if (slot == &ft->two_way)
+		*slot = prepare(two_way_sql(t), 2, two_way);
+	else if (slot == &ft->delete_row)
+		*slot = prepare(psprintf("DELETE FROM %s t WHERE %s", t->qualified,
+								 ms_key_match(t, "t", "$1")), 1, key);
+	else
+		elog(ERROR, "no statement of table \"%s\" is prepared there", t->name);
+	MemoryContextSwitchTo(old);
+	return *slot;
+}
+
+void
+ms_filer_run(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
+			 long tcount, int expect, const char *what)
+{
+	int			rc = SPI_execute_plan(plan, values, nulls, read_only, tcount);
+
+	if (rc != expect)
+		elog(ERROR, "could not %s: %s", what, SPI_result_code_string(rc));
+}
+
+bytea *
+ms_to_bytea(const void *data, size_t len)
+{
+	bytea	   *b = palloc(VARHDRSZ + len);
+
+	SET_VARSIZE(b, VARHDRSZ + len);
+	if (len > 0)
+		memcpy(VARDATA(b), data, len);
+	return b;
+}
+
+char *
+ms_canonical_key(const Sync__Key *k)
+{
+	char	   *out = palloc(ms_wire_key_size(k) + 1);
+	size_t		n = ms_wire_key_write(k, out);
+
+	out[n] = '\0';
+	return out;
+}
+
+/* ---- a row in its codec, as JSON ---- */
+
+/* the JSON object being written from a proto row's fields */
+typedef struct json_row
+{
+	const ms_table *t;
+	StringInfo	out;
+	bool		first;
+} json_row;
+
+/* json_member: one value the walker (row.h) handed over, as a member of the object */
+static bool
+json_member(void *arg, int column, const ms_row_value *v, char reason[MS_REASON_MAX])
+{
+	json_row   *j = arg;
+	StringInfo	out = j->out;
+	static const char digits[] = "0123456789abcdef";
+
+	(void) reason;
+	if (!j->first)
+		appendStringInfoChar(out, ',');
+	j->first = false;
+	escape_json(out, j->t->columns[column].name);
+	appendStringInfoChar(out, ':');
+	switch (v->type)
+	{
+		case MS_INTEGER:
+			appendStringInfo(out, INT64_FORMAT, (int64) v->i);
+			break;
+		case MS_REAL:
+			/* as PostgreSQL's float8 input takes them */
+			if (isnan(v->d) || isinf(v->d))
+				appendStringInfo(out, "\"%s\"", isnan(v->d) ? "NaN" : (v->d > 0 ? "Infinity" : "-Infinity"));
+			else
+				appendStringInfo(out, "%.17g", v->d);
+			break;
+		case MS_TEXT:
+			/* UTF-8 without a NUL: the walker checked */
+			escape_json(out, pnstrdup((const char *) v->p, v->n));
+			break;
+		case MS_BLOB:
+			appendStringInfoString(out, "\"\\\\x");
+			for (size_t i = 0; i < v->n; i++)
+			{
+				appendStringInfoChar(out, digits[v->p[i] >> 4]);
+				appendStringInfoChar(out, digits[v->p[i] & 15]);
+			}
+			appendStringInfoChar(out, '"');
+			break;
+	}
+	return true;
+}
+
+char *
+ms_row_json(ms_filed_table *ft, const uint8 *bytes, size_t len, char **why)
+{
+	StringInfoData out;
+
+	initStringInfo(&out);
+	if (ft->t->proto)
+	{
+		json_row	j = {ft->t, &out, true};
+		char		reason[MS_REASON_MAX];
+
+		appendStringInfoChar(&out, '{');
+		if (!ms_row_walk(&ft->shape, bytes, len, json_member, &j, reason))
+		{
+			*why = pstrdup(reason);
+			return NULL;
+		}
+		appendStringInfoChar(&out, '}');
+		return out.data;
+	}
+	appendBinaryStringInfo(&out, (const char *) bytes, (int) len);
+	if (len == 0 || bytes[0] != '{' || !ms_utf8_valid(out.data, len) ||
+		pg_parse_json(makeJsonLexContextCstringLen(out.data, (int) len, PG_UTF8, false),
+					  &nullSemAction) != JSON_SUCCESS)
+	{
+		*why = "the row is not a JSON object in UTF-8";
+		return NULL;
+	}
+	return out.data;
+}

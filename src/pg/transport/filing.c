@@ -1,0 +1,399 @@
+/*-------------------------------------------------------------------------
+ * filing.c
+ *	  Filing the rows of an upload (seed 5), trusting only what the server
+ *	  knows of the sender, never what the rows claim.
+ *
+ * Each row is filed in a subtransaction of its own (ms_file_row):
+ *
+ *   record     kept from its first delivery, or the newest wins by its
+ *              version; held by the replica at once, or noted again when the
+ *              server's copy wins
+ *   two-way    only the columns the replica owns, of a row it holds: the
+ *              server's change wins when it deleted the row, is taking it
+ *              back, or made it again since the replica's edit
+ *   delete     a record's, taken only where the replica applied every
+ *              message carrying the row
+ *
+ * and comes out filed, refused (it never can be), dropped (the server's
+ * change wins), waiting, or set aside in the inbox (it failed for good:
+ * retried after a fix).
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+
+#include "file.h"
+#include "subxact.h"
+
+/* key parts as a text[] datum */
+static Datum
+parts_array(char **parts, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = CStringGetTextDatum(parts[i]);
+	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/*
+ * check_row: the upload carries only the columns it may (a catalog's: its key
+ * and replica-owned ones), its key columns agree with the key it names, and
+ * a record's origin is the replica filing it.  Returns the row as JSON with
+ * the key (and origin) filled in, or NULL with *why.
+ */
+static char *
+check_row(ms_filing *f, const ms_table *t, const char *json, char **parts, bool two_way, char **why)
+{
+	Datum		values[4];
+	int			nnames = t->nkey + (t->origin >= 0 ? 1 : 0);
+	char	  **names = palloc(sizeof(char *) * nnames);
+	char	  **wanted = palloc(sizeof(char *) * nnames);
+	char	  **allowed = palloc(sizeof(char *) * t->ncolumns);
+	int			nallowed = 0;
+	bool		isnull;
+	Datum		d;
+	char	   *out;
+
+	for (int k = 0; k < t->nkey; k++)
+	{
+		names[k] = t->columns[t->key[k]].name;
+		wanted[k] = parts[k];
+	}
+	if (t->origin >= 0)
+	{
+		names[t->nkey] = t->columns[t->origin].name;
+		wanted[t->nkey] = f->replica_text;
+	}
+	for (int c = 0; c < t->ncolumns; c++)
+		if (ms_server_column(t, c) || !two_way || t->columns[c].key || t->columns[c].replica_owned)
+			allowed[nallowed++] = t->columns[c].name;
+	values[0] = CStringGetTextDatum(json);
+	values[1] = parts_array(names, nnames);
+	values[2] = parts_array(wanted, nnames);
+	values[3] = parts_array(allowed, nallowed);
+	ms_filer_run(f->filer->check, values, NULL, true, 1, SPI_OK_SELECT, "read an uploaded row");
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+	{
+		*why = "the row is not a JSON object";
+		return NULL;
+	}
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull);
+	if (!isnull)
+	{
+		*why = psprintf("column \"%s\" is given twice", TextDatumGetCString(d));
+		return NULL;
+	}
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	if (!isnull)
+	{
+		if (two_way)
+			*why = psprintf("the upload carries columns the replica does not own: %s",
+							TextDatumGetCString(d));
+		else
+			*why = psprintf("the upload carries columns table \"%s\" does not mirror: %s",
+							t->name, TextDatumGetCString(d));
+		return NULL;
+	}
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+	if (!isnull)
+	{
+		*why = psprintf("the row's %s disagree with the key it names, or with the replica filing it",
+						TextDatumGetCString(d));
+		return NULL;
+	}
+	out = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return out;
+}
+
+/* the (replica, table, key) a statement on sync.held takes */
+static void
+held_args(ms_filing *f, const ms_table *t, const char *key, Datum values[3])
+{
+	values[0] = UUIDPGetDatum(&f->replica);
+	values[1] = Int32GetDatum(t->id);
+	values[2] = CStringGetTextDatum(key);
+}
+
+/* the held row of (replica, t, key): found, its number, whether taken, since when */
+static bool
+held_row(ms_filing *f, const ms_table *t, const char *key, int64 *number, bool *taken, int64 *since)
+{
+	Datum		values[3];
+	bool		isnull;
+
+	held_args(f, t, key, values);
+	ms_filer_run(f->filer->held, values, NULL, true, 1, SPI_OK_SELECT, "read sync.held");
+	if (SPI_processed == 0)
+	{
+		SPI_freetuptable(SPI_tuptable);
+		return false;
+	}
+	*number = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	*taken = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	*since = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return true;
+}
+
+static bool
+row_exists(ms_filing *f, ms_filed_table *ft, const char *key)
+{
+	Datum		values[1] = {CStringGetTextDatum(key)};
+	bool		found;
+
+	ms_filer_run(ms_filed_plan(f->filer, ft, &ft->exists), values, NULL, false, 1,
+				 SPI_OK_SELECT, "read a mirrored table");
+	found = SPI_processed > 0;
+	SPI_freetuptable(SPI_tuptable);
+	return found;
+}
+
+/* a statement on sync.held of (replica, t, key) */
+static void
+on_held(ms_filing *f, SPIPlanPtr plan, const ms_table *t, const char *key, int expect, const char *what)
+{
+	Datum		values[3];
+
+	held_args(f, t, key, values);
+	ms_filer_run(plan, values, NULL, false, 0, expect, what);
+}
+
+static ms_outcome
+file_record(ms_filing *f, ms_filed_table *ft, const char *key, const char *json)
+{
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
+	bool		taken;
+
+	values[0] = CStringGetTextDatum(json);
+	values[1] = f->sender;
+	if (f->sender == (Datum) 0)
+		nulls[1] = 'n';
+	ms_filer_run(ms_filed_plan(f->filer, ft, &ft->record), values, nulls, false, 0,
+				 SPI_OK_INSERT_RETURNING, "file a record");
+	taken = SPI_processed > 0;
+	SPI_freetuptable(SPI_tuptable);
+	if (taken)
+		/* the replica holds this version of the row: the newest note of it, at once */
+		on_held(f, f->filer->mark_held, ft->t, key, SPI_OK_INSERT, "record a filed row as held");
+	else
+	{
+		/* the replica's version lost: a note, so every replica holding the row gets the server's */
+		Datum		nv[2] = {Int32GetDatum(ft->t->id), CStringGetTextDatum(key)};
+
+		ms_filer_run(f->filer->note, nv, NULL, false, 0, SPI_OK_INSERT, "note a row");
+	}
+	return MS_FILED;
+}
+
+/*
+ * dropped: an edit of the replica's is dropped.  The replica still has its
+ * own value in its copy, so the next time the row goes to it, it replaces the
+ * copy whole.
+ */
+static ms_outcome
+dropped(ms_filing *f, const ms_table *t, const char *key, char **why, const char *reason)
+{
+	*why = (char *) reason;
+	on_held(f, f->filer->replace, t, key, SPI_OK_UPDATE, "mark a held row");
+	return MS_DROPPED;
+}
+
+/* a two-way row: only the columns the replica owns, of a row it holds */
+static ms_outcome
+file_two_way(ms_filing *f, ms_filed_table *ft, const char *key, const char *json, char **why)
+{
+	int64		number;
+	bool		taken;
+	int64		since;
+	Datum		values[2];
+
+	if (!row_exists(f, ft, key))
+		return dropped(f, ft->t, key, why, "the server deleted the row: its change wins");
+	if (!held_row(f, ft->t, key, &number, &taken, &since))
+	{
+		if (f->provisioning)
+		{
+			*why = "the replica is being provisioned again: the edit waits until it holds the row";
+			return MS_WAITS;
+		}
+		*why = "the replica was never sent this row: a replica never creates a two-way row";
+		return MS_REFUSED;
+	}
+	if (taken)
+		return dropped(f, ft->t, key, why, "the server is taking the row back: its change wins");
+	if (since > f->acked)
+		/* the replica edited the row as it was before the server deleted and made it again */
+		return dropped(f, ft->t, key, why, "the server made the row again since the replica's edit: its change wins");
+	values[0] = CStringGetTextDatum(json);
+	values[1] = CStringGetTextDatum(key);
+	ms_filer_run(ms_filed_plan(f->filer, ft, &ft->two_way), values, NULL, false, 0,
+				 SPI_OK_UPDATE, "file a two-way row");
+	return MS_FILED;
+}
+
+/* a record's delete: its copy goes only where the replica applied every message carrying it */
+static ms_outcome
+file_delete(ms_filing *f, ms_filed_table *ft, const char *key, char **why)
+{
+	int64		number;
+	bool		taken;
+	int64		since;
+	Datum		values[1] = {CStringGetTextDatum(key)};
+
+	if (held_row(f, ft->t, key, &number, &taken, &since) && number > f->acked)
+	{
+		*why = "a message carrying the row is on its way to the replica: the server keeps it";
+		return MS_DROPPED;
+	}
+	ms_filer_run(ms_filed_plan(f->filer, ft, &ft->delete_row), values, NULL, false, 0,
+				 SPI_OK_DELETE, "file a delete");
+	on_held(f, f->filer->unhold, ft->t, key, SPI_OK_DELETE, "file a delete");
+	return MS_FILED;
+}
+
+/*
+ * file_row_inner: what the rules say of one row; raises what the database
+ * says (a constraint refusing it).
+ */
+static ms_outcome
+file_row_inner(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
+			   const uint8 *bytes, size_t len, bool del, char **why)
+{
+	const ms_table *t = ft->t;
+	bool		two_way = !t->record;
+	char	   *json;
+
+	if (two_way)
+	{
+		if (!ft->owned)
+		{
+			*why = psprintf("table \"%s\" is a catalog: replicas do not write the server's tables", t->name);
+			return MS_REFUSED;
+		}
+		if (del)
+		{
+			*why = "a replica deletes only its own records";
+			return MS_REFUSED;
+		}
+	}
+	else if (t->origin >= 0)
+	{
+		/* a record's key includes its origin: the replica's own uuid */
+		for (int k = 0; k < t->nkey; k++)
+			if (t->key[k] == t->origin && pg_strcasecmp(parts[k], f->replica_text) != 0)
+			{
+				*why = "a replica writes and deletes only its own records";
+				return MS_REFUSED;
+			}
+	}
+	if (del)
+		return file_delete(f, ft, key, why);
+	json = ms_row_json(ft, bytes, len, why);
+	if (json == NULL)
+		return MS_REFUSED;
+	json = check_row(f, t, json, parts, two_way, why);
+	if (json == NULL)
+		return MS_REFUSED;
+	return two_way ? file_two_way(f, ft, key, json, why) : file_record(f, ft, key, json);
+}
+
+/* a row to file, for ms_try */
+typedef struct row_job
+{
+	ms_filing  *f;
+	ms_filed_table *ft;
+	char	  **parts;
+	const char *key;
+	const uint8 *bytes;
+	size_t		len;
+	bool		del;
+	ms_outcome	out;
+	char	   *why;
+} row_job;
+
+static void
+row_job_run(void *arg)
+{
+	row_job    *j = arg;
+
+	j->out = file_row_inner(j->f, j->ft, j->parts, j->key, j->bytes, j->len, j->del, &j->why);
+}
+
+ms_outcome
+ms_file_row(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
+			const uint8 *bytes, size_t len, bool del, char **why, char **sqlstate)
+{
+	row_job		j = {f, ft, parts, key, bytes, len, del, MS_FILED, NULL};
+	ErrorData  *err = NULL;
+
+	*sqlstate = NULL;
+	if (ms_try(row_job_run, &j, &err))
+	{
+		*why = j.why;
+		return j.out;
+	}
+	*why = err->message;
+	*sqlstate = pstrdup(unpack_sql_state(err->sqlerrcode));
+	return MS_SET_ASIDE;
+}
+
+/* a row the server refused for good, for the Filed answer */
+static void
+add_refusal(ms_filing *f, const char *table, char **parts, int nparts, const char *why)
+{
+	Sync__Refusal *r = palloc(sizeof(Sync__Refusal));
+	Sync__Key  *k = palloc(sizeof(Sync__Key));
+
+	sync__refusal__init(r);
+	sync__key__init(k);
+	k->n_parts = nparts;
+	k->parts = palloc(sizeof(char *) * Max(nparts, 1));
+	for (int i = 0; i < nparts; i++)
+		k->parts[i] = pstrdup(parts[i]);
+	r->table = pstrdup(table);
+	r->key = k;
+	r->reason = pstrdup(why);
+	f->refused = lappend(f->refused, r);
+}
+
+void
+ms_file_rows(ms_filing *f, Sync__Rows *r)
+{
+	ms_filed_table *ft = ms_filed_table_named(f->filer, r->table);
+	size_t		n = r->n_upserts + r->n_deletes;
+
+	for (size_t i = 0; i < n; i++)
+	{
+		bool		del = i >= r->n_upserts;
+		Sync__Key  *k = del ? r->deletes[i - r->n_upserts] : r->keys[i];
+		const uint8 *bytes = del ? NULL : r->upserts[i].data;
+		size_t		len = del ? 0 : r->upserts[i].len;
+		char	   *key = ms_canonical_key(k);
+		char	   *why = NULL;
+		char	   *sqlstate = NULL;
+		ms_outcome	out;
+
+		if (ft == NULL)
+		{
+			why = psprintf("table \"%s\" is not mirrored", r->table);
+			out = MS_REFUSED;
+		}
+		else if (k->n_parts != (size_t) ft->t->nkey)
+		{
+			why = psprintf("table \"%s\" has a key of %d parts, not %zu", ft->t->name, ft->t->nkey, k->n_parts);
+			out = MS_REFUSED;
+		}
+		else
+			out = ms_file_row(f, ft, k->parts, key, bytes, len, del, &why, &sqlstate);
+		f->counts[out]++;
+		if (out == MS_REFUSED)
+			add_refusal(f, r->table, k->parts, (int) k->n_parts, why);
+		else if (out == MS_WAITS || out == MS_SET_ASIDE)
+			ms_inbox_keep(f, ft, key, bytes, len, del, why, sqlstate);
+	}
+}
