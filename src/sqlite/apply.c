@@ -719,12 +719,7 @@ apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 
 		key.len = 0;
 		for (size_t p = 0; p < r->key->n_parts; p++)
-		{
-			size_t		n = strlen(r->key->parts[p]);
-
-			ms_buf_printf(&key, "%llu:", (unsigned long long) n);
-			ms_buf_add(&key, r->key->parts[p], n);
-		}
+			ms_key_append(&key, r->key->parts[p], strlen(r->key->parts[p]));
 		if (why == NULL || key.oom)
 			rc = SQLITE_NOMEM;
 		else

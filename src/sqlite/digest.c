@@ -129,41 +129,6 @@ excluded(const ms_keyref *ex, size_t nex, const char *key, size_t len)
 	return false;
 }
 
-/* put: "<len>:" then the bytes */
-static void
-put_part(ms_buf *b, const char *p, size_t n)
-{
-	char		num[24];
-	int			k = 23;
-	size_t		v = n;
-
-	num[k] = ':';
-	do
-	{
-		num[--k] = (char) ('0' + v % 10);
-		v /= 10;
-	} while (v > 0);
-	ms_buf_add(b, num + k, (size_t) (24 - k));
-	ms_buf_add(b, p, n);
-}
-
-static void
-put_int(ms_buf *b, sqlite3_int64 i)
-{
-	char		num[24];
-	int			k = 24;
-	uint64_t	v = i < 0 ? (uint64_t) 0 - (uint64_t) i : (uint64_t) i;
-
-	do
-	{
-		num[--k] = (char) ('0' + v % 10);
-		v /= 10;
-	} while (v > 0);
-	if (i < 0)
-		num[--k] = '-';
-	put_part(b, num + k, (size_t) (24 - k));
-}
-
 int
 ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 {
@@ -216,7 +181,7 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 			switch (sqlite3_column_type(st, k))
 			{
 				case SQLITE_INTEGER:
-					put_int(&keys, sqlite3_column_int64(st, k));
+					ms_key_append_int(&keys, sqlite3_column_int64(st, k));
 					break;
 				case SQLITE_NULL:
 					null = true;
@@ -225,7 +190,7 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 					{
 						const char *p = (const char *) sqlite3_column_text(st, k);
 
-						put_part(&keys, p ? p : "", (size_t) sqlite3_column_bytes(st, k));
+						ms_key_append(&keys, p ? p : "", (size_t) sqlite3_column_bytes(st, k));
 					}
 			}
 		}

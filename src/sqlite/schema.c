@@ -423,13 +423,22 @@ ms_key_append(ms_buf *out, const char *part, size_t n)
 	ms_buf_add(out, part, n);
 }
 
+/* in decimal, by hand: a digest writes one for every row it counts */
 void
-ms_key_append_int(ms_buf *out, sqlite3_int64 v)
+ms_key_append_int(ms_buf *out, sqlite3_int64 i)
 {
 	char		num[24];
-	int			n = snprintf(num, sizeof num, "%lld", (long long) v);
+	int			k = 24;
+	uint64_t	v = i < 0 ? (uint64_t) 0 - (uint64_t) i : (uint64_t) i;
 
-	ms_key_append(out, num, (size_t) n);
+	do
+	{
+		num[--k] = (char) ('0' + v % 10);
+		v /= 10;
+	} while (v > 0);
+	if (i < 0)
+		num[--k] = '-';
+	ms_key_append(out, num + k, (size_t) (24 - k));
 }
 
 int
