@@ -5,28 +5,11 @@
  */
 #include "row.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "pbwrite.h"
 
 static const char *const type_names[] = {"INTEGER", "REAL", "TEXT", "BLOB"};
-
-static bool
-refuse(char reason[MS_REASON_MAX], const char *fmt,...)
-	__attribute__((format(printf, 2, 3)));
-
-static bool
-refuse(char reason[MS_REASON_MAX], const char *fmt,...)
-{
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(reason, MS_REASON_MAX, fmt, ap);
-	va_end(ap);
-	return false;
-}
 
 bool
 ms_type_parse(const char *name, ms_type *out)
@@ -105,16 +88,16 @@ read_value(const uint8_t *row, size_t len, size_t *pos, const ms_row_column *col
 	{
 		case MS_INTEGER:
 			if (wt != MS_PB_VARINT)
-				return refuse(reason, "column \"%s\" (INTEGER) is not a varint", col->name);
+				return ms_refuse(reason, "column \"%s\" (INTEGER) is not a varint", col->name);
 			if (!ms_pb_read_varint(row, len, pos, &u))
-				return refuse(reason, "the row is truncated or malformed at byte %zu", at);
+				return ms_refuse(reason, "the row is truncated or malformed at byte %zu", at);
 			v->i = ms_pb_unzigzag(u);
 			return true;
 		case MS_REAL:
 			if (wt != MS_PB_FIXED64)
-				return refuse(reason, "column \"%s\" (REAL) is not a 64-bit field", col->name);
+				return ms_refuse(reason, "column \"%s\" (REAL) is not a 64-bit field", col->name);
 			if (!ms_pb_read_fixed64(row, len, pos, &u))
-				return refuse(reason, "the row is truncated or malformed at byte %zu", at);
+				return ms_refuse(reason, "the row is truncated or malformed at byte %zu", at);
 			memcpy(&v->d, &u, sizeof v->d);
 			return true;
 		case MS_TEXT:
@@ -122,15 +105,15 @@ read_value(const uint8_t *row, size_t len, size_t *pos, const ms_row_column *col
 			break;
 	}
 	if (wt != MS_PB_LEN)
-		return refuse(reason, "column \"%s\" (%s) is not length-delimited", col->name,
+		return ms_refuse(reason, "column \"%s\" (%s) is not length-delimited", col->name,
 					  ms_type_name(col->type));
 	if (!ms_pb_read_varint(row, len, pos, &u) || u > len - *pos)
-		return refuse(reason, "the row is truncated or malformed at byte %zu", at);
+		return ms_refuse(reason, "the row is truncated or malformed at byte %zu", at);
 	v->p = row + *pos;
 	v->n = (size_t) u;
 	*pos += (size_t) u;
 	if (col->type == MS_TEXT && !ms_utf8_valid((const char *) v->p, v->n))
-		return refuse(reason, "column \"%s\" (TEXT) is not valid UTF-8 (or holds a NUL byte)", col->name);
+		return ms_refuse(reason, "column \"%s\" (TEXT) is not valid UTF-8 (or holds a NUL byte)", col->name);
 	return true;
 }
 
@@ -142,9 +125,9 @@ ms_row_walk(const ms_row_shape *s, const uint8_t *row, size_t len,
 	size_t		pos = 0;
 
 	if (s->ncols > MS_ROW_COLUMNS_MAX)
-		return refuse(reason, "table \"%s\" has more than %d columns", s->table, MS_ROW_COLUMNS_MAX);
+		return ms_refuse(reason, "table \"%s\" has more than %d columns", s->table, MS_ROW_COLUMNS_MAX);
 	if (row == NULL && len > 0)
-		return refuse(reason, "the row has no bytes");
+		return ms_refuse(reason, "the row has no bytes");
 	memset(seen, 0, ((size_t) s->ncols + 7) / 8);
 	while (pos < len)
 	{
@@ -154,12 +137,12 @@ ms_row_walk(const ms_row_shape *s, const uint8_t *row, size_t len,
 		ms_row_value v;
 
 		if (!ms_pb_read_varint(row, len, &pos, &tag))
-			return refuse(reason, "the row is truncated or malformed at byte %zu", at);
+			return ms_refuse(reason, "the row is truncated or malformed at byte %zu", at);
 		if ((i = column_of(s, tag >> 3)) < 0)
-			return refuse(reason, "field %llu of the row is not a column of table \"%s\"",
+			return ms_refuse(reason, "field %llu of the row is not a column of table \"%s\"",
 						  (unsigned long long) (tag >> 3), s->table);
 		if (seen[i / 8] & (1u << (i % 8)))
-			return refuse(reason, "field %llu (column \"%s\") is given twice",
+			return ms_refuse(reason, "field %llu (column \"%s\") is given twice",
 						  (unsigned long long) (tag >> 3), s->cols[i].name);
 		seen[i / 8] |= (uint8_t) (1u << (i % 8));
 		memset(&v, 0, sizeof v);

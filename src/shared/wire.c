@@ -12,12 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool
-fail(char reason[MS_REASON_MAX], const char *fmt,...)
-	__attribute__((format(printf, 2, 3)));
-
-static bool
-fail(char reason[MS_REASON_MAX], const char *fmt,...)
+bool
+ms_refuse(char reason[MS_REASON_MAX], const char *fmt,...)
 {
 	va_list		ap;
 
@@ -39,36 +35,36 @@ ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
 		uint64_t	n;
 
 		if (!ms_pb_read_varint(buf, len, &pos, &tag))
-			return fail(reason, "truncated field tag at byte %zu", at);
+			return ms_refuse(reason, "truncated field tag at byte %zu", at);
 		if ((tag >> 3) == 0 || (tag >> 3) > 536870911)
-			return fail(reason, "invalid field number at byte %zu", at);
+			return ms_refuse(reason, "invalid field number at byte %zu", at);
 		switch (tag & 7)
 		{
 			case MS_PB_VARINT:
 				if (!ms_pb_read_varint(buf, len, &pos, &n))
-					return fail(reason, "truncated varint of field %llu at byte %zu",
+					return ms_refuse(reason, "truncated varint of field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				break;
 			case MS_PB_FIXED64:
 				if (len - pos < 8)
-					return fail(reason, "truncated 64-bit field %llu at byte %zu",
+					return ms_refuse(reason, "truncated 64-bit field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				pos += 8;
 				break;
 			case MS_PB_LEN:
 				if (!ms_pb_read_varint(buf, len, &pos, &n) || n > len - pos)
-					return fail(reason, "truncated field %llu at byte %zu: its length runs past the end",
+					return ms_refuse(reason, "truncated field %llu at byte %zu: its length runs past the end",
 								(unsigned long long) (tag >> 3), at);
 				pos += (size_t) n;
 				break;
 			case MS_PB_FIXED32:
 				if (len - pos < 4)
-					return fail(reason, "truncated 32-bit field %llu at byte %zu",
+					return ms_refuse(reason, "truncated 32-bit field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				pos += 4;
 				break;
 			default:
-				return fail(reason, "field %llu at byte %zu has unsupported wire type %u",
+				return ms_refuse(reason, "field %llu at byte %zu has unsupported wire type %u",
 							(unsigned long long) (tag >> 3), at, (unsigned) (tag & 7));
 		}
 	}
@@ -132,9 +128,9 @@ static bool
 check_string(const char *s, const char *what, char reason[MS_REASON_MAX])
 {
 	if (s == NULL)
-		return fail(reason, "%s is missing", what);
+		return ms_refuse(reason, "%s is missing", what);
 	if (!ms_utf8_valid(s, strlen(s)))
-		return fail(reason, "%s is not valid UTF-8", what);
+		return ms_refuse(reason, "%s is not valid UTF-8", what);
 	return true;
 }
 
@@ -144,9 +140,9 @@ check_name(const char *s, const char *what, char reason[MS_REASON_MAX])
 	if (!check_string(s, what, reason))
 		return false;
 	if (s[0] == '\0')
-		return fail(reason, "%s is empty", what);
+		return ms_refuse(reason, "%s is empty", what);
 	if (strlen(s) > MS_NAME_MAX)
-		return fail(reason, "%s is longer than %d bytes", what, MS_NAME_MAX);
+		return ms_refuse(reason, "%s is longer than %d bytes", what, MS_NAME_MAX);
 	return true;
 }
 
@@ -157,7 +153,7 @@ check_bytes(ProtobufCBinaryData b, size_t want, bool may_be_empty,
 	if (b.len == 0 && may_be_empty)
 		return true;
 	if (b.len != want)
-		return fail(reason, "%s has %zu bytes, not %zu", what, b.len, want);
+		return ms_refuse(reason, "%s has %zu bytes, not %zu", what, b.len, want);
 	return true;
 }
 
@@ -165,13 +161,13 @@ static bool
 check_key(const Sync__Key *k, const char *table, char reason[MS_REASON_MAX])
 {
 	if (k == NULL || k->n_parts == 0)
-		return fail(reason, "a key of table \"%s\" has no parts", table);
+		return ms_refuse(reason, "a key of table \"%s\" has no parts", table);
 	for (size_t i = 0; i < k->n_parts; i++)
 	{
 		if (!check_string(k->parts[i], "a key part", reason))
 			return false;
 		if (strlen(k->parts[i]) > MS_KEY_PART_MAX)
-			return fail(reason, "a key part of table \"%s\" is too long", table);
+			return ms_refuse(reason, "a key part of table \"%s\" is too long", table);
 	}
 	return true;
 }
@@ -182,7 +178,7 @@ ms_rows_check(const Sync__Rows *r, char reason[MS_REASON_MAX])
 	if (!check_name(r->table, "a table name", reason))
 		return false;
 	if (r->n_keys != r->n_upserts)
-		return fail(reason, "table \"%s\" has %zu upserts but %zu keys",
+		return ms_refuse(reason, "table \"%s\" has %zu upserts but %zu keys",
 					r->table, r->n_upserts, r->n_keys);
 	for (size_t i = 0; i < r->n_keys; i++)
 		if (!check_key(r->keys[i], r->table, reason))
@@ -213,11 +209,11 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 	if (!check_name(t->name, "a table name", reason))
 		return false;
 	if (strcmp(t->mirror, "catalog") != 0 && strcmp(t->mirror, "record") != 0)
-		return fail(reason, "table \"%s\" has unknown mirror \"%.20s\"", t->name, t->mirror);
+		return ms_refuse(reason, "table \"%s\" has unknown mirror \"%.20s\"", t->name, t->mirror);
 	if (strcmp(t->codec, "json") != 0 && strcmp(t->codec, "proto") != 0)
-		return fail(reason, "table \"%s\" has unknown codec \"%.20s\"", t->name, t->codec);
+		return ms_refuse(reason, "table \"%s\" has unknown codec \"%.20s\"", t->name, t->codec);
 	if (t->n_columns == 0)
-		return fail(reason, "table \"%s\" has no columns", t->name);
+		return ms_refuse(reason, "table \"%s\" has no columns", t->name);
 	for (size_t i = 0; i < t->n_columns; i++)
 	{
 		const Sync__Column *c = t->columns[i];
@@ -228,22 +224,22 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 		for (size_t j = 0; j < sizeof types / sizeof types[0]; j++)
 			known |= strcmp(c->type, types[j]) == 0;
 		if (!known)
-			return fail(reason, "column \"%s\" of table \"%s\" has unknown type \"%.20s\"",
+			return ms_refuse(reason, "column \"%s\" of table \"%s\" has unknown type \"%.20s\"",
 						c->name, t->name, c->type);
 		if (!check_string(c->server_type, "a server type", reason))
 			return false;
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(t->columns[j]->name, c->name) == 0)
-				return fail(reason, "table \"%s\" names column \"%s\" twice", t->name, c->name);
+				return ms_refuse(reason, "table \"%s\" names column \"%s\" twice", t->name, c->name);
 	}
 	if (t->n_key == 0)
-		return fail(reason, "table \"%s\" has no key", t->name);
+		return ms_refuse(reason, "table \"%s\" has no key", t->name);
 	for (size_t i = 0; i < t->n_key; i++)
 	{
 		if (!check_name(t->key[i], "a key column", reason))
 			return false;
 		if (!has_column(t, t->key[i]))
-			return fail(reason, "key column \"%s\" of table \"%s\" is not a column",
+			return ms_refuse(reason, "key column \"%s\" of table \"%s\" is not a column",
 						t->key[i], t->name);
 	}
 	for (size_t i = 0; i < t->n_foreign_keys; i++)
@@ -253,7 +249,7 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 		if (!check_name(fk->table, "a referenced table", reason))
 			return false;
 		if (fk->n_columns == 0 || fk->n_columns != fk->n_references)
-			return fail(reason, "a foreign key of table \"%s\" has %zu columns and %zu references",
+			return ms_refuse(reason, "a foreign key of table \"%s\" has %zu columns and %zu references",
 						t->name, fk->n_columns, fk->n_references);
 		for (size_t j = 0; j < fk->n_columns; j++)
 		{
@@ -261,7 +257,7 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 				!check_name(fk->references[j], "a referenced column", reason))
 				return false;
 			if (!has_column(t, fk->columns[j]))
-				return fail(reason, "foreign key column \"%s\" of table \"%s\" is not a column",
+				return ms_refuse(reason, "foreign key column \"%s\" of table \"%s\" is not a column",
 							fk->columns[j], t->name);
 		}
 	}
@@ -270,11 +266,11 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 		!check_string(t->version, "a version column", reason))
 		return false;
 	if (t->retired[0] && !has_column(t, t->retired))
-		return fail(reason, "retired column \"%s\" of table \"%s\" is not a column", t->retired, t->name);
+		return ms_refuse(reason, "retired column \"%s\" of table \"%s\" is not a column", t->retired, t->name);
 	if (t->origin[0] && !has_column(t, t->origin))
-		return fail(reason, "origin column \"%s\" of table \"%s\" is not a column", t->origin, t->name);
+		return ms_refuse(reason, "origin column \"%s\" of table \"%s\" is not a column", t->origin, t->name);
 	if (t->version[0] && !has_column(t, t->version))
-		return fail(reason, "version column \"%s\" of table \"%s\" is not a column", t->version, t->name);
+		return ms_refuse(reason, "version column \"%s\" of table \"%s\" is not a column", t->version, t->name);
 	return true;
 }
 
@@ -305,7 +301,7 @@ bool
 ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 {
 	if (m->protocol == 0)
-		return fail(reason, "the message names no protocol");
+		return ms_refuse(reason, "the message names no protocol");
 	if (!check_bytes(m->replica, MS_REPLICA_BYTES, false, "the replica", reason) ||
 		!check_bytes(m->epoch, MS_EPOCH_BYTES, false, "the epoch", reason))
 		return false;
@@ -313,7 +309,7 @@ ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 	{
 		case SYNC__TO_REPLICA__BODY_FILED:
 			if (m->number != 0)
-				return fail(reason, "a Filed answer is numbered %llu, outside the chain it must be 0",
+				return ms_refuse(reason, "a Filed answer is numbered %llu, outside the chain it must be 0",
 							(unsigned long long) m->number);
 			if (!check_bytes(m->filed->send_id, MS_SEND_ID_BYTES, false, "the send id", reason))
 				return false;
@@ -325,19 +321,19 @@ ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 		case SYNC__TO_REPLICA__BODY_END_SNAPSHOT:
 			break;
 		default:
-			return fail(reason, "the message has no body");
+			return ms_refuse(reason, "the message has no body");
 	}
 	if (m->number == 0)
-		return fail(reason, "the message is numbered 0");
+		return ms_refuse(reason, "the message is numbered 0");
 	if (m->previous >= m->number)
-		return fail(reason, "message %llu names a previous message %llu that is not before it",
+		return ms_refuse(reason, "message %llu names a previous message %llu that is not before it",
 					(unsigned long long) m->number, (unsigned long long) m->previous);
 	if (!check_bytes(m->nonce, MS_NONCE_BYTES, false, "the nonce", reason) ||
 		!check_bytes(m->seal, MS_SEAL_BYTES, false, "the seal", reason) ||
 		!check_bytes(m->previous_nonce, MS_NONCE_BYTES, m->previous == 0, "the previous nonce", reason))
 		return false;
 	if (m->previous == 0 && m->previous_nonce.len != 0)
-		return fail(reason, "the message names a previous nonce but no previous message");
+		return ms_refuse(reason, "the message names a previous nonce but no previous message");
 	if (m->body_case == SYNC__TO_REPLICA__BODY_END_SNAPSHOT)
 	{
 		for (size_t i = 0; i < m->end_snapshot->n_tables; i++)
@@ -352,7 +348,7 @@ bool
 ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 {
 	if (m->protocol == 0)
-		return fail(reason, "the upload names no protocol");
+		return ms_refuse(reason, "the upload names no protocol");
 	if (!check_bytes(m->replica, MS_REPLICA_BYTES, false, "the replica", reason) ||
 		!check_bytes(m->send_id, MS_SEND_ID_BYTES, false, "the send id", reason))
 		return false;
@@ -366,7 +362,7 @@ ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 			!check_bytes(a->seal, MS_SEAL_BYTES, none, "the applied seal", reason))
 			return false;
 		if (none && (a->nonce.len || a->seal.len))
-			return fail(reason, "the upload names a nonce or seal but no applied message");
+			return ms_refuse(reason, "the upload names a nonce or seal but no applied message");
 	}
 	if (!check_bytes(m->gap_epoch, MS_EPOCH_BYTES, true, "the gap epoch", reason))
 		return false;
@@ -399,13 +395,13 @@ decode(const ProtobufCMessageDescriptor *desc,
 	if (len > bound)
 	{
 		*status = MS_WIRE_TOO_LARGE;
-		fail(reason, "%zu bytes is over the bound of %zu", len, bound);
+		ms_refuse(reason, "%zu bytes is over the bound of %zu", len, bound);
 		return NULL;
 	}
 	if (buf == NULL && len > 0)
 	{
 		*status = MS_WIRE_MALFORMED;
-		fail(reason, "no bytes");
+		ms_refuse(reason, "no bytes");
 		return NULL;
 	}
 	if (!ms_wire_scan(buf, len, reason))
@@ -417,14 +413,14 @@ decode(const ProtobufCMessageDescriptor *desc,
 	if (m == NULL)
 	{
 		*status = MS_WIRE_MALFORMED;
-		fail(reason, "the bytes are not a well-formed %s (a field has the wrong type or length)",
+		ms_refuse(reason, "the bytes are not a well-formed %s (a field has the wrong type or length)",
 			 desc->short_name);
 		return NULL;
 	}
 	if (protocol(m) > MS_PROTOCOL)
 	{
 		*status = MS_WIRE_LATER_PROTOCOL;
-		fail(reason, "protocol %u is later than this build's %d", protocol(m), MS_PROTOCOL);
+		ms_refuse(reason, "protocol %u is later than this build's %d", protocol(m), MS_PROTOCOL);
 		return m;
 	}
 	if (!check(m, reason))

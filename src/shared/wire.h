@@ -45,6 +45,10 @@ extern bool ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_M
 
 extern bool ms_utf8_valid(const char *s, size_t len);
 
+/* ms_refuse: say why in reason (printf formats, cut at MS_REASON_MAX); returns false. */
+extern bool ms_refuse(char reason[MS_REASON_MAX], const char *fmt,...)
+	__attribute__((format(printf, 2, 3)));
+
 /*
  * ms_to_replica_decode: decode and check a message to a replica.  NULL, with
  * the status and reason, when it cannot be decoded.  A well-formed message of

@@ -24,29 +24,12 @@
 SQLITE_EXTENSION_INIT3
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pbwrite.h"
 
 #define JSON_DEPTH 64
-
-static bool
-refuse(char reason[MS_REASON_MAX], const char *fmt,...)
-	__attribute__((format(printf, 2, 3)));
-
-static bool
-refuse(char reason[MS_REASON_MAX], const char *fmt,...)
-{
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(reason, MS_REASON_MAX, fmt, ap);
-	va_end(ap);
-	return false;
-}
 
 /* ---- a strict JSON reader --------------------------------------------- */
 
@@ -407,7 +390,7 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 	{
 		case 'n':
 			if (!literal(j, "null"))
-				return refuse(reason, "the row is not JSON");
+				return ms_refuse(reason, "the row is not JSON");
 			v->type = SQLITE_NULL;
 			break;
 		case 't':
@@ -416,7 +399,7 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 				bool		yes = *j->p == 't';
 
 				if (!literal(j, yes ? "true" : "false"))
-					return refuse(reason, "the row is not JSON");
+					return ms_refuse(reason, "the row is not JSON");
 				if (col->type == MS_INTEGER)
 				{
 					v->type = SQLITE_INTEGER;
@@ -429,7 +412,7 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 					v->n = (size_t) (j->p - start);
 				}
 				else
-					return refuse(reason, "column \"%s\" (%s) cannot take a boolean",
+					return ms_refuse(reason, "column \"%s\" (%s) cannot take a boolean",
 								  col->name, col->type == MS_REAL ? "REAL" : "BLOB");
 				break;
 			}
@@ -439,7 +422,7 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 				size_t		n;
 
 				if (!string(j, s, &n, &why))
-					return refuse(reason, "the row is not JSON: %s", why);
+					return ms_refuse(reason, "the row is not JSON: %s", why);
 				if (col->type == MS_TEXT)
 				{
 					v->type = SQLITE_TEXT;
@@ -450,14 +433,14 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 				else if (col->type == MS_BLOB)
 				{
 					if (n < 2 || s[0] != '\\' || s[1] != 'x' || (n - 2) % 2 != 0)
-						return refuse(reason, "column \"%s\" (BLOB) takes a string \"\\\\x\" and hex digits", col->name);
+						return ms_refuse(reason, "column \"%s\" (BLOB) takes a string \"\\\\x\" and hex digits", col->name);
 					for (size_t k = 0; k < (n - 2) / 2; k++)
 					{
 						char		two[5] = {'0', '0', s[2 + 2 * k], s[3 + 2 * k], 0};
 						int			b = hex4(two);
 
 						if (b < 0)
-							return refuse(reason, "column \"%s\" (BLOB) holds a character that is not a hex digit", col->name);
+							return ms_refuse(reason, "column \"%s\" (BLOB) holds a character that is not a hex digit", col->name);
 						s[k] = (char) b;
 					}
 					v->type = SQLITE_BLOB;
@@ -473,23 +456,23 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 					v->d = s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
 				}
 				else
-					return refuse(reason, "column \"%s\" (%s) cannot take a string", col->name,
+					return ms_refuse(reason, "column \"%s\" (%s) cannot take a string", col->name,
 								  col->type == MS_INTEGER ? "INTEGER" : "REAL");
 				break;
 			}
 		case '{':
 		case '[':
 			if (!value(j, 1, &why))
-				return refuse(reason, "the row is not JSON: %s", why);
+				return ms_refuse(reason, "the row is not JSON: %s", why);
 			if (col->type != MS_TEXT)
-				return refuse(reason, "column \"%s\" cannot take nested JSON: only a TEXT column can", col->name);
+				return ms_refuse(reason, "column \"%s\" cannot take nested JSON: only a TEXT column can", col->name);
 			v->type = SQLITE_TEXT;
 			v->p = start;
 			v->n = (size_t) (j->p - start);
 			break;
 		default:
 			if (!number(j, &integral))
-				return refuse(reason, "the row is not JSON: a value of column \"%s\" is not one", col->name);
+				return ms_refuse(reason, "the row is not JSON: a value of column \"%s\" is not one", col->name);
 			if (col->type == MS_INTEGER)
 			{
 				double		d;
@@ -498,19 +481,19 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 				if (integral)
 				{
 					if (!parse_int(start, (size_t) (j->p - start), &v->i))
-						return refuse(reason, "column \"%s\" (INTEGER): %.*s is out of range", col->name,
+						return ms_refuse(reason, "column \"%s\" (INTEGER): %.*s is out of range", col->name,
 									  (int) (j->p - start > 40 ? 40 : j->p - start), start);
 				}
 				else if (!parse_double(start, (size_t) (j->p - start), &d) || !isfinite(d) ||
 						 d != floor(d) || d < -9223372036854775808.0 || d >= 9223372036854775808.0)
-					return refuse(reason, "column \"%s\" (INTEGER) takes whole numbers within 64 bits", col->name);
+					return ms_refuse(reason, "column \"%s\" (INTEGER) takes whole numbers within 64 bits", col->name);
 				else
 					v->i = (sqlite3_int64) d;
 			}
 			else if (col->type == MS_REAL)
 			{
 				if (!parse_double(start, (size_t) (j->p - start), &v->d))
-					return refuse(reason, "column \"%s\" (REAL): the number is too long", col->name);
+					return ms_refuse(reason, "column \"%s\" (REAL): the number is too long", col->name);
 				v->type = SQLITE_FLOAT;
 			}
 			else if (col->type == MS_TEXT)
@@ -520,7 +503,7 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 				v->n = (size_t) (j->p - start);
 			}
 			else
-				return refuse(reason, "column \"%s\" (BLOB) cannot take a number", col->name);
+				return ms_refuse(reason, "column \"%s\" (BLOB) cannot take a number", col->name);
 	}
 	return true;
 }
@@ -535,10 +518,10 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 	const char *why = NULL;
 
 	if (!ms_utf8_valid(row, len))
-		return refuse(reason, "the row is not valid UTF-8 (or holds a NUL byte)");
+		return ms_refuse(reason, "the row is not valid UTF-8 (or holds a NUL byte)");
 	ws(&j);
 	if (j.p >= j.end || *j.p != '{')
-		return refuse(reason, "the row is not a JSON object");
+		return ms_refuse(reason, "the row is not a JSON object");
 	j.p++;
 	ws(&j);
 	if (j.p < j.end && *j.p == '}')
@@ -554,27 +537,27 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 
 			ws(&j);
 			if (j.p >= j.end)
-				return refuse(reason, "the row is not JSON: its object is not closed");
+				return ms_refuse(reason, "the row is not JSON: its object is not closed");
 			if (*j.p != '"')
-				return refuse(reason, "the row is not JSON: a key of its object is not a string");
+				return ms_refuse(reason, "the row is not JSON: a key of its object is not a string");
 			if (!string(&j, key, &klen, &why))
-				return refuse(reason, "the row is not JSON: %s", why);
+				return ms_refuse(reason, "the row is not JSON: %s", why);
 			i = column_named(t, key, klen);
 			if (i < 0 || memchr(key, '\0', klen) != NULL)
-				return refuse(reason, "\"%.*s\" is not a column of table \"%s\"",
+				return ms_refuse(reason, "\"%.*s\" is not a column of table \"%s\"",
 							  (int) (klen > 64 ? 64 : klen), key, t->name);
 			if (seen[i])
-				return refuse(reason, "column \"%s\" is given twice", t->cols[i].name);
+				return ms_refuse(reason, "column \"%s\" is given twice", t->cols[i].name);
 			seen[i] = 1;
 			col = &t->cols[i];
 			v = &vals[i];
 			ws(&j);
 			if (j.p >= j.end || *j.p != ':')
-				return refuse(reason, "the row is not JSON: a key is not followed by ':'");
+				return ms_refuse(reason, "the row is not JSON: a key is not followed by ':'");
 			j.p++;
 			ws(&j);
 			if (j.p >= j.end)
-				return refuse(reason, "the row is not JSON: a value is missing");
+				return ms_refuse(reason, "the row is not JSON: a value is missing");
 			if (!json_value(&j, col, v, scratch, &used, reason))
 				return false;
 			if (col->retired)
@@ -590,11 +573,11 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 				j.p++;
 				break;
 			}
-			return refuse(reason, "the row is not JSON: a ',' or '}' is missing");
+			return ms_refuse(reason, "the row is not JSON: a ',' or '}' is missing");
 		}
 	ws(&j);
 	if (j.p != j.end)
-		return refuse(reason, "the row has bytes after its JSON object");
+		return ms_refuse(reason, "the row has bytes after its JSON object");
 	return true;
 }
 
@@ -622,7 +605,7 @@ proto_value(void *arg, int column, const ms_row_value *rv, char reason[MS_REASON
 			break;
 		case MS_REAL:
 			if (isnan(rv->d))
-				return refuse(reason, "column \"%s\" (REAL) is NaN, which SQLite cannot store",
+				return ms_refuse(reason, "column \"%s\" (REAL) is NaN, which SQLite cannot store",
 							  r->t->cols[column].name);
 			v->type = SQLITE_FLOAT;
 			v->d = rv->d;
@@ -644,7 +627,7 @@ ms_row_decode(const ms_tbl *t, const uint8_t *row, size_t len, ms_val *vals,
 	for (int i = 0; i < t->ncols; i++)
 		vals[i].type = SQLITE_NULL;
 	if (t->ncols > MS_ROW_COLUMNS_MAX)
-		return refuse(reason, "table \"%s\" has more than %d columns", t->name, MS_ROW_COLUMNS_MAX);
+		return ms_refuse(reason, "table \"%s\" has more than %d columns", t->name, MS_ROW_COLUMNS_MAX);
 	if (t->proto)
 	{
 		proto_row	r = {t, vals};
@@ -733,7 +716,7 @@ ms_row_encode(const ms_tbl *t, sqlite3_stmt *st, const int *cols, int n,
 						size_t		len = (size_t) sqlite3_column_bytes(st, k);
 
 						if (!ms_utf8_valid(p, len))
-							return refuse(reason, "column \"%s\" is not valid UTF-8 text", col->name);
+							return ms_refuse(reason, "column \"%s\" is not valid UTF-8 text", col->name);
 						if (col->json && ms_json_valid(p, len))
 							ms_buf_add(out, p, len);
 						else
@@ -765,13 +748,13 @@ ms_row_encode(const ms_tbl *t, sqlite3_stmt *st, const int *cols, int n,
 							 fabs(sqlite3_column_double(st, k)) < 9.2e18)
 						i = (sqlite3_int64) sqlite3_column_double(st, k);
 					else
-						return refuse(reason, "column \"%s\" (INTEGER) holds a value that is not an integer", col->name);
+						return ms_refuse(reason, "column \"%s\" (INTEGER) holds a value that is not an integer", col->name);
 					put_field(out, tmp, ms_pb_varint_field(tmp, col->field, ms_pb_zigzag(i)), NULL, 0);
 					break;
 				}
 			case MS_REAL:
 				if (type != SQLITE_INTEGER && type != SQLITE_FLOAT)
-					return refuse(reason, "column \"%s\" (REAL) holds a value that is not a number", col->name);
+					return ms_refuse(reason, "column \"%s\" (REAL) holds a value that is not a number", col->name);
 				put_field(out, tmp, ms_pb_double_field(tmp, col->field, sqlite3_column_double(st, k)), NULL, 0);
 				break;
 			default:
@@ -785,7 +768,7 @@ ms_row_encode(const ms_tbl *t, sqlite3_stmt *st, const int *cols, int n,
 						p = sqlite3_column_blob(st, k);
 					len = (size_t) sqlite3_column_bytes(st, k);
 					if (col->type == MS_TEXT && !ms_utf8_valid(p, len))
-						return refuse(reason, "column \"%s\" (TEXT) is not valid UTF-8 text", col->name);
+						return ms_refuse(reason, "column \"%s\" (TEXT) is not valid UTF-8 text", col->name);
 					put_field(out, tmp, ms_pb_len_head(tmp, col->field, len), p, len);
 				}
 		}
@@ -793,6 +776,6 @@ ms_row_encode(const ms_tbl *t, sqlite3_stmt *st, const int *cols, int n,
 	if (!t->proto)
 		ms_buf_byte(out, '}');
 	if (out->oom)
-		return refuse(reason, "out of memory");
+		return ms_refuse(reason, "out of memory");
 	return true;
 }

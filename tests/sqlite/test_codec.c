@@ -11,6 +11,7 @@
 
 #include "pbwrite.h"
 #include "row.h"
+#include "vectors.h"
 
 void		test_codec(void);
 
@@ -253,22 +254,6 @@ walked_value(void *arg, int column, const ms_row_value *v, char reason[MS_REASON
 	return true;
 }
 
-static void *
-w_alloc(void *d, size_t n)
-{
-	(void) d;
-	return malloc(n ? n : 1);
-}
-
-static void
-w_free(void *d, void *p)
-{
-	(void) d;
-	free(p);
-}
-
-static ProtobufCAllocator w_allocator = {w_alloc, w_free, NULL};
-
 /* walk a row of t with src/shared/row.c, as the server walks an upload */
 static bool
 walk_row(const Sync__Table *t, const uint8_t *row, size_t len, walked *w, char reason[MS_REASON_MAX])
@@ -285,10 +270,10 @@ walk_row(const Sync__Table *t, const uint8_t *row, size_t len, walked *w, char r
 		if (!ms_type_parse(t->columns[i]->type, &rc[i].type))
 			return false;
 	}
-	if (!ms_row_shape_init(&shape, t->name, rc, (int) t->n_columns, &w_allocator))
+	if (!ms_row_shape_init(&shape, t->name, rc, (int) t->n_columns, &ms_test_allocator))
 		return false;
 	ok = ms_row_walk(&shape, row, len, walked_value, w, reason);
-	ms_row_shape_free(&shape, &w_allocator);
+	ms_row_shape_free(&shape, &ms_test_allocator);
 	return ok;
 }
 

@@ -16,22 +16,7 @@
 #include "check.h"
 #include "pbwrite.h"
 #include "row.h"
-
-static void *
-r_alloc(void *d, size_t n)
-{
-	(void) d;
-	return malloc(n ? n : 1);
-}
-
-static void
-r_free(void *d, void *p)
-{
-	(void) d;
-	free(p);
-}
-
-static ms_allocator alloc = {r_alloc, r_free, NULL};
+#include "vectors.h"
 
 /* id INTEGER 1, r REAL 2, t TEXT 3, b BLOB 4, n INTEGER 7, and a replica's retired column */
 static const ms_row_column cols[] = {
@@ -310,27 +295,27 @@ shapes(void)
 	uint8_t		row[32];
 	size_t		n = 0;
 
-	CHECK(ms_row_shape_init(&s, "sparse", sparse, 3, &alloc) && s.by_field == NULL,
+	CHECK(ms_row_shape_init(&s, "sparse", sparse, 3, &ms_test_allocator) && s.by_field == NULL,
 		  "a sparse numbering has no map");
 	n += ms_pb_len_field(row + n, 536870911, "z", 1);
 	n += ms_pb_varint_field(row + n, 5, ms_pb_zigzag(-3));
 	CHECK(walk(&s, row, n, &v, reason) && v.present[1] && v.present[0] && v.v[0].i == -3 && !v.present[2],
 		  "the greatest field number, and a shared number goes to the first column: %s", reason);
-	ms_row_shape_free(&s, &alloc);
-	CHECK(ms_row_shape_init(&s, "shared", sparse, 1, &alloc) && s.by_field != NULL, "a dense numbering has a map");
-	ms_row_shape_free(&s, &alloc);
+	ms_row_shape_free(&s, &ms_test_allocator);
+	CHECK(ms_row_shape_init(&s, "shared", sparse, 1, &ms_test_allocator) && s.by_field != NULL, "a dense numbering has a map");
+	ms_row_shape_free(&s, &ms_test_allocator);
 	for (int i = 0; i <= MS_ROW_COLUMNS_MAX; i++)
 		many[i] = (ms_row_column) {"c", MS_INTEGER, (uint32_t) i + 1};
-	CHECK(ms_row_shape_init(&s, "wide", many, MS_ROW_COLUMNS_MAX, &alloc), "the widest table");
+	CHECK(ms_row_shape_init(&s, "wide", many, MS_ROW_COLUMNS_MAX, &ms_test_allocator), "the widest table");
 	n = ms_pb_varint_field(row, MS_ROW_COLUMNS_MAX, 1);
 	n += ms_pb_varint_field(row + n, MS_ROW_COLUMNS_MAX, 1);
 	CHECK(!ms_row_walk(&s, row, n, ignore, NULL, reason) &&
 		  strstr(reason, "given twice") != NULL, "the last column of the widest table, twice: %s", reason);
-	ms_row_shape_free(&s, &alloc);
-	CHECK(ms_row_shape_init(&s, "wider", many, MS_ROW_COLUMNS_MAX + 1, &alloc), "a wider table");
+	ms_row_shape_free(&s, &ms_test_allocator);
+	CHECK(ms_row_shape_init(&s, "wider", many, MS_ROW_COLUMNS_MAX + 1, &ms_test_allocator), "a wider table");
 	CHECK(!ms_row_walk(&s, row, 0, ignore, NULL, reason) &&
 		  strstr(reason, "more than 2048 columns") != NULL, "is refused: %s", reason);
-	ms_row_shape_free(&s, &alloc);
+	ms_row_shape_free(&s, &ms_test_allocator);
 }
 
 /* the map and the one-by-one lookup say the same of every truncation and bit flip */
@@ -381,13 +366,13 @@ test_row(void)
 	CHECK(!ms_type_parse("integer", &t) && !ms_type_parse("", &t), "no other name");
 	CHECK(strcmp(ms_type_name(MS_BLOB), "BLOB") == 0 && strcmp(ms_type_name(MS_INTEGER), "INTEGER") == 0,
 		  "names of types");
-	CHECK(ms_row_shape_init(&shape, "things", cols, NCOLS, &alloc), "the shape of things");
+	CHECK(ms_row_shape_init(&shape, "things", cols, NCOLS, &ms_test_allocator), "the shape of things");
 	CHECK(shape.by_field != NULL && shape.max_field == 7 && shape.by_field[5] == -1 && shape.by_field[0] == -1,
 		  "its map: field 0 and the gap are no column");
 	both_ways(&shape);
 	any_order(&shape);
 	refusals(&shape);
 	mutations(&shape);
-	ms_row_shape_free(&shape, &alloc);
+	ms_row_shape_free(&shape, &ms_test_allocator);
 	shapes();
 }

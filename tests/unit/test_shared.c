@@ -19,22 +19,6 @@
 int			ms_unit_passed;
 int			ms_unit_failed;
 
-static void *
-t_alloc(void *d, size_t n)
-{
-	(void) d;
-	return malloc(n ? n : 1);
-}
-
-static void
-t_free(void *d, void *p)
-{
-	(void) d;
-	free(p);
-}
-
-static ms_allocator alloc = {t_alloc, t_free, NULL};
-
 /* canonical key of NUL-terminated parts */
 static size_t
 canon(char *out, int n, const char *const *parts)
@@ -210,7 +194,7 @@ test_vector_message(void)
 	CHECK(hn > 0 && bn > 0 && n == (size_t) (hn + bn), "message is head and body: %zu bytes", n);
 	CHECK(hn > 0 && memcmp(buf, head, (size_t) hn) == 0, "head bytes as documented");
 	CHECK(bn > 0 && memcmp(buf + hn, body, (size_t) bn) == 0, "body bytes as documented");
-	m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+	m = ms_to_replica_decode(buf, n, 1 << 20, &ms_test_allocator, &st, reason);
 	CHECK(m != NULL && st == MS_WIRE_OK, "the vector decodes: %s", reason);
 	if (m)
 	{
@@ -220,9 +204,9 @@ test_vector_message(void)
 			  m->down->tables[0]->n_deletes == 1, "rows decode");
 		CHECK(ms_seal_verify(ms_vector_secret, 32, m->replica.data, m->epoch.data, m->number,
 							 m->nonce.data, m->seal.data, m->seal.len), "the decoded seal verifies");
-		sync__to_replica__free_unpacked(m, &alloc);
+		sync__to_replica__free_unpacked(m, &ms_test_allocator);
 	}
-	m = ms_to_replica_decode(buf, n, n - 1, &alloc, &st, reason);
+	m = ms_to_replica_decode(buf, n, n - 1, &ms_test_allocator, &st, reason);
 	CHECK(m == NULL && st == MS_WIRE_TOO_LARGE, "over the bound: %s", reason);
 }
 
@@ -443,9 +427,9 @@ mutate_all(const char *what, const uint8_t *msg, size_t n, int is_up)
 		else
 			continue;
 		if (is_up)
-			m = ms_up_decode(buf, len, 1 << 20, &alloc, &st, reason);
+			m = ms_up_decode(buf, len, 1 << 20, &ms_test_allocator, &st, reason);
 		else
-			m = ms_to_replica_decode(buf, len, 1 << 20, &alloc, &st, reason);
+			m = ms_to_replica_decode(buf, len, 1 << 20, &ms_test_allocator, &st, reason);
 		if (m == NULL)
 		{
 			refused++;
@@ -463,9 +447,9 @@ mutate_all(const char *what, const uint8_t *msg, size_t n, int is_up)
 				bad++;
 		}
 		if (is_up)
-			sync__up__free_unpacked(m, &alloc);
+			sync__up__free_unpacked(m, &ms_test_allocator);
 		else
-			sync__to_replica__free_unpacked(m, &alloc);
+			sync__to_replica__free_unpacked(m, &ms_test_allocator);
 	}
 	CHECK(bad == 0, "%s: every mutation refused with a reason or valid (%d decoded, %d refused)",
 		  what, decoded, refused);
@@ -502,28 +486,28 @@ test_refusals(void)
 
 	/* each valid sample decodes */
 	n = pack_snapshot(buf);
-	m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+	m = ms_to_replica_decode(buf, n, 1 << 20, &ms_test_allocator, &st, reason);
 	CHECK(m != NULL && m->down->begin && m->down->begin->n_schema == 2, "snapshot decodes: %s", reason);
 	if (m)
-		sync__to_replica__free_unpacked(m, &alloc);
+		sync__to_replica__free_unpacked(m, &ms_test_allocator);
 	n = pack_end_and_filed(buf, 0);
-	m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+	m = ms_to_replica_decode(buf, n, 1 << 20, &ms_test_allocator, &st, reason);
 	CHECK(m != NULL && m->body_case == SYNC__TO_REPLICA__BODY_END_SNAPSHOT, "EndSnapshot decodes: %s", reason);
 	if (m)
-		sync__to_replica__free_unpacked(m, &alloc);
+		sync__to_replica__free_unpacked(m, &ms_test_allocator);
 	n = pack_end_and_filed(buf, 1);
-	m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+	m = ms_to_replica_decode(buf, n, 1 << 20, &ms_test_allocator, &st, reason);
 	CHECK(m != NULL && m->body_case == SYNC__TO_REPLICA__BODY_FILED, "Filed decodes: %s", reason);
 	if (m)
-		sync__to_replica__free_unpacked(m, &alloc);
+		sync__to_replica__free_unpacked(m, &ms_test_allocator);
 	{
 		Sync__Up   *u;
 
 		n = pack_up(buf);
-		u = ms_up_decode(buf, n, 1 << 20, &alloc, &st, reason);
+		u = ms_up_decode(buf, n, 1 << 20, &ms_test_allocator, &st, reason);
 		CHECK(u != NULL && u->n_rows == 1 && u->applied->number == 42, "Up decodes: %s", reason);
 		if (u)
-			sync__up__free_unpacked(u, &alloc);
+			sync__up__free_unpacked(u, &ms_test_allocator);
 	}
 
 	/* a head alone has no body */
@@ -532,7 +516,7 @@ test_refusals(void)
 		ms_vector_secret, ms_vector_replica};
 
 		n = ms_head_pack(&h, buf);
-		m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+		m = ms_to_replica_decode(buf, n, 1 << 20, &ms_test_allocator, &st, reason);
 		CHECK(m == NULL && st == MS_WIRE_MALFORMED, "a head alone is refused: %s", reason);
 	}
 	/* a later protocol decodes, flagged */
@@ -543,11 +527,11 @@ test_refusals(void)
 
 		n = ms_head_pack(&h, buf);
 		n += ms_body_pack(NULL, &end, NULL, buf + n);
-		m = ms_to_replica_decode(buf, n, 1 << 20, &alloc, &st, reason);
+		m = ms_to_replica_decode(buf, n, 1 << 20, &ms_test_allocator, &st, reason);
 		CHECK(m != NULL && st == MS_WIRE_LATER_PROTOCOL && m->number == 5,
 			  "a later protocol is recognised: %s", reason);
 		if (m)
-			sync__to_replica__free_unpacked(m, &alloc);
+			sync__to_replica__free_unpacked(m, &ms_test_allocator);
 	}
 	/* upserts without keys */
 	{

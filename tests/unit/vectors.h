@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc.h"
+
 typedef struct ms_vector_digest
 {
 	const char *name;
@@ -31,6 +33,9 @@ extern const char *ms_vector_seal_input_hex;
 extern const char *ms_vector_seal_hex;
 extern const char *ms_vector_head_hex;
 extern const char *ms_vector_body_hex;
+
+/* ms_test_allocator: malloc and free, lent to src/shared by both suites (ASan sees every leak) */
+extern ms_allocator ms_test_allocator;
 
 /* ms_hex_decode: hex to bytes; returns the byte count, or -1. */
 extern long ms_hex_decode(const char *hex, uint8_t *out, size_t cap);
