@@ -2,7 +2,7 @@
  * subxact.c
  *	  Running a piece of work in a subtransaction of its own, so that a
  *	  permanent failure sets aside only that piece: a chunk of rows that do
- *	  not encode (load.c), an uploaded row a constraint refuses (file.c).
+ *	  not encode (load.c), an uploaded row a constraint refuses (filing.c).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"

@@ -140,9 +140,10 @@ CREATE TABLE sync.outbox (
 CREATE INDEX outbox_body ON sync.outbox (body);
 COMMENT ON TABLE sync.outbox IS 'Messages recorded for each replica, kept until it acknowledges them';
 
--- What each replica holds (src/pg/record.c, file.c): a row counts as held
--- once the replica acknowledged the message that carried it (number <=
--- replicas.acked_number); number 0 is a row the replica filed itself.
+-- What each replica holds (src/pg/relay/record.c, transport/ack.c, filing.c):
+-- a row counts as held once the replica acknowledged the message that
+-- carried it (number <= replicas.acked_number); number 0 is a row the
+-- replica filed itself.
 CREATE TABLE sync.held (
 	replica			uuid NOT NULL,
 	tab				int NOT NULL,
@@ -165,7 +166,7 @@ CREATE INDEX held_taken ON sync.held (replica, tab, taken) WHERE taken IS NOT NU
 CREATE INDEX held_refused ON sync.held (replica, tab) WHERE refused IS NOT NULL;
 COMMENT ON TABLE sync.held IS 'What the engine records each replica holds';
 
--- Answers to uploads (src/pg/file.c): a Filed message per send, queued
+-- Answers to uploads (src/pg/transport/answers.c): a Filed message per send, queued
 -- after the filing committed and returned by sync.pull before the outbox.
 CREATE TABLE sync.answers (
 	replica			uuid NOT NULL,
@@ -176,7 +177,7 @@ CREATE TABLE sync.answers (
 	PRIMARY KEY (replica, send_id)
 );
 
--- Uploaded rows set aside (src/pg/file.c): they failed for good; retried
+-- Uploaded rows set aside (src/pg/transport/inbox.c): they failed for good; retried
 -- after a fix.
 CREATE TABLE sync.inbox (
 	id				bigserial PRIMARY KEY,
