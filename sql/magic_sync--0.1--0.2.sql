@@ -2,3 +2,8 @@
 -- the catalog since 0.1 shipped.  tests/e2e/upgrade.py checks that 0.1 updated
 -- is what a fresh 0.2 install makes.
 \echo Use "ALTER EXTENSION magic_sync UPDATE" to load this file. \quit
+
+-- sync.digest(key) is anyone's, as the README says (0.1 granted its steps
+-- instead, which an aggregate runs with its owner's rights)
+GRANT EXECUTE ON FUNCTION sync.digest(text) TO PUBLIC;
+REVOKE EXECUTE ON FUNCTION sync.digest_transfn(internal, text), sync.digest_finalfn(internal) FROM PUBLIC;
