@@ -7,3 +7,7 @@
 -- instead, which an aggregate runs with its owner's rights)
 GRANT EXECUTE ON FUNCTION sync.digest(text) TO PUBLIC;
 REVOKE EXECUTE ON FUNCTION sync.digest_transfn(internal, text), sync.digest_finalfn(internal) FROM PUBLIC;
+
+-- sync.inspect shows a later protocol's message by its head only
+COMMENT ON FUNCTION sync.inspect(bytea) IS
+	'What a message to a replica says, as jsonb: its head (and whether this server sealed it) and its body; of a later protocol, its head only (later_protocol)';
