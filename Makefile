@@ -5,7 +5,7 @@
 EXTENSION = magic_sync
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
 # The newest script is put together from one part per concept (src/pg/sql);
-# every script shipped before it is frozen (sql/shipped.sha256), the upgrades too.
+# every shipped script is frozen (sql/shipped.sha256): a change goes into an upgrade.
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql))
 
