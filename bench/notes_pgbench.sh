@@ -16,14 +16,12 @@ scale=${4:-10}
 tables="pgbench_branches pgbench_tellers pgbench_accounts pgbench_history"
 
 if [ -z "${MS_BENCH_INSIDE:-}" ]; then
-	# Same lock as scripts/pgcheck: the install is machine-wide.
-	exec 9>/tmp/magic_sync-pg.lock
-	flock 9
-	make -s -j2 >/dev/null
-	make -s install >/dev/null
-	exec pg_virtualenv -t -o shared_preload_libraries=magic_sync -o synchronous_commit=off \
+	. scripts/lib.sh
+	ms_ready
+	ms_cluster -o synchronous_commit=off \
 		-o max_wal_size=4GB -o checkpoint_timeout=30min \
 		env MS_BENCH_INSIDE=1 "$0" "$rounds" "$seconds" "$clients" "$scale"
+	exit $?
 fi
 
 sql() { psql -q -X -v ON_ERROR_STOP=1 -d bench "$@"; }

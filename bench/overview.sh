@@ -16,14 +16,12 @@ replicas=${1:-200}
 rows=${2:-15000}
 runs=${3:-7}
 if [ -z "${MS_BENCH_INSIDE:-}" ]; then
-	# Same lock as scripts/pgcheck: the install is machine-wide.
-	exec 9>/tmp/magic_sync-pg.lock
-	flock 9
-	make -s -j2 >/dev/null
-	make -s install >/dev/null
-	exec pg_virtualenv -t -o shared_preload_libraries=magic_sync -o shared_buffers=1GB \
+	. scripts/lib.sh
+	ms_ready
+	ms_cluster -o shared_buffers=1GB \
 		-o max_wal_size=4GB -o checkpoint_timeout=30min \
 		env MS_BENCH_INSIDE=1 "$0" "$replicas" "$rows" "$runs"
+	exit $?
 fi
 
 sql() { psql -q -X -v ON_ERROR_STOP=1 -d bench "$@"; }

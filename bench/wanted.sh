@@ -9,12 +9,10 @@ cd "$(dirname "$0")/.."
 replicas=${1:-200}
 products=${2:-15000}
 if [ -z "${MS_BENCH_INSIDE:-}" ]; then
-	exec 9>/tmp/magic_sync-pg.lock
-	flock 9
-	make -s -j2 >/dev/null
-	make -s install >/dev/null
-	exec pg_virtualenv -t -o shared_preload_libraries=magic_sync \
-		env MS_BENCH_INSIDE=1 "$0" "$replicas" "$products"
+	. scripts/lib.sh
+	ms_ready
+	ms_cluster env MS_BENCH_INSIDE=1 "$0" "$replicas" "$products"
+	exit $?
 fi
 createdb bench
 psql -q -X -v ON_ERROR_STOP=1 -d bench <<SQL

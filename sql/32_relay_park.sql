@@ -1,5 +1,5 @@
--- A pass that fails for good, narrowed down to the notes it is about (seed
--- 5): they are parked, their rows quarantined, and everything else goes on.
+-- A pass that fails for good, narrowed down to the notes it is about (docs/design.md
+-- 6.3): they are parked, their rows quarantined, and everything else goes on.
 -- In a database of its own, so that no other test's replicas are planned.
 SET client_min_messages = warning;
 CREATE DATABASE contrib_regression_park;

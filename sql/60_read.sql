@@ -1,4 +1,4 @@
--- What each replica holds, honestly (seed 6): replicas driven through every
+-- What each replica holds, honestly (docs/design.md 7): replicas driven through every
 -- state by real relay passes and real uploads (sync.file: acknowledgements,
 -- refusals, rows, backlogs); each state reached and reported by
 -- sync.overview, sync.listing and the views.  In a database of its own, so

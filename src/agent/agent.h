@@ -5,8 +5,8 @@
  * The agent moves bytes between a server and one replica file: it pulls
  * what waits for the replica (sync.pull), hands each message to
  * sync_apply, hands each sync_upload to sync.file, and waits on LISTEN
- * magic_sync in between.  It uses only libpq, SQLite and the SQL surface
- * of both sides (ARCHITECTURE.md, Layout).
+ * magic_sync in between.  It uses libpq, SQLite and the SQL surface of
+ * both sides; it decodes a pulled message only to count it (README.md).
  *
  *   main.c     options, signals, the loop and its backoff, exit codes
  *   replica.c  the SQLite side: opening the file, the replica's functions

@@ -457,9 +457,9 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 			else if (strcmp(res.result, "filed") == 0)
 			{
 				/*
-				 * sync.pull gives every answer of the last hour again (one
-				 * lost on the way is not lost): only one that let go of notes
-				 * is news.
+				 * sync.pull gives an answer again a minute later, for an hour
+				 * (one lost on the way is not lost): only one that let go of
+				 * notes is news.
 				 */
 				if (res.notes > 0 || res.set_aside > 0)
 				{

@@ -23,6 +23,7 @@ copy_bytea(Datum d, uint8 *out, size_t n)
 {
 	bytea	   *b = DatumGetByteaPP(d);
 
+	/* cannot happen: the table's CHECKs hold the lengths */
 	if (VARSIZE_ANY_EXHDR(b) != n)
 		elog(ERROR, "sync.epoch holds a value of %zu bytes, not %zu",
 			 (size_t) VARSIZE_ANY_EXHDR(b), n);

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * subxact.h
- *	  One failure holds back only what it is about (seed 7.5).
+ *	  One failure holds back only what it is about (docs/design.md 6.1).
  *-------------------------------------------------------------------------
  */
 #ifndef MS_SUBXACT_H

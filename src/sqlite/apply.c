@@ -800,7 +800,7 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 
 		/*
 		 * Applied none of it: say again what was applied, so that a server
-		 * restored from an older copy, numbering again, hears of it (seed 4.4).
+		 * restored from an older copy, numbering again, hears of it (docs/design.md 4.8).
 		 */
 		rc = ms_prepare(c, &st, "UPDATE _sync_state SET report = NULL WHERE id = 1");
 		if (rc == SQLITE_OK)

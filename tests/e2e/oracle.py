@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""oracle.py - the plan agrees with the oracle (ARCHITECTURE "What the tests
-must be able to say", 1).  A seeded random walk of writes over a schema that
+"""oracle.py - the plan agrees with the oracle (docs/design.md 9,
+the oracle).  A seeded random walk of writes over a schema that
 uses every mirror and sync kind (walk.py); after every step a relay pass,
 every replica applies and acknowledges, and then:
 

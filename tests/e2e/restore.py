@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""restore.py - restores and failovers (issue 6; ARCHITECTURE "Races and
-restores"): the server's database restored from an older pg_dump, a
+"""restore.py - restores and failovers (issue 6; docs/design.md 9,
+races and restores): the server's database restored from an older pg_dump, a
 replica's file restored from an older copy, and a streaming standby promoted
-after it lagged behind (seed 002's acknowledged-write loss).  Each time the
+after it lagged behind (writes the primary acknowledged are lost).  Each time the
 replicas notice, are provisioned again, and converge to what the server now
 says, row by row; none ever diverges.
 
@@ -122,7 +122,7 @@ same("after the replica's restore", srv, r1)
 check("no epoch for it: only that replica was provisioned", srv.one("SELECT count(*) FROM sync.epoch"), epochs)
 
 # --- a streaming standby promoted after it lagged --------------------------------
-# seed 002: the primary acknowledged writes the standby never received; after
+# the primary acknowledged writes the standby never received; after
 # promotion they are lost.  Replicas that applied them must not keep them.
 def free_port():
     import socket

@@ -1,7 +1,6 @@
 #!/usr/bin/python3
 """storm.py - the walk of oracle.py through the real relay and real SQLite
-replicas while everything fails (ARCHITECTURE "What the tests must be able to
-say", 2): the transport loses messages, delivers them out of order and
+replicas while everything fails (docs/design.md 9, the storm): the transport loses messages, delivers them out of order and
 refuses pulls and uploads; relay passes are cancelled mid-way (the lock's
 connection lost: nothing commits); replicas crash before acknowledging what
 they applied, or lose the answers to their uploads; a codec bug is deployed

@@ -8,8 +8,10 @@ set -u
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/../.." || exit 2
 if [ -z "${PGPORT:-}" ]; then
-	exec pg_virtualenv -t -o shared_preload_libraries=magic_sync -o magic_sync.database=postgres \
-		-o magic_sync.naptime=200 -o max_worker_processes=16 sh "$self"
+	. scripts/lib.sh
+	ms_ready || exit 2
+	ms_cluster -o magic_sync.database=postgres -o magic_sync.naptime=200 sh "$self"
+	exit $?
 fi
 . tests/e2e/lib.sh
 DB=postgres

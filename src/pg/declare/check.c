@@ -4,7 +4,7 @@
  *	  its declarations.  A trigger missing, disabled or not as sync.mirror
  *	  writes it could let a change go unnoted; a declaration that no longer
  *	  matches its table could send replicas rows they cannot read.  The
- *	  relay refuses to run while this returns anything (seed 4.1).
+ *	  relay refuses to run while this returns anything (docs/design.md 3).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * declare.c
- *	  Declaring a table (seed section 3): sync.mirror checks a declaration
+ *	  Declaring a table (docs/design.md 3): sync.mirror checks a declaration
  *	  against pg_catalog, stores it in sync.tables and installs the noting
  *	  triggers; sync.unmirror takes it back.
  *

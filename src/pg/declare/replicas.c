@@ -2,7 +2,7 @@
  * replicas.c
  *	  The replicas (sync.replicas): sync.replica_add, sync.replica_set and
  *	  sync.replica_drop.  What the relay saw of each (seen_*) is the relay's
- *	  to write: a change here is observed at its next pass (seed 4.2).
+ *	  to write: a change here is observed at its next pass (docs/design.md 4.2).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"

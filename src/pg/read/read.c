@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * read.c
- *	  sync.progress and sync.row_progress (seed 6, "Progress"): what replicas
+ *	  sync.progress and sync.row_progress (docs/design.md 7): what replicas
  *	  should hold, from scratch, against what they acknowledged holding.
  *
  * The other reads -- sync.overview, sync.listing, sync.health and their

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * notes.c
- *	  Noting (seed 4.1): the trigger sync.note writes one row to sync.notes
+ *	  Noting (docs/design.md 4.1): the trigger sync.note writes one row to sync.notes
  *	  for every change of a mirrored row, in the writer's transaction, and
  *	  refuses TRUNCATE.
  *

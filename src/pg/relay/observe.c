@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * observe.c
- *	  Observe (seed 4.2): compare sync.replicas with what the last pass saw
+ *	  Observe (docs/design.md 4.2): compare sync.replicas with what the last pass saw
  *	  (seen_live, seen_partition).  A replica that became live, or moved to
  *	  another partition, is provisioned again from scratch; one that stopped
  *	  being live, or was dropped, is forgotten.

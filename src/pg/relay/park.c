@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  * park.c
  *	  A permanent failure of a pass, narrowed down to the notes it is about
- *	  (seed 5): those notes are parked, their rows set aside in
+ *	  (docs/design.md 6.3): those notes are parked, their rows set aside in
  *	  sync.quarantine, and the pass goes on without them.  Nothing else
  *	  waits for them.  A minute later they are tried again, since what they
  *	  wait for is a fix deployed.

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  * park.h
  *	  A permanent failure of a pass, narrowed down to the notes it is about
- *	  and set aside (seed 5): parked notes, quarantined rows.
+ *	  and set aside (docs/design.md 6.3): parked notes, quarantined rows.
  *-------------------------------------------------------------------------
  */
 #ifndef MS_PARK_H

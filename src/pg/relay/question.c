@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * question.c
- *	  Planning around what changed (seed 4.2): for the notes read, how each
+ *	  Planning around what changed (docs/design.md 4.4): for the notes read, how each
  *	  replica's wanted set moved -- never the whole of it.
  *
  *	  1. Rows in question.  Of the rows a replica holds, those a change may
@@ -202,7 +202,7 @@ in_question(ms_pass *p)
  * close_batch: a batch is closed over the rows it moves.  A row whose change
  * waits beyond the batch is held as its version before that change, and what
  * that version points at is not the row as it is now, but what that change
- * recorded it pointed at before (seed 4.2).  When such a version points at a
+ * recorded it pointed at before (docs/design.md 4.4).  When such a version points at a
  * row the plan takes back, or at a row a note of the batch changed (it may be
  * gone, and is kept only for that version), the row goes with the batch with
  * all its notes: the plan then sends it as it is now, or takes it back, and

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * question.h
- *	  Planning around what changed: the rows in question (seed 4.2).
+ *	  Planning around what changed: the rows in question (docs/design.md 4.4).
  *-------------------------------------------------------------------------
  */
 #ifndef MS_QUESTION_H

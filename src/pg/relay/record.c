@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * record.c
- *	  Packing messages and recording them (seed 4.4).
+ *	  Packing messages and recording them (docs/design.md 4.7).
  *
  * Each replica's rows are packed into messages under magic_sync.message_bytes:
  * upserts parents first, then deletes children first.  Every message is one

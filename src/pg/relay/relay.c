@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * relay.c
- *	  A relay pass (seed 4): observe what became of the replicas; record,
+ *	  A relay pass (docs/design.md 4): observe what became of the replicas; record,
  *	  in one transaction on the connection holding the relay lock, the plan
  *	  for every note not done, the messages that carry it and what they
  *	  carry; publish: NOTIFY magic_sync with the replicas that have new

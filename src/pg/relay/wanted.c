@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * wanted.c
- *	  The wanted set from scratch (seed 4.2): the least set of rows closed
+ *	  The wanted set from scratch (docs/design.md 4.5): the least set of rows closed
  *	  under three rules -- the rows its tables' rules send a replica; every
  *	  row one of those points at; every row that follows one of those.
  *

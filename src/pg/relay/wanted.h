@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * wanted.h
- *	  The wanted set (seed 4.2), from scratch: the oracle every plan is
+ *	  The wanted set (docs/design.md 4.5), from scratch: the oracle every plan is
  *	  checked against, and what provisioning sends.
  *-------------------------------------------------------------------------
  */

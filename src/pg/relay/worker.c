@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * worker.c
- *	  The relay's background worker: the seed's server runner.
+ *	  The relay's background worker: the server's runner (docs/design.md 4).
  *
  * With shared_preload_libraries = 'magic_sync' and magic_sync.database set,
  * one worker relays in that database; sync.relay_start() starts one in the

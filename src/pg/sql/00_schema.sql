@@ -1,4 +1,5 @@
--- magic_sync 0.1: the extension script, put together from src/pg/sql/*.sql.
+-- magic_sync: the extension script of the version magic_sync.control names, put
+-- together from src/pg/sql/*.sql by make (src/pg/README.md).
 \echo Use "CREATE EXTENSION magic_sync" to load this file. \quit
 
 -- Every object lives in schema sync (magic_sync.control: schema = sync).

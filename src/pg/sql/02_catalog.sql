@@ -1,6 +1,6 @@
 -- The catalog: what the engine records.  Every table is registered with
 -- pg_extension_config_dump, so pg_dump keeps it with the data it describes
--- (a restored database must know what its replicas held: section 4.4).
+-- (a restored database must know what its replicas held: docs/design.md 4.8).
 
 -- Declarations (src/pg/declare/declare.c).  One row per mirrored table.
 CREATE TABLE sync.tables (
@@ -38,7 +38,7 @@ ALTER TABLE sync.tables ALTER COLUMN id SET DEFAULT nextval('sync.tables_id_seq'
 COMMENT ON TABLE sync.tables IS 'Mirrored tables, as sync.mirror declared them';
 
 -- Replicas (src/pg/replicas.c).  seen_* is what the last relay pass saw
--- (observe, section 4.2); last_* the chain of messages written for it;
+-- (observe, docs/design.md 4.2); last_* the chain of messages written for it;
 -- acked_* what it last said it applied.
 CREATE TABLE sync.replicas (
 	id				uuid PRIMARY KEY,

@@ -1,4 +1,5 @@
--- The relay (src/pg/relay/: relay.c, plan.c, load.c, record.c, worker.c; transport/pull.c; epoch.c).
+-- The relay (src/pg/relay/: relay.c, plan.c, load.c, record.c, worker.c; epoch.c), pull and
+-- inspect (src/pg/transport/pull.c, inspect.c).
 
 CREATE FUNCTION sync.relay_pass(
 	OUT notes_read bigint, OUT provisioned bigint, OUT forgotten bigint,
@@ -53,7 +54,7 @@ CREATE FUNCTION sync.inspect(message bytea) RETURNS jsonb
 	SET search_path = pg_catalog, pg_temp
 	AS 'MODULE_PATHNAME', 'ms_inspect';
 COMMENT ON FUNCTION sync.inspect(bytea) IS
-	'What a message to a replica says, as jsonb: its head (and whether this server sealed it) and its body';
+	'What a message to a replica says, as jsonb: its head (and whether this server sealed it) and its body; of a later protocol, its head only (later_protocol)';
 
 CREATE FUNCTION sync.quarantine_retry(tab regclass DEFAULT NULL) RETURNS bigint
 	LANGUAGE sql VOLATILE

@@ -1,4 +1,4 @@
--- What each replica holds, honestly (seed 6, "Progress"; src/pg/read/read.c;
+-- What each replica holds, honestly (docs/design.md 7; src/pg/read/read.c;
 -- docs/operations.md, "Reading progress", says what every column means).
 --
 -- Every read takes a scope -- some replicas (replicas uuid[]), a partition, or

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * file.c
- *	  sync.file(replica, upload, sender): filing what a replica says (seed 5).
+ *	  sync.file(replica, upload, sender): filing what a replica says (docs/design.md 5.2).
  *
  * In one transaction, trusting only what the server knows of the sender (the
  * replica argument, checked against the caller's role), never what the rows

@@ -29,7 +29,7 @@ PG_FUNCTION_INFO_V1(ms_pull);
  *
  * After a message this server never wrote for it, the replica applied
  * history the server lost: the server's database was restored from an older
- * copy, or a standby that lagged was promoted (seed 4.4, seed 002).  The
+ * copy, or a standby that lagged was promoted (docs/design.md 4.8).  The
  * server numbers again from where its copy left off, and the replica applies
  * nothing numbered at or below what it applied -- a snapshot included, or an
  * old snapshot delivered twice could take it back in time.  So the sequence
@@ -56,8 +56,15 @@ beyond_the_record(pg_uuid_t *replica, int64 after)
 		return;
 	if (SPI_execute_with_args("SELECT last_number, acked_number, provision FROM sync.replicas"
 							  " WHERE id = $1 FOR UPDATE",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.replicas");
+	/* dropped, and forgotten by a pass, since ms_replica_access found it */
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replica %s was dropped", id),
+				 errdetail("It was dropped while it pulled: nothing is sent to it any more."),
+				 errhint("Register it again with sync.replica_add('%s') to provision it from scratch.", id)));
 	last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	acked = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	provision = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));

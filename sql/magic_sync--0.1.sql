@@ -1,0 +1,1027 @@
+-- magic_sync 0.1: the extension script, put together from src/pg/sql/*.sql.
+\echo Use "CREATE EXTENSION magic_sync" to load this file. \quit
+
+-- Every object lives in schema sync (magic_sync.control: schema = sync).
+COMMENT ON SCHEMA sync IS 'magic_sync: keeps partial copies of tables on SQLite replicas';
+-- The catalog: what the engine records.  Every table is registered with
+-- pg_extension_config_dump, so pg_dump keeps it with the data it describes
+-- (a restored database must know what its replicas held: section 4.4).
+
+-- Declarations (src/pg/declare.c).  One row per mirrored table.
+CREATE TABLE sync.tables (
+	id				int PRIMARY KEY,
+	relid			regclass NOT NULL UNIQUE,
+	name			text NOT NULL UNIQUE,		-- wire name: relname, or schema.relname outside public
+	mirror			text NOT NULL CHECK (mirror IN ('catalog', 'record')),
+	rule			text CHECK (rule IN ('broadcast', 'assigned', 'grouped', 'follows')),
+												-- NULL: referenced only (travels as a parent)
+	rule_column		name,						-- assigned(col), follows(col)
+	members			regclass,					-- grouped: the member table (FK to this table)
+	member_key		name[],						-- grouped: the member table's columns pointing here
+	assignments		regclass,					-- grouped: the table giving groups to replicas
+	assignment_replica name,					-- grouped: its uuid replica column
+	group_column	name,						-- grouped: the column members and assignments share
+	key				name[] NOT NULL,
+	origin			name,
+	version			name,
+	replica_owned	name[] NOT NULL DEFAULT '{}',
+	unmirrored		name[] NOT NULL DEFAULT '{}',
+	retired			name,						-- the replica-side column set when a row is retired
+	created			name,
+	generated		name[] NOT NULL DEFAULT '{}',
+	active			regclass,					-- a view: rows outside it are not wanted
+	partition		name,						-- the column naming the row's partition
+	codec			text NOT NULL DEFAULT 'json' CHECK (codec IN ('json', 'proto')),
+	sender			name,						-- a jsonb column stamped with sync.file's sender
+	fields			jsonb NOT NULL DEFAULT '{}',	-- proto codec: column -> field number, fixed for good
+	columns			jsonb NOT NULL DEFAULT '{}',	-- mirrored column -> its type when declared (sync.check)
+	foreign_keys	jsonb NOT NULL DEFAULT '{}',	-- FK constraint -> the mirrored table it points at, when declared
+	declared		timestamptz NOT NULL DEFAULT now()
+);
+CREATE SEQUENCE sync.tables_id_seq AS int OWNED BY sync.tables.id;
+ALTER TABLE sync.tables ALTER COLUMN id SET DEFAULT nextval('sync.tables_id_seq');
+COMMENT ON TABLE sync.tables IS 'Mirrored tables, as sync.mirror declared them';
+
+-- Replicas (src/pg/replicas.c).  seen_* is what the last relay pass saw
+-- (observe, section 4.2); last_* the chain of messages written for it;
+-- acked_* what it last said it applied.
+CREATE TABLE sync.replicas (
+	id				uuid PRIMARY KEY,
+	partition		text,
+	role			name,						-- the role it authenticates as
+	live			boolean NOT NULL DEFAULT true,
+	dropped			boolean NOT NULL DEFAULT false,	-- sync.replica_drop: forgotten at the next pass
+	added			timestamptz NOT NULL DEFAULT now(),
+	seen_live		boolean NOT NULL DEFAULT false,
+	seen_partition	text,
+	provision		boolean NOT NULL DEFAULT true,	-- provision from scratch at the next pass
+	last_number		bigint NOT NULL DEFAULT 0,
+	last_nonce		bytea,
+	snapshot_number	bigint,						-- first message of its latest snapshot
+	snapshot_end	bigint,						-- the EndSnapshot of its latest snapshot
+	schema_hash		bytea,						-- SHA-256 of the schema its latest snapshot carried
+	acked_epoch		bytea,
+	acked_number	bigint NOT NULL DEFAULT 0,
+	acked_nonce		bytea,
+	acked_at		timestamptz,
+	heard_at		timestamptz,				-- its last filing
+	gap				bigint,						-- the newest message it said it could not follow
+	backlog			jsonb,						-- what it last said it has not sent or filed
+	digests_at		timestamptz,				-- when its digests last matched
+	last_error		text,
+	last_error_at	timestamptz,
+	provision_failed_at timestamptz			-- its snapshot failed for good (src/pg/park.c): tried again a minute later
+);
+COMMENT ON TABLE sync.replicas IS 'The replicas, what the relay last saw of them, and what they acknowledged';
+
+-- Epochs (src/pg/epoch.c): a random id of the installation and the secret
+-- that seals its messages.  Created by the first relay pass, not by CREATE
+-- EXTENSION, so that a restored dump brings back its own epoch.
+CREATE TABLE sync.epoch (
+	id				bytea PRIMARY KEY CHECK (octet_length(id) = 16),
+	secret			bytea NOT NULL CHECK (octet_length(secret) = 32),
+	started			timestamptz NOT NULL DEFAULT now(),
+	reason			text NOT NULL,
+	ended			timestamptz
+);
+CREATE UNIQUE INDEX epoch_current ON sync.epoch ((true)) WHERE ended IS NULL;
+COMMENT ON TABLE sync.epoch IS 'Epochs: the current one has no end; a new epoch provisions every replica';
+
+-- Notes (src/pg/notes.c): written by the noting trigger in the writer's
+-- transaction, one per changed row.  Numbered by a sequence, not by xid, so
+-- a dumped and restored database keeps the order.
+CREATE SEQUENCE sync.note_seq;
+CREATE TABLE sync.notes (
+	id				bigint NOT NULL DEFAULT nextval('sync.note_seq'),
+	tab				int NOT NULL,				-- sync.tables.id (for a group table: the grouped table)
+	source			"char" NOT NULL DEFAULT 'r',	-- r: the row; m: a group member; a: a group assignment
+	key				text COLLATE "C",			-- the row's canonical key (m: the grouped row's; a: NULL)
+	part			text,						-- the row's partition
+	old_key			text COLLATE "C",			-- the key before the change, when it changed
+	old_part		text,						-- the partition it left, when it moved
+	pointed			jsonb,						-- FK constraint name -> parent's canonical key, before the change
+	replica			uuid,						-- a: the replica given or taken the group
+	grp				text,						-- m, a: the group
+	xid				xid8 NOT NULL DEFAULT pg_current_xact_id(),
+	build			smallint NOT NULL DEFAULT 1,	-- a later build's note is skipped, never misread
+	done			boolean NOT NULL DEFAULT false,
+	parked			text,						-- planning it failed for good: why (src/pg/park.c)
+	parked_at		timestamptz,				-- since when: read again a minute later
+	noted			timestamptz NOT NULL DEFAULT now()	-- when the noting transaction began (src/pg/read.c: pending since)
+);
+-- The noting trigger writes a note in every writing transaction: one index
+-- to maintain, not three.  Ids come from a sequence (unique without an index);
+-- the relay reads the pending ones, pruning the done ones.
+CREATE INDEX notes_pending ON sync.notes (id) WHERE NOT done;
+CREATE INDEX notes_done ON sync.notes (id) WHERE done;
+CREATE INDEX notes_parked ON sync.notes (id) WHERE parked IS NOT NULL AND NOT done;
+COMMENT ON TABLE sync.notes IS 'One note per change of a mirrored row, written in the changing transaction';
+
+-- Messages (src/pg/record.c, pull.c).  A body is stored once however many
+-- replicas' messages carry it; each message is the replica's head || body.
+CREATE SEQUENCE sync.message_seq;
+CREATE TABLE sync.bodies (
+	id				bigserial PRIMARY KEY,
+	hash			bytea NOT NULL UNIQUE,		-- SHA-256 of bytes
+	bytes			bytea NOT NULL,
+	upserts			int NOT NULL DEFAULT 0,
+	deletes			int NOT NULL DEFAULT 0
+);
+ALTER TABLE sync.bodies ALTER COLUMN bytes SET STORAGE EXTERNAL;	-- already compact; no recompression
+CREATE TABLE sync.outbox (
+	replica			uuid NOT NULL,
+	number			bigint NOT NULL,
+	epoch			bytea NOT NULL,
+	nonce			bytea NOT NULL,
+	head			bytea NOT NULL,
+	body			bigint REFERENCES sync.bodies,	-- NULL once dropped
+	bytes			int NOT NULL,
+	snapshot		boolean NOT NULL DEFAULT false,	-- begins a snapshot
+	dropped			boolean NOT NULL DEFAULT false,	-- replaced by a snapshot: never pulled, still known
+	written			timestamptz NOT NULL DEFAULT now(),
+	pulls			int NOT NULL DEFAULT 0,		-- times sync.pull returned it: past one, it went out and was not applied
+	PRIMARY KEY (replica, number)
+);
+CREATE INDEX outbox_body ON sync.outbox (body);
+COMMENT ON TABLE sync.outbox IS 'Messages recorded for each replica, kept until it acknowledges them';
+
+-- What each replica holds (src/pg/record.c, file.c): a row counts as held
+-- once the replica acknowledged the message that carried it (number <=
+-- replicas.acked_number); number 0 is a row the replica filed itself.
+CREATE TABLE sync.held (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	note			bigint NOT NULL DEFAULT 0,	-- newest note of the row the plan saw
+	number			bigint NOT NULL,			-- the message that carried this version
+	taken			bigint,						-- the message that takes it back, while letting go
+	refused			text,						-- the replica could not take it: why
+	since			bigint NOT NULL DEFAULT 0,	-- the message that brought this row to it since it last let it go
+	replace			boolean NOT NULL DEFAULT false,	-- an edit of the replica's was dropped: the next send replaces its copy whole
+	PRIMARY KEY (replica, tab, key)
+);
+-- The reads (src/pg/read.c) never count every held row: whether a replica
+-- has rows of a table on their way is one probe of held_number (the newest
+-- number of (replica, tab)), and the rows letting go or refused, few and
+-- short-lived, have partial indexes of their own.  Filing an acknowledgement
+-- deletes the rows taken through it by held_taken, not by a scan.
+CREATE INDEX held_number ON sync.held (replica, tab, number);
+CREATE INDEX held_taken ON sync.held (replica, tab, taken) WHERE taken IS NOT NULL;
+CREATE INDEX held_refused ON sync.held (replica, tab) WHERE refused IS NOT NULL;
+COMMENT ON TABLE sync.held IS 'What the engine records each replica holds';
+
+-- Answers to uploads (src/pg/file.c): a Filed message per send, queued
+-- after the filing committed and returned by sync.pull before the outbox.
+CREATE TABLE sync.answers (
+	replica			uuid NOT NULL,
+	send_id			bytea NOT NULL,
+	message			bytea NOT NULL,
+	filed			timestamptz NOT NULL DEFAULT now(),
+	pulled			timestamptz,
+	PRIMARY KEY (replica, send_id)
+);
+
+-- Uploaded rows set aside (src/pg/file.c): they failed for good; retried
+-- after a fix.
+CREATE TABLE sync.inbox (
+	id				bigserial PRIMARY KEY,
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	row				bytea,						-- the row as uploaded; NULL for a delete
+	sender			jsonb,
+	reason			text NOT NULL,
+	sqlstate		text,
+	tries			int NOT NULL DEFAULT 1,
+	first_at		timestamptz NOT NULL DEFAULT now(),
+	last_at			timestamptz NOT NULL DEFAULT now(),
+	UNIQUE (replica, tab, key)
+);
+
+-- Rows that cannot go (src/pg/load.c): they do not encode, or no message
+-- could carry them.  Planned around until a fix lets them through.
+CREATE TABLE sync.quarantine (
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	note			bigint NOT NULL DEFAULT 0,	-- newest note when set aside: a later one retries it
+	reason			text NOT NULL,
+	sqlstate		text,
+	since			timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (tab, key)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('sync.tables', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.tables_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.replicas', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.epoch', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.note_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.notes', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.message_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.bodies', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.bodies_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.outbox', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.held', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.answers', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.inbox_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.quarantine', '');
+
+-- Canonical keys and digests (src/pg/keys.c, src/shared/key.c, digest.c).
+
+CREATE FUNCTION sync.key(parts text[]) RETURNS text
+	LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'ms_key';
+COMMENT ON FUNCTION sync.key(text[]) IS
+	'The canonical key of its parts: for each part, its length in bytes, a colon and its bytes';
+
+CREATE FUNCTION sync.key_parts(key text) RETURNS text[]
+	LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'ms_key_parts';
+COMMENT ON FUNCTION sync.key_parts(text) IS 'The parts of a canonical key';
+
+CREATE TYPE sync.digest AS (count bigint, fnv text);
+COMMENT ON TYPE sync.digest IS
+	'What a replica holds of a table: how many rows, and FNV-1a 64 over their sorted canonical keys';
+
+CREATE FUNCTION sync.digest_transfn(internal, text) RETURNS internal
+	LANGUAGE c IMMUTABLE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'ms_digest_transfn';
+CREATE FUNCTION sync.digest_finalfn(internal) RETURNS sync.digest
+	LANGUAGE c IMMUTABLE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'ms_digest_finalfn';
+CREATE AGGREGATE sync.digest(key text) (
+	SFUNC = sync.digest_transfn,
+	STYPE = internal,
+	FINALFUNC = sync.digest_finalfn
+);
+COMMENT ON AGGREGATE sync.digest(text) IS
+	'The digest of a set of canonical keys, in any order: (count, fnv)';
+-- Declaring tables (src/pg/declare.c, notes.c): sync.mirror, sync.unmirror,
+-- the view sync.mirrors, and the noting trigger they install.
+
+CREATE FUNCTION sync.note() RETURNS trigger
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_note';
+COMMENT ON FUNCTION sync.note() IS
+	'The noting trigger sync.mirror installs: one row in sync.notes per change of a mirrored row, in the same transaction; refuses TRUNCATE';
+
+-- Security definer: declaring writes sync.tables, which only the extension's
+-- owner writes; sync_admin is who may call it (99_grants.sql).
+CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
+		key name[] DEFAULT NULL, origin name DEFAULT NULL, version name DEFAULT NULL,
+		replica_owned name[] DEFAULT '{}', unmirrored name[] DEFAULT '{}',
+		retired name DEFAULT NULL, created name DEFAULT NULL,
+		generated name[] DEFAULT '{}', active regclass DEFAULT NULL,
+		"partition" name DEFAULT NULL, codec text DEFAULT 'json',
+		sender name DEFAULT NULL)
+	RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_mirror';
+COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
+		name, name, name[], regclass, name, text, name) IS
+	'Declares a mirrored table: which way it travels (catalog or record), which replicas hold which rows (broadcast, assigned(col), follows(col), grouped(members => t, assigned => u), or none), its key and columns; installs its noting triggers';
+
+CREATE FUNCTION sync.unmirror(tab regclass) RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_unmirror';
+COMMENT ON FUNCTION sync.unmirror(regclass) IS
+	'Takes back the declaration of a mirrored table and drops its triggers; refused while another mirrored table points at it';
+
+CREATE VIEW sync.mirrors AS
+	SELECT t.id, t.relid AS "table", t.name, t.mirror,
+		CASE t.rule
+			WHEN 'assigned' THEN pg_catalog.format('assigned(%I)', t.rule_column)
+			WHEN 'follows' THEN pg_catalog.format('follows(%I)', t.rule_column)
+			WHEN 'grouped' THEN pg_catalog.format(
+				'grouped(members => %s, assigned => %s, group => %I, replica => %I)',
+				t.members, t.assignments, t.group_column, t.assignment_replica)
+			ELSE t.rule
+		END AS sync,
+		t.key, t.origin, t.version, t.replica_owned, t.unmirrored, t.retired,
+		t.created, t.generated, t.active, t.partition, t.codec, t.sender, t.declared
+	  FROM sync.tables t;
+COMMENT ON VIEW sync.mirrors IS 'The mirrored tables, as declared';
+
+CREATE FUNCTION sync.retrigger(tab regclass) RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_retrigger';
+COMMENT ON FUNCTION sync.retrigger(regclass) IS
+	'Installs the triggers of a mirrored table again as sync.mirror writes them: after one was dropped, disabled or altered, or a partition was added';
+-- Checking declarations and triggers (src/pg/check.c).
+
+CREATE FUNCTION sync.check()
+	RETURNS TABLE (tab text, problem text, detail text)
+	LANGUAGE c STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_check';
+COMMENT ON FUNCTION sync.check() IS
+	'One row per problem: a noting trigger missing, disabled or not as sync.mirror writes it, or a declaration that no longer matches its table; the relay refuses to run while there is any';
+-- The replicas (src/pg/replicas.c).  Security definer: sync.replicas is
+-- written by the extension's owner only; sync_admin calls these.
+
+CREATE FUNCTION sync.replica_add(id uuid, "partition" text DEFAULT NULL,
+		role name DEFAULT NULL, live boolean DEFAULT true)
+	RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_replica_add';
+COMMENT ON FUNCTION sync.replica_add(uuid, text, name, boolean) IS
+	'Adds a replica: its partition, the role it authenticates as, and whether it is live; the relay provisions it at its next pass';
+
+CREATE FUNCTION sync.replica_set(id uuid, live boolean DEFAULT NULL,
+		"partition" text DEFAULT NULL)
+	RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_replica_set';
+COMMENT ON FUNCTION sync.replica_set(uuid, boolean, text) IS
+	'Changes whether a replica is live, or its partition (NULL leaves either as it is); the relay observes it at its next pass';
+
+CREATE FUNCTION sync.replica_drop(id uuid)
+	RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_replica_drop';
+COMMENT ON FUNCTION sync.replica_drop(uuid) IS
+	'Drops a replica: no longer live, and forgotten by the relay at its next pass';
+-- The wanted set from scratch (src/pg/wanted.c): the oracle.
+
+CREATE FUNCTION sync.wanted(replica uuid)
+	RETURNS TABLE (tab regclass, key text, parts text[])
+	LANGUAGE c STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_wanted';
+COMMENT ON FUNCTION sync.wanted(uuid) IS
+	'The rows a replica should hold, from scratch: what its tables'' rules send it, closed over the rows they point at and the rows that follow them; (table, canonical key, its parts)';
+
+CREATE FUNCTION sync.wanted_fill(replicas uuid[] DEFAULT NULL)
+	RETURNS bigint
+	LANGUAGE c
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_wanted_fill_sql';
+COMMENT ON FUNCTION sync.wanted_fill(uuid[]) IS
+	'Fills pg_temp.ms_wanted (replica, tab, key) with the wanted sets of these replicas (NULL: every live replica), all at once; returns its row count';
+-- The relay (src/pg/relay.c, plan.c, load.c, record.c, worker.c, pull.c, epoch.c).
+
+CREATE FUNCTION sync.relay_pass(
+	OUT notes_read bigint, OUT provisioned bigint, OUT forgotten bigint,
+	OUT rows_sent bigint, OUT rows_taken bigint, OUT messages bigint, OUT quarantined bigint)
+	LANGUAGE c VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp
+	-- the plan's temporary tables mislead JIT's cost threshold into compiling
+	SET jit = off
+	AS 'MODULE_PATHNAME', 'ms_relay_pass_sql';
+COMMENT ON FUNCTION sync.relay_pass() IS
+	'One relay pass in the caller''s transaction, under the relay lock: observe the replicas, plan every note not done, record the messages and what they carry, NOTIFY magic_sync';
+
+CREATE FUNCTION sync.wake() RETURNS boolean
+	LANGUAGE c VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_wake';
+COMMENT ON FUNCTION sync.wake() IS
+	'Wakes this database''s relay worker for a pass now; false when none runs';
+
+CREATE FUNCTION sync.relay_start() RETURNS integer
+	LANGUAGE c VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_relay_start';
+COMMENT ON FUNCTION sync.relay_start() IS
+	'Starts a relay worker in the current database without a restart, unless one runs; returns its pid';
+
+CREATE FUNCTION sync.epoch_begin(reason text DEFAULT NULL) RETURNS bytea
+	LANGUAGE c VOLATILE
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_epoch_begin_sql';
+COMMENT ON FUNCTION sync.epoch_begin(text) IS
+	'Ends the current epoch and begins a new one: every replica is provisioned again at the next pass';
+
+CREATE FUNCTION sync.is_transient(sqlstate text) RETURNS boolean
+	LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_is_transient';
+COMMENT ON FUNCTION sync.is_transient(text) IS
+	'Whether an error of this SQLSTATE is the infrastructure''s (retried) rather than the data''s or the code''s (set aside)';
+
+CREATE FUNCTION sync.pull(replica uuid, after bigint, max_bytes integer DEFAULT 1048576,
+	OUT number bigint, OUT message bytea)
+	RETURNS SETOF record
+	LANGUAGE c VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_pull';
+COMMENT ON FUNCTION sync.pull(uuid, bigint, integer) IS
+	'The Filed answers waiting for a replica (number NULL), then its outbox''s messages numbered after `after`, up to max_bytes (at least one)';
+
+CREATE FUNCTION sync.inspect(message bytea) RETURNS jsonb
+	LANGUAGE c STABLE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_inspect';
+COMMENT ON FUNCTION sync.inspect(bytea) IS
+	'What a message to a replica says, as jsonb: its head (and whether this server sealed it) and its body';
+
+CREATE FUNCTION sync.quarantine_retry(tab regclass DEFAULT NULL) RETURNS bigint
+	LANGUAGE sql VOLATILE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+	-- a note newer than its quarantine: the next pass tries the row again
+	WITH n AS (INSERT INTO sync.notes (tab, key)
+	           SELECT q.tab, q.key FROM sync.quarantine q
+	            WHERE $1 IS NULL OR q.tab = (SELECT t.id FROM sync.tables t WHERE t.relid = $1)
+	           RETURNING 1)
+	SELECT count(*) FROM n
+$$;
+COMMENT ON FUNCTION sync.quarantine_retry(regclass) IS
+	'Notes the quarantined rows (of one table, or all) again, so the next pass tries them, after a fix was deployed; the relay also tries each again a minute after it was set aside';
+-- Filing what replicas say (src/pg/file.c).
+
+CREATE FUNCTION sync.file(replica uuid, upload bytea, sender jsonb DEFAULT NULL) RETURNS jsonb
+	LANGUAGE c VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_file';
+COMMENT ON FUNCTION sync.file(uuid, bytea, jsonb) IS
+	'Files one upload of a replica in one transaction: its acknowledgement, refusals, rows, digests and backlog; queues its Filed answer for sync.pull; says what became of it';
+
+CREATE FUNCTION sync.inbox_retry(max integer DEFAULT 100) RETURNS integer
+	LANGUAGE c VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_inbox_retry';
+COMMENT ON FUNCTION sync.inbox_retry(integer) IS
+	'Files again up to max rows of the inbox whose backoff has passed; returns how many went through';
+-- Pruning (run by the relay worker after each pass, in small batches).
+
+CREATE FUNCTION sync.prune(max integer DEFAULT 10000,
+	OUT notes bigint, OUT bodies bigint, OUT answers bigint)
+	LANGUAGE sql VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+	WITH n AS (
+		DELETE FROM sync.notes WHERE id IN (SELECT id FROM sync.notes WHERE done ORDER BY id LIMIT max)
+		RETURNING 1),
+	b AS (
+		DELETE FROM sync.bodies WHERE id IN (
+			SELECT b.id FROM sync.bodies b
+			 WHERE NOT EXISTS (SELECT FROM sync.outbox o WHERE o.body = b.id) LIMIT max)
+		RETURNING 1),
+	a AS (
+		DELETE FROM sync.answers WHERE (replica, send_id) IN (
+			SELECT replica, send_id FROM sync.answers
+			 WHERE pulled < now() - interval '1 hour' LIMIT max)
+		RETURNING 1)
+	SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM b), (SELECT count(*) FROM a)
+$$;
+COMMENT ON FUNCTION sync.prune(integer) IS
+	'Removes up to max each of: notes done, bodies no message carries, answers pulled over an hour ago';
+-- What each replica holds, honestly (seed 6, "Progress"; src/pg/read.c;
+-- docs/operations.md, "Reading progress", says what every column means).
+--
+-- Every read takes a scope -- some replicas (replicas uuid[]), a partition, or
+-- all of them (both NULL; both given: the replicas of that partition among
+-- them) -- and counts only live replicas.  Every read is one statement (of a
+-- STABLE plpgsql function, which plans it once a session: generic plans), or
+-- a C function reading one snapshot.  Each carries the server's now().
+--
+-- overview, listing and health read only what the engine records: the
+-- replicas' columns, their unacknowledged messages, notes not done, rows set
+-- aside, and a probe per replica and table of held_number.  They never count
+-- what a replica should hold, nor every row it holds.  progress and
+-- row_progress compare what replicas should hold, from scratch
+-- (sync.wanted), with what they acknowledged: for a few replicas, or a row.
+
+-- A replica's state, in order of severity: the worst that applies is its state.
+CREATE TYPE sync.state AS ENUM (
+	'caught up',		-- holds what it should: nothing below applies
+	'on its way',		-- messages it has not acknowledged
+	'behind',			-- notes not yet planned (any may concern it)
+	'provisioning',		-- a snapshot is due, or on its way
+	'set aside',		-- rows refused, uploads set aside, rows quarantined, notes parked
+	'unreachable'		-- a send keeps failing to it, or not heard from since magic_sync.unreachable_after
+);
+COMMENT ON TYPE sync.state IS
+	'A replica''s state, from caught up to unreachable in order of severity: sync.overview, sync.listing';
+
+-- What is recorded without a replica, per table: it may concern any replica.
+CREATE VIEW sync.fleet_tables AS
+	-- build 1 is this build (src/pg/plan.c reads build <= 1): a later
+	-- build's note waits for that build to be deployed
+	SELECT t.relid AS tab, coalesce(n.pending, 0) AS notes_pending, n.pending_since,
+	       coalesce(n.parked, 0) AS notes_parked, coalesce(n.later, 0) AS notes_later,
+	       coalesce(q.n, 0) AS quarantined, least(n.aside_since, q.since) AS aside_since
+	  FROM sync.tables t
+	  LEFT JOIN (SELECT n.tab,
+	                    count(*) FILTER (WHERE n.parked IS NULL AND n.build <= 1) AS pending,
+	                    min(n.noted) FILTER (WHERE n.parked IS NULL AND n.build <= 1) AS pending_since,
+	                    count(*) FILTER (WHERE n.parked IS NOT NULL) AS parked,
+	                    count(*) FILTER (WHERE n.parked IS NULL AND n.build > 1) AS later,
+	                    min(n.noted) FILTER (WHERE n.parked IS NOT NULL OR n.build > 1) AS aside_since
+	               FROM sync.notes n WHERE NOT n.done GROUP BY n.tab) n ON n.tab = t.id
+	  LEFT JOIN (SELECT q.tab, count(*) AS n, min(q.since) AS since
+	               FROM sync.quarantine q GROUP BY q.tab) q ON q.tab = t.id;
+COMMENT ON VIEW sync.fleet_tables IS
+	'Per mirrored table, what the engine records without a replica, so that it may concern any: notes pending (not done) and since when, notes parked, notes of a later build, rows quarantined, and since when the oldest of those was set aside';
+
+-- The live replicas, and what of their state their own columns say.
+-- A send that keeps failing: the oldest message it has not acknowledged went
+-- out (sync.pull returned it) three times or more, and it applied none of
+-- them -- lost on the way, or refused by its file.  Once it applies and
+-- acknowledges it, the next message counts afresh.
+CREATE VIEW sync.live_replicas AS
+	SELECT r.*, f.number AS send_failing, coalesce(f.pulls - 1, 0) AS send_failures,
+	       coalesce(f.pulls >= 3, false)
+	       OR coalesce(r.heard_at, r.added)
+	          < now() - pg_catalog.current_setting('magic_sync.unreachable_after')::interval AS unreachable,
+	       -- a snapshot due (or due once a pass observes it), or on its way
+	       r.provision OR NOT r.seen_live OR r.seen_partition IS DISTINCT FROM r.partition
+	       OR coalesce(r.snapshot_end > r.acked_number, false) AS provisioning
+	  FROM sync.replicas r
+	  LEFT JOIN LATERAL (
+		SELECT o.number, o.pulls FROM sync.outbox o
+		 WHERE r.last_number > r.acked_number
+		   AND o.replica = r.id AND o.number > r.acked_number AND NOT o.dropped
+		 ORDER BY o.number LIMIT 1) f ON true
+	 WHERE r.live AND NOT r.dropped;
+COMMENT ON VIEW sync.live_replicas IS
+	'The live replicas (sync.replicas), each with the oldest message it has not acknowledged (send_failing) and how many times it went out again without being applied (send_failures), whether it is unreachable (that message went out three times or more, or it was not heard from within magic_sync.unreachable_after) and whether it is provisioning (a snapshot due, or on its way)';
+
+-- Per live replica: its state, and what it is read from.  One row of
+-- sync.replicas, probes of its outbox, and what is set aside: never a count
+-- of what it holds.
+CREATE VIEW sync.replica_states AS
+	-- each read once, however the plan joins them
+	WITH fleet AS MATERIALIZED (
+		SELECT coalesce(sum(f.notes_pending), 0) > 0 AS behind, min(f.pending_since) AS behind_since,
+		       coalesce(sum(f.notes_parked + f.notes_later + f.quarantined), 0) > 0 AS aside,
+		       min(f.aside_since) AS aside_since
+		  FROM sync.fleet_tables f),
+	-- rows set aside are few: read once, all of them
+	rf AS MATERIALIZED (
+		SELECT h.replica, count(*) AS n FROM sync.held h WHERE h.refused IS NOT NULL GROUP BY h.replica),
+	i AS MATERIALIZED (
+		SELECT i.replica, count(*) FILTER (WHERE i.sqlstate IS NOT NULL) AS set_aside,
+		       count(*) FILTER (WHERE i.sqlstate IS NULL) AS waiting,
+		       min(i.first_at) FILTER (WHERE i.sqlstate IS NOT NULL) AS since
+		  FROM sync.inbox i GROUP BY i.replica),
+	v AS (
+		SELECT r.*, o.messages, o.bytes, o.oldest,
+		       coalesce(rf.n, 0) AS refused, coalesce(i.set_aside, 0) AS set_aside,
+		       coalesce(i.waiting, 0) AS waiting, i.since AS inbox_since,
+		       fleet.behind_since, fleet.aside_since,
+		       CASE WHEN r.unreachable THEN 'unreachable'
+		            WHEN rf.n > 0 OR i.set_aside > 0 OR fleet.aside THEN 'set aside'
+		            WHEN r.provisioning THEN 'provisioning'
+		            WHEN fleet.behind THEN 'behind'
+		            WHEN r.last_number > r.acked_number THEN 'on its way'
+		            ELSE 'caught up' END::sync.state AS state
+		  FROM sync.live_replicas r CROSS JOIN fleet
+		  -- its messages not acknowledged: none to read once it acknowledged its last
+		  CROSS JOIN LATERAL (
+			SELECT count(*) AS messages, coalesce(sum(o.bytes), 0) AS bytes, min(o.written) AS oldest
+			  FROM sync.outbox o
+			 WHERE r.last_number > r.acked_number
+			   AND o.replica = r.id AND o.number > r.acked_number AND NOT o.dropped) o
+		  LEFT JOIN rf ON rf.replica = r.id
+		  LEFT JOIN i ON i.replica = r.id)
+	SELECT v.id AS replica, v.partition, v.state,
+	       CASE v.state
+	         WHEN 'unreachable' THEN coalesce(v.heard_at, v.added)
+	         WHEN 'set aside' THEN least(v.inbox_since, v.aside_since)
+	         WHEN 'provisioning' THEN (SELECT o.written FROM sync.outbox o
+	                                    WHERE o.replica = v.id AND o.number = v.snapshot_number
+	                                      AND NOT o.dropped AND NOT v.provision)
+	         WHEN 'behind' THEN v.behind_since
+	         WHEN 'on its way' THEN v.oldest
+	       END AS since,
+	       v.messages, v.bytes, v.refused AS rows_refused, v.set_aside AS uploads_set_aside,
+	       v.waiting AS uploads_waiting, v.acked_number, v.last_number, v.acked_at, v.heard_at,
+	       v.send_failures, v.last_error, v.last_error_at, v.unreachable, v.provisioning
+	  FROM v;
+COMMENT ON VIEW sync.replica_states IS
+	'Per live replica: its state (sync.state) and since when, its messages not acknowledged and their bytes, its rows refused, its uploads set aside and waiting, the columns of sync.replicas they are read from, and whether it is unreachable or provisioning (sync.live_replicas); counts no held row but refused ones';
+
+-- Per live replica and mirrored table: its state for that table.
+CREATE VIEW sync.table_states AS
+	-- each read once, however the plan joins them; rows letting go and set
+	-- aside are few: all of them
+	WITH f AS MATERIALIZED (
+		SELECT t.id, f.* FROM sync.tables t JOIN sync.fleet_tables f ON f.tab = t.relid),
+	tk AS MATERIALIZED (
+		SELECT h.replica, h.tab, count(*) AS n
+		  FROM sync.held h JOIN sync.replicas x ON x.id = h.replica
+		 WHERE h.taken IS NOT NULL AND h.taken > x.acked_number
+		 GROUP BY h.replica, h.tab),
+	rf AS MATERIALIZED (
+		SELECT h.replica, h.tab, count(*) AS n FROM sync.held h
+		 WHERE h.refused IS NOT NULL GROUP BY h.replica, h.tab),
+	ib AS MATERIALIZED (
+		SELECT i.replica, i.tab, count(*) AS n FROM sync.inbox i
+		 WHERE i.sqlstate IS NOT NULL GROUP BY i.replica, i.tab)
+	SELECT r.id AS replica, r.partition, f.tab,
+	       CASE WHEN r.unreachable THEN 'unreachable'
+	            WHEN rf.n > 0 OR ib.n > 0 OR f.notes_parked + f.notes_later + f.quarantined > 0
+	                 THEN 'set aside'
+	            WHEN r.provisioning THEN 'provisioning'
+	            WHEN f.notes_pending > 0 THEN 'behind'
+	            -- one probe of held_number: does a message it has not acknowledged carry a row of it?
+	            WHEN r.last_number > r.acked_number
+	                 AND (tk.n > 0 OR EXISTS (SELECT FROM sync.held h
+	                                           WHERE h.replica = r.id AND h.tab = f.id
+	                                             AND h.number > r.acked_number)) THEN 'on its way'
+	            ELSE 'caught up' END::sync.state AS state,
+	       coalesce(tk.n, 0) AS rows_letting_go, coalesce(rf.n, 0) AS rows_refused,
+	       coalesce(ib.n, 0) AS uploads_set_aside
+	  FROM sync.live_replicas r CROSS JOIN f
+	  LEFT JOIN tk ON tk.replica = r.id AND tk.tab = f.id
+	  LEFT JOIN rf ON rf.replica = r.id AND rf.tab = f.id
+	  LEFT JOIN ib ON ib.replica = r.id AND ib.tab = f.id;
+COMMENT ON VIEW sync.table_states IS
+	'Per live replica and mirrored table: its state for that table (unreachable and provisioning are the replica''s; the others are read of that table alone), its rows letting go and refused, its uploads set aside';
+
+-- A replica as sync.listing lists it (docs/operations.md says what each
+-- column means).
+CREATE TYPE sync.listed AS (
+	replica				uuid,
+	"partition"			text,
+	state				sync.state,
+	since				timestamptz,
+	messages			bigint,
+	bytes				bigint,
+	rows_on_its_way		bigint,
+	rows_letting_go		bigint,
+	rows_refused		bigint,
+	uploads_set_aside	bigint,
+	uploads_waiting		bigint,
+	acked_number		bigint,
+	last_number			bigint,
+	acked_at			timestamptz,
+	heard_at			timestamptz,
+	send_failures		integer,
+	last_error			text,
+	last_error_at		timestamptz,
+	now					timestamptz
+);
+COMMENT ON TYPE sync.listed IS 'A replica as sync.listing lists it: sync.replica_states, with its rows on their way and letting go counted';
+
+CREATE FUNCTION sync.listing(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
+	state sync.state DEFAULT NULL, after uuid DEFAULT NULL, "limit" integer DEFAULT 100)
+	RETURNS SETOF sync.listed
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	SET plan_cache_mode = force_generic_plan
+	AS $$
+BEGIN
+	RETURN QUERY
+		SELECT r.replica, r.partition, r.state, r.since, r.messages, r.bytes,
+		       c.on_its_way, c.letting_go, r.rows_refused, r.uploads_set_aside, r.uploads_waiting,
+		       r.acked_number, r.last_number, r.acked_at, r.heard_at, r.send_failures,
+		       r.last_error, r.last_error_at, now()
+		  FROM (SELECT * FROM sync.replica_states r
+		         WHERE ($1 IS NULL OR r.replica = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)
+		           AND ($3 IS NULL OR r.state = $3) AND ($4 IS NULL OR r.replica > $4)
+		         ORDER BY r.replica LIMIT $5) r
+		  -- the rows of the page's replicas, counted one by one: a probe of
+		  -- held_number per table, then the rows on their way
+		  CROSS JOIN LATERAL (
+			SELECT (SELECT coalesce(sum(c.n), 0)::bigint FROM sync.tables t
+			          CROSS JOIN LATERAL (SELECT count(*) AS n FROM sync.held h
+			                               WHERE h.replica = r.replica AND h.tab = t.id
+			                                 AND h.number > r.acked_number) c
+			         WHERE r.last_number > r.acked_number) AS on_its_way,
+			       (SELECT count(*) FROM sync.held h
+			         WHERE h.replica = r.replica AND h.taken IS NOT NULL
+			           AND h.taken > r.acked_number) AS letting_go) c
+		 ORDER BY r.replica;
+END
+$$;
+COMMENT ON FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) IS
+	'Pages through the live replicas of the scope (in a state, or all), by uuid after `after`, up to `limit` (NULL: all): each replica''s state and since when, its messages, rows and uploads not where they should be (rows on their way and letting go counted one by one), what it acknowledged and when it was heard from';
+
+CREATE FUNCTION sync.overview_tables(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
+	OUT tab regclass, OUT caught_up bigint, OUT on_its_way bigint, OUT behind bigint,
+	OUT provisioning bigint, OUT set_aside bigint, OUT unreachable bigint,
+	OUT notes_pending bigint, OUT pending_since timestamptz, OUT notes_parked bigint,
+	OUT notes_later bigint, OUT quarantined bigint, OUT rows_refused bigint,
+	OUT uploads_set_aside bigint, OUT rows_letting_go bigint, OUT now timestamptz)
+	RETURNS SETOF record
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	SET plan_cache_mode = force_generic_plan
+	AS $$
+#variable_conflict use_column
+BEGIN
+	RETURN QUERY
+		SELECT f.tab,
+		       count(x.state) FILTER (WHERE x.state = 'caught up'),
+		       count(x.state) FILTER (WHERE x.state = 'on its way'),
+		       count(x.state) FILTER (WHERE x.state = 'behind'),
+		       count(x.state) FILTER (WHERE x.state = 'provisioning'),
+		       count(x.state) FILTER (WHERE x.state = 'set aside'),
+		       count(x.state) FILTER (WHERE x.state = 'unreachable'),
+		       f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined,
+		       coalesce(sum(x.rows_refused), 0)::bigint, coalesce(sum(x.uploads_set_aside), 0)::bigint,
+		       coalesce(sum(x.rows_letting_go), 0)::bigint, now()
+		  FROM sync.fleet_tables f
+		  LEFT JOIN (SELECT * FROM sync.table_states x
+		              WHERE ($1 IS NULL OR x.replica = ANY ($1)) AND ($2 IS NULL OR x.partition = $2)) x
+		         ON x.tab = f.tab
+		 GROUP BY f.tab, f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined
+		 ORDER BY f.tab::text;
+END
+$$;
+COMMENT ON FUNCTION sync.overview_tables(uuid[], text) IS
+	'Per mirrored table, over the live replicas of the scope: how many are in each state for that table, its notes pending, parked and of a later build, its rows quarantined, refused and letting go, its uploads set aside';
+
+CREATE FUNCTION sync.overview_states(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
+	worst integer DEFAULT 10,
+	OUT state sync.state, OUT count bigint, OUT since timestamptz, OUT worst_first uuid[],
+	OUT now timestamptz)
+	RETURNS SETOF record
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	SET plan_cache_mode = force_generic_plan
+	AS $$
+#variable_conflict use_column
+BEGIN
+	RETURN QUERY
+		SELECT s.state, count(r.replica), min(r.since),
+		       (array_agg(r.replica ORDER BY r.since NULLS LAST, r.replica)
+		          FILTER (WHERE r.replica IS NOT NULL))[1:$3],
+		       now()
+		  FROM unnest(enum_range(NULL::sync.state)) s(state)
+		  LEFT JOIN (SELECT * FROM sync.replica_states r
+		              WHERE ($1 IS NULL OR r.replica = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)) r
+		         ON r.state = s.state
+		 GROUP BY s.state
+		 ORDER BY s.state DESC;
+END
+$$;
+COMMENT ON FUNCTION sync.overview_states(uuid[], text, integer) IS
+	'Per state, worst first, over the live replicas of the scope: how many replicas are in it, since when the longest in it has been, and up to `worst` of them, longest first';
+
+CREATE FUNCTION sync.overview(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
+	worst integer DEFAULT 10)
+	RETURNS jsonb
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	SET plan_cache_mode = force_generic_plan
+	AS $$
+BEGIN
+	RETURN (
+		WITH r AS MATERIALIZED (
+			SELECT * FROM sync.replica_states r
+			 WHERE ($1 IS NULL OR r.replica = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)),
+		f AS MATERIALIZED (SELECT * FROM sync.fleet_tables),
+		-- the worst, with their rows counted one by one (as sync.listing does)
+		w AS (
+			SELECT r.replica, r.partition, r.state, r.since, r.messages, r.bytes,
+			       c.rows_on_its_way, c.rows_letting_go, r.rows_refused, r.uploads_set_aside,
+			       r.uploads_waiting, r.acked_number, r.last_number, r.acked_at, r.heard_at,
+			       r.send_failures, r.last_error, r.last_error_at
+			  FROM (SELECT * FROM r ORDER BY r.state DESC, r.since NULLS LAST, r.replica LIMIT $3) r
+			  CROSS JOIN LATERAL (
+				SELECT (SELECT coalesce(sum(c.n), 0)::bigint FROM sync.tables t
+				          CROSS JOIN LATERAL (SELECT count(*) AS n FROM sync.held h
+				                               WHERE h.replica = r.replica AND h.tab = t.id
+				                                 AND h.number > r.acked_number) c
+				         WHERE r.last_number > r.acked_number) AS rows_on_its_way,
+				       (SELECT count(*) FROM sync.held h
+				         WHERE h.replica = r.replica AND h.taken IS NOT NULL
+				           AND h.taken > r.acked_number) AS rows_letting_go) c),
+		s AS (SELECT r.state, count(*) AS n FROM r GROUP BY r.state),
+		-- per table, as sync.overview_tables (the tests hold them equal).  A
+		-- replica with nothing of its own to say of any table -- no message
+		-- on its way, no row refused, no upload set aside -- is in the same
+		-- state for every table but for what is recorded without a replica:
+		-- those are counted once, the others table by table.
+		own AS MATERIALIZED (
+			SELECT r.replica FROM r
+			 WHERE r.last_number > r.acked_number OR r.rows_refused > 0 OR r.uploads_set_aside > 0),
+		pl AS (
+			SELECT count(*) FILTER (WHERE r.unreachable) AS u,
+			       count(*) FILTER (WHERE NOT r.unreachable AND r.provisioning) AS p,
+			       count(*) FILTER (WHERE NOT r.unreachable AND NOT r.provisioning) AS c
+			  FROM r WHERE r.replica NOT IN (SELECT own.replica FROM own)),
+		x AS (
+			SELECT x.tab,
+			       count(*) FILTER (WHERE x.state = 'caught up') AS caught_up,
+			       count(*) FILTER (WHERE x.state = 'on its way') AS on_its_way,
+			       count(*) FILTER (WHERE x.state = 'behind') AS behind,
+			       count(*) FILTER (WHERE x.state = 'provisioning') AS provisioning,
+			       count(*) FILTER (WHERE x.state = 'set aside') AS set_aside,
+			       count(*) FILTER (WHERE x.state = 'unreachable') AS unreachable,
+			       sum(x.rows_refused) AS rows_refused, sum(x.uploads_set_aside) AS uploads_set_aside,
+			       sum(x.rows_letting_go) AS rows_letting_go
+			  FROM sync.table_states x WHERE x.replica IN (SELECT own.replica FROM own)
+			 GROUP BY x.tab),
+		t AS (
+			SELECT f.tab,
+			       coalesce(x.caught_up, 0)
+			         + CASE WHEN a.aside OR f.notes_pending > 0 THEN 0 ELSE pl.c END AS caught_up,
+			       coalesce(x.on_its_way, 0) AS on_its_way,
+			       coalesce(x.behind, 0)
+			         + CASE WHEN NOT a.aside AND f.notes_pending > 0 THEN pl.c ELSE 0 END AS behind,
+			       coalesce(x.provisioning, 0) + CASE WHEN a.aside THEN 0 ELSE pl.p END AS provisioning,
+			       coalesce(x.set_aside, 0) + CASE WHEN a.aside THEN pl.p + pl.c ELSE 0 END AS set_aside,
+			       coalesce(x.unreachable, 0) + pl.u AS unreachable,
+			       f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined,
+			       coalesce(x.rows_refused, 0)::bigint AS rows_refused,
+			       coalesce(x.uploads_set_aside, 0)::bigint AS uploads_set_aside,
+			       coalesce(x.rows_letting_go, 0)::bigint AS rows_letting_go
+			  FROM f CROSS JOIN pl
+			  CROSS JOIN LATERAL (SELECT f.notes_parked + f.notes_later + f.quarantined > 0 AS aside) a
+			  LEFT JOIN x ON x.tab = f.tab)
+		SELECT jsonb_build_object(
+			'now', now(),
+			'scope', jsonb_build_object('replicas', $1, 'partition', $2),
+			'unreachable_after', current_setting('magic_sync.unreachable_after'),
+			'replicas', (SELECT count(*) FROM r),
+			'states', (SELECT jsonb_object_agg(e.state, coalesce(s.n, 0))
+			             FROM unnest(enum_range(NULL::sync.state)) e(state)
+			             LEFT JOIN s ON s.state = e.state),
+			'worst', (SELECT coalesce(jsonb_agg(to_jsonb(w) ORDER BY w.state DESC, w.since NULLS LAST, w.replica), '[]')
+			            FROM w),
+			'tables', (SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY t.tab::text), '[]') FROM t),
+			'notes_pending', (SELECT coalesce(sum(f.notes_pending), 0) FROM f),
+			'pending_since', (SELECT min(f.pending_since) FROM f),
+			'notes_parked', (SELECT coalesce(sum(f.notes_parked), 0) FROM f),
+			'notes_later', (SELECT coalesce(sum(f.notes_later), 0) FROM f),
+			'quarantined', (SELECT coalesce(sum(f.quarantined), 0) FROM f)));
+END
+$$;
+COMMENT ON FUNCTION sync.overview(uuid[], text, integer) IS
+	'Whether everything is where it should be, over the live replicas of the scope, in one snapshot: the server''s now, how many replicas are in each state, the worst up to `worst` (with their rows on their way counted), per table the same figures, and the notes pending, parked, of a later build and rows quarantined; reads only what the engine records, never what replicas should hold';
+
+-- What the engine waits on: each item waits on the infrastructure (wait) or
+-- on a fix (deploy one); never on someone repairing data.
+CREATE FUNCTION sync.health(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
+	OUT kind text, OUT waits_on text, OUT replica uuid, OUT tab regclass, OUT key text,
+	OUT count bigint, OUT since timestamptz, OUT reason text, OUT sqlstate text,
+	OUT now timestamptz)
+	RETURNS SETOF record
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	SET plan_cache_mode = force_generic_plan
+	AS $$
+#variable_conflict use_column
+BEGIN
+	RETURN QUERY
+		WITH s AS (
+			SELECT r.* FROM sync.live_replicas r
+			 WHERE ($1 IS NULL OR r.id = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)),
+		items AS (
+			-- the relay refuses to run while a declaration or trigger is wrong
+			SELECT 'declaration' AS kind, 'a fix' AS waits_on, NULL::uuid AS replica,
+			       (SELECT t.relid FROM sync.tables t WHERE t.name = c.tab) AS tab, NULL::text AS key,
+			       1::bigint AS count, NULL::timestamptz AS since,
+			       format('%s: %s: %s; the relay will not run until sync.mirror or sync.retrigger puts it right',
+			              c.tab, c.problem, c.detail) AS reason, NULL::text AS sqlstate
+			  FROM sync.check() c
+			UNION ALL
+			-- changes the relay has not planned yet: it plans them at its next pass
+			SELECT 'notes pending', 'infrastructure', NULL, t.relid, NULL, count(*), min(n.noted),
+			       'changes not planned yet: the relay plans them at its next pass (waiting long: is it running?)',
+			       NULL
+			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
+			 WHERE NOT n.done AND n.parked IS NULL AND n.build <= 1
+			 GROUP BY t.relid
+			UNION ALL
+			SELECT 'notes parked', 'a fix', NULL, t.relid, min(n.key), count(*), min(n.noted), n.parked, NULL
+			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
+			 WHERE NOT n.done AND n.parked IS NOT NULL
+			 GROUP BY t.relid, n.parked
+			UNION ALL
+			SELECT 'notes of a later build', 'a fix', NULL, t.relid, min(n.key), count(*), min(n.noted),
+			       format('noted by build %s, which plans them once it is deployed', n.build), NULL
+			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
+			 WHERE NOT n.done AND n.parked IS NULL AND n.build > 1
+			 GROUP BY t.relid, n.build
+			UNION ALL
+			-- rows that cannot go: tried again a minute after, and when they change
+			SELECT 'rows quarantined', 'a fix', NULL, t.relid, min(q.key), count(*), min(q.since),
+			       q.reason, q.sqlstate
+			  FROM sync.quarantine q JOIN sync.tables t ON t.id = q.tab
+			 GROUP BY t.relid, q.reason, q.sqlstate
+			UNION ALL
+			-- rows a replica could not take: sent again once they change
+			SELECT 'rows refused', 'a fix', h.replica, t.relid, min(h.key), count(*), NULL, h.refused, NULL
+			  FROM s JOIN sync.held h ON h.replica = s.id JOIN sync.tables t ON t.id = h.tab
+			 WHERE h.refused IS NOT NULL
+			 GROUP BY h.replica, t.relid, h.refused
+			UNION ALL
+			-- uploads set aside: failed for good (a SQLSTATE), retried by sync.inbox_retry;
+			-- or waiting until the replica holds the row again (none)
+			SELECT CASE WHEN i.sqlstate IS NULL THEN 'uploads waiting' ELSE 'uploads set aside' END,
+			       CASE WHEN i.sqlstate IS NULL THEN 'infrastructure' ELSE 'a fix' END,
+			       i.replica, t.relid, min(i.key), count(*), min(i.first_at), i.reason, i.sqlstate
+			  FROM s JOIN sync.inbox i ON i.replica = s.id JOIN sync.tables t ON t.id = i.tab
+			 GROUP BY i.replica, t.relid, i.reason, i.sqlstate
+			UNION ALL
+			SELECT 'unreachable', 'infrastructure', s.id, NULL, NULL, NULL, coalesce(s.heard_at, s.added),
+			       CASE WHEN s.send_failures >= 2
+			            THEN format('message %s went out %s times and it applied none of them', s.send_failing, s.send_failures + 1)
+			            WHEN s.heard_at IS NULL THEN 'never heard from since it was added'
+			            ELSE 'not heard from since its last upload' END,
+			       NULL
+			  FROM s WHERE s.unreachable
+			UNION ALL
+			-- a snapshot due or on its way: it goes as the replica takes its messages
+			-- (or, set aside when it failed for good, on a fix)
+			SELECT 'provisioning',
+			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL THEN 'a fix' ELSE 'infrastructure' END,
+			       s.id, NULL, NULL, NULL,
+			       (SELECT o.written FROM sync.outbox o WHERE o.replica = s.id
+			           AND o.number = s.snapshot_number AND NOT o.dropped AND NOT s.provision),
+			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL
+			            THEN 'its snapshot failed for good, and is tried again a minute later'
+			            WHEN s.provision OR NOT s.seen_live OR s.seen_partition IS DISTINCT FROM s.partition
+			            THEN 'a snapshot is due at the next pass'
+			            ELSE 'its snapshot is on its way' END
+			       || coalesce(' (its last alarm: ' || s.last_error || ')', ''), NULL
+			  FROM s WHERE s.provisioning
+			UNION ALL
+			-- what the replica last said it has not sent or filed (its backlog)
+			SELECT 'backlog', 'infrastructure', s.id, t.relid, NULL,
+			       (b.value ->> 'unsent')::bigint + (b.value ->> 'unfiled')::bigint, NULL,
+			       format('as it said at %s: %s rows written not yet sent, %s sent not yet filed',
+			              s.heard_at, b.value ->> 'unsent', b.value ->> 'unfiled'), NULL
+			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
+			  LEFT JOIN sync.tables t ON t.name = b.key
+			 WHERE (b.value ->> 'unsent')::bigint + (b.value ->> 'unfiled')::bigint > 0
+			UNION ALL
+			SELECT 'backlog set aside', 'a fix', s.id, t.relid, NULL, (b.value ->> 'set_aside')::bigint, NULL,
+			       format('as it said at %s: %s rows it wrote can never go up (too large, or refused for good)',
+			              s.heard_at, b.value ->> 'set_aside'), NULL
+			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
+			  LEFT JOIN sync.tables t ON t.name = b.key
+			 WHERE (b.value ->> 'set_aside')::bigint > 0)
+		SELECT i.kind, i.waits_on, i.replica, i.tab, i.key, i.count, i.since, i.reason, i.sqlstate, now()
+		  FROM items i
+		 ORDER BY i.waits_on = 'infrastructure', i.kind, i.tab::text NULLS FIRST, i.replica NULLS FIRST,
+		          i.reason, i.key;
+END
+$$;
+COMMENT ON FUNCTION sync.health(uuid[], text) IS
+	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside and waiting, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
+
+-- sync.progress and sync.row_progress (read.c): what should be, from scratch.
+CREATE FUNCTION sync.progress(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
+	OUT replica uuid, OUT tab regclass, OUT should bigint, OUT holds bigint,
+	OUT outdated bigint, OUT on_its_way bigint, OUT set_aside bigint, OUT lacks bigint,
+	OUT letting_go bigint, OUT extra bigint, OUT now timestamptz)
+	RETURNS SETOF record
+	LANGUAGE c VOLATILE
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_progress';
+COMMENT ON FUNCTION sync.progress(uuid[], text) IS
+	'How far along each live replica of the scope is, per table, in one snapshot: the rows it should hold (from scratch, as sync.wanted), those it holds (acknowledged), holds as an older version, has on their way, has set aside, lacks; the rows it is letting go, and holds that it should no longer. holds - outdated of should is its progress bar. Costs a provisioning''s plan per replica: for a few';
+
+CREATE FUNCTION sync.row_progress(tab regclass, key text[],
+	replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
+	OUT replica uuid, OUT answer text, OUT number bigint, OUT note bigint,
+	OUT newer_note bigint, OUT reason text, OUT now timestamptz)
+	RETURNS SETOF record
+	LANGUAGE c VOLATILE
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_row_progress';
+COMMENT ON FUNCTION sync.row_progress(regclass, text[], uuid[], text) IS
+	'Where one row is, per live replica of the scope that holds it, should hold it, or uploaded it: holds, holds an older version, on its way, lacks, letting go, set aside (with the message, the version, the change it lacks and why)';
+
+-- For psql.
+CREATE VIEW sync.overview_now AS
+	SELECT * FROM sync.overview_states();
+COMMENT ON VIEW sync.overview_now IS
+	'sync.overview_states() over every live replica: per state, worst first, how many replicas, since when, the ten worst';
+CREATE VIEW sync.overview_tables_now AS
+	SELECT * FROM sync.overview_tables();
+COMMENT ON VIEW sync.overview_tables_now IS
+	'sync.overview_tables() over every live replica: per table, replicas per state and what holds it back';
+CREATE VIEW sync.replicas_now AS
+	SELECT * FROM sync.listing("limit" => NULL) ORDER BY state DESC, since, replica;
+COMMENT ON VIEW sync.replicas_now IS
+	'sync.listing() of every live replica, worst first';
+CREATE VIEW sync.health_now AS
+	SELECT * FROM sync.health();
+COMMENT ON VIEW sync.health_now IS
+	'sync.health() over every live replica: what the engine waits on, fixes first';
+-- Who may call what (last, so it covers every object above).
+-- Roles: sync_admin administers; a replica's own role may call sync.pull and
+-- sync.file, each of which checks the uuid it is given against the caller.
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'sync_admin') THEN
+		CREATE ROLE sync_admin NOLOGIN;
+	END IF;
+END
+$$;
+GRANT USAGE ON SCHEMA sync TO PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA sync FROM PUBLIC;
+GRANT SELECT ON ALL TABLES IN SCHEMA sync TO sync_admin;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sync FROM PUBLIC;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA sync TO sync_admin;
+-- Pure functions of their arguments: anyone may compute keys and digests.
+GRANT EXECUTE ON FUNCTION sync.key(text[]), sync.key_parts(text),
+	sync.digest_transfn(internal, text), sync.digest_finalfn(internal) TO PUBLIC;
+-- A replica's role pulls and files for its own uuid (each function checks).
+GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.is_transient(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.file(uuid, bytea, jsonb) TO PUBLIC;

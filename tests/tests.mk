@@ -1,0 +1,39 @@
+# tests.mk: the tests and benchmarks that need no server, and the names that
+# run the others (included by the Makefile, after PGXS).
+#   make unit-test      C tests of src/shared
+#   make sqlite-test    the replica extension: C suite, then SQL through sqlite3
+#   make bench-replica  the replica's benchmark (ratios against plain SQLite)
+#   make installcheck   pg_regress and isolation specs (PGXS), against a running server
+#   make test           scripts/test, every suite;  make demo: scripts/demo
+
+# Under AddressSanitizer and UBSan.
+SAN_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1 -g \
+	-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+	-Isrc/shared -Isrc/sqlite -Itests/unit
+build/san/%.o: %.c $(SHARED_HDRS) $(wildcard src/sqlite/*.h tests/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -c $< -o $@
+
+build/test_shared: $(addprefix build/san/,tests/unit/test_shared.o tests/unit/vectors.o $(SHARED_SRCS:.c=.o))
+	$(CC) $(SAN_CFLAGS) -o $@ $^ $(SQLITE_LIBS)
+build/test_sqlite: $(patsubst %.c,build/san/%.o,$(wildcard tests/sqlite/*.c) tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
+	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
+build/fuzz_seeds: $(patsubst %.c,build/san/%.o,$(wildcard tests/fuzz/*.c) tests/sqlite/msgs.c tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
+	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
+build/bench_replica_apply: $(addprefix build/rel/,bench/replica_apply.o tests/sqlite/msgs.o $(SQLITE_SRCS:.c=.o) $(SHARED_SRCS:.c=.o))
+	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
+
+EXTRA_CLEAN += results regression.diffs regression.out tests/isolation/output_iso
+
+.PHONY: test unit-test sqlite-test demo bench-replica
+unit-test: build/test_shared
+	build/test_shared
+sqlite-test: build/test_sqlite magic_sync_sqlite.so
+	build/test_sqlite
+	tests/sqlite/run-sql
+bench-replica: build/bench_replica_apply
+	build/bench_replica_apply
+test:
+	scripts/test
+demo:
+	scripts/demo
