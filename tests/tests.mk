@@ -14,7 +14,7 @@ build/san/%.o: %.c $(SHARED_HDRS) $(wildcard src/sqlite/*.h tests/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -c $< -o $@
 
-build/test_shared: $(addprefix build/san/,tests/unit/test_shared.o tests/unit/vectors.o $(SHARED_SRCS:.c=.o))
+build/test_shared: $(patsubst %.c,build/san/%.o,$(wildcard tests/unit/*.c) $(SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ $(SQLITE_LIBS)
 build/test_sqlite: $(patsubst %.c,build/san/%.o,$(wildcard tests/sqlite/*.c) tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
