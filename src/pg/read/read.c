@@ -184,8 +184,9 @@ emit(ms_pass *p, ReturnSetInfo *rsinfo, const char *sql, int nargs, Oid *types, 
 
 /*
  * wanted: the wanted sets of these replicas into pg_temp.ms_wanted, over the
- * catalog read once, for this read only: a row of the engine's record needs
- * no declaration.
+ * catalog read once.  Read only when a read needs the wanted set: where the
+ * engine's record answers sync.row_progress, no declaration is read (nor
+ * refused when it no longer matches its table).
  */
 static void
 wanted(ms_pass *p, ArrayType *replicas)
