@@ -28,6 +28,8 @@ STORES = 20
 def connect():
     c = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
     c.autocommit = True
+    # sync.relay_pass() runs in a REPEATABLE READ transaction (src/pg/relay/pass.h)
+    c.cursor().execute("SET default_transaction_isolation = 'repeatable read'")
     return c
 
 

@@ -34,6 +34,8 @@ SIZES = [int(a) for a in sys.argv[1:]] or [10_000, 100_000, 1_000_000]
 def connect():
     c = psycopg2.connect(dbname=os.environ.get("PGDATABASE", "postgres"))
     c.autocommit = True
+    # sync.relay_pass() runs in a REPEATABLE READ transaction (src/pg/relay/pass.h)
+    c.cursor().execute("SET default_transaction_isolation = 'repeatable read'")
     return c
 
 

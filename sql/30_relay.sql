@@ -3,6 +3,12 @@
 -- with its child and is taken back only when nothing held points at it;
 -- messages are numbered, chained, sealed, and their bodies shared.
 SET client_min_messages = warning;
+-- a relay pass runs in a REPEATABLE READ transaction (src/pg/relay/pass.h)
+SET default_transaction_isolation = 'repeatable read';
+-- ... and refuses READ COMMITTED, with what to do
+BEGIN ISOLATION LEVEL READ COMMITTED;
+SELECT * FROM sync.relay_pass();
+ROLLBACK;
 CREATE SCHEMA shop;
 -- test helpers, kept for 31_relay_bounds
 CREATE SCHEMA t;

@@ -1,6 +1,8 @@
 -- Outbox bounds, replicas going away, sync.pull's errors and access, epochs,
 -- rows that cannot go.
 SET client_min_messages = warning;
+-- a relay pass runs in a REPEATABLE READ transaction (src/pg/relay/pass.h)
+SET default_transaction_isolation = 'repeatable read';
 
 -- the shop of 30_relay is still here, and both replicas hold what they should
 SELECT count(*) FROM sync.replicas;

@@ -5,6 +5,8 @@ SET client_min_messages = warning;
 CREATE DATABASE contrib_regression_park;
 \c contrib_regression_park
 SET client_min_messages = warning;
+-- a relay pass runs in a REPEATABLE READ transaction (src/pg/relay/pass.h)
+SET default_transaction_isolation = 'repeatable read';
 CREATE EXTENSION magic_sync;
 
 CREATE SCHEMA park;

@@ -7,6 +7,8 @@ SET client_min_messages = warning;
 CREATE DATABASE contrib_regression_read;
 \c contrib_regression_read
 SET client_min_messages = warning;
+-- a relay pass runs in a REPEATABLE READ transaction (src/pg/relay/pass.h)
+SET default_transaction_isolation = 'repeatable read';
 CREATE EXTENSION magic_sync;
 
 CREATE SCHEMA shop;

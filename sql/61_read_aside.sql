@@ -6,6 +6,8 @@
 -- of 60_read, in its database.
 \c contrib_regression_read
 SET client_min_messages = warning;
+-- a relay pass runs in a REPEATABLE READ transaction (src/pg/relay/pass.h)
+SET default_transaction_isolation = 'repeatable read';
 -- what the engine waits on, now and since left out
 CREATE FUNCTION t.health(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL)
 	RETURNS TABLE (kind text, waits_on text, replica uuid, tab regclass, key text, count bigint,

@@ -11,3 +11,12 @@ REVOKE EXECUTE ON FUNCTION sync.digest_transfn(internal, text), sync.digest_fina
 -- sync.inspect shows a later protocol's message by its head only
 COMMENT ON FUNCTION sync.inspect(bytea) IS
 	'What a message to a replica says, as jsonb: its head (and whether this server sealed it) and its body; of a later protocol, its head only (later_protocol)';
+
+-- a pass runs in one snapshot: sync.relay_pass() refuses READ COMMITTED,
+-- and the wanted sets are read in one snapshot whatever the caller's level
+COMMENT ON FUNCTION sync.relay_pass() IS
+	'One relay pass in the caller''s transaction, which must be REPEATABLE READ, under the relay lock: observe the replicas, plan every note not done, record the messages and what they carry, NOTIFY magic_sync';
+COMMENT ON FUNCTION sync.wanted(uuid) IS
+	'The rows a replica should hold, from scratch, in one snapshot: what its tables'' rules send it, closed over the rows they point at and the rows that follow them; (table, canonical key, its parts)';
+COMMENT ON FUNCTION sync.wanted_fill(uuid[]) IS
+	'Fills pg_temp.ms_wanted (replica, tab, key) with the wanted sets of these replicas (NULL: every live replica), all at once, in one snapshot; returns its row count';

@@ -73,11 +73,16 @@ class Server:
         return rows[0][0] if rows else None
 
     def relay(self):
-        """One relay pass; what it did, as a dict."""
+        """One relay pass, in a REPEATABLE READ transaction of its own as a
+        pass needs (src/pg/relay/pass.h); what it did, as a dict."""
         with self.conn.cursor() as c:
-            c.execute("SELECT * FROM sync.relay_pass()")
-            names = [d[0] for d in c.description]
-            return dict(zip(names, c.fetchone()))
+            c.execute("SET default_transaction_isolation = 'repeatable read'")
+            try:
+                c.execute("SELECT * FROM sync.relay_pass()")
+                names = [d[0] for d in c.description]
+                return dict(zip(names, c.fetchone()))
+            finally:
+                c.execute("RESET default_transaction_isolation")
 
     def pull(self, replica, after, max_bytes=1 << 24):
         return self.rows("SELECT number, message FROM sync.pull(%s, %s, %s)", (replica, after, max_bytes))

@@ -7,7 +7,10 @@
  * views -- are SQL (sql/60_read.sql): they read only what the engine
  * records, in one statement.  These two need the wanted set (wanted.c), many
  * statements in temporary tables, and read it in one snapshot with the held
- * rows it is compared with.
+ * rows it is compared with: each read runs through the executor of a pass
+ * (relay/pass.h), whose registered snapshot is one view for all its
+ * statements under READ COMMITTED too, as it writes only its own temporary
+ * tables.
  *
  * Of a replica's held row (sync.held), nothing counts until the replica
  * acknowledged the message that carried it (number <= acked_number):
@@ -24,17 +27,15 @@
  */
 #include "magic_sync.h"
 
-#include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
-#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
 
+#include "catalog.h"
+#include "pass.h"
 #include "wanted.h"
 
 PG_FUNCTION_INFO_V1(ms_progress);
@@ -140,55 +141,20 @@ static const char row_progress_sql[] =
 "   FROM a WHERE a.answer IS NOT NULL"
 "  ORDER BY a.id";
 
-/*
- * read_begin: every statement this read runs through SPI reads one snapshot.
- *
- * Under READ COMMITTED, each statement SPI runs takes a snapshot of its own,
- * so the wanted set (many statements) and the held rows it is compared with
- * could each see other commits.  The read takes one now, registered for as
- * long as it lasts, and treats the transaction as REPEATABLE READ does until
- * read_end: GetTransactionSnapshot() gives that snapshot back, with the
- * read's own command id, so what it wrote in its temporary tables is seen.
- * It writes nothing but those tables, so no concurrent write can make it fail
- * as it would a REPEATABLE READ writer.  Returns the isolation level to
- * restore.
- */
-static int
-read_begin(Snapshot *snap)
-{
-	int			level = XactIsoLevel;
-
-	*snap = RegisterSnapshot(GetTransactionSnapshot());
-	if (level < XACT_REPEATABLE_READ)
-		XactIsoLevel = XACT_REPEATABLE_READ;
-	return level;
-}
-
-static void
-read_end(int level, Snapshot snap)
-{
-	XactIsoLevel = level;
-	UnregisterSnapshot(snap);
-}
-
 /* the live replicas of the scope; NULL when there are none */
 static ArrayType *
-scope(FunctionCallInfo fcinfo, int arg)
+scope(ms_pass *p, FunctionCallInfo fcinfo, int arg)
 {
 	Oid			types[2] = {UUIDARRAYOID, TEXTOID};
 	Datum		values[2];
 	char		nulls[2] = {' ', ' '};
-	bool		isnull;
-	Datum		d;
 
 	values[0] = PG_ARGISNULL(arg) ? (Datum) 0 : PG_GETARG_DATUM(arg);
 	values[1] = PG_ARGISNULL(arg + 1) ? (Datum) 0 : PG_GETARG_DATUM(arg + 1);
 	nulls[0] = PG_ARGISNULL(arg) ? 'n' : ' ';
 	nulls[1] = PG_ARGISNULL(arg + 1) ? 'n' : ' ';
-	if (SPI_execute_with_args(SCOPE_SQL, 2, types, values, nulls, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? NULL : DatumGetArrayTypePCopy(d);
+	ms_exec(p, SCOPE_SQL, 2, types, values, nulls, 1);
+	return ms_array();
 }
 
 static char *
@@ -199,22 +165,34 @@ relname(Oid tab)
 
 /* run sql and return its rows as the function's result */
 static void
-emit(ReturnSetInfo *rsinfo, const char *sql, int nargs, Oid *types, Datum *values)
+emit(ms_pass *p, ReturnSetInfo *rsinfo, const char *sql, int nargs, Oid *types, Datum *values)
 {
 	int			natts = rsinfo->setDesc->natts;
 	Datum	   *out = palloc(sizeof(Datum) * natts);
 	bool	   *outnull = palloc(sizeof(bool) * natts);
 
-	if (SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read what replicas hold");
+	ms_exec(p, sql, nargs, types, values, NULL, 0);
 	if (SPI_tuptable->tupdesc->natts != natts)
 		elog(ERROR, "a read returns %d columns, not %d", SPI_tuptable->tupdesc->natts, natts);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		for (int c = 0; c < natts; c++)
-			out[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c + 1, &outnull[c]);
+			out[c] = ms_value(i, c + 1, &outnull[c]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, outnull);
 	}
+}
+
+/*
+ * wanted: the wanted sets of these replicas into pg_temp.ms_wanted, over the
+ * catalog read once.  Read only when a read needs the wanted set: where the
+ * engine's record answers sync.row_progress, no declaration is read (nor
+ * refused when it no longer matches its table).
+ */
+static void
+wanted(ms_pass *p, ArrayType *replicas)
+{
+	p->tables = ms_catalog_tables();
+	ms_wanted_fill(p, replicas);
 }
 
 /*
@@ -237,33 +215,75 @@ Datum
 ms_progress(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Snapshot	snap;
-	int			level;
+	ms_pass		p;
+	ArrayType  *replicas;
 
 	InitMaterializedSRF(fcinfo, 0);
-	level = read_begin(&snap);
-	PG_TRY();
+	SPI_connect();
+	ms_pass_begin(&p, CurrentMemoryContext);
+	replicas = scope(&p, fcinfo, 0);
+	if (replicas != NULL)
 	{
-		ArrayType  *replicas;
+		Oid			types[1] = {UUIDARRAYOID};
+		Datum		values[1] = {PointerGetDatum(replicas)};
 
-		SPI_connect();
-		replicas = scope(fcinfo, 0);
-		if (replicas != NULL)
-		{
-			Oid			types[1] = {UUIDARRAYOID};
-			Datum		values[1] = {PointerGetDatum(replicas)};
-
-			ms_wanted_fill(replicas);
-			emit(rsinfo, progress_sql, 1, types, values);
-		}
-		SPI_finish();
+		wanted(&p, replicas);
+		emit(&p, rsinfo, progress_sql, 1, types, values);
 	}
-	PG_FINALLY();
-	{
-		read_end(level, snap);
-	}
-	PG_END_TRY();
+	ms_pass_end(&p);
+	SPI_finish();
 	return (Datum) 0;
+}
+
+/*
+ * table_key: the id of mirrored table tab and the canonical key of these
+ * parts (a text[]), or an error naming what is wrong.
+ */
+static void
+table_key(ms_pass *p, Oid tab, Datum parts, int32 *id, char **key)
+{
+	Oid			types[2] = {REGCLASSOID, TEXTARRAYOID};
+	Datum		values[2] = {ObjectIdGetDatum(tab), parts};
+	bool		isnull;
+	int32		nkey;
+	int32		nparts;
+
+	ms_exec(p, "SELECT t.id, cardinality(t.key), cardinality($2), sync.key($2)"
+			"  FROM sync.tables t WHERE t.relid = $1",
+			2, types, values, NULL, 1);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("table %s is not mirrored", relname(tab)),
+				 errhint("SELECT * FROM sync.mirrors lists the mirrored tables.")));
+	*id = DatumGetInt32(ms_value(0, 1, &isnull));
+	nkey = DatumGetInt32(ms_value(0, 2, &isnull));
+	nparts = DatumGetInt32(ms_value(0, 3, &isnull));
+	if (isnull || nparts != nkey)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("table %s has a key of %d parts", relname(tab), nkey),
+				 errhint("Give the row's key columns as text, in the order sync.mirrors lists them.")));
+	*key = TextDatumGetCString(ms_value(0, 4, &isnull));
+}
+
+/*
+ * unsure: the replicas of the scope the engine's record cannot answer for:
+ * not holding the row while the record may be stale; NULL when none.
+ */
+static ArrayType *
+unsure(ms_pass *p, int nargs, Oid *types, Datum *values)
+{
+	ms_exec(p, "SELECT array_agg(r.id) FROM sync.replicas r"
+			" WHERE r.id = ANY ($1)"
+			"   AND NOT EXISTS (SELECT FROM sync.held h WHERE h.replica = r.id"
+			"                    AND h.tab = $2 AND h.key = $3 AND h.taken IS NULL)"
+			"   AND (EXISTS (SELECT FROM sync.notes n WHERE NOT n.done)"
+			"        OR EXISTS (SELECT FROM sync.quarantine)"
+			"        OR r.provision OR NOT r.seen_live"
+			"        OR r.seen_partition IS DISTINCT FROM r.partition)",
+			nargs, types, values, NULL, 1);
+	return ms_array();
 }
 
 /*
@@ -283,8 +303,10 @@ Datum
 ms_row_progress(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Snapshot	snap;
-	int			level;
+	ms_pass		p;
+	int32		id;
+	char	   *key;
+	ArrayType  *replicas;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -292,75 +314,26 @@ ms_row_progress(PG_FUNCTION_ARGS)
 				 errmsg("sync.row_progress takes a table and the parts of a key, neither of them null"),
 				 errhint("SELECT * FROM sync.row_progress('shop.products', ARRAY['1']).")));
 	InitMaterializedSRF(fcinfo, 0);
-	level = read_begin(&snap);
-	PG_TRY();
+	SPI_connect();
+	ms_pass_begin(&p, CurrentMemoryContext);
+	table_key(&p, PG_GETARG_OID(0), PG_GETARG_DATUM(1), &id, &key);
+	replicas = scope(&p, fcinfo, 2);
+	if (replicas != NULL)
 	{
-		Oid			tab = PG_GETARG_OID(0);
-		Oid			ttypes[2] = {REGCLASSOID, TEXTARRAYOID};
-		Datum		tvalues[2] = {ObjectIdGetDatum(tab), PG_GETARG_DATUM(1)};
-		bool		isnull;
-		int32		id;
-		int32		nkey;
-		char	   *key;
-		ArrayType  *replicas;
+		Oid			types[3] = {UUIDARRAYOID, INT4OID, TEXTOID};
+		Datum		values[3] = {PointerGetDatum(replicas), Int32GetDatum(id), CStringGetTextDatum(key)};
+		ArrayType  *some = unsure(&p, 3, types, values);
 
-		SPI_connect();
-		if (SPI_execute_with_args("SELECT t.id, cardinality(t.key), cardinality($2), sync.key($2)"
-								  "  FROM sync.tables t WHERE t.relid = $1",
-								  2, ttypes, tvalues, NULL, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not read sync.tables");
-		if (SPI_processed == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("table %s is not mirrored", relname(tab)),
-					 errhint("SELECT * FROM sync.mirrors lists the mirrored tables.")));
-		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		nkey = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-		if (DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) != nkey || isnull)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("table %s has a key of %d parts", relname(tab), nkey),
-					 errhint("Give the row's key columns as text, in the order sync.mirrors lists them.")));
-		key = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
-
-		replicas = scope(fcinfo, 2);
-		if (replicas != NULL)
-		{
-			Oid			types[3] = {UUIDARRAYOID, INT4OID, TEXTOID};
-			Datum		values[3] = {PointerGetDatum(replicas), Int32GetDatum(id), CStringGetTextDatum(key)};
-			Datum		d;
-			ArrayType  *unsure = NULL;
-
-			/* those the record cannot answer for: not holding it while it may be stale */
-			if (SPI_execute_with_args("SELECT array_agg(r.id) FROM sync.replicas r"
-									  " WHERE r.id = ANY ($1)"
-									  "   AND NOT EXISTS (SELECT FROM sync.held h WHERE h.replica = r.id"
-									  "                    AND h.tab = $2 AND h.key = $3 AND h.taken IS NULL)"
-									  "   AND (EXISTS (SELECT FROM sync.notes n WHERE NOT n.done)"
-									  "        OR EXISTS (SELECT FROM sync.quarantine)"
-									  "        OR r.provision OR NOT r.seen_live"
-									  "        OR r.seen_partition IS DISTINCT FROM r.partition)",
-									  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
-				elog(ERROR, "could not read sync.held");
-			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-			if (!isnull)
-			{
-				unsure = DatumGetArrayTypePCopy(d);
-				ms_wanted_fill(unsure);
-			}
-			emit(rsinfo,
-				 psprintf(row_progress_sql,
-						  unsure == NULL ? "false" :
-						  "EXISTS (SELECT FROM pg_temp.ms_wanted w"
-						  "         WHERE w.replica = s.id AND w.tab = $2 AND w.key = $3)"),
-				 3, types, values);
-		}
-		SPI_finish();
+		if (some != NULL)
+			wanted(&p, some);
+		emit(&p, rsinfo,
+			 psprintf(row_progress_sql,
+					  some == NULL ? "false" :
+					  "EXISTS (SELECT FROM pg_temp.ms_wanted w"
+					  "         WHERE w.replica = s.id AND w.tab = $2 AND w.key = $3)"),
+			 3, types, values);
 	}
-	PG_FINALLY();
-	{
-		read_end(level, snap);
-	}
-	PG_END_TRY();
+	ms_pass_end(&p);
+	SPI_finish();
 	return (Datum) 0;
 }

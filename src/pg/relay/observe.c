@@ -17,8 +17,7 @@ ms_observe(ms_pass *p)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1];
-	bool		isnull;
-	Datum		d;
+	ArrayType  *provisioning;
 
 	static const char *const forget[] = {
 		"INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
@@ -56,17 +55,16 @@ ms_observe(ms_pass *p)
 	ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND provision"
 			" AND (provision_failed_at IS NULL OR provision_failed_at < now() - interval '1 minute')",
 			0, NULL, NULL, NULL, 0);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (isnull)
+	provisioning = ms_array();
+	if (provisioning == NULL)
 		return NULL;
-	d = PointerGetDatum(DatumGetArrayTypePCopy(d));
 	/* a snapshot replaces what the replica was owed: its outbox is dropped */
-	values[0] = d;
+	values[0] = PointerGetDatum(provisioning);
 	ms_exec(p,
 			"DELETE FROM sync.held WHERE replica = ANY ($1)",
 			1, types, values, NULL, 0);
 	ms_exec(p,
 			"UPDATE sync.outbox SET dropped = true, body = NULL WHERE replica = ANY ($1) AND NOT dropped",
 			1, types, values, NULL, 0);
-	return DatumGetArrayTypeP(d);
+	return provisioning;
 }

@@ -30,6 +30,7 @@
 #include "utils/lsyscache.h"
 #include "utils/uuid.h"
 
+#include "batch.h"
 #include "catalog.h"
 #include "park.h"
 #include "plan.h"
@@ -69,24 +70,12 @@ ids_array(const int64 *ids, int n)
 	return construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
 }
 
-/* pg_temp.ms_notes_read: these notes */
-static void
-read_only(ms_pass *p, const int64 *ids, int n)
-{
-	Oid			types[1] = {INT8ARRAYOID};
-	Datum		values[1] = {PointerGetDatum(ids_array(ids, n))};
-
-	ms_exec(p, "DELETE FROM ms_notes_read", 0, NULL, NULL, NULL, 0);
-	ms_exec(p, "INSERT INTO ms_notes_read SELECT unnest($1::bigint[])", 1, types, values, NULL, 0);
-	ms_plan_pending_rows(p);
-}
-
 static void
 plan_part(void *arg)
 {
 	trial	   *t = arg;
 
-	read_only(t->p, t->ids, t->n);
+	ms_batch_only(t->p, ids_array(t->ids, t->n));
 	ms_plan(t->p, t->replicas, t->provisioning);
 	(void) ms_record(t->p, t->replicas, t->provisioning);
 }
@@ -146,11 +135,20 @@ narrow(narrowing *w, int lo, int hi, char *why)
 		narrow(w, mid, hi, wr);
 }
 
+/* keys of one table, for check_keys */
+typedef struct key_check
+{
+	ms_pass    *p;
+	ms_table   *t;
+	ArrayType  *keys;
+} key_check;
+
 static void
 check_keys(void *arg)
 {
-	ms_table   *t = ((void **) arg)[0];
-	ArrayType  *keys = ((void **) arg)[1];
+	key_check  *k = arg;
+	ms_table   *t = k->t;
+	ArrayType  *keys = k->keys;
 	StringInfoData sql;
 	Oid			types[1] = {TEXTARRAYOID};
 	Datum		values[1] = {PointerGetDatum(keys)};
@@ -162,20 +160,19 @@ check_keys(void *arg)
 	for (int k = 0; k < t->nkey; k++)
 		appendStringInfo(&sql, " AND (sync.key_parts(k.key))[%d]::%s IS NOT NULL", k + 1,
 						 format_type_be_qualified(t->columns[t->key[k]].type));
-	if (SPI_execute_with_args(sql.data, 1, types, values, NULL, true, 0) != SPI_OK_SELECT ||
-		DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))
-		!= ArrayGetNItems(ARR_NDIM(keys), ARR_DIMS(keys)))
+	ms_exec(k->p, sql.data, 1, types, values, NULL, 0);
+	if (DatumGetInt64(ms_value(0, 1, &isnull)) != ArrayGetNItems(ARR_NDIM(keys), ARR_DIMS(keys)))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 						errmsg("a key does not parse for table \"%s\"", t->name)));
 }
 
 static bool
-keys_parse(ms_table *t, Datum *keys, int n)
+keys_parse(ms_pass *p, ms_table *t, Datum *keys, int n)
 {
-	void	   *arg[2] = {t, construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT)};
+	key_check	k = {p, t, construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT)};
 	ErrorData  *e = NULL;
 
-	if (ms_try(check_keys, arg, &e))
+	if (ms_try(check_keys, &k, &e))
 		return true;
 	FreeErrorData(e);
 	return false;
@@ -206,9 +203,9 @@ quarantine_rows(ms_pass *p, int64 *ids, int n, char *why)
 	{
 		bool		isnull;
 
-		tabs[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		keys[i] = PointerGetDatum(DatumGetTextPCopy(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)));
-		notes[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
+		tabs[i] = DatumGetInt32(ms_value(i, 1, &isnull));
+		keys[i] = PointerGetDatum(DatumGetTextPCopy(ms_value(i, 2, &isnull)));
+		notes[i] = DatumGetInt64(ms_value(i, 3, &isnull));
 	}
 	for (int from = 0, to; from < rows; from = to)
 	{
@@ -217,14 +214,14 @@ quarantine_rows(ms_pass *p, int64 *ids, int n, char *why)
 
 		for (to = from; to < rows && tabs[to] == tabs[from]; to++)
 			;
-		all = t != NULL && keys_parse(t, keys + from, to - from);
+		all = t != NULL && keys_parse(p, t, keys + from, to - from);
 		for (int i = from; i < to; i++)
 		{
 			Oid			qtypes[4] = {INT4OID, TEXTOID, INT8OID, TEXTOID};
 			Datum		qvalues[4] = {Int32GetDatum(tabs[i]), keys[i], Int64GetDatum(notes[i] - 1),
 			CStringGetTextDatum(why)};
 
-			if (!all && (t == NULL || to - from > KEYS_ONE_BY_ONE || !keys_parse(t, keys + i, 1)))
+			if (!all && (t == NULL || to - from > KEYS_ONE_BY_ONE || !keys_parse(p, t, keys + i, 1)))
 				continue;
 			ms_exec(p, "INSERT INTO sync.quarantine (tab, key, note, reason, sqlstate)"
 					" VALUES ($1, $2, $3, 'planning failed: ' || $4, NULL)"
@@ -241,11 +238,10 @@ minus(ms_pass *p, ArrayType *a, ArrayType *b)
 {
 	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
 	Datum		values[2] = {PointerGetDatum(a), PointerGetDatum(b)};
-	bool		isnull;
 
 	ms_exec(p, "SELECT coalesce(array_agg(x), '{}') FROM unnest($1::uuid[]) x WHERE x <> ALL ($2)",
 			2, types, values, NULL, 0);
-	return DatumGetArrayTypePCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return ms_array();
 }
 
 /*
@@ -318,20 +314,9 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
 	w.t.provisioning = *provisioning;
 
 	/* the batch, by table */
-	ms_exec(p, "SELECT r.id, n.tab FROM ms_notes_read r JOIN sync.notes n USING (id) ORDER BY n.tab, r.id",
-			0, NULL, NULL, NULL, 0);
-	w.n = (int) SPI_processed;
-	w.ids = palloc(sizeof(int64) * Max(w.n, 1));
-	w.tabs = palloc(sizeof(int) * Max(w.n, 1));
+	w.n = ms_batch_by_table(p, &w.ids, &w.tabs);
 	w.parked = palloc0(sizeof(bool) * Max(w.n, 1));
 	w.why = palloc0(sizeof(char *) * Max(w.n, 1));
-	for (int i = 0; i < w.n; i++)
-	{
-		bool		isnull;
-
-		w.ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		w.tabs[i] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-	}
 
 	/* without any note, it fails all the same: not about notes; maybe a snapshot */
 	if (fails(&w, 0, 0, &why))
@@ -372,7 +357,7 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
 					 errhint("They are tried again a minute later; SELECT * FROM sync.health() lists them.")));
 		}
 	}
-	read_only(p, rest, nrest);
+	ms_batch_only(p, ids_array(rest, nrest));
 	p->notes_read -= parked;
 	p->parked += parked;
 	return parked > 0;

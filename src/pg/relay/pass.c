@@ -1,6 +1,7 @@
 /*-------------------------------------------------------------------------
  * pass.c
- *	  One relay pass: its snapshot and SPI helpers.  See pass.h.
+ *	  One relay pass: its snapshot, and the executor every statement of a
+ *	  pass or a read runs through.  See pass.h.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -15,9 +16,12 @@
 #include "pass.h"
 
 void
-ms_pass_begin(ms_pass *p)
+ms_pass_begin(ms_pass *p, MemoryContext cxt)
 {
-	/* under REPEATABLE READ this is the transaction's snapshot */
+	memset(p, 0, sizeof *p);
+	p->cxt = cxt;
+	p->snapshot_rows = -1;
+	/* under REPEATABLE READ, the transaction's snapshot; else one taken now */
 	p->snapshot = RegisterSnapshot(GetTransactionSnapshot());
 }
 
@@ -69,14 +73,10 @@ ms_analyze(ms_pass *p, const char *tables)
 {
 	/* as a function's SET clause does: undone when ANALYZE is, or after it */
 	int			nest = NewGUCNestLevel();
-	char	   *sql = psprintf("ANALYZE %s", tables);
 
 	(void) set_config_option("default_statistics_target", "10", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	if (p != NULL)
-		ms_exec(p, sql, 0, NULL, NULL, NULL, 0);
-	else if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not analyze %s", tables);
+	ms_exec(p, psprintf("ANALYZE %s", tables), 0, NULL, NULL, NULL, 0);
 	AtEOXact_GUC(true, nest);
 }
 
@@ -93,7 +93,7 @@ ms_temp_table(ms_pass *p, const char *name, const char *definition)
 	 * TRUNCATE would cost every pass.  A pass earlier in the same transaction
 	 * may have left rows: those are deleted.
 	 */
-	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+	if (DatumGetBool(ms_value(0, 1, &isnull)))
 		ms_exec(p, psprintf("CREATE TEMP TABLE %s (%s) ON COMMIT DELETE ROWS", name, definition),
 				0, NULL, NULL, NULL, 0);
 	else
@@ -128,24 +128,38 @@ ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 	return portal;
 }
 
+Datum
+ms_value(uint64 row, int col, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}
+
 int64
 ms_int64(void)
 {
-	bool		isnull;
-	Datum		d;
-
-	int64		v;
+	bool		isnull = true;
+	int64		v = 0;
 
 	if (SPI_tuptable == NULL)
 		return 0;
-	if (SPI_processed == 0)
-		v = 0;
-	else
+	if (SPI_processed > 0)
 	{
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		Datum		d = ms_value(0, 1, &isnull);
+
 		v = isnull ? 0 : DatumGetInt64(d);
 	}
 	/* read once: a pass writing thousands of messages must not keep every result */
 	SPI_freetuptable(SPI_tuptable);
 	return v;
+}
+
+ArrayType *
+ms_array(void)
+{
+	bool		isnull = true;
+	Datum		d = (Datum) 0;
+
+	if (SPI_tuptable != NULL && SPI_processed > 0)
+		d = ms_value(0, 1, &isnull);
+	return isnull ? NULL : DatumGetArrayTypePCopy(d);
 }

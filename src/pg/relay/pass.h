@@ -1,11 +1,31 @@
 /*-------------------------------------------------------------------------
  * pass.h
- *	  One relay pass: its snapshot, its memory, what it did.
+ *	  One relay pass: its snapshot, its memory, what it did; and the one
+ *	  executor every statement of a pass, or of a read, runs through.
  *
- * Every statement of a pass runs in one registered snapshot whose command id
- * advances (SPI_execute_snapshot), so the notes, the plan, the rows it loads
- * and what it records are one view of the database even when the caller's
- * transaction is READ COMMITTED, and the pass still sees its own writes.
+ * The executor.  One snapshot is registered when the pass begins; every
+ * statement runs in it with its command id advanced (SPI_execute_snapshot,
+ * not read-only), and cursors over a copy of it at the current command id.
+ * So the batch, the plan, the wanted set, the rows loaded and what is
+ * recorded are one view of the database, and each statement sees what the
+ * ones before it wrote.  No statement of a pass or a read runs another way
+ * (the noting trigger, notes.c, and the worker's housekeeping are neither).
+ *
+ * A relay pass runs in a REPEATABLE READ (or SERIALIZABLE) transaction, and
+ * its snapshot is the transaction's.  The pass writes rows that sync.file
+ * and sync.pull write too (sync.replicas, sync.held, sync.outbox).  Under
+ * READ COMMITTED, an UPDATE of a row another transaction changed after the
+ * snapshot would go to the newer version (EvalPlanQual), and every later
+ * statement of the pass would see two versions of it: the snapshot's and its
+ * own.  Under REPEATABLE READ that UPDATE is a serialization failure, which
+ * is transient: the pass is undone and runs again.  So ms_relay_pass refuses
+ * READ COMMITTED, and the worker begins its transactions REPEATABLE READ.
+ *
+ * A read (read.c, sync.wanted) writes nothing but its own temporary tables,
+ * which nobody else writes: under READ COMMITTED too, its registered
+ * snapshot is one view for all its statements.  (The declarations, which
+ * declare/catalog.c reads with statements of its own, are read as of then:
+ * under REPEATABLE READ those too are in the transaction's snapshot.)
  *-------------------------------------------------------------------------
  */
 #ifndef MS_PASS_H
@@ -14,7 +34,9 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
+#include "utils/array.h"
 #include "utils/snapshot.h"
 
 #include "epoch.h"
@@ -23,9 +45,10 @@ typedef struct ms_pass
 {
 	MemoryContext cxt;			/* everything the pass allocates */
 	Snapshot	snapshot;		/* registered for the pass */
-	List	   *tables;			/* ms_table *, parents first */
+	List	   *tables;			/* ms_table *, parents first: the catalog, read once */
 	ms_epoch	epoch;
-	bytea	   *schema_hash;	/* SHA-256 of the schema a snapshot carries now */
+	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once) */
+	bytea	   *schema_hash;	/* its SHA-256 */
 	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
 	bool		one_replica;	/* the pass plans for one replica only */
 
@@ -41,8 +64,12 @@ typedef struct ms_pass
 	bool		more;			/* a full batch was read: notes may wait for the next pass */
 } ms_pass;
 
-/* ms_pass_begin / end: SPI connected by the caller; registers / releases the snapshot. */
-extern void ms_pass_begin(ms_pass *p);
+/*
+ * ms_pass_begin / end: SPI connected by the caller.  Begin sets *p up empty,
+ * allocating in cxt, and registers the snapshot; end releases it (an error
+ * releases it with the rest of the transaction's resources).
+ */
+extern void ms_pass_begin(ms_pass *p, MemoryContext cxt);
 extern void ms_pass_end(ms_pass *p);
 
 /* ms_prepare: a plan for sql with $n arguments of these types, kept for the pass. */
@@ -58,20 +85,6 @@ extern int	ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls,
 extern int	ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 					Datum *values, const char *nulls, long tcount);
 
-/*
- * ms_temp_table: create pg_temp.name (definition: its column list) unless it
- * exists, and empty it.  The pass's plan lives in such tables.
- */
-extern void ms_temp_table(ms_pass *p, const char *name, const char *definition);
-
-/*
- * ms_analyze: ANALYZE the plan's temporary tables (a comma-separated list),
- * in the pass's snapshot when p is given.  Their row counts are what the
- * planner needs; a small sample keeps the memory of ANALYZE from growing
- * with them.
- */
-extern void ms_analyze(ms_pass *p, const char *tables);
-
 /* ms_exec_all: statements without arguments, one after the other (NULL-terminated). */
 extern void ms_exec_all(ms_pass *p, const char *const *stmts);
 
@@ -79,7 +92,26 @@ extern void ms_exec_all(ms_pass *p, const char *const *stmts);
 extern Portal ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 					  Datum *values, const char *nulls);
 
+/*
+ * ms_temp_table: create pg_temp.name (definition: its column list) unless it
+ * exists, and empty it.  The pass's plan lives in such tables.
+ */
+extern void ms_temp_table(ms_pass *p, const char *name, const char *definition);
+
+/*
+ * ms_analyze: ANALYZE the plan's temporary tables (a comma-separated list).
+ * Their row counts are what the planner needs; a small sample keeps the
+ * memory of ANALYZE from growing with them.
+ */
+extern void ms_analyze(ms_pass *p, const char *tables);
+
+/* ms_value: column col (from 1) of row `row` of the last result. */
+extern Datum ms_value(uint64 row, int col, bool *isnull);
+
 /* ms_int64: the first column of the first row of the last result, as int64 (0 when none or null); frees the result. */
 extern int64 ms_int64(void);
+
+/* ms_array: the first column of the first row of the last result, an array copied out; NULL when null. */
+extern ArrayType *ms_array(void);
 
 #endif

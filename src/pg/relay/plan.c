@@ -10,10 +10,8 @@
  * points at one: a replica never holds a row without its parents.  A
  * quarantined row with a note newer than its quarantine is tried again.
  *
- * The notes read are the oldest not done that the snapshot sees, up to
- * magic_sync.batch_notes, never "the notes after the last one read": ids are
- * drawn before commit, so a transaction that drew its id first may commit
- * last.  question.c closes the batch over the rows it touches.
+ * The notes planned are the batch (batch.c); question.c plans around what
+ * they changed, or (magic_sync.full_plan) the whole wanted set is compared.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -31,8 +29,6 @@
 void
 ms_plan_prepare(ms_pass *p)
 {
-	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY");
-	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_blocked", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_unplanned", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_released", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
@@ -41,60 +37,6 @@ ms_plan_prepare(ms_pass *p)
 				  " PRIMARY KEY (tab, key, replica)");
 	ms_temp_table(p, "ms_take", "replica uuid, tab int, key text COLLATE \"C\","
 				  " PRIMARY KEY (tab, key, replica)");
-}
-
-int64
-ms_plan_pending(ms_pass *p)
-{
-	int64		n;
-
-	/* a row set aside a minute ago is noted again: a fix may have been deployed */
-	ms_exec(p,
-			"INSERT INTO sync.notes (tab, key) SELECT tab, key FROM sync.quarantine"
-			" WHERE since < now() - interval '1 minute'",
-			0, NULL, NULL, NULL, 0);
-
-	/* a note parked a minute ago is read again: a fix may have been deployed */
-	ms_exec(p,
-			"UPDATE sync.notes SET parked = NULL, parked_at = NULL"
-			" WHERE parked IS NOT NULL AND NOT done AND parked_at < now() - interval '1 minute'",
-			0, NULL, NULL, NULL, 0);
-
-	/*
-	 * A later build's note is skipped by the query, and holds back nothing.
-	 * Up to a batch, oldest first (question.c closes it over the rows it
-	 * touches); the whole plan compares whole sets as they are now, and so
-	 * reads every note (LIMIT NULL).
-	 */
-	ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1"
-			" AND parked IS NULL ORDER BY id LIMIT $1",
-			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(ms_batch_notes)},
-			ms_full_plan ? "n" : NULL, 0);
-	n = (int64) SPI_processed;
-	if (n == 0)
-		return 0;
-	p->more = !ms_full_plan && n == ms_batch_notes;
-	ms_plan_pending_rows(p);
-	if (n > 1000)
-		ms_analyze(p, "ms_notes_read, ms_pending");
-	return n;
-}
-
-void
-ms_plan_pending_rows(ms_pass *p)
-{
-	ms_exec(p, "DELETE FROM ms_pending", 0, NULL, NULL, NULL, 0);
-	/* only a row's own notes make a held version older; group notes move sets */
-	ms_exec(p,
-			"INSERT INTO ms_pending (tab, key, note) "
-			"SELECT tab, key, max(id) FROM ("
-			"  SELECT n.tab, n.key, n.id FROM sync.notes n JOIN ms_notes_read r USING (id)"
-			"   WHERE n.source = 'r' AND n.key IS NOT NULL"
-			"  UNION ALL"
-			"  SELECT n.tab, n.old_key, n.id FROM sync.notes n JOIN ms_notes_read r USING (id)"
-			"   WHERE n.source = 'r' AND n.old_key IS NOT NULL) c "
-			"GROUP BY tab, key",
-			0, NULL, NULL, NULL, 0);
 }
 
 /* add to pg_temp.<set> (tab, key) every row pointing at one of its rows, to a fixpoint */
@@ -170,69 +112,74 @@ plan_blocked(ms_pass *p)
 			0, NULL, NULL, NULL, 0);
 }
 
+/* a replica provisioned from scratch: its whole wanted set, it holds nothing */
+static void
+plan_provisioned(ms_pass *p, ArrayType *provisioning)
+{
+	/* straight into what is sent: it is all of it */
+	int64		rows = (int64) ms_wanted_into(p, provisioning, "ms_send");
+
+	ms_exec(p, "DELETE FROM ms_send s USING ms_blocked b WHERE b.tab = s.tab AND b.key = s.key",
+			0, NULL, NULL, NULL, 0);
+	/* one replica: what its snapshot's Begin says, without counting again */
+	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 1)
+		p->snapshot_rows = rows - (int64) SPI_processed;
+	ms_exec(p, "UPDATE ms_send s SET note = n.note FROM ms_pending n WHERE n.tab = s.tab AND n.key = s.key",
+			0, NULL, NULL, NULL, 0);
+}
+
+/* magic_sync.full_plan: the wanted sets of these replicas compared whole with what they hold */
+static void
+plan_whole(ms_pass *p, ArrayType *replicas)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {PointerGetDatum(replicas)};
+
+	ms_wanted_fill(p, replicas);
+	ms_exec(p, "DELETE FROM pg_temp.ms_wanted w USING ms_blocked b WHERE w.tab = b.tab AND w.key = b.key",
+			0, NULL, NULL, NULL, 0);
+
+	/*
+	 * A held row is sent again when a note of this snapshot is newer than
+	 * the version it holds; one it refused, only once the row changed since.
+	 */
+	ms_exec(p,
+			"INSERT INTO ms_send (replica, tab, key, note) "
+			"SELECT w.replica, w.tab, w.key, coalesce(n.note, 0) "
+			"  FROM pg_temp.ms_wanted w "
+			"  LEFT JOIN sync.held h ON h.replica = w.replica AND h.tab = w.tab "
+			"       AND h.key = w.key AND h.taken IS NULL "
+			"  LEFT JOIN ms_pending n ON n.tab = w.tab AND n.key = w.key "
+			" WHERE h.replica IS NULL OR n.note > h.note",
+			0, NULL, NULL, NULL, 0);
+	ms_exec(p,
+			"INSERT INTO ms_take (replica, tab, key) "
+			"SELECT h.replica, h.tab, h.key FROM sync.held h "
+			" WHERE h.replica = ANY ($1) AND h.taken IS NULL "
+			"   AND NOT EXISTS (SELECT FROM pg_temp.ms_wanted w "
+			"                    WHERE w.replica = h.replica AND w.tab = h.tab AND w.key = h.key)",
+			1, types, values, NULL, 0);
+}
+
 void
 ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 {
 	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
 	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
-	ArrayType  *around = NULL;
-	bool		isnull;
-	Datum		d;
+	ArrayType  *around;
 
 	plan_blocked(p);
 	p->snapshot_rows = -1;
-
-	/* a replica provisioned from scratch: its whole wanted set, it holds nothing */
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
-	{
-		/* straight into what is sent: it is all of it */
-		int64		rows = (int64) ms_wanted_into(provisioning, "ms_send");
-
-		ms_exec(p, "DELETE FROM ms_send s USING ms_blocked b WHERE b.tab = s.tab AND b.key = s.key",
-				0, NULL, NULL, NULL, 0);
-		/* one replica: what its snapshot's Begin says, without counting again */
-		if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 1)
-			p->snapshot_rows = rows - (int64) SPI_processed;
-		ms_exec(p, "UPDATE ms_send s SET note = n.note FROM ms_pending n WHERE n.tab = s.tab AND n.key = s.key",
-				0, NULL, NULL, NULL, 0);
-	}
+		plan_provisioned(p, provisioning);
 
 	/* every other: around what changed, or (magic_sync.full_plan) compared whole */
 	ms_exec(p, "SELECT array_agg(r) FROM unnest($1::uuid[]) r WHERE r <> ALL ($2)", 2, types, values, NULL, 0);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (!isnull)
-		around = DatumGetArrayTypePCopy(d);
+	around = ms_array();
 	if (around != NULL && !ms_full_plan)
 		ms_plan_question(p, around);
 	else if (around != NULL)
-	{
-		Datum		avalues[1] = {PointerGetDatum(around)};
-
-		ms_wanted_fill(around);
-		ms_exec(p, "DELETE FROM pg_temp.ms_wanted w USING ms_blocked b WHERE w.tab = b.tab AND w.key = b.key",
-				0, NULL, NULL, NULL, 0);
-
-		/*
-		 * A held row is sent again when a note of this snapshot is newer than
-		 * the version it holds; one it refused, only once the row changed since.
-		 */
-		ms_exec(p,
-				"INSERT INTO ms_send (replica, tab, key, note) "
-				"SELECT w.replica, w.tab, w.key, coalesce(n.note, 0) "
-				"  FROM pg_temp.ms_wanted w "
-				"  LEFT JOIN sync.held h ON h.replica = w.replica AND h.tab = w.tab "
-				"       AND h.key = w.key AND h.taken IS NULL "
-				"  LEFT JOIN ms_pending n ON n.tab = w.tab AND n.key = w.key "
-				" WHERE h.replica IS NULL OR n.note > h.note",
-				0, NULL, NULL, NULL, 0);
-		ms_exec(p,
-				"INSERT INTO ms_take (replica, tab, key) "
-				"SELECT h.replica, h.tab, h.key FROM sync.held h "
-				" WHERE h.replica = ANY ($1) AND h.taken IS NULL "
-				"   AND NOT EXISTS (SELECT FROM pg_temp.ms_wanted w "
-				"                    WHERE w.replica = h.replica AND w.tab = h.tab AND w.key = h.key)",
-				1, types, avalues, NULL, 0);
-	}
+		plan_whole(p, around);
 	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
 	ms_exec(p, "UPDATE ms_send s SET replace = true FROM sync.held h"
 			" WHERE h.replace AND h.replica = s.replica AND h.tab = s.tab AND h.key = s.key",

@@ -34,8 +34,8 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
+#include "batch.h"
 #include "catalog.h"
-#include "plan.h"
 #include "question.h"
 #include "wanted.h"
 
@@ -360,7 +360,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	while (p->more && close_batch(p))
 	{
 		/* planned again, around the notes the batch took in */
-		ms_plan_pending_rows(p);
+		ms_batch_rows(p);
 		ms_exec_all(p, (const char *const[]) {
 			"DELETE FROM ms_changed", "DELETE FROM ms_changed_parents", "DELETE FROM ms_q",
 			"DELETE FROM ms_qd0", "DELETE FROM ms_qd1", "DELETE FROM ms_cand", "DELETE FROM ms_n",

@@ -12,7 +12,7 @@
 
 /*
  * ms_plan_question: for these replicas (uuid[]; none being provisioned),
- * what the notes read (pg_temp.ms_notes_read, ms_pending) and the rows that
+ * what the batch (batch.h: ms_notes_read, ms_pending) and the rows that
  * cannot go (ms_blocked) change in what each holds: into pg_temp.ms_send and
  * ms_take, as comparing sync.wanted with sync.held would, around the change.
  */

@@ -28,7 +28,6 @@
 #include "load.h"
 #include "pbwrite.h"
 #include "record.h"
-#include "schema.h"
 #include "seal.h"
 #include "settings.h"
 #include "wire.h"
@@ -526,90 +525,79 @@ record_held(ms_pass *p, ArrayType *provisioning)
 			0, NULL, NULL, NULL, 0);
 }
 
-List *
-ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
+/* recorder_init: memory, hash tables and statements of one recording */
+static void
+recorder_init(recorder *r, ms_pass *p)
 {
-	recorder	r;
 	HASHCTL		ctl;
-	HASH_SEQ_STATUS seq;
-	target	   *tg;
-	List	   *bad = NIL;
-	ListCell   *lc;
-	StringInfoData end;
 	Oid			btypes[4] = {BYTEAOID, BYTEAOID, INT4OID, INT4OID};
 	Oid			mtypes[8] = {UUIDOID, INT8OID, BYTEAOID, BYTEAOID, BYTEAOID, INT8OID, INT4OID, BOOLOID};
 	Oid			stypes[6] = {UUIDOID, INT4OID, CHAROID, TEXTOID, TEXTOID, INT8OID};
 
-	memset(&r, 0, sizeof r);
-	r.p = p;
-	r.cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync record", ALLOCSET_DEFAULT_SIZES);
-	r.scratch = AllocSetContextCreate(r.cxt, "magic_sync message", ALLOCSET_DEFAULT_SIZES);
+	memset(r, 0, sizeof *r);
+	r->p = p;
+	r->cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync record", ALLOCSET_DEFAULT_SIZES);
+	r->scratch = AllocSetContextCreate(r->cxt, "magic_sync message", ALLOCSET_DEFAULT_SIZES);
 	memset(&ctl, 0, sizeof ctl);
 	ctl.keysize = sizeof(pg_uuid_t);
 	ctl.entrysize = sizeof(target);
-	ctl.hcxt = r.cxt;
-	r.targets = hash_create("magic_sync targets", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.hcxt = r->cxt;
+	r->targets = hash_create("magic_sync targets", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	ctl.keysize = PG_SHA256_DIGEST_LENGTH;
 	ctl.entrysize = sizeof(body_entry);
-	r.bodies = hash_create("magic_sync bodies", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	initStringInfo(&r.begin);
-	initStringInfo(&r.key);
-	ms_schema_pack(p->tables, &r.begin);
+	r->bodies = hash_create("magic_sync bodies", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	/* the pass packed it once (relay.c): every snapshot carries the same */
+	r->begin = p->begin;
+	initStringInfo(&r->key);
 
 	ms_temp_table(p, "ms_segments", "replica uuid, tab int, kind \"char\","
 				  " first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint");
-	r.next_number = ms_prepare("SELECT nextval('sync.message_seq')", 0, NULL);
-	r.store_body = ms_prepare("INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
-							  " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
-							  4, btypes);
-	r.store_message = ms_prepare("INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
-								 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", 8, mtypes);
-	r.store_segment = ms_prepare("INSERT INTO pg_temp.ms_segments VALUES ($1, $2, $3, $4, $5, $6)",
-								 6, stypes);
-	load_targets(&r, replicas, provisioning);
-	p->one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
+	r->next_number = ms_prepare("SELECT nextval('sync.message_seq')", 0, NULL);
+	r->store_body = ms_prepare("INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
+							   " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
+							   4, btypes);
+	r->store_message = ms_prepare("INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", 8, mtypes);
+	r->store_segment = ms_prepare("INSERT INTO pg_temp.ms_segments VALUES ($1, $2, $3, $4, $5, $6)",
+								  6, stypes);
+}
+
+/* snapshot_rows: how many rows each replica's snapshot carries, as its Begin says */
+static void
+snapshot_rows(recorder *r, ArrayType *provisioning)
+{
+	ms_pass    *p = r->p;
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {PointerGetDatum(provisioning)};
+
+	/* one replica provisioned: the plan counted them (plan.c) */
 	if (p->snapshot_rows >= 0)
-		find_target(&r, (pg_uuid_t *) ARR_DATA_PTR(provisioning))->snapshot_rows = p->snapshot_rows;
-	else if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
 	{
-		Oid			types[1] = {UUIDARRAYOID};
-		Datum		values[1] = {PointerGetDatum(provisioning)};
-
-		ms_exec(p, "SELECT replica, count(*) FROM pg_temp.ms_send WHERE replica = ANY ($1) GROUP BY replica",
-				1, types, values, NULL, 0);
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			bool		isnull;
-
-			find_target(&r, DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)))
-				->snapshot_rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-		}
+		find_target(r, (pg_uuid_t *) ARR_DATA_PTR(provisioning))->snapshot_rows = p->snapshot_rows;
+		return;
 	}
-
-	/* upserts, parents first */
-	foreach(lc, p->tables)
-		ms_load_table(p, lfirst(lc), emit_upsert, &r, &bad);
-	if (bad != NIL)
-		return bad;
-	/* then deletes, children first */
-	for (int i = list_length(p->tables) - 1; i >= 0; i--)
-		record_deletes(&r, list_nth(p->tables, i));
-
-	initStringInfo(&end);
-	hash_seq_init(&seq, r.targets);
-	while ((tg = hash_seq_search(&seq)) != NULL)
+	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 0)
+		return;
+	ms_exec(p, "SELECT replica, count(*) FROM pg_temp.ms_send WHERE replica = ANY ($1) GROUP BY replica",
+			1, types, values, NULL, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		flush(&r, tg);
-		if (tg->snapshot)
-		{
-			end_snapshot(&r, tg, &end);
-			p->provisioned++;
-		}
-	}
-	record_held(p, provisioning);
+		bool		isnull;
 
-	/* each replica's chain, and the snapshot written for it */
-	hash_seq_init(&seq, r.targets);
+		find_target(r, DatumGetUUIDP(ms_value(i, 1, &isnull)))->snapshot_rows =
+			DatumGetInt64(ms_value(i, 2, &isnull));
+	}
+}
+
+/* record_chains: each replica written to, its chain, and the snapshot written for it */
+static void
+record_chains(recorder *r)
+{
+	ms_pass    *p = r->p;
+	HASH_SEQ_STATUS seq;
+	target	   *tg;
+
+	hash_seq_init(&seq, r->targets);
 	while ((tg = hash_seq_search(&seq)) != NULL)
 	{
 		Oid			types[6] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID, BYTEAOID};
@@ -636,6 +624,48 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 				" provision_failed_at = CASE WHEN $4 IS NULL THEN provision_failed_at END"
 				" WHERE id = $1", 6, types, values, nulls, 0);
 	}
+}
+
+List *
+ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
+{
+	recorder	r;
+	HASH_SEQ_STATUS seq;
+	target	   *tg;
+	List	   *bad = NIL;
+	ListCell   *lc;
+	StringInfoData end;
+
+	recorder_init(&r, p);
+	load_targets(&r, replicas, provisioning);
+	p->one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
+	snapshot_rows(&r, provisioning);
+
+	/* upserts, parents first; the rows that cannot go are in the pass's memory */
+	foreach(lc, p->tables)
+		ms_load_table(p, lfirst(lc), emit_upsert, &r, &bad);
+	if (bad != NIL)
+	{
+		MemoryContextDelete(r.cxt);
+		return bad;
+	}
+	/* then deletes, children first */
+	for (int i = list_length(p->tables) - 1; i >= 0; i--)
+		record_deletes(&r, list_nth(p->tables, i));
+
+	initStringInfo(&end);
+	hash_seq_init(&seq, r.targets);
+	while ((tg = hash_seq_search(&seq)) != NULL)
+	{
+		flush(&r, tg);
+		if (tg->snapshot)
+		{
+			end_snapshot(&r, tg, &end);
+			p->provisioned++;
+		}
+	}
+	record_held(p, provisioning);
+	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;
 }

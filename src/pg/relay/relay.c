@@ -28,6 +28,7 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
+#include "batch.h"
 #include "catalog.h"
 #include "load.h"
 #include "observe.h"
@@ -59,7 +60,7 @@ refuse_unless_checked(ms_pass *p)
 
 	ms_exec(p, "SELECT string_agg(c.detail, ' ') FROM sync.check() c",
 			0, NULL, NULL, NULL, 0);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	d = ms_value(0, 1, &isnull);
 	if (!isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -201,26 +202,35 @@ publish(ms_pass *p)
 }
 
 /*
- * schema_hash: the SHA-256 of the schema a snapshot carries.  A replica
- * provisioned with another (a table declared, dropped or changed since) is
- * provisioned again, so it has every table it may be sent.
+ * schema: the schema a snapshot carries (Begin), packed once for the pass,
+ * and its SHA-256.  A replica provisioned with another (a table declared,
+ * dropped or changed since) is provisioned again, so it has every table it
+ * may be sent.
  */
-static bytea *
-schema_hash(ms_pass *p)
+static void
+schema(ms_pass *p)
 {
-	StringInfoData schema;
 	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
-	bytea	   *out = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
 
-	initStringInfo(&schema);
-	ms_schema_pack(p->tables, &schema);
-	SET_VARSIZE(out, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	initStringInfo(&p->begin);
+	ms_schema_pack(p->tables, &p->begin);
+	p->schema_hash = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
+	SET_VARSIZE(p->schema_hash, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
 	if (ctx == NULL || pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (uint8 *) schema.data, schema.len) < 0 ||
-		pg_cryptohash_final(ctx, (uint8 *) VARDATA(out), PG_SHA256_DIGEST_LENGTH) < 0)
+		pg_cryptohash_update(ctx, (uint8 *) p->begin.data, p->begin.len) < 0 ||
+		pg_cryptohash_final(ctx, (uint8 *) VARDATA(p->schema_hash), PG_SHA256_DIGEST_LENGTH) < 0)
 		elog(ERROR, "could not compute a SHA-256 of the schema");
 	pg_cryptohash_free(ctx);
-	return out;
+}
+
+/* the replicas a note may move: every live one, but a snapshot that failed a minute ago */
+static ArrayType *
+live_replicas(ms_pass *p)
+{
+	ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND NOT dropped"
+			" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))",
+			0, NULL, NULL, NULL, 0);
+	return ms_array();
 }
 
 void
@@ -229,30 +239,29 @@ ms_relay_pass(ms_pass *p)
 	ArrayType  *provisioning;
 	ArrayType  *replicas = NULL;
 	int64		notes;
-	bool		isnull;
-	Datum		d;
 
+	/* one snapshot for the whole pass, whose writes never land on newer versions (pass.h) */
+	if (!IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("sync.relay_pass() needs a REPEATABLE READ transaction"),
+				 errdetail("A pass plans and records in one snapshot; under READ COMMITTED, what it records over a row changed since would land on the newer version."),
+				 errhint("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM sync.relay_pass(); COMMIT;")));
 	SPI_connect();
-	ms_pass_begin(p);
+	ms_pass_begin(p, p->cxt);
 	refuse_unless_checked(p);
+	/* the catalog, read once: every part of the pass is handed this list */
 	p->tables = ms_catalog_tables();
-	p->schema_hash = schema_hash(p);
+	schema(p);
 	ms_epoch_current(&p->epoch);
 	provisioning = ms_observe(p);
 	ms_plan_prepare(p);
-	notes = ms_plan_pending(p);
+	notes = ms_batch_read(p);
 	p->notes_read = notes;
 
 	/* every live replica may be moved by a note; otherwise only those provisioned */
 	if (notes > 0)
-	{
-		ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND NOT dropped"
-				" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))",
-				0, NULL, NULL, NULL, 0);
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		if (!isnull)
-			replicas = DatumGetArrayTypePCopy(d);
-	}
+		replicas = live_replicas(p);
 	else if (provisioning != NULL)
 		replicas = provisioning;
 	if (provisioning == NULL)
@@ -266,8 +275,7 @@ ms_relay_pass(ms_pass *p)
 		publish(p);
 	}
 	if (notes > 0)
-		ms_exec(p, "UPDATE sync.notes n SET done = true FROM ms_notes_read r WHERE n.id = r.id",
-				0, NULL, NULL, NULL, 0);
+		ms_batch_done(p);
 	ms_pass_end(p);
 	SPI_finish();
 }
@@ -292,7 +300,6 @@ ms_relay_pass_sql(PG_FUNCTION_ARGS)
 				 errmsg("another relay holds the relay lock"),
 				 errdetail("One relay runs at a time in a database: the background worker, or another sync.relay_pass()."),
 				 errhint("Wait for it, or wake it with SELECT sync.wake().")));
-	memset(&p, 0, sizeof p);
 	p.cxt = CurrentMemoryContext;
 	ms_relay_pass(&p);
 	values[0] = Int64GetDatum(p.notes_read);

@@ -20,7 +20,9 @@ extern bool ms_relay_try_lock(bool session);
 
 /*
  * ms_relay_pass: one pass in the current transaction, which must hold the
- * relay lock.  SPI is connected and finished inside.  Fills *p with what it did.
+ * relay lock and be REPEATABLE READ (pass.h says why; refused otherwise).
+ * SPI is connected and finished inside.  p->cxt is the memory the pass
+ * allocates in; the rest of *p it sets up and fills with what it did.
  */
 extern void ms_relay_pass(ms_pass *p);
 

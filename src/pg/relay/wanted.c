@@ -9,6 +9,9 @@
  * the rows the previous round added (semi-naive: a round reads only what is
  * new), until a round adds nothing.  Only rows of tables that point at
  * something or are followed need a round at all.
+ *
+ * Every statement runs in the snapshot of the pass or read it is part of
+ * (pass.h), over the tables it read from the catalog once.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -28,15 +31,6 @@
 
 PG_FUNCTION_INFO_V1(ms_wanted);
 PG_FUNCTION_INFO_V1(ms_wanted_fill_sql);
-
-static void
-run(const char *sql)
-{
-	int			rc = SPI_execute(sql, false, 0);
-
-	if (rc < 0)
-		elog(ERROR, "computing the wanted set failed (%s): %s", SPI_result_code_string(rc), sql);
-}
 
 /* cols_key: the canonical key made of these columns of alias, in this order. */
 char *
@@ -177,75 +171,51 @@ ms_followers_select(const ms_table *t, const char *from)
  * their rows are unique: they need no look for a conflict (first).
  */
 static uint64
-add_rows(const char *set, const char *select, bool first, bool delta, const char *into)
+add_rows(ms_pass *p, const char *set, const char *select, bool first, bool delta, const char *into)
 {
 	const char *conflict = first ? "" : " ON CONFLICT DO NOTHING";
 
 	if (delta)
-		run(psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key) %s%s"
-					 " RETURNING replica, tab, key)"
-					 " INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n", set, select, conflict, into));
+		ms_exec(p, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key) %s%s"
+							" RETURNING replica, tab, key)"
+							" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n",
+							set, select, conflict, into),
+				0, NULL, NULL, NULL, 0);
 	else
-		run(psprintf("INSERT INTO pg_temp.%s (replica, tab, key) %s%s", set, select, conflict));
+		ms_exec(p, psprintf("INSERT INTO pg_temp.%s (replica, tab, key) %s%s", set, select, conflict),
+				0, NULL, NULL, NULL, 0);
 	/* the rows added to set (with a delta, as many go into it) */
 	return SPI_processed;
 }
 
-static uint64 fill(ArrayType *replicas, const char *set, bool empty_first);
-
-uint64
-ms_wanted_fill(ArrayType *replicas)
+/* the temporary tables, created once per session; their rows outlive the transaction */
+static void
+wanted_tables(ms_pass *p, bool empty_first)
 {
-	return fill(replicas, "ms_wanted", true);
-}
-
-uint64
-ms_wanted_into(ArrayType *replicas, const char *set)
-{
-	return fill(replicas, set, false);
-}
-
-static uint64
-fill(ArrayType *replicas, const char *set, bool empty_first)
-{
-	List	   *tables = ms_catalog_tables();
-	ListCell   *lc;
-	bool	   *rounds;
-	int			ntables = list_length(tables);
-	int			maxid = 0;
-	int			cur = 0;
-	uint64		added = 0;
-	Oid			argtypes[1] = {UUIDARRAYOID};
-	Datum		args[1];
-	char		nulls[1];
-	int			rc;
-
-	/* the temporary tables, once per session */
-	rc = SPI_execute("SELECT FROM pg_catalog.pg_class WHERE relname = 'ms_wanted_delta1'"
-					 " AND relnamespace = pg_catalog.pg_my_temp_schema()", false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "looking for pg_temp.ms_wanted failed");
+	ms_exec(p, "SELECT FROM pg_catalog.pg_class WHERE relname = 'ms_wanted_delta1'"
+			" AND relnamespace = pg_catalog.pg_my_temp_schema()", 0, NULL, NULL, NULL, 0);
 	if (SPI_processed == 0)
-	{
-		run("CREATE TEMP TABLE IF NOT EXISTS ms_wanted (replica uuid, tab int, key text COLLATE \"C\","
-			" PRIMARY KEY (replica, tab, key))");
-		run("CREATE TEMP TABLE ms_wanted_replicas (id uuid PRIMARY KEY, partition text)");
-		run("CREATE TEMP TABLE ms_wanted_delta0 (replica uuid, tab int, key text COLLATE \"C\")");
-		run("CREATE TEMP TABLE ms_wanted_delta1 (replica uuid, tab int, key text COLLATE \"C\")");
-	}
+		ms_exec_all(p, (const char *const[]) {
+			"CREATE TEMP TABLE IF NOT EXISTS ms_wanted (replica uuid, tab int, key text COLLATE \"C\","
+			" PRIMARY KEY (replica, tab, key))",
+			"CREATE TEMP TABLE ms_wanted_replicas (id uuid PRIMARY KEY, partition text)",
+			"CREATE TEMP TABLE ms_wanted_delta0 (replica uuid, tab int, key text COLLATE \"C\")",
+			"CREATE TEMP TABLE ms_wanted_delta1 (replica uuid, tab int, key text COLLATE \"C\")",
+			NULL});
 	if (empty_first)
-		run("TRUNCATE pg_temp.ms_wanted");
-	run("TRUNCATE pg_temp.ms_wanted_replicas, pg_temp.ms_wanted_delta0, pg_temp.ms_wanted_delta1");
-	args[0] = PointerGetDatum(replicas);
-	nulls[0] = replicas == NULL ? 'n' : ' ';
-	rc = SPI_execute_with_args("INSERT INTO pg_temp.ms_wanted_replicas"
-							   " SELECT id, partition FROM sync.replicas"
-							   "  WHERE CASE WHEN $1 IS NULL THEN live AND NOT dropped ELSE id = ANY ($1) END",
-							   1, argtypes, args, nulls, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "reading sync.replicas failed: %s", SPI_result_code_string(rc));
+		ms_exec(p, "TRUNCATE pg_temp.ms_wanted", 0, NULL, NULL, NULL, 0);
+	ms_exec(p, "TRUNCATE pg_temp.ms_wanted_replicas, pg_temp.ms_wanted_delta0, pg_temp.ms_wanted_delta1",
+			0, NULL, NULL, NULL, 0);
+}
 
-	/* which tables' rows lead to more rows: they point at one, or are followed */
+/* rounds_of: by table id, whether its rows lead to more rows: they point at one, or are followed */
+static bool *
+rounds_of(List *tables)
+{
+	ListCell   *lc;
+	int			maxid = 0;
+	bool	   *rounds;
+
 	foreach(lc, tables)
 		maxid = Max(maxid, ((ms_table *) lfirst(lc))->id);
 	rounds = palloc0(sizeof(bool) * (maxid + 1));
@@ -258,62 +228,104 @@ fill(ArrayType *replicas, const char *set, bool empty_first)
 		if (t->follows_fkey >= 0)
 			rounds[t->fkeys[t->follows_fkey].parent] = true;
 	}
+	return rounds;
+}
 
-	/* the rows the rules send */
-	foreach(lc, tables)
-	{
-		ms_table   *t = lfirst(lc);
-		char	   *rules = ms_rule_select(t, "ms_wanted_replicas", NULL);
+/*
+ * close_rounds: rounds from ms_wanted_delta0: the parents and the followers
+ * of what the last round added, into set, until a round adds nothing.
+ */
+static uint64
+close_rounds(ms_pass *p, const char *set, const bool *rounds)
+{
+	uint64		added = 0;
+	int			cur = 0;
 
-		if (rules != NULL)
-			added += add_rows(set, rules, true, rounds[t->id], "ms_wanted_delta0");
-	}
-
-	/* rounds: the parents and the followers of what the last round added */
-	for (int round = 0; round <= 1000000; round++)
+	for (;;)
 	{
 		const char *from = cur == 0 ? "ms_wanted_delta0" : "ms_wanted_delta1";
 		const char *into = cur == 0 ? "ms_wanted_delta1" : "ms_wanted_delta0";
 		bool		more = false;
+		ListCell   *lc;
 
-		rc = SPI_execute(psprintf("SELECT FROM pg_temp.%s LIMIT 1", from), false, 0);
-		if (rc != SPI_OK_SELECT)
-			elog(ERROR, "reading the wanted set failed");
+		ms_exec(p, psprintf("SELECT FROM pg_temp.%s LIMIT 1", from), 0, NULL, NULL, NULL, 0);
 		if (SPI_processed == 0)
 			break;
-		ms_analyze(NULL, psprintf("pg_temp.%s", from));
-		foreach(lc, tables)
+		ms_analyze(p, psprintf("pg_temp.%s", from));
+		foreach(lc, p->tables)
 		{
 			ms_table   *t = lfirst(lc);
 
 			/* the rows the new rows of t point at */
 			for (int f = 0; f < t->nfkeys; f++)
 			{
-				ms_table   *p = ms_catalog_find(tables, t->fkeys[f].parent);
+				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
 
-				added += add_rows(set, ms_parents_select(t, &t->fkeys[f], from), false, p != NULL && rounds[p->id], into);
+				added += add_rows(p, set, ms_parents_select(t, &t->fkeys[f], from), false,
+								  parent != NULL && rounds[parent->id], into);
 				more = true;
 			}
 			/* the rows of t that follow new rows of its parent */
 			if (t->follows_fkey >= 0)
 			{
-				added += add_rows(set, ms_followers_select(t, from), false, rounds[t->id], into);
+				added += add_rows(p, set, ms_followers_select(t, from), false, rounds[t->id], into);
 				more = true;
 			}
 		}
-		run(psprintf("TRUNCATE pg_temp.%s", from));
+		ms_exec(p, psprintf("TRUNCATE pg_temp.%s", from), 0, NULL, NULL, NULL, 0);
 		cur = 1 - cur;
 		if (!more)
 			break;
 	}
-	(void) ntables;
-
 	return added;
 }
 
 /*
+ * fill: the wanted sets of these replicas (NULL: every live replica not
+ * dropped) into pg_temp.<set>: the rows the rules send, then rounds.
+ */
+static uint64
+fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first)
+{
+	bool	   *rounds = rounds_of(p->tables);
+	uint64		added = 0;
+	ListCell   *lc;
+
+	wanted_tables(p, empty_first);
+	ms_exec(p, "INSERT INTO pg_temp.ms_wanted_replicas"
+			" SELECT id, partition FROM sync.replicas"
+			"  WHERE CASE WHEN $1 IS NULL THEN live AND NOT dropped ELSE id = ANY ($1) END",
+			1, (Oid[]) {UUIDARRAYOID}, (Datum[]) {PointerGetDatum(replicas)},
+			replicas == NULL ? "n" : NULL, 0);
+
+	/* the rows the rules send */
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+		char	   *rules = ms_rule_select(t, "ms_wanted_replicas", NULL);
+
+		if (rules != NULL)
+			added += add_rows(p, set, rules, true, rounds[t->id], "ms_wanted_delta0");
+	}
+	return added + close_rounds(p, set, rounds);
+}
+
+uint64
+ms_wanted_fill(ms_pass *p, ArrayType *replicas)
+{
+	return fill(p, replicas, "ms_wanted", true);
+}
+
+uint64
+ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set)
+{
+	return fill(p, replicas, set, false);
+}
+
+/*
  * ms_wanted: sync.wanted(replica) returns (tab, key, parts), the rows the
- * replica should hold, ordered by table (parents first) and key.
+ * replica should hold, ordered by table (parents first) and key, in one
+ * snapshot.
  */
 Datum
 ms_wanted(PG_FUNCTION_ARGS)
@@ -321,51 +333,52 @@ ms_wanted(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		id = PG_GETARG_DATUM(0);
 	Datum		elems[1] = {id};
-	Oid			argtypes[1] = {UUIDOID};
-	Datum		args[1] = {id};
-	int			rc;
+	ms_pass		p;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	rc = SPI_execute_with_args("SELECT FROM sync.replicas WHERE id = $1", 1, argtypes, args,
-							   NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading sync.replicas failed");
+	ms_pass_begin(&p, CurrentMemoryContext);
+	ms_exec(&p, "SELECT FROM sync.replicas WHERE id = $1", 1, (Oid[]) {UUIDOID}, elems, NULL, 0);
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("replica %s does not exist", DatumGetCString(DirectFunctionCall1(uuid_out, id))),
 				 errhint("sync.replicas lists the replicas.")));
-	ms_wanted_fill(construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
-	rc = SPI_execute("SELECT t.relid, w.key, sync.key_parts(w.key)"
-					 "  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
-					 " ORDER BY t.id, w.key", false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading the wanted set failed");
+	p.tables = ms_catalog_tables();
+	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
+	ms_exec(&p, "SELECT t.relid, w.key, sync.key_parts(w.key)"
+			"  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
+			" ORDER BY t.id, w.key", 0, NULL, NULL, NULL, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		Datum		values[3];
 		bool		nulls[3];
 
 		for (int c = 0; c < 3; c++)
-			values[c] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, c + 1, &nulls[c]);
+			values[c] = ms_value(i, c + 1, &nulls[c]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	ms_pass_end(&p);
 	SPI_finish();
 	return (Datum) 0;
 }
 
 /*
  * ms_wanted_fill_sql: sync.wanted_fill(replicas uuid[]) fills
- * pg_temp.ms_wanted as ms_wanted_fill does, and returns its row count.
+ * pg_temp.ms_wanted as ms_wanted_fill does, in one snapshot, and returns
+ * its row count.
  */
 Datum
 ms_wanted_fill_sql(PG_FUNCTION_ARGS)
 {
+	ms_pass		p;
 	uint64		n;
 
 	SPI_connect();
-	n = ms_wanted_fill(PG_ARGISNULL(0) ? NULL : PG_GETARG_ARRAYTYPE_P(0));
+	ms_pass_begin(&p, CurrentMemoryContext);
+	p.tables = ms_catalog_tables();
+	n = ms_wanted_fill(&p, PG_ARGISNULL(0) ? NULL : PG_GETARG_ARRAYTYPE_P(0));
+	ms_pass_end(&p);
 	SPI_finish();
 	PG_RETURN_INT64((int64) n);
 }

@@ -11,21 +11,23 @@
 
 #include "utils/array.h"
 
+#include "pass.h"
+
 /*
  * ms_wanted_fill: fill pg_temp.ms_wanted(replica uuid, tab int, key text
  * COLLATE "C", PRIMARY KEY (replica, tab, key)) -- created when missing,
  * emptied first -- with the wanted sets of the given replicas (a uuid[]; NULL:
- * every live replica not dropped), all at once, in the current snapshot.
- * SPI must be connected.  Returns the number of rows.
+ * every live replica not dropped), all at once, in the snapshot of p, over
+ * p->tables.  Returns the number of rows.
  */
-extern uint64 ms_wanted_fill(ArrayType *replicas);
+extern uint64 ms_wanted_fill(ms_pass *p, ArrayType *replicas);
 
 /*
  * ms_wanted_into: the same, into pg_temp.<set> (columns replica, tab, key;
  * a unique index on them; others with defaults), not emptied first; returns
  * the number of rows it added.
  */
-extern uint64 ms_wanted_into(ArrayType *replicas, const char *set);
+extern uint64 ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set);
 
 /*
  * The SQL the wanted set is made of, shared with the planner so that both

@@ -1,4 +1,4 @@
--- The relay (src/pg/relay/: relay.c, plan.c, load.c, record.c, worker.c; epoch.c), pull and
+-- The relay (src/pg/relay/: relay.c, batch.c, plan.c, load.c, record.c, worker.c; epoch.c), pull and
 -- inspect (src/pg/transport/pull.c, inspect.c).
 
 CREATE FUNCTION sync.relay_pass(
@@ -10,7 +10,7 @@ CREATE FUNCTION sync.relay_pass(
 	SET jit = off
 	AS 'MODULE_PATHNAME', 'ms_relay_pass_sql';
 COMMENT ON FUNCTION sync.relay_pass() IS
-	'One relay pass in the caller''s transaction, under the relay lock: observe the replicas, plan every note not done, record the messages and what they carry, NOTIFY magic_sync';
+	'One relay pass in the caller''s transaction, which must be REPEATABLE READ, under the relay lock: observe the replicas, plan every note not done, record the messages and what they carry, NOTIFY magic_sync';
 
 CREATE FUNCTION sync.wake() RETURNS boolean
 	LANGUAGE c VOLATILE STRICT

@@ -1,0 +1,113 @@
+/*-------------------------------------------------------------------------
+ * batch.c
+ *	  The notes a pass reads (seed 4.2): a batch, oldest first.
+ *
+ * The notes read are the oldest not done that the snapshot sees, up to
+ * magic_sync.batch_notes, never "the notes after the last one read": ids are
+ * drawn before commit, so a transaction that drew its id first may commit
+ * last.  question.c closes the batch over the rows it touches; park.c
+ * narrows it down to the notes a failure is about.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+
+#include "batch.h"
+#include "settings.h"
+
+int64
+ms_batch_read(ms_pass *p)
+{
+	int64		n;
+
+	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY");
+	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key)");
+
+	/* a row set aside a minute ago is noted again: a fix may have been deployed */
+	ms_exec(p,
+			"INSERT INTO sync.notes (tab, key) SELECT tab, key FROM sync.quarantine"
+			" WHERE since < now() - interval '1 minute'",
+			0, NULL, NULL, NULL, 0);
+
+	/* a note parked a minute ago is read again: a fix may have been deployed */
+	ms_exec(p,
+			"UPDATE sync.notes SET parked = NULL, parked_at = NULL"
+			" WHERE parked IS NOT NULL AND NOT done AND parked_at < now() - interval '1 minute'",
+			0, NULL, NULL, NULL, 0);
+
+	/*
+	 * A later build's note is skipped by the query, and holds back nothing.
+	 * Up to a batch, oldest first (question.c closes it over the rows it
+	 * touches); the whole plan compares whole sets as they are now, and so
+	 * reads every note (LIMIT NULL).
+	 */
+	ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1"
+			" AND parked IS NULL ORDER BY id LIMIT $1",
+			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(ms_batch_notes)},
+			ms_full_plan ? "n" : NULL, 0);
+	n = (int64) SPI_processed;
+	if (n == 0)
+		return 0;
+	p->more = !ms_full_plan && n == ms_batch_notes;
+	ms_batch_rows(p);
+	if (n > 1000)
+		ms_analyze(p, "ms_notes_read, ms_pending");
+	return n;
+}
+
+void
+ms_batch_rows(ms_pass *p)
+{
+	ms_exec(p, "DELETE FROM ms_pending", 0, NULL, NULL, NULL, 0);
+	/* only a row's own notes make a held version older; group notes move sets */
+	ms_exec(p,
+			"INSERT INTO ms_pending (tab, key, note) "
+			"SELECT tab, key, max(id) FROM ("
+			"  SELECT n.tab, n.key, n.id FROM sync.notes n JOIN ms_notes_read r USING (id)"
+			"   WHERE n.source = 'r' AND n.key IS NOT NULL"
+			"  UNION ALL"
+			"  SELECT n.tab, n.old_key, n.id FROM sync.notes n JOIN ms_notes_read r USING (id)"
+			"   WHERE n.source = 'r' AND n.old_key IS NOT NULL) c "
+			"GROUP BY tab, key",
+			0, NULL, NULL, NULL, 0);
+}
+
+void
+ms_batch_only(ms_pass *p, ArrayType *ids)
+{
+	Oid			types[1] = {INT8ARRAYOID};
+	Datum		values[1] = {PointerGetDatum(ids)};
+
+	ms_exec(p, "DELETE FROM ms_notes_read", 0, NULL, NULL, NULL, 0);
+	ms_exec(p, "INSERT INTO ms_notes_read SELECT unnest($1::bigint[])", 1, types, values, NULL, 0);
+	ms_batch_rows(p);
+}
+
+int
+ms_batch_by_table(ms_pass *p, int64 **ids, int **tabs)
+{
+	int			n;
+
+	ms_exec(p, "SELECT r.id, n.tab FROM ms_notes_read r JOIN sync.notes n USING (id) ORDER BY n.tab, r.id",
+			0, NULL, NULL, NULL, 0);
+	n = (int) SPI_processed;
+	*ids = palloc(sizeof(int64) * Max(n, 1));
+	*tabs = palloc(sizeof(int) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		(*ids)[i] = DatumGetInt64(ms_value(i, 1, &isnull));
+		(*tabs)[i] = DatumGetInt32(ms_value(i, 2, &isnull));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return n;
+}
+
+void
+ms_batch_done(ms_pass *p)
+{
+	ms_exec(p, "UPDATE sync.notes n SET done = true FROM ms_notes_read r WHERE n.id = r.id",
+			0, NULL, NULL, NULL, 0);
+}

@@ -1,0 +1,36 @@
+/*-------------------------------------------------------------------------
+ * batch.h
+ *	  The batch: the notes a pass reads, and the rows they changed.
+ *
+ *   pg_temp.ms_notes_read(id)            the notes of the batch
+ *   pg_temp.ms_pending(tab, key, note)   the newest note of each row they changed
+ *
+ * The plan reads the batch (plan.c, question.c); park.c narrows it.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_BATCH_H
+#define MS_BATCH_H
+
+#include "pass.h"
+
+/*
+ * ms_batch_read: note again the rows quarantined, and read again the notes
+ * parked, a minute ago; then read the notes not done, oldest first, up to
+ * magic_sync.batch_notes, into a batch of their own.  Returns how many;
+ * p->more says whether more may wait.
+ */
+extern int64 ms_batch_read(ms_pass *p);
+
+/* ms_batch_rows: pg_temp.ms_pending again, after notes joined or left ms_notes_read. */
+extern void ms_batch_rows(ms_pass *p);
+
+/* ms_batch_only: the batch is these notes (a bigint[]; park.c narrows it down). */
+extern void ms_batch_only(ms_pass *p, ArrayType *ids);
+
+/* ms_batch_by_table: the notes of the batch, by table then id, into *ids and *tabs; returns how many. */
+extern int	ms_batch_by_table(ms_pass *p, int64 **ids, int **tabs);
+
+/* ms_batch_done: the notes of the batch are done. */
+extern void ms_batch_done(ms_pass *p);
+
+#endif
