@@ -146,6 +146,49 @@ SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgreli
 	'two_owners', 'orders', 'order_lines') ORDER BY 1, 2;
 SELECT name FROM sync.mirrors ORDER BY id;
 
+-- the rule's names read as PostgreSQL reads them: a grouped rule's tables
+-- looked up through the caller's search_path, qualified or not, and stored as
+-- the tables themselves
+CREATE TABLE "Odd Schema".boards (id int PRIMARY KEY);
+CREATE TABLE "Odd Schema".board_members (board int NOT NULL REFERENCES "Odd Schema".boards,
+	grp text NOT NULL, PRIMARY KEY (board, grp));
+CREATE TABLE "Odd Schema".board_owners (grp text NOT NULL, replica uuid NOT NULL,
+	PRIMARY KEY (grp, replica));
+SELECT sync.mirror('"Odd Schema".boards', 'catalog',
+	'grouped(members => board_members, assigned => board_owners)');
+SET search_path = "Odd Schema", public;
+SELECT sync.mirror('boards', 'catalog', 'GROUPED(Members => board_members, ASSIGNED => Board_Owners)');
+SHOW search_path;
+RESET search_path;
+SELECT name, sync FROM sync.mirrors WHERE name = 'Odd Schema.boards';
+SELECT members = '"Odd Schema".board_members'::regclass AS members,
+	assignments = '"Odd Schema".board_owners'::regclass AS assignments, member_key,
+	group_column, assignment_replica
+  FROM sync.tables WHERE name = 'Odd Schema.boards';
+SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+ WHERE c.relname LIKE 'board%' AND NOT t.tgisinternal ORDER BY 1, 2;
+
+-- malformed rules: each its own error
+SELECT sync.mirror('t1', 'catalog', '');
+SELECT sync.mirror('t1', 'catalog', '(store)');
+SELECT sync.mirror('t1', 'catalog', 'assigned()');
+SELECT sync.mirror('t1', 'catalog', 'assigned(store))');
+SELECT sync.mirror('t1', 'catalog', 'assigned("")');
+SELECT sync.mirror('t1', 'catalog', 'follows(t1.n)');
+SELECT sync.mirror('t1', 'catalog', 'broadcast(store)');
+SELECT sync.mirror('t1', 'catalog', 'broadcast.x');
+SELECT sync.mirror('t1', 'catalog', 'grouped');
+SELECT sync.mirror('t1', 'catalog', 'grouped()');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members board_members)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => , assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => list members, assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => a.b.c.d, assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => list_members, members => t2, assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => list_members, assigned => t2, group => a.b)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => elsewhere.public.t2, assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => customer_names, assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => list_members, assigned => "Odd Schema".no_such)');
+
 -- leave nothing behind for the next test
 DO $$
 DECLARE r regclass;
@@ -157,6 +200,7 @@ END
 $$;
 DROP VIEW customer_names, t1_codes;
 DROP TABLE customers, products, "Odd Schema"."Mixed Case", sales, orders, order_lines, t1, t2, recs, nokey, nullkey, floatkey, suppliers, supplies, lists, list_members, list_owners, bad_owners, two_owners, parted CASCADE;
+DROP TABLE "Odd Schema".boards, "Odd Schema".board_members, "Odd Schema".board_owners;
 DELETE FROM sync.replicas;
 TRUNCATE sync.notes;
 DROP SCHEMA "Odd Schema";

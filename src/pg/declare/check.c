@@ -20,14 +20,14 @@
 #include "utils/regproc.h"
 
 #include "catalog.h"
-#include "notes.h"
+#include "triggers.h"
 
 PG_FUNCTION_INFO_V1(ms_check);
 
 static void
 problem(List **problems, const char *table, const char *what, char *detail)
 {
-	ms_problem *p = palloc(sizeof(ms_problem));
+	ms_problem *p = palloc0(sizeof(ms_problem));
 
 	p->table = pstrdup(table);
 	p->problem = pstrdup(what);
@@ -164,7 +164,7 @@ ms_check(PG_FUNCTION_ARGS)
 		ms_table   *t = lfirst(lc);
 		ListCell   *tc;
 
-		foreach(tc, ms_notes_triggers(t))
+		foreach(tc, ms_triggers_of(t))
 		{
 			ms_trigger *tg = lfirst(tc);
 

@@ -40,7 +40,7 @@ ms_schema_pack(List *tables, StringInfo out)
 
 			sync__column__init(col);
 			col->name = mt->columns[c].name;
-			col->type = (char *) mt->columns[c].sqlite_type;
+			col->type = (char *) ms_sqlite_name(mt->columns[c].sqlite_type);
 			col->not_null = mt->columns[c].not_null;
 			col->replica_owned = mt->columns[c].replica_owned;
 			col->field = mt->columns[c].field;

@@ -1,5 +1,5 @@
 -- Declaring tables (src/pg/declare/declare.c, relay/notes.c): sync.mirror, sync.unmirror,
--- the view sync.mirrors, and the noting trigger they install.
+-- sync.retrigger, the view sync.mirrors, the noting trigger they install.
 
 CREATE FUNCTION sync.note() RETURNS trigger
 	LANGUAGE c
@@ -7,8 +7,12 @@ CREATE FUNCTION sync.note() RETURNS trigger
 COMMENT ON FUNCTION sync.note() IS
 	'The noting trigger sync.mirror installs: one row in sync.notes per change of a mirrored row, in the same transaction; refuses TRUNCATE';
 
--- Security definer: declaring writes sync.tables, which only the extension's
--- owner writes; sync_admin is who may call it (99_grants.sql).
+-- Declaring writes sync.tables, which only the extension's owner writes;
+-- sync_admin is who may call it (99_grants.sql).  Not SECURITY DEFINER with a
+-- SET clause: the tables a grouped rule names are looked up in the caller's
+-- search_path first, and only then does ms_mirror become the function's
+-- owner with search_path pinned, as SECURITY DEFINER and SET would
+-- (src/pg/declare/declare.c, become_owner).
 CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
 		key name[] DEFAULT NULL, origin name DEFAULT NULL, version name DEFAULT NULL,
 		replica_owned name[] DEFAULT '{}', unmirrored name[] DEFAULT '{}',
@@ -17,8 +21,7 @@ CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
 		"partition" name DEFAULT NULL, codec text DEFAULT 'json',
 		sender name DEFAULT NULL)
 	RETURNS void
-	LANGUAGE c SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp
+	LANGUAGE c
 	AS 'MODULE_PATHNAME', 'ms_mirror';
 COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
 		name, name, name[], regclass, name, text, name) IS

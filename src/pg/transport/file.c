@@ -154,9 +154,9 @@ proto_to_json(ms_table *t, const uint8 *b, size_t len, StringInfo out, char **wh
 		first = false;
 		escape_json(out, col->name);
 		appendStringInfoChar(out, ':');
-		if (strcmp(col->sqlite_type, "INTEGER") == 0 && (tag & 7) == 0 && ms_pb_read_varint(b, len, &pos, &v))
+		if (col->sqlite_type == MS_SQLITE_INTEGER && (tag & 7) == 0 && ms_pb_read_varint(b, len, &pos, &v))
 			appendStringInfo(out, INT64_FORMAT, (int64) ((v >> 1) ^ (~(v & 1) + 1)));
-		else if (strcmp(col->sqlite_type, "REAL") == 0 && (tag & 7) == 1 && len - pos >= 8)
+		else if (col->sqlite_type == MS_SQLITE_REAL && (tag & 7) == 1 && len - pos >= 8)
 		{
 			uint64		bits = 0;
 			double		d;
@@ -170,10 +170,10 @@ proto_to_json(ms_table *t, const uint8 *b, size_t len, StringInfo out, char **wh
 			else
 				appendStringInfo(out, "%.17g", d);
 		}
-		else if ((strcmp(col->sqlite_type, "TEXT") == 0 || strcmp(col->sqlite_type, "BLOB") == 0) &&
+		else if ((col->sqlite_type == MS_SQLITE_TEXT || col->sqlite_type == MS_SQLITE_BLOB) &&
 				 (tag & 7) == 2 && ms_pb_read_varint(b, len, &pos, &v) && v <= len - pos)
 		{
-			if (strcmp(col->sqlite_type, "TEXT") == 0)
+			if (col->sqlite_type == MS_SQLITE_TEXT)
 			{
 				char	   *s = pnstrdup((const char *) b + pos, v);
 
