@@ -189,6 +189,32 @@ SELECT sync.mirror('t1', 'catalog', 'grouped(members => elsewhere.public.t2, ass
 SELECT sync.mirror('t1', 'catalog', 'grouped(members => customer_names, assigned => t2)');
 SELECT sync.mirror('t1', 'catalog', 'grouped(members => list_members, assigned => "Odd Schema".no_such)');
 
+-- sync.proto: the message of a table in the proto codec, by the table or by
+-- the name replicas know it by
+SELECT sync.proto('products');
+SELECT sync.proto('products'::regclass) = sync.proto('products') AS same;
+-- each field number it prints is the one the declaration fixed for its column
+SELECT m[3] AS "column", m[4]::int AS field, (t.fields ->> m[3])::int = m[4]::int AS fixed
+  FROM sync.tables t,
+	LATERAL regexp_split_to_table(sync.proto(t.relid), E'\n') l,
+	LATERAL regexp_match(l, '^  (optional )?(\w+) (\w+) = (\d+);') m
+ WHERE t.name = 'products' AND m IS NOT NULL;
+SELECT count(*) FROM sync.tables t, jsonb_object_keys(t.fields) WHERE t.name = 'products';
+-- names that are no protobuf identifiers, every type
+CREATE TABLE "Odd Schema".readings ("Reading Id" int PRIMARY KEY, "2nd" float8, at timestamptz NOT NULL,
+	raw bytea, ok boolean, "Reading-Id" text, small int2, real4 real);
+SELECT sync.mirror('"Odd Schema".readings', 'catalog', 'broadcast', codec => 'proto');
+SELECT sync.proto('Odd Schema.readings');
+-- refused: a json table, a table not mirrored, a name no table travels as,
+-- a declaration that no longer matches its table
+SELECT sync.proto('customers');
+SELECT sync.proto('t1'::regclass);
+SELECT sync.proto('public.products');
+ALTER TABLE "Odd Schema".readings ADD COLUMN extra int;
+SELECT sync.proto('"Odd Schema".readings'::regclass);
+ALTER TABLE "Odd Schema".readings DROP COLUMN extra;
+SELECT sync.proto('"Odd Schema".readings'::regclass) = sync.proto('Odd Schema.readings') AS same;
+
 -- leave nothing behind for the next test
 DO $$
 DECLARE r regclass;
@@ -200,7 +226,8 @@ END
 $$;
 DROP VIEW customer_names, t1_codes;
 DROP TABLE customers, products, "Odd Schema"."Mixed Case", sales, orders, order_lines, t1, t2, recs, nokey, nullkey, floatkey, suppliers, supplies, lists, list_members, list_owners, bad_owners, two_owners, parted CASCADE;
-DROP TABLE "Odd Schema".boards, "Odd Schema".board_members, "Odd Schema".board_owners;
+DROP TABLE "Odd Schema".boards, "Odd Schema".board_members, "Odd Schema".board_owners,
+	"Odd Schema".readings;
 DELETE FROM sync.replicas;
 TRUNCATE sync.notes;
 DROP SCHEMA "Odd Schema";

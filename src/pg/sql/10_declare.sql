@@ -1,5 +1,6 @@
 -- Declaring tables (src/pg/declare/declare.c, relay/notes.c): sync.mirror, sync.unmirror,
--- sync.retrigger, the view sync.mirrors, the noting trigger they install.
+-- sync.retrigger, the view sync.mirrors, the noting trigger they install, and
+-- sync.proto (declare/proto.c).
 
 CREATE FUNCTION sync.note() RETURNS trigger
 	LANGUAGE c
@@ -55,3 +56,17 @@ CREATE FUNCTION sync.retrigger(tab regclass) RETURNS void
 	AS 'MODULE_PATHNAME', 'ms_retrigger';
 COMMENT ON FUNCTION sync.retrigger(regclass) IS
 	'Installs the triggers of a mirrored table again as sync.mirror writes them: after one was dropped, disabled or altered, or a partition was added';
+
+CREATE FUNCTION sync.proto(tab regclass) RETURNS text
+	LANGUAGE c STABLE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_proto';
+COMMENT ON FUNCTION sync.proto(regclass) IS
+	'The .proto of a table in the proto codec: one message, the field numbers its declaration fixed, each column typed as it travels';
+
+CREATE FUNCTION sync.proto(name text) RETURNS text
+	LANGUAGE c STABLE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_proto_named';
+COMMENT ON FUNCTION sync.proto(text) IS
+	'The .proto of a table in the proto codec, by the name replicas know it by (sync.tables.name)';
