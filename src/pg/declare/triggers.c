@@ -173,9 +173,8 @@ create_on(const ms_trigger *tg, Oid relid, bool replace)
 		elog(ERROR, "creating trigger %s failed: %s", tg->name, SPI_result_code_string(rc));
 }
 
-/* partitions: every partition of a partitioned table, at any level. */
-static List *
-partitions(Oid relid)
+List *
+ms_partitions(Oid relid)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1] = {ObjectIdGetDatum(relid)};
@@ -184,8 +183,8 @@ partitions(Oid relid)
 
 	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 		return NIL;
-	rc = SPI_execute_with_args("SELECT relid FROM pg_catalog.pg_partition_tree($1) WHERE level > 0",
-							   1, argtypes, args, NULL, false, 0);
+	rc = SPI_execute_with_args("SELECT r.relid FROM pg_catalog.pg_partition_tree($1) r WHERE r.level > 0"
+							   " ORDER BY r.relid::regclass::text", 1, argtypes, args, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading partitions failed: %s", SPI_result_code_string(rc));
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -195,6 +194,7 @@ partitions(Oid relid)
 		parts = lappend_oid(parts, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 																  SPI_tuptable->tupdesc, 1, &isnull)));
 	}
+	SPI_freetuptable(SPI_tuptable);
 	return parts;
 }
 
@@ -212,7 +212,7 @@ ms_trigger_create(const ms_trigger *tg, bool replace)
 	 */
 	if (tg->tgtype != TRUNCATE_TRIGGER)
 		return;
-	foreach(lc, partitions(tg->relid))
+	foreach(lc, ms_partitions(tg->relid))
 		create_on(tg, lfirst_oid(lc), replace);
 }
 
@@ -226,7 +226,7 @@ ms_triggers_drop(const ms_decl *d)
 	{
 		drop_on("magic_sync_note", d->relid);
 		drop_on("magic_sync_truncate", d->relid);
-		foreach(lc, partitions(d->relid))
+		foreach(lc, ms_partitions(d->relid))
 			drop_on("magic_sync_truncate", lfirst_oid(lc));
 	}
 	for (int g = 0; g < 2; g++)

@@ -58,6 +58,13 @@ extern List *ms_triggers_of(const ms_table *t);
  */
 extern void ms_trigger_create(const ms_trigger *tg, bool replace);
 
+/*
+ * ms_partitions: the partitions of a partitioned table at every level, by
+ * name (NIL for another table).  A row trigger is cloned onto each, a
+ * TRUNCATE trigger is not: each gets its own.
+ */
+extern List *ms_partitions(Oid relid);
+
 /* ms_triggers_drop: drops the triggers of d, where their tables still are. */
 extern void ms_triggers_drop(const ms_decl *d);
 
