@@ -146,6 +146,75 @@ SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgreli
 	'two_owners', 'orders', 'order_lines') ORDER BY 1, 2;
 SELECT name FROM sync.mirrors ORDER BY id;
 
+-- the rule's names read as PostgreSQL reads them: a grouped rule's tables
+-- looked up through the caller's search_path, qualified or not, and stored as
+-- the tables themselves
+CREATE TABLE "Odd Schema".boards (id int PRIMARY KEY);
+CREATE TABLE "Odd Schema".board_members (board int NOT NULL REFERENCES "Odd Schema".boards,
+	grp text NOT NULL, PRIMARY KEY (board, grp));
+CREATE TABLE "Odd Schema".board_owners (grp text NOT NULL, replica uuid NOT NULL,
+	PRIMARY KEY (grp, replica));
+SELECT sync.mirror('"Odd Schema".boards', 'catalog',
+	'grouped(members => board_members, assigned => board_owners)');
+SET search_path = "Odd Schema", public;
+SELECT sync.mirror('boards', 'catalog', 'GROUPED(Members => board_members, ASSIGNED => Board_Owners)');
+SHOW search_path;
+RESET search_path;
+SELECT name, sync FROM sync.mirrors WHERE name = 'Odd Schema.boards';
+SELECT members = '"Odd Schema".board_members'::regclass AS members,
+	assignments = '"Odd Schema".board_owners'::regclass AS assignments, member_key,
+	group_column, assignment_replica
+  FROM sync.tables WHERE name = 'Odd Schema.boards';
+SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+ WHERE c.relname LIKE 'board%' AND NOT t.tgisinternal ORDER BY 1, 2;
+
+-- malformed rules: each its own error
+SELECT sync.mirror('t1', 'catalog', '');
+SELECT sync.mirror('t1', 'catalog', '(store)');
+SELECT sync.mirror('t1', 'catalog', 'assigned()');
+SELECT sync.mirror('t1', 'catalog', 'assigned(store))');
+SELECT sync.mirror('t1', 'catalog', 'assigned("")');
+SELECT sync.mirror('t1', 'catalog', 'follows(t1.n)');
+SELECT sync.mirror('t1', 'catalog', 'broadcast(store)');
+SELECT sync.mirror('t1', 'catalog', 'broadcast.x');
+SELECT sync.mirror('t1', 'catalog', 'grouped');
+SELECT sync.mirror('t1', 'catalog', 'grouped()');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members board_members)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => , assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => list members, assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => a.b.c.d, assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => list_members, members => t2, assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => list_members, assigned => t2, group => a.b)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => elsewhere.public.t2, assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => customer_names, assigned => t2)');
+SELECT sync.mirror('t1', 'catalog', 'grouped(members => list_members, assigned => "Odd Schema".no_such)');
+
+-- sync.proto: the message of a table in the proto codec, by the table or by
+-- the name replicas know it by
+SELECT sync.proto('products');
+SELECT sync.proto('products'::regclass) = sync.proto('products') AS same;
+-- each field number it prints is the one the declaration fixed for its column
+SELECT m[3] AS "column", m[4]::int AS field, (t.fields ->> m[3])::int = m[4]::int AS fixed
+  FROM sync.tables t,
+	LATERAL regexp_split_to_table(sync.proto(t.relid), E'\n') l,
+	LATERAL regexp_match(l, '^  (optional )?(\w+) (\w+) = (\d+);') m
+ WHERE t.name = 'products' AND m IS NOT NULL;
+SELECT count(*) FROM sync.tables t, jsonb_object_keys(t.fields) WHERE t.name = 'products';
+-- names that are no protobuf identifiers, every type
+CREATE TABLE "Odd Schema".readings ("Reading Id" int PRIMARY KEY, "2nd" float8, at timestamptz NOT NULL,
+	raw bytea, ok boolean, "Reading-Id" text, small int2, real4 real);
+SELECT sync.mirror('"Odd Schema".readings', 'catalog', 'broadcast', codec => 'proto');
+SELECT sync.proto('Odd Schema.readings');
+-- refused: a json table, a table not mirrored, a name no table travels as,
+-- a declaration that no longer matches its table
+SELECT sync.proto('customers');
+SELECT sync.proto('t1'::regclass);
+SELECT sync.proto('public.products');
+ALTER TABLE "Odd Schema".readings ADD COLUMN extra int;
+SELECT sync.proto('"Odd Schema".readings'::regclass);
+ALTER TABLE "Odd Schema".readings DROP COLUMN extra;
+SELECT sync.proto('"Odd Schema".readings'::regclass) = sync.proto('Odd Schema.readings') AS same;
+
 -- leave nothing behind for the next test
 DO $$
 DECLARE r regclass;
@@ -157,6 +226,8 @@ END
 $$;
 DROP VIEW customer_names, t1_codes;
 DROP TABLE customers, products, "Odd Schema"."Mixed Case", sales, orders, order_lines, t1, t2, recs, nokey, nullkey, floatkey, suppliers, supplies, lists, list_members, list_owners, bad_owners, two_owners, parted CASCADE;
+DROP TABLE "Odd Schema".boards, "Odd Schema".board_members, "Odd Schema".board_owners,
+	"Odd Schema".readings;
 DELETE FROM sync.replicas;
 TRUNCATE sync.notes;
 DROP SCHEMA "Odd Schema";

@@ -106,8 +106,42 @@ SELECT * FROM notes ORDER BY n;
 TRUNCATE price_list_groups;
 TRUNCATE group_replicas;
 
--- sync.note is a trigger only
+-- sync.note is a trigger only, and only as sync.mirror writes it
 SELECT sync.note();
+TRUNCATE sync.notes;
+CREATE TABLE misuse (id int PRIMARY KEY, code text);
+CREATE TRIGGER t BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION sync.note('1', 'r');
+INSERT INTO misuse VALUES (1);
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t AFTER INSERT ON misuse FOR EACH STATEMENT EXECUTE FUNCTION sync.note('1', 'r');
+INSERT INTO misuse VALUES (1);
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t AFTER INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION sync.note('one', 'r');
+INSERT INTO misuse VALUES (1);
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t AFTER INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION sync.note('1', 'r', '1');
+INSERT INTO misuse VALUES (1);
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t AFTER INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION sync.note('1', 'r', '0');
+INSERT INTO misuse VALUES (1);
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t AFTER INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION sync.note('1', 't');
+INSERT INTO misuse VALUES (1);
+DROP TRIGGER t ON misuse;
+CREATE TRIGGER t AFTER INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION sync.note('1', 'r', '1', 'nope');
+INSERT INTO misuse VALUES (1);
+DROP TRIGGER t ON misuse;
+SELECT count(*) FROM misuse;
+-- a key column made nullable after it was declared: the row cannot be noted
+CREATE UNIQUE INDEX misuse_code ON misuse (code);
+ALTER TABLE misuse ALTER COLUMN code SET NOT NULL;
+SELECT sync.mirror('misuse', 'catalog', key => '{code}');
+ALTER TABLE misuse ALTER COLUMN code DROP NOT NULL;
+INSERT INTO misuse VALUES (2, NULL);
+INSERT INTO misuse VALUES (3, 'c');
+SELECT tab, key FROM notes ORDER BY n;
+SELECT tab, problem, detail FROM sync.check() WHERE tab = 'misuse';
+TRUNCATE sync.notes;
 
 -- leave nothing behind for the next test
 DO $$
@@ -119,7 +153,7 @@ BEGIN
 END
 $$;
 DROP VIEW notes;
-DROP TABLE "Shop".customers, "Shop"."Stock Items", regions, price_lists, price_list_groups, group_replicas CASCADE;
+DROP TABLE "Shop".customers, "Shop"."Stock Items", regions, price_lists, price_list_groups, group_replicas, misuse CASCADE;
 DELETE FROM sync.replicas;
 TRUNCATE sync.notes;
 DROP SCHEMA "Shop";

@@ -55,6 +55,15 @@ SELECT sync.retrigger('orders');
 SELECT sync.replica_add('7c9e6679-7425-40de-944b-e07fc1f90ae7');
 SELECT sync.wanted('7c9e6679-7425-40de-944b-e07fc1f90ae7');
 
+-- one validator: what sync.mirror refuses when declaring, sync.check finds
+-- when the table is changed that way later
+CREATE TABLE stock (id int PRIMARY KEY, shop uuid NOT NULL, qty int);
+SELECT sync.mirror('stock', 'catalog', 'assigned(shop)', retired => 'gone');
+SELECT * FROM sync.check() WHERE tab = 'stock';
+ALTER TABLE stock ALTER COLUMN shop TYPE text;
+ALTER TABLE stock ADD COLUMN gone int;
+SELECT * FROM sync.check() WHERE tab = 'stock' ORDER BY 1, 2, 3;
+
 -- leave nothing behind for the next test
 DO $$
 DECLARE r regclass;
@@ -64,6 +73,6 @@ BEGIN
 	END LOOP;
 END
 $$;
-DROP TABLE clients, orders, lists, list_members, list_owners, notes_x CASCADE;
+DROP TABLE clients, orders, lists, list_members, list_owners, notes_x, stock CASCADE;
 DELETE FROM sync.replicas;
 TRUNCATE sync.notes;

@@ -20,3 +20,26 @@ COMMENT ON FUNCTION sync.wanted(uuid) IS
 	'The rows a replica should hold, from scratch, in one snapshot: what its tables'' rules send it, closed over the rows they point at and the rows that follow them; (table, canonical key, its parts)';
 COMMENT ON FUNCTION sync.wanted_fill(uuid[]) IS
 	'Fills pg_temp.ms_wanted (replica, tab, key) with the wanted sets of these replicas (NULL: every live replica), all at once, in one snapshot; returns its row count';
+
+-- sync.mirror looks up a grouped rule's tables in the caller's search_path,
+-- then becomes the function's owner with search_path pinned itself
+-- (declare/declare.c): no SECURITY DEFINER, no SET clause
+ALTER FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
+		name, name, name[], regclass, name, text, name)
+	SECURITY INVOKER RESET search_path;
+
+-- sync.proto(table): the .proto of a table in the proto codec
+CREATE FUNCTION sync.proto(tab regclass) RETURNS text
+	LANGUAGE c STABLE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_proto';
+COMMENT ON FUNCTION sync.proto(regclass) IS
+	'The .proto of a table in the proto codec: one message, the field numbers its declaration fixed, each column typed as it travels';
+CREATE FUNCTION sync.proto(name text) RETURNS text
+	LANGUAGE c STABLE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_proto_named';
+COMMENT ON FUNCTION sync.proto(text) IS
+	'The .proto of a table in the proto codec, by the name replicas know it by (sync.tables.name)';
+REVOKE ALL ON FUNCTION sync.proto(regclass), sync.proto(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.proto(regclass), sync.proto(text) TO sync_admin;

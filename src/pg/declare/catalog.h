@@ -5,7 +5,8 @@
  * sync.tables says what was declared; pg_catalog says what the table is now.
  * ms_catalog_tables() reads both into one description per mirrored table,
  * so that no other module reads sync.tables or pg_attribute itself, and
- * every identifier comes from the catalogs, quoted once, here.
+ * every identifier comes from the catalogs, quoted once, here.  The
+ * declaration itself is decl.h; validate.c resolves it into an ms_table.
  *-------------------------------------------------------------------------
  */
 #ifndef MS_CATALOG_H
@@ -16,6 +17,10 @@
 #include "access/attnum.h"
 #include "nodes/pg_list.h"
 
+#include "decl.h"
+#include "row.h"				/* ms_type: the SQLite type a column travels as */
+
+
 /* One mirrored column (unmirrored columns are left out). */
 typedef struct ms_column
 {
@@ -24,7 +29,7 @@ typedef struct ms_column
 	AttrNumber	attnum;
 	Oid			type;
 	char	   *type_name;		/* format_type_be(type) */
-	const char *sqlite_type;	/* "INTEGER", "REAL", "TEXT" or "BLOB" (docs/protocol.md 4) */
+	ms_type	sqlite_type;	/* its name: ms_type_name() */
 	bool		not_null;
 	bool		key;			/* one of the key columns */
 	bool		replica_owned;
@@ -43,14 +48,19 @@ typedef struct ms_fkey
 								 * row's parent key is these columns' values */
 } ms_fkey;
 
+/*
+ * A mirrored table: its declaration resolved against what the table is now
+ * (validate.c).  Indexes into columns[] are -1 where a column is gone.
+ */
 typedef struct ms_table
 {
+	const ms_decl *decl;		/* what was declared */
 	int			id;				/* sync.tables.id */
 	Oid			relid;
 	char	   *name;			/* wire name */
 	char	   *qualified;		/* quote_qualified_identifier(nspname, relname) */
 	bool		record;			/* mirror: record (true) or catalog (false) */
-	char	   *rule;			/* "broadcast", "assigned", "grouped", "follows", or NULL */
+	ms_rule		rule;
 	int			rule_column;	/* assigned / follows: index into columns[], else -1 */
 	int			follows_fkey;	/* follows: index into fkeys[], else -1 */
 	/* grouped */
@@ -97,12 +107,20 @@ typedef struct ms_table
  */
 extern List *ms_catalog_tables(void);
 
-/* A declaration that no longer matches its table: a row of sync.check(). */
+/*
+ * A declaration that does not match its table: a row of sync.check(), and
+ * when declaring, sync.mirror's error.
+ */
 typedef struct ms_problem
 {
 	char	   *table;			/* wire name */
 	char	   *problem;		/* a short phrase: "column dropped", ... */
-	char	   *detail;			/* a sentence */
+	char	   *detail;			/* a sentence: what sync.check() says */
+	/* sync.mirror's error */
+	int			sqlerrcode;
+	char	   *message;		/* errmsg */
+	char	   *why;			/* errdetail, or NULL */
+	char	   *hint;			/* errhint, or NULL */
 } ms_problem;
 
 /*
@@ -128,13 +146,20 @@ extern char *ms_key_expr(const ms_table *t, const char *alias);
  */
 extern char *ms_key_match(const ms_table *t, const char *alias, const char *keyexpr);
 
-/* Helpers shared by declare.c and check.c. */
+/*
+ * ms_catalog_refuse: the ereport (ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE)
+ * of a declaration that no longer matches its table, with hint.
+ */
+extern void ms_catalog_refuse(const ms_problem *p, const char *hint) pg_attribute_noreturn();
+
+/* Helpers of the files in declare/. */
 
 /* ms_wire_name: relname in public, else schema.relname. */
 extern char *ms_wire_name(Oid relid);
 
 /* ms_sqlite_type: the SQLite type a server type travels as (docs/protocol.md 4). */
-extern const char *ms_sqlite_type(Oid type);
+extern ms_type ms_sqlite_type(Oid type);
+
 
 /* ms_key_type_ok: smallint, integer, bigint, text, varchar, uuid (or a domain over one). */
 extern bool ms_key_type_ok(Oid type);

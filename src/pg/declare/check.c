@@ -20,14 +20,14 @@
 #include "utils/regproc.h"
 
 #include "catalog.h"
-#include "notes.h"
+#include "triggers.h"
 
 PG_FUNCTION_INFO_V1(ms_check);
 
 static void
 problem(List **problems, const char *table, const char *what, char *detail)
 {
-	ms_problem *p = palloc(sizeof(ms_problem));
+	ms_problem *p = palloc0(sizeof(ms_problem));
 
 	p->table = pstrdup(table);
 	p->problem = pstrdup(what);
@@ -116,29 +116,10 @@ check_one(List **problems, const ms_table *t, const ms_trigger *tg, Oid relid,
 static void
 check_trigger(List **problems, const ms_table *t, const ms_trigger *tg, Oid note_fn)
 {
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1] = {ObjectIdGetDatum(tg->relid)};
-	List	   *parts = NIL;
 	ListCell   *lc;
-	int			rc;
 
 	check_one(problems, t, tg, tg->relid, note_fn);
-	if (get_rel_relkind(tg->relid) != RELKIND_PARTITIONED_TABLE)
-		return;
-	rc = SPI_execute_with_args(
-		"SELECT r.relid FROM pg_catalog.pg_partition_tree($1) r WHERE r.level > 0"
-		" ORDER BY r.relid::regclass::text", 1, argtypes, args, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading partitions failed: %s", SPI_result_code_string(rc));
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-
-		parts = lappend_oid(parts, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-																  SPI_tuptable->tupdesc, 1, &isnull)));
-	}
-	SPI_freetuptable(SPI_tuptable);
-	foreach(lc, parts)
+	foreach(lc, ms_partitions(tg->relid))
 		check_one(problems, t, tg, lfirst_oid(lc), note_fn);
 }
 
@@ -164,7 +145,7 @@ ms_check(PG_FUNCTION_ARGS)
 		ms_table   *t = lfirst(lc);
 		ListCell   *tc;
 
-		foreach(tc, ms_notes_triggers(t))
+		foreach(tc, ms_triggers_of(t))
 		{
 			ms_trigger *tg = lfirst(tc);
 

@@ -4,18 +4,8 @@
  *	  for every change of a mirrored row, in the writer's transaction, and
  *	  refuses TRUNCATE.
  *
- * Everything a trigger needs is in its arguments, so firing never reads
- * sync.tables:
- *
- *	 r (a mirrored table):  id, 'r', nkey, key columns..., nignore, columns a
- *			change of which is not noted (replica-owned, unmirrored)...,
- *			partition column or '', nfkeys, then per foreign key to a
- *			mirrored table: its name, ncols, its columns in the parent's
- *			key order...
- *	 m (a group's members): id, 'm', nkey, the member columns pointing at the
- *			grouped row in its key order..., group column
- *	 a (a group's assignments): id, 'a', replica column, group column
- *	 t (TRUNCATE):			id, 't'
+ * Everything a trigger needs is in its arguments (their layout is
+ * declare/triggers.h, which writes them), so firing never reads sync.tables.
  *
  * The arguments are resolved to attribute numbers once per trigger and
  * relation (a partition's columns may be numbered apart from its parent's)
@@ -30,11 +20,9 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_trigger.h"
 #include "commands/sequence.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
@@ -46,10 +34,11 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/xid8.h"
 
 #include "key.h"
-#include "notes.h"
+#include "triggers.h"
 
 PG_FUNCTION_INFO_V1(ms_note);
 
@@ -173,10 +162,18 @@ notes_resolve(void)
 				strcmp(NameStr(TupleDescAttr(desc, i)->attname), note_field_names[f]) == 0)
 				notes_att[f] = i;
 		if (notes_att[f] < 0)
-			elog(ERROR, "sync.notes has no column %s", note_field_names[f]);
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("sync.notes has no column %s", note_field_names[f]),
+					 errdetail("The extension's catalog was altered."),
+					 errhint("Install the extension again.")));
 	}
 	if (!OidIsValid(notes_seq))
-		elog(ERROR, "sequence sync.note_seq is missing");
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sequence sync.note_seq is missing"),
+				 errdetail("The extension's catalog was altered."),
+				 errhint("Install the extension again.")));
 	notes_relid = RelationGetRelid(rel);
 	table_close(rel, AccessShareLock);
 }
@@ -212,20 +209,82 @@ resolve_col(Relation rel, const char *name, note_col *c)
 			 errhint("SELECT * FROM sync.check() says what changed.")));
 }
 
-static int
-arg_int(Trigger *tg, int *pos)
+/*
+ * misused: the error of a trigger whose arguments are not as sync.mirror
+ * writes them (CREATE TRIGGER ... EXECUTE FUNCTION sync.note(...) by hand).
+ */
+static void
+misused(Trigger *tg, Relation rel, const char *what)
 {
-	if (*pos >= tg->tgnargs)
-		elog(ERROR, "trigger \"%s\" has too few arguments", tg->tgname);
-	return atoi(tg->tgargs[(*pos)++]);
+	ereport(ERROR,
+			(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			 errmsg("trigger \"%s\" on \"%s\" is not as sync.mirror writes it",
+					tg->tgname, RelationGetRelationName(rel)),
+			 errdetail("%s", what),
+			 errhint("sync.retrigger the mirrored table, or drop the trigger.")));
 }
 
 static char *
-arg_str(Trigger *tg, int *pos)
+arg_str(Trigger *tg, Relation rel, int *pos)
 {
 	if (*pos >= tg->tgnargs)
-		elog(ERROR, "trigger \"%s\" has too few arguments", tg->tgname);
+		misused(tg, rel, "It has too few arguments.");
 	return tg->tgargs[(*pos)++];
+}
+
+static int
+arg_int(Trigger *tg, Relation rel, int *pos)
+{
+	char	   *s = arg_str(tg, rel, pos);
+	char	   *end;
+	long		n = strtol(s, &end, 10);
+
+	if (*s == '\0' || *end != '\0' || n < 0 || n > PG_INT32_MAX)
+		misused(tg, rel, psprintf("Its argument %d, \"%s\", is not a count or an id.", *pos, s));
+	return (int) n;
+}
+
+/* entry_build_row: the arguments of a mirrored table's trigger after its key. */
+static void
+entry_build_row(note_entry *e, Trigger *tg, Relation rel, int *pos)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			nignore = arg_int(tg, rel, pos);
+	char	  **ignore = &tg->tgargs[*pos];
+
+	if (*pos + nignore > tg->tgnargs)
+		misused(tg, rel, "It has too few arguments.");
+	*pos += nignore;
+	e->compare = palloc(sizeof(AttrNumber) * desc->natts);
+	e->byval = palloc(sizeof(bool) * desc->natts);
+	e->len = palloc(sizeof(int16) * desc->natts);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		bool		ignored = att->attisdropped;
+
+		for (int j = 0; j < nignore && !ignored; j++)
+			ignored = strcmp(ignore[j], NameStr(att->attname)) == 0;
+		if (ignored)
+			continue;
+		e->compare[e->ncompare] = att->attnum;
+		e->byval[e->ncompare] = att->attbyval;
+		e->len[e->ncompare] = att->attlen;
+		e->ncompare++;
+	}
+	resolve_col(rel, arg_str(tg, rel, pos), &e->part);
+	e->nfkeys = arg_int(tg, rel, pos);
+	e->fkeys = palloc0(sizeof(note_fkey) * (e->nfkeys + 1));
+	for (int f = 0; f < e->nfkeys; f++)
+	{
+		note_fkey  *fk = &e->fkeys[f];
+
+		fk->name = pstrdup(arg_str(tg, rel, pos));
+		fk->ncols = arg_int(tg, rel, pos);
+		fk->cols = palloc0(sizeof(note_col) * (fk->ncols + 1));
+		for (int c = 0; c < fk->ncols; c++)
+			resolve_col(rel, arg_str(tg, rel, pos), &fk->cols[c]);
+	}
 }
 
 /* entry_build: parse the trigger's arguments against the firing relation. */
@@ -240,66 +299,33 @@ entry_build(note_entry *e, Trigger *tg, Relation rel)
 	e->cxt = AllocSetContextCreate(TopMemoryContext, "magic_sync note trigger",
 								   ALLOCSET_SMALL_SIZES);
 	old = MemoryContextSwitchTo(e->cxt);
-	e->tab = arg_int(tg, &pos);
-	e->kind = arg_str(tg, &pos)[0];
+	e->tab = arg_int(tg, rel, &pos);
+	e->kind = arg_str(tg, rel, &pos)[0];
 	e->nkey = 0;
 	e->ncompare = 0;
 	e->nfkeys = 0;
 	e->part.attnum = e->group.attnum = e->replica.attnum = InvalidAttrNumber;
-	if (e->kind == 'r' || e->kind == 'm')
+	if (e->kind == MS_NOTE_ROW || e->kind == MS_NOTE_MEMBER)
 	{
-		e->nkey = arg_int(tg, &pos);
+		e->nkey = arg_int(tg, rel, &pos);
+		if (e->nkey == 0)
+			misused(tg, rel, "It names no key column.");
 		e->key = palloc0(sizeof(note_col) * e->nkey);
 		for (int k = 0; k < e->nkey; k++)
-			resolve_col(rel, arg_str(tg, &pos), &e->key[k]);
+			resolve_col(rel, arg_str(tg, rel, &pos), &e->key[k]);
 	}
-	if (e->kind == 'r')
+	if (e->kind == MS_NOTE_ROW)
+		entry_build_row(e, tg, rel, &pos);
+	else if (e->kind == MS_NOTE_MEMBER)
+		resolve_col(rel, arg_str(tg, rel, &pos), &e->group);
+	else if (e->kind == MS_NOTE_ASSIGNMENT)
 	{
-		TupleDesc	desc = RelationGetDescr(rel);
-		int			nignore = arg_int(tg, &pos);
-		char	  **ignore = &tg->tgargs[pos];
-
-		pos += nignore;
-		e->compare = palloc(sizeof(AttrNumber) * desc->natts);
-		e->byval = palloc(sizeof(bool) * desc->natts);
-		e->len = palloc(sizeof(int16) * desc->natts);
-		for (int i = 0; i < desc->natts; i++)
-		{
-			Form_pg_attribute att = TupleDescAttr(desc, i);
-			bool		ignored = att->attisdropped;
-
-			for (int j = 0; j < nignore && !ignored; j++)
-				ignored = strcmp(ignore[j], NameStr(att->attname)) == 0;
-			if (ignored)
-				continue;
-			e->compare[e->ncompare] = att->attnum;
-			e->byval[e->ncompare] = att->attbyval;
-			e->len[e->ncompare] = att->attlen;
-			e->ncompare++;
-		}
-		resolve_col(rel, arg_str(tg, &pos), &e->part);
-		e->nfkeys = arg_int(tg, &pos);
-		e->fkeys = palloc0(sizeof(note_fkey) * (e->nfkeys + 1));
-		for (int f = 0; f < e->nfkeys; f++)
-		{
-			note_fkey  *fk = &e->fkeys[f];
-
-			fk->name = pstrdup(arg_str(tg, &pos));
-			fk->ncols = arg_int(tg, &pos);
-			fk->cols = palloc0(sizeof(note_col) * fk->ncols);
-			for (int c = 0; c < fk->ncols; c++)
-				resolve_col(rel, arg_str(tg, &pos), &fk->cols[c]);
-		}
-	}
-	else if (e->kind == 'm')
-		resolve_col(rel, arg_str(tg, &pos), &e->group);
-	else if (e->kind == 'a')
-	{
-		resolve_col(rel, arg_str(tg, &pos), &e->replica);
-		resolve_col(rel, arg_str(tg, &pos), &e->group);
+		resolve_col(rel, arg_str(tg, rel, &pos), &e->replica);
+		resolve_col(rel, arg_str(tg, rel, &pos), &e->group);
 	}
 	else
-		elog(ERROR, "trigger \"%s\": unknown kind of note \"%c\"", tg->tgname, e->kind);
+		misused(tg, rel, psprintf("Its second argument, \"%s\", is no kind of note a row change writes: r, m or a.",
+								  tg->tgargs[1]));
 	MemoryContextSwitchTo(old);
 	e->valid = true;
 }
@@ -608,7 +634,7 @@ note_row_change(note_entry *e, TriggerData *td)
 	note_row	n;
 
 	memset(&n, 0, sizeof(n));
-	n.source = 'r';
+	n.source = MS_NOTE_ROW;
 	n.pointed_null = true;
 	n.replica_null = true;
 	if (TRIGGER_FIRED_BY_INSERT(td->tg_event))
@@ -647,7 +673,11 @@ note_row_change(note_entry *e, TriggerData *td)
 		}
 	}
 	if (n.key == NULL)
-		elog(ERROR, "a key column of \"%s\" is null", RelationGetRelationName(td->tg_relation));
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("a key column of \"%s\" is null", RelationGetRelationName(td->tg_relation)),
+				 errdetail("A mirrored row is noted by its key."),
+				 errhint("SELECT * FROM sync.check() says what changed.")));
 	write_note(e->tab, &n);
 }
 
@@ -667,16 +697,16 @@ note_group_side(note_entry *e, TupleTableSlot *slot)
 	n.grp = slot_text(slot, &e->group);
 	if (n.grp == NULL)
 		return;
-	if (e->kind == 'm')
+	if (e->kind == MS_NOTE_MEMBER)
 	{
-		n.source = 'm';
+		n.source = MS_NOTE_MEMBER;
 		n.key = slot_key(slot, e->nkey, e->key);
 		if (n.key == NULL)
 			return;
 	}
 	else
 	{
-		n.source = 'a';
+		n.source = MS_NOTE_ASSIGNMENT;
 		if (e->replica.attnum != InvalidAttrNumber)
 			n.replica = slot_getattr(slot, e->replica.attnum, &isnull);
 		if (isnull)
@@ -697,7 +727,7 @@ note_group_change(note_entry *e, TriggerData *td)
 
 		/* what a member or assignment says is its group and its row or replica */
 		same = text_equal(slot_text(old, &e->group), slot_text(new, &e->group));
-		if (e->kind == 'm')
+		if (e->kind == MS_NOTE_MEMBER)
 			same = same && text_equal(slot_key(old, e->nkey, e->key),
 									  slot_key(new, e->nkey, e->key));
 		else
@@ -740,174 +770,15 @@ ms_note(PG_FUNCTION_ARGS)
 				 errdetail("TRUNCATE removes rows without noting them, so replicas would keep them."),
 				 errhint("Use DELETE, or sync.unmirror the table first.")));
 	if (!TRIGGER_FIRED_FOR_ROW(td->tg_event) || !TRIGGER_FIRED_AFTER(td->tg_event))
-		elog(ERROR, "sync.note() must be fired AFTER ... FOR EACH ROW");
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("sync.note() must be fired AFTER ... FOR EACH ROW, or BEFORE TRUNCATE"),
+				 errhint("sync.mirror installs it; sync.retrigger installs it again.")));
 
 	e = entry_get(td->tg_trigger, td->tg_relation);
-	if (e->kind == 'r')
+	if (e->kind == MS_NOTE_ROW)
 		note_row_change(e, td);
 	else
 		note_group_change(e, td);
 	return PointerGetDatum(NULL);
-}
-
-/* ms_notes_triggers: see notes.h. */
-static ms_trigger *
-new_trigger(Oid relid, char *name, int16 tgtype)
-{
-	ms_trigger *tg = palloc0(sizeof(ms_trigger));
-
-	tg->relid = relid;
-	tg->name = name;
-	tg->tgtype = tgtype;
-	tg->args = palloc(sizeof(char *) * 8);
-	return tg;
-}
-
-static void
-add_arg(ms_trigger *tg, const char *arg)
-{
-	if ((tg->nargs & 7) == 0 && tg->nargs > 0)
-		tg->args = repalloc(tg->args, sizeof(char *) * (tg->nargs + 8));
-	tg->args[tg->nargs++] = pstrdup(arg);
-}
-
-static void
-add_int(ms_trigger *tg, int n)
-{
-	add_arg(tg, psprintf("%d", n));
-}
-
-#define ROW_TRIGGER (TRIGGER_TYPE_ROW | TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE)
-#define TRUNCATE_TRIGGER (TRIGGER_TYPE_BEFORE | TRIGGER_TYPE_TRUNCATE)
-
-/* truncate_trigger: the trigger refusing TRUNCATE on relid. */
-static ms_trigger *
-truncate_trigger(Oid relid, char *name, int id)
-{
-	ms_trigger *tg = new_trigger(relid, name, TRUNCATE_TRIGGER);
-
-	add_int(tg, id);
-	add_arg(tg, "t");
-	return tg;
-}
-
-List *
-ms_notes_triggers(const ms_table *t)
-{
-	List	   *out = NIL;
-	ms_trigger *tg = new_trigger(t->relid, "magic_sync_note", ROW_TRIGGER);
-	int			nignore = t->nunmirrored;
-
-	add_int(tg, t->id);
-	add_arg(tg, "r");
-	add_int(tg, t->nkey);
-	for (int k = 0; k < t->nkey; k++)
-		add_arg(tg, t->columns[t->key[k]].name);
-	for (int c = 0; c < t->ncolumns; c++)
-		if (t->columns[c].replica_owned)
-			nignore++;
-	add_int(tg, nignore);
-	for (int c = 0; c < t->ncolumns; c++)
-		if (t->columns[c].replica_owned)
-			add_arg(tg, t->columns[c].name);
-	for (int u = 0; u < t->nunmirrored; u++)
-		add_arg(tg, t->unmirrored[u]);
-	add_arg(tg, t->partition >= 0 ? t->columns[t->partition].name : "");
-	add_int(tg, t->nfkeys);
-	for (int f = 0; f < t->nfkeys; f++)
-	{
-		add_arg(tg, t->fkeys[f].name);
-		add_int(tg, t->fkeys[f].ncols);
-		for (int c = 0; c < t->fkeys[f].ncols; c++)
-			add_arg(tg, t->columns[t->fkeys[f].by_parent_key[c]].name);
-	}
-	out = lappend(out, tg);
-	out = lappend(out, truncate_trigger(t->relid, "magic_sync_truncate", t->id));
-
-	if (t->rule != NULL && strcmp(t->rule, "grouped") == 0)
-	{
-		tg = new_trigger(t->members, psprintf("magic_sync_member_%d", t->id), ROW_TRIGGER);
-		add_int(tg, t->id);
-		add_arg(tg, "m");
-		add_int(tg, t->nkey);
-		for (int k = 0; k < t->nkey; k++)
-			add_arg(tg, t->member_key_names[k]);
-		add_arg(tg, t->group_column_name);
-		out = lappend(out, tg);
-		out = lappend(out, truncate_trigger(t->members,
-											psprintf("magic_sync_member_%d_truncate", t->id), t->id));
-
-		tg = new_trigger(t->assignments, psprintf("magic_sync_assignment_%d", t->id), ROW_TRIGGER);
-		add_int(tg, t->id);
-		add_arg(tg, "a");
-		add_arg(tg, t->assignment_replica_name);
-		add_arg(tg, t->group_column_name);
-		out = lappend(out, tg);
-		out = lappend(out, truncate_trigger(t->assignments,
-											psprintf("magic_sync_assignment_%d_truncate", t->id), t->id));
-	}
-	return out;
-}
-
-/* create_on: CREATE TRIGGER for tg on relid, replacing one of its name. */
-static void
-create_on(const ms_trigger *tg, Oid relid, bool replace)
-{
-	StringInfoData sql;
-	char	   *rel = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-												 get_rel_name(relid));
-	int			rc;
-
-	initStringInfo(&sql);
-	if (replace)
-	{
-		appendStringInfo(&sql, "DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(tg->name), rel);
-		rc = SPI_execute(sql.data, false, 0);
-		if (rc != SPI_OK_UTILITY)
-			elog(ERROR, "dropping trigger %s failed: %s", tg->name, SPI_result_code_string(rc));
-		resetStringInfo(&sql);
-	}
-	appendStringInfo(&sql, "CREATE TRIGGER %s %s ON %s FOR EACH %s EXECUTE FUNCTION sync.note(",
-					 quote_identifier(tg->name),
-					 tg->tgtype == TRUNCATE_TRIGGER ? "BEFORE TRUNCATE" : "AFTER INSERT OR UPDATE OR DELETE",
-					 rel, tg->tgtype == TRUNCATE_TRIGGER ? "STATEMENT" : "ROW");
-	for (int i = 0; i < tg->nargs; i++)
-		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "", quote_literal_cstr(tg->args[i]));
-	appendStringInfoChar(&sql, ')');
-	rc = SPI_execute(sql.data, false, 0);
-	if (rc != SPI_OK_UTILITY)
-		elog(ERROR, "creating trigger %s failed: %s", tg->name, SPI_result_code_string(rc));
-}
-
-void
-ms_trigger_create(const ms_trigger *tg, bool replace)
-{
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1] = {ObjectIdGetDatum(tg->relid)};
-	List	   *parts = NIL;
-	ListCell   *lc;
-	int			rc;
-
-	create_on(tg, tg->relid, replace);
-
-	/*
-	 * PostgreSQL clones a row trigger onto every partition, present and
-	 * future, but not a TRUNCATE trigger, and TRUNCATE of a partition fires
-	 * only its own: each partition gets one.
-	 */
-	if (tg->tgtype != TRUNCATE_TRIGGER || get_rel_relkind(tg->relid) != RELKIND_PARTITIONED_TABLE)
-		return;
-	rc = SPI_execute_with_args("SELECT relid FROM pg_catalog.pg_partition_tree($1) WHERE level > 0",
-							   1, argtypes, args, NULL, false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading partitions failed: %s", SPI_result_code_string(rc));
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-
-		parts = lappend_oid(parts, DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-																  SPI_tuptable->tupdesc, 1, &isnull)));
-	}
-	foreach(lc, parts)
-		create_on(tg, lfirst_oid(lc), replace);
 }

@@ -161,7 +161,7 @@ group_rows(ms_pass *p, const char *into, bool held)
 		ms_table   *t = lfirst(lc);
 		StringInfoData on;
 
-		if (t->rule == NULL || strcmp(t->rule, "grouped") != 0)
+		if (t->rule != MS_RULE_GROUPED)
 			continue;
 		initStringInfo(&on);
 		for (int k = 0; k < t->nkey; k++)

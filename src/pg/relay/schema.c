@@ -40,7 +40,7 @@ ms_schema_pack(List *tables, StringInfo out)
 
 			sync__column__init(col);
 			col->name = mt->columns[c].name;
-			col->type = (char *) mt->columns[c].sqlite_type;
+			col->type = (char *) ms_type_name(mt->columns[c].sqlite_type);
 			col->not_null = mt->columns[c].not_null;
 			col->replica_owned = mt->columns[c].replica_owned;
 			col->field = mt->columns[c].field;
@@ -54,7 +54,7 @@ ms_schema_pack(List *tables, StringInfo out)
 
 			sync__column__init(col);
 			col->name = mt->retired;
-			col->type = "INTEGER";
+			col->type = (char *) ms_type_name(MS_INTEGER);
 			col->server_type = "";
 			st->columns[ncols - 1] = col;
 			st->retired = mt->retired;

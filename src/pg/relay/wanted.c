@@ -106,7 +106,7 @@ ms_rule_select(const ms_table *t, const char *replicas, const char *cand)
 	StringInfoData sql;
 
 	initStringInfo(&sql);
-	if (t->rule != NULL && strcmp(t->rule, "broadcast") == 0)
+	if (t->rule == MS_RULE_BROADCAST)
 	{
 		char	   *part = t->partition < 0 ? "true" :
 			psprintf("(t.%s)::text IS NOT DISTINCT FROM r.partition",
@@ -115,11 +115,11 @@ ms_rule_select(const ms_table *t, const char *replicas, const char *cand)
 		appendStringInfo(&sql, "SELECT r.id, %d, %s FROM %s JOIN pg_temp.%s r ON %s%s WHERE true%s",
 						 t->id, key, from, replicas, part, same, active);
 	}
-	else if (t->rule != NULL && strcmp(t->rule, "assigned") == 0)
+	else if (t->rule == MS_RULE_ASSIGNED)
 		appendStringInfo(&sql, "SELECT r.id, %d, %s FROM %s JOIN pg_temp.%s r"
 						 " ON r.id = t.%s%s WHERE true%s", t->id, key, from, replicas,
 						 t->columns[t->rule_column].quoted, same, active);
-	else if (t->rule != NULL && strcmp(t->rule, "grouped") == 0)
+	else if (t->rule == MS_RULE_GROUPED)
 	{
 		StringInfoData on;
 

@@ -1,5 +1,6 @@
 -- Declaring tables (src/pg/declare/declare.c, relay/notes.c): sync.mirror, sync.unmirror,
--- the view sync.mirrors, and the noting trigger they install.
+-- sync.retrigger, the view sync.mirrors, the noting trigger they install, and
+-- sync.proto (declare/proto.c).
 
 CREATE FUNCTION sync.note() RETURNS trigger
 	LANGUAGE c
@@ -7,8 +8,12 @@ CREATE FUNCTION sync.note() RETURNS trigger
 COMMENT ON FUNCTION sync.note() IS
 	'The noting trigger sync.mirror installs: one row in sync.notes per change of a mirrored row, in the same transaction; refuses TRUNCATE';
 
--- Security definer: declaring writes sync.tables, which only the extension's
--- owner writes; sync_admin is who may call it (99_grants.sql).
+-- Declaring writes sync.tables, which only the extension's owner writes;
+-- sync_admin is who may call it (99_grants.sql).  Not SECURITY DEFINER with a
+-- SET clause: the tables a grouped rule names are looked up in the caller's
+-- search_path first, and only then does ms_mirror become the function's
+-- owner with search_path pinned, as SECURITY DEFINER and SET would
+-- (src/pg/declare/declare.c, become_owner).
 CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
 		key name[] DEFAULT NULL, origin name DEFAULT NULL, version name DEFAULT NULL,
 		replica_owned name[] DEFAULT '{}', unmirrored name[] DEFAULT '{}',
@@ -17,8 +22,7 @@ CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
 		"partition" name DEFAULT NULL, codec text DEFAULT 'json',
 		sender name DEFAULT NULL)
 	RETURNS void
-	LANGUAGE c SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp
+	LANGUAGE c
 	AS 'MODULE_PATHNAME', 'ms_mirror';
 COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
 		name, name, name[], regclass, name, text, name) IS
@@ -52,3 +56,17 @@ CREATE FUNCTION sync.retrigger(tab regclass) RETURNS void
 	AS 'MODULE_PATHNAME', 'ms_retrigger';
 COMMENT ON FUNCTION sync.retrigger(regclass) IS
 	'Installs the triggers of a mirrored table again as sync.mirror writes them: after one was dropped, disabled or altered, or a partition was added';
+
+CREATE FUNCTION sync.proto(tab regclass) RETURNS text
+	LANGUAGE c STABLE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_proto';
+COMMENT ON FUNCTION sync.proto(regclass) IS
+	'The .proto of a table in the proto codec: one message, the field numbers its declaration fixed, each column typed as it travels';
+
+CREATE FUNCTION sync.proto(name text) RETURNS text
+	LANGUAGE c STABLE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_proto_named';
+COMMENT ON FUNCTION sync.proto(text) IS
+	'The .proto of a table in the proto codec, by the name replicas know it by (sync.tables.name)';

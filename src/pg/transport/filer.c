@@ -84,17 +84,6 @@ prepare_catalog(ms_filer *fr)
 					   7, keep);
 }
 
-/* the type a column travels as (docs/protocol.md 4) */
-static ms_type
-column_type(const ms_column *col)
-{
-	ms_type		type;
-
-	if (!ms_type_parse(col->sqlite_type, &type))
-		elog(ERROR, "column \"%s\" travels as an unknown type \"%s\"", col->name, col->sqlite_type);
-	return type;
-}
-
 static void
 filed_table_init(ms_filed_table *ft, ms_table *t)
 {
@@ -108,7 +97,7 @@ filed_table_init(ms_filed_table *ft, ms_table *t)
 	for (int c = 0; c < t->ncolumns; c++)
 	{
 		ft->cols[c].name = t->columns[c].name;
-		ft->cols[c].type = column_type(&t->columns[c]);
+		ft->cols[c].type = t->columns[c].sqlite_type;
 		ft->cols[c].field = (uint32_t) t->columns[c].field;
 	}
 	/* palloc raises when out of memory: the shape is always made */

@@ -1,0 +1,334 @@
+/*-------------------------------------------------------------------------
+ * decl.c
+ *	  Declarations in sync.tables: the one place that reads a row of it
+ *	  into an ms_decl and writes one back (decl.h).
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+
+#include "decl.h"
+#include "rule.h"
+
+/* The columns of sync.tables in the order read_sql selects them. */
+enum
+{
+	C_ID = 1, C_RELID, C_NAME, C_RECORD, C_RULE, C_RULE_COLUMN, C_MEMBERS,
+	C_MEMBER_KEY, C_ASSIGNMENTS, C_REPLICA, C_GROUP, C_KEY, C_ORIGIN, C_VERSION,
+	C_OWNED, C_UNMIRRORED, C_RETIRED, C_CREATED, C_GENERATED, C_ACTIVE,
+	C_PARTITION, C_PROTO, C_SENDER, C_COL_NAMES, C_COL_TYPES, C_COL_FIELDS,
+	C_FK_NAMES, C_FK_PARENTS
+};
+
+static const char *const read_sql =
+"SELECT t.id, t.relid::oid, t.name, t.mirror = 'record', t.rule, t.rule_column::text,"
+"       t.members::oid, t.member_key::text[], t.assignments::oid,"
+"       t.assignment_replica::text, t.group_column::text, t.key::text[],"
+"       t.origin::text, t.version::text, t.replica_owned::text[], t.unmirrored::text[],"
+"       t.retired::text, t.created::text, t.generated::text[], t.active::oid,"
+"       t.partition::text, t.codec = 'proto', t.sender::text,"
+"       ARRAY(SELECT e.key FROM pg_catalog.jsonb_each_text(t.columns) e ORDER BY e.key),"
+"       ARRAY(SELECT e.value FROM pg_catalog.jsonb_each_text(t.columns) e ORDER BY e.key),"
+"       ARRAY(SELECT coalesce(t.fields ->> e.key, '0')"
+"               FROM pg_catalog.jsonb_each_text(t.columns) e ORDER BY e.key),"
+"       ARRAY(SELECT e.key FROM pg_catalog.jsonb_each_text(t.foreign_keys) e ORDER BY e.key),"
+"       ARRAY(SELECT e.value FROM pg_catalog.jsonb_each_text(t.foreign_keys) e ORDER BY e.key)"
+"  FROM sync.tables t ORDER BY t.id";
+
+static char *
+get_text(HeapTuple tup, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+	return isnull ? NULL : TextDatumGetCString(d);
+}
+
+static Oid
+get_oid(HeapTuple tup, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+	return isnull ? InvalidOid : DatumGetObjectId(d);
+}
+
+static bool
+get_bool(HeapTuple tup, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+	return !isnull && DatumGetBool(d);
+}
+
+/* get_names: a text[] column as a NULL-terminated array of its n strings. */
+static char **
+get_names(HeapTuple tup, TupleDesc desc, int col, int *n)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+	Datum	   *elems;
+	bool	   *nulls;
+	char	  **out;
+
+	*n = 0;
+	if (isnull)
+		return NULL;
+	deconstruct_array(DatumGetArrayTypeP(d), TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &nulls, n);
+	out = palloc0(sizeof(char *) * (*n + 1));
+	for (int i = 0; i < *n; i++)
+		out[i] = nulls[i] ? pstrdup("") : TextDatumGetCString(elems[i]);
+	return out;
+}
+
+/* decl_of_row: one row of read_sql as an ms_decl. */
+static ms_decl *
+decl_of_row(HeapTuple tup, TupleDesc desc)
+{
+	ms_decl    *d = palloc0(sizeof(ms_decl));
+	bool		isnull;
+	int			n;
+	char	  **names;
+	char	  **types;
+	char	  **fields;
+	char	  **parents;
+
+	d->id = DatumGetInt32(SPI_getbinval(tup, desc, C_ID, &isnull));
+	d->relid = get_oid(tup, desc, C_RELID);
+	d->name = get_text(tup, desc, C_NAME);
+	d->record = get_bool(tup, desc, C_RECORD);
+	d->rule = ms_rule_of_name(get_text(tup, desc, C_RULE));
+	d->rule_column = get_text(tup, desc, C_RULE_COLUMN);
+	d->members = get_oid(tup, desc, C_MEMBERS);
+	d->member_key = get_names(tup, desc, C_MEMBER_KEY, &d->nmember_key);
+	d->assignments = get_oid(tup, desc, C_ASSIGNMENTS);
+	d->assignment_replica = get_text(tup, desc, C_REPLICA);
+	d->group_column = get_text(tup, desc, C_GROUP);
+	d->key = get_names(tup, desc, C_KEY, &d->nkey);
+	d->origin = get_text(tup, desc, C_ORIGIN);
+	d->version = get_text(tup, desc, C_VERSION);
+	d->owned = get_names(tup, desc, C_OWNED, &d->nowned);
+	d->unmirrored = get_names(tup, desc, C_UNMIRRORED, &d->nunmirrored);
+	d->retired = get_text(tup, desc, C_RETIRED);
+	d->created = get_text(tup, desc, C_CREATED);
+	d->generated = get_names(tup, desc, C_GENERATED, &d->ngenerated);
+	d->active = get_oid(tup, desc, C_ACTIVE);
+	d->partition = get_text(tup, desc, C_PARTITION);
+	d->proto = get_bool(tup, desc, C_PROTO);
+	d->sender = get_text(tup, desc, C_SENDER);
+
+	names = get_names(tup, desc, C_COL_NAMES, &d->ncolumns);
+	types = get_names(tup, desc, C_COL_TYPES, &n);
+	fields = get_names(tup, desc, C_COL_FIELDS, &n);
+	d->columns = palloc0(sizeof(ms_decl_column) * (d->ncolumns + 1));
+	for (int i = 0; i < d->ncolumns; i++)
+	{
+		d->columns[i].name = names[i];
+		d->columns[i].type = types[i];
+		d->columns[i].field = atoi(fields[i]);
+	}
+	names = get_names(tup, desc, C_FK_NAMES, &d->nfkeys);
+	parents = get_names(tup, desc, C_FK_PARENTS, &n);
+	d->fkeys = palloc0(sizeof(ms_decl_fkey) * (d->nfkeys + 1));
+	for (int i = 0; i < d->nfkeys; i++)
+	{
+		d->fkeys[i].name = names[i];
+		d->fkeys[i].parent = atoi(parents[i]);
+	}
+	return d;
+}
+
+List *
+ms_decl_read_all(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *out = NIL;
+	int			rc;
+
+	rc = SPI_execute(read_sql, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading sync.tables failed: %s", SPI_result_code_string(rc));
+	MemoryContextSwitchTo(cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+		out = lappend(out, decl_of_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc));
+	SPI_freetuptable(SPI_tuptable);
+	return out;
+}
+
+ms_decl *
+ms_decl_of_relid(List *decls, Oid relid)
+{
+	ListCell   *lc;
+
+	foreach(lc, decls)
+		if (((ms_decl *) lfirst(lc))->relid == relid)
+			return lfirst(lc);
+	return NULL;
+}
+
+ms_decl *
+ms_decl_of_name(List *decls, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, decls)
+		if (strcmp(((ms_decl *) lfirst(lc))->name, name) == 0)
+			return lfirst(lc);
+	return NULL;
+}
+
+/* names_datum: n names as a text[] datum. */
+static Datum
+names_datum(int n, char **names)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * (n + 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = CStringGetTextDatum(names[i]);
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* columns_json: {column: type}, or with fields {column: field number}. */
+static char *
+columns_json(const ms_decl *d, bool fields)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < d->ncolumns; i++)
+	{
+		appendStringInfoString(&buf, i > 0 ? ", " : "");
+		escape_json(&buf, d->columns[i].name);
+		appendStringInfoString(&buf, ": ");
+		if (fields)
+			appendStringInfo(&buf, "%d", d->columns[i].field);
+		else
+			escape_json(&buf, d->columns[i].type);
+	}
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/* fkeys_json: {foreign key: the id of the table it points at}. */
+static char *
+fkeys_json(const ms_decl *d)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < d->nfkeys; i++)
+	{
+		appendStringInfoString(&buf, i > 0 ? ", " : "");
+		escape_json(&buf, d->fkeys[i].name);
+		appendStringInfo(&buf, ": %d", d->fkeys[i].parent);
+	}
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/* next_id: the id a new declaration takes. */
+static int
+next_id(void)
+{
+	bool		isnull;
+
+	if (SPI_execute("SELECT pg_catalog.nextval('sync.tables_id_seq')::int", false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "reading sync.tables_id_seq failed");
+	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+#define NPARAMS 26
+
+void
+ms_decl_store(ms_decl *d)
+{
+	Datum		values[NPARAMS];
+	char		nulls[NPARAMS];
+	Oid			types[NPARAMS];
+	int			rc;
+
+	d->id = next_id();
+	for (int i = 0; i < d->nfkeys; i++)
+		if (d->fkeys[i].parent == 0)
+			d->fkeys[i].parent = d->id;
+	for (int i = 0; i < NPARAMS; i++)
+	{
+		nulls[i] = 'n';
+		values[i] = (Datum) 0;
+		types[i] = TEXTOID;
+	}
+#define SETP(i, t, v) (types[(i)] = (t), values[(i)] = (v), nulls[(i)] = ' ')
+#define SETS(i, s) do { if ((s) != NULL) SETP(i, TEXTOID, CStringGetTextDatum(s)); } while (0)
+#define SETO(i, o) do { if (OidIsValid(o)) SETP(i, OIDOID, ObjectIdGetDatum(o)); } while (0)
+#define SETA(i, n, a) do { if ((a) != NULL) SETP(i, TEXTARRAYOID, names_datum(n, a)); } while (0)
+	SETP(0, INT4OID, Int32GetDatum(d->id));
+	SETO(1, d->relid);
+	SETS(2, d->name);
+	SETS(3, d->record ? "record" : "catalog");
+	SETS(4, ms_rule_name(d->rule));
+	SETS(5, d->rule_column);
+	SETO(6, d->members);
+	SETA(7, d->nmember_key, d->member_key);
+	SETO(8, d->assignments);
+	SETS(9, d->assignment_replica);
+	SETS(10, d->group_column);
+	SETA(11, d->nkey, d->key);
+	SETS(12, d->origin);
+	SETS(13, d->version);
+	SETP(14, TEXTARRAYOID, names_datum(d->nowned, d->owned));
+	SETP(15, TEXTARRAYOID, names_datum(d->nunmirrored, d->unmirrored));
+	SETS(16, d->retired);
+	SETS(17, d->created);
+	SETP(18, TEXTARRAYOID, names_datum(d->ngenerated, d->generated));
+	SETO(19, d->active);
+	SETS(20, d->partition);
+	SETS(21, d->proto ? "proto" : "json");
+	/* the field numbers, fixed for good; only the proto codec has any */
+	SETS(22, d->proto ? columns_json(d, true) : "{}");
+	SETS(23, columns_json(d, false));
+	SETS(24, fkeys_json(d));
+	SETS(25, d->sender);
+#undef SETP
+#undef SETS
+#undef SETO
+#undef SETA
+	/* typed alike whether NULL or not */
+	types[0] = INT4OID;
+	types[1] = types[6] = types[8] = types[19] = OIDOID;
+	types[7] = types[11] = types[14] = types[15] = types[18] = TEXTARRAYOID;
+
+	rc = SPI_execute_with_args(
+		"INSERT INTO sync.tables (id, relid, name, mirror, rule, rule_column, members, member_key,"
+		"       assignments, assignment_replica, group_column, key, origin, version,"
+		"       replica_owned, unmirrored, retired, created, generated, active, partition,"
+		"       codec, fields, columns, foreign_keys, sender)"
+		" VALUES ($1, $2::regclass, $3, $4, $5, $6::name, $7::regclass, $8::name[], $9::regclass,"
+		"       $10::name, $11::name, $12::name[], $13::name, $14::name, $15::name[], $16::name[],"
+		"       $17::name, $18::name, $19::name[], $20::regclass, $21::name, $22, $23::jsonb,"
+		"       $24::jsonb, $25::jsonb, $26::name)",
+		NPARAMS, types, values, nulls, false, 0);
+	if (rc != SPI_OK_INSERT || SPI_processed != 1)
+		elog(ERROR, "storing the declaration failed: %s", SPI_result_code_string(rc));
+}
+
+void
+ms_decl_delete(int id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(id)};
+
+	if (SPI_execute_with_args("DELETE FROM sync.tables WHERE id = $1", 1, types, args,
+							  NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "deleting the declaration failed");
+}

@@ -1,0 +1,105 @@
+/*-------------------------------------------------------------------------
+ * decl.h
+ *	  A declaration (seed section 3): what sync.mirror was told about a
+ *	  table, as one row of sync.tables holds it.
+ *
+ * One struct, whether sync.mirror is filling it from its arguments or the
+ * relay reads it back; decl.c is the one place that reads and writes
+ * sync.tables, validate.c the one that checks a declaration against
+ * pg_catalog.  Columns are named (attnames), tables are oids.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_DECL_H
+#define MS_DECL_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+/* Which replicas hold which rows (rule.c reads and writes its text). */
+typedef enum ms_rule
+{
+	MS_RULE_NONE,				/* the seed's Referenced: only as a parent */
+	MS_RULE_BROADCAST,			/* every replica (of the row's partition) */
+	MS_RULE_ASSIGNED,			/* the replica whose uuid is in rule_column */
+	MS_RULE_FOLLOWS,			/* wherever the parent rule_column points at goes */
+	MS_RULE_GROUPED				/* members of a group given to the replica */
+} ms_rule;
+
+/* A mirrored column as it was when declared: sync.check compares it with now. */
+typedef struct ms_decl_column
+{
+	char	   *name;
+	char	   *type;			/* format_type_with_typemod when declared */
+	int			field;			/* proto codec: its field number, for good; else 0 */
+} ms_decl_column;
+
+/* A foreign key to a mirrored table as it was when declared. */
+typedef struct ms_decl_fkey
+{
+	char	   *name;			/* conname */
+	int			parent;			/* sync.tables.id of the table it points at */
+} ms_decl_fkey;
+
+typedef struct ms_decl
+{
+	int			id;				/* sync.tables.id; 0 until stored */
+	Oid			relid;
+	char	   *name;			/* wire name: relname in public, else schema.relname */
+	bool		record;			/* mirror: record (true) or catalog (false) */
+	bool		proto;			/* codec: proto (true) or json (false) */
+
+	ms_rule		rule;
+	char	   *rule_column;	/* assigned, follows */
+	/* grouped */
+	Oid			members;		/* the member table (a foreign key to this one) */
+	Oid			assignments;	/* the table giving groups to replicas */
+	int			nmember_key;
+	char	  **member_key;		/* the member table's columns pointing here, in key order */
+	char	   *group_column;	/* the column members and assignments share */
+	char	   *assignment_replica; /* the assignment table's uuid of the replica */
+
+	/* the columns by what they are */
+	int			nkey;
+	char	  **key;			/* in key order */
+	char	   *origin;
+	char	   *version;
+	int			nowned;
+	char	  **owned;			/* replica_owned */
+	int			nunmirrored;
+	char	  **unmirrored;
+	char	   *retired;		/* a column of the replica's copy only */
+	char	   *created;
+	int			ngenerated;
+	char	  **generated;
+	Oid			active;			/* a view, or InvalidOid */
+	char	   *partition;
+	char	   *sender;
+
+	/* fixed when declared */
+	int			ncolumns;
+	ms_decl_column *columns;	/* the mirrored columns, in attnum order then */
+	int			nfkeys;
+	ms_decl_fkey *fkeys;
+} ms_decl;
+
+/*
+ * ms_decl_read_all: every row of sync.tables, by id, as ms_decls allocated
+ * in CurrentMemoryContext.  SPI must be connected.
+ */
+extern List *ms_decl_read_all(void);
+
+/* ms_decl_of_relid, ms_decl_of_name: the declaration in decls, or NULL. */
+extern ms_decl *ms_decl_of_relid(List *decls, Oid relid);
+extern ms_decl *ms_decl_of_name(List *decls, const char *name);
+
+/*
+ * ms_decl_store: inserts d into sync.tables and sets d->id (a foreign key
+ * of d to itself, stored as parent 0 until now, gets it too).
+ */
+extern void ms_decl_store(ms_decl *d);
+
+/* ms_decl_delete: deletes the row of sync.tables of this id. */
+extern void ms_decl_delete(int id);
+
+#endif

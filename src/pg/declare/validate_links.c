@@ -1,0 +1,462 @@
+/*-------------------------------------------------------------------------
+ * validate_links.c
+ *	  The validator's part about what a declared table points at and leans
+ *	  on: its foreign keys to mirrored tables (through their declared keys,
+ *	  as when declared), the column its rule assigns by or follows, and a
+ *	  grouped table's member and assignment tables.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "validate_int.h"
+
+/* has_column: whether relid has a live column name. */
+static bool
+has_column(Oid relid, const char *name)
+{
+	return name != NULL && get_attnum(relid, name) > 0;
+}
+
+/* ms_v_read_fks: see validate_int.h. */
+List *
+ms_v_read_fks(Oid relid)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1] = {ObjectIdGetDatum(relid)};
+	List	   *out = NIL;
+	int			rc;
+
+	rc = SPI_execute_with_args(
+		"SELECT c.conname::text, c.confrelid, c.conkey, c.confkey"
+		"  FROM pg_catalog.pg_constraint c"
+		" WHERE c.conrelid = $1 AND c.contype = 'f' ORDER BY c.conname",
+		1, argtypes, args, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading foreign keys failed: %s", SPI_result_code_string(rc));
+	MemoryContextSwitchTo(cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		ms_fk_row  *fk = palloc0(sizeof(ms_fk_row));
+		bool		isnull;
+		Datum	   *conkey;
+		Datum	   *confkey;
+
+		fk->name = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull));
+		fk->parent = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 3, &isnull)),
+						  INT2OID, 2, true, TYPALIGN_SHORT, &conkey, NULL, &fk->ncols);
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 4, &isnull)),
+						  INT2OID, 2, true, TYPALIGN_SHORT, &confkey, NULL, &fk->ncols);
+		fk->cols = palloc(sizeof(char *) * fk->ncols);
+		fk->parent_cols = palloc(sizeof(char *) * fk->ncols);
+		for (int c = 0; c < fk->ncols; c++)
+		{
+			fk->cols[c] = get_attname(relid, DatumGetInt16(conkey[c]), false);
+			fk->parent_cols[c] = get_attname(fk->parent, DatumGetInt16(confkey[c]), false);
+		}
+		out = lappend(out, fk);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return out;
+}
+
+/*
+ * by_parent_key: fk's columns (indexes into t->columns) in the order of the
+ * parent's declared key, or NULL when fk does not reference exactly that key.
+ */
+static int *
+by_parent_key(const ms_table *t, const ms_fk_row *fk, const ms_decl *pd)
+{
+	int		   *out = palloc(sizeof(int) * (fk->ncols + 1));
+
+	if (pd->nkey != fk->ncols)
+		return NULL;
+	for (int k = 0; k < pd->nkey; k++)
+	{
+		out[k] = -1;
+		for (int c = 0; c < fk->ncols; c++)
+			if (strcmp(fk->parent_cols[c], pd->key[k]) == 0)
+				out[k] = ms_v_column(t, fk->cols[c]);
+		if (out[k] < 0)
+			return NULL;
+	}
+	return out;
+}
+
+/* check_fkey: one foreign key whose columns travel; true when a replica can follow it. */
+static bool
+check_fkey(ms_vcx *v, const ms_fk_row *fk, const ms_decl *pd, bool *seen)
+{
+	const ms_decl *d = v->d;
+	char	   *pname = ms_wire_name(fk->parent);
+	int			stored = -1;
+
+	for (int s = 0; s < d->nfkeys; s++)
+		if (strcmp(d->fkeys[s].name, fk->name) == 0)
+			stored = s;
+	if (stored >= 0)
+		seen[stored] = true;
+	if (pd == NULL)
+	{
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_INVALID_FOREIGN_KEY,
+			.problem = "foreign key to a table not mirrored",
+			.message = psprintf("%s points at %s, which is not mirrored", v->tabname, pname),
+			.why = psprintf("Foreign key %s: a replica must never hold a row without the rows it points at.", fk->name),
+			.hint = psprintf("Declare %s first with sync.mirror, or list the foreign key's columns in unmirrored.", pname),
+			.detail = psprintf("Foreign key %s of %s points at %s, which is not mirrored: a replica would hold rows without their parents.",
+							   fk->name, d->name, pname)
+		});
+		return false;
+	}
+	if (stored < 0)
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_INVALID_FOREIGN_KEY,
+			.problem = "foreign key added",
+			.message = psprintf("foreign key %s of %s was added after %s was declared",
+								fk->name, d->name, d->name)
+		});
+	else if (d->fkeys[stored].parent != pd->id)
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_INVALID_FOREIGN_KEY,
+			.problem = "foreign key changed",
+			.message = psprintf("foreign key %s of %s points at another table than when %s was declared",
+								fk->name, d->name, d->name)
+		});
+	if (by_parent_key(v->t, fk, pd) == NULL)
+	{
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_INVALID_FOREIGN_KEY,
+			.problem = "foreign key not on the parent's key",
+			.message = psprintf("foreign key %s of %s does not reference the key of %s",
+								fk->name, v->tabname, pname),
+			.why = "A row's parent is named by its key, so a foreign key between mirrored tables references the parent's declared key.",
+			.hint = psprintf("Reference the key columns of %s.", pname),
+			.detail = psprintf("Foreign key %s of %s does not reference the declared key of %s.",
+							   fk->name, d->name, pd->name)
+		});
+		return false;
+	}
+	return true;
+}
+
+/*
+ * ms_v_check_fkeys: every foreign key whose columns travel points at a mirrored
+ * table (or this one) through its declared key, as when declared: a
+ * replica must never hold a row without its parents.
+ */
+void
+ms_v_check_fkeys(ms_vcx *v)
+{
+	const ms_decl *d = v->d;
+	ms_table   *t = v->t;
+	List	   *fks = ms_v_read_fks(d->relid);
+	bool	   *seen = palloc0(sizeof(bool) * (d->nfkeys + 1));
+	ListCell   *lc;
+
+	t->fkeys = palloc0(sizeof(ms_fkey) * (list_length(fks) + 1));
+	foreach(lc, fks)
+	{
+		ms_fk_row  *fk = lfirst(lc);
+		int			nmirrored = 0;
+		ms_fkey    *out;
+
+		for (int c = 0; c < fk->ncols; c++)
+			nmirrored += !ms_v_in_list(fk->cols[c], d->unmirrored, d->nunmirrored);
+		/* a foreign key none of whose columns travel points at nothing a replica sees */
+		if (nmirrored == 0)
+			continue;
+		if (nmirrored < fk->ncols)
+		{
+			ms_v_report(v, (ms_problem) {
+				.sqlerrcode = ERRCODE_INVALID_PARAMETER_VALUE,
+				.problem = "foreign key partly unmirrored",
+				.message = psprintf("foreign key %s of %s is partly unmirrored", fk->name, v->tabname),
+				.why = "A replica follows a foreign key only when all of its columns travel.",
+				.hint = "List all of its columns in unmirrored, or none.",
+				.detail = psprintf("Some columns of foreign key %s of %s are unmirrored: a replica could not follow it.",
+								   fk->name, d->name)
+			});
+			continue;
+		}
+		if (!check_fkey(v, fk, ms_decl_of_relid(v->decls, fk->parent), seen))
+			continue;
+		out = &t->fkeys[t->nfkeys++];
+		out->name = fk->name;
+		out->parent = ms_decl_of_relid(v->decls, fk->parent)->id;
+		out->ncols = fk->ncols;
+		out->cols = palloc(sizeof(int) * fk->ncols);
+		for (int c = 0; c < fk->ncols; c++)
+			out->cols[c] = ms_v_column(t, fk->cols[c]);
+		out->parent_cols = fk->parent_cols;
+		out->by_parent_key = by_parent_key(t, fk, ms_decl_of_relid(v->decls, fk->parent));
+	}
+	for (int s = 0; s < d->nfkeys; s++)
+		if (!seen[s])
+			ms_v_report(v, (ms_problem) {
+				.sqlerrcode = ERRCODE_INVALID_FOREIGN_KEY,
+				.problem = "foreign key dropped",
+				.message = psprintf("foreign key %s of %s was dropped after %s was declared",
+									d->fkeys[s].name, d->name, d->name)
+			});
+}
+
+
+/* ms_v_check_rule_column: assigned's uuid column, or the foreign key follows follows. */
+void
+ms_v_check_rule_column(ms_vcx *v)
+{
+	const ms_decl *d = v->d;
+	ms_table   *t = v->t;
+	const char *word = d->rule == MS_RULE_ASSIGNED ? "assigned" : "follows";
+	char	   *role = psprintf("%s column", word);
+	Form_pg_attribute att;
+	int			found = 0;
+
+	ms_v_named(v, d->rule_column, word);
+	ms_v_refuse_in(v, d->rule_column, d->unmirrored, d->nunmirrored, "unmirrored", role);
+	ms_v_refuse_in(v, d->rule_column, d->owned, d->nowned, "replica_owned", role);
+	t->rule_column = ms_v_column(t, d->rule_column);
+	att = ms_v_att(v, d->rule_column);
+	if (d->rule == MS_RULE_ASSIGNED)
+	{
+		if (att != NULL && getBaseType(att->atttypid) != UUIDOID)
+			ms_v_report(v, (ms_problem) {
+				.sqlerrcode = ERRCODE_DATATYPE_MISMATCH,
+				.problem = "assigned column not a uuid",
+				.message = psprintf("assigned column \"%s\" of %s is not a uuid", d->rule_column, v->tabname),
+				.why = "A row is assigned to the replica whose uuid is in the column.",
+				.hint = "Name a uuid column: assigned(col)."
+			});
+		return;
+	}
+	for (int f = 0; f < t->nfkeys; f++)
+		if (t->rule_column >= 0 && t->fkeys[f].cols[0] == t->rule_column &&
+			t->fkeys[f].parent != d->id)
+		{
+			t->follows_fkey = f;
+			found++;
+		}
+	if (found == 0)
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_INVALID_FOREIGN_KEY,
+			.problem = "follows no foreign key",
+			.message = psprintf("follows column \"%s\" of %s is not a foreign key to a mirrored table",
+								d->rule_column, v->tabname),
+			.why = "A following row goes wherever the row it points at goes.",
+			.hint = "Name the (first) column of a foreign key to another mirrored table.",
+			.detail = psprintf("Column %s of %s, which %s follows, is no longer the first column of a foreign key to a mirrored table.",
+							   d->rule_column, d->name, d->name)
+		});
+	if (found > 1)
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_INVALID_FOREIGN_KEY,
+			.problem = "follows more than one foreign key",
+			.message = psprintf("follows column \"%s\" of %s begins more than one foreign key",
+								d->rule_column, v->tabname),
+			.hint = "Follow a column that begins one foreign key only."
+		});
+}
+
+List *
+ms_member_keys(Oid members, Oid relid, int nkey, char **key)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Oid			argtypes[2] = {OIDOID, OIDOID};
+	Datum		args[2] = {ObjectIdGetDatum(members), ObjectIdGetDatum(relid)};
+	List	   *out = NIL;
+	int			rc;
+
+	rc = SPI_execute_with_args(
+		"SELECT ARRAY(SELECT a.attname::text FROM unnest(c.conkey) WITH ORDINALITY k(n, i)"
+		"               JOIN pg_catalog.pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.i),"
+		"       ARRAY(SELECT a.attname::text FROM unnest(c.confkey) WITH ORDINALITY k(n, i)"
+		"               JOIN pg_catalog.pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n ORDER BY k.i)"
+		"  FROM pg_catalog.pg_constraint c"
+		" WHERE c.conrelid = $1 AND c.confrelid = $2 AND c.contype = 'f' ORDER BY c.conname",
+		2, argtypes, args, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading foreign keys failed: %s", SPI_result_code_string(rc));
+	MemoryContextSwitchTo(cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum	   *cols;
+		Datum	   *pcols;
+		int			n;
+		char	  **ordered = palloc0(sizeof(char *) * (nkey + 1));
+		bool		ok;
+
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull)),
+						  TEXTOID, -1, false, TYPALIGN_INT, &cols, NULL, &n);
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull)),
+						  TEXTOID, -1, false, TYPALIGN_INT, &pcols, NULL, &n);
+		ok = n == nkey;
+		for (int k = 0; k < nkey && ok; k++)
+		{
+			for (int c = 0; c < n; c++)
+				if (strcmp(TextDatumGetCString(pcols[c]), key[k]) == 0)
+					ordered[k] = TextDatumGetCString(cols[c]);
+			ok = ordered[k] != NULL;
+		}
+		if (ok)
+			out = lappend(out, ordered);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return out;
+}
+
+/* group_columns_gone: the first of the columns a group table lacks, or NULL. */
+static const char *
+group_columns_gone(Oid relid, int n, char **names, const char *also)
+{
+	for (int i = 0; i < n; i++)
+		if (!has_column(relid, names[i]))
+			return names[i];
+	return has_column(relid, also) ? NULL : also;
+}
+
+/* check_members: the member table, its columns, its foreign key to this table's key. */
+static void
+check_members(ms_vcx *v)
+{
+	const ms_decl *d = v->d;
+	ms_table   *t = v->t;
+	char	   *mname = get_rel_name(d->members) ? ms_wire_name(d->members) : NULL;
+	const char *gone;
+	bool		keyed = false;
+	ListCell   *lc;
+
+	if (mname == NULL)
+	{
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_UNDEFINED_TABLE,
+			.problem = "group table dropped",
+			.message = psprintf("the member table of %s was dropped", d->name)
+		});
+		return;
+	}
+	t->members_qualified = quote_qualified_identifier(
+		get_namespace_name(get_rel_namespace(d->members)), get_rel_name(d->members));
+	gone = group_columns_gone(d->members, d->nmember_key, d->member_key, d->group_column);
+	if (gone != NULL)
+	{
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_UNDEFINED_COLUMN,
+			.problem = "group column dropped",
+			.message = psprintf(gone == d->group_column ? "member table %s has no group column \"%s\"" :
+								"member table %s has no column \"%s\"", mname, gone),
+			.detail = psprintf("A column of %s, the member table of %s, was dropped or renamed.",
+							   get_rel_name(d->members), d->name)
+		});
+		return;
+	}
+	foreach(lc, ms_member_keys(d->members, d->relid, d->nkey, d->key))
+	{
+		char	  **cols = lfirst(lc);
+
+		keyed = keyed || d->nmember_key == d->nkey;
+		for (int k = 0; k < d->nmember_key && keyed; k++)
+			keyed = strcmp(cols[k], d->member_key[k]) == 0;
+		if (keyed)
+			break;
+	}
+	if (!keyed)
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_INVALID_FOREIGN_KEY,
+			.problem = "group foreign key dropped",
+			.message = psprintf("member table %s has no foreign key to the key of %s", mname, v->tabname),
+			.why = "A member row names the grouped row it puts in a group by one foreign key.",
+			.hint = psprintf("Give %s one foreign key referencing the key of %s.", mname, v->tabname)
+		});
+}
+
+/* check_assignments: the assignment table, its group column and its uuid replica column. */
+static void
+check_assignments(ms_vcx *v)
+{
+	const ms_decl *d = v->d;
+	char	   *aname = get_rel_name(d->assignments) ? ms_wire_name(d->assignments) : NULL;
+	char	   *cols[1] = {d->group_column};
+	const char *gone;
+	Oid			gtype;
+
+	if (aname == NULL)
+	{
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_UNDEFINED_TABLE,
+			.problem = "group table dropped",
+			.message = psprintf("the assignment table of %s was dropped", d->name)
+		});
+		return;
+	}
+	v->t->assignments_qualified = quote_qualified_identifier(
+		get_namespace_name(get_rel_namespace(d->assignments)), get_rel_name(d->assignments));
+	gone = group_columns_gone(d->assignments, 1, cols, d->assignment_replica);
+	if (gone != NULL)
+	{
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_UNDEFINED_COLUMN,
+			.problem = "group column dropped",
+			.message = psprintf(gone == d->group_column ? "assignment table %s has no group column \"%s\"" :
+								"assignment table %s has no replica column \"%s\"", aname, gone),
+			.detail = psprintf("A column of %s, the assignment table of %s, was dropped or renamed.",
+							   get_rel_name(d->assignments), d->name)
+		});
+		return;
+	}
+	gtype = get_atttype(d->assignments, get_attnum(d->assignments, d->group_column));
+	if (has_column(d->members, d->group_column) &&
+		gtype != get_atttype(d->members, get_attnum(d->members, d->group_column)))
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_DATATYPE_MISMATCH,
+			.problem = "group column types differ",
+			.message = psprintf("group column \"%s\" has one type in %s and another in %s",
+								d->group_column, ms_wire_name(d->members), aname),
+			.hint = "Give both the same type."
+		});
+	if (getBaseType(get_atttype(d->assignments, get_attnum(d->assignments, d->assignment_replica))) != UUIDOID)
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_DATATYPE_MISMATCH,
+			.problem = "replica column not a uuid",
+			.message = psprintf("replica column \"%s\" of %s is not a uuid", d->assignment_replica, aname),
+			.why = "It holds the uuid of the replica given the group.",
+			.hint = "Name a uuid column with replica => col."
+		});
+}
+
+/* describe_grouped: the names the relay's queries use, quoted once. */
+static void
+describe_grouped(ms_vcx *v)
+{
+	const ms_decl *d = v->d;
+	ms_table   *t = v->t;
+
+	t->members = d->members;
+	t->assignments = d->assignments;
+	t->member_key_names = d->member_key;
+	t->member_key = palloc0(sizeof(char *) * (d->nmember_key + 1));
+	for (int k = 0; k < d->nmember_key; k++)
+		t->member_key[k] = pstrdup(quote_identifier(d->member_key[k]));
+	t->group_column_name = d->group_column;
+	t->assignment_replica_name = d->assignment_replica;
+	t->group_column = pstrdup(quote_identifier(d->group_column));
+	t->assignment_replica = pstrdup(quote_identifier(d->assignment_replica));
+}
+
+void
+ms_v_check_grouped(ms_vcx *v)
+{
+	describe_grouped(v);
+	check_members(v);
+	check_assignments(v);
+}
