@@ -28,6 +28,7 @@ typedef struct ms_column
 	char	   *quoted;			/* quote_identifier(name) */
 	AttrNumber	attnum;
 	Oid			type;
+	Oid			base_type;		/* getBaseType(type): what a domain's values are */
 	char	   *type_name;		/* format_type_be(type) */
 	ms_type	sqlite_type;	/* its name: ms_type_name() */
 	bool		not_null;

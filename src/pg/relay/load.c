@@ -93,16 +93,17 @@ encode_proto(ms_table *t, HeapTuple tup, TupleDesc desc, StringInfo out)
 		if (isnull)
 			continue;
 		enlargeStringInfo(out, 32);
-		switch (col->type)
+		/* a domain travels as its base type, as the schema and sync.proto say */
+		switch (col->base_type)
 		{
 			case INT2OID:
 			case INT4OID:
 			case INT8OID:
 			case BOOLOID:
 				{
-					int64		v = col->type == INT2OID ? DatumGetInt16(d) :
-						col->type == INT4OID ? DatumGetInt32(d) :
-						col->type == BOOLOID ? (DatumGetBool(d) ? 1 : 0) : DatumGetInt64(d);
+					int64		v = col->base_type == INT2OID ? DatumGetInt16(d) :
+						col->base_type == INT4OID ? DatumGetInt32(d) :
+						col->base_type == BOOLOID ? (DatumGetBool(d) ? 1 : 0) : DatumGetInt64(d);
 
 					out->len += (int) ms_pb_varint_field((uint8_t *) out->data + out->len,
 														 field, ms_pb_zigzag(v));
@@ -111,7 +112,7 @@ encode_proto(ms_table *t, HeapTuple tup, TupleDesc desc, StringInfo out)
 			case FLOAT4OID:
 			case FLOAT8OID:
 				out->len += (int) ms_pb_double_field((uint8_t *) out->data + out->len, field,
-													 col->type == FLOAT4OID ?
+													 col->base_type == FLOAT4OID ?
 													 (double) DatumGetFloat4(d) : DatumGetFloat8(d));
 				break;
 			case BYTEAOID:
