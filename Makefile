@@ -117,3 +117,4 @@ sqlite-test: build/test_sqlite magic_sync_sqlite.so
 	tests/sqlite/run-sql
 demo:
 	scripts/demo
+include tests/fuzz/fuzz.mk

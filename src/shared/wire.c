@@ -10,6 +10,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool
@@ -385,6 +386,38 @@ ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 	return true;
 }
 
+/*
+ * the caller's allocator (protobuf-c's malloc when NULL), noting a failure:
+ * out of memory is no malformed message
+ */
+typedef struct noting
+{
+	ms_allocator *alloc;
+	bool		failed;
+} noting;
+
+static void *
+noting_alloc(void *data, size_t size)
+{
+	noting	   *n = data;
+	void	   *p = n->alloc ? n->alloc->alloc(n->alloc->allocator_data, size) : malloc(size);
+
+	if (p == NULL)
+		n->failed = true;
+	return p;
+}
+
+static void
+noting_free(void *data, void *p)
+{
+	noting	   *n = data;
+
+	if (n->alloc)
+		n->alloc->free(n->alloc->allocator_data, p);
+	else
+		free(p);
+}
+
 /* decode: bound, scan, unpack, check; the shared steps of both directions */
 static void *
 decode(const ProtobufCMessageDescriptor *desc,
@@ -413,7 +446,18 @@ decode(const ProtobufCMessageDescriptor *desc,
 		*status = MS_WIRE_MALFORMED;
 		return NULL;
 	}
-	m = protobuf_c_message_unpack(desc, alloc, len, buf);
+	{
+		noting		n = {alloc, false};
+		ms_allocator wrapped = {noting_alloc, noting_free, &n};
+
+		m = protobuf_c_message_unpack(desc, &wrapped, len, buf);
+		if (m == NULL && n.failed)
+		{
+			*status = MS_WIRE_NO_MEMORY;
+			fail(reason, "out of memory decoding a %s", desc->short_name);
+			return NULL;
+		}
+	}
 	if (m == NULL)
 	{
 		*status = MS_WIRE_MALFORMED;

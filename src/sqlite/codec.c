@@ -692,7 +692,8 @@ ms_row_decode(const ms_tbl *t, const uint8_t *row, size_t len, ms_val *vals,
 		return refuse(reason, "table \"%s\" has more than %d columns", t->name, MAX_COLUMNS);
 	if (t->proto)
 		return proto_row(t, row, len, vals, reason);
-	return json_row(t, (const char *) row, len, vals, scratch, reason);
+	/* an empty upsert decodes as NULL bytes: never arithmetic on NULL */
+	return json_row(t, len ? (const char *) row : "", len, vals, scratch, reason);
 }
 
 bool
