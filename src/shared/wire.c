@@ -28,42 +28,55 @@ fail(char reason[MS_REASON_MAX], const char *fmt,...)
 	return false;
 }
 
-bool
-ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
+/*
+ * scan: the fields of buf[start, end), and of every field the descriptor
+ * (when given) says is a message, so a field number 0 is refused however
+ * deep: protobuf-c takes one spelled in two bytes (0x81 0x00) and packs it
+ * again in one, which it then refuses, so a replica would store a schema
+ * it cannot read back
+ */
+static bool
+scan(const ProtobufCMessageDescriptor *desc, const uint8_t *buf, size_t start, size_t end,
+	 char reason[MS_REASON_MAX])
 {
-	size_t		pos = 0;
+	size_t		pos = start;
 
-	while (pos < len)
+	while (pos < end)
 	{
 		size_t		at = pos;
 		uint64_t	tag;
 		uint64_t	n;
+		const ProtobufCFieldDescriptor *field;
 
-		if (!ms_pb_read_varint(buf, len, &pos, &tag))
+		if (!ms_pb_read_varint(buf, end, &pos, &tag))
 			return fail(reason, "truncated field tag at byte %zu", at);
 		if ((tag >> 3) == 0 || (tag >> 3) > 536870911)
 			return fail(reason, "invalid field number at byte %zu", at);
 		switch (tag & 7)
 		{
 			case 0:
-				if (!ms_pb_read_varint(buf, len, &pos, &n))
+				if (!ms_pb_read_varint(buf, end, &pos, &n))
 					return fail(reason, "truncated varint of field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				break;
 			case 1:
-				if (len - pos < 8)
+				if (end - pos < 8)
 					return fail(reason, "truncated 64-bit field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				pos += 8;
 				break;
 			case 2:
-				if (!ms_pb_read_varint(buf, len, &pos, &n) || n > len - pos)
+				if (!ms_pb_read_varint(buf, end, &pos, &n) || n > end - pos)
 					return fail(reason, "truncated field %llu at byte %zu: its length runs past the end",
 								(unsigned long long) (tag >> 3), at);
+				field = desc ? protobuf_c_message_descriptor_get_field(desc, (unsigned) (tag >> 3)) : NULL;
+				if (field != NULL && field->type == PROTOBUF_C_TYPE_MESSAGE &&
+					!scan(field->descriptor, buf, pos, pos + (size_t) n, reason))
+					return false;
 				pos += (size_t) n;
 				break;
 			case 5:
-				if (len - pos < 4)
+				if (end - pos < 4)
 					return fail(reason, "truncated 32-bit field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				pos += 4;
@@ -74,6 +87,12 @@ ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
 		}
 	}
 	return true;
+}
+
+bool
+ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
+{
+	return scan(NULL, buf, 0, len, reason);
 }
 
 bool
@@ -441,7 +460,7 @@ decode(const ProtobufCMessageDescriptor *desc,
 		fail(reason, "no bytes");
 		return NULL;
 	}
-	if (!ms_wire_scan(buf, len, reason))
+	if (!scan(desc, buf, 0, len, reason))
 	{
 		*status = MS_WIRE_MALFORMED;
 		return NULL;
