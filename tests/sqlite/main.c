@@ -20,6 +20,7 @@ extern void test_letgo(void);
 extern void test_upload(void);
 extern void test_digest(void);
 extern void test_misuse(void);
+extern void test_found(void);
 extern void test_oom(void);
 
 sqlite3 *
@@ -110,6 +111,7 @@ main(void)
 	test_upload();
 	test_digest();
 	test_misuse();
+	test_found();
 	test_oom();
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);

@@ -21,11 +21,14 @@
  *   - a result is the one the call gives with memory enough, and leaves
  *     the file as that call does (times and random send ids aside).
  * MS_OOM_PERSISTENT=1 makes every allocation from N on fail (until the
- * call returns), not N alone.  Prints how many N it covered.
+ * call returns), not N alone; MS_OOM_ONLY=name runs one call's loop;
+ * MS_OOM_TRACE=N prints where allocation N is made.  The N are shared out
+ * between one worker process per processor.  Prints how many N it covered.
  */
 #include "harness.h"
 
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/common_interface_defs.h>
@@ -481,8 +484,56 @@ loop(const call *c)
 	sqlite3_close(db);
 	CHECK(ref.rc == SQLITE_ROW, "oom %s: with memory enough the call runs through: %s", c->name, S(ref.text));
 
-	for (long n = 1; one(c, &image, image_dump, &m, n, &ref, ref_dump, &t); n++)
-		;
+	/* the N shared out between workers, one per processor (at most 4): N goes to worker N % workers */
+	{
+		long		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		int			workers = cpus < 1 ? 1 : cpus > 4 ? 4 : (int) cpus;
+		pid_t		pids[4];
+		int			fds[4];
+
+		for (int w = 0; w < workers; w++)
+		{
+			int			p[2];
+
+			if (pipe(p) != 0 || (pids[w] = fork()) < 0)
+			{
+				perror("fork");
+				exit(2);
+			}
+			if (pids[w] == 0)
+			{
+				tally		mine = {0};
+
+				close(p[0]);
+				snprintf(path, sizeof path, "%s/replica-%d.db", dir, w);
+				for (long n = 1 + w; one(c, &image, image_dump, &m, n, &ref, ref_dump, &mine); n += workers)
+					;
+				unlink(path);
+				if (write(p[1], &mine, sizeof mine) != (ssize_t) sizeof mine)
+					_exit(2);
+				_exit(0);
+			}
+			close(p[1]);
+			fds[w] = p[0];
+		}
+		for (int w = 0; w < workers; w++)
+		{
+			tally		theirs = {0};
+			int			status = 0;
+
+			if (read(fds[w], &theirs, sizeof theirs) != (ssize_t) sizeof theirs)
+				theirs.bad++;	/* it died: ASan or UBSan said why on stderr */
+			close(fds[w]);
+			waitpid(pids[w], &status, 0);
+			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+				theirs.bad++;
+			t.covered += theirs.covered;
+			t.errors += theirs.errors;
+			t.results += theirs.results;
+			t.failures += theirs.failures;
+			t.bad += theirs.bad;
+		}
+	}
 	printf("oom %-9s %6ld allocations, each failing in turn%s: %ld errors, %ld results\n",
 		   c->name, allocations, persistent ? " with all after it" : "", t.errors, t.results);
 	/* an error's way out may allocate more than the call with memory enough */
