@@ -925,7 +925,6 @@ ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 		{
 			char	   *msg = ms_printf(&c->arena, "table \"%s\" cannot be held: %s", m->name,
 										c->err ? c->err : sqlite3_errstr(rc));
-
 			int			failed = rc;
 
 			sqlite3_free(c->err);

@@ -10,6 +10,8 @@
  *              a row refused, deletes that let go and retire
  *   filed      sync_apply of a Filed answer refusing a row
  *   upload     sync_upload() with rows, a delete and a refusal to carry
+ *   schema     sync_apply of a snapshot of another schema: a column added,
+ *              a table rebuilt for its new key, a table no longer mirrored
  *
  * each on a file database in autocommit, as a host calls them.  For every
  * N the call gives a result or an error, never a crash, and:
@@ -22,7 +24,8 @@
  *     the file as that call does (times and random send ids aside).
  * MS_OOM_PERSISTENT=1 makes every allocation from N on fail (until the
  * call returns), not N alone; MS_OOM_ONLY=name runs one call's loop;
- * MS_OOM_TRACE=N prints where allocation N is made.  The N are shared out
+ * MS_OOM_TRACE=N prints where allocation N is made; MS_OOM_VERBOSE=1 the
+ * result and file with memory enough.  The N are shared out
  * between one worker process per processor.  Prints how many N it covered.
  */
 #include "harness.h"
@@ -483,6 +486,8 @@ loop(const call *c)
 	ref_dump = dump(db, true);
 	sqlite3_close(db);
 	CHECK(ref.rc == SQLITE_ROW, "oom %s: with memory enough the call runs through: %s", c->name, S(ref.text));
+	if (getenv("MS_OOM_VERBOSE"))
+		fprintf(stderr, "oom %s with memory enough: %s\n%s", c->name, ref.text, ref_dump);
 
 	/* the N shared out between workers, one per processor (at most 4): N goes to worker N % workers */
 	{
@@ -677,12 +682,34 @@ setup_filed(sqlite3 *db, tm_server *s, tm_msg *m)
 	sync__up__free_unpacked(u, NULL);
 }
 
+/* a new snapshot of another schema: a column more (ALTER TABLE), a key changed (the table rebuilt), a table no longer mirrored */
+static void
+setup_schema(sqlite3 *db, tm_server *s, tm_msg *m)
+{
+	Sync__Table *shop[4];
+	Sync__Table *schema[3];
+	Sync__Down *d;
+
+	shop_with_writes(db, s);
+	tm_shop(shop);
+	schema[0] = tm_table("customers", "catalog", "json", "id", "id INTEGER, name TEXT, vip INTEGER, city TEXT");
+	schema[1] = tm_table("orders", "record", "json", "id",
+						 "origin TEXT server=uuid, id INTEGER, customer INTEGER, total REAL, note TEXT");
+	tm_origin(schema[1], "origin");
+	tm_fk(schema[1], "customer", "customers", "id");
+	schema[2] = shop[3];		/* sales, pointing at products, which go */
+	d = tm_begin(schema, 3);
+	tm_upsert(tm_rows(d, "customers"), "{\"id\":1,\"name\":\"Ada\",\"vip\":1,\"city\":\"Oslo\"}", -1, "1", NULL);
+	*m = tm_next(s, d, NULL);
+}
+
 static const call calls[] = {
 	{"snapshot", setup_snapshot, false},
 	{"end", setup_end, false},
 	{"down", setup_down, false},
 	{"filed", setup_filed, false},
 	{"upload", setup_upload, true},
+	{"schema", setup_schema, false},
 };
 
 void
