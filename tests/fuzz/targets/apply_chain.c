@@ -123,9 +123,9 @@ schema_variant(Sync__Table **out, int v)
 
 /*
  * checksum: tm_checksum's (tests/sqlite/msgs.c) FNV-1a over the schema and
- * every row of every table (the _sync_ ones too when state is true), with
- * its statements kept per connection: preparing them again for every
- * message would be most of a run's time
+ * every row of every table, with and without the _sync_ ones, with its
+ * statements kept per connection: preparing them again for every message
+ * would be most of a run's time
  */
 typedef struct cached
 {
@@ -178,38 +178,49 @@ fnv(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-static uint64_t
-checksum(sqlite3 *db, int state)
+/* checksum: both at once, in one pass: *all with the _sync_ tables, *rows without */
+static void
+checksum(sqlite3 *db, uint64_t *all, uint64_t *rows)
 {
 	sqlite3_stmt *tables = cached_stmt(db, "");
-	uint64_t	h = 0xcbf29ce484222325ULL;
 
+	*all = *rows = 0xcbf29ce484222325ULL;
 	FZ_CHECK(tables != NULL, "cannot read sqlite_master");
 	while (sqlite3_step(tables) == SQLITE_ROW)
 	{
 		const char *name = (const char *) sqlite3_column_text(tables, 0);
 		const char *sql = (const char *) sqlite3_column_text(tables, 1);
-		sqlite3_stmt *rows;
+		bool		ours = strncmp((const char *) sqlite3_column_text(tables, 2), "_sync_", 6) == 0;
+		uint64_t	h = *all;
+		uint64_t	r = *rows;
+		sqlite3_stmt *st;
 
-		if (!state && strncmp((const char *) sqlite3_column_text(tables, 2), "_sync_", 6) == 0)
-			continue;
 		h = fnv(h, name, strlen(name) + 1);
 		h = fnv(h, sql, strlen(sql) + 1);
-		if (strncmp(sql, "CREATE TABLE", 12) != 0 || (rows = cached_stmt(db, name)) == NULL)
-			continue;
-		while (sqlite3_step(rows) == SQLITE_ROW)
-			for (int i = 0; i < sqlite3_column_count(rows); i++)
-			{
-				int			type = sqlite3_column_type(rows, i);
-				const void *p = sqlite3_column_blob(rows, i);
+		if (!ours)
+		{
+			r = fnv(r, name, strlen(name) + 1);
+			r = fnv(r, sql, strlen(sql) + 1);
+		}
+		if (strncmp(sql, "CREATE TABLE", 12) == 0 && (st = cached_stmt(db, name)) != NULL)
+		{
+			while (sqlite3_step(st) == SQLITE_ROW)
+				for (int i = 0; i < sqlite3_column_count(st); i++)
+				{
+					int			type = sqlite3_column_type(st, i);
+					const void *p = sqlite3_column_blob(st, i);
+					size_t		n = (size_t) sqlite3_column_bytes(st, i);
 
-				h = fnv(h, &type, sizeof type);
-				h = fnv(h, p, (size_t) sqlite3_column_bytes(rows, i));
-			}
-		sqlite3_reset(rows);
+					h = fnv(fnv(h, &type, sizeof type), p, n);
+					if (!ours)
+						r = fnv(fnv(r, &type, sizeof type), p, n);
+				}
+			sqlite3_reset(st);
+		}
+		*all = h;
+		*rows = r;
 	}
 	sqlite3_reset(tables);
-	return h;
 }
 
 static char *
@@ -244,10 +255,15 @@ tracing(void)
 static void
 apply_checked(run *r, tm_msg m, bool begins)
 {
-	uint64_t	all = checksum(r->db, 1);
-	uint64_t	rows = checksum(r->db, 0);
+	uint64_t	all,
+				rows,
+				all_after,
+				rows_after;
 	char		err[512];
-	char	   *res = apply_bytes(r->db, m, err, sizeof err);
+	char	   *res;
+
+	checksum(r->db, &all, &rows);
+	res = apply_bytes(r->db, m, err, sizeof err);
 
 	if (tracing())
 		fprintf(stderr, "apply %zu bytes: %s%s\n", m.len, res ? res : "error: ", res ? "" : err);
@@ -255,7 +271,8 @@ apply_checked(run *r, tm_msg m, bool begins)
 	if (res == NULL)
 	{
 		FZ_CHECK(err[0] != '\0', "sync_apply failed without a message");
-		FZ_CHECK(checksum(r->db, 1) == all, "an error changed the replica: %s", err);
+		checksum(r->db, &all_after, &rows_after);
+		FZ_CHECK(all_after == all, "an error changed the replica: %s", err);
 		r->whole = false;
 		return;
 	}
@@ -268,7 +285,8 @@ apply_checked(run *r, tm_msg m, bool begins)
 		}
 		return;
 	}
-	FZ_CHECK(checksum(r->db, 0) == rows, "%s, yet rows changed", res);
+	checksum(r->db, &all_after, &rows_after);
+	FZ_CHECK(rows_after == rows, "%s, yet rows changed", res);
 	FZ_CHECK(!r->whole || !r->begun, "a message of a whole chain did not apply: %s", res);
 	r->whole = false;
 }
