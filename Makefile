@@ -86,3 +86,4 @@ uninstall-replica:
 	rm -f '$(DESTDIR)$(pkglibdir)/magic_sync_sqlite.so' '$(DESTDIR)$(bindir)/magic_sync_agent'
 
 include tests/tests.mk
+include tests/fuzz/fuzz.mk

@@ -33,6 +33,7 @@
 
 SQLITE_EXTENSION_INIT3
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -175,25 +176,36 @@ usable(applier *a, const ms_tbl *t, bool *yes)
 						  " makes it again", t->broken);
 }
 
-/* whether the row of this canonical key is listed in r's replaces */
+/* whether a wire Key's canonical bytes (key.h) are key[0, len), compared as they would be written */
+static bool
+same_key(const Sync__Key *k, const char *key, size_t len)
+{
+	size_t		pos = 0;
+
+	for (size_t i = 0; i < k->n_parts; i++)
+	{
+		size_t		n = strlen(k->parts[i]);
+		char		head[24];
+		size_t		h = (size_t) snprintf(head, sizeof head, "%zu:", n);
+
+		if (len - pos < h + n || memcmp(key + pos, head, h) != 0 ||
+			(n > 0 && memcmp(key + pos + h, k->parts[i], n) != 0))
+			return false;
+		pos += h + n;
+	}
+	return pos == len;
+}
+
+/*
+ * whether the row of this canonical key is listed in r's replaces; nothing
+ * allocated, so out of memory never turns a replacement into an upsert
+ */
 static bool
 replaced(const Sync__Rows *r, const char *key, size_t len)
 {
 	for (size_t i = 0; i < r->n_replaces; i++)
-	{
-		size_t		n = ms_wire_key_size(r->replaces[i]);
-		char	   *buf;
-		bool		same;
-
-		if (n != len)
-			continue;
-		if ((buf = sqlite3_malloc64(n + 1)) == NULL)
-			return false;		/* kept as an upsert: the digest backstop still holds */
-		same = ms_wire_key_write(r->replaces[i], buf) == len && memcmp(buf, key, len) == 0;
-		sqlite3_free(buf);
-		if (same)
+		if (same_key(r->replaces[i], key, len))
 			return true;
-	}
 	return false;
 }
 
@@ -635,9 +647,11 @@ apply(applier *a, ms_buf *out)
 
 			sqlite3_free(c->err);
 			c->err = NULL;
-			ms_end(c, "_sync_let_go", rc2);
+			rc = ms_end(c, "_sync_let_go", rc2);
 			let_go = 0;
-			rc = why ? ms_state_error(c, "%s", why) : SQLITE_NOMEM;
+			/* noted, unless it could not be undone as it should */
+			if (rc == rc2)
+				rc = why ? ms_state_error(c, "%s", why) : SQLITE_NOMEM;
 			sqlite3_free(why);
 		}
 		else
@@ -881,12 +895,19 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		rc = ms_schema_load(&c);
 	if (rc == SQLITE_OK)
 		rc = chain(&c, m, &out);
+	/* the result is whole before anything is kept */
+	if (rc == SQLITE_OK && out.oom)
+		rc = SQLITE_NOMEM;
 	rc = ms_end(&c, "_sync_apply", rc);
 done:
 	if (rc == SQLITE_OK && out.oom)
 		rc = SQLITE_NOMEM;
 	if (rc == SQLITE_OK)
-		sqlite3_result_text(ctx, out.data, (int) out.len, SQLITE_TRANSIENT);
+	{
+		/* handed over, not copied: nothing may fail once the work is kept */
+		sqlite3_result_text(ctx, out.data, -1, sqlite3_free);
+		out.data = NULL;
+	}
 	else
 		ms_ctx_error(&c, ctx, rc);
 	ms_buf_free(&out);

@@ -111,6 +111,21 @@ typedef struct ms_ctx
 	bool		have_state;		/* the _sync_ tables exist */
 	ms_state	st;
 	ms_schema  *schema;
+	/*
+	 * our savepoints, open (ms_begin, ms_end), each with its ROLLBACK TO and
+	 * RELEASE prepared before it opened: once SQLite is out of memory inside
+	 * a function, it prepares nothing until the host's statement ends
+	 */
+	int			savepoints;
+	bool		own_transaction;	/* the first of them began the transaction */
+	sqlite3_stmt *undo[4];
+	sqlite3_stmt *release[4];
+	/*
+	 * a read, begun with the first savepoint and left running (a CREATE INDEX
+	 * expires every statement not running, the two above too): out of
+	 * memory, when it ends SQLite rolls the transaction back (util.c)
+	 */
+	sqlite3_stmt *sentinel;
 } ms_ctx;
 
 extern void ms_ctx_init(ms_ctx *c, sqlite3_context *ctx, const char *fn);
@@ -135,7 +150,11 @@ extern int	ms_step(ms_ctx *c, sqlite3_stmt *st);
 /*
  * Savepoints: ms_begin opens one (a transaction of our own when the caller
  * has none); ms_end releases it when rc is SQLITE_OK, otherwise rolls back
- * to it and releases it, leaving the caller's work as it was.
+ * to it and releases it, leaving the caller's work as it was, and returns
+ * rc.  When that cannot be done (out of memory all along), or SQLite rolled
+ * the whole transaction back under a savepoint that was not its first (as
+ * it does when out of memory in a statement), ms_end returns another error
+ * than rc, which no caller may take as the one it can absorb.
  */
 extern int	ms_begin(ms_ctx *c, const char *name);
 extern int	ms_end(ms_ctx *c, const char *name, int rc);
