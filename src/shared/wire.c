@@ -365,6 +365,20 @@ ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 }
 
 bool
+ms_applied_check(const Sync__Applied *a, char reason[MS_REASON_MAX])
+{
+	bool		none = a->number == 0;
+
+	if (!check_bytes(a->epoch, MS_EPOCH_BYTES, none, "the applied epoch", reason) ||
+		!check_bytes(a->nonce, MS_NONCE_BYTES, none, "the applied nonce", reason) ||
+		!check_bytes(a->seal, MS_SEAL_BYTES, none, "the applied seal", reason))
+		return false;
+	if (none && (a->nonce.len || a->seal.len))
+		return ms_refuse(reason, "the upload names a nonce or seal but no applied message");
+	return true;
+}
+
+bool
 ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 {
 	if (m->protocol == 0)
@@ -372,18 +386,8 @@ ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 	if (!check_bytes(m->replica, MS_REPLICA_BYTES, false, "the replica", reason) ||
 		!check_bytes(m->send_id, MS_SEND_ID_BYTES, false, "the send id", reason))
 		return false;
-	if (m->applied != NULL)
-	{
-		const Sync__Applied *a = m->applied;
-		bool		none = a->number == 0;
-
-		if (!check_bytes(a->epoch, MS_EPOCH_BYTES, none, "the applied epoch", reason) ||
-			!check_bytes(a->nonce, MS_NONCE_BYTES, none, "the applied nonce", reason) ||
-			!check_bytes(a->seal, MS_SEAL_BYTES, none, "the applied seal", reason))
-			return false;
-		if (none && (a->nonce.len || a->seal.len))
-			return ms_refuse(reason, "the upload names a nonce or seal but no applied message");
-	}
+	if (m->applied != NULL && !ms_applied_check(m->applied, reason))
+		return false;
 	if (!check_bytes(m->gap_epoch, MS_EPOCH_BYTES, true, "the gap epoch", reason))
 		return false;
 	for (size_t i = 0; i < m->n_rows; i++)
@@ -536,6 +540,37 @@ ms_up_decode(const uint8_t *buf, size_t len, size_t bound, ms_allocator *alloc,
 				  buf, len, bound, alloc, status, reason);
 }
 
+Sync__Applied *
+ms_applied_decode(const uint8_t *buf, size_t len, ms_allocator *alloc, char reason[MS_REASON_MAX])
+{
+	Sync__Applied *a;
+
+	reason[0] = '\0';
+	if (len > MS_APPLIED_MAX)
+	{
+		ms_refuse(reason, "%zu bytes is over the bound of %d", len, MS_APPLIED_MAX);
+		return NULL;
+	}
+	if ((buf == NULL && len > 0) || !ms_wire_scan(buf, len, reason))
+	{
+		if (reason[0] == '\0')
+			ms_refuse(reason, "no bytes");
+		return NULL;
+	}
+	a = sync__applied__unpack(alloc, len, buf);
+	if (a == NULL)
+	{
+		ms_refuse(reason, "the bytes are not a well-formed Applied (a field has the wrong type or length)");
+		return NULL;
+	}
+	if (!ms_applied_check(a, reason))
+	{
+		sync__applied__free_unpacked(a, alloc);
+		return NULL;
+	}
+	return a;
+}
+
 static void
 head_message(const ms_head *h, Sync__ToReplica *m)
 {
@@ -553,6 +588,7 @@ head_message(const ms_head *h, Sync__ToReplica *m)
 	m->seal.len = h->seal ? MS_SEAL_BYTES : 0;
 	m->replica.data = (uint8_t *) h->replica;
 	m->replica.len = h->replica ? MS_REPLICA_BYTES : 0;
+	m->generation = h->generation;
 }
 
 size_t

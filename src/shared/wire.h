@@ -66,13 +66,26 @@ extern Sync__Up *ms_up_decode(const uint8_t *buf, size_t len, size_t bound,
 							  ms_wire_status *status,
 							  char reason[MS_REASON_MAX]);
 
+/*
+ * ms_applied_decode: decode and check what a replica says it applied, on its
+ * own (sync.pull's claim: an Applied as sync_applied() returns it, at most
+ * MS_APPLIED_MAX bytes).  NULL, with the reason, when it cannot be decoded.
+ */
+#define MS_APPLIED_MAX 256
+extern Sync__Applied *ms_applied_decode(const uint8_t *buf, size_t len, ms_allocator *alloc,
+										char reason[MS_REASON_MAX]);
+
 /* The checks decode runs, for messages built in memory. */
 extern bool ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX]);
 extern bool ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX]);
+extern bool ms_applied_check(const Sync__Applied *a, char reason[MS_REASON_MAX]);
 extern bool ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX]);
 extern bool ms_rows_check(const Sync__Rows *r, char reason[MS_REASON_MAX]);
 
-/* The head of a message to a replica: everything but its body. */
+/*
+ * The head of a message to a replica: everything but its body.  The
+ * generation, when not 0, is packed after the replica (field 12).
+ */
 typedef struct ms_head
 {
 	uint32_t	protocol;
@@ -83,6 +96,7 @@ typedef struct ms_head
 	const uint8_t *previous_nonce;	/* MS_NONCE_BYTES, or NULL when previous is 0 */
 	const uint8_t *seal;		/* MS_SEAL_BYTES, or NULL for a Filed */
 	const uint8_t *replica;		/* MS_REPLICA_BYTES */
+	uint64_t	generation;		/* the server's lineage; 0 before it numbered them */
 } ms_head;
 
 extern size_t ms_head_packed_size(const ms_head *h);

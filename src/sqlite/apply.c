@@ -10,11 +10,18 @@
 **                refused set aside; refusals it carried count as reported.
 **   Down, End    the chain of docs/protocol.md 5.1: a later protocol is
 **                neither applied nor acknowledged; another replica's
-**                message is refused; a new epoch only begins with a
-**                snapshot; a number at or below the last is a duplicate; a
-**                message that does not follow the last applied opens a
-**                gap, and nothing but a snapshot's start is applied until
-**                one begins.
+**                message is refused; so is one of a generation older than
+**                the one the replica follows (an old primary's, a stale
+**                snapshot replayed), whatever its epoch; a new epoch only
+**                begins with a snapshot; within a generation, a number at
+**                or below the last is a duplicate; a message that does not
+**                follow the last applied opens a gap, and nothing but a
+**                snapshot's start is applied until one begins.
+**
+** A Filed answer of an older generation is refused too: it answers for a
+** server whose history was lost (an old primary), and its notes go again.
+** A state found impossible as it is loaded (state.c) is written back as a
+** chain that applied nothing with a gap open, before anything else.
 **
 ** Applying a Down: a Begin applies the schema (schema.c) and opens the
 ** snapshot; upserts of every table, parents first, overwrite the row except
@@ -622,17 +629,21 @@ apply(applier *a, ms_buf *out)
 		rc = end_snapshot(a, m->end_snapshot);
 	}
 	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "UPDATE _sync_state SET number = ?1, nonce = ?2, seal = ?3, applied_at = ?4"
-						" WHERE id = 1");
+		rc = ms_prepare(c, &st, "UPDATE _sync_state SET number = ?1, nonce = ?2, seal = ?3, applied_at = ?4,"
+						" generation = ?5 WHERE id = 1");
 	if (rc == SQLITE_OK)
 	{
 		sqlite3_bind_int64(st, 1, (sqlite3_int64) m->number);
 		sqlite3_bind_blob(st, 2, m->nonce.data, MS_NONCE_BYTES, SQLITE_STATIC);
 		sqlite3_bind_blob(st, 3, m->seal.data, MS_SEAL_BYTES, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 4, c->now);
+		/* never older than the one it followed: the chain refused those */
+		sqlite3_bind_int64(st, 5, (sqlite3_int64) m->generation);
 		rc = ms_done(c, st);
 	}
 	sqlite3_finalize(st);
+	if (rc == SQLITE_OK)
+		c->st.generation = m->generation;
 	/* retired rows nothing points at: for good, in a step of their own */
 	if (rc == SQLITE_OK)
 		rc = ms_begin(c, "_sync_let_go");
@@ -781,7 +792,25 @@ apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	return rc;
 }
 
-/* the chain of docs/protocol.md 5.1, rules 2 to 7 */
+/*
+ * older: M is of a generation older than the one the replica follows: an
+ * old primary's message, queued before a standby was promoted past it, or a
+ * stale one replayed (a snapshot's Begin of any epoch included).  Neither
+ * applied nor acknowledged.
+ */
+static int
+older(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
+{
+	ms_buf_printf(out, "{\"result\":\"older_generation\",\"number\":%llu,\"generation\":%llu,\"follows\":%llu}",
+				  (unsigned long long) m->number, (unsigned long long) m->generation,
+				  (unsigned long long) c->st.generation);
+	return ms_state_error(c, "message %llu is of generation %llu, older than the generation %llu this replica follows"
+						  " (an old primary's, or replayed): refused",
+						  (unsigned long long) m->number, (unsigned long long) m->generation,
+						  (unsigned long long) c->st.generation);
+}
+
+/* the chain of docs/protocol.md 5.1, rules 2 to 8 */
 static int
 chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 {
@@ -794,7 +823,7 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	a.c = c;
 	a.m = m;
 	if (m->body_case == SYNC__TO_REPLICA__BODY_FILED)
-		return apply_filed(c, m, out);
+		return m->generation < s->generation ? older(c, m, out) : apply_filed(c, m, out);
 	if (s->has_replica && memcmp(m->replica.data, s->replica, MS_REPLICA_BYTES) != 0)
 	{
 		char		other[37];
@@ -805,9 +834,12 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 		return ms_state_error(c, "message %llu is for replica %s, not this one (%s): refused",
 							  (unsigned long long) m->number, other, s->replica_text);
 	}
+	if (m->generation < s->generation)
+		return older(c, m, out);
 	if (!same_epoch && !begins)
 		return open_gap(c, m, s->has_epoch ? "another epoch" : "no snapshot yet", out);
-	if (same_epoch && m->number <= s->number)
+	/* a newer generation is a newer position, whatever its number */
+	if (same_epoch && m->generation == s->generation && m->number <= s->number)
 	{
 		sqlite3_stmt *st = NULL;
 		int			rc;
@@ -891,6 +923,8 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	rc = ms_state_ensure(&c);
 	if (rc == SQLITE_OK)
 		rc = ms_state_load(&c);
+	if (rc == SQLITE_OK)
+		rc = ms_state_repair(&c);
 	if (rc == SQLITE_OK)
 		rc = ms_schema_load(&c);
 	if (rc == SQLITE_OK)

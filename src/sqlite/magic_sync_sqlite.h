@@ -42,6 +42,7 @@ extern int	ms_apply_register(sqlite3 *db);
 extern int	ms_digest_register(sqlite3 *db);
 extern int	ms_upload_register(sqlite3 *db);
 extern int	ms_status_register(sqlite3 *db);
+extern int	ms_state_register(sqlite3 *db);
 
 /* ---- util.c ---------------------------------------------------------- */
 
@@ -85,6 +86,7 @@ typedef struct ms_state
 	uint64_t	number;			/* last applied; 0 before the first */
 	uint8_t		nonce[MS_NONCE_BYTES];
 	uint8_t		seal[MS_SEAL_BYTES];
+	uint64_t	generation;		/* the generation it follows: none older is applied */
 	uint64_t	gap;			/* the newest message it could not follow; 0 none */
 	bool		has_gap_epoch;
 	uint8_t		gap_epoch[MS_EPOCH_BYTES];
@@ -97,6 +99,7 @@ typedef struct ms_state
 	uint8_t		report_send_id[MS_SEND_ID_BYTES];
 	char	   *last_error;
 	int64_t		error_at;
+	const char *impossible;		/* why the state as stored cannot be (state.c); NULL when it can */
 } ms_state;
 
 typedef struct ms_schema ms_schema;
@@ -180,8 +183,14 @@ extern const int ms_nsettings;
 extern int	ms_state_exists(ms_ctx *c);
 /* ms_state_ensure: create the _sync_ tables when they are missing (inside a savepoint). */
 extern int	ms_state_ensure(ms_ctx *c);
-/* ms_state_load: read the state row into c->st (zeroes when there is none). */
+/*
+ * ms_state_load: read the state row into c->st (zeroes when there is none).
+ * An impossible state is read as a replica that applied nothing and has a
+ * gap, with st.impossible saying why.
+ */
 extern int	ms_state_load(ms_ctx *c);
+/* ms_state_repair: write back what an impossible state was read as (inside a savepoint); a no-op otherwise. */
+extern int	ms_state_repair(ms_ctx *c);
 /* ms_state_error: record the last error (not fatal to the call). */
 extern int	ms_state_error(ms_ctx *c, const char *fmt,...);
 /* ms_config: a setting's value (its default when unset or no tables). */

@@ -22,6 +22,7 @@ extern void test_digest(void);
 extern void test_misuse(void);
 extern void test_found(void);
 extern void test_oom(void);
+extern void test_claims(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -113,6 +114,7 @@ main(void)
 	test_misuse();
 	test_found();
 	test_oom();
+	test_claims();
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();

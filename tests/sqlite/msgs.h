@@ -30,6 +30,7 @@ typedef struct tm_server
 	uint64_t	number;			/* the last number given out */
 	uint8_t		nonce[16];		/* its nonce */
 	uint64_t	draws;			/* nonces are drawn deterministically */
+	uint64_t	generation;		/* the generation its messages carry (0: none) */
 } tm_server;
 
 extern void *tm_alloc(size_t n);	/* zeroed, freed by tm_free_all */

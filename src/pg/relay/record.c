@@ -32,7 +32,7 @@
 #include "settings.h"
 #include "wire.h"
 
-/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica */
+/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica, generation */
 #define HEAD_MAX 160
 
 /* A run of one table's upserts or deletes in one message. */
@@ -174,6 +174,7 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	h.previous_nonce = tg->has_last && tg->last_number > 0 ? tg->last_nonce : NULL;
 	h.seal = seal;
 	h.replica = tg->id.data;
+	h.generation = p->epoch.generation;
 	Assert(ms_head_packed_size(&h) <= HEAD_MAX);
 	headlen = ms_head_pack(&h, head);
 

@@ -206,6 +206,38 @@ CREATE TABLE sync.quarantine (
 	PRIMARY KEY (tab, key)
 );
 
+-- Generations (src/pg/epoch.c): the server's lineage.  Every message carries
+-- the generation it was written in; a replica never applies one of a
+-- generation older than it follows.  Raised with each new epoch, and by a
+-- relay pass that finds the server's history changed under its record:
+-- another timeline (a standby promoted), cluster or database (a copy
+-- restored).  Dumped with the record, so a restored copy sees it moved.
+CREATE TABLE sync.generations (
+	generation		bigint PRIMARY KEY,			-- when it began, in microseconds since 2000, or one more than the last
+	epoch			bytea NOT NULL,				-- the epoch it began in
+	timeline		int NOT NULL,				-- the server's timeline then
+	system			text NOT NULL,				-- the cluster's system identifier then
+	database		oid NOT NULL,				-- the database's oid then
+	began			timestamptz NOT NULL DEFAULT now(),
+	reason			text NOT NULL
+);
+COMMENT ON TABLE sync.generations IS 'Generations: the server''s lineage, raised with each epoch and when its timeline, cluster or database changed; messages carry the newest';
+
+-- Claims refused (src/pg/transport/claim.c): what a replica said of itself
+-- that the server would not believe (a number beyond its record without a
+-- seal that verifies, a seal it never made, a generation newer than its
+-- own).  Written out of the refused call's transaction (alarm.c), one row per
+-- replica, the last; sync.health lists those of the last hour.  Not dumped:
+-- an alarm, not a record.
+CREATE TABLE sync.refused_claims (
+	replica			uuid PRIMARY KEY,
+	claim			text NOT NULL,				-- what was claimed, and through which call
+	reason			text NOT NULL,
+	sqlstate		text NOT NULL,
+	at				timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE sync.refused_claims IS 'The last claim of each replica the server refused, and why';
+
 SELECT pg_catalog.pg_extension_config_dump('sync.tables', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.tables_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.replicas', '');
@@ -221,4 +253,5 @@ SELECT pg_catalog.pg_extension_config_dump('sync.answers', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.quarantine', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.generations', '');
 

@@ -26,3 +26,13 @@ CREATE FUNCTION sync.replica_drop(id uuid)
 	AS 'MODULE_PATHNAME', 'ms_replica_drop';
 COMMENT ON FUNCTION sync.replica_drop(uuid) IS
 	'Drops a replica: no longer live, and forgotten by the relay at its next pass';
+
+-- An operator's "provision it again" (src/pg/epoch.c): one replica, from
+-- scratch, at the next pass; sync.epoch_begin does it for every replica.
+CREATE FUNCTION sync.replica_reprovision(id uuid)
+	RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_replica_reprovision';
+COMMENT ON FUNCTION sync.replica_reprovision(uuid) IS
+	'Has one replica provisioned again from scratch at the relay''s next pass (a snapshot that failed for good is tried again at once); the reason goes into its last_error';
