@@ -43,3 +43,6 @@ COMMENT ON FUNCTION sync.proto(text) IS
 	'The .proto of a table in the proto codec, by the name replicas know it by (sync.tables.name)';
 REVOKE ALL ON FUNCTION sync.proto(regclass), sync.proto(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.proto(regclass), sync.proto(text) TO sync_admin;
+
+-- a pass finds the replicas holding a changed row by (tab, key) (issue 14)
+CREATE INDEX held_row ON sync.held (tab, key);

@@ -51,8 +51,7 @@ ms_batch_read(ms_pass *p)
 		return 0;
 	p->more = !ms_full_plan && n == ms_batch_notes;
 	ms_batch_rows(p);
-	if (n > 1000)
-		ms_analyze(p, "ms_notes_read, ms_pending");
+	ms_analyze(p, "ms_notes_read, ms_pending", (uint64) n);
 	return n;
 }
 

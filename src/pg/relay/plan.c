@@ -184,5 +184,7 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	ms_exec(p, "UPDATE ms_send s SET replace = true FROM sync.held h"
 			" WHERE h.replace AND h.replica = s.replica AND h.tab = s.tab AND h.key = s.key",
 			0, NULL, NULL, NULL, 0);
-	ms_analyze(p, "ms_send, ms_take");
+	ms_exec(p, "SELECT greatest((SELECT count(*) FROM ms_send), (SELECT count(*) FROM ms_take))",
+			0, NULL, NULL, NULL, 0);
+	ms_analyze(p, "ms_send, ms_take", (uint64) ms_int64());
 }

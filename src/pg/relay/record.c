@@ -86,6 +86,7 @@ typedef struct recorder
 	SPIPlanPtr	store_body;
 	SPIPlanPtr	store_message;
 	SPIPlanPtr	store_segment;
+	uint64		segments;		/* rows of pg_temp.ms_segments */
 } recorder;
 
 static target *
@@ -199,6 +200,7 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 		sv[4] = CStringGetTextDatum(s->last);
 		sv[5] = Int64GetDatum((int64) number);
 		ms_run(p, r->store_segment, sv, NULL, 0);
+		r->segments++;
 	}
 
 	tg->last_number = number;
@@ -492,13 +494,13 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
  * cost of looking for a conflict.
  */
 static void
-record_held(ms_pass *p, ArrayType *provisioning)
+record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
 
 	/* a few segments, each a range of ms_send's key index: the planner must know */
-	ms_analyze(p, "pg_temp.ms_segments");
+	ms_analyze(p, "pg_temp.ms_segments", segments);
 	ms_exec(p,
 			"INSERT INTO sync.held (replica, tab, key, note, number, since) "
 			"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
@@ -552,13 +554,13 @@ recorder_init(recorder *r, ms_pass *p)
 
 	ms_temp_table(p, "ms_segments", "replica uuid, tab int, kind \"char\","
 				  " first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint");
-	r->next_number = ms_prepare("SELECT nextval('sync.message_seq')", 0, NULL);
-	r->store_body = ms_prepare("INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
+	r->next_number = ms_prepare_kept("SELECT nextval('sync.message_seq')", 0, NULL);
+	r->store_body = ms_prepare_kept("INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
 							   " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
 							   4, btypes);
-	r->store_message = ms_prepare("INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
+	r->store_message = ms_prepare_kept("INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
 								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", 8, mtypes);
-	r->store_segment = ms_prepare("INSERT INTO pg_temp.ms_segments VALUES ($1, $2, $3, $4, $5, $6)",
+	r->store_segment = ms_prepare_kept("INSERT INTO pg_temp.ms_segments VALUES ($1, $2, $3, $4, $5, $6)",
 								  6, stypes);
 }
 
@@ -664,7 +666,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 			p->provisioned++;
 		}
 	}
-	record_held(p, provisioning);
+	record_held(p, provisioning, r.segments);
 	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;

@@ -74,7 +74,7 @@ static void
 quarantine(ms_pass *p, List *bad)
 {
 	Oid			types[4] = {INT4OID, TEXTOID, TEXTOID, TEXTOID};
-	SPIPlanPtr	plan = ms_prepare(
+	SPIPlanPtr	plan = ms_prepare_kept(
 								  "INSERT INTO sync.quarantine (tab, key, note, reason, sqlstate)"
 								  " VALUES ($1, $2, coalesce((SELECT note FROM ms_pending WHERE tab = $1 AND key = $2), 0), $3, $4)"
 								  " ON CONFLICT (tab, key) DO UPDATE SET note = EXCLUDED.note,"
@@ -223,6 +223,19 @@ schema(ms_pass *p)
 	pg_cryptohash_free(ctx);
 }
 
+/* the declarations, as the kept plans were prepared for them (pass.h) */
+static void
+kept_plans_catalog(ms_pass *p)
+{
+	bool		isnull;
+	Datum		d;
+
+	ms_exec(p, "SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t.id), '')) FROM sync.tables t",
+			0, NULL, NULL, NULL, 0);
+	d = ms_value(0, 1, &isnull);
+	ms_plans_catalog(TextDatumGetCString(d));
+}
+
 /* the replicas a note may move: every live one, but a snapshot that failed a minute ago */
 static ArrayType *
 live_replicas(ms_pass *p)
@@ -249,6 +262,9 @@ ms_relay_pass(ms_pass *p)
 				 errhint("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM sync.relay_pass(); COMMIT;")));
 	SPI_connect();
 	ms_pass_begin(p, p->cxt);
+	/* a small pass runs statements prepared by the passes before it (pass.h) */
+	ms_plans_keep(true);
+	kept_plans_catalog(p);
 	refuse_unless_checked(p);
 	/* the catalog, read once: every part of the pass is handed this list */
 	p->tables = ms_catalog_tables();
@@ -258,6 +274,9 @@ ms_relay_pass(ms_pass *p)
 	ms_plan_prepare(p);
 	notes = ms_batch_read(p);
 	p->notes_read = notes;
+	/* a large batch or a snapshot: each statement planned for what it reads now */
+	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
+		ms_plans_keep(false);
 
 	/* every live replica may be moved by a note; otherwise only those provisioned */
 	if (notes > 0)

@@ -3,16 +3,21 @@
  *	  The relay's background worker: the server's runner (docs/design.md 4).
  *
  * With shared_preload_libraries = 'magic_sync' and magic_sync.database set,
- * one worker relays in that database; sync.relay_start() starts one in the
- * current database without a restart.  The worker holds the relay lock for
- * as long as it lives (a session advisory lock), runs a pass every
- * magic_sync.naptime and at once when woken (sync.wake()), each in a
- * REPEATABLE READ transaction of its own, in a memory context reset every
- * pass.  A transient failure (transient.h) is retried after a backoff that
- * doubles up to a minute; a permanent one is logged, and retried at the same
- * pace, since the fix it waits for is a deploy.  SIGHUP reloads the
- * settings; SIGTERM ends the pass and the worker (the transaction is rolled
- * back: nothing half-done is committed).
+ * a launcher starts with the server, waits (quietly: it says so once) until
+ * that database exists, starts the relay worker there and ends;
+ * sync.relay_start() starts one in the current database without a restart.
+ * The worker holds the relay lock for as long as it lives (a session
+ * advisory lock) and runs a pass as soon as a transaction that wrote notes
+ * commits (wake.c sets its latch), when woken by sync.wake(), and every
+ * magic_sync.naptime otherwise, each in a REPEATABLE READ transaction of its
+ * own, in a memory context reset every pass.  Commits that come during a
+ * pass make one pass after it: under load, passes follow each other and
+ * each takes every note committed since the last.  A transient failure
+ * (transient.h) is retried after a backoff that doubles up to a minute; a
+ * permanent one is logged, and retried at the same pace, since the fix it
+ * waits for is a deploy.  SIGHUP reloads the settings; SIGTERM ends the pass
+ * and the worker (the transaction is rolled back: nothing half-done is
+ * committed).
  *
  * States: idle (waiting on its latch) -> pass -> idle, or -> backoff -> pass.
  *-------------------------------------------------------------------------
@@ -21,6 +26,12 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/skey.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_database.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -34,6 +45,7 @@
 #include "storage/procarray.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -41,12 +53,15 @@
 #include "relay.h"
 #include "settings.h"
 #include "transient.h"
+#include "wake.h"
 #include "worker.h"
 
 PG_FUNCTION_INFO_V1(ms_wake);
 PG_FUNCTION_INFO_V1(ms_relay_start);
 
 #define WORKER_TYPE "magic_sync relay"
+#define LAUNCHER_TYPE "magic_sync launcher"
+#define LAUNCHER_RECHECK_MS 5000
 #define BACKOFF_MAX_MS (60 * 1000)
 
 static void
@@ -59,10 +74,7 @@ fill_worker(BackgroundWorker *w, Oid dboid)
 	snprintf(w->bgw_library_name, BGW_MAXLEN, "magic_sync");
 	snprintf(w->bgw_function_name, BGW_MAXLEN, "ms_worker_main");
 	snprintf(w->bgw_type, BGW_MAXLEN, WORKER_TYPE);
-	if (OidIsValid(dboid))
-		snprintf(w->bgw_name, BGW_MAXLEN, WORKER_TYPE " in database %u", dboid);
-	else
-		snprintf(w->bgw_name, BGW_MAXLEN, WORKER_TYPE " in %s", ms_database);
+	snprintf(w->bgw_name, BGW_MAXLEN, WORKER_TYPE " in database %u", dboid);
 	w->bgw_main_arg = ObjectIdGetDatum(dboid);
 }
 
@@ -73,8 +85,104 @@ ms_worker_register_static(void)
 
 	if (ms_database == NULL || ms_database[0] == '\0')
 		return;
-	fill_worker(&w, InvalidOid);
+	memset(&w, 0, sizeof(w));
+	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	w.bgw_restart_time = 10;
+	snprintf(w.bgw_library_name, BGW_MAXLEN, "magic_sync");
+	snprintf(w.bgw_function_name, BGW_MAXLEN, "ms_launcher_main");
+	snprintf(w.bgw_type, BGW_MAXLEN, LAUNCHER_TYPE);
+	snprintf(w.bgw_name, BGW_MAXLEN, LAUNCHER_TYPE " for %s", ms_database);
 	RegisterBackgroundWorker(&w);
+}
+
+/*
+ * database_oid: the oid of the database of this name, or InvalidOid, read
+ * from pg_database by a heap scan: a process connected to no database has
+ * the shared catalogs only, not their indexes (as the autovacuum launcher
+ * reads it).
+ */
+static Oid
+database_oid(const char *name)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	ScanKeyData key;
+	Oid			oid = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_database_datname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum(name));
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 1, &key);
+	if ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		oid = ((Form_pg_database) GETSTRUCT(tup))->oid;
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return oid;
+}
+
+/*
+ * ms_launcher_main: connected to no database, wait until magic_sync.database
+ * exists, saying so once; then start the relay worker there and end (exit 0:
+ * the postmaster forgets the launcher; the worker it started is restarted
+ * after a failure, and after a crash of the server's processes, on its own).
+ */
+void
+ms_launcher_main(Datum arg)
+{
+	bool		said = false;
+
+	(void) arg;
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname(LAUNCHER_TYPE);
+	for (;;)
+	{
+		Oid			dboid;
+
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		dboid = database_oid(ms_database);
+		CommitTransactionCommand();
+		if (OidIsValid(dboid))
+		{
+			BackgroundWorker w;
+			BackgroundWorkerHandle *handle;
+
+			fill_worker(&w, dboid);
+			if (RegisterDynamicBackgroundWorker(&w, &handle))
+			{
+				if (said)
+					ereport(LOG, (errmsg("magic_sync: database \"%s\" exists now; the relay starts", ms_database)));
+				proc_exit(0);
+			}
+			ereport(LOG,
+					(errmsg("magic_sync: could not start the relay worker in database \"%s\"", ms_database),
+					 errhint("Raise max_worker_processes; the launcher tries again in %d s.",
+							 LAUNCHER_RECHECK_MS / 1000)));
+		}
+		else if (!said)
+		{
+			ereport(LOG,
+					(errmsg("magic_sync: database \"%s\" does not exist yet; the relay waits for it",
+							ms_database),
+					 errhint("CREATE DATABASE %s, then CREATE EXTENSION magic_sync in it; or set magic_sync.database.",
+							 quote_identifier(ms_database))));
+			said = true;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 LAUNCHER_RECHECK_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+	}
 }
 
 /* one pass in a REPEATABLE READ transaction; returns whether it did anything */
@@ -140,19 +248,24 @@ ms_worker_main(Datum arg)
 	volatile bool holding = false;
 	volatile long backoff = 0;
 	volatile bool again = true;
+	bool		woken;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	if (OidIsValid(dboid))
-		BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	else
-		BackgroundWorkerInitializeConnection(ms_database, NULL, 0);
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname(WORKER_TYPE);
 	/* the plan's temporary tables mislead JIT's cost threshold into compiling */
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	/* before any temporary table: local buffers are sized once per session */
 	SetConfigOption("temp_buffers", psprintf("%d", ms_temp_buffers), PGC_USERSET, PGC_S_OVERRIDE);
+	/* commits of notes set this latch (wake.c); without the shared memory, the naptime */
+	woken = ms_wake_register();
+	if (!woken)
+		ereport(LOG,
+				(errmsg("magic_sync: commits do not wake this relay; it runs a pass every magic_sync.naptime (%d ms)",
+						ms_naptime),
+				 errhint("Add magic_sync to shared_preload_libraries for passes at every commit.")));
 
 	top = AllocSetContextCreate(TopMemoryContext, "magic_sync worker", ALLOCSET_DEFAULT_SIZES);
 	pass_cxt = AllocSetContextCreate(top, "magic_sync pass", ALLOCSET_DEFAULT_SIZES);
@@ -162,11 +275,10 @@ ms_worker_main(Datum arg)
 		long		wait = backoff > 0 ? backoff : (again ? 0 : ms_naptime);
 
 		if (wait > 0)
-		{
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 wait, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-		}
+		/* before the pass: a commit during it sets the latch again, for the next */
+		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
@@ -178,12 +290,10 @@ ms_worker_main(Datum arg)
 		MemoryContextReset(pass_cxt);
 		PG_TRY();
 		{
-			{
 			bool		h = holding;
 
 			again = run_pass(pass_cxt, &h);
 			holding = h;
-		}
 			backoff = 0;
 		}
 		PG_CATCH();
@@ -238,9 +348,12 @@ worker_pid(void)
 Datum
 ms_wake(PG_FUNCTION_ARGS)
 {
-	int			pid = worker_pid();
+	int			pid;
 	PGPROC	   *proc;
 
+	if (ms_wake_relay(MyDatabaseId))
+		PG_RETURN_BOOL(true);
+	pid = worker_pid();
 	if (pid == 0)
 		PG_RETURN_BOOL(false);
 	proc = BackendPidGetProc(pid);

@@ -156,6 +156,10 @@ CREATE TABLE sync.held (
 	replace			boolean NOT NULL DEFAULT false,	-- an edit of the replica's was dropped: the next send replaces its copy whole
 	PRIMARY KEY (replica, tab, key)
 );
+-- A pass looks up the replicas holding the rows a change moves by held_row
+-- (the rows in question, docs/design.md 4.4): what it touches follows what
+-- changed, not what the replicas hold.
+CREATE INDEX held_row ON sync.held (tab, key);
 -- The reads (src/pg/read.c) never count every held row: whether a replica
 -- has rows of a table on their way is one probe of held_number (the newest
 -- number of (replica, tab)), and the rows letting go or refused, few and
