@@ -51,6 +51,7 @@ typedef struct ms_pass
 	bytea	   *schema_hash;	/* its SHA-256 */
 	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
 	bool		one_replica;	/* the pass plans for one replica only */
+	int64		planned;		/* rows of the larger of ms_send and ms_take (plan.c) */
 
 	/* what the pass did (sync.relay_pass returns it) */
 	int64		notes_read;

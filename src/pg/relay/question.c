@@ -127,7 +127,7 @@ fk_values(ms_pass *p)
 static void
 changed(ms_pass *p)
 {
-	char	   *fks = fk_values(p);
+	ListCell   *lc;
 
 	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
@@ -136,18 +136,37 @@ changed(ms_pass *p)
 			0, NULL, NULL, NULL, 0);
 	/* a member joining or leaving a group: the grouped row's place moved */
 	ms_exec(p,
-			"INSERT INTO ms_changed SELECT n.tab, n.key FROM sync.notes n JOIN ms_notes_read r USING (id)"
+			"INSERT INTO ms_changed SELECT n.tab, n.key FROM " MS_BATCH_NOTES
 			" WHERE n.source = 'm' AND n.key IS NOT NULL ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
-	/* the parents each changed row pointed at, by foreign key, before the change */
-	if (fks != NULL)
-		ms_exec(p, psprintf("INSERT INTO ms_changed_parents"
-							" SELECT DISTINCT f.parent, e.value FROM sync.notes n JOIN ms_notes_read r USING (id)"
-							" CROSS JOIN LATERAL jsonb_each_text(n.pointed) e"
-							" JOIN (VALUES %s) f(child, name, parent) ON f.child = n.tab AND f.name = e.key"
-							" WHERE n.source = 'r' AND n.pointed IS NOT NULL AND e.value IS NOT NULL",
-							fks),
-				0, NULL, NULL, NULL, 0);
+	/*
+	 * The parents each changed row pointed at, by foreign key, before the
+	 * change; but not a parent the row, under the same key, still points at:
+	 * the replicas that hold the row keep it there (in question through the
+	 * row, for those whose set the row leaves), and no other replica's hold
+	 * on it moved.  A follower's change is then not a question to every
+	 * replica holding its broadcast parent.
+	 */
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		for (int f = 0; f < t->nfkeys; f++)
+		{
+			ms_fkey    *fk = &t->fkeys[f];
+			char	   *name = quote_literal_cstr(fk->name);
+
+			ms_exec(p, psprintf("INSERT INTO ms_changed_parents"
+								" SELECT DISTINCT %d, n.pointed ->> %s FROM " MS_BATCH_NOTES
+								" WHERE n.source = 'r' AND n.tab = %d AND n.pointed ? %s"
+								"  AND NOT (n.old_key IS NULL AND EXISTS (SELECT FROM %s t WHERE %s"
+								"   AND %s = n.pointed ->> %s))",
+								fk->parent, name, t->id, name, t->qualified,
+								ms_key_match(t, "t", "n.key"),
+								ms_cols_key(t, "t", fk->ncols, fk->by_parent_key), name),
+					0, NULL, NULL, NULL, 0);
+		}
+	}
 }
 
 /* a group given to a replica or taken from it: the rows of the group, for that replica; how many */
@@ -169,7 +188,7 @@ group_rows(ms_pass *p, const char *into, bool held)
 			appendStringInfo(&on, "%sm.%s = x.%s", k ? " AND " : "", t->member_key[k],
 							 t->columns[t->key[k]].quoted);
 		ms_exec(p, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
-							" SELECT DISTINCT n.replica, %d, %s FROM sync.notes n JOIN ms_notes_read r USING (id)"
+							" SELECT DISTINCT n.replica, %d, %s FROM " MS_BATCH_NOTES
 							" JOIN %s m ON (m.%s)::text = n.grp JOIN %s x ON %s"
 							" JOIN pg_temp.ms_inc_replicas i ON i.id = n.replica"
 							" WHERE n.source = 'a' AND n.tab = %d%s ON CONFLICT DO NOTHING",
@@ -366,7 +385,8 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	ms_temp_table(p, "ms_n", "replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (replica, tab, key)");
 	ms_temp_table(p, "ms_nd0", "replica uuid, tab int, key text COLLATE \"C\"");
 	ms_temp_table(p, "ms_nd1", "replica uuid, tab int, key text COLLATE \"C\"");
-	ms_exec(p, "INSERT INTO ms_inc_replicas SELECT id, partition FROM sync.replicas WHERE id = ANY ($1)",
+	ms_exec(p, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
+			" JOIN sync.replicas r ON r.id = u.id",
 			1, types, values, NULL, 0);
 
 	changed(p);
@@ -388,13 +408,14 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	}
 
 	/* 3. the difference */
+	/* each kept row's held version looked up by its key, never the held set whole */
 	ms_exec(p,
 			"INSERT INTO ms_send (replica, tab, key, note) "
 			"SELECT n.replica, n.tab, n.key, coalesce(c.note, 0) FROM ms_n n"
-			"  LEFT JOIN sync.held h ON h.replica = n.replica AND h.tab = n.tab"
-			"       AND h.key = n.key AND h.taken IS NULL"
 			"  LEFT JOIN ms_pending c ON c.tab = n.tab AND c.key = n.key"
-			" WHERE h.replica IS NULL OR c.note > h.note",
+			"  LEFT JOIN LATERAL (SELECT h.note FROM sync.held h WHERE h.replica = n.replica"
+			"       AND h.tab = n.tab AND h.key = n.key AND h.taken IS NULL OFFSET 0) h ON true"
+			" WHERE h.note IS NULL OR c.note > h.note",
 			0, NULL, NULL, NULL, 0);
 	ms_exec(p,
 			"INSERT INTO ms_take (replica, tab, key) SELECT q.replica, q.tab, q.key FROM ms_q q"

@@ -62,6 +62,10 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 #define WORKER_TYPE "magic_sync relay"
 #define LAUNCHER_TYPE "magic_sync launcher"
 #define LAUNCHER_RECHECK_MS 5000
+/* housekeeping after a pass: batches of at most this many rows, each its own transaction ... */
+#define HOUSEKEEPING_BATCH 1000
+/* ... for at most this long, unless nothing waits for a pass */
+#define HOUSEKEEPING_MS 20
 #define BACKOFF_MAX_MS (60 * 1000)
 
 static void
@@ -218,14 +222,6 @@ run_pass(MemoryContext pass_cxt, bool *holding)
 	p.cxt = pass_cxt;
 	ms_relay_pass(&p);
 	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0 || p.more;
-
-	/* the rest of the runner's work: the inbox, then pruning, each a small batch */
-	SPI_connect();
-	if (SPI_execute("SELECT sync.inbox_retry(100) WHERE EXISTS (SELECT FROM sync.inbox)", false, 0) < 0 ||
-		SPI_execute_with_args("SELECT * FROM sync.prune($1)", 1, (Oid[]) {INT4OID},
-							  (Datum[]) {Int32GetDatum(ms_prune_rows)}, NULL, false, 0) < 0)
-		elog(ERROR, "could not retry the inbox or prune");
-	SPI_finish();
 	if (busy || p.quarantined > 0 || p.parked > 0)
 		ereport(DEBUG1,
 				(errmsg("magic_sync pass: %lld notes, %lld provisioned, %lld rows sent, %lld taken back, %lld messages, %lld quarantined, %lld parked",
@@ -237,6 +233,63 @@ run_pass(MemoryContext pass_cxt, bool *holding)
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return busy;
+}
+
+/* one batch of housekeeping in a transaction of its own; whether it found anything to do */
+static bool
+housekeeping_batch(int rows, bool inbox)
+{
+	bool		found = false;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "magic_sync housekeeping");
+	SPI_connect();
+	if (inbox && SPI_execute("SELECT sync.inbox_retry(100) WHERE EXISTS (SELECT FROM sync.inbox)", false, 0) < 0)
+		elog(ERROR, "could not retry the inbox");
+	if (SPI_execute_with_args("SELECT notes + bodies + answers FROM sync.prune($1)", 1, (Oid[]) {INT4OID},
+							  (Datum[]) {Int32GetDatum(rows)}, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not prune");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		found = !isnull && DatumGetInt64(d) > 0;
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return found;
+}
+
+/*
+ * housekeeping: the rest of the runner's work, after the pass committed (its
+ * messages are out meanwhile): the inbox, then pruning what is done, in
+ * batches of HOUSEKEEPING_BATCH rows, up to magic_sync.prune_rows a pass.  It
+ * stops after HOUSEKEEPING_MS once a commit waits for a pass (the latch is
+ * set), so a backlog a large change left never holds back the next small
+ * one; the first batch always runs, so pruning keeps up under any load.
+ */
+static void
+housekeeping(void)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	int			done = 0;
+
+	while (done < ms_prune_rows)
+	{
+		int			rows = Min(HOUSEKEEPING_BATCH, ms_prune_rows - done);
+
+		if (!housekeeping_batch(rows, done == 0))
+			break;
+		done += rows;
+		CHECK_FOR_INTERRUPTS();
+		if (MyLatch->is_set && TimestampDifferenceExceeds(start, GetCurrentTimestamp(), HOUSEKEEPING_MS))
+			break;
+	}
 }
 
 void
@@ -294,6 +347,8 @@ ms_worker_main(Datum arg)
 
 			again = run_pass(pass_cxt, &h);
 			holding = h;
+			if (holding)
+				housekeeping();
 			backoff = 0;
 		}
 		PG_CATCH();
