@@ -272,8 +272,9 @@ housekeeping_batch(int rows, bool inbox)
  * stops after HOUSEKEEPING_MS once a commit waits for a pass (the latch is
  * set), so a backlog a large change left never holds back the next small
  * one; the first batch always runs, so pruning keeps up under any load.
+ * Returns whether more may wait.
  */
-static void
+static bool
 housekeeping(void)
 {
 	TimestampTz start = GetCurrentTimestamp();
@@ -284,12 +285,14 @@ housekeeping(void)
 		int			rows = Min(HOUSEKEEPING_BATCH, ms_prune_rows - done);
 
 		if (!housekeeping_batch(rows, done == 0))
-			break;
+			return false;
 		done += rows;
 		CHECK_FOR_INTERRUPTS();
 		if (MyLatch->is_set && TimestampDifferenceExceeds(start, GetCurrentTimestamp(), HOUSEKEEPING_MS))
 			break;
 	}
+	/* more may wait: the worker comes back at once, not a naptime later */
+	return true;
 }
 
 void
@@ -301,6 +304,7 @@ ms_worker_main(Datum arg)
 	volatile bool holding = false;
 	volatile long backoff = 0;
 	volatile bool again = true;
+	volatile bool tidy = false;
 	bool		woken;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -325,7 +329,7 @@ ms_worker_main(Datum arg)
 
 	for (;;)
 	{
-		long		wait = backoff > 0 ? backoff : (again ? 0 : ms_naptime);
+		long		wait = backoff > 0 ? backoff : (again || tidy ? 0 : ms_naptime);
 
 		if (wait > 0)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -347,8 +351,7 @@ ms_worker_main(Datum arg)
 
 			again = run_pass(pass_cxt, &h);
 			holding = h;
-			if (holding)
-				housekeeping();
+			tidy = holding && housekeeping();
 			backoff = 0;
 		}
 		PG_CATCH();
@@ -370,6 +373,7 @@ ms_worker_main(Datum arg)
 					 errhint("The next pass runs in %ld ms; nothing it planned was committed.", backoff)));
 			FreeErrorData(e);
 			again = false;
+			tidy = false;
 			pgstat_report_activity(STATE_IDLE, NULL);
 		}
 		PG_END_TRY();
