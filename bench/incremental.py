@@ -56,7 +56,7 @@ def setup(n):
     conn = connect()
     cur = conn.cursor()
     cur.execute("DROP EXTENSION IF EXISTS magic_sync CASCADE")
-    cur.execute("DROP TABLE IF EXISTS lines, items, products")
+    cur.execute("DROP TABLE IF EXISTS lines, items, products CASCADE")
     cur.execute("CREATE EXTENSION magic_sync")
     ids = [str(uuid.UUID(int=i + 1)) for i in range(REPLICAS)]
     cur.execute("CREATE TABLE products (id int PRIMARY KEY, name text NOT NULL, price numeric NOT NULL)")

@@ -146,6 +146,17 @@ ms_wake_register(void)
 }
 
 bool
+ms_wake_registered(Oid dboid)
+{
+	if (!ms_wake_available())
+		return false;
+	for (int i = 0; i < WAKE_SLOTS; i++)
+		if (pg_atomic_read_u32(&shared->slots[i].dboid) == dboid)
+			return true;
+	return false;
+}
+
+bool
 ms_wake_relay(Oid dboid)
 {
 	if (!ms_wake_available())

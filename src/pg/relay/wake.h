@@ -30,6 +30,9 @@ extern bool ms_wake_register(void);
  */
 extern void ms_wake_at_commit(void);
 
+/* ms_wake_registered: whether a relay worker of this database is registered. */
+extern bool ms_wake_registered(Oid dboid);
+
 /* ms_wake_relay: set the latch of the relay worker of this database now; false when none is registered. */
 extern bool ms_wake_relay(Oid dboid);
 

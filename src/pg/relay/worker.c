@@ -3,8 +3,8 @@
  *	  The relay's background worker: the server's runner (docs/design.md 4).
  *
  * With shared_preload_libraries = 'magic_sync' and magic_sync.database set,
- * a launcher starts with the server, waits (quietly: it says so once) until
- * that database exists, starts the relay worker there and ends;
+ * a launcher starts with the server and keeps the relay worker running in
+ * that database, waiting quietly (it says so once) while it does not exist;
  * sync.relay_start() starts one in the current database without a restart.
  * The worker holds the relay lock for as long as it lives (a session
  * advisory lock) and runs a pass as soon as a transaction that wrote notes
@@ -62,6 +62,7 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 #define WORKER_TYPE "magic_sync relay"
 #define LAUNCHER_TYPE "magic_sync launcher"
 #define LAUNCHER_RECHECK_MS 5000
+#define RELAY_RESTART_MS 10000
 /* housekeeping after a pass: batches of at most this many rows, each its own transaction ... */
 #define HOUSEKEEPING_BATCH 1000
 /* ... for at most this long, unless nothing waits for a pass */
@@ -126,11 +127,37 @@ database_oid(const char *name)
 	return oid;
 }
 
+/* the launcher's nap: between looks at pg_database, or after its relay ended */
+static void
+launcher_nap(long ms)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+
+	/* the whole time: the postmaster's notices of its workers set the latch too */
+	for (;;)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+
+		if (left <= 0)
+			return;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+	}
+}
+
 /*
- * ms_launcher_main: connected to no database, wait until magic_sync.database
- * exists, saying so once; then start the relay worker there and end (exit 0:
- * the postmaster forgets the launcher; the worker it started is restarted
- * after a failure, and after a crash of the server's processes, on its own).
+ * ms_launcher_main: connected to no database, the launcher keeps a relay
+ * worker running in magic_sync.database.  While that database does not
+ * exist it says so once and looks again every few seconds: no FATAL every
+ * restart.  It starts the worker there (not restarted by the postmaster),
+ * waits for it to end, and after a pause starts it again, in the database of
+ * that name then, which may have been dropped and created again meanwhile.
  */
 void
 ms_launcher_main(Datum arg)
@@ -146,46 +173,52 @@ ms_launcher_main(Datum arg)
 	for (;;)
 	{
 		Oid			dboid;
+		BackgroundWorker w;
+		BackgroundWorkerHandle *handle;
+		pid_t		pid;
 
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		dboid = database_oid(ms_database);
 		CommitTransactionCommand();
-		if (OidIsValid(dboid))
+		if (!OidIsValid(dboid))
 		{
-			BackgroundWorker w;
-			BackgroundWorkerHandle *handle;
-
-			fill_worker(&w, dboid);
-			if (RegisterDynamicBackgroundWorker(&w, &handle))
-			{
-				if (said)
-					ereport(LOG, (errmsg("magic_sync: database \"%s\" exists now; the relay starts", ms_database)));
-				proc_exit(0);
-			}
+			if (!said)
+				ereport(LOG,
+						(errmsg("magic_sync: database \"%s\" does not exist yet; the relay waits for it",
+								ms_database),
+						 errhint("CREATE DATABASE %s, then CREATE EXTENSION magic_sync in it; or set magic_sync.database.",
+								 quote_identifier(ms_database))));
+			said = true;
+			launcher_nap(LAUNCHER_RECHECK_MS);
+			continue;
+		}
+		/* a relay a launcher before this one started (it was ended alone) runs on */
+		if (ms_wake_registered(dboid))
+		{
+			launcher_nap(LAUNCHER_RECHECK_MS);
+			continue;
+		}
+		if (said)
+			ereport(LOG, (errmsg("magic_sync: database \"%s\" exists now; the relay starts", ms_database)));
+		said = false;
+		fill_worker(&w, dboid);
+		w.bgw_restart_time = BGW_NEVER_RESTART;
+		w.bgw_notify_pid = MyProcPid;
+		if (!RegisterDynamicBackgroundWorker(&w, &handle))
+		{
 			ereport(LOG,
 					(errmsg("magic_sync: could not start the relay worker in database \"%s\"", ms_database),
 					 errhint("Raise max_worker_processes; the launcher tries again in %d s.",
 							 LAUNCHER_RECHECK_MS / 1000)));
+			launcher_nap(LAUNCHER_RECHECK_MS);
+			continue;
 		}
-		else if (!said)
-		{
-			ereport(LOG,
-					(errmsg("magic_sync: database \"%s\" does not exist yet; the relay waits for it",
-							ms_database),
-					 errhint("CREATE DATABASE %s, then CREATE EXTENSION magic_sync in it; or set magic_sync.database.",
-							 quote_identifier(ms_database))));
-			said = true;
-		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 LAUNCHER_RECHECK_MS, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
+		if (WaitForBackgroundWorkerStartup(handle, &pid) == BGWH_STARTED)
+			(void) WaitForBackgroundWorkerShutdown(handle);
+		pfree(handle);
+		/* as the postmaster restarts a worker that failed */
+		launcher_nap(RELAY_RESTART_MS);
 	}
 }
 
