@@ -114,6 +114,7 @@ ms_batch_by_table(ms_pass *p, int64 **ids, int **tabs)
 void
 ms_batch_done(ms_pass *p)
 {
-	ms_exec(p, "UPDATE sync.notes n SET done = true FROM ms_notes_read r WHERE n.id = r.id AND NOT n.done",
+	/* by notes_pending, whatever the size of sync.notes */
+	ms_exec(p, "UPDATE sync.notes SET done = true WHERE NOT done AND id = ANY (ARRAY(SELECT id FROM ms_notes_read))",
 			0, NULL, NULL, NULL, 0);
 }
