@@ -8,20 +8,23 @@
 # note not yet planned, sampled every second during the mirrored run (target:
 # max <= 1 s); and the agents' lag when pgbench stops: the messages they had
 # yet to apply, and how long until every note was done and each agent had
-# acknowledged every message written for it.
+# acknowledged every message written for it.  Default settings
+# (synchronous_commit on), pgbench at scale 10 (10 branches: a scale of 1
+# makes every transaction wait on the one branch row, and any work inside
+# one, noting included, waits with it).
 #
 #   bench/sustained.sh [seconds] [clients] [scale]
 set -eu
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 clients=${2:-8}
-scale=${3:-1}
+scale=${3:-10}
 tables="pgbench_branches pgbench_tellers pgbench_accounts pgbench_history"
 
 if [ -z "${MS_BENCH_INSIDE:-}" ]; then
 	. scripts/lib.sh
 	ms_ready
-	ms_cluster -o synchronous_commit=off -o max_wal_size=4GB -o checkpoint_timeout=30min \
+	ms_cluster -o max_wal_size=4GB -o checkpoint_timeout=30min \
 		-o magic_sync.database=bench \
 		env MS_BENCH_INSIDE=1 "$0" "$seconds" "$clients" "$scale"
 	exit $?

@@ -31,6 +31,7 @@
 #include "access/skey.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_database.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -41,11 +42,13 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -248,6 +251,15 @@ run_pass(MemoryContext pass_cxt, bool *holding)
 		}
 		ereport(LOG, (errmsg("magic_sync: the relay lock is taken; relaying")));
 	}
+	/*
+	 * Before the pass's snapshot: sync.file and sync.pull write the rows of
+	 * sync.replicas (and then of sync.held and sync.outbox) that a pass
+	 * writes too.  Under REPEATABLE READ, a pass whose replica an agent
+	 * acknowledged meanwhile would fail to serialize, again and again under
+	 * load; they wait for the pass instead (a small one takes milliseconds),
+	 * and the pass sees what they committed.
+	 */
+	LockRelationOid(get_relname_relid("replicas", get_namespace_oid("sync", false)), ExclusiveLock);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "magic_sync relay pass");
 	MemoryContextSwitchTo(pass_cxt);
