@@ -170,21 +170,31 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 static void
 outbox_bounds(ms_pass *p)
 {
-	Oid			types[2] = {INT8OID, INT8OID};
-	Datum		values[2] = {Int64GetDatum(ms_outbox_messages),
-	Int64GetDatum((int64) ms_outbox_bytes * 1024)};
+	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
+	Datum		values[3] = {Int64GetDatum(ms_outbox_messages),
+		Int64GetDatum((int64) ms_outbox_bytes * 1024), Int64GetDatum(ms_message_bytes)};
 
 	ms_exec(p,
 			"UPDATE sync.replicas r SET provision = true, last_error_at = now(),"
 			" last_error = format('the outbox outgrew its bounds (%s messages, %s bytes beyond its snapshot;"
 			" magic_sync.outbox_messages = %s, magic_sync.outbox_bytes = %s kB): provisioned again',"
 			"   b.n, b.s, $1, $2 / 1024)"
-			/* only an outbox this pass wrote to can have grown past its bounds */
+			/*
+			 * Only an outbox this pass wrote to can have grown past its
+			 * bounds, and only one with more numbers unacknowledged beyond its
+			 * snapshot than the bounds allow messages: what a replica
+			 * acknowledged has left its outbox, and numbers are unique, so
+			 * they count its messages from above (each at most
+			 * magic_sync.message_bytes).  A replica that keeps up costs
+			 * nothing here.
+			 */
 			" FROM (SELECT o.replica, count(*) AS n, sum(o.bytes) AS s FROM pg_temp.ms_written w"
 			"       JOIN sync.replicas x ON x.id = w.id JOIN sync.outbox o ON o.replica = w.id"
-			"      WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0) GROUP BY o.replica) b"
+			"      WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0)"
+			"        AND x.last_number - greatest(x.acked_number, coalesce(x.snapshot_end, 0)) > least($1, $2 / $3)"
+			"      GROUP BY o.replica) b"
 			" WHERE r.id = b.replica AND NOT r.provision AND (b.n > $1 OR b.s > $2)",
-			2, types, values, NULL, 0);
+			3, types, values, NULL, 0);
 	if (SPI_processed > 0)
 		ereport(WARNING,
 				(errmsg("magic_sync: %llu replicas' outboxes outgrew their bounds; they are provisioned again",
