@@ -220,3 +220,38 @@ END
 $$;
 COMMENT ON FUNCTION sync.health(uuid[], text) IS
 	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside and waiting, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
+
+-- a pass finds the replicas holding a changed row by (tab, key) (issue 14)
+CREATE INDEX held_row ON sync.held (tab, key);
+-- the rows a pass sends as replacements, found without reading every held row
+CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;
+-- pruning reads at most its batch, by an index, whatever a large change left (issue 14)
+CREATE INDEX answers_pulled ON sync.answers (pulled) WHERE pulled IS NOT NULL;
+
+CREATE OR REPLACE FUNCTION sync.prune(max integer DEFAULT 10000,
+	OUT notes bigint, OUT bodies bigint, OUT answers bigint)
+	LANGUAGE sql VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+	-- the oldest done notes, by notes_done, deleted by their row's address
+	WITH n AS (
+		DELETE FROM sync.notes WHERE ctid = ANY (ARRAY(
+			SELECT ctid FROM sync.notes WHERE done ORDER BY id LIMIT max))
+		RETURNING 1),
+	-- bodies are numbered as they are stored: every body older than the
+	-- oldest one a message carries is carried by none (outbox_body)
+	b AS (
+		DELETE FROM sync.bodies WHERE id = ANY (ARRAY(
+			SELECT b.id FROM sync.bodies b
+			 WHERE b.id < coalesce((SELECT min(o.body) FROM sync.outbox o), 9223372036854775807)
+			 ORDER BY b.id LIMIT max))
+		RETURNING 1),
+	a AS (
+		DELETE FROM sync.answers WHERE ctid = ANY (ARRAY(
+			SELECT ctid FROM sync.answers
+			 WHERE pulled < now() - interval '1 hour' ORDER BY pulled LIMIT max))
+		RETURNING 1)
+	SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM b), (SELECT count(*) FROM a)
+$$;
+COMMENT ON FUNCTION sync.prune(integer) IS
+	'Removes up to max each of: notes done (oldest first), bodies older than any a message carries, answers pulled over an hour ago';

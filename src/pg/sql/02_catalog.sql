@@ -156,6 +156,10 @@ CREATE TABLE sync.held (
 	replace			boolean NOT NULL DEFAULT false,	-- an edit of the replica's was dropped: the next send replaces its copy whole
 	PRIMARY KEY (replica, tab, key)
 );
+-- A pass looks up the replicas holding the rows a change moves by held_row
+-- (the rows in question, docs/design.md 4.4): what it touches follows what
+-- changed, not what the replicas hold.
+CREATE INDEX held_row ON sync.held (tab, key);
 -- The reads (src/pg/read.c) never count every held row: whether a replica
 -- has rows of a table on their way is one probe of held_number (the newest
 -- number of (replica, tab)), and the rows letting go or refused, few and
@@ -164,6 +168,8 @@ CREATE TABLE sync.held (
 CREATE INDEX held_number ON sync.held (replica, tab, number);
 CREATE INDEX held_taken ON sync.held (replica, tab, taken) WHERE taken IS NOT NULL;
 CREATE INDEX held_refused ON sync.held (replica, tab) WHERE refused IS NOT NULL;
+-- rows whose next send replaces the replica's copy: few, looked up by every pass
+CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;
 COMMENT ON TABLE sync.held IS 'What the engine records each replica holds';
 
 -- Answers to uploads (src/pg/transport/answers.c): a Filed message per send, queued
@@ -176,6 +182,8 @@ CREATE TABLE sync.answers (
 	pulled			timestamptz,
 	PRIMARY KEY (replica, send_id)
 );
+-- pruned an hour after they were pulled, oldest first (sync.prune)
+CREATE INDEX answers_pulled ON sync.answers (pulled) WHERE pulled IS NOT NULL;
 
 -- Uploaded rows set aside (src/pg/transport/inbox.c): they failed for good; retried
 -- after a fix.
