@@ -75,19 +75,20 @@ magic_sync_agent: $(addprefix build/rel/,$(AGENT_SRCS:.c=.o) $(SQLITE_SRCS:.c=.o
 	$(CC) -o $@ $^ -L$(shell $(PG_CONFIG) --libdir) -lpq -lsqlite3 $(SQLITE_LIBS)
 
 # make install also puts the agent on the PATH and the replica extension
-# where SQLite's .load finds it by name (dlopen's path), and takes away the
-# JIT bitcode an older build installed (JIT would inline it against this
-# one).  Each part has a directory and a DESTDIR of its own, so that the
+# where SQLite's .load finds it by name (dlopen's path), and takes away what
+# an older build installed: JIT bitcode (JIT would inline it against this
+# one), the agent and replica extension in PostgreSQL's own directories.  Each part has a directory and a DESTDIR of its own, so that the
 # Debian packages (debian/rules) put each in its own package.
 AGENT_BINDIR ?= /usr/local/bin
 REPLICA_LIBDIR ?= /usr/local/lib
 AGENT_DESTDIR ?= $(DESTDIR)
 REPLICA_DESTDIR ?= $(DESTDIR)
-install: install-agent install-replica install-no-bitcode
-uninstall: uninstall-agent uninstall-replica
-.PHONY: install-agent install-replica install-no-bitcode uninstall-agent uninstall-replica
-install-no-bitcode:
-	rm -rf '$(DESTDIR)$(pkglibdir)/bitcode/$(EXTENSION)' '$(DESTDIR)$(pkglibdir)/bitcode/$(EXTENSION).index.bc'
+install: install-agent install-replica install-no-older
+uninstall: uninstall-agent uninstall-replica install-no-older
+.PHONY: install-agent install-replica install-no-older uninstall-agent uninstall-replica
+install-no-older:
+	rm -rf '$(DESTDIR)$(pkglibdir)/bitcode/$(EXTENSION)' '$(DESTDIR)$(pkglibdir)/bitcode/$(EXTENSION).index.bc' \
+		'$(DESTDIR)$(pkglibdir)/magic_sync_sqlite.so' '$(DESTDIR)$(bindir)/magic_sync_agent'
 install-agent: magic_sync_agent
 	$(MKDIR_P) '$(AGENT_DESTDIR)$(AGENT_BINDIR)'
 	$(INSTALL_PROGRAM) magic_sync_agent '$(AGENT_DESTDIR)$(AGENT_BINDIR)/magic_sync_agent'

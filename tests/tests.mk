@@ -40,3 +40,4 @@ test:
 	scripts/test
 demo:
 	scripts/demo
+include tests/cross/cross.mk
