@@ -123,6 +123,7 @@ CREATE TABLE sync.bodies (
 	deletes			int NOT NULL DEFAULT 0
 );
 ALTER TABLE sync.bodies ALTER COLUMN bytes SET STORAGE EXTERNAL;	-- already compact; no recompression
+COMMENT ON TABLE sync.bodies IS 'Message bodies, each stored once however many replicas'' messages carry it (by its SHA-256)';
 CREATE TABLE sync.outbox (
 	replica			uuid NOT NULL,
 	number			bigint NOT NULL,
@@ -176,6 +177,7 @@ CREATE TABLE sync.answers (
 	pulled			timestamptz,
 	PRIMARY KEY (replica, send_id)
 );
+COMMENT ON TABLE sync.answers IS 'The answer (a Filed message) to each upload filed, returned by sync.pull before the outbox; kept an hour after it was pulled, for a send that comes again';
 
 -- Uploaded rows set aside (src/pg/transport/inbox.c): they failed for good; retried
 -- after a fix.
@@ -193,6 +195,7 @@ CREATE TABLE sync.inbox (
 	last_at			timestamptz NOT NULL DEFAULT now(),
 	UNIQUE (replica, tab, key)
 );
+COMMENT ON TABLE sync.inbox IS 'Uploaded rows set aside: they failed for good (a SQLSTATE: filed again by sync.inbox_retry after a fix) or wait until the replica holds the row again (none)';
 
 -- Rows that cannot go (src/pg/load.c): they do not encode, or no message
 -- could carry them.  Planned around until a fix lets them through.
@@ -205,6 +208,7 @@ CREATE TABLE sync.quarantine (
 	since			timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (tab, key)
 );
+COMMENT ON TABLE sync.quarantine IS 'Rows that cannot go to replicas (they do not encode, or no message can carry them): planned around, tried again a minute later, when they change, or on sync.quarantine_retry';
 
 SELECT pg_catalog.pg_extension_config_dump('sync.tables', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.tables_id_seq', '');
