@@ -41,7 +41,11 @@ SELECT sync.replica_add('77777777-7777-4777-8777-777777777777', 'anywhere');
 SELECT sync.replica_drop('55555555-5555-4555-8555-555555555555');
 SELECT sync.replica_drop('77777777-7777-4777-8777-777777777777');
 SELECT sync.replica_add('88888888-8888-4888-8888-888888888888', 'anywhere');
-SELECT id, partition FROM sync.replicas WHERE NOT dropped ORDER BY id;
+-- a replica moved: to a partition the fleet knows only
+SELECT sync.replica_set('66666666-6666-4666-8666-666666666666', "partition" => 'sout');
+SELECT sync.replica_set('66666666-6666-4666-8666-666666666666', "partition" => 'south');
+SELECT sync.replica_set('66666666-6666-4666-8666-666666666666', live => false);
+SELECT id, partition, live FROM sync.replicas WHERE NOT dropped ORDER BY id;
 SELECT sync.unmirror('regions_t');
 DROP TABLE regions_t;
 -- leave nothing behind for the next test

@@ -70,7 +70,9 @@ COMMENT ON TABLE sync.answers IS 'The answer (a Filed message) to each upload fi
 COMMENT ON TABLE sync.inbox IS 'Uploaded rows set aside: they failed for good (a SQLSTATE: filed again by sync.inbox_retry after a fix) or wait until the replica holds the row again (none)';
 COMMENT ON TABLE sync.quarantine IS 'Rows that cannot go to replicas (they do not encode, or no message can carry them): planned around, tried again a minute later, when they change, or on sync.quarantine_retry';
 
--- sync.replica_add refuses a partition the fleet does not know
+-- sync.replica_add and sync.replica_set refuse a partition the fleet does not know
+COMMENT ON FUNCTION sync.replica_set(uuid, boolean, text) IS
+	'Changes whether a replica is live, or its partition (one the fleet knows, as sync.replica_add takes); NULL leaves either as it is; the relay observes it at its next pass';
 COMMENT ON FUNCTION sync.replica_add(uuid, text, name, boolean) IS
 	'Adds a replica: its partition (one the fleet knows: a value of a mirrored table''s partition column, or one a replica has; any where no table declares a partition column), the role it authenticates as, and whether it is live; the relay provisions it at its next pass';
 

@@ -226,6 +226,8 @@ ms_replica_set(PG_FUNCTION_ARGS)
 			being_dropped(id);
 			break;
 	}
+	if (!PG_ARGISNULL(2))
+		check_partition(PG_GETARG_DATUM(2));
 	args[0] = id;
 	args[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';

@@ -17,7 +17,7 @@ CREATE FUNCTION sync.replica_set(id uuid, live boolean DEFAULT NULL,
 	SET search_path = pg_catalog, pg_temp
 	AS 'MODULE_PATHNAME', 'ms_replica_set';
 COMMENT ON FUNCTION sync.replica_set(uuid, boolean, text) IS
-	'Changes whether a replica is live, or its partition (NULL leaves either as it is); the relay observes it at its next pass';
+	'Changes whether a replica is live, or its partition (one the fleet knows, as sync.replica_add takes); NULL leaves either as it is; the relay observes it at its next pass';
 
 CREATE FUNCTION sync.replica_drop(id uuid)
 	RETURNS void
