@@ -23,6 +23,7 @@ extern void test_misuse(void);
 extern void test_found(void);
 extern void test_oom(void);
 extern void test_claims(void);
+extern void test_seal(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -115,6 +116,7 @@ main(void)
 	test_found();
 	test_oom();
 	test_claims();
+	test_seal();
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();

@@ -351,7 +351,7 @@ tm_message(const tm_server *s, uint32_t protocol, uint64_t number, const uint8_t
 				bn;
 
 	if (nonce)
-		ms_seal(secret, sizeof secret, s->replica, s->epoch, number, nonce, seal);
+		tm_seal(secret, sizeof secret, s->replica, s->epoch, number, nonce, seal);
 	h.protocol = protocol;
 	h.epoch = s->epoch;
 	h.number = number;

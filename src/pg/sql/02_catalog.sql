@@ -123,6 +123,7 @@ CREATE TABLE sync.bodies (
 	deletes			int NOT NULL DEFAULT 0
 );
 ALTER TABLE sync.bodies ALTER COLUMN bytes SET STORAGE EXTERNAL;	-- already compact; no recompression
+COMMENT ON TABLE sync.bodies IS 'Message bodies, each stored once however many replicas'' messages carry it (by its SHA-256)';
 CREATE TABLE sync.outbox (
 	replica			uuid NOT NULL,
 	number			bigint NOT NULL,
@@ -184,6 +185,7 @@ CREATE TABLE sync.answers (
 );
 -- pruned an hour after they were pulled, oldest first (sync.prune)
 CREATE INDEX answers_pulled ON sync.answers (pulled) WHERE pulled IS NOT NULL;
+COMMENT ON TABLE sync.answers IS 'The answer (a Filed message) to each upload filed, returned by sync.pull before the outbox; kept an hour after it was pulled, for a send that comes again';
 
 -- Uploaded rows set aside (src/pg/transport/inbox.c): they failed for good; retried
 -- after a fix.
@@ -201,6 +203,7 @@ CREATE TABLE sync.inbox (
 	last_at			timestamptz NOT NULL DEFAULT now(),
 	UNIQUE (replica, tab, key)
 );
+COMMENT ON TABLE sync.inbox IS 'Uploaded rows set aside: they failed for good (a SQLSTATE: filed again by sync.inbox_retry after a fix) or wait until the replica holds the row again (none)';
 
 -- Rows that cannot go (src/pg/load.c): they do not encode, or no message
 -- could carry them.  Planned around until a fix lets them through.
@@ -213,6 +216,7 @@ CREATE TABLE sync.quarantine (
 	since			timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (tab, key)
 );
+COMMENT ON TABLE sync.quarantine IS 'Rows that cannot go to replicas (they do not encode, or no message can carry them): planned around, tried again a minute later, when they change, or on sync.quarantine_retry';
 
 -- Generations (src/pg/epoch.c): the server's lineage.  Every message carries
 -- the generation it was written in; a replica never applies one of a
