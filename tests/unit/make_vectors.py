@@ -70,6 +70,18 @@ def sample():
     body = field(9, 2, down)
     return head, body
 
+SEND_ID = bytes(range(0x50, 0x60))
+SEQ = 1700000000000000
+
+def sample_up():
+    """An Up of one row of table "orders", send 1700000000000000, with its length first and its check last."""
+    rows = field(1, 2, b"orders") + field(2, 2, b'{"id":7}') + field(3, 2, field(1, 2, b"7"))
+    body = (field(1, 0, 1) + field(2, 2, REPLICA) + field(3, 2, SEND_ID) + field(5, 2, rows)
+            + field(11, 0, SEQ))
+    total = 9 + len(body) + 34
+    head = varint(12 << 3 | 1) + total.to_bytes(8, "little") + body
+    return head + field(13, 2, hashlib.sha256(head).digest())
+
 def c_bytes(b):
     return '"' + "".join("\\x%02x" % x for x in b) + '"'
 
@@ -84,3 +96,4 @@ if __name__ == "__main__":
     print("head", head.hex())
     print("body", body.hex())
     print("message", (head + body).hex())
+    print("up", sample_up().hex())
