@@ -43,3 +43,143 @@ COMMENT ON FUNCTION sync.proto(text) IS
 	'The .proto of a table in the proto codec, by the name replicas know it by (sync.tables.name)';
 REVOKE ALL ON FUNCTION sync.proto(regclass), sync.proto(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.proto(regclass), sync.proto(text) TO sync_admin;
+
+-- uploads whole or refused, numbered, and honest (src/pg/transport): the
+-- last send filed per replica; edits dropped for the replica to fix
+CREATE TABLE sync.sends (
+	replica			uuid PRIMARY KEY,
+	filed_seq		bigint NOT NULL,
+	filed_at		timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE sync.sends IS 'The last send number filed per replica: one at or below it is a duplicate';
+SELECT pg_catalog.pg_extension_config_dump('sync.sends', '');
+GRANT SELECT ON sync.sends TO sync_admin;
+CREATE TABLE sync.dropped (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	reason			text NOT NULL,
+	at				timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (replica, tab, key)
+);
+COMMENT ON TABLE sync.dropped IS 'Edits replicas sent that the server did not take, for a reason the replica must fix, until the row is filed';
+SELECT pg_catalog.pg_extension_config_dump('sync.dropped', '');
+GRANT SELECT ON sync.dropped TO sync_admin;
+COMMENT ON FUNCTION sync.file(uuid, bytea, jsonb) IS
+	'Files one upload of a replica in one transaction, whole or not at all (its length and check verified first), once (a send numbered at or below the last filed is a duplicate): its acknowledgement, refusals, rows, digests and backlog; queues its Filed answer for sync.pull; says what became of it';
+-- sync.health lists the uploads dropped
+CREATE OR REPLACE FUNCTION sync.health(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
+	OUT kind text, OUT waits_on text, OUT replica uuid, OUT tab regclass, OUT key text,
+	OUT count bigint, OUT since timestamptz, OUT reason text, OUT sqlstate text,
+	OUT now timestamptz)
+	RETURNS SETOF record
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	SET plan_cache_mode = force_generic_plan
+	AS $$
+#variable_conflict use_column
+BEGIN
+	RETURN QUERY
+		WITH s AS (
+			SELECT r.* FROM sync.live_replicas r
+			 WHERE ($1 IS NULL OR r.id = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)),
+		items AS (
+			-- the relay refuses to run while a declaration or trigger is wrong
+			SELECT 'declaration' AS kind, 'a fix' AS waits_on, NULL::uuid AS replica,
+			       (SELECT t.relid FROM sync.tables t WHERE t.name = c.tab) AS tab, NULL::text AS key,
+			       1::bigint AS count, NULL::timestamptz AS since,
+			       format('%s: %s: %s; the relay will not run until sync.mirror or sync.retrigger puts it right',
+			              c.tab, c.problem, c.detail) AS reason, NULL::text AS sqlstate
+			  FROM sync.check() c
+			UNION ALL
+			-- changes the relay has not planned yet: it plans them at its next pass
+			SELECT 'notes pending', 'infrastructure', NULL, t.relid, NULL, count(*), min(n.noted),
+			       'changes not planned yet: the relay plans them at its next pass (waiting long: is it running?)',
+			       NULL
+			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
+			 WHERE NOT n.done AND n.parked IS NULL AND n.build <= 1
+			 GROUP BY t.relid
+			UNION ALL
+			SELECT 'notes parked', 'a fix', NULL, t.relid, min(n.key), count(*), min(n.noted), n.parked, NULL
+			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
+			 WHERE NOT n.done AND n.parked IS NOT NULL
+			 GROUP BY t.relid, n.parked
+			UNION ALL
+			SELECT 'notes of a later build', 'a fix', NULL, t.relid, min(n.key), count(*), min(n.noted),
+			       format('noted by build %s, which plans them once it is deployed', n.build), NULL
+			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
+			 WHERE NOT n.done AND n.parked IS NULL AND n.build > 1
+			 GROUP BY t.relid, n.build
+			UNION ALL
+			-- rows that cannot go: tried again a minute after, and when they change
+			SELECT 'rows quarantined', 'a fix', NULL, t.relid, min(q.key), count(*), min(q.since),
+			       q.reason, q.sqlstate
+			  FROM sync.quarantine q JOIN sync.tables t ON t.id = q.tab
+			 GROUP BY t.relid, q.reason, q.sqlstate
+			UNION ALL
+			-- rows a replica could not take: sent again once they change
+			SELECT 'rows refused', 'a fix', h.replica, t.relid, min(h.key), count(*), NULL, h.refused, NULL
+			  FROM s JOIN sync.held h ON h.replica = s.id JOIN sync.tables t ON t.id = h.tab
+			 WHERE h.refused IS NOT NULL
+			 GROUP BY h.replica, t.relid, h.refused
+			UNION ALL
+			-- uploads set aside: failed for good (a SQLSTATE), retried by sync.inbox_retry;
+			-- or waiting until the replica holds the row again (none)
+			SELECT CASE WHEN i.sqlstate IS NULL THEN 'uploads waiting' ELSE 'uploads set aside' END,
+			       CASE WHEN i.sqlstate IS NULL THEN 'infrastructure' ELSE 'a fix' END,
+			       i.replica, t.relid, min(i.key), count(*), min(i.first_at), i.reason, i.sqlstate
+			  FROM s JOIN sync.inbox i ON i.replica = s.id JOIN sync.tables t ON t.id = i.tab
+			 GROUP BY i.replica, t.relid, i.reason, i.sqlstate
+			UNION ALL
+			-- edits a replica sent that the server did not take, its copy winning, for a
+			-- reason the replica's application must fix (a version not raised): until filed
+			SELECT 'uploads dropped', 'a fix', d.replica, t.relid, min(d.key), count(*), min(d.at), d.reason, NULL
+			  FROM s JOIN sync.dropped d ON d.replica = s.id JOIN sync.tables t ON t.id = d.tab
+			 GROUP BY d.replica, t.relid, d.reason
+			UNION ALL
+			SELECT 'unreachable', 'infrastructure', s.id, NULL, NULL, NULL, coalesce(s.heard_at, s.added),
+			       CASE WHEN s.send_failures >= 2
+			            THEN format('message %s went out %s times and it applied none of them', s.send_failing, s.send_failures + 1)
+			            WHEN s.heard_at IS NULL THEN 'never heard from since it was added'
+			            ELSE 'not heard from since its last upload' END,
+			       NULL
+			  FROM s WHERE s.unreachable
+			UNION ALL
+			-- a snapshot due or on its way: it goes as the replica takes its messages
+			-- (or, set aside when it failed for good, on a fix)
+			SELECT 'provisioning',
+			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL THEN 'a fix' ELSE 'infrastructure' END,
+			       s.id, NULL, NULL, NULL,
+			       (SELECT o.written FROM sync.outbox o WHERE o.replica = s.id
+			           AND o.number = s.snapshot_number AND NOT o.dropped AND NOT s.provision),
+			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL
+			            THEN 'its snapshot failed for good, and is tried again a minute later'
+			            WHEN s.provision OR NOT s.seen_live OR s.seen_partition IS DISTINCT FROM s.partition
+			            THEN 'a snapshot is due at the next pass'
+			            ELSE 'its snapshot is on its way' END
+			       || coalesce(' (its last alarm: ' || s.last_error || ')', ''), NULL
+			  FROM s WHERE s.provisioning
+			UNION ALL
+			-- what the replica last said it has not sent or filed (its backlog)
+			SELECT 'backlog', 'infrastructure', s.id, t.relid, NULL,
+			       (b.value ->> 'unsent')::bigint + (b.value ->> 'unfiled')::bigint, NULL,
+			       format('as it said at %s: %s rows written not yet sent, %s sent not yet filed',
+			              s.heard_at, b.value ->> 'unsent', b.value ->> 'unfiled'), NULL
+			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
+			  LEFT JOIN sync.tables t ON t.name = b.key
+			 WHERE (b.value ->> 'unsent')::bigint + (b.value ->> 'unfiled')::bigint > 0
+			UNION ALL
+			SELECT 'backlog set aside', 'a fix', s.id, t.relid, NULL, (b.value ->> 'set_aside')::bigint, NULL,
+			       format('as it said at %s: %s rows it wrote can never go up (too large, or refused for good)',
+			              s.heard_at, b.value ->> 'set_aside'), NULL
+			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
+			  LEFT JOIN sync.tables t ON t.name = b.key
+			 WHERE (b.value ->> 'set_aside')::bigint > 0)
+		SELECT i.kind, i.waits_on, i.replica, i.tab, i.key, i.count, i.since, i.reason, i.sqlstate, now()
+		  FROM items i
+		 ORDER BY i.waits_on = 'infrastructure', i.kind, i.tab::text NULLS FIRST, i.replica NULLS FIRST,
+		          i.reason, i.key;
+END
+$$;
+COMMENT ON FUNCTION sync.health(uuid[], text) IS
+	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside, waiting and dropped, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
