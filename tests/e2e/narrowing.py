@@ -6,7 +6,8 @@ magic_sync_agent as a real process against a real server:
   - the server's upload_bytes is smaller than what the replica sends: the
     agent sends half, then half again, files every row that fits, and sets
     aside the one row that never can, counted in the backlog; once the bound
-    is raised, an agent that starts tries that row again and it is filed;
+    is raised, an agent that starts tries that row again and it is filed, and
+    an agent running tries it again when the server's bound changes;
   - a server that refuses every upload: nothing is set aside, the agent
     backs off (with --once it exits 70), and everything is filed once it is
     fixed;
@@ -16,8 +17,11 @@ magic_sync_agent as a real process against a real server:
 Run by tests/e2e/run (inside pg_virtualenv)."""
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import tempfile
+import time
 
 from harness import EXTENSION, TOP, Replica, Server, check, finish
 
@@ -93,6 +97,40 @@ check("7 once the bound is raised, the row is filed", (rc, srv.one("SELECT count
 r = store()
 check("7 and nothing is set aside any more", progress(r).get("set_aside"), 0)
 r.close()
+
+# --- a running agent tries the row again when the server's bound changes ---------
+srv.exec("ALTER SYSTEM SET magic_sync.upload_bytes = '4kB'")
+srv.exec("SELECT pg_reload_conf()")
+running = subprocess.Popen([AGENT, "--server", "dbname=narrowing", "--replica", S1, "--db", path,
+                            "--interval", "200", "--quiet"])
+r = store()
+r.q("INSERT INTO notes VALUES (?, 22, ?, 1)", (S1, "y" * 6000))
+
+
+def set_aside():
+    return r.one("SELECT count(*) FROM _sync_notes WHERE key LIKE '%2:22' AND set_aside LIKE 'too large%'")
+
+
+def wait(what, seconds, test):
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            if test():
+                return True
+        except sqlite3.OperationalError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+check("7 the running agent sets the row aside as too large", wait("set aside", 30, lambda: set_aside() == 1), True)
+srv.exec("ALTER SYSTEM RESET magic_sync.upload_bytes")
+srv.exec("SELECT pg_reload_conf()")
+check("7 and files it once the server's bound is raised",
+      wait("filed", 30, lambda: srv.one("SELECT count(*) FROM notes WHERE id = 22") == 1), True)
+r.close()
+running.send_signal(signal.SIGTERM)
+check("7 the agent stops cleanly", running.wait(timeout=30), 0)
 
 # --- a server that refuses every upload: nothing set aside, it backs off ------
 srv.exec("""
