@@ -1,0 +1,295 @@
+/*-------------------------------------------------------------------------
+ * sneak_up.c
+ *	  Sneakernet, the replica's side: a bundle to the replica applied, each
+ *	  message in a sync_apply of its own as the online agent applies them,
+ *	  and what the replica has to say written into an upload bundle.
+ *
+ * Before anything is applied the bundle is judged against what the replica
+ * applied (sync_applied()), with the rules of the chain (docs/protocol.md
+ * 5.1): a bundle whose messages were all applied before was imported
+ * already; one whose first new message neither begins a snapshot nor
+ * follows the last applied comes out of order -- handed to sync_apply it
+ * would open a gap, and the server would provision the replica again for
+ * a file that only came late.  Either is refused whole, answers included:
+ * nothing changes, and the command says why.  A bundle of answers only is
+ * applied: an answer applied again lets go of nothing more.
+ *-------------------------------------------------------------------------
+ */
+#include "sneakernet.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wire.h"
+
+/* the most uploads one upload bundle carries: the rest wait for the next trip */
+#define UPLOADS_MAX 1000
+
+typedef enum verdict
+{
+	VERDICT_APPLY,
+	VERDICT_APPLIED_ALREADY,
+	VERDICT_OUT_OF_ORDER,
+	VERDICT_WRONG_REPLICA
+} verdict;
+
+static bool
+same16(const ProtobufCBinaryData *a, const ProtobufCBinaryData *b)
+{
+	return a->len == 16 && b->len == 16 && memcmp(a->data, b->data, 16) == 0;
+}
+
+/*
+ * judge: whether applying the bundle would do anything but open a gap;
+ * the replica's Applied (NULL: it applied nothing) against each chained
+ * message in turn, up to the first it lacks
+ */
+static verdict
+judge(const ms_bundle *bundle, const Sync__Applied *a, size_t bound, sneak_result *r)
+{
+	ms_bundle	b = *bundle;
+	const uint8_t *msg;
+	size_t		len;
+	int64_t		chained = 0;
+	verdict		v = VERDICT_APPLY;
+	uint64_t	applied = a ? a->number : 0;
+
+	while (ms_bundle_next(&b, &msg, &len))
+	{
+		ms_wire_status st;
+		char		reason[MS_REASON_MAX];
+		Sync__ToReplica *m = ms_to_replica_decode(msg, len, bound, NULL, &st, reason);
+		bool		begins,
+					follows;
+
+		/* what does not decode, sync_apply refuses and says why, changing nothing */
+		if (m == NULL || st != MS_WIRE_OK)
+		{
+			if (m)
+				sync__to_replica__free_unpacked(m, NULL);
+			return chained > 0 && v == VERDICT_APPLIED_ALREADY ? VERDICT_APPLY : v;
+		}
+		if (m->replica.len != 16 || memcmp(m->replica.data, bundle->replica, 16) != 0)
+		{
+			sync__to_replica__free_unpacked(m, NULL);
+			snprintf(r->reason, sizeof r->reason, "a message in it is sealed for another replica than the"
+					 " bundle's %s", r->replica);
+			return VERDICT_WRONG_REPLICA;
+		}
+		if (m->body_case == SYNC__TO_REPLICA__BODY_FILED)
+		{
+			sync__to_replica__free_unpacked(m, NULL);
+			continue;
+		}
+		chained++;
+		if (r->first == 0)
+			r->first = (int64_t) m->number;
+		r->last = (int64_t) m->number;
+		if (a && same16(&m->epoch, &a->epoch) &&
+			(m->generation < a->generation || (m->generation == a->generation && m->number <= applied)))
+		{
+			/* applied before, or of a generation the replica left behind */
+			sync__to_replica__free_unpacked(m, NULL);
+			v = VERDICT_APPLIED_ALREADY;
+			continue;
+		}
+		begins = m->body_case == SYNC__TO_REPLICA__BODY_DOWN && m->down->begin != NULL;
+		follows = a && same16(&m->epoch, &a->epoch) && m->previous == applied &&
+			m->previous_nonce.len == a->nonce.len &&
+			memcmp(m->previous_nonce.data, a->nonce.data, a->nonce.len) == 0;
+		if (!begins && !follows)
+			snprintf(r->reason, sizeof r->reason,
+					 "its first message the replica lacks is %llu, which follows %llu, but the replica applied"
+					 " through %llu%s: import the bundle that carries %llu first, or export a new one (nothing"
+					 " changed)", (unsigned long long) m->number, (unsigned long long) m->previous,
+					 (unsigned long long) applied, a && !same16(&m->epoch, &a->epoch) ? " of another epoch" : "",
+					 (unsigned long long) applied + 1);
+		sync__to_replica__free_unpacked(m, NULL);
+		return begins || follows ? VERDICT_APPLY : VERDICT_OUT_OF_ORDER;
+	}
+	if (v == VERDICT_APPLIED_ALREADY)
+		snprintf(r->reason, sizeof r->reason,
+				 "its messages %lld..%lld were applied before (the replica applied through %llu): it was imported"
+				 " already; nothing changed", (long long) r->first, (long long) r->last,
+				 (unsigned long long) applied);
+	return v;
+}
+
+/* apply: each message in turn, as the online agent's pass applies them */
+static int
+apply(const sneak_options *o, replica *rep, const ms_bundle *bundle, sneak_result *r)
+{
+	ms_bundle	b = *bundle;
+	const uint8_t *msg;
+	size_t		len;
+	char		err[AGENT_ERROR_MAX];
+
+	while (ms_bundle_next(&b, &msg, &len))
+	{
+		apply_result res;
+		agent_status st = replica_apply(rep, msg, len, &res, err);
+
+		if (st != STEP_OK)
+		{
+			r->result = "failed";
+			snprintf(r->reason, sizeof r->reason, "%s", err);
+			sneak_say(o, r, st == STEP_BUSY ? EXIT_UNAVAILABLE : EXIT_SOFTWARE);
+			return st == STEP_BUSY ? EXIT_UNAVAILABLE : EXIT_SOFTWARE;
+		}
+		if (strcmp(res.result, "applied") == 0)
+			r->messages++;
+		else if (strcmp(res.result, "filed") == 0)
+			r->answers++;
+		else if (strcmp(res.result, "duplicate") == 0)
+			r->duplicates++;
+		else
+		{
+			/* gap, later_protocol, wrong_replica, older_generation: nothing after it applies */
+			r->result = res.result[0] ? res.result : "refused";
+			snprintf(r->reason, sizeof r->reason, "sync_apply stopped at message %lld (%s), having applied %lld"
+					 " messages of the bundle", (long long) res.number, res.result, (long long) r->messages);
+			sneak_say(o, r, EXIT_DATAERR);
+			return EXIT_DATAERR;
+		}
+	}
+	return 0;
+}
+
+static uint64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+}
+
+/*
+ * upload: what the replica has to say into an upload bundle: every upload
+ * sync_upload() makes, or, when it has nothing to say, sync_upload(0), so
+ * that what it applied (Up.applied) reaches the server all the same
+ */
+static int
+upload(const sneak_options *o, replica *rep, const uint8_t uuid[16], sneak_result *r)
+{
+	ms_bundle_writer w;
+	char		err[AGENT_ERROR_MAX];
+	uint8_t    *bundle;
+	size_t		blen = 0;
+
+	ms_bundle_begin(&w, &sneak_malloc, MS_BUNDLE_FROM_REPLICA, uuid, now_us());
+	/* sync_upload() until it has nothing more to say; then sync_upload(0) if it said nothing */
+	for (int i = 0; i < UPLOADS_MAX && !w.failed; i++)
+	{
+		uint8_t    *up = NULL;
+		size_t		len = 0;
+		bool		last = r->uploads == 0 && i > 0;
+		agent_status st = replica_upload(rep, last ? 0 : -1, &up, &len, err);
+
+		if (st != STEP_OK)
+		{
+			ms_bundle_discard(&w);
+			r->result = "failed";
+			snprintf(r->reason, sizeof r->reason, "%s", err);
+			sneak_say(o, r, EXIT_SOFTWARE);
+			return EXIT_SOFTWARE;
+		}
+		if (up != NULL)
+		{
+			ms_bundle_add(&w, up, len);
+			free(up);
+			r->uploads++;
+		}
+		if (last || (up == NULL && r->uploads > 0))
+			break;
+	}
+	bundle = ms_bundle_finish(&w, &blen);
+	if (bundle == NULL)
+	{
+		r->result = "failed";
+		snprintf(r->reason, sizeof r->reason, "out of memory writing the upload bundle");
+		sneak_say(o, r, EXIT_SOFTWARE);
+		return EXIT_SOFTWARE;
+	}
+	if (!sneak_write(o->to, bundle, blen, err))
+	{
+		free(bundle);
+		r->result = "unwritable";
+		snprintf(r->reason, sizeof r->reason, "%s (the rows it carried go again in the next upload bundle)", err);
+		sneak_say(o, r, EXIT_CANTCREAT);
+		return EXIT_CANTCREAT;
+	}
+	free(bundle);
+	r->upload = o->to;
+	return 0;
+}
+
+/*
+ * sneak_apply: import on the replica's side: the bundle judged, applied,
+ * and the replica's upload written
+ */
+int
+sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
+{
+	char		err[AGENT_ERROR_MAX];
+	replica    *rep = replica_open(o->db, r->replica, err);
+	uint8_t		claim[MS_APPLIED_MAX];
+	size_t		claim_len = 0;
+	int64_t		applied = 0;
+	bool		open = false;
+	Sync__Applied *a = NULL;
+	verdict		v;
+	int			code;
+
+	if (rep == NULL)
+	{
+		bool		another = strstr(err, "is not replica") != NULL;
+
+		r->result = another ? "wrong_replica" : "unreadable";
+		snprintf(r->reason, sizeof r->reason, "%s%s", err,
+				 another ? ": the bundle is another replica's; nothing changed" : "");
+		sneak_say(o, r, another ? EXIT_DATAERR : EXIT_NOINPUT);
+		return another ? EXIT_DATAERR : EXIT_NOINPUT;
+	}
+	if (replica_applied(rep, &applied, &open, claim, &claim_len, err) != STEP_OK)
+	{
+		replica_close(rep);
+		r->result = "unreadable";
+		snprintf(r->reason, sizeof r->reason, "%s", err);
+		sneak_say(o, r, EXIT_NOINPUT);
+		return EXIT_NOINPUT;
+	}
+	if (claim_len > 0)
+	{
+		char		reason[MS_REASON_MAX];
+
+		a = ms_applied_decode(claim, claim_len, NULL, reason);
+	}
+	v = judge(b, a, (size_t) replica_max_message_bytes(rep), r);
+	if (a)
+		sync__applied__free_unpacked(a, NULL);
+	r->applied = applied;
+	if (v != VERDICT_APPLY)
+	{
+		replica_close(rep);
+		r->result = v == VERDICT_APPLIED_ALREADY ? "applied_already" :
+			v == VERDICT_OUT_OF_ORDER ? "out_of_order" : "wrong_replica";
+		sneak_say(o, r, EXIT_DATAERR);
+		return EXIT_DATAERR;
+	}
+	r->reason[0] = '\0';
+	code = apply(o, rep, b, r);
+	if (code == 0 && o->to)
+		code = upload(o, rep, b->replica, r);
+	if (replica_applied(rep, &applied, &open, NULL, NULL, err) == STEP_OK)
+		r->applied = applied;
+	replica_close(rep);
+	if (code == 0)
+	{
+		r->result = "applied";
+		sneak_say(o, r, 0);
+	}
+	return code;
+}
