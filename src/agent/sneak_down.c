@@ -218,6 +218,8 @@ sneak_file(const sneak_options *o, const ms_bundle *bundle, sneak_result *r)
 	char		answer[4096];
 	char		sqlstate[6];
 	char		err[AGENT_ERROR_MAX];
+	char		first_refusal[AGENT_ERROR_MAX + 32] = "";
+	int			refused_uploads = 0;
 	agent_status st;
 
 	if (sqlite3_open(":memory:", &mem) != SQLITE_OK ||
@@ -237,10 +239,17 @@ sneak_file(const sneak_options *o, const ms_bundle *bundle, sneak_result *r)
 		int64_t		acked;
 
 		st = server_file(s, bundle->replica, up, len, answer, sizeof answer, sqlstate, err);
+		if (st == STEP_FAILED)
+		{
+			/* refused for good (not whole, too large): the others are filed all the same */
+			if (refused_uploads++ == 0)
+				snprintf(first_refusal, sizeof first_refusal, "%s (SQLSTATE %s)", err, sqlstate);
+			continue;
+		}
 		if (st != STEP_OK)
 		{
-			code = st == STEP_REFUSED ? EXIT_NOPERM : st == STEP_TRANSIENT ? EXIT_UNAVAILABLE : EXIT_SOFTWARE;
-			failed(o, r, code, st == STEP_REFUSED ? "refused" : "failed", "sync.file", err);
+			code = st == STEP_REFUSED ? EXIT_NOPERM : EXIT_UNAVAILABLE;
+			failed(o, r, code, st == STEP_REFUSED ? "refused" : "unavailable", "sync.file", err);
 			break;
 		}
 		r->uploads++;
@@ -257,7 +266,17 @@ sneak_file(const sneak_options *o, const ms_bundle *bundle, sneak_result *r)
 		if (acked > r->acknowledged)
 			r->acknowledged = acked;
 	}
-	if (code == 0 && r->uploads > 0 && r->duplicates == r->uploads)
+	if (code == 0 && refused_uploads > 0)
+	{
+		/* its rows go again in a later upload, once the replica's resend_after passes */
+		code = EXIT_SOFTWARE;
+		snprintf(r->reason, sizeof r->reason, "the server refused %d of the bundle's uploads for good, the first: %s",
+				 refused_uploads, first_refusal);
+		r->result = "refused";
+		one_line(r->reason);
+		sneak_say(o, r, code);
+	}
+	else if (code == 0 && r->uploads > 0 && r->duplicates == r->uploads)
 	{
 		r->result = "applied_already";
 		snprintf(r->reason, sizeof r->reason,

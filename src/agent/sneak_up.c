@@ -273,6 +273,15 @@ sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
 	r->applied = applied;
 	if (v != VERDICT_APPLY)
 	{
+		/*
+		 * Out of order, the replica may be behind what the server knows (its
+		 * file restored from an older copy): its upload, written all the
+		 * same, tells the server where it is, and the server provisions it
+		 * again.  It applies nothing.
+		 */
+		if (v == VERDICT_OUT_OF_ORDER && o->to && upload(o, rep, b->replica, r) == 0)
+			snprintf(r->reason + strlen(r->reason), sizeof r->reason - strlen(r->reason),
+					 "; its upload, written to %s, tells the server where it is", o->to);
 		replica_close(rep);
 		r->result = v == VERDICT_APPLIED_ALREADY ? "applied_already" :
 			v == VERDICT_OUT_OF_ORDER ? "out_of_order" : "wrong_replica";
