@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "wire.h"
 
@@ -99,7 +100,12 @@ judge(const ms_bundle *bundle, const Sync__Applied *a, size_t bound, sneak_resul
 		follows = a && same16(&m->epoch, &a->epoch) && m->previous == applied &&
 			m->previous_nonce.len == a->nonce.len &&
 			memcmp(m->previous_nonce.data, a->nonce.data, a->nonce.len) == 0;
-		if (!begins && !follows)
+		if (!begins && !follows && applied == 0)
+			snprintf(r->reason, sizeof r->reason,
+					 "its first message the replica lacks is %llu, but the replica applied nothing yet: import"
+					 " the bundle that carries its snapshot first, or export a new one (nothing changed)",
+					 (unsigned long long) m->number);
+		else if (!begins && !follows)
 			snprintf(r->reason, sizeof r->reason,
 					 "its first message the replica lacks is %llu, which follows %llu, but the replica applied"
 					 " through %llu%s: import the bundle that carries %llu first, or export a new one (nothing"
@@ -226,6 +232,19 @@ upload(const sneak_options *o, replica *rep, const uint8_t uuid[16], sneak_resul
 	return 0;
 }
 
+/* forget: a replica file this command made, and its WAL */
+static void
+forget(const char *db)
+{
+	char		path[4096];
+
+	unlink(db);
+	snprintf(path, sizeof path, "%.4000s-wal", db);
+	unlink(path);
+	snprintf(path, sizeof path, "%.4000s-shm", db);
+	unlink(path);
+}
+
 /*
  * sneak_apply: import on the replica's side: the bundle judged, applied,
  * and the replica's upload written
@@ -234,6 +253,7 @@ int
 sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
 {
 	char		err[AGENT_ERROR_MAX];
+	bool		existed = access(o->db, F_OK) == 0;
 	replica    *rep = replica_open(o->db, r->replica, err);
 	uint8_t		claim[MS_APPLIED_MAX];
 	size_t		claim_len = 0;
@@ -271,6 +291,13 @@ sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
 	if (a)
 		sync__applied__free_unpacked(a, NULL);
 	r->applied = applied;
+	if (v != VERDICT_APPLY && !existed && !(v == VERDICT_OUT_OF_ORDER && o->to))
+	{
+		/* a file this refusal made: taken away again, nothing changed */
+		replica_close(rep);
+		forget(o->db);
+		rep = NULL;
+	}
 	if (v != VERDICT_APPLY)
 	{
 		/*
@@ -279,7 +306,7 @@ sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
 		 * same, tells the server where it is, and the server provisions it
 		 * again.  It applies nothing.
 		 */
-		if (v == VERDICT_OUT_OF_ORDER && o->to && upload(o, rep, b->replica, r) == 0)
+		if (rep && v == VERDICT_OUT_OF_ORDER && o->to && upload(o, rep, b->replica, r) == 0)
 			snprintf(r->reason + strlen(r->reason), sizeof r->reason - strlen(r->reason),
 					 "; its upload, written to %s, tells the server where it is", o->to);
 		replica_close(rep);
