@@ -11,8 +11,11 @@
  * follows the last applied comes out of order -- handed to sync_apply it
  * would open a gap, and the server would provision the replica again for
  * a file that only came late.  Either is refused whole, answers included:
- * nothing changes, and the command says why.  A bundle of answers only is
- * applied: an answer applied again lets go of nothing more.
+ * nothing of it is applied, and the command says why (exit 65); with --to
+ * the replica's upload is written all the same, since what it applied and
+ * wrote must reach the server whatever came by the last bundle.  A bundle
+ * of answers only is applied: an answer applied again lets go of nothing
+ * more.
  *-------------------------------------------------------------------------
  */
 #include "sneakernet.h"
@@ -291,7 +294,7 @@ sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
 	if (a)
 		sync__applied__free_unpacked(a, NULL);
 	r->applied = applied;
-	if (v != VERDICT_APPLY && !existed && !(v == VERDICT_OUT_OF_ORDER && o->to))
+	if (v != VERDICT_APPLY && !existed && !(v != VERDICT_WRONG_REPLICA && o->to))
 	{
 		/* a file this refusal made: taken away again, nothing changed */
 		replica_close(rep);
@@ -301,14 +304,16 @@ sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
 	if (v != VERDICT_APPLY)
 	{
 		/*
-		 * Out of order, the replica may be behind what the server knows (its
-		 * file restored from an older copy): its upload, written all the
-		 * same, tells the server where it is, and the server provisions it
-		 * again.  It applies nothing.
+		 * Its upload is written all the same: applied already, the server
+		 * may not know it (the upload bundle that said so was lost), and the
+		 * next export would carry the same again; out of order, the replica
+		 * may be behind what the server knows (its file restored from an
+		 * older copy), and the server provisions it again.  Nothing of the
+		 * bundle is applied.
 		 */
-		if (rep && v == VERDICT_OUT_OF_ORDER && o->to && upload(o, rep, b->replica, r) == 0)
+		if (rep && v != VERDICT_WRONG_REPLICA && o->to && upload(o, rep, b->replica, r) == 0)
 			snprintf(r->reason + strlen(r->reason), sizeof r->reason - strlen(r->reason),
-					 "; its upload, written to %s, tells the server where it is", o->to);
+					 "; the replica's upload, written to %s all the same, tells the server where it is", o->to);
 		replica_close(rep);
 		r->result = v == VERDICT_APPLIED_ALREADY ? "applied_already" :
 			v == VERDICT_OUT_OF_ORDER ? "out_of_order" : "wrong_replica";

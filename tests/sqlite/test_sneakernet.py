@@ -118,6 +118,7 @@ b1 = put(bundle(1, [snapshot, end]))
 fresh = os.path.join(tmp, "fresh.db")
 out = refused("the end alone on a new file", fresh, put(bundle(1, [end])), "out_of_order")
 check("which says the snapshot must come first", "snapshot first" in out.get("reason", ""), True)
+check("and makes no file", os.path.exists(fresh), False)
 
 # damage: nothing of it is read, the file is not even opened
 whole = bundle(1, [snapshot, end])
@@ -151,8 +152,13 @@ check("the JSON says where the upload went", out.get("upload"), up1)
 # twice, an older one after it, only part new
 refused("the same bundle again", db, b1, "applied_already")
 refused("an older bundle after it", db, put(bundle(1, [snapshot])), "applied_already")
-refused("the same, with --to", db, b1, "applied_already", "--to", os.path.join(tmp, "never"))
-check("a refused bundle writes no upload", os.path.exists(os.path.join(tmp, "never")), False)
+up_again = os.path.join(tmp, "up-again")
+refused("the same, with --to", db, b1, "applied_already", "--to", up_again)
+check("applied already, the replica's upload is written all the same (what it applied must reach the server)",
+      os.path.exists(up_again) and all(up_whole(u) for u in read(open(up_again, "rb").read())[2]), True)
+refused("another replica's, with --to", db, put(bundle(1, [snapshot], replica=bytes(range(16)))), "wrong_replica",
+        "--to", os.path.join(tmp, "never"))
+check("another replica's bundle writes no upload", os.path.exists(os.path.join(tmp, "never")), False)
 
 # another replica's, on either count
 other = bytes(range(16))
