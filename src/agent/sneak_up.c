@@ -334,3 +334,47 @@ sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
 	}
 	return code;
 }
+
+/*
+ * sneak_upload_only: export on the replica's side: what the replica has to
+ * say into an upload bundle, with no bundle to apply (a van whose writes
+ * go to the head office before the head office's bundle comes)
+ */
+int
+sneak_upload_only(const sneak_options *o, const uint8_t uuid[16], sneak_result *r)
+{
+	char		err[AGENT_ERROR_MAX];
+	replica    *rep;
+	int64_t		applied = 0;
+	bool		open = false;
+	int			code;
+
+	if (access(o->db, F_OK) != 0)
+	{
+		r->result = "unreadable";
+		snprintf(r->reason, sizeof r->reason, "%.300s does not exist: a replica file is made by its first bundle"
+				 " (import --db FILE --from BUNDLE)", o->db);
+		sneak_say(o, r, EXIT_NOINPUT);
+		return EXIT_NOINPUT;
+	}
+	rep = replica_open(o->db, r->replica, err);
+	if (rep == NULL)
+	{
+		bool		another = strstr(err, "is not replica") != NULL;
+
+		r->result = another ? "wrong_replica" : "unreadable";
+		snprintf(r->reason, sizeof r->reason, "%s", err);
+		sneak_say(o, r, another ? EXIT_DATAERR : EXIT_NOINPUT);
+		return another ? EXIT_DATAERR : EXIT_NOINPUT;
+	}
+	code = upload(o, rep, uuid, r);
+	if (replica_applied(rep, &applied, &open, NULL, NULL, err) == STEP_OK)
+		r->applied = applied;
+	replica_close(rep);
+	if (code == 0)
+	{
+		r->result = "written";
+		sneak_say(o, r, 0);
+	}
+	return code;
+}

@@ -6,6 +6,9 @@
  *   export --server CONNINFO --replica UUID --to FILE
  *       what waits for the replica on the server (sync.pull: its Filed
  *       answers, then its outbox, sealed as they are) into one bundle
+ *   export --db FILE.db --replica UUID --to UPLOAD
+ *       what the replica has to say (sync_upload) into an upload bundle,
+ *       with no bundle to apply
  *   import --db FILE.db --from BUNDLE [--to UPLOAD]
  *       each message applied on the replica (sync_apply, one transaction
  *       each), then what the replica has to say (sync_upload) into an
@@ -48,6 +51,7 @@ ms_allocator sneak_malloc = {sneak_alloc, sneak_free, NULL};
 
 static const char usage_text[] =
 "Usage: magic_sync_agent export --server CONNINFO --replica UUID --to FILE [OPTION]...\n"
+"       magic_sync_agent export --db FILE.db --replica UUID --to UPLOAD [OPTION]...\n"
 "       magic_sync_agent import --db FILE.db --from BUNDLE [--to UPLOAD] [OPTION]...\n"
 "       magic_sync_agent import --server CONNINFO --from UPLOAD [OPTION]...\n"
 "\n"
@@ -55,6 +59,9 @@ static const char usage_text[] =
 "\n"
 "  export   writes what waits on the server for the replica (its outbox, sealed\n"
 "           as it is, and the answers to its uploads) into one bundle FILE\n"
+"  export --db\n"
+"           writes what the replica has to say into an upload bundle, with no\n"
+"           bundle to apply (the van's writes go before the head office's come)\n"
 "  import --db\n"
 "           applies a bundle to the replica file, each message in a\n"
 "           transaction of its own, and with --to writes what the replica\n"
@@ -305,7 +312,10 @@ sneak_say(const sneak_options *o, const sneak_result *r, int code)
 				r->result, r->reason);
 		return;
 	}
-	if (strcmp(r->event, "export") == 0)
+	if (strcmp(r->event, "export") == 0 && r->upload)
+		fprintf(f, "%s%swrote replica %s's upload to %s: %lld uploads; it applied through %lld\n", label, sep,
+				r->replica, r->upload, (long long) r->uploads, (long long) r->applied);
+	else if (strcmp(r->event, "export") == 0)
 		fprintf(f, "%s%sexported to %s for replica %s: %lld messages (%lld..%lld), %lld answers\n",
 				label, sep, r->bundle, r->replica, (long long) r->messages, (long long) r->first,
 				(long long) r->last, (long long) r->answers);
@@ -403,11 +413,17 @@ do_export(const sneak_options *o, sneak_result *r)
 
 	r->event = "export";
 	r->bundle = o->to;
-	if (o->server == NULL || o->replica == NULL || o->to == NULL || o->db || o->from)
-		return usage("export takes --server CONNINFO --replica UUID --to FILE%s", "");
+	if ((o->server == NULL) == (o->db == NULL) || o->replica == NULL || o->to == NULL || o->from)
+		return usage("export takes --server CONNINFO --replica UUID --to FILE, or --db FILE.db --replica UUID"
+					 " --to UPLOAD%s", "");
 	if (!parse_uuid(o->replica, uuid))
 		return usage("--replica takes a uuid (8-4-4-4-12 hexadecimal digits), not '%s'", o->replica);
 	sneak_uuid_text(uuid, r->replica);
+	if (o->db)
+	{
+		r->upload = o->to;
+		return sneak_upload_only(o, uuid, r);
+	}
 	return sneak_export(o, uuid, r);
 }
 

@@ -73,5 +73,6 @@ extern int	sneak_file(const sneak_options *o, const ms_bundle *b, sneak_result *
 
 /* sneak_up.c */
 extern int	sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r);
+extern int	sneak_upload_only(const sneak_options *o, const uint8_t uuid[16], sneak_result *r);
 
 #endif

@@ -5,6 +5,7 @@ with magic_sync_agent as a real process and real SQLite files:
   export --server --replica --to B   what waits for the replica, into a bundle
   import --db --from B --to U        applied on the replica, its upload into U
   import --server --from U           filed on the server, acknowledging
+  export --db --replica --to U       the replica's upload alone, now and then
 
 A seeded walk of 200 steps (walk.py's shop: server-side changes and replica
 writes) where, now and then, a replica makes a trip: an export, an import,
@@ -17,7 +18,8 @@ change nothing and say why (exit 65, and the JSON result):
   - another replica's bundle on a file (wrong_replica), an upload bundle
     filed under another --replica, either kind on the wrong side (wrong_kind);
   - an upload bundle filed twice, or after a later one (applied_already);
-    one lost on the way, or damaged (a flipped bit: damaged).
+    one under another --replica (wrong_replica), one damaged (a flipped
+    bit: damaged), one lost on the way (what it carried goes again).
 
 Then a few clean trips: each file equals its wanted set by files alone; then
 the normal agent online: still equal, held == wanted, no orphans, every sale
@@ -124,7 +126,7 @@ n_files = 0
 made = {s: [] for s in STORES}       # every bundle exported for each replica, in order
 uploads = {s: [] for s in STORES}    # every upload bundle each replica wrote, in order
 seen = {"applied_already": 0, "out_of_order": 0, "wrong_replica": 0, "wrong_kind": 0, "damaged": 0,
-        "upload_again": 0, "upload_lost": 0, "upload_wrong_replica": 0, "trips": 0}
+        "upload_again": 0, "upload_lost": 0, "upload_wrong_replica": 0, "upload_damaged": 0, "early_upload": 0, "trips": 0}
 resent = 0                           # bundles of what the replica applied already: its upload bundle was lost
 bad = []                             # refusals that were not what they should have been
 
@@ -206,6 +208,15 @@ def trip(i):
         refused("damaged", "damaged", r, "--db", r.path, "--from", damaged)
     elif mishap == 4:
         refused("wrong_kind", "wrong_kind", None, "--server", CONN, "--from", path)
+    elif mishap == 5:
+        # the van's writes go first, before the head office's bundle is imported
+        early = name(f"early-{s[:8]}")
+        rc, out = agent("export", "--db", r.path, "--replica", s, "--to", early)
+        if rc != 0 or out.get("result") != "written":
+            bad.append(("export --db", rc, out))
+        else:
+            seen["early_upload"] += 1
+            file_up(s, early)
     up = name(f"up-{s[:8]}")
     rc, out = agent("import", "--db", r.path, "--from", path, "--to", up)
     if rc == 65 and out.get("result") == "applied_already" and out.get("upload") == up:
@@ -227,6 +238,12 @@ def trip(i):
         return
     if fate == 1:
         refused("upload_wrong_replica", "wrong_replica", None, "--server", CONN, "--from", up, "--replica", other)
+    if fate == 4:
+        raw = bytearray(open(up, "rb").read())
+        raw[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)
+        damaged = name(f"damaged-up-{s[:8]}")
+        open(damaged, "wb").write(bytes(raw))
+        refused("upload_damaged", "damaged", None, "--server", CONN, "--from", damaged)
     if fate == 2 and len(uploads[s]) >= 2:
         # the newer upload filed first, then the older: a duplicate that changes nothing
         file_up(s, up)
@@ -304,6 +321,9 @@ for _ in range(6):
         rc, out = agent("import", "--db", r.path, "--from", path, "--to", up)
         if os.path.exists(up):
             file_up(s, up)
+check("what each replica applied reached the server in its upload bundles (Up.applied)",
+      [srv.one("SELECT acked_number FROM sync.replicas WHERE id = %s", (r.id,)) for r in replicas],
+      [r.status()["applied"] for r in replicas])
 srv.relay()
 for i in range(2):
     path = export(STORES[i])

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""magic_sync_agent import --db, the replica's side of sneakernet, with no
+"""magic_sync_agent import --db and export --db, the replica's side of sneakernet, with no
 server: bundles (docs/protocol.md 11, written here by Python's own reading
 of it) of the fuzz seeds' valid messages -- a snapshot's Begin (1), its end
 (2), a Filed answer, a snapshot begun again (3) -- applied to real files.
@@ -197,6 +197,19 @@ check("a bundle partly applied before: the rest applies", (rc, out.get("messages
                                                           out.get("applied")), (0, 1, 2, 3))
 check("an empty bundle applies nothing and is no refusal",
       agent("import", "--db", db, "--from", put(bundle(1, [])))[0], 0)
+
+# export on the replica's side: its upload, with no bundle to apply
+only = os.path.join(tmp, "up-only")
+rc, out = agent("export", "--db", db, "--replica", UUID, "--to", only)
+check("export --db writes the replica's upload", (rc, out.get("result"), out.get("applied")), (0, "written", 3))
+kind, rep, ups = read(open(only, "rb").read())
+check("an upload bundle of whole uploads", (kind, rep, len(ups) >= 1, all(up_whole(u) for u in ups)),
+      (2, REPLICA, True, True))
+rc, out = agent("export", "--db", os.path.join(tmp, "none.db"), "--replica", UUID, "--to", only + "2")
+check("export --db of no file: exit 66, no file made", (rc, os.path.exists(os.path.join(tmp, "none.db"))), (66, False))
+rc, out = agent("export", "--db", db, "--replica", "00000000-0000-4000-8000-000000000000", "--to", only + "3")
+check("export --db under another replica's uuid: refused", (rc, out.get("result"), os.path.exists(only + "3")),
+      (65, "wrong_replica", False))
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
