@@ -56,7 +56,6 @@ judge(const ms_bundle *bundle, const Sync__Applied *a, size_t bound, sneak_resul
 	ms_bundle	b = *bundle;
 	const uint8_t *msg;
 	size_t		len;
-	int64_t		chained = 0;
 	verdict		v = VERDICT_APPLY;
 	uint64_t	applied = a ? a->number : 0;
 
@@ -68,12 +67,16 @@ judge(const ms_bundle *bundle, const Sync__Applied *a, size_t bound, sneak_resul
 		bool		begins,
 					follows;
 
-		/* what does not decode, sync_apply refuses and says why, changing nothing */
+		/*
+		 * what does not decode (or is of a later protocol) sync_apply
+		 * refuses, saying why and changing nothing: the messages before it
+		 * apply, as the online agent's would
+		 */
 		if (m == NULL || st != MS_WIRE_OK)
 		{
 			if (m)
 				sync__to_replica__free_unpacked(m, NULL);
-			return chained > 0 && v == VERDICT_APPLIED_ALREADY ? VERDICT_APPLY : v;
+			return VERDICT_APPLY;
 		}
 		if (m->replica.len != 16 || memcmp(m->replica.data, bundle->replica, 16) != 0)
 		{
@@ -87,7 +90,6 @@ judge(const ms_bundle *bundle, const Sync__Applied *a, size_t bound, sneak_resul
 			sync__to_replica__free_unpacked(m, NULL);
 			continue;
 		}
-		chained++;
 		if (r->first == 0)
 			r->first = (int64_t) m->number;
 		r->last = (int64_t) m->number;
@@ -126,9 +128,12 @@ judge(const ms_bundle *bundle, const Sync__Applied *a, size_t bound, sneak_resul
 	return v;
 }
 
-/* apply: each message in turn, as the online agent's pass applies them */
+/*
+ * apply: each message in turn, as the online agent's pass applies them;
+ * what stopped it in r (the caller says it)
+ */
 static int
-apply(const sneak_options *o, replica *rep, const ms_bundle *bundle, sneak_result *r)
+apply(replica *rep, const ms_bundle *bundle, sneak_result *r)
 {
 	ms_bundle	b = *bundle;
 	const uint8_t *msg;
@@ -144,7 +149,6 @@ apply(const sneak_options *o, replica *rep, const ms_bundle *bundle, sneak_resul
 		{
 			r->result = "failed";
 			snprintf(r->reason, sizeof r->reason, "%s", err);
-			sneak_say(o, r, st == STEP_BUSY ? EXIT_UNAVAILABLE : EXIT_SOFTWARE);
 			return st == STEP_BUSY ? EXIT_UNAVAILABLE : EXIT_SOFTWARE;
 		}
 		if (strcmp(res.result, "applied") == 0)
@@ -159,7 +163,6 @@ apply(const sneak_options *o, replica *rep, const ms_bundle *bundle, sneak_resul
 			r->result = res.result[0] ? res.result : "refused";
 			snprintf(r->reason, sizeof r->reason, "sync_apply stopped at message %lld (%s), having applied %lld"
 					 " messages of the bundle", (long long) res.number, res.result, (long long) r->messages);
-			sneak_say(o, r, EXIT_DATAERR);
 			return EXIT_DATAERR;
 		}
 	}
@@ -178,13 +181,13 @@ now_us(void)
 /*
  * upload: what the replica has to say into an upload bundle: every upload
  * sync_upload() makes, or, when it has nothing to say, sync_upload(0), so
- * that what it applied (Up.applied) reaches the server all the same
+ * that what it applied (Up.applied) reaches the server all the same.  On
+ * failure, why in why (the caller says it).
  */
 static int
-upload(const sneak_options *o, replica *rep, const uint8_t uuid[16], sneak_result *r)
+upload(const sneak_options *o, replica *rep, const uint8_t uuid[16], sneak_result *r, char why[AGENT_ERROR_MAX])
 {
 	ms_bundle_writer w;
-	char		err[AGENT_ERROR_MAX];
 	uint8_t    *bundle;
 	size_t		blen = 0;
 
@@ -195,14 +198,10 @@ upload(const sneak_options *o, replica *rep, const uint8_t uuid[16], sneak_resul
 		uint8_t    *up = NULL;
 		size_t		len = 0;
 		bool		last = r->uploads == 0 && i > 0;
-		agent_status st = replica_upload(rep, last ? 0 : -1, &up, &len, err);
 
-		if (st != STEP_OK)
+		if (replica_upload(rep, last ? 0 : -1, &up, &len, why) != STEP_OK)
 		{
 			ms_bundle_discard(&w);
-			r->result = "failed";
-			snprintf(r->reason, sizeof r->reason, "%s", err);
-			sneak_say(o, r, EXIT_SOFTWARE);
 			return EXIT_SOFTWARE;
 		}
 		if (up != NULL)
@@ -217,22 +216,47 @@ upload(const sneak_options *o, replica *rep, const uint8_t uuid[16], sneak_resul
 	bundle = ms_bundle_finish(&w, &blen);
 	if (bundle == NULL)
 	{
-		r->result = "failed";
-		snprintf(r->reason, sizeof r->reason, "out of memory writing the upload bundle");
-		sneak_say(o, r, EXIT_SOFTWARE);
+		snprintf(why, AGENT_ERROR_MAX, "out of memory writing the upload bundle");
 		return EXIT_SOFTWARE;
 	}
-	if (!sneak_write(o->to, bundle, blen, err))
+	if (!sneak_write(o->to, bundle, blen, why))
 	{
 		free(bundle);
-		r->result = "unwritable";
-		snprintf(r->reason, sizeof r->reason, "%s (the rows it carried go again in the next upload bundle)", err);
-		sneak_say(o, r, EXIT_CANTCREAT);
+		/* the rows it carried go again in a later upload, after resend_after */
 		return EXIT_CANTCREAT;
 	}
 	free(bundle);
 	r->upload = o->to;
 	return 0;
+}
+
+/*
+ * upload_too: with --to, the replica's upload after a bundle applied, or
+ * refused having changed nothing (code 65); code, or the upload's failure
+ */
+static int
+upload_too(const sneak_options *o, replica *rep, const uint8_t uuid[16], sneak_result *r, int code)
+{
+	char		why[AGENT_ERROR_MAX];
+	int			up;
+	size_t		n;
+
+	if (o->to == NULL || rep == NULL || (code != 0 && code != EXIT_DATAERR))
+		return code;
+	up = upload(o, rep, uuid, r, why);
+	n = strlen(r->reason);
+	if (up == 0 && code != 0)
+		snprintf(r->reason + n, sizeof r->reason - n,
+				 "; the replica's upload, written to %.300s all the same, tells the server where it is", o->to);
+	else if (up != 0 && code == 0)
+	{
+		r->result = up == EXIT_CANTCREAT ? "unwritable" : "failed";
+		snprintf(r->reason, sizeof r->reason, "the upload: %s", why);
+		return up;
+	}
+	else if (up != 0)
+		snprintf(r->reason + n, sizeof r->reason - n, "; the upload was not written: %s", why);
+	return code;
 }
 
 /* forget: a replica file this command made, and its WAL */
@@ -303,35 +327,32 @@ sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
 	}
 	if (v != VERDICT_APPLY)
 	{
-		/*
-		 * Its upload is written all the same: applied already, the server
-		 * may not know it (the upload bundle that said so was lost), and the
-		 * next export would carry the same again; out of order, the replica
-		 * may be behind what the server knows (its file restored from an
-		 * older copy), and the server provisions it again.  Nothing of the
-		 * bundle is applied.
-		 */
-		if (rep && v != VERDICT_WRONG_REPLICA && o->to && upload(o, rep, b->replica, r) == 0)
-			snprintf(r->reason + strlen(r->reason), sizeof r->reason - strlen(r->reason),
-					 "; the replica's upload, written to %s all the same, tells the server where it is", o->to);
-		replica_close(rep);
 		r->result = v == VERDICT_APPLIED_ALREADY ? "applied_already" :
 			v == VERDICT_OUT_OF_ORDER ? "out_of_order" : "wrong_replica";
-		sneak_say(o, r, EXIT_DATAERR);
-		return EXIT_DATAERR;
+		code = EXIT_DATAERR;
 	}
-	r->reason[0] = '\0';
-	code = apply(o, rep, b, r);
-	if (code == 0 && o->to)
-		code = upload(o, rep, b->replica, r);
-	if (replica_applied(rep, &applied, &open, NULL, NULL, err) == STEP_OK)
+	else
+	{
+		r->reason[0] = '\0';
+		code = apply(rep, b, r);
+	}
+
+	/*
+	 * The upload is written all the same when the bundle was refused as
+	 * applied already (the upload bundle that said so was lost: the next
+	 * export would carry the same again), out of order (the file is older
+	 * than what the server knows: it provisions the replica again), or
+	 * stopped at a gap (the upload reports it): it is the replica's upload
+	 * that tells the server where it is.  Not for another replica's.
+	 */
+	if (v != VERDICT_WRONG_REPLICA)
+		code = upload_too(o, rep, b->replica, r, code);
+	if (rep && replica_applied(rep, &applied, &open, NULL, NULL, err) == STEP_OK)
 		r->applied = applied;
 	replica_close(rep);
 	if (code == 0)
-	{
 		r->result = "applied";
-		sneak_say(o, r, 0);
-	}
+	sneak_say(o, r, code);
 	return code;
 }
 
@@ -367,14 +388,13 @@ sneak_upload_only(const sneak_options *o, const uint8_t uuid[16], sneak_result *
 		sneak_say(o, r, another ? EXIT_DATAERR : EXIT_NOINPUT);
 		return another ? EXIT_DATAERR : EXIT_NOINPUT;
 	}
-	code = upload(o, rep, uuid, r);
+	code = upload(o, rep, uuid, r, err);
 	if (replica_applied(rep, &applied, &open, NULL, NULL, err) == STEP_OK)
 		r->applied = applied;
 	replica_close(rep);
-	if (code == 0)
-	{
-		r->result = "written";
-		sneak_say(o, r, 0);
-	}
+	r->result = code == 0 ? "written" : code == EXIT_CANTCREAT ? "unwritable" : "failed";
+	if (code != 0)
+		snprintf(r->reason, sizeof r->reason, "the upload: %s", err);
+	sneak_say(o, r, code);
 	return code;
 }

@@ -198,6 +198,13 @@ check("a bundle partly applied before: the rest applies", (rc, out.get("messages
 check("an empty bundle applies nothing and is no refusal",
       agent("import", "--db", db, "--from", put(bundle(1, [])))[0], 0)
 
+# a message of a later protocol: sync_apply says so and applies nothing; the upload still goes
+later = b"\x08\x02" + again[2:]
+check("the seed begins with protocol 1", again[:2], b"\x08\x01")
+up3 = os.path.join(tmp, "up3")
+out = refused("a message of a later protocol", db, put(bundle(1, [later])), "later_protocol", "--to", up3)
+check("its upload is written all the same", os.path.exists(up3), True)
+
 # export on the replica's side: its upload, with no bundle to apply
 only = os.path.join(tmp, "up-only")
 rc, out = agent("export", "--db", db, "--replica", UUID, "--to", only)
