@@ -308,6 +308,7 @@ for line in bad[:10]:
 check(f"every trip and mishap of {STEPS} steps did what it should", len(bad), 0)
 for what, n in seen.items():
     check(f"the walk made some of: {what} ({n})", n > 0, True)
+print("trips and mishaps: " + ", ".join(f"{k} {v}" for k, v in seen.items()), flush=True)
 print(f"{resent} bundles carried only what their replica had applied (an upload bundle lost): refused, the upload"
       " written all the same", flush=True)
 
