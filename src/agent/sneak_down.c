@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "upread.h"
+
 /* a chained message's number is 8 bytes big-endian in sync.pull's binary result */
 static int64_t
 get_be64(const uint8_t *b)
@@ -200,6 +202,36 @@ answer_int(sqlite3_stmt *q, const char *json, const char *path)
 }
 
 /*
+ * others: whether an upload of the bundle names another replica than the
+ * bundle's head (a head changed on the way, its check made again): the
+ * server would refuse each; the bundle is refused whole, before connecting
+ */
+static bool
+others(const ms_bundle *bundle)
+{
+	ms_bundle	b = *bundle;
+	const uint8_t *up;
+	size_t		len;
+
+	while (ms_bundle_next(&b, &up, &len))
+	{
+		ms_wire_status st;
+		char		reason[MS_REASON_MAX];
+		Sync__Up   *u = ms_up_read(up, len, len, &sneak_malloc, &st, reason);
+		bool		other;
+
+		/* what does not read, the server refuses and says why */
+		if (u == NULL)
+			continue;
+		other = u->replica.len != 16 || memcmp(u->replica.data, bundle->replica, 16) != 0;
+		sync__up__free_unpacked(u, &sneak_malloc);
+		if (other)
+			return true;
+	}
+	return false;
+}
+
+/*
  * sneak_file: each upload of the bundle filed on the server, in order, each
  * in its own sync.file (whole or not at all, once: a send filed before is
  * a duplicate and changes nothing).  A bundle all of whose uploads were
@@ -222,6 +254,14 @@ sneak_file(const sneak_options *o, const ms_bundle *bundle, sneak_result *r)
 	int			refused_uploads = 0;
 	agent_status st;
 
+	if (others(bundle))
+	{
+		r->result = "wrong_replica";
+		snprintf(r->reason, sizeof r->reason, "%.300s says it is replica %s's, but an upload in it is another"
+				 " replica's; nothing was filed", o->from, r->replica);
+		sneak_say(o, r, EXIT_DATAERR);
+		return EXIT_DATAERR;
+	}
 	if (sqlite3_open(":memory:", &mem) != SQLITE_OK ||
 		sqlite3_prepare_v2(mem, "SELECT json_extract(?1, ?2)", -1, &q, NULL) != SQLITE_OK)
 	{

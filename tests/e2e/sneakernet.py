@@ -36,6 +36,7 @@ import os
 import random
 import subprocess
 import tempfile
+import uuid
 
 import walk
 from harness import TOP, check, finish
@@ -126,7 +127,7 @@ n_files = 0
 made = {s: [] for s in STORES}       # every bundle exported for each replica, in order
 uploads = {s: [] for s in STORES}    # every upload bundle each replica wrote, in order
 seen = {"applied_already": 0, "out_of_order": 0, "wrong_replica": 0, "wrong_kind": 0, "damaged": 0,
-        "upload_again": 0, "upload_lost": 0, "upload_wrong_replica": 0, "upload_damaged": 0, "early_upload": 0, "trips": 0}
+        "upload_again": 0, "upload_lost": 0, "upload_wrong_replica": 0, "upload_damaged": 0, "upload_relabelled": 0, "early_upload": 0, "trips": 0}
 resent = 0                           # bundles of what the replica applied already: its upload bundle was lost
 bad = []                             # refusals that were not what they should have been
 
@@ -238,6 +239,12 @@ def trip(i):
         return
     if fate == 1:
         refused("upload_wrong_replica", "wrong_replica", None, "--server", CONN, "--from", up, "--replica", other)
+    if fate == 5:
+        # the head says another replica, its check made again: an upload in it names this one
+        kind, rep, written, msgs = read_bundle(up)
+        relabelled = name(f"relabelled-up-{s[:8]}")
+        write_bundle(relabelled, kind, uuid.UUID(other).bytes, written, msgs)
+        refused("upload_relabelled", "wrong_replica", None, "--server", CONN, "--from", relabelled)
     if fate == 4:
         raw = bytearray(open(up, "rb").read())
         raw[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)

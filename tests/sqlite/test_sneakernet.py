@@ -176,6 +176,13 @@ rc, out = agent("import", "--server", "dbname=none host=/nonexistent", "--from",
 check("a bundle to the replica on the server's side: refused before connecting", (rc, out.get("result")),
       (65, "wrong_kind"))
 
+kind, rep, ups = read(open(up1, "rb").read())
+rc, out = agent("import", "--server", "dbname=none host=/nonexistent", "--from", put(bundle(2, ups, replica=other)))
+check("an upload bundle whose head names another replica than its uploads: refused before connecting",
+      (rc, out.get("result")), (65, "wrong_replica"))
+rc, out = agent("import", "--server", "dbname=none host=/nonexistent", "--from", up1)
+check("a good upload bundle and no server: exit 69", (rc, out.get("result")), (69, "unavailable"))
+
 # out of order: a message that follows one the replica lacks
 c = sqlite3.connect(db)
 c.enable_load_extension(True)
