@@ -160,7 +160,10 @@ apply(replica *rep, const ms_bundle *bundle, sneak_result *r)
 		else
 		{
 			/* gap, later_protocol, wrong_replica, older_generation: nothing after it applies */
-			r->result = res.result[0] ? res.result : "refused";
+			r->result = strcmp(res.result, "gap") == 0 ? "gap" :
+				strcmp(res.result, "later_protocol") == 0 ? "later_protocol" :
+				strcmp(res.result, "older_generation") == 0 ? "older_generation" :
+				strcmp(res.result, "wrong_replica") == 0 ? "wrong_replica" : "refused";
 			snprintf(r->reason, sizeof r->reason, "sync_apply stopped at message %lld (%s), having applied %lld"
 					 " messages of the bundle", (long long) res.number, res.result, (long long) r->messages);
 			return EXIT_DATAERR;

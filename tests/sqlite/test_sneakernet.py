@@ -20,7 +20,7 @@ import tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 top = os.path.join(here, "..", "..")
-agent_bin = os.path.join(top, "magic_sync_agent")
+agent_bin = os.environ.get("AGENT", os.path.join(top, "magic_sync_agent"))  # AGENT: another build (ASan)
 ext = os.path.join(top, "magic_sync_sqlite")
 seeds = os.path.join(top, "tests", "fuzz", "seeds")
 tmp = tempfile.mkdtemp(prefix="sneakernet.")
