@@ -355,4 +355,7 @@ at_server, in_files = counted()
 check("online, every count a store made reached the head office", at_server, in_files)
 check("provisionings were rare: only the first", srv.one("SELECT count(*) FROM sync.epoch"), 1)
 check("no replica is to be provisioned again", srv.one("SELECT count(*) FROM sync.replicas WHERE provision"), 0)
+# a bundle out of order, applied, would have opened a gap: the server provisions such a replica again, saying so
+check("no replica was provisioned again (no bundle opened a gap)",
+      srv.rows("SELECT id, last_error FROM sync.replicas WHERE last_error LIKE '%provision%'"), [])
 finish()
