@@ -357,5 +357,5 @@ check("provisionings were rare: only the first", srv.one("SELECT count(*) FROM s
 check("no replica is to be provisioned again", srv.one("SELECT count(*) FROM sync.replicas WHERE provision"), 0)
 # a bundle out of order, applied, would have opened a gap: the server provisions such a replica again, saying so
 check("no replica was provisioned again (no bundle opened a gap)",
-      srv.rows("SELECT id, last_error FROM sync.replicas WHERE last_error LIKE '%provision%'"), [])
+      srv.rows("SELECT id, last_error FROM sync.replicas WHERE last_error IS NOT NULL"), [])
 finish()
