@@ -484,6 +484,8 @@ sneakernet_main(int argc, char **argv)
 
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
+	/* what the server says besides results (report_notice) follows --json and --name too */
+	report_init(o.mode, o.name);
 	memset(&r, 0, sizeof r);
 	r.result = "";
 	if (strcmp(argv[0], "export") == 0)
