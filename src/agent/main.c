@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sneakernet.h"
 #include "wire.h"
 
 #define AGENT_VERSION "0.1"
@@ -98,6 +99,7 @@ typedef struct agent
 
 static const char usage_text[] =
 "Usage: magic_sync_agent --server CONNINFO --replica UUID --db FILE [OPTION]...\n"
+"       magic_sync_agent export|import ...  (files instead of a network: export --help)\n"
 "\n"
 "Runs one replica's loop: pulls what the server's relay wrote for the replica\n"
 "(sync.pull), applies each message to the SQLite file (sync_apply), files\n"
@@ -718,6 +720,9 @@ main(int argc, char **argv)
 	int64_t		applied;
 	bool		open;
 
+	/* sneakernet: export and import move bundles instead (sneakernet.c) */
+	if (argc > 1 && (strcmp(argv[1], "export") == 0 || strcmp(argv[1], "import") == 0))
+		return sneakernet_main(argc - 1, argv + 1);
 	memset(&a, 0, sizeof a);
 	a.narrow.limit = -1;
 	a.bound = -1;

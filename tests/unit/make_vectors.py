@@ -94,6 +94,16 @@ def sample_up():
     head = varint(12 << 3 | 1) + total.to_bytes(8, "little") + body
     return head + field(13, 2, hashlib.sha256(head).digest())
 
+WRITTEN = 1700000000000000
+
+def bundle(kind, messages):
+    """A bundle (docs/protocol.md 11): head, length-prefixed messages, SHA-256 over the whole."""
+    out = (b"MSBUNDLE" + (1).to_bytes(2, "big") + bytes([kind, 0]) + REPLICA
+           + len(messages).to_bytes(4, "big") + WRITTEN.to_bytes(8, "big"))
+    for m in messages:
+        out += len(m).to_bytes(4, "big") + m
+    return out + hashlib.sha256(out).digest()
+
 def c_bytes(b):
     return '"' + "".join("\\x%02x" % x for x in b) + '"'
 
@@ -112,3 +122,6 @@ if __name__ == "__main__":
     print("generation head", generation_head().hex())
     print("applied", applied().hex())
     print("up", sample_up().hex())
+    head, body = sample()
+    print("bundle to", bundle(1, [head + body]).hex())
+    print("bundle from", bundle(2, [sample_up()]).hex())

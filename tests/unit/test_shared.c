@@ -636,6 +636,7 @@ main(void)
 	test_fields();
 	test_up();
 	test_sha256();
+	test_bundle();
 	printf("%d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
 	return ms_unit_failed == 0 ? 0 : 1;
 }

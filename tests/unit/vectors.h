@@ -40,6 +40,10 @@ extern const char *ms_vector_applied_hex;
 extern const uint8_t ms_vector_send_id[16];
 extern const uint64_t ms_vector_seq;
 extern const char *ms_vector_up_hex;
+/* bundles: the sample message to the replica, the sample Up from it */
+extern const uint64_t ms_vector_bundle_written;
+extern const char *ms_vector_bundle_to_hex;
+extern const char *ms_vector_bundle_from_hex;
 
 /* ms_test_allocator: malloc and free, lent to src/shared by both suites (ASan sees every leak) */
 extern ms_allocator ms_test_allocator;
