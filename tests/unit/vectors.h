@@ -33,6 +33,11 @@ extern const char *ms_vector_seal_input_hex;
 extern const char *ms_vector_seal_hex;
 extern const char *ms_vector_head_hex;
 extern const char *ms_vector_body_hex;
+/* the sample schema change: message 43, after the sample message 42 */
+extern const uint8_t ms_vector_evolve_nonce[16];
+extern const char *ms_vector_evolve_seal_hex;
+extern const char *ms_vector_evolve_head_hex;
+extern const char *ms_vector_evolve_body_hex;
 
 /* ms_test_allocator: malloc and free, lent to src/shared by both suites (ASan sees every leak) */
 extern ms_allocator ms_test_allocator;
