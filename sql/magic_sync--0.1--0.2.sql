@@ -43,3 +43,72 @@ COMMENT ON FUNCTION sync.proto(text) IS
 	'The .proto of a table in the proto codec, by the name replicas know it by (sync.tables.name)';
 REVOKE ALL ON FUNCTION sync.proto(regclass), sync.proto(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.proto(regclass), sync.proto(text) TO sync_admin;
+
+-- Schema evolution (issue 16): a migration changes the fleet by the table it
+-- touches.  What a declaration follows its table by -- its columns' ids,
+-- every column's attnum, the fills of columns added since, the highest id
+-- given -- filled in from the table as it is: a proto table's ids are its
+-- field numbers, a json table's its mirrored columns in attnum order, as
+-- sync.mirror gives them.
+-- (added without a default, then given one: a default added with the column
+-- would be kept as its missing value, which a fresh install has not)
+ALTER TABLE sync.tables ADD COLUMN ids jsonb, ADD COLUMN attnums jsonb, ADD COLUMN fills jsonb,
+	ADD COLUMN last_id int;
+UPDATE sync.tables t SET fills = '{}',
+	ids = CASE WHEN t.codec = 'proto' THEN t.fields ELSE coalesce(
+		(SELECT pg_catalog.jsonb_object_agg(c.key, c.n)
+		   FROM (SELECT e.key, row_number() OVER (ORDER BY a.attnum) AS n
+				   FROM pg_catalog.jsonb_each(t.columns) e
+				   JOIN pg_catalog.pg_attribute a ON a.attrelid = t.relid AND a.attname = e.key
+					AND NOT a.attisdropped) c), '{}') END,
+	attnums = coalesce(
+		(SELECT pg_catalog.jsonb_object_agg(a.attname, a.attnum) FROM pg_catalog.pg_attribute a
+		  WHERE a.attrelid = t.relid AND a.attnum > 0 AND NOT a.attisdropped), '{}');
+UPDATE sync.tables t SET last_id = coalesce(
+	(SELECT max(e.value::int) FROM pg_catalog.jsonb_each_text(t.ids) e), 0);
+ALTER TABLE sync.tables
+	ALTER COLUMN ids SET DEFAULT '{}', ALTER COLUMN ids SET NOT NULL,
+	ALTER COLUMN attnums SET DEFAULT '{}', ALTER COLUMN attnums SET NOT NULL,
+	ALTER COLUMN fills SET DEFAULT '{}', ALTER COLUMN fills SET NOT NULL,
+	ALTER COLUMN last_id SET DEFAULT 0, ALTER COLUMN last_id SET NOT NULL;
+
+-- The schema of each mirrored table as each replica was last sent it
+-- (src/pg/relay/evolve.c).  Empty after the update: a replica a 0.1
+-- snapshot provisioned is sent every table as a schema change, no row.
+CREATE TABLE sync.replica_tables (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	name			text NOT NULL,				-- the wire name it knows the table by
+	was				text,						-- the name it knew before, when the last change renamed it
+	hash			bytea,						-- SHA-256 of the Table sent; NULL: sent by a 0.1 snapshot
+	number			bigint NOT NULL,			-- the message that carried it
+	PRIMARY KEY (replica, tab)
+);
+COMMENT ON TABLE sync.replica_tables IS 'The schema of each mirrored table as each replica was last sent it';
+SELECT pg_catalog.pg_extension_config_dump('sync.replica_tables', '');
+REVOKE ALL ON sync.replica_tables FROM PUBLIC;
+GRANT SELECT ON sync.replica_tables TO sync_admin;
+
+-- sync.mirror declares a table again with other options; sync.unmirror's
+-- replicas let the table go
+COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
+		name, name, name[], regclass, name, text, name) IS
+	'Declares a mirrored table: which way it travels (catalog or record), which replicas hold which rows (broadcast, assigned(col), follows(col), grouped(members => t, assigned => u), or none), its key and columns; installs its noting triggers. A table declared already is declared again with these options, planned again from what each replica holds';
+COMMENT ON FUNCTION sync.unmirror(regclass) IS
+	'Takes back the declaration of a mirrored table and drops its triggers; its replicas let go of its rows, then of the table; refused while another mirrored table points at it';
+
+-- DDL followed as it runs (src/pg/declare/ddl.c)
+CREATE FUNCTION sync.ddl_end() RETURNS event_trigger
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_ddl_end';
+COMMENT ON FUNCTION sync.ddl_end() IS
+	'The event trigger magic_sync_ddl (ddl_command_end): the declarations of the tables a DDL command touched follow them';
+CREATE FUNCTION sync.ddl_drop() RETURNS event_trigger
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_ddl_drop';
+COMMENT ON FUNCTION sync.ddl_drop() IS
+	'The event trigger magic_sync_drop (sql_drop): a table, column, index or constraint dropped makes every declaration follow its table at the command''s end';
+REVOKE ALL ON FUNCTION sync.ddl_end(), sync.ddl_drop() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.ddl_end(), sync.ddl_drop() TO sync_admin;
+CREATE EVENT TRIGGER magic_sync_ddl ON ddl_command_end EXECUTE FUNCTION sync.ddl_end();
+CREATE EVENT TRIGGER magic_sync_drop ON sql_drop EXECUTE FUNCTION sync.ddl_drop();

@@ -890,6 +890,41 @@ store(ms_ctx *c, Sync__Table *m, int position)
 	return rc;
 }
 
+/*
+ * rearm_if_changed: a table whose stored Table is not m: the notes of rows
+ * written and sent go again, in m's schema (the server files none of a
+ * send made in another: docs/protocol.md 5.3).
+ */
+static int
+rearm_if_changed(ms_ctx *c, Sync__Table *m)
+{
+	size_t		n = sync__table__get_packed_size(m);
+	uint8_t    *buf = sqlite3_malloc64(n ? n : 1);
+	sqlite3_stmt *st;
+	bool		same = false;
+	int			rc;
+
+	if (buf == NULL)
+		return SQLITE_NOMEM;
+	sync__table__pack(m, buf);
+	rc = ms_prepare(c, &st, "SELECT schema FROM _sync_tables WHERE name = ?1");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
+		rc = ms_step(c, st);
+		if (rc == SQLITE_ROW)
+			same = (size_t) sqlite3_column_bytes(st, 0) == n &&
+				(n == 0 || memcmp(sqlite3_column_blob(st, 0), buf, n) == 0);
+		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	sqlite3_free(buf);
+	if (rc == SQLITE_OK && !same)
+		rc = ms_exec(c, "UPDATE _sync_notes SET send_id = NULL, sent_at = NULL WHERE tbl = %Q", m->name);
+	return rc;
+}
+
 /* a failure the table's own savepoint absorbs: the table is not held */
 static bool
 table_failure(int rc)
@@ -908,6 +943,9 @@ ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 
 	if (held == NULL)
 		return SQLITE_NOMEM;
+	/* rows written in a table whose schema changes go up again, in the new one */
+	for (size_t i = 0; i < b->n_schema && rc == SQLITE_OK; i++)
+		rc = rearm_if_changed(c, b->schema[i]);
 	/* the tables of the last schema stop being mirrored first ... */
 	for (int i = 0; old && i < old->n && rc == SQLITE_OK; i++)
 		rc = drop_triggers(c, old->t[i].name);

@@ -17,8 +17,6 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "common/cryptohash.h"
-#include "common/sha2.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -30,12 +28,12 @@
 
 #include "batch.h"
 #include "catalog.h"
+#include "evolve.h"
 #include "load.h"
 #include "observe.h"
 #include "park.h"
 #include "plan.h"
 #include "record.h"
-#include "schema.h"
 #include "relay.h"
 #include "settings.h"
 #include "transient.h"
@@ -61,6 +59,8 @@ refuse_unless_checked(ms_pass *p)
 	ms_exec(p, "SELECT string_agg(c.detail, ' ') FROM sync.check() c",
 			0, NULL, NULL, NULL, 0);
 	d = ms_value(0, 1, &isnull);
+	/* a problem of a declaration written after the snapshot is the pass's: it runs again */
+	ms_evolve_check_race(p);
 	if (!isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -201,28 +201,6 @@ publish(ms_pass *p)
 			0, NULL, NULL, NULL, 0);
 }
 
-/*
- * schema: the schema a snapshot carries (Begin), packed once for the pass,
- * and its SHA-256.  A replica provisioned with another (a table declared,
- * dropped or changed since) is provisioned again, so it has every table it
- * may be sent.
- */
-static void
-schema(ms_pass *p)
-{
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
-
-	initStringInfo(&p->begin);
-	ms_schema_pack(p->tables, &p->begin);
-	p->schema_hash = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
-	SET_VARSIZE(p->schema_hash, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
-	if (ctx == NULL || pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (uint8 *) p->begin.data, p->begin.len) < 0 ||
-		pg_cryptohash_final(ctx, (uint8 *) VARDATA(p->schema_hash), PG_SHA256_DIGEST_LENGTH) < 0)
-		elog(ERROR, "could not compute a SHA-256 of the schema");
-	pg_cryptohash_free(ctx);
-}
-
 /* the replicas a note may move: every live one, but a snapshot that failed a minute ago */
 static ArrayType *
 live_replicas(ms_pass *p)
@@ -252,15 +230,15 @@ ms_relay_pass(ms_pass *p)
 	refuse_unless_checked(p);
 	/* the catalog, read once: every part of the pass is handed this list */
 	p->tables = ms_catalog_tables();
-	schema(p);
+	ms_evolve_schema(p);
 	ms_epoch_current(&p->epoch);
 	provisioning = ms_observe(p);
 	ms_plan_prepare(p);
 	notes = ms_batch_read(p);
 	p->notes_read = notes;
 
-	/* every live replica may be moved by a note; otherwise only those provisioned */
-	if (notes > 0)
+	/* every live replica may be moved by a note or a schema change; otherwise only those provisioned */
+	if (notes > 0 || ms_evolve_any(p))
 		replicas = live_replicas(p);
 	else if (provisioning != NULL)
 		replicas = provisioning;
@@ -271,6 +249,7 @@ ms_relay_pass(ms_pass *p)
 	{
 		ms_temp_table(p, "ms_written", "id uuid PRIMARY KEY");
 		record(p, replicas, provisioning);
+		ms_evolve_recorded(p, provisioning);
 		outbox_bounds(p);
 		publish(p);
 	}

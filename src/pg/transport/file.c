@@ -21,6 +21,7 @@
 #include "utils/jsonb.h"
 
 #include "access.h"
+#include "evolve.h"
 #include "file.h"
 #include "settings.h"
 #include "wire.h"
@@ -102,8 +103,10 @@ ms_file(PG_FUNCTION_ARGS)
 	ms_acknowledge(&f, up->applied);
 	ms_gap(&f, up);
 	ms_refusals(&f, up);
+	/* rows written in a schema the replica has been sent a change of since wait: it sends them again */
 	for (size_t i = 0; i < up->n_rows; i++)
-		ms_file_rows(&f, up->rows[i]);
+		if (up->applied == NULL || !ms_evolve_stale(replica, up->rows[i]->table, up->applied->number))
+			ms_file_rows(&f, up->rows[i]);
 	digests = ms_digests(&f, up);
 	ms_backlog(&f, up);
 	ms_answer(&f, up);
