@@ -354,6 +354,9 @@ ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 			for (size_t i = 0; i < m->filed->n_refused; i++)
 				if (!check_refusal(m->filed->refused[i], reason))
 					return false;
+			for (size_t i = 0; i < m->filed->n_again; i++)
+				if (!check_refusal(m->filed->again[i], reason))
+					return false;
 			return true;
 		case SYNC__TO_REPLICA__BODY_DOWN:
 		case SYNC__TO_REPLICA__BODY_END_SNAPSHOT:

@@ -754,6 +754,9 @@ apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	}
 	sqlite3_finalize(aside);
 	ms_buf_free(&key);
+	/* rows the server did not file, written in an old schema: sent again (docs/protocol.md 5.3) */
+	if (rc == SQLITE_OK && f->n_again > 0)
+		rc = ms_evolve_again(c, f);
 	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &st, "DELETE FROM _sync_notes WHERE send_id = ?1");
 	if (rc == SQLITE_OK)

@@ -855,3 +855,35 @@ ms_unique_make_room(ms_ctx *c, const ms_tbl *t, const ms_val *vals, const char *
 	}
 	return rc;
 }
+
+/* ---- rows the server did not file ---------------------------------------- */
+
+int
+ms_evolve_again(ms_ctx *c, const Sync__Filed *f)
+{
+	sqlite3_stmt *st;
+	ms_buf		key = {0};
+	int			rc = ms_prepare(c, &st, "UPDATE _sync_notes SET send_id = NULL, sent_at = NULL"
+								" WHERE tbl = ?1 AND key = ?2 AND send_id = ?3");
+
+	for (size_t i = 0; i < f->n_again && rc == SQLITE_OK; i++)
+	{
+		const Sync__Refusal *a = f->again[i];
+
+		key.len = 0;
+		for (size_t p = 0; p < a->key->n_parts; p++)
+			ms_key_append(&key, a->key->parts[p], strlen(a->key->parts[p]));
+		if (key.oom)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		sqlite3_bind_text(st, 1, a->table, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, key.data, (int) key.len, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 3, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
+		rc = ms_done(c, st);
+	}
+	sqlite3_finalize(st);
+	ms_buf_free(&key);
+	return rc;
+}

@@ -340,6 +340,13 @@ extern int	ms_evolve_apply(ms_ctx *c, const Sync__Down *d, ms_buf *out);
 extern int	ms_unique_make_room(ms_ctx *c, const ms_tbl *t, const ms_val *vals, const char *key,
 								size_t keylen, bool *made);
 
+/*
+ * ms_evolve_again: the rows a Filed answer names as not filed, written in
+ * a schema the replica has been sent a change of since: their notes no
+ * longer wait for that send, and go up again.
+ */
+extern int	ms_evolve_again(ms_ctx *c, const Sync__Filed *f);
+
 /* ---- digest.c -------------------------------------------------------- */
 
 typedef struct ms_table_digest

@@ -364,6 +364,48 @@ rebuilt(void)
 	sqlite3_close(db);
 }
 
+/* a Filed answer naming rows not filed (an old schema): their notes go up again, the rest are let go of */
+static void
+filed_again(void)
+{
+	tm_server	s;
+	sqlite3    *db = shop(&s);
+	tm_msg		up;
+	Sync__Up   *u;
+	Sync__Filed *f;
+	ms_wire_status st;
+	char		reason[MS_REASON_MAX];
+	char	   *r;
+
+	r = sqlite3_mprintf("INSERT INTO sales(origin, id, product, qty) VALUES ('%s', 1, 1, 2);"
+						"INSERT INTO orders(origin, id, customer) VALUES ('%s', 1, 1)",
+						tm_replica_text(&s), tm_replica_text(&s));
+	CHECK(t_exec(db, r, NULL) == SQLITE_OK, "a sale and an order");
+	sqlite3_free(r);
+	up = tm_upload(db);
+	u = up.data ? ms_up_decode(up.data, up.len, 1 << 20, &ms_test_allocator, &st, reason) : NULL;
+	CHECK(u != NULL, "the upload decodes: %s", tm_error());
+	if (u == NULL)
+	{
+		sqlite3_close(db);
+		return;
+	}
+	f = tm_filed(u->send_id.data, 1);
+	f->again = tm_alloc(sizeof(Sync__Refusal *));
+	f->again[0] = tm_alloc(sizeof(Sync__Refusal));
+	sync__refusal__init(f->again[0]);
+	f->again[0]->table = "sales";
+	f->again[0]->key = tm_key(tm_replica_text(&s), "1", NULL);
+	f->again[0]->reason = "written in a schema the replica has been sent a change of since";
+	f->n_again = 1;
+	r = tm_apply(db, tm_filed_msg(&s, f));
+	CHECK(t_has(r, "\"filed\"") && t_has(r, "\"notes\":1"), "the answer lets go of the order only: %s %s", S(r), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_notes WHERE tbl = 'sales' AND send_id IS NULL") == 1,
+		  "the sale goes up again");
+	sync__up__free_unpacked(u, &ms_test_allocator);
+	sqlite3_close(db);
+}
+
 void
 test_evolve(void)
 {
@@ -374,4 +416,5 @@ test_evolve(void)
 	let_go();
 	unique();
 	rebuilt();
+	filed_again();
 }

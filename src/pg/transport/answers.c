@@ -48,6 +48,11 @@ ms_answer(ms_filing *f, Sync__Up *up)
 	filed.refused = palloc(sizeof(Sync__Refusal *) * Max(filed.n_refused, 1));
 	foreach(lc, f->refused)
 		filed.refused[i++] = lfirst(lc);
+	filed.n_again = list_length(f->again);
+	filed.again = palloc(sizeof(Sync__Refusal *) * Max(filed.n_again, 1));
+	i = 0;
+	foreach(lc, f->again)
+		filed.again[i++] = lfirst(lc);
 	m.protocol = MS_PROTOCOL;
 	m.epoch.data = f->epoch.id;
 	m.epoch.len = MS_EPOCH_BYTES;

@@ -64,6 +64,22 @@ decode(bytea *upload, pg_uuid_t *replica, const char *replica_text)
 	return up;
 }
 
+/* again: every row of r named in the answer, to be sent again in the new schema */
+static void
+again(ms_filing *f, const Sync__Rows *r)
+{
+	for (size_t i = 0; i < r->n_keys + r->n_deletes; i++)
+	{
+		Sync__Refusal *a = palloc(sizeof(Sync__Refusal));
+
+		sync__refusal__init(a);
+		a->table = r->table;
+		a->key = i < r->n_keys ? r->keys[i] : r->deletes[i - r->n_keys];
+		a->reason = "written in a schema the replica has been sent a change of since";
+		f->again = lappend(f->again, a);
+	}
+}
+
 /*
  * ms_file: sync.file(replica uuid, upload bytea, sender jsonb) returns jsonb:
  * what became of the upload.
@@ -103,10 +119,14 @@ ms_file(PG_FUNCTION_ARGS)
 	ms_acknowledge(&f, up->applied);
 	ms_gap(&f, up);
 	ms_refusals(&f, up);
-	/* rows written in a schema the replica has been sent a change of since wait: it sends them again */
+	/* rows written in a schema the replica has been sent a change of since: it sends them again */
 	for (size_t i = 0; i < up->n_rows; i++)
-		if (up->applied == NULL || !ms_evolve_stale(replica, up->rows[i]->table, up->applied->number))
+	{
+		if (up->applied != NULL && ms_evolve_stale(replica, up->rows[i]->table, up->applied->number))
+			again(&f, up->rows[i]);
+		else
 			ms_file_rows(&f, up->rows[i]);
+	}
 	digests = ms_digests(&f, up);
 	ms_backlog(&f, up);
 	ms_answer(&f, up);

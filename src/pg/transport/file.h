@@ -91,6 +91,7 @@ typedef struct ms_filing
 	bool		provisioning;	/* it is being provisioned again: held rows are on their way */
 	int			counts[MS_OUTCOMES];
 	List	   *refused;		/* Sync__Refusal * for the answer */
+	List	   *again;			/* Sync__Refusal *: rows in an old schema, sent again (relay/evolve.c) */
 } ms_filing;
 
 /* ---- filer.c ---- */

@@ -305,7 +305,21 @@ body(StringInfo out, const Sync__ToReplica *m)
 				str(out, m->filed->refused[i]->reason);
 				appendStringInfoChar(out, '}');
 			}
-			appendStringInfoString(out, "]}");
+			appendStringInfoChar(out, ']');
+			if (m->filed->n_again > 0)
+			{
+				appendStringInfoString(out, ",\"again\":[");
+				for (size_t i = 0; i < m->filed->n_again; i++)
+				{
+					appendStringInfo(out, "%s{\"table\":", i ? "," : "");
+					str(out, m->filed->again[i]->table);
+					appendStringInfoString(out, ",\"key\":");
+					key(out, m->filed->again[i]->key);
+					appendStringInfoChar(out, '}');
+				}
+				appendStringInfoChar(out, ']');
+			}
+			appendStringInfoChar(out, '}');
 			break;
 		default:
 			break;
