@@ -72,6 +72,10 @@ ALTER TABLE sync.tables
 	ALTER COLUMN fills SET DEFAULT '{}', ALTER COLUMN fills SET NOT NULL,
 	ALTER COLUMN last_id SET DEFAULT 0, ALTER COLUMN last_id SET NOT NULL;
 
+-- the rows whose next send replaces the replica's copy, by an index of their
+-- own: a pass sending a table's rows again never scans each replica's held rows
+CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;
+
 -- The schema of each mirrored table as each replica was last sent it
 -- (src/pg/relay/evolve.c).  Empty after the update: a replica a 0.1
 -- snapshot provisioned is sent every table as a schema change, no row.

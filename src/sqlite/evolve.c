@@ -9,7 +9,8 @@
 **   schema     each Table matched with a table held, by id (by name when
 **              either side has none): made when none is; otherwise renamed,
 **              its columns renamed, dropped and added (an added column takes
-**              the fill row's value on every row held), rebuilt with its rows
+**              the fill row's value on every row held: as its SQLite default
+**              when an integer or text, so no row is written), rebuilt with its rows
 **              when its key or a column's SQLite type changed, its indexes
 **              and triggers made again, its Table stored; rows written and
 **              not yet filed go up again in the new schema
@@ -310,30 +311,62 @@ rebuild(evolver *e, const ms_tbl *t)
 	return rc;
 }
 
-/* fill: the rows held take, in each column the change added, the fill row's value */
+/* decode_fill: the Table's fill row decoded as a row of it (*vals NULL: it has none) */
 static int
-fill(evolver *e, const ms_tbl *t, char **added, int nadded)
+decode_fill(evolver *e, const ms_tbl *t, ms_val **vals)
 {
 	ms_ctx	   *c = e->c;
 	const ProtobufCBinaryData *f = &t->msg->fill;
-	ms_val	   *vals;
 	char	   *scratch;
 	char		reason[MS_REASON_MAX];
-	int			rc = SQLITE_OK;
 
-	if (f->len == 0 || nadded == 0)
+	*vals = NULL;
+	if (f->len == 0)
 		return SQLITE_OK;
-	vals = ms_alloc(&c->arena, sizeof(ms_val) * (size_t) (t->ncols + 1));
+	*vals = ms_alloc(&c->arena, sizeof(ms_val) * (size_t) (t->ncols + 1));
 	scratch = ms_alloc(&c->arena, f->len + 1);
-	if (vals == NULL || scratch == NULL)
+	if (*vals == NULL || scratch == NULL)
 		return SQLITE_NOMEM;
-	if (!ms_row_decode(t, f->data, f->len, vals, scratch, reason))
+	if (!ms_row_decode(t, f->data, f->len, *vals, scratch, reason))
 	{
 		e->stmt = ms_printf(&c->arena, "(decoding the fill row of table \"%s\")", t->name);
 		e->error = ms_strdup(&c->arena, reason);
 		return SQLITE_MISMATCH;
 	}
-	for (int i = 0; i < t->ncols && rc == SQLITE_OK; i++)
+	return SQLITE_OK;
+}
+
+/*
+ * add_column: a column the change adds.  Its fill, when an integer or a
+ * text, is the column's default in SQLite, which the rows held read without
+ * being written (and the vals entry is used up); otherwise fill() writes it.
+ */
+static int
+add_column(evolver *e, const ms_tbl *t, int ci, ms_val *vals)
+{
+	ms_val	   *v = vals ? &vals[ci] : NULL;
+	char	   *lit = NULL;
+	int			rc;
+
+	if (v != NULL && v->type == SQLITE_INTEGER)
+		lit = ms_printf(&e->c->arena, " DEFAULT %lld", (long long) v->i);
+	else if (v != NULL && v->type == SQLITE_TEXT && memchr(v->p, 0, v->n) == NULL)
+		lit = ms_printf(&e->c->arena, " DEFAULT %.*Q", (int) v->n, v->p);
+	rc = run(e, "ALTER TABLE %s ADD COLUMN %s %s%s", t->q, t->cols[ci].q, ms_type_name(t->cols[ci].type),
+			 lit ? lit : "");
+	if (rc == SQLITE_OK && lit != NULL)
+		v->type = SQLITE_NULL;
+	return rc;
+}
+
+/* fill: the rows held take, in each column the change added, the fill row's value */
+static int
+fill(evolver *e, const ms_tbl *t, const ms_val *vals, char **added, int nadded)
+{
+	ms_ctx	   *c = e->c;
+	int			rc = SQLITE_OK;
+
+	for (int i = 0; vals != NULL && i < t->ncols && rc == SQLITE_OK; i++)
 	{
 		const ms_val *v = &vals[i];
 		sqlite3_stmt *st;
@@ -363,7 +396,7 @@ fill(evolver *e, const ms_tbl *t, char **added, int nadded)
  * *added: the columns the file did not have.
  */
 static int
-columns(evolver *e, change *ch, const ms_tbl *t, char ***added, int *nadded)
+columns(evolver *e, change *ch, const ms_tbl *t, ms_val *vals, char ***added, int *nadded)
 {
 	ms_ctx	   *c = e->c;
 	const Sync__Table *om = ch->old->msg;
@@ -439,7 +472,7 @@ columns(evolver *e, change *ch, const ms_tbl *t, char ***added, int *nadded)
 		for (int j = 0; j < t->ncols; j++)
 			if (strcmp(t->cols[j].name, (*added)[i]) == 0)
 				ci = j;
-		rc = run(e, "ALTER TABLE \"%w\" ADD COLUMN %s %s", m->name, t->cols[ci].q, ms_type_name(t->cols[ci].type));
+		rc = add_column(e, t, ci, t->cols[ci].retired ? NULL : vals);
 	}
 	return rc;
 }
@@ -452,9 +485,10 @@ alter(evolver *e, change *ch, ms_tbl *t)
 	const Sync__Table *m = ch->m;
 	char	  **added = NULL;
 	int			nadded = 0;
-	int			rc = SQLITE_OK;
+	ms_val	   *vals;
+	int			rc = decode_fill(e, t, &vals);
 
-	if (strcmp(ch->fname, m->name) != 0)
+	if (rc == SQLITE_OK && strcmp(ch->fname, m->name) != 0)
 	{
 		char	   *type;
 
@@ -477,9 +511,9 @@ alter(evolver *e, change *ch, ms_tbl *t)
 	if (rc == SQLITE_OK)
 		rc = drop_ours(e, m->name);
 	if (rc == SQLITE_OK)
-		rc = columns(e, ch, t, &added, &nadded);
+		rc = columns(e, ch, t, vals, &added, &nadded);
 	if (rc == SQLITE_OK)
-		rc = fill(e, t, added, nadded);
+		rc = fill(e, t, vals, added, nadded);
 	if (rc == SQLITE_OK)
 		rc = ms_table_finish(c, ch->m, t, ch->old->position);
 	/* what it wrote and has not had filed goes up again, in the new schema */

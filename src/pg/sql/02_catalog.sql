@@ -169,6 +169,10 @@ CREATE TABLE sync.held (
 CREATE INDEX held_number ON sync.held (replica, tab, number);
 CREATE INDEX held_taken ON sync.held (replica, tab, taken) WHERE taken IS NOT NULL;
 CREATE INDEX held_refused ON sync.held (replica, tab) WHERE refused IS NOT NULL;
+-- The rows whose next send replaces the replica's copy (few): a pass that
+-- sends many rows again (a schema change's) finds them by this, not by a
+-- scan of each replica's held rows of the table.
+CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;
 COMMENT ON TABLE sync.held IS 'What the engine records each replica holds';
 
 -- The schema of each mirrored table as each replica was last sent it
