@@ -114,9 +114,16 @@ SELECT * FROM sync.check();
 SELECT * FROM evt.pass();
 SELECT * FROM evt.sent('aaaaaaaa-0000-0000-0000-000000000001');
 SELECT evt.ack();
--- a renamed key column of another table, and one its rule names
+-- a renamed key column of another table, and one its rule names; an upload of
+-- its rows waiting in the inbox is filed again by the new name
+INSERT INTO sync.inbox (replica, tab, key, row, reason)
+	SELECT 'aaaaaaaa-0000-0000-0000-000000000001', id, '36:aaaaaaaa-0000-0000-0000-0000000000011:1',
+	       convert_to('{"store": "aaaaaaaa-0000-0000-0000-000000000001", "product": 1, "counted": 3}', 'UTF8'),
+	       'waits' FROM sync.tables WHERE name = 'ev.stock';
 ALTER TABLE ev.stock RENAME COLUMN store TO shop;
 SELECT key, rule_column, replica_owned FROM sync.tables WHERE name = 'ev.stock';
+SELECT convert_from(row, 'UTF8')::jsonb AS waiting FROM sync.inbox;
+DELETE FROM sync.inbox;
 SELECT * FROM evt.pass();
 SELECT evt.ack();
 -- dropped: the schema change only

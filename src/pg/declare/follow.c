@@ -194,6 +194,7 @@ follow_renames(ms_decl *d, TupleDesc desc, ms_follow *f)
 			char	   *to = pstrdup(NameStr(at->attname));
 
 			said(f, "column %s renamed %s", name, to);
+			f->renamed = lappend(lappend(f->renamed, pstrdup(name)), to);
 			rename_everywhere(d, name, to);
 			f->changed = true;
 		}
@@ -519,6 +520,35 @@ ms_follow_unmirrored(int id)
 		elog(ERROR, "letting go of the notes of a table no longer mirrored failed");
 }
 
+/*
+ * inbox_renamed: uploaded rows waiting in sync.inbox, kept as they came, are
+ * filed again by the names their table has now: in the json codec, a column
+ * renamed is renamed in them (a proto row names its columns by field, which a
+ * rename keeps).
+ */
+static void
+inbox_renamed(const ms_decl *d, List *renamed)
+{
+	Oid			types[3] = {INT4OID, TEXTOID, TEXTOID};
+	ListCell   *lc;
+
+	if (d->proto)
+		return;
+	for (lc = list_head(renamed); lc != NULL; lc = lnext(renamed, lnext(renamed, lc)))
+	{
+		Datum		values[3] = {Int32GetDatum(d->id), CStringGetTextDatum(lfirst(lc)),
+		CStringGetTextDatum(lfirst(lnext(renamed, lc)))};
+
+		if (SPI_execute_with_args("UPDATE sync.inbox SET row = pg_catalog.convert_to((j - $2"
+								  "   || pg_catalog.jsonb_build_object($3, j -> $2))::text, 'UTF8')"
+								  "  FROM (SELECT id AS i, pg_catalog.convert_from(row, 'UTF8')::jsonb AS j"
+								  "          FROM sync.inbox WHERE tab = $1 AND row IS NOT NULL) r"
+								  " WHERE id = r.i AND r.j ? $2",
+								  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "renaming a column in the inbox failed");
+	}
+}
+
 /* reprovision: the live replicas holding rows of the table, provisioned again; how many */
 static uint64
 reprovision(const ms_table *t, const char *why)
@@ -579,6 +609,7 @@ ms_follow_finish(ms_decl *d, List *decls, ms_follow *f, const char *cause)
 	if (!f->changed)
 		return;
 	ms_decl_store(d);
+	inbox_renamed(d, f->renamed);
 	t = ms_validate(d, decls, false, &problems);
 	if (t == NULL || problems != NIL)
 	{

@@ -27,6 +27,7 @@ typedef struct ms_follow
 	List	   *replan_parents; /* ids of tables whose rows are planned again (a foreign key to them went) */
 	char	   *reprovision;	/* what a schema change cannot carry, or NULL */
 	bool		untriggered;	/* its old triggers are dropped already: made, not replaced */
+	List	   *renamed;		/* columns renamed: char * pairs, from then to */
 	StringInfoData what;		/* the changes, in words, for the NOTICE */
 } ms_follow;
 
