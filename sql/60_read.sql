@@ -244,9 +244,9 @@ SELECT tables_agree FROM t.overview();
 SELECT * FROM t.row('shop.products', '{1}');
 SELECT * FROM t.progress('{00000000-0000-0000-0000-000000000002}') WHERE tab = 'shop.products'::regclass;
 -- listing pages through a state
-SELECT replica, state FROM sync.listing(state => 'on its way', "limit" => 2);
-SELECT replica, state FROM sync.listing(state => 'on its way', after => '00000000-0000-0000-0000-000000000002');
-SELECT replica, state FROM sync.listing(state => 'caught up');
+SELECT replica, state FROM sync.listing(state => 'on_its_way', "limit" => 2);
+SELECT replica, state FROM sync.listing(state => 'on_its_way', after => '00000000-0000-0000-0000-000000000002');
+SELECT replica, state FROM sync.listing(state => 'caught_up');
 SELECT * FROM sync.listing(state => 'lost');
 -- one acknowledges: only the others are still on its way
 SELECT (t.ack('00000000-0000-0000-0000-000000000002') ->> 'acknowledged')::bigint > 0 AS acknowledged;

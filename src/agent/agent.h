@@ -53,7 +53,7 @@ typedef struct replica replica;
 /* What sync_apply said of one message (its JSON result, read). */
 typedef struct apply_result
 {
-	char		result[24];		/* applied, filed, duplicate, gap, wrong_replica, later_protocol */
+	char		result[24];		/* applied, filed, duplicate, gap, wrong_replica, later_protocol, older_generation */
 	char		snapshot[8];	/* begin, open, end, or "" */
 	int64_t		number;
 	int64_t		upserts;
@@ -90,7 +90,7 @@ typedef struct backlog
 extern replica *replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX]);
 extern void replica_close(replica *r);
 extern agent_status replica_applied(replica *r, int64_t *applied, bool *snapshot_open,
-									char err[AGENT_ERROR_MAX]);
+									uint8_t *claim, size_t *claim_len, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 								  char err[AGENT_ERROR_MAX]);
 /* *up is NULL when there is nothing to say; the caller frees it with free() */
@@ -118,7 +118,8 @@ typedef struct pulled
 extern agent_status server_connect(server **out, const char *conninfo, char err[AGENT_ERROR_MAX]);
 extern void server_close(server *s);
 /* pull: *rows points into a result freed by the next call or server_pull_done */
-extern agent_status server_pull(server *s, const uint8_t replica[16], int64_t after, int max_bytes,
+extern agent_status server_pull(server *s, const uint8_t replica[16], int64_t after,
+								const uint8_t *claim, size_t claim_len, int max_bytes,
 								pulled **rows, int *n, char err[AGENT_ERROR_MAX]);
 extern void server_pull_done(server *s);
 /* file: the filing's answer, a JSON text in out */

@@ -388,12 +388,14 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 	{
 		int64_t		after;
 		bool		open;
+		uint8_t		claim[MS_APPLIED_MAX];
+		size_t		claim_len = 0;
 		pulled	   *rows;
 		int			n;
 		int			chained = 0;
 		bool		progressed = false;
 
-		rc = replica_applied(a->rep, &after, &open, err);
+		rc = replica_applied(a->rep, &after, &open, claim, &claim_len, err);
 		if (rc != STEP_OK)
 			return rc;
 		if (open && !a->bar.open)
@@ -403,7 +405,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 			a->bar.rows = 0;
 			a->bar.of = 0;
 		}
-		rc = server_pull(a->srv, a->uuid_bytes, after, a->opt.pull_bytes, &rows, &n, err);
+		rc = server_pull(a->srv, a->uuid_bytes, after, claim, claim_len, a->opt.pull_bytes, &rows, &n, err);
 		if (rc != STEP_OK)
 			return rc;
 		for (int i = 0; i < n && !halt && !stop_signal; i++)
@@ -474,9 +476,10 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 				st->duplicates++;
 			else
 			{
-				/* gap, later_protocol, wrong_replica: nothing after it applies */
+				/* gap, later_protocol, wrong_replica, older_generation: nothing after it applies */
 				st->stopped = strcmp(res.result, "gap") == 0 ? "gap" :
-					strcmp(res.result, "later_protocol") == 0 ? "later_protocol" : "wrong_replica";
+					strcmp(res.result, "later_protocol") == 0 ? "later_protocol" :
+					strcmp(res.result, "older_generation") == 0 ? "older_generation" : "wrong_replica";
 				st->gap = res.gap > 0 ? res.gap : res.number;
 				halt = true;
 			}
@@ -496,7 +499,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 		int64_t		applied;
 		bool		open;
 
-		if (replica_applied(a->rep, &applied, &open, err) == STEP_OK)
+		if (replica_applied(a->rep, &applied, &open, NULL, NULL, err) == STEP_OK)
 			st->applied = applied;
 	}
 	*moved = st->messages != before.messages || st->uploads != before.uploads ||
@@ -578,7 +581,7 @@ main(int argc, char **argv)
 		report_error("cannot open the replica", err, -1);
 		return finish(&a, "cannot open the replica file", EXIT_NOINPUT);
 	}
-	if (replica_applied(a.rep, &applied, &open, err) != STEP_OK)
+	if (replica_applied(a.rep, &applied, &open, NULL, NULL, err) != STEP_OK)
 	{
 		report_error("cannot read the replica", err, -1);
 		return finish(&a, "cannot read the replica file", EXIT_NOINPUT);

@@ -13,6 +13,8 @@
  */
 #include "agent.h"
 
+#include "wire.h"
+
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,8 +187,8 @@ replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
 	if (rc == SQLITE_OK)
 		rc = prepare(r, "SELECT sync_upload()", &r->upload);
 	if (rc == SQLITE_OK)
-		rc = prepare(r, "SELECT json_extract(s, '$.applied'), json_extract(s, '$.snapshot') IS NOT NULL"
-					 " FROM (SELECT sync_status() AS s)", &r->status);
+		rc = prepare(r, "SELECT json_extract(s, '$.applied'), json_extract(s, '$.snapshot') IS NOT NULL,"
+					 " sync_applied() FROM (SELECT sync_status() AS s)", &r->status);
 	if (rc == SQLITE_OK)
 		rc = prepare(r, "SELECT coalesce(sum(json_extract(value, '$.unsent')), 0),"
 					 " coalesce(sum(json_extract(value, '$.unfiled')), 0),"
@@ -243,9 +245,14 @@ replica_close(replica *r)
 	free(r);
 }
 
-/* replica_applied: the last message applied (sync_status), and whether a snapshot is open */
+/*
+ * replica_applied: the last message applied (sync_status), and whether a
+ * snapshot is open; with claim, what the replica says of it (sync_applied(),
+ * at most MS_APPLIED_MAX bytes), for sync.pull to check.
+ */
 agent_status
-replica_applied(replica *r, int64_t *applied, bool *snapshot_open, char err[AGENT_ERROR_MAX])
+replica_applied(replica *r, int64_t *applied, bool *snapshot_open, uint8_t *claim, size_t *claim_len,
+				char err[AGENT_ERROR_MAX])
 {
 	int			rc = sqlite3_step(r->status);
 
@@ -258,6 +265,14 @@ replica_applied(replica *r, int64_t *applied, bool *snapshot_open, char err[AGEN
 	}
 	*applied = sqlite3_column_int64(r->status, 0);
 	*snapshot_open = sqlite3_column_int(r->status, 1) != 0;
+	if (claim != NULL)
+	{
+		int			n = sqlite3_column_bytes(r->status, 2);
+
+		*claim_len = n > 0 && n <= MS_APPLIED_MAX ? (size_t) n : 0;
+		if (*claim_len > 0)
+			memcpy(claim, sqlite3_column_blob(r->status, 2), *claim_len);
+	}
 	sqlite3_reset(r->status);
 	return STEP_OK;
 }

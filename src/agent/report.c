@@ -399,6 +399,8 @@ report_round(const round_stats *st, const backlog *b)
 		ADD("%sa gap at message %lld: waiting for a snapshot", *line ? "; " : "", (long long) st->gap);
 	else if (st->stopped && strcmp(st->stopped, "later_protocol") == 0)
 		ADD("%sa message of a later protocol: upgrade this agent", *line ? "; " : "");
+	else if (st->stopped && strcmp(st->stopped, "older_generation") == 0)
+		ADD("%sa message of an older generation (an old primary's, or replayed): refused", *line ? "; " : "");
 	else if (st->stopped)
 		ADD("%sa message for another replica: not applied", *line ? "; " : "");
 	if (st->provisioning)

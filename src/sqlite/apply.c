@@ -10,11 +10,18 @@
 **                refused set aside; refusals it carried count as reported.
 **   Down, End    the chain of docs/protocol.md 5.1: a later protocol is
 **                neither applied nor acknowledged; another replica's
-**                message is refused; a new epoch only begins with a
-**                snapshot; a number at or below the last is a duplicate; a
-**                message that does not follow the last applied opens a
-**                gap, and nothing but a snapshot's start is applied until
-**                one begins.
+**                message is refused; so is one of a generation older than
+**                the one the replica follows (an old primary's, a stale
+**                snapshot replayed), whatever its epoch; a new epoch only
+**                begins with a snapshot; within a generation, a number at
+**                or below the last is a duplicate; a message that does not
+**                follow the last applied opens a gap, and nothing but a
+**                snapshot's start is applied until one begins.
+**
+** A Filed answer of an older generation is refused too: it answers for a
+** server whose history was lost (an old primary), and its notes go again.
+** A state found impossible as it is loaded (state.c) is written back as a
+** chain that applied nothing with a gap open, before anything else.
 **
 ** Applying a Down: a Begin applies the schema (schema.c) and opens the
 ** snapshot; upserts of every table, parents first, overwrite the row except
@@ -33,6 +40,7 @@
 
 SQLITE_EXTENSION_INIT3
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -176,25 +184,36 @@ usable(applier *a, const ms_tbl *t, bool *yes)
 						  " makes it again", t->broken);
 }
 
-/* whether the row of this canonical key is listed in r's replaces */
+/* whether a wire Key's canonical bytes (key.h) are key[0, len), compared as they would be written */
+static bool
+same_key(const Sync__Key *k, const char *key, size_t len)
+{
+	size_t		pos = 0;
+
+	for (size_t i = 0; i < k->n_parts; i++)
+	{
+		size_t		n = strlen(k->parts[i]);
+		char		head[24];
+		size_t		h = (size_t) snprintf(head, sizeof head, "%zu:", n);
+
+		if (len - pos < h + n || memcmp(key + pos, head, h) != 0 ||
+			(n > 0 && memcmp(key + pos + h, k->parts[i], n) != 0))
+			return false;
+		pos += h + n;
+	}
+	return pos == len;
+}
+
+/*
+ * whether the row of this canonical key is listed in r's replaces; nothing
+ * allocated, so out of memory never turns a replacement into an upsert
+ */
 static bool
 replaced(const Sync__Rows *r, const char *key, size_t len)
 {
 	for (size_t i = 0; i < r->n_replaces; i++)
-	{
-		size_t		n = ms_wire_key_size(r->replaces[i]);
-		char	   *buf;
-		bool		same;
-
-		if (n != len)
-			continue;
-		if ((buf = sqlite3_malloc64(n + 1)) == NULL)
-			return false;		/* kept as an upsert: the digest backstop still holds */
-		same = ms_wire_key_write(r->replaces[i], buf) == len && memcmp(buf, key, len) == 0;
-		sqlite3_free(buf);
-		if (same)
+		if (same_key(r->replaces[i], key, len))
 			return true;
-	}
 	return false;
 }
 
@@ -629,17 +648,21 @@ apply(applier *a, ms_buf *out)
 		rc = end_snapshot(a, m->end_snapshot);
 	}
 	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "UPDATE _sync_state SET number = ?1, nonce = ?2, seal = ?3, applied_at = ?4"
-						" WHERE id = 1");
+		rc = ms_prepare(c, &st, "UPDATE _sync_state SET number = ?1, nonce = ?2, seal = ?3, applied_at = ?4,"
+						" generation = ?5 WHERE id = 1");
 	if (rc == SQLITE_OK)
 	{
 		sqlite3_bind_int64(st, 1, (sqlite3_int64) m->number);
 		sqlite3_bind_blob(st, 2, m->nonce.data, MS_NONCE_BYTES, SQLITE_STATIC);
 		sqlite3_bind_blob(st, 3, m->seal.data, MS_SEAL_BYTES, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 4, c->now);
+		/* never older than the one it followed: the chain refused those */
+		sqlite3_bind_int64(st, 5, (sqlite3_int64) m->generation);
 		rc = ms_done(c, st);
 	}
 	sqlite3_finalize(st);
+	if (rc == SQLITE_OK)
+		c->st.generation = m->generation;
 	/* retired rows nothing points at: for good, in a step of their own */
 	if (rc == SQLITE_OK)
 		rc = ms_begin(c, "_sync_let_go");
@@ -654,9 +677,11 @@ apply(applier *a, ms_buf *out)
 
 			sqlite3_free(c->err);
 			c->err = NULL;
-			ms_end(c, "_sync_let_go", rc2);
+			rc = ms_end(c, "_sync_let_go", rc2);
 			let_go = 0;
-			rc = why ? ms_state_error(c, "%s", why) : SQLITE_NOMEM;
+			/* noted, unless it could not be undone as it should */
+			if (rc == rc2)
+				rc = why ? ms_state_error(c, "%s", why) : SQLITE_NOMEM;
 			sqlite3_free(why);
 		}
 		else
@@ -789,7 +814,25 @@ apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	return rc;
 }
 
-/* the chain of docs/protocol.md 5.1, rules 2 to 7 */
+/*
+ * older: M is of a generation older than the one the replica follows: an
+ * old primary's message, queued before a standby was promoted past it, or a
+ * stale one replayed (a snapshot's Begin of any epoch included).  Neither
+ * applied nor acknowledged.
+ */
+static int
+older(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
+{
+	ms_buf_printf(out, "{\"result\":\"older_generation\",\"number\":%llu,\"generation\":%llu,\"follows\":%llu}",
+				  (unsigned long long) m->number, (unsigned long long) m->generation,
+				  (unsigned long long) c->st.generation);
+	return ms_state_error(c, "message %llu is of generation %llu, older than the generation %llu this replica follows"
+						  " (an old primary's, or replayed): refused",
+						  (unsigned long long) m->number, (unsigned long long) m->generation,
+						  (unsigned long long) c->st.generation);
+}
+
+/* the chain of docs/protocol.md 5.1, rules 2 to 8 */
 static int
 chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 {
@@ -802,7 +845,7 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	a.c = c;
 	a.m = m;
 	if (m->body_case == SYNC__TO_REPLICA__BODY_FILED)
-		return apply_filed(c, m, out);
+		return m->generation < s->generation ? older(c, m, out) : apply_filed(c, m, out);
 	if (s->has_replica && memcmp(m->replica.data, s->replica, MS_REPLICA_BYTES) != 0)
 	{
 		char		other[37];
@@ -813,9 +856,12 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 		return ms_state_error(c, "message %llu is for replica %s, not this one (%s): refused",
 							  (unsigned long long) m->number, other, s->replica_text);
 	}
+	if (m->generation < s->generation)
+		return older(c, m, out);
 	if (!same_epoch && !begins)
 		return open_gap(c, m, s->has_epoch ? "another epoch" : "no snapshot yet", out);
-	if (same_epoch && m->number <= s->number)
+	/* a newer generation is a newer position, whatever its number */
+	if (same_epoch && m->generation == s->generation && m->number <= s->number)
 	{
 		sqlite3_stmt *st = NULL;
 		int			rc;
@@ -900,15 +946,24 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	if (rc == SQLITE_OK)
 		rc = ms_state_load(&c);
 	if (rc == SQLITE_OK)
+		rc = ms_state_repair(&c);
+	if (rc == SQLITE_OK)
 		rc = ms_schema_load(&c);
 	if (rc == SQLITE_OK)
 		rc = chain(&c, m, &out);
+	/* the result is whole before anything is kept */
+	if (rc == SQLITE_OK && out.oom)
+		rc = SQLITE_NOMEM;
 	rc = ms_end(&c, "_sync_apply", rc);
 done:
 	if (rc == SQLITE_OK && out.oom)
 		rc = SQLITE_NOMEM;
 	if (rc == SQLITE_OK)
-		sqlite3_result_text(ctx, out.data, (int) out.len, SQLITE_TRANSIENT);
+	{
+		/* handed over, not copied: nothing may fail once the work is kept */
+		sqlite3_result_text(ctx, out.data, -1, sqlite3_free);
+		out.data = NULL;
+	}
 	else
 		ms_ctx_error(&c, ctx, rc);
 	ms_buf_free(&out);

@@ -28,10 +28,17 @@
 **       {"result":"gap","number":N,"gap":N,"reason":"..."}
 **       {"result":"wrong_replica","number":N,"replica":"uuid"}
 **       {"result":"later_protocol","protocol":P,"number":N}
+**       {"result":"older_generation","number":N,"generation":G,"follows":F}
 **       An error (nothing changed) when the message is not a BLOB, is over
 **       max_message_bytes, or cannot be decoded.  A snapshot's schema
 **       creates and alters the tables; rows that cannot be taken are
 **       refused (recorded, reported upward), never fatal to the message.
+**
+**   sync_applied() -> BLOB
+**       The last message applied, as an Applied (epoch, number, nonce, seal,
+**       the generation it follows), as uploads carry it; an empty BLOB
+**       before the first.  The host passes it to sync.pull as the replica's
+**       claim of where it is.
 **
 **   sync_upload() -> BLOB or NULL
 **       The next Up (rows written, refusals, last applied with its seal,
@@ -49,7 +56,7 @@
 **       e.g. SELECT key, value->>'unsent' FROM json_each(sync_progress());
 **
 **   sync_status() -> TEXT (JSON)
-**       {"replica":"uuid"|null,"epoch":"hex"|null,"applied":42,
+**       {"replica":"uuid"|null,"epoch":"hex"|null,"applied":42,"generation":G,
 **        "applied_at":unix|null,"gap":0,"gap_epoch":"hex"|null,
 **        "snapshot":N|null,"tables":3,"digest_due":false,
 **        "last_error":"..."|null,"error_at":unix|null}
@@ -124,5 +131,7 @@ sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
 		rc = ms_upload_register(db);
 	if (rc == SQLITE_OK)
 		rc = ms_status_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_state_register(db);
 	return rc;
 }

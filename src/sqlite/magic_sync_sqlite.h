@@ -43,6 +43,7 @@ extern int	ms_apply_register(sqlite3 *db);
 extern int	ms_digest_register(sqlite3 *db);
 extern int	ms_upload_register(sqlite3 *db);
 extern int	ms_status_register(sqlite3 *db);
+extern int	ms_state_register(sqlite3 *db);
 
 /* ---- util.c ---------------------------------------------------------- */
 
@@ -86,6 +87,7 @@ typedef struct ms_state
 	uint64_t	number;			/* last applied; 0 before the first */
 	uint8_t		nonce[MS_NONCE_BYTES];
 	uint8_t		seal[MS_SEAL_BYTES];
+	uint64_t	generation;		/* the generation it follows: none older is applied */
 	uint64_t	gap;			/* the newest message it could not follow; 0 none */
 	bool		has_gap_epoch;
 	uint8_t		gap_epoch[MS_EPOCH_BYTES];
@@ -98,6 +100,7 @@ typedef struct ms_state
 	uint8_t		report_send_id[MS_SEND_ID_BYTES];
 	char	   *last_error;
 	int64_t		error_at;
+	const char *impossible;		/* why the state as stored cannot be (state.c); NULL when it can */
 } ms_state;
 
 typedef struct ms_schema ms_schema;
@@ -112,6 +115,21 @@ typedef struct ms_ctx
 	bool		have_state;		/* the _sync_ tables exist */
 	ms_state	st;
 	ms_schema  *schema;
+	/*
+	 * our savepoints, open (ms_begin, ms_end), each with its ROLLBACK TO and
+	 * RELEASE prepared before it opened: once SQLite is out of memory inside
+	 * a function, it prepares nothing until the host's statement ends
+	 */
+	int			savepoints;
+	bool		own_transaction;	/* the first of them began the transaction */
+	sqlite3_stmt *undo[4];
+	sqlite3_stmt *release[4];
+	/*
+	 * a read, begun with the first savepoint and left running (a CREATE INDEX
+	 * expires every statement not running, the two above too): out of
+	 * memory, when it ends SQLite rolls the transaction back (util.c)
+	 */
+	sqlite3_stmt *sentinel;
 } ms_ctx;
 
 extern void ms_ctx_init(ms_ctx *c, sqlite3_context *ctx, const char *fn);
@@ -136,7 +154,11 @@ extern int	ms_step(ms_ctx *c, sqlite3_stmt *st);
 /*
  * Savepoints: ms_begin opens one (a transaction of our own when the caller
  * has none); ms_end releases it when rc is SQLITE_OK, otherwise rolls back
- * to it and releases it, leaving the caller's work as it was.
+ * to it and releases it, leaving the caller's work as it was, and returns
+ * rc.  When that cannot be done (out of memory all along), or SQLite rolled
+ * the whole transaction back under a savepoint that was not its first (as
+ * it does when out of memory in a statement), ms_end returns another error
+ * than rc, which no caller may take as the one it can absorb.
  */
 extern int	ms_begin(ms_ctx *c, const char *name);
 extern int	ms_end(ms_ctx *c, const char *name, int rc);
@@ -162,8 +184,14 @@ extern const int ms_nsettings;
 extern int	ms_state_exists(ms_ctx *c);
 /* ms_state_ensure: create the _sync_ tables when they are missing (inside a savepoint). */
 extern int	ms_state_ensure(ms_ctx *c);
-/* ms_state_load: read the state row into c->st (zeroes when there is none). */
+/*
+ * ms_state_load: read the state row into c->st (zeroes when there is none).
+ * An impossible state is read as a replica that applied nothing and has a
+ * gap, with st.impossible saying why.
+ */
 extern int	ms_state_load(ms_ctx *c);
+/* ms_state_repair: write back what an impossible state was read as (inside a savepoint); a no-op otherwise. */
+extern int	ms_state_repair(ms_ctx *c);
 /* ms_state_error: record the last error (not fatal to the call). */
 extern int	ms_state_error(ms_ctx *c, const char *fmt,...);
 /* ms_config: a setting's value (its default when unset or no tables). */

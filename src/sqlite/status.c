@@ -80,7 +80,8 @@ status_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			ms_buf_str(&out, "null");
 		ms_buf_str(&out, ",\"epoch\":");
 		json_hex_or_null(&out, s->has_epoch, s->epoch, MS_EPOCH_BYTES);
-		ms_buf_printf(&out, ",\"applied\":%llu,\"applied_at\":", (unsigned long long) s->number);
+		ms_buf_printf(&out, ",\"applied\":%llu,\"generation\":%llu,\"applied_at\":",
+					  (unsigned long long) s->number, (unsigned long long) s->generation);
 		if (applied_at)
 			ms_buf_printf(&out, "%lld", (long long) applied_at);
 		else

@@ -690,6 +690,7 @@ upload(uploader *u, uint8_t **blob, size_t *blob_len)
 		u->applied.nonce.len = MS_NONCE_BYTES;
 		u->applied.seal.data = s->seal;
 		u->applied.seal.len = MS_SEAL_BYTES;
+		u->applied.generation = s->generation;
 	}
 	if (s->gap != 0 && s->has_gap_epoch)
 	{
@@ -813,6 +814,9 @@ upload_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			rc = ms_fail(&c, SQLITE_ERROR, "the replica's uuid is unknown: apply a snapshot, or call sync_init(uuid), first");
 		if (rc == SQLITE_OK)
 			rc = ms_state_load(&c);
+		/* an impossible state is said as a gap, and written back as one */
+		if (rc == SQLITE_OK)
+			rc = ms_state_repair(&c);
 		if (rc == SQLITE_OK)
 			rc = ms_schema_load(&c);
 		if (rc == SQLITE_OK)

@@ -21,6 +21,10 @@ extern void test_upload(void);
 extern void test_digest(void);
 extern void test_misuse(void);
 extern void test_evolve(void);
+extern void test_found(void);
+extern void test_oom(void);
+extern void test_claims(void);
+extern void test_seal(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -111,6 +115,10 @@ main(void)
 	test_digest();
 	test_misuse();
 	test_evolve();
+	test_found();
+	test_oom();
+	test_claims();
+	test_seal();
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();

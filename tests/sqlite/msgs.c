@@ -398,7 +398,7 @@ tm_message(const tm_server *s, uint32_t protocol, uint64_t number, const uint8_t
 				bn;
 
 	if (nonce)
-		ms_seal(secret, sizeof secret, s->replica, s->epoch, number, nonce, seal);
+		tm_seal(secret, sizeof secret, s->replica, s->epoch, number, nonce, seal);
 	h.protocol = protocol;
 	h.epoch = s->epoch;
 	h.number = number;
@@ -407,6 +407,7 @@ tm_message(const tm_server *s, uint32_t protocol, uint64_t number, const uint8_t
 	h.previous_nonce = previous ? previous_nonce : NULL;
 	h.seal = nonce ? seal : NULL;
 	h.replica = s->replica;
+	h.generation = s->generation;
 	hn = ms_head_packed_size(&h);
 	bn = ms_body_packed_size(down, end, filed);
 	m.len = hn + bn;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "sync.pb-c.h"
+#include "seal.h"
 #include "wire.h"
 
 /* A message's bytes. */
@@ -30,6 +31,7 @@ typedef struct tm_server
 	uint64_t	number;			/* the last number given out */
 	uint8_t		nonce[16];		/* its nonce */
 	uint64_t	draws;			/* nonces are drawn deterministically */
+	uint64_t	generation;		/* the generation its messages carry (0: none) */
 } tm_server;
 
 extern void *tm_alloc(size_t n);	/* zeroed, freed by tm_free_all */
@@ -75,6 +77,11 @@ extern void tm_filed_refuse(Sync__Filed *f, const char *table, Sync__Key *key, c
 
 /* tm_next: the next message of the chain (down or end), sealed. */
 extern tm_msg tm_next(tm_server *s, Sync__Down *down, Sync__EndSnapshot *end);
+/* tm_seal: HMAC-SHA256 of the message's seal input (seal.c), as the server's ms_seal. */
+extern void tm_seal(const uint8_t *secret, size_t secret_len, const uint8_t replica[MS_REPLICA_BYTES],
+					const uint8_t epoch[MS_EPOCH_BYTES], uint64_t number,
+					const uint8_t nonce[MS_NONCE_BYTES], uint8_t out[MS_SEAL_BYTES]);
+
 /* tm_message: a message with the head given in full. */
 extern tm_msg tm_message(const tm_server *s, uint32_t protocol, uint64_t number, const uint8_t *nonce,
 						 uint64_t previous, const uint8_t *previous_nonce,

@@ -91,6 +91,19 @@ def evolve_sample():
     down = field(2, 2, rows) + field(3, 2, table)
     return head, field(9, 2, down), nonce, s
 
+GENERATION = 757382400000000   # 2024-01-01 00:00 UTC, in microseconds since 2000
+
+def generation_head():
+    """The sample's head, written in generation GENERATION (field 12)."""
+    head, _ = sample()
+    return head + field(12, 0, GENERATION)
+
+def applied():
+    """What a replica that applied the sample says of it (sync_applied(), Up.applied)."""
+    _, s = seal(SECRET, REPLICA, EPOCH, NUMBER, NONCE)
+    return (field(1, 2, EPOCH) + field(2, 0, NUMBER) + field(3, 2, NONCE) + field(4, 2, s)
+            + field(5, 0, GENERATION))
+
 def c_bytes(b):
     return '"' + "".join("\\x%02x" % x for x in b) + '"'
 
@@ -110,3 +123,6 @@ if __name__ == "__main__":
     print("evolve seal", s.hex())
     print("evolve head", head.hex())
     print("evolve body", body.hex())
+    print("generation", GENERATION)
+    print("generation head", generation_head().hex())
+    print("applied", applied().hex())

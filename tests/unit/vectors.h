@@ -38,6 +38,10 @@ extern const uint8_t ms_vector_evolve_nonce[16];
 extern const char *ms_vector_evolve_seal_hex;
 extern const char *ms_vector_evolve_head_hex;
 extern const char *ms_vector_evolve_body_hex;
+/* the sample's head in a generation, and what a replica that applied it says (Applied) */
+extern const uint64_t ms_vector_generation;
+extern const char *ms_vector_generation_head_hex;
+extern const char *ms_vector_applied_hex;
 
 /* ms_test_allocator: malloc and free, lent to src/shared by both suites (ASan sees every leak) */
 extern ms_allocator ms_test_allocator;

@@ -105,6 +105,16 @@ ms_evolve_schema(ms_pass *p)
 	p->schema_hash = sha256(p->begin.data, p->begin.len);
 }
 
+ms_evolve *
+ms_evolve_kept(const ms_evolve *kept)
+{
+	ms_evolve  *e = palloc0(sizeof(ms_evolve));
+
+	e->before = kept->before;
+	e->schemas = kept->schemas;
+	return e;
+}
+
 /* legacy_hash: the hash of the Begin a server before schema changes packed of these tables */
 static bytea *
 legacy_hash(ms_pass *p)

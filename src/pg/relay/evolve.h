@@ -21,6 +21,13 @@
 extern void ms_evolve_schema(ms_pass *p);
 
 /*
+ * ms_evolve_kept: a pass's own schema changes over the schemas a pass
+ * before it packed (relay.c keeps them with the catalog), in the current
+ * memory context.
+ */
+extern ms_evolve *ms_evolve_kept(const ms_evolve *kept);
+
+/*
  * ms_evolve_check_race: raises a serialization failure (transient: the
  * pass runs again) when a declaration was written after the pass's
  * snapshot, which the catalog, read as it is now, already follows.

@@ -56,6 +56,8 @@ ms_answer(ms_filing *f, Sync__Up *up)
 	m.protocol = MS_PROTOCOL;
 	m.epoch.data = f->epoch.id;
 	m.epoch.len = MS_EPOCH_BYTES;
+	/* an old primary's answer is refused by a replica of a newer generation */
+	m.generation = f->epoch.generation;
 	m.replica.data = f->replica.data;
 	m.replica.len = MS_REPLICA_BYTES;
 	m.body_case = SYNC__TO_REPLICA__BODY_FILED;

@@ -232,8 +232,9 @@ head(StringInfo out, const Sync__ToReplica *m, ms_wire_status st)
 {
 	appendStringInfo(out, "{\"protocol\":%u,\"epoch\":", m->protocol);
 	hex(out, m->epoch);
-	appendStringInfo(out, ",\"number\":" UINT64_FORMAT ",\"previous\":" UINT64_FORMAT ",\"nonce\":",
-					 (uint64) m->number, (uint64) m->previous);
+	appendStringInfo(out, ",\"generation\":" UINT64_FORMAT ",\"number\":" UINT64_FORMAT
+					 ",\"previous\":" UINT64_FORMAT ",\"nonce\":",
+					 (uint64) m->generation, (uint64) m->number, (uint64) m->previous);
 	hex(out, m->nonce);
 	appendStringInfoString(out, ",\"previous_nonce\":");
 	hex(out, m->previous_nonce);
