@@ -208,6 +208,70 @@ did = settle()
 check("ALTER COLUMN TYPE sends the table's rows again", did["rows_sent"], 3 * 40)
 agrees("ALTER COLUMN TYPE")
 
+# ---- ADD COLUMN without a default, a generated column --------------------------------
+srv.exec("ALTER TABLE products ADD COLUMN note text")
+did = settle()
+check("ADD COLUMN without a default sends no row", did["rows_sent"], 0)
+check("every store has it, NULL", [r.one("SELECT count(*) FROM products WHERE note IS NULL") for r in (r1, r2, r3)],
+      [40, 40, 40])
+srv.exec("ALTER TABLE products ADD COLUMN twice bigint GENERATED ALWAYS AS (price * 2) STORED")
+did = settle()
+check("a generated column sends the table's rows again, that table only", (did["rows_sent"], did["provisioned"]),
+      (3 * 40, 0))
+check("with the server's values", [r.one("SELECT sum(twice) FROM products") for r in (r1, r2, r3)],
+      [srv.one("SELECT sum(twice) FROM products")] * 3)
+agrees("ADD COLUMN without a default, generated")
+
+# ---- SET / DROP NOT NULL, a unique index that travels -------------------------------
+srv.exec("ALTER TABLE products ALTER COLUMN tax DROP NOT NULL")
+srv.exec("ALTER TABLE products ALTER COLUMN note SET DEFAULT ''")
+srv.exec("UPDATE products SET note = ''")
+did = settle()
+srv.exec("ALTER TABLE products ALTER COLUMN note SET NOT NULL")
+did = settle()
+check("SET NOT NULL sends no row", (did["rows_sent"], did["provisioned"]), (0, 0))
+srv.exec("UPDATE products SET tax = NULL WHERE id = 4")
+settle()
+check("a NULL where NOT NULL was dropped arrives", [r.one("SELECT tax IS NULL FROM products WHERE id = 4")
+                                                    for r in (r1, r2, r3)], [1, 1, 1])
+srv.exec("CREATE UNIQUE INDEX products_title ON products (title)")
+did = settle()
+check("a unique index sends no row", (did["rows_sent"], did["provisioned"]), (0, 0))
+check("every store has it, unique",
+      [r.one("SELECT count(*) FROM pragma_index_list('products') l"
+             " WHERE l.\"unique\" AND EXISTS (SELECT 1 FROM pragma_index_info(l.name) i WHERE i.name = 'title')"
+             "   AND l.origin = 'c'") for r in (r1, r2, r3)], [1, 1, 1])
+# two titles swapped: the upsert of one makes room in the index for the other
+with srv.conn.cursor() as c:
+    c.execute("BEGIN")
+    c.execute("UPDATE products SET title = 'swap' WHERE id = 2")
+    c.execute("UPDATE products SET title = 'p2' WHERE id = 3")
+    c.execute("UPDATE products SET title = 'p3' WHERE id = 2")
+    c.execute("COMMIT")
+settle()
+check("titles swapped under the unique index", [r.q("SELECT id, title FROM products WHERE id IN (2, 3) ORDER BY id")
+                                                for r in (r1, r2, r3)], [[(2, "p3"), (3, "p2")]] * 3)
+srv.exec("DROP INDEX products_title")
+did = settle()
+check("the unique index dropped: no row", (did["rows_sent"], did["provisioned"]), (0, 0))
+check("and gone from every store",
+      [r.one("SELECT count(*) FROM pragma_index_list('products') l WHERE l.\"unique\" AND l.origin = 'c'")
+       for r in (r1, r2, r3)], [0, 0, 0])
+agrees("NOT NULL, a unique index")
+
+# ---- a column added, then given to the stores, while the server adds another --------
+srv.exec("ALTER TABLE stock ADD COLUMN remark text")
+srv.exec("SELECT sync.mirror('stock', 'catalog', 'assigned(store)', replica_owned => '{counted,remark}')")
+settle()
+r2.q("UPDATE stock SET remark = 'dented' WHERE product = 3")
+srv.exec("ALTER TABLE stock ADD COLUMN bin int NOT NULL DEFAULT 4")
+settle()
+check("the store's own new column is filed across the server's",
+      srv.rows("SELECT remark, bin FROM stock WHERE store = %s AND product = 3", (S2,)), [("dented", 4)])
+check("every store has the server's", [r.one("SELECT sum(bin) FROM stock") for r in (r1, r2, r3)], [40, 40, 40])
+agrees("a replica-owned column added")
+no_snapshot("ADD, NOT NULL, unique, replica-owned")
+
 # ---- a foreign key added: parents follow; dropped: they go -----------------------
 srv.exec("ALTER TABLE products ADD COLUMN made_by int REFERENCES makers")
 srv.exec("UPDATE products SET made_by = 1 + id % 2")
@@ -259,7 +323,14 @@ srv.exec("SELECT sync.mirror('tasks', 'catalog', 'assigned(store)')")
 srv.exec("INSERT INTO tasks VALUES (1, %s, 'count')", (S1,))
 settle()
 snapshots = dict(srv.rows("SELECT id::text, snapshot_number FROM sync.replicas"))
+srv.exec("SET client_min_messages = notice")
+del srv.conn.notices[:]
 srv.exec("ALTER TABLE tasks ALTER COLUMN id TYPE bigint")
+srv.exec("SET client_min_messages = error")
+check("a NOTICE at the DDL says it provisions the replicas holding it",
+      any("cannot carry" in n and "tasks" in n for n in srv.conn.notices), True)
+check("sync.health says which", [(k, r) for k, r in srv.rows("SELECT kind, replica::text FROM sync.health()"
+                                                              " WHERE kind = 'provisioning'")], [("provisioning", S1)])
 settle()
 after = dict(srv.rows("SELECT id::text, snapshot_number FROM sync.replicas"))
 check("a key's type changed: only the store holding its rows was provisioned again",
