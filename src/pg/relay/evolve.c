@@ -84,6 +84,7 @@ void
 ms_evolve_schema(ms_pass *p)
 {
 	ms_evolve  *e = palloc0(sizeof(ms_evolve));
+	MemoryContext cxt = CurrentMemoryContext;
 	ListCell   *lc;
 
 	p->evolve = e;
@@ -98,6 +99,8 @@ ms_evolve_schema(ms_pass *p)
 		ts->tab = t->id;
 		initStringInfo(&ts->packed);
 		ms_schema_table(p, p->tables, t, e->before, &ts->packed);
+		/* what is packed here is kept with the catalog (relay.c), whatever SPI made current */
+		MemoryContextSwitchTo(cxt);
 		ts->hash = sha256(ts->packed.data, ts->packed.len);
 		ms_schema_field(&p->begin, MS_FIELD_BEGIN_SCHEMA, &ts->packed);
 		e->schemas = lappend(e->schemas, ts);

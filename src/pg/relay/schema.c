@@ -117,6 +117,7 @@ fill_row(ms_pass *p, const ms_table *t, StringInfo out)
 	Oid		   *types;
 	Datum	   *values;
 	int			n = 0;
+	MemoryContext cxt;
 
 	sub.columns = palloc0(sizeof(ms_column) * (t->ncolumns + 1));
 	types = palloc(sizeof(Oid) * (t->ncolumns + 1));
@@ -144,7 +145,10 @@ fill_row(ms_pass *p, const ms_table *t, StringInfo out)
 	sub.ncolumns = n;
 	if (!t->proto)
 		appendStringInfoString(&sql, ") r");
+	cxt = CurrentMemoryContext;
 	ms_exec(p, sql.data, n, types, values, NULL, 1);
+	/* SPI_prepare leaves SPI's procedure context current: the catalog kept across passes is not in it */
+	MemoryContextSwitchTo(cxt);
 	if (SPI_processed != 1)
 		elog(ERROR, "the fill row of %s did not come back", t->name);
 	if (t->proto)
