@@ -105,6 +105,30 @@ COMMENT ON FUNCTION sync.pull(uuid, bigint, integer, bytea) IS
 REVOKE ALL ON FUNCTION sync.pull(uuid, bigint, integer, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer, bytea) TO sync_admin;
 GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer, bytea) TO PUBLIC;
+-- uploads whole or refused, numbered, and honest (src/pg/transport): the
+-- last send filed per replica; edits dropped for the replica to fix
+CREATE TABLE sync.sends (
+	replica			uuid PRIMARY KEY,
+	filed_seq		bigint NOT NULL,
+	filed_at		timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE sync.sends IS 'The last send number filed per replica: one at or below it is a duplicate';
+SELECT pg_catalog.pg_extension_config_dump('sync.sends', '');
+GRANT SELECT ON sync.sends TO sync_admin;
+CREATE TABLE sync.dropped (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	reason			text NOT NULL,
+	at				timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (replica, tab, key)
+);
+COMMENT ON TABLE sync.dropped IS 'Edits replicas sent that the server did not take, for a reason the replica must fix, until the row is filed';
+SELECT pg_catalog.pg_extension_config_dump('sync.dropped', '');
+GRANT SELECT ON sync.dropped TO sync_admin;
+COMMENT ON FUNCTION sync.file(uuid, bytea, jsonb) IS
+	'Files one upload of a replica in one transaction, whole or not at all (its length and check verified first), once (a send numbered at or below the last filed is a duplicate): its acknowledgement, refusals, rows, digests and backlog; queues its Filed answer for sync.pull; says what became of it';
+-- sync.health lists the uploads dropped
 CREATE OR REPLACE FUNCTION sync.health(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
 	OUT kind text, OUT waits_on text, OUT replica uuid, OUT tab regclass, OUT key text,
 	OUT count bigint, OUT since timestamptz, OUT reason text, OUT sqlstate text,
@@ -174,6 +198,12 @@ BEGIN
 			  FROM s JOIN sync.refused_claims c ON c.replica = s.id
 			 WHERE c.at > now() - interval '1 hour'
 			UNION ALL
+			-- edits a replica sent that the server did not take, its copy winning, for a
+			-- reason the replica's application must fix (a version not raised): until filed
+			SELECT 'uploads dropped', 'a fix', d.replica, t.relid, min(d.key), count(*), min(d.at), d.reason, NULL
+			  FROM s JOIN sync.dropped d ON d.replica = s.id JOIN sync.tables t ON t.id = d.tab
+			 GROUP BY d.replica, t.relid, d.reason
+			UNION ALL
 			SELECT 'unreachable', 'infrastructure', s.id, NULL, NULL, NULL, coalesce(s.heard_at, s.added),
 			       CASE WHEN s.send_failures >= 2
 			            THEN format('message %s went out %s times and it applied none of them', s.send_failing, s.send_failures + 1)
@@ -219,7 +249,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sync.health(uuid[], text) IS
-	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside and waiting, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
+	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside, waiting and dropped, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
 
 -- a pass finds the replicas holding a changed row by (tab, key) (issue 14)
 CREATE INDEX held_row ON sync.held (tab, key);

@@ -15,6 +15,7 @@
  *   apply.c    sync_apply
  *   digest.c   sync_digest, and the digests of an upload
  *   upload.c   sync_upload
+ *   sends.c    send numbers, what each send carried, Filed answers, sync_upload_refused
  *   status.c   sync_status, sync_progress, sync_init, sync_config, sync_retry
  *   keys.c     sync_key, sync_digest_keys
  *-------------------------------------------------------------------------
@@ -42,6 +43,7 @@ extern int	ms_keys_register(sqlite3 *db);
 extern int	ms_apply_register(sqlite3 *db);
 extern int	ms_digest_register(sqlite3 *db);
 extern int	ms_upload_register(sqlite3 *db);
+extern int	ms_sends_register(sqlite3 *db);
 extern int	ms_status_register(sqlite3 *db);
 extern int	ms_state_register(sqlite3 *db);
 
@@ -198,7 +200,7 @@ extern int	ms_state_error(ms_ctx *c, const char *fmt,...);
 extern int	ms_config(ms_ctx *c, const char *name, int64_t *out);
 extern const ms_setting *ms_setting_find(const char *name);
 
-/* ms_backlog_sql: per table: name, unsent, unfiled, set aside, refused (upload.c). */
+/* ms_backlog_sql: per table: name, unsent, unfiled, set aside, refused, waiting, dropped (upload.c). */
 extern const char *const ms_backlog_sql;
 
 /* ---- schema.c -------------------------------------------------------- */
@@ -374,6 +376,17 @@ extern int	ms_unique_make_room(ms_ctx *c, const ms_tbl *t, const ms_val *vals, c
  * longer wait for that send, and go up again.
  */
 extern int	ms_evolve_again(ms_ctx *c, const Sync__Filed *f);
+
+/* ---- sends.c --------------------------------------------------------- */
+
+/* ms_sends_ensure: create the tables of sends.c when the file lacks them (a file of an older build). */
+extern int	ms_sends_ensure(ms_ctx *c);
+/* ms_send_seq: the next send number, recorded as the last. */
+extern int	ms_send_seq(ms_ctx *c, uint64_t *seq);
+/* ms_send_carried: what an upload carried of each table, for its answer to account for. */
+extern int	ms_send_carried(ms_ctx *c, const uint8_t send_id[MS_SEND_ID_BYTES], const Sync__Up *up);
+/* ms_apply_filed: a Filed answer (sync_apply, outside the chain). */
+extern int	ms_apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out);
 
 /* ---- digest.c -------------------------------------------------------- */
 

@@ -18,6 +18,7 @@ extern void test_apply(void);
 extern void test_codec(void);
 extern void test_letgo(void);
 extern void test_upload(void);
+extern void test_sends(void);
 extern void test_digest(void);
 extern void test_misuse(void);
 extern void test_evolve(void);
@@ -112,6 +113,7 @@ main(void)
 	test_codec();
 	test_letgo();
 	test_upload();
+	test_sends();
 	test_digest();
 	test_misuse();
 	test_evolve();

@@ -351,6 +351,8 @@ has_content(target *tg)
 	return tg->down.len > 0 || tg->rows_tab != 0;
 }
 
+static void start_message(recorder *r, target *tg);
+
 /* write the message being filled, if it has anything (a snapshot's first always) */
 static void
 flush(recorder *r, target *tg)
@@ -361,6 +363,9 @@ flush(recorder *r, target *tg)
 
 	if (!has_content(tg) && !start)
 		return;
+	/* a snapshot of no rows begins all the same: its Begin carries the schema */
+	if (start)
+		start_message(r, tg);
 	close_rows(tg);
 	old = MemoryContextSwitchTo(r->scratch);
 	initStringInfo(&body);

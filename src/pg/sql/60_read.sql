@@ -447,6 +447,12 @@ BEGIN
 			  FROM s JOIN sync.refused_claims c ON c.replica = s.id
 			 WHERE c.at > now() - interval '1 hour'
 			UNION ALL
+			-- edits a replica sent that the server did not take, its copy winning, for a
+			-- reason the replica's application must fix (a version not raised): until filed
+			SELECT 'uploads dropped', 'a fix', d.replica, t.relid, min(d.key), count(*), min(d.at), d.reason, NULL
+			  FROM s JOIN sync.dropped d ON d.replica = s.id JOIN sync.tables t ON t.id = d.tab
+			 GROUP BY d.replica, t.relid, d.reason
+			UNION ALL
 			SELECT 'unreachable', 'infrastructure', s.id, NULL, NULL, NULL, coalesce(s.heard_at, s.added),
 			       CASE WHEN s.send_failures >= 2
 			            THEN format('message %s went out %s times and it applied none of them', s.send_failing, s.send_failures + 1)
@@ -492,7 +498,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sync.health(uuid[], text) IS
-	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside and waiting, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
+	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside, waiting and dropped, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
 
 -- sync.progress and sync.row_progress (read.c): what should be, from scratch.
 CREATE FUNCTION sync.progress(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
