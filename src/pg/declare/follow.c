@@ -41,6 +41,7 @@
 #include "follow.h"
 #include "triggers.h"
 #include "validate.h"
+#include "wake.h"
 
 void
 ms_follow_init(ms_follow *f)
@@ -504,6 +505,8 @@ ms_follow_note_rows(const ms_table *t, char source)
 							   2, types, values, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "noting the rows of %s failed: %s", t->name, SPI_result_code_string(rc));
+	/* written here, not by the noting trigger: wake the relay at commit as it would */
+	ms_wake_at_commit();
 	return SPI_processed;
 }
 
@@ -518,6 +521,8 @@ ms_follow_unmirrored(int id)
 		SPI_execute_with_args("DELETE FROM sync.quarantine WHERE tab = $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "letting go of the notes of a table no longer mirrored failed");
+	/* its replicas let it go at the next pass */
+	ms_wake_at_commit();
 }
 
 /*
@@ -608,6 +613,8 @@ ms_follow_finish(ms_decl *d, List *decls, ms_follow *f, const char *cause)
 	}
 	if (!f->changed)
 		return;
+	/* a schema change travels at the next pass: wake the relay at commit, as a note does */
+	ms_wake_at_commit();
 	ms_decl_store(d);
 	inbox_renamed(d, f->renamed);
 	t = ms_validate(d, decls, false, &problems);
