@@ -33,7 +33,10 @@ SELECT sync.retrigger('regions');
 SELECT sync.retrigger('lists');
 SELECT * FROM sync.check();
 
--- declarations that no longer match their tables
+-- declarations that no longer match their tables: DDL the event triggers do
+-- not see (they fire in origin mode, not with session_replication_role =
+-- replica, as in a restore); what they follow is 40_evolve's
+SET session_replication_role = replica;
 ALTER TABLE orders ALTER COLUMN total TYPE int;
 ALTER TABLE orders DROP COLUMN extra;
 ALTER TABLE orders DROP COLUMN note;
@@ -50,6 +53,7 @@ SELECT * FROM sync.check() ORDER BY 1, 2, 3;
 DROP TABLE regions;
 ALTER TABLE customers RENAME TO clients;
 SELECT * FROM sync.check() ORDER BY 1, 2, 3;
+RESET session_replication_role;
 SELECT sync.retrigger('orders');
 -- the relay's description of the catalog refuses while a declaration does not match
 SELECT sync.replica_add('7c9e6679-7425-40de-944b-e07fc1f90ae7');
@@ -60,8 +64,10 @@ SELECT sync.wanted('7c9e6679-7425-40de-944b-e07fc1f90ae7');
 CREATE TABLE stock (id int PRIMARY KEY, shop uuid NOT NULL, qty int);
 SELECT sync.mirror('stock', 'catalog', 'assigned(shop)', retired => 'gone');
 SELECT * FROM sync.check() WHERE tab = 'stock';
+SET session_replication_role = replica;
 ALTER TABLE stock ALTER COLUMN shop TYPE text;
 ALTER TABLE stock ADD COLUMN gone int;
+RESET session_replication_role;
 SELECT * FROM sync.check() WHERE tab = 'stock' ORDER BY 1, 2, 3;
 
 -- leave nothing behind for the next test

@@ -68,6 +68,17 @@ typedef struct apply_result
 	int64_t		waiting;		/* a Filed answer: rows the server keeps in its inbox */
 	int64_t		again;			/* a Filed answer of a duplicate send: rows that go again */
 	int64_t		gap;
+	/* a schema change (docs/protocol.md 5.3): tables changed, let go of, statements that failed */
+	int64_t		schema_changed;
+	int64_t		schema_let_go;
+	int			schema_failed;
+	struct
+	{
+		char		table[128];
+		char		statement[256];
+		char		error[256];
+		bool		rest_applied;
+	}			failed[4];		/* the first of them */
 } apply_result;
 
 /* The replica's backlog: sync_progress() summed over its tables. */
@@ -190,6 +201,8 @@ extern void report_lost(const char *why, int retry_ms);
 extern void report_error(const char *what, const char *why, int retry_ms);
 extern void report_notice(const char *message);
 extern void report_snapshot(int64_t rows, int64_t of, bool begun, bool ended);
+/* report_schema: a message that changed the schema, and what of it the replica could not apply */
+extern void report_schema(const apply_result *res);
 extern void report_round(const round_stats *st, const backlog *b);
 extern void report_stop(const char *why, int code);
 

@@ -594,6 +594,8 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 
 				progressed = true;
 				st->messages++;
+				if (res.schema_changed > 0 || res.schema_let_go > 0 || res.schema_failed > 0)
+					report_schema(&res);
 				st->upserts += res.upserts;
 				st->deletes += res.deletes + res.let_go;
 				st->retired += res.retired;

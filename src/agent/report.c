@@ -10,6 +10,8 @@
  *	    error      what, error, retry_ms (-1: not retried)
  *	    notice     message: what the server said besides results
  *	    snapshot   rows, of (0: unknown, the agent started mid-snapshot), done
+ *	    schema     number, changed, let_go, failed [{table, statement, error,
+ *	               rest_applied}]: a message that changed the schema
  *	    round      messages, rows, deletes, retired, refused, duplicates,
  *	               answers, uploads, filed, server_refused, dropped,
  *	               dropped_reason, waiting, set_aside, narrowed, blamed,
@@ -218,6 +220,39 @@ report_notice(const char *message)
 	}
 	else
 		human(stderr, "the server says: %s", message);
+}
+
+void
+report_schema(const apply_result *res)
+{
+	if (mode == REPORT_JSON)
+	{
+		json_begin("schema");
+		printf(",\"number\":%lld,\"changed\":%lld,\"let_go\":%lld,\"failed\":[",
+			   (long long) res->number, (long long) res->schema_changed, (long long) res->schema_let_go);
+		for (int i = 0; i < res->schema_failed; i++)
+		{
+			fputs(i ? ",{\"table\":" : "{\"table\":", stdout);
+			json_string(res->failed[i].table);
+			fputs(",\"statement\":", stdout);
+			json_string(res->failed[i].statement);
+			fputs(",\"error\":", stdout);
+			json_string(res->failed[i].error);
+			printf(",\"rest_applied\":%s}", res->failed[i].rest_applied ? "true" : "false");
+		}
+		putchar(']');
+		json_end();
+		return;
+	}
+	if (mode != REPORT_QUIET)
+		human(stdout, "message %lld changed the schema: %lld tables made or altered, %lld let go of",
+			  (long long) res->number, (long long) res->schema_changed, (long long) res->schema_let_go);
+	/* what the replica could not apply is an error of its own: shown even when quiet */
+	for (int i = 0; i < res->schema_failed; i++)
+		human(stderr, "the schema change of table %s %s: %s failed: %s", res->failed[i].table,
+			  res->failed[i].rest_applied ? "is applied but for one statement" :
+			  "is not applied (its rows are refused until a snapshot makes it again)",
+			  res->failed[i].statement, res->failed[i].error);
 }
 
 /*

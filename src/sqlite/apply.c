@@ -69,6 +69,7 @@ typedef struct applier
 	sqlite3_stmt *note;
 	ms_buf		key;			/* a canonical key */
 	ms_buf		rowkey;
+	ms_buf		evolved;		/* the result's "schema" member (evolve.c) */
 	signed char *usable;		/* per table: its breakage was reported */
 } applier;
 
@@ -328,6 +329,7 @@ upserts(applier *a, const Sync__Rows *r)
 		const ProtobufCBinaryData *row = &r->upserts[i];
 		char		reason[MS_REASON_MAX];
 		bool		kept = false;
+		bool		unique;
 
 		if (!wire_key(a, r->keys[i]))
 		{
@@ -406,7 +408,20 @@ upserts(applier *a, const Sync__Rows *r)
 			p++;
 		}
 		rc = sqlite3_step(st);
+		unique = rc == SQLITE_CONSTRAINT && sqlite3_extended_errcode(c->db) == SQLITE_CONSTRAINT_UNIQUE;
 		sqlite3_reset(st);
+		if (unique && t->msg->n_unique > 0)
+		{
+			/* a unique index that travels: the row holding its values is on its way to others */
+			bool		made;
+
+			rc = ms_unique_make_room(c, t, vals, a->key.data, a->key.len, &made);
+			if (rc == SQLITE_OK)
+			{
+				rc = made ? sqlite3_step(st) : SQLITE_CONSTRAINT;
+				sqlite3_reset(st);
+			}
+		}
 		if (rc == SQLITE_DONE)
 			rc = SQLITE_OK;
 		else if (rc == SQLITE_CONSTRAINT || rc == SQLITE_MISMATCH || rc == SQLITE_TOOBIG)
@@ -594,6 +609,7 @@ finish(applier *a)
 	a->lg = NULL;
 	ms_buf_free(&a->key);
 	ms_buf_free(&a->rowkey);
+	ms_buf_free(&a->evolved);
 }
 
 /* apply: a message that follows the chain */
@@ -611,6 +627,9 @@ apply(applier *a, ms_buf *out)
 	rc = ms_exec(c, "UPDATE _sync_state SET applying = 1 WHERE id = 1");
 	if (rc == SQLITE_OK && begins)
 		rc = begin_snapshot(a);
+	/* schema changes, before the rows that need them (docs/protocol.md 5.3) */
+	if (rc == SQLITE_OK && m->body_case == SYNC__TO_REPLICA__BODY_DOWN)
+		rc = ms_evolve_apply(c, m->down, &a->evolved);
 	if (rc == SQLITE_OK)
 		rc = prepare(a);
 	if (rc == SQLITE_OK && m->body_case == SYNC__TO_REPLICA__BODY_DOWN)
@@ -674,10 +693,10 @@ apply(applier *a, ms_buf *out)
 	if (rc == SQLITE_OK)
 	{
 		ms_buf_printf(out, "{\"result\":\"applied\",\"number\":%llu,\"snapshot\":%s%s%s,"
-					  "\"upserts\":%d,\"deletes\":%d,\"retired\":%d,\"kept\":%d,\"refused\":%d,\"let_go\":%d}",
+					  "\"upserts\":%d,\"deletes\":%d,\"retired\":%d,\"kept\":%d,\"refused\":%d,\"let_go\":%d%s}",
 					  (unsigned long long) m->number, snapshot ? "\"" : "", snapshot ? snapshot : "null",
 					  snapshot ? "\"" : "", a->n.upserts, a->n.deletes, a->n.retired, a->n.kept,
-					  a->n.refused, a->n.let_go);
+					  a->n.refused, a->n.let_go, a->evolved.len ? a->evolved.data : "");
 	}
 	finish(a);
 	return rc;

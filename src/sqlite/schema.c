@@ -692,11 +692,55 @@ ensure_index(ms_ctx *c, const char *name, const char *sql, char ***keep, int *nk
 	return rc;
 }
 
-/* indexes: the columns of every foreign key, and the retired column */
+/*
+ * unique_indexes: the server's unique indexes that travel (docs/protocol.md
+ * 5.3).  One the rows held cannot take yet (two hold one value, one of them
+ * on its way to another) is left out and said, and made at the table's
+ * next change or snapshot.
+ */
+static int
+unique_indexes(ms_ctx *c, const ms_tbl *t, char ***keep, int *nkeep)
+{
+	int			rc = SQLITE_OK;
+
+	for (size_t u = 0; u < t->msg->n_unique && rc == SQLITE_OK; u++)
+	{
+		const Sync__Unique *ui = t->msg->unique[u];
+		ms_buf		cols = {0};
+		char	   *name = ms_printf(&c->arena, "_sync_uq_%s_%s", t->name, ui->name);
+		char	   *sql;
+
+		for (size_t j = 0; j < ui->n_columns; j++)
+			ms_buf_printf(&cols, "%s\"%w\"", j ? ", " : "", ui->columns[j]);
+		sql = (name && !cols.oom) ? ms_printf(&c->arena, "CREATE UNIQUE INDEX \"%w\" ON %s(%s)", name, t->q, cols.data) : NULL;
+		ms_buf_free(&cols);
+		if (sql == NULL)
+			return SQLITE_NOMEM;
+		rc = ms_begin(c, "_sync_unique");
+		if (rc == SQLITE_OK)
+			rc = ensure_index(c, name, sql, keep, nkeep);
+		if (rc == SQLITE_CONSTRAINT)
+		{
+			char	   *why = ms_printf(&c->arena, "unique index \"%s\" of table \"%s\" is not made yet:"
+										" rows held share a value (%s)", ui->name, t->name,
+										c->err ? c->err : "constraint failed");
+
+			sqlite3_free(c->err);
+			c->err = NULL;
+			(void) ms_end(c, "_sync_unique", rc);
+			rc = why ? ms_state_error(c, "%s", why) : SQLITE_NOMEM;
+		}
+		else
+			rc = ms_end(c, "_sync_unique", rc);
+	}
+	return rc;
+}
+
+/* indexes: the columns of every foreign key, the retired column, the unique indexes that travel */
 static int
 indexes(ms_ctx *c, const ms_tbl *t)
 {
-	char	  **keep = ms_alloc(&c->arena, sizeof(char *) * (size_t) (t->nfk + 2));
+	char	  **keep = ms_alloc(&c->arena, sizeof(char *) * (size_t) (t->nfk + t->msg->n_unique + 2));
 	int			nkeep = 0;
 	int			rc = SQLITE_OK;
 	sqlite3_stmt *st = NULL;
@@ -725,6 +769,8 @@ indexes(ms_ctx *c, const ms_tbl *t)
 
 		rc = sql ? ensure_index(c, name, sql, &keep, &nkeep) : SQLITE_NOMEM;
 	}
+	if (rc == SQLITE_OK)
+		rc = unique_indexes(c, t, &keep, &nkeep);
 	if (rc != SQLITE_OK)
 		return rc;
 	/* our indexes of this table that the schema no longer asks for */
@@ -732,7 +778,8 @@ indexes(ms_ctx *c, const ms_tbl *t)
 	if (drop == NULL)
 		return SQLITE_NOMEM;
 	rc = ms_prepare(c, &st, "SELECT name FROM main.sqlite_master WHERE type = 'index' AND tbl_name = ?1"
-					" AND (substr(name, 1, 9) = '_sync_fk_' OR substr(name, 1, 14) = '_sync_retired_')");
+					" AND (substr(name, 1, 9) = '_sync_fk_' OR substr(name, 1, 14) = '_sync_retired_'"
+					"      OR substr(name, 1, 9) = '_sync_uq_')");
 	if (rc == SQLITE_OK)
 		sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
 	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
@@ -843,6 +890,41 @@ store(ms_ctx *c, Sync__Table *m, int position)
 	return rc;
 }
 
+/*
+ * rearm_if_changed: a table whose stored Table is not m: the notes of rows
+ * written and sent go again, in m's schema (the server files none of a
+ * send made in another: docs/protocol.md 5.3).
+ */
+static int
+rearm_if_changed(ms_ctx *c, Sync__Table *m)
+{
+	size_t		n = sync__table__get_packed_size(m);
+	uint8_t    *buf = sqlite3_malloc64(n ? n : 1);
+	sqlite3_stmt *st;
+	bool		same = false;
+	int			rc;
+
+	if (buf == NULL)
+		return SQLITE_NOMEM;
+	sync__table__pack(m, buf);
+	rc = ms_prepare(c, &st, "SELECT schema FROM _sync_tables WHERE name = ?1");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
+		rc = ms_step(c, st);
+		if (rc == SQLITE_ROW)
+			same = (size_t) sqlite3_column_bytes(st, 0) == n &&
+				(n == 0 || memcmp(sqlite3_column_blob(st, 0), buf, n) == 0);
+		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	sqlite3_free(buf);
+	if (rc == SQLITE_OK && !same)
+		rc = ms_exec(c, "UPDATE _sync_notes SET send_id = NULL, sent_at = NULL WHERE tbl = %Q", m->name);
+	return rc;
+}
+
 /* a failure the table's own savepoint absorbs: the table is not held */
 static bool
 table_failure(int rc)
@@ -861,6 +943,9 @@ ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 
 	if (held == NULL)
 		return SQLITE_NOMEM;
+	/* rows written in a table whose schema changes go up again, in the new one */
+	for (size_t i = 0; i < b->n_schema && rc == SQLITE_OK; i++)
+		rc = rearm_if_changed(c, b->schema[i]);
 	/* the tables of the last schema stop being mirrored first ... */
 	for (int i = 0; old && i < old->n && rc == SQLITE_OK; i++)
 		rc = drop_triggers(c, old->t[i].name);
@@ -921,4 +1006,60 @@ ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 		if (!c->schema->t[i].noted)
 			rc = ms_exec(c, "DELETE FROM _sync_notes WHERE tbl = %Q", c->schema->t[i].name);
 	return rc;
+}
+
+/* ---- for schema changes (evolve.c) ------------------------------------- */
+
+int
+ms_tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
+{
+	return tbl_build(c, m, t);
+}
+
+char *
+ms_why_not_held(ms_ctx *c, const Sync__Table *m, Sync__Table **held, int nheld)
+{
+	return why_not_held(c, m, held, nheld);
+}
+
+int
+ms_object_type(ms_ctx *c, const char *name, char **type)
+{
+	return object_type(c, name, type);
+}
+
+int
+ms_table_make(ms_ctx *c, const ms_tbl *t)
+{
+	return create_or_alter(c, t);
+}
+
+int
+ms_table_rebuild(ms_ctx *c, const ms_tbl *t, char **have, int nhave)
+{
+	return rebuild(c, t, have, nhave);
+}
+
+int
+ms_table_finish(ms_ctx *c, Sync__Table *m, const ms_tbl *t, int position)
+{
+	int			rc = indexes(c, t);
+
+	if (rc == SQLITE_OK)
+		rc = triggers(c, t);
+	if (rc == SQLITE_OK)
+		rc = store(c, m, position);
+	return rc;
+}
+
+int
+ms_table_untrigger(ms_ctx *c, const char *name)
+{
+	return drop_triggers(c, name);
+}
+
+bool
+ms_table_failure(int rc)
+{
+	return table_failure(rc);
 }

@@ -35,6 +35,7 @@ typedef struct ms_column
 	bool		key;			/* one of the key columns */
 	bool		replica_owned;
 	int			field;			/* field number in the proto codec */
+	int			id;				/* its id for good (docs/protocol.md 5.3); 0: not known */
 } ms_column;
 
 /* A foreign key to a mirrored table (read from pg_constraint). */

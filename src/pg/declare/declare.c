@@ -3,8 +3,9 @@
  *	  Declaring a table (docs/design.md 3): sync.mirror reads its arguments
  *	  into a declaration (decl.h), completes it from the table, validates
  *	  it (validate.c), stores it in sync.tables and installs the noting
- *	  triggers (triggers.c); sync.unmirror takes it back; sync.retrigger
- *	  installs its triggers again.
+ *	  triggers (triggers.c), or declares it again with other options
+ *	  (follow.c); sync.unmirror takes it back; sync.retrigger installs its
+ *	  triggers again.
  *
  * Every misuse a user can make is its own ereport, so that whoever declares
  * a table learns what to change.
@@ -24,11 +25,13 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
 #include "catalog.h"
+#include "follow.h"
 #include "rule.h"
 #include "triggers.h"
 #include "validate.h"
@@ -330,7 +333,10 @@ complete(ms_decl *d, List *decls, const char *tabname)
 /*
  * ms_mirror: sync.mirror(tab, mirror, sync, ...) declares tab: reads the
  * declaration, completes and validates it, stores it, installs its
- * triggers.
+ * triggers, and notes its rows, which its replicas are sent with its
+ * schema.  A table declared already is declared again with these options
+ * (follow.c): its id and its columns' ids kept, it is planned again from
+ * what each replica holds, and no table pointing at it need be unmirrored.
  */
 Datum
 ms_mirror(PG_FUNCTION_ARGS)
@@ -339,8 +345,10 @@ ms_mirror(PG_FUNCTION_ARGS)
 	char	   *tabname;
 	as_owner	owner;
 	List	   *decls;
+	ms_decl    *old;
 	ms_table   *t;
 	ListCell   *lc;
+	ms_follow	f;
 
 	read_args(fcinfo, d);
 	if (!PG_ARGISNULL(2))
@@ -356,19 +364,41 @@ ms_mirror(PG_FUNCTION_ARGS)
 										 get_rel_name(d->relid));
 	d->name = ms_wire_name(d->relid);
 	decls = ms_decl_read_all();
-	check_new(d, decls, tabname);
+	old = ms_decl_of_relid(decls, d->relid);
+	if (old == NULL)
+		check_new(d, decls, tabname);
+	else
+	{
+		d->id = old->id;
+		decls = list_delete_ptr(decls, old);
+	}
 	decls = lappend(decls, d);
 	complete(d, decls, tabname);
+	ms_follow_init(&f);
+	if (old != NULL)
+		ms_follow_redeclare(d, old, &f);
 	t = ms_validate(d, decls, true, NULL);
 
+	if (old != NULL)
+	{
+		/* its triggers as the new options write them: the old ones go first */
+		ms_triggers_drop(old);
+		f.untriggered = true;
+		ms_follow_finish(d, decls, &f, "sync.mirror");
+		SPI_finish();
+		end_owner(&owner);
+		PG_RETURN_VOID();
+	}
 	ms_decl_store(d);
 	/* validated as id 0: a foreign key to itself, too */
 	t->id = d->id;
-	for (int f = 0; f < t->nfkeys; f++)
-		if (t->fkeys[f].parent == 0)
-			t->fkeys[f].parent = d->id;
+	for (int k = 0; k < t->nfkeys; k++)
+		if (t->fkeys[k].parent == 0)
+			t->fkeys[k].parent = d->id;
 	foreach(lc, ms_triggers_of(t))
 		ms_trigger_create(lfirst(lc), false);
+	/* the rows it has: planned for every replica, sent with its schema */
+	(void) ms_follow_note_rows(t, 'm');
 
 	SPI_finish();
 	end_owner(&owner);
@@ -415,6 +445,10 @@ ms_unmirror(PG_FUNCTION_ARGS)
 	}
 	ms_triggers_drop(d);
 	ms_decl_delete(d->id);
+	/* its replicas let it go: the relay tells them (relay/evolve.c) */
+	ms_follow_unmirrored(d->id);
+	if (get_rel_name(relid) != NULL)
+		CacheInvalidateRelcacheByRelid(relid);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

@@ -80,14 +80,14 @@ load_query(ms_table *t, bool limited, bool one_replica)
 }
 
 /* proto codec: the row as a message whose fields are its columns (NULL: absent) */
-static void
-encode_proto(ms_table *t, HeapTuple tup, TupleDesc desc, StringInfo out)
+void
+ms_encode_proto(const ms_table *t, HeapTuple tup, TupleDesc desc, int first, StringInfo out)
 {
 	for (int c = 0; c < t->ncolumns; c++)
 	{
 		ms_column  *col = &t->columns[c];
 		bool		isnull;
-		Datum		d = SPI_getbinval(tup, desc, c + 4, &isnull);
+		Datum		d = SPI_getbinval(tup, desc, c + first, &isnull);
 		uint32		field = (uint32) col->field;
 
 		if (isnull)
@@ -127,7 +127,7 @@ encode_proto(ms_table *t, HeapTuple tup, TupleDesc desc, StringInfo out)
 				}
 			default:
 				{
-					char	   *s = SPI_getvalue(tup, desc, c + 4);
+					char	   *s = SPI_getvalue(tup, desc, c + first);
 					size_t		n = strlen(s);
 
 					enlargeStringInfo(out, (int) ms_pb_len_field_size(field, n));
@@ -185,7 +185,7 @@ copy_chunk(ms_table *t, chunk *c)
 		}
 		initStringInfo(&buf);
 		if (t->proto)
-			encode_proto(t, tup, desc, &buf);
+			ms_encode_proto(t, tup, desc, 4, &buf);
 		else
 		{
 			text	   *json = DatumGetTextPP(SPI_getbinval(tup, desc, 4, &isnull));

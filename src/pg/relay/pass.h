@@ -41,6 +41,8 @@
 
 #include "epoch.h"
 
+typedef struct ms_evolve ms_evolve;
+
 typedef struct ms_pass
 {
 	MemoryContext cxt;			/* everything the pass allocates */
@@ -49,6 +51,7 @@ typedef struct ms_pass
 	ms_epoch	epoch;
 	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once) */
 	bytea	   *schema_hash;	/* its SHA-256 */
+	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c) */
 	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
 	bool		one_replica;	/* the pass plans for one replica only */
 	int64		planned;		/* rows of the larger of ms_send and ms_take (plan.c) */

@@ -27,6 +27,7 @@
 #include "utils/uuid.h"
 
 #include "catalog.h"
+#include "evolve.h"
 #include "fields.h"
 #include "load.h"
 #include "pbwrite.h"
@@ -633,6 +634,9 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 		tg->snapshot = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
 		fill_init(&tg->down);
 		fill_init(&tg->rows);
+		/* its first message begins with the schema changes it is sent (evolve.c) */
+		if (!tg->snapshot)
+			ms_evolve_down(r->p, &tg->id, &tg->down);
 		r->filling += fill_of(tg);
 		MemoryContextSwitchTo(old);
 	}

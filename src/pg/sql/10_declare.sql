@@ -26,7 +26,7 @@ CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
 	AS 'MODULE_PATHNAME', 'ms_mirror';
 COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
 		name, name, name[], regclass, name, text, name) IS
-	'Declares a mirrored table and installs its noting triggers. Its arguments (docs/design.md 3): '
+	'Declares a mirrored table and installs its noting triggers; a table declared already is declared again with these options, planned again from what each replica holds (no child unmirrored first). Its arguments (docs/design.md 3): '
 	'tab, the table; '
 	'mirror, catalog (written on the server, held by replicas) or record (written by replicas, keyed by the replica); '
 	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
@@ -48,7 +48,7 @@ CREATE FUNCTION sync.unmirror(tab regclass) RETURNS void
 	SET search_path = pg_catalog, pg_temp
 	AS 'MODULE_PATHNAME', 'ms_unmirror';
 COMMENT ON FUNCTION sync.unmirror(regclass) IS
-	'Takes back the declaration of a mirrored table and drops its triggers; refused while another mirrored table points at it';
+	'Takes back the declaration of a mirrored table and drops its triggers; its replicas let go of its rows, then of the table; refused while another mirrored table points at it';
 
 CREATE VIEW sync.mirrors AS
 	SELECT t.id, t.relid AS "table", t.name, t.mirror,
@@ -85,3 +85,22 @@ CREATE FUNCTION sync.proto(name text) RETURNS text
 	AS 'MODULE_PATHNAME', 'ms_proto_named';
 COMMENT ON FUNCTION sync.proto(text) IS
 	'The .proto of a table in the proto codec, by the name replicas know it by (sync.tables.name)';
+
+-- Following DDL (src/pg/declare/ddl.c, follow.c): at the end of every DDL
+-- command, the declarations of the tables it touched follow them -- a
+-- rename by attnum, a column added given its id -- and the rows a change
+-- needs are noted; the relay sends each replica the schema change
+-- (src/pg/relay/evolve.c).  What an event trigger cannot see stays
+-- sync.check()'s to say.
+CREATE FUNCTION sync.ddl_end() RETURNS event_trigger
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_ddl_end';
+COMMENT ON FUNCTION sync.ddl_end() IS
+	'The event trigger magic_sync_ddl (ddl_command_end): the declarations of the tables a DDL command touched follow them';
+CREATE FUNCTION sync.ddl_drop() RETURNS event_trigger
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_ddl_drop';
+COMMENT ON FUNCTION sync.ddl_drop() IS
+	'The event trigger magic_sync_drop (sql_drop): a table, column, index or constraint dropped makes every declaration follow its table at the command''s end';
+CREATE EVENT TRIGGER magic_sync_ddl ON ddl_command_end EXECUTE FUNCTION sync.ddl_end();
+CREATE EVENT TRIGGER magic_sync_drop ON sql_drop EXECUTE FUNCTION sync.ddl_drop();
