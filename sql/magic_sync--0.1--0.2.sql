@@ -220,3 +220,17 @@ END
 $$;
 COMMENT ON FUNCTION sync.health(uuid[], text) IS
 	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside and waiting, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
+
+-- A fleet (docs/scale.md): an answer is given until the replica's filings
+-- show it received (transport/ack.c), also by a hot standby, which marks
+-- nothing; sync.settled for an agent run with --once (transport/settled.c)
+ALTER TABLE sync.answers ADD COLUMN received timestamptz;
+CREATE FUNCTION sync.settled(replica uuid, since pg_snapshot) RETURNS bigint
+	LANGUAGE c STABLE STRICT SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_settled';
+COMMENT ON FUNCTION sync.settled(uuid, pg_snapshot) IS
+	'The last message written for a replica once every note committed before `since` (pg_current_snapshot() then) is planned and no snapshot is due for it: applying through it, the replica holds what was committed before; NULL while the relay has not got there';
+REVOKE ALL ON FUNCTION sync.settled(uuid, pg_snapshot) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO sync_admin;
+GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO PUBLIC;
