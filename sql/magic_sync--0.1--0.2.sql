@@ -234,3 +234,11 @@ COMMENT ON FUNCTION sync.settled(uuid, pg_snapshot) IS
 REVOKE ALL ON FUNCTION sync.settled(uuid, pg_snapshot) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO sync_admin;
 GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO PUBLIC;
+
+-- The fleet's reads run without JIT (src/pg/sql/60_read.sql, docs/scale.md):
+-- compiling their plans took seconds at 10,000 replicas
+ALTER FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) SET jit = off;
+ALTER FUNCTION sync.overview_tables(uuid[], text) SET jit = off;
+ALTER FUNCTION sync.overview_states(uuid[], text, integer) SET jit = off;
+ALTER FUNCTION sync.overview(uuid[], text, integer) SET jit = off;
+ALTER FUNCTION sync.health(uuid[], text) SET jit = off;
