@@ -411,17 +411,27 @@ logfile = {tmp}/pgbouncer.log
             one(c, sql)
         say(f"read {name} at {REPLICAS} replicas: {(time.monotonic() - t) / 3 * 1000:.0f} ms")
 
-    # a caught-up poll's statements: index probes
+    # a caught-up poll's statements, as sync.pull runs them (auto_explain of
+    # the statements it runs through SPI): index probes, a few buffers each
     d = devices[0]
-    for what, sql, args in (
-            ("the replica's row", "SELECT role, dropped FROM sync.replicas WHERE id = %s", (d.id,)),
-            ("its answers", "SELECT message FROM sync.answers WHERE replica = %s AND received IS NULL"
-             " AND (pulled IS NULL OR pulled < now() - interval '1 minute')", (d.id,)),
-            ("its outbox", "SELECT o.number, o.head || b.bytes FROM sync.outbox o JOIN sync.bodies b"
-             " ON b.id = o.body WHERE o.replica = %s AND o.number > %s AND NOT o.dropped ORDER BY o.number",
-             (d.id, d.applied))):
-        plan = [r[0] for r in rows(c, "EXPLAIN (COSTS OFF) " + sql, args)]
-        say(f"explain {what}: " + " / ".join(p.strip() for p in plan))
+    one(c, "LOAD 'auto_explain'")
+    for sql in ("SET auto_explain.log_min_duration = 0", "SET auto_explain.log_analyze = on",
+                "SET auto_explain.log_buffers = on", "SET auto_explain.log_timing = off",
+                "SET auto_explain.log_nested_statements = on", "SET client_min_messages = log"):
+        one(c, sql)
+    del c.notices[:]
+    rows(c, "SELECT number FROM sync.pull(%s, %s, 4194304, %s)", (d.id, d.applied, d.claim))
+    one(c, "SET client_min_messages = notice")
+    one(c, "SET auto_explain.log_min_duration = -1")
+    for n in c.notices:
+        text = n.split("plan:", 1)[-1]
+        query = " ".join(text.split("\n", 2)[1].split())[len("Query Text: "):][:70]
+        nodes = [ln.strip().split("  (")[0].lstrip("-> ") for ln in text.split("\n")
+                 if "(actual" in ln or "(never executed)" in ln]
+        # the top node's buffers count its children's
+        top = next((ln for ln in text.split("\n") if "Buffers:" in ln), "")
+        hits = sum(int(x.split("=")[1]) for x in top.replace(",", " ").split() if x.startswith(("hit=", "read=")))
+        say(f"explain a caught-up pull: {query}: " + " / ".join(nodes) + f" ({hits} buffers)")
 
     # the poll load: pulls on the primary, then on a standby
     peak = {"backends": 0}
