@@ -424,10 +424,13 @@ server_settled(server *s, const uint8_t replica[16], const char *mark, int64_t *
 	return STEP_OK;
 }
 
-/* server_file: sync.file(replica, upload); the filing's answer (jsonb, as text) */
+/*
+ * server_file: sync.file(replica, upload); the filing's answer (jsonb, as
+ * text), or the SQLSTATE of its failure
+ */
 agent_status
 server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
-			char *out, size_t size, char err[AGENT_ERROR_MAX])
+			char *out, size_t size, char sqlstate[6], char err[AGENT_ERROR_MAX])
 {
 	const Oid	types[2] = {UUIDOID, BYTEAOID};
 	const char *values[2] = {(const char *) replica, (const char *) up};
@@ -435,17 +438,37 @@ server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
 	const int	formats[2] = {1, 1};
 	PGresult   *res;
 
+	sqlstate[0] = '\0';
 	res = PQexecParams(s->conn, "SELECT sync.file($1, $2)", 2, types, values, lengths, formats, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 	{
 		agent_status st = result_status(s, res, "sync.file", err);
+		const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 
+		snprintf(sqlstate, 6, "%s", state ? state : "");
 		PQclear(res);
 		return st;
 	}
 	snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
 	PQclear(res);
 	return STEP_OK;
+}
+
+/*
+ * server_upload_bound: the largest upload the server takes
+ * (magic_sync.upload_bytes), so that rows too large for it are tried again
+ * when it changes; 0 when the server does not say
+ */
+int64_t
+server_upload_bound(server *s)
+{
+	PGresult   *res = PQexec(s->conn, "SELECT setting FROM pg_catalog.pg_settings WHERE name = 'magic_sync.upload_bytes'");
+	int64_t		bound = 0;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+		bound = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return bound;
 }
 
 static int64_t

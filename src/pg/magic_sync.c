@@ -11,6 +11,7 @@
 #include "utils/memutils.h"
 
 #include "settings.h"
+#include "wake.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;
@@ -22,7 +23,10 @@ _PG_init(void)
 {
 	ms_settings_init();
 	if (process_shared_preload_libraries_in_progress)
+	{
+		ms_wake_preload();
 		ms_worker_register_static();
+	}
 }
 
 static void *

@@ -336,6 +336,15 @@ ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 			for (size_t i = 0; i < m->filed->n_refused; i++)
 				if (!check_refusal(m->filed->refused[i], reason))
 					return false;
+			for (size_t i = 0; i < m->filed->n_dropped; i++)
+				if (!check_refusal(m->filed->dropped[i], reason))
+					return false;
+			for (size_t i = 0; i < m->filed->n_kept; i++)
+				if (!check_refusal(m->filed->kept[i], reason))
+					return false;
+			for (size_t i = 0; i < m->filed->n_tables; i++)
+				if (!check_name(m->filed->tables[i]->table, "a filed table's name", reason))
+					return false;
 			return true;
 		case SYNC__TO_REPLICA__BODY_DOWN:
 		case SYNC__TO_REPLICA__BODY_END_SNAPSHOT:

@@ -45,9 +45,18 @@ extern bool ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_M
 
 extern bool ms_utf8_valid(const char *s, size_t len);
 
-/* ms_refuse: say why in reason (printf formats, cut at MS_REASON_MAX); returns false. */
+/*
+ * ms_refuse: say why in reason (printf formats, cut at MS_REASON_MAX); returns
+ * false.  On Windows the C99 formats (%zu) are mingw's own stdio's
+ * (__USE_MINGW_ANSI_STDIO), checked as GNU's rather than msvcrt's.
+ */
+#ifdef __MINGW32__
+#define MS_PRINTF gnu_printf
+#else
+#define MS_PRINTF printf
+#endif
 extern bool ms_refuse(char reason[MS_REASON_MAX], const char *fmt,...)
-	__attribute__((format(printf, 2, 3)));
+	__attribute__((format(MS_PRINTF, 2, 3)));
 
 /*
  * ms_to_replica_decode: decode and check a message to a replica.  NULL, with

@@ -5,9 +5,9 @@
 ** by src/shared/wire.c; one that fails changes nothing and is an error.
 ** Then, in a savepoint (a transaction of its own when the caller has none):
 **
-**   Filed        outside the chain, applied whenever it comes: the notes
-**                still stamped with its send id are let go of, those it
-**                refused set aside; refusals it carried count as reported.
+**   Filed        outside the chain, applied whenever it comes (sends.c):
+**                the notes still stamped with its send id are let go of
+**                when it accounts for them, those it refused set aside.
 **   Down, End    the chain of docs/protocol.md 5.1: a later protocol is
 **                neither applied nor acknowledged; another replica's
 **                message is refused; so is one of a generation older than
@@ -713,85 +713,6 @@ open_gap(ms_ctx *c, Sync__ToReplica *m, const char *why, ms_buf *out)
 	return rc;
 }
 
-static int
-apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
-{
-	Sync__Filed *f = m->filed;
-	sqlite3_stmt *aside = NULL;
-	sqlite3_stmt *st = NULL;
-	int			rc = SQLITE_OK;
-	int			set_aside = 0;
-	int			notes = 0;
-	char		send[2 * MS_SEND_ID_BYTES + 1];
-	ms_buf		key = {0};
-
-	ms_hex(f->send_id.data, MS_SEND_ID_BYTES, send);
-	if (c->st.has_replica && memcmp(m->replica.data, c->st.replica, MS_REPLICA_BYTES) != 0)
-	{
-		char		other[37];
-
-		ms_uuid_text(m->replica.data, other);
-		ms_buf_printf(out, "{\"result\":\"wrong_replica\",\"number\":0,\"replica\":\"%s\"}", other);
-		return ms_state_error(c, "a Filed answer (send %s) is for replica %s, not this one", send, other);
-	}
-	rc = ms_prepare(c, &aside,
-					"UPDATE _sync_notes SET set_aside = ?4, send_id = NULL, sent_at = NULL"
-					" WHERE tbl = ?1 AND key = ?2 AND send_id = ?3");
-	for (size_t i = 0; i < f->n_refused && rc == SQLITE_OK; i++)
-	{
-		const Sync__Refusal *r = f->refused[i];
-		char	   *why = sqlite3_mprintf("refused by the server: %s", r->reason);
-
-		key.len = 0;
-		for (size_t p = 0; p < r->key->n_parts; p++)
-			ms_key_append(&key, r->key->parts[p], strlen(r->key->parts[p]));
-		if (why == NULL || key.oom)
-			rc = SQLITE_NOMEM;
-		else
-		{
-			sqlite3_bind_text(aside, 1, r->table, -1, SQLITE_STATIC);
-			sqlite3_bind_text(aside, 2, key.data, (int) key.len, SQLITE_STATIC);
-			sqlite3_bind_blob(aside, 3, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
-			sqlite3_bind_text(aside, 4, why, -1, SQLITE_STATIC);
-			rc = ms_done(c, aside);
-			set_aside += sqlite3_changes(c->db);
-		}
-		sqlite3_free(why);
-	}
-	sqlite3_finalize(aside);
-	ms_buf_free(&key);
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "DELETE FROM _sync_notes WHERE send_id = ?1");
-	if (rc == SQLITE_OK)
-	{
-		sqlite3_bind_blob(st, 1, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
-		rc = ms_done(c, st);
-		notes = sqlite3_changes(c->db);
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "UPDATE _sync_refused SET filed = 1 WHERE send_id = ?1");
-	if (rc == SQLITE_OK)
-	{
-		sqlite3_bind_blob(st, 1, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
-		rc = ms_done(c, st);
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "UPDATE _sync_state SET report_filed = 1 WHERE id = 1 AND report_send_id = ?1");
-	if (rc == SQLITE_OK)
-	{
-		sqlite3_bind_blob(st, 1, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
-		rc = ms_done(c, st);
-	}
-	sqlite3_finalize(st);
-	ms_buf_printf(out, "{\"result\":\"filed\",\"send_id\":\"%s\",\"rows\":%u,\"notes\":%d,\"set_aside\":%d}",
-				  send, (unsigned) f->rows, notes, set_aside);
-	return rc;
-}
-
 /*
  * older: M is of a generation older than the one the replica follows: an
  * old primary's message, queued before a standby was promoted past it, or a
@@ -823,7 +744,7 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	a.c = c;
 	a.m = m;
 	if (m->body_case == SYNC__TO_REPLICA__BODY_FILED)
-		return m->generation < s->generation ? older(c, m, out) : apply_filed(c, m, out);
+		return m->generation < s->generation ? older(c, m, out) : ms_apply_filed(c, m, out);
 	if (s->has_replica && memcmp(m->replica.data, s->replica, MS_REPLICA_BYTES) != 0)
 	{
 		char		other[37];

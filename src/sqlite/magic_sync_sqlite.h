@@ -14,6 +14,7 @@
  *   apply.c    sync_apply
  *   digest.c   sync_digest, and the digests of an upload
  *   upload.c   sync_upload
+ *   sends.c    send numbers, what each send carried, Filed answers, sync_upload_refused
  *   status.c   sync_status, sync_progress, sync_init, sync_config, sync_retry
  *   keys.c     sync_key, sync_digest_keys
  *-------------------------------------------------------------------------
@@ -41,6 +42,7 @@ extern int	ms_keys_register(sqlite3 *db);
 extern int	ms_apply_register(sqlite3 *db);
 extern int	ms_digest_register(sqlite3 *db);
 extern int	ms_upload_register(sqlite3 *db);
+extern int	ms_sends_register(sqlite3 *db);
 extern int	ms_status_register(sqlite3 *db);
 extern int	ms_state_register(sqlite3 *db);
 
@@ -197,7 +199,7 @@ extern int	ms_state_error(ms_ctx *c, const char *fmt,...);
 extern int	ms_config(ms_ctx *c, const char *name, int64_t *out);
 extern const ms_setting *ms_setting_find(const char *name);
 
-/* ms_backlog_sql: per table: name, unsent, unfiled, set aside, refused (upload.c). */
+/* ms_backlog_sql: per table: name, unsent, unfiled, set aside, refused, waiting, dropped (upload.c). */
 extern const char *const ms_backlog_sql;
 
 /* ---- schema.c -------------------------------------------------------- */
@@ -329,6 +331,17 @@ extern void ms_letgo_close(ms_letgo *lg);
 extern int	ms_let_go(ms_letgo *lg, ms_tbl *t, const char *key, size_t len, ms_letgo_result *res);
 /* ms_let_go_retired: let go for good of retired rows nothing points at, children first. */
 extern int	ms_let_go_retired(ms_letgo *lg, int *count);
+
+/* ---- sends.c --------------------------------------------------------- */
+
+/* ms_sends_ensure: create the tables of sends.c when the file lacks them (a file of an older build). */
+extern int	ms_sends_ensure(ms_ctx *c);
+/* ms_send_seq: the next send number, recorded as the last. */
+extern int	ms_send_seq(ms_ctx *c, uint64_t *seq);
+/* ms_send_carried: what an upload carried of each table, for its answer to account for. */
+extern int	ms_send_carried(ms_ctx *c, const uint8_t send_id[MS_SEND_ID_BYTES], const Sync__Up *up);
+/* ms_apply_filed: a Filed answer (sync_apply, outside the chain). */
+extern int	ms_apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out);
 
 /* ---- digest.c -------------------------------------------------------- */
 

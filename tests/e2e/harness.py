@@ -188,6 +188,18 @@ class Replica:
                 break
         return out
 
+    def take_seq(self):
+        """A send number for an upload crafted in this replica's name (wire.up):
+        beyond what the server filed and what the replica numbered, which then
+        numbers beyond it, as if it had sent that upload itself."""
+        import wire
+        filed = self.server.one("SELECT filed_seq FROM sync.sends WHERE replica = %s", (self.id,)) or 0
+        self.q("CREATE TABLE IF NOT EXISTS _sync_seq(id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL)")
+        last = self.one("SELECT max(last) FROM _sync_seq") or 0
+        n = max(filed, last, wire.now_seq()) + 1
+        self.q("INSERT INTO _sync_seq(id, last) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET last = excluded.last", (n,))
+        return n
+
     def digest(self):
         import json
         return json.loads(self.one("SELECT sync_digest()"))

@@ -18,8 +18,9 @@ FUZZ_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1 -g \
 	-Isrc/shared -Isrc/sqlite -Itests/sqlite -Itests/unit -Itests/fuzz/targets
 FUZZ_LINK = -fsanitize=fuzzer,address,undefined
 
-FUZZ_SHARED_OBJS = $(addprefix build/fuzz/,$(SHARED_SRCS:.c=.o))
-FUZZ_SQLITE_OBJS = $(addprefix build/fuzz/,$(SQLITE_SRCS:.c=.o) tests/sqlite/msgs.o)
+# the replica's share of src/shared (no seal.c, no libcrypto), as the replica links it
+FUZZ_SHARED_OBJS = $(addprefix build/fuzz/,$(REPLICA_SHARED_SRCS:.c=.o))
+FUZZ_SQLITE_OBJS = $(addprefix build/fuzz/,$(SQLITE_SRCS:.c=.o) tests/sqlite/msgs.o tests/sqlite/seal.o)
 FUZZ_HDRS = $(SHARED_HDRS) $(wildcard src/sqlite/*.h tests/sqlite/msgs.h tests/fuzz/targets/*.h)
 
 build/fuzz/%.o: %.c src/shared/sync.pb-c.h $(FUZZ_HDRS)
@@ -37,14 +38,14 @@ build/fuzz/bin/apply_chain: build/fuzz/tests/fuzz/targets/apply_chain.o build/fu
 build/fuzz/bin/wire build/fuzz/bin/key: build/fuzz/bin/%: build/fuzz/tests/fuzz/targets/%.o \
 	build/fuzz/tests/fuzz/targets/fuzz.o $(FUZZ_SHARED_OBJS)
 build/fuzz/bin/up: build/fuzz/tests/fuzz/targets/up.o build/fuzz/tests/fuzz/targets/fuzz.o \
-	build/fuzz/tests/sqlite/msgs.o $(FUZZ_SHARED_OBJS)
+	build/fuzz/tests/sqlite/msgs.o build/fuzz/tests/sqlite/seal.o $(FUZZ_SHARED_OBJS)
 $(addprefix build/fuzz/bin/,$(FUZZ_TARGETS)):
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_LINK) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 
 # the corpus writer: an ordinary program (gcc, ASan), over the test helpers
-build/fuzz_corpus: $(patsubst %.c,build/san/%.o,tests/fuzz/targets/write_corpus.c tests/sqlite/msgs.c \
-	tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
+build/fuzz_corpus: $(patsubst %.c,build/san/%.o,tests/fuzz/targets/write_corpus.c tests/sqlite/msgs.c tests/sqlite/seal.c \
+	tests/unit/vectors.c $(SQLITE_SRCS) $(REPLICA_SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 
 .PHONY: fuzz fuzz-long fuzz-build fuzz-corpus

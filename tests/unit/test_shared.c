@@ -634,6 +634,8 @@ main(void)
 	test_mutations();
 	test_row();
 	test_fields();
+	test_up();
+	test_sha256();
 	printf("%d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
 	return ms_unit_failed == 0 ? 0 : 1;
 }

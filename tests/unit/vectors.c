@@ -73,6 +73,15 @@ const char *ms_vector_generation_head_hex =
 const char *ms_vector_applied_hex =
 "0a10202122232425262728292a2b2c2d2e2f102a1a10303132333435363738393a3b3c3d3e3f2220"
 "c74edd81b68d723813e9fd639bdab297887d6ea6c4c5eebae1187bf039b126c8288080a5a7dd9aac01";
+/* an Up of one row, numbered, its length first and its check last (docs/protocol.md 7.1) */
+const uint8_t ms_vector_send_id[16] = {
+	0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58, 0x59, 0x5a, 0x5b, 0x5c, 0x5d, 0x5e, 0x5f
+};
+const uint64_t ms_vector_seq = UINT64_C(1700000000000000);
+const char *ms_vector_up_hex =
+"61730000000000000008011210101112131415161718191a1b1c1d1e1f1a10505152535455565758595a5b5c5d5e5f"
+"2a170a066f726465727312087b226964223a377d1a030a0137588080f9c0c1c482036a20a040f097db978d3d2f086b"
+"65bae4a436a0ed61d4451a14ae81d64704ae0eeeeb";
 
 static int
 hexval(char c)

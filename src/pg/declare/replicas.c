@@ -10,6 +10,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "lib/stringinfo.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/uuid.h"
@@ -75,6 +76,76 @@ being_dropped(Datum id)
 }
 
 /*
+ * partitions_sql: one query over the partition column of every mirrored
+ * table that declares one, and the partitions the replicas have: the
+ * distinct partitions known, as text.  NULL when no mirrored table declares
+ * a partition column.
+ */
+static char *
+partitions_sql(void)
+{
+	StringInfoData sql;
+	int			rc;
+
+	rc = SPI_execute("SELECT t.relid::text, t.partition FROM sync.tables t"
+					 " WHERE t.partition IS NOT NULL ORDER BY t.id", true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading sync.tables failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+		return NULL;
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT r.partition FROM sync.replicas r WHERE NOT r.dropped");
+	for (uint64 i = 0; i < SPI_processed; i++)
+		appendStringInfo(&sql, " UNION SELECT %s::text FROM %s",
+						 quote_identifier(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2)),
+						 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	return sql.data;
+}
+
+/*
+ * check_partition: a replica's partition must be one the fleet knows: a
+ * value some mirrored table's partition column holds, or one a replica
+ * already has (docs/operations.md, "Partitions").  A partition no row and
+ * no replica has is, far more likely than not, misspelt: the replica would
+ * quietly hold none of the partitioned rows.  Where no mirrored table
+ * declares a partition column a partition only scopes the reads, and any
+ * is taken.
+ */
+static void
+check_partition(Datum partition)
+{
+	char	   *known = partitions_sql();
+	char	   *name = TextDatumGetCString(partition);
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1] = {partition};
+	StringInfoData sql;
+	bool		isnull;
+	int			rc;
+
+	if (known == NULL)
+		return;
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT EXISTS (SELECT FROM (%s) k(p) WHERE k.p = $1),"
+					 " (SELECT string_agg(quote_literal(p), ', ') FROM"
+					 "  (SELECT k.p FROM (%s) k(p) WHERE k.p IS NOT NULL ORDER BY k.p LIMIT 10) l)",
+					 known, known);
+	rc = SPI_execute_with_args(sql.data, 1, argtypes, args, NULL, true, 0);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "reading the partitions failed: %s", SPI_result_code_string(rc));
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		return;
+	(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("partition \"%s\" is unknown", name),
+			 errdetail("No mirrored table's partition column holds \"%s\", and no replica has it.", name),
+			 isnull
+			 ? errhint("No partition is known yet: write the rows of partition \"%s\" first, then add the replica.", name)
+			 : errhint("Known partitions: %s. Check the spelling, or write the rows of partition \"%s\" first.",
+					   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2), name)));
+}
+
+/*
  * ms_replica_add: sync.replica_add(id, partition, role, live) adds a
  * replica; the relay provisions it at its next pass.
  */
@@ -113,6 +184,8 @@ ms_replica_add(PG_FUNCTION_ARGS)
 			being_dropped(id);
 			break;
 	}
+	if (!PG_ARGISNULL(1))
+		check_partition(PG_GETARG_DATUM(1));
 	args[0] = id;
 	args[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
@@ -153,6 +226,8 @@ ms_replica_set(PG_FUNCTION_ARGS)
 			being_dropped(id);
 			break;
 	}
+	if (!PG_ARGISNULL(2))
+		check_partition(PG_GETARG_DATUM(2));
 	args[0] = id;
 	args[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';

@@ -290,8 +290,8 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 {
 	Oid			types[3] = {INT4OID, TEXTOID, INT8OID};
 	char	   *all = load_query(t, false, p->one_replica);
-	SPIPlanPtr	one = ms_prepare(load_query(t, true, p->one_replica), 3, types);
-	SPIPlanPtr	keys = ms_prepare("SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
+	SPIPlanPtr	one = ms_prepare_kept(load_query(t, true, p->one_replica), 3, types);
+	SPIPlanPtr	keys = ms_prepare_kept("SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
 								  " ORDER BY key LIMIT $3", 3, types);
 	char	   *after = "";
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync load chunk",

@@ -123,6 +123,7 @@ CREATE TABLE sync.bodies (
 	deletes			int NOT NULL DEFAULT 0
 );
 ALTER TABLE sync.bodies ALTER COLUMN bytes SET STORAGE EXTERNAL;	-- already compact; no recompression
+COMMENT ON TABLE sync.bodies IS 'Message bodies, each stored once however many replicas'' messages carry it (by its SHA-256)';
 CREATE TABLE sync.outbox (
 	replica			uuid NOT NULL,
 	number			bigint NOT NULL,
@@ -156,6 +157,10 @@ CREATE TABLE sync.held (
 	replace			boolean NOT NULL DEFAULT false,	-- an edit of the replica's was dropped: the next send replaces its copy whole
 	PRIMARY KEY (replica, tab, key)
 );
+-- A pass looks up the replicas holding the rows a change moves by held_row
+-- (the rows in question, docs/design.md 4.4): what it touches follows what
+-- changed, not what the replicas hold.
+CREATE INDEX held_row ON sync.held (tab, key);
 -- The reads (src/pg/read.c) never count every held row: whether a replica
 -- has rows of a table on their way is one probe of held_number (the newest
 -- number of (replica, tab)), and the rows letting go or refused, few and
@@ -164,6 +169,8 @@ CREATE TABLE sync.held (
 CREATE INDEX held_number ON sync.held (replica, tab, number);
 CREATE INDEX held_taken ON sync.held (replica, tab, taken) WHERE taken IS NOT NULL;
 CREATE INDEX held_refused ON sync.held (replica, tab) WHERE refused IS NOT NULL;
+-- rows whose next send replaces the replica's copy: few, looked up by every pass
+CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;
 COMMENT ON TABLE sync.held IS 'What the engine records each replica holds';
 
 -- Answers to uploads (src/pg/transport/answers.c): a Filed message per send, queued
@@ -179,6 +186,9 @@ CREATE TABLE sync.answers (
 	received		timestamptz,				-- a filing of the replica showed it no longer waits for it
 	PRIMARY KEY (replica, send_id)
 );
+-- pruned an hour after they were pulled, oldest first (sync.prune)
+CREATE INDEX answers_pulled ON sync.answers (pulled) WHERE pulled IS NOT NULL;
+COMMENT ON TABLE sync.answers IS 'The answer (a Filed message) to each upload filed, returned by sync.pull before the outbox; kept an hour after it was pulled, for a send that comes again';
 
 -- Uploaded rows set aside (src/pg/transport/inbox.c): they failed for good; retried
 -- after a fix.
@@ -196,6 +206,7 @@ CREATE TABLE sync.inbox (
 	last_at			timestamptz NOT NULL DEFAULT now(),
 	UNIQUE (replica, tab, key)
 );
+COMMENT ON TABLE sync.inbox IS 'Uploaded rows set aside: they failed for good (a SQLSTATE: filed again by sync.inbox_retry after a fix) or wait until the replica holds the row again (none)';
 
 -- Rows that cannot go (src/pg/load.c): they do not encode, or no message
 -- could carry them.  Planned around until a fix lets them through.
@@ -208,6 +219,7 @@ CREATE TABLE sync.quarantine (
 	since			timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (tab, key)
 );
+COMMENT ON TABLE sync.quarantine IS 'Rows that cannot go to replicas (they do not encode, or no message can carry them): planned around, tried again a minute later, when they change, or on sync.quarantine_retry';
 
 -- Generations (src/pg/epoch.c): the server's lineage.  Every message carries
 -- the generation it was written in; a replica never applies one of a

@@ -8,7 +8,7 @@ CREATE FUNCTION sync.replica_add(id uuid, "partition" text DEFAULT NULL,
 	SET search_path = pg_catalog, pg_temp
 	AS 'MODULE_PATHNAME', 'ms_replica_add';
 COMMENT ON FUNCTION sync.replica_add(uuid, text, name, boolean) IS
-	'Adds a replica: its partition, the role it authenticates as, and whether it is live; the relay provisions it at its next pass';
+	'Adds a replica: its partition (one the fleet knows: a value of a mirrored table''s partition column, or one a replica has; any where no table declares a partition column), the role it authenticates as, and whether it is live; the relay provisions it at its next pass';
 
 CREATE FUNCTION sync.replica_set(id uuid, live boolean DEFAULT NULL,
 		"partition" text DEFAULT NULL)
@@ -17,7 +17,7 @@ CREATE FUNCTION sync.replica_set(id uuid, live boolean DEFAULT NULL,
 	SET search_path = pg_catalog, pg_temp
 	AS 'MODULE_PATHNAME', 'ms_replica_set';
 COMMENT ON FUNCTION sync.replica_set(uuid, boolean, text) IS
-	'Changes whether a replica is live, or its partition (NULL leaves either as it is); the relay observes it at its next pass';
+	'Changes whether a replica is live, or its partition (one the fleet knows, as sync.replica_add takes); NULL leaves either as it is; the relay observes it at its next pass';
 
 CREATE FUNCTION sync.replica_drop(id uuid)
 	RETURNS void
