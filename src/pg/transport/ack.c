@@ -34,9 +34,11 @@
  */
 #include "magic_sync.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
 
 #include "claim.h"
 #include "digest.h"
@@ -335,6 +337,20 @@ ms_digests(ms_filing *f, Sync__Up *up)
 }
 
 /*
+ * received_recorded: whether the catalog records answers received
+ * (sync.answers.received); one not updated yet (ALTER EXTENSION magic_sync
+ * UPDATE) does not: its answers are given again as they were.
+ */
+static bool
+received_recorded(void)
+{
+	Oid			ns = get_namespace_oid("sync", true);
+	Oid			rel = OidIsValid(ns) ? get_relname_relid("answers", ns) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "received") != InvalidAttrNumber;
+}
+
+/*
  * answers_received: when no row of the replica waits for an answer but the
  * rows this upload carries, it received every answer queued for it before
  * (applying one lets go of the rows it answers).  Its rows waiting are what
@@ -352,7 +368,7 @@ answers_received(ms_filing *f, Sync__Up *up)
 		carried += up->rows[i]->n_upserts + up->rows[i]->n_deletes;
 	for (size_t i = 0; i < up->n_backlog; i++)
 		unfiled += up->backlog[i]->unfiled;
-	if (unfiled > carried)
+	if (unfiled > carried || !received_recorded())
 		return;
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len));

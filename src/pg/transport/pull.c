@@ -31,11 +31,13 @@
 #include "magic_sync.h"
 
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
 
@@ -198,6 +200,43 @@ claim(FunctionCallInfo fcinfo)
 }
 
 /*
+ * received_recorded: whether the catalog records answers received
+ * (sync.answers.received); one not updated yet (ALTER EXTENSION magic_sync
+ * UPDATE) does not, and its answers go out as they did.
+ */
+static bool
+received_recorded(void)
+{
+	Oid			ns = get_namespace_oid("sync", true);
+	Oid			rel = OidIsValid(ns) ? get_relname_relid("answers", ns) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "received") != InvalidAttrNumber;
+}
+
+/* answers_sql: the answers a pull gives, on a standby (read) or the primary (marked) */
+static const char *
+answers_sql(bool standby, bool received)
+{
+	if (standby)
+		return received
+			? "SELECT NULL::bigint, message FROM sync.answers"
+			" WHERE replica = $1 AND received IS NULL AND filed > now() - interval '1 minute' ORDER BY filed"
+			: "SELECT NULL::bigint, message FROM sync.answers"
+			" WHERE replica = $1 AND filed > now() - interval '1 minute' ORDER BY filed";
+	return received
+		? "WITH a AS (UPDATE sync.answers SET pulled = now()"
+		" WHERE replica = $1 AND received IS NULL"
+		" AND (pulled IS NULL"
+		"      OR (pulled < now() - interval '1 minute' AND filed > now() - interval '1 hour'))"
+		" RETURNING filed, message)"
+		" SELECT NULL::bigint, message FROM a ORDER BY filed"
+		: "WITH a AS (UPDATE sync.answers SET pulled = now()"
+		" WHERE replica = $1 AND (pulled IS NULL OR pulled < now() - interval '1 minute')"
+		" RETURNING filed, message)"
+		" SELECT NULL::bigint, message FROM a ORDER BY filed";
+}
+
+/*
  * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int [, applied
  * bytea]) returns table(number bigint, message bytea).
  */
@@ -258,16 +297,7 @@ ms_pull(PG_FUNCTION_ARGS)
 	 * give it (an agent pulls from the primary when it starts or reconnects,
 	 * and every 10 minutes).
 	 */
-	if (SPI_execute_with_args(standby
-							  ? "SELECT NULL::bigint, message FROM sync.answers"
-							  " WHERE replica = $1 AND received IS NULL AND filed > now() - interval '1 minute'"
-							  " ORDER BY filed"
-							  : "WITH a AS (UPDATE sync.answers SET pulled = now()"
-							  " WHERE replica = $1 AND received IS NULL"
-							  " AND (pulled IS NULL"
-							  "      OR (pulled < now() - interval '1 minute' AND filed > now() - interval '1 hour'))"
-							  " RETURNING filed, message)"
-							  " SELECT NULL::bigint, message FROM a ORDER BY filed",
+	if (SPI_execute_with_args(answers_sql(standby, received_recorded()),
 							  1, types, values, NULL, standby, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.answers");
 	for (uint64 i = 0; i < SPI_processed; i++)

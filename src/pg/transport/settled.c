@@ -9,8 +9,9 @@
  * build's are set aside, and wait on a fix, not on the relay) and no
  * snapshot is due for it; NULL while the relay has not got there.  When no
  * relay runs (nobody holds the relay lock: no worker, passes by hand), it
- * returns the last message written all the same: nothing will come before a
- * relay runs, and an agent is not kept waiting for one.  Every
+ * returns 0: nothing will come before a relay runs -- not even the snapshot
+ * of a replica provisioned again, so its last message written may never be
+ * reached -- and an agent is not kept waiting for one.  Every
  * message that carries those notes is numbered at or below it: the pass
  * that marked them done wrote them, in the same transaction.  The replica's
  * own role may ask, for its own uuid (access.c).  Read-only: it runs on a
@@ -69,5 +70,8 @@ ms_settled(PG_FUNCTION_ARGS)
 	SPI_finish();
 	if (isnull || (relay && !planned))
 		PG_RETURN_NULL();
+	/* no relay: nothing is on its way, and nothing to wait for */
+	if (!relay)
+		PG_RETURN_INT64(0);
 	PG_RETURN_DATUM(last);
 }
