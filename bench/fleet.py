@@ -32,6 +32,7 @@ python3-asyncpg, scripts/install-deps):
   bench/run fleet.py
 """
 import asyncio
+import hashlib
 import os
 import random
 import shutil
@@ -197,7 +198,7 @@ def fields(m):
 class Device:
     """A replica as its agent runs it, without a file: what it applied, and its claim."""
 
-    __slots__ = ("id", "raw", "applied", "claim", "got_at")
+    __slots__ = ("id", "raw", "applied", "claim", "got_at", "seq")
 
     def __init__(self, rid):
         self.id = rid
@@ -205,6 +206,7 @@ class Device:
         self.applied = 0
         self.claim = b""
         self.got_at = None
+        self.seq = 0
 
     def take(self, message):
         """Apply a message's head: it follows what it applied (the chain is the server's)."""
@@ -214,9 +216,13 @@ class Device:
                       + pb_int(5, f.get(12, 0)))
 
     def up(self):
-        """An Up acknowledging what it applied, nothing else to say."""
-        return (pb_int(1, 1) + pb_bytes(2, self.raw) + pb_bytes(3, os.urandom(16))
-                + pb_bytes(4, self.claim))
+        """An Up acknowledging what it applied, nothing else to say, framed as
+        docs/protocol.md says: its length first, numbered, its SHA-256 check last."""
+        self.seq = max(self.seq + 1, time.time_ns() // 1000)
+        body = (pb_int(1, 1) + pb_bytes(2, self.raw) + pb_bytes(3, os.urandom(16))
+                + pb_bytes(4, self.claim) + pb_int(11, self.seq))
+        head = b"\x61" + struct.pack("<Q", 9 + len(body) + 34) + body
+        return head + b"\x6a\x20" + hashlib.sha256(head).digest()
 
 
 PULL = "SELECT number, message FROM sync.pull($1::uuid, $2::bigint, $3::int, $4::bytea)"
