@@ -310,10 +310,15 @@ ms_pull(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 	}
 
+	/*
+	 * each message's body by its key: a join may be planned as a scan of
+	 * sync.bodies while its statistics lag (thousands of snapshots just
+	 * written, docs/scale.md)
+	 */
 	cur = SPI_cursor_open_with_args(NULL,
-									"SELECT o.number, o.head || b.bytes FROM sync.outbox o"
-									" JOIN sync.bodies b ON b.id = o.body"
-									" WHERE o.replica = $1 AND o.number > $2 AND NOT o.dropped"
+									"SELECT o.number, o.head || (SELECT b.bytes FROM sync.bodies b WHERE b.id = o.body)"
+									" FROM sync.outbox o"
+									" WHERE o.replica = $1 AND o.number > $2 AND NOT o.dropped AND o.body IS NOT NULL"
 									" ORDER BY o.number",
 									2, types, values, NULL, true, 0);
 	while (total < max_bytes)
