@@ -66,7 +66,16 @@ decode(const uint8 *bytes, size_t len, pg_uuid_t *replica, const char *replica_t
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("an upload of %zu bytes is over magic_sync.upload_bytes (%d)", len, ms_upload_bytes),
 				 errhint("A replica keeps its uploads under the bound it is given; raise magic_sync.upload_bytes to take larger ones.")));
-	if (!ms_up_verify(bytes, len, reason))
+	if (ms_up_verify(bytes, len, reason))
+		 /* whole */ ;
+	else if (len > 0 && bytes[0] == 0x08)
+		/* an Up that begins with its protocol: written by a library from before uploads were framed */
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the upload is of a replica library older than this server's"),
+				 errdetail("It carries no length and no check (%s), so it cannot be known to be whole.", reason),
+				 errhint("Update the replica's magic_sync_sqlite and agent to this release; nothing of it was filed, and its rows wait on the replica.")));
+	else
 		refuse("the upload is not whole", reason);
 	up = ms_up_read(bytes, len, (size_t) ms_upload_bytes, ms_pg_allocator(), &st, reason);
 	if (up == NULL)
