@@ -616,3 +616,25 @@ REVOKE ALL ON FUNCTION sync.ddl_end(), sync.ddl_drop() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.ddl_end(), sync.ddl_drop() TO sync_admin;
 CREATE EVENT TRIGGER magic_sync_ddl ON ddl_command_end EXECUTE FUNCTION sync.ddl_end();
 CREATE EVENT TRIGGER magic_sync_drop ON sql_drop EXECUTE FUNCTION sync.ddl_drop();
+
+-- A fleet (docs/scale.md): an answer is given until the replica's filings
+-- show it received (transport/ack.c), also by a hot standby, which marks
+-- nothing; sync.settled for an agent run with --once (transport/settled.c)
+ALTER TABLE sync.answers ADD COLUMN received timestamptz;
+CREATE FUNCTION sync.settled(replica uuid, since pg_snapshot) RETURNS bigint
+	LANGUAGE c STABLE STRICT SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_settled';
+COMMENT ON FUNCTION sync.settled(uuid, pg_snapshot) IS
+	'The last message written for a replica once every note committed before `since` (pg_current_snapshot() then) is planned and no snapshot is due for it: applying through it, the replica holds what was committed before; NULL while the relay has not got there; 0 when no relay runs (nothing to wait for)';
+REVOKE ALL ON FUNCTION sync.settled(uuid, pg_snapshot) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO sync_admin;
+GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO PUBLIC;
+
+-- The fleet's reads run without JIT (src/pg/sql/60_read.sql, docs/scale.md):
+-- compiling their plans took seconds at 10,000 replicas
+ALTER FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) SET jit = off;
+ALTER FUNCTION sync.overview_tables(uuid[], text) SET jit = off;
+ALTER FUNCTION sync.overview_states(uuid[], text, integer) SET jit = off;
+ALTER FUNCTION sync.overview(uuid[], text, integer) SET jit = off;
+ALTER FUNCTION sync.health(uuid[], text) SET jit = off;

@@ -195,13 +195,16 @@ CREATE TABLE sync.replica_tables (
 COMMENT ON TABLE sync.replica_tables IS 'The schema of each mirrored table as each replica was last sent it';
 
 -- Answers to uploads (src/pg/transport/answers.c): a Filed message per send, queued
--- after the filing committed and returned by sync.pull before the outbox.
+-- after the filing committed and returned by sync.pull before the outbox,
+-- again a minute after it was last pulled, until the replica's filings show
+-- it was received (transport/ack.c); pruned an hour after it was pulled.
 CREATE TABLE sync.answers (
 	replica			uuid NOT NULL,
 	send_id			bytea NOT NULL,
 	message			bytea NOT NULL,
 	filed			timestamptz NOT NULL DEFAULT now(),
 	pulled			timestamptz,
+	received		timestamptz,				-- a filing of the replica showed it no longer waits for it
 	PRIMARY KEY (replica, send_id)
 );
 -- pruned an hour after they were pulled, oldest first (sync.prune)

@@ -21,3 +21,4 @@ GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer, bytea) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.is_transient(text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.file(uuid, bytea, jsonb) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO PUBLIC;
