@@ -20,6 +20,7 @@ extern void test_letgo(void);
 extern void test_upload(void);
 extern void test_digest(void);
 extern void test_misuse(void);
+extern void test_guard(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -109,6 +110,7 @@ main(void)
 	test_upload();
 	test_digest();
 	test_misuse();
+	test_guard();
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();
