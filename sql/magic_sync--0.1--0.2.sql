@@ -43,3 +43,17 @@ COMMENT ON FUNCTION sync.proto(text) IS
 	'The .proto of a table in the proto codec, by the name replicas know it by (sync.tables.name)';
 REVOKE ALL ON FUNCTION sync.proto(regclass), sync.proto(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.proto(regclass), sync.proto(text) TO sync_admin;
+
+-- the relay worker's role, when not a superuser (magic_sync.role): sync_relay
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'sync_relay') THEN
+		CREATE ROLE sync_relay NOLOGIN;
+	END IF;
+	IF NOT pg_catalog.pg_has_role('sync_relay', 'sync_admin', 'MEMBER') THEN
+		GRANT sync_admin TO sync_relay;
+	END IF;
+END
+$$;
+GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA sync TO sync_relay;
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA sync TO sync_relay;

@@ -7,12 +7,16 @@
 #include "magic_sync.h"
 
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "utils/memutils.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
 
+#include "access.h"
+#include "catalog.h"
+#include "owner.h"
 #include "pass.h"
 
 void
@@ -21,8 +25,29 @@ ms_pass_begin(ms_pass *p, MemoryContext cxt)
 	memset(p, 0, sizeof *p);
 	p->cxt = cxt;
 	p->snapshot_rows = -1;
+	p->self = GetUserId();
 	/* under REPEATABLE READ, the transaction's snapshot; else one taken now */
 	p->snapshot = RegisterSnapshot(GetTransactionSnapshot());
+}
+
+void
+ms_pass_read_as_owners(ms_pass *p)
+{
+	ListCell   *lc;
+
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		ms_require_select(t->relid, p->self);
+		if (OidIsValid(t->members))
+			ms_require_select(t->members, p->self);
+		if (OidIsValid(t->assignments))
+			ms_require_select(t->assignments, p->self);
+		if (OidIsValid(t->active))
+			ms_require_select(t->active, p->self);
+	}
+	p->as_owners = true;
 }
 
 void
@@ -36,11 +61,7 @@ ms_pass_end(ms_pass *p)
 SPIPlanPtr
 ms_prepare(const char *sql, int nargs, Oid *types)
 {
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
-
-	if (plan == NULL)
-		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
-	return plan;
+	return ms_owner_prepare(sql, nargs, types, GetUserId());
 }
 
 int
@@ -61,7 +82,7 @@ int
 ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 		Datum *values, const char *nulls, long tcount)
 {
-	SPIPlanPtr	plan = ms_prepare(sql, nargs, types);
+	SPIPlanPtr	plan = ms_owner_prepare(sql, nargs, types, p->self);
 	int			rc = ms_run(p, plan, values, nulls, tcount);
 
 	SPI_freeplan(plan);
@@ -113,7 +134,7 @@ ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 		Datum *values, const char *nulls)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	SPIPlanPtr	plan = ms_prepare(sql, nargs, types);
+	SPIPlanPtr	plan = ms_owner_prepare(sql, nargs, types, p->self);
 	Portal		portal;
 
 	/* a copy of the pass's snapshot, at the current command id */

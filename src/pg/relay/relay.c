@@ -249,6 +249,8 @@ ms_relay_pass(ms_pass *p)
 				 errhint("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM sync.relay_pass(); COMMIT;")));
 	SPI_connect();
 	ms_pass_begin(p, p->cxt);
+	/* the relay reads each table as its owner: its code runs with no other rights */
+	p->as_owners = true;
 	refuse_unless_checked(p);
 	/* the catalog, read once: every part of the pass is handed this list */
 	p->tables = ms_catalog_tables();

@@ -14,6 +14,14 @@
  * settings; SIGTERM ends the pass and the worker (the transaction is rolled
  * back: nothing half-done is committed).
  *
+ * Who it is: it connects as magic_sync.role (empty: the bootstrap
+ * superuser) with search_path = pg_catalog, pg_temp, whatever the database
+ * or the role set: its own SQL names everything it uses, and a database
+ * owner's schema first in the path would otherwise have its operators run as
+ * the worker.  A user's code it reaches -- an active view, a domain's check,
+ * a trigger of a table the inbox files -- runs as that table's owner,
+ * security-restricted (owner.h).
+ *
  * States: idle (waiting on its latch) -> pass -> idle, or -> backoff -> pass.
  *-------------------------------------------------------------------------
  */
@@ -21,6 +29,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -48,6 +57,7 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 
 #define WORKER_TYPE "magic_sync relay"
 #define BACKOFF_MAX_MS (60 * 1000)
+#define PINNED_SEARCH_PATH "pg_catalog, pg_temp"
 
 static void
 fill_worker(BackgroundWorker *w, Oid dboid)
@@ -60,7 +70,14 @@ fill_worker(BackgroundWorker *w, Oid dboid)
 	snprintf(w->bgw_function_name, BGW_MAXLEN, "ms_worker_main");
 	snprintf(w->bgw_type, BGW_MAXLEN, WORKER_TYPE);
 	if (OidIsValid(dboid))
+	{
+		char	   *name = get_database_name(dboid);
+
 		snprintf(w->bgw_name, BGW_MAXLEN, WORKER_TYPE " in database %u", dboid);
+		/* a dynamic worker connects by name: as magic_sync.role when it starts */
+		if (name != NULL)
+			strlcpy(w->bgw_extra, name, BGW_EXTRALEN);
+	}
 	else
 		snprintf(w->bgw_name, BGW_MAXLEN, WORKER_TYPE " in %s", ms_database);
 	w->bgw_main_arg = ObjectIdGetDatum(dboid);
@@ -144,11 +161,19 @@ ms_worker_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	if (OidIsValid(dboid))
-		BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	else
-		BackgroundWorkerInitializeConnection(ms_database, NULL, 0);
+	{
+		const char *role = ms_role != NULL && ms_role[0] != '\0' ? ms_role : NULL;
+
+		if (OidIsValid(dboid) && MyBgworkerEntry->bgw_extra[0] != '\0')
+			BackgroundWorkerInitializeConnection(MyBgworkerEntry->bgw_extra, role, 0);
+		else if (OidIsValid(dboid))
+			BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+		else
+			BackgroundWorkerInitializeConnection(ms_database, role, 0);
+	}
 	pgstat_report_appname(WORKER_TYPE);
+	/* above the database's and the role's settings: a session's own */
+	SetConfigOption("search_path", PINNED_SEARCH_PATH, PGC_USERSET, PGC_S_SESSION);
 	/* the plan's temporary tables mislead JIT's cost threshold into compiling */
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	/* before any temporary table: local buffers are sized once per session */

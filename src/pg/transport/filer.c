@@ -18,6 +18,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "utils/typcache.h"
 
 #include "file.h"
 #include "wire.h"
@@ -143,6 +144,7 @@ static char *
 record_sql(const ms_table *t)
 {
 	StringInfoData sql;
+	Oid			lt;
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s AS t (", t->qualified);
@@ -161,7 +163,8 @@ record_sql(const ms_table *t)
 		appendStringInfoString(&sql, ", now()");
 	if (t->sender)
 		appendStringInfoString(&sql, ", $2");
-	appendStringInfo(&sql, " FROM jsonb_populate_record(NULL::%s, $1::jsonb) r ON CONFLICT (", t->qualified);
+	appendStringInfo(&sql, " FROM pg_catalog.jsonb_populate_record(NULL::%s, $1::pg_catalog.jsonb) r ON CONFLICT (",
+					 t->qualified);
 	for (int k = 0; k < t->nkey; k++)
 		appendStringInfo(&sql, "%s%s", k ? ", " : "", t->columns[t->key[k]].quoted);
 	if (t->version < 0)
@@ -176,8 +179,10 @@ record_sql(const ms_table *t)
 		if (t->sender)
 			appendStringInfo(&sql, ", %s = EXCLUDED.%s", quote_identifier(t->sender),
 							 quote_identifier(t->sender));
-		appendStringInfo(&sql, " WHERE t.%s < EXCLUDED.%s",
-						 t->columns[t->version].quoted, t->columns[t->version].quoted);
+		/* the version's own order (sync.mirror checked it has one), wherever its type lives */
+		lt = lookup_type_cache(t->columns[t->version].type, TYPECACHE_LT_OPR)->lt_opr;
+		appendStringInfo(&sql, " WHERE t.%s %s EXCLUDED.%s", t->columns[t->version].quoted,
+						 ms_operator_sql(lt), t->columns[t->version].quoted);
 	}
 	appendStringInfoString(&sql, " RETURNING 1");
 	return sql.data;
@@ -195,7 +200,7 @@ two_way_sql(const ms_table *t)
 		if (t->columns[c].replica_owned)
 			appendStringInfo(&sql, "%s%s = r.%s", n++ ? ", " : "",
 							 t->columns[c].quoted, t->columns[c].quoted);
-	appendStringInfo(&sql, " FROM jsonb_populate_record(NULL::%s, $1::jsonb) r WHERE %s",
+	appendStringInfo(&sql, " FROM pg_catalog.jsonb_populate_record(NULL::%s, $1::pg_catalog.jsonb) r WHERE %s",
 					 t->qualified, ms_key_match(t, "t", "$2"));
 	return sql.data;
 }
