@@ -3,6 +3,10 @@
  *	  The replicas (sync.replicas): sync.replica_add, sync.replica_set and
  *	  sync.replica_drop.  What the relay saw of each (seen_*) is the relay's
  *	  to write: a change here is observed at its next pass (docs/design.md 4.2).
+ *
+ *	  A replica's role pulls and files for it: sync.replica_add and
+ *	  sync.replica_set give one only if their caller could grant it
+ *	  (access.h), then write sync.replicas as their own owner (owner.h).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -10,9 +14,13 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/uuid.h"
+
+#include "access.h"
+#include "owner.h"
 
 PG_FUNCTION_INFO_V1(ms_replica_add);
 PG_FUNCTION_INFO_V1(ms_replica_set);
@@ -46,13 +54,35 @@ replica_state(Datum id)
 	bool		isnull;
 	int			rc;
 
-	rc = SPI_execute_with_args("SELECT dropped FROM sync.replicas WHERE id = $1 FOR UPDATE",
+	rc = SPI_execute_with_args("SELECT dropped FROM sync.replicas WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 							   1, argtypes, args, NULL, false, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading sync.replicas failed: %s", SPI_result_code_string(rc));
 	if (SPI_processed == 0)
 		return 0;
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) ? 2 : 1;
+}
+
+/*
+ * role_arg: the role argument i, checked: it exists, and the caller may
+ * grant it.  NULL when not given.
+ */
+static char *
+role_arg(FunctionCallInfo fcinfo, int i)
+{
+	char	   *role;
+
+	if (PG_NARGS() <= i || PG_ARGISNULL(i))
+		return NULL;
+	role = NameStr(*PG_GETARG_NAME(i));
+	if (!OidIsValid(get_role_oid(role, true)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role \"%s\" does not exist", role),
+				 errdetail("A replica authenticates as its role to pull and file."),
+				 errhint("CREATE ROLE %s LOGIN, then add the replica.", quote_identifier(role))));
+	ms_require_grant(role, GetUserId());
+	return role;
 }
 
 static void
@@ -86,20 +116,12 @@ ms_replica_add(PG_FUNCTION_ARGS)
 	Datum		args[4];
 	char		nulls[5] = "    ";
 	int			rc;
+	ms_as_owner owner;
 
 	require_id(fcinfo);
 	id = PG_GETARG_DATUM(0);
-	if (!PG_ARGISNULL(2))
-	{
-		char	   *role = NameStr(*PG_GETARG_NAME(2));
-
-		if (!OidIsValid(get_role_oid(role, true)))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("role \"%s\" does not exist", role),
-					 errdetail("A replica authenticates as its role to pull and file."),
-					 errhint("CREATE ROLE %s LOGIN, then add the replica.", quote_identifier(role))));
-	}
+	(void) role_arg(fcinfo, 2);
+	ms_definer_begin(fcinfo, &owner);
 	SPI_connect();
 	switch (replica_state(id))
 	{
@@ -125,24 +147,29 @@ ms_replica_add(PG_FUNCTION_ARGS)
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "adding the replica failed: %s", SPI_result_code_string(rc));
 	SPI_finish();
+	ms_definer_end(&owner);
 	PG_RETURN_VOID();
 }
 
 /*
- * ms_replica_set: sync.replica_set(id, live, partition) changes what is
- * given (a NULL leaves it as it is).
+ * ms_replica_set: sync.replica_set(id, live, partition, role) changes what
+ * is given (a NULL leaves it as it is).  0.1 declared it without role.
  */
 Datum
 ms_replica_set(PG_FUNCTION_ARGS)
 {
 	Datum		id;
-	Oid			argtypes[3] = {UUIDOID, BOOLOID, TEXTOID};
-	Datum		args[3];
-	char		nulls[4] = "   ";
+	Oid			argtypes[4] = {UUIDOID, BOOLOID, TEXTOID, NAMEOID};
+	Datum		args[4];
+	char		nulls[5] = "    ";
 	int			rc;
+	char	   *role;
+	ms_as_owner owner;
 
 	require_id(fcinfo);
 	id = PG_GETARG_DATUM(0);
+	role = role_arg(fcinfo, 3);
+	ms_definer_begin(fcinfo, &owner);
 	SPI_connect();
 	switch (replica_state(id))
 	{
@@ -158,13 +185,17 @@ ms_replica_set(PG_FUNCTION_ARGS)
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
 	args[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
 	nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
+	args[3] = role != NULL ? PG_GETARG_DATUM(3) : (Datum) 0;
+	nulls[3] = role != NULL ? ' ' : 'n';
 	rc = SPI_execute_with_args("UPDATE sync.replicas"
-							   "   SET live = coalesce($2, live), partition = coalesce($3, partition)"
-							   " WHERE id = $1",
-							   3, argtypes, args, nulls, false, 0);
+							   "   SET live = coalesce($2, live), partition = coalesce($3, partition),"
+							   "       role = coalesce($4, role)"
+							   " WHERE id OPERATOR(pg_catalog.=) $1",
+							   4, argtypes, args, nulls, false, 0);
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "changing the replica failed: %s", SPI_result_code_string(rc));
 	SPI_finish();
+	ms_definer_end(&owner);
 	PG_RETURN_VOID();
 }
 
@@ -196,7 +227,7 @@ ms_replica_drop(PG_FUNCTION_ARGS)
 			break;
 	}
 	args[0] = id;
-	rc = SPI_execute_with_args("UPDATE sync.replicas SET dropped = true, live = false WHERE id = $1",
+	rc = SPI_execute_with_args("UPDATE sync.replicas SET dropped = true, live = false WHERE id OPERATOR(pg_catalog.=) $1",
 							   1, argtypes, args, NULL, false, 0);
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "dropping the replica failed: %s", SPI_result_code_string(rc));
