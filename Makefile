@@ -55,34 +55,50 @@ SHARED_HDRS = src/shared/sync.pb-c.h $(wildcard src/shared/*.h)
 $(OBJS): $(wildcard $(addsuffix /*.h,$(PG_DIRS))) $(SHARED_HDRS)
 
 # The replica extension and the agent, built without PostgreSQL's flags.
+# A replica links SQLite and protobuf-c only: not seal.c (HMAC and the
+# CSPRNG through libcrypto, the server's), since it never computes a seal.
 SQLITE_SRCS = $(wildcard src/sqlite/*.c)
+REPLICA_SHARED_SRCS = $(filter-out src/shared/seal.c,$(SHARED_SRCS))
 AGENT_SRCS = $(wildcard src/agent/*.c)
 OWN_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O2 -g -fPIC -Isrc/shared
-SQLITE_LIBS = -lprotobuf-c -lcrypto
+SQLITE_LIBS = -lprotobuf-c
 build/rel/%.o: %.c $(SHARED_HDRS) $(wildcard src/sqlite/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(OWN_CFLAGS) -c $< -o $@
 build/rel/src/agent/%.o: src/agent/%.c src/agent/agent.h $(SHARED_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(OWN_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -c $< -o $@
-magic_sync_sqlite.so: $(addprefix build/rel/,$(SQLITE_SRCS:.c=.o) $(SHARED_SRCS:.c=.o))
+magic_sync_sqlite.so: $(addprefix build/rel/,$(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -shared -o $@ $^ $(SQLITE_LIBS)
 # The agent links the replica extension in (sqlite3_auto_extension): no .so at run time.
-magic_sync_agent: $(addprefix build/rel/,$(AGENT_SRCS:.c=.o) $(SQLITE_SRCS:.c=.o) $(SHARED_SRCS:.c=.o))
+magic_sync_agent: $(addprefix build/rel/,$(AGENT_SRCS:.c=.o) $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -L$(shell $(PG_CONFIG) --libdir) -lpq -lsqlite3 $(SQLITE_LIBS)
 
-# make install also puts the agent beside PostgreSQL's programs and the
-# replica extension beside the server's library, and takes away the JIT
-# bitcode an older build installed (JIT would inline it against this one).
-install: install-replica
-uninstall: uninstall-replica
-.PHONY: install-replica uninstall-replica
-install-replica: magic_sync_sqlite.so magic_sync_agent
-	$(MKDIR_P) '$(DESTDIR)$(bindir)' '$(DESTDIR)$(pkglibdir)'
-	$(INSTALL_SHLIB) magic_sync_sqlite.so '$(DESTDIR)$(pkglibdir)/magic_sync_sqlite.so'
-	$(INSTALL_PROGRAM) magic_sync_agent '$(DESTDIR)$(bindir)/magic_sync_agent'
-	rm -rf '$(DESTDIR)$(pkglibdir)/bitcode/$(EXTENSION)' '$(DESTDIR)$(pkglibdir)/bitcode/$(EXTENSION).index.bc'
+# make install also puts the agent on the PATH and the replica extension
+# where SQLite's .load finds it by name (dlopen's path), and takes away what
+# an older build installed: JIT bitcode (JIT would inline it against this
+# one), the agent and replica extension in PostgreSQL's own directories.  Each part has a directory and a DESTDIR of its own, so that the
+# Debian packages (debian/rules) put each in its own package.
+AGENT_BINDIR ?= /usr/local/bin
+REPLICA_LIBDIR ?= /usr/local/lib
+AGENT_DESTDIR ?= $(DESTDIR)
+REPLICA_DESTDIR ?= $(DESTDIR)
+install: install-agent install-replica install-no-older
+uninstall: uninstall-agent uninstall-replica install-no-older
+.PHONY: install-agent install-replica install-no-older uninstall-agent uninstall-replica
+install-no-older:
+	rm -rf '$(DESTDIR)$(pkglibdir)/bitcode/$(EXTENSION)' '$(DESTDIR)$(pkglibdir)/bitcode/$(EXTENSION).index.bc' \
+		'$(DESTDIR)$(pkglibdir)/magic_sync_sqlite.so' '$(DESTDIR)$(bindir)/magic_sync_agent'
+install-agent: magic_sync_agent
+	$(MKDIR_P) '$(AGENT_DESTDIR)$(AGENT_BINDIR)'
+	$(INSTALL_PROGRAM) magic_sync_agent '$(AGENT_DESTDIR)$(AGENT_BINDIR)/magic_sync_agent'
+install-replica: magic_sync_sqlite.so
+	$(MKDIR_P) '$(REPLICA_DESTDIR)$(REPLICA_LIBDIR)'
+	$(INSTALL_SHLIB) magic_sync_sqlite.so '$(REPLICA_DESTDIR)$(REPLICA_LIBDIR)/magic_sync_sqlite.so'
+uninstall-agent:
+	rm -f '$(AGENT_DESTDIR)$(AGENT_BINDIR)/magic_sync_agent'
 uninstall-replica:
-	rm -f '$(DESTDIR)$(pkglibdir)/magic_sync_sqlite.so' '$(DESTDIR)$(bindir)/magic_sync_agent'
+	rm -f '$(REPLICA_DESTDIR)$(REPLICA_LIBDIR)/magic_sync_sqlite.so'
 
 include tests/tests.mk
+include tests/fuzz/fuzz.mk

@@ -125,7 +125,7 @@ def fanout(replicas, products=1000):
     conn = connect()
     cur = conn.cursor()
     setup(cur)
-    cur.execute("DROP TABLE IF EXISTS products")
+    cur.execute("DROP TABLE IF EXISTS products CASCADE")
     cur.execute("CREATE TABLE products (id bigint PRIMARY KEY, name text NOT NULL, price numeric NOT NULL)")
     cur.execute("INSERT INTO products SELECT g, 'p' || g, g FROM generate_series(1, %s) g", (products,))
     cur.execute("SELECT sync.mirror('products', 'catalog', 'broadcast')")

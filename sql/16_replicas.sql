@@ -26,5 +26,27 @@ SELECT sync.mirror('pg_class', 'catalog');
 SELECT * FROM sync.check();
 RESET ROLE;
 DROP ROLE store_7;
+-- a replica's partition is one the fleet knows: a value of a mirrored
+-- table's partition column, or one a replica already has; where no mirrored
+-- table declares a partition column, a partition only scopes the reads
+SELECT sync.replica_add('55555555-5555-4555-8555-555555555555', 'anywhere');
+CREATE TABLE regions_t (id int PRIMARY KEY, region text NOT NULL);
+SELECT sync.mirror('regions_t', 'catalog', 'broadcast', "partition" => 'region');
+SELECT sync.replica_add('66666666-6666-4666-8666-666666666666', 'north');
+INSERT INTO regions_t VALUES (1, 'north'), (2, 'south'), (3, 'north');
+SELECT sync.replica_add('66666666-6666-4666-8666-666666666666', 'north');
+SELECT sync.replica_add('77777777-7777-4777-8777-777777777777', 'nrth');
+-- one a replica has is known, rows or not; a dropped replica's is not
+SELECT sync.replica_add('77777777-7777-4777-8777-777777777777', 'anywhere');
+SELECT sync.replica_drop('55555555-5555-4555-8555-555555555555');
+SELECT sync.replica_drop('77777777-7777-4777-8777-777777777777');
+SELECT sync.replica_add('88888888-8888-4888-8888-888888888888', 'anywhere');
+-- a replica moved: to a partition the fleet knows only
+SELECT sync.replica_set('66666666-6666-4666-8666-666666666666', "partition" => 'sout');
+SELECT sync.replica_set('66666666-6666-4666-8666-666666666666', "partition" => 'south');
+SELECT sync.replica_set('66666666-6666-4666-8666-666666666666', live => false);
+SELECT id, partition, live FROM sync.replicas WHERE NOT dropped ORDER BY id;
+SELECT sync.unmirror('regions_t');
+DROP TABLE regions_t;
 -- leave nothing behind for the next test
 DELETE FROM sync.replicas;

@@ -102,6 +102,20 @@ BEGIN
 	END LOOP;
 	RETURN NULL;
 END $$;
+-- an upload's fields with its length first (field 12, fixed64) and its check last
+-- (field 13: SHA-256 of every byte before it)
+CREATE FUNCTION t.checked(m bytea) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+	len bytea := '\x0000000000000000';
+	total bigint := 9 + length(m) + 34;
+	head bytea;
+BEGIN
+	FOR i IN 0..7 LOOP
+		len := set_byte(len, i, ((total >> (8 * i)) & 255)::int);
+	END LOOP;
+	head := '\x61' || len || m;
+	RETURN head || '\x6a20'::bytea || sha256(head);
+END $$;
 -- An Up: the last message applied (0: none; default: the last written),
 -- rows [{table, key, row}], refusals [{table, key, reason}], backlog [{table,
 -- unsent, unfiled, set_aside, refused}]
@@ -137,7 +151,9 @@ BEGIN
 		                        || t.pb_int(4, (x ->> 'set_aside')::bigint)
 		                        || t.pb_int(5, (x ->> 'refused')::bigint));
 	END LOOP;
-	RETURN m;
+	-- numbered as a replica numbers its sends, its length first and its check last
+	m := m || t.pb_int(11, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+	RETURN t.checked(m);
 END $$;
 -- a replica files an upload; says it applied everything written for it
 CREATE FUNCTION t.file(r uuid, rows jsonb DEFAULT '[]', refusals jsonb DEFAULT '[]',
@@ -244,9 +260,9 @@ SELECT tables_agree FROM t.overview();
 SELECT * FROM t.row('shop.products', '{1}');
 SELECT * FROM t.progress('{00000000-0000-0000-0000-000000000002}') WHERE tab = 'shop.products'::regclass;
 -- listing pages through a state
-SELECT replica, state FROM sync.listing(state => 'on its way', "limit" => 2);
-SELECT replica, state FROM sync.listing(state => 'on its way', after => '00000000-0000-0000-0000-000000000002');
-SELECT replica, state FROM sync.listing(state => 'caught up');
+SELECT replica, state FROM sync.listing(state => 'on_its_way', "limit" => 2);
+SELECT replica, state FROM sync.listing(state => 'on_its_way', after => '00000000-0000-0000-0000-000000000002');
+SELECT replica, state FROM sync.listing(state => 'caught_up');
 SELECT * FROM sync.listing(state => 'lost');
 -- one acknowledges: only the others are still on its way
 SELECT (t.ack('00000000-0000-0000-0000-000000000002') ->> 'acknowledged')::bigint > 0 AS acknowledged;

@@ -14,13 +14,16 @@ build/san/%.o: %.c $(SHARED_HDRS) $(wildcard src/sqlite/*.h tests/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -c $< -o $@
 
+# The unit tests hold the server's seal (seal.c, libcrypto) to the vectors;
+# the replica's suites link what a replica links, and seal their pretend
+# server's messages themselves (tests/sqlite/seal.c).
 build/test_shared: $(patsubst %.c,build/san/%.o,$(wildcard tests/unit/*.c) $(SHARED_SRCS))
-	$(CC) $(SAN_CFLAGS) -o $@ $^ $(SQLITE_LIBS)
-build/test_sqlite: $(patsubst %.c,build/san/%.o,$(wildcard tests/sqlite/*.c) tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
+	$(CC) $(SAN_CFLAGS) -o $@ $^ $(SQLITE_LIBS) -lcrypto
+build/test_sqlite: $(patsubst %.c,build/san/%.o,$(wildcard tests/sqlite/*.c) tests/unit/vectors.c $(SQLITE_SRCS) $(REPLICA_SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
-build/fuzz_seeds: $(patsubst %.c,build/san/%.o,$(wildcard tests/fuzz/*.c) tests/sqlite/msgs.c tests/unit/vectors.c $(SQLITE_SRCS) $(SHARED_SRCS))
+build/fuzz_seeds: $(patsubst %.c,build/san/%.o,$(wildcard tests/fuzz/*.c) tests/sqlite/msgs.c tests/sqlite/seal.c tests/unit/vectors.c $(SQLITE_SRCS) $(REPLICA_SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
-build/bench_replica_apply: $(addprefix build/rel/,bench/replica_apply.o tests/sqlite/msgs.o $(SQLITE_SRCS:.c=.o) $(SHARED_SRCS:.c=.o))
+build/bench_replica_apply: $(addprefix build/rel/,bench/replica_apply.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 
 EXTRA_CLEAN += results regression.diffs regression.out tests/isolation/output_iso
@@ -37,3 +40,4 @@ test:
 	scripts/test
 demo:
 	scripts/demo
+include tests/cross/cross.mk

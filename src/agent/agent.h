@@ -53,7 +53,7 @@ typedef struct replica replica;
 /* What sync_apply said of one message (its JSON result, read). */
 typedef struct apply_result
 {
-	char		result[24];		/* applied, filed, duplicate, gap, wrong_replica, later_protocol */
+	char		result[24];		/* applied, filed, duplicate, gap, wrong_replica, later_protocol, older_generation */
 	char		snapshot[8];	/* begin, open, end, or "" */
 	int64_t		number;
 	int64_t		upserts;
@@ -64,6 +64,9 @@ typedef struct apply_result
 	int64_t		filed_rows;		/* a Filed answer: rows the server filed */
 	int64_t		notes;			/* a Filed answer: notes it let go of */
 	int64_t		set_aside;		/* a Filed answer: rows the server refused, set aside */
+	int64_t		dropped;		/* a Filed answer: edits the server did not take */
+	int64_t		waiting;		/* a Filed answer: rows the server keeps in its inbox */
+	int64_t		again;			/* a Filed answer of a duplicate send: rows that go again */
 	int64_t		gap;
 } apply_result;
 
@@ -79,11 +82,20 @@ typedef struct backlog
 extern replica *replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX]);
 extern void replica_close(replica *r);
 extern agent_status replica_applied(replica *r, int64_t *applied, bool *snapshot_open,
-									char err[AGENT_ERROR_MAX]);
+									uint8_t *claim, size_t *claim_len, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 								  char err[AGENT_ERROR_MAX]);
-/* *up is NULL when there is nothing to say; the caller frees it with free() */
-extern agent_status replica_upload(replica *r, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX]);
+/*
+ * *up is NULL when there is nothing to say; the caller frees it with free().
+ * max_rows >= 0: at most that many rows (narrowing down a refusal).
+ */
+extern agent_status replica_upload(replica *r, int64_t max_rows, uint8_t **up, size_t *len,
+								   char err[AGENT_ERROR_MAX]);
+/* the server refused an upload for good: its rows go again, or (blame) are set aside */
+extern agent_status replica_upload_refused(replica *r, const uint8_t *up, size_t len, const char *reason,
+										   bool blame, int64_t *rows, char err[AGENT_ERROR_MAX]);
+/* rows set aside as too large go up again */
+extern agent_status replica_retry_too_large(replica *r, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_backlog(replica *r, backlog *out, char err[AGENT_ERROR_MAX]);
 extern int64_t replica_max_message_bytes(replica *r);
 /* whether another connection wrote the file since the last call */
@@ -107,12 +119,15 @@ typedef struct pulled
 extern agent_status server_connect(server **out, const char *conninfo, char err[AGENT_ERROR_MAX]);
 extern void server_close(server *s);
 /* pull: *rows points into a result freed by the next call or server_pull_done */
-extern agent_status server_pull(server *s, const uint8_t replica[16], int64_t after, int max_bytes,
+extern agent_status server_pull(server *s, const uint8_t replica[16], int64_t after,
+								const uint8_t *claim, size_t claim_len, int max_bytes,
 								pulled **rows, int *n, char err[AGENT_ERROR_MAX]);
 extern void server_pull_done(server *s);
-/* file: the filing's answer, a JSON text in out */
+/* file: the filing's answer, a JSON text in out; the SQLSTATE of a failure in sqlstate */
 extern agent_status server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
-								char *out, size_t size, char err[AGENT_ERROR_MAX]);
+								char *out, size_t size, char sqlstate[6], char err[AGENT_ERROR_MAX]);
+/* the server's magic_sync.upload_bytes, or 0 when it does not say */
+extern int64_t server_upload_bound(server *s);
 
 typedef enum wake_reason
 {
@@ -155,10 +170,14 @@ typedef struct round_stats
 	int64_t		dropped;
 	int64_t		waiting;
 	int64_t		set_aside;
+	int64_t		narrowed;		/* uploads sent to narrow down one the server refused for good */
+	int64_t		blamed;			/* rows set aside as what the server refuses for good */
 	int64_t		acknowledged;	/* the message the server now knows the replica applied */
 	int64_t		applied;		/* the last message the replica applied */
 	int64_t		snapshots;		/* snapshots completed */
 	const char *stopped;		/* gap, later_protocol, wrong_replica: why applying stopped */
+	char		dropped_reason[256];	/* why the server did not take an edit (the first of the round) */
+	char		blamed_reason[256];		/* why the server refused a row for good */
 	int64_t		gap;
 	bool		provisioning;	/* the server provisions the replica again */
 } round_stats;

@@ -59,6 +59,20 @@ typedef struct options
 	report_mode mode;
 } options;
 
+/*
+ * Narrowing down an upload the server refused for good (too large for its
+ * bound, a decode error, a bug): the uploads after it carry half as many
+ * rows, then half again, until the row to blame is alone.
+ */
+typedef struct narrowing
+{
+	int64_t		limit;			/* rows an upload may carry while narrowing; -1: not narrowing */
+	bool		took;			/* the server took an upload since the narrowing began */
+	uint8_t    *suspect;		/* a one-row upload refused, kept until the control says whether to blame it */
+	size_t		suspect_len;
+	char		reason[AGENT_ERROR_MAX + 64];
+} narrowing;
+
 /* what the agent knows of a snapshot being applied, for the bar */
 typedef struct snapshot_bar
 {
@@ -78,6 +92,8 @@ typedef struct agent
 	char		answer[4096];	/* sync.file's answer */
 	uint8_t    *unfiled;		/* an upload whose filing failed for the infrastructure */
 	size_t		unfiled_len;
+	narrowing	narrow;
+	int64_t		bound;			/* the server's upload_bytes when last looked at; -1: not yet */
 } agent;
 
 static const char usage_text[] =
@@ -309,12 +325,14 @@ carried(agent *a, const pulled *m, bool *begins, int64_t *of, int64_t *upserts)
  * connection broke, before or after the server committed it) is kept and
  * filed again, the same bytes, before anything else: the server files an
  * upload once however often it comes, and the replica is spared waiting
- * resend_after for rows it sent into a broken connection.
+ * resend_after for rows it sent into a broken connection.  One the server
+ * refused for good is the caller's still (STEP_FAILED, its SQLSTATE in
+ * sqlstate): refused() narrows it down.
  */
 static agent_status
-file(agent *a, uint8_t *up, size_t len, round_stats *st, char err[AGENT_ERROR_MAX])
+file(agent *a, uint8_t *up, size_t len, round_stats *st, char sqlstate[6], char err[AGENT_ERROR_MAX])
 {
-	agent_status rc = server_file(a->srv, a->uuid_bytes, up, len, a->answer, sizeof a->answer, err);
+	agent_status rc = server_file(a->srv, a->uuid_bytes, up, len, a->answer, sizeof a->answer, sqlstate, err);
 	int64_t		acked;
 
 	if (rc == STEP_TRANSIENT)
@@ -329,6 +347,8 @@ file(agent *a, uint8_t *up, size_t len, round_stats *st, char err[AGENT_ERROR_MA
 	}
 	if (a->unfiled == up)
 		a->unfiled = NULL;
+	if (rc == STEP_FAILED)
+		return rc;
 	free(up);
 	if (rc != STEP_OK)
 		return rc;
@@ -338,6 +358,8 @@ file(agent *a, uint8_t *up, size_t len, round_stats *st, char err[AGENT_ERROR_MA
 	st->dropped += replica_json_int(a->rep, a->answer, "$.dropped");
 	st->waiting += replica_json_int(a->rep, a->answer, "$.waiting");
 	st->set_aside += replica_json_int(a->rep, a->answer, "$.set_aside");
+	if (st->dropped_reason[0] == '\0')
+		replica_json_text(a->rep, a->answer, "$.reasons.dropped[0]", st->dropped_reason, sizeof st->dropped_reason);
 	acked = replica_json_int(a->rep, a->answer, "$.acknowledged");
 	if (acked > st->acknowledged)
 		st->acknowledged = acked;
@@ -346,31 +368,169 @@ file(agent *a, uint8_t *up, size_t len, round_stats *st, char err[AGENT_ERROR_MA
 	return STEP_OK;
 }
 
-/* uploads: the upload kept from a broken connection, then every upload the replica has */
+/* rows_in: the rows (upserts and deletes) an upload of the replica's carries */
+static int64_t
+rows_in(const uint8_t *up, size_t len)
+{
+	ms_wire_status status;
+	char		reason[MS_REASON_MAX];
+	Sync__Up   *u = ms_up_decode(up, len, (size_t) 1 << 30, NULL, &status, reason);
+	int64_t		n = 0;
+
+	if (u == NULL)
+		return 0;
+	for (size_t i = 0; i < u->n_rows; i++)
+		n += (int64_t) (u->rows[i]->n_upserts + u->rows[i]->n_deletes);
+	sync__up__free_unpacked(u, NULL);
+	return n;
+}
+
+static void
+narrowing_ends(narrowing *n)
+{
+	free(n->suspect);
+	n->suspect = NULL;
+	n->limit = -1;
+	n->took = false;
+}
+
+/* blame: the one row of a refused upload is set aside, counted in the backlog */
+static agent_status
+blame(agent *a, const uint8_t *up, size_t len, round_stats *st, char err[AGENT_ERROR_MAX])
+{
+	int64_t		rows = 0;
+	agent_status rc = replica_upload_refused(a->rep, up, len, a->narrow.reason, true, &rows, err);
+
+	st->blamed += rows;
+	if (st->blamed_reason[0] == '\0')
+		snprintf(st->blamed_reason, sizeof st->blamed_reason, "%.*s", (int) sizeof st->blamed_reason - 1,
+				 a->narrow.reason);
+	return rc;
+}
+
+/*
+ * refused: the server refused an upload for good.  Its rows go again, half
+ * as many at a time; a row alone that the server refuses is blamed -- set
+ * aside, counted in the backlog -- only once the server took some other
+ * upload meanwhile, or else took the control, an upload with no rows at
+ * all: a server or transport that refuses everything sets nothing aside,
+ * and the agent backs off (STEP_FAILED).  STEP_OK: go on uploading.
+ */
+static agent_status
+refused(agent *a, uint8_t *up, size_t len, const char *sqlstate, round_stats *st, char err[AGENT_ERROR_MAX])
+{
+	narrowing  *n = &a->narrow;
+	int64_t		rows = rows_in(up, len);
+	int64_t		again = 0;
+	char		ignored[AGENT_ERROR_MAX];
+	agent_status rc = STEP_OK;
+
+	if (n->suspect == NULL)
+		snprintf(n->reason, sizeof n->reason, "%s%.*s",
+				 strcmp(sqlstate, "54000") == 0 ? "too large for the server: " : "refused by the server for good: ",
+				 AGENT_ERROR_MAX, err);
+	if (n->suspect != NULL || rows == 0)
+	{
+		/* the control, or an upload without rows, refused: nothing is to blame but the server */
+		if (n->suspect)
+			replica_upload_refused(a->rep, n->suspect, n->suspect_len, n->reason, false, &again, ignored);
+		if (rows > 0)
+			replica_upload_refused(a->rep, up, len, n->reason, false, &again, ignored);
+		free(up);
+		narrowing_ends(n);
+		return STEP_FAILED;
+	}
+	st->narrowed++;
+	if (rows == 1 && n->took)
+	{
+		rc = blame(a, up, len, st, err);
+		free(up);
+		narrowing_ends(n);
+		return rc;
+	}
+	if (rows == 1)
+	{
+		/* kept, until the control says whether the server takes anything */
+		n->suspect = up;
+		n->suspect_len = len;
+		n->limit = 0;
+		return STEP_OK;
+	}
+	rc = replica_upload_refused(a->rep, up, len, n->reason, false, &again, err);
+	free(up);
+	n->limit = rows / 2;
+	return rc;
+}
+
+/* took: the server took an upload; while narrowing, a kept row alone is now to blame */
+static agent_status
+took(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
+{
+	narrowing  *n = &a->narrow;
+	agent_status rc = STEP_OK;
+
+	if (n->limit < 0)
+		return STEP_OK;
+	n->took = true;
+	if (n->suspect)
+	{
+		rc = blame(a, n->suspect, n->suspect_len, st, err);
+		narrowing_ends(n);
+	}
+	return rc;
+}
+
+/*
+ * uploads: the upload kept from a broken connection, then every upload the
+ * replica has; one the server refuses for good is narrowed down
+ */
 static agent_status
 uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 {
 	agent_status rc;
+	char		sqlstate[6];
 
-	if (a->unfiled)
-	{
-		rc = file(a, a->unfiled, a->unfiled_len, st, err);
-		if (rc != STEP_OK)
-			return rc;
-	}
 	for (int i = 0; i < UPLOADS_PER_PASS && !stop_signal; i++)
 	{
-		uint8_t    *up;
-		size_t		len;
+		uint8_t    *up = a->unfiled;
+		size_t		len = a->unfiled_len;
 
-		rc = replica_upload(a->rep, &up, &len, err);
-		if (rc != STEP_OK || up == NULL)
-			return rc;
-		rc = file(a, up, len, st, err);
+		if (up == NULL)
+		{
+			rc = replica_upload(a->rep, a->narrow.limit, &up, &len, err);
+			if (rc != STEP_OK)
+				return rc;
+			if (up == NULL)
+			{
+				/* nothing more to say: what was refused went through, half at a time */
+				narrowing_ends(&a->narrow);
+				return STEP_OK;
+			}
+		}
+		rc = file(a, up, len, st, sqlstate, err);
+		if (rc == STEP_FAILED)
+			rc = refused(a, up, len, sqlstate, st, err);
+		else if (rc == STEP_OK)
+			rc = took(a, st, err);
 		if (rc != STEP_OK)
 			return rc;
 	}
 	return STEP_OK;
+}
+
+/*
+ * bound: the server's upload bound, looked at every round: rows set aside
+ * as too large go up again when it changes (and when the agent starts)
+ */
+static void
+bound(agent *a)
+{
+	int64_t		now = server_upload_bound(a->srv);
+	char		err[AGENT_ERROR_MAX];
+
+	if (a->bound >= 0 && now != a->bound)
+		replica_retry_too_large(a->rep, err);
+	a->bound = now;
 }
 
 /*
@@ -388,12 +548,14 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 	{
 		int64_t		after;
 		bool		open;
+		uint8_t		claim[MS_APPLIED_MAX];
+		size_t		claim_len = 0;
 		pulled	   *rows;
 		int			n;
 		int			chained = 0;
 		bool		progressed = false;
 
-		rc = replica_applied(a->rep, &after, &open, err);
+		rc = replica_applied(a->rep, &after, &open, claim, &claim_len, err);
 		if (rc != STEP_OK)
 			return rc;
 		if (open && !a->bar.open)
@@ -403,7 +565,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 			a->bar.rows = 0;
 			a->bar.of = 0;
 		}
-		rc = server_pull(a->srv, a->uuid_bytes, after, a->opt.pull_bytes, &rows, &n, err);
+		rc = server_pull(a->srv, a->uuid_bytes, after, claim, claim_len, a->opt.pull_bytes, &rows, &n, err);
 		if (rc != STEP_OK)
 			return rc;
 		for (int i = 0; i < n && !halt && !stop_signal; i++)
@@ -461,7 +623,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 				 * (one lost on the way is not lost): only one that let go of
 				 * notes is news.
 				 */
-				if (res.notes > 0 || res.set_aside > 0)
+				if (res.notes > 0 || res.set_aside > 0 || res.dropped > 0 || res.waiting > 0 || res.again > 0)
 				{
 					progressed = true;
 					st->answers++;
@@ -472,9 +634,10 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 				st->duplicates++;
 			else
 			{
-				/* gap, later_protocol, wrong_replica: nothing after it applies */
+				/* gap, later_protocol, wrong_replica, older_generation: nothing after it applies */
 				st->stopped = strcmp(res.result, "gap") == 0 ? "gap" :
-					strcmp(res.result, "later_protocol") == 0 ? "later_protocol" : "wrong_replica";
+					strcmp(res.result, "later_protocol") == 0 ? "later_protocol" :
+					strcmp(res.result, "older_generation") == 0 ? "older_generation" : "wrong_replica";
 				st->gap = res.gap > 0 ? res.gap : res.number;
 				halt = true;
 			}
@@ -494,7 +657,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 		int64_t		applied;
 		bool		open;
 
-		if (replica_applied(a->rep, &applied, &open, err) == STEP_OK)
+		if (replica_applied(a->rep, &applied, &open, NULL, NULL, err) == STEP_OK)
 			st->applied = applied;
 	}
 	*moved = st->messages != before.messages || st->uploads != before.uploads ||
@@ -509,7 +672,7 @@ round_did_something(const round_stats *st)
 {
 	return st->messages > 0 || st->answers > 0 || st->filed > 0 || st->server_refused > 0 ||
 		st->dropped > 0 || st->waiting > 0 || st->set_aside > 0 || st->stopped ||
-		st->provisioning || st->snapshots > 0;
+		st->provisioning || st->snapshots > 0 || st->narrowed > 0 || st->blamed > 0;
 }
 
 static void
@@ -537,6 +700,7 @@ finish(agent *a, const char *why, int code)
 {
 	report_stop(why, code);
 	free(a->unfiled);
+	narrowing_ends(&a->narrow);
 	server_close(a->srv);
 	replica_close(a->rep);
 	return code;
@@ -555,6 +719,8 @@ main(int argc, char **argv)
 	bool		open;
 
 	memset(&a, 0, sizeof a);
+	a.narrow.limit = -1;
+	a.bound = -1;
 	rc = parse_options(argc, argv, &a.opt);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
@@ -576,12 +742,15 @@ main(int argc, char **argv)
 		report_error("cannot open the replica", err, -1);
 		return finish(&a, "cannot open the replica file", EXIT_NOINPUT);
 	}
-	if (replica_applied(a.rep, &applied, &open, err) != STEP_OK)
+	if (replica_applied(a.rep, &applied, &open, NULL, NULL, err) != STEP_OK)
 	{
 		report_error("cannot read the replica", err, -1);
 		return finish(&a, "cannot read the replica file", EXIT_NOINPUT);
 	}
 	report_start(a.uuid, a.opt.db, applied);
+	/* rows set aside as too large go up again when the agent starts: the bound may have changed since */
+	if (replica_retry_too_large(a.rep, err) != STEP_OK)
+		report_error("cannot retry the rows set aside as too large", err, -1);
 
 	while (!stop_signal)
 	{
@@ -616,6 +785,7 @@ main(int argc, char **argv)
 
 		/* a round: passes until nothing moves */
 		memset(&st, 0, sizeof st);
+		bound(&a);
 		began = mono_ms();
 		while (moved && !stop_signal && passes++ < PASSES_MAX)
 		{

@@ -13,6 +13,8 @@
  */
 #include "agent.h"
 
+#include "wire.h"
+
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,9 @@ struct replica
 	sqlite3    *db;
 	sqlite3_stmt *apply;
 	sqlite3_stmt *upload;
+	sqlite3_stmt *upload_some;	/* sync_upload(max_rows): narrowing down a refusal */
+	sqlite3_stmt *refused;		/* sync_upload_refused(upload, reason, blame) */
+	sqlite3_stmt *retry_large;	/* sync_retry('too large') */
 	sqlite3_stmt *status;
 	sqlite3_stmt *progress;
 	sqlite3_stmt *json_int;
@@ -185,8 +190,14 @@ replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
 	if (rc == SQLITE_OK)
 		rc = prepare(r, "SELECT sync_upload()", &r->upload);
 	if (rc == SQLITE_OK)
-		rc = prepare(r, "SELECT json_extract(s, '$.applied'), json_extract(s, '$.snapshot') IS NOT NULL"
-					 " FROM (SELECT sync_status() AS s)", &r->status);
+		rc = prepare(r, "SELECT sync_upload(?1)", &r->upload_some);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "SELECT sync_upload_refused(?1, ?2, ?3)", &r->refused);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "SELECT sync_retry('too large')", &r->retry_large);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "SELECT json_extract(s, '$.applied'), json_extract(s, '$.snapshot') IS NOT NULL,"
+					 " sync_applied() FROM (SELECT sync_status() AS s)", &r->status);
 	if (rc == SQLITE_OK)
 		rc = prepare(r, "SELECT coalesce(sum(json_extract(value, '$.unsent')), 0),"
 					 " coalesce(sum(json_extract(value, '$.unfiled')), 0),"
@@ -230,6 +241,9 @@ replica_close(replica *r)
 		return;
 	sqlite3_finalize(r->apply);
 	sqlite3_finalize(r->upload);
+	sqlite3_finalize(r->upload_some);
+	sqlite3_finalize(r->refused);
+	sqlite3_finalize(r->retry_large);
 	sqlite3_finalize(r->status);
 	sqlite3_finalize(r->progress);
 	sqlite3_finalize(r->json_int);
@@ -243,9 +257,14 @@ replica_close(replica *r)
 	free(r);
 }
 
-/* replica_applied: the last message applied (sync_status), and whether a snapshot is open */
+/*
+ * replica_applied: the last message applied (sync_status), and whether a
+ * snapshot is open; with claim, what the replica says of it (sync_applied(),
+ * at most MS_APPLIED_MAX bytes), for sync.pull to check.
+ */
 agent_status
-replica_applied(replica *r, int64_t *applied, bool *snapshot_open, char err[AGENT_ERROR_MAX])
+replica_applied(replica *r, int64_t *applied, bool *snapshot_open, uint8_t *claim, size_t *claim_len,
+				char err[AGENT_ERROR_MAX])
 {
 	int			rc = sqlite3_step(r->status);
 
@@ -258,6 +277,14 @@ replica_applied(replica *r, int64_t *applied, bool *snapshot_open, char err[AGEN
 	}
 	*applied = sqlite3_column_int64(r->status, 0);
 	*snapshot_open = sqlite3_column_int(r->status, 1) != 0;
+	if (claim != NULL)
+	{
+		int			n = sqlite3_column_bytes(r->status, 2);
+
+		*claim_len = n > 0 && n <= MS_APPLIED_MAX ? (size_t) n : 0;
+		if (*claim_len > 0)
+			memcpy(claim, sqlite3_column_blob(r->status, 2), *claim_len);
+	}
 	sqlite3_reset(r->status);
 	return STEP_OK;
 }
@@ -347,14 +374,22 @@ replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 	out->gap = replica_json_int(r, json, "$.gap");
 	out->notes = replica_json_int(r, json, "$.notes");
 	out->set_aside = replica_json_int(r, json, "$.set_aside");
+	out->dropped = replica_json_int(r, json, "$.dropped");
+	out->waiting = replica_json_int(r, json, "$.waiting");
+	out->again = replica_json_int(r, json, "$.again");
 	free(json);
 	return STEP_OK;
 }
 
-/* replica_upload: the next upload (sync_upload), or *up NULL: nothing to say */
+/*
+ * replica_upload: the next upload (sync_upload), or *up NULL: nothing to
+ * say; with max_rows >= 0, of at most that many rows (sync_upload(max_rows):
+ * narrowing down an upload the server refused).
+ */
 agent_status
-replica_upload(replica *r, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX])
+replica_upload(replica *r, int64_t max_rows, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX])
 {
+	sqlite3_stmt *st = max_rows >= 0 ? r->upload_some : r->upload;
 	int			rc;
 
 	*up = NULL;
@@ -362,24 +397,26 @@ replica_upload(replica *r, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX])
 	rc = begin(r, "sync_upload", err);
 	if (rc != STEP_OK)
 		return (agent_status) rc;
-	rc = sqlite3_step(r->upload);
+	if (max_rows >= 0)
+		sqlite3_bind_int64(st, 1, max_rows);
+	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW)
 	{
-		agent_status st = fail(r, rc, "sync_upload", err);
+		agent_status status = fail(r, rc, "sync_upload", err);
 
-		sqlite3_reset(r->upload);
+		sqlite3_reset(st);
 		rollback(r);
-		return st;
+		return status;
 	}
-	if (sqlite3_column_type(r->upload, 0) != SQLITE_NULL)
+	if (sqlite3_column_type(st, 0) != SQLITE_NULL)
 	{
-		const void *blob = sqlite3_column_blob(r->upload, 0);
-		int			n = sqlite3_column_bytes(r->upload, 0);
+		const void *blob = sqlite3_column_blob(st, 0);
+		int			n = sqlite3_column_bytes(st, 0);
 
 		*up = malloc(n > 0 ? (size_t) n : 1);
 		if (*up == NULL)
 		{
-			sqlite3_reset(r->upload);
+			sqlite3_reset(st);
 			rollback(r);
 			snprintf(err, AGENT_ERROR_MAX, "out of memory");
 			return STEP_FAILED;
@@ -387,7 +424,7 @@ replica_upload(replica *r, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX])
 		memcpy(*up, blob, (size_t) n);
 		*len = (size_t) n;
 	}
-	sqlite3_reset(r->upload);
+	sqlite3_reset(st);
 	rc = commit(r, "sync_upload", err);
 	if (rc != STEP_OK)
 	{
@@ -396,6 +433,66 @@ replica_upload(replica *r, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX])
 		*len = 0;
 	}
 	return (agent_status) rc;
+}
+
+/*
+ * replica_upload_refused: the server refused an upload for good: its rows
+ * go again at once, or, blamed, are set aside with the reason
+ * (sync_upload_refused); how many in *rows.
+ */
+agent_status
+replica_upload_refused(replica *r, const uint8_t *up, size_t len, const char *reason, bool blame,
+					   int64_t *rows, char err[AGENT_ERROR_MAX])
+{
+	int			rc = begin(r, "sync_upload_refused", err);
+
+	*rows = 0;
+	if (rc != STEP_OK)
+		return (agent_status) rc;
+	sqlite3_bind_blob64(r->refused, 1, up, len, SQLITE_STATIC);
+	sqlite3_bind_text(r->refused, 2, reason, -1, SQLITE_STATIC);
+	sqlite3_bind_int(r->refused, 3, blame ? 1 : 0);
+	rc = sqlite3_step(r->refused);
+	if (rc != SQLITE_ROW)
+	{
+		agent_status status = fail(r, rc, "sync_upload_refused", err);
+
+		sqlite3_reset(r->refused);
+		sqlite3_clear_bindings(r->refused);
+		rollback(r);
+		return status;
+	}
+	{
+		char	   *json = strdup((const char *) sqlite3_column_text(r->refused, 0));
+
+		sqlite3_reset(r->refused);
+		sqlite3_clear_bindings(r->refused);
+		rc = commit(r, "sync_upload_refused", err);
+		if (json != NULL && rc == STEP_OK)
+			*rows = replica_json_int(r, json, "$.rows");
+		free(json);
+	}
+	return (agent_status) rc;
+}
+
+/* replica_retry_too_large: rows set aside as too large go up again (sync_retry('too large')) */
+agent_status
+replica_retry_too_large(replica *r, char err[AGENT_ERROR_MAX])
+{
+	int			rc = begin(r, "sync_retry", err);
+
+	if (rc != STEP_OK)
+		return (agent_status) rc;
+	rc = sqlite3_step(r->retry_large);
+	sqlite3_reset(r->retry_large);
+	if (rc != SQLITE_ROW)
+	{
+		agent_status status = fail(r, rc, "sync_retry", err);
+
+		rollback(r);
+		return status;
+	}
+	return (agent_status) commit(r, "sync_retry", err);
 }
 
 /* replica_backlog: sync_progress() summed over the replica's tables */

@@ -11,9 +11,10 @@
  *	    notice     message: what the server said besides results
  *	    snapshot   rows, of (0: unknown, the agent started mid-snapshot), done
  *	    round      messages, rows, deletes, retired, refused, duplicates,
- *	               answers, uploads, filed, server_refused, dropped, waiting,
- *	               set_aside, applied, acknowledged, snapshots, stopped, gap,
- *	               provisioning, backlog {unsent, unfiled, set_aside, refused}
+ *	               answers, uploads, filed, server_refused, dropped,
+ *	               dropped_reason, waiting, set_aside, narrowed, blamed,
+ *	               blamed_reason, applied, acknowledged, snapshots, stopped,
+ *	               gap, provisioning, backlog {unsent, unfiled, set_aside, refused}
  *	    stop       reason, code
  *
  * People's lines go to stdout, errors to stderr; with --quiet only errors.
@@ -304,6 +305,17 @@ report_round(const round_stats *st, const backlog *b)
 			json_string(st->stopped);
 		else
 			fputs("null", stdout);
+		printf(",\"narrowed\":%lld,\"blamed\":%lld,\"dropped_reason\":",
+			   (long long) st->narrowed, (long long) st->blamed);
+		if (st->dropped_reason[0])
+			json_string(st->dropped_reason);
+		else
+			fputs("null", stdout);
+		fputs(",\"blamed_reason\":", stdout);
+		if (st->blamed_reason[0])
+			json_string(st->blamed_reason);
+		else
+			fputs("null", stdout);
 		printf(",\"gap\":%lld,\"provisioning\":%s,\"backlog\":{\"unsent\":%lld,\"unfiled\":%lld,"
 			   "\"set_aside\":%lld,\"refused\":%lld}",
 			   (long long) st->gap, st->provisioning ? "true" : "false",
@@ -353,17 +365,23 @@ report_round(const round_stats *st, const backlog *b)
 			}
 			if (st->dropped > 0)
 			{
-				ADD("%s%lld dropped (the server's change wins)", sep, (long long) st->dropped);
+				ADD("%s%lld dropped (%s)", sep, (long long) st->dropped,
+					st->dropped_reason[0] ? st->dropped_reason : "the server's change wins");
 				sep = ", ";
 			}
 			if (st->set_aside > 0)
 				ADD("%s%lld set aside", sep, (long long) st->set_aside);
 		}
 	}
+	if (st->blamed > 0)
+		ADD("%s%lld %s set aside after narrowing down what the server refuses (%s)", *line ? "; " : "",
+			(long long) st->blamed, st->blamed == 1 ? "row" : "rows", st->blamed_reason);
 	if (st->stopped && strcmp(st->stopped, "gap") == 0)
 		ADD("%sa gap at message %lld: waiting for a snapshot", *line ? "; " : "", (long long) st->gap);
 	else if (st->stopped && strcmp(st->stopped, "later_protocol") == 0)
 		ADD("%sa message of a later protocol: upgrade this agent", *line ? "; " : "");
+	else if (st->stopped && strcmp(st->stopped, "older_generation") == 0)
+		ADD("%sa message of an older generation (an old primary's, or replayed): refused", *line ? "; " : "");
 	else if (st->stopped)
 		ADD("%sa message for another replica: not applied", *line ? "; " : "");
 	if (st->provisioning)

@@ -4,7 +4,7 @@
  *
  * Two statements carry everything, with binary parameters:
  *
- *   SELECT number, message FROM sync.pull($1, $2, $3)  -- uuid, int8, int4
+ *   SELECT number, message FROM sync.pull($1, $2, $3, $4)  -- uuid, int8, int4, bytea
  *   SELECT sync.file($1, $2)                           -- uuid, bytea
  *
  * Between rounds the agent listens on the channel magic_sync: the relay
@@ -37,6 +37,7 @@ struct server
 	PGresult   *pulled;			/* the last pull's result, alive while its rows are read */
 	pulled	   *rows;
 	int			cap;
+	bool		no_claims;		/* the server's sync.pull takes no claim (an earlier version's) */
 };
 
 /* trim: libpq's messages on one line: runs of white space as one space */
@@ -188,17 +189,21 @@ get_be64(const uint8_t *b)
 /*
  * server_pull: the Filed answers waiting for the replica, then the messages
  * of its outbox numbered after `after`, up to max_bytes (at least one).
+ * claim is what the replica says it applied (sync_applied(); empty before
+ * the first message): the server checks `after` against it.
  */
 agent_status
-server_pull(server *s, const uint8_t replica[16], int64_t after, int max_bytes,
-			pulled **rows, int *n, char err[AGENT_ERROR_MAX])
+server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *claim, size_t claim_len,
+			int max_bytes, pulled **rows, int *n, char err[AGENT_ERROR_MAX])
 {
-	const Oid	types[3] = {UUIDOID, INT8OID, INT4OID};
+	const Oid	types[4] = {UUIDOID, INT8OID, INT4OID, BYTEAOID};
 	uint8_t		after_be[8];
 	uint8_t		bytes_be[4];
-	const char *values[3] = {(const char *) replica, (const char *) after_be, (const char *) bytes_be};
-	const int	lengths[3] = {16, 8, 4};
-	const int	formats[3] = {1, 1, 1};
+	static const uint8_t none[1] = {0};
+	const char *values[4] = {(const char *) replica, (const char *) after_be, (const char *) bytes_be,
+	(const char *) (claim_len > 0 ? claim : none)};
+	const int	lengths[4] = {16, 8, 4, (int) claim_len};
+	const int	formats[4] = {1, 1, 1, 1};
 	PGresult   *res;
 	int			count;
 
@@ -208,8 +213,18 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, int max_bytes,
 	be64(after_be, (uint64_t) after);
 	for (int i = 0; i < 4; i++)
 		bytes_be[i] = (uint8_t) ((uint32_t) max_bytes >> (24 - 8 * i));
-	res = PQexecParams(s->conn, "SELECT number, message FROM sync.pull($1, $2, $3)",
-					   3, types, values, lengths, formats, 1);
+	res = PQexecParams(s->conn, s->no_claims ? "SELECT number, message FROM sync.pull($1, $2, $3)"
+					   : "SELECT number, message FROM sync.pull($1, $2, $3, $4)",
+					   s->no_claims ? 3 : 4, types, values, lengths, formats, 1);
+	if (!s->no_claims && PQresultStatus(res) == PGRES_FATAL_ERROR &&
+		strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE) ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : "", "42883") == 0)
+	{
+		/* a server not updated yet (ALTER EXTENSION magic_sync UPDATE): pull as it takes it */
+		PQclear(res);
+		s->no_claims = true;
+		res = PQexecParams(s->conn, "SELECT number, message FROM sync.pull($1, $2, $3)",
+						   3, types, values, lengths, formats, 1);
+	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
 		agent_status st = result_status(s, res, "sync.pull", err);
@@ -252,10 +267,13 @@ server_pull_done(server *s)
 	s->pulled = NULL;
 }
 
-/* server_file: sync.file(replica, upload); the filing's answer (jsonb, as text) */
+/*
+ * server_file: sync.file(replica, upload); the filing's answer (jsonb, as
+ * text), or the SQLSTATE of its failure
+ */
 agent_status
 server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
-			char *out, size_t size, char err[AGENT_ERROR_MAX])
+			char *out, size_t size, char sqlstate[6], char err[AGENT_ERROR_MAX])
 {
 	const Oid	types[2] = {UUIDOID, BYTEAOID};
 	const char *values[2] = {(const char *) replica, (const char *) up};
@@ -263,17 +281,37 @@ server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
 	const int	formats[2] = {1, 1};
 	PGresult   *res;
 
+	sqlstate[0] = '\0';
 	res = PQexecParams(s->conn, "SELECT sync.file($1, $2)", 2, types, values, lengths, formats, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 	{
 		agent_status st = result_status(s, res, "sync.file", err);
+		const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 
+		snprintf(sqlstate, 6, "%s", state ? state : "");
 		PQclear(res);
 		return st;
 	}
 	snprintf(out, size, "%s", PQgetvalue(res, 0, 0));
 	PQclear(res);
 	return STEP_OK;
+}
+
+/*
+ * server_upload_bound: the largest upload the server takes
+ * (magic_sync.upload_bytes), so that rows too large for it are tried again
+ * when it changes; 0 when the server does not say
+ */
+int64_t
+server_upload_bound(server *s)
+{
+	PGresult   *res = PQexec(s->conn, "SELECT setting FROM pg_catalog.pg_settings WHERE name = 'magic_sync.upload_bytes'");
+	int64_t		bound = 0;
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+		bound = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return bound;
 }
 
 static int64_t

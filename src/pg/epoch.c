@@ -1,22 +1,35 @@
 /*-------------------------------------------------------------------------
  * epoch.c
- *	  Epochs (sync.epoch) and sync.epoch_begin(reason).
+ *	  Epochs (sync.epoch), generations (sync.generations), and the
+ *	  operator's two levers: sync.epoch_begin(reason) provisions every
+ *	  replica again, sync.replica_reprovision(replica) one.
  *
  * The first epoch is begun by the first relay pass, not by CREATE EXTENSION,
  * so that pg_restore of a dump brings back the dump's own epoch, and its
  * replicas can tell the restored server from the one they followed.
+ *
+ * A generation is the time it began, in microseconds since 2000, or one more
+ * than the one before when that is later: it only grows, across epochs and
+ * across copies of the record.  A server restored from a copy older than its
+ * last generations raises its own past them as soon as it begins one (its
+ * restore is seen as another database or timeline, or an operator begins an
+ * epoch), so its replicas follow it again.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "epoch.h"
 
 PG_FUNCTION_INFO_V1(ms_epoch_begin_sql);
+PG_FUNCTION_INFO_V1(ms_replica_reprovision);
 
 static void
 copy_bytea(Datum d, uint8 *out, size_t n)
@@ -40,35 +53,156 @@ make_bytea(const uint8 *bytes, size_t n)
 	return b;
 }
 
-bool
-ms_epoch_current(ms_epoch *e)
+static const char *const current_sql = "SELECT id, secret FROM sync.epoch WHERE ended IS NULL";
+
+/*
+ * recorded: whether the catalog records generations.  An extension not
+ * updated yet (ALTER EXTENSION magic_sync UPDATE) has no sync.generations,
+ * and its messages carry none.
+ */
+static bool
+recorded(void)
 {
 	bool		isnull;
 
-	if (SPI_execute("SELECT id, secret FROM sync.epoch WHERE ended IS NULL", false, 1) != SPI_OK_SELECT)
+	if (SPI_execute("SELECT pg_catalog.to_regclass('sync.generations') IS NOT NULL", true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look for sync.generations");
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* current_generation: the newest generation recorded, 0 when none */
+static uint64
+current_generation(void)
+{
+	bool		isnull;
+	Datum		g;
+
+	if (!recorded())
+		return 0;
+	if (SPI_execute("SELECT max(generation) FROM sync.generations", true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.generations");
+	g = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : (uint64) DatumGetInt64(g);
+}
+
+/* read_current: the current epoch and generation; the epoch from the last result; false when none */
+static bool
+read_current(ms_epoch *e)
+{
+	bool		isnull;
+
+	if (SPI_processed != 1)
+		return false;
+	copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
+			   e->id, MS_EPOCH_BYTES);
+	copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull),
+			   e->secret, MS_SECRET_BYTES);
+	e->generation = current_generation();
+	return true;
+}
+
+bool
+ms_epoch_read(ms_epoch *e)
+{
+	if (SPI_execute(current_sql, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.epoch");
-	if (SPI_processed == 1)
-	{
-		copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
-				   e->id, MS_EPOCH_BYTES);
-		copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull),
-				   e->secret, MS_SECRET_BYTES);
+	if (read_current(e))
 		return true;
-	}
+	memset(e, 0, sizeof *e);
+	return false;
+}
+
+bool
+ms_epoch_current(ms_epoch *e)
+{
+	if (SPI_execute(current_sql, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.epoch");
+	if (read_current(e))
+		return true;
 	/* the first epoch: one transaction begins it, whoever comes first (a pass, a filing) */
 	if (SPI_execute("LOCK TABLE sync.epoch IN SHARE ROW EXCLUSIVE MODE", false, 0) < 0 ||
-		SPI_execute("SELECT id, secret FROM sync.epoch WHERE ended IS NULL", false, 1) != SPI_OK_SELECT)
+		SPI_execute(current_sql, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.epoch");
-	if (SPI_processed == 1)
-	{
-		copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
-				   e->id, MS_EPOCH_BYTES);
-		copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull),
-				   e->secret, MS_SECRET_BYTES);
+	if (read_current(e))
 		return true;
-	}
 	ms_epoch_begin("the first relay pass", e);
 	return false;
+}
+
+/*
+ * generation_begin: a new generation in epoch e, on the server as it is now (its
+ * timeline, cluster and database), for this reason; e->generation is it.
+ */
+static void
+generation_begin(ms_epoch *e, const char *reason)
+{
+	Oid			types[6] = {INT8OID, BYTEAOID, INT4OID, TEXTOID, OIDOID, TEXTOID};
+	Datum		values[6];
+	bool		isnull;
+
+	if (!recorded())
+		return;
+
+	values[0] = Int64GetDatum(GetCurrentTimestamp());
+	values[1] = PointerGetDatum(make_bytea(e->id, MS_EPOCH_BYTES));
+	values[2] = Int32GetDatum((int32) GetWALInsertionTimeLine());
+	values[3] = CStringGetTextDatum(psprintf(UINT64_FORMAT, GetSystemIdentifier()));
+	values[4] = ObjectIdGetDatum(MyDatabaseId);
+	values[5] = CStringGetTextDatum(reason);
+	if (SPI_execute_with_args("INSERT INTO sync.generations (generation, epoch, timeline, system, database, reason)"
+							  " SELECT greatest(coalesce(max(generation), 0) + 1, $1), $2, $3, $4, $5, $6"
+							  "   FROM sync.generations RETURNING generation",
+							  6, types, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING ||
+		SPI_processed != 1)
+		elog(ERROR, "could not begin a generation");
+	e->generation = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	ereport(LOG,
+			(errmsg("magic_sync: generation " UINT64_FORMAT " begins: %s", e->generation, reason),
+			 errdetail("Replicas that follow it refuse messages of older generations.")));
+}
+
+void
+ms_generation_observe(ms_epoch *e)
+{
+	bool		isnull;
+	uint64		generation;
+	uint32		timeline;
+	char	   *system;
+	Oid			database;
+	TimeLineID	now_timeline;
+	char	   *now_system;
+
+	/* a standby neither writes nor follows a timeline of its own */
+	if (RecoveryInProgress() || !recorded())
+		return;
+	if (SPI_execute("SELECT generation, timeline, system, database FROM sync.generations"
+					" ORDER BY generation DESC LIMIT 1", false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.generations");
+	if (SPI_processed == 0)
+	{
+		/* an installation upgraded from a build that numbered none */
+		generation_begin(e, "the first pass that numbers generations");
+		return;
+	}
+	generation = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	timeline = (uint32) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	system = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	database = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	now_timeline = GetWALInsertionTimeLine();
+	now_system = psprintf(UINT64_FORMAT, GetSystemIdentifier());
+	e->generation = generation;
+	if (now_timeline != timeline)
+		generation_begin(e, psprintf("the server's timeline is %u, not %u as when generation " UINT64_FORMAT
+						  " began: a standby was promoted, or the server recovered to a point in time",
+						  now_timeline, timeline, generation));
+	else if (strcmp(now_system, system) != 0)
+		generation_begin(e, psprintf("the server is another cluster (system %s) than the one generation " UINT64_FORMAT
+						  " began on (%s): restored from a copy of its files, or upgraded",
+						  now_system, generation, system));
+	else if (database != MyDatabaseId)
+		generation_begin(e, psprintf("the database (oid %u) is not the one generation " UINT64_FORMAT
+						  " began in (oid %u): restored from a dump",
+						  MyDatabaseId, generation, database));
 }
 
 void
@@ -92,6 +226,8 @@ ms_epoch_begin(const char *reason, ms_epoch *e)
 	ereport(LOG,
 			(errmsg("magic_sync: a new epoch begins: %s", reason),
 			 errdetail("Every replica is provisioned again.")));
+	/* its snapshots are newer than anything of the epochs before: a replayed one is refused */
+	generation_begin(e, psprintf("a new epoch: %s", reason));
 }
 
 bool
@@ -131,4 +267,53 @@ ms_epoch_begin_sql(PG_FUNCTION_ARGS)
 	SPI_finish();
 	out = make_bytea(e.id, MS_EPOCH_BYTES);
 	PG_RETURN_BYTEA_P(out);
+}
+
+/*
+ * ms_replica_reprovision: sync.replica_reprovision(replica) has one replica
+ * provisioned again at the next pass, from scratch, in the current epoch
+ * (sync_admin: an operator's call, never a replica's).  A snapshot that
+ * failed for good is tried again at once.
+ */
+Datum
+ms_replica_reprovision(PG_FUNCTION_ARGS)
+{
+	Oid			types[2] = {UUIDOID, TEXTOID};
+	Datum		values[2];
+	char	   *id;
+	char	   *why;
+	bool		isnull;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("a replica is named by its uuid"),
+				 errhint("Pass the replica's uuid, not NULL.")));
+	values[0] = PG_GETARG_DATUM(0);
+	id = DatumGetCString(DirectFunctionCall1(uuid_out, values[0]));
+	why = psprintf("provisioned again by sync.replica_reprovision (role %s)",
+				   GetUserNameFromId(GetOuterUserId(), false));
+	values[1] = CStringGetTextDatum(why);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT dropped FROM sync.replicas WHERE id = $1 FOR UPDATE",
+							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.replicas");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replica %s does not exist", id),
+				 errhint("sync.replica_add adds a replica; sync.replicas lists them.")));
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replica %s is dropped", id),
+				 errdetail("The relay forgets it at its next pass."),
+				 errhint("Add it again with sync.replica_add: it is provisioned from scratch.")));
+	if (SPI_execute_with_args("UPDATE sync.replicas SET provision = true, provision_failed_at = NULL,"
+							  " last_error = $2, last_error_at = now() WHERE id = $1",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not mark a replica to provision");
+	SPI_finish();
+	ereport(LOG, (errmsg("magic_sync: replica %s is %s", id, why)));
+	PG_RETURN_VOID();
 }

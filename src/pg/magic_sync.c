@@ -12,6 +12,7 @@
 
 #include "owner.h"
 #include "settings.h"
+#include "wake.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;
@@ -24,7 +25,10 @@ _PG_init(void)
 	ms_settings_init();
 	ms_owner_init();
 	if (process_shared_preload_libraries_in_progress)
+	{
+		ms_wake_preload();
 		ms_worker_register_static();
+	}
 }
 
 static void *

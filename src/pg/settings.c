@@ -17,6 +17,7 @@ int			ms_naptime = 1000;
 int			ms_batch_notes = 100000;
 int			ms_chunk_rows = 1000;
 int			ms_message_bytes = 256 * 1024;
+int			ms_fill_bytes = 64 * 1024;
 int			ms_outbox_messages = 10000;
 int			ms_outbox_bytes = 256 * 1024;
 int			ms_upload_bytes = 16 * 1024 * 1024;
@@ -55,6 +56,11 @@ ms_settings_init(void)
 							"Largest message the relay writes; a row that cannot fit is quarantined.",
 							NULL, &ms_message_bytes, 256 * 1024, 1024, 64 * 1024 * 1024, PGC_SUSET,
 							GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.fill_bytes",
+							"Memory the relay gives to the messages it is filling, every replica's together; past it, they end early.",
+							"A change broadcast to many replicas fills a message for each: this bounds the sum, magic_sync.message_bytes each one.",
+							&ms_fill_bytes, 64 * 1024, 64, INT_MAX / 1024, PGC_SUSET,
+							GUC_UNIT_KB, NULL, NULL, NULL);
 	DefineCustomIntVariable("magic_sync.outbox_messages",
 							"Messages a replica's outbox may hold beyond the snapshot it begins with before the replica is provisioned again.",
 							NULL, &ms_outbox_messages, 10000, 1, INT_MAX, PGC_SUSET,

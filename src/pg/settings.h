@@ -12,6 +12,7 @@ extern int	ms_naptime;			/* magic_sync.naptime: ms between passes */
 extern int	ms_batch_notes;		/* magic_sync.batch_notes: notes a pass reads, before closing the batch */
 extern int	ms_chunk_rows;		/* magic_sync.chunk_rows: rows loaded and encoded at a time */
 extern int	ms_message_bytes;	/* magic_sync.message_bytes: bound of one message */
+extern int	ms_fill_bytes;		/* magic_sync.fill_bytes (kB): bound of every message being filled, relay-wide */
 extern int	ms_outbox_messages; /* magic_sync.outbox_messages: bound of one replica's outbox */
 extern int	ms_outbox_bytes;	/* magic_sync.outbox_bytes (kB): bound of one replica's outbox */
 extern int	ms_upload_bytes;	/* magic_sync.upload_bytes: bound of one upload */

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  * fields.h
- *	  The field numbers of sync.proto that C writes by hand (pbwrite.h):
- *	  the relay streams a snapshot's messages field by field rather than
- *	  building protobuf-c structs of a million rows.
+ *	  The field numbers of sync.proto that C writes or reads by hand
+ *	  (pbwrite.h): the relay streams a snapshot's messages field by field
+ *	  rather than building protobuf-c structs of a million rows, and the
+ *	  server reads an upload a piece at a time (upread.h).
  *
  * tests/unit/test_fields.c checks every number here, and its wire type,
  * against the descriptors protoc-c generates from sync.proto: a field
@@ -32,6 +33,14 @@
 
 /* EndSnapshot */
 #define MS_FIELD_END_SNAPSHOT_TABLES 1	/* repeated string */
+
+/* Up: its lists, read a piece at a time; its length and check (upcheck.h) */
+#define MS_FIELD_UP_ROWS 5				/* repeated Rows */
+#define MS_FIELD_UP_REFUSALS 6			/* repeated Refusal */
+#define MS_FIELD_UP_DIGESTS 7			/* repeated Digest */
+#define MS_FIELD_UP_BACKLOG 8			/* repeated Backlog */
+#define MS_FIELD_UP_LENGTH 12			/* fixed64 */
+#define MS_FIELD_UP_CHECK 13			/* bytes */
 
 /* ToReplica: the bodies, appended to a head */
 #define MS_FIELD_TO_REPLICA_DOWN 9		/* Down */

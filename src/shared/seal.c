@@ -1,6 +1,10 @@
 /*-------------------------------------------------------------------------
  * seal.c
- *	  HMAC-SHA256 seals and CSPRNG bytes, through OpenSSL libcrypto.
+ *	  HMAC-SHA256 seals and CSPRNG bytes, through OpenSSL libcrypto: the
+ *	  server's only.  A replica keeps the seal it was sent and gives it back,
+ *	  never computes one, and takes its random bytes from SQLite
+ *	  (sqlite3_randomness): magic_sync_sqlite does not link this file, nor
+ *	  libcrypto.  The bytes a seal is over are seal_input.c's.
  *-------------------------------------------------------------------------
  */
 #include "seal.h"
@@ -10,25 +14,6 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
-
-void
-ms_seal_input(const uint8_t replica[MS_REPLICA_BYTES],
-			  const uint8_t epoch[MS_EPOCH_BYTES],
-			  uint64_t number,
-			  const uint8_t nonce[MS_NONCE_BYTES],
-			  uint8_t out[MS_SEAL_INPUT_BYTES])
-{
-	uint8_t    *p = out;
-
-	for (int i = 0; i < MS_REPLICA_BYTES; i++)
-		*p++ = replica[i];
-	for (int i = 0; i < MS_EPOCH_BYTES; i++)
-		*p++ = epoch[i];
-	for (int shift = 56; shift >= 0; shift -= 8)
-		*p++ = (uint8_t) (number >> shift);
-	for (int i = 0; i < MS_NONCE_BYTES; i++)
-		*p++ = nonce[i];
-}
 
 bool
 ms_seal(const uint8_t *secret, size_t secret_len,

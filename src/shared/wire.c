@@ -10,6 +10,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool
@@ -23,42 +24,55 @@ ms_refuse(char reason[MS_REASON_MAX], const char *fmt,...)
 	return false;
 }
 
-bool
-ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
+/*
+ * scan: the fields of buf[start, end), and of every field the descriptor
+ * (when given) says is a message, so a field number 0 is refused however
+ * deep: protobuf-c takes one spelled in two bytes (0x81 0x00) and packs it
+ * again in one, which it then refuses, so a replica would store a schema
+ * it cannot read back
+ */
+static bool
+scan(const ProtobufCMessageDescriptor *desc, const uint8_t *buf, size_t start, size_t end,
+	 char reason[MS_REASON_MAX])
 {
-	size_t		pos = 0;
+	size_t		pos = start;
 
-	while (pos < len)
+	while (pos < end)
 	{
 		size_t		at = pos;
 		uint64_t	tag;
 		uint64_t	n;
+		const ProtobufCFieldDescriptor *field;
 
-		if (!ms_pb_read_varint(buf, len, &pos, &tag))
+		if (!ms_pb_read_varint(buf, end, &pos, &tag))
 			return ms_refuse(reason, "truncated field tag at byte %zu", at);
 		if ((tag >> 3) == 0 || (tag >> 3) > 536870911)
 			return ms_refuse(reason, "invalid field number at byte %zu", at);
 		switch (tag & 7)
 		{
 			case MS_PB_VARINT:
-				if (!ms_pb_read_varint(buf, len, &pos, &n))
+				if (!ms_pb_read_varint(buf, end, &pos, &n))
 					return ms_refuse(reason, "truncated varint of field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				break;
 			case MS_PB_FIXED64:
-				if (len - pos < 8)
+				if (end - pos < 8)
 					return ms_refuse(reason, "truncated 64-bit field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				pos += 8;
 				break;
 			case MS_PB_LEN:
-				if (!ms_pb_read_varint(buf, len, &pos, &n) || n > len - pos)
+				if (!ms_pb_read_varint(buf, end, &pos, &n) || n > end - pos)
 					return ms_refuse(reason, "truncated field %llu at byte %zu: its length runs past the end",
 								(unsigned long long) (tag >> 3), at);
+				field = desc ? protobuf_c_message_descriptor_get_field(desc, (unsigned) (tag >> 3)) : NULL;
+				if (field != NULL && field->type == PROTOBUF_C_TYPE_MESSAGE &&
+					!scan(field->descriptor, buf, pos, pos + (size_t) n, reason))
+					return false;
 				pos += (size_t) n;
 				break;
 			case MS_PB_FIXED32:
-				if (len - pos < 4)
+				if (end - pos < 4)
 					return ms_refuse(reason, "truncated 32-bit field %llu at byte %zu",
 								(unsigned long long) (tag >> 3), at);
 				pos += 4;
@@ -69,6 +83,12 @@ ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
 		}
 	}
 	return true;
+}
+
+bool
+ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
+{
+	return scan(NULL, buf, 0, len, reason);
 }
 
 bool
@@ -316,6 +336,15 @@ ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 			for (size_t i = 0; i < m->filed->n_refused; i++)
 				if (!check_refusal(m->filed->refused[i], reason))
 					return false;
+			for (size_t i = 0; i < m->filed->n_dropped; i++)
+				if (!check_refusal(m->filed->dropped[i], reason))
+					return false;
+			for (size_t i = 0; i < m->filed->n_kept; i++)
+				if (!check_refusal(m->filed->kept[i], reason))
+					return false;
+			for (size_t i = 0; i < m->filed->n_tables; i++)
+				if (!check_name(m->filed->tables[i]->table, "a filed table's name", reason))
+					return false;
 			return true;
 		case SYNC__TO_REPLICA__BODY_DOWN:
 		case SYNC__TO_REPLICA__BODY_END_SNAPSHOT:
@@ -345,6 +374,20 @@ ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 }
 
 bool
+ms_applied_check(const Sync__Applied *a, char reason[MS_REASON_MAX])
+{
+	bool		none = a->number == 0;
+
+	if (!check_bytes(a->epoch, MS_EPOCH_BYTES, none, "the applied epoch", reason) ||
+		!check_bytes(a->nonce, MS_NONCE_BYTES, none, "the applied nonce", reason) ||
+		!check_bytes(a->seal, MS_SEAL_BYTES, none, "the applied seal", reason))
+		return false;
+	if (none && (a->nonce.len || a->seal.len))
+		return ms_refuse(reason, "the upload names a nonce or seal but no applied message");
+	return true;
+}
+
+bool
 ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 {
 	if (m->protocol == 0)
@@ -352,18 +395,8 @@ ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 	if (!check_bytes(m->replica, MS_REPLICA_BYTES, false, "the replica", reason) ||
 		!check_bytes(m->send_id, MS_SEND_ID_BYTES, false, "the send id", reason))
 		return false;
-	if (m->applied != NULL)
-	{
-		const Sync__Applied *a = m->applied;
-		bool		none = a->number == 0;
-
-		if (!check_bytes(a->epoch, MS_EPOCH_BYTES, none, "the applied epoch", reason) ||
-			!check_bytes(a->nonce, MS_NONCE_BYTES, none, "the applied nonce", reason) ||
-			!check_bytes(a->seal, MS_SEAL_BYTES, none, "the applied seal", reason))
-			return false;
-		if (none && (a->nonce.len || a->seal.len))
-			return ms_refuse(reason, "the upload names a nonce or seal but no applied message");
-	}
+	if (m->applied != NULL && !ms_applied_check(m->applied, reason))
+		return false;
 	if (!check_bytes(m->gap_epoch, MS_EPOCH_BYTES, true, "the gap epoch", reason))
 		return false;
 	for (size_t i = 0; i < m->n_rows; i++)
@@ -379,6 +412,38 @@ ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 		if (!check_name(m->backlog[i]->table, "a backlog's table", reason))
 			return false;
 	return true;
+}
+
+/*
+ * the caller's allocator (protobuf-c's malloc when NULL), noting a failure:
+ * out of memory is no malformed message
+ */
+typedef struct noting
+{
+	ms_allocator *alloc;
+	bool		failed;
+} noting;
+
+static void *
+noting_alloc(void *data, size_t size)
+{
+	noting	   *n = data;
+	void	   *p = n->alloc ? n->alloc->alloc(n->alloc->allocator_data, size) : malloc(size);
+
+	if (p == NULL)
+		n->failed = true;
+	return p;
+}
+
+static void
+noting_free(void *data, void *p)
+{
+	noting	   *n = data;
+
+	if (n->alloc)
+		n->alloc->free(n->alloc->allocator_data, p);
+	else
+		free(p);
 }
 
 /* decode: bound, scan, unpack, check; the shared steps of both directions */
@@ -404,12 +469,23 @@ decode(const ProtobufCMessageDescriptor *desc,
 		ms_refuse(reason, "no bytes");
 		return NULL;
 	}
-	if (!ms_wire_scan(buf, len, reason))
+	if (!scan(desc, buf, 0, len, reason))
 	{
 		*status = MS_WIRE_MALFORMED;
 		return NULL;
 	}
-	m = protobuf_c_message_unpack(desc, alloc, len, buf);
+	{
+		noting		n = {alloc, false};
+		ms_allocator wrapped = {noting_alloc, noting_free, &n};
+
+		m = protobuf_c_message_unpack(desc, &wrapped, len, buf);
+		if (m == NULL && n.failed)
+		{
+			*status = MS_WIRE_NO_MEMORY;
+			ms_refuse(reason, "out of memory decoding a %s", desc->short_name);
+			return NULL;
+		}
+	}
 	if (m == NULL)
 	{
 		*status = MS_WIRE_MALFORMED;
@@ -473,6 +549,37 @@ ms_up_decode(const uint8_t *buf, size_t len, size_t bound, ms_allocator *alloc,
 				  buf, len, bound, alloc, status, reason);
 }
 
+Sync__Applied *
+ms_applied_decode(const uint8_t *buf, size_t len, ms_allocator *alloc, char reason[MS_REASON_MAX])
+{
+	Sync__Applied *a;
+
+	reason[0] = '\0';
+	if (len > MS_APPLIED_MAX)
+	{
+		ms_refuse(reason, "%zu bytes is over the bound of %d", len, MS_APPLIED_MAX);
+		return NULL;
+	}
+	if ((buf == NULL && len > 0) || !ms_wire_scan(buf, len, reason))
+	{
+		if (reason[0] == '\0')
+			ms_refuse(reason, "no bytes");
+		return NULL;
+	}
+	a = sync__applied__unpack(alloc, len, buf);
+	if (a == NULL)
+	{
+		ms_refuse(reason, "the bytes are not a well-formed Applied (a field has the wrong type or length)");
+		return NULL;
+	}
+	if (!ms_applied_check(a, reason))
+	{
+		sync__applied__free_unpacked(a, alloc);
+		return NULL;
+	}
+	return a;
+}
+
 static void
 head_message(const ms_head *h, Sync__ToReplica *m)
 {
@@ -490,6 +597,7 @@ head_message(const ms_head *h, Sync__ToReplica *m)
 	m->seal.len = h->seal ? MS_SEAL_BYTES : 0;
 	m->replica.data = (uint8_t *) h->replica;
 	m->replica.len = h->replica ? MS_REPLICA_BYTES : 0;
+	m->generation = h->generation;
 }
 
 size_t

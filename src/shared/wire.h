@@ -45,9 +45,18 @@ extern bool ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_M
 
 extern bool ms_utf8_valid(const char *s, size_t len);
 
-/* ms_refuse: say why in reason (printf formats, cut at MS_REASON_MAX); returns false. */
+/*
+ * ms_refuse: say why in reason (printf formats, cut at MS_REASON_MAX); returns
+ * false.  On Windows the C99 formats (%zu) are mingw's own stdio's
+ * (__USE_MINGW_ANSI_STDIO), checked as GNU's rather than msvcrt's.
+ */
+#ifdef __MINGW32__
+#define MS_PRINTF gnu_printf
+#else
+#define MS_PRINTF printf
+#endif
 extern bool ms_refuse(char reason[MS_REASON_MAX], const char *fmt,...)
-	__attribute__((format(printf, 2, 3)));
+	__attribute__((format(MS_PRINTF, 2, 3)));
 
 /*
  * ms_to_replica_decode: decode and check a message to a replica.  NULL, with
@@ -66,13 +75,26 @@ extern Sync__Up *ms_up_decode(const uint8_t *buf, size_t len, size_t bound,
 							  ms_wire_status *status,
 							  char reason[MS_REASON_MAX]);
 
+/*
+ * ms_applied_decode: decode and check what a replica says it applied, on its
+ * own (sync.pull's claim: an Applied as sync_applied() returns it, at most
+ * MS_APPLIED_MAX bytes).  NULL, with the reason, when it cannot be decoded.
+ */
+#define MS_APPLIED_MAX 256
+extern Sync__Applied *ms_applied_decode(const uint8_t *buf, size_t len, ms_allocator *alloc,
+										char reason[MS_REASON_MAX]);
+
 /* The checks decode runs, for messages built in memory. */
 extern bool ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX]);
 extern bool ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX]);
+extern bool ms_applied_check(const Sync__Applied *a, char reason[MS_REASON_MAX]);
 extern bool ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX]);
 extern bool ms_rows_check(const Sync__Rows *r, char reason[MS_REASON_MAX]);
 
-/* The head of a message to a replica: everything but its body. */
+/*
+ * The head of a message to a replica: everything but its body.  The
+ * generation, when not 0, is packed after the replica (field 12).
+ */
 typedef struct ms_head
 {
 	uint32_t	protocol;
@@ -83,6 +105,7 @@ typedef struct ms_head
 	const uint8_t *previous_nonce;	/* MS_NONCE_BYTES, or NULL when previous is 0 */
 	const uint8_t *seal;		/* MS_SEAL_BYTES, or NULL for a Filed */
 	const uint8_t *replica;		/* MS_REPLICA_BYTES */
+	uint64_t	generation;		/* the server's lineage; 0 before it numbered them */
 } ms_head;
 
 extern size_t ms_head_packed_size(const ms_head *h);

@@ -5,16 +5,23 @@
 ** by src/shared/wire.c; one that fails changes nothing and is an error.
 ** Then, in a savepoint (a transaction of its own when the caller has none):
 **
-**   Filed        outside the chain, applied whenever it comes: the notes
-**                still stamped with its send id are let go of, those it
-**                refused set aside; refusals it carried count as reported.
+**   Filed        outside the chain, applied whenever it comes (sends.c):
+**                the notes still stamped with its send id are let go of
+**                when it accounts for them, those it refused set aside.
 **   Down, End    the chain of docs/protocol.md 5.1: a later protocol is
 **                neither applied nor acknowledged; another replica's
-**                message is refused; a new epoch only begins with a
-**                snapshot; a number at or below the last is a duplicate; a
-**                message that does not follow the last applied opens a
-**                gap, and nothing but a snapshot's start is applied until
-**                one begins.
+**                message is refused; so is one of a generation older than
+**                the one the replica follows (an old primary's, a stale
+**                snapshot replayed), whatever its epoch; a new epoch only
+**                begins with a snapshot; within a generation, a number at
+**                or below the last is a duplicate; a message that does not
+**                follow the last applied opens a gap, and nothing but a
+**                snapshot's start is applied until one begins.
+**
+** A Filed answer of an older generation is refused too: it answers for a
+** server whose history was lost (an old primary), and its notes go again.
+** A state found impossible as it is loaded (state.c) is written back as a
+** chain that applied nothing with a gap open, before anything else.
 **
 ** Applying a Down: a Begin applies the schema (schema.c) and opens the
 ** snapshot; upserts of every table, parents first, overwrite the row except
@@ -665,17 +672,21 @@ apply(applier *a, ms_buf *out)
 		rc = end_snapshot(a, m->end_snapshot);
 	}
 	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "UPDATE _sync_state SET number = ?1, nonce = ?2, seal = ?3, applied_at = ?4"
-						" WHERE id = 1");
+		rc = ms_prepare(c, &st, "UPDATE _sync_state SET number = ?1, nonce = ?2, seal = ?3, applied_at = ?4,"
+						" generation = ?5 WHERE id = 1");
 	if (rc == SQLITE_OK)
 	{
 		sqlite3_bind_int64(st, 1, (sqlite3_int64) m->number);
 		sqlite3_bind_blob(st, 2, m->nonce.data, MS_NONCE_BYTES, SQLITE_STATIC);
 		sqlite3_bind_blob(st, 3, m->seal.data, MS_SEAL_BYTES, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 4, c->now);
+		/* never older than the one it followed: the chain refused those */
+		sqlite3_bind_int64(st, 5, (sqlite3_int64) m->generation);
 		rc = ms_done(c, st);
 	}
 	sqlite3_finalize(st);
+	if (rc == SQLITE_OK)
+		c->st.generation = m->generation;
 	/* retired rows nothing points at: for good, in a step of their own */
 	if (rc == SQLITE_OK)
 		rc = ms_begin(c, "_sync_let_go");
@@ -690,9 +701,11 @@ apply(applier *a, ms_buf *out)
 
 			sqlite3_free(c->err);
 			c->err = NULL;
-			ms_end(c, "_sync_let_go", rc2);
+			rc = ms_end(c, "_sync_let_go", rc2);
 			let_go = 0;
-			rc = why ? ms_state_error(c, "%s", why) : SQLITE_NOMEM;
+			/* noted, unless it could not be undone as it should */
+			if (rc == rc2)
+				rc = why ? ms_state_error(c, "%s", why) : SQLITE_NOMEM;
 			sqlite3_free(why);
 		}
 		else
@@ -743,86 +756,25 @@ open_gap(ms_ctx *c, Sync__ToReplica *m, const char *why, ms_buf *out)
 	return rc;
 }
 
+/*
+ * older: M is of a generation older than the one the replica follows: an
+ * old primary's message, queued before a standby was promoted past it, or a
+ * stale one replayed (a snapshot's Begin of any epoch included).  Neither
+ * applied nor acknowledged.
+ */
 static int
-apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
+older(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 {
-	Sync__Filed *f = m->filed;
-	sqlite3_stmt *aside = NULL;
-	sqlite3_stmt *st = NULL;
-	int			rc = SQLITE_OK;
-	int			set_aside = 0;
-	int			notes = 0;
-	char		send[2 * MS_SEND_ID_BYTES + 1];
-	ms_buf		key = {0};
-
-	ms_hex(f->send_id.data, MS_SEND_ID_BYTES, send);
-	if (c->st.has_replica && memcmp(m->replica.data, c->st.replica, MS_REPLICA_BYTES) != 0)
-	{
-		char		other[37];
-
-		ms_uuid_text(m->replica.data, other);
-		ms_buf_printf(out, "{\"result\":\"wrong_replica\",\"number\":0,\"replica\":\"%s\"}", other);
-		return ms_state_error(c, "a Filed answer (send %s) is for replica %s, not this one", send, other);
-	}
-	rc = ms_prepare(c, &aside,
-					"UPDATE _sync_notes SET set_aside = ?4, send_id = NULL, sent_at = NULL"
-					" WHERE tbl = ?1 AND key = ?2 AND send_id = ?3");
-	for (size_t i = 0; i < f->n_refused && rc == SQLITE_OK; i++)
-	{
-		const Sync__Refusal *r = f->refused[i];
-		char	   *why = sqlite3_mprintf("refused by the server: %s", r->reason);
-
-		key.len = 0;
-		for (size_t p = 0; p < r->key->n_parts; p++)
-			ms_key_append(&key, r->key->parts[p], strlen(r->key->parts[p]));
-		if (why == NULL || key.oom)
-			rc = SQLITE_NOMEM;
-		else
-		{
-			sqlite3_bind_text(aside, 1, r->table, -1, SQLITE_STATIC);
-			sqlite3_bind_text(aside, 2, key.data, (int) key.len, SQLITE_STATIC);
-			sqlite3_bind_blob(aside, 3, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
-			sqlite3_bind_text(aside, 4, why, -1, SQLITE_STATIC);
-			rc = ms_done(c, aside);
-			set_aside += sqlite3_changes(c->db);
-		}
-		sqlite3_free(why);
-	}
-	sqlite3_finalize(aside);
-	ms_buf_free(&key);
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "DELETE FROM _sync_notes WHERE send_id = ?1");
-	if (rc == SQLITE_OK)
-	{
-		sqlite3_bind_blob(st, 1, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
-		rc = ms_done(c, st);
-		notes = sqlite3_changes(c->db);
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "UPDATE _sync_refused SET filed = 1 WHERE send_id = ?1");
-	if (rc == SQLITE_OK)
-	{
-		sqlite3_bind_blob(st, 1, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
-		rc = ms_done(c, st);
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "UPDATE _sync_state SET report_filed = 1 WHERE id = 1 AND report_send_id = ?1");
-	if (rc == SQLITE_OK)
-	{
-		sqlite3_bind_blob(st, 1, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
-		rc = ms_done(c, st);
-	}
-	sqlite3_finalize(st);
-	ms_buf_printf(out, "{\"result\":\"filed\",\"send_id\":\"%s\",\"rows\":%u,\"notes\":%d,\"set_aside\":%d}",
-				  send, (unsigned) f->rows, notes, set_aside);
-	return rc;
+	ms_buf_printf(out, "{\"result\":\"older_generation\",\"number\":%llu,\"generation\":%llu,\"follows\":%llu}",
+				  (unsigned long long) m->number, (unsigned long long) m->generation,
+				  (unsigned long long) c->st.generation);
+	return ms_state_error(c, "message %llu is of generation %llu, older than the generation %llu this replica follows"
+						  " (an old primary's, or replayed): refused",
+						  (unsigned long long) m->number, (unsigned long long) m->generation,
+						  (unsigned long long) c->st.generation);
 }
 
-/* the chain of docs/protocol.md 5.1, rules 2 to 7 */
+/* the chain of docs/protocol.md 5.1, rules 2 to 8 */
 static int
 chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 {
@@ -835,7 +787,7 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	a.c = c;
 	a.m = m;
 	if (m->body_case == SYNC__TO_REPLICA__BODY_FILED)
-		return apply_filed(c, m, out);
+		return m->generation < s->generation ? older(c, m, out) : ms_apply_filed(c, m, out);
 	if (s->has_replica && memcmp(m->replica.data, s->replica, MS_REPLICA_BYTES) != 0)
 	{
 		char		other[37];
@@ -846,9 +798,12 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 		return ms_state_error(c, "message %llu is for replica %s, not this one (%s): refused",
 							  (unsigned long long) m->number, other, s->replica_text);
 	}
+	if (m->generation < s->generation)
+		return older(c, m, out);
 	if (!same_epoch && !begins)
 		return open_gap(c, m, s->has_epoch ? "another epoch" : "no snapshot yet", out);
-	if (same_epoch && m->number <= s->number)
+	/* a newer generation is a newer position, whatever its number */
+	if (same_epoch && m->generation == s->generation && m->number <= s->number)
 	{
 		sqlite3_stmt *st = NULL;
 		int			rc;
@@ -933,15 +888,24 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	if (rc == SQLITE_OK)
 		rc = ms_state_load(&c);
 	if (rc == SQLITE_OK)
+		rc = ms_state_repair(&c);
+	if (rc == SQLITE_OK)
 		rc = ms_schema_load(&c);
 	if (rc == SQLITE_OK)
 		rc = chain(&c, m, &out);
+	/* the result is whole before anything is kept */
+	if (rc == SQLITE_OK && out.oom)
+		rc = SQLITE_NOMEM;
 	rc = ms_end(&c, "_sync_apply", rc);
 done:
 	if (rc == SQLITE_OK && out.oom)
 		rc = SQLITE_NOMEM;
 	if (rc == SQLITE_OK)
-		sqlite3_result_text(ctx, out.data, (int) out.len, SQLITE_TRANSIENT);
+	{
+		/* handed over, not copied: nothing may fail once the work is kept */
+		sqlite3_result_text(ctx, out.data, -1, sqlite3_free);
+		out.data = NULL;
+	}
 	else
 		ms_ctx_error(&c, ctx, rc);
 	ms_buf_free(&out);

@@ -634,7 +634,8 @@ ms_row_decode(const ms_tbl *t, const uint8_t *row, size_t len, ms_val *vals,
 
 		return ms_row_walk(&t->shape, row, len, proto_value, &r, reason);
 	}
-	return json_row(t, (const char *) row, len, vals, scratch, reason);
+	/* an empty upsert decodes as NULL bytes: never arithmetic on NULL */
+	return json_row(t, len ? (const char *) row : "", len, vals, scratch, reason);
 }
 
 bool

@@ -23,21 +23,40 @@
 **       Applies one ToReplica in one transaction, all of it or nothing.
 **       {"result":"applied","number":42,"snapshot":"begin"|"open"|"end"|null,
 **        "upserts":N,"deletes":N,"retired":N,"kept":N,"refused":N,"let_go":N}
-**       {"result":"filed","send_id":"hex","rows":N,"notes":N,"set_aside":N}
+**       {"result":"filed","send_id":"hex","rows":N,"notes":N,"set_aside":N,
+**        "dropped":N,"waiting":N,"unaccounted":N}
+**       {"result":"filed","send_id":"hex","duplicate":true,"ours":B,
+**        "last_seq":N,"again":N,...}
 **       {"result":"duplicate","number":N,"last":N}
 **       {"result":"gap","number":N,"gap":N,"reason":"..."}
 **       {"result":"wrong_replica","number":N,"replica":"uuid"}
 **       {"result":"later_protocol","protocol":P,"number":N}
+**       {"result":"older_generation","number":N,"generation":G,"follows":F}
 **       An error (nothing changed) when the message is not a BLOB, is over
 **       max_message_bytes, or cannot be decoded.  A snapshot's schema
 **       creates and alters the tables; rows that cannot be taken are
 **       refused (recorded, reported upward), never fatal to the message.
 **
+**   sync_applied() -> BLOB
+**       The last message applied, as an Applied (epoch, number, nonce, seal,
+**       the generation it follows), as uploads carry it; an empty BLOB
+**       before the first.  The host passes it to sync.pull as the replica's
+**       claim of where it is.
+**
 **   sync_upload() -> BLOB or NULL
 **       The next Up (rows written, refusals, last applied with its seal,
-**       digests when due, backlog, gap), at most max_upload_bytes, its rows
-**       stamped with its random send id.  NULL when there is nothing to say.
-**       An error before the replica's uuid is known.
+**       digests when due, backlog, gap), at most max_upload_bytes, numbered,
+**       its length first and its check last, its rows stamped with its random
+**       send id.  NULL when there is nothing to say (before the replica's uuid
+**       is known, too).
+**   sync_upload(max_rows INTEGER) -> BLOB or NULL
+**       The same with at most max_rows rows and no refusals or digests, for
+**       narrowing down an upload the server refused; sync_upload(0) always
+**       returns one.
+**
+**   sync_upload_refused(upload BLOB, reason TEXT[, blame INTEGER]) -> TEXT
+**       The server refused this upload for good: its rows go again at once,
+**       or, blamed, are set aside with the reason.  {"rows":N,"set_aside":N}
 **
 **   sync_digest() -> TEXT (JSON)     {"products":{"count":3,"fnv":"..."},...}
 **   sync_digest(table TEXT)          {"count":3,"fnv":"..."}
@@ -45,11 +64,13 @@
 **       retired and refused rows left out, as the server computes it.
 **
 **   sync_progress() -> TEXT (JSON)
-**       {"products":{"unsent":0,"unfiled":2,"set_aside":0,"refused":1},...}
+**       {"products":{"unsent":0,"unfiled":2,"set_aside":0,"refused":1,
+**        "waiting":0,"dropped":1,"dropped_reasons":["..."]},...}
+**       waiting: in the server's inbox; dropped: edits the server did not take
 **       e.g. SELECT key, value->>'unsent' FROM json_each(sync_progress());
 **
 **   sync_status() -> TEXT (JSON)
-**       {"replica":"uuid"|null,"epoch":"hex"|null,"applied":42,
+**       {"replica":"uuid"|null,"epoch":"hex"|null,"applied":42,"generation":G,
 **        "applied_at":unix|null,"gap":0,"gap_epoch":"hex"|null,
 **        "snapshot":N|null,"tables":3,"digest_due":false,
 **        "last_error":"..."|null,"error_at":unix|null}
@@ -64,8 +85,10 @@
 **       (1 MiB), digest_interval (3600 s), resend_after (300 s).
 **
 **   sync_retry() -> INTEGER
-**       Rows set aside (too large, not encodable, refused by the server)
-**       go up again; returns how many.
+**       Rows set aside (too large, not encodable, refused by the server),
+**       and rows waiting in the server's inbox, go up again; returns how many.
+**   sync_retry('too large') -> INTEGER
+**       Only the rows set aside as too large (a bound changed).
 **
 **   sync_key(part, ...) -> TEXT      the canonical key: sync_key(42) = '2:42'
 **   sync_digest_keys(key) -> TEXT    aggregate: the digest of canonical keys
@@ -123,6 +146,10 @@ sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
 	if (rc == SQLITE_OK)
 		rc = ms_upload_register(db);
 	if (rc == SQLITE_OK)
+		rc = ms_sends_register(db);
+	if (rc == SQLITE_OK)
 		rc = ms_status_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_state_register(db);
 	return rc;
 }

@@ -14,6 +14,7 @@
  *   apply.c    sync_apply
  *   digest.c   sync_digest, and the digests of an upload
  *   upload.c   sync_upload
+ *   sends.c    send numbers, what each send carried, Filed answers, sync_upload_refused
  *   status.c   sync_status, sync_progress, sync_init, sync_config, sync_retry
  *   keys.c     sync_key, sync_digest_keys
  *-------------------------------------------------------------------------
@@ -41,7 +42,9 @@ extern int	ms_keys_register(sqlite3 *db);
 extern int	ms_apply_register(sqlite3 *db);
 extern int	ms_digest_register(sqlite3 *db);
 extern int	ms_upload_register(sqlite3 *db);
+extern int	ms_sends_register(sqlite3 *db);
 extern int	ms_status_register(sqlite3 *db);
+extern int	ms_state_register(sqlite3 *db);
 
 /* ---- util.c ---------------------------------------------------------- */
 
@@ -85,6 +88,7 @@ typedef struct ms_state
 	uint64_t	number;			/* last applied; 0 before the first */
 	uint8_t		nonce[MS_NONCE_BYTES];
 	uint8_t		seal[MS_SEAL_BYTES];
+	uint64_t	generation;		/* the generation it follows: none older is applied */
 	uint64_t	gap;			/* the newest message it could not follow; 0 none */
 	bool		has_gap_epoch;
 	uint8_t		gap_epoch[MS_EPOCH_BYTES];
@@ -97,6 +101,7 @@ typedef struct ms_state
 	uint8_t		report_send_id[MS_SEND_ID_BYTES];
 	char	   *last_error;
 	int64_t		error_at;
+	const char *impossible;		/* why the state as stored cannot be (state.c); NULL when it can */
 } ms_state;
 
 typedef struct ms_schema ms_schema;
@@ -111,6 +116,21 @@ typedef struct ms_ctx
 	bool		have_state;		/* the _sync_ tables exist */
 	ms_state	st;
 	ms_schema  *schema;
+	/*
+	 * our savepoints, open (ms_begin, ms_end), each with its ROLLBACK TO and
+	 * RELEASE prepared before it opened: once SQLite is out of memory inside
+	 * a function, it prepares nothing until the host's statement ends
+	 */
+	int			savepoints;
+	bool		own_transaction;	/* the first of them began the transaction */
+	sqlite3_stmt *undo[4];
+	sqlite3_stmt *release[4];
+	/*
+	 * a read, begun with the first savepoint and left running (a CREATE INDEX
+	 * expires every statement not running, the two above too): out of
+	 * memory, when it ends SQLite rolls the transaction back (util.c)
+	 */
+	sqlite3_stmt *sentinel;
 } ms_ctx;
 
 extern void ms_ctx_init(ms_ctx *c, sqlite3_context *ctx, const char *fn);
@@ -135,7 +155,11 @@ extern int	ms_step(ms_ctx *c, sqlite3_stmt *st);
 /*
  * Savepoints: ms_begin opens one (a transaction of our own when the caller
  * has none); ms_end releases it when rc is SQLITE_OK, otherwise rolls back
- * to it and releases it, leaving the caller's work as it was.
+ * to it and releases it, leaving the caller's work as it was, and returns
+ * rc.  When that cannot be done (out of memory all along), or SQLite rolled
+ * the whole transaction back under a savepoint that was not its first (as
+ * it does when out of memory in a statement), ms_end returns another error
+ * than rc, which no caller may take as the one it can absorb.
  */
 extern int	ms_begin(ms_ctx *c, const char *name);
 extern int	ms_end(ms_ctx *c, const char *name, int rc);
@@ -161,15 +185,21 @@ extern const int ms_nsettings;
 extern int	ms_state_exists(ms_ctx *c);
 /* ms_state_ensure: create the _sync_ tables when they are missing (inside a savepoint). */
 extern int	ms_state_ensure(ms_ctx *c);
-/* ms_state_load: read the state row into c->st (zeroes when there is none). */
+/*
+ * ms_state_load: read the state row into c->st (zeroes when there is none).
+ * An impossible state is read as a replica that applied nothing and has a
+ * gap, with st.impossible saying why.
+ */
 extern int	ms_state_load(ms_ctx *c);
+/* ms_state_repair: write back what an impossible state was read as (inside a savepoint); a no-op otherwise. */
+extern int	ms_state_repair(ms_ctx *c);
 /* ms_state_error: record the last error (not fatal to the call). */
 extern int	ms_state_error(ms_ctx *c, const char *fmt,...);
 /* ms_config: a setting's value (its default when unset or no tables). */
 extern int	ms_config(ms_ctx *c, const char *name, int64_t *out);
 extern const ms_setting *ms_setting_find(const char *name);
 
-/* ms_backlog_sql: per table: name, unsent, unfiled, set aside, refused (upload.c). */
+/* ms_backlog_sql: per table: name, unsent, unfiled, set aside, refused, waiting, dropped (upload.c). */
 extern const char *const ms_backlog_sql;
 
 /* ---- schema.c -------------------------------------------------------- */
@@ -301,6 +331,17 @@ extern void ms_letgo_close(ms_letgo *lg);
 extern int	ms_let_go(ms_letgo *lg, ms_tbl *t, const char *key, size_t len, ms_letgo_result *res);
 /* ms_let_go_retired: let go for good of retired rows nothing points at, children first. */
 extern int	ms_let_go_retired(ms_letgo *lg, int *count);
+
+/* ---- sends.c --------------------------------------------------------- */
+
+/* ms_sends_ensure: create the tables of sends.c when the file lacks them (a file of an older build). */
+extern int	ms_sends_ensure(ms_ctx *c);
+/* ms_send_seq: the next send number, recorded as the last. */
+extern int	ms_send_seq(ms_ctx *c, uint64_t *seq);
+/* ms_send_carried: what an upload carried of each table, for its answer to account for. */
+extern int	ms_send_carried(ms_ctx *c, const uint8_t send_id[MS_SEND_ID_BYTES], const Sync__Up *up);
+/* ms_apply_filed: a Filed answer (sync_apply, outside the chain). */
+extern int	ms_apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out);
 
 /* ---- digest.c -------------------------------------------------------- */
 

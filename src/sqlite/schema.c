@@ -949,11 +949,13 @@ ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 		{
 			char	   *msg = ms_printf(&c->arena, "table \"%s\" cannot be held: %s", m->name,
 										c->err ? c->err : sqlite3_errstr(rc));
+			int			failed = rc;
 
 			sqlite3_free(c->err);
 			c->err = NULL;
 			rc = ms_end(c, "_sync_table", rc);
-			rc = msg ? ms_state_error(c, "%s", msg) : SQLITE_NOMEM;
+			if (rc == failed)	/* undone as it should: the table is not held */
+				rc = msg ? ms_state_error(c, "%s", msg) : SQLITE_NOMEM;
 		}
 		else
 			rc = ms_end(c, "_sync_table", rc);

@@ -3,9 +3,9 @@
 ** and the settings.
 **
 **   _sync_state    one row: replica, epoch, last applied (number, nonce,
-**                  seal), gap, open snapshot, digests due, last report,
-**                  last error; "applying" silences the noting triggers
-**                  while sync_apply writes
+**                  seal), the generation it follows, gap, open snapshot,
+**                  digests due, last report, last error; "applying"
+**                  silences the noting triggers while sync_apply writes
 **   _sync_config   settings changed with sync_config(name, value)
 **   _sync_tables   the Table message of every table of the last snapshot
 **   _sync_notes    one per row the replica wrote: writes counted, the send
@@ -13,6 +13,17 @@
 **   _sync_refused  rows from the server the replica could not take
 **   _sync_retired  retired rows of tables without a retired column
 **   _sync_named    keys the open snapshot named so far
+**
+** A state no build writes (a file edited by hand: a negative number, a
+** message applied without its nonce, a setting outside its range) is
+** impossible: loading it says so and reads it as a replica that applied
+** nothing of its chain and has a gap, and ms_state_repair writes that back,
+** so the replica asks to be provisioned again instead of being wedged.
+**
+** sync_applied() -> BLOB: the last message applied, as an Applied message
+** (epoch, number, nonce, seal, generation), as uploads carry it; an empty
+** BLOB before the first.  What the host passes to sync.pull, so the server
+** can check what the replica claims (docs/protocol.md 1).
 */
 #include "magic_sync_sqlite.h"
 
@@ -36,7 +47,8 @@ static const char *const state_ddl =
 "  report TEXT, report_send_id BLOB,"
 "  report_at INTEGER NOT NULL DEFAULT 0,"
 "  report_filed INTEGER NOT NULL DEFAULT 1,"
-"  last_error TEXT, error_at INTEGER);"
+"  last_error TEXT, error_at INTEGER,"
+"  generation INTEGER NOT NULL DEFAULT 0);"
 "INSERT OR IGNORE INTO _sync_state(id) VALUES (1);"
 "CREATE TABLE IF NOT EXISTS _sync_config("
 "  name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
@@ -100,17 +112,42 @@ ms_state_exists(ms_ctx *c)
 	return rc;
 }
 
+/* generation_column: whether _sync_state has its generation (files of earlier builds do not) */
+static int
+generation_column(ms_ctx *c, bool *yes)
+{
+	sqlite3_stmt *st;
+	int			rc = ms_prepare(c, &st, "SELECT 1 FROM pragma_table_info('_sync_state') WHERE name = 'generation'");
+
+	*yes = false;
+	if (rc == SQLITE_OK)
+	{
+		rc = ms_step(c, st);
+		*yes = rc == SQLITE_ROW;
+		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
 int
 ms_state_ensure(ms_ctx *c)
 {
 	int			rc = c->have_state ? SQLITE_OK : ms_state_exists(c);
+	bool		has_generation = true;
 
 	if (rc == SQLITE_OK && !c->have_state)
 	{
 		rc = ms_exec(c, "%s", state_ddl);
 		if (rc == SQLITE_OK)
 			c->have_state = true;
+		return rc;
 	}
+	if (rc == SQLITE_OK)
+		rc = generation_column(c, &has_generation);
+	if (rc == SQLITE_OK && !has_generation)
+		rc = ms_exec(c, "ALTER TABLE _sync_state ADD COLUMN generation INTEGER NOT NULL DEFAULT 0");
 	return rc;
 }
 
@@ -126,12 +163,85 @@ blob_col(sqlite3_stmt *st, int i, uint8_t *out, size_t n)
 	return true;
 }
 
+/* impossible: the first reason the state cannot be, kept for the call */
+static void
+impossible(ms_ctx *c, const char *fmt,...)
+{
+	va_list		ap;
+	char	   *what;
+
+	if (c->st.impossible != NULL)
+		return;
+	va_start(ap, fmt);
+	what = sqlite3_vmprintf(fmt, ap);
+	va_end(ap);
+	c->st.impossible = what ? ms_printf(&c->arena, "the replica's state is impossible: %s (was the file edited?):"
+										" it asks to be provisioned again", what) : NULL;
+	if (c->st.impossible == NULL)
+		c->st.impossible = "the replica's state is impossible: it asks to be provisioned again";
+	sqlite3_free(what);
+}
+
+/* check_config: every setting within its range (ms_config reads one outside it as its default) */
+static int
+check_config(ms_ctx *c)
+{
+	sqlite3_stmt *st;
+	int			rc = ms_prepare(c, &st, "SELECT name, value FROM _sync_config");
+
+	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		const ms_setting *set = ms_setting_find((const char *) sqlite3_column_text(st, 0));
+		sqlite3_int64 v = sqlite3_column_int64(st, 1);
+
+		rc = SQLITE_OK;
+		if (set != NULL && (v < set->min || v > set->max))
+			impossible(c, "%s is %lld, outside %lld to %lld", set->name, (long long) v,
+					   (long long) set->min, (long long) set->max);
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/*
+ * check_chain: what sync_apply writes always holds; when it does not, the
+ * replica has applied nothing of its chain and a gap is open, so its next
+ * upload asks for a snapshot (docs/protocol.md 5.1).
+ */
+static void
+check_chain(ms_ctx *c, sqlite3_int64 number, sqlite3_int64 gap, sqlite3_int64 snapshot,
+			sqlite3_int64 generation, bool has_nonce, bool has_seal)
+{
+	ms_state   *s = &c->st;
+
+	if (number < 0)
+		impossible(c, "the last applied number is %lld", (long long) number);
+	else if (number > 0 && !(s->has_epoch && has_nonce && has_seal))
+		impossible(c, "message %lld is recorded applied without its epoch, nonce or seal", (long long) number);
+	else if (gap < 0 || snapshot < 0 || snapshot > number)
+		impossible(c, "the gap (%lld) or the open snapshot (%lld) is not a message it could have had",
+				   (long long) gap, (long long) snapshot);
+	else if (generation < 0)
+		impossible(c, "the generation it follows is %lld", (long long) generation);
+	if (s->impossible == NULL)
+		return;
+	s->number = 0;
+	memset(s->nonce, 0, sizeof s->nonce);
+	memset(s->seal, 0, sizeof s->seal);
+	s->snapshot = 0;
+	if (generation < 0)
+		s->generation = 0;
+}
+
 int
 ms_state_load(ms_ctx *c)
 {
 	sqlite3_stmt *st = NULL;
 	int			rc = SQLITE_OK;
 	ms_state   *s = &c->st;
+	bool		has_generation = false;
 
 	memset(s, 0, sizeof *s);
 	s->report_filed = true;
@@ -139,21 +249,27 @@ ms_state_load(ms_ctx *c)
 		rc = ms_state_exists(c);
 	if (rc != SQLITE_OK || !c->have_state)
 		return rc;
-	rc = ms_prepare(c, &st,
-					"SELECT replica, epoch, number, nonce, seal, gap, gap_epoch, snapshot,"
-					" digest_due, digest_at, report, report_filed, report_at, report_send_id,"
-					" last_error, error_at FROM _sync_state WHERE id = 1");
+	rc = generation_column(c, &has_generation);
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st,
+						"SELECT replica, epoch, number, nonce, seal, gap, gap_epoch, snapshot,"
+						" digest_due, digest_at, report, report_filed, report_at, report_send_id,"
+						" last_error, error_at, %s FROM _sync_state WHERE id = 1",
+						has_generation ? "generation" : "0");
 	if (rc == SQLITE_OK)
 		rc = ms_step(c, st);
 	if (rc == SQLITE_ROW)
 	{
+		bool		has_nonce;
+		bool		has_seal;
+
 		s->has_replica = blob_col(st, 0, s->replica, MS_REPLICA_BYTES);
 		if (s->has_replica)
 			ms_uuid_text(s->replica, s->replica_text);
 		s->has_epoch = blob_col(st, 1, s->epoch, MS_EPOCH_BYTES);
 		s->number = (uint64_t) sqlite3_column_int64(st, 2);
-		blob_col(st, 3, s->nonce, MS_NONCE_BYTES);
-		blob_col(st, 4, s->seal, MS_SEAL_BYTES);
+		has_nonce = blob_col(st, 3, s->nonce, MS_NONCE_BYTES);
+		has_seal = blob_col(st, 4, s->seal, MS_SEAL_BYTES);
 		s->gap = (uint64_t) sqlite3_column_int64(st, 5);
 		s->has_gap_epoch = blob_col(st, 6, s->gap_epoch, MS_EPOCH_BYTES);
 		s->snapshot = (uint64_t) sqlite3_column_int64(st, 7);
@@ -167,11 +283,75 @@ ms_state_load(ms_ctx *c)
 		if (sqlite3_column_type(st, 14) != SQLITE_NULL)
 			s->last_error = ms_strdup(&c->arena, (const char *) sqlite3_column_text(st, 14));
 		s->error_at = sqlite3_column_int64(st, 15);
+		s->generation = (uint64_t) sqlite3_column_int64(st, 16);
+		check_chain(c, sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 5), sqlite3_column_int64(st, 7),
+					sqlite3_column_int64(st, 16), has_nonce, has_seal);
 		rc = SQLITE_OK;
 	}
 	else if (rc == SQLITE_DONE)
 		rc = SQLITE_OK;
 	sqlite3_finalize(st);
+	if (rc == SQLITE_OK)
+		rc = check_config(c);
+	if (rc == SQLITE_OK && s->impossible != NULL)
+	{
+		/* read as what it asks for: a snapshot, with a gap to say so */
+		s->last_error = (char *) s->impossible;
+		s->error_at = c->now;
+		if (s->gap == 0)
+		{
+			s->gap = 1;
+			s->has_gap_epoch = s->has_epoch;
+			memcpy(s->gap_epoch, s->epoch, MS_EPOCH_BYTES);
+		}
+	}
+	return rc;
+}
+
+int
+ms_state_repair(ms_ctx *c)
+{
+	ms_state   *s = &c->st;
+	sqlite3_stmt *st = NULL;
+	int			rc;
+
+	if (s->impossible == NULL)
+		return SQLITE_OK;
+	rc = ms_state_ensure(c);
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "UPDATE _sync_state SET number = ?1, nonce = CASE WHEN ?1 = 0 THEN NULL ELSE nonce END,"
+						" seal = CASE WHEN ?1 = 0 THEN NULL ELSE seal END, snapshot = ?2, gap = ?3, gap_epoch = ?4,"
+						" generation = ?5, last_error = ?6, error_at = ?7 WHERE id = 1");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_int64(st, 1, (sqlite3_int64) s->number);
+		sqlite3_bind_int64(st, 2, (sqlite3_int64) s->snapshot);
+		sqlite3_bind_int64(st, 3, (sqlite3_int64) s->gap);
+		if (s->has_gap_epoch)
+			sqlite3_bind_blob(st, 4, s->gap_epoch, MS_EPOCH_BYTES, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 5, (sqlite3_int64) s->generation);
+		sqlite3_bind_text(st, 6, s->impossible, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 7, c->now);
+		rc = ms_done(c, st);
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_OK && s->snapshot == 0)
+		rc = ms_exec(c, "DELETE FROM _sync_named");
+	for (int i = 0; i < ms_nsettings && rc == SQLITE_OK; i++)
+	{
+		st = NULL;
+		rc = ms_prepare(c, &st, "DELETE FROM _sync_config WHERE name = ?1 AND (value < ?2 OR value > ?3)");
+		if (rc == SQLITE_OK)
+		{
+			sqlite3_bind_text(st, 1, ms_settings[i].name, -1, SQLITE_STATIC);
+			sqlite3_bind_int64(st, 2, ms_settings[i].min);
+			sqlite3_bind_int64(st, 3, ms_settings[i].max);
+			rc = ms_done(c, st);
+		}
+		sqlite3_finalize(st);
+	}
+	if (rc == SQLITE_OK)
+		s->impossible = NULL;
 	return rc;
 }
 
@@ -215,11 +395,65 @@ ms_config(ms_ctx *c, const char *name, int64_t *out)
 	{
 		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 		rc = ms_step(c, st);
-		if (rc == SQLITE_ROW)
+		/* one outside its range is impossible (ms_state_load says so): its default holds */
+		if (rc == SQLITE_ROW && (s == NULL || (sqlite3_column_int64(st, 0) >= s->min &&
+											   sqlite3_column_int64(st, 0) <= s->max)))
 			*out = sqlite3_column_int64(st, 0);
 		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
 			rc = SQLITE_OK;
 	}
 	sqlite3_finalize(st);
 	return rc;
+}
+
+/* sync_applied(): the last message applied, as an Applied; an empty BLOB before the first */
+static void
+applied_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	ms_ctx		c;
+	ms_state   *s = &c.st;
+	Sync__Applied a = SYNC__APPLIED__INIT;
+	uint8_t    *out;
+	size_t		n;
+	int			rc;
+
+	(void) argc;
+	(void) argv;
+	ms_ctx_init(&c, ctx, "sync_applied");
+	rc = ms_state_load(&c);
+	if (rc != SQLITE_OK)
+	{
+		ms_ctx_error(&c, ctx, rc);
+		ms_ctx_done(&c);
+		return;
+	}
+	if (s->number != 0 && s->has_epoch)
+	{
+		a.epoch.data = s->epoch;
+		a.epoch.len = MS_EPOCH_BYTES;
+		a.number = s->number;
+		a.nonce.data = s->nonce;
+		a.nonce.len = MS_NONCE_BYTES;
+		a.seal.data = s->seal;
+		a.seal.len = MS_SEAL_BYTES;
+		a.generation = s->generation;
+	}
+	n = sync__applied__get_packed_size(&a);
+	if (n == 0)
+		sqlite3_result_zeroblob(ctx, 0);
+	else if ((out = sqlite3_malloc64(n)) == NULL)
+		sqlite3_result_error_nomem(ctx);
+	else
+	{
+		sync__applied__pack(&a, out);
+		sqlite3_result_blob64(ctx, out, n, sqlite3_free);
+	}
+	ms_ctx_done(&c);
+}
+
+int
+ms_state_register(sqlite3 *db)
+{
+	return sqlite3_create_function(db, "sync_applied", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+								   NULL, applied_func, NULL, NULL);
 }

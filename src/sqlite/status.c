@@ -4,10 +4,16 @@
 **   sync_status()              JSON: replica, epoch, last applied, gap,
 **                              open snapshot, tables held, last error
 **   sync_progress()            JSON, per table: unsent, unfiled, set_aside,
-**                              refused
+**                              refused, waiting (in the server's inbox),
+**                              dropped (edits the server did not take),
+**                              with the reasons of those dropped
 **   sync_init(uuid)            the replica's uuid, before anything arrives
-**   sync_config(name[, value]) a setting, read or set
-**   sync_retry()               rows set aside go up again
+**   sync_config(name[, value]) a setting, read or set; a new
+**                              max_upload_bytes tries again the rows set
+**                              aside as too large
+**   sync_retry()               rows set aside, and rows waiting in the
+**                              server's inbox, go up again
+**   sync_retry('too large')    rows set aside as too large go up again
 */
 #include "magic_sync_sqlite.h"
 
@@ -80,7 +86,8 @@ status_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			ms_buf_str(&out, "null");
 		ms_buf_str(&out, ",\"epoch\":");
 		json_hex_or_null(&out, s->has_epoch, s->epoch, MS_EPOCH_BYTES);
-		ms_buf_printf(&out, ",\"applied\":%llu,\"applied_at\":", (unsigned long long) s->number);
+		ms_buf_printf(&out, ",\"applied\":%llu,\"generation\":%llu,\"applied_at\":",
+					  (unsigned long long) s->number, (unsigned long long) s->generation);
 		if (applied_at)
 			ms_buf_printf(&out, "%lld", (long long) applied_at);
 		else
@@ -109,12 +116,39 @@ status_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	finish(&c, ctx, rc, &out);
 }
 
+/* the reasons of the edits of table the server dropped, as a JSON array (a few) */
+static int
+dropped_reasons(ms_ctx *c, const char *table, ms_buf *out)
+{
+	sqlite3_stmt *st;
+	int			n = 0;
+	int			rc = ms_prepare(c, &st, "SELECT reason FROM _sync_dropped WHERE tbl = ?1"
+								" GROUP BY reason ORDER BY max(at) DESC LIMIT 5");
+
+	ms_buf_str(out, ",\"dropped_reasons\":[");
+	if (rc == SQLITE_OK)
+		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		const char *why = (const char *) sqlite3_column_text(st, 0);
+
+		rc = SQLITE_OK;
+		if (n++)
+			ms_buf_byte(out, ',');
+		ms_buf_json_string(out, why ? why : "", why ? strlen(why) : 0);
+	}
+	sqlite3_finalize(st);
+	ms_buf_byte(out, ']');
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 static void
 progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	ms_ctx		c;
 	ms_buf		out = {0};
 	sqlite3_stmt *st = NULL;
+	ms_buf		names = {0};
 	int			rc;
 	int			n = 0;
 
@@ -130,6 +164,8 @@ progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	rc = ms_state_exists(&c);
 	ms_buf_byte(&out, '{');
 	if (rc == SQLITE_OK && c.have_state)
+		rc = ms_sends_ensure(&c);
+	if (rc == SQLITE_OK && c.have_state)
 		rc = ms_prepare(&c, &st, "%s", ms_backlog_sql);
 	while (rc == SQLITE_OK && st && (rc = ms_step(&c, st)) == SQLITE_ROW)
 	{
@@ -139,14 +175,48 @@ progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		if (n++)
 			ms_buf_byte(&out, ',');
 		ms_buf_json_string(&out, name ? name : "", name ? strlen(name) : 0);
-		ms_buf_printf(&out, ":{\"unsent\":%lld,\"unfiled\":%lld,\"set_aside\":%lld,\"refused\":%lld}",
+		ms_buf_printf(&out, ":{\"unsent\":%lld,\"unfiled\":%lld,\"set_aside\":%lld,\"refused\":%lld,"
+					  "\"waiting\":%lld,\"dropped\":%lld",
 					  sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
-					  sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4));
+					  sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
+					  sqlite3_column_int64(st, 5), sqlite3_column_int64(st, 6));
+		/* the reasons, once the walk ends: a mark where they go */
+		if (sqlite3_column_int64(st, 6) > 0 && name)
+		{
+			size_t		at = out.len;
+
+			ms_buf_add(&names, &at, sizeof at);
+			ms_buf_add(&names, name, strlen(name) + 1);
+		}
+		ms_buf_byte(&out, '}');
 	}
 	if (rc == SQLITE_DONE)
 		rc = SQLITE_OK;
 	sqlite3_finalize(st);
 	ms_buf_byte(&out, '}');
+	/* each table with dropped edits says why, before its closing brace */
+	if (rc == SQLITE_OK && names.len > 0 && !names.oom && !out.oom)
+	{
+		ms_buf		done = {0};
+		size_t		from = 0;
+
+		for (size_t pos = 0; rc == SQLITE_OK && pos < names.len;)
+		{
+			size_t		at;
+			const char *name;
+
+			memcpy(&at, names.data + pos, sizeof at);
+			name = names.data + pos + sizeof at;
+			pos += sizeof at + strlen(name) + 1;
+			ms_buf_add(&done, out.data + from, at - from);
+			rc = dropped_reasons(&c, name, &done);
+			from = at;
+		}
+		ms_buf_add(&done, out.data + from, out.len - from);
+		ms_buf_free(&out);
+		out = done;
+	}
+	ms_buf_free(&names);
 	rc = ms_end(&c, "_sync_progress", rc);
 	finish(&c, ctx, rc, &out);
 }
@@ -258,6 +328,10 @@ config_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			sqlite3_stmt *st;
 
 			rc = ms_state_ensure(&c);
+			int64_t		was = 0;
+
+			if (rc == SQLITE_OK)
+				rc = ms_config(&c, set->name, &was);
 			if (rc == SQLITE_OK)
 				rc = ms_prepare(&c, &st, "INSERT OR REPLACE INTO _sync_config(name, value) VALUES (?1, ?2)");
 			if (rc == SQLITE_OK)
@@ -267,6 +341,9 @@ config_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 				rc = ms_done(&c, st);
 				sqlite3_finalize(st);
 			}
+			/* the bound changed: what was too large for it is tried again */
+			if (rc == SQLITE_OK && strcmp(set->name, "max_upload_bytes") == 0 && value != was)
+				rc = ms_exec(&c, "UPDATE _sync_notes SET set_aside = NULL WHERE set_aside LIKE 'too large%%'");
 			rc = ms_end(&c, "_sync_config", rc);
 		}
 	}
@@ -289,18 +366,35 @@ retry_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	ms_ctx		c;
 	int			rc;
 	int			n = 0;
+	const char *kind = argc > 0 && sqlite3_value_type(argv[0]) == SQLITE_TEXT ?
+		(const char *) sqlite3_value_text(argv[0]) : NULL;
+	bool		too_large = kind != NULL && strcmp(kind, "too large") == 0;
 
-	(void) argc;
-	(void) argv;
 	ms_ctx_init(&c, ctx, "sync_retry");
+	if (argc > 0 && !too_large)
+	{
+		ms_ctx_error(&c, ctx, ms_fail(&c, SQLITE_ERROR, "retries every row set aside (no argument), or those"
+									  " set aside as too large ('too large')"));
+		ms_ctx_done(&c);
+		return;
+	}
 	rc = ms_begin(&c, "_sync_retry");
 	if (rc == SQLITE_OK)
 	{
 		rc = ms_state_exists(&c);
 		if (rc == SQLITE_OK && c.have_state)
+			rc = ms_sends_ensure(&c);
+		if (rc == SQLITE_OK && c.have_state)
 		{
-			rc = ms_exec(&c, "UPDATE _sync_notes SET set_aside = NULL WHERE set_aside IS NOT NULL");
+			rc = ms_exec(&c, too_large ? "UPDATE _sync_notes SET set_aside = NULL WHERE set_aside LIKE 'too large%%'"
+						 : "UPDATE _sync_notes SET set_aside = NULL WHERE set_aside IS NOT NULL");
 			n = sqlite3_changes(c.db);
+		}
+		/* and rows the server keeps in its inbox go again now, not after their backoff */
+		if (rc == SQLITE_OK && c.have_state && !too_large)
+		{
+			rc = ms_exec(&c, "UPDATE _sync_waits SET retry_at = 0 WHERE retry_at > 0");
+			n += sqlite3_changes(c.db);
 		}
 		rc = ms_end(&c, "_sync_retry", rc);
 	}
@@ -328,5 +422,7 @@ ms_status_register(sqlite3 *db)
 		rc = sqlite3_create_function(db, "sync_config", 2, flags, NULL, config_func, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_create_function(db, "sync_retry", 0, flags, NULL, retry_func, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_retry", 1, flags, NULL, retry_func, NULL, NULL);
 	return rc;
 }

@@ -14,15 +14,26 @@
 **     row as its key and the columns the replica owns, a record whole; a
 **     record that is gone as a delete of its key when the table's key holds
 **     its origin (otherwise, and for a catalog row that is gone, the note is
-**     dropped: not the server's to delete).
-** Notes and refusals sent and not filed go again after resend_after.  A
+**     dropped: not the server's to delete);
+**   - its send number (sends.c), its length first and its check last
+**     (src/shared/upcheck.h): the server files it whole or not at all.
+** Notes and refusals sent and not filed go again after resend_after; rows
+** the server keeps in its inbox go again after their backoff (sends.c).  A
 ** row that cannot be encoded, or that cannot fit even alone, is set aside
-** with the reason and counted; a write clears that.  Everything carried is
-** stamped with the upload's random send id in the same transaction; its
-** Filed answer (sync_apply) lets go of what is still stamped with it.
+** with the reason and counted; a write clears that.  A record's key is sent
+** as its columns' types print it (src/shared/canon.h): a key spelled
+** otherwise (an upper-case uuid) is spelled so in the row first, so that
+** server and replica hold one key for it.  Everything carried is stamped
+** with the upload's random send id in the same transaction, and what it
+** carried of each table recorded; its Filed answer (sync_apply) lets go of
+** what is still stamped with it when it accounts for it.
+**
+** sync_upload(max_rows) carries at most max_rows rows and no refusals or
+** digests, for a host narrowing down an upload the server refused for good
+** (docs/operations.md); sync_upload(0) always says what every upload says.
 ** Nothing to say: no rows, refusals or digests to carry, and the applied
 ** message, gap and backlog as the last upload said them, which was filed
-** (or sent less than resend_after ago).
+** (or sent less than resend_after ago); and a replica that knows no uuid.
 */
 #include "magic_sync_sqlite.h"
 
@@ -30,16 +41,29 @@ SQLITE_EXTENSION_INIT3
 
 #include <string.h>
 
+#include "canon.h"
 #include "key.h"
+#include "upcheck.h"
 
+/*
+ * Per table: unsent, unfiled, set aside, refused (rows of the server's it
+ * could not take), waiting (in the server's inbox), dropped (edits the
+ * server did not take).  A note waits while its row is as it was when the
+ * server kept it.
+ */
 const char *const ms_backlog_sql =
 "WITH names(tbl) AS (SELECT name FROM _sync_tables UNION SELECT tbl FROM _sync_notes"
-"  UNION SELECT tbl FROM _sync_refused)"
+"  UNION SELECT tbl FROM _sync_refused UNION SELECT tbl FROM _sync_dropped),"
+" n AS (SELECT n.tbl, n.send_id IS NOT NULL AS sent, n.set_aside IS NOT NULL AS aside,"
+"   EXISTS (SELECT 1 FROM _sync_waits w WHERE w.tbl = n.tbl AND w.key = n.key AND w.writes = n.writes) AS waits"
+"   FROM _sync_notes n)"
 " SELECT names.tbl,"
-"  (SELECT count(*) FROM _sync_notes n WHERE n.tbl = names.tbl AND send_id IS NULL AND set_aside IS NULL),"
-"  (SELECT count(*) FROM _sync_notes n WHERE n.tbl = names.tbl AND send_id IS NOT NULL),"
-"  (SELECT count(*) FROM _sync_notes n WHERE n.tbl = names.tbl AND set_aside IS NOT NULL),"
-"  (SELECT count(*) FROM _sync_refused r WHERE r.tbl = names.tbl)"
+"  (SELECT count(*) FROM n WHERE n.tbl = names.tbl AND NOT sent AND NOT aside AND NOT waits),"
+"  (SELECT count(*) FROM n WHERE n.tbl = names.tbl AND sent),"
+"  (SELECT count(*) FROM n WHERE n.tbl = names.tbl AND aside),"
+"  (SELECT count(*) FROM _sync_refused r WHERE r.tbl = names.tbl),"
+"  (SELECT count(*) FROM n WHERE n.tbl = names.tbl AND NOT sent AND NOT aside AND waits),"
+"  (SELECT count(*) FROM _sync_dropped d WHERE d.tbl = names.tbl)"
 " FROM names ORDER BY 1";
 
 static size_t
@@ -92,17 +116,27 @@ typedef struct uploader
 	size_t		size;			/* as the upload stands */
 	int64_t		resend_after;
 	uint8_t		send_id[MS_SEND_ID_BYTES];
+	int64_t		max_rows;		/* -1: as many as fit */
 	int			rows;
 	int			refusals;
 	bool		full;
+	bool		rekeyed;		/* keys were spelled as their types print them: walk again */
 	sqlite3_stmt *stamp;
 	sqlite3_stmt *aside;
 	sqlite3_stmt *drop;
 	/* carried notes, to stamp: (table, key) pairs */
 	ms_buf		carried;
-	/* notes to set aside or drop, once the walk over them ends */
+	/* notes to set aside, drop or key again, once the walk over them ends */
 	ms_buf		later;
 } uploader;
+
+/* what later() puts off */
+typedef enum later_kind
+{
+	LATER_DROP,
+	LATER_ASIDE,				/* text: why */
+	LATER_REKEY					/* text: the key as its types print it */
+} later_kind;
 
 static void *
 grow(ms_ctx *c, void *old, size_t elem, size_t n, size_t *cap)
@@ -163,28 +197,113 @@ wire_key(ms_ctx *c, const char *key, size_t len, size_t *size, const char **why)
 }
 
 /*
- * later: set a note aside (why != NULL) or drop it (why == NULL), once the
- * walk over the notes has ended: SQLite does not promise what a SELECT
- * sees of the rows written under it.
+ * later: set a note aside, drop it, or key it again, once the walk over the
+ * notes has ended: SQLite does not promise what a SELECT sees of the rows
+ * written under it.
  */
 static int
-later(uploader *u, const char *key, size_t len, const char *why)
+later(uploader *u, later_kind kind, const char *key, size_t len, const char *text, size_t tlen)
 {
-	size_t		wlen = why ? strlen(why) + 1 : 0;
+	uint8_t		k = (uint8_t) kind;
 
+	ms_buf_add(&u->later, &k, 1);
 	ms_buf_add(&u->later, &len, sizeof len);
 	ms_buf_add(&u->later, key, len);
-	ms_buf_add(&u->later, &wlen, sizeof wlen);
-	if (why)
-		ms_buf_add(&u->later, why, wlen);
+	ms_buf_add(&u->later, &tlen, sizeof tlen);
+	ms_buf_add(&u->later, text, tlen);
 	return u->later.oom ? SQLITE_NOMEM : SQLITE_OK;
 }
 
 static int
-set_aside(uploader *u, const ms_tbl *t, const char *key, size_t len, const char *why)
+set_aside(uploader *u, const char *key, size_t len, const char *why)
 {
-	(void) t;
-	return later(u, key, len, why);
+	return later(u, LATER_ASIDE, key, len, why, strlen(why) + 1);
+}
+
+static int
+drop(uploader *u, const char *key, size_t len)
+{
+	return later(u, LATER_DROP, key, len, "", 0);
+}
+
+/*
+ * rekey: the row of key spells it otherwise than its types print it: its
+ * key columns are written as canonical spells them, silently (the write is
+ * no change of the row's), and its note follows.  A row already there under
+ * that key is another copy of this one: the note is set aside.
+ */
+static int
+rekey(uploader *u, const ms_tbl *t, const char *key, size_t len, const char *canonical, size_t clen)
+{
+	ms_ctx	   *c = u->c;
+	ms_buf		sql = {0};
+	sqlite3_stmt *st = NULL;
+	size_t		pos = 0;
+	const char *part;
+	size_t		plen;
+	int			rc;
+
+	ms_buf_printf(&sql, "UPDATE %s SET ", t->q);
+	for (int k = 0; k < t->nkey; k++)
+		ms_buf_printf(&sql, "%s%s = ?%d", k ? ", " : "", t->cols[t->key[k]].q, t->nkey + k + 1);
+	ms_buf_printf(&sql, " WHERE %s", t->keymatch);
+	rc = sql.oom ? SQLITE_NOMEM : ms_exec(c, "UPDATE _sync_state SET applying = 1 WHERE id = 1");
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "%s", sql.data);
+	ms_buf_free(&sql);
+	if (rc == SQLITE_OK)
+		rc = ms_bind_key(c, st, 1, t, key, len);
+	for (int k = 0; rc == SQLITE_OK && ms_key_next_part(canonical, clen, &pos, &part, &plen) == 1; k++)
+		sqlite3_bind_text(st, t->nkey + k + 1, part, (int) plen, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+	{
+		rc = sqlite3_step(st);
+		rc = rc == SQLITE_DONE ? SQLITE_OK : rc == SQLITE_CONSTRAINT ? SQLITE_CONSTRAINT : ms_dberr(c, rc);
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_CONSTRAINT)
+	{
+		sqlite3_stmt *aside;
+
+		rc = ms_prepare(c, &aside, "UPDATE _sync_notes SET set_aside = ?3 WHERE tbl = ?1 AND key = ?2");
+		if (rc == SQLITE_OK)
+		{
+			sqlite3_bind_text(aside, 1, t->name, -1, SQLITE_STATIC);
+			sqlite3_bind_text(aside, 2, key, (int) len, SQLITE_STATIC);
+			sqlite3_bind_text(aside, 3, "its key, spelled as its types print it, is another row's: one of the two must go",
+							  -1, SQLITE_STATIC);
+			rc = ms_done(c, aside);
+		}
+		sqlite3_finalize(aside);
+	}
+	else if (rc == SQLITE_OK)
+	{
+		/* the note follows, with the writes it counted; the old key's is gone */
+		static const char *const moves[] = {
+			"INSERT INTO _sync_notes(tbl, key, writes) SELECT tbl, ?3, writes FROM _sync_notes"
+			" WHERE tbl = ?1 AND key = ?2 ON CONFLICT (tbl, key) DO UPDATE SET"
+			" writes = writes + excluded.writes, send_id = NULL, sent_at = NULL, set_aside = NULL",
+			"DELETE FROM _sync_notes WHERE tbl = ?1 AND key = ?2 AND ?3 IS NOT NULL"
+		};
+
+		for (int i = 0; i < 2 && rc == SQLITE_OK; i++)
+		{
+			sqlite3_stmt *move;
+
+			rc = ms_prepare(c, &move, "%s", moves[i]);
+			if (rc == SQLITE_OK)
+			{
+				sqlite3_bind_text(move, 1, t->name, -1, SQLITE_STATIC);
+				sqlite3_bind_text(move, 2, key, (int) len, SQLITE_STATIC);
+				sqlite3_bind_text(move, 3, canonical, (int) clen, SQLITE_STATIC);
+				rc = ms_done(c, move);
+			}
+			sqlite3_finalize(move);
+		}
+	}
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "UPDATE _sync_state SET applying = 0 WHERE id = 1");
+	return rc;
 }
 
 /* run what later() put off, for table t */
@@ -196,25 +315,31 @@ run_later(uploader *u, const ms_tbl *t)
 
 	while (rc == SQLITE_OK && pos < u->later.len)
 	{
+		later_kind	kind = (later_kind) (uint8_t) u->later.data[pos++];
 		size_t		len,
-					wlen;
+					tlen;
 		const char *key;
-		const char *why;
+		const char *text;
 		sqlite3_stmt *st;
 
 		memcpy(&len, u->later.data + pos, sizeof len);
 		pos += sizeof len;
 		key = u->later.data + pos;
 		pos += len;
-		memcpy(&wlen, u->later.data + pos, sizeof wlen);
-		pos += sizeof wlen;
-		why = wlen ? u->later.data + pos : NULL;
-		pos += wlen;
-		st = why ? u->aside : u->drop;
+		memcpy(&tlen, u->later.data + pos, sizeof tlen);
+		pos += sizeof tlen;
+		text = u->later.data + pos;
+		pos += tlen;
+		if (kind == LATER_REKEY)
+		{
+			rc = rekey(u, t, key, len, text, tlen);
+			continue;
+		}
+		st = kind == LATER_ASIDE ? u->aside : u->drop;
 		sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, key, (int) len, SQLITE_STATIC);
-		if (why)
-			sqlite3_bind_text(st, 3, why, -1, SQLITE_STATIC);
+		if (kind == LATER_ASIDE)
+			sqlite3_bind_text(st, 3, text, -1, SQLITE_STATIC);
 		rc = ms_done(u->c, st);
 	}
 	u->later.len = 0;
@@ -285,20 +410,141 @@ add(uploader *u, const ms_tbl *t, table_rows *tr, Sync__Key *k, size_t ksize,
 	return SQLITE_OK;
 }
 
-/* the noted rows of one table */
+/*
+ * canonical_key: key as its columns' types print it (a record's: its parts
+ * are the replica's to spell), into out; *same when it is key.  False, with
+ * why, when a part is no value of its type.
+ */
+static bool
+canonical_key(const ms_tbl *t, const char *key, size_t len, ms_buf *out, bool *same,
+			  char why[MS_REASON_MAX])
+{
+	size_t		pos = 0;
+	const char *part;
+	size_t		plen;
+
+	out->len = 0;
+	for (int k = 0; k < t->nkey && ms_key_next_part(key, len, &pos, &part, &plen) == 1; k++)
+	{
+		const ms_col *col = &t->cols[t->key[k]];
+		ms_key_kind kind = ms_key_kind_named(t->msg->columns[t->key[k]]->server_type, col->type == MS_INTEGER);
+		char		canon[MS_KEY_CANON_MAX];
+		size_t		clen;
+
+		if (kind == MS_KEY_TEXT)
+			ms_key_append(out, part, plen);
+		else if (!ms_key_canon(kind, part, plen, canon, &clen, why))
+			return false;
+		else
+			ms_key_append(out, canon, clen);
+	}
+	if (out->oom)
+		return false;			/* the caller says SQLITE_NOMEM, not a key of another spelling */
+	*same = out->len == len && memcmp(out->data, key, len) == 0;
+	return true;
+}
+
+/* The walk over one table's notes. */
+typedef struct table_walk
+{
+	uploader   *u;
+	const ms_tbl *t;
+	table_rows *tr;
+	sqlite3_stmt *row;			/* the carried columns and the key of the row of a key */
+	int		   *cols;
+	int			ncols;
+	ms_buf		enc;
+	ms_buf		canon;
+} table_walk;
+
+/* one note: into the upload, or set aside, dropped, or keyed again */
+static int
+one_note(table_walk *w, const char *key, size_t len)
+{
+	uploader   *u = w->u;
+	ms_ctx	   *c = u->c;
+	const ms_tbl *t = w->t;
+	const char *why = NULL;
+	size_t		ksize = 0;
+	Sync__Key  *k;
+	bool		present = false;
+	bool		same = true;
+	bool		fits,
+				never;
+	char		reason[MS_REASON_MAX];
+	int			rc;
+
+	k = wire_key(c, key, len, &ksize, &why);
+	if (k == NULL)
+		return why == NULL ? SQLITE_NOMEM : set_aside(u, key, len, why);
+	if (ms_bind_key(c, w->row, 1, t, key, len) != SQLITE_OK)
+		return drop(u, key, len);	/* a key of another shape: a note from before the key changed */
+	if (t->record && !canonical_key(t, key, len, &w->canon, &same, reason))
+		return w->canon.oom ? SQLITE_NOMEM : set_aside(u, key, len, reason);
+	if (!same)
+	{
+		u->rekeyed = true;
+		return later(u, LATER_REKEY, key, len, w->canon.data, w->canon.len);
+	}
+	rc = ms_step(c, w->row);
+	if (rc == SQLITE_ROW)
+	{
+		const char *has = (const char *) sqlite3_column_text(w->row, w->ncols);
+
+		present = has != NULL && (size_t) sqlite3_column_bytes(w->row, w->ncols) == len &&
+			memcmp(has, key, len) == 0;
+		rc = SQLITE_OK;
+	}
+	else if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	if (rc != SQLITE_OK)
+		return rc;
+	if (present && !ms_row_encode(t, w->row, w->cols, w->ncols, &w->enc, reason))
+	{
+		sqlite3_reset(w->row);
+		return w->enc.oom ? SQLITE_NOMEM : set_aside(u, key, len, reason);
+	}
+	sqlite3_reset(w->row);
+	if (!present && !(t->record && t->origin_in_key))
+		return drop(u, key, len);	/* gone, and not the server's to delete: the note has nothing to say */
+	if (u->max_rows >= 0 && u->rows >= u->max_rows)
+	{
+		u->full = true;
+		return SQLITE_OK;
+	}
+	rc = add(u, t, w->tr, k, ksize, present ? &w->enc : NULL, &fits, &never);
+	if (rc != SQLITE_OK)
+		return rc;
+	if (never)
+	{
+		char	   *msg = sqlite3_mprintf("too large: %llu bytes, over max_upload_bytes (%llu) with what an upload must carry",
+										  (unsigned long long) (w->enc.len + ksize), (unsigned long long) u->bound);
+
+		rc = msg ? set_aside(u, key, len, msg) : SQLITE_NOMEM;
+		sqlite3_free(msg);
+		return rc;
+	}
+	if (!fits)
+	{
+		u->full = true;
+		return SQLITE_OK;
+	}
+	u->rows++;
+	return remember(u, t, key, len);
+}
+
+/* the noted rows of one table: those not sent (or sent resend_after ago), not waiting on the server's inbox */
 static int
 rows_of(uploader *u, const ms_tbl *t, table_rows *tr)
 {
 	ms_ctx	   *c = u->c;
+	table_walk	w = {u, t, tr, NULL, NULL, 0, {0}, {0}};
 	sqlite3_stmt *notes = NULL;
-	sqlite3_stmt *row = NULL;
-	int		   *cols = ms_alloc(&c->arena, sizeof(int) * (size_t) (t->ncols + 1));
-	int			ncols = 0;
 	ms_buf		cl = {0};
-	ms_buf		enc = {0};
 	int			rc;
 
-	if (cols == NULL)
+	w.cols = ms_alloc(&c->arena, sizeof(int) * (size_t) (t->ncols + 1));
+	if (w.cols == NULL)
 		return SQLITE_NOMEM;
 	for (int i = 0; i < t->ncols; i++)
 	{
@@ -306,7 +552,7 @@ rows_of(uploader *u, const ms_tbl *t, table_rows *tr)
 
 		if (col->retired || (!t->record && !col->key && !col->owned))
 			continue;
-		cols[ncols++] = i;
+		w.cols[w.ncols++] = i;
 		ms_buf_printf(&cl, "%s, ", col->q);
 	}
 	if (t->broken != NULL)
@@ -323,111 +569,40 @@ rows_of(uploader *u, const ms_tbl *t, table_rows *tr)
 		sqlite3_free(why);
 		return rc;
 	}
-	rc = cl.oom ? SQLITE_NOMEM : ms_prepare(c, &row, "SELECT %s%s FROM %s WHERE %s",
+	rc = cl.oom ? SQLITE_NOMEM : ms_prepare(c, &w.row, "SELECT %s%s FROM %s WHERE %s",
 											cl.data, t->keyexpr, t->q, t->keymatch);
 	ms_buf_free(&cl);
 	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &notes, "SELECT key FROM _sync_notes WHERE tbl = ?1 AND set_aside IS NULL"
-						" AND (send_id IS NULL OR sent_at <= ?2) ORDER BY key");
+		rc = ms_prepare(c, &notes, "SELECT key FROM _sync_notes n WHERE tbl = ?1 AND set_aside IS NULL"
+						" AND (send_id IS NULL OR sent_at <= ?2)"
+						" AND NOT EXISTS (SELECT 1 FROM _sync_waits w WHERE w.tbl = n.tbl AND w.key = n.key"
+						"   AND w.writes = n.writes AND w.retry_at > ?3)"
+						" ORDER BY key");
 	if (rc == SQLITE_OK)
 	{
 		sqlite3_bind_text(notes, 1, t->name, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(notes, 2, c->now - u->resend_after);
+		sqlite3_bind_int64(notes, 3, c->now);
 	}
 	while (rc == SQLITE_OK && !u->full && (rc = ms_step(c, notes)) == SQLITE_ROW)
 	{
 		size_t		len = (size_t) sqlite3_column_bytes(notes, 0);
 		char	   *key = ms_alloc(&c->arena, len + 1);
-		const char *why = NULL;
-		size_t		ksize = 0;
-		Sync__Key  *k;
-		bool		present = false;
-		bool		fits,
-					never;
-		char		reason[MS_REASON_MAX];
 
-		rc = SQLITE_OK;
 		if (key == NULL)
 		{
 			rc = SQLITE_NOMEM;
 			break;
 		}
 		memcpy(key, sqlite3_column_text(notes, 0), len);
-		k = wire_key(c, key, len, &ksize, &why);
-		if (k == NULL && why == NULL)
-		{
-			rc = SQLITE_NOMEM;
-			break;
-		}
-		if (k == NULL)
-		{
-			rc = set_aside(u, t, key, len, why);
-			continue;
-		}
-		if (ms_bind_key(c, row, 1, t, key, len) != SQLITE_OK)
-		{
-			/* a key of another shape: a note from before the key changed */
-			rc = later(u, key, len, NULL);
-			continue;
-		}
-		{
-			rc = ms_step(c, row);
-			if (rc == SQLITE_ROW)
-			{
-				const char *has = (const char *) sqlite3_column_text(row, ncols);
-
-				present = has != NULL && (size_t) sqlite3_column_bytes(row, ncols) == len &&
-					memcmp(has, key, len) == 0;
-				rc = SQLITE_OK;
-			}
-			else if (rc == SQLITE_DONE)
-				rc = SQLITE_OK;
-		}
-		if (rc != SQLITE_OK)
-			break;
-		if (present && !ms_row_encode(t, row, cols, ncols, &enc, reason))
-		{
-			sqlite3_reset(row);
-			if (enc.oom)
-			{
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			rc = set_aside(u, t, key, len, reason);
-			continue;
-		}
-		sqlite3_reset(row);
-		if (!present && !(t->record && t->origin_in_key))
-		{
-			/* gone, and not the server's to delete: the note has nothing to say */
-			rc = later(u, key, len, NULL);
-			continue;
-		}
-		rc = add(u, t, tr, k, ksize, present ? &enc : NULL, &fits, &never);
-		if (rc != SQLITE_OK)
-			break;
-		if (never)
-		{
-			char	   *msg = sqlite3_mprintf("too large: %llu bytes, over max_upload_bytes (%llu) with what an upload must carry",
-											  (unsigned long long) (enc.len + ksize), (unsigned long long) u->bound);
-
-			rc = msg ? set_aside(u, t, key, len, msg) : SQLITE_NOMEM;
-			sqlite3_free(msg);
-			continue;
-		}
-		if (!fits)
-		{
-			u->full = true;
-			break;
-		}
-		u->rows++;
-		rc = remember(u, t, key, len);
+		rc = one_note(&w, key, len);
 	}
 	if (rc == SQLITE_DONE)
 		rc = SQLITE_OK;
-	ms_buf_free(&enc);
+	ms_buf_free(&w.enc);
+	ms_buf_free(&w.canon);
 	sqlite3_finalize(notes);
-	sqlite3_finalize(row);
+	sqlite3_finalize(w.row);
 	if (rc == SQLITE_OK)
 		rc = run_later(u, t);
 	return rc;
@@ -650,28 +825,14 @@ stamp_rows(uploader *u)
 	return rc;
 }
 
+/* head: what every upload says of the replica, and the statements of the walk */
 static int
-upload(uploader *u, uint8_t **blob, size_t *blob_len)
+head(uploader *u)
 {
 	ms_ctx	   *c = u->c;
 	ms_state   *s = &c->st;
-	int64_t		bound = MS_MAX_UPLOAD_DEFAULT;
-	ms_buf		fp = {0};
-	table_rows *trs = NULL;
-	bool		with_digests = false;
-	size_t		without = 0;
-	bool		say;
 	int			rc;
 
-	*blob = NULL;
-	rc = ms_config(c, "max_upload_bytes", &bound);
-	if (rc == SQLITE_OK)
-		rc = ms_config(c, "resend_after", &u->resend_after);
-	if (rc != SQLITE_OK)
-		return rc;
-	u->bound = (size_t) bound;
-	if (!s->has_replica)
-		return ms_fail(c, SQLITE_ERROR, "the replica's uuid is unknown: apply a snapshot, or call sync_init(uuid), first");
 	sqlite3_randomness(MS_SEND_ID_BYTES, u->send_id);
 	sync__up__init(&u->up);
 	sync__applied__init(&u->applied);
@@ -690,6 +851,7 @@ upload(uploader *u, uint8_t **blob, size_t *blob_len)
 		u->applied.nonce.len = MS_NONCE_BYTES;
 		u->applied.seal.data = s->seal;
 		u->applied.seal.len = MS_SEAL_BYTES;
+		u->applied.generation = s->generation;
 	}
 	if (s->gap != 0 && s->has_gap_epoch)
 	{
@@ -703,15 +865,33 @@ upload(uploader *u, uint8_t **blob, size_t *blob_len)
 						" WHERE tbl = ?1 AND key = ?2");
 	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &u->drop, "DELETE FROM _sync_notes WHERE tbl = ?1 AND key = ?2");
-	/* what every upload carries, with room for the backlog to move */
+	/* what the server keeps of rows that are gone (the server's delete won) waits for nothing */
 	if (rc == SQLITE_OK)
-		rc = backlog(u, &fp);
+		rc = ms_exec(c, "DELETE FROM _sync_waits WHERE NOT EXISTS (SELECT 1 FROM _sync_notes n"
+					 " WHERE n.tbl = _sync_waits.tbl AND n.key = _sync_waits.key)");
+	return rc;
+}
+
+/* gather: refusals, digests and rows into the upload, stamped; the backlog as it is then into fp */
+static int
+gather(uploader *u, ms_buf *fp, bool *with_digests)
+{
+	ms_ctx	   *c = u->c;
+	ms_state   *s = &c->st;
+	table_rows *trs = NULL;
+	size_t		without;
+	size_t		cap = 0;
+	int			rc = backlog(u, fp);
+
+	*with_digests = false;
 	if (rc == SQLITE_OK)
 	{
-		/* a backlog entry moves by at most two new varints as rows go */
+		/* what every upload carries, with room for the backlog to move by two varints an entry, its number and frame */
 		without = sync__up__get_packed_size(&u->up);
-		u->minimal = without + 24 * (u->up.n_backlog + 1);
-		rc = digests(u, &with_digests);
+		u->minimal = without + 24 * (u->up.n_backlog + 1) + 11 + MS_UP_FRAME;
+		/* narrowing down (max_rows): rows only, so that what is blamed is a row */
+		if (u->max_rows < 0)
+			rc = digests(u, with_digests);
 	}
 	if (rc == SQLITE_OK)
 	{
@@ -720,73 +900,110 @@ upload(uploader *u, uint8_t **blob, size_t *blob_len)
 			rc = ms_fail(c, SQLITE_TOOBIG, "max_upload_bytes (%llu) is too small for what every upload must carry (%llu bytes)",
 						 (unsigned long long) u->bound, (unsigned long long) u->size);
 	}
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK && u->max_rows < 0)
 		rc = refusals(u);
 	if (rc == SQLITE_OK && (trs = ms_alloc(&c->arena, sizeof(table_rows) * (size_t) (c->schema->n + 1))) == NULL)
 		rc = SQLITE_NOMEM;
-	for (int i = 0; i < c->schema->n && rc == SQLITE_OK && !u->full; i++)
+	for (int i = 0; i < c->schema->n && rc == SQLITE_OK && !u->full && u->max_rows != 0; i++)
 		if (c->schema->t[i].noted)
-			rc = rows_of(u, &c->schema->t[i], &trs[i]);
-	if (rc == SQLITE_OK)
-	{
-		size_t		cap = 0;
-
-		for (int i = 0; i < c->schema->n && rc == SQLITE_OK; i++)
 		{
-			if (trs[i].content == 0)
-				continue;
-			u->up.rows = grow(c, u->up.rows, sizeof(Sync__Rows *), u->up.n_rows, &cap);
-			if (u->up.rows == NULL)
-				rc = SQLITE_NOMEM;
-			else
-				u->up.rows[u->up.n_rows++] = &trs[i].msg;
+			u->rekeyed = false;
+			rc = rows_of(u, &c->schema->t[i], &trs[i]);
+			/* the keys spelled again go in this upload too */
+			if (rc == SQLITE_OK && u->rekeyed && !u->full)
+				rc = rows_of(u, &c->schema->t[i], &trs[i]);
 		}
+	for (int i = 0; i < c->schema->n && rc == SQLITE_OK; i++)
+	{
+		if (trs[i].content == 0)
+			continue;
+		u->up.rows = grow(c, u->up.rows, sizeof(Sync__Rows *), u->up.n_rows, &cap);
+		if (u->up.rows == NULL)
+			rc = SQLITE_NOMEM;
+		else
+			u->up.rows[u->up.n_rows++] = &trs[i].msg;
 	}
 	if (rc == SQLITE_OK)
 		rc = stamp_rows(u);
 	/* the backlog as it is now that the rows carried wait for their answer */
 	if (rc == SQLITE_OK)
 	{
-		fp.len = 0;
-		ms_buf_printf(&fp, "%llu:%llu", (unsigned long long) s->number, (unsigned long long) s->gap);
+		fp->len = 0;
+		ms_buf_printf(fp, "%llu:%llu", (unsigned long long) s->number, (unsigned long long) s->gap);
 		if (s->has_epoch)
-			ms_buf_hex(&fp, s->epoch, MS_EPOCH_BYTES);
-		rc = backlog(u, &fp);
+			ms_buf_hex(fp, s->epoch, MS_EPOCH_BYTES);
+		rc = backlog(u, fp);
 	}
-	if (rc != SQLITE_OK)
-	{
-		ms_buf_free(&fp);
-		return rc;
-	}
-	say = u->rows > 0 || u->refusals > 0 || with_digests ||
-		s->report == NULL || strcmp(s->report, fp.data) != 0 ||
-		(!s->report_filed && c->now - s->report_at >= u->resend_after);
-	if (say)
-	{
-		sqlite3_stmt *st;
+	return rc;
+}
 
+/* pack: numbered, its length first and its check last; what it carried recorded for its answer */
+static int
+pack(uploader *u, bool with_digests, const ms_buf *fp, uint8_t **blob, size_t *blob_len)
+{
+	ms_ctx	   *c = u->c;
+	sqlite3_stmt *st;
+	int			rc = ms_send_seq(c, &u->up.seq);
+
+	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &st, "UPDATE _sync_state SET report = ?1, report_send_id = ?2, report_at = ?3,"
 						" report_filed = 0, digest_due = CASE WHEN ?4 THEN 0 ELSE digest_due END,"
 						" digest_at = CASE WHEN ?4 THEN ?3 ELSE digest_at END WHERE id = 1");
-		if (rc == SQLITE_OK)
-		{
-			sqlite3_bind_text(st, 1, fp.data, (int) fp.len, SQLITE_STATIC);
-			sqlite3_bind_blob(st, 2, u->send_id, MS_SEND_ID_BYTES, SQLITE_STATIC);
-			sqlite3_bind_int64(st, 3, c->now);
-			sqlite3_bind_int(st, 4, with_digests);
-			rc = ms_done(c, st);
-		}
-		sqlite3_finalize(st);
-		if (rc == SQLITE_OK)
-		{
-			*blob_len = sync__up__get_packed_size(&u->up);
-			*blob = sqlite3_malloc64(*blob_len ? *blob_len : 1);
-			if (*blob == NULL)
-				rc = SQLITE_NOMEM;
-			else
-				sync__up__pack(&u->up, *blob);
-		}
-	}
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(st, 1, fp->data, (int) fp->len, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 2, u->send_id, MS_SEND_ID_BYTES, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, c->now);
+	sqlite3_bind_int(st, 4, with_digests);
+	rc = ms_done(c, st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_OK)
+		rc = ms_send_carried(c, u->send_id, &u->up);
+	if (rc != SQLITE_OK)
+		return rc;
+	*blob_len = sync__up__get_packed_size(&u->up) + MS_UP_FRAME;
+	*blob = sqlite3_malloc64(*blob_len);
+	if (*blob == NULL)
+		return SQLITE_NOMEM;
+	sync__up__pack(&u->up, *blob + MS_UP_LENGTH_FIELD);
+	if (!ms_up_close(*blob, *blob_len))
+		return ms_fail(c, SQLITE_ERROR, "the upload's check could not be computed");
+	return SQLITE_OK;
+}
+
+static int
+upload(uploader *u, uint8_t **blob, size_t *blob_len)
+{
+	ms_ctx	   *c = u->c;
+	ms_state   *s = &c->st;
+	int64_t		bound = MS_MAX_UPLOAD_DEFAULT;
+	ms_buf		fp = {0};
+	bool		with_digests = false;
+	bool		say;
+	int			rc;
+
+	*blob = NULL;
+	/* a replica that knows no uuid has applied nothing and written nothing: nothing to say */
+	if (!s->has_replica)
+		return SQLITE_OK;
+	rc = ms_config(c, "max_upload_bytes", &bound);
+	if (rc == SQLITE_OK)
+		rc = ms_config(c, "resend_after", &u->resend_after);
+	if (rc == SQLITE_OK)
+		rc = ms_sends_ensure(c);
+	if (rc != SQLITE_OK)
+		return rc;
+	u->bound = (size_t) bound;
+	rc = head(u);
+	if (rc == SQLITE_OK)
+		rc = gather(u, &fp, &with_digests);
+	if (rc == SQLITE_OK && fp.oom)
+		rc = SQLITE_NOMEM;
+	say = u->rows > 0 || u->refusals > 0 || with_digests || u->max_rows == 0 ||
+		s->report == NULL || (rc == SQLITE_OK && strcmp(s->report, fp.data) != 0) ||
+		(!s->report_filed && c->now - s->report_at >= u->resend_after);
+	if (rc == SQLITE_OK && say)
+		rc = pack(u, with_digests, &fp, blob, blob_len);
 	ms_buf_free(&fp);
 	return rc;
 }
@@ -798,24 +1015,29 @@ upload_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	uploader	u;
 	uint8_t    *blob = NULL;
 	size_t		len = 0;
-	int			rc;
+	int			rc = SQLITE_OK;
 
-	(void) argc;
-	(void) argv;
 	ms_ctx_init(&c, ctx, "sync_upload");
 	memset(&u, 0, sizeof u);
 	u.c = &c;
-	rc = ms_begin(&c, "_sync_upload");
+	u.max_rows = -1;
+	if (argc == 1 && (sqlite3_value_type(argv[0]) != SQLITE_INTEGER || sqlite3_value_int64(argv[0]) < 0))
+		rc = ms_fail(&c, SQLITE_ERROR, "max_rows is a count of rows, 0 or more");
+	else if (argc == 1)
+		u.max_rows = sqlite3_value_int64(argv[0]);
+	if (rc == SQLITE_OK)
+		rc = ms_begin(&c, "_sync_upload");
 	if (rc == SQLITE_OK)
 	{
 		rc = ms_state_exists(&c);
-		if (rc == SQLITE_OK && !c.have_state)
-			rc = ms_fail(&c, SQLITE_ERROR, "the replica's uuid is unknown: apply a snapshot, or call sync_init(uuid), first");
-		if (rc == SQLITE_OK)
+		if (rc == SQLITE_OK && c.have_state)
 			rc = ms_state_load(&c);
-		if (rc == SQLITE_OK)
+		/* an impossible state is said as a gap, and written back as one */
+		if (rc == SQLITE_OK && c.have_state)
+			rc = ms_state_repair(&c);
+		if (rc == SQLITE_OK && c.have_state)
 			rc = ms_schema_load(&c);
-		if (rc == SQLITE_OK)
+		if (rc == SQLITE_OK && c.have_state)
 			rc = upload(&u, &blob, &len);
 		sqlite3_finalize(u.stamp);
 		sqlite3_finalize(u.aside);
@@ -839,6 +1061,11 @@ upload_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 int
 ms_upload_register(sqlite3 *db)
 {
-	return sqlite3_create_function(db, "sync_upload", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
-								   NULL, upload_func, NULL, NULL);
+	int			rc = sqlite3_create_function(db, "sync_upload", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+											 NULL, upload_func, NULL, NULL);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_upload", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+									 NULL, upload_func, NULL, NULL);
+	return rc;
 }

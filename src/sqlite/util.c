@@ -304,6 +304,14 @@ ms_ctx_init(ms_ctx *c, sqlite3_context *ctx, const char *fn)
 void
 ms_ctx_done(ms_ctx *c)
 {
+	for (int i = 0; i < c->savepoints; i++)
+	{
+		sqlite3_finalize(c->undo[i]);
+		sqlite3_finalize(c->release[i]);
+	}
+	c->savepoints = 0;
+	sqlite3_finalize(c->sentinel);
+	c->sentinel = NULL;
 	sqlite3_free(c->err);
 	c->err = NULL;
 	ms_arena_free(&c->arena);
@@ -360,17 +368,29 @@ ms_exec(ms_ctx *c, const char *fmt,...)
 	char	   *sql;
 	char	   *msg = NULL;
 	int			rc;
+	bool		pause;
 
 	va_start(ap, fmt);
 	sql = sqlite3_vmprintf(fmt, ap);
 	va_end(ap);
 	if (sql == NULL)
 		return SQLITE_NOMEM;
+	/* a running read stops DROP TABLE and DROP INDEX ("database table is locked"): paused for them */
+	pause = c->sentinel != NULL && (strstr(sql, "DROP TABLE") || strstr(sql, "DROP INDEX") || strstr(sql, "ALTER TABLE"));
+	if (pause)
+		sqlite3_reset(c->sentinel);
 	rc = sqlite3_exec(c->db, sql, NULL, NULL, &msg);
 	if (rc != SQLITE_OK && rc != SQLITE_NOMEM)
 		ms_fail(c, rc, "%s", msg ? msg : sqlite3_errstr(rc));
 	sqlite3_free(msg);
 	sqlite3_free(sql);
+	if (pause && sqlite3_step(c->sentinel) != SQLITE_ROW)
+	{
+		sqlite3_finalize(c->sentinel);
+		c->sentinel = NULL;
+		if (rc == SQLITE_OK)
+			rc = SQLITE_NOMEM;
+	}
 	return rc;
 }
 
@@ -419,52 +439,169 @@ ms_done(ms_ctx *c, sqlite3_stmt *st)
 
 /* ---- savepoints -------------------------------------------------------- */
 
+#define MS_SAVEPOINTS ((int) (sizeof(((ms_ctx *) 0)->undo) / sizeof(sqlite3_stmt *)))
+
+static int
+prepare_named(ms_ctx *c, sqlite3_stmt **st, const char *fmt, const char *name)
+{
+	char	   *sql = sqlite3_mprintf(fmt, name, name);
+	int			rc;
+
+	*st = NULL;
+	if (sql == NULL)
+		return SQLITE_NOMEM;
+	rc = sqlite3_prepare_v2(c->db, sql, -1, st, NULL);
+	sqlite3_free(sql);
+	return rc;
+}
+
 int
 ms_begin(ms_ctx *c, const char *name)
 {
-	char	   *msg = NULL;
-	char	   *sql = sqlite3_mprintf("SAVEPOINT \"%w\"", name);
+	sqlite3_stmt *open = NULL;
+	int			i = c->savepoints;
+	bool		autocommit = sqlite3_get_autocommit(c->db) != 0;
 	int			rc;
 
-	if (sql == NULL)
+	if (i >= MS_SAVEPOINTS)
+		return ms_fail(c, SQLITE_INTERNAL, "savepoint %s nests too deep", name);
+	if (i == 0)
+	{
+		/* its first row comes before it reads anything: a read that holds no cursor */
+		rc = sqlite3_prepare_v2(c->db, "SELECT 1 UNION ALL SELECT count(*) FROM main.sqlite_master", -1,
+								&c->sentinel, NULL);
+		if (rc == SQLITE_OK && sqlite3_step(c->sentinel) != SQLITE_ROW)
+			rc = SQLITE_NOMEM;
+		if (rc != SQLITE_OK)
+		{
+			sqlite3_finalize(c->sentinel);
+			c->sentinel = NULL;
+			return rc == SQLITE_NOMEM ? rc : ms_dberr(c, rc);
+		}
+	}
+	rc = prepare_named(c, &c->undo[i], "ROLLBACK TO \"%w\"", name);
+	if (rc == SQLITE_OK)
+		rc = prepare_named(c, &c->release[i], "RELEASE \"%w\"", name);
+	if (rc == SQLITE_OK)
+		rc = prepare_named(c, &open, "SAVEPOINT \"%w\"", name);
+	if (rc == SQLITE_OK)
+	{
+		rc = sqlite3_step(open);
+		if (rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+		else
+			rc = sqlite3_reset(open);
+	}
+	sqlite3_finalize(open);
+	if (rc == SQLITE_OK)
+	{
+		if (c->savepoints++ == 0)
+			c->own_transaction = autocommit;
+		return SQLITE_OK;
+	}
+	sqlite3_finalize(c->undo[i]);
+	sqlite3_finalize(c->release[i]);
+	c->undo[i] = c->release[i] = NULL;
+	if (i == 0)
+	{
+		sqlite3_finalize(c->sentinel);
+		c->sentinel = NULL;
+	}
+	if (rc == SQLITE_NOMEM || (!autocommit && sqlite3_get_autocommit(c->db)))
 		return SQLITE_NOMEM;
-	rc = sqlite3_exec(c->db, sql, NULL, NULL, &msg);
-	sqlite3_free(sql);
-	if (rc != SQLITE_OK && rc != SQLITE_NOMEM)
-		rc = ms_fail(c, SQLITE_ERROR, "cannot open a savepoint (%s): call %s from a statement of its own "
-				"that writes nothing, such as SELECT %s(...)",
-				msg ? msg : sqlite3_errstr(rc), c->fn, c->fn);
-	sqlite3_free(msg);
+	return ms_fail(c, SQLITE_ERROR, "cannot open a savepoint (%s): call %s from a statement of its own "
+				   "that writes nothing, such as SELECT %s(...)",
+				   sqlite3_errmsg(c->db), c->fn, c->fn);
+}
+
+/* run a statement prepared beforehand: SQLITE_OK or its error */
+static int
+run(sqlite3_stmt *st)
+{
+	int			rc = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+/*
+ * undo: roll back to savepoint i and release it, with the statements
+ * prepared as it opened.  What fails for want of memory is tried again.
+ * Out of memory inside a function, SQLite itself rolls the whole
+ * transaction back when a savepoint statement ends (whatever it was to do),
+ * so a savepoint that is gone went with it.
+ */
+static int
+undo(ms_ctx *c, int i)
+{
+	int			rc = SQLITE_NOMEM;
+
+	for (int tries = 0; tries < 4; tries++)
+	{
+		rc = run(c->undo[i]);
+		if (rc == SQLITE_OK)
+			rc = run(c->release[i]);
+		if (rc == SQLITE_OK || sqlite3_get_autocommit(c->db))
+			return SQLITE_OK;
+		if (rc == SQLITE_ERROR && strstr(sqlite3_errmsg(c->db), "no such savepoint") != NULL)
+			return SQLITE_OK;
+	}
+	/*
+	 * the statements expired (a CREATE INDEX) and SQLite prepares nothing
+	 * more: the running read, ended out of memory, rolls it all back
+	 */
+	if (c->sentinel != NULL)
+	{
+		while (sqlite3_step(c->sentinel) == SQLITE_ROW)
+			;
+		sqlite3_finalize(c->sentinel);
+		c->sentinel = NULL;
+		if (sqlite3_get_autocommit(c->db))
+			return SQLITE_OK;
+	}
 	return rc;
 }
 
 int
 ms_end(ms_ctx *c, const char *name, int rc)
 {
-	char	   *sql;
+	int			i = c->savepoints - 1;
 	int			rc2;
 
+	if (i < 0)
+		return ms_fail(c, SQLITE_INTERNAL, "savepoint %s is not open", name);
+	c->savepoints = i;
 	if (rc == SQLITE_OK)
 	{
-		sql = sqlite3_mprintf("RELEASE \"%w\"", name);
-		if (sql == NULL)
-			rc = SQLITE_NOMEM;
-		else
-		{
-			rc = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
-			sqlite3_free(sql);
-			if (rc == SQLITE_OK)
-				return SQLITE_OK;
+		rc = run(c->release[i]);
+		if (rc != SQLITE_OK)
 			ms_dberr(c, rc);
-		}
 	}
 	/* undo what we did, and only that: never the caller's transaction */
-	sql = sqlite3_mprintf("ROLLBACK TO \"%w\"; RELEASE \"%w\"", name, name);
-	if (sql == NULL)
-		return SQLITE_NOMEM;
-	rc2 = sqlite3_exec(c->db, sql, NULL, NULL, NULL);
-	sqlite3_free(sql);
-	if (rc2 != SQLITE_OK && c->err == NULL)
-		ms_dberr(c, rc2);
+	rc2 = rc == SQLITE_OK ? SQLITE_OK : undo(c, i);
+	sqlite3_finalize(c->undo[i]);
+	sqlite3_finalize(c->release[i]);
+	c->undo[i] = c->release[i] = NULL;
+	if (i == 0)
+	{
+		sqlite3_finalize(c->sentinel);
+		c->sentinel = NULL;
+	}
+	if (rc == SQLITE_OK)
+		return SQLITE_OK;
+	if (rc2 != SQLITE_OK)
+	{
+		if (rc2 != SQLITE_NOMEM)
+			ms_fail(c, rc2, "cannot roll back to savepoint %s: %s", name, sqlite3_errmsg(c->db));
+		return rc2;
+	}
+	/* the transaction gone, yet a savepoint of ours or the caller's work was in it */
+	if (sqlite3_get_autocommit(c->db) && (i > 0 || !c->own_transaction))
+	{
+		if (rc == SQLITE_NOMEM)
+			return rc;
+		return ms_fail(c, SQLITE_ABORT, "the transaction was rolled back: %s", sqlite3_errstr(rc));
+	}
 	return rc;
 }
+

@@ -84,7 +84,14 @@ class Server:
             finally:
                 c.execute("RESET default_transaction_isolation")
 
-    def pull(self, replica, after, max_bytes=1 << 24):
+    def pull(self, replica, after, max_bytes=1 << 24, applied=None):
+        """sync.pull; with `applied` (the replica's sync_applied()), after is its claim, checked."""
+        if applied is not None:
+            try:
+                return self.rows("SELECT number, message FROM sync.pull(%s, %s, %s, %s)",
+                                 (replica, after, max_bytes, psycopg2.Binary(applied)))
+            except psycopg2.errors.UndefinedFunction:
+                pass   # an extension not updated yet takes no claim, as the agent finds
         return self.rows("SELECT number, message FROM sync.pull(%s, %s, %s)", (replica, after, max_bytes))
 
     def file(self, replica, upload, sender=None):
@@ -111,6 +118,7 @@ class Server:
         return out
 
 
+import psycopg2.errors  # noqa: E402  (UndefinedFunction, for an extension not updated yet)
 import psycopg2.extras  # noqa: E402  (Json, for the sender)
 
 
@@ -147,13 +155,17 @@ class Replica:
         import json
         return json.loads(self.one("SELECT sync_apply(?)", (message,)))
 
+    def applied(self):
+        """What the replica says it applied (sync_applied()): the claim a pull makes."""
+        return bytes(self.one("SELECT sync_applied()"))
+
     def pull_apply(self, max_bytes=1 << 24):
-        """Pull what waits for this replica and apply it in order; the results."""
+        """Pull what waits for this replica, as its agent does, and apply it in order; the results."""
         results = []
-        for number, message in self.server.pull(self.id, self.status()["applied"], max_bytes):
+        for number, message in self.server.pull(self.id, self.status()["applied"], max_bytes, self.applied()):
             r = self.apply(bytes(message))
             results.append(r)
-            if r["result"] in ("gap", "later_protocol", "wrong_replica"):
+            if r["result"] in ("gap", "later_protocol", "wrong_replica", "older_generation"):
                 break
         self.last = results
         return results
@@ -175,6 +187,18 @@ class Replica:
             if not applied and filed is None:
                 break
         return out
+
+    def take_seq(self):
+        """A send number for an upload crafted in this replica's name (wire.up):
+        beyond what the server filed and what the replica numbered, which then
+        numbers beyond it, as if it had sent that upload itself."""
+        import wire
+        filed = self.server.one("SELECT filed_seq FROM sync.sends WHERE replica = %s", (self.id,)) or 0
+        self.q("CREATE TABLE IF NOT EXISTS _sync_seq(id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL)")
+        last = self.one("SELECT max(last) FROM _sync_seq") or 0
+        n = max(filed, last, wire.now_seq()) + 1
+        self.q("INSERT INTO _sync_seq(id, last) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET last = excluded.last", (n,))
+        return n
 
     def digest(self):
         import json

@@ -109,12 +109,12 @@ check("the replica applied its snapshot: the server cannot know yet", states()[N
 check("... and counts nothing", sum(v["holds"] for v in progress(N1).values()), 0)
 honest("applied, not acknowledged")
 reps[N1].upload()
-check("acknowledged: caught up", states()[N1], "caught up")
+check("acknowledged: caught up", states()[N1], "caught_up")
 check("progress: holds all of what it should", {t: (v["holds"], v["should"]) for t, v in progress(N1).items()},
       {"products": (40, 40), "customers": (2, 2), "orders": (2, 2), "order_lines": (3, 3)})
 honest("one acknowledged")
 settle(srv, list(reps.values()))
-check("all caught up", overview_states(), {"caught up": 3})
+check("all caught up", overview_states(), {"caught_up": 3})
 check("per table, all caught up",
       srv.rows("SELECT tab::text, caught_up FROM sync.overview_tables() ORDER BY 1"),
       [("customers", 3), ("order_lines", 3), ("orders", 3), ("products", 3)])
@@ -129,18 +129,18 @@ check("where the row is: an older version everywhere",
       ["holds an older version"] * 3)
 check("progress: outdated", progress(N2)["products"]["outdated"], 1)
 srv.relay()
-check("planned and sent: on its way", overview_states(), {"on its way": 3})
+check("planned and sent: on its way", overview_states(), {"on_its_way": 3})
 reps[N2].pull_apply()
-check("applied, not said: still on its way", states()[N2], "on its way")
+check("applied, not said: still on its way", states()[N2], "on_its_way")
 check("the replica has it, progress does not count it yet",
       (reps[N2].one("SELECT name FROM products WHERE id = 1"), progress(N2)["products"]["holds"]),
       ("green tea", 39))
 honest("applied, not acknowledged")
 reps[N2].upload()
-check("acknowledged", states()[N2], "caught up")
+check("acknowledged", states()[N2], "caught_up")
 check("listing pages through the others on their way",
-      [r for r, in srv.rows("SELECT replica::text FROM sync.listing(state => 'on its way', \"limit\" => 1)")]
-      + [r for r, in srv.rows("SELECT replica::text FROM sync.listing(state => 'on its way', after => %s)", (N1,))],
+      [r for r, in srv.rows("SELECT replica::text FROM sync.listing(state => 'on_its_way', \"limit\" => 1)")]
+      + [r for r, in srv.rows("SELECT replica::text FROM sync.listing(state => 'on_its_way', after => %s)", (N1,))],
       [N1, S1])
 settle(srv, list(reps.values()))
 
@@ -171,7 +171,7 @@ reps[N2].q("CREATE TRIGGER local_rule BEFORE UPDATE ON products WHEN NEW.name = 
            " BEGIN SELECT RAISE(ABORT, 'the store does not sell decaf'); END")
 srv.exec("UPDATE products SET name = 'decaf' WHERE id = 2")
 settle(srv, list(reps.values()))
-check("the replica refused it: set aside", states(), {N1: "caught up", N2: "set aside", S1: "caught up"})
+check("the replica refused it: set aside", states(), {N1: "caught_up", N2: "set_aside", S1: "caught_up"})
 check("where the row is", srv.rows("SELECT replica::text, answer FROM sync.row_progress('products', '{2}')"),
       [(N1, "holds"), (N2, "set aside"), (S1, "holds")])
 check("progress: set aside", progress(N2)["products"]["set_aside"], 1)
@@ -182,13 +182,13 @@ reps[N2].q("DROP TRIGGER local_rule")          # the store deploys a fix; the ro
 srv.exec("UPDATE products SET name = 'decaf, now sold' WHERE id = 2")
 settle(srv, list(reps.values()))
 check("taken once it changed", (states()[N2], reps[N2].one("SELECT name FROM products WHERE id = 2")),
-      ("caught up", "decaf, now sold"))
+      ("caught_up", "decaf, now sold"))
 
 # --- a row that cannot go: quarantined; every replica set aside --------------
 srv.exec("SET magic_sync.message_bytes = 1024")
 srv.exec("UPDATE products SET name = repeat('x', 2000) WHERE id = 3")
 settle(srv, list(reps.values()))
-check("quarantined: all set aside", overview_states(), {"set aside": 3})
+check("quarantined: all set aside", overview_states(), {"set_aside": 3})
 check("only products is held back", srv.rows("SELECT tab::text FROM sync.overview_tables() WHERE set_aside > 0"),
       [("products",)])
 check("the replicas let go of it", [3 in {int(k.split(":")[1]) for k in reps[r].keys("products", ["id"])} for r in reps],
@@ -200,7 +200,7 @@ honest("quarantined")
 srv.exec("RESET magic_sync.message_bytes")
 srv.exec("SELECT sync.quarantine_retry()")
 settle(srv, list(reps.values()))
-check("the fix lets it through", overview_states(), {"caught up": 3})
+check("the fix lets it through", overview_states(), {"caught_up": 3})
 honest("quarantine released")
 
 # --- not heard from: unreachable; a scope sees its own -----------------------
@@ -214,10 +214,10 @@ reps[N2].sync()
 check("the south store, not heard from: unreachable", states()[S1], "unreachable")
 check("health: wait", srv.rows("SELECT kind, waits_on, replica::text FROM sync.health()"),
       [("unreachable", "infrastructure", S1)])
-check("the north's overview does not see it", overview_states(partition="north"), {"caught up": 2})
-check("nor one of its replicas'", overview_states(replicas=[N1]), {"caught up": 1})
+check("the north's overview does not see it", overview_states(partition="north"), {"caught_up": 2})
+check("nor one of its replicas'", overview_states(replicas=[N1]), {"caught_up": 1})
 reps[S1].sync()
-check("heard from again", states()[S1], "caught up")
+check("heard from again", states()[S1], "caught_up")
 for r in reps.values():
     r.q("SELECT sync_config('digest_interval', 3600)")
 srv.exec("RESET magic_sync.unreachable_after")

@@ -74,7 +74,7 @@ def replica_round(r, storm):
         faults["pull refused"] += 1
         messages = []
     else:
-        messages = [bytes(m) for _, m in srv.pull(r.id, r.status()["applied"])]
+        messages = [bytes(m) for _, m in srv.pull(r.id, r.status()["applied"], applied=r.applied())]
     if storm and len(messages) > 1 and rng.random() < 0.2:
         i = rng.randrange(len(messages))
         if rng.random() < 0.5:

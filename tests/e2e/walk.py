@@ -46,6 +46,8 @@ INSERT INTO products SELECT g, 1 + g % 6, 'p' || g FROM generate_series(1, 12) g
 INSERT INTO customers SELECT g, 'cust' || g FROM generate_series(1, 8) g;
 INSERT INTO price_items SELECT g, 1 + g % 12, 100 + g FROM generate_series(1, 10) g;
 INSERT INTO list_members SELECT 1 + g % 3, g FROM generate_series(1, 10) g;
+-- a notice of each region: a replica's partition must be one the fleet knows
+INSERT INTO notices VALUES (1, 'north', 'n'), (0, 'south', 'n');
 """
 
 KEYS = {

@@ -1,8 +1,12 @@
 """wire.py - build Up messages by hand (docs/protocol.md 7), for uploads a
 real replica would never send: another replica's records, a catalog's
-columns, unknown tables and columns, forged acknowledgements."""
+columns, unknown tables and columns, forged acknowledgements.  Each is
+numbered and checked as a replica's are (docs/protocol.md 7.1): its length
+first, its SHA-256 last."""
+import hashlib
 import os
 import struct
+import time
 import uuid as uuidlib
 
 
@@ -47,8 +51,22 @@ def applied(epoch, number, nonce, seal):
     return field(1, epoch) + field(2, number) + field(3, nonce) + field(4, seal)
 
 
-def up(replica, tables=(), ack=None, digests=(), gap=None, send_id=None, protocol=1):
-    """replica: uuid text; tables: [rows(...)]; digests: [(table, count, fnv)]"""
+def now_seq():
+    """A send number as a replica draws one: the time in microseconds, when
+    that is later than its last (docs/protocol.md 7.1)."""
+    return time.time_ns() // 1000
+
+
+def checked(body):
+    """An upload's fields with its length first and its check last."""
+    total = 9 + len(body) + 34
+    head = fixed64(12, total) + body
+    return head + field(13, hashlib.sha256(head).digest())
+
+
+def up(replica, tables=(), ack=None, digests=(), gap=None, send_id=None, protocol=1, seq=None, check=True):
+    """replica: uuid text; tables: [rows(...)]; digests: [(table, count, fnv)];
+    seq: the send number (default: now); check=False leaves the check out."""
     out = field(1, protocol) + field(2, uuidlib.UUID(replica).bytes) + field(3, send_id or os.urandom(16))
     if ack is not None:
         out += field(4, ack)
@@ -58,4 +76,5 @@ def up(replica, tables=(), ack=None, digests=(), gap=None, send_id=None, protoco
         out += field(7, field(1, table) + field(2, count) + fixed64(3, fnv))
     if gap is not None:
         out += field(9, gap[0]) + field(10, gap[1])
-    return out
+    out += field(11, now_seq() if seq is None else seq)
+    return checked(out) if check else out

@@ -18,9 +18,14 @@ extern void test_apply(void);
 extern void test_codec(void);
 extern void test_letgo(void);
 extern void test_upload(void);
+extern void test_sends(void);
 extern void test_digest(void);
 extern void test_misuse(void);
 extern void test_guard(void);
+extern void test_found(void);
+extern void test_oom(void);
+extern void test_claims(void);
+extern void test_seal(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -108,9 +113,14 @@ main(void)
 	test_codec();
 	test_letgo();
 	test_upload();
+	test_sends();
 	test_digest();
 	test_misuse();
 	test_guard();
+	test_found();
+	test_oom();
+	test_claims();
+	test_seal();
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();

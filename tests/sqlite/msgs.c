@@ -337,6 +337,63 @@ tm_filed_refuse(Sync__Filed *f, const char *table, Sync__Key *key, const char *r
 	f->refused[f->n_refused++] = r;
 }
 
+static void
+named(Sync__Refusal ***list, size_t *n, const char *table, Sync__Key *key, const char *reason)
+{
+	Sync__Refusal *r = tm_alloc(sizeof *r);
+
+	sync__refusal__init(r);
+	r->table = tm_strdup(table);
+	r->key = key;
+	r->reason = tm_strdup(reason);
+	*list = push(*list, *n, sizeof(Sync__Refusal *));
+	(*list)[(*n)++] = r;
+}
+
+void
+tm_filed_drop(Sync__Filed *f, const char *table, Sync__Key *key, const char *reason)
+{
+	named(&f->dropped, &f->n_dropped, table, key, reason);
+}
+
+void
+tm_filed_keep(Sync__Filed *f, const char *table, Sync__Key *key, const char *reason)
+{
+	named(&f->kept, &f->n_kept, table, key, reason);
+}
+
+void
+tm_filed_table(Sync__Filed *f, const char *table, uint32_t filed, uint32_t refused,
+			   uint32_t dropped, uint32_t waiting, uint32_t set_aside)
+{
+	Sync__FiledTable *t = tm_alloc(sizeof *t);
+
+	sync__filed_table__init(t);
+	t->table = tm_strdup(table);
+	t->filed = filed;
+	t->refused = refused;
+	t->dropped = dropped;
+	t->waiting = waiting;
+	t->set_aside = set_aside;
+	f->tables = push(f->tables, f->n_tables, sizeof(Sync__FiledTable *));
+	f->tables[f->n_tables++] = t;
+}
+
+Sync__Filed *
+tm_filed_all(const Sync__Up *u)
+{
+	Sync__Filed *f = tm_filed(u->send_id.data, 0);
+
+	for (size_t i = 0; i < u->n_rows; i++)
+	{
+		uint32_t	n = (uint32_t) (u->rows[i]->n_upserts + u->rows[i]->n_deletes);
+
+		tm_filed_table(f, u->rows[i]->table, n, 0, 0, 0, 0);
+		f->rows += n;
+	}
+	return f;
+}
+
 static const uint8_t secret[32] = "magic_sync test secret, 32 bytes";
 
 tm_msg
@@ -351,7 +408,7 @@ tm_message(const tm_server *s, uint32_t protocol, uint64_t number, const uint8_t
 				bn;
 
 	if (nonce)
-		ms_seal(secret, sizeof secret, s->replica, s->epoch, number, nonce, seal);
+		tm_seal(secret, sizeof secret, s->replica, s->epoch, number, nonce, seal);
 	h.protocol = protocol;
 	h.epoch = s->epoch;
 	h.number = number;
@@ -360,6 +417,7 @@ tm_message(const tm_server *s, uint32_t protocol, uint64_t number, const uint8_t
 	h.previous_nonce = previous ? previous_nonce : NULL;
 	h.seal = nonce ? seal : NULL;
 	h.replica = s->replica;
+	h.generation = s->generation;
 	hn = ms_head_packed_size(&h);
 	bn = ms_body_packed_size(down, end, filed);
 	m.len = hn + bn;

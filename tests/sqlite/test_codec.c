@@ -389,7 +389,7 @@ table_not_held(void)
 	CHECK(t_has(res, "not held"), "its reason: %s", S(res));
 	sqlite3_free(res);
 	res = t_text(db, "SELECT sync_progress()");
-	CHECK(t_has(res, "\"unknown\":{\"unsent\":0,\"unfiled\":0,\"set_aside\":0,\"refused\":2}"),
+	CHECK(t_has(res, "\"unknown\":{\"unsent\":0,\"unfiled\":0,\"set_aside\":0,\"refused\":2,\"waiting\":0,\"dropped\":0}"),
 		  "progress counts them: %s", S(res));
 	sqlite3_free(res);
 	sqlite3_close(db);

@@ -26,5 +26,7 @@ extern int	ms_unit_failed;
 /* the test groups of the other files, run by main */
 extern void test_row(void);
 extern void test_fields(void);
+extern void test_up(void);
+extern void test_sha256(void);
 
 #endif

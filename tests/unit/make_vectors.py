@@ -70,6 +70,30 @@ def sample():
     body = field(9, 2, down)
     return head, body
 
+GENERATION = 757382400000000   # 2024-01-01 00:00 UTC, in microseconds since 2000
+
+def generation_head():
+    """The sample's head, written in generation GENERATION (field 12)."""
+    head, _ = sample()
+    return head + field(12, 0, GENERATION)
+
+def applied():
+    """What a replica that applied the sample says of it (sync_applied(), Up.applied)."""
+    _, s = seal(SECRET, REPLICA, EPOCH, NUMBER, NONCE)
+    return (field(1, 2, EPOCH) + field(2, 0, NUMBER) + field(3, 2, NONCE) + field(4, 2, s)
+            + field(5, 0, GENERATION))
+SEND_ID = bytes(range(0x50, 0x60))
+SEQ = 1700000000000000
+
+def sample_up():
+    """An Up of one row of table "orders", send 1700000000000000, with its length first and its check last."""
+    rows = field(1, 2, b"orders") + field(2, 2, b'{"id":7}') + field(3, 2, field(1, 2, b"7"))
+    body = (field(1, 0, 1) + field(2, 2, REPLICA) + field(3, 2, SEND_ID) + field(5, 2, rows)
+            + field(11, 0, SEQ))
+    total = 9 + len(body) + 34
+    head = varint(12 << 3 | 1) + total.to_bytes(8, "little") + body
+    return head + field(13, 2, hashlib.sha256(head).digest())
+
 def c_bytes(b):
     return '"' + "".join("\\x%02x" % x for x in b) + '"'
 
@@ -84,3 +108,7 @@ if __name__ == "__main__":
     print("head", head.hex())
     print("body", body.hex())
     print("message", (head + body).hex())
+    print("generation", GENERATION)
+    print("generation head", generation_head().hex())
+    print("applied", applied().hex())
+    print("up", sample_up().hex())

@@ -143,7 +143,7 @@ pack_vector(uint8_t *out)
 {
 	uint8_t		seal[MS_SEAL_BYTES];
 	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, ms_vector_number, ms_vector_nonce,
-	41, ms_vector_previous_nonce, seal, ms_vector_replica};
+	41, ms_vector_previous_nonce, seal, ms_vector_replica, 0};
 	Sync__Down	down = SYNC__DOWN__INIT;
 	Sync__Rows	rows = SYNC__ROWS__INIT;
 	Sync__Rows *rowsp = &rows;
@@ -178,6 +178,68 @@ pack_vector(uint8_t *out)
 	return n;
 }
 
+/*
+ * The sample's head in a generation: field 12 after the replica, decoded
+ * back; and the Applied a replica that applied it gives back.
+ */
+static void
+test_vector_generation(void)
+{
+	uint8_t		seal[MS_SEAL_BYTES];
+	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, ms_vector_number, ms_vector_nonce,
+	41, ms_vector_previous_nonce, seal, ms_vector_replica, ms_vector_generation};
+	uint8_t		buf[256];
+	uint8_t		want[256];
+	char		reason[MS_REASON_MAX];
+	long		wn = ms_hex_decode(ms_vector_generation_head_hex, want, sizeof want);
+	size_t		n;
+	Sync__Applied *a;
+	Sync__Applied mine = SYNC__APPLIED__INIT;
+
+	ms_seal(ms_vector_secret, 32, ms_vector_replica, ms_vector_epoch, ms_vector_number,
+			ms_vector_nonce, seal);
+	n = ms_head_pack(&h, buf);
+	CHECK(n == ms_head_packed_size(&h) && wn > 0 && n == (size_t) wn && memcmp(buf, want, n) == 0,
+		  "the head in a generation as documented");
+	{
+		uint8_t		body[256];
+		long		bn = ms_hex_decode(ms_vector_body_hex, body, sizeof body);
+		ms_wire_status st;
+		Sync__ToReplica *m;
+
+		memcpy(buf + n, body, (size_t) bn);
+		m = ms_to_replica_decode(buf, n + (size_t) bn, 1 << 20, &ms_test_allocator, &st, reason);
+		CHECK(m != NULL && m->generation == ms_vector_generation, "its generation decodes: %s", reason);
+		if (m)
+			sync__to_replica__free_unpacked(m, &ms_test_allocator);
+	}
+	wn = ms_hex_decode(ms_vector_applied_hex, want, sizeof want);
+	a = ms_applied_decode(want, (size_t) wn, &ms_test_allocator, reason);
+	CHECK(a != NULL, "the Applied decodes: %s", reason);
+	if (a)
+	{
+		CHECK(a->number == ms_vector_number && a->generation == ms_vector_generation &&
+			  a->seal.len == MS_SEAL_BYTES && memcmp(a->seal.data, seal, MS_SEAL_BYTES) == 0,
+			  "with its number, seal and generation");
+		sync__applied__free_unpacked(a, &ms_test_allocator);
+	}
+	mine.epoch.data = (uint8_t *) ms_vector_epoch;
+	mine.epoch.len = MS_EPOCH_BYTES;
+	mine.number = ms_vector_number;
+	mine.nonce.data = (uint8_t *) ms_vector_nonce;
+	mine.nonce.len = MS_NONCE_BYTES;
+	mine.seal.data = seal;
+	mine.seal.len = MS_SEAL_BYTES;
+	mine.generation = ms_vector_generation;
+	n = sync__applied__pack(&mine, buf);
+	CHECK(wn > 0 && n == (size_t) wn && memcmp(buf, want, n) == 0, "and packs as documented");
+	/* what a replica cannot have given */
+	CHECK(ms_applied_decode(want, (size_t) wn - 3, &ms_test_allocator, reason) == NULL, "a truncated one: %s", reason);
+	CHECK(ms_applied_decode(want, 300, &ms_test_allocator, reason) == NULL, "an oversized one: %s", reason);
+	want[1] = 15;				/* an epoch of 15 bytes */
+	CHECK(ms_applied_decode(want, (size_t) wn, &ms_test_allocator, reason) == NULL, "a short epoch: %s", reason);
+}
+
 static void
 test_vector_message(void)
 {
@@ -196,6 +258,8 @@ test_vector_message(void)
 	CHECK(bn > 0 && memcmp(buf + hn, body, (size_t) bn) == 0, "body bytes as documented");
 	m = ms_to_replica_decode(buf, n, 1 << 20, &ms_test_allocator, &st, reason);
 	CHECK(m != NULL && st == MS_WIRE_OK, "the vector decodes: %s", reason);
+	/* written by a server that numbered no generations: generation 0 */
+	CHECK(m == NULL || m->generation == 0, "a message without field 12 is of generation 0");
 	if (m)
 	{
 		CHECK(m->number == 42 && m->previous == 41 && m->body_case == SYNC__TO_REPLICA__BODY_DOWN,
@@ -216,7 +280,7 @@ pack_snapshot(uint8_t *out)
 {
 	uint8_t		seal[MS_SEAL_BYTES] = {0};
 	uint8_t		nonce[16] = {9};
-	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 100, nonce, 0, NULL, seal, ms_vector_replica};
+	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 100, nonce, 0, NULL, seal, ms_vector_replica, 0};
 	Sync__Column c_id = SYNC__COLUMN__INIT,
 				c_name = SYNC__COLUMN__INIT,
 				c_pid = SYNC__COLUMN__INIT,
@@ -328,14 +392,14 @@ pack_end_and_filed(uint8_t *out, int which)
 	filed.refused = &refp;
 	if (which == 0)
 	{
-		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 101, nonce, 100, nonce, seal, ms_vector_replica};
+		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 101, nonce, 100, nonce, seal, ms_vector_replica, 0};
 
 		n = ms_head_pack(&h, out);
 		return n + ms_body_pack(NULL, &end, NULL, out + n);
 	}
 	else
 	{
-		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 0, NULL, 0, NULL, NULL, ms_vector_replica};
+		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 0, NULL, 0, NULL, NULL, ms_vector_replica, 0};
 
 		n = ms_head_pack(&h, out);
 		return n + ms_body_pack(NULL, NULL, &filed, out + n);
@@ -513,7 +577,7 @@ test_refusals(void)
 	/* a head alone has no body */
 	{
 		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,
-		ms_vector_secret, ms_vector_replica};
+		ms_vector_secret, ms_vector_replica, 0};
 
 		n = ms_head_pack(&h, buf);
 		m = ms_to_replica_decode(buf, n, 1 << 20, &ms_test_allocator, &st, reason);
@@ -522,7 +586,7 @@ test_refusals(void)
 	/* a later protocol decodes, flagged */
 	{
 		ms_head		h = {MS_PROTOCOL + 1, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,
-		NULL, ms_vector_replica};
+		NULL, ms_vector_replica, 0};
 		Sync__EndSnapshot end = SYNC__END_SNAPSHOT__INIT;
 
 		n = ms_head_pack(&h, buf);
@@ -565,10 +629,13 @@ main(void)
 	test_digests();
 	test_seals();
 	test_vector_message();
+	test_vector_generation();
 	test_refusals();
 	test_mutations();
 	test_row();
 	test_fields();
+	test_up();
+	test_sha256();
 	printf("%d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
 	return ms_unit_failed == 0 ? 0 : 1;
 }

@@ -33,6 +33,13 @@ extern const char *ms_vector_seal_input_hex;
 extern const char *ms_vector_seal_hex;
 extern const char *ms_vector_head_hex;
 extern const char *ms_vector_body_hex;
+/* the sample's head in a generation, and what a replica that applied it says (Applied) */
+extern const uint64_t ms_vector_generation;
+extern const char *ms_vector_generation_head_hex;
+extern const char *ms_vector_applied_hex;
+extern const uint8_t ms_vector_send_id[16];
+extern const uint64_t ms_vector_seq;
+extern const char *ms_vector_up_hex;
 
 /* ms_test_allocator: malloc and free, lent to src/shared by both suites (ASan sees every leak) */
 extern ms_allocator ms_test_allocator;

@@ -15,6 +15,8 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/uuid.h"
@@ -104,6 +106,143 @@ being_dropped(Datum id)
 			 errhint("Wait for the relay's next pass, then add it again.")));
 }
 
+/* a mirrored table that declares a partition column */
+typedef struct part_table
+{
+	Oid			relid;
+	char	   *name;			/* as sync.tables.relid prints it, search_path pinned */
+	char	   *column;			/* quoted */
+} part_table;
+
+/* the mirrored tables that declare a partition column */
+static List *
+partition_tables(void)
+{
+	List	   *tables = NIL;
+	int			rc;
+
+	rc = SPI_execute("SELECT t.relid::pg_catalog.oid, t.relid::pg_catalog.text, t.partition FROM sync.tables t"
+					 " WHERE t.partition IS NOT NULL ORDER BY t.id", true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading sync.tables failed: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		part_table *t = palloc(sizeof(part_table));
+		bool		isnull;
+
+		t->relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		t->name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		t->column = pstrdup(quote_identifier(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3)));
+		tables = lappend(tables, t);
+	}
+	return tables;
+}
+
+/*
+ * table_partitions: run sql (of t, with $1 the partition unless it is
+ * (Datum) 0) as t's owner, as the relay reads it: a cast of the owner's
+ * type to text is the owner's code (owner.h).  The caller reads the result.
+ */
+static void
+table_partitions(const part_table *t, const char *sql, Datum partition)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1] = {partition};
+	ms_as_owner as;
+	int			rc;
+
+	ms_owner_begin(&as, t->relid);
+	rc = SPI_execute_with_args(psprintf(sql, t->column, t->name, t->column), partition ? 1 : 0,
+							   argtypes, args, NULL, true, 0);
+	ms_owner_end(&as);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading the partitions of %s failed: %s", t->name, SPI_result_code_string(rc));
+}
+
+/* whether partition is one some mirrored table's partition column holds, or a replica has */
+static bool
+partition_known(List *tables, Datum partition)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1] = {partition};
+	ListCell   *lc;
+	bool		isnull;
+
+	foreach(lc, tables)
+	{
+		table_partitions(lfirst(lc), "SELECT FROM %2$s t WHERE (t.%1$s)::pg_catalog.text"
+						 " COLLATE pg_catalog.\"default\" OPERATOR(pg_catalog.=) $1 LIMIT 1", partition);
+		if (SPI_processed > 0)
+			return true;
+	}
+	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.replicas r WHERE NOT r.dropped"
+							  " AND r.partition OPERATOR(pg_catalog.=) $1)",
+							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "reading sync.replicas failed");
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* the first ten partitions known, quoted and listed; NULL when none */
+static char *
+partitions_listed(List *tables)
+{
+	ArrayBuildState *known = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+	Oid			argtypes[1] = {TEXTARRAYOID};
+	Datum		args[1];
+	ListCell   *lc;
+
+	/* the first ten of each: the first ten of all are among them */
+	foreach(lc, tables)
+	{
+		table_partitions(lfirst(lc), "SELECT DISTINCT (t.%1$s)::pg_catalog.text COLLATE pg_catalog.\"default\""
+						 " FROM %2$s t WHERE t.%3$s IS NOT NULL ORDER BY 1 LIMIT 10", (Datum) 0);
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+
+			known = accumArrayResult(known, d, isnull, TEXTOID, CurrentMemoryContext);
+		}
+	}
+	args[0] = makeArrayResult(known, CurrentMemoryContext);
+	if (SPI_execute_with_args("SELECT pg_catalog.string_agg(pg_catalog.quote_literal(l.p), ', ') FROM"
+							  " (SELECT k.p FROM (SELECT pg_catalog.unnest($1) UNION"
+							  "  SELECT r.partition FROM sync.replicas r WHERE NOT r.dropped) k(p)"
+							  "  WHERE k.p IS NOT NULL ORDER BY k.p LIMIT 10) l",
+							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "reading the partitions failed");
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+/*
+ * check_partition: a replica's partition must be one the fleet knows: a
+ * value some mirrored table's partition column holds, or one a replica
+ * already has (docs/operations.md, "Partitions").  A partition no row and
+ * no replica has is, far more likely than not, misspelt: the replica would
+ * quietly hold none of the partitioned rows.  Where no mirrored table
+ * declares a partition column a partition only scopes the reads, and any
+ * is taken.  Each table's partitions are read as its owner.
+ */
+static void
+check_partition(Datum partition)
+{
+	List	   *tables = partition_tables();
+	char	   *name = TextDatumGetCString(partition);
+	char	   *listed;
+
+	if (tables == NIL || partition_known(tables, partition))
+		return;
+	listed = partitions_listed(tables);
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("partition \"%s\" is unknown", name),
+			 errdetail("No mirrored table's partition column holds \"%s\", and no replica has it.", name),
+			 listed == NULL
+			 ? errhint("No partition is known yet: write the rows of partition \"%s\" first, then add the replica.", name)
+			 : errhint("Known partitions: %s. Check the spelling, or write the rows of partition \"%s\" first.",
+					   listed, name)));
+}
+
 /*
  * ms_replica_add: sync.replica_add(id, partition, role, live) adds a
  * replica; the relay provisions it at its next pass.
@@ -135,6 +274,8 @@ ms_replica_add(PG_FUNCTION_ARGS)
 			being_dropped(id);
 			break;
 	}
+	if (!PG_ARGISNULL(1))
+		check_partition(PG_GETARG_DATUM(1));
 	args[0] = id;
 	args[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
@@ -180,6 +321,8 @@ ms_replica_set(PG_FUNCTION_ARGS)
 			being_dropped(id);
 			break;
 	}
+	if (!PG_ARGISNULL(2))
+		check_partition(PG_GETARG_DATUM(2));
 	args[0] = id;
 	args[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';

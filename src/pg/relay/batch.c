@@ -16,6 +16,9 @@
 #include "batch.h"
 #include "settings.h"
 
+/* rows set aside, and notes parked, tried again per pass */
+#define RETRIES_PER_PASS 1000
+
 int64
 ms_batch_read(ms_pass *p)
 {
@@ -24,17 +27,21 @@ ms_batch_read(ms_pass *p)
 	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY");
 	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key)");
 
-	/* a row set aside a minute ago is noted again: a fix may have been deployed */
+	/*
+	 * A row set aside a minute ago is noted again, and a note parked a
+	 * minute ago read again: a fix may have been deployed.  A batch of them
+	 * per pass (a row tried again and set aside again waits another minute),
+	 * so many set aside at once never make one pass of them all.
+	 */
 	ms_exec(p,
 			"INSERT INTO sync.notes (tab, key) SELECT tab, key FROM sync.quarantine"
-			" WHERE since < now() - interval '1 minute'",
-			0, NULL, NULL, NULL, 0);
-
-	/* a note parked a minute ago is read again: a fix may have been deployed */
+			" WHERE since < now() - interval '1 minute' ORDER BY since LIMIT $1",
+			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
 	ms_exec(p,
-			"UPDATE sync.notes SET parked = NULL, parked_at = NULL"
-			" WHERE parked IS NOT NULL AND NOT done AND parked_at < now() - interval '1 minute'",
-			0, NULL, NULL, NULL, 0);
+			"UPDATE sync.notes SET parked = NULL, parked_at = NULL WHERE ctid = ANY (ARRAY("
+			" SELECT ctid FROM sync.notes WHERE parked IS NOT NULL AND NOT done"
+			"  AND parked_at < now() - interval '1 minute' ORDER BY id LIMIT $1))",
+			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
 
 	/*
 	 * A later build's note is skipped by the query, and holds back nothing.
@@ -51,8 +58,7 @@ ms_batch_read(ms_pass *p)
 		return 0;
 	p->more = !ms_full_plan && n == ms_batch_notes;
 	ms_batch_rows(p);
-	if (n > 1000)
-		ms_analyze(p, "ms_notes_read, ms_pending");
+	ms_analyze(p, "ms_notes_read, ms_pending", (uint64) n);
 	return n;
 }
 
@@ -64,10 +70,10 @@ ms_batch_rows(ms_pass *p)
 	ms_exec(p,
 			"INSERT INTO ms_pending (tab, key, note) "
 			"SELECT tab, key, max(id) FROM ("
-			"  SELECT n.tab, n.key, n.id FROM sync.notes n JOIN ms_notes_read r USING (id)"
+			"  SELECT n.tab, n.key, n.id FROM " MS_BATCH_NOTES
 			"   WHERE n.source = 'r' AND n.key IS NOT NULL"
 			"  UNION ALL"
-			"  SELECT n.tab, n.old_key, n.id FROM sync.notes n JOIN ms_notes_read r USING (id)"
+			"  SELECT n.tab, n.old_key, n.id FROM " MS_BATCH_NOTES
 			"   WHERE n.source = 'r' AND n.old_key IS NOT NULL) c "
 			"GROUP BY tab, key",
 			0, NULL, NULL, NULL, 0);
@@ -89,7 +95,7 @@ ms_batch_by_table(ms_pass *p, int64 **ids, int **tabs)
 {
 	int			n;
 
-	ms_exec(p, "SELECT r.id, n.tab FROM ms_notes_read r JOIN sync.notes n USING (id) ORDER BY n.tab, r.id",
+	ms_exec(p, "SELECT r.id, n.tab FROM " MS_BATCH_NOTES " ORDER BY n.tab, r.id",
 			0, NULL, NULL, NULL, 0);
 	n = (int) SPI_processed;
 	*ids = palloc(sizeof(int64) * Max(n, 1));
@@ -108,6 +114,7 @@ ms_batch_by_table(ms_pass *p, int64 **ids, int **tabs)
 void
 ms_batch_done(ms_pass *p)
 {
-	ms_exec(p, "UPDATE sync.notes n SET done = true FROM ms_notes_read r WHERE n.id = r.id",
+	/* by notes_pending, whatever the size of sync.notes */
+	ms_exec(p, "UPDATE sync.notes SET done = true WHERE NOT done AND id = ANY (ARRAY(SELECT id FROM ms_notes_read))",
 			0, NULL, NULL, NULL, 0);
 }

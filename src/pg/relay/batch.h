@@ -14,6 +14,15 @@
 #include "pass.h"
 
 /*
+ * MS_BATCH_NOTES: the notes of the batch as `n` (and `r`), each looked up
+ * in sync.notes by the index of the pending ones: sync.notes holds every
+ * note not yet pruned, and the batch may be one note.
+ */
+#define MS_BATCH_NOTES \
+	"pg_temp.ms_notes_read r CROSS JOIN LATERAL (SELECT n.* FROM sync.notes n" \
+	" WHERE n.id = r.id AND NOT n.done OFFSET 0) n"
+
+/*
  * ms_batch_read: note again the rows quarantined, and read again the notes
  * parked, a minute ago; then read the notes not done, oldest first, up to
  * magic_sync.batch_notes, into a batch of their own.  Returns how many;

@@ -297,7 +297,7 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 	char	   *all = load_query(t, false, p->one_replica);
 	SPIPlanPtr	one;
 	ms_as_owner as_one;
-	SPIPlanPtr	keys = ms_prepare("SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
+	SPIPlanPtr	keys = ms_prepare_kept(p, "SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
 								  " ORDER BY key LIMIT $3", 3, types);
 	char	   *after = "";
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync load chunk",
@@ -306,7 +306,7 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 
 	/* it names the table: analysed as the owner, who may see its schema */
 	ms_owner_begin(&as_one, MS_OWNER_OF(p, t->relid));
-	one = ms_owner_prepare(load_query(t, true, p->one_replica), 3, types, p->self);
+	one = ms_prepare_kept(p, load_query(t, true, p->one_replica), 3, types);
 	ms_owner_end(&as_one);
 	old = MemoryContextSwitchTo(cxt);
 	for (;;)

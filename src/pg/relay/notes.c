@@ -39,6 +39,7 @@
 
 #include "key.h"
 #include "triggers.h"
+#include "wake.h"
 
 PG_FUNCTION_INFO_V1(ms_note);
 
@@ -526,6 +527,8 @@ writer_open(void)
 		writer_close();
 	if (writer.open)
 		return;
+	/* the first note of the transaction: its commit wakes the relay (wake.c) */
+	ms_wake_at_commit();
 	if (!writer_callback)
 	{
 		RegisterXactCallback(writer_xact, NULL);

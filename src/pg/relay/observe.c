@@ -32,7 +32,14 @@ ms_observe(ms_pass *p)
 		NULL
 	};
 
+	ms_generation_observe(&p->epoch);
 	ms_temp_table(p, "ms_forget", "id uuid PRIMARY KEY");
+	/* a dropped replica's refused claims go with it (an extension not updated yet has none) */
+	ms_exec(p, "SELECT CASE WHEN pg_catalog.to_regclass('sync.refused_claims') IS NULL THEN 0 ELSE 1 END::int8",
+			0, NULL, NULL, NULL, 0);
+	if (ms_int64() != 0)
+		ms_exec(p, "DELETE FROM sync.refused_claims WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped)",
+				0, NULL, NULL, NULL, 0);
 	ms_exec_all(p, forget);
 	/* the mirrored tables changed since its snapshot: it needs the new schema */
 	{

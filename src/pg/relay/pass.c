@@ -6,18 +6,150 @@
  */
 #include "magic_sync.h"
 
+#include "access/relation.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "miscadmin.h"
-#include "utils/memutils.h"
 #include "catalog/pg_type.h"
+#include "nodes/makefuncs.h"
+#include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "common/hashfn.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 
 #include "access.h"
 #include "catalog.h"
 #include "owner.h"
 #include "pass.h"
+
+/*
+ * The statements a pass runs, prepared once per session and kept
+ * (SPI_keepplan), by their text: a small pass is a few dozen statements of a
+ * millisecond's work each, and parsing and planning them again every pass
+ * would cost more than running them.  A declaration changed, or more texts
+ * than PLANS_MAX (rules and foreign keys are spelled into them), and every
+ * plan goes: ms_plans_catalog.  PostgreSQL itself plans a kept statement
+ * again when a table it reads changes, or is analysed.
+ */
+#define PLANS_MAX 2000
+
+typedef struct kept_plan
+{
+	uint64		hash;			/* hash key: of the text and the role */
+	char	   *sql;			/* the text, in TopMemoryContext */
+	Oid			self;			/* the role its sync.* and pg_temp relations are checked as (owner.h) */
+	SPIPlanPtr	plan;
+} kept_plan;
+
+static HTAB *plans = NULL;
+static bool keeping = false;	/* this pass keeps its plans */
+static char *plans_catalog = NULL;	/* what the declarations were when they were prepared */
+
+static void
+plans_flush(void)
+{
+	HASH_SEQ_STATUS seq;
+	kept_plan  *k;
+
+	if (plans == NULL)
+		return;
+	hash_seq_init(&seq, plans);
+	while ((k = hash_seq_search(&seq)) != NULL)
+	{
+		SPI_freeplan(k->plan);
+		pfree(k->sql);
+	}
+	hash_destroy(plans);
+	plans = NULL;
+}
+
+void
+ms_plans_keep(bool keep)
+{
+	keeping = keep;
+}
+
+void
+ms_plans_catalog(const char *catalog)
+{
+	if (plans_catalog != NULL && strcmp(plans_catalog, catalog) == 0)
+		return;
+	plans_flush();
+	if (plans_catalog != NULL)
+		pfree(plans_catalog);
+	plans_catalog = MemoryContextStrdup(TopMemoryContext, catalog);
+}
+
+/*
+ * a plan for sql, checked for its own relations as self (owner.h): the one
+ * kept, or (not keeping) a new one the caller frees (*kept false).  A plan
+ * is kept for the role that began the pass: another role's pass (SET ROLE,
+ * then sync.relay_pass) never runs a statement checked as the first.
+ */
+static SPIPlanPtr
+plan_for(const char *sql, int nargs, Oid *types, Oid self, bool *kept)
+{
+	uint64		hash;
+	kept_plan  *k;
+	bool		found;
+	SPIPlanPtr	plan;
+
+	*kept = false;
+	if (!keeping)
+		return ms_owner_prepare(sql, nargs, types, self);
+	if (plans != NULL && hash_get_num_entries(plans) >= PLANS_MAX)
+		plans_flush();
+	if (plans == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(uint64);
+		ctl.entrysize = sizeof(kept_plan);
+		ctl.hcxt = TopMemoryContext;
+		plans = hash_create("magic_sync kept plans", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	hash = hash_bytes_extended((const unsigned char *) sql, (int) strlen(sql), self);
+	k = hash_search(plans, &hash, HASH_ENTER, &found);
+	if (found && k->self == self && strcmp(k->sql, sql) == 0)
+	{
+		*kept = true;
+		return k->plan;
+	}
+	if (found)		/* another text or role of the same hash: not kept */
+		return ms_owner_prepare(sql, nargs, types, self);
+	k->sql = NULL;
+	k->plan = NULL;
+	PG_TRY();
+	{
+		plan = ms_owner_prepare(sql, nargs, types, self);
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "could not keep a plan of the relay pass");
+	}
+	PG_CATCH();
+	{
+		hash_search(plans, &hash, HASH_REMOVE, NULL);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	k->sql = MemoryContextStrdup(TopMemoryContext, sql);
+	k->self = self;
+	k->plan = plan;
+	*kept = true;
+	return plan;
+}
+
+SPIPlanPtr
+ms_prepare_kept(ms_pass *p, const char *sql, int nargs, Oid *types)
+{
+	bool		kept;
+
+	/* not keeping: a plan of the pass, freed with the pass's SPI memory */
+	return plan_for(sql, nargs, types, p->self, &kept);
+}
 
 void
 ms_pass_begin(ms_pass *p, MemoryContext cxt)
@@ -26,6 +158,8 @@ ms_pass_begin(ms_pass *p, MemoryContext cxt)
 	p->cxt = cxt;
 	p->snapshot_rows = -1;
 	p->self = GetUserId();
+	/* a relay pass keeps its plans (ms_plans_keep); a read plans afresh */
+	keeping = false;
 	/* under REPEATABLE READ, the transaction's snapshot; else one taken now */
 	p->snapshot = RegisterSnapshot(GetTransactionSnapshot());
 }
@@ -56,6 +190,7 @@ ms_pass_end(ms_pass *p)
 	if (p->snapshot != NULL)
 		UnregisterSnapshot(p->snapshot);
 	p->snapshot = NULL;
+	keeping = false;
 }
 
 SPIPlanPtr
@@ -82,43 +217,94 @@ int
 ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 		Datum *values, const char *nulls, long tcount)
 {
-	SPIPlanPtr	plan = ms_owner_prepare(sql, nargs, types, p->self);
+	bool		kept;
+	SPIPlanPtr	plan = plan_for(sql, nargs, types, p->self, &kept);
 	int			rc = ms_run(p, plan, values, nulls, tcount);
 
-	SPI_freeplan(plan);
+	if (!kept)
+		SPI_freeplan(plan);
 	return rc;
 }
 
 void
-ms_analyze(ms_pass *p, const char *tables)
+ms_analyze(ms_pass *p, const char *tables, uint64 rows)
 {
 	/* as a function's SET clause does: undone when ANALYZE is, or after it */
-	int			nest = NewGUCNestLevel();
+	int			nest;
 
+	/*
+	 * A few rows are planned well without: an unanalysed table is taken to
+	 * be as large as its pages hold, and ANALYZE would cost more than the
+	 * statements it serves, and make PostgreSQL plan the kept ones again.
+	 */
+	if (rows < MS_ANALYZE_ROWS)
+		return;
+	nest = NewGUCNestLevel();
 	(void) set_config_option("default_statistics_target", "10", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	ms_exec(p, psprintf("ANALYZE %s", tables), 0, NULL, NULL, NULL, 0);
 	AtEOXact_GUC(true, nest);
 }
 
+/* the pages of a temporary table and its indexes; -1 when it does not exist */
+static int64
+temp_pages(const char *name)
+{
+	Oid			relid = RangeVarGetRelid(makeRangeVar("pg_temp", (char *) name, -1), NoLock, true);
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+	int64		pages;
+
+	if (!OidIsValid(relid))
+		return -1;
+	rel = relation_open(relid, AccessShareLock);
+	pages = RelationGetNumberOfBlocks(rel);
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		Relation	idx = relation_open(lfirst_oid(lc), AccessShareLock);
+
+		/* an empty btree is its metapage */
+		pages += RelationGetNumberOfBlocks(idx) - 1;
+		relation_close(idx, AccessShareLock);
+	}
+	list_free(indexes);
+	relation_close(rel, AccessShareLock);
+	return pages;
+}
+
+void
+ms_temp_empty(ms_pass *p, const char *name)
+{
+	int64		pages = temp_pages(name);
+
+	/*
+	 * DELETE leaves its dead rows to be pruned as pages are read again, and
+	 * their index entries: a table that grew past a few pages (a large pass
+	 * filled it, or small ones added up) gets new files instead.  Nothing
+	 * vacuums a temporary table.
+	 */
+	if (pages > MS_TEMP_PAGES)
+		ms_exec(p, psprintf("TRUNCATE pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
+	else if (pages > 0)
+		ms_exec(p, psprintf("DELETE FROM pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
+}
+
 void
 ms_temp_table(ms_pass *p, const char *name, const char *definition)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(psprintf("pg_temp.%s", name))};
-	bool		isnull;
-
-	ms_exec(p, "SELECT to_regclass($1) IS NULL", 1, types, values, NULL, 0);
 	/*
-	 * Emptied in place at every commit: no new file, no pg_class update, as
-	 * TRUNCATE would cost every pass.  A pass earlier in the same transaction
-	 * may have left rows: those are deleted.
+	 * Created once per session, and emptied when a pass begins with it, not
+	 * at commit: ON COMMIT DELETE ROWS truncates every such table, and builds
+	 * its indexes again, at the commit of any transaction that touched one,
+	 * which costs a small pass many times its work.
 	 */
-	if (DatumGetBool(ms_value(0, 1, &isnull)))
-		ms_exec(p, psprintf("CREATE TEMP TABLE %s (%s) ON COMMIT DELETE ROWS", name, definition),
+	if (temp_pages(name) < 0)
+		ms_exec(p, psprintf("CREATE TEMP TABLE %s (%s)", name, definition),
 				0, NULL, NULL, NULL, 0);
 	else
-		ms_exec(p, psprintf("DELETE FROM pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
+		ms_temp_empty(p, name);
 }
 
 void
@@ -134,7 +320,7 @@ ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 		Datum *values, const char *nulls)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	SPIPlanPtr	plan = ms_owner_prepare(sql, nargs, types, p->self);
+	SPIPlanPtr	plan = ms_prepare_kept(p, sql, nargs, types);
 	Portal		portal;
 
 	/* a copy of the pass's snapshot, at the current command id */

@@ -51,6 +51,7 @@ typedef struct ms_pass
 	bytea	   *schema_hash;	/* its SHA-256 */
 	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
 	bool		one_replica;	/* the pass plans for one replica only */
+	int64		planned;		/* rows of the larger of ms_send and ms_take (plan.c) */
 	Oid			self;			/* who began it: its statements' sync.* and pg_temp relations are checked as this role (owner.h) */
 	bool		as_owners;		/* a relay pass: a table's rows are read as its owner (MS_OWNER_OF) */
 
@@ -116,16 +117,42 @@ extern Portal ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 
 /*
  * ms_temp_table: create pg_temp.name (definition: its column list) unless it
- * exists, and empty it.  The pass's plan lives in such tables.
+ * exists, else empty it (ms_temp_empty).  The pass's plan lives in such
+ * tables, created once per session; what a pass leaves in them stays until
+ * the next empties them.
  */
 extern void ms_temp_table(ms_pass *p, const char *name, const char *definition);
 
+/* ms_temp_empty: empty pg_temp.name cheaply: DELETE, or TRUNCATE once it outgrew MS_TEMP_PAGES. */
+#define MS_TEMP_PAGES 64
+extern void ms_temp_empty(ms_pass *p, const char *name);
+
 /*
- * ms_analyze: ANALYZE the plan's temporary tables (a comma-separated list).
- * Their row counts are what the planner needs; a small sample keeps the
- * memory of ANALYZE from growing with them.
+ * ms_analyze: ANALYZE the plan's temporary tables (a comma-separated list)
+ * when they hold `rows` rows or more (MS_ANALYZE_ROWS): their row counts are
+ * what the planner needs of them, and a few rows need no statistics.  A
+ * small sample keeps the memory of ANALYZE from growing with them.
  */
-extern void ms_analyze(ms_pass *p, const char *tables);
+#define MS_ANALYZE_ROWS 1000
+extern void ms_analyze(ms_pass *p, const char *tables, uint64 rows);
+
+/*
+ * Kept plans.  ms_plans_keep(true): until the pass ends, ms_exec, ms_open
+ * and ms_prepare_kept use plans prepared once per session and kept, by the
+ * statement's text (a relay pass sets it, unless it is a large one, whose
+ * statements are planned for what they read); ms_plans_catalog: the
+ * declarations, as text: when they changed, every kept plan goes.
+ */
+extern void ms_plans_keep(bool keep);
+extern void ms_plans_catalog(const char *catalog);
+
+/*
+ * ms_prepare_kept: a kept plan for sql (never freed by the caller), or, not
+ * keeping, a plan of the pass; its sync.* and pg_temp relations checked as
+ * p->self wherever it runs (owner.h), so it may be prepared within
+ * ms_owner_begin, as a statement naming a user's table must be.
+ */
+extern SPIPlanPtr ms_prepare_kept(ms_pass *p, const char *sql, int nargs, Oid *types);
 
 /* ms_value: column col (from 1) of row `row` of the last result. */
 extern Datum ms_value(uint64 row, int col, bool *isnull);

@@ -186,8 +186,12 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	else if (around != NULL)
 		plan_whole(p, around);
 	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
+	/* few rows are marked (held_replace): read by that index, never the held set whole */
 	ms_exec(p, "UPDATE ms_send s SET replace = true FROM sync.held h"
 			" WHERE h.replace AND h.replica = s.replica AND h.tab = s.tab AND h.key = s.key",
 			0, NULL, NULL, NULL, 0);
-	ms_analyze(p, "ms_send, ms_take");
+	ms_exec(p, "SELECT greatest((SELECT count(*) FROM ms_send), (SELECT count(*) FROM ms_take))",
+			0, NULL, NULL, NULL, 0);
+	p->planned = ms_int64();
+	ms_analyze(p, "ms_send, ms_take", (uint64) p->planned);
 }

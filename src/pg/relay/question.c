@@ -76,7 +76,7 @@ add(ms_pass *p, const ms_table *t, const char *set, const char *select, const ch
  * nothing.
  */
 static void
-close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const char *where)
+close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const char *where, uint64 rows)
 {
 	const char *from = d0;
 	const char *into = d1;
@@ -86,10 +86,9 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
 		ListCell   *lc;
 		uint64		added = 0;
 
-		ms_exec(p, psprintf("SELECT FROM pg_temp.%s LIMIT 1", from), 0, NULL, NULL, NULL, 0);
-		if (SPI_processed == 0)
+		if (rows == 0)
 			return;
-		ms_analyze(p, psprintf("pg_temp.%s", from));
+		ms_analyze(p, psprintf("pg_temp.%s", from), rows);
 		foreach(lc, p->tables)
 		{
 			ms_table   *t = lfirst(lc);
@@ -99,9 +98,10 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
 			if (t->follows_fkey >= 0)
 				added += add(p, t, set, ms_followers_select(t, from), where, into);
 		}
-		ms_exec(p, psprintf("DELETE FROM pg_temp.%s", from), 0, NULL, NULL, NULL, 0);
+		ms_temp_empty(p, from);
 		if (added == 0)
 			return;
+		rows = added;
 		from = from == d0 ? d1 : d0;
 		into = into == d0 ? d1 : d0;
 	}
@@ -133,7 +133,7 @@ fk_values(ms_pass *p)
 static void
 changed(ms_pass *p)
 {
-	char	   *fks = fk_values(p);
+	ListCell   *lc;
 
 	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
@@ -142,25 +142,49 @@ changed(ms_pass *p)
 			0, NULL, NULL, NULL, 0);
 	/* a member joining or leaving a group: the grouped row's place moved */
 	ms_exec(p,
-			"INSERT INTO ms_changed SELECT n.tab, n.key FROM sync.notes n JOIN ms_notes_read r USING (id)"
+			"INSERT INTO ms_changed SELECT n.tab, n.key FROM " MS_BATCH_NOTES
 			" WHERE n.source = 'm' AND n.key IS NOT NULL ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
-	/* the parents each changed row pointed at, by foreign key, before the change */
-	if (fks != NULL)
-		ms_exec(p, psprintf("INSERT INTO ms_changed_parents"
-							" SELECT DISTINCT f.parent, e.value FROM sync.notes n JOIN ms_notes_read r USING (id)"
-							" CROSS JOIN LATERAL jsonb_each_text(n.pointed) e"
-							" JOIN (VALUES %s) f(child, name, parent) ON f.child = n.tab AND f.name = e.key"
-							" WHERE n.source = 'r' AND n.pointed IS NOT NULL AND e.value IS NOT NULL",
-							fks),
-				0, NULL, NULL, NULL, 0);
+	/*
+	 * The parents each changed row pointed at, by foreign key, before the
+	 * change; but not a parent the row, under the same key, still points at:
+	 * the replicas that hold the row keep it there (in question through the
+	 * row, for those whose set the row leaves), and no other replica's hold
+	 * on it moved.  A follower's change is then not a question to every
+	 * replica holding its broadcast parent.
+	 */
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		for (int f = 0; f < t->nfkeys; f++)
+		{
+			ms_fkey    *fk = &t->fkeys[f];
+			char	   *name = quote_literal_cstr(fk->name);
+			ms_as_owner as;
+
+			/* t's rows, read as t's owner */
+			ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+			ms_exec(p, psprintf("INSERT INTO ms_changed_parents"
+								" SELECT DISTINCT %d, n.pointed ->> %s FROM " MS_BATCH_NOTES
+								" WHERE n.source = 'r' AND n.tab = %d AND n.pointed ? %s"
+								"  AND NOT (n.old_key IS NULL AND EXISTS (SELECT FROM %s t WHERE %s"
+								"   AND %s = n.pointed ->> %s))",
+								fk->parent, name, t->id, name, t->qualified,
+								ms_key_match(t, "t", "n.key"),
+								ms_cols_key(t, "t", fk->ncols, fk->by_parent_key), name),
+					0, NULL, NULL, NULL, 0);
+			ms_owner_end(&as);
+		}
+	}
 }
 
-/* a group given to a replica or taken from it: the rows of the group, for that replica */
-static void
+/* a group given to a replica or taken from it: the rows of the group, for that replica; how many */
+static uint64
 group_rows(ms_pass *p, const char *into, bool held)
 {
 	ListCell   *lc;
+	uint64		n = 0;
 
 	foreach(lc, p->tables)
 	{
@@ -176,7 +200,7 @@ group_rows(ms_pass *p, const char *into, bool held)
 							 t->columns[t->key[k]].quoted);
 		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 		ms_exec(p, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
-							" SELECT DISTINCT n.replica, %d, %s FROM sync.notes n JOIN ms_notes_read r USING (id)"
+							" SELECT DISTINCT n.replica, %d, %s FROM " MS_BATCH_NOTES
 							" JOIN %s m ON (m.%s)::pg_catalog.text OPERATOR(pg_catalog.=) n.grp JOIN %s x ON %s"
 							" JOIN pg_temp.ms_inc_replicas i ON i.id = n.replica"
 							" WHERE n.source = 'a' AND n.tab = %d%s ON CONFLICT DO NOTHING",
@@ -186,25 +210,30 @@ group_rows(ms_pass *p, const char *into, bool held)
 											" AND h.tab = %d AND h.key = %s AND h.taken IS NULL)",
 											t->id, ms_key_expr(t, "x")) : ""),
 				0, NULL, NULL, NULL, 0);
+		n += SPI_processed;
 		ms_owner_end(&as);
 	}
+	return n;
 }
 
 /* 1. rows in question */
 static void
 in_question(ms_pass *p)
 {
+	/* each row looked up by its key (held_row): the plan never reads the held set whole */
 	ms_exec(p,
-			"INSERT INTO ms_q SELECT h.replica, h.tab, h.key FROM sync.held h"
-			"  JOIN (SELECT tab, key FROM ms_changed UNION SELECT tab, key FROM ms_changed_parents"
-			"        UNION SELECT tab, key FROM ms_blocked) c ON h.tab = c.tab AND h.key = c.key"
+			"INSERT INTO ms_q SELECT h.replica, h.tab, h.key"
+			"  FROM (SELECT tab, key FROM ms_changed UNION SELECT tab, key FROM ms_changed_parents"
+			"        UNION SELECT tab, key FROM ms_blocked) c"
+			"  CROSS JOIN LATERAL (SELECT h.replica, h.tab, h.key FROM sync.held h"
+			"   WHERE h.tab = c.tab AND h.key = c.key AND h.taken IS NULL OFFSET 0) h"
 			"  JOIN ms_inc_replicas i ON i.id = h.replica"
-			" WHERE h.taken IS NULL ON CONFLICT DO NOTHING",
+			" ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
 	group_rows(p, "ms_q", true);
 	ms_exec(p, "INSERT INTO ms_qd0 SELECT * FROM ms_q", 0, NULL, NULL, NULL, 0);
 	/* closed over what they point at and what follows them, among the rows held */
-	close_over(p, "ms_q", "ms_qd0", "ms_qd1", HELD("s"));
+	close_over(p, "ms_q", "ms_qd0", "ms_qd1", HELD("s"), SPI_processed);
 }
 
 /*
@@ -269,18 +298,22 @@ kept(ms_pass *p)
 {
 	const char *not_stable = "NOT (" HELD("s") " AND NOT " IN_QUESTION("s") ")";
 	ListCell   *lc;
+	uint64		cand = 0;
+	uint64		added = 0;
 
 	/* candidates for the rules: the rows in question, the changed rows, a group given */
 	ms_exec(p, "INSERT INTO ms_cand SELECT * FROM ms_q", 0, NULL, NULL, NULL, 0);
+	cand += SPI_processed;
 	ms_exec(p,
 			"INSERT INTO ms_cand SELECT i.id, c.tab, c.key FROM ms_changed c CROSS JOIN ms_inc_replicas i"
 			" ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
-	group_rows(p, "ms_cand", false);
+	cand += SPI_processed;
+	cand += group_rows(p, "ms_cand", false);
 	/* a row whose note is parked is quarantined, and its rules are not evaluated: they failed */
 	ms_exec(p, "DELETE FROM ms_cand c USING ms_unplanned u WHERE u.tab = c.tab AND u.key = c.key",
 			0, NULL, NULL, NULL, 0);
-	ms_analyze(p, "ms_cand");
+	ms_analyze(p, "ms_cand", cand);
 
 	foreach(lc, p->tables)
 	{
@@ -289,14 +322,14 @@ kept(ms_pass *p)
 
 		/* the rows its rules send it */
 		if (rules != NULL)
-			add(p, t, "ms_n", rules, not_stable, "ms_nd0");
+			added += add(p, t, "ms_n", rules, not_stable, "ms_nd0");
 		/* the rows that follow a stable row (a changed row now pointing at one) */
 		if (t->follows_fkey >= 0)
 		{
 			ms_fkey    *fk = &t->fkeys[t->follows_fkey];
 
-			add(p, t, "ms_n",
-				psprintf("SELECT c.replica, c.tab, c.key FROM pg_temp.ms_cand c JOIN %s x ON %s"
+			added += add(p, t, "ms_n",
+						 psprintf("SELECT c.replica, c.tab, c.key FROM pg_temp.ms_cand c JOIN %s x ON %s"
 						 " JOIN sync.held h ON h.replica = c.replica AND h.tab = %d AND h.key = %s"
 						 "  AND h.taken IS NULL"
 						 " WHERE c.tab = %d%s AND NOT EXISTS (SELECT FROM pg_temp.ms_q q"
@@ -322,24 +355,29 @@ kept(ms_pass *p)
 			for (int i = 0; i < fk->ncols; i++)
 				appendStringInfo(&on, "%sc.%s OPERATOR(pg_catalog.=) x.%s", i ? " AND " : "",
 								 t->columns[fk->cols[i]].quoted, quote_identifier(fk->parent_cols[i]));
-			/* the child's rows, read as the child's owner: its key leads */
-			add(p, t, "ms_n",
-				psprintf("SELECT DISTINCT q.replica, q.tab, q.key FROM pg_temp.ms_q q JOIN %s x ON %s"
-						 " JOIN %s c ON %s"
-						 " JOIN sync.held h ON h.replica = q.replica AND h.tab = %d AND h.key = %s"
-						 "  AND h.taken IS NULL"
-						 " WHERE q.tab = %d"
-						 "  AND NOT EXISTS (SELECT FROM pg_temp.ms_n n WHERE n.replica = q.replica"
-						 "   AND n.tab = q.tab AND n.key = q.key)"
-						 "  AND NOT EXISTS (SELECT FROM pg_temp.ms_q q2 WHERE q2.replica = h.replica"
-						 "   AND q2.tab = h.tab AND q2.key = h.key)",
-						 parent->qualified, ms_key_match(parent, "x", "q.key"),
-						 t->qualified, on.data, t->id, ms_key_expr(t, "c"), parent->id),
-				NULL, "ms_nd0");
+			/*
+			 * The child's rows, read as the child's owner: its key leads.
+			 * Those not kept already, first; then, for each, is there one
+			 * stable row of the replica's pointing at it: the children of a
+			 * row looked up by their foreign key, never the held set whole.
+			 */
+			added += add(p, t, "ms_n",
+						 psprintf("WITH q AS MATERIALIZED (SELECT q.replica, q.tab, q.key FROM pg_temp.ms_q q"
+								  "  WHERE q.tab = %d AND NOT EXISTS (SELECT FROM pg_temp.ms_n n"
+								  "   WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key))"
+								  " SELECT q.replica, q.tab, q.key FROM q CROSS JOIN LATERAL ("
+								  "  SELECT FROM %s x JOIN %s c ON %s"
+								  "   JOIN sync.held h ON h.replica = q.replica AND h.tab = %d AND h.key = %s"
+								  "    AND h.taken IS NULL"
+								  "  WHERE %s AND NOT EXISTS (SELECT FROM pg_temp.ms_q q2 WHERE q2.replica = h.replica"
+								  "   AND q2.tab = h.tab AND q2.key = h.key) LIMIT 1) e",
+								  parent->id, parent->qualified, t->qualified, on.data, t->id,
+								  ms_key_expr(t, "c"), ms_key_match(parent, "x", "q.key")),
+						 NULL, "ms_nd0");
 		}
 	}
 	/* then what those need, a round at a time, up to the stable rows */
-	close_over(p, "ms_n", "ms_nd0", "ms_nd1", not_stable);
+	close_over(p, "ms_n", "ms_nd0", "ms_nd1", not_stable, added);
 	/* rows that cannot go, and whatever points at them, are never kept */
 	ms_exec(p, "DELETE FROM ms_n n USING ms_blocked b WHERE n.tab = b.tab AND n.key = b.key",
 			0, NULL, NULL, NULL, 0);
@@ -361,7 +399,8 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	ms_temp_table(p, "ms_n", "replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (replica, tab, key)");
 	ms_temp_table(p, "ms_nd0", "replica uuid, tab int, key text COLLATE \"C\"");
 	ms_temp_table(p, "ms_nd1", "replica uuid, tab int, key text COLLATE \"C\"");
-	ms_exec(p, "INSERT INTO ms_inc_replicas SELECT id, partition FROM sync.replicas WHERE id = ANY ($1)",
+	ms_exec(p, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
+			" JOIN sync.replicas r ON r.id = u.id",
 			1, types, values, NULL, 0);
 
 	changed(p);
@@ -370,24 +409,27 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	while (p->more && close_batch(p))
 	{
 		/* planned again, around the notes the batch took in */
+		static const char *const tables[] = {
+			"ms_changed", "ms_changed_parents", "ms_q", "ms_qd0", "ms_qd1", "ms_cand", "ms_n",
+		"ms_nd0", "ms_nd1", NULL};
+
 		ms_batch_rows(p);
-		ms_exec_all(p, (const char *const[]) {
-			"DELETE FROM ms_changed", "DELETE FROM ms_changed_parents", "DELETE FROM ms_q",
-			"DELETE FROM ms_qd0", "DELETE FROM ms_qd1", "DELETE FROM ms_cand", "DELETE FROM ms_n",
-			"DELETE FROM ms_nd0", "DELETE FROM ms_nd1", NULL});
+		for (const char *const *t = tables; *t != NULL; t++)
+			ms_temp_empty(p, *t);
 		changed(p);
 		in_question(p);
 		kept(p);
 	}
 
 	/* 3. the difference */
+	/* each kept row's held version looked up by its key, never the held set whole */
 	ms_exec(p,
 			"INSERT INTO ms_send (replica, tab, key, note) "
 			"SELECT n.replica, n.tab, n.key, coalesce(c.note, 0) FROM ms_n n"
-			"  LEFT JOIN sync.held h ON h.replica = n.replica AND h.tab = n.tab"
-			"       AND h.key = n.key AND h.taken IS NULL"
 			"  LEFT JOIN ms_pending c ON c.tab = n.tab AND c.key = n.key"
-			" WHERE h.replica IS NULL OR c.note > h.note",
+			"  LEFT JOIN LATERAL (SELECT h.note FROM sync.held h WHERE h.replica = n.replica"
+			"       AND h.tab = n.tab AND h.key = n.key AND h.taken IS NULL OFFSET 0) h ON true"
+			" WHERE h.note IS NULL OR c.note > h.note",
 			0, NULL, NULL, NULL, 0);
 	ms_exec(p,
 			"INSERT INTO ms_take (replica, tab, key) SELECT q.replica, q.tab, q.key FROM ms_q q"

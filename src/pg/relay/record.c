@@ -14,12 +14,15 @@
  */
 #include "magic_sync.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
 #include "common/cryptohash.h"
 #include "common/sha2.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/uuid.h"
 
@@ -32,8 +35,12 @@
 #include "settings.h"
 #include "wire.h"
 
-/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica */
+/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica, generation */
 #define HEAD_MAX 160
+/* messages and segments written to the catalog in one statement */
+#define WRITE_BATCH 256
+#define OUTBOX_COLS 8
+#define SEGMENT_COLS 6
 
 /* A run of one table's upserts or deletes in one message. */
 typedef struct segment
@@ -61,6 +68,7 @@ typedef struct target
 	StringInfoData rows;		/* the Rows being filled */
 	int			rows_tab;
 	char		rows_kind;
+	char		last_kind;		/* of the last row appended to this message, or 0 */
 	int			upserts;
 	int			deletes;
 	List	   *segments;
@@ -82,11 +90,100 @@ typedef struct recorder
 	MemoryContext scratch;		/* one message's copies, reset after each */
 	StringInfoData begin;		/* the packed Begin of a snapshot */
 	StringInfoData key;			/* scratch: the wire Key of the current row */
-	SPIPlanPtr	next_number;
+	Oid			message_seq;	/* sync.message_seq: numbers drawn as nextval() draws them */
 	SPIPlanPtr	store_body;
-	SPIPlanPtr	store_message;
-	SPIPlanPtr	store_segment;
+	SPIPlanPtr	store_messages;
+	SPIPlanPtr	store_segments;
+	uint64		segments;		/* rows of pg_temp.ms_segments */
+	int64		filling;		/* bytes held by the messages being filled, every replica's */
+
+	/*
+	 * Messages and segments not yet written: a broadcast to many replicas is
+	 * a few statements, not one per message.  Their values live in batch,
+	 * reset after each write.
+	 */
+	MemoryContext batch;
+	int			nmessages;
+	Datum		messages[OUTBOX_COLS][WRITE_BATCH];
+	int			nsegments;
+	Datum		segs[SEGMENT_COLS][WRITE_BATCH];
 } recorder;
+
+static const Oid outbox_types[OUTBOX_COLS] = {UUIDOID, INT8OID, BYTEAOID, BYTEAOID, BYTEAOID, INT8OID, INT4OID, BOOLOID};
+static const Oid segment_types[SEGMENT_COLS] = {UUIDOID, INT4OID, CHAROID, TEXTOID, TEXTOID, INT8OID};
+
+/* a column of a batch as an array of its type */
+static Datum
+batch_array(Datum *values, int n, Oid type)
+{
+	int16		len;
+	bool		byval;
+	char		align;
+
+	get_typlenbyvalalign(type, &len, &byval, &align);
+	return PointerGetDatum(construct_array(values, n, type, len, byval, align));
+}
+
+/* write_batch: the messages, then the segments, buffered so far */
+static void
+write_batch(recorder *r)
+{
+	MemoryContext old = MemoryContextSwitchTo(r->batch);
+
+	if (r->nmessages > 0)
+	{
+		Datum		arrays[OUTBOX_COLS];
+
+		for (int c = 0; c < OUTBOX_COLS; c++)
+			arrays[c] = batch_array(r->messages[c], r->nmessages, outbox_types[c]);
+		ms_run(r->p, r->store_messages, arrays, NULL, 0);
+		r->nmessages = 0;
+	}
+	if (r->nsegments > 0)
+	{
+		Datum		arrays[SEGMENT_COLS];
+
+		for (int c = 0; c < SEGMENT_COLS; c++)
+			arrays[c] = batch_array(r->segs[c], r->nsegments, segment_types[c]);
+		ms_run(r->p, r->store_segments, arrays, NULL, 0);
+		r->segments += r->nsegments;
+		r->nsegments = 0;
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(r->batch);
+}
+
+/* what a message being filled starts with: grown as rows come, given back when it is written */
+#define FILL_START 256
+
+static void
+fill_init(StringInfo s)
+{
+	s->data = palloc(FILL_START);
+	s->maxlen = FILL_START;
+	s->len = 0;
+	s->data[0] = '\0';
+	s->cursor = 0;
+}
+
+/* empty s, and give back what a large message grew it to */
+static void
+fill_reset(StringInfo s)
+{
+	if (s->maxlen > FILL_START * 4)
+	{
+		pfree(s->data);
+		fill_init(s);
+	}
+	else
+		resetStringInfo(s);
+}
+
+static int64
+fill_of(const target *tg)
+{
+	return (int64) tg->down.maxlen + tg->rows.maxlen;
+}
 
 static target *
 find_target(recorder *r, const pg_uuid_t *id)
@@ -157,11 +254,9 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	uint8		head[HEAD_MAX];
 	size_t		headlen;
 	ms_head		h;
-	Datum		values[8];
 	ListCell   *lc;
 
-	ms_run(p, r->next_number, NULL, NULL, 1);
-	number = (uint64) ms_int64();
+	number = (uint64) nextval_internal(r->message_seq, true);
 	if (!ms_random(nonce, sizeof nonce))
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not draw a nonce")));
 	if (!ms_seal(p->epoch.secret, MS_SECRET_BYTES, tg->id.data, p->epoch.id, number, nonce, seal))
@@ -174,32 +269,51 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	h.previous_nonce = tg->has_last && tg->last_number > 0 ? tg->last_nonce : NULL;
 	h.seal = seal;
 	h.replica = tg->id.data;
+	h.generation = p->epoch.generation;
 	Assert(ms_head_packed_size(&h) <= HEAD_MAX);
 	headlen = ms_head_pack(&h, head);
 
-	values[0] = UUIDPGetDatum(&tg->id);
-	values[1] = Int64GetDatum((int64) number);
-	values[2] = PointerGetDatum(to_bytea(p->epoch.id, MS_EPOCH_BYTES));
-	values[3] = PointerGetDatum(to_bytea(nonce, sizeof nonce));
-	values[4] = PointerGetDatum(to_bytea(head, headlen));
-	values[5] = Int64GetDatum(body_id);
-	values[6] = Int32GetDatum((int32) (headlen + body->len));
-	values[7] = BoolGetDatum(snapshot_start);
-	ms_run(p, r->store_message, values, NULL, 0);
+	/* buffered: written WRITE_BATCH at a time, and before anything reads them */
+	if (r->nmessages == WRITE_BATCH)
+		write_batch(r);
+	MemoryContextSwitchTo(r->batch);
+	{
+		pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
+		int			i = r->nmessages++;
 
+		memcpy(id, &tg->id, sizeof(pg_uuid_t));
+		r->messages[0][i] = UUIDPGetDatum(id);
+		r->messages[1][i] = Int64GetDatum((int64) number);
+		r->messages[2][i] = PointerGetDatum(to_bytea(p->epoch.id, MS_EPOCH_BYTES));
+		r->messages[3][i] = PointerGetDatum(to_bytea(nonce, sizeof nonce));
+		r->messages[4][i] = PointerGetDatum(to_bytea(head, headlen));
+		r->messages[5][i] = Int64GetDatum(body_id);
+		r->messages[6][i] = Int32GetDatum((int32) (headlen + body->len));
+		r->messages[7][i] = BoolGetDatum(snapshot_start);
+	}
 	foreach(lc, tg->segments)
 	{
 		segment    *s = lfirst(lc);
-		Datum		sv[6];
+		pg_uuid_t  *id;
+		int			i;
 
-		sv[0] = UUIDPGetDatum(&tg->id);
-		sv[1] = Int32GetDatum(s->tab);
-		sv[2] = CharGetDatum(s->kind);
-		sv[3] = CStringGetTextDatum(s->first);
-		sv[4] = CStringGetTextDatum(s->last);
-		sv[5] = Int64GetDatum((int64) number);
-		ms_run(p, r->store_segment, sv, NULL, 0);
+		if (r->nsegments == WRITE_BATCH)
+		{
+			MemoryContextSwitchTo(r->scratch);
+			write_batch(r);
+			MemoryContextSwitchTo(r->batch);
+		}
+		id = palloc(sizeof(pg_uuid_t));
+		memcpy(id, &tg->id, sizeof(pg_uuid_t));
+		i = r->nsegments++;
+		r->segs[0][i] = UUIDPGetDatum(id);
+		r->segs[1][i] = Int32GetDatum(s->tab);
+		r->segs[2][i] = CharGetDatum(s->kind);
+		r->segs[3][i] = CStringGetTextDatum(s->first);
+		r->segs[4][i] = CStringGetTextDatum(s->last);
+		r->segs[5][i] = Int64GetDatum((int64) number);
 	}
+	MemoryContextSwitchTo(r->scratch);
 
 	tg->last_number = number;
 	memcpy(tg->last_nonce, nonce, sizeof nonce);
@@ -224,7 +338,7 @@ close_rows(target *tg)
 	enlargeStringInfo(&tg->down, (int) ms_pb_len_field_size(MS_FIELD_DOWN_TABLES, tg->rows.len));
 	tg->down.len += (int) ms_pb_len_head((uint8_t *) tg->down.data + tg->down.len, MS_FIELD_DOWN_TABLES, tg->rows.len);
 	appendBinaryStringInfo(&tg->down, tg->rows.data, tg->rows.len);
-	resetStringInfo(&tg->rows);
+	fill_reset(&tg->rows);
 	tg->rows_tab = 0;
 	tg->seg = NULL;
 }
@@ -236,6 +350,8 @@ has_content(target *tg)
 	return tg->down.len > 0 || tg->rows_tab != 0;
 }
 
+static void start_message(recorder *r, target *tg);
+
 /* write the message being filled, if it has anything (a snapshot's first always) */
 static void
 flush(recorder *r, target *tg)
@@ -246,6 +362,9 @@ flush(recorder *r, target *tg)
 
 	if (!has_content(tg) && !start)
 		return;
+	/* a snapshot of no rows begins all the same: its Begin carries the schema */
+	if (start)
+		start_message(r, tg);
 	close_rows(tg);
 	old = MemoryContextSwitchTo(r->scratch);
 	initStringInfo(&body);
@@ -255,7 +374,8 @@ flush(recorder *r, target *tg)
 	appendBinaryStringInfo(&body, tg->down.data, tg->down.len);
 	/* write_message resets the scratch context, body and all */
 	write_message(r, tg, &body, start, tg->upserts, tg->deletes);
-	resetStringInfo(&tg->down);
+	fill_reset(&tg->down);
+	tg->last_kind = 0;
 	tg->upserts = tg->deletes = 0;
 	list_free_deep(tg->segments);
 	tg->segments = NIL;
@@ -296,6 +416,29 @@ projected(target *tg, ms_table *t, char kind, size_t fields)
 						ms_pb_len_field_size(MS_FIELD_ROWS_TABLE, strlen(t->name)) + fields);
 }
 
+/*
+ * flush_all: end every replica's message being filled.  The memory of the
+ * messages being filled is bounded relay-wide (magic_sync.fill_bytes), not
+ * only per message: a change broadcast to many replicas fills a message for
+ * each.  They all end at the same row, so replicas sent the same rows get
+ * the same bodies, stored once.
+ */
+static void
+flush_all(recorder *r)
+{
+	HASH_SEQ_STATUS seq;
+	target	   *tg;
+
+	hash_seq_init(&seq, r->targets);
+	while ((tg = hash_seq_search(&seq)) != NULL)
+	{
+		int64		before = fill_of(tg);
+
+		flush(r, tg);
+		r->filling -= before - fill_of(tg);
+	}
+}
+
 /* append one row (an upsert, or a delete when bytes is NULL) to tg's message */
 static void
 append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
@@ -303,6 +446,12 @@ append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
 {
 	size_t		fields;
 	MemoryContext old = MemoryContextSwitchTo(r->cxt);
+	int64		before;
+
+	/* past the relay-wide bound, messages end early: never between the upserts and the deletes */
+	if (r->filling > (int64) ms_fill_bytes * 1024 && !(tg->last_kind == 'u' && kind == 'd'))
+		flush_all(r);
+	before = fill_of(tg);
 
 	if (kind == 'u')
 		fields = ms_pb_len_field_size(MS_FIELD_ROWS_UPSERTS, len) + ms_pb_len_field_size(MS_FIELD_ROWS_KEYS, r->key.len) +
@@ -352,6 +501,8 @@ append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
 	else
 		pfree(tg->seg->last);
 	tg->seg->last = pstrdup(key);
+	tg->last_kind = kind;
+	r->filling += fill_of(tg) - before;
 	MemoryContextSwitchTo(old);
 }
 
@@ -480,8 +631,9 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 			tg->has_last = tg->last_number > 0;
 		}
 		tg->snapshot = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-		initStringInfo(&tg->down);
-		initStringInfo(&tg->rows);
+		fill_init(&tg->down);
+		fill_init(&tg->rows);
+		r->filling += fill_of(tg);
 		MemoryContextSwitchTo(old);
 	}
 }
@@ -492,13 +644,13 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
  * cost of looking for a conflict.
  */
 static void
-record_held(ms_pass *p, ArrayType *provisioning)
+record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
 
-	/* a few segments, each a range of ms_send's key index: the planner must know */
-	ms_analyze(p, "pg_temp.ms_segments");
+	/* a few segments, each a range of ms_send's key index: the planner must know, when ms_send is large */
+	ms_analyze(p, "pg_temp.ms_segments", p->planned >= MS_ANALYZE_ROWS ? Max(segments, MS_ANALYZE_ROWS) : segments);
 	ms_exec(p,
 			"INSERT INTO sync.held (replica, tab, key, note, number, since) "
 			"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
@@ -531,13 +683,25 @@ recorder_init(recorder *r, ms_pass *p)
 {
 	HASHCTL		ctl;
 	Oid			btypes[4] = {BYTEAOID, BYTEAOID, INT4OID, INT4OID};
-	Oid			mtypes[8] = {UUIDOID, INT8OID, BYTEAOID, BYTEAOID, BYTEAOID, INT8OID, INT4OID, BOOLOID};
-	Oid			stypes[6] = {UUIDOID, INT4OID, CHAROID, TEXTOID, TEXTOID, INT8OID};
+	Oid			mtypes[OUTBOX_COLS];
+	Oid			stypes[SEGMENT_COLS];
 
 	memset(r, 0, sizeof *r);
 	r->p = p;
 	r->cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync record", ALLOCSET_DEFAULT_SIZES);
 	r->scratch = AllocSetContextCreate(r->cxt, "magic_sync message", ALLOCSET_DEFAULT_SIZES);
+	r->batch = AllocSetContextCreate(r->cxt, "magic_sync messages to write", ALLOCSET_DEFAULT_SIZES);
+	for (int c = 0; c < OUTBOX_COLS; c++)
+		mtypes[c] = get_array_type(outbox_types[c]);
+	for (int c = 0; c < SEGMENT_COLS; c++)
+		stypes[c] = get_array_type(segment_types[c]);
+	r->message_seq = get_relname_relid("message_seq", get_namespace_oid("sync", false));
+	if (!OidIsValid(r->message_seq))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("sequence sync.message_seq is missing"),
+				 errdetail("The extension's catalog was altered."),
+				 errhint("Install the extension again.")));
 	memset(&ctl, 0, sizeof ctl);
 	ctl.keysize = sizeof(pg_uuid_t);
 	ctl.entrysize = sizeof(target);
@@ -552,14 +716,14 @@ recorder_init(recorder *r, ms_pass *p)
 
 	ms_temp_table(p, "ms_segments", "replica uuid, tab int, kind \"char\","
 				  " first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint");
-	r->next_number = ms_prepare("SELECT nextval('sync.message_seq')", 0, NULL);
-	r->store_body = ms_prepare("INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
+	r->store_body = ms_prepare_kept(p, "INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
 							   " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
 							   4, btypes);
-	r->store_message = ms_prepare("INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
-								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", 8, mtypes);
-	r->store_segment = ms_prepare("INSERT INTO pg_temp.ms_segments VALUES ($1, $2, $3, $4, $5, $6)",
-								  6, stypes);
+	r->store_messages = ms_prepare_kept(p, "INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
+										" SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8)",
+										OUTBOX_COLS, mtypes);
+	r->store_segments = ms_prepare_kept(p, "INSERT INTO pg_temp.ms_segments SELECT * FROM unnest($1, $2, $3, $4, $5, $6)",
+										SEGMENT_COLS, stypes);
 }
 
 /* snapshot_rows: how many rows each replica's snapshot carries, as its Begin says */
@@ -589,41 +753,64 @@ snapshot_rows(recorder *r, ArrayType *provisioning)
 	}
 }
 
-/* record_chains: each replica written to, its chain, and the snapshot written for it */
+/* record_chains: each replica written to, its chain, and the snapshot written for it: one statement */
 static void
 record_chains(recorder *r)
 {
 	ms_pass    *p = r->p;
 	HASH_SEQ_STATUS seq;
 	target	   *tg;
+	long		n = hash_get_num_entries(r->targets);
+	Datum	   *cols[5];
+	bool	   *nulls[5];
+	int			k = 0;
+	Oid			types[6] = {UUIDARRAYOID, INT8ARRAYOID, BYTEAARRAYOID, INT8ARRAYOID, INT8ARRAYOID, BYTEAOID};
+	Datum		values[6];
+	static const Oid elem[5] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID};
 
+	for (int c = 0; c < 5; c++)
+	{
+		cols[c] = palloc(sizeof(Datum) * Max(n, 1));
+		nulls[c] = palloc0(sizeof(bool) * Max(n, 1));
+	}
 	hash_seq_init(&seq, r->targets);
 	while ((tg = hash_seq_search(&seq)) != NULL)
 	{
-		Oid			types[6] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID, BYTEAOID};
-		Datum		values[6];
-		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
-
 		if (!tg->written)
 			continue;
-		values[0] = UUIDPGetDatum(&tg->id);
-		ms_exec(p, "INSERT INTO pg_temp.ms_written VALUES ($1)", 1, types, values, NULL, 0);
-		values[1] = Int64GetDatum((int64) tg->last_number);
-		values[2] = PointerGetDatum(to_bytea(tg->last_nonce, MS_NONCE_BYTES));
-		values[3] = Int64GetDatum((int64) tg->first_number);
-		values[4] = Int64GetDatum((int64) tg->last_number);
-		values[5] = PointerGetDatum(p->schema_hash);
-		if (!tg->snapshot)
-			nulls[3] = nulls[4] = nulls[5] = 'n';
-		ms_exec(p,
-				"UPDATE sync.replicas SET last_number = $2, last_nonce = $3,"
-				" snapshot_number = coalesce($4, snapshot_number),"
-				" snapshot_end = coalesce($5, snapshot_end),"
-				" schema_hash = coalesce($6, schema_hash),"
-				" provision = CASE WHEN $4 IS NULL THEN provision ELSE false END,"
-				" provision_failed_at = CASE WHEN $4 IS NULL THEN provision_failed_at END"
-				" WHERE id = $1", 6, types, values, nulls, 0);
+		cols[0][k] = UUIDPGetDatum(&tg->id);
+		cols[1][k] = Int64GetDatum((int64) tg->last_number);
+		cols[2][k] = PointerGetDatum(to_bytea(tg->last_nonce, MS_NONCE_BYTES));
+		cols[3][k] = Int64GetDatum((int64) tg->first_number);
+		cols[4][k] = Int64GetDatum((int64) tg->last_number);
+		nulls[3][k] = nulls[4][k] = !tg->snapshot;
+		k++;
 	}
+	if (k == 0)
+		return;
+	for (int c = 0; c < 5; c++)
+	{
+		int			dims[1] = {k};
+		int			lbs[1] = {1};
+		int16		len;
+		bool		byval;
+		char		align;
+
+		get_typlenbyvalalign(elem[c], &len, &byval, &align);
+		values[c] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs, elem[c], len, byval, align));
+	}
+	values[5] = PointerGetDatum(p->schema_hash);
+	ms_exec(p, "INSERT INTO pg_temp.ms_written SELECT unnest($1)", 1, types, values, NULL, 0);
+	/* a snapshot written ($4 not null): its numbers, its schema, the replica provisioned */
+	ms_exec(p,
+			"UPDATE sync.replicas r SET last_number = w.last, last_nonce = w.nonce,"
+			" snapshot_number = coalesce(w.first, r.snapshot_number),"
+			" snapshot_end = coalesce(w.snap_end, r.snapshot_end),"
+			" schema_hash = CASE WHEN w.first IS NULL THEN r.schema_hash ELSE $6 END,"
+			" provision = CASE WHEN w.first IS NULL THEN r.provision ELSE false END,"
+			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END"
+			" FROM unnest($1, $2, $3, $4, $5) w(id, last, nonce, first, snap_end) WHERE r.id = w.id",
+			6, types, values, NULL, 0);
 }
 
 List *
@@ -664,7 +851,8 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 			p->provisioned++;
 		}
 	}
-	record_held(p, provisioning);
+	write_batch(&r);
+	record_held(p, provisioning, r.segments);
 	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;

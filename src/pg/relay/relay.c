@@ -24,7 +24,9 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "catalog/pg_inherits.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
@@ -74,7 +76,7 @@ static void
 quarantine(ms_pass *p, List *bad)
 {
 	Oid			types[4] = {INT4OID, TEXTOID, TEXTOID, TEXTOID};
-	SPIPlanPtr	plan = ms_prepare(
+	SPIPlanPtr	plan = ms_prepare_kept(p,
 								  "INSERT INTO sync.quarantine (tab, key, note, reason, sqlstate)"
 								  " VALUES ($1, $2, coalesce((SELECT note FROM ms_pending WHERE tab = $1 AND key = $2), 0), $3, $4)"
 								  " ON CONFLICT (tab, key) DO UPDATE SET note = EXCLUDED.note,"
@@ -168,20 +170,31 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 static void
 outbox_bounds(ms_pass *p)
 {
-	Oid			types[2] = {INT8OID, INT8OID};
-	Datum		values[2] = {Int64GetDatum(ms_outbox_messages),
-	Int64GetDatum((int64) ms_outbox_bytes * 1024)};
+	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
+	Datum		values[3] = {Int64GetDatum(ms_outbox_messages),
+		Int64GetDatum((int64) ms_outbox_bytes * 1024), Int64GetDatum(ms_message_bytes)};
 
 	ms_exec(p,
 			"UPDATE sync.replicas r SET provision = true, last_error_at = now(),"
 			" last_error = format('the outbox outgrew its bounds (%s messages, %s bytes beyond its snapshot;"
 			" magic_sync.outbox_messages = %s, magic_sync.outbox_bytes = %s kB): provisioned again',"
 			"   b.n, b.s, $1, $2 / 1024)"
-			" FROM (SELECT o.replica, count(*) AS n, sum(o.bytes) AS s FROM sync.outbox o"
-			"       JOIN sync.replicas x ON x.id = o.replica"
-			"      WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0) GROUP BY o.replica) b"
+			/*
+			 * Only an outbox this pass wrote to can have grown past its
+			 * bounds, and only one with more numbers unacknowledged beyond its
+			 * snapshot than the bounds allow messages: what a replica
+			 * acknowledged has left its outbox, and numbers are unique, so
+			 * they count its messages from above (each at most
+			 * magic_sync.message_bytes).  A replica that keeps up costs
+			 * nothing here.
+			 */
+			" FROM (SELECT o.replica, count(*) AS n, sum(o.bytes) AS s FROM pg_temp.ms_written w"
+			"       JOIN sync.replicas x ON x.id = w.id JOIN sync.outbox o ON o.replica = w.id"
+			"      WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0)"
+			"        AND x.last_number - greatest(x.acked_number, coalesce(x.snapshot_end, 0)) > least($1, $2 / $3)"
+			"      GROUP BY o.replica) b"
 			" WHERE r.id = b.replica AND NOT r.provision AND (b.n > $1 OR b.s > $2)",
-			2, types, values, NULL, 0);
+			3, types, values, NULL, 0);
 	if (SPI_processed > 0)
 		ereport(WARNING,
 				(errmsg("magic_sync: %llu replicas' outboxes outgrew their bounds; they are provisioned again",
@@ -223,6 +236,115 @@ schema(ms_pass *p)
 	pg_cryptohash_free(ctx);
 }
 
+/*
+ * The catalog as the last pass read it: the tables, checked, and the schema
+ * a snapshot carries.  Read again (and sync.check() run again) only when a
+ * declaration changed, or a relation they name was altered (a relcache
+ * invalidation: DDL, triggers enabled or dropped, a partition attached).
+ */
+static MemoryContext catalog_cxt = NULL;
+static bool catalog_valid = false;
+static char *catalog_text = NULL;
+static List *catalog_tables = NIL;
+static StringInfoData catalog_begin;
+static bytea *catalog_schema_hash = NULL;
+static Oid *catalog_watched = NULL;
+static int	catalog_nwatched = 0;
+static bool catalog_callback = false;
+
+static void
+catalog_invalidate(Datum arg, Oid relid)
+{
+	(void) arg;
+	if (!catalog_valid)
+		return;
+	if (!OidIsValid(relid))
+		catalog_valid = false;
+	for (int i = 0; i < catalog_nwatched && catalog_valid; i++)
+		if (catalog_watched[i] == relid)
+			catalog_valid = false;
+}
+
+/* the declarations as text: what the catalog and the kept plans were prepared for (pass.h) */
+static char *
+declarations(ms_pass *p)
+{
+	bool		isnull;
+	Datum		d;
+
+	ms_exec(p, "SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t.id), '')) FROM sync.tables t",
+			0, NULL, NULL, NULL, 0);
+	d = ms_value(0, 1, &isnull);
+	return TextDatumGetCString(d);
+}
+
+/* the relations whose change may change what the catalog reads or what sync.check() says */
+static void
+watch(List *tables)
+{
+	ListCell   *lc;
+	List	   *oids = NIL;
+	int			i = 0;
+
+	foreach(lc, tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		/* a partition's triggers are checked too */
+		oids = list_concat(oids, find_all_inheritors(t->relid, NoLock, NULL));
+		if (OidIsValid(t->members))
+			oids = lappend_oid(oids, t->members);
+		if (OidIsValid(t->assignments))
+			oids = lappend_oid(oids, t->assignments);
+		if (OidIsValid(t->active))
+			oids = lappend_oid(oids, t->active);
+	}
+	catalog_watched = palloc(sizeof(Oid) * Max(list_length(oids), 1));
+	foreach(lc, oids)
+		catalog_watched[i++] = lfirst_oid(lc);
+	catalog_nwatched = i;
+}
+
+/* the catalog, read once per pass, or kept from the last while nothing it names changed */
+static void
+read_catalog(ms_pass *p)
+{
+	char	   *decls = declarations(p);
+	MemoryContext old;
+
+	ms_plans_catalog(decls);
+	if (!catalog_valid || catalog_text == NULL || strcmp(catalog_text, decls) != 0)
+	{
+		if (!catalog_callback)
+		{
+			CacheRegisterRelcacheCallback(catalog_invalidate, (Datum) 0);
+			catalog_callback = true;
+		}
+		catalog_valid = false;
+		if (catalog_cxt == NULL)
+			catalog_cxt = AllocSetContextCreate(TopMemoryContext, "magic_sync catalog", ALLOCSET_DEFAULT_SIZES);
+		MemoryContextReset(catalog_cxt);
+		catalog_text = NULL;
+		refuse_unless_checked(p);
+		old = MemoryContextSwitchTo(catalog_cxt);
+		/* the catalog, read once: every part of the pass is handed this list */
+		p->tables = ms_catalog_tables();
+		schema(p);
+		catalog_tables = p->tables;
+		catalog_begin = p->begin;
+		catalog_schema_hash = p->schema_hash;
+		watch(p->tables);
+		catalog_text = pstrdup(decls);
+		MemoryContextSwitchTo(old);
+		/* an invalidation while it was read leaves it invalid: the next pass reads again */
+		catalog_valid = true;
+		return;
+	}
+	p->tables = catalog_tables;
+	p->begin = catalog_begin;
+	p->schema_hash = catalog_schema_hash;
+}
+
 /* the replicas a note may move: every live one, but a snapshot that failed a minute ago */
 static ArrayType *
 live_replicas(ms_pass *p)
@@ -251,15 +373,17 @@ ms_relay_pass(ms_pass *p)
 	ms_pass_begin(p, p->cxt);
 	/* the relay reads each table as its owner: its code runs with no other rights */
 	p->as_owners = true;
-	refuse_unless_checked(p);
-	/* the catalog, read once: every part of the pass is handed this list */
-	p->tables = ms_catalog_tables();
-	schema(p);
+	/* a small pass runs statements prepared by the passes before it (pass.h) */
+	ms_plans_keep(true);
+	read_catalog(p);
 	ms_epoch_current(&p->epoch);
 	provisioning = ms_observe(p);
 	ms_plan_prepare(p);
 	notes = ms_batch_read(p);
 	p->notes_read = notes;
+	/* a large batch or a snapshot: each statement planned for what it reads now */
+	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
+		ms_plans_keep(false);
 
 	/* every live replica may be moved by a note; otherwise only those provisioned */
 	if (notes > 0)

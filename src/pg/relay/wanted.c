@@ -203,20 +203,11 @@ add_rows(ms_pass *p, const ms_table *t, const char *set, const char *select, boo
 static void
 wanted_tables(ms_pass *p, bool empty_first)
 {
-	ms_exec(p, "SELECT FROM pg_catalog.pg_class WHERE relname = 'ms_wanted_delta1'"
-			" AND relnamespace = pg_catalog.pg_my_temp_schema()", 0, NULL, NULL, NULL, 0);
-	if (SPI_processed == 0)
-		ms_exec_all(p, (const char *const[]) {
-			"CREATE TEMP TABLE IF NOT EXISTS ms_wanted (replica uuid, tab int, key text COLLATE \"C\","
-			" PRIMARY KEY (replica, tab, key))",
-			"CREATE TEMP TABLE ms_wanted_replicas (id uuid PRIMARY KEY, partition text)",
-			"CREATE TEMP TABLE ms_wanted_delta0 (replica uuid, tab int, key text COLLATE \"C\")",
-			"CREATE TEMP TABLE ms_wanted_delta1 (replica uuid, tab int, key text COLLATE \"C\")",
-			NULL});
 	if (empty_first)
-		ms_exec(p, "TRUNCATE pg_temp.ms_wanted", 0, NULL, NULL, NULL, 0);
-	ms_exec(p, "TRUNCATE pg_temp.ms_wanted_replicas, pg_temp.ms_wanted_delta0, pg_temp.ms_wanted_delta1",
-			0, NULL, NULL, NULL, 0);
+		ms_temp_table(p, "ms_wanted", "replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (replica, tab, key)");
+	ms_temp_table(p, "ms_wanted_replicas", "id uuid PRIMARY KEY, partition text");
+	ms_temp_table(p, "ms_wanted_delta0", "replica uuid, tab int, key text COLLATE \"C\"");
+	ms_temp_table(p, "ms_wanted_delta1", "replica uuid, tab int, key text COLLATE \"C\"");
 }
 
 /* rounds_of: by table id, whether its rows lead to more rows: they point at one, or are followed */
@@ -247,7 +238,7 @@ rounds_of(List *tables)
  * of what the last round added, into set, until a round adds nothing.
  */
 static uint64
-close_rounds(ms_pass *p, const char *set, const bool *rounds)
+close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows)
 {
 	uint64		added = 0;
 	int			cur = 0;
@@ -259,10 +250,11 @@ close_rounds(ms_pass *p, const char *set, const bool *rounds)
 		bool		more = false;
 		ListCell   *lc;
 
-		ms_exec(p, psprintf("SELECT FROM pg_temp.%s LIMIT 1", from), 0, NULL, NULL, NULL, 0);
-		if (SPI_processed == 0)
+		uint64		round = 0;
+
+		if (rows == 0)
 			break;
-		ms_analyze(p, psprintf("pg_temp.%s", from));
+		ms_analyze(p, psprintf("pg_temp.%s", from), rows);
 		foreach(lc, p->tables)
 		{
 			ms_table   *t = lfirst(lc);
@@ -272,18 +264,20 @@ close_rounds(ms_pass *p, const char *set, const bool *rounds)
 			{
 				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
 
-				added += add_rows(p, t, set, ms_parents_select(t, &t->fkeys[f], from), false,
+				round += add_rows(p, t, set, ms_parents_select(t, &t->fkeys[f], from), false,
 								  parent != NULL && rounds[parent->id], into);
 				more = true;
 			}
 			/* the rows of t that follow new rows of its parent */
 			if (t->follows_fkey >= 0)
 			{
-				added += add_rows(p, t, set, ms_followers_select(t, from), false, rounds[t->id], into);
+				round += add_rows(p, t, set, ms_followers_select(t, from), false, rounds[t->id], into);
 				more = true;
 			}
 		}
-		ms_exec(p, psprintf("TRUNCATE pg_temp.%s", from), 0, NULL, NULL, NULL, 0);
+		ms_temp_empty(p, from);
+		added += round;
+		rows = round;
 		cur = 1 - cur;
 		if (!more)
 			break;
@@ -300,6 +294,7 @@ fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first)
 {
 	bool	   *rounds = rounds_of(p->tables);
 	uint64		added = 0;
+	uint64		delta = 0;
 	ListCell   *lc;
 
 	wanted_tables(p, empty_first);
@@ -316,9 +311,15 @@ fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first)
 		char	   *rules = ms_rule_select(t, "ms_wanted_replicas", NULL);
 
 		if (rules != NULL)
-			added += add_rows(p, t, set, rules, true, rounds[t->id], "ms_wanted_delta0");
+		{
+			uint64		n = add_rows(p, t, set, rules, true, rounds[t->id], "ms_wanted_delta0");
+
+			added += n;
+			if (rounds[t->id])
+				delta += n;
+		}
 	}
-	return added + close_rounds(p, set, rounds);
+	return added + close_rounds(p, set, rounds, delta);
 }
 
 uint64

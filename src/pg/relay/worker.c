@@ -3,16 +3,21 @@
  *	  The relay's background worker: the server's runner (docs/design.md 4).
  *
  * With shared_preload_libraries = 'magic_sync' and magic_sync.database set,
- * one worker relays in that database; sync.relay_start() starts one in the
- * current database without a restart.  The worker holds the relay lock for
- * as long as it lives (a session advisory lock), runs a pass every
- * magic_sync.naptime and at once when woken (sync.wake()), each in a
- * REPEATABLE READ transaction of its own, in a memory context reset every
- * pass.  A transient failure (transient.h) is retried after a backoff that
- * doubles up to a minute; a permanent one is logged, and retried at the same
- * pace, since the fix it waits for is a deploy.  SIGHUP reloads the
- * settings; SIGTERM ends the pass and the worker (the transaction is rolled
- * back: nothing half-done is committed).
+ * a launcher starts with the server and keeps the relay worker running in
+ * that database, waiting quietly (it says so once) while it does not exist;
+ * sync.relay_start() starts one in the current database without a restart.
+ * The worker holds the relay lock for as long as it lives (a session
+ * advisory lock) and runs a pass as soon as a transaction that wrote notes
+ * commits (wake.c sets its latch), when woken by sync.wake(), and every
+ * magic_sync.naptime otherwise, each in a REPEATABLE READ transaction of its
+ * own, in a memory context reset every pass.  Commits that come during a
+ * pass make one pass after it: under load, passes follow each other and
+ * each takes every note committed since the last.  A transient failure
+ * (transient.h) is retried after a backoff that doubles up to a minute; a
+ * permanent one is logged, and retried at the same pace, since the fix it
+ * waits for is a deploy.  SIGHUP reloads the settings; SIGTERM ends the pass
+ * and the worker (the transaction is rolled back: nothing half-done is
+ * committed).
  *
  * Who it is: it connects as magic_sync.role (empty: the bootstrap
  * superuser) with search_path = pg_catalog, pg_temp, whatever the database
@@ -29,6 +34,13 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/skey.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -39,10 +51,13 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -50,17 +65,25 @@
 #include "relay.h"
 #include "settings.h"
 #include "transient.h"
+#include "wake.h"
 #include "worker.h"
 
 PG_FUNCTION_INFO_V1(ms_wake);
 PG_FUNCTION_INFO_V1(ms_relay_start);
 
 #define WORKER_TYPE "magic_sync relay"
+#define LAUNCHER_TYPE "magic_sync launcher"
+#define LAUNCHER_RECHECK_MS 5000
+#define RELAY_RESTART_MS 10000
+/* housekeeping after a pass: batches of at most this many rows, each its own transaction ... */
+#define HOUSEKEEPING_BATCH 1000
+/* ... for at most this long, unless nothing waits for a pass */
+#define HOUSEKEEPING_MS 20
 #define BACKOFF_MAX_MS (60 * 1000)
 #define PINNED_SEARCH_PATH "pg_catalog, pg_temp"
 
 static void
-fill_worker(BackgroundWorker *w, Oid dboid)
+fill_worker(BackgroundWorker *w, Oid dboid, const char *dbname)
 {
 	memset(w, 0, sizeof(*w));
 	w->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -69,17 +92,10 @@ fill_worker(BackgroundWorker *w, Oid dboid)
 	snprintf(w->bgw_library_name, BGW_MAXLEN, "magic_sync");
 	snprintf(w->bgw_function_name, BGW_MAXLEN, "ms_worker_main");
 	snprintf(w->bgw_type, BGW_MAXLEN, WORKER_TYPE);
-	if (OidIsValid(dboid))
-	{
-		char	   *name = get_database_name(dboid);
-
-		snprintf(w->bgw_name, BGW_MAXLEN, WORKER_TYPE " in database %u", dboid);
-		/* a dynamic worker connects by name: as magic_sync.role when it starts */
-		if (name != NULL)
-			strlcpy(w->bgw_extra, name, BGW_EXTRALEN);
-	}
-	else
-		snprintf(w->bgw_name, BGW_MAXLEN, WORKER_TYPE " in %s", ms_database);
+	snprintf(w->bgw_name, BGW_MAXLEN, WORKER_TYPE " in database %u", dboid);
+	/* the worker connects by name: as magic_sync.role when it starts */
+	if (dbname != NULL)
+		strlcpy(w->bgw_extra, dbname, BGW_EXTRALEN);
 	w->bgw_main_arg = ObjectIdGetDatum(dboid);
 }
 
@@ -90,8 +106,136 @@ ms_worker_register_static(void)
 
 	if (ms_database == NULL || ms_database[0] == '\0')
 		return;
-	fill_worker(&w, InvalidOid);
+	memset(&w, 0, sizeof(w));
+	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	w.bgw_restart_time = 10;
+	snprintf(w.bgw_library_name, BGW_MAXLEN, "magic_sync");
+	snprintf(w.bgw_function_name, BGW_MAXLEN, "ms_launcher_main");
+	snprintf(w.bgw_type, BGW_MAXLEN, LAUNCHER_TYPE);
+	snprintf(w.bgw_name, BGW_MAXLEN, LAUNCHER_TYPE " for %s", ms_database);
 	RegisterBackgroundWorker(&w);
+}
+
+/*
+ * database_oid: the oid of the database of this name, or InvalidOid, read
+ * from pg_database by a heap scan: a process connected to no database has
+ * the shared catalogs only, not their indexes (as the autovacuum launcher
+ * reads it).
+ */
+static Oid
+database_oid(const char *name)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	ScanKeyData key;
+	Oid			oid = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_database_datname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum(name));
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 1, &key);
+	if ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		oid = ((Form_pg_database) GETSTRUCT(tup))->oid;
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return oid;
+}
+
+/* the launcher's nap: between looks at pg_database, or after its relay ended */
+static void
+launcher_nap(long ms)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+
+	/* the whole time: the postmaster's notices of its workers set the latch too */
+	for (;;)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+
+		if (left <= 0)
+			return;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+	}
+}
+
+/*
+ * ms_launcher_main: connected to no database, the launcher keeps a relay
+ * worker running in magic_sync.database.  While that database does not
+ * exist it says so once and looks again every few seconds: no FATAL every
+ * restart.  It starts the worker there (not restarted by the postmaster),
+ * waits for it to end, and after a pause starts it again, in the database of
+ * that name then, which may have been dropped and created again meanwhile.
+ */
+void
+ms_launcher_main(Datum arg)
+{
+	bool		said = false;
+
+	(void) arg;
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname(LAUNCHER_TYPE);
+	for (;;)
+	{
+		Oid			dboid;
+		BackgroundWorker w;
+		BackgroundWorkerHandle *handle;
+		pid_t		pid;
+
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		dboid = database_oid(ms_database);
+		CommitTransactionCommand();
+		if (!OidIsValid(dboid))
+		{
+			if (!said)
+				ereport(LOG,
+						(errmsg("magic_sync: database \"%s\" does not exist yet; the relay waits for it",
+								ms_database),
+						 errhint("CREATE DATABASE %s, then CREATE EXTENSION magic_sync in it; or set magic_sync.database.",
+								 quote_identifier(ms_database))));
+			said = true;
+			launcher_nap(LAUNCHER_RECHECK_MS);
+			continue;
+		}
+		/* a relay a launcher before this one started (it was ended alone) runs on */
+		if (ms_wake_registered(dboid))
+		{
+			launcher_nap(LAUNCHER_RECHECK_MS);
+			continue;
+		}
+		if (said)
+			ereport(LOG, (errmsg("magic_sync: database \"%s\" exists now; the relay starts", ms_database)));
+		said = false;
+		fill_worker(&w, dboid, ms_database);
+		w.bgw_restart_time = BGW_NEVER_RESTART;
+		w.bgw_notify_pid = MyProcPid;
+		if (!RegisterDynamicBackgroundWorker(&w, &handle))
+		{
+			ereport(LOG,
+					(errmsg("magic_sync: could not start the relay worker in database \"%s\"", ms_database),
+					 errhint("Raise max_worker_processes; the launcher tries again in %d s.",
+							 LAUNCHER_RECHECK_MS / 1000)));
+			launcher_nap(LAUNCHER_RECHECK_MS);
+			continue;
+		}
+		if (WaitForBackgroundWorkerStartup(handle, &pid) == BGWH_STARTED)
+			(void) WaitForBackgroundWorkerShutdown(handle);
+		pfree(handle);
+		/* as the postmaster restarts a worker that failed */
+		launcher_nap(RELAY_RESTART_MS);
+	}
 }
 
 /* one pass in a REPEATABLE READ transaction; returns whether it did anything */
@@ -120,6 +264,15 @@ run_pass(MemoryContext pass_cxt, bool *holding)
 		}
 		ereport(LOG, (errmsg("magic_sync: the relay lock is taken; relaying")));
 	}
+	/*
+	 * Before the pass's snapshot: sync.file and sync.pull write the rows of
+	 * sync.replicas (and then of sync.held and sync.outbox) that a pass
+	 * writes too.  Under REPEATABLE READ, a pass whose replica an agent
+	 * acknowledged meanwhile would fail to serialize, again and again under
+	 * load; they wait for the pass instead (a small one takes milliseconds),
+	 * and the pass sees what they committed.
+	 */
+	LockRelationOid(get_relname_relid("replicas", get_namespace_oid("sync", false)), ExclusiveLock);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "magic_sync relay pass");
 	MemoryContextSwitchTo(pass_cxt);
@@ -127,14 +280,6 @@ run_pass(MemoryContext pass_cxt, bool *holding)
 	p.cxt = pass_cxt;
 	ms_relay_pass(&p);
 	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0 || p.more;
-
-	/* the rest of the runner's work: the inbox, then pruning, each a small batch */
-	SPI_connect();
-	if (SPI_execute("SELECT sync.inbox_retry(100) WHERE EXISTS (SELECT FROM sync.inbox)", false, 0) < 0 ||
-		SPI_execute_with_args("SELECT * FROM sync.prune($1)", 1, (Oid[]) {INT4OID},
-							  (Datum[]) {Int32GetDatum(ms_prune_rows)}, NULL, false, 0) < 0)
-		elog(ERROR, "could not retry the inbox or prune");
-	SPI_finish();
 	if (busy || p.quarantined > 0 || p.parked > 0)
 		ereport(DEBUG1,
 				(errmsg("magic_sync pass: %lld notes, %lld provisioned, %lld rows sent, %lld taken back, %lld messages, %lld quarantined, %lld parked",
@@ -148,6 +293,66 @@ run_pass(MemoryContext pass_cxt, bool *holding)
 	return busy;
 }
 
+/* one batch of housekeeping in a transaction of its own; whether it found anything to do */
+static bool
+housekeeping_batch(int rows, bool inbox)
+{
+	bool		found = false;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "magic_sync housekeeping");
+	SPI_connect();
+	if (inbox && SPI_execute("SELECT sync.inbox_retry(100) WHERE EXISTS (SELECT FROM sync.inbox)", false, 0) < 0)
+		elog(ERROR, "could not retry the inbox");
+	if (SPI_execute_with_args("SELECT notes + bodies + answers FROM sync.prune($1)", 1, (Oid[]) {INT4OID},
+							  (Datum[]) {Int32GetDatum(rows)}, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not prune");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		found = !isnull && DatumGetInt64(d) > 0;
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return found;
+}
+
+/*
+ * housekeeping: the rest of the runner's work, after the pass committed (its
+ * messages are out meanwhile): the inbox, then pruning what is done, in
+ * batches of HOUSEKEEPING_BATCH rows, up to magic_sync.prune_rows a pass.  It
+ * stops after HOUSEKEEPING_MS once a commit waits for a pass (the latch is
+ * set), so a backlog a large change left never holds back the next small
+ * one; the first batch always runs, so pruning keeps up under any load.
+ * Returns whether more may wait.
+ */
+static bool
+housekeeping(void)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	int			done = 0;
+
+	while (done < ms_prune_rows)
+	{
+		int			rows = Min(HOUSEKEEPING_BATCH, ms_prune_rows - done);
+
+		if (!housekeeping_batch(rows, done == 0))
+			return false;
+		done += rows;
+		CHECK_FOR_INTERRUPTS();
+		if (MyLatch->is_set && TimestampDifferenceExceeds(start, GetCurrentTimestamp(), HOUSEKEEPING_MS))
+			break;
+	}
+	/* more may wait: the worker comes back at once, not a naptime later */
+	return true;
+}
+
 void
 ms_worker_main(Datum arg)
 {
@@ -157,6 +362,8 @@ ms_worker_main(Datum arg)
 	volatile bool holding = false;
 	volatile long backoff = 0;
 	volatile bool again = true;
+	volatile bool tidy = false;
+	bool		woken;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -164,12 +371,10 @@ ms_worker_main(Datum arg)
 	{
 		const char *role = ms_role != NULL && ms_role[0] != '\0' ? ms_role : NULL;
 
-		if (OidIsValid(dboid) && MyBgworkerEntry->bgw_extra[0] != '\0')
+		if (MyBgworkerEntry->bgw_extra[0] != '\0')
 			BackgroundWorkerInitializeConnection(MyBgworkerEntry->bgw_extra, role, 0);
-		else if (OidIsValid(dboid))
-			BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 		else
-			BackgroundWorkerInitializeConnection(ms_database, role, 0);
+			BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	}
 	pgstat_report_appname(WORKER_TYPE);
 	/* above the database's and the role's settings: a session's own */
@@ -178,20 +383,26 @@ ms_worker_main(Datum arg)
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	/* before any temporary table: local buffers are sized once per session */
 	SetConfigOption("temp_buffers", psprintf("%d", ms_temp_buffers), PGC_USERSET, PGC_S_OVERRIDE);
+	/* commits of notes set this latch (wake.c); without the shared memory, the naptime */
+	woken = ms_wake_register();
+	if (!woken)
+		ereport(LOG,
+				(errmsg("magic_sync: commits do not wake this relay; it runs a pass every magic_sync.naptime (%d ms)",
+						ms_naptime),
+				 errhint("Add magic_sync to shared_preload_libraries for passes at every commit.")));
 
 	top = AllocSetContextCreate(TopMemoryContext, "magic_sync worker", ALLOCSET_DEFAULT_SIZES);
 	pass_cxt = AllocSetContextCreate(top, "magic_sync pass", ALLOCSET_DEFAULT_SIZES);
 
 	for (;;)
 	{
-		long		wait = backoff > 0 ? backoff : (again ? 0 : ms_naptime);
+		long		wait = backoff > 0 ? backoff : (again || tidy ? 0 : ms_naptime);
 
 		if (wait > 0)
-		{
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 wait, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-		}
+		/* before the pass: a commit during it sets the latch again, for the next */
+		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
@@ -203,12 +414,11 @@ ms_worker_main(Datum arg)
 		MemoryContextReset(pass_cxt);
 		PG_TRY();
 		{
-			{
 			bool		h = holding;
 
 			again = run_pass(pass_cxt, &h);
 			holding = h;
-		}
+			tidy = holding && housekeeping();
 			backoff = 0;
 		}
 		PG_CATCH();
@@ -230,6 +440,7 @@ ms_worker_main(Datum arg)
 					 errhint("The next pass runs in %ld ms; nothing it planned was committed.", backoff)));
 			FreeErrorData(e);
 			again = false;
+			tidy = false;
 			pgstat_report_activity(STATE_IDLE, NULL);
 		}
 		PG_END_TRY();
@@ -263,9 +474,12 @@ worker_pid(void)
 Datum
 ms_wake(PG_FUNCTION_ARGS)
 {
-	int			pid = worker_pid();
+	int			pid;
 	PGPROC	   *proc;
 
+	if (ms_wake_relay(MyDatabaseId))
+		PG_RETURN_BOOL(true);
+	pid = worker_pid();
 	if (pid == 0)
 		PG_RETURN_BOOL(false);
 	proc = BackendPidGetProc(pid);
@@ -289,7 +503,7 @@ ms_relay_start(PG_FUNCTION_ARGS)
 
 	if (running != 0)
 		PG_RETURN_INT32(running);
-	fill_worker(&w, MyDatabaseId);
+	fill_worker(&w, MyDatabaseId, get_database_name(MyDatabaseId));
 	w.bgw_notify_pid = MyProcPid;
 	if (!RegisterDynamicBackgroundWorker(&w, &handle))
 		ereport(ERROR,

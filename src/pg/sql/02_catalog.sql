@@ -123,6 +123,7 @@ CREATE TABLE sync.bodies (
 	deletes			int NOT NULL DEFAULT 0
 );
 ALTER TABLE sync.bodies ALTER COLUMN bytes SET STORAGE EXTERNAL;	-- already compact; no recompression
+COMMENT ON TABLE sync.bodies IS 'Message bodies, each stored once however many replicas'' messages carry it (by its SHA-256)';
 CREATE TABLE sync.outbox (
 	replica			uuid NOT NULL,
 	number			bigint NOT NULL,
@@ -156,6 +157,10 @@ CREATE TABLE sync.held (
 	replace			boolean NOT NULL DEFAULT false,	-- an edit of the replica's was dropped: the next send replaces its copy whole
 	PRIMARY KEY (replica, tab, key)
 );
+-- A pass looks up the replicas holding the rows a change moves by held_row
+-- (the rows in question, docs/design.md 4.4): what it touches follows what
+-- changed, not what the replicas hold.
+CREATE INDEX held_row ON sync.held (tab, key);
 -- The reads (src/pg/read.c) never count every held row: whether a replica
 -- has rows of a table on their way is one probe of held_number (the newest
 -- number of (replica, tab)), and the rows letting go or refused, few and
@@ -164,6 +169,8 @@ CREATE TABLE sync.held (
 CREATE INDEX held_number ON sync.held (replica, tab, number);
 CREATE INDEX held_taken ON sync.held (replica, tab, taken) WHERE taken IS NOT NULL;
 CREATE INDEX held_refused ON sync.held (replica, tab) WHERE refused IS NOT NULL;
+-- rows whose next send replaces the replica's copy: few, looked up by every pass
+CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;
 COMMENT ON TABLE sync.held IS 'What the engine records each replica holds';
 
 -- Answers to uploads (src/pg/transport/answers.c): a Filed message per send, queued
@@ -176,6 +183,9 @@ CREATE TABLE sync.answers (
 	pulled			timestamptz,
 	PRIMARY KEY (replica, send_id)
 );
+-- pruned an hour after they were pulled, oldest first (sync.prune)
+CREATE INDEX answers_pulled ON sync.answers (pulled) WHERE pulled IS NOT NULL;
+COMMENT ON TABLE sync.answers IS 'The answer (a Filed message) to each upload filed, returned by sync.pull before the outbox; kept an hour after it was pulled, for a send that comes again';
 
 -- Uploaded rows set aside (src/pg/transport/inbox.c): they failed for good; retried
 -- after a fix.
@@ -193,6 +203,7 @@ CREATE TABLE sync.inbox (
 	last_at			timestamptz NOT NULL DEFAULT now(),
 	UNIQUE (replica, tab, key)
 );
+COMMENT ON TABLE sync.inbox IS 'Uploaded rows set aside: they failed for good (a SQLSTATE: filed again by sync.inbox_retry after a fix) or wait until the replica holds the row again (none)';
 
 -- Rows that cannot go (src/pg/load.c): they do not encode, or no message
 -- could carry them.  Planned around until a fix lets them through.
@@ -205,6 +216,39 @@ CREATE TABLE sync.quarantine (
 	since			timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (tab, key)
 );
+COMMENT ON TABLE sync.quarantine IS 'Rows that cannot go to replicas (they do not encode, or no message can carry them): planned around, tried again a minute later, when they change, or on sync.quarantine_retry';
+
+-- Generations (src/pg/epoch.c): the server's lineage.  Every message carries
+-- the generation it was written in; a replica never applies one of a
+-- generation older than it follows.  Raised with each new epoch, and by a
+-- relay pass that finds the server's history changed under its record:
+-- another timeline (a standby promoted), cluster or database (a copy
+-- restored).  Dumped with the record, so a restored copy sees it moved.
+CREATE TABLE sync.generations (
+	generation		bigint PRIMARY KEY,			-- when it began, in microseconds since 2000, or one more than the last
+	epoch			bytea NOT NULL,				-- the epoch it began in
+	timeline		int NOT NULL,				-- the server's timeline then
+	system			text NOT NULL,				-- the cluster's system identifier then
+	database		oid NOT NULL,				-- the database's oid then
+	began			timestamptz NOT NULL DEFAULT now(),
+	reason			text NOT NULL
+);
+COMMENT ON TABLE sync.generations IS 'Generations: the server''s lineage, raised with each epoch and when its timeline, cluster or database changed; messages carry the newest';
+
+-- Claims refused (src/pg/transport/claim.c): what a replica said of itself
+-- that the server would not believe (a number beyond its record without a
+-- seal that verifies, a seal it never made, a generation newer than its
+-- own).  Written out of the refused call's transaction (alarm.c), one row per
+-- replica, the last; sync.health lists those of the last hour.  Not dumped:
+-- an alarm, not a record.
+CREATE TABLE sync.refused_claims (
+	replica			uuid PRIMARY KEY,
+	claim			text NOT NULL,				-- what was claimed, and through which call
+	reason			text NOT NULL,
+	sqlstate		text NOT NULL,
+	at				timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE sync.refused_claims IS 'The last claim of each replica the server refused, and why';
 
 SELECT pg_catalog.pg_extension_config_dump('sync.tables', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.tables_id_seq', '');
@@ -221,4 +265,5 @@ SELECT pg_catalog.pg_extension_config_dump('sync.answers', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.quarantine', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.generations', '');
 

@@ -29,7 +29,22 @@ CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
 	AS 'MODULE_PATHNAME', 'ms_mirror';
 COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
 		name, name, name[], regclass, name, text, name) IS
-	'Declares a mirrored table: which way it travels (catalog or record), which replicas hold which rows (broadcast, assigned(col), follows(col), grouped(members => t, assigned => u), or none), its key and columns; installs its noting triggers';
+	'Declares a mirrored table and installs its noting triggers. Its arguments (docs/design.md 3): '
+	'tab, the table; '
+	'mirror, catalog (written on the server, held by replicas) or record (written by replicas, keyed by the replica); '
+	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
+	'key, the columns that name a row (default: the primary key); '
+	'origin, a record''s uuid column naming the replica that wrote it, in its key; '
+	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); '
+	'replica_owned, a catalog''s columns the replicas write and send up (a two-way table); '
+	'unmirrored, columns that never travel; '
+	'retired, the column a replica''s copy of the table gets (no column of the table on the server) and sets when it keeps a row it was told to let go of because a row of its own points at it; '
+	'created, a record''s timestamp column the server sets to now() when it first files the row, never taken from an upload; '
+	'generated, columns the server fills itself when it files an upload (a default, a sequence, a generated column), never taken from an upload; '
+	'active, a view of the table: rows outside it are not wanted; '
+	'partition, the column naming a row''s partition: a broadcast row goes to the replicas of its partition; '
+	'codec, json (an object of columns) or proto (a protobuf message per row, its field numbers fixed per column: sync.proto); '
+	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row';
 
 CREATE FUNCTION sync.unmirror(tab regclass) RETURNS void
 	LANGUAGE c

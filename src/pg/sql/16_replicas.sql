@@ -11,7 +11,7 @@ CREATE FUNCTION sync.replica_add(id uuid, "partition" text DEFAULT NULL,
 	SET search_path = pg_catalog, pg_temp
 	AS 'MODULE_PATHNAME', 'ms_replica_add';
 COMMENT ON FUNCTION sync.replica_add(uuid, text, name, boolean) IS
-	'Adds a replica: its partition, the role it authenticates as (one the caller may grant), and whether it is live; the relay provisions it at its next pass';
+	'Adds a replica: its partition (one the fleet knows: a value of a mirrored table''s partition column, or one a replica has; any where no table declares a partition column), the role it authenticates as (one the caller may grant), and whether it is live; the relay provisions it at its next pass';
 
 CREATE FUNCTION sync.replica_set(id uuid, live boolean DEFAULT NULL,
 		"partition" text DEFAULT NULL, role name DEFAULT NULL)
@@ -20,7 +20,7 @@ CREATE FUNCTION sync.replica_set(id uuid, live boolean DEFAULT NULL,
 	SET search_path = pg_catalog, pg_temp
 	AS 'MODULE_PATHNAME', 'ms_replica_set';
 COMMENT ON FUNCTION sync.replica_set(uuid, boolean, text, name) IS
-	'Changes whether a replica is live, its partition, or its role (one the caller may grant; NULL leaves each as it is); the relay observes it at its next pass';
+	'Changes whether a replica is live, its partition (one the fleet knows, as sync.replica_add takes), or its role (one the caller may grant); NULL leaves each as it is; the relay observes it at its next pass';
 
 CREATE FUNCTION sync.replica_drop(id uuid)
 	RETURNS void
@@ -29,3 +29,13 @@ CREATE FUNCTION sync.replica_drop(id uuid)
 	AS 'MODULE_PATHNAME', 'ms_replica_drop';
 COMMENT ON FUNCTION sync.replica_drop(uuid) IS
 	'Drops a replica: no longer live, and forgotten by the relay at its next pass';
+
+-- An operator's "provision it again" (src/pg/epoch.c): one replica, from
+-- scratch, at the next pass; sync.epoch_begin does it for every replica.
+CREATE FUNCTION sync.replica_reprovision(id uuid)
+	RETURNS void
+	LANGUAGE c SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_replica_reprovision';
+COMMENT ON FUNCTION sync.replica_reprovision(uuid) IS
+	'Has one replica provisioned again from scratch at the relay''s next pass (a snapshot that failed for good is tried again at once); the reason goes into its last_error';

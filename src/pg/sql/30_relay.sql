@@ -48,6 +48,16 @@ CREATE FUNCTION sync.pull(replica uuid, after bigint, max_bytes integer DEFAULT 
 	AS 'MODULE_PATHNAME', 'ms_pull';
 COMMENT ON FUNCTION sync.pull(uuid, bigint, integer) IS
 	'The Filed answers waiting for a replica (number NULL), then its outbox''s messages numbered after `after`, up to max_bytes (at least one)';
+-- with what the replica applied (sync_applied() on the replica): its claim,
+-- checked (src/pg/transport/claim.c)
+CREATE FUNCTION sync.pull(replica uuid, after bigint, max_bytes integer, applied bytea,
+	OUT number bigint, OUT message bytea)
+	RETURNS SETOF record
+	LANGUAGE c VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_pull';
+COMMENT ON FUNCTION sync.pull(uuid, bigint, integer, bytea) IS
+	'sync.pull with what the replica says it applied (an Applied, as sync_applied() returns it): a claim beyond what the server wrote for it is believed only with a seal that verifies; one before what it acknowledged, 0 included, has it provisioned again';
 
 CREATE FUNCTION sync.inspect(message bytea) RETURNS jsonb
 	LANGUAGE c STABLE STRICT

@@ -1,11 +1,38 @@
 -- Filing what replicas say (src/pg/transport/file.c and its parts, file.h).
 
+-- Edits a replica sent that the server did not take, its own copy winning,
+-- for a reason the replica's application must fix: a record edited without
+-- raising its version, an older version, a record kept as first filed
+-- (src/pg/transport/filing.c).  Forgotten once that row is filed from it;
+-- sync.health lists them.
+-- The last send filed per replica (src/pg/transport/answers.c): a send
+-- numbered at or below it is a duplicate, however long after its answer
+-- was pruned (docs/protocol.md 7.1).
+CREATE TABLE sync.sends (
+	replica			uuid PRIMARY KEY,
+	filed_seq		bigint NOT NULL,
+	filed_at		timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE sync.sends IS 'The last send number filed per replica: one at or below it is a duplicate';
+SELECT pg_catalog.pg_extension_config_dump('sync.sends', '');
+
+CREATE TABLE sync.dropped (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	reason			text NOT NULL,
+	at				timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (replica, tab, key)
+);
+COMMENT ON TABLE sync.dropped IS 'Edits replicas sent that the server did not take, for a reason the replica must fix, until the row is filed';
+SELECT pg_catalog.pg_extension_config_dump('sync.dropped', '');
+
 CREATE FUNCTION sync.file(replica uuid, upload bytea, sender jsonb DEFAULT NULL) RETURNS jsonb
 	LANGUAGE c VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
 	AS 'MODULE_PATHNAME', 'ms_file';
 COMMENT ON FUNCTION sync.file(uuid, bytea, jsonb) IS
-	'Files one upload of a replica in one transaction: its acknowledgement, refusals, rows, digests and backlog; queues its Filed answer for sync.pull; says what became of it';
+	'Files one upload of a replica in one transaction, whole or not at all (its length and check verified first), once (a send numbered at or below the last filed is a duplicate): its acknowledgement, refusals, rows, digests and backlog; queues its Filed answer for sync.pull; says what became of it';
 
 CREATE FUNCTION sync.inbox_retry(max integer DEFAULT 100) RETURNS integer
 	LANGUAGE c VOLATILE STRICT

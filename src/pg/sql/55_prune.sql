@@ -1,24 +1,32 @@
--- Pruning (run by the relay worker after each pass, in small batches).
+-- Pruning (run by the relay worker after each pass, in small batches, each
+-- its own transaction).  Every step reads at most `max` rows, by an index:
+-- a backlog of done notes left by a large change costs each pass a batch,
+-- never a scan of the tables.
 
 CREATE FUNCTION sync.prune(max integer DEFAULT 10000,
 	OUT notes bigint, OUT bodies bigint, OUT answers bigint)
 	LANGUAGE sql VOLATILE STRICT
 	SET search_path = pg_catalog, pg_temp
 	AS $$
+	-- the oldest done notes, by notes_done, deleted by their row's address
 	WITH n AS (
-		DELETE FROM sync.notes WHERE id IN (SELECT id FROM sync.notes WHERE done ORDER BY id LIMIT max)
+		DELETE FROM sync.notes WHERE ctid = ANY (ARRAY(
+			SELECT ctid FROM sync.notes WHERE done ORDER BY id LIMIT max))
 		RETURNING 1),
+	-- bodies are numbered as they are stored: every body older than the
+	-- oldest one a message carries is carried by none (outbox_body)
 	b AS (
-		DELETE FROM sync.bodies WHERE id IN (
+		DELETE FROM sync.bodies WHERE id = ANY (ARRAY(
 			SELECT b.id FROM sync.bodies b
-			 WHERE NOT EXISTS (SELECT FROM sync.outbox o WHERE o.body = b.id) LIMIT max)
+			 WHERE b.id < coalesce((SELECT min(o.body) FROM sync.outbox o), 9223372036854775807)
+			 ORDER BY b.id LIMIT max))
 		RETURNING 1),
 	a AS (
-		DELETE FROM sync.answers WHERE (replica, send_id) IN (
-			SELECT replica, send_id FROM sync.answers
-			 WHERE pulled < now() - interval '1 hour' LIMIT max)
+		DELETE FROM sync.answers WHERE ctid = ANY (ARRAY(
+			SELECT ctid FROM sync.answers
+			 WHERE pulled < now() - interval '1 hour' ORDER BY pulled LIMIT max))
 		RETURNING 1)
 	SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM b), (SELECT count(*) FROM a)
 $$;
 COMMENT ON FUNCTION sync.prune(integer) IS
-	'Removes up to max each of: notes done, bodies no message carries, answers pulled over an hour ago';
+	'Removes up to max each of: notes done (oldest first), bodies older than any a message carries, answers pulled over an hour ago';

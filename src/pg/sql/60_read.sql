@@ -16,15 +16,15 @@
 
 -- A replica's state, in order of severity: the worst that applies is its state.
 CREATE TYPE sync.state AS ENUM (
-	'caught up',		-- holds what it should: nothing below applies
-	'on its way',		-- messages it has not acknowledged
+	'caught_up',		-- holds what it should: nothing below applies
+	'on_its_way',		-- messages it has not acknowledged
 	'behind',			-- notes not yet planned (any may concern it)
 	'provisioning',		-- a snapshot is due, or on its way
-	'set aside',		-- rows refused, uploads set aside, rows quarantined, notes parked
+	'set_aside',		-- rows refused, uploads set aside, rows quarantined, notes parked
 	'unreachable'		-- a send keeps failing to it, or not heard from since magic_sync.unreachable_after
 );
 COMMENT ON TYPE sync.state IS
-	'A replica''s state, from caught up to unreachable in order of severity: sync.overview, sync.listing';
+	'A replica''s state, in order of severity: caught_up, on_its_way, behind, provisioning, set_aside, unreachable (sync.overview, sync.listing)';
 
 -- What is recorded without a replica, per table: it may concern any replica.
 CREATE VIEW sync.fleet_tables AS
@@ -93,11 +93,11 @@ CREATE VIEW sync.replica_states AS
 		       coalesce(i.waiting, 0) AS waiting, i.since AS inbox_since,
 		       fleet.behind_since, fleet.aside_since,
 		       CASE WHEN r.unreachable THEN 'unreachable'
-		            WHEN rf.n > 0 OR i.set_aside > 0 OR fleet.aside THEN 'set aside'
+		            WHEN rf.n > 0 OR i.set_aside > 0 OR fleet.aside THEN 'set_aside'
 		            WHEN r.provisioning THEN 'provisioning'
 		            WHEN fleet.behind THEN 'behind'
-		            WHEN r.last_number > r.acked_number THEN 'on its way'
-		            ELSE 'caught up' END::sync.state AS state
+		            WHEN r.last_number > r.acked_number THEN 'on_its_way'
+		            ELSE 'caught_up' END::sync.state AS state
 		  FROM sync.live_replicas r CROSS JOIN fleet
 		  -- its messages not acknowledged: none to read once it acknowledged its last
 		  CROSS JOIN LATERAL (
@@ -110,12 +110,12 @@ CREATE VIEW sync.replica_states AS
 	SELECT v.id AS replica, v.partition, v.state,
 	       CASE v.state
 	         WHEN 'unreachable' THEN coalesce(v.heard_at, v.added)
-	         WHEN 'set aside' THEN least(v.inbox_since, v.aside_since)
+	         WHEN 'set_aside' THEN least(v.inbox_since, v.aside_since)
 	         WHEN 'provisioning' THEN (SELECT o.written FROM sync.outbox o
 	                                    WHERE o.replica = v.id AND o.number = v.snapshot_number
 	                                      AND NOT o.dropped AND NOT v.provision)
 	         WHEN 'behind' THEN v.behind_since
-	         WHEN 'on its way' THEN v.oldest
+	         WHEN 'on_its_way' THEN v.oldest
 	       END AS since,
 	       v.messages, v.bytes, v.refused AS rows_refused, v.set_aside AS uploads_set_aside,
 	       v.waiting AS uploads_waiting, v.acked_number, v.last_number, v.acked_at, v.heard_at,
@@ -144,15 +144,15 @@ CREATE VIEW sync.table_states AS
 	SELECT r.id AS replica, r.partition, f.tab,
 	       CASE WHEN r.unreachable THEN 'unreachable'
 	            WHEN rf.n > 0 OR ib.n > 0 OR f.notes_parked + f.notes_later + f.quarantined > 0
-	                 THEN 'set aside'
+	                 THEN 'set_aside'
 	            WHEN r.provisioning THEN 'provisioning'
 	            WHEN f.notes_pending > 0 THEN 'behind'
 	            -- one probe of held_number: does a message it has not acknowledged carry a row of it?
 	            WHEN r.last_number > r.acked_number
 	                 AND (tk.n > 0 OR EXISTS (SELECT FROM sync.held h
 	                                           WHERE h.replica = r.id AND h.tab = f.id
-	                                             AND h.number > r.acked_number)) THEN 'on its way'
-	            ELSE 'caught up' END::sync.state AS state,
+	                                             AND h.number > r.acked_number)) THEN 'on_its_way'
+	            ELSE 'caught_up' END::sync.state AS state,
 	       coalesce(tk.n, 0) AS rows_letting_go, coalesce(rf.n, 0) AS rows_refused,
 	       coalesce(ib.n, 0) AS uploads_set_aside
 	  FROM sync.live_replicas r CROSS JOIN f
@@ -236,11 +236,11 @@ CREATE FUNCTION sync.overview_tables(replicas uuid[] DEFAULT NULL, "partition" t
 BEGIN
 	RETURN QUERY
 		SELECT f.tab,
-		       count(x.state) FILTER (WHERE x.state = 'caught up'),
-		       count(x.state) FILTER (WHERE x.state = 'on its way'),
+		       count(x.state) FILTER (WHERE x.state = 'caught_up'),
+		       count(x.state) FILTER (WHERE x.state = 'on_its_way'),
 		       count(x.state) FILTER (WHERE x.state = 'behind'),
 		       count(x.state) FILTER (WHERE x.state = 'provisioning'),
-		       count(x.state) FILTER (WHERE x.state = 'set aside'),
+		       count(x.state) FILTER (WHERE x.state = 'set_aside'),
 		       count(x.state) FILTER (WHERE x.state = 'unreachable'),
 		       f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined,
 		       coalesce(sum(x.rows_refused), 0)::bigint, coalesce(sum(x.uploads_set_aside), 0)::bigint,
@@ -328,11 +328,11 @@ BEGIN
 			  FROM r WHERE r.replica NOT IN (SELECT own.replica FROM own)),
 		x AS (
 			SELECT x.tab,
-			       count(*) FILTER (WHERE x.state = 'caught up') AS caught_up,
-			       count(*) FILTER (WHERE x.state = 'on its way') AS on_its_way,
+			       count(*) FILTER (WHERE x.state = 'caught_up') AS caught_up,
+			       count(*) FILTER (WHERE x.state = 'on_its_way') AS on_its_way,
 			       count(*) FILTER (WHERE x.state = 'behind') AS behind,
 			       count(*) FILTER (WHERE x.state = 'provisioning') AS provisioning,
-			       count(*) FILTER (WHERE x.state = 'set aside') AS set_aside,
+			       count(*) FILTER (WHERE x.state = 'set_aside') AS set_aside,
 			       count(*) FILTER (WHERE x.state = 'unreachable') AS unreachable,
 			       sum(x.rows_refused) AS rows_refused, sum(x.uploads_set_aside) AS uploads_set_aside,
 			       sum(x.rows_letting_go) AS rows_letting_go
@@ -441,6 +441,18 @@ BEGIN
 			  FROM s JOIN sync.inbox i ON i.replica = s.id JOIN sync.tables t ON t.id = i.tab
 			 GROUP BY i.replica, t.relid, i.reason, i.sqlstate
 			UNION ALL
+			-- what a replica said that the server would not believe, in the last
+			-- hour: refused with the call it came with (src/pg/transport/claim.c)
+			SELECT 'claim refused', 'a fix', c.replica, NULL, NULL, 1, c.at, c.claim || ': ' || c.reason, c.sqlstate
+			  FROM s JOIN sync.refused_claims c ON c.replica = s.id
+			 WHERE c.at > now() - interval '1 hour'
+			UNION ALL
+			-- edits a replica sent that the server did not take, its copy winning, for a
+			-- reason the replica's application must fix (a version not raised): until filed
+			SELECT 'uploads dropped', 'a fix', d.replica, t.relid, min(d.key), count(*), min(d.at), d.reason, NULL
+			  FROM s JOIN sync.dropped d ON d.replica = s.id JOIN sync.tables t ON t.id = d.tab
+			 GROUP BY d.replica, t.relid, d.reason
+			UNION ALL
 			SELECT 'unreachable', 'infrastructure', s.id, NULL, NULL, NULL, coalesce(s.heard_at, s.added),
 			       CASE WHEN s.send_failures >= 2
 			            THEN format('message %s went out %s times and it applied none of them', s.send_failing, s.send_failures + 1)
@@ -486,7 +498,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sync.health(uuid[], text) IS
-	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside and waiting, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
+	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside, waiting and dropped, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
 
 -- sync.progress and sync.row_progress (read.c): what should be, from scratch.
 CREATE FUNCTION sync.progress(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,

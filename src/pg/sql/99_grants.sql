@@ -31,5 +31,6 @@ GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA sync TO sync_relay;
 GRANT EXECUTE ON FUNCTION sync.key(text[]), sync.key_parts(text), sync.digest(text) TO PUBLIC;
 -- A replica's role pulls and files for its own uuid (each function checks).
 GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer, bytea) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.is_transient(text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.file(uuid, bytea, jsonb) TO PUBLIC;

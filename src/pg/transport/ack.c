@@ -5,11 +5,17 @@
  *
  *   acknowledgement  the last message applied, its seal checked in constant
  *                    time: what it carried counts as held, the outbox is
- *                    trimmed through it.  A seal the server never made, or
- *                    made for a message it has no record of, begins a new
- *                    epoch; a replica that applied less than it said before
- *                    was restored and is provisioned again; so is one that
- *                    reports a gap no snapshot on its way covers.
+ *                    trimmed through it.  It is the replica's claim
+ *                    (claim.h): a seal the server never made refuses the
+ *                    upload, and begins no epoch; one it made for a message
+ *                    it has no record of (it was restored, or is a standby
+ *                    promoted), or of an epoch it never had, provisions that
+ *                    replica again, and only it; a replica that applied less
+ *                    than it said before was restored and is provisioned
+ *                    again; so is one that reports a gap no snapshot on its
+ *                    way covers.  A replica that follows a newer generation
+ *                    of this epoch than the server's is refused: this server
+ *                    is an old primary.
  *   refusals         rows the replica could not take are not counted as held.
  *   digests          compared with what the server records, once the replica
  *                    applied every message recorded for it.
@@ -22,6 +28,7 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 
+#include "claim.h"
 #include "digest.h"
 #include "file.h"
 #include "seal.h"
@@ -40,14 +47,6 @@ provision(ms_filing *f, const char *why)
 		elog(ERROR, "could not mark a replica to provision");
 	f->provisioning = true;
 	ereport(LOG, (errmsg("magic_sync: replica %s is provisioned again: %s", f->replica_text, why)));
-}
-
-/* a new epoch: every replica is provisioned again */
-static void
-new_epoch(ms_filing *f, const char *why)
-{
-	ms_epoch_begin(why, &f->epoch);
-	f->provisioning = true;
 }
 
 /* What sync.replicas says of the replica as the upload is filed. */
@@ -134,12 +133,56 @@ restored(Sync__Applied *a, int64 acked)
 					(unsigned long long) a->number, (long long) acked);
 }
 
+/*
+ * claimed: what the seal of the acknowledgement says, and what follows from
+ * it.  Returns whether the acknowledgement goes on to count (a message of
+ * the current epoch this server recorded); otherwise the replica may be
+ * provisioned again, or the upload refused.
+ */
+static bool
+claimed(ms_filing *f, Sync__Applied *a, replica_row *r)
+{
+	switch (ms_claim_check(&f->replica, a, (int64) a->number))
+	{
+		case MS_SEAL_UNKNOWN_EPOCH:
+			provision(f, "the replica follows an epoch this server never had (was the server restored from before its last epoch?)");
+			return false;
+		case MS_SEAL_FORGED:
+			ms_claim_refuse(&f->replica, MS_CLAIM_FILE, MS_CLAIM_BAD_SEAL, (int64) a->number, 0, 0);
+			break;
+		case MS_SEAL_PAST_EPOCH:
+			/* a past epoch's message: the new epoch's snapshot is on its way */
+			return false;
+		case MS_SEAL_CURRENT:
+			break;
+	}
+	ms_claim_superseded(&f->replica, MS_CLAIM_FILE, &f->epoch, a, (int64) a->number);
+	if (!recorded(f, a))
+	{
+		if ((int64) a->number < r->acked)
+			provision(f, restored(a, r->acked));
+		else
+		{
+			/* history this server lost: what it writes next is numbered beyond it */
+			ms_claim_believe(&f->replica, MS_CLAIM_FILE, (int64) a->number);
+			provision(f, psprintf("the replica applied message %llu, sealed by this server, which has no record of sending it"
+								  " (was the server restored from an older copy, or a standby promoted?)",
+								  (unsigned long long) a->number));
+		}
+		return false;
+	}
+	if ((int64) a->number < r->acked)
+	{
+		provision(f, restored(a, r->acked));
+		return false;
+	}
+	return (int64) a->number > r->acked;
+}
+
 void
 ms_acknowledge(ms_filing *f, Sync__Applied *a)
 {
 	replica_row r;
-	ms_epoch	e;
-	bool		current;
 
 	read_replica(f, &r);
 	f->acked = r.acked;
@@ -147,34 +190,7 @@ ms_acknowledge(ms_filing *f, Sync__Applied *a)
 	f->provisioning = r.provision || (r.has_snapshot_end && r.snapshot_end > r.acked);
 	if (a == NULL || a->number == 0)
 		return;
-	if (!ms_epoch_find(a->epoch.data, &e, &current))
-	{
-		provision(f, "the replica follows an epoch this server never had (was the server restored from an older copy?)");
-		return;
-	}
-	if (!ms_seal_verify(e.secret, MS_SECRET_BYTES, f->replica.data, a->epoch.data, a->number,
-						a->nonce.data, a->seal.data, a->seal.len))
-	{
-		new_epoch(f, psprintf("replica %s gave back a seal this server never made", f->replica_text));
-		return;
-	}
-	if (!current)
-		return;					/* a past epoch's message: the new epoch's snapshot is on its way */
-	if (!recorded(f, a))
-	{
-		if ((int64) a->number < r.acked)
-			provision(f, restored(a, r.acked));
-		else
-			new_epoch(f, psprintf("replica %s applied message %llu, sealed by this server, which has no record of sending it (was the server restored from an older copy, or a standby promoted?)",
-								  f->replica_text, (unsigned long long) a->number));
-		return;
-	}
-	if ((int64) a->number < r.acked)
-	{
-		provision(f, restored(a, r.acked));
-		return;
-	}
-	if ((int64) a->number == r.acked)
+	if (!claimed(f, a, &r))
 		return;
 	acknowledged(f, a);
 	f->acked = (int64) a->number;

@@ -2,6 +2,12 @@
  * file.c
  *	  sync.file(replica, upload, sender): filing what a replica says (docs/design.md 5.2).
  *
+ * First the upload is verified whole (src/shared/upcheck.h): its length is
+ * its length and its last field a check of every byte before: a cut, a
+ * flipped bit or bytes joined on the way are refused, nothing of them filed.
+ * Then it is read a piece at a time (src/shared/upread.h), so that memory
+ * while filing is the upload and one piece of it, never the whole decoded.
+ *
  * In one transaction, trusting only what the server knows of the sender (the
  * replica argument, checked against the caller's role), never what the rows
  * claim: the acknowledgement and what the replica says of itself (ack.c),
@@ -11,7 +17,9 @@
  * (filer.c), however many rows the upload carries.
  *
  * Filing the same upload twice changes nothing the second time: its answer
- * is found by send id.
+ * is found by send id.  Every send is numbered by its replica, greater than
+ * the last: one numbered at or below the last filed is a replay, however
+ * late, and changes nothing either (its answer says so).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -21,34 +29,48 @@
 #include "utils/jsonb.h"
 
 #include "access.h"
+#include "fields.h"
 #include "file.h"
 #include "settings.h"
+#include "upcheck.h"
+#include "upread.h"
+#include "utils/memutils.h"
 #include "wire.h"
 
 PG_FUNCTION_INFO_V1(ms_file);
 
-/* decode: the upload as an Up of this replica, or an error saying why not */
+/* refuse: an upload that is not whole or not an Up, refused before anything of it is read */
+static void
+refuse(const char *what, const char *reason)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+			 errmsg("%s", what),
+			 errdetail("%s.", reason),
+			 errhint("Nothing of it was filed; the replica sends its rows again.")));
+}
+
+/*
+ * decode: the upload verified whole and checked as an Up of this replica,
+ * its head unpacked; its lists stay bytes, read a piece at a time.
+ */
 static Sync__Up *
-decode(bytea *upload, pg_uuid_t *replica, const char *replica_text)
+decode(const uint8 *bytes, size_t len, pg_uuid_t *replica, const char *replica_text)
 {
 	Sync__Up   *up;
 	ms_wire_status st;
 	char		reason[MS_REASON_MAX];
 
-	if (VARSIZE_ANY_EXHDR(upload) > (Size) ms_upload_bytes)
+	if (len > (Size) ms_upload_bytes)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("an upload of %zu bytes is over magic_sync.upload_bytes (%d)",
-						(size_t) VARSIZE_ANY_EXHDR(upload), ms_upload_bytes),
+				 errmsg("an upload of %zu bytes is over magic_sync.upload_bytes (%d)", len, ms_upload_bytes),
 				 errhint("A replica keeps its uploads under the bound it is given; raise magic_sync.upload_bytes to take larger ones.")));
-	up = ms_up_decode((const uint8_t *) VARDATA_ANY(upload), VARSIZE_ANY_EXHDR(upload),
-					  (size_t) ms_upload_bytes, ms_pg_allocator(), &st, reason);
+	if (!ms_up_verify(bytes, len, reason))
+		refuse("the upload is not whole", reason);
+	up = ms_up_read(bytes, len, (size_t) ms_upload_bytes, ms_pg_allocator(), &st, reason);
 	if (up == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-				 errmsg("the upload is not an Up message"),
-				 errdetail("%s.", reason),
-				 errhint("Nothing of it was filed.")));
+		refuse("the upload is not an Up message", reason);
 	if (st == MS_WIRE_LATER_PROTOCOL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -60,7 +82,70 @@ decode(bytea *upload, pg_uuid_t *replica, const char *replica_text)
 				 errmsg("the upload names another replica than %s", replica_text),
 				 errdetail("An upload is filed under the replica it is filed for, and names it."),
 				 errhint("File each replica's uploads under its own uuid.")));
+	if (up->seq == 0)
+		refuse("the upload is not numbered", "An upload carries its send number (field 11), one greater than the last its replica sent");
 	return up;
+}
+
+/*
+ * refusals: the rows the replica could not take, a chunk at a time: ack.c
+ * takes them as a list, and a chunk keeps the list small however many the
+ * upload carries
+ */
+static void
+refusals(ms_filing *f, Sync__Up *up, const uint8 *bytes, size_t len)
+{
+	Sync__Up	chunk = *up;
+	Sync__Refusal *some[256];
+	size_t		pos = 0;
+	const uint8_t *p;
+	size_t		n;
+	bool		more = true;
+	MemoryContext old = MemoryContextSwitchTo(f->row_cxt);
+
+	chunk.n_refusals = 0;
+	chunk.refusals = some;
+	while (more)
+	{
+		more = ms_up_next(bytes, len, MS_FIELD_UP_REFUSALS, &pos, &p, &n);
+		if (more)
+			some[chunk.n_refusals++] = sync__refusal__unpack(ms_pg_allocator(), n, p);
+		if (chunk.n_refusals == lengthof(some) || (!more && chunk.n_refusals > 0))
+		{
+			/* what filing them allocates goes with the chunk */
+			ms_refusals(f, &chunk);
+			MemoryContextReset(f->row_cxt);
+			chunk.n_refusals = 0;
+		}
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* list: the elements of one list of the upload (ms_up_read bounded it to MS_UP_LIST_MAX), unpacked */
+static void **
+list(const uint8 *bytes, size_t len, uint32 field, const ProtobufCMessageDescriptor *desc, size_t *count)
+{
+	const uint8_t *p;
+	size_t		n;
+	size_t		pos = 0;
+	void	  **out;
+
+	*count = 0;
+	while (ms_up_next(bytes, len, field, &pos, &p, &n))
+		(*count)++;
+	out = palloc(sizeof(void *) * Max(*count, 1));
+	pos = 0;
+	for (size_t i = 0; i < *count && ms_up_next(bytes, len, field, &pos, &p, &n); i++)
+		out[i] = protobuf_c_message_unpack(desc, ms_pg_allocator(), n, p);
+	return out;
+}
+
+/* lists: the digests and backlog entries, into up */
+static void
+lists(Sync__Up *up, const uint8 *bytes, size_t len)
+{
+	up->digests = (Sync__Digest **) list(bytes, len, MS_FIELD_UP_DIGESTS, &sync__digest__descriptor, &up->n_digests);
+	up->backlog = (Sync__Backlog **) list(bytes, len, MS_FIELD_UP_BACKLOG, &sync__backlog__descriptor, &up->n_backlog);
 }
 
 /*
@@ -74,8 +159,15 @@ ms_file(PG_FUNCTION_ARGS)
 	ms_filer	fr;
 	ms_filing	f;
 	Sync__Up   *up;
+	bytea	   *upload;
+	const uint8 *bytes;
+	size_t		len;
 	const char *digests;
 	char	   *result;
+	size_t		pos = 0;
+	const uint8_t *rows;
+	size_t		nrows;
+	bool		filed_before;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -88,22 +180,32 @@ ms_file(PG_FUNCTION_ARGS)
 	f.replica = *replica;
 	f.replica_text = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
 	f.sender = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+	upload = PG_GETARG_BYTEA_PP(1);
+	bytes = (const uint8 *) VARDATA_ANY(upload);
+	len = VARSIZE_ANY_EXHDR(upload);
 
 	SPI_connect();
 	ms_replica_access(replica, "file");
-	up = decode(PG_GETARG_BYTEA_PP(1), replica, f.replica_text);
-	if (ms_already_filed(&f, up))
+	up = decode(bytes, len, replica, f.replica_text);
+	f.seq = up->seq;
+	filed_before = ms_already_filed(&f, up);
+	if (filed_before || ms_numbered_before(&f, up))
 	{
+		if (!filed_before)
+			ms_answer_duplicate(&f, up);
 		SPI_finish();
-		PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum("{\"duplicate\": true}")));
+		result = ms_duplicate_result(&f, !filed_before);
+		PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(result)));
 	}
+	f.row_cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync filing", ALLOCSET_DEFAULT_SIZES);
 	ms_filer_begin(&fr);
 	ms_epoch_current(&f.epoch);
 	ms_acknowledge(&f, up->applied);
 	ms_gap(&f, up);
-	ms_refusals(&f, up);
-	for (size_t i = 0; i < up->n_rows; i++)
-		ms_file_rows(&f, up->rows[i]);
+	refusals(&f, up, bytes, len);
+	while (ms_up_next(bytes, len, MS_FIELD_UP_ROWS, &pos, &rows, &nrows))
+		ms_file_rows(&f, rows, nrows);
+	lists(up, bytes, len);
 	digests = ms_digests(&f, up);
 	ms_backlog(&f, up);
 	ms_answer(&f, up);

@@ -3,8 +3,9 @@
  *	  What the parts of sync.file share (seed 5): the filing of one upload,
  *	  and what one call prepares once for every row it files.
  *
- *   file.c      sync.file itself: the upload decoded and checked, then each
- *               part in turn, in one transaction
+ *   file.c      sync.file itself: the upload verified whole (its length and
+ *               check), read a piece at a time, numbered after the last
+ *               filed, then each part in turn, in one transaction
  *   ack.c       acknowledgements and restores: the last message applied and
  *               its seal, gaps, refusals, digests, the backlog
  *   filer.c     what a call prepares once: per table, its statements and the
@@ -12,8 +13,9 @@
  *   filing.c    filing rows: records, two-way columns, deletes, each in a
  *               subtransaction of its own
  *   inbox.c     rows that wait or failed for good; sync.inbox_retry
- *   answers.c   the Filed answer queued for sync.pull, a send filed before,
- *               and what sync.file returns
+ *   answers.c   the Filed answer queued for sync.pull (per table what became
+ *               of its rows, each row not filed named), a send filed before
+ *               or numbered at or below the last filed, what sync.file returns
  *-------------------------------------------------------------------------
  */
 #ifndef MS_FILE_H
@@ -55,6 +57,7 @@ typedef struct ms_filed_table
 	ms_row_shape shape;
 	SPIPlanPtr	exists;			/* $1 key: the row is there */
 	SPIPlanPtr	record;			/* $1 row (json), $2 sender: a record filed */
+	SPIPlanPtr	compare;		/* $1 row (json), $2 key: a record not taken, against the server's */
 	SPIPlanPtr	two_way;		/* $1 row (json), $2 key: the replica's columns */
 	SPIPlanPtr	delete_row;		/* $1 key: a record deleted */
 } ms_filed_table;
@@ -77,7 +80,21 @@ typedef struct ms_filer
 	SPIPlanPtr	replace;		/* the row's next send replaces the copy whole */
 	SPIPlanPtr	unhold;			/* a deleted record is held no more */
 	SPIPlanPtr	keep;			/* a row kept in the inbox */
+	SPIPlanPtr	unkeep;			/* a row filed (or refused, dropped) leaves the inbox */
+	SPIPlanPtr	drop_note;		/* an edit dropped for the replica to fix, remembered (sync.dropped) */
+	SPIPlanPtr	drop_forget;	/* and forgotten once the row is filed */
+	bool		updated;		/* the catalog is 0.2's (ms_uploads_catalog) */
 } ms_filer;
+
+/* What became of the rows of one table of an upload, for the answer. */
+typedef struct ms_filed_counts
+{
+	char	   *table;			/* as the upload names it */
+	int			counts[MS_OUTCOMES];
+} ms_filed_counts;
+
+/* Rows an answer names (refused, dropped, kept): at most this many in all. */
+#define MS_ANSWER_NAMED_MAX 1000
 
 /* The filing of one upload (or of one inbox row) of one replica. */
 typedef struct ms_filing
@@ -90,10 +107,29 @@ typedef struct ms_filing
 	int64		acked;			/* what the replica applied, after this upload's acknowledgement */
 	bool		provisioning;	/* it is being provisioned again: held rows are on their way */
 	int			counts[MS_OUTCOMES];
-	List	   *refused;		/* Sync__Refusal * for the answer */
+	List	   *tables;			/* ms_filed_counts *, for the answer */
+	List	   *named[MS_OUTCOMES];	/* Sync__Refusal *: the rows not filed, for the answer */
+	int			nnamed;
+	List	   *reasons[MS_OUTCOMES];	/* a few distinct reasons, for what sync.file says */
+	bool		fix;			/* the row dropped is the replica's to fix (sync.dropped) */
+	bool		kept_known;		/* has_inbox and has_dropped were read */
+	bool		has_inbox;		/* the replica has rows in the inbox: a row filed leaves it */
+	bool		has_dropped;	/* ... or in sync.dropped */
+	MemoryContext row_cxt;		/* reset after each row */
+	uint64		seq;			/* the upload's send number */
+	uint64		last_seq;		/* the last filed for the replica, before it */
 } ms_filing;
 
 /* ---- filer.c ---- */
+
+/*
+ * ms_uploads_catalog: whether the catalog records what filing needs since
+ * 0.2 (sync.sends, sync.dropped).  A server whose package was
+ * upgraded before ALTER EXTENSION UPDATE ran files as 0.1 did: every
+ * upload verified whole, but no send numbered before taken for a replay,
+ * and no edit dropped remembered.
+ */
+extern bool ms_uploads_catalog(void);
 
 /* ms_filer_begin: read the catalog and prepare the call's statements; SPI connected. */
 extern void ms_filer_begin(ms_filer *fr);
@@ -109,6 +145,12 @@ extern bool ms_server_column(const ms_table *t, int c);
 /* ms_filer_run: run a plan; errors when SPI does not answer with expect. */
 extern void ms_filer_run(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 						 long tcount, int expect, const char *what);
+/*
+ * ms_key_canonical: the parts of a wire key as its key columns' types print
+ * them (src/shared/canon.h), into parts; false with *why when one is no
+ * value of its type.
+ */
+extern bool ms_key_canonical(const ms_table *t, const Sync__Key *k, char **parts, char **why);
 /* ms_row_json: a row in its table's codec as a JSON object; NULL with *why when it does not decode. */
 extern char *ms_row_json(ms_filed_table *ft, const uint8 *bytes, size_t len, char **why);
 /* ms_to_bytea / ms_canonical_key: bytes as a bytea; a wire Key's canonical bytes. */
@@ -130,8 +172,8 @@ extern void ms_backlog(ms_filing *f, Sync__Up *up);
 
 /* ---- filing.c ---- */
 
-/* ms_file_rows: every upsert and delete of one table of an upload. */
-extern void ms_file_rows(ms_filing *f, Sync__Rows *r);
+/* ms_file_rows: every upsert and delete of one Rows of an upload (its bytes, read a row at a time). */
+extern void ms_file_rows(ms_filing *f, const uint8 *rows, size_t len);
 /*
  * ms_file_row: one row (bytes NULL and del for a delete) in a subtransaction
  * of its own; a permanent failure is MS_SET_ASIDE with its reason and
@@ -151,9 +193,19 @@ extern void ms_inbox_keep(ms_filing *f, ms_filed_table *ft, const char *key,
 
 /* ms_already_filed: whether this send was filed before (its answer is queued). */
 extern bool ms_already_filed(ms_filing *f, Sync__Up *up);
-/* ms_answer: the Filed answer for the send, queued for sync.pull. */
+/*
+ * ms_numbered_before: whether the send is numbered at or below the last
+ * filed for the replica (read into f->last_seq, the replica's row locked):
+ * then its answer says so, and nothing of it is filed.
+ */
+extern bool ms_numbered_before(ms_filing *f, Sync__Up *up);
+/* ms_answer: the Filed answer for the send, queued for sync.pull; the send's number recorded as the last filed. */
 extern void ms_answer(ms_filing *f, Sync__Up *up);
+/* ms_answer_duplicate: the answer of a send numbered before: nothing filed, the last number filed. */
+extern void ms_answer_duplicate(ms_filing *f, Sync__Up *up);
 /* ms_file_result: what sync.file returns, as jsonb text (call after SPI_finish). */
 extern char *ms_file_result(const ms_filing *f, const char *digests);
+/* ms_duplicate_result: what sync.file returns of a duplicate. */
+extern char *ms_duplicate_result(const ms_filing *f, bool numbered_before);
 
 #endif

@@ -12,14 +12,17 @@
 
 #include <math.h>
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/jsonapi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
 #include "utils/typcache.h"
 
+#include "canon.h"
 #include "file.h"
 #include "wire.h"
 
@@ -28,23 +31,36 @@ const char *const ms_outcome_names[MS_OUTCOMES] = {"filed", "refused", "dropped"
 /*
  * The check of an uploaded row: $1 the row as JSON, $2 the names of its key
  * columns (and origin), $3 the values the key (and the replica) give them,
- * $4 the columns it may carry.  Returns: is it an object; the columns it may
- * not carry; the key columns that disagree; the row with key and origin
- * filled in; a column it gives twice (json keeps what jsonb would merge,
- * and a replica refuses it too).
+ * spelled as their types print them, $4 the columns it may carry, $5 the
+ * kind of each of $2 (i integer, u uuid, t text: how a value the row gives
+ * is the same value in another spelling).  Returns: is it an object; the
+ * columns it may not carry; the key columns that disagree; the row with key
+ * and origin filled in, as their types print them; a column it gives twice
+ * (json keeps what jsonb would merge, and a replica refuses it too).
  */
 static const char *const check_sql =
 "WITH r AS (SELECT $1::jsonb AS j) "
 "SELECT jsonb_typeof(r.j) = 'object',"
 "       (SELECT string_agg(format('%I', k), ', ') FROM jsonb_object_keys(r.j) k"
 "         WHERE jsonb_typeof(r.j) = 'object' AND NOT (k = ANY ($4))),"
-"       (SELECT string_agg(format('%I', n), ', ') FROM unnest($2, $3) AS u(n, p)"
+"       (SELECT string_agg(format('%I', n), ', ') FROM unnest($2, $3, $5) AS u(n, p, kind)"
 "         WHERE jsonb_typeof(r.j) = 'object' AND r.j ? n"
-"           AND lower(r.j ->> n) IS DISTINCT FROM lower(p)),"
+"           AND (CASE kind"
+"                  WHEN 'i' THEN (r.j ->> n) ~ '^\\s*[+-]?[0-9]+\\s*$' AND (r.j ->> n)::numeric = p::numeric"
+"                  WHEN 'u' THEN lower(translate(r.j ->> n, '{}-', '')) = translate(p, '-', '')"
+"                  ELSE (r.j ->> n) = p END) IS NOT TRUE),"
 "       (r.j || (SELECT jsonb_object_agg(n, p) FROM unnest($2, $3) AS u(n, p)))::text,"
 "       (SELECT k FROM pg_catalog.json_object_keys($1::json) k"
 "         WHERE jsonb_typeof(r.j) = 'object' GROUP BY k HAVING count(*) > 1 ORDER BY k LIMIT 1)"
 "  FROM r";
+
+bool
+ms_uploads_catalog(void)
+{
+	Oid			sync = get_namespace_oid("sync", true);
+
+	return OidIsValid(sync) && OidIsValid(get_relname_relid("dropped", sync));
+}
 
 static SPIPlanPtr
 prepare(const char *sql, int nargs, Oid *types)
@@ -60,12 +76,13 @@ prepare(const char *sql, int nargs, Oid *types)
 static void
 prepare_catalog(ms_filer *fr)
 {
-	Oid			check[4] = {TEXTOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Oid			check[5] = {TEXTOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Oid			dropped[4] = {UUIDOID, INT4OID, TEXTOID, TEXTOID};
 	Oid			held[3] = {UUIDOID, INT4OID, TEXTOID};
 	Oid			note[2] = {INT4OID, TEXTOID};
 	Oid			keep[7] = {UUIDOID, INT4OID, TEXTOID, BYTEAOID, JSONBOID, TEXTOID, TEXTOID};
 
-	fr->check = prepare(check_sql, 4, check);
+	fr->check = prepare(check_sql, 5, check);
 	fr->held = prepare("SELECT number, taken IS NOT NULL, since FROM sync.held"
 					   " WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
 	/* the write just made drew the newest note of the row: the session's last */
@@ -83,6 +100,14 @@ prepare_catalog(ms_filer *fr)
 					   "   sender = EXCLUDED.sender, reason = EXCLUDED.reason,"
 					   "   sqlstate = EXCLUDED.sqlstate, tries = sync.inbox.tries + 1, last_at = now()",
 					   7, keep);
+	fr->unkeep = prepare("DELETE FROM sync.inbox WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+	fr->updated = ms_uploads_catalog();
+	if (!fr->updated)
+		return;
+	fr->drop_note = prepare("INSERT INTO sync.dropped (replica, tab, key, reason) VALUES ($1, $2, $3, $4)"
+							" ON CONFLICT (replica, tab, key) DO UPDATE SET reason = EXCLUDED.reason, at = now()",
+							4, dropped);
+	fr->drop_forget = prepare("DELETE FROM sync.dropped WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
 }
 
 static void
@@ -188,6 +213,41 @@ record_sql(const ms_table *t)
 	return sql.data;
 }
 
+/*
+ * a record not taken, against the server's copy: whether it is the same
+ * (every column it carries, as text: json has no equality), whether it is
+ * an older version, and both versions as text
+ */
+static char *
+compare_sql(const ms_table *t)
+{
+	StringInfoData sql;
+	const char *v = t->version >= 0 ? t->columns[t->version].quoted : NULL;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ROW(");
+	for (int c = 0, n = 0; c < t->ncolumns; c++)
+		if (!ms_server_column(t, c))
+			appendStringInfo(&sql, "%st.%s::pg_catalog.text", n++ ? ", " : "", t->columns[c].quoted);
+	appendStringInfoString(&sql, ") IS NOT DISTINCT FROM ROW(");
+	for (int c = 0, n = 0; c < t->ncolumns; c++)
+		if (!ms_server_column(t, c))
+			appendStringInfo(&sql, "%sr.%s::pg_catalog.text", n++ ? ", " : "", t->columns[c].quoted);
+	if (v)
+	{
+		/* the version's own order, as record_sql's */
+		Oid			lt = lookup_type_cache(t->columns[t->version].type, TYPECACHE_LT_OPR)->lt_opr;
+
+		appendStringInfo(&sql, "), r.%s %s t.%s, r.%s::pg_catalog.text, t.%s::pg_catalog.text",
+						 v, ms_operator_sql(lt), v, v, v);
+	}
+	else
+		appendStringInfoString(&sql, "), NULL::pg_catalog.bool, NULL::pg_catalog.text, NULL::pg_catalog.text");
+	appendStringInfo(&sql, " FROM %s t, pg_catalog.jsonb_populate_record(NULL::%s, $1::pg_catalog.jsonb) r WHERE %s",
+					 t->qualified, t->qualified, ms_key_match(t, "t", "$2"));
+	return sql.data;
+}
+
 /* a two-way row: only the columns the replica owns */
 static char *
 two_way_sql(const ms_table *t)
@@ -223,6 +283,8 @@ ms_filed_plan(ms_filer *fr, ms_filed_table *ft, SPIPlanPtr *slot)
 								 ms_key_match(t, "t", "$1")), 1, key);
 	else if (slot == &ft->record)
 		*slot = prepare(record_sql(t), 2, record);
+	else if (slot == &ft->compare)
+		*slot = prepare(compare_sql(t), 2, two_way);
 	else if (slot == &ft->two_way)
 		*slot = prepare(two_way_sql(t), 2, two_way);
 	else if (slot == &ft->delete_row)
@@ -253,6 +315,31 @@ ms_to_bytea(const void *data, size_t len)
 	if (len > 0)
 		memcpy(VARDATA(b), data, len);
 	return b;
+}
+
+bool
+ms_key_canonical(const ms_table *t, const Sync__Key *k, char **parts, char **why)
+{
+	for (int i = 0; i < t->nkey; i++)
+	{
+		Oid			type = t->columns[t->key[i]].base_type;
+		ms_key_kind kind = type == UUIDOID ? MS_KEY_UUID : type == INT2OID ? MS_KEY_INT2 :
+			type == INT4OID ? MS_KEY_INT4 : type == INT8OID ? MS_KEY_INT8 : MS_KEY_TEXT;
+		char		canon[MS_KEY_CANON_MAX];
+		size_t		n;
+		char		reason[MS_REASON_MAX];
+
+		if (kind == MS_KEY_TEXT)
+			parts[i] = k->parts[i];
+		else if (ms_key_canon(kind, k->parts[i], strlen(k->parts[i]), canon, &n, reason))
+			parts[i] = pnstrdup(canon, n);
+		else
+		{
+			*why = psprintf("its key column \"%s\": %s", t->columns[t->key[i]].name, reason);
+			return false;
+		}
+	}
+	return true;
 }
 
 char *

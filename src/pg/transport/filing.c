@@ -16,17 +16,29 @@
  *
  * and comes out filed, refused (it never can be), dropped (the server's
  * change wins), waiting, or set aside in the inbox (it failed for good:
- * retried after a fix).
+ * retried after a fix).  A record not taken is filed when the server has
+ * it as it came (a resend), and dropped otherwise, saying why: an older
+ * version, one edited without raising its version, or a record kept as
+ * first filed; those drops are the replica's to fix and are remembered in
+ * sync.dropped until the row is filed.
+ *
+ * A row's key is taken as its columns' types print it (src/shared/canon.h)
+ * before it is stored or compared, so that one row has one key however a
+ * replica spells it.  Each row's work is done in a memory context reset
+ * after it: memory while filing does not grow with the rows filed.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
 #include "file.h"
 #include "owner.h"
 #include "subxact.h"
+#include "upread.h"
+#include "utils/memutils.h"
 
 /*
  * as_owner: a statement on the mirrored table itself (slot: one of ft's),
@@ -56,6 +68,15 @@ parts_array(char **parts, int n)
 	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
+/* how check_row compares a value a row gives its key column: i integer, u uuid, t text */
+static char *
+kind_of(const ms_column *col)
+{
+	Oid			type = col->base_type;
+
+	return type == UUIDOID ? "u" : (type == INT2OID || type == INT4OID || type == INT8OID) ? "i" : "t";
+}
+
 /*
  * check_row: the upload carries only the columns it may (a catalog's: its key
  * and replica-owned ones), its key columns agree with the key it names, and
@@ -65,10 +86,11 @@ parts_array(char **parts, int n)
 static char *
 check_row(ms_filing *f, const ms_table *t, const char *json, char **parts, bool two_way, char **why)
 {
-	Datum		values[4];
+	Datum		values[5];
 	int			nnames = t->nkey + (t->origin >= 0 ? 1 : 0);
 	char	  **names = palloc(sizeof(char *) * nnames);
 	char	  **wanted = palloc(sizeof(char *) * nnames);
+	char	  **kinds = palloc(sizeof(char *) * nnames);
 	char	  **allowed = palloc(sizeof(char *) * t->ncolumns);
 	int			nallowed = 0;
 	bool		isnull;
@@ -79,11 +101,13 @@ check_row(ms_filing *f, const ms_table *t, const char *json, char **parts, bool 
 	{
 		names[k] = t->columns[t->key[k]].name;
 		wanted[k] = parts[k];
+		kinds[k] = kind_of(&t->columns[t->key[k]]);
 	}
 	if (t->origin >= 0)
 	{
 		names[t->nkey] = t->columns[t->origin].name;
 		wanted[t->nkey] = f->replica_text;
+		kinds[t->nkey] = kind_of(&t->columns[t->origin]);
 	}
 	for (int c = 0; c < t->ncolumns; c++)
 		if (ms_server_column(t, c) || !two_way || t->columns[c].key || t->columns[c].replica_owned)
@@ -92,6 +116,7 @@ check_row(ms_filing *f, const ms_table *t, const char *json, char **parts, bool 
 	values[1] = parts_array(names, nnames);
 	values[2] = parts_array(wanted, nnames);
 	values[3] = parts_array(allowed, nallowed);
+	values[4] = parts_array(kinds, nnames);
 	ms_filer_run(f->filer->check, values, NULL, true, 1, SPI_OK_SELECT, "read an uploaded row");
 	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
 	{
@@ -179,8 +204,55 @@ on_held(ms_filing *f, SPIPlanPtr plan, const ms_table *t, const char *key, int e
 	ms_filer_run(plan, values, NULL, false, 0, expect, what);
 }
 
+/*
+ * not_taken: a record the insert did not take, against the server's copy:
+ * the same copy again is filed (a resend); another is dropped, the
+ * server's copy winning, and the row noted so that the replica gets it back
+ */
 static ms_outcome
-file_record(ms_filing *f, ms_filed_table *ft, const char *key, const char *json)
+not_taken(ms_filing *f, ms_filed_table *ft, const char *key, const char *json, char **why)
+{
+	const ms_table *t = ft->t;
+	Datum		values[2] = {CStringGetTextDatum(json), CStringGetTextDatum(key)};
+	Datum		nv[2] = {Int32GetDatum(t->id), CStringGetTextDatum(key)};
+	bool		isnull;
+	bool		same = false;
+	bool		older = false;
+	char	   *theirs = NULL;
+	char	   *ours = NULL;
+	TupleDesc	desc;
+	HeapTuple	tup;
+
+	/* its casts to text are the owner's code: as the owner */
+	as_owner(f, ft, &ft->compare, values, NULL, true, 1, SPI_OK_SELECT, "compare a record with the server's");
+	if (SPI_processed == 1)
+	{
+		desc = SPI_tuptable->tupdesc;
+		tup = SPI_tuptable->vals[0];
+		same = DatumGetBool(SPI_getbinval(tup, desc, 1, &isnull)) && !isnull;
+		older = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull)) && !isnull;
+		theirs = SPI_getvalue(tup, desc, 3);
+		ours = SPI_getvalue(tup, desc, 4);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	if (same)
+		return MS_FILED;		/* the server has this copy already */
+	/* the replica's copy lost: a note, so every replica holding the row gets the server's */
+	ms_filer_run(f->filer->note, nv, NULL, false, 0, SPI_OK_INSERT, "note a row");
+	f->fix = true;
+	if (t->version < 0)
+		*why = "a record is kept as first filed (its table has no version column): the server keeps its copy";
+	else if (older)
+		*why = psprintf("an older version (%s %s) than the server's (%s): the server's copy wins",
+						t->columns[t->version].name, theirs ? theirs : "null", ours ? ours : "null");
+	else
+		*why = psprintf("edited without raising its version column \"%s\" (%s, as the server's copy): the server keeps its copy",
+						t->columns[t->version].name, theirs ? theirs : "null");
+	return MS_DROPPED;
+}
+
+static ms_outcome
+file_record(ms_filing *f, ms_filed_table *ft, const char *key, const char *json, char **why)
 {
 	Datum		values[2];
 	char		nulls[2] = {' ', ' '};
@@ -193,16 +265,10 @@ file_record(ms_filing *f, ms_filed_table *ft, const char *key, const char *json)
 	as_owner(f, ft, &ft->record, values, nulls, false, 0, SPI_OK_INSERT_RETURNING, "file a record");
 	taken = SPI_processed > 0;
 	SPI_freetuptable(SPI_tuptable);
-	if (taken)
-		/* the replica holds this version of the row: the newest note of it, at once */
-		on_held(f, f->filer->mark_held, ft->t, key, SPI_OK_INSERT, "record a filed row as held");
-	else
-	{
-		/* the replica's version lost: a note, so every replica holding the row gets the server's */
-		Datum		nv[2] = {Int32GetDatum(ft->t->id), CStringGetTextDatum(key)};
-
-		ms_filer_run(f->filer->note, nv, NULL, false, 0, SPI_OK_INSERT, "note a row");
-	}
+	if (!taken)
+		return not_taken(f, ft, key, json, why);
+	/* the replica holds this version of the row: the newest note of it, at once */
+	on_held(f, f->filer->mark_held, ft->t, key, SPI_OK_INSERT, "record a filed row as held");
 	return MS_FILED;
 }
 
@@ -313,7 +379,7 @@ file_row_inner(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
 	json = check_row(f, t, json, parts, two_way, why);
 	if (json == NULL)
 		return MS_REFUSED;
-	return two_way ? file_two_way(f, ft, key, json, why) : file_record(f, ft, key, json);
+	return two_way ? file_two_way(f, ft, key, json, why) : file_record(f, ft, key, json, why);
 }
 
 /* a row to file, for ms_try */
@@ -346,6 +412,7 @@ ms_file_row(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
 	ErrorData  *err = NULL;
 
 	*sqlstate = NULL;
+	f->fix = false;
 	if (ms_try(row_job_run, &j, &err))
 	{
 		*why = j.why;
@@ -356,58 +423,173 @@ ms_file_row(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
 	return MS_SET_ASIDE;
 }
 
-/* a row the server refused for good, for the Filed answer */
-static void
-add_refusal(ms_filing *f, const char *table, char **parts, int nparts, const char *why)
+/* clip: a reason of at most 500 bytes, cut where a character ends */
+static char *
+clip(const char *why)
 {
-	Sync__Refusal *r = palloc(sizeof(Sync__Refusal));
-	Sync__Key  *k = palloc(sizeof(Sync__Key));
+	int			n = strlen(why);
 
+	return n <= 500 ? pstrdup(why) : pnstrdup(why, pg_mbcliplen(why, n, 500));
+}
+
+/* named: a row not filed, with why, for the Filed answer (MS_ANSWER_NAMED_MAX in all) */
+static void
+named(ms_filing *f, ms_outcome out, const char *table, char **parts, int nparts, const char *why)
+{
+	Sync__Refusal *r;
+	Sync__Key  *k;
+	int			i = out == MS_SET_ASIDE ? MS_WAITS : out;
+
+	if (f->nnamed >= MS_ANSWER_NAMED_MAX)
+		return;					/* the answer's counts say the rest, and the replica sends them again */
+	f->nnamed++;
+	r = palloc(sizeof(Sync__Refusal));
+	k = palloc(sizeof(Sync__Key));
 	sync__refusal__init(r);
 	sync__key__init(k);
 	k->n_parts = nparts;
 	k->parts = palloc(sizeof(char *) * Max(nparts, 1));
-	for (int i = 0; i < nparts; i++)
-		k->parts[i] = pstrdup(parts[i]);
+	for (int p = 0; p < nparts; p++)
+		k->parts[p] = pstrdup(parts[p]);
 	r->table = pstrdup(table);
 	r->key = k;
-	r->reason = pstrdup(why);
-	f->refused = lappend(f->refused, r);
+	r->reason = clip(why);
+	f->named[i] = lappend(f->named[i], r);
+}
+
+/* counted: one row more of table came out as out, and a few distinct reasons for sync.file's answer */
+static void
+counted(ms_filing *f, const char *table, ms_outcome out, const char *why)
+{
+	ms_filed_counts *c = NULL;
+	ListCell   *lc;
+
+	f->counts[out]++;
+	foreach(lc, f->tables)
+		if (strcmp(((ms_filed_counts *) lfirst(lc))->table, table) == 0)
+			c = lfirst(lc);
+	if (c == NULL)
+	{
+		c = palloc0(sizeof(ms_filed_counts));
+		c->table = pstrdup(table);
+		f->tables = lappend(f->tables, c);
+	}
+	c->counts[out]++;
+	if (why == NULL || out == MS_FILED || list_length(f->reasons[out]) >= 3)
+		return;
+	foreach(lc, f->reasons[out])
+		if (strcmp(lfirst(lc), why) == 0)
+			return;
+	f->reasons[out] = lappend(f->reasons[out], clip(why));
+}
+
+/* afterwards: what the server keeps of the row besides it: the inbox, and an edit it dropped */
+static void
+afterwards(ms_filing *f, ms_filed_table *ft, const char *key, ms_outcome out, const char *why)
+{
+	Datum		values[4] = {UUIDPGetDatum(&f->replica), Int32GetDatum(ft->t->id),
+	CStringGetTextDatum(key), (Datum) 0};
+
+	/* what is in the inbox is older than this upload of the row: it goes */
+	if (f->has_inbox && out != MS_WAITS && out != MS_SET_ASIDE)
+		ms_filer_run(f->filer->unkeep, values, NULL, false, 0, SPI_OK_DELETE, "empty the inbox of a row");
+	if (!f->filer->updated)
+		return;
+	if (out == MS_DROPPED && f->fix)
+	{
+		values[3] = CStringGetTextDatum(why);
+		ms_filer_run(f->filer->drop_note, values, NULL, false, 0, SPI_OK_INSERT, "remember an edit dropped");
+		f->has_dropped = true;
+	}
+	else if (out == MS_FILED && f->has_dropped)
+		ms_filer_run(f->filer->drop_forget, values, NULL, false, 0, SPI_OK_DELETE, "forget an edit dropped");
+}
+
+/* whether the replica has rows in the inbox, and edits remembered as dropped (once per call) */
+static void
+kept_before(ms_filing *f)
+{
+	Oid			types[1] = {UUIDOID};
+	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
+	bool		isnull;
+
+	if (SPI_execute_with_args(f->filer->updated ?
+							  "SELECT EXISTS (SELECT FROM sync.inbox WHERE replica = $1),"
+							  " EXISTS (SELECT FROM sync.dropped WHERE replica = $1)" :
+							  "SELECT EXISTS (SELECT FROM sync.inbox WHERE replica = $1), false",
+							  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.inbox");
+	f->has_inbox = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	f->has_dropped = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	f->kept_known = true;
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/* one_row: an upsert (bytes) or a delete (bytes NULL) of ft, keyed k as the upload spells it */
+static void
+one_row(ms_filing *f, const char *table, ms_filed_table *ft, Sync__Key *k, const uint8 *bytes, size_t len)
+{
+	bool		del = bytes == NULL;
+	char	   *why = NULL;
+	char	   *sqlstate = NULL;
+	char	  **parts = NULL;
+	char	   *key = NULL;
+	ms_outcome	out;
+
+	if (ft == NULL)
+	{
+		why = psprintf("table \"%s\" is not mirrored", table);
+		out = MS_REFUSED;
+	}
+	else if (k->n_parts != (size_t) ft->t->nkey)
+	{
+		why = psprintf("table \"%s\" has a key of %d parts, not %zu", ft->t->name, ft->t->nkey, k->n_parts);
+		out = MS_REFUSED;
+	}
+	else if (!ms_key_canonical(ft->t, k, parts = palloc(sizeof(char *) * ft->t->nkey), &why))
+		out = MS_REFUSED;
+	else
+	{
+		Sync__Key	canon = *k;
+
+		canon.parts = parts;
+		key = ms_canonical_key(&canon);
+		out = ms_file_row(f, ft, parts, key, bytes, len, del, &why, &sqlstate);
+	}
+	if (out == MS_WAITS || out == MS_SET_ASIDE)
+		ms_inbox_keep(f, ft, key, bytes, len, del, why, sqlstate);
+	if (key != NULL)
+		afterwards(f, ft, key, out, why);
+	/* what the answer says lives as long as the call; the rest goes with the row */
+	{
+		MemoryContext old = MemoryContextSwitchTo(f->filer->cxt);
+
+		counted(f, table, out, why);
+		if (out != MS_FILED)
+			named(f, out, table, k->parts, (int) k->n_parts, why ? why : "");
+		MemoryContextSwitchTo(old);
+	}
 }
 
 void
-ms_file_rows(ms_filing *f, Sync__Rows *r)
+ms_file_rows(ms_filing *f, const uint8 *rows, size_t len)
 {
-	ms_filed_table *ft = ms_filed_table_named(f->filer, r->table);
-	size_t		n = r->n_upserts + r->n_deletes;
+	ms_rows_reader r;
+	ms_filed_table *ft;
+	MemoryContext old;
+	Sync__Key  *k;
+	const uint8_t *bytes;
+	size_t		n;
 
-	for (size_t i = 0; i < n; i++)
+	if (!f->kept_known)
+		kept_before(f);
+	ms_rows_open(&r, rows, len);
+	ft = ms_filed_table_named(f->filer, r.table);
+	old = MemoryContextSwitchTo(f->row_cxt);
+	while (ms_rows_next(&r, ms_pg_allocator(), &k, &bytes, &n))
 	{
-		bool		del = i >= r->n_upserts;
-		Sync__Key  *k = del ? r->deletes[i - r->n_upserts] : r->keys[i];
-		const uint8 *bytes = del ? NULL : r->upserts[i].data;
-		size_t		len = del ? 0 : r->upserts[i].len;
-		char	   *key = ms_canonical_key(k);
-		char	   *why = NULL;
-		char	   *sqlstate = NULL;
-		ms_outcome	out;
-
-		if (ft == NULL)
-		{
-			why = psprintf("table \"%s\" is not mirrored", r->table);
-			out = MS_REFUSED;
-		}
-		else if (k->n_parts != (size_t) ft->t->nkey)
-		{
-			why = psprintf("table \"%s\" has a key of %d parts, not %zu", ft->t->name, ft->t->nkey, k->n_parts);
-			out = MS_REFUSED;
-		}
-		else
-			out = ms_file_row(f, ft, k->parts, key, bytes, len, del, &why, &sqlstate);
-		f->counts[out]++;
-		if (out == MS_REFUSED)
-			add_refusal(f, r->table, k->parts, (int) k->n_parts, why);
-		else if (out == MS_WAITS || out == MS_SET_ASIDE)
-			ms_inbox_keep(f, ft, key, bytes, len, del, why, sqlstate);
+		one_row(f, r.table, ft, k, bytes, n);
+		MemoryContextReset(f->row_cxt);
 	}
+	MemoryContextSwitchTo(old);
 }

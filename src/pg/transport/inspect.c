@@ -201,8 +201,9 @@ head(StringInfo out, const Sync__ToReplica *m, ms_wire_status st)
 {
 	appendStringInfo(out, "{\"protocol\":%u,\"epoch\":", m->protocol);
 	hex(out, m->epoch);
-	appendStringInfo(out, ",\"number\":" UINT64_FORMAT ",\"previous\":" UINT64_FORMAT ",\"nonce\":",
-					 (uint64) m->number, (uint64) m->previous);
+	appendStringInfo(out, ",\"generation\":" UINT64_FORMAT ",\"number\":" UINT64_FORMAT
+					 ",\"previous\":" UINT64_FORMAT ",\"nonce\":",
+					 (uint64) m->generation, (uint64) m->number, (uint64) m->previous);
 	hex(out, m->nonce);
 	appendStringInfoString(out, ",\"previous_nonce\":");
 	hex(out, m->previous_nonce);
@@ -214,6 +215,48 @@ head(StringInfo out, const Sync__ToReplica *m, ms_wire_status st)
 	else
 		hex(out, m->replica);
 	appendStringInfo(out, ",\"sealed\":%s", st == MS_WIRE_OK ? sealed(m) : "null");
+}
+
+/* the rows a Filed answer names, with why */
+static void
+named(StringInfo out, const char *name, Sync__Refusal **r, size_t n)
+{
+	appendStringInfo(out, ",\"%s\":[", name);
+	for (size_t i = 0; i < n; i++)
+	{
+		appendStringInfo(out, "%s{\"table\":", i ? "," : "");
+		str(out, r[i]->table);
+		appendStringInfoString(out, ",\"key\":");
+		key(out, r[i]->key);
+		appendStringInfoString(out, ",\"reason\":");
+		str(out, r[i]->reason);
+		appendStringInfoChar(out, '}');
+	}
+	appendStringInfoChar(out, ']');
+}
+
+/* a Filed answer: its counts per table, the rows it names, whether the send was a duplicate */
+static void
+filed(StringInfo out, const Sync__Filed *f)
+{
+	appendStringInfoString(out, ",\"filed\":{\"send_id\":");
+	hex(out, f->send_id);
+	appendStringInfo(out, ",\"rows\":%u", f->rows);
+	named(out, "refused", f->refused, f->n_refused);
+	named(out, "dropped", f->dropped, f->n_dropped);
+	named(out, "kept", f->kept, f->n_kept);
+	appendStringInfoString(out, ",\"tables\":[");
+	for (size_t i = 0; i < f->n_tables; i++)
+	{
+		const Sync__FiledTable *t = f->tables[i];
+
+		appendStringInfo(out, "%s{\"table\":", i ? "," : "");
+		str(out, t->table);
+		appendStringInfo(out, ",\"filed\":%u,\"refused\":%u,\"dropped\":%u,\"waiting\":%u,\"set_aside\":%u}",
+						 t->filed, t->refused, t->dropped, t->waiting, t->set_aside);
+	}
+	appendStringInfo(out, "],\"duplicate\":%s,\"last_seq\":" UINT64_FORMAT "}",
+					 f->duplicate ? "true" : "false", (uint64) f->last_seq);
 }
 
 static void
@@ -244,20 +287,7 @@ body(StringInfo out, const Sync__ToReplica *m)
 			appendStringInfoChar(out, ']');
 			break;
 		case SYNC__TO_REPLICA__BODY_FILED:
-			appendStringInfoString(out, ",\"filed\":{\"send_id\":");
-			hex(out, m->filed->send_id);
-			appendStringInfo(out, ",\"rows\":%u,\"refused\":[", m->filed->rows);
-			for (size_t i = 0; i < m->filed->n_refused; i++)
-			{
-				appendStringInfo(out, "%s{\"table\":", i ? "," : "");
-				str(out, m->filed->refused[i]->table);
-				appendStringInfoString(out, ",\"key\":");
-				key(out, m->filed->refused[i]->key);
-				appendStringInfoString(out, ",\"reason\":");
-				str(out, m->filed->refused[i]->reason);
-				appendStringInfoChar(out, '}');
-			}
-			appendStringInfoString(out, "]}");
+			filed(out, m->filed);
 			break;
 		default:
 			break;

@@ -1,12 +1,18 @@
 /*-------------------------------------------------------------------------
  * pull.c
- *	  sync.pull(replica, after, max_bytes): the transport's way down.
+ *	  sync.pull(replica, after, max_bytes [, applied]): the transport's way down.
  *
  * Returns, in order, the Filed answers waiting for the replica (number NULL)
  * and the messages of its outbox numbered after `after`, up to max_bytes
  * (always at least one).  Messages stay in the outbox until the replica
  * acknowledges them (sync.file), so a message lost on the way is pulled
  * again: it keeps its number and bytes however often it goes.
+ *
+ * `after`, with `applied` (what the replica applied: an Applied, as
+ * sync_applied() returns it on the replica), is the replica's claim of
+ * where it is (claim.h): it may have the replica provisioned again, never
+ * move anything shared without a seal that verifies.  Without `applied`, a
+ * pull after 0 reads what waits and claims nothing.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -20,41 +26,31 @@
 #include "utils/uuid.h"
 
 #include "access.h"
+#include "claim.h"
+#include "wire.h"
 
 PG_FUNCTION_INFO_V1(ms_pull);
 
-/*
- * beyond_the_record: what a pull says of the replica's file and of the
- * server.  `after` is the last message the replica applied.
- *
- * After a message this server never wrote for it, the replica applied
- * history the server lost: the server's database was restored from an older
- * copy, or a standby that lagged was promoted (docs/design.md 4.8).  The
- * server numbers again from where its copy left off, and the replica applies
- * nothing numbered at or below what it applied -- a snapshot included, or an
- * old snapshot delivered twice could take it back in time.  So the sequence
- * moves past `after`, and the replica is provisioned again: its snapshot is
- * numbered beyond anything it applied.  Every replica of a restored server
- * gets there as it pulls.
- *
- * Before a message it acknowledged, its file was restored from an older
- * copy: it is provisioned again.
- */
-static void
-beyond_the_record(pg_uuid_t *replica, int64 after)
+/* What sync.replicas records of the replica, locked for the pull. */
+typedef struct pull_record
 {
-	Oid			types[3] = {UUIDOID, INT8OID, TEXTOID};
-	Datum		values[3] = {UUIDPGetDatum(replica), Int64GetDatum(after), (Datum) 0};
-	bool		isnull;
-	int64		last;
-	int64		acked;
+	int64		last;			/* the last message written for it */
+	int64		acked;			/* the last it acknowledged */
 	bool		provision;
-	char	   *why = NULL;
-	char	   *id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
+	bool		snapshot_due;	/* a snapshot written since its last acknowledgement is on its way */
+} pull_record;
 
-	if (after == 0)
-		return;
-	if (SPI_execute_with_args("SELECT last_number, acked_number, provision FROM sync.replicas"
+static void
+read_record(pg_uuid_t *replica, const char *id, pull_record *r)
+{
+	Oid			types[1] = {UUIDOID};
+	Datum		values[1] = {UUIDPGetDatum(replica)};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+
+	if (SPI_execute_with_args("SELECT last_number, acked_number, provision,"
+							  " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
 							  " WHERE id = $1 FOR UPDATE",
 							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.replicas");
@@ -65,25 +61,91 @@ beyond_the_record(pg_uuid_t *replica, int64 after)
 				 errmsg("replica %s was dropped", id),
 				 errdetail("It was dropped while it pulled: nothing is sent to it any more."),
 				 errhint("Register it again with sync.replica_add('%s') to provision it from scratch.", id)));
-	last = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	acked = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	provision = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-	if (after > last)
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	r->last = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	r->acked = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
+	r->provision = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+	r->snapshot_due = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/*
+ * ahead: the replica claims message `after`, beyond the last this server
+ * wrote for it.  Believed only with a seal that verifies: the server's
+ * database was restored from an older copy, or a standby that lagged was
+ * promoted (docs/design.md 4.8).  The server numbers again from where its
+ * copy left off, and the replica applies nothing numbered at or below what
+ * it applied -- a snapshot of the same generation included, or an old
+ * snapshot delivered twice could take it back in time.  So the sequence
+ * moves past `after` (a bounded distance at most), and the replica is
+ * provisioned again: its snapshot is numbered beyond anything it applied.
+ * Of an epoch this server never had, or one that ended, nothing needs to
+ * move: a snapshot of the current epoch applies whatever its number.
+ * Returns why it is provisioned again.
+ */
+static char *
+ahead(pg_uuid_t *replica, const char *id, int64 after, int64 last, Sync__Applied *a)
+{
+	if (a == NULL || a->seal.len == 0)
+		ms_claim_refuse(replica, MS_CLAIM_PULL, MS_CLAIM_NO_SEAL, after, last, 0);
+	switch (ms_claim_check(replica, a, after))
 	{
-		/* numbers beyond what it applied, for whatever is written next */
-		if (SPI_execute_with_args("SELECT setval('sync.message_seq', $2)"
-								  " WHERE (SELECT last_value FROM sync.message_seq) < $2",
-								  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not move sync.message_seq");
-		why = psprintf("replica %s pulls after message %lld, which this server never wrote for it (its last is %lld):"
-					   " the server was restored from an older copy, or a standby promoted: provisioned again",
-					   id, (long long) after, (long long) last);
+		case MS_SEAL_UNKNOWN_EPOCH:
+			return psprintf("replica %s pulls after message " INT64_FORMAT " of an epoch this server never had"
+							" (was the server restored from before its last epoch?): provisioned again", id, after);
+		case MS_SEAL_FORGED:
+			ms_claim_refuse(replica, MS_CLAIM_PULL, MS_CLAIM_BAD_SEAL, after, 0, 0);
+			break;
+		case MS_SEAL_CURRENT:
+			ms_claim_believe(replica, MS_CLAIM_PULL, after);
+			break;
+		case MS_SEAL_PAST_EPOCH:
+			break;
 	}
-	else if (after < acked)
-		why = psprintf("replica %s pulls after message %lld, before the %lld it acknowledged:"
-					   " its file was restored from an older copy: provisioned again",
-					   id, (long long) after, (long long) acked);
-	if (why == NULL || provision)
+	return psprintf("replica %s pulls after message " INT64_FORMAT ", which this server never wrote for it"
+					" (its last is " INT64_FORMAT "): the server was restored from an older copy, or a standby"
+					" promoted: provisioned again", id, after, last);
+}
+
+/*
+ * beyond_the_record: what a pull says of the replica's file and of the
+ * server.  `after` is the last message the replica says it applied, `a`
+ * what it says of it (NULL when it said nothing).
+ * Beyond what the server wrote for it: ahead().  Before what it
+ * acknowledged -- 0 included, a blank file -- its file was lost, or restored
+ * from an older copy: it is provisioned again, unless a snapshot is on its
+ * way already.
+ */
+static void
+beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
+{
+	Oid			types[3] = {UUIDOID, INT8OID, TEXTOID};
+	Datum		values[3] = {UUIDPGetDatum(replica), Int64GetDatum(after), (Datum) 0};
+	pull_record r;
+	char	   *why = NULL;
+	char	   *id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
+
+	/* a read from the start, with nothing said of what the replica applied */
+	if (after == 0 && a == NULL)
+		return;
+	read_record(replica, id, &r);
+	if (a != NULL)
+	{
+		ms_epoch	e;
+
+		if (ms_epoch_read(&e))
+			ms_claim_superseded(replica, MS_CLAIM_PULL, &e, a, after);
+	}
+	if (after > r.last)
+		why = ahead(replica, id, after, r.last, a);
+	else if (after < r.acked && !r.snapshot_due)
+		why = after == 0
+			? psprintf("replica %s pulls having applied nothing, before the " INT64_FORMAT " it acknowledged:"
+					   " its file is new or was lost: provisioned again", id, r.acked)
+			: psprintf("replica %s pulls after message " INT64_FORMAT ", before the " INT64_FORMAT " it acknowledged:"
+					   " its file was restored from an older copy: provisioned again", id, after, r.acked);
+	if (why == NULL || r.provision)
 		return;
 	values[2] = CStringGetTextDatum(why);
 	if (SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $3,"
@@ -93,9 +155,30 @@ beyond_the_record(pg_uuid_t *replica, int64 after)
 	ereport(LOG, (errmsg("magic_sync: %s", why)));
 }
 
+/* claim: what the replica says it applied, decoded; NULL when it said nothing */
+static Sync__Applied *
+claim(FunctionCallInfo fcinfo)
+{
+	bytea	   *b;
+	Sync__Applied *a;
+	char		reason[MS_REASON_MAX];
+
+	if (PG_NARGS() < 4 || PG_ARGISNULL(3))
+		return NULL;
+	b = PG_GETARG_BYTEA_PP(3);
+	a = ms_applied_decode((const uint8_t *) VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b), ms_pg_allocator(), reason);
+	if (a == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("what the replica applied is not an Applied message"),
+				 errdetail("%s.", reason),
+				 errhint("Pass what sync_applied() returns on the replica, as it is.")));
+	return a;
+}
+
 /*
- * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int) returns
- * table(number bigint, message bytea).
+ * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int [, applied
+ * bytea]) returns table(number bigint, message bytea).
  */
 Datum
 ms_pull(PG_FUNCTION_ARGS)
@@ -109,6 +192,7 @@ ms_pull(PG_FUNCTION_ARGS)
 	int64		total = 0;
 	int64		last;
 	Portal		cur;
+	Sync__Applied *applied;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -135,7 +219,8 @@ ms_pull(PG_FUNCTION_ARGS)
 	SPI_connect();
 	ms_replica_access(replica, "pull");
 	values[0] = UUIDPGetDatum(replica);
-	beyond_the_record(replica, after);
+	applied = claim(fcinfo);
+	beyond_the_record(replica, after, applied);
 	values[1] = Int64GetDatum(after);
 	last = after;
 

@@ -1,0 +1,109 @@
+#!/bin/bash
+# sustained.sh: the relay under a sustained write load (issue 14).  pgbench's
+# TPC-B-like script, 8 clients for 60 s, on its four tables mirrored
+# (broadcast) to two replicas, with the preloaded relay worker (default
+# settings) and two real agents applying to SQLite files, against the same
+# run with the noting triggers disabled (unmirrored: nothing noted, nothing
+# relayed).  Figures: the TPS ratio (target >= 0.8); the age of the oldest
+# note not yet planned, sampled every second during the mirrored run (target:
+# max <= 1 s); and the agents' lag when pgbench stops: the messages they had
+# yet to apply, and how long until every note was done and each agent had
+# acknowledged every message written for it.  Default settings
+# (synchronous_commit on), pgbench at scale 10 (10 branches: a scale of 1
+# makes every transaction wait on the one branch row, and any work inside
+# one, noting included, waits with it).
+#
+#   bench/sustained.sh [seconds] [clients] [scale]
+set -eu
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+clients=${2:-8}
+scale=${3:-10}
+tables="pgbench_branches pgbench_tellers pgbench_accounts pgbench_history"
+
+if [ -z "${MS_BENCH_INSIDE:-}" ]; then
+	. scripts/lib.sh
+	ms_ready
+	ms_cluster -o max_wal_size=4GB -o checkpoint_timeout=30min \
+		-o magic_sync.database=bench \
+		env MS_BENCH_INSIDE=1 "$0" "$seconds" "$clients" "$scale"
+	exit $?
+fi
+
+sql() { psql -q -X -v ON_ERROR_STOP=1 -d bench "$@"; }
+val() { psql -X -A -t -d bench -c "$1"; }
+work=$(mktemp -d)
+agents=""
+trap 'for p in $agents; do kill $p 2>/dev/null || true; done; rm -rf "$work"' EXIT
+
+createdb bench
+pgbench -q -i -s "$scale" bench >/dev/null 2>&1
+sql >/dev/null <<'SQL'
+CREATE EXTENSION magic_sync;
+ALTER TABLE pgbench_history ADD COLUMN id bigserial PRIMARY KEY;
+SELECT sync.mirror('pgbench_branches', 'catalog', 'broadcast');
+SELECT sync.mirror('pgbench_tellers', 'catalog', 'broadcast');
+SELECT sync.mirror('pgbench_accounts', 'catalog', 'broadcast');
+SELECT sync.mirror('pgbench_history', 'catalog', 'broadcast');
+SELECT sync.replica_add('aaaaaaaa-0000-0000-0000-000000000001');
+SELECT sync.replica_add('aaaaaaaa-0000-0000-0000-000000000002');
+SELECT sync.wake();
+SQL
+for i in 1 2; do
+	./magic_sync_agent --server "dbname=bench" --replica "aaaaaaaa-0000-0000-0000-00000000000$i" \
+		--db "$work/replica$i.db" --quiet &
+	agents="$agents $!"
+done
+# provisioned, applied and acknowledged
+caught_up() {
+	val "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)
+	    AND NOT EXISTS (SELECT FROM sync.replicas WHERE provision OR acked_number < last_number)"
+}
+for _ in $(seq 600); do [ "$(caught_up)" = t ] && break; sleep 0.5; done
+[ "$(caught_up)" = t ] || { echo "the replicas were never provisioned"; exit 1; }
+
+triggers() {
+	for t in $tables; do echo "ALTER TABLE $t $1 TRIGGER USER;"; done | sql
+}
+run() {
+	pgbench -n -T "$seconds" -c "$clients" -j 2 bench 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p'
+}
+
+# unmirrored: the triggers off, the worker and the agents idle; its history rows then go, unnoted
+triggers DISABLE
+sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
+max_history=$(val "SELECT coalesce(max(id), 0) FROM pgbench_history")
+plain=$(run)
+sql -c "DELETE FROM pgbench_history WHERE id > $max_history" -c "VACUUM ANALYZE" -c "CHECKPOINT"
+triggers ENABLE
+
+# mirrored, the oldest pending note's age sampled every second
+: >"$work/ages"
+(
+	while :; do
+		val "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(noted)), 0) FROM sync.notes WHERE NOT done" >>"$work/ages"
+		sleep 1
+	done
+) &
+sampler=$!
+mirrored=$(run)
+kill $sampler 2>/dev/null || true
+behind=$(val "SELECT string_agg(n::text, ', ' ORDER BY r) FROM (SELECT r.id AS r, count(o.number) AS n
+               FROM sync.replicas r LEFT JOIN sync.outbox o ON o.replica = r.id AND o.number > r.acked_number
+              GROUP BY r.id) s")
+pending=$(val "SELECT count(*) FROM sync.notes WHERE NOT done")
+start=$(date +%s%N)
+for _ in $(seq 1200); do [ "$(caught_up)" = t ] && break; sleep 0.1; done
+lag=$(( ($(date +%s%N) - start) / 1000000 ))
+notes=$(val "SELECT last_value FROM sync.note_seq")
+max_age=$(sort -g "$work/ages" | tail -1)
+samples=$(wc -l <"$work/ages")
+
+printf 'pgbench -c %d -T %d, scale %d, 4 tables broadcast to 2 replicas, the worker and two agents\n' \
+	"$clients" "$seconds" "$scale"
+printf '  unmirrored  %10.1f tps\n' "$plain"
+printf '  mirrored    %10.1f tps\n' "$mirrored"
+printf '  mirrored / unmirrored              %.3f  (target >= 0.8)\n' "$(echo "$mirrored / $plain" | bc -l)"
+printf '  oldest pending note, max over %d samples  %.3f s  (target <= 1 s)\n' "$samples" "$max_age"
+printf '  when pgbench stopped: %s notes pending, messages each agent had yet to apply: %s\n' "$pending" "$behind"
+printf '  caught up (every note done, every message acknowledged) %d ms later; %s notes in all\n' "$lag" "$notes"

@@ -1,0 +1,217 @@
+/*-------------------------------------------------------------------------
+ * wake.c
+ *	  Waking the relay when notes commit.
+ *
+ * A write is relayed as soon as the transaction that noted it commits, not
+ * a naptime later, and without a NOTIFY per transaction (which would take
+ * the database's notify lock at every commit).  The library, preloaded,
+ * requests a small array in shared memory: one slot per relay worker, the
+ * database it relays in and its PGPROC number.  The noting trigger marks its
+ * transaction at the first note (ms_wake_at_commit); a transaction callback
+ * then sets the worker's latch at XACT_EVENT_COMMIT, once the commit is
+ * visible to the snapshot the worker's next pass takes.  Setting a latch
+ * already set costs a read: commits that come while a pass runs make one
+ * pass after it, however many they are.
+ *
+ * Readers take no lock: a slot's fields are atomics, and a latch set on a
+ * process that reused a departed worker's PGPROC only wakes it for nothing.
+ * Without the shared memory (the library loaded by a backend, the relay
+ * started with sync.relay_start() on a server that does not preload it),
+ * nothing is woken: the worker runs its passes every magic_sync.naptime.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+
+#include "wake.h"
+
+#define WAKE_SLOTS 64			/* relay workers, one per database at most */
+
+typedef struct wake_slot
+{
+	pg_atomic_uint32 dboid;		/* InvalidOid: free */
+	pg_atomic_uint32 procno;	/* the worker's PGPROC number */
+} wake_slot;
+
+typedef struct wake_shared
+{
+	slock_t		mutex;			/* taken by workers claiming or freeing a slot */
+	wake_slot	slots[WAKE_SLOTS];
+} wake_shared;
+
+static wake_shared *shared = NULL;
+static shmem_request_hook_type prev_request = NULL;
+static shmem_startup_hook_type prev_startup = NULL;
+static bool preloaded = false;
+
+/* this backend's transaction noted something: wake the relay at its commit */
+static bool wake_pending = false;
+static bool callback_registered = false;
+static wake_slot *my_slot = NULL;
+
+static void
+wake_request(void)
+{
+	if (prev_request)
+		prev_request();
+	RequestAddinShmemSpace(MAXALIGN(sizeof(wake_shared)));
+}
+
+static void
+wake_startup(void)
+{
+	bool		found;
+
+	if (prev_startup)
+		prev_startup();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shared = ShmemInitStruct("magic_sync wake", sizeof(wake_shared), &found);
+	if (!found)
+	{
+		SpinLockInit(&shared->mutex);
+		for (int i = 0; i < WAKE_SLOTS; i++)
+		{
+			pg_atomic_init_u32(&shared->slots[i].dboid, InvalidOid);
+			pg_atomic_init_u32(&shared->slots[i].procno, 0);
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+ms_wake_preload(void)
+{
+	preloaded = true;
+	prev_request = shmem_request_hook;
+	shmem_request_hook = wake_request;
+	prev_startup = shmem_startup_hook;
+	shmem_startup_hook = wake_startup;
+}
+
+bool
+ms_wake_available(void)
+{
+	return preloaded && shared != NULL;
+}
+
+static void
+wake_unregister(int code, Datum arg)
+{
+	(void) code;
+	(void) arg;
+	if (my_slot != NULL)
+		pg_atomic_write_u32(&my_slot->dboid, InvalidOid);
+	my_slot = NULL;
+}
+
+bool
+ms_wake_register(void)
+{
+	wake_slot  *free_slot = NULL;
+
+	if (!ms_wake_available())
+		return false;
+	SpinLockAcquire(&shared->mutex);
+	for (int i = 0; i < WAKE_SLOTS; i++)
+	{
+		wake_slot  *s = &shared->slots[i];
+		Oid			db = pg_atomic_read_u32(&s->dboid);
+
+		/* one relay per database holds the lock; a slot of ours left by a crash is reused */
+		if (db == MyDatabaseId || (db == InvalidOid && free_slot == NULL))
+			free_slot = s;
+		if (db == MyDatabaseId)
+			break;
+	}
+	if (free_slot != NULL)
+	{
+		pg_atomic_write_u32(&free_slot->procno, (uint32) MyProc->pgprocno);
+		pg_atomic_write_u32(&free_slot->dboid, MyDatabaseId);
+	}
+	SpinLockRelease(&shared->mutex);
+	if (free_slot == NULL)
+		return false;
+	my_slot = free_slot;
+	before_shmem_exit(wake_unregister, (Datum) 0);
+	return true;
+}
+
+bool
+ms_wake_registered(Oid dboid)
+{
+	if (!ms_wake_available())
+		return false;
+	for (int i = 0; i < WAKE_SLOTS; i++)
+		if (pg_atomic_read_u32(&shared->slots[i].dboid) == dboid)
+			return true;
+	return false;
+}
+
+bool
+ms_wake_relay(Oid dboid)
+{
+	if (!ms_wake_available())
+		return false;
+	for (int i = 0; i < WAKE_SLOTS; i++)
+	{
+		wake_slot  *s = &shared->slots[i];
+
+		if (pg_atomic_read_u32(&s->dboid) == dboid)
+		{
+			uint32		procno = pg_atomic_read_u32(&s->procno);
+
+			/* the worker's own notes (quarantined rows noted again) are in the pass writing them */
+			if (MyProc != NULL && procno == (uint32) MyProc->pgprocno)
+				return true;
+			if (procno < ProcGlobal->allProcCount)
+				SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+wake_xact(XactEvent event, void *arg)
+{
+	(void) arg;
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+			if (wake_pending)
+			{
+				wake_pending = false;
+				(void) ms_wake_relay(MyDatabaseId);
+			}
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			/* a prepared transaction commits elsewhere: that pass waits for the naptime */
+			wake_pending = false;
+			break;
+		default:
+			break;
+	}
+}
+
+void
+ms_wake_at_commit(void)
+{
+	if (wake_pending || !ms_wake_available())
+		return;
+	if (!callback_registered)
+	{
+		RegisterXactCallback(wake_xact, NULL);
+		callback_registered = true;
+	}
+	wake_pending = true;
+}

@@ -1,0 +1,39 @@
+/*-------------------------------------------------------------------------
+ * wake.h
+ *	  Waking the relay when notes commit (docs/design.md 4.1): shared memory
+ *	  the library requests at preload, naming the relay worker of each
+ *	  database by its PGPROC, and a transaction callback that sets that
+ *	  worker's latch when a transaction that wrote notes commits.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_WAKE_H
+#define MS_WAKE_H
+
+#include "postgres.h"
+
+/* ms_wake_preload: from _PG_init while preloading: request the shared memory and its hooks. */
+extern void ms_wake_preload(void);
+
+/* ms_wake_available: whether the shared memory exists (the library was preloaded). */
+extern bool ms_wake_available(void);
+
+/*
+ * ms_wake_register: the relay worker of MyDatabaseId says where its latch
+ * is; taken back when the process exits.  False without the shared memory.
+ */
+extern bool ms_wake_register(void);
+
+/*
+ * ms_wake_at_commit: the noting trigger, at the first note of a
+ * transaction: wake the relay when this transaction commits.  Cheap: a flag,
+ * and a callback registered once per backend.
+ */
+extern void ms_wake_at_commit(void);
+
+/* ms_wake_registered: whether a relay worker of this database is registered. */
+extern bool ms_wake_registered(Oid dboid);
+
+/* ms_wake_relay: set the latch of the relay worker of this database now; false when none is registered. */
+extern bool ms_wake_relay(Oid dboid);
+
+#endif

@@ -1,0 +1,78 @@
+#!/bin/sh
+# Real time (issue 14): the preloaded relay runs a pass as soon as a
+# transaction that wrote notes commits, with magic_sync.naptime set to an
+# hour; the launcher waits quietly for a magic_sync.database that does not
+# exist yet (it says so once, no FATAL every 10 s); a one-row change after a
+# 10^5-row one and its pruning is relayed before a generous bound (its
+# figure is bench/latency.py's).
+set -u
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+cd "$(dirname "$0")/../.." || exit 2
+if [ -z "${PGPORT:-}" ]; then
+	. scripts/lib.sh
+	ms_ready || exit 2
+	ms_cluster -o magic_sync.database=later -o magic_sync.naptime=3600000 \
+		-o logging_collector=on -o log_directory=log sh "$self"
+	exit $?
+fi
+. tests/e2e/lib.sh
+DB=later
+logfile() { psql -XAtq -d postgres -c "SELECT pg_read_file(pg_current_logfile())"; }
+ms() { date +%s%3N; }
+
+# the database does not exist: the launcher says so once, and waits
+sleep 12
+check "the launcher says once that the database does not exist yet" \
+	"$(logfile | grep -c 'database "later" does not exist yet')" "1"
+check "no FATAL while it waits" "$(logfile | grep -c 'FATAL.*later')" "0"
+check "no relay runs yet" \
+	"$(q postgres "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")" "0"
+
+# created, the relay starts there on its own
+q postgres "CREATE DATABASE later" >/dev/null
+wait_for 20 postgres "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND datname = 'later'" || true
+check "the relay starts once the database exists" \
+	"$(q postgres "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND datname = 'later'")" "1"
+q $DB "CREATE EXTENSION magic_sync"
+q $DB "CREATE TABLE items (id int PRIMARY KEY, v text NOT NULL)"
+q $DB "SELECT sync.mirror('items', 'catalog', 'broadcast')" >/dev/null
+q $DB "SELECT sync.replica_add('eeeeeeee-0000-0000-0000-000000000001')" >/dev/null
+# the first pass (a replica added notes nothing): woken by hand
+q $DB "SELECT sync.wake()" >/dev/null
+wait_for 10 $DB "SELECT NOT provision FROM sync.replicas" || true
+check "provisioned once woken" "$(q $DB "SELECT NOT provision FROM sync.replicas")" "t"
+
+# a committed note wakes it: naptime is an hour, the change arrives within a second
+late=0
+for i in 1 2 3 4 5; do
+	start=$(ms)
+	q $DB "INSERT INTO items VALUES ($i, 'v$i')"
+	wait_for 1 $DB "SELECT count(*) = 1 FROM sync.held WHERE key = sync.key(ARRAY['$i'])" || true
+	took=$(($(ms) - start))
+	[ "$(q $DB "SELECT count(*) FROM sync.held WHERE key = sync.key(ARRAY['$i'])")" = 1 ] && [ $took -le 1000 ] || late=$((late + 1))
+done
+check "every committed note is relayed within a second (naptime 1 h)" "$late" "0"
+
+# a rolled-back write wakes nothing that matters, and a transaction of many notes one pass
+q $DB "BEGIN; INSERT INTO items VALUES (100, 'x'); ROLLBACK;" >/dev/null 2>&1 || true
+q $DB "INSERT INTO items SELECT g, 'many' FROM generate_series(1000, 1099) g"
+wait_for 2 $DB "SELECT count(*) = 100 FROM sync.held WHERE key IN (SELECT sync.key(ARRAY[g::text]) FROM generate_series(1000, 1099) g)" || true
+check "a transaction of a hundred notes is relayed at its commit" \
+	"$(q $DB "SELECT count(*) FROM sync.held WHERE key IN (SELECT sync.key(ARRAY[g::text]) FROM generate_series(1000, 1099) g)")" "100"
+
+# a 10^5-row change, then a one-row change: it is not held back by the pass or the pruning
+q $DB "INSERT INTO items SELECT g, 'bulk' FROM generate_series(100000, 199999) g"
+wait_for 120 $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)" || true
+check "the 10^5-row change is relayed" "$(q $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)")" "t"
+start=$(ms)
+note=$(q $DB "UPDATE items SET v = 'after' WHERE id = 1; SELECT last_value FROM sync.note_seq")
+wait_for 10 $DB "SELECT count(*) = 1 FROM sync.held h WHERE h.key = sync.key(ARRAY['1']) AND h.note >= $note" || true
+took=$(($(ms) - start))
+echo "a one-row change after a 10^5-row change: relayed in $took ms"
+check "a one-row change after a 10^5-row change is relayed before a generous bound (10 s)" \
+	"$([ $took -lt 10000 ] && echo yes || echo no)" "yes"
+wait_for 60 $DB "SELECT count(*) = 0 FROM sync.notes WHERE done" || true
+check "the done notes are pruned, a batch at a time, without being asked" \
+	"$(q $DB "SELECT count(*) FROM sync.notes WHERE done")" "0"
+
+finish
