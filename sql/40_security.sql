@@ -107,7 +107,24 @@ CREATE FUNCTION t.pb_key(field int, parts jsonb) RETURNS bytea LANGUAGE sql IMMU
 	SELECT t.pb_bytes(field, coalesce(string_agg(t.pb_text(1, p), '\x'::bytea ORDER BY o), '\x'))
 	  FROM jsonb_array_elements_text(parts) WITH ORDINALITY AS x(p, o)
 $$;
--- an Up of replica r with these rows [{table, key, row}], acknowledging nothing
+-- framed as a replica frames an upload: its length first (field 12, fixed64),
+-- its check last (field 13: SHA-256 of every byte before it)
+CREATE FUNCTION t.framed(m bytea) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+	len bytea := '\x0000000000000000';
+	total bigint := 9 + length(m) + 34;
+	head bytea;
+BEGIN
+	FOR i IN 0..7 LOOP
+		len := set_byte(len, i, ((total >> (8 * i)) & 255)::int);
+	END LOOP;
+	head := '\x61' || len || m;
+	RETURN head || '\x6a20'::bytea || sha256(head);
+END $$;
+-- an Up of replica r with these rows [{table, key, row}], acknowledging
+-- nothing, numbered (field 11) above every send before it, as a replica
+-- numbers its sends
+CREATE SEQUENCE t.send_seq;
 CREATE FUNCTION t.up(r uuid, rows jsonb) RETURNS bytea LANGUAGE plpgsql AS $$
 DECLARE
 	m bytea;
@@ -119,7 +136,7 @@ BEGIN
 		                        || t.pb_bytes(2, convert_to((x -> 'row')::text, 'UTF8'))
 		                        || t.pb_key(3, x -> 'key'));
 	END LOOP;
-	RETURN m;
+	RETURN t.framed(m || t.pb_int(11, nextval('t.send_seq')));
 END $$;
 -- Everything an attack could change: every sync.* table and sequence, the
 -- user tables, the noting triggers, who is a superuser.  Equal before and
@@ -329,6 +346,7 @@ SELECT count(*) > 0 AS pulled FROM sync.pull(:s1, 0);
 SELECT sync.file(:s1, :'up') ->> 'filed' AS filed;
 SET ROLE regress_store1;
 SELECT count(*) > 0 AS pulled FROM sync.pull(:s1, 0);
+SELECT count(*) > 0 AS pulled FROM sync.pull(:s1, 0, 1048576, NULL);
 SELECT sync.file(:s1, :'up') AS again;
 RESET ROLE;
 SET ROLE regress_store2;
@@ -339,6 +357,7 @@ SELECT sync.retrigger('app.parts');
 RESET ROLE;
 SELECT sync.replica_add(:s3, 'north');
 SELECT sync.replica_set(:s3, "partition" => 'south');
+SELECT sync.replica_reprovision(:s3);
 SELECT sync.replica_drop(:s3);
 SELECT count(*) FROM sync.check();
 SELECT count(*) FROM sync.wanted(:s1);
@@ -356,6 +375,26 @@ SELECT fn, who, count(*) FROM evil.calls GROUP BY 1, 2 ORDER BY 1, 2;
 -- owner's code as the owner too
 SELECT * FROM t.ran;
 SELECT * FROM t.supers;
+
+-- sync.replica_add and sync.replica_set read the partition column of every
+-- table that declares one, to know the partitions: as the table's owner,
+-- whose cast of the column's type to text is code of its own
+SET ROLE regress_tabowner;
+CREATE TYPE app.zone AS (name text);
+CREATE FUNCTION app.zone_text(z app.zone) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM app.ran('partition cast');
+	RETURN z.name;
+END $$;
+CREATE CAST (app.zone AS text) WITH FUNCTION app.zone_text(app.zone);
+CREATE TABLE app.zones (id int PRIMARY KEY, zone app.zone);
+INSERT INTO app.zones VALUES (1, ROW('north'));
+SELECT sync.mirror('app.zones', 'catalog', 'broadcast', "partition" => 'zone');
+RESET ROLE;
+TRUNCATE app.ran;
+SELECT sync.replica_add('44444444-4444-4444-8444-444444444444', 'north');
+SELECT sync.replica_set('44444444-4444-4444-8444-444444444444', "partition" => 'nrth');
+SELECT DISTINCT what, who, super, temp FROM app.ran ORDER BY 1;
 
 \c contrib_regression
 DROP DATABASE contrib_regression_security;
