@@ -139,9 +139,25 @@ CREATE FUNCTION ct.flipped(applied bytea) RETURNS bytea LANGUAGE sql IMMUTABLE A
 	                  set_byte(ct.field(applied, 4), 5, get_byte(ct.field(applied, 4), 5) # 16),
 	                  ct.int_field(applied, 5))
 $$;
+-- an upload framed as docs/protocol.md says: its length first (field 12,
+-- fixed64, every byte counted), numbered (field 11, from the clock, as the
+-- replica's are), its SHA-256 check last (field 13, of every byte before it)
+CREATE FUNCTION ct.frame(body bytea) RETURNS bytea LANGUAGE plpgsql AS $$
+DECLARE
+	n bigint := 9 + length(body) + 34;
+	le bytea := '\x0000000000000000';
+	head bytea;
+BEGIN
+	FOR i IN 0..7 LOOP
+		le := set_byte(le, i, ((n >> (8 * i)) & 255)::int);
+	END LOOP;
+	head := '\x61'::bytea || le || body;
+	RETURN head || '\x6a20'::bytea || sha256(head);
+END $$;
 CREATE FUNCTION ct.up(r uuid, applied bytea) RETURNS bytea LANGUAGE sql AS $$
-	SELECT ct.pb_int(1, 1) || ct.pb_bytes(2, uuid_send(r)) || ct.pb_bytes(3, decode(md5(random()::text), 'hex'))
-	       || ct.pb_bytes(4, applied)
+	SELECT ct.frame(ct.pb_int(1, 1) || ct.pb_bytes(2, uuid_send(r))
+	                || ct.pb_bytes(3, decode(md5(random()::text), 'hex')) || ct.pb_bytes(4, applied)
+	                || ct.pb_int(11, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint))
 $$;
 -- a replica acknowledges everything written for it
 CREATE FUNCTION ct.ack(r uuid) RETURNS jsonb LANGUAGE sql AS $$
