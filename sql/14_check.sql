@@ -32,6 +32,9 @@ SELECT sync.retrigger('orders');
 SELECT sync.retrigger('regions');
 SELECT sync.retrigger('lists');
 SELECT * FROM sync.check();
+-- every noting trigger fires ALWAYS, on partitions and group tables too
+SELECT g.tgrelid::regclass, g.tgname, g.tgenabled FROM pg_trigger g
+ WHERE g.tgname LIKE 'magic\_sync\_%' ORDER BY 1, 2;
 
 -- declarations that no longer match their tables: DDL the event triggers do
 -- not see (they fire in origin mode, not with session_replication_role =
@@ -70,6 +73,26 @@ ALTER TABLE stock ADD COLUMN gone int;
 RESET session_replication_role;
 SELECT * FROM sync.check() WHERE tab = 'stock' ORDER BY 1, 2, 3;
 
+-- Every change is noted (issue 19.8): the noting triggers are ENABLE ALWAYS,
+-- so a write under session_replication_role = replica (a logical
+-- replication subscriber applying, pg_restore --disable-triggers) is noted
+-- too; a trigger enabled only for origin sessions, as ENABLE TRIGGER (ALL)
+-- after such a restore leaves it, is reported, and sync.retrigger puts it right.
+CREATE TABLE replicated (id int PRIMARY KEY, v text);
+SELECT sync.mirror('replicated', 'catalog', 'broadcast');
+SET session_replication_role = replica;
+INSERT INTO replicated VALUES (1, 'a');
+UPDATE replicated SET v = 'b';
+RESET session_replication_role;
+SELECT n.key, n.old_key FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
+ WHERE t.relid = 'replicated'::regclass ORDER BY n.id;
+ALTER TABLE replicated DISABLE TRIGGER ALL;
+ALTER TABLE replicated ENABLE TRIGGER ALL;
+SELECT * FROM sync.check() WHERE tab = 'replicated' ORDER BY 1, 2, 3;
+SELECT sync.retrigger('replicated');
+SELECT * FROM sync.check() WHERE tab = 'replicated';
+SELECT g.tgname, g.tgenabled FROM pg_trigger g WHERE g.tgrelid = 'replicated'::regclass ORDER BY 1;
+
 -- leave nothing behind for the next test
 DO $$
 DECLARE r regclass;
@@ -79,6 +102,6 @@ BEGIN
 	END LOOP;
 END
 $$;
-DROP TABLE clients, orders, lists, list_members, list_owners, notes_x, stock CASCADE;
+DROP TABLE clients, orders, lists, list_members, list_owners, notes_x, stock, replicated CASCADE;
 DELETE FROM sync.replicas;
 TRUNCATE sync.notes;

@@ -103,7 +103,8 @@ RESET magic_sync.message_bytes;
 -- the relay refuses to run while sync.check() reports a problem, and says which
 ALTER TABLE shop.products DISABLE TRIGGER USER;
 SELECT * FROM sync.relay_pass();
-ALTER TABLE shop.products ENABLE TRIGGER USER;
+-- put right as sync.mirror wrote them: ENABLE ALWAYS (a bare ENABLE fires in origin sessions only)
+ALTER TABLE shop.products ENABLE ALWAYS TRIGGER magic_sync_note, ENABLE ALWAYS TRIGGER magic_sync_truncate;
 SELECT count(*) FROM sync.relay_pass();
 
 -- pruning: notes done, bodies no message carries, answers pulled long ago

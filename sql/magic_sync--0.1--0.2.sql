@@ -638,3 +638,60 @@ ALTER FUNCTION sync.overview_tables(uuid[], text) SET jit = off;
 ALTER FUNCTION sync.overview_states(uuid[], text, integer) SET jit = off;
 ALTER FUNCTION sync.overview(uuid[], text, integer) SET jit = off;
 ALTER FUNCTION sync.health(uuid[], text) SET jit = off;
+
+-- the relay worker's role, when not a superuser (magic_sync.role): sync_relay
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'sync_relay') THEN
+		CREATE ROLE sync_relay NOLOGIN;
+	END IF;
+	IF NOT pg_catalog.pg_has_role('sync_relay', 'sync_admin', 'MEMBER') THEN
+		GRANT sync_admin TO sync_relay;
+	END IF;
+END
+$$;
+GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA sync TO sync_relay;
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA sync TO sync_relay;
+
+-- No one gets in (issue 13): sync.unmirror, sync.retrigger, sync.replica_add
+-- and sync.replica_set check their caller (the table's ownership, the right
+-- to grant a replica's role), then become their owner themselves
+-- (src/pg/owner.c): no SECURITY DEFINER
+ALTER FUNCTION sync.unmirror(regclass) SECURITY INVOKER;
+COMMENT ON FUNCTION sync.unmirror(regclass) IS
+	'Takes back the declaration of a mirrored table and drops its triggers, for the table''s owner; its replicas let go of its rows, then of the table; refused while another mirrored table points at it';
+ALTER FUNCTION sync.retrigger(regclass) SECURITY INVOKER;
+COMMENT ON FUNCTION sync.retrigger(regclass) IS
+	'Installs the triggers of a mirrored table again as sync.mirror writes them (ENABLE ALWAYS), for the owner of the tables they are on: after one was dropped, disabled, altered or enabled other than ALWAYS, or a partition was added';
+ALTER FUNCTION sync.replica_add(uuid, text, name, boolean) SECURITY INVOKER;
+COMMENT ON FUNCTION sync.replica_add(uuid, text, name, boolean) IS
+	'Adds a replica: its partition (one the fleet knows: a value of a mirrored table''s partition column, or one a replica has; any where no table declares a partition column), the role it authenticates as (one the caller may grant), and whether it is live; the relay provisions it at its next pass';
+-- sync.replica_set changes a replica's role too
+DROP FUNCTION sync.replica_set(uuid, boolean, text);
+CREATE FUNCTION sync.replica_set(id uuid, live boolean DEFAULT NULL,
+		"partition" text DEFAULT NULL, role name DEFAULT NULL)
+	RETURNS void
+	LANGUAGE c
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_replica_set';
+COMMENT ON FUNCTION sync.replica_set(uuid, boolean, text, name) IS
+	'Changes whether a replica is live, its partition (one the fleet knows, as sync.replica_add takes), or its role (one the caller may grant); NULL leaves each as it is; the relay observes it at its next pass';
+REVOKE ALL ON FUNCTION sync.replica_set(uuid, boolean, text, name) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.replica_set(uuid, boolean, text, name) TO sync_admin;
+
+-- Every change is noted (issue 19.8): the noting triggers fire ALWAYS, under
+-- session_replication_role = replica too; sync.check reports one that does not
+COMMENT ON FUNCTION sync.check() IS
+	'One row per problem: a noting trigger missing, disabled, not ENABLE ALWAYS or not as sync.mirror writes it, or a declaration that no longer matches its table; the relay refuses to run while there is any';
+DO $$
+DECLARE
+	g record;
+BEGIN
+	-- a partitioned table's reaches its partitions' clones
+	FOR g IN SELECT t.tgrelid::regclass AS rel, t.tgname FROM pg_catalog.pg_trigger t
+	          WHERE t.tgfoid = 'sync.note()'::pg_catalog.regprocedure AND t.tgparentid = 0
+	            AND t.tgenabled = 'O' LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', g.rel, g.tgname);
+	END LOOP;
+END
+$$;

@@ -40,7 +40,7 @@
 
 SQLITE_EXTENSION_INIT3
 
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -184,37 +184,74 @@ usable(applier *a, const ms_tbl *t, bool *yes)
 						  " makes it again", t->broken);
 }
 
-/* whether a wire Key's canonical bytes (key.h) are key[0, len), compared as they would be written */
-static bool
-same_key(const Sync__Key *k, const char *key, size_t len)
+/*
+ * The replace list of a message's rows (Rows.replaces), as canonical keys
+ * sorted once, so that each upsert is looked up in log n comparisons: a
+ * linear scan per upsert was quadratic (16k rows: 8.5 s, against 0.04 s).
+ * ms_replace_compares counts the comparisons, for the tests.
+ */
+typedef struct replace_key
 {
-	size_t		pos = 0;
+	const char *p;
+	size_t		len;
+} replace_key;
 
-	for (size_t i = 0; i < k->n_parts; i++)
-	{
-		size_t		n = strlen(k->parts[i]);
-		char		head[24];
-		size_t		h = (size_t) snprintf(head, sizeof head, "%zu:", n);
+unsigned long ms_replace_compares;
 
-		if (len - pos < h + n || memcmp(key + pos, head, h) != 0 ||
-			(n > 0 && memcmp(key + pos + h, k->parts[i], n) != 0))
-			return false;
-		pos += h + n;
-	}
-	return pos == len;
+static int
+replace_cmp(const void *a, const void *b)
+{
+	const replace_key *x = a;
+	const replace_key *y = b;
+
+	ms_replace_compares++;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return memcmp(x->p, y->p, x->len);
 }
 
-/*
- * whether the row of this canonical key is listed in r's replaces; nothing
- * allocated, so out of memory never turns a replacement into an upsert
- */
-static bool
-replaced(const Sync__Rows *r, const char *key, size_t len)
+/* replaces_sorted: r's replace list as sorted keys in *keys (NULL when none), their bytes in *bytes */
+static int
+replaces_sorted(const Sync__Rows *r, replace_key **keys, char **bytes)
 {
+	size_t		total = 0;
+	size_t		pos = 0;
+
+	*keys = NULL;
+	*bytes = NULL;
+	if (r->n_replaces == 0)
+		return SQLITE_OK;
 	for (size_t i = 0; i < r->n_replaces; i++)
-		if (same_key(r->replaces[i], key, len))
-			return true;
-	return false;
+		total += ms_wire_key_size(r->replaces[i]);
+	*keys = sqlite3_malloc64(sizeof(replace_key) * r->n_replaces);
+	*bytes = sqlite3_malloc64(total ? total : 1);
+	if (*keys == NULL || *bytes == NULL)
+	{
+		sqlite3_free(*keys);
+		sqlite3_free(*bytes);
+		*keys = NULL;
+		*bytes = NULL;
+		return SQLITE_NOMEM;
+	}
+	for (size_t i = 0; i < r->n_replaces; i++)
+	{
+		size_t		n = ms_wire_key_write(r->replaces[i], *bytes + pos);
+
+		(*keys)[i].p = *bytes + pos;
+		(*keys)[i].len = n;
+		pos += n;
+	}
+	qsort(*keys, r->n_replaces, sizeof(replace_key), replace_cmp);
+	return SQLITE_OK;
+}
+
+/* whether the row of this canonical key is listed in the sorted replace list */
+static bool
+replaced(const replace_key *keys, size_t n, const char *key, size_t len)
+{
+	replace_key k = {key, len};
+
+	return keys != NULL && bsearch(&k, keys, n, sizeof(replace_key), replace_cmp) != NULL;
 }
 
 /*
@@ -289,6 +326,8 @@ upserts(applier *a, const Sync__Rows *r)
 	ms_tbl	   *t = ms_schema_find(c, r->table);
 	sqlite3_stmt *up = NULL;
 	sqlite3_stmt *whole = NULL;		/* the upsert of a replacement */
+	replace_key *replaces = NULL;	/* its keys, sorted */
+	char	   *replace_bytes = NULL;
 	sqlite3_stmt *st;
 	ms_val	   *vals = NULL;
 	char	   *scratch = NULL;
@@ -320,6 +359,8 @@ upserts(applier *a, const Sync__Rows *r)
 	rc = upsert_statement(a, t, false, &up);
 	if (rc == SQLITE_OK && r->n_replaces > 0)
 		rc = upsert_statement(a, t, true, &whole);
+	if (rc == SQLITE_OK)
+		rc = replaces_sorted(r, &replaces, &replace_bytes);
 	if (rc == SQLITE_OK)
 		rc = marks(a, t->name, &retired_rows, &refusals);
 	if (rc == SQLITE_OK && (vals = sqlite3_malloc64(sizeof(ms_val) * (size_t) t->ncols)) == NULL)
@@ -381,7 +422,7 @@ upserts(applier *a, const Sync__Rows *r)
 			a->n.kept++;
 			continue;
 		}
-		st = whole != NULL && replaced(r, a->key.data, a->key.len) ? whole : up;
+		st = whole != NULL && replaced(replaces, r->n_replaces, a->key.data, a->key.len) ? whole : up;
 		for (int k = 0, p = 1; k < t->ncols; k++)
 		{
 			const ms_val *v = &vals[k];
@@ -446,6 +487,8 @@ upserts(applier *a, const Sync__Rows *r)
 	}
 	sqlite3_finalize(up);
 	sqlite3_finalize(whole);
+	sqlite3_free(replaces);
+	sqlite3_free(replace_bytes);
 	sqlite3_free(vals);
 	sqlite3_free(scratch);
 	return rc;

@@ -13,13 +13,17 @@
 **   record table       AFTER INSERT, UPDATE, DELETE: note the row (the old
 **                      key too when an update changed it)
 **   catalog table      AFTER UPDATE OF its replica-owned columns, when one
-**                      of them changed: note the row
+**                      of them changed: note the row; and guards: BEFORE
+**                      INSERT, DELETE, and UPDATE of a column the replica
+**                      does not own, fail with the table and column named
 **
 ** A note is one row of _sync_notes per (table, key), counting writes; a
 ** write clears the send that carried it, so the row goes up again.  The
 ** triggers are plain SQL (the canonical key computed with length() and
 ** CAST), so a connection that never loaded the extension notes all the same.
-** They are silent while sync_apply writes (_sync_state.applying).
+** They are silent while sync_apply writes (_sync_state.applying); a guard
+** keeps a catalog the server's, so that a local write of its data, which
+** would never go up and would outlive every digest, fails instead.
 **
 ** A table the replica cannot hold (a reserved name, a name or column that
 ** collides in SQLite's case-insensitive names, a REAL or BLOB key, DDL that
@@ -805,7 +809,54 @@ static int
 drop_triggers(ms_ctx *c, const char *name)
 {
 	return ms_exec(c, "DROP TRIGGER IF EXISTS \"_sync_ins_%w\"; DROP TRIGGER IF EXISTS \"_sync_upd_%w\";"
-				   " DROP TRIGGER IF EXISTS \"_sync_del_%w\"", name, name, name);
+				   " DROP TRIGGER IF EXISTS \"_sync_del_%w\"; DROP TRIGGER IF EXISTS \"_sync_guard_ins_%w\";"
+				   " DROP TRIGGER IF EXISTS \"_sync_guard_upd_%w\"; DROP TRIGGER IF EXISTS \"_sync_guard_del_%w\"",
+				   name, name, name, name, name, name);
+}
+
+/*
+ * guards: a catalog's rows, and its columns the replica does not own, are the
+ * server's: a local write of them would never go up and would outlive every
+ * digest (which covers keys only).  So outside sync_apply each fails, naming
+ * the table and the column; the owned columns stay writable.
+ */
+static int
+guards(ms_ctx *c, const ms_tbl *t, const char *quiet)
+{
+	ms_buf		cases = {0};
+	int			rc;
+	char	   *ins = ms_printf(&c->arena, "magic_sync: table %s is the server's: a replica does not add rows"
+								" to it (sync_apply does)", t->name);
+	char	   *del = ms_printf(&c->arena, "magic_sync: table %s is the server's: a replica does not delete"
+								" its rows (sync_apply does)", t->name);
+
+	if (ins == NULL || del == NULL)
+		return SQLITE_NOMEM;
+	for (int i = 0; i < t->ncols; i++)
+	{
+		const ms_col *col = &t->cols[i];
+		char	   *why;
+
+		if (col->owned && !col->key)
+			continue;
+		why = ms_printf(&c->arena, "magic_sync: column %s of table %s is the server's: a replica writes"
+						" only the columns it owns", col->name, t->name);
+		if (why == NULL)
+			return SQLITE_NOMEM;
+		ms_buf_printf(&cases, " WHEN OLD.%s IS NOT NEW.%s THEN RAISE(ABORT, %Q)", col->q, col->q, why);
+	}
+	if (cases.oom)
+		return SQLITE_NOMEM;
+	rc = ms_exec(c, "CREATE TRIGGER \"_sync_guard_ins_%w\" BEFORE INSERT ON %s WHEN %s BEGIN"
+				 " SELECT RAISE(ABORT, %Q); END", t->name, t->q, quiet, ins);
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "CREATE TRIGGER \"_sync_guard_del_%w\" BEFORE DELETE ON %s WHEN %s BEGIN"
+					 " SELECT RAISE(ABORT, %Q); END", t->name, t->q, quiet, del);
+	if (rc == SQLITE_OK && cases.len > 0)
+		rc = ms_exec(c, "CREATE TRIGGER \"_sync_guard_upd_%w\" BEFORE UPDATE ON %s WHEN %s BEGIN"
+					 " SELECT CASE%s END; END", t->name, t->q, quiet, cases.data);
+	ms_buf_free(&cases);
+	return rc;
 }
 
 static int
@@ -825,6 +876,8 @@ triggers(ms_ctx *c, const ms_tbl *t)
 
 	if (knew == NULL || kold == NULL || raise == NULL)
 		return SQLITE_NOMEM;
+	if (rc == SQLITE_OK && !t->record)
+		rc = guards(c, t, quiet);
 	if (rc != SQLITE_OK || !t->noted)
 		return rc;
 	if (t->record)

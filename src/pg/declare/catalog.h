@@ -163,6 +163,16 @@ extern char *ms_wire_name(Oid relid);
 extern ms_type ms_sqlite_type(Oid type);
 
 
+/* ms_operator_sql: "OPERATOR(schema.name)" of an operator, for SQL. */
+extern char *ms_operator_sql(Oid opno);
+
+/*
+ * ms_eq_operator: "OPERATOR(schema.=)", the equality of type's default
+ * operator class wherever it lives (an extension's type: not pg_catalog),
+ * named so that no search_path can put another in its place.
+ */
+extern char *ms_eq_operator(Oid type);
+
 /* ms_key_type_ok: smallint, integer, bigint, text, varchar, uuid (or a domain over one). */
 extern bool ms_key_type_ok(Oid type);
 

@@ -38,6 +38,7 @@
 #include "utils/syscache.h"
 
 #include "follow.h"
+#include "owner.h"
 
 PG_FUNCTION_INFO_V1(ms_ddl_end);
 PG_FUNCTION_INFO_V1(ms_ddl_drop);
@@ -47,38 +48,6 @@ static bool following = false;
 
 /* sql_drop saw an index, constraint, column or table go: every declaration follows */
 static bool follow_all = false;
-
-/* As declare.c's sync.mirror: the function's owner, search_path pinned. */
-typedef struct as_owner
-{
-	Oid			save_user;
-	int			save_sec;
-	int			nest;
-} as_owner;
-
-static void
-become_owner(FunctionCallInfo fcinfo, as_owner *s)
-{
-	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
-	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
-	ReleaseSysCache(tup);
-	GetUserIdAndSecContext(&s->save_user, &s->save_sec);
-	SetUserIdAndSecContext(owner, s->save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	s->nest = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-}
-
-static void
-end_owner(as_owner *s)
-{
-	AtEOXact_GUC(true, s->nest);
-	SetUserIdAndSecContext(s->save_user, s->save_sec);
-}
 
 /*
  * touched: the tables the command touched, as relation oids: an index's
@@ -144,7 +113,7 @@ follow(FunctionCallInfo fcinfo, List *relids, bool all)
 	List	   *decls = ms_decl_read_all();
 	List	   *todo = NIL;
 	ListCell   *lc;
-	as_owner	owner;
+	ms_as_owner owner;
 
 	foreach(lc, decls)
 	{
@@ -155,7 +124,8 @@ follow(FunctionCallInfo fcinfo, List *relids, bool all)
 	}
 	if (todo == NIL)
 		return;
-	become_owner(fcinfo, &owner);
+	/* as sync.mirror does: the function's owner, search_path pinned */
+	ms_definer_begin(fcinfo, &owner);
 	following = true;
 	PG_TRY();
 	{
@@ -174,7 +144,7 @@ follow(FunctionCallInfo fcinfo, List *relids, bool all)
 		following = false;
 	}
 	PG_END_TRY();
-	end_owner(&owner);
+	ms_definer_end(&owner);
 }
 
 /* ms_ddl_end: ddl_command_end: the declarations of the tables the command touched follow them. */

@@ -56,15 +56,15 @@ ms_decl_evolving(void)
 }
 
 static const char *const read_sql =
-"SELECT t.id, t.relid::oid, t.name, t.mirror = 'record', t.rule, t.rule_column::text,"
+"SELECT t.id, t.relid::oid, t.name, t.mirror OPERATOR(pg_catalog.=) 'record', t.rule, t.rule_column::text,"
 "       t.members::oid, t.member_key::text[], t.assignments::oid,"
 "       t.assignment_replica::text, t.group_column::text, t.key::text[],"
 "       t.origin::text, t.version::text, t.replica_owned::text[], t.unmirrored::text[],"
 "       t.retired::text, t.created::text, t.generated::text[], t.active::oid,"
-"       t.partition::text, t.codec = 'proto', t.sender::text,"
+"       t.partition::text, t.codec OPERATOR(pg_catalog.=) 'proto', t.sender::text,"
 "       ARRAY(SELECT e.key FROM pg_catalog.jsonb_each_text(t.columns) e ORDER BY e.key),"
 "       ARRAY(SELECT e.value FROM pg_catalog.jsonb_each_text(t.columns) e ORDER BY e.key),"
-"       ARRAY(SELECT coalesce(t.fields ->> e.key, '0')"
+"       ARRAY(SELECT coalesce(t.fields OPERATOR(pg_catalog.->>) e.key, '0')"
 "               FROM pg_catalog.jsonb_each_text(t.columns) e ORDER BY e.key),"
 "       ARRAY(SELECT e.key FROM pg_catalog.jsonb_each_text(t.foreign_keys) e ORDER BY e.key),"
 "       ARRAY(SELECT e.value FROM pg_catalog.jsonb_each_text(t.foreign_keys) e ORDER BY e.key),"
@@ -437,7 +437,7 @@ ms_decl_delete(int id)
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(id)};
 
-	if (SPI_execute_with_args("DELETE FROM sync.tables WHERE id = $1", 1, types, args,
+	if (SPI_execute_with_args("DELETE FROM sync.tables WHERE id OPERATOR(pg_catalog.=) $1", 1, types, args,
 							  NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "deleting the declaration failed");
 }

@@ -193,6 +193,7 @@ static void
 wanted(ms_pass *p, ArrayType *replicas)
 {
 	p->tables = ms_catalog_tables();
+	ms_pass_read_as_owners(p);
 	ms_wanted_fill(p, replicas);
 }
 

@@ -76,7 +76,7 @@ static void
 quarantine(ms_pass *p, List *bad)
 {
 	Oid			types[4] = {INT4OID, TEXTOID, TEXTOID, TEXTOID};
-	SPIPlanPtr	plan = ms_prepare_kept(
+	SPIPlanPtr	plan = ms_prepare_kept(p,
 								  "INSERT INTO sync.quarantine (tab, key, note, reason, sqlstate)"
 								  " VALUES ($1, $2, coalesce((SELECT note FROM ms_pending WHERE tab = $1 AND key = $2), 0), $3, $4)"
 								  " ON CONFLICT (tab, key) DO UPDATE SET note = EXCLUDED.note,"
@@ -355,6 +355,8 @@ ms_relay_pass(ms_pass *p)
 				 errhint("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM sync.relay_pass(); COMMIT;")));
 	SPI_connect();
 	ms_pass_begin(p, p->cxt);
+	/* the relay reads each table as its owner: its code runs with no other rights */
+	p->as_owners = true;
 	/* a small pass runs statements prepared by the passes before it (pass.h) */
 	ms_plans_keep(true);
 	read_catalog(p);
