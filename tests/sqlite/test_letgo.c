@@ -295,6 +295,53 @@ end_snapshot_cleanup(void)
 	sqlite3_close(db);
 }
 
+/*
+ * A record sent in an upload that never reached the server (lost on the
+ * way), then the replica provisioned again (a snapshot of another epoch that
+ * does not name it): the row and its note, stamped still with the lost send,
+ * stay, counted as on their way up; they go again once resend_after passes.
+ */
+static void
+sent_records_survive_provisioning(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_shop(&s);
+	tm_msg		begin,
+				end;
+	char	   *r;
+	char	   *sent;
+	char	   *now;
+
+	exec_mine(db, &s, "INSERT INTO orders VALUES ('%s', 1, 2, 5.0, 'mine')");
+	CHECK(tm_upload(db).data != NULL, "the upload is made: %s", tm_error());
+	sent = t_text(db, "SELECT hex(send_id) FROM _sync_notes WHERE tbl = 'orders'");
+	CHECK(sent != NULL && strlen(sent) == 32, "the note is stamped with the lost send: %s", S(sent));
+	tm_server_init(&s, 0x21, 0x10);
+	tm_shop_snapshot(&s, &begin, &end);
+	r = tm_apply(db, begin);
+	CHECK(t_has(r, "\"snapshot\":\"begin\""), "provisioned again: a snapshot of another epoch begins: %s %s", S(r), tm_error());
+	r = tm_apply(db, end);
+	CHECK(t_has(r, "\"snapshot\":\"end\"") && t_has(r, "\"kept\":1"), "its end keeps the record: %s %s", S(r), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM orders WHERE id = 1 AND note = 'mine'") == 1, "the record is in the file, whole");
+	now = t_text(db, "SELECT hex(send_id) FROM _sync_notes WHERE tbl = 'orders'");
+	CHECK(now && sent && strcmp(now, sent) == 0, "its note stays, stamped with the lost send: %s", S(now));
+	sqlite3_free(now);
+	now = t_text(db, "SELECT sync_progress()");
+	CHECK(t_has(now, "\"orders\":{\"unsent\":0,\"unfiled\":1,"), "the reads count it on its way up: %s", S(now));
+	sqlite3_free(now);
+	tm_upload(db);
+	now = t_text(db, "SELECT hex(send_id) FROM _sync_notes WHERE tbl = 'orders'");
+	CHECK(now && sent && strcmp(now, sent) == 0, "within resend_after it waits for the lost send's answer: %s", S(now));
+	sqlite3_free(now);
+	t_exec(db, "SELECT sync_config('resend_after', 0)", NULL);
+	CHECK(tm_upload(db).data != NULL, "once resend_after passed, an upload is made: %s", tm_error());
+	now = t_text(db, "SELECT hex(send_id) FROM _sync_notes WHERE tbl = 'orders'");
+	CHECK(now && sent && strcmp(now, sent) != 0, "and carries the record again: %s", S(now));
+	sqlite3_free(now);
+	sqlite3_free(sent);
+	sqlite3_close(db);
+}
+
 void
 test_letgo(void)
 {
@@ -305,4 +352,5 @@ test_letgo(void)
 	sqlite_refuses_the_delete();
 	foreign_keys_on();
 	end_snapshot_cleanup();
+	sent_records_survive_provisioning();
 }
