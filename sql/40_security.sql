@@ -391,6 +391,16 @@ CREATE TABLE app.zones (id int PRIMARY KEY, zone app.zone);
 INSERT INTO app.zones VALUES (1, ROW('north'));
 SELECT sync.mirror('app.zones', 'catalog', 'broadcast', "partition" => 'zone');
 RESET ROLE;
+-- declaring notes the rows it has, reading their partitions as their owner
+SELECT DISTINCT what, who, super, temp FROM app.ran ORDER BY 1;
+TRUNCATE app.ran;
+-- so does a migration whose rows go again (an event trigger, run as the
+-- extension's owner): the owner's cast still runs as the owner
+SET ROLE regress_tabowner;
+ALTER TABLE app.zones ADD COLUMN seen float8 DEFAULT random();
+RESET ROLE;
+SELECT DISTINCT what, who, super, temp FROM app.ran ORDER BY 1;
+SELECT rolsuper AS tabowner_became_superuser FROM pg_roles WHERE rolname = 'regress_tabowner';
 TRUNCATE app.ran;
 SELECT sync.replica_add('44444444-4444-4444-8444-444444444444', 'north');
 SELECT sync.replica_set('44444444-4444-4444-8444-444444444444', "partition" => 'nrth');

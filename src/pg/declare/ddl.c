@@ -83,23 +83,32 @@ touched(void)
 }
 
 /*
- * in_service: whether the declaration's table, if it is still there, has its
- * noting trigger.  One without it is not in service: being made (pg_restore
- * creates the triggers after the table's constraints and indexes, and its
- * declaration is restored before both), or broken, which sync.check() says.
+ * in_service: whether the declaration's table, if it is still there, has
+ * every noting trigger sync.mirror gives it (its own two, and a grouped
+ * table's on its member and assignment tables).  One without them all is
+ * not in service: being made -- pg_restore creates the triggers one by one
+ * after the table's constraints and indexes, enabling each ALWAYS by a
+ * command of its own, and its declaration is restored before them all: a
+ * follow then would make the triggers pg_restore is about to make -- or
+ * broken, which sync.check() says.
  */
 static bool
 in_service(const ms_decl *d)
 {
-	Oid			types[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(d->relid)};
+	Oid			types[4] = {OIDOID, OIDOID, OIDOID, TEXTOID};
+	Datum		values[4] = {ObjectIdGetDatum(d->relid), ObjectIdGetDatum(d->members),
+							 ObjectIdGetDatum(d->assignments), CStringGetTextDatum(psprintf("%d", d->id))};
 	bool		isnull;
 	bool		yes;
 
 	if (SPI_execute_with_args("SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_class WHERE oid = $1)"
-							  " OR EXISTS (SELECT FROM pg_catalog.pg_trigger"
-							  "             WHERE tgrelid = $1 AND tgname = 'magic_sync_note')",
-							  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
+							  " OR ((SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $1"
+							  "       AND tgname IN ('magic_sync_note', 'magic_sync_truncate')) = 2"
+							  "     AND ($2 = 0 OR (SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $2"
+							  "       AND tgname IN ('magic_sync_member_' || $4, 'magic_sync_member_' || $4 || '_truncate')) = 2)"
+							  "     AND ($3 = 0 OR (SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $3"
+							  "       AND tgname IN ('magic_sync_assignment_' || $4, 'magic_sync_assignment_' || $4 || '_truncate')) = 2))",
+							  4, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "reading the triggers of a mirrored table failed");
 	yes = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_freetuptable(SPI_tuptable);
@@ -110,11 +119,18 @@ in_service(const ms_decl *d)
 static void
 follow(FunctionCallInfo fcinfo, List *relids, bool all)
 {
-	List	   *decls = ms_decl_read_all();
-	List	   *todo = NIL;
+	List	   *decls;
+	List	   *volatile todo = NIL;
 	ListCell   *lc;
 	ms_as_owner owner;
 
+	/*
+	 * as sync.mirror does: the function's owner, search_path pinned, before
+	 * reading sync.tables -- whoever runs DDL, most often a role with no
+	 * right on the extension's tables, is no reason for the DDL to fail
+	 */
+	ms_definer_begin(fcinfo, &owner);
+	decls = ms_decl_read_all();
 	foreach(lc, decls)
 	{
 		ms_decl    *d = lfirst(lc);
@@ -123,9 +139,10 @@ follow(FunctionCallInfo fcinfo, List *relids, bool all)
 			todo = lappend(todo, d);
 	}
 	if (todo == NIL)
+	{
+		ms_definer_end(&owner);
 		return;
-	/* as sync.mirror does: the function's owner, search_path pinned */
-	ms_definer_begin(fcinfo, &owner);
+	}
 	following = true;
 	PG_TRY();
 	{

@@ -32,6 +32,7 @@
 #include "access/tupdesc_details.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
@@ -39,6 +40,7 @@
 #include "utils/rel.h"
 
 #include "follow.h"
+#include "owner.h"
 #include "triggers.h"
 #include "validate.h"
 #include "wake.h"
@@ -491,23 +493,85 @@ ms_follow_redeclare(ms_decl *d, const ms_decl *old, ms_follow *f)
 
 /* ---- what the replicas need ------------------------------------------- */
 
+/*
+ * ms_follow_note_rows: a note for every row of t.  Its keys and partitions
+ * are read as t's owner, security-restricted (owner.h): a key column of the
+ * owner's own type, cast to text by a function of the owner's, is the
+ * owner's code, and this runs as the extension's owner, in sync.mirror and
+ * in the event triggers.  The notes are written as the caller, a batch of
+ * rows at a time.
+ */
 uint64
 ms_follow_note_rows(const ms_table *t, char source)
 {
-	Oid			types[2] = {INT4OID, CHAROID};
-	Datum		values[2] = {Int32GetDatum(t->id), CharGetDatum(source)};
 	char	   *part = t->partition >= 0 ? psprintf("(x.%s)::text", t->columns[t->partition].quoted) : "NULL";
-	int			rc;
+	Oid			types[4] = {INT4OID, CHAROID, TEXTARRAYOID, TEXTARRAYOID};
+	SPIPlanPtr	read;
+	SPIPlanPtr	write;
+	Portal		portal;
+	ms_as_owner as;
+	uint64		n = 0;
 
-	rc = SPI_execute_with_args(psprintf("INSERT INTO sync.notes (tab, source, key, part)"
-										" SELECT $1, $2, %s, %s FROM %s x",
-										ms_key_expr(t, "x"), part, t->qualified),
-							   2, types, values, NULL, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "noting the rows of %s failed: %s", t->name, SPI_result_code_string(rc));
+	read = SPI_prepare(psprintf("SELECT %s, %s FROM %s x", ms_key_expr(t, "x"), part, t->qualified), 0, NULL);
+	write = SPI_prepare("INSERT INTO sync.notes (tab, source, key, part)"
+						" SELECT $1, $2, u.key, u.part FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(key, part)",
+						4, types);
+	if (read == NULL || write == NULL)
+		elog(ERROR, "could not prepare the noting of the rows of %s: %s", t->name, SPI_result_code_string(SPI_result));
+	ms_owner_begin(&as, t->relid);
+	portal = SPI_cursor_open(NULL, read, NULL, NULL, true);
+	ms_owner_end(&as);
+	for (;;)
+	{
+		Datum	   *keys;
+		Datum	   *parts;
+		bool	   *part_nulls;
+		Datum		values[4];
+		char		nulls[4] = {' ', ' ', ' ', ' '};
+		uint64		got;
+		SPITupleTable *tt;
+
+		ms_owner_begin(&as, t->relid);
+		SPI_cursor_fetch(portal, true, 10000);
+		ms_owner_end(&as);
+		got = SPI_processed;
+		tt = SPI_tuptable;
+		if (got == 0)
+			break;
+		keys = palloc(sizeof(Datum) * got);
+		parts = palloc(sizeof(Datum) * got);
+		part_nulls = palloc(sizeof(bool) * got);
+		for (uint64 i = 0; i < got; i++)
+		{
+			bool		isnull;
+
+			keys[i] = SPI_getbinval(tt->vals[i], tt->tupdesc, 1, &isnull);
+			parts[i] = SPI_getbinval(tt->vals[i], tt->tupdesc, 2, &part_nulls[i]);
+		}
+		values[0] = Int32GetDatum(t->id);
+		values[1] = CharGetDatum(source);
+		values[2] = PointerGetDatum(construct_array(keys, (int) got, TEXTOID, -1, false, TYPALIGN_INT));
+		{
+			int			dims[1] = {(int) got};
+			int			lbs[1] = {1};
+
+			values[3] = PointerGetDatum(construct_md_array(parts, part_nulls, 1, dims, lbs, TEXTOID, -1, false,
+														   TYPALIGN_INT));
+		}
+		if (SPI_execute_plan(write, values, nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "noting the rows of %s failed: %s", t->name, SPI_result_code_string(SPI_result));
+		n += got;
+		SPI_freetuptable(tt);
+		pfree(keys);
+		pfree(parts);
+		pfree(part_nulls);
+	}
+	SPI_cursor_close(portal);
+	SPI_freeplan(read);
+	SPI_freeplan(write);
 	/* written here, not by the noting trigger: wake the relay at commit as it would */
 	ms_wake_at_commit();
-	return SPI_processed;
+	return n;
 }
 
 void

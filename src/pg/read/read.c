@@ -36,6 +36,7 @@
 #include "utils/tuplestore.h"
 
 #include "catalog.h"
+#include "owner.h"
 #include "pass.h"
 #include "wanted.h"
 
@@ -245,11 +246,15 @@ extern PGDLLEXPORT Datum ms_key(PG_FUNCTION_ARGS);
  * (each read by its type's input function, written by its output), as the
  * noting triggers and filing spell keys (src/shared/canon.h): '0950' for an
  * integer is 950, an upper-case uuid is lower-case.  A part that is no
- * value of its type fails as its input function says.
+ * value of its type fails as its input function says.  A domain's base type
+ * spells its values (a domain's check is no part of the spelling); and what
+ * a type's functions run is the table owner's code, run as the owner,
+ * security-restricted, as the relay reads the table (owner.h).
  */
 static Datum
-canonical_parts(Datum parts, ArrayType *types)
+canonical_parts(Oid tab, Datum parts, ArrayType *types)
 {
+	ms_as_owner as;
 	Datum	   *elems;
 	bool	   *nulls;
 	Datum	   *typs;
@@ -258,6 +263,7 @@ canonical_parts(Datum parts, ArrayType *types)
 
 	deconstruct_array(DatumGetArrayTypeP(parts), TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 	deconstruct_array(types, OIDOID, sizeof(Oid), true, TYPALIGN_INT, &typs, NULL, &ntypes);
+	ms_owner_begin(&as, tab);
 	for (int i = 0; i < n && i < ntypes; i++)
 	{
 		Oid			in,
@@ -271,11 +277,12 @@ canonical_parts(Datum parts, ArrayType *types)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("part %d of the key is null", i + 1),
 					 errdetail("Key columns are never null.")));
-		getTypeInputInfo(DatumGetObjectId(typs[i]), &in, &ioparam);
-		getTypeOutputInfo(DatumGetObjectId(typs[i]), &out, &varlena);
+		getTypeInputInfo(getBaseType(DatumGetObjectId(typs[i])), &in, &ioparam);
+		getTypeOutputInfo(getBaseType(DatumGetObjectId(typs[i])), &out, &varlena);
 		value = OidInputFunctionCall(in, TextDatumGetCString(elems[i]), ioparam, -1);
 		elems[i] = CStringGetTextDatum(OidOutputFunctionCall(out, value));
 	}
+	ms_owner_end(&as);
 	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
@@ -313,7 +320,7 @@ table_key(ms_pass *p, Oid tab, Datum parts, int32 *id, char **key)
 				 errmsg("table %s has a key of %d parts", relname(tab), nkey),
 				 errhint("Give the row's key columns as text, in the order sync.mirrors lists them.")));
 	keytypes = ms_value(0, 4, &isnull);
-	*key = TextDatumGetCString(DirectFunctionCall1(ms_key, canonical_parts(parts, DatumGetArrayTypeP(keytypes))));
+	*key = TextDatumGetCString(DirectFunctionCall1(ms_key, canonical_parts(tab, parts, DatumGetArrayTypeP(keytypes))));
 }
 
 /*
