@@ -20,6 +20,7 @@ versions (oracle_batch.py runs it so).
 """
 import os
 import random
+import time
 
 from harness import check, finish
 from walk import Shop
@@ -51,6 +52,7 @@ def sync_all():
             return
 
 
+started = time.time()
 failures = 0
 seen = {t: 0 for t in ["orders", "order_lines", "stock", "sales", "notices", "store_lists"]}
 sync_all()  # every replica provisioned before the walk writes on one
@@ -73,6 +75,8 @@ for n in range(STEPS):
                     w, h, f = wanted.get(t, set()), held.get(t, set()), has.get(t, set())
                     if w != h or w != f:
                         print(f"   {t}: wanted-held {w - h} held-wanted {h - w} file-wanted {f - w} wanted-file {w - f}")
+print(f"steps: {STEPS}, {STEPS / (time.time() - started):.1f} steps/s; passes: {passes};"
+      f" mismatches: {failures}, orphans: {orphaned}", flush=True)
 check(f"after each of {STEPS} random steps, every replica holds exactly what it should", failures, 0)
 check(f"after each of {passes} passes, no replica holds a row without its parents", orphaned, 0)
 if BATCH:
