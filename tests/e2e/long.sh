@@ -21,12 +21,19 @@ trap 'rm -f "$out"' EXIT
 failed=""
 for w in $walks; do
 	begin=$(date +%s)
+	# tests/e2e/run says what the walk said once it ends; LONG_PROGRESS (walk.py) as it goes
+	LONG_PROGRESS=$(mktemp)
+	export LONG_PROGRESS
+	tail -f "$LONG_PROGRESS" &
+	watch=$!
 	case "$w" in
 		storm.py) STEPS=$segment SEGMENTS=$((steps / segment)) tests/e2e/run storm.py >"$out" 2>&1 ;;
 		*) STEPS=$steps tests/e2e/run "$w" >"$out" 2>&1 ;;
 	esac
 	rc=$?
-	grep -E '^(faults|steps|snapshots|segment|FAIL|[0-9]+ passed)' "$out"
+	kill $watch
+	rm -f "$LONG_PROGRESS"
+	grep -E '^(faults|steps|snapshots|FAIL|[0-9]+ passed)' "$out"
 	echo "$w: $(($(date +%s) - begin)) s, exit status $rc"
 	[ $rc -eq 0 ] || { failed="$failed $w"; tail -30 "$out"; }
 done

@@ -23,7 +23,7 @@ import random
 import time
 
 from harness import check, finish
-from walk import Shop
+from walk import Shop, progress
 
 SEED = int(os.environ.get("SEED", "20261130"))
 STEPS = int(os.environ.get("STEPS", "120"))
@@ -59,6 +59,8 @@ sync_all()  # every replica provisioned before the walk writes on one
 for n in range(STEPS):
     shop.step()
     sync_all()
+    if n % 1000 == 999:
+        progress(f"step {n + 1}: {time.time() - started:.0f} s, mismatches {failures}")
     for t in seen:
         seen[t] = max(seen[t], srv.one(f"SELECT count(*) FROM {t}"))
     for r in replicas:

@@ -86,6 +86,15 @@ def release_lock():
         print("the long walk keeps the lock: descriptor 9 is not it", flush=True)
 
 
+def progress(line):
+    """A line of the walk's progress: printed, and for the long walk written at
+    once where long.sh shows it (tests/e2e/run says what a script said when it ends)."""
+    print(line, flush=True)
+    if os.environ.get("LONG_PROGRESS"):
+        with open(os.environ["LONG_PROGRESS"], "a") as f:
+            print(line, file=f)
+
+
 class Shop:
     def __init__(self, name, rng):
         self.rng = rng
