@@ -71,8 +71,11 @@ for n in range(STEPS):
         if not (held == wanted and has == wanted and orphans == 0):
             failures += 1
             if failures <= 5:
-                print(f"step {n} (seed {SEED}) replica {r.id[:8]}: held==wanted {held == wanted},"
+                print(f"step {n} (seed {SEED}) replica {r.id[-4:]}: held==wanted {held == wanted},"
                       f" file==wanted {has == wanted}, orphans {orphans}")
+                if failures == 1:
+                    for i, writes in enumerate(shop.history):
+                        print(f"   step {n - len(shop.history) + 1 + i} wrote {writes}")
                 for t in set(wanted) | set(held) | set(has):
                     w, h, f = wanted.get(t, set()), held.get(t, set()), has.get(t, set())
                     if w != h or w != f:

@@ -115,66 +115,75 @@ class Shop:
         rows = self.srv.rows(sql)
         return self.rng.choice(rows)[0] if rows else None
 
+    def write(self, sql, args=None):
+        """A write at the head office, remembered with the step's (history)."""
+        self.history[-1].append((sql, args))
+        self.srv.exec(sql, args)
+
     def step(self):
         """One random write, on the server or at a store."""
+        # the writes of the last steps, for saying what led to a mismatch
+        self.history = getattr(self, "history", [])[-9:] + [[]]
         kind = self.rng.randrange(20)
         store = self.rng.choice(STORES)
         if kind == 0:
-            self.srv.exec("INSERT INTO products VALUES (%s, %s, 'new')", (self.new_id("products"), self.rng.randint(1, 6)))
+            self.write("INSERT INTO products VALUES (%s, %s, 'new')", (self.new_id("products"), self.rng.randint(1, 6)))
         elif kind == 1:
-            self.srv.exec("UPDATE products SET name = name || '+' WHERE id = %s", (self.pick("SELECT id FROM products"),))
+            self.write("UPDATE products SET name = name || '+' WHERE id = %s", (self.pick("SELECT id FROM products"),))
         elif kind == 2:  # moves a product to another category (a parent two levels up changes)
-            self.srv.exec("UPDATE products SET category = %s WHERE id = %s", (self.rng.randint(1, 6), self.pick("SELECT id FROM products")))
+            self.write("UPDATE products SET category = %s WHERE id = %s", (self.rng.randint(1, 6), self.pick("SELECT id FROM products")))
         elif kind == 3:  # out of the active view, or back
-            self.srv.exec("UPDATE products SET discontinued = NOT discontinued WHERE id = %s", (self.pick("SELECT id FROM products"),))
+            self.write("UPDATE products SET discontinued = NOT discontinued WHERE id = %s", (self.pick("SELECT id FROM products"),))
         elif kind == 4:
-            self.srv.exec("INSERT INTO notices VALUES (%s, %s, 'n')", (self.new_id("notices"), self.rng.choice(["north", "south"])))
+            self.write("INSERT INTO notices VALUES (%s, %s, 'n')", (self.new_id("notices"), self.rng.choice(["north", "south"])))
         elif kind == 5:  # a notice moves partition
-            self.srv.exec("UPDATE notices SET region = CASE region WHEN 'north' THEN 'south' ELSE 'north' END WHERE id = %s",
+            self.write("UPDATE notices SET region = CASE region WHEN 'north' THEN 'south' ELSE 'north' END WHERE id = %s",
                      (self.pick("SELECT id FROM notices"),))
         elif kind in (6, 7):
             oid = self.new_id("orders")
-            self.srv.exec("INSERT INTO orders VALUES (%s, %s, %s)", (oid, store, self.rng.choice([None] + list(range(1, 9)))))
+            self.write("INSERT INTO orders VALUES (%s, %s, %s)", (oid, store, self.rng.choice([None] + list(range(1, 9)))))
             for line in range(self.rng.randint(0, 3)):
-                self.srv.exec("INSERT INTO order_lines SELECT %s, %s, id, 1 FROM products ORDER BY random() LIMIT 1", (oid, line))
+                self.write("INSERT INTO order_lines SELECT %s, %s, id, 1 FROM products ORDER BY random() LIMIT 1", (oid, line))
         elif kind == 8:  # an order moves to another store: its lines follow, its customer too
-            self.srv.exec("UPDATE orders SET store = %s WHERE id = %s", (store, self.pick("SELECT id FROM orders")))
+            self.write("UPDATE orders SET store = %s WHERE id = %s", (store, self.pick("SELECT id FROM orders")))
         elif kind == 9:
-            self.srv.exec("UPDATE orders SET customer = %s WHERE id = %s", (self.rng.randint(1, 8), self.pick("SELECT id FROM orders")))
+            self.write("UPDATE orders SET customer = %s WHERE id = %s", (self.rng.randint(1, 8), self.pick("SELECT id FROM orders")))
         elif kind == 10:
-            self.srv.exec("DELETE FROM orders WHERE id = %s", (self.pick("SELECT id FROM orders"),))
+            self.write("DELETE FROM orders WHERE id = %s", (self.pick("SELECT id FROM orders"),))
         elif kind == 11:  # a key change cascades to the lines
             oid = self.pick("SELECT id FROM orders")
             if oid is not None:
-                self.srv.exec("UPDATE orders SET id = %s WHERE id = %s", (self.new_id("orders"), oid))
+                self.write("UPDATE orders SET id = %s WHERE id = %s", (self.new_id("orders"), oid))
         elif kind == 12:
-            self.srv.exec("DELETE FROM order_lines WHERE (order_id, line) IN (SELECT order_id, line FROM order_lines ORDER BY random() LIMIT 1)")
+            self.write("DELETE FROM order_lines WHERE (order_id, line) IN (SELECT order_id, line FROM order_lines ORDER BY random() LIMIT 1)")
         elif kind == 13:
-            self.srv.exec("INSERT INTO stock VALUES (%s, %s, 5) ON CONFLICT DO NOTHING", (store, self.pick("SELECT id FROM products")))
+            self.write("INSERT INTO stock VALUES (%s, %s, 5) ON CONFLICT DO NOTHING", (store, self.pick("SELECT id FROM products")))
         elif kind == 14:  # a group given to a store, or taken from it
             lst = self.rng.randint(1, 3)
             if self.srv.one("SELECT count(*) FROM store_lists WHERE store = %s AND list = %s", (store, lst)):
-                self.srv.exec("DELETE FROM store_lists WHERE store = %s AND list = %s", (store, lst))
+                self.write("DELETE FROM store_lists WHERE store = %s AND list = %s", (store, lst))
             else:
-                self.srv.exec("INSERT INTO store_lists VALUES (%s, %s)", (store, lst))
+                self.write("INSERT INTO store_lists VALUES (%s, %s)", (store, lst))
         elif kind == 15:  # a member joins or leaves a group
             item, lst = self.pick("SELECT id FROM price_items"), self.rng.randint(1, 3)
             if self.srv.one("SELECT count(*) FROM list_members WHERE list = %s AND item = %s", (lst, item)):
-                self.srv.exec("DELETE FROM list_members WHERE list = %s AND item = %s", (lst, item))
+                self.write("DELETE FROM list_members WHERE list = %s AND item = %s", (lst, item))
             else:
-                self.srv.exec("INSERT INTO list_members VALUES (%s, %s)", (lst, item))
+                self.write("INSERT INTO list_members VALUES (%s, %s)", (lst, item))
         elif kind == 16:
-            self.srv.exec("INSERT INTO price_items VALUES (%s, %s, 1)", (self.new_id("price_items"), self.pick("SELECT id FROM products")))
+            self.write("INSERT INTO price_items VALUES (%s, %s, 1)", (self.new_id("price_items"), self.pick("SELECT id FROM products")))
         elif kind == 17:  # a sale at a store, filed up
             r = self.replicas[STORES.index(store)]
             products = [x[0] for x in r.q("SELECT id FROM products")]
             if products:
+                self.history[-1].append(("store sale", store))
                 r.q("INSERT INTO sales VALUES (?, ?, ?, ?, 1)", (store, self.new_id("sales"), self.rng.choice(products), self.rng.randint(1, 50)))
         elif kind == 18:  # a store counts its stock (a column of its own)
             r = self.replicas[STORES.index(store)]
+            self.history[-1].append(("store counts", store))
             r.q("UPDATE stock SET counted = qty - 1 WHERE product = (SELECT product FROM stock ORDER BY random() LIMIT 1)")
         else:
-            self.srv.exec("UPDATE customers SET name = name || '.' WHERE id = %s", (self.rng.randint(1, 8),))
+            self.write("UPDATE customers SET name = name || '.' WHERE id = %s", (self.rng.randint(1, 8),))
 
     def orphans(self, r):
         """Rows the replica holds whose parent it does not hold."""
