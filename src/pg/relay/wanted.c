@@ -32,18 +32,28 @@
 PG_FUNCTION_INFO_V1(ms_wanted);
 PG_FUNCTION_INFO_V1(ms_wanted_fill_sql);
 
-/* cols_key: the canonical key made of these columns of alias, in this order. */
+/*
+ * cols_key: the canonical key made of these columns of alias, in this order;
+ * NULL when one of them is null (a foreign key pointing nowhere).  Written as
+ * a CASE, since a condition beside it is no guard: a join or filter may
+ * evaluate the key on every row of the table before that condition, and
+ * sync.key refuses a null part (the plan of every note then failed for good,
+ * once the tables grew enough for such a plan).
+ */
 char *
 ms_cols_key(const ms_table *t, const char *alias, int n, const int *cols)
 {
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	appendStringInfoString(&buf, "(sync.key(ARRAY[");
+	appendStringInfoString(&buf, "(CASE WHEN ");
+	for (int i = 0; i < n; i++)
+		appendStringInfo(&buf, "%s%s.%s IS NOT NULL", i > 0 ? " AND " : "", alias, t->columns[cols[i]].quoted);
+	appendStringInfoString(&buf, " THEN sync.key(ARRAY[");
 	for (int i = 0; i < n; i++)
 		appendStringInfo(&buf, "%s(%s.%s)::text", i > 0 ? ", " : "", alias,
 						 t->columns[cols[i]].quoted);
-	appendStringInfoString(&buf, "]) COLLATE \"C\")");
+	appendStringInfoString(&buf, "]) END COLLATE \"C\")");
 	return buf.data;
 }
 
