@@ -96,8 +96,9 @@ def main():
     cur = conn.cursor()
     me = ids[0]
     path = os.path.join(tempfile.mkdtemp(prefix="ms_latency_"), "replica.db")
+    # --listen: woken by the relay's notification, not by its poll (docs/operations.md)
     agent = subprocess.Popen([os.path.join(ROOT, "magic_sync_agent"), "--server", f"dbname={DB}",
-                              "--replica", me, "--db", path, "--quiet"])
+                              "--listen", f"dbname={DB}", "--replica", me, "--db", path, "--quiet"])
     try:
         cur.execute("SELECT count(*) FROM items WHERE store = %s", (me,))
         mine = cur.fetchone()[0]

@@ -50,7 +50,7 @@ SELECT sync.replica_add('aaaaaaaa-0000-0000-0000-000000000002');
 SELECT sync.wake();
 SQL
 for i in 1 2; do
-	./magic_sync_agent --server "dbname=bench" --replica "aaaaaaaa-0000-0000-0000-00000000000$i" \
+	./magic_sync_agent --server "dbname=bench" --listen "dbname=bench" --replica "aaaaaaaa-0000-0000-0000-00000000000$i" \
 		--db "$work/replica$i.db" --quiet &
 	agents="$agents $!"
 done

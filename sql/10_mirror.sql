@@ -38,6 +38,7 @@ SELECT c.relname, t.tgname, t.tgtype, t.tgenabled,
 
 -- misuses
 SELECT sync.mirror(NULL, 'catalog');
+-- (declared again as it is: nothing changes; with other options, 40_evolve)
 SELECT sync.mirror('customers', 'catalog');
 CREATE VIEW customer_names AS SELECT id, name FROM customers;
 SELECT sync.mirror('customer_names', 'catalog');
@@ -205,11 +206,11 @@ CREATE TABLE "Odd Schema".readings ("Reading Id" int PRIMARY KEY, "2nd" float8, 
 	raw bytea, ok boolean, "Reading-Id" text, small int2, real4 real);
 SELECT sync.mirror('"Odd Schema".readings', 'catalog', 'broadcast', codec => 'proto');
 SELECT sync.proto('Odd Schema.readings');
--- refused: a json table, a table not mirrored, a name no table travels as,
--- a declaration that no longer matches its table
+-- refused: a json table, a table not mirrored, a name no table travels as
 SELECT sync.proto('customers');
 SELECT sync.proto('t1'::regclass);
 SELECT sync.proto('public.products');
+-- a column added is followed (the event trigger): it has a field of its own
 ALTER TABLE "Odd Schema".readings ADD COLUMN extra int;
 SELECT sync.proto('"Odd Schema".readings'::regclass);
 ALTER TABLE "Odd Schema".readings DROP COLUMN extra;

@@ -139,9 +139,25 @@ CREATE FUNCTION ct.flipped(applied bytea) RETURNS bytea LANGUAGE sql IMMUTABLE A
 	                  set_byte(ct.field(applied, 4), 5, get_byte(ct.field(applied, 4), 5) # 16),
 	                  ct.int_field(applied, 5))
 $$;
+-- framed as a replica frames it: its length first (field 12, fixed64), its
+-- check last (field 13, SHA-256 of every byte before it), numbered (field 11)
+-- above every send before it
+CREATE SEQUENCE ct.send_seq;
+CREATE FUNCTION ct.framed(m bytea) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+	len bytea := '\x0000000000000000';
+	total bigint := 9 + length(m) + 34;
+	head bytea;
+BEGIN
+	FOR i IN 0..7 LOOP
+		len := set_byte(len, i, ((total >> (8 * i)) & 255)::int);
+	END LOOP;
+	head := '\x61' || len || m;
+	RETURN head || '\x6a20'::bytea || sha256(head);
+END $$;
 CREATE FUNCTION ct.up(r uuid, applied bytea) RETURNS bytea LANGUAGE sql AS $$
-	SELECT ct.pb_int(1, 1) || ct.pb_bytes(2, uuid_send(r)) || ct.pb_bytes(3, decode(md5(random()::text), 'hex'))
-	       || ct.pb_bytes(4, applied)
+	SELECT ct.framed(ct.pb_int(1, 1) || ct.pb_bytes(2, uuid_send(r)) || ct.pb_bytes(3, decode(md5(random()::text), 'hex'))
+	       || ct.pb_bytes(4, applied) || ct.pb_int(11, nextval('ct.send_seq')))
 $$;
 -- a replica acknowledges everything written for it
 CREATE FUNCTION ct.ack(r uuid) RETURNS jsonb LANGUAGE sql AS $$

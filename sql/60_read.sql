@@ -243,6 +243,16 @@ SELECT * FROM t.states();
 SELECT * FROM t.tables();
 SELECT tables_agree FROM t.overview();
 SELECT * FROM t.row('shop.products', '{1}');
+-- a key is taken as its columns' types print it: '01' and ' +1' are the
+-- bigint 1, an upper-case uuid is the uuid; a part no value of its type fails
+SELECT (SELECT array_agg(answer ORDER BY replica) FROM t.row('shop.products', '{01}'))
+     = (SELECT array_agg(answer ORDER BY replica) FROM t.row('shop.products', '{1}')) AS spellings_agree,
+       (SELECT array_agg(answer ORDER BY replica) FROM t.row('shop.products', '{" +1"}'))
+     = (SELECT array_agg(answer ORDER BY replica) FROM t.row('shop.products', '{1}')) AS signed_agrees;
+SELECT (SELECT array_agg(answer ORDER BY replica) FROM t.row('shop.stock', ARRAY[upper(s.store::text), '01']))
+     = (SELECT array_agg(answer ORDER BY replica) FROM t.row('shop.stock', ARRAY[s.store::text, '1'])) AS uuid_agrees
+  FROM (SELECT store FROM shop.stock WHERE product = 1 LIMIT 1) s;
+SELECT * FROM t.row('shop.products', '{one}');
 
 -- a change not planned yet: every replica is behind (any may be concerned),
 -- and those holding the row hold an older version

@@ -98,7 +98,8 @@ DELETE FROM sync.notes WHERE parked IS NOT NULL OR build > 1;
 -- a trigger disabled: the relay will not run until it is put right
 ALTER TABLE shop.customers DISABLE TRIGGER USER;
 SELECT kind, waits_on, tab, reason FROM t.health();
-ALTER TABLE shop.customers ENABLE TRIGGER USER;
+-- put right as sync.mirror wrote them: ENABLE ALWAYS (a bare ENABLE fires in origin sessions only)
+ALTER TABLE shop.customers ENABLE ALWAYS TRIGGER magic_sync_note, ENABLE ALWAYS TRIGGER magic_sync_truncate;
 
 -- not heard from within magic_sync.unreachable_after: unreachable
 SET magic_sync.unreachable_after = '1s';

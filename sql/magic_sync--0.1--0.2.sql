@@ -532,3 +532,166 @@ BEGIN
 			'quarantined', (SELECT coalesce(sum(f.quarantined), 0) FROM f)));
 END
 $$;
+
+-- Schema evolution (issue 16): a migration changes the fleet by the table it
+-- touches.  What a declaration follows its table by -- its columns' ids,
+-- every column's attnum, the fills of columns added since, the highest id
+-- given -- filled in from the table as it is: a proto table's ids are its
+-- field numbers, a json table's its mirrored columns in attnum order, as
+-- sync.mirror gives them.
+-- (added without a default, then given one: a default added with the column
+-- would be kept as its missing value, which a fresh install has not)
+ALTER TABLE sync.tables ADD COLUMN ids jsonb, ADD COLUMN attnums jsonb, ADD COLUMN fills jsonb,
+	ADD COLUMN last_id int;
+UPDATE sync.tables t SET fills = '{}',
+	ids = CASE WHEN t.codec = 'proto' THEN t.fields ELSE coalesce(
+		(SELECT pg_catalog.jsonb_object_agg(c.key, c.n)
+		   FROM (SELECT e.key, row_number() OVER (ORDER BY a.attnum) AS n
+				   FROM pg_catalog.jsonb_each(t.columns) e
+				   JOIN pg_catalog.pg_attribute a ON a.attrelid = t.relid AND a.attname = e.key
+					AND NOT a.attisdropped) c), '{}') END,
+	attnums = coalesce(
+		(SELECT pg_catalog.jsonb_object_agg(a.attname, a.attnum) FROM pg_catalog.pg_attribute a
+		  WHERE a.attrelid = t.relid AND a.attnum > 0 AND NOT a.attisdropped), '{}');
+UPDATE sync.tables t SET last_id = coalesce(
+	(SELECT max(e.value::int) FROM pg_catalog.jsonb_each_text(t.ids) e), 0);
+ALTER TABLE sync.tables
+	ALTER COLUMN ids SET DEFAULT '{}', ALTER COLUMN ids SET NOT NULL,
+	ALTER COLUMN attnums SET DEFAULT '{}', ALTER COLUMN attnums SET NOT NULL,
+	ALTER COLUMN fills SET DEFAULT '{}', ALTER COLUMN fills SET NOT NULL,
+	ALTER COLUMN last_id SET DEFAULT 0, ALTER COLUMN last_id SET NOT NULL;
+
+-- The schema of each mirrored table as each replica was last sent it
+-- (src/pg/relay/evolve.c).  Empty after the update: a replica a 0.1
+-- snapshot provisioned is sent every table as a schema change, no row.
+CREATE TABLE sync.replica_tables (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	name			text NOT NULL,				-- the wire name it knows the table by
+	was				text,						-- the name it knew before, when the last change renamed it
+	hash			bytea,						-- SHA-256 of the Table sent; NULL: sent by a 0.1 snapshot
+	number			bigint NOT NULL,			-- the message that carried it
+	PRIMARY KEY (replica, tab)
+);
+COMMENT ON TABLE sync.replica_tables IS 'The schema of each mirrored table as each replica was last sent it';
+SELECT pg_catalog.pg_extension_config_dump('sync.replica_tables', '');
+REVOKE ALL ON sync.replica_tables FROM PUBLIC;
+GRANT SELECT ON sync.replica_tables TO sync_admin;
+
+-- sync.mirror declares a table again with other options; sync.unmirror's
+-- replicas let the table go
+COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
+		name, name, name[], regclass, name, text, name) IS
+	'Declares a mirrored table and installs its noting triggers; a table declared already is declared again with these options, planned again from what each replica holds (no child unmirrored first). Its arguments (docs/design.md 3): '
+	'tab, the table; '
+	'mirror, catalog (written on the server, held by replicas) or record (written by replicas, keyed by the replica); '
+	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
+	'key, the columns that name a row (default: the primary key); '
+	'origin, a record''s uuid column naming the replica that wrote it, in its key; '
+	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); '
+	'replica_owned, a catalog''s columns the replicas write and send up (a two-way table); '
+	'unmirrored, columns that never travel; '
+	'retired, the column a replica''s copy of the table gets (no column of the table on the server) and sets when it keeps a row it was told to let go of because a row of its own points at it; '
+	'created, a record''s timestamp column the server sets to now() when it first files the row, never taken from an upload; '
+	'generated, columns the server fills itself when it files an upload (a default, a sequence, a generated column), never taken from an upload; '
+	'active, a view of the table: rows outside it are not wanted; '
+	'partition, the column naming a row''s partition: a broadcast row goes to the replicas of its partition; '
+	'codec, json (an object of columns) or proto (a protobuf message per row, its field numbers fixed per column: sync.proto); '
+	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row';
+COMMENT ON FUNCTION sync.unmirror(regclass) IS
+	'Takes back the declaration of a mirrored table and drops its triggers; its replicas let go of its rows, then of the table; refused while another mirrored table points at it';
+
+-- DDL followed as it runs (src/pg/declare/ddl.c)
+CREATE FUNCTION sync.ddl_end() RETURNS event_trigger
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_ddl_end';
+COMMENT ON FUNCTION sync.ddl_end() IS
+	'The event trigger magic_sync_ddl (ddl_command_end): the declarations of the tables a DDL command touched follow them';
+CREATE FUNCTION sync.ddl_drop() RETURNS event_trigger
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_ddl_drop';
+COMMENT ON FUNCTION sync.ddl_drop() IS
+	'The event trigger magic_sync_drop (sql_drop): a table, column, index or constraint dropped makes every declaration follow its table at the command''s end';
+REVOKE ALL ON FUNCTION sync.ddl_end(), sync.ddl_drop() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.ddl_end(), sync.ddl_drop() TO sync_admin;
+CREATE EVENT TRIGGER magic_sync_ddl ON ddl_command_end EXECUTE FUNCTION sync.ddl_end();
+CREATE EVENT TRIGGER magic_sync_drop ON sql_drop EXECUTE FUNCTION sync.ddl_drop();
+
+-- A fleet (docs/scale.md): an answer is given until the replica's filings
+-- show it received (transport/ack.c), also by a hot standby, which marks
+-- nothing; sync.settled for an agent run with --once (transport/settled.c)
+ALTER TABLE sync.answers ADD COLUMN received timestamptz;
+CREATE FUNCTION sync.settled(replica uuid, since pg_snapshot) RETURNS bigint
+	LANGUAGE c STABLE STRICT SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_settled';
+COMMENT ON FUNCTION sync.settled(uuid, pg_snapshot) IS
+	'The last message written for a replica once every note committed before `since` (pg_current_snapshot() then) is planned and no snapshot is due for it: applying through it, the replica holds what was committed before; NULL while the relay has not got there; 0 when no relay runs (nothing to wait for)';
+REVOKE ALL ON FUNCTION sync.settled(uuid, pg_snapshot) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO sync_admin;
+GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO PUBLIC;
+
+-- The fleet's reads run without JIT (src/pg/sql/60_read.sql, docs/scale.md):
+-- compiling their plans took seconds at 10,000 replicas
+ALTER FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) SET jit = off;
+ALTER FUNCTION sync.overview_tables(uuid[], text) SET jit = off;
+ALTER FUNCTION sync.overview_states(uuid[], text, integer) SET jit = off;
+ALTER FUNCTION sync.overview(uuid[], text, integer) SET jit = off;
+ALTER FUNCTION sync.health(uuid[], text) SET jit = off;
+
+-- the relay worker's role, when not a superuser (magic_sync.role): sync_relay
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'sync_relay') THEN
+		CREATE ROLE sync_relay NOLOGIN;
+	END IF;
+	IF NOT pg_catalog.pg_has_role('sync_relay', 'sync_admin', 'MEMBER') THEN
+		GRANT sync_admin TO sync_relay;
+	END IF;
+END
+$$;
+GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA sync TO sync_relay;
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA sync TO sync_relay;
+
+-- No one gets in (issue 13): sync.unmirror, sync.retrigger, sync.replica_add
+-- and sync.replica_set check their caller (the table's ownership, the right
+-- to grant a replica's role), then become their owner themselves
+-- (src/pg/owner.c): no SECURITY DEFINER
+ALTER FUNCTION sync.unmirror(regclass) SECURITY INVOKER;
+COMMENT ON FUNCTION sync.unmirror(regclass) IS
+	'Takes back the declaration of a mirrored table and drops its triggers, for the table''s owner; its replicas let go of its rows, then of the table; refused while another mirrored table points at it';
+ALTER FUNCTION sync.retrigger(regclass) SECURITY INVOKER;
+COMMENT ON FUNCTION sync.retrigger(regclass) IS
+	'Installs the triggers of a mirrored table again as sync.mirror writes them (ENABLE ALWAYS), for the owner of the tables they are on: after one was dropped, disabled, altered or enabled other than ALWAYS, or a partition was added';
+ALTER FUNCTION sync.replica_add(uuid, text, name, boolean) SECURITY INVOKER;
+COMMENT ON FUNCTION sync.replica_add(uuid, text, name, boolean) IS
+	'Adds a replica: its partition (one the fleet knows: a value of a mirrored table''s partition column, or one a replica has; any where no table declares a partition column), the role it authenticates as (one the caller may grant), and whether it is live; the relay provisions it at its next pass';
+-- sync.replica_set changes a replica's role too
+DROP FUNCTION sync.replica_set(uuid, boolean, text);
+CREATE FUNCTION sync.replica_set(id uuid, live boolean DEFAULT NULL,
+		"partition" text DEFAULT NULL, role name DEFAULT NULL)
+	RETURNS void
+	LANGUAGE c
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_replica_set';
+COMMENT ON FUNCTION sync.replica_set(uuid, boolean, text, name) IS
+	'Changes whether a replica is live, its partition (one the fleet knows, as sync.replica_add takes), or its role (one the caller may grant); NULL leaves each as it is; the relay observes it at its next pass';
+REVOKE ALL ON FUNCTION sync.replica_set(uuid, boolean, text, name) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.replica_set(uuid, boolean, text, name) TO sync_admin;
+
+-- Every change is noted (issue 19.8): the noting triggers fire ALWAYS, under
+-- session_replication_role = replica too; sync.check reports one that does not
+COMMENT ON FUNCTION sync.check() IS
+	'One row per problem: a noting trigger missing, disabled, not ENABLE ALWAYS or not as sync.mirror writes it, or a declaration that no longer matches its table; the relay refuses to run while there is any';
+DO $$
+DECLARE
+	g record;
+BEGIN
+	-- a partitioned table's reaches its partitions' clones
+	FOR g IN SELECT t.tgrelid::regclass AS rel, t.tgname FROM pg_catalog.pg_trigger t
+	          WHERE t.tgfoid = 'sync.note()'::pg_catalog.regprocedure AND t.tgparentid = 0
+	            AND t.tgenabled = 'O' LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', g.rel, g.tgname);
+	END LOOP;
+END
+$$;

@@ -4,13 +4,15 @@
  *
  * The agent moves bytes between a server and one replica file: it pulls
  * what waits for the replica (sync.pull), hands each message to
- * sync_apply, hands each sync_upload to sync.file, and waits on LISTEN
- * magic_sync in between.  It uses libpq, SQLite and the SQL surface of
+ * sync_apply, hands each sync_upload to sync.file, and polls in between
+ * (or waits on LISTEN magic_sync, on a connection of its own).  It uses libpq, SQLite and the SQL surface of
  * both sides; it decodes a pulled message only to count it (README.md).
  *
  *   main.c     options, signals, the loop and its backoff, exit codes
  *   replica.c  the SQLite side: opening the file, the replica's functions
  *   server.c   the libpq side: connecting, pulling, filing, waiting
+ *   pulls.c    where pulls go: hot standbys (--pull) in turn, the primary
+ *   poll.c     between rounds: the poll interval, the --listen connection
  *   report.c   what people and machines see: lines, the snapshot's bar, JSON
  *-------------------------------------------------------------------------
  */
@@ -68,6 +70,17 @@ typedef struct apply_result
 	int64_t		waiting;		/* a Filed answer: rows the server keeps in its inbox */
 	int64_t		again;			/* a Filed answer of a duplicate send: rows that go again */
 	int64_t		gap;
+	/* a schema change (docs/protocol.md 5.3): tables changed, let go of, statements that failed */
+	int64_t		schema_changed;
+	int64_t		schema_let_go;
+	int			schema_failed;
+	struct
+	{
+		char		table[128];
+		char		statement[256];
+		char		error[256];
+		bool		rest_applied;
+	}			failed[4];		/* the first of them */
 } apply_result;
 
 /* The replica's backlog: sync_progress() summed over its tables. */
@@ -116,8 +129,21 @@ typedef struct pulled
 	size_t		len;
 } pulled;
 
+/* whether libpq can read a connection string; why not in err */
+extern bool server_conninfo_check(const char *conninfo, char err[AGENT_ERROR_MAX]);
 extern agent_status server_connect(server **out, const char *conninfo, char err[AGENT_ERROR_MAX]);
 extern void server_close(server *s);
+/* LISTEN magic_sync: only on a connection straight to the server (--listen) */
+extern agent_status server_listen(server *s, char err[AGENT_ERROR_MAX]);
+/* the server's pg_current_snapshot(), as text; *none when it cannot say (an older server) */
+extern agent_status server_mark(server *s, char *mark, size_t size, char err[AGENT_ERROR_MAX]);
+/*
+ * sync.settled(replica, mark): *through is the message to apply through to
+ * hold what was committed before the mark, -1 while the relay has not got
+ * there; *none when the server has no sync.settled (an older one).
+ */
+extern agent_status server_settled(server *s, const uint8_t replica[16], const char *mark,
+								   int64_t *through, bool *none, char err[AGENT_ERROR_MAX]);
 /* pull: *rows points into a result freed by the next call or server_pull_done */
 extern agent_status server_pull(server *s, const uint8_t replica[16], int64_t after,
 								const uint8_t *claim, size_t claim_len, int max_bytes,
@@ -143,6 +169,36 @@ extern wake_reason server_wait(server *s, const char *replica_id, int timeout_ms
 							   volatile const int *stop, char err[AGENT_ERROR_MAX]);
 /* sleep up to ms, returning early on a stop; false when stopped */
 extern bool agent_sleep(int ms, volatile const int *stop);
+
+/* ---- pulls.c ------------------------------------------------------------ */
+
+typedef struct pulls pulls;
+
+/* standbys: --pull's connection strings, in turn (n may be 0: the primary pulls) */
+extern pulls *pulls_new(const char *const *standbys, int n);
+extern void pulls_free(pulls *p);
+/* the connection the next pull goes to; *standby: a standby's, not primary */
+extern server *pulls_conn(pulls *p, server *primary, bool *standby);
+/* the standby pulled from failed: the next one pulls, or the primary */
+extern void pulls_failed(pulls *p);
+/* the next pull goes to the primary, which checks claims and counts sends */
+extern void pulls_primary_next(pulls *p);
+
+/* ---- poll.c ------------------------------------------------------------- */
+
+typedef struct waiter waiter;
+
+/* listen: --listen's connection string, or NULL; interval_ms: --interval */
+extern waiter *waiter_new(const char *listen, int interval_ms);
+extern void waiter_free(waiter *w);
+/* what the round before the wait did: moved, or not */
+extern void waiter_round(waiter *w, bool moved);
+/* the next wait, drawn: between half the current interval and all of it */
+extern int	waiter_next_ms(waiter *w);
+extern bool waiter_listening(const waiter *w);
+/* the wait between rounds; pooled: the connection rounds use */
+extern wake_reason waiter_wait(waiter *w, server *pooled, const char *replica_id, replica *r,
+							   volatile const int *stop, char err[AGENT_ERROR_MAX]);
 
 /* ---- report.c ----------------------------------------------------------- */
 
@@ -190,6 +246,8 @@ extern void report_lost(const char *why, int retry_ms);
 extern void report_error(const char *what, const char *why, int retry_ms);
 extern void report_notice(const char *message);
 extern void report_snapshot(int64_t rows, int64_t of, bool begun, bool ended);
+/* report_schema: a message that changed the schema, and what of it the replica could not apply */
+extern void report_schema(const apply_result *res);
 extern void report_round(const round_stats *st, const backlog *b);
 extern void report_stop(const char *why, int code);
 

@@ -5,14 +5,16 @@
  *   magic_sync_agent --server CONNINFO --replica UUID --db FILE [options]
  *
  * A pass pulls what waits for the replica after the last message it applied
- * (sync_status), applies each message in order (sync_apply), stopping at a
- * gap, a message of a later protocol or one for another replica, and files
- * every upload the replica has (sync_upload -> sync.file), acknowledging
+ * (sync_status) -- from a hot standby (--pull) when it has some, pulls.c --
+ * applies each message in order (sync_apply), stopping at a gap, a message
+ * of a later protocol or one for another replica, and files every upload
+ * the replica has (sync_upload -> sync.file, on the primary), acknowledging
  * what it applied as it goes.  Passes follow each other until nothing moves
- * (a round); the agent then waits on LISTEN magic_sync for the relay to
- * name this replica, for a write to the file, or for --interval.  When the
- * server is out of reach it tries again after 1 s, doubling to 30 s, while
- * the file stays usable: every step is a short transaction of its own.
+ * (a round); the agent then polls, waiting longer while nothing moves
+ * (poll.c), or waits on LISTEN magic_sync on a connection of its own
+ * (--listen), and wakes at once for a write to the file.  When the server
+ * is out of reach it tries again after 1 s, doubling to 30 s, while the
+ * file stays usable: every step is a short transaction of its own.
  * SIGINT and SIGTERM finish the step under way, close both sides and exit 0.
  *
  * States: connecting -> round -> waiting -> round ..., or -> backoff ->
@@ -29,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sneakernet.h"
 #include "wire.h"
 
 #define AGENT_VERSION "0.1"
@@ -38,6 +41,9 @@
 #define PASSES_MAX 100000		/* --once gives up on a round that never settles */
 #define UPLOADS_PER_PASS 1000
 #define BUSY_TRIES_ONCE 5		/* --once: tries of a step while the file stays locked */
+#define PULLS_MAX 8				/* --pull: standbys at most */
+#define ONCE_WAIT_MS (10 * 60 * 1000)	/* --once: the longest wait for the relay to plan */
+#define ONCE_POLL_MS 200		/* --once: how often it asks meanwhile */
 
 static volatile sig_atomic_t stop_signal;
 
@@ -50,6 +56,9 @@ on_signal(int sig)
 typedef struct options
 {
 	const char *server;
+	const char *pull[PULLS_MAX];	/* --pull: hot standbys, tried in turn */
+	int			npull;
+	const char *listen;			/* --listen: a direct connection for notifications */
 	const char *replica;
 	const char *db;
 	const char *name;
@@ -87,8 +96,13 @@ typedef struct agent
 	char		uuid[37];
 	uint8_t		uuid_bytes[16];
 	replica    *rep;
-	server	   *srv;
+	server	   *srv;			/* the primary: uploads, acknowledgements, some pulls */
+	pulls	   *from;			/* where pulls go */
+	waiter	   *wait;			/* between rounds */
 	snapshot_bar bar;
+	char		mark[256];		/* --once: the server's snapshot when the agent started */
+	bool		marked;
+	int64_t		through;		/* --once: applied through this, it holds what came before the mark */
 	char		answer[4096];	/* sync.file's answer */
 	uint8_t    *unfiled;		/* an upload whose filing failed for the infrastructure */
 	size_t		unfiled_len;
@@ -98,11 +112,13 @@ typedef struct agent
 
 static const char usage_text[] =
 "Usage: magic_sync_agent --server CONNINFO --replica UUID --db FILE [OPTION]...\n"
+"       magic_sync_agent export|import ...  (files instead of a network: export --help)\n"
 "\n"
 "Runs one replica's loop: pulls what the server's relay wrote for the replica\n"
 "(sync.pull), applies each message to the SQLite file (sync_apply), files\n"
 "what the replica wrote and what it applied (sync_upload -> sync.file), and\n"
-"waits on LISTEN magic_sync between rounds.  The replica extension is built\n"
+"polls between rounds.  It keeps no session state on the server: --server\n"
+"may be pgbouncer in transaction pooling.  The replica extension is built\n"
 "into the agent: the file needs nothing else, and the tables are created by\n"
 "the first snapshot.\n"
 "\n"
@@ -112,16 +128,28 @@ static const char usage_text[] =
 "                     everything from PGHOST, PGDATABASE, PGUSER, ... The role\n"
 "                     is the replica's own (sync.replica_add(..., role => ...))\n"
 "                     or a member of sync_admin.\n"
+"                     The primary: uploads and acknowledgements go there.\n"
 "  --replica UUID     the replica's uuid, as registered with sync.replica_add\n"
 "  --db FILE          the replica's SQLite file; created when missing, put in\n"
 "                     WAL mode.  The application reads and writes it meanwhile.\n"
 "\n"
 "Options:\n"
-"  --once             run rounds until nothing more moves, then exit\n"
-"  --interval MS      the longest wait between rounds when nothing wakes the\n"
-"                     agent (default 10000).  It wakes at once when the relay\n"
-"                     notifies this replica, and within 250 ms of a write to\n"
-"                     the file by another process.\n"
+"  --pull CONNINFO    a hot standby of the primary to pull from; given more\n"
+"                     than once, tried in turn; the primary pulls when none\n"
+"                     answers (and checks what the replica claims: at the\n"
+"                     start, every 10 minutes, after a failure)\n"
+"  --listen CONNINFO  keep one more connection, straight to the server (not\n"
+"                     through a pool), listening for the relay's notifications:\n"
+"                     the agent wakes at once when the relay wrote to it\n"
+"  --once             run rounds until the replica holds what the server had\n"
+"                     committed when the agent started (planned and applied),\n"
+"                     then exit\n"
+"  --interval MS      the longest wait between rounds (default 10000): the\n"
+"                     agent polls after 1 s, then waits twice as long each\n"
+"                     time nothing moves, up to MS, each wait drawn between\n"
+"                     half and all of it; after a change, 1 s again.  With\n"
+"                     --listen, MS, since a notification wakes it.  It wakes\n"
+"                     within 250 ms of a write to the file by another process.\n"
 "  --pull-bytes N     bytes of messages to pull at a time (default 4194304)\n"
 "  --name LABEL       put LABEL in front of every line (and in JSON: \"name\")\n"
 "  --json             one JSON object per line on stdout, for machines:\n"
@@ -143,9 +171,11 @@ static const char usage_text[] =
 "\n"
 "Exit codes:\n"
 "   0  stopped by SIGINT/SIGTERM, or (--once) nothing more moves\n"
-"  64  the command line is wrong\n"
+"  64  the command line is wrong (a connection string libpq cannot read\n"
+"      included)\n"
 "  66  the file cannot be opened, or belongs to another replica\n"
-"  69  the server cannot be reached (--once only; otherwise it retries)\n"
+"  69  the server cannot be reached, or its relay does not plan in 10\n"
+"      minutes (--once only; otherwise it retries)\n"
 "  70  an error retrying will not fix (--once only; otherwise it retries\n"
 "      after a backoff, since the fix is a deploy)\n"
 "  77  the server refuses: authentication failed, the role may not act for\n"
@@ -206,6 +236,28 @@ parse_int(const char *s, long min, long max, int *out)
 	return true;
 }
 
+/* check_conninfo: a connection string libpq cannot read is the command line's fault */
+static int
+check_conninfo(const char *option, const char *conninfo)
+{
+	char		err[AGENT_ERROR_MAX];
+	char		line[AGENT_ERROR_MAX + 64];
+
+	if (conninfo == NULL || server_conninfo_check(conninfo, err))
+		return 0;
+	snprintf(line, sizeof line, "%s: %s", option, err);
+	return usage_error("%s", line);
+}
+
+static int
+check_pulls(const options *o)
+{
+	for (int i = 0; i < o->npull; i++)
+		if (check_conninfo("--pull", o->pull[i]) != 0)
+			return EXIT_USAGE;
+	return 0;
+}
+
 /* parse_options: 0 to run, -1 to exit 0 (--help, --version), else an exit code */
 static int
 parse_options(int argc, char **argv, options *o)
@@ -226,6 +278,7 @@ parse_options(int argc, char **argv, options *o)
 			return usage_error("unexpected argument '%s'", arg);
 		snprintf(name, sizeof name, "%.*s", eq ? (int) (eq - arg) : (int) strlen(arg), arg);
 		takes = strcmp(name, "--server") == 0 || strcmp(name, "--replica") == 0 ||
+			strcmp(name, "--pull") == 0 || strcmp(name, "--listen") == 0 ||
 			strcmp(name, "--db") == 0 || strcmp(name, "--interval") == 0 ||
 			strcmp(name, "--pull-bytes") == 0 || strcmp(name, "--name") == 0;
 		if (takes)
@@ -252,6 +305,14 @@ parse_options(int argc, char **argv, options *o)
 		}
 		else if (strcmp(name, "--server") == 0)
 			o->server = value;
+		else if (strcmp(name, "--pull") == 0)
+		{
+			if (o->npull == PULLS_MAX)
+				return usage_error("--pull is given at most %s times", "8");
+			o->pull[o->npull++] = value;
+		}
+		else if (strcmp(name, "--listen") == 0)
+			o->listen = value;
 		else if (strcmp(name, "--replica") == 0)
 			o->replica = value;
 		else if (strcmp(name, "--db") == 0)
@@ -283,6 +344,9 @@ parse_options(int argc, char **argv, options *o)
 		return usage_error("%s", "--replica is required (the replica's uuid)");
 	if (o->db == NULL || o->db[0] == '\0')
 		return usage_error("%s", "--db is required (the replica's SQLite file)");
+	if (check_conninfo("--server", o->server) != 0 || check_conninfo("--listen", o->listen) != 0 ||
+		check_pulls(o) != 0)
+		return EXIT_USAGE;
 	return 0;
 }
 
@@ -519,6 +583,29 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 }
 
 /*
+ * pull: sync.pull where pulls.c says, a standby's when one answers; a
+ * standby that fails leaves the pull to the next one, then to the primary.
+ * *from: the connection the rows came from (server_pull_done).
+ */
+static agent_status
+pull(agent *a, int64_t after, const uint8_t *claim, size_t claim_len, server **from,
+	 pulled **rows, int *n, char err[AGENT_ERROR_MAX])
+{
+	for (;;)
+	{
+		bool		standby;
+		agent_status rc;
+
+		*from = pulls_conn(a->from, a->srv, &standby);
+		rc = server_pull(*from, a->uuid_bytes, after, claim, claim_len, a->opt.pull_bytes, rows, n, err);
+		if (rc != STEP_TRANSIENT || !standby)
+			return rc;
+		report_error("a standby's pull failed (the next one pulls)", err, 0);
+		pulls_failed(a->from);
+	}
+}
+
+/*
  * bound: the server's upload bound, looked at every round: rows set aside
  * as too large go up again when it changes (and when the agent starts)
  */
@@ -552,6 +639,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 		size_t		claim_len = 0;
 		pulled	   *rows;
 		int			n;
+		server	   *from;
 		int			chained = 0;
 		bool		progressed = false;
 
@@ -565,7 +653,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 			a->bar.rows = 0;
 			a->bar.of = 0;
 		}
-		rc = server_pull(a->srv, a->uuid_bytes, after, claim, claim_len, a->opt.pull_bytes, &rows, &n, err);
+		rc = pull(a, after, claim, claim_len, &from, &rows, &n, err);
 		if (rc != STEP_OK)
 			return rc;
 		for (int i = 0; i < n && !halt && !stop_signal; i++)
@@ -583,7 +671,10 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 			rc = replica_apply(a->rep, rows[i].message, rows[i].len, &res, err);
 			if (rc != STEP_OK)
 			{
-				server_pull_done(a->srv);
+				server_pull_done(from);
+				/* the primary counts a send that keeps failing: it serves the next try */
+				if (rc == STEP_FAILED)
+					pulls_primary_next(a->from);
 				return rc;
 			}
 			if (strcmp(res.result, "applied") == 0)
@@ -592,6 +683,8 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 
 				progressed = true;
 				st->messages++;
+				if (res.schema_changed > 0 || res.schema_let_go > 0 || res.schema_failed > 0)
+					report_schema(&res);
 				st->upserts += res.upserts;
 				st->deletes += res.deletes + res.let_go;
 				st->retired += res.retired;
@@ -642,7 +735,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 				halt = true;
 			}
 		}
-		server_pull_done(a->srv);
+		server_pull_done(from);
 		if (!progressed || chained == 0)
 			break;
 		/* acknowledge what this batch applied, so the server trims the outbox */
@@ -666,6 +759,42 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 }
 
 /* ---- the loop ----------------------------------------------------------- */
+
+/*
+ * settled: with --once, whether the replica holds what the server had
+ * committed when the agent started: the relay planned it (sync.settled) and
+ * the replica applied through the messages that carry it.  0: not yet, 1:
+ * settled, else a step's failure.  A server without sync.settled settles
+ * when nothing moves, as an earlier one did.
+ */
+static int
+settled(agent *a, char err[AGENT_ERROR_MAX])
+{
+	int64_t		through;
+	int64_t		applied;
+	bool		none;
+	bool		open;
+	agent_status rc;
+
+	if (!a->marked)
+		return 1;
+	if (a->through < 0)
+	{
+		rc = server_settled(a->srv, a->uuid_bytes, a->mark, &through, &none, err);
+		if (rc != STEP_OK)
+			return -(int) rc;
+		if (none)
+			return 1;
+		if (through < 0)
+			return 0;
+		/* every message carrying what came before the mark is numbered at or below it */
+		a->through = through;
+	}
+	rc = replica_applied(a->rep, &applied, &open, NULL, NULL, err);
+	if (rc != STEP_OK)
+		return -(int) rc;
+	return applied >= a->through && !open ? 1 : 0;
+}
 
 static bool
 round_did_something(const round_stats *st)
@@ -700,10 +829,30 @@ finish(agent *a, const char *why, int code)
 {
 	report_stop(why, code);
 	free(a->unfiled);
+	pulls_free(a->from);
+	waiter_free(a->wait);
 	narrowing_ends(&a->narrow);
 	server_close(a->srv);
 	replica_close(a->rep);
 	return code;
+}
+
+/* once_failed: with --once, a step's failure ends the agent, with its code */
+static int
+once_failed(agent *a, agent_status status, const char *err)
+{
+	switch (status)
+	{
+		case STEP_REFUSED:
+			report_error("the server refuses", err, -1);
+			return finish(a, "refused by the server", EXIT_NOPERM);
+		case STEP_TRANSIENT:
+			report_error("transient failure", err, -1);
+			return finish(a, "the server is unavailable", EXIT_UNAVAILABLE);
+		default:
+			report_error("failed", err, -1);
+			return finish(a, "an error retrying will not fix", EXIT_SOFTWARE);
+	}
 }
 
 int
@@ -717,8 +866,13 @@ main(int argc, char **argv)
 	int			rc;
 	int64_t		applied;
 	bool		open;
+	int64_t		started = mono_ms();
 
+	/* sneakernet: export and import move bundles instead (sneakernet.c) */
+	if (argc > 1 && (strcmp(argv[1], "export") == 0 || strcmp(argv[1], "import") == 0))
+		return sneakernet_main(argc - 1, argv + 1);
 	memset(&a, 0, sizeof a);
+	a.through = -1;
 	a.narrow.limit = -1;
 	a.bound = -1;
 	rc = parse_options(argc, argv, &a.opt);
@@ -727,6 +881,13 @@ main(int argc, char **argv)
 	if (!parse_uuid(a.opt.replica, a.uuid, a.uuid_bytes))
 		return usage_error("--replica takes a uuid (8-4-4-4-12 hexadecimal digits), not '%s'", a.opt.replica);
 	report_init(a.opt.mode, a.opt.name);
+	a.from = pulls_new(a.opt.pull, a.opt.npull);
+	a.wait = waiter_new(a.opt.listen, a.opt.interval_ms);
+	if (a.from == NULL || a.wait == NULL)
+	{
+		report_error("cannot start", "out of memory", -1);
+		return finish(&a, "out of memory", EXIT_SOFTWARE);
+	}
 
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
@@ -781,6 +942,17 @@ main(int argc, char **argv)
 				continue;
 			}
 			report_connected();
+			/* back from a break: the primary checks the claim, and gives what waited long */
+			pulls_primary_next(a.from);
+		}
+
+		/* --once: what the server had committed when the agent started is what it waits for */
+		if (a.opt.once && !a.marked)
+		{
+			status = server_mark(a.srv, a.mark, sizeof a.mark, err);
+			a.marked = status == STEP_OK;
+			if (status != STEP_OK)
+				return once_failed(&a, status, err);
 		}
 
 		/* a round: passes until nothing moves */
@@ -852,12 +1024,28 @@ main(int argc, char **argv)
 
 		if (a.opt.once)
 		{
+			int			done;
+
 			if (passes > PASSES_MAX)
 				return finish(&a, "the round never settled", EXIT_SOFTWARE);
-			return finish(&a, "nothing more moves", 0);
+			done = settled(&a, err);
+			if (done < 0)
+				return once_failed(&a, (agent_status) -done, err);
+			if (done == 1)
+				return finish(&a, "nothing more moves", 0);
+			if (mono_ms() - started > ONCE_WAIT_MS)
+			{
+				report_error("the server's relay did not plan what was committed before the agent started",
+							 "gave up after 10 minutes", -1);
+				return finish(&a, "the server's relay does not plan", EXIT_UNAVAILABLE);
+			}
+			/* the relay has yet to plan it, or the replica to pull it (a standby lags) */
+			agent_sleep(ONCE_POLL_MS, &stop_signal);
+			continue;
 		}
 
-		switch (server_wait(a.srv, a.uuid, a.opt.interval_ms, a.rep, &stop_signal, err))
+		waiter_round(a.wait, passes > 1);
+		switch (waiter_wait(a.wait, a.srv, a.uuid, a.rep, &stop_signal, err))
 		{
 			case WAKE_LOST:
 				report_lost(err, 0);

@@ -374,6 +374,24 @@ replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 	out->gap = replica_json_int(r, json, "$.gap");
 	out->notes = replica_json_int(r, json, "$.notes");
 	out->set_aside = replica_json_int(r, json, "$.set_aside");
+	out->schema_changed = replica_json_int(r, json, "$.schema.changed");
+	out->schema_let_go = replica_json_int(r, json, "$.schema.let_go");
+	out->schema_failed = 0;
+	for (int i = 0; i < 4; i++)
+	{
+		char		path[64];
+
+		snprintf(path, sizeof path, "$.schema.failed[%d].table", i);
+		if (!replica_json_text(r, json, path, out->failed[i].table, sizeof out->failed[i].table))
+			break;
+		out->schema_failed = i + 1;
+		snprintf(path, sizeof path, "$.schema.failed[%d].statement", i);
+		replica_json_text(r, json, path, out->failed[i].statement, sizeof out->failed[i].statement);
+		snprintf(path, sizeof path, "$.schema.failed[%d].error", i);
+		replica_json_text(r, json, path, out->failed[i].error, sizeof out->failed[i].error);
+		snprintf(path, sizeof path, "$.schema.failed[%d].rest_applied", i);
+		out->failed[i].rest_applied = replica_json_int(r, json, path) != 0;
+	}
 	out->dropped = replica_json_int(r, json, "$.dropped");
 	out->waiting = replica_json_int(r, json, "$.waiting");
 	out->again = replica_json_int(r, json, "$.again");

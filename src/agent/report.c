@@ -10,6 +10,8 @@
  *	    error      what, error, retry_ms (-1: not retried)
  *	    notice     message: what the server said besides results
  *	    snapshot   rows, of (0: unknown, the agent started mid-snapshot), done
+ *	    schema     number, changed, let_go, failed [{table, statement, error,
+ *	               rest_applied}]: a message that changed the schema
  *	    round      messages, rows, deletes, retired, refused, duplicates,
  *	               answers, uploads, filed, server_refused, dropped,
  *	               dropped_reason, waiting, set_aside, narrowed, blamed,
@@ -84,6 +86,40 @@ human(FILE *f, const char *fmt,...)
 	fflush(f);
 }
 
+/*
+ * utf8_length: the length of the well-formed UTF-8 sequence at s (RFC 3629:
+ * no overlong form, no surrogate, nothing past U+10FFFF), 0 when it is not
+ * one.  A file path, or a message, may hold any bytes; JSON is UTF-8.
+ */
+static int
+utf8_length(const unsigned char *s)
+{
+	int			n;
+	uint32_t	cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xC2 && s[0] <= 0xDF)
+		n = 2, cp = s[0] & 0x1F;
+	else if (s[0] >= 0xE0 && s[0] <= 0xEF)
+		n = 3, cp = s[0] & 0x0F;
+	else if (s[0] >= 0xF0 && s[0] <= 0xF4)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	for (int i = 1; i < n; i++)
+	{
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3F);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+		(cp >= 0xD800 && cp <= 0xDFFF))
+		return 0;
+	return n;
+}
+
+/* json_string: s as a JSON string; a byte that is not UTF-8 is U+FFFD */
 static void
 json_string(const char *s)
 {
@@ -91,7 +127,19 @@ json_string(const char *s)
 	for (; *s; s++)
 	{
 		unsigned char c = (unsigned char) *s;
+		int			n = utf8_length((const unsigned char *) s);
 
+		if (n == 0)
+		{
+			fputs("\\ufffd", stdout);
+			continue;
+		}
+		if (n > 1)
+		{
+			fwrite(s, 1, (size_t) n, stdout);
+			s += n - 1;
+			continue;
+		}
 		if (c == '"' || c == '\\')
 			printf("\\%c", c);
 		else if (c == '\n')
@@ -218,6 +266,39 @@ report_notice(const char *message)
 	}
 	else
 		human(stderr, "the server says: %s", message);
+}
+
+void
+report_schema(const apply_result *res)
+{
+	if (mode == REPORT_JSON)
+	{
+		json_begin("schema");
+		printf(",\"number\":%lld,\"changed\":%lld,\"let_go\":%lld,\"failed\":[",
+			   (long long) res->number, (long long) res->schema_changed, (long long) res->schema_let_go);
+		for (int i = 0; i < res->schema_failed; i++)
+		{
+			fputs(i ? ",{\"table\":" : "{\"table\":", stdout);
+			json_string(res->failed[i].table);
+			fputs(",\"statement\":", stdout);
+			json_string(res->failed[i].statement);
+			fputs(",\"error\":", stdout);
+			json_string(res->failed[i].error);
+			printf(",\"rest_applied\":%s}", res->failed[i].rest_applied ? "true" : "false");
+		}
+		putchar(']');
+		json_end();
+		return;
+	}
+	if (mode != REPORT_QUIET)
+		human(stdout, "message %lld changed the schema: %lld tables made or altered, %lld let go of",
+			  (long long) res->number, (long long) res->schema_changed, (long long) res->schema_let_go);
+	/* what the replica could not apply is an error of its own: shown even when quiet */
+	for (int i = 0; i < res->schema_failed; i++)
+		human(stderr, "the schema change of table %s %s: %s failed: %s", res->failed[i].table,
+			  res->failed[i].rest_applied ? "is applied but for one statement" :
+			  "is not applied (its rows are refused until a snapshot makes it again)",
+			  res->failed[i].statement, res->failed[i].error);
 }
 
 /*

@@ -7,13 +7,18 @@
  *   SELECT number, message FROM sync.pull($1, $2, $3, $4)  -- uuid, int8, int4, bytea
  *   SELECT sync.file($1, $2)                           -- uuid, bytea
  *
- * Between rounds the agent listens on the channel magic_sync: the relay
- * notifies it, at the commit of a pass, with the uuids of the replicas it
- * wrote to (comma-separated).  Errors are sorted as the server sorts them
- * (sync.is_transient): SQLSTATE classes 08, 40, 53, 57 and 55P03, and a
- * broken connection, are the infrastructure's; 42501 (not this replica's
- * role) and 42704 (no such replica) are refusals; anything else is a
- * failure of the data or the code.
+ * The connection keeps no session state, so it may go through pgbouncer in
+ * transaction pooling: unnamed statements only (PQexecParams), nothing SET,
+ * no LISTEN.  Only a connection opened for notifications (--listen, a
+ * direct one: poll.c) listens on the channel magic_sync: the relay notifies
+ * it, at the commit of a pass, with the uuids of the replicas it wrote to
+ * (comma-separated).  Errors are sorted by SQLSTATE, as the server sorts
+ * them (sync.is_transient): classes 08, 40, 53, 57 and 55P03, and a broken
+ * connection, are the infrastructure's; 28000 and 28P01 (authentication),
+ * 3D000 (no such database), 42501 (not this replica's role) and 42704 (no
+ * such replica) are refusals; anything else is a failure of the data or the
+ * code.  A connection refused is sorted by the SQLSTATE the server sent,
+ * never by its words (they may be in any language).
  *-------------------------------------------------------------------------
  */
 #include "agent.h"
@@ -62,19 +67,55 @@ trim(char *s)
 	*out = '\0';
 }
 
-/* the class of an error from a message libpq gives for a failed connection */
+/* the class of a SQLSTATE: the infrastructure's, a refusal, or a failure */
 static agent_status
-connect_status(const char *message)
+sqlstate_status(const char *state)
 {
-	static const char *const refusals[] = {
-		"authentication failed", "no pg_hba.conf entry", "does not exist",
-		"permission denied", "no password supplied", "not permitted to log in", NULL
-	};
+	if (strncmp(state, "08", 2) == 0 || strncmp(state, "40", 2) == 0 ||
+		strncmp(state, "53", 2) == 0 || strncmp(state, "57", 2) == 0 ||
+		strcmp(state, "55P03") == 0)
+		return STEP_TRANSIENT;
+	if (strncmp(state, "28", 2) == 0 || strcmp(state, "3D000") == 0 ||
+		strcmp(state, "42501") == 0 || strcmp(state, "42704") == 0)
+		return STEP_REFUSED;
+	return STEP_FAILED;
+}
 
-	for (int i = 0; refusals[i]; i++)
-		if (strstr(message, refusals[i]))
-			return STEP_REFUSED;
-	return STEP_TRANSIENT;
+/*
+ * connect_sqlstate: the SQLSTATE of the error a server sent when it refused
+ * the connection, as libpq writes it in verbose mode ("SEVERITY:  XXXXX:
+ * message"); false when the server sent none (it was not reached).
+ */
+static bool
+connect_sqlstate(const char *message, char state[6])
+{
+	for (const char *p = strstr(message, ":  "); p != NULL; p = strstr(p + 1, ":  "))
+	{
+		const char *c = p + 3;
+		int			i;
+
+		for (i = 0; i < 5; i++)
+			if (!((c[i] >= '0' && c[i] <= '9') || (c[i] >= 'A' && c[i] <= 'Z')))
+				break;
+		if (i == 5 && c[5] == ':')
+		{
+			memcpy(state, c, 5);
+			state[5] = '\0';
+			return true;
+		}
+	}
+	return false;
+}
+
+/* connect_message: libpq's verbose message without its LOCATION line, on one line */
+static void
+connect_message(const char *message, char err[AGENT_ERROR_MAX])
+{
+	const char *loc = strstr(message, "LOCATION:");
+	int			n = loc ? (int) (loc - message) : (int) strlen(message);
+
+	snprintf(err, AGENT_ERROR_MAX, "%.*s", n, message);
+	trim(err);
 }
 
 static agent_status
@@ -87,14 +128,7 @@ result_status(server *s, PGresult *res, const char *what, char err[AGENT_ERROR_M
 	trim(err);
 	if (PQstatus(s->conn) == CONNECTION_BAD || state == NULL)
 		return STEP_TRANSIENT;
-	if (strncmp(state, "08", 2) == 0 || strncmp(state, "40", 2) == 0 ||
-		strncmp(state, "53", 2) == 0 || strncmp(state, "57", 2) == 0 ||
-		strcmp(state, "55P03") == 0)
-		return STEP_TRANSIENT;
-	if (strcmp(state, "42501") == 0 || strcmp(state, "42704") == 0 ||
-		strncmp(state, "28", 2) == 0)
-		return STEP_REFUSED;
-	return STEP_FAILED;
+	return sqlstate_status(state);
 }
 
 /* notice: what the server says besides results (a shutdown, a warning) goes to the report */
@@ -110,10 +144,54 @@ notice(void *arg, const char *message)
 }
 
 /*
+ * server_conninfo_check: whether libpq can read a connection string (a
+ * misspelt keyword, "hots=", is the command line's fault, not the
+ * network's); the reason in err when it cannot.
+ */
+bool
+server_conninfo_check(const char *conninfo, char err[AGENT_ERROR_MAX])
+{
+	char	   *why = NULL;
+	PQconninfoOption *opts = PQconninfoParse(conninfo, &why);
+
+	if (opts == NULL)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "%s", why ? why : "out of memory");
+		trim(err);
+		PQfreemem(why);
+		return false;
+	}
+	PQconninfoFree(opts);
+	return true;
+}
+
+/* connect_wait: drives a connection started with PQconnectStartParams to its end */
+static void
+connect_wait(PGconn *conn)
+{
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+
+	while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
+	{
+		struct pollfd pfd;
+
+		pfd.fd = PQsocket(conn);
+		pfd.events = st == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+		pfd.revents = 0;
+		if (pfd.fd < 0)
+			break;
+		/* connect_timeout bounds the whole attempt inside libpq */
+		if (poll(&pfd, 1, 1000) < 0 && errno != EINTR)
+			break;
+		st = PQconnectPoll(conn);
+	}
+}
+
+/*
  * server_connect: connects with the caller's connection string (libpq's
  * defaults and PG* variables fill the rest; the string wins over the
- * agent's own defaults: a 10 s connect timeout, TCP keepalives) and
- * listens on magic_sync.
+ * agent's own defaults: a 10 s connect timeout, TCP keepalives).  Errors in
+ * verbose mode while connecting, so that a refusal is known by its SQLSTATE.
  */
 agent_status
 server_connect(server **out, const char *conninfo, char err[AGENT_ERROR_MAX])
@@ -124,8 +202,7 @@ server_connect(server **out, const char *conninfo, char err[AGENT_ERROR_MAX])
 	};
 	const char *const values[] = {"10", "30", "10", "3", "magic_sync_agent", conninfo, NULL};
 	server	   *s;
-	PGresult   *res;
-	agent_status st;
+	char		state[6];
 
 	*out = NULL;
 	s = calloc(1, sizeof *s);
@@ -134,27 +211,47 @@ server_connect(server **out, const char *conninfo, char err[AGENT_ERROR_MAX])
 		snprintf(err, AGENT_ERROR_MAX, "out of memory");
 		return STEP_FAILED;
 	}
-	s->conn = PQconnectdbParams(keys, values, 1);
+	s->conn = PQconnectStartParams(keys, values, 1);
+	if (s->conn != NULL && PQstatus(s->conn) != CONNECTION_BAD)
+	{
+		PQsetErrorVerbosity(s->conn, PQERRORS_VERBOSE);
+		connect_wait(s->conn);
+	}
 	if (s->conn == NULL || PQstatus(s->conn) != CONNECTION_OK)
 	{
-		snprintf(err, AGENT_ERROR_MAX, "%s", s->conn ? PQerrorMessage(s->conn) : "out of memory");
-		trim(err);
-		st = connect_status(err);
+		agent_status st = STEP_TRANSIENT;
+
+		if (s->conn == NULL)
+			snprintf(err, AGENT_ERROR_MAX, "out of memory");
+		else
+		{
+			connect_message(PQerrorMessage(s->conn), err);
+			if (connect_sqlstate(PQerrorMessage(s->conn), state))
+				st = sqlstate_status(state) == STEP_REFUSED ? STEP_REFUSED : STEP_TRANSIENT;
+		}
 		server_close(s);
 		return st;
 	}
+	PQsetErrorVerbosity(s->conn, PQERRORS_DEFAULT);
 	PQsetNoticeProcessor(s->conn, notice, NULL);
-	res = PQexec(s->conn, "LISTEN magic_sync");
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-	{
-		st = result_status(s, res, "LISTEN magic_sync", err);
-		PQclear(res);
-		server_close(s);
-		return st;
-	}
-	PQclear(res);
 	*out = s;
 	return STEP_OK;
+}
+
+/*
+ * server_listen: LISTEN magic_sync, on a connection of its own that goes
+ * straight to the server (a pooled one would lose it with its session).
+ */
+agent_status
+server_listen(server *s, char err[AGENT_ERROR_MAX])
+{
+	PGresult   *res = PQexec(s->conn, "LISTEN magic_sync");
+	agent_status st = STEP_OK;
+
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		st = result_status(s, res, "LISTEN magic_sync", err);
+	PQclear(res);
+	return st;
 }
 
 void
@@ -167,6 +264,15 @@ server_close(server *s)
 	if (s->conn)
 		PQfinish(s->conn);
 	free(s);
+}
+
+/* undefined_function: the server has no such function (42883): an earlier version */
+static bool
+undefined_function(PGresult *res)
+{
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	return PQresultStatus(res) == PGRES_FATAL_ERROR && state != NULL && strcmp(state, "42883") == 0;
 }
 
 static void
@@ -216,8 +322,7 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 	res = PQexecParams(s->conn, s->no_claims ? "SELECT number, message FROM sync.pull($1, $2, $3)"
 					   : "SELECT number, message FROM sync.pull($1, $2, $3, $4)",
 					   s->no_claims ? 3 : 4, types, values, lengths, formats, 1);
-	if (!s->no_claims && PQresultStatus(res) == PGRES_FATAL_ERROR &&
-		strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE) ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : "", "42883") == 0)
+	if (!s->no_claims && undefined_function(res))
 	{
 		/* a server not updated yet (ALTER EXTENSION magic_sync UPDATE): pull as it takes it */
 		PQclear(res);
@@ -265,6 +370,58 @@ server_pull_done(server *s)
 	if (s->pulled)
 		PQclear(s->pulled);
 	s->pulled = NULL;
+}
+
+/* server_mark: pg_current_snapshot(), as text, to ask sync.settled with later */
+agent_status
+server_mark(server *s, char *mark, size_t size, char err[AGENT_ERROR_MAX])
+{
+	PGresult   *res = PQexecParams(s->conn, "SELECT pg_current_snapshot()::text", 0, NULL, NULL, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	{
+		agent_status st = result_status(s, res, "pg_current_snapshot", err);
+
+		PQclear(res);
+		return st;
+	}
+	snprintf(mark, size, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return STEP_OK;
+}
+
+/* server_settled: sync.settled(replica, mark) */
+agent_status
+server_settled(server *s, const uint8_t replica[16], const char *mark, int64_t *through, bool *none,
+			   char err[AGENT_ERROR_MAX])
+{
+	const Oid	types[2] = {UUIDOID, 0};
+	const char *values[2] = {(const char *) replica, mark};
+	const int	lengths[2] = {16, 0};
+	const int	formats[2] = {1, 0};
+	PGresult   *res;
+
+	*through = -1;
+	*none = false;
+	res = PQexecParams(s->conn, "SELECT sync.settled($1, $2::pg_snapshot)", 2, types, values, lengths, formats, 0);
+	if (undefined_function(res))
+	{
+		/* a server not updated yet: --once ends as it always did */
+		PQclear(res);
+		*none = true;
+		return STEP_OK;
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	{
+		agent_status st = result_status(s, res, "sync.settled", err);
+
+		PQclear(res);
+		return st;
+	}
+	if (!PQgetisnull(res, 0, 0))
+		*through = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return STEP_OK;
 }
 
 /*

@@ -4,15 +4,25 @@
  *	  sync_admin.  sync.pull and sync.file run with raised rights
  *	  (SECURITY DEFINER), so they check the caller themselves: the role that
  *	  called them (GetOuterUserId), not the one they run as.
+ *
+ *	  And what sync_admin may not do by being sync_admin: declare a table it
+ *	  does not own (its triggers and its rows are the owner's, as CREATE
+ *	  TRIGGER asks), or give a replica a role it could not grant (that role
+ *	  would pull and file the replica's rows).  Those functions read their
+ *	  caller before they become the extension's owner (owner.h).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
+#include "catalog/objectaddress.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "access.h"
 
@@ -29,7 +39,7 @@ ms_replica_access(pg_uuid_t *replica, const char *what)
 	bool		dropped;
 	char	   *id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
 
-	if (SPI_execute_with_args("SELECT role, dropped FROM sync.replicas WHERE id = $1",
+	if (SPI_execute_with_args("SELECT role, dropped FROM sync.replicas WHERE id OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.replicas");
 	if (SPI_processed == 0)
@@ -55,4 +65,56 @@ ms_replica_access(pg_uuid_t *replica, const char *what)
 			 errmsg("role \"%s\" may not %s for replica %s", GetUserNameFromId(caller, false), what, id),
 			 errdetail("A replica's role acts for its own uuid only."),
 			 errhint("Connect as the replica's role, or as a member of sync_admin.")));
+}
+
+void
+ms_require_owner(Oid relid, Oid caller)
+{
+	char	   *name = get_rel_name(relid);
+
+	if (name != NULL && !pg_class_ownercheck(relid, caller))
+		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(get_rel_relkind(relid)), name);
+}
+
+void
+ms_require_select(Oid relid, Oid caller)
+{
+	char	   *name = get_rel_name(relid);
+
+	if (name != NULL && pg_class_aclcheck(relid, caller, ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(get_rel_relkind(relid)), name);
+}
+
+/* role_createrole: whether roleid has CREATEROLE */
+static bool
+role_createrole(Oid roleid)
+{
+	HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(roleid));
+	bool		yes = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		yes = ((Form_pg_authid) GETSTRUCT(tup))->rolcreaterole;
+		ReleaseSysCache(tup);
+	}
+	return yes;
+}
+
+void
+ms_require_grant(const char *role, Oid caller)
+{
+	Oid			roleid = get_role_oid(role, false);
+	bool		may;
+
+	/* GRANT's rule (PostgreSQL 15): a superuser role, by a superuser; any other by CREATEROLE or ADMIN OPTION */
+	if (superuser_arg(roleid))
+		may = superuser_arg(caller);
+	else
+		may = role_createrole(caller) || is_admin_of_role(caller, roleid);
+	if (!may)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" may not give a replica role \"%s\"", GetUserNameFromId(caller, false), role),
+				 errdetail("A replica's role pulls and files for the replica: giving it one is granting it that, which needs the right to grant the role."),
+				 errhint("Ask for ADMIN OPTION on role \"%s\", or have a role that holds it register the replica.", role)));
 }

@@ -15,4 +15,20 @@
  */
 extern void ms_replica_access(pg_uuid_t *replica, const char *what);
 
+/*
+ * ms_require_owner: caller owns relid, as CREATE TRIGGER asks (42501, as
+ * PostgreSQL says it, otherwise); a relation gone is not checked.
+ */
+extern void ms_require_owner(Oid relid, Oid caller);
+
+/* ms_require_select: caller may SELECT relid (a declaration's active view). */
+extern void ms_require_select(Oid relid, Oid caller);
+
+/*
+ * ms_require_grant: caller may grant role, as GRANT asks: a superuser for a
+ * superuser role, else CREATEROLE or ADMIN OPTION on it (42501 otherwise).
+ * The role exists.
+ */
+extern void ms_require_grant(const char *role, Oid caller);
+
 #endif

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  * magic_sync.c
- *	  The server extension's module: its magic, its settings and worker at
- *	  load, and the allocator it lends to src/shared.
+ *	  The server extension's module: its magic, its settings, its parse
+ *	  analysis hook (owner.h) and worker at load, and the allocator it lends to src/shared.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -10,6 +10,7 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "owner.h"
 #include "settings.h"
 #include "wake.h"
 #include "worker.h"
@@ -22,6 +23,7 @@ void
 _PG_init(void)
 {
 	ms_settings_init();
+	ms_owner_init();
 	if (process_shared_preload_libraries_in_progress)
 	{
 		ms_wake_preload();

@@ -12,6 +12,7 @@
 #include "settings.h"
 
 char	   *ms_database = NULL;
+char	   *ms_role = NULL;
 int			ms_naptime = 1000;
 int			ms_batch_notes = 100000;
 int			ms_chunk_rows = 1000;
@@ -34,6 +35,10 @@ ms_settings_init(void)
 								   "Database in which the preloaded relay worker runs.",
 								   "Empty: no worker starts at server start (sync.relay_start() starts one).",
 								   &ms_database, "", PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("magic_sync.role",
+							   "Role the relay worker connects as.",
+							   "Empty: the bootstrap superuser.  A least-privileged role is a member of sync_relay (docs/operations.md); it reads each mirrored table as the table's owner.",
+							   &ms_role, "", PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("magic_sync.naptime",
 							"Time between relay passes when nothing wakes the worker.",
 							NULL, &ms_naptime, 1000, 10, 3600 * 1000, PGC_SIGHUP,

@@ -7,6 +7,7 @@
 #define MS_SETTINGS_H
 
 extern char *ms_database;		/* magic_sync.database: where the preloaded worker relays */
+extern char *ms_role;			/* magic_sync.role: who the worker connects as; empty: the bootstrap superuser */
 extern int	ms_naptime;			/* magic_sync.naptime: ms between passes */
 extern int	ms_batch_notes;		/* magic_sync.batch_notes: notes a pass reads, before closing the batch */
 extern int	ms_chunk_rows;		/* magic_sync.chunk_rows: rows loaded and encoded at a time */

@@ -30,6 +30,8 @@
 /* Down */
 #define MS_FIELD_DOWN_BEGIN 1			/* Begin */
 #define MS_FIELD_DOWN_TABLES 2			/* repeated Rows */
+#define MS_FIELD_DOWN_SCHEMA 3			/* repeated Table: schema changes */
+#define MS_FIELD_DOWN_LET_GO 4			/* repeated string: tables let go */
 
 /* EndSnapshot */
 #define MS_FIELD_END_SNAPSHOT_TABLES 1	/* repeated string */

@@ -221,6 +221,38 @@ has_column(const Sync__Table *t, const char *name)
 	return false;
 }
 
+/*
+ * check_evolving: what a schema change matches and adds by (protocol.md
+ * 5.4): no two columns share an id, and every unique index names columns.
+ */
+static bool
+check_evolving(const Sync__Table *t, char reason[MS_REASON_MAX])
+{
+	for (size_t i = 0; i < t->n_columns; i++)
+		for (size_t j = 0; j < i && t->columns[i]->id != 0; j++)
+			if (t->columns[j]->id == t->columns[i]->id)
+				return ms_refuse(reason, "columns \"%s\" and \"%s\" of table \"%s\" have one id",
+								 t->columns[j]->name, t->columns[i]->name, t->name);
+	for (size_t i = 0; i < t->n_unique; i++)
+	{
+		const Sync__Unique *u = t->unique[i];
+
+		if (!check_name(u->name, "a unique index", reason))
+			return false;
+		if (u->n_columns == 0)
+			return ms_refuse(reason, "unique index \"%s\" of table \"%s\" has no columns", u->name, t->name);
+		for (size_t j = 0; j < u->n_columns; j++)
+		{
+			if (!check_name(u->columns[j], "a unique index's column", reason))
+				return false;
+			if (!has_column(t, u->columns[j]))
+				return ms_refuse(reason, "column \"%s\" of unique index \"%s\" of table \"%s\" is not a column",
+								 u->columns[j], u->name, t->name);
+		}
+	}
+	return true;
+}
+
 bool
 ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 {
@@ -291,7 +323,7 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 		return ms_refuse(reason, "origin column \"%s\" of table \"%s\" is not a column", t->origin, t->name);
 	if (t->version[0] && !has_column(t, t->version))
 		return ms_refuse(reason, "version column \"%s\" of table \"%s\" is not a column", t->version, t->name);
-	return true;
+	return check_evolving(t, reason);
 }
 
 static bool
@@ -303,6 +335,12 @@ check_down(const Sync__Down *d, char reason[MS_REASON_MAX])
 				return false;
 	for (size_t i = 0; i < d->n_tables; i++)
 		if (!ms_rows_check(d->tables[i], reason))
+			return false;
+	for (size_t i = 0; i < d->n_schema; i++)
+		if (!ms_table_check(d->schema[i], reason))
+			return false;
+	for (size_t i = 0; i < d->n_let_go; i++)
+		if (!check_name(d->let_go[i], "a table let go", reason))
 			return false;
 	return true;
 }
@@ -344,6 +382,9 @@ ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 					return false;
 			for (size_t i = 0; i < m->filed->n_tables; i++)
 				if (!check_name(m->filed->tables[i]->table, "a filed table's name", reason))
+					return false;
+			for (size_t i = 0; i < m->filed->n_again; i++)
+				if (!check_refusal(m->filed->again[i], reason))
 					return false;
 			return true;
 		case SYNC__TO_REPLICA__BODY_DOWN:

@@ -11,6 +11,7 @@
  *   schema.c   the tables as the snapshot declared them; creating, altering, triggers
  *   codec.c    a row in its codec (json, proto), both ways
  *   letgo.c    letting go of rows: delete or retire, and retired rows for good
+ *   evolve.c   schema changes: tables made, altered, let go of, before a message's rows
  *   apply.c    sync_apply
  *   digest.c   sync_digest, and the digests of an upload
  *   upload.c   sync_upload
@@ -271,6 +272,24 @@ extern int	ms_schema_load(ms_ctx *c);
 extern ms_tbl *ms_schema_find(ms_ctx *c, const char *name);
 /* ms_schema_begin: apply a snapshot's schema; tables it cannot hold are reported in last_error. */
 extern int	ms_schema_begin(ms_ctx *c, Sync__Begin *b);
+/*
+ * What a schema change (evolve.c) makes and alters a table with, as a Begin
+ * does: ms_tbl_build describes a checked Table; ms_why_not_held says why a
+ * replica cannot hold it (NULL: it can); ms_object_type names what a name
+ * is ("table", "view", NULL); ms_table_make creates the table or adds the
+ * columns it lacks; ms_table_rebuild makes it again with its rows (have: the
+ * file's columns); ms_table_finish makes its indexes and triggers and stores
+ * its Table at a position; ms_table_untrigger drops its noting triggers;
+ * ms_table_failure: an error the table's own savepoint absorbs.
+ */
+extern int	ms_tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t);
+extern char *ms_why_not_held(ms_ctx *c, const Sync__Table *m, Sync__Table **held, int nheld);
+extern int	ms_object_type(ms_ctx *c, const char *name, char **type);
+extern int	ms_table_make(ms_ctx *c, const ms_tbl *t);
+extern int	ms_table_rebuild(ms_ctx *c, const ms_tbl *t, char **have, int nhave);
+extern int	ms_table_finish(ms_ctx *c, Sync__Table *m, const ms_tbl *t, int position);
+extern int	ms_table_untrigger(ms_ctx *c, const char *name);
+extern bool ms_table_failure(int rc);
 /* ms_key_parts: parse a canonical key into its parts (arena); -1 when not canonical. */
 extern int	ms_key_parts(ms_ctx *c, const char *key, size_t len, const char ***parts, size_t **lens);
 /* ms_bind_key: bind a canonical key's parts from parameter first; SQLITE_OK or error. */
@@ -331,6 +350,32 @@ extern void ms_letgo_close(ms_letgo *lg);
 extern int	ms_let_go(ms_letgo *lg, ms_tbl *t, const char *key, size_t len, ms_letgo_result *res);
 /* ms_let_go_retired: let go for good of retired rows nothing points at, children first. */
 extern int	ms_let_go_retired(ms_letgo *lg, int *count);
+
+/* ---- evolve.c -------------------------------------------------------- */
+
+/*
+ * ms_evolve_apply: a Down's let_go, then its schema (docs/protocol.md 5.3),
+ * before its rows; c->schema is the new one after.  What it did is appended
+ * to out as the result's "schema" member (nothing when the Down carries no
+ * change).  A change that fails is reported there and absorbed.
+ */
+extern int	ms_evolve_apply(ms_ctx *c, const Sync__Down *d, ms_buf *out);
+
+/*
+ * ms_unique_make_room: an upsert of t (decoded vals, canonical key) that a
+ * unique index which travels refused: the other rows holding its values
+ * take NULL in the index's columns (their change is on its way).  *made:
+ * whether any did; never for a record table (a row may be the replica's own).
+ */
+extern int	ms_unique_make_room(ms_ctx *c, const ms_tbl *t, const ms_val *vals, const char *key,
+								size_t keylen, bool *made);
+
+/*
+ * ms_evolve_again: the rows a Filed answer names as not filed, written in
+ * a schema the replica has been sent a change of since: their notes no
+ * longer wait for that send, and go up again.
+ */
+extern int	ms_evolve_again(ms_ctx *c, const Sync__Filed *f);
 
 /* ---- sends.c --------------------------------------------------------- */
 

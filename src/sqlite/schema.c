@@ -13,13 +13,17 @@
 **   record table       AFTER INSERT, UPDATE, DELETE: note the row (the old
 **                      key too when an update changed it)
 **   catalog table      AFTER UPDATE OF its replica-owned columns, when one
-**                      of them changed: note the row
+**                      of them changed: note the row; and guards: BEFORE
+**                      INSERT, DELETE, and UPDATE of a column the replica
+**                      does not own, fail with the table and column named
 **
 ** A note is one row of _sync_notes per (table, key), counting writes; a
 ** write clears the send that carried it, so the row goes up again.  The
 ** triggers are plain SQL (the canonical key computed with length() and
 ** CAST), so a connection that never loaded the extension notes all the same.
-** They are silent while sync_apply writes (_sync_state.applying).
+** They are silent while sync_apply writes (_sync_state.applying); a guard
+** keeps a catalog the server's, so that a local write of its data, which
+** would never go up and would outlive every digest, fails instead.
 **
 ** A table the replica cannot hold (a reserved name, a name or column that
 ** collides in SQLite's case-insensitive names, a REAL or BLOB key, DDL that
@@ -692,11 +696,55 @@ ensure_index(ms_ctx *c, const char *name, const char *sql, char ***keep, int *nk
 	return rc;
 }
 
-/* indexes: the columns of every foreign key, and the retired column */
+/*
+ * unique_indexes: the server's unique indexes that travel (docs/protocol.md
+ * 5.3).  One the rows held cannot take yet (two hold one value, one of them
+ * on its way to another) is left out and said, and made at the table's
+ * next change or snapshot.
+ */
+static int
+unique_indexes(ms_ctx *c, const ms_tbl *t, char ***keep, int *nkeep)
+{
+	int			rc = SQLITE_OK;
+
+	for (size_t u = 0; u < t->msg->n_unique && rc == SQLITE_OK; u++)
+	{
+		const Sync__Unique *ui = t->msg->unique[u];
+		ms_buf		cols = {0};
+		char	   *name = ms_printf(&c->arena, "_sync_uq_%s_%s", t->name, ui->name);
+		char	   *sql;
+
+		for (size_t j = 0; j < ui->n_columns; j++)
+			ms_buf_printf(&cols, "%s\"%w\"", j ? ", " : "", ui->columns[j]);
+		sql = (name && !cols.oom) ? ms_printf(&c->arena, "CREATE UNIQUE INDEX \"%w\" ON %s(%s)", name, t->q, cols.data) : NULL;
+		ms_buf_free(&cols);
+		if (sql == NULL)
+			return SQLITE_NOMEM;
+		rc = ms_begin(c, "_sync_unique");
+		if (rc == SQLITE_OK)
+			rc = ensure_index(c, name, sql, keep, nkeep);
+		if (rc == SQLITE_CONSTRAINT)
+		{
+			char	   *why = ms_printf(&c->arena, "unique index \"%s\" of table \"%s\" is not made yet:"
+										" rows held share a value (%s)", ui->name, t->name,
+										c->err ? c->err : "constraint failed");
+
+			sqlite3_free(c->err);
+			c->err = NULL;
+			(void) ms_end(c, "_sync_unique", rc);
+			rc = why ? ms_state_error(c, "%s", why) : SQLITE_NOMEM;
+		}
+		else
+			rc = ms_end(c, "_sync_unique", rc);
+	}
+	return rc;
+}
+
+/* indexes: the columns of every foreign key, the retired column, the unique indexes that travel */
 static int
 indexes(ms_ctx *c, const ms_tbl *t)
 {
-	char	  **keep = ms_alloc(&c->arena, sizeof(char *) * (size_t) (t->nfk + 2));
+	char	  **keep = ms_alloc(&c->arena, sizeof(char *) * (size_t) (t->nfk + t->msg->n_unique + 2));
 	int			nkeep = 0;
 	int			rc = SQLITE_OK;
 	sqlite3_stmt *st = NULL;
@@ -725,6 +773,8 @@ indexes(ms_ctx *c, const ms_tbl *t)
 
 		rc = sql ? ensure_index(c, name, sql, &keep, &nkeep) : SQLITE_NOMEM;
 	}
+	if (rc == SQLITE_OK)
+		rc = unique_indexes(c, t, &keep, &nkeep);
 	if (rc != SQLITE_OK)
 		return rc;
 	/* our indexes of this table that the schema no longer asks for */
@@ -732,7 +782,8 @@ indexes(ms_ctx *c, const ms_tbl *t)
 	if (drop == NULL)
 		return SQLITE_NOMEM;
 	rc = ms_prepare(c, &st, "SELECT name FROM main.sqlite_master WHERE type = 'index' AND tbl_name = ?1"
-					" AND (substr(name, 1, 9) = '_sync_fk_' OR substr(name, 1, 14) = '_sync_retired_')");
+					" AND (substr(name, 1, 9) = '_sync_fk_' OR substr(name, 1, 14) = '_sync_retired_'"
+					"      OR substr(name, 1, 9) = '_sync_uq_')");
 	if (rc == SQLITE_OK)
 		sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
 	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
@@ -758,7 +809,54 @@ static int
 drop_triggers(ms_ctx *c, const char *name)
 {
 	return ms_exec(c, "DROP TRIGGER IF EXISTS \"_sync_ins_%w\"; DROP TRIGGER IF EXISTS \"_sync_upd_%w\";"
-				   " DROP TRIGGER IF EXISTS \"_sync_del_%w\"", name, name, name);
+				   " DROP TRIGGER IF EXISTS \"_sync_del_%w\"; DROP TRIGGER IF EXISTS \"_sync_guard_ins_%w\";"
+				   " DROP TRIGGER IF EXISTS \"_sync_guard_upd_%w\"; DROP TRIGGER IF EXISTS \"_sync_guard_del_%w\"",
+				   name, name, name, name, name, name);
+}
+
+/*
+ * guards: a catalog's rows, and its columns the replica does not own, are the
+ * server's: a local write of them would never go up and would outlive every
+ * digest (which covers keys only).  So outside sync_apply each fails, naming
+ * the table and the column; the owned columns stay writable.
+ */
+static int
+guards(ms_ctx *c, const ms_tbl *t, const char *quiet)
+{
+	ms_buf		cases = {0};
+	int			rc;
+	char	   *ins = ms_printf(&c->arena, "magic_sync: table %s is the server's: a replica does not add rows"
+								" to it (sync_apply does)", t->name);
+	char	   *del = ms_printf(&c->arena, "magic_sync: table %s is the server's: a replica does not delete"
+								" its rows (sync_apply does)", t->name);
+
+	if (ins == NULL || del == NULL)
+		return SQLITE_NOMEM;
+	for (int i = 0; i < t->ncols; i++)
+	{
+		const ms_col *col = &t->cols[i];
+		char	   *why;
+
+		if (col->owned && !col->key)
+			continue;
+		why = ms_printf(&c->arena, "magic_sync: column %s of table %s is the server's: a replica writes"
+						" only the columns it owns", col->name, t->name);
+		if (why == NULL)
+			return SQLITE_NOMEM;
+		ms_buf_printf(&cases, " WHEN OLD.%s IS NOT NEW.%s THEN RAISE(ABORT, %Q)", col->q, col->q, why);
+	}
+	if (cases.oom)
+		return SQLITE_NOMEM;
+	rc = ms_exec(c, "CREATE TRIGGER \"_sync_guard_ins_%w\" BEFORE INSERT ON %s WHEN %s BEGIN"
+				 " SELECT RAISE(ABORT, %Q); END", t->name, t->q, quiet, ins);
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "CREATE TRIGGER \"_sync_guard_del_%w\" BEFORE DELETE ON %s WHEN %s BEGIN"
+					 " SELECT RAISE(ABORT, %Q); END", t->name, t->q, quiet, del);
+	if (rc == SQLITE_OK && cases.len > 0)
+		rc = ms_exec(c, "CREATE TRIGGER \"_sync_guard_upd_%w\" BEFORE UPDATE ON %s WHEN %s BEGIN"
+					 " SELECT CASE%s END; END", t->name, t->q, quiet, cases.data);
+	ms_buf_free(&cases);
+	return rc;
 }
 
 static int
@@ -778,6 +876,8 @@ triggers(ms_ctx *c, const ms_tbl *t)
 
 	if (knew == NULL || kold == NULL || raise == NULL)
 		return SQLITE_NOMEM;
+	if (rc == SQLITE_OK && !t->record)
+		rc = guards(c, t, quiet);
 	if (rc != SQLITE_OK || !t->noted)
 		return rc;
 	if (t->record)
@@ -843,6 +943,41 @@ store(ms_ctx *c, Sync__Table *m, int position)
 	return rc;
 }
 
+/*
+ * rearm_if_changed: a table whose stored Table is not m: the notes of rows
+ * written and sent go again, in m's schema (the server files none of a
+ * send made in another: docs/protocol.md 5.3).
+ */
+static int
+rearm_if_changed(ms_ctx *c, Sync__Table *m)
+{
+	size_t		n = sync__table__get_packed_size(m);
+	uint8_t    *buf = sqlite3_malloc64(n ? n : 1);
+	sqlite3_stmt *st;
+	bool		same = false;
+	int			rc;
+
+	if (buf == NULL)
+		return SQLITE_NOMEM;
+	sync__table__pack(m, buf);
+	rc = ms_prepare(c, &st, "SELECT schema FROM _sync_tables WHERE name = ?1");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
+		rc = ms_step(c, st);
+		if (rc == SQLITE_ROW)
+			same = (size_t) sqlite3_column_bytes(st, 0) == n &&
+				(n == 0 || memcmp(sqlite3_column_blob(st, 0), buf, n) == 0);
+		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	sqlite3_free(buf);
+	if (rc == SQLITE_OK && !same)
+		rc = ms_exec(c, "UPDATE _sync_notes SET send_id = NULL, sent_at = NULL WHERE tbl = %Q", m->name);
+	return rc;
+}
+
 /* a failure the table's own savepoint absorbs: the table is not held */
 static bool
 table_failure(int rc)
@@ -861,6 +996,9 @@ ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 
 	if (held == NULL)
 		return SQLITE_NOMEM;
+	/* rows written in a table whose schema changes go up again, in the new one */
+	for (size_t i = 0; i < b->n_schema && rc == SQLITE_OK; i++)
+		rc = rearm_if_changed(c, b->schema[i]);
 	/* the tables of the last schema stop being mirrored first ... */
 	for (int i = 0; old && i < old->n && rc == SQLITE_OK; i++)
 		rc = drop_triggers(c, old->t[i].name);
@@ -921,4 +1059,60 @@ ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 		if (!c->schema->t[i].noted)
 			rc = ms_exec(c, "DELETE FROM _sync_notes WHERE tbl = %Q", c->schema->t[i].name);
 	return rc;
+}
+
+/* ---- for schema changes (evolve.c) ------------------------------------- */
+
+int
+ms_tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
+{
+	return tbl_build(c, m, t);
+}
+
+char *
+ms_why_not_held(ms_ctx *c, const Sync__Table *m, Sync__Table **held, int nheld)
+{
+	return why_not_held(c, m, held, nheld);
+}
+
+int
+ms_object_type(ms_ctx *c, const char *name, char **type)
+{
+	return object_type(c, name, type);
+}
+
+int
+ms_table_make(ms_ctx *c, const ms_tbl *t)
+{
+	return create_or_alter(c, t);
+}
+
+int
+ms_table_rebuild(ms_ctx *c, const ms_tbl *t, char **have, int nhave)
+{
+	return rebuild(c, t, have, nhave);
+}
+
+int
+ms_table_finish(ms_ctx *c, Sync__Table *m, const ms_tbl *t, int position)
+{
+	int			rc = indexes(c, t);
+
+	if (rc == SQLITE_OK)
+		rc = triggers(c, t);
+	if (rc == SQLITE_OK)
+		rc = store(c, m, position);
+	return rc;
+}
+
+int
+ms_table_untrigger(ms_ctx *c, const char *name)
+{
+	return drop_triggers(c, name);
+}
+
+bool
+ms_table_failure(int rc)
+{
+	return table_failure(rc);
 }

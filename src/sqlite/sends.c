@@ -19,7 +19,9 @@
 ** A Filed answer (ms_apply_filed) lets go of the notes still stamped with
 ** its send only when it accounts for them: for each table the send carried,
 ** its counts add up to the rows carried, and every row not filed is named
-** (refused: set aside; dropped: let go, and remembered; kept: waits).  Rows
+** (refused: set aside; dropped: let go, and remembered; kept: waits;
+** again, written in a schema the replica has been sent a change of since:
+** up again at once, in the new one).  Rows
 ** of an answer that does not account for them stay stamped and go again
 ** after resend_after, as when an answer is lost; what the send carried of
 ** a table is forgotten once an answer accounted for it (or after a week).  An answer that says the
@@ -242,6 +244,8 @@ named(const Sync__Filed *f, const char *table)
 		n += strcmp(f->dropped[i]->table, table) == 0;
 	for (size_t i = 0; i < f->n_kept; i++)
 		n += strcmp(f->kept[i]->table, table) == 0;
+	for (size_t i = 0; i < f->n_again; i++)
+		n += strcmp(f->again[i]->table, table) == 0;
 	return n;
 }
 
@@ -317,7 +321,7 @@ accounted(answer *a)
 		const char *t = (const char *) sqlite3_column_text(sent, 0);
 		const Sync__FiledTable *ft = counts_of(a->f, t);
 		uint64_t	carried = (uint64_t) sqlite3_column_int64(sent, 1);
-		uint64_t	total = ft ? (uint64_t) ft->filed + ft->refused + ft->dropped + ft->waiting + ft->set_aside : 0;
+		uint64_t	total = ft ? (uint64_t) ft->filed + ft->refused + ft->dropped + ft->waiting + ft->set_aside + ft->again : 0;
 
 		rc = SQLITE_OK;
 		ms_buf_byte(&tables, ft != NULL && total == carried && named(a->f, t) == total - ft->filed);
@@ -458,6 +462,9 @@ ms_apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 		rc = dropped(&a, f->dropped[i]);
 	for (size_t i = 0; rc == SQLITE_OK && i < f->n_kept; i++)
 		rc = kept(&a, f->kept[i]);
+	/* written in an old schema: not filed, sent again in the new one (docs/protocol.md 5.3) */
+	if (rc == SQLITE_OK && f->n_again > 0)
+		rc = ms_evolve_again(c, f);
 	if (rc == SQLITE_OK)
 		rc = accounted(&a);
 	ms_buf_free(&a.key);

@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """oracle.py - the plan agrees with the oracle (docs/design.md 9,
 the oracle).  A seeded random walk of writes over a schema that
-uses every mirror and sync kind (walk.py); after every step a relay pass,
+uses every mirror and sync kind (walk.py), and (DDL=1, the default) now and
+then a column added to a mirrored table; after every step a relay pass,
 every replica applies and acknowledges, and then:
 
   - what the engine records each replica holds, acknowledged, equals
     sync.wanted(replica), computed from scratch;
   - the replica's SQLite file holds exactly those rows;
-  - no replica holds a row without the rows it points at.
+  - no replica holds a row without the rows it points at;
+  - the columns the walk added hold the server's values on every replica,
+    and no replica was provisioned again for them.
 
 The relay plans around what changed (question.c); sync.wanted computes the
 whole set from scratch (wanted.c).  No replica may hold a row without the
@@ -28,7 +31,8 @@ from walk import Shop, progress
 SEED = int(os.environ.get("SEED", "20261130"))
 STEPS = int(os.environ.get("STEPS", "120"))
 BATCH = int(os.environ.get("BATCH", "0"))
-shop = Shop("oracle", random.Random(SEED))
+DDL = os.environ.get("DDL", "1") == "1"
+shop = Shop("oracle", random.Random(SEED), ddl=DDL)
 srv, replicas = shop.srv, shop.replicas
 if BATCH:
     srv.exec(f"SET magic_sync.batch_notes = {BATCH}")
@@ -54,8 +58,10 @@ def sync_all():
 
 started = time.time()
 failures = 0
+wrong_values = 0
 seen = {t: 0 for t in ["orders", "order_lines", "stock", "sales", "notices", "store_lists"]}
 sync_all()  # every replica provisioned before the walk writes on one
+snapshots = dict(srv.rows("SELECT id::text, snapshot_number FROM sync.replicas"))
 for n in range(STEPS):
     shop.step()
     sync_all()
@@ -68,6 +74,11 @@ for n in range(STEPS):
         held = srv.held(r.id)
         has = shop.holds(r)
         orphans = shop.orphans(r)
+        wrong = shop.added_values(r, wanted)
+        if wrong:
+            wrong_values += 1
+            if wrong_values <= 5:
+                print(f"step {n} (seed {SEED}) replica {r.id[:8]}: columns added by DDL differ: {wrong[:5]}")
         if not (held == wanted and has == wanted and orphans == 0):
             failures += 1
             if failures <= 5:
@@ -90,4 +101,9 @@ check("the walk exercised every table", {t: n > 0 for t, n in seen.items()}, {t:
 check("every sale reached the head office",
       srv.one("SELECT count(*) FROM sales"), sum(r.one("SELECT count(*) FROM sales WHERE store = ?", (r.id,)) for r in replicas))
 check("provisionings were rare: only the first", srv.one("SELECT count(*) FROM sync.epoch"), 1)
+if DDL:
+    check(f"the walk added {len(shop.added)} columns", len(shop.added) >= STEPS // 30, True)
+    check("after each step, the columns DDL added hold the server's values on every replica", wrong_values, 0)
+    check("no replica was provisioned again for a schema change",
+          dict(srv.rows("SELECT id::text, snapshot_number FROM sync.replicas")), snapshots)
 finish()

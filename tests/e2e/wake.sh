@@ -53,6 +53,15 @@ for i in 1 2 3 4 5; do
 done
 check "every committed note is relayed within a second (naptime 1 h)" "$late" "0"
 
+# a schema change wakes it as a note does: a column added with a default notes
+# no row, and reaches the replica within a second (issue 16)
+before=$(q $DB "SELECT last_number FROM sync.replicas")
+q $DB "ALTER TABLE items ADD COLUMN tax int NOT NULL DEFAULT 7" >/dev/null 2>&1
+wait_for 1 $DB "SELECT last_number > $before FROM sync.replicas" || true
+check "a schema change is relayed within a second (naptime 1 h)" \
+	"$(q $DB "SELECT last_number > $before AND EXISTS (SELECT FROM sync.replica_tables t JOIN sync.tables d ON d.id = t.tab
+	           WHERE d.name = 'items' AND t.number > $before) FROM sync.replicas")" "t"
+
 # a rolled-back write wakes nothing that matters, and a transaction of many notes one pass
 q $DB "BEGIN; INSERT INTO items VALUES (100, 'x'); ROLLBACK;" >/dev/null 2>&1 || true
 q $DB "INSERT INTO items SELECT g, 'many' FROM generate_series(1000, 1099) g"

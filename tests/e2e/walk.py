@@ -94,10 +94,17 @@ def progress(line):
         with open(os.environ["LONG_PROGRESS"], "a") as f:
             print(line, file=f)
 
+# tables a walk with DDL adds columns to: every mirrored table but the record
+# (the stores write its rows whole, by position)
+EVOLVING = ["departments", "categories", "products", "notices", "customers", "orders", "order_lines", "stock",
+            "price_items"]
+
 
 class Shop:
-    def __init__(self, name, rng):
+    def __init__(self, name, rng, ddl=False):
         self.rng = rng
+        self.ddl = ddl
+        self.added = []            # (table, column) the walk added
         self.srv = Server(name)
         self.srv.exec(SCHEMA)
         for s in STORES:
@@ -120,10 +127,31 @@ class Shop:
         self.history[-1].append((sql, args))
         self.srv.exec(sql, args)
 
+    def evolve(self):
+        """Random additive DDL on a mirrored table: a column with a default evaluated once
+        (every row takes it), without one (NULL), or with values row by row (a volatile
+        default: the rows go again)."""
+        t = self.rng.choice(EVOLVING)
+        col = f"x{len(self.added) + 1}"
+        kind = self.rng.randrange(4)
+        if kind == 0:
+            ddl = f"ALTER TABLE {t} ADD COLUMN {col} int NOT NULL DEFAULT {self.rng.randint(0, 9)}"
+        elif kind == 1:
+            ddl = f"ALTER TABLE {t} ADD COLUMN {col} text"
+        elif kind == 2:
+            ddl = f"ALTER TABLE {t} ADD COLUMN {col} int DEFAULT (random() * 1000)::int"
+        else:
+            ddl = f"ALTER TABLE {t} ADD COLUMN {col} text NOT NULL DEFAULT 'v{len(self.added)}'"
+        self.srv.exec(ddl)
+        self.added.append((t, col))
+        return ddl
+
     def step(self):
-        """One random write, on the server or at a store."""
+        """One random write, on the server or at a store; now and then, with ddl, a column added."""
         # the writes of the last steps, for saying what led to a mismatch
         self.history = getattr(self, "history", [])[-9:] + [[]]
+        if self.ddl and self.rng.randrange(12) == 0:
+            return self.evolve()
         kind = self.rng.randrange(20)
         store = self.rng.choice(STORES)
         if kind == 0:
@@ -193,6 +221,23 @@ class Shop:
             notnull = " AND ".join(f'c."{cc}" IS NOT NULL' for cc in ccols)
             bad += r.one(f'SELECT count(*) FROM "{child}" c WHERE {notnull} AND NOT EXISTS (SELECT 1 FROM "{parent}" p WHERE {cond})')
         return bad
+
+    def added_values(self, r, wanted):
+        """Of the columns the walk added, the values the replica's rows have that are not the
+        server's: [(table, column, key, replica's, server's)]."""
+        wrong = []
+        for t, col in self.added:
+            keys = wanted.get(t, set())
+            if not keys:
+                continue
+            kc = ", ".join(f'"{c}"' for c in KEYS[t])
+            mine = dict(r.q(f'SELECT sync_key({kc}), "{col}" FROM "{t}"'))
+            theirs = dict(self.srv.rows(f"SELECT sync.key(ARRAY[{', '.join(c + '::text' for c in KEYS[t])}]), {col}"
+                                        f" FROM {t}"))
+            for k in keys:
+                if mine.get(k) != theirs.get(k):
+                    wrong.append((t, col, k, mine.get(k), theirs.get(k)))
+        return wrong
 
     def holds(self, r):
         """The replica's rows, by table: {table: set of canonical keys}."""

@@ -12,7 +12,7 @@
 
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 30
-FUZZ_TARGETS ?= apply_raw apply_chain wire key up
+FUZZ_TARGETS ?= apply_raw apply_chain wire key up bundle
 FUZZ_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1 -g \
 	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
 	-Isrc/shared -Isrc/sqlite -Itests/sqlite -Itests/unit -Itests/fuzz/targets
@@ -35,7 +35,7 @@ build/fuzz/apply_raw.o: tests/fuzz/fuzz_seeds.c src/shared/sync.pb-c.h $(FUZZ_HD
 build/fuzz/bin/apply_raw: build/fuzz/apply_raw.o $(FUZZ_SQLITE_OBJS) $(FUZZ_SHARED_OBJS)
 build/fuzz/bin/apply_chain: build/fuzz/tests/fuzz/targets/apply_chain.o build/fuzz/tests/fuzz/targets/fuzz.o \
 	$(FUZZ_SQLITE_OBJS) $(FUZZ_SHARED_OBJS)
-build/fuzz/bin/wire build/fuzz/bin/key: build/fuzz/bin/%: build/fuzz/tests/fuzz/targets/%.o \
+build/fuzz/bin/wire build/fuzz/bin/key build/fuzz/bin/bundle: build/fuzz/bin/%: build/fuzz/tests/fuzz/targets/%.o \
 	build/fuzz/tests/fuzz/targets/fuzz.o $(FUZZ_SHARED_OBJS)
 build/fuzz/bin/up: build/fuzz/tests/fuzz/targets/up.o build/fuzz/tests/fuzz/targets/fuzz.o \
 	build/fuzz/tests/sqlite/msgs.o build/fuzz/tests/sqlite/seal.o $(FUZZ_SHARED_OBJS)

@@ -21,6 +21,8 @@ extern void test_upload(void);
 extern void test_sends(void);
 extern void test_digest(void);
 extern void test_misuse(void);
+extern void test_evolve(void);
+extern void test_guard(void);
 extern void test_found(void);
 extern void test_oom(void);
 extern void test_claims(void);
@@ -115,6 +117,8 @@ main(void)
 	test_sends();
 	test_digest();
 	test_misuse();
+	test_evolve();
+	test_guard();
 	test_found();
 	test_oom();
 	test_claims();

@@ -151,10 +151,57 @@ tm_table(const char *name, const char *mirror, const char *codec, const char *ke
 				c->server_type = w + 7;
 			else if (strncmp(w, "field=", 6) == 0)
 				c->field = (uint32_t) atoi(w + 6);
+			else if (strncmp(w, "id=", 3) == 0)
+				c->id = (uint32_t) atoi(w + 3);
 		}
 		t->columns[i] = c;
 	}
 	return t;
+}
+
+void
+tm_ids(Sync__Table *t, uint32_t id)
+{
+	t->id = id;
+	for (size_t i = 0; i < t->n_columns; i++)
+		if (t->columns[i]->id == 0 && strcmp(t->columns[i]->name, t->retired) != 0)
+			t->columns[i]->id = (uint32_t) i + 1;
+}
+
+void
+tm_unique(Sync__Table *t, const char *name, const char *cols)
+{
+	Sync__Unique *u = tm_alloc(sizeof *u);
+
+	sync__unique__init(u);
+	u->name = tm_strdup(name);
+	u->columns = split(cols, &u->n_columns);
+	t->unique = push(t->unique, t->n_unique, sizeof(Sync__Unique *));
+	t->unique[t->n_unique++] = u;
+}
+
+void
+tm_fill(Sync__Table *t, const void *row, long len)
+{
+	size_t		n = len < 0 ? strlen(row) : (size_t) len;
+
+	t->fill.data = tm_alloc(n + 1);
+	memcpy(t->fill.data, row, n);
+	t->fill.len = n;
+}
+
+void
+tm_change(Sync__Down *d, Sync__Table *t)
+{
+	d->schema = push(d->schema, d->n_schema, sizeof(Sync__Table *));
+	d->schema[d->n_schema++] = t;
+}
+
+void
+tm_let_go(Sync__Down *d, const char *table)
+{
+	d->let_go = push(d->let_go, d->n_let_go, sizeof(char *));
+	d->let_go[d->n_let_go++] = tm_strdup(table);
 }
 
 void

@@ -44,7 +44,8 @@ extern const char *tm_replica_text(const tm_server *s);
 
 /*
  * tm_table: a Table.  cols: "id INTEGER, name TEXT, note TEXT owned" (a
- * column per comma: name, type, then words: owned, notnull); fields are
+ * column per comma: name, type, then words: owned, notnull, server=type,
+ * field=N, id=N); fields are
  * numbered 1, 2, ... in order.  key: "id" or "a,b".
  */
 extern Sync__Table *tm_table(const char *name, const char *mirror, const char *codec,
@@ -52,6 +53,12 @@ extern Sync__Table *tm_table(const char *name, const char *mirror, const char *c
 extern void tm_fk(Sync__Table *t, const char *cols, const char *parent, const char *refs);
 extern void tm_retired(Sync__Table *t, const char *column);
 extern void tm_origin(Sync__Table *t, const char *column);
+/* schema changes: the table's id and its columns' (1, 2, ... unless "id=N"; the retired column none) */
+extern void tm_ids(Sync__Table *t, uint32_t id);
+extern void tm_unique(Sync__Table *t, const char *name, const char *cols);
+extern void tm_fill(Sync__Table *t, const void *row, long len);	/* len -1: strlen */
+extern void tm_change(Sync__Down *d, Sync__Table *t);	/* Down.schema */
+extern void tm_let_go(Sync__Down *d, const char *table);	/* Down.let_go */
 
 /* A Down, with a Begin when schema is given (n >= 0). */
 extern Sync__Down *tm_down(void);

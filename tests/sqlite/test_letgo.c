@@ -51,7 +51,11 @@ owned_columns_kept(void)
 	t_exec(db, "UPDATE products SET stock = 43 WHERE id = 1", NULL);
 	CHECK(t_int(db, "SELECT writes FROM _sync_notes WHERE tbl = 'products' AND key = '1:1'") == 2,
 		  "writes are counted, one note per row; a write that changes nothing is not one");
-	t_exec(db, "UPDATE products SET name = 'local' WHERE id = 2", NULL);
+	CHECK(t_exec(db, "UPDATE products SET name = 'local' WHERE id = 2", NULL) == SQLITE_CONSTRAINT,
+		  "a write of a column the server owns is refused (test_guard.c)");
+	/* ... and one behind the guard's back (as sync_apply steps around it) */
+	t_exec(db, "UPDATE _sync_state SET applying = 1; UPDATE products SET name = 'local' WHERE id = 2;"
+		   " UPDATE _sync_state SET applying = 0", NULL);
 	CHECK(t_int(db, "SELECT count(*) FROM _sync_notes WHERE key = '1:2'") == 0,
 		  "a write of a column the server owns is not noted");
 	d = tm_down();

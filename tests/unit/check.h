@@ -28,5 +28,6 @@ extern void test_row(void);
 extern void test_fields(void);
 extern void test_up(void);
 extern void test_sha256(void);
+extern void test_bundle(void);
 
 #endif

@@ -70,6 +70,27 @@ def sample():
     body = field(9, 2, down)
     return head, body
 
+def evolve_sample():
+    """Message 43 after the sample 42: a schema change of table "products" (its
+    column "name" renamed "title", a column "price" added, which every row
+    it holds takes as 0) and, after it, the upsert of row 9 in the new schema."""
+    nonce = bytes(range(0x50, 0x60))
+    _, s = seal(SECRET, REPLICA, EPOCH, 43, nonce)
+    head = (field(1, 0, 1) + field(2, 2, EPOCH) + field(3, 0, 43) + field(4, 2, nonce)
+            + field(5, 0, NUMBER) + field(6, 2, NONCE) + field(7, 2, s) + field(8, 2, REPLICA))
+    def column(name, typ, server_type, cid, not_null=False):
+        return field(4, 2, field(1, 2, name) + field(2, 2, typ) + (field(3, 0, 1) if not_null else b"")
+                     + field(6, 2, server_type) + field(7, 0, cid))
+    table = (field(1, 2, b"products") + field(2, 2, b"catalog") + field(3, 2, b"json")
+             + column(b"id", b"INTEGER", b"integer", 1, True) + column(b"title", b"TEXT", b"text", 2)
+             + column(b"price", b"INTEGER", b"integer", 3)
+             + field(5, 2, b"id") + field(10, 0, 1) + field(12, 2, b'{"price":0}'))
+    rows = (field(1, 2, b"products")
+            + field(2, 2, b'{"id":9,"title":"rye","price":4}')
+            + field(3, 2, field(1, 2, b"9")))
+    down = field(2, 2, rows) + field(3, 2, table)
+    return head, field(9, 2, down), nonce, s
+
 GENERATION = 757382400000000   # 2024-01-01 00:00 UTC, in microseconds since 2000
 
 def generation_head():
@@ -94,6 +115,16 @@ def sample_up():
     head = varint(12 << 3 | 1) + total.to_bytes(8, "little") + body
     return head + field(13, 2, hashlib.sha256(head).digest())
 
+WRITTEN = 1700000000000000
+
+def bundle(kind, messages):
+    """A bundle (docs/protocol.md 11): head, length-prefixed messages, SHA-256 over the whole."""
+    out = (b"MSBUNDLE" + (1).to_bytes(2, "big") + bytes([kind, 0]) + REPLICA
+           + len(messages).to_bytes(4, "big") + WRITTEN.to_bytes(8, "big"))
+    for m in messages:
+        out += len(m).to_bytes(4, "big") + m
+    return out + hashlib.sha256(out).digest()
+
 def c_bytes(b):
     return '"' + "".join("\\x%02x" % x for x in b) + '"'
 
@@ -108,7 +139,15 @@ if __name__ == "__main__":
     print("head", head.hex())
     print("body", body.hex())
     print("message", (head + body).hex())
+    head, body, nonce, s = evolve_sample()
+    print("evolve nonce", nonce.hex())
+    print("evolve seal", s.hex())
+    print("evolve head", head.hex())
+    print("evolve body", body.hex())
     print("generation", GENERATION)
     print("generation head", generation_head().hex())
     print("applied", applied().hex())
     print("up", sample_up().hex())
+    head, body = sample()
+    print("bundle to", bundle(1, [head + body]).hex())
+    print("bundle from", bundle(2, [sample_up()]).hex())

@@ -30,6 +30,8 @@ static const hand_field hand[] = {
 	{&sync__begin__descriptor, "rows", MS_FIELD_BEGIN_ROWS, MS_PB_VARINT, false},
 	{&sync__down__descriptor, "begin", MS_FIELD_DOWN_BEGIN, MS_PB_LEN, false},
 	{&sync__down__descriptor, "tables", MS_FIELD_DOWN_TABLES, MS_PB_LEN, true},
+	{&sync__down__descriptor, "schema", MS_FIELD_DOWN_SCHEMA, MS_PB_LEN, true},
+	{&sync__down__descriptor, "let_go", MS_FIELD_DOWN_LET_GO, MS_PB_LEN, true},
 	{&sync__end_snapshot__descriptor, "tables", MS_FIELD_END_SNAPSHOT_TABLES, MS_PB_LEN, true},
 	{&sync__up__descriptor, "rows", MS_FIELD_UP_ROWS, MS_PB_LEN, true},
 	{&sync__up__descriptor, "refusals", MS_FIELD_UP_REFUSALS, MS_PB_LEN, true},

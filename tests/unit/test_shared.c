@@ -622,6 +622,89 @@ test_refusals(void)
 	}
 }
 
+/*
+ * The sample schema change: it decodes as documented, and protobuf-c packs
+ * the decoded body back to the same bytes (fields in number order).
+ */
+static void
+test_vector_evolve(void)
+{
+	uint8_t		buf[1024];
+	uint8_t		again[512];
+	uint8_t		seal[MS_SEAL_BYTES];
+	long		hn = ms_hex_decode(ms_vector_evolve_head_hex, buf, sizeof buf);
+	long		bn = hn > 0 ? ms_hex_decode(ms_vector_evolve_body_hex, buf + hn, sizeof buf - (size_t) hn) : -1;
+	ms_wire_status st;
+	char		reason[MS_REASON_MAX];
+	Sync__ToReplica *m;
+
+	CHECK(hn > 0 && bn > 0, "the schema change's vector is hex");
+	CHECK(ms_hex_decode(ms_vector_evolve_seal_hex, seal, sizeof seal) == MS_SEAL_BYTES &&
+		  ms_seal_verify(ms_vector_secret, 32, ms_vector_replica, ms_vector_epoch, 43,
+						 ms_vector_evolve_nonce, seal, sizeof seal), "its seal is message 43's");
+	if (hn <= 0 || bn <= 0)
+		return;
+	m = ms_to_replica_decode(buf, (size_t) (hn + bn), 1 << 20, &ms_test_allocator, &st, reason);
+	CHECK(m != NULL && st == MS_WIRE_OK, "the schema change decodes: %s", reason);
+	if (m == NULL)
+		return;
+	CHECK(m->number == 43 && m->previous == 42 && m->body_case == SYNC__TO_REPLICA__BODY_DOWN &&
+		  m->down->begin == NULL, "message 43 follows 42, no snapshot");
+	CHECK(m->down->n_schema == 1 && m->down->n_let_go == 0, "one table changes");
+	if (m->down->n_schema == 1)
+	{
+		const Sync__Table *t = m->down->schema[0];
+
+		CHECK(strcmp(t->name, "products") == 0 && t->id == 1 && t->n_columns == 3, "the table and its id");
+		CHECK(t->n_columns == 3 && strcmp(t->columns[1]->name, "title") == 0 && t->columns[1]->id == 2 &&
+			  strcmp(t->columns[2]->name, "price") == 0 && t->columns[2]->id == 3,
+			  "the renamed column keeps its id; the new one has its own");
+		CHECK(t->fill.len == 11 && memcmp(t->fill.data, "{\"price\":0}", 11) == 0, "the fill row");
+	}
+	CHECK(m->down->n_tables == 1 && m->down->tables[0]->n_upserts == 1, "and the row after it");
+	CHECK(sync__down__get_packed_size(m->down) + 3 == (size_t) bn &&
+		  sync__down__pack(m->down, again) + 3 == (size_t) bn &&
+		  memcmp(again, buf + hn + 3, (size_t) bn - 3) == 0, "protobuf-c packs the body as documented");
+	sync__to_replica__free_unpacked(m, &ms_test_allocator);
+
+	/* a column id given twice, a unique index on no column: refused */
+	{
+		Sync__Column a = SYNC__COLUMN__INIT,
+					b = SYNC__COLUMN__INIT;
+		Sync__Column *cols[] = {&a, &b};
+		char	   *key[] = {"a"};
+		char	   *ucols[] = {"c"};
+		Sync__Unique u = SYNC__UNIQUE__INIT;
+		Sync__Unique *us[] = {&u};
+		Sync__Table t = SYNC__TABLE__INIT;
+
+		a.name = "a";
+		a.type = "INTEGER";
+		a.id = 4;
+		b.name = "b";
+		b.type = "TEXT";
+		b.id = 4;
+		t.name = "t";
+		t.mirror = "catalog";
+		t.codec = "json";
+		t.n_columns = 2;
+		t.columns = cols;
+		t.n_key = 1;
+		t.key = key;
+		CHECK(!ms_table_check(&t, reason) && strstr(reason, "one id") != NULL, "one id twice: %s", reason);
+		b.id = 5;
+		u.name = "t_c";
+		u.n_columns = 1;
+		u.columns = ucols;
+		t.n_unique = 1;
+		t.unique = us;
+		CHECK(!ms_table_check(&t, reason) && strstr(reason, "not a column") != NULL,
+			  "a unique index on no column: %s", reason);
+		ucols[0] = "b";
+		CHECK(ms_table_check(&t, reason), "a unique index on a column: %s", reason);
+	}
+}
+
 int
 main(void)
 {
@@ -629,6 +712,7 @@ main(void)
 	test_digests();
 	test_seals();
 	test_vector_message();
+	test_vector_evolve();
 	test_vector_generation();
 	test_refusals();
 	test_mutations();
@@ -636,6 +720,7 @@ main(void)
 	test_fields();
 	test_up();
 	test_sha256();
+	test_bundle();
 	printf("%d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
 	return ms_unit_failed == 0 ? 0 : 1;
 }

@@ -33,6 +33,11 @@ extern const char *ms_vector_seal_input_hex;
 extern const char *ms_vector_seal_hex;
 extern const char *ms_vector_head_hex;
 extern const char *ms_vector_body_hex;
+/* the sample schema change: message 43, after the sample message 42 */
+extern const uint8_t ms_vector_evolve_nonce[16];
+extern const char *ms_vector_evolve_seal_hex;
+extern const char *ms_vector_evolve_head_hex;
+extern const char *ms_vector_evolve_body_hex;
 /* the sample's head in a generation, and what a replica that applied it says (Applied) */
 extern const uint64_t ms_vector_generation;
 extern const char *ms_vector_generation_head_hex;
@@ -40,6 +45,10 @@ extern const char *ms_vector_applied_hex;
 extern const uint8_t ms_vector_send_id[16];
 extern const uint64_t ms_vector_seq;
 extern const char *ms_vector_up_hex;
+/* bundles: the sample message to the replica, the sample Up from it */
+extern const uint64_t ms_vector_bundle_written;
+extern const char *ms_vector_bundle_to_hex;
+extern const char *ms_vector_bundle_from_hex;
 
 /* ms_test_allocator: malloc and free, lent to src/shared by both suites (ASan sees every leak) */
 extern ms_allocator ms_test_allocator;

@@ -16,9 +16,11 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "catalog.h"
 #include "validate.h"
@@ -54,6 +56,24 @@ ms_sqlite_type(Oid type)
 		default:
 			return MS_TEXT;
 	}
+}
+
+char *
+ms_operator_sql(Oid opno)
+{
+	List	   *names = NIL;
+	List	   *args = NIL;
+
+	format_operator_parts(opno, &names, &args, false);
+	return psprintf("OPERATOR(%s.%s)", quote_identifier(linitial(names)), (char *) lsecond(names));
+}
+
+char *
+ms_eq_operator(Oid type)
+{
+	TypeCacheEntry *tc = lookup_type_cache(type, TYPECACHE_EQ_OPR);
+
+	return OidIsValid(tc->eq_opr) ? ms_operator_sql(tc->eq_opr) : "OPERATOR(pg_catalog.=)";
 }
 
 bool
@@ -236,8 +256,9 @@ ms_key_expr(const ms_table *t, const char *alias)
 		const ms_column *c = &t->columns[t->key[k]];
 
 		if (k > 0)
-			appendStringInfoString(&buf, " || ");
-		appendStringInfo(&buf, "octet_length((%s.%s)::text)::text || ':' || (%s.%s)::text",
+			appendStringInfoString(&buf, " OPERATOR(pg_catalog.||) ");
+		appendStringInfo(&buf, "pg_catalog.octet_length((%s.%s)::pg_catalog.text)::pg_catalog.text"
+						 " OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) (%s.%s)::pg_catalog.text",
 						 alias, c->quoted, alias, c->quoted);
 	}
 	appendStringInfoString(&buf, ") COLLATE \"C\"");
@@ -257,7 +278,7 @@ ms_key_match(const ms_table *t, const char *alias, const char *keyexpr)
 
 		if (k > 0)
 			appendStringInfoString(&buf, " AND ");
-		appendStringInfo(&buf, "%s.%s = (sync.key_parts(%s))[%d]::%s",
+		appendStringInfo(&buf, "%s.%s OPERATOR(pg_catalog.=) (sync.key_parts(%s))[%d]::%s",
 						 alias, c->quoted, keyexpr, k + 1, format_type_be_qualified(c->type));
 	}
 	appendStringInfoChar(&buf, ')');

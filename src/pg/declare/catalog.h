@@ -35,6 +35,7 @@ typedef struct ms_column
 	bool		key;			/* one of the key columns */
 	bool		replica_owned;
 	int			field;			/* field number in the proto codec */
+	int			id;				/* its id for good (docs/protocol.md 5.3); 0: not known */
 } ms_column;
 
 /* A foreign key to a mirrored table (read from pg_constraint). */
@@ -161,6 +162,16 @@ extern char *ms_wire_name(Oid relid);
 /* ms_sqlite_type: the SQLite type a server type travels as (docs/protocol.md 4). */
 extern ms_type ms_sqlite_type(Oid type);
 
+
+/* ms_operator_sql: "OPERATOR(schema.name)" of an operator, for SQL. */
+extern char *ms_operator_sql(Oid opno);
+
+/*
+ * ms_eq_operator: "OPERATOR(schema.=)", the equality of type's default
+ * operator class wherever it lives (an extension's type: not pg_catalog),
+ * named so that no search_path can put another in its place.
+ */
+extern char *ms_eq_operator(Oid type);
 
 /* ms_key_type_ok: smallint, integer, bigint, text, varchar, uuid (or a domain over one). */
 extern bool ms_key_type_ok(Oid type);

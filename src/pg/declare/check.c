@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  * check.c
  *	  sync.check(): one row per reason the engine cannot trust its notes or
- *	  its declarations.  A trigger missing, disabled or not as sync.mirror
- *	  writes it could let a change go unnoted; a declaration that no longer
+ *	  its declarations.  A trigger missing, disabled, not ENABLE ALWAYS (it
+ *	  would miss writes under session_replication_role = replica: a logical
+ *	  replication subscriber, a restore) or not as sync.mirror writes it could
+ *	  let a change go unnoted; a declaration that no longer
  *	  matches its table could send replicas rows they cannot read.  The
  *	  relay refuses to run while this returns anything (docs/design.md 3).
  *-------------------------------------------------------------------------
@@ -73,7 +75,7 @@ check_one(List **problems, const ms_table *t, const ms_trigger *tg, Oid relid,
 	rc = SPI_execute_with_args(
 		"SELECT g.tgfoid, g.tgtype, g.tgenabled, g.tgargs, g.tgnargs,"
 		"       coalesce(pg_catalog.array_length(g.tgattr::int2[], 1), 0) = 0, g.tgqual IS NULL"
-		"  FROM pg_catalog.pg_trigger g WHERE g.tgrelid = $1 AND g.tgname = $2",
+		"  FROM pg_catalog.pg_trigger g WHERE g.tgrelid OPERATOR(pg_catalog.=) $1 AND g.tgname OPERATOR(pg_catalog.=) $2",
 		2, argtypes, args, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading triggers failed: %s", SPI_result_code_string(rc));
@@ -91,6 +93,10 @@ check_one(List **problems, const ms_table *t, const ms_trigger *tg, Oid relid,
 	if (enabled == TRIGGER_DISABLED || enabled == TRIGGER_FIRES_ON_REPLICA)
 		problem(problems, t->name, "trigger disabled",
 				psprintf("Trigger %s on %s, which notes changes of %s, is disabled.",
+						 tg->name, where, t->name));
+	else if (enabled != TRIGGER_FIRES_ALWAYS)
+		problem(problems, t->name, "trigger not always",
+				psprintf("Trigger %s on %s, which notes changes of %s, is not ENABLE ALWAYS: a write under session_replication_role = replica would go unnoted.",
 						 tg->name, where, t->name));
 	have = DatumGetByteaPP(SPI_getbinval(tup, desc, 4, &isnull));
 	same = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull)) == note_fn &&

@@ -12,6 +12,8 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "catalog/namespace.h"
 
 #include "decl.h"
 #include "rule.h"
@@ -23,22 +25,50 @@ enum
 	C_MEMBER_KEY, C_ASSIGNMENTS, C_REPLICA, C_GROUP, C_KEY, C_ORIGIN, C_VERSION,
 	C_OWNED, C_UNMIRRORED, C_RETIRED, C_CREATED, C_GENERATED, C_ACTIVE,
 	C_PARTITION, C_PROTO, C_SENDER, C_COL_NAMES, C_COL_TYPES, C_COL_FIELDS,
-	C_FK_NAMES, C_FK_PARENTS
+	C_FK_NAMES, C_FK_PARENTS, C_COL_IDS, C_FILL_NAMES, C_FILL_VALUES, C_ATT_NAMES,
+	C_ATT_NUMS, C_LAST_ID
 };
 
+/*
+ * The columns a catalog updated for schema evolution adds; read as empty
+ * from a catalog not yet updated (the library is installed before ALTER
+ * EXTENSION UPDATE runs), and not written to it.
+ */
+static const char *const evolving_sql =
+"       ARRAY(SELECT coalesce(t.ids ->> e.key, '0')"
+"               FROM pg_catalog.jsonb_each_text(t.columns) e ORDER BY e.key),"
+"       ARRAY(SELECT e.key FROM pg_catalog.jsonb_each_text(t.fills) e ORDER BY e.key),"
+"       ARRAY(SELECT e.value FROM pg_catalog.jsonb_each_text(t.fills) e ORDER BY e.key),"
+"       ARRAY(SELECT e.key FROM pg_catalog.jsonb_each_text(t.attnums) e ORDER BY e.key),"
+"       ARRAY(SELECT e.value FROM pg_catalog.jsonb_each_text(t.attnums) e ORDER BY e.key),"
+"       t.last_id";
+static const char *const before_sql =
+"       ARRAY(SELECT '0'::text FROM pg_catalog.jsonb_each_text(t.columns) e),"
+"       '{}'::text[], '{}'::text[], '{}'::text[], '{}'::text[], 0";
+
+bool
+ms_decl_evolving(void)
+{
+	Oid			nsp = get_namespace_oid("sync", true);
+	Oid			tables = OidIsValid(nsp) ? get_relname_relid("tables", nsp) : InvalidOid;
+
+	return OidIsValid(tables) && get_attnum(tables, "last_id") != InvalidAttrNumber;
+}
+
 static const char *const read_sql =
-"SELECT t.id, t.relid::oid, t.name, t.mirror = 'record', t.rule, t.rule_column::text,"
+"SELECT t.id, t.relid::oid, t.name, t.mirror OPERATOR(pg_catalog.=) 'record', t.rule, t.rule_column::text,"
 "       t.members::oid, t.member_key::text[], t.assignments::oid,"
 "       t.assignment_replica::text, t.group_column::text, t.key::text[],"
 "       t.origin::text, t.version::text, t.replica_owned::text[], t.unmirrored::text[],"
 "       t.retired::text, t.created::text, t.generated::text[], t.active::oid,"
-"       t.partition::text, t.codec = 'proto', t.sender::text,"
+"       t.partition::text, t.codec OPERATOR(pg_catalog.=) 'proto', t.sender::text,"
 "       ARRAY(SELECT e.key FROM pg_catalog.jsonb_each_text(t.columns) e ORDER BY e.key),"
 "       ARRAY(SELECT e.value FROM pg_catalog.jsonb_each_text(t.columns) e ORDER BY e.key),"
-"       ARRAY(SELECT coalesce(t.fields ->> e.key, '0')"
+"       ARRAY(SELECT coalesce(t.fields OPERATOR(pg_catalog.->>) e.key, '0')"
 "               FROM pg_catalog.jsonb_each_text(t.columns) e ORDER BY e.key),"
 "       ARRAY(SELECT e.key FROM pg_catalog.jsonb_each_text(t.foreign_keys) e ORDER BY e.key),"
-"       ARRAY(SELECT e.value FROM pg_catalog.jsonb_each_text(t.foreign_keys) e ORDER BY e.key)"
+"       ARRAY(SELECT e.value FROM pg_catalog.jsonb_each_text(t.foreign_keys) e ORDER BY e.key),"
+"%s"
 "  FROM sync.tables t ORDER BY t.id";
 
 static char *
@@ -100,6 +130,10 @@ decl_of_row(HeapTuple tup, TupleDesc desc)
 	char	  **types;
 	char	  **fields;
 	char	  **parents;
+	char	  **ids;
+	char	  **fill_names;
+	char	  **fill_values;
+	int			nfills;
 
 	d->id = DatumGetInt32(SPI_getbinval(tup, desc, C_ID, &isnull));
 	d->relid = get_oid(tup, desc, C_RELID);
@@ -128,13 +162,29 @@ decl_of_row(HeapTuple tup, TupleDesc desc)
 	names = get_names(tup, desc, C_COL_NAMES, &d->ncolumns);
 	types = get_names(tup, desc, C_COL_TYPES, &n);
 	fields = get_names(tup, desc, C_COL_FIELDS, &n);
+	ids = get_names(tup, desc, C_COL_IDS, &n);
+	fill_names = get_names(tup, desc, C_FILL_NAMES, &nfills);
+	fill_values = get_names(tup, desc, C_FILL_VALUES, &n);
 	d->columns = palloc0(sizeof(ms_decl_column) * (d->ncolumns + 1));
 	for (int i = 0; i < d->ncolumns; i++)
 	{
 		d->columns[i].name = names[i];
 		d->columns[i].type = types[i];
 		d->columns[i].field = atoi(fields[i]);
+		d->columns[i].id = atoi(ids[i]);
+		for (int f = 0; f < nfills; f++)
+			if (strcmp(fill_names[f], names[i]) == 0)
+				d->columns[i].fill = fill_values[f];
 	}
+	names = get_names(tup, desc, C_ATT_NAMES, &d->natts);
+	fields = get_names(tup, desc, C_ATT_NUMS, &n);
+	d->atts = palloc0(sizeof(ms_decl_att) * (d->natts + 1));
+	for (int i = 0; i < d->natts; i++)
+	{
+		d->atts[i].name = names[i];
+		d->atts[i].attnum = atoi(fields[i]);
+	}
+	d->last_id = DatumGetInt32(SPI_getbinval(tup, desc, C_LAST_ID, &isnull));
 	names = get_names(tup, desc, C_FK_NAMES, &d->nfkeys);
 	parents = get_names(tup, desc, C_FK_PARENTS, &n);
 	d->fkeys = palloc0(sizeof(ms_decl_fkey) * (d->nfkeys + 1));
@@ -153,7 +203,7 @@ ms_decl_read_all(void)
 	List	   *out = NIL;
 	int			rc;
 
-	rc = SPI_execute(read_sql, false, 0);
+	rc = SPI_execute(psprintf(read_sql, ms_decl_evolving() ? evolving_sql : before_sql), false, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading sync.tables failed: %s", SPI_result_code_string(rc));
 	MemoryContextSwitchTo(cxt);
@@ -196,23 +246,57 @@ names_datum(int n, char **names)
 	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
-/* columns_json: {column: type}, or with fields {column: field number}. */
+/* What columns_json writes of each column. */
+typedef enum column_json
+{
+	CJ_TYPE,					/* {column: type} */
+	CJ_FIELD,					/* {column: field number} */
+	CJ_ID,						/* {column: id} */
+	CJ_FILL						/* {column: fill}, of those that have one */
+} column_json;
+
 static char *
-columns_json(const ms_decl *d, bool fields)
+columns_json(const ms_decl *d, column_json what)
 {
 	StringInfoData buf;
+	bool		first = true;
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
 	for (int i = 0; i < d->ncolumns; i++)
 	{
-		appendStringInfoString(&buf, i > 0 ? ", " : "");
-		escape_json(&buf, d->columns[i].name);
+		const ms_decl_column *c = &d->columns[i];
+
+		if (what == CJ_FILL && c->fill == NULL)
+			continue;
+		appendStringInfoString(&buf, first ? "" : ", ");
+		first = false;
+		escape_json(&buf, c->name);
 		appendStringInfoString(&buf, ": ");
-		if (fields)
-			appendStringInfo(&buf, "%d", d->columns[i].field);
+		if (what == CJ_FIELD)
+			appendStringInfo(&buf, "%d", c->field);
+		else if (what == CJ_ID)
+			appendStringInfo(&buf, "%d", c->id);
 		else
-			escape_json(&buf, d->columns[i].type);
+			escape_json(&buf, what == CJ_FILL ? c->fill : c->type);
+	}
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/* atts_json: {column: attnum} of every column of the table */
+static char *
+atts_json(const ms_decl *d)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < d->natts; i++)
+	{
+		appendStringInfoString(&buf, i > 0 ? ", " : "");
+		escape_json(&buf, d->atts[i].name);
+		appendStringInfo(&buf, ": %d", d->atts[i].attnum);
 	}
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
@@ -248,7 +332,28 @@ next_id(void)
 	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-#define NPARAMS 26
+#define NPARAMS 30
+
+/* the columns both catalogs have, and their updates when made again, or following the table */
+#define STORE_COLUMNS \
+	"INSERT INTO sync.tables (id, relid, name, mirror, rule, rule_column, members, member_key," \
+	"       assignments, assignment_replica, group_column, key, origin, version," \
+	"       replica_owned, unmirrored, retired, created, generated, active, partition," \
+	"       codec, fields, columns, foreign_keys, sender%s)" \
+	" VALUES ($1, $2::regclass, $3, $4, $5, $6::name, $7::regclass, $8::name[], $9::regclass," \
+	"       $10::name, $11::name, $12::name[], $13::name, $14::name, $15::name[], $16::name[]," \
+	"       $17::name, $18::name, $19::name[], $20::regclass, $21::name, $22, $23::jsonb," \
+	"       $24::jsonb, $25::jsonb, $26::name%s)" \
+	" ON CONFLICT (id) DO UPDATE SET relid = EXCLUDED.relid, name = EXCLUDED.name," \
+	"       mirror = EXCLUDED.mirror, rule = EXCLUDED.rule, rule_column = EXCLUDED.rule_column," \
+	"       members = EXCLUDED.members, member_key = EXCLUDED.member_key," \
+	"       assignments = EXCLUDED.assignments, assignment_replica = EXCLUDED.assignment_replica," \
+	"       group_column = EXCLUDED.group_column, key = EXCLUDED.key, origin = EXCLUDED.origin," \
+	"       version = EXCLUDED.version, replica_owned = EXCLUDED.replica_owned," \
+	"       unmirrored = EXCLUDED.unmirrored, retired = EXCLUDED.retired, created = EXCLUDED.created," \
+	"       generated = EXCLUDED.generated, active = EXCLUDED.active, partition = EXCLUDED.partition," \
+	"       codec = EXCLUDED.codec, fields = EXCLUDED.fields, columns = EXCLUDED.columns," \
+	"       foreign_keys = EXCLUDED.foreign_keys, sender = EXCLUDED.sender%s"
 
 void
 ms_decl_store(ms_decl *d)
@@ -257,8 +362,10 @@ ms_decl_store(ms_decl *d)
 	char		nulls[NPARAMS];
 	Oid			types[NPARAMS];
 	int			rc;
+	bool		evolving;
 
-	d->id = next_id();
+	if (d->id == 0)
+		d->id = next_id();
 	for (int i = 0; i < d->nfkeys; i++)
 		if (d->fkeys[i].parent == 0)
 			d->fkeys[i].parent = d->id;
@@ -295,10 +402,14 @@ ms_decl_store(ms_decl *d)
 	SETS(20, d->partition);
 	SETS(21, d->proto ? "proto" : "json");
 	/* the field numbers, fixed for good; only the proto codec has any */
-	SETS(22, d->proto ? columns_json(d, true) : "{}");
-	SETS(23, columns_json(d, false));
+	SETS(22, d->proto ? columns_json(d, CJ_FIELD) : "{}");
+	SETS(23, columns_json(d, CJ_TYPE));
 	SETS(24, fkeys_json(d));
 	SETS(25, d->sender);
+	SETS(26, columns_json(d, CJ_ID));
+	SETS(27, atts_json(d));
+	SETS(28, columns_json(d, CJ_FILL));
+	SETP(29, INT4OID, Int32GetDatum(d->last_id));
 #undef SETP
 #undef SETS
 #undef SETO
@@ -308,16 +419,14 @@ ms_decl_store(ms_decl *d)
 	types[1] = types[6] = types[8] = types[19] = OIDOID;
 	types[7] = types[11] = types[14] = types[15] = types[18] = TEXTARRAYOID;
 
-	rc = SPI_execute_with_args(
-		"INSERT INTO sync.tables (id, relid, name, mirror, rule, rule_column, members, member_key,"
-		"       assignments, assignment_replica, group_column, key, origin, version,"
-		"       replica_owned, unmirrored, retired, created, generated, active, partition,"
-		"       codec, fields, columns, foreign_keys, sender)"
-		" VALUES ($1, $2::regclass, $3, $4, $5, $6::name, $7::regclass, $8::name[], $9::regclass,"
-		"       $10::name, $11::name, $12::name[], $13::name, $14::name, $15::name[], $16::name[],"
-		"       $17::name, $18::name, $19::name[], $20::regclass, $21::name, $22, $23::jsonb,"
-		"       $24::jsonb, $25::jsonb, $26::name)",
-		NPARAMS, types, values, nulls, false, 0);
+	evolving = ms_decl_evolving();
+	rc = SPI_execute_with_args(evolving ?
+							   psprintf(STORE_COLUMNS, ", ids, attnums, fills, last_id",
+										", $27::jsonb, $28::jsonb, $29::jsonb, $30",
+										", ids = EXCLUDED.ids, attnums = EXCLUDED.attnums,"
+										" fills = EXCLUDED.fills, last_id = EXCLUDED.last_id") :
+							   psprintf(STORE_COLUMNS, "", "", ""),
+							   evolving ? NPARAMS : NPARAMS - 4, types, values, nulls, false, 0);
 	if (rc != SPI_OK_INSERT || SPI_processed != 1)
 		elog(ERROR, "storing the declaration failed: %s", SPI_result_code_string(rc));
 }
@@ -328,7 +437,7 @@ ms_decl_delete(int id)
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(id)};
 
-	if (SPI_execute_with_args("DELETE FROM sync.tables WHERE id = $1", 1, types, args,
+	if (SPI_execute_with_args("DELETE FROM sync.tables WHERE id OPERATOR(pg_catalog.=) $1", 1, types, args,
 							  NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "deleting the declaration failed");
 }

@@ -32,7 +32,16 @@ typedef struct ms_decl_column
 	char	   *name;
 	char	   *type;			/* format_type_with_typemod when declared */
 	int			field;			/* proto codec: its field number, for good; else 0 */
+	int			id;				/* its id for good: a schema change matches it by it */
+	char	   *fill;			/* added since: the value (text) every row then held took, or NULL */
 } ms_decl_column;
+
+/* A column of the table (mirrored or not) by the attnum it had when last seen. */
+typedef struct ms_decl_att
+{
+	char	   *name;
+	int			attnum;
+} ms_decl_att;
 
 /* A foreign key to a mirrored table as it was when declared. */
 typedef struct ms_decl_fkey
@@ -81,6 +90,11 @@ typedef struct ms_decl
 	ms_decl_column *columns;	/* the mirrored columns, in attnum order then */
 	int			nfkeys;
 	ms_decl_fkey *fkeys;
+
+	/* what schema changes follow the table by (follow.c) */
+	int			natts;
+	ms_decl_att *atts;			/* every column of the table */
+	int			last_id;		/* the highest column id given */
 } ms_decl;
 
 /*
@@ -94,10 +108,20 @@ extern ms_decl *ms_decl_of_relid(List *decls, Oid relid);
 extern ms_decl *ms_decl_of_name(List *decls, const char *name);
 
 /*
- * ms_decl_store: inserts d into sync.tables and sets d->id (a foreign key
- * of d to itself, stored as parent 0 until now, gets it too).
+ * ms_decl_store: writes d into sync.tables: a new declaration (id 0) gets
+ * its id (a foreign key of d to itself, stored as parent 0 until now, gets
+ * it too); one stored already is written over, id kept (a declaration made
+ * again, or following its table's DDL).
  */
 extern void ms_decl_store(ms_decl *d);
+
+/*
+ * ms_decl_evolving: whether the catalog is updated for schema evolution
+ * (sync.tables has the columns follow.c keeps): a library newer than its
+ * catalog (installed before ALTER EXTENSION UPDATE ran) behaves as the
+ * catalog's version did until it is.
+ */
+extern bool ms_decl_evolving(void);
 
 /* ms_decl_delete: deletes the row of sync.tables of this id. */
 extern void ms_decl_delete(int id);

@@ -3,11 +3,20 @@
  *	  Declaring a table (docs/design.md 3): sync.mirror reads its arguments
  *	  into a declaration (decl.h), completes it from the table, validates
  *	  it (validate.c), stores it in sync.tables and installs the noting
- *	  triggers (triggers.c); sync.unmirror takes it back; sync.retrigger
- *	  installs its triggers again.
+ *	  triggers (triggers.c), or declares it again with other options
+ *	  (follow.c); sync.unmirror takes it back; sync.retrigger installs its
+ *	  triggers again.
  *
  * Every misuse a user can make is its own ereport, so that whoever declares
  * a table learns what to change.
+ *
+ * Who may: sync_admin may call them (99_grants.sql), and each also asks for
+ * the table's ownership, as CREATE TRIGGER does -- the triggers are
+ * installed on it, and its rows travel to whoever the declaration says --
+ * and for every table it installs triggers on (a grouped rule's group
+ * tables), and SELECT on its active view, which the relay reads as the
+ * table's owner.  Each reads its caller first, then runs as its own owner
+ * with search_path pinned (owner.h), who alone writes sync.tables.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -24,11 +33,15 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "access.h"
 #include "catalog.h"
+#include "follow.h"
+#include "owner.h"
 #include "rule.h"
 #include "triggers.h"
 #include "validate.h"
@@ -113,44 +126,6 @@ read_args(FunctionCallInfo fcinfo, ms_decl *d)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown codec \"%s\"", codec),
 				 errhint("Write 'json' or 'proto'.")));
-}
-
-/* Who sync.mirror runs as once the caller's names are read. */
-typedef struct as_owner
-{
-	Oid			save_user;
-	int			save_sec;
-	int			nest;
-} as_owner;
-
-/*
- * become_owner: what SECURITY DEFINER and SET search_path would do, begun
- * only once the rule's tables are looked up in the caller's search_path:
- * the rest runs as the function's owner (who alone writes sync.tables),
- * with search_path pinned.  An error undoes both with the transaction.
- */
-static void
-become_owner(FunctionCallInfo fcinfo, as_owner *s)
-{
-	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
-	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
-	ReleaseSysCache(tup);
-	GetUserIdAndSecContext(&s->save_user, &s->save_sec);
-	SetUserIdAndSecContext(owner, s->save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	s->nest = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-}
-
-static void
-end_owner(as_owner *s)
-{
-	AtEOXact_GUC(true, s->nest);
-	SetUserIdAndSecContext(s->save_user, s->save_sec);
 }
 
 /* check_new: the table is not declared yet, and its wire name is free. */
@@ -328,50 +303,96 @@ complete(ms_decl *d, List *decls, const char *tabname)
 }
 
 /*
+ * may_declare: caller owns every table d installs triggers on, and may read
+ * its active view.
+ */
+static void
+may_declare(const ms_decl *d, Oid caller)
+{
+	ms_require_owner(d->relid, caller);
+	if (OidIsValid(d->members))
+		ms_require_owner(d->members, caller);
+	if (OidIsValid(d->assignments))
+		ms_require_owner(d->assignments, caller);
+	if (OidIsValid(d->active))
+		ms_require_select(d->active, caller);
+}
+
+/*
  * ms_mirror: sync.mirror(tab, mirror, sync, ...) declares tab: reads the
- * declaration, completes and validates it, stores it, installs its
- * triggers.
+ * declaration (the rule's tables through the caller's search_path), checks
+ * the caller may, completes and validates it, stores it, installs its
+ * triggers, and notes its rows, which its replicas are sent with its
+ * schema.  A table declared already is declared again with these options
+ * (follow.c): its id and its columns' ids kept, it is planned again from
+ * what each replica holds, and no table pointing at it need be unmirrored.
  */
 Datum
 ms_mirror(PG_FUNCTION_ARGS)
 {
 	ms_decl    *d = palloc0(sizeof(ms_decl));
 	char	   *tabname;
-	as_owner	owner;
+	ms_as_owner owner;
+	Oid			caller = GetUserId();
 	List	   *decls;
+	ms_decl    *old;
 	ms_table   *t;
 	ListCell   *lc;
+	ms_follow	f;
 
 	read_args(fcinfo, d);
 	if (!PG_ARGISNULL(2))
 		ms_rule_parse(text_to_cstring(PG_GETARG_TEXT_PP(2)), d);
-	become_owner(fcinfo, &owner);
-	SPI_connect();
-
 	if (get_rel_name(d->relid) == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", d->relid)));
+	may_declare(d, caller);
+	ms_definer_begin(fcinfo, &owner);
+	SPI_connect();
+
 	tabname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(d->relid)),
 										 get_rel_name(d->relid));
 	d->name = ms_wire_name(d->relid);
 	decls = ms_decl_read_all();
-	check_new(d, decls, tabname);
+	old = ms_decl_of_relid(decls, d->relid);
+	if (old == NULL)
+		check_new(d, decls, tabname);
+	else
+	{
+		d->id = old->id;
+		decls = list_delete_ptr(decls, old);
+	}
 	decls = lappend(decls, d);
 	complete(d, decls, tabname);
+	ms_follow_init(&f);
+	if (old != NULL)
+		ms_follow_redeclare(d, old, &f);
 	t = ms_validate(d, decls, true, NULL);
 
+	if (old != NULL)
+	{
+		/* its triggers as the new options write them: the old ones go first */
+		ms_triggers_drop(old);
+		f.untriggered = true;
+		ms_follow_finish(d, decls, &f, "sync.mirror");
+		SPI_finish();
+		ms_definer_end(&owner);
+		PG_RETURN_VOID();
+	}
 	ms_decl_store(d);
 	/* validated as id 0: a foreign key to itself, too */
 	t->id = d->id;
-	for (int f = 0; f < t->nfkeys; f++)
-		if (t->fkeys[f].parent == 0)
-			t->fkeys[f].parent = d->id;
+	for (int k = 0; k < t->nfkeys; k++)
+		if (t->fkeys[k].parent == 0)
+			t->fkeys[k].parent = d->id;
 	foreach(lc, ms_triggers_of(t))
 		ms_trigger_create(lfirst(lc), false);
+	/* the rows it has: planned for every replica, sent with its schema */
+	(void) ms_follow_note_rows(t, 'm');
 
 	SPI_finish();
-	end_owner(&owner);
+	ms_definer_end(&owner);
 	PG_RETURN_VOID();
 }
 
@@ -386,7 +407,8 @@ not_mirrored(Oid relid)
 
 /*
  * ms_unmirror: sync.unmirror(tab): takes back a declaration and its
- * triggers.  Refused while another mirrored table points at tab.
+ * triggers, for tab's owner (a table dropped since: for sync_admin).
+ * Refused while another mirrored table points at tab.
  */
 Datum
 ms_unmirror(PG_FUNCTION_ARGS)
@@ -395,7 +417,10 @@ ms_unmirror(PG_FUNCTION_ARGS)
 	List	   *problems = NIL;
 	ms_decl    *d;
 	ListCell   *lc;
+	ms_as_owner owner;
 
+	ms_require_owner(relid, GetUserId());
+	ms_definer_begin(fcinfo, &owner);
 	SPI_connect();
 	d = ms_decl_of_relid(ms_decl_read_all(), relid);
 	if (d == NULL)
@@ -415,24 +440,34 @@ ms_unmirror(PG_FUNCTION_ARGS)
 	}
 	ms_triggers_drop(d);
 	ms_decl_delete(d->id);
+	/* its replicas let it go: the relay tells them (relay/evolve.c) */
+	ms_follow_unmirrored(d->id);
+	if (get_rel_name(relid) != NULL)
+		CacheInvalidateRelcacheByRelid(relid);
 	SPI_finish();
+	ms_definer_end(&owner);
 	PG_RETURN_VOID();
 }
 
 /*
  * ms_retrigger: sync.retrigger(tab) installs tab's triggers again as
- * sync.mirror writes them: after one was dropped, disabled or altered, or
- * a partition was added (it has no TRUNCATE trigger of its own).
+ * sync.mirror writes them: after one was dropped, disabled, altered or
+ * enabled other than ALWAYS, or a partition was added (it has no TRUNCATE
+ * trigger of its own).  For the owner of every table it installs them on.
  */
 Datum
 ms_retrigger(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
+	Oid			caller = GetUserId();
 	List	   *problems = NIL;
 	List	   *tables;
 	ListCell   *lc;
 	ms_table   *t = NULL;
+	ms_as_owner owner;
 
+	ms_require_owner(relid, caller);
+	ms_definer_begin(fcinfo, &owner);
 	SPI_connect();
 	tables = ms_catalog_read(&problems);
 	foreach(lc, tables)
@@ -448,7 +483,10 @@ ms_retrigger(PG_FUNCTION_ARGS)
 			ms_catalog_refuse(p, "Declare it again: sync.unmirror, then sync.mirror.");
 	}
 	foreach(lc, ms_triggers_of(t))
+		ms_require_owner(((ms_trigger *) lfirst(lc))->relid, caller);
+	foreach(lc, ms_triggers_of(t))
 		ms_trigger_create(lfirst(lc), true);
 	SPI_finish();
+	ms_definer_end(&owner);
 	PG_RETURN_VOID();
 }

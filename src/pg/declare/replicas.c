@@ -3,6 +3,10 @@
  *	  The replicas (sync.replicas): sync.replica_add, sync.replica_set and
  *	  sync.replica_drop.  What the relay saw of each (seen_*) is the relay's
  *	  to write: a change here is observed at its next pass (docs/design.md 4.2).
+ *
+ *	  A replica's role pulls and files for it: sync.replica_add and
+ *	  sync.replica_set give one only if their caller could grant it
+ *	  (access.h), then write sync.replicas as their own owner (owner.h).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -10,10 +14,15 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "lib/stringinfo.h"
+#include "utils/array.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/uuid.h"
+
+#include "access.h"
+#include "owner.h"
 
 PG_FUNCTION_INFO_V1(ms_replica_add);
 PG_FUNCTION_INFO_V1(ms_replica_set);
@@ -47,13 +56,35 @@ replica_state(Datum id)
 	bool		isnull;
 	int			rc;
 
-	rc = SPI_execute_with_args("SELECT dropped FROM sync.replicas WHERE id = $1 FOR UPDATE",
+	rc = SPI_execute_with_args("SELECT dropped FROM sync.replicas WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 							   1, argtypes, args, NULL, false, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading sync.replicas failed: %s", SPI_result_code_string(rc));
 	if (SPI_processed == 0)
 		return 0;
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) ? 2 : 1;
+}
+
+/*
+ * role_arg: the role argument i, checked: it exists, and the caller may
+ * grant it.  NULL when not given.
+ */
+static char *
+role_arg(FunctionCallInfo fcinfo, int i)
+{
+	char	   *role;
+
+	if (PG_NARGS() <= i || PG_ARGISNULL(i))
+		return NULL;
+	role = NameStr(*PG_GETARG_NAME(i));
+	if (!OidIsValid(get_role_oid(role, true)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role \"%s\" does not exist", role),
+				 errdetail("A replica authenticates as its role to pull and file."),
+				 errhint("CREATE ROLE %s LOGIN, then add the replica.", quote_identifier(role))));
+	ms_require_grant(role, GetUserId());
+	return role;
 }
 
 static void
@@ -75,31 +106,112 @@ being_dropped(Datum id)
 			 errhint("Wait for the relay's next pass, then add it again.")));
 }
 
-/*
- * partitions_sql: one query over the partition column of every mirrored
- * table that declares one, and the partitions the replicas have: the
- * distinct partitions known, as text.  NULL when no mirrored table declares
- * a partition column.
- */
-static char *
-partitions_sql(void)
+/* a mirrored table that declares a partition column */
+typedef struct part_table
 {
-	StringInfoData sql;
+	Oid			relid;
+	char	   *name;			/* as sync.tables.relid prints it, search_path pinned */
+	char	   *column;			/* quoted */
+} part_table;
+
+/* the mirrored tables that declare a partition column */
+static List *
+partition_tables(void)
+{
+	List	   *tables = NIL;
 	int			rc;
 
-	rc = SPI_execute("SELECT t.relid::text, t.partition FROM sync.tables t"
+	rc = SPI_execute("SELECT t.relid::pg_catalog.oid, t.relid::pg_catalog.text, t.partition FROM sync.tables t"
 					 " WHERE t.partition IS NOT NULL ORDER BY t.id", true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading sync.tables failed: %s", SPI_result_code_string(rc));
-	if (SPI_processed == 0)
-		return NULL;
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT r.partition FROM sync.replicas r WHERE NOT r.dropped");
 	for (uint64 i = 0; i < SPI_processed; i++)
-		appendStringInfo(&sql, " UNION SELECT %s::text FROM %s",
-						 quote_identifier(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2)),
-						 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
-	return sql.data;
+	{
+		part_table *t = palloc(sizeof(part_table));
+		bool		isnull;
+
+		t->relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		t->name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		t->column = pstrdup(quote_identifier(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3)));
+		tables = lappend(tables, t);
+	}
+	return tables;
+}
+
+/*
+ * table_partitions: run sql (of t, with $1 the partition unless it is
+ * (Datum) 0) as t's owner, as the relay reads it: a cast of the owner's
+ * type to text is the owner's code (owner.h).  The caller reads the result.
+ */
+static void
+table_partitions(const part_table *t, const char *sql, Datum partition)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1] = {partition};
+	ms_as_owner as;
+	int			rc;
+
+	ms_owner_begin(&as, t->relid);
+	rc = SPI_execute_with_args(psprintf(sql, t->column, t->name, t->column), partition ? 1 : 0,
+							   argtypes, args, NULL, true, 0);
+	ms_owner_end(&as);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading the partitions of %s failed: %s", t->name, SPI_result_code_string(rc));
+}
+
+/* whether partition is one some mirrored table's partition column holds, or a replica has */
+static bool
+partition_known(List *tables, Datum partition)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1] = {partition};
+	ListCell   *lc;
+	bool		isnull;
+
+	foreach(lc, tables)
+	{
+		table_partitions(lfirst(lc), "SELECT FROM %2$s t WHERE (t.%1$s)::pg_catalog.text"
+						 " COLLATE pg_catalog.\"default\" OPERATOR(pg_catalog.=) $1 LIMIT 1", partition);
+		if (SPI_processed > 0)
+			return true;
+	}
+	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.replicas r WHERE NOT r.dropped"
+							  " AND r.partition OPERATOR(pg_catalog.=) $1)",
+							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "reading sync.replicas failed");
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* the first ten partitions known, quoted and listed; NULL when none */
+static char *
+partitions_listed(List *tables)
+{
+	ArrayBuildState *known = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+	Oid			argtypes[1] = {TEXTARRAYOID};
+	Datum		args[1];
+	ListCell   *lc;
+
+	/* the first ten of each: the first ten of all are among them */
+	foreach(lc, tables)
+	{
+		table_partitions(lfirst(lc), "SELECT DISTINCT (t.%1$s)::pg_catalog.text COLLATE pg_catalog.\"default\""
+						 " FROM %2$s t WHERE t.%3$s IS NOT NULL ORDER BY 1 LIMIT 10", (Datum) 0);
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+
+			known = accumArrayResult(known, d, isnull, TEXTOID, CurrentMemoryContext);
+		}
+	}
+	args[0] = makeArrayResult(known, CurrentMemoryContext);
+	if (SPI_execute_with_args("SELECT pg_catalog.string_agg(pg_catalog.quote_literal(l.p), ', ') FROM"
+							  " (SELECT k.p FROM (SELECT pg_catalog.unnest($1) UNION"
+							  "  SELECT r.partition FROM sync.replicas r WHERE NOT r.dropped) k(p)"
+							  "  WHERE k.p IS NOT NULL ORDER BY k.p LIMIT 10) l",
+							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "reading the partitions failed");
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 }
 
 /*
@@ -109,40 +221,26 @@ partitions_sql(void)
  * no replica has is, far more likely than not, misspelt: the replica would
  * quietly hold none of the partitioned rows.  Where no mirrored table
  * declares a partition column a partition only scopes the reads, and any
- * is taken.
+ * is taken.  Each table's partitions are read as its owner.
  */
 static void
 check_partition(Datum partition)
 {
-	char	   *known = partitions_sql();
+	List	   *tables = partition_tables();
 	char	   *name = TextDatumGetCString(partition);
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		args[1] = {partition};
-	StringInfoData sql;
-	bool		isnull;
-	int			rc;
+	char	   *listed;
 
-	if (known == NULL)
+	if (tables == NIL || partition_known(tables, partition))
 		return;
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT EXISTS (SELECT FROM (%s) k(p) WHERE k.p = $1),"
-					 " (SELECT string_agg(quote_literal(p), ', ') FROM"
-					 "  (SELECT k.p FROM (%s) k(p) WHERE k.p IS NOT NULL ORDER BY k.p LIMIT 10) l)",
-					 known, known);
-	rc = SPI_execute_with_args(sql.data, 1, argtypes, args, NULL, true, 0);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "reading the partitions failed: %s", SPI_result_code_string(rc));
-	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
-		return;
-	(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	listed = partitions_listed(tables);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("partition \"%s\" is unknown", name),
 			 errdetail("No mirrored table's partition column holds \"%s\", and no replica has it.", name),
-			 isnull
+			 listed == NULL
 			 ? errhint("No partition is known yet: write the rows of partition \"%s\" first, then add the replica.", name)
 			 : errhint("Known partitions: %s. Check the spelling, or write the rows of partition \"%s\" first.",
-					   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2), name)));
+					   listed, name)));
 }
 
 /*
@@ -157,20 +255,12 @@ ms_replica_add(PG_FUNCTION_ARGS)
 	Datum		args[4];
 	char		nulls[5] = "    ";
 	int			rc;
+	ms_as_owner owner;
 
 	require_id(fcinfo);
 	id = PG_GETARG_DATUM(0);
-	if (!PG_ARGISNULL(2))
-	{
-		char	   *role = NameStr(*PG_GETARG_NAME(2));
-
-		if (!OidIsValid(get_role_oid(role, true)))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("role \"%s\" does not exist", role),
-					 errdetail("A replica authenticates as its role to pull and file."),
-					 errhint("CREATE ROLE %s LOGIN, then add the replica.", quote_identifier(role))));
-	}
+	(void) role_arg(fcinfo, 2);
+	ms_definer_begin(fcinfo, &owner);
 	SPI_connect();
 	switch (replica_state(id))
 	{
@@ -198,24 +288,29 @@ ms_replica_add(PG_FUNCTION_ARGS)
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "adding the replica failed: %s", SPI_result_code_string(rc));
 	SPI_finish();
+	ms_definer_end(&owner);
 	PG_RETURN_VOID();
 }
 
 /*
- * ms_replica_set: sync.replica_set(id, live, partition) changes what is
- * given (a NULL leaves it as it is).
+ * ms_replica_set: sync.replica_set(id, live, partition, role) changes what
+ * is given (a NULL leaves it as it is).  0.1 declared it without role.
  */
 Datum
 ms_replica_set(PG_FUNCTION_ARGS)
 {
 	Datum		id;
-	Oid			argtypes[3] = {UUIDOID, BOOLOID, TEXTOID};
-	Datum		args[3];
-	char		nulls[4] = "   ";
+	Oid			argtypes[4] = {UUIDOID, BOOLOID, TEXTOID, NAMEOID};
+	Datum		args[4];
+	char		nulls[5] = "    ";
 	int			rc;
+	char	   *role;
+	ms_as_owner owner;
 
 	require_id(fcinfo);
 	id = PG_GETARG_DATUM(0);
+	role = role_arg(fcinfo, 3);
+	ms_definer_begin(fcinfo, &owner);
 	SPI_connect();
 	switch (replica_state(id))
 	{
@@ -233,13 +328,17 @@ ms_replica_set(PG_FUNCTION_ARGS)
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
 	args[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
 	nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
+	args[3] = role != NULL ? PG_GETARG_DATUM(3) : (Datum) 0;
+	nulls[3] = role != NULL ? ' ' : 'n';
 	rc = SPI_execute_with_args("UPDATE sync.replicas"
-							   "   SET live = coalesce($2, live), partition = coalesce($3, partition)"
-							   " WHERE id = $1",
-							   3, argtypes, args, nulls, false, 0);
+							   "   SET live = coalesce($2, live), partition = coalesce($3, partition),"
+							   "       role = coalesce($4, role)"
+							   " WHERE id OPERATOR(pg_catalog.=) $1",
+							   4, argtypes, args, nulls, false, 0);
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "changing the replica failed: %s", SPI_result_code_string(rc));
 	SPI_finish();
+	ms_definer_end(&owner);
 	PG_RETURN_VOID();
 }
 
@@ -271,7 +370,7 @@ ms_replica_drop(PG_FUNCTION_ARGS)
 			break;
 	}
 	args[0] = id;
-	rc = SPI_execute_with_args("UPDATE sync.replicas SET dropped = true, live = false WHERE id = $1",
+	rc = SPI_execute_with_args("UPDATE sync.replicas SET dropped = true, live = false WHERE id OPERATOR(pg_catalog.=) $1",
 							   1, argtypes, args, NULL, false, 0);
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "dropping the replica failed: %s", SPI_result_code_string(rc));

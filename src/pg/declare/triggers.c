@@ -2,7 +2,7 @@
  * triggers.c
  *	  The triggers a declaration installs, as sync.mirror writes them
  *	  (triggers.h): made from the declaration, created and dropped through
- *	  SPI, identifiers quoted once, arguments as literals.
+ *	  SPI, identifiers quoted once, arguments as literals; ENABLE ALWAYS.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -171,6 +171,16 @@ create_on(const ms_trigger *tg, Oid relid, bool replace)
 	rc = SPI_execute(sql.data, false, 0);
 	if (rc != SPI_OK_UTILITY)
 		elog(ERROR, "creating trigger %s failed: %s", tg->name, SPI_result_code_string(rc));
+	/*
+	 * Every change is noted, under session_replication_role = replica too (a
+	 * logical replication subscriber applying, a restore without triggers):
+	 * otherwise replicas would keep old values for good.  On a partitioned
+	 * table this reaches the partitions' clones too.
+	 */
+	rc = SPI_execute(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", qualified_name(relid),
+							  quote_identifier(tg->name)), false, 0);
+	if (rc != SPI_OK_UTILITY)
+		elog(ERROR, "enabling trigger %s failed: %s", tg->name, SPI_result_code_string(rc));
 }
 
 List *

@@ -261,6 +261,7 @@ check_columns(ms_vcx *v)
 			char	   *now = format_type_with_typemod(att->atttypid, att->atttypmod);
 
 			c->field = s->field;
+			c->id = s->id;
 			if (strcmp(now, s->type) != 0)
 				ms_v_report(v, (ms_problem) {
 					.sqlerrcode = ERRCODE_DATATYPE_MISMATCH,
@@ -585,6 +586,20 @@ ms_decl_fix(ms_decl *d, List *decls)
 		c->name = pstrdup(NameStr(att->attname));
 		c->type = format_type_with_typemod(att->atttypid, att->atttypmod);
 		c->field = d->proto ? d->ncolumns : 0;
+		c->id = d->ncolumns;
+	}
+	d->last_id = d->ncolumns;
+	/* every column, mirrored or not, by its attnum: follow.c follows a rename by it */
+	d->natts = 0;
+	d->atts = palloc0(sizeof(ms_decl_att) * (desc->natts + 1));
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attisdropped)
+			continue;
+		d->atts[d->natts].name = pstrdup(NameStr(att->attname));
+		d->atts[d->natts++].attnum = att->attnum;
 	}
 	relation_close(rel, NoLock);
 

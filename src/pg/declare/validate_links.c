@@ -36,7 +36,7 @@ ms_v_read_fks(Oid relid)
 	rc = SPI_execute_with_args(
 		"SELECT c.conname::text, c.confrelid, c.conkey, c.confkey"
 		"  FROM pg_catalog.pg_constraint c"
-		" WHERE c.conrelid = $1 AND c.contype = 'f' ORDER BY c.conname",
+		" WHERE c.conrelid OPERATOR(pg_catalog.=) $1 AND c.contype OPERATOR(pg_catalog.=) 'f' ORDER BY c.conname",
 		1, argtypes, args, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading foreign keys failed: %s", SPI_result_code_string(rc));
@@ -277,12 +277,12 @@ ms_member_keys(Oid members, Oid relid, int nkey, char **key)
 	int			rc;
 
 	rc = SPI_execute_with_args(
-		"SELECT ARRAY(SELECT a.attname::text FROM unnest(c.conkey) WITH ORDINALITY k(n, i)"
-		"               JOIN pg_catalog.pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.i),"
-		"       ARRAY(SELECT a.attname::text FROM unnest(c.confkey) WITH ORDINALITY k(n, i)"
-		"               JOIN pg_catalog.pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n ORDER BY k.i)"
+		"SELECT ARRAY(SELECT a.attname::text FROM pg_catalog.unnest(c.conkey) WITH ORDINALITY k(n, i)"
+		"               JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.conrelid AND a.attnum OPERATOR(pg_catalog.=) k.n ORDER BY k.i),"
+		"       ARRAY(SELECT a.attname::text FROM pg_catalog.unnest(c.confkey) WITH ORDINALITY k(n, i)"
+		"               JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.confrelid AND a.attnum OPERATOR(pg_catalog.=) k.n ORDER BY k.i)"
 		"  FROM pg_catalog.pg_constraint c"
-		" WHERE c.conrelid = $1 AND c.confrelid = $2 AND c.contype = 'f' ORDER BY c.conname",
+		" WHERE c.conrelid OPERATOR(pg_catalog.=) $1 AND c.confrelid OPERATOR(pg_catalog.=) $2 AND c.contype OPERATOR(pg_catalog.=) 'f' ORDER BY c.conname",
 		2, argtypes, args, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading foreign keys failed: %s", SPI_result_code_string(rc));

@@ -32,6 +32,7 @@
 #include "funcapi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 
 #include "catalog.h"
@@ -192,6 +193,7 @@ static void
 wanted(ms_pass *p, ArrayType *replicas)
 {
 	p->tables = ms_catalog_tables();
+	ms_pass_read_as_owners(p);
 	ms_wanted_fill(p, replicas);
 }
 
@@ -235,6 +237,48 @@ ms_progress(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* sync.key (keys.c), called directly */
+extern PGDLLEXPORT Datum ms_key(PG_FUNCTION_ARGS);
+
+/*
+ * canonical_parts: the parts of a key as the key columns' types print them
+ * (each read by its type's input function, written by its output), as the
+ * noting triggers and filing spell keys (src/shared/canon.h): '0950' for an
+ * integer is 950, an upper-case uuid is lower-case.  A part that is no
+ * value of its type fails as its input function says.
+ */
+static Datum
+canonical_parts(Datum parts, ArrayType *types)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	Datum	   *typs;
+	int			n;
+	int			ntypes;
+
+	deconstruct_array(DatumGetArrayTypeP(parts), TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	deconstruct_array(types, OIDOID, sizeof(Oid), true, TYPALIGN_INT, &typs, NULL, &ntypes);
+	for (int i = 0; i < n && i < ntypes; i++)
+	{
+		Oid			in,
+					out,
+					ioparam;
+		bool		varlena;
+		Datum		value;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("part %d of the key is null", i + 1),
+					 errdetail("Key columns are never null.")));
+		getTypeInputInfo(DatumGetObjectId(typs[i]), &in, &ioparam);
+		getTypeOutputInfo(DatumGetObjectId(typs[i]), &out, &varlena);
+		value = OidInputFunctionCall(in, TextDatumGetCString(elems[i]), ioparam, -1);
+		elems[i] = CStringGetTextDatum(OidOutputFunctionCall(out, value));
+	}
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
 /*
  * table_key: the id of mirrored table tab and the canonical key of these
  * parts (a text[]), or an error naming what is wrong.
@@ -247,8 +291,12 @@ table_key(ms_pass *p, Oid tab, Datum parts, int32 *id, char **key)
 	bool		isnull;
 	int32		nkey;
 	int32		nparts;
+	Datum		keytypes;
 
-	ms_exec(p, "SELECT t.id, cardinality(t.key), cardinality($2), sync.key($2)"
+	ms_exec(p, "SELECT t.id, cardinality(t.key), cardinality($2),"
+			"       array(SELECT a.atttypid FROM unnest(t.key) WITH ORDINALITY AS k(name, i)"
+			"               JOIN pg_catalog.pg_attribute a ON a.attrelid = t.relid AND a.attname = k.name"
+			"              ORDER BY k.i)"
 			"  FROM sync.tables t WHERE t.relid = $1",
 			2, types, values, NULL, 1);
 	if (SPI_processed == 0)
@@ -264,7 +312,8 @@ table_key(ms_pass *p, Oid tab, Datum parts, int32 *id, char **key)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("table %s has a key of %d parts", relname(tab), nkey),
 				 errhint("Give the row's key columns as text, in the order sync.mirrors lists them.")));
-	*key = TextDatumGetCString(ms_value(0, 4, &isnull));
+	keytypes = ms_value(0, 4, &isnull);
+	*key = TextDatumGetCString(DirectFunctionCall1(ms_key, canonical_parts(parts, DatumGetArrayTypeP(keytypes))));
 }
 
 /*

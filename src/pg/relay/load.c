@@ -19,6 +19,7 @@
 #include "fields.h"
 #include "key.h"
 #include "load.h"
+#include "owner.h"
 #include "subxact.h"
 #include "pbwrite.h"
 #include "settings.h"
@@ -55,7 +56,7 @@ load_query(ms_table *t, bool limited, bool one_replica)
 			appendStringInfo(&sql, "%sr.%s", c ? ", " : "", t->columns[c].quoted);
 	}
 	else
-		appendStringInfoString(&sql, "row_to_json(r)::text");
+		appendStringInfoString(&sql, "pg_catalog.row_to_json(r)::pg_catalog.text");
 	initStringInfo(&cols);
 	for (int c = 0; c < t->ncolumns; c++)
 		appendStringInfo(&cols, "%st.%s", c ? ", " : "", t->columns[c].quoted);
@@ -80,14 +81,14 @@ load_query(ms_table *t, bool limited, bool one_replica)
 }
 
 /* proto codec: the row as a message whose fields are its columns (NULL: absent) */
-static void
-encode_proto(ms_table *t, HeapTuple tup, TupleDesc desc, StringInfo out)
+void
+ms_encode_proto(const ms_table *t, HeapTuple tup, TupleDesc desc, int first, StringInfo out)
 {
 	for (int c = 0; c < t->ncolumns; c++)
 	{
 		ms_column  *col = &t->columns[c];
 		bool		isnull;
-		Datum		d = SPI_getbinval(tup, desc, c + 4, &isnull);
+		Datum		d = SPI_getbinval(tup, desc, c + first, &isnull);
 		uint32		field = (uint32) col->field;
 
 		if (isnull)
@@ -127,7 +128,7 @@ encode_proto(ms_table *t, HeapTuple tup, TupleDesc desc, StringInfo out)
 				}
 			default:
 				{
-					char	   *s = SPI_getvalue(tup, desc, c + 4);
+					char	   *s = SPI_getvalue(tup, desc, c + first);
 					size_t		n = strlen(s);
 
 					enlargeStringInfo(out, (int) ms_pb_len_field_size(field, n));
@@ -185,7 +186,7 @@ copy_chunk(ms_table *t, chunk *c)
 		}
 		initStringInfo(&buf);
 		if (t->proto)
-			encode_proto(t, tup, desc, &buf);
+			ms_encode_proto(t, tup, desc, 4, &buf);
 		else
 		{
 			text	   *json = DatumGetTextPP(SPI_getbinval(tup, desc, 4, &isnull));
@@ -204,13 +205,16 @@ copy_chunk(ms_table *t, chunk *c)
 /*
  * load_chunk: read and encode up to limit rows into c, from the cursor, or
  * (cur NULL) by running plan after key `after`.  Raises any error; emits
- * nothing, so a failed chunk leaves no trace.
+ * nothing, so a failed chunk leaves no trace.  The rows are read as t's
+ * owner in a relay pass (a cast of theirs to json runs as they read).
  */
 static void
 load_chunk(ms_pass *p, ms_table *t, Portal cur, SPIPlanPtr plan, const char *after, int limit, chunk *c)
 {
 	MemoryContext cxt = CurrentMemoryContext;
+	ms_as_owner as;
 
+	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 	if (cur != NULL)
 	{
 		SPI_cursor_fetch(cur, true, limit);
@@ -225,6 +229,7 @@ load_chunk(ms_pass *p, ms_table *t, Portal cur, SPIPlanPtr plan, const char *aft
 		values[2] = Int64GetDatum(limit);
 		ms_run(p, plan, values, NULL, 0);
 	}
+	ms_owner_end(&as);
 	copy_chunk(t, c);
 }
 
@@ -290,14 +295,20 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 {
 	Oid			types[3] = {INT4OID, TEXTOID, INT8OID};
 	char	   *all = load_query(t, false, p->one_replica);
-	SPIPlanPtr	one = ms_prepare_kept(load_query(t, true, p->one_replica), 3, types);
-	SPIPlanPtr	keys = ms_prepare_kept("SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
+	SPIPlanPtr	one;
+	ms_as_owner as_one;
+	SPIPlanPtr	keys = ms_prepare_kept(p, "SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
 								  " ORDER BY key LIMIT $3", 3, types);
 	char	   *after = "";
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync load chunk",
 											  ALLOCSET_DEFAULT_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(cxt);
+	MemoryContext old;
 
+	/* it names the table: analysed as the owner, who may see its schema */
+	ms_owner_begin(&as_one, MS_OWNER_OF(p, t->relid));
+	one = ms_prepare_kept(p, load_query(t, true, p->one_replica), 3, types);
+	ms_owner_end(&as_one);
+	old = MemoryContextSwitchTo(cxt);
 	for (;;)
 	{
 		Datum		values[3];
@@ -305,11 +316,15 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 		ErrorData  *err = NULL;
 		int			n;
 		char	  **chunk_keys;
+		ms_as_owner as;
 
 		/* one cursor over the table's rows, a chunk at a time */
 		values[0] = Int32GetDatum(t->id);
 		values[1] = CStringGetTextDatum(after);
+		/* planned and started as the owner, as each chunk is read */
+		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 		cur = ms_open(p, all, 2, types, values, NULL);
+		ms_owner_end(&as);
 		for (;;)
 		{
 			chunk		c = {0, NULL, NULL};

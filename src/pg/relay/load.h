@@ -47,6 +47,12 @@ typedef const char *(*ms_emit) (void *arg, ms_table *t, ms_row *row);
  */
 extern void ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad);
 
+/*
+ * ms_encode_proto: t's columns, read from the tuple's attributes first,
+ * first + 1, ..., as one row in the proto codec (a NULL absent).
+ */
+extern void ms_encode_proto(const ms_table *t, HeapTuple tup, TupleDesc desc, int first, StringInfo out);
+
 /* ms_encode_key: append a wire Key (its parts as field 1 strings) of a canonical key. */
 extern void ms_encode_key(StringInfo out, const char *key, int keylen);
 

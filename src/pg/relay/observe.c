@@ -3,13 +3,15 @@
  *	  Observe (docs/design.md 4.2): compare sync.replicas with what the last pass saw
  *	  (seen_live, seen_partition).  A replica that became live, or moved to
  *	  another partition, is provisioned again from scratch; one that stopped
- *	  being live, or was dropped, is forgotten.
+ *	  being live, or was dropped, is forgotten.  One whose mirrored tables
+ *	  changed since it was sent them is sent the change (evolve.c).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
 #include "catalog/pg_type.h"
 
+#include "evolve.h"
 #include "observe.h"
 
 ArrayType *
@@ -41,20 +43,8 @@ ms_observe(ms_pass *p)
 		ms_exec(p, "DELETE FROM sync.refused_claims WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped)",
 				0, NULL, NULL, NULL, 0);
 	ms_exec_all(p, forget);
-	/* the mirrored tables changed since its snapshot: it needs the new schema */
-	{
-		Oid			htypes[1] = {BYTEAOID};
-		Datum		hvalues[1] = {PointerGetDatum(p->schema_hash)};
-
-		ms_exec(p,
-				"UPDATE sync.replicas SET provision = true"
-				" WHERE live AND NOT provision AND schema_hash IS DISTINCT FROM $1",
-				1, htypes, hvalues, NULL, 0);
-		if (SPI_processed > 0)
-			ereport(LOG,
-					(errmsg("magic_sync: the mirrored tables changed: %llu replicas are provisioned again with the new schema",
-							(unsigned long long) SPI_processed)));
-	}
+	/* the mirrored tables changed since what it was sent: a schema change, or a snapshot */
+	ms_evolve_observe(p);
 	ms_exec(p, "SELECT count(*) FROM ms_forget", 0, NULL, NULL, NULL, 0);
 	p->forgotten = ms_int64();
 

@@ -32,6 +32,7 @@
 
 #include "batch.h"
 #include "catalog.h"
+#include "owner.h"
 #include "park.h"
 #include "plan.h"
 #include "record.h"
@@ -153,6 +154,7 @@ check_keys(void *arg)
 	Oid			types[1] = {TEXTARRAYOID};
 	Datum		values[1] = {PointerGetDatum(keys)};
 	bool		isnull;
+	ms_as_owner as;
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT count(*) FROM unnest($1::text[]) k(key) WHERE cardinality(sync.key_parts(k.key)) = %d",
@@ -160,7 +162,10 @@ check_keys(void *arg)
 	for (int k = 0; k < t->nkey; k++)
 		appendStringInfo(&sql, " AND (sync.key_parts(k.key))[%d]::%s IS NOT NULL", k + 1,
 						 format_type_be_qualified(t->columns[t->key[k]].type));
+	/* a cast to a domain of the owner's runs its check: as the owner */
+	ms_owner_begin(&as, MS_OWNER_OF(k->p, t->relid));
 	ms_exec(k->p, sql.data, 1, types, values, NULL, 0);
+	ms_owner_end(&as);
 	if (DatumGetInt64(ms_value(0, 1, &isnull)) != ArrayGetNItems(ARR_NDIM(keys), ARR_DIMS(keys)))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 						errmsg("a key does not parse for table \"%s\"", t->name)));

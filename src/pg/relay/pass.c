@@ -9,6 +9,7 @@
 #include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "miscadmin.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "storage/bufmgr.h"
@@ -20,6 +21,9 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "access.h"
+#include "catalog.h"
+#include "owner.h"
 #include "pass.h"
 
 /*
@@ -35,8 +39,9 @@
 
 typedef struct kept_plan
 {
-	uint64		hash;			/* hash key: of the text */
+	uint64		hash;			/* hash key: of the text and the role */
 	char	   *sql;			/* the text, in TopMemoryContext */
+	Oid			self;			/* the role its sync.* and pg_temp relations are checked as (owner.h) */
 	SPIPlanPtr	plan;
 } kept_plan;
 
@@ -79,9 +84,14 @@ ms_plans_catalog(const char *catalog)
 	plans_catalog = MemoryContextStrdup(TopMemoryContext, catalog);
 }
 
-/* a plan for sql: the one kept, or (not keeping) a new one the caller frees (*kept false) */
+/*
+ * a plan for sql, checked for its own relations as self (owner.h): the one
+ * kept, or (not keeping) a new one the caller frees (*kept false).  A plan
+ * is kept for the role that began the pass: another role's pass (SET ROLE,
+ * then sync.relay_pass) never runs a statement checked as the first.
+ */
 static SPIPlanPtr
-plan_for(const char *sql, int nargs, Oid *types, bool *kept)
+plan_for(const char *sql, int nargs, Oid *types, Oid self, bool *kept)
 {
 	uint64		hash;
 	kept_plan  *k;
@@ -90,7 +100,7 @@ plan_for(const char *sql, int nargs, Oid *types, bool *kept)
 
 	*kept = false;
 	if (!keeping)
-		return ms_prepare(sql, nargs, types);
+		return ms_owner_prepare(sql, nargs, types, self);
 	if (plans != NULL && hash_get_num_entries(plans) >= PLANS_MAX)
 		plans_flush();
 	if (plans == NULL)
@@ -102,20 +112,20 @@ plan_for(const char *sql, int nargs, Oid *types, bool *kept)
 		ctl.hcxt = TopMemoryContext;
 		plans = hash_create("magic_sync kept plans", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
-	hash = hash_bytes_extended((const unsigned char *) sql, (int) strlen(sql), 0);
+	hash = hash_bytes_extended((const unsigned char *) sql, (int) strlen(sql), self);
 	k = hash_search(plans, &hash, HASH_ENTER, &found);
-	if (found && strcmp(k->sql, sql) == 0)
+	if (found && k->self == self && strcmp(k->sql, sql) == 0)
 	{
 		*kept = true;
 		return k->plan;
 	}
-	if (found)
-		return ms_prepare(sql, nargs, types);	/* another text of the same hash: not kept */
+	if (found)		/* another text or role of the same hash: not kept */
+		return ms_owner_prepare(sql, nargs, types, self);
 	k->sql = NULL;
 	k->plan = NULL;
 	PG_TRY();
 	{
-		plan = ms_prepare(sql, nargs, types);
+		plan = ms_owner_prepare(sql, nargs, types, self);
 		if (SPI_keepplan(plan) != 0)
 			elog(ERROR, "could not keep a plan of the relay pass");
 	}
@@ -126,18 +136,19 @@ plan_for(const char *sql, int nargs, Oid *types, bool *kept)
 	}
 	PG_END_TRY();
 	k->sql = MemoryContextStrdup(TopMemoryContext, sql);
+	k->self = self;
 	k->plan = plan;
 	*kept = true;
 	return plan;
 }
 
 SPIPlanPtr
-ms_prepare_kept(const char *sql, int nargs, Oid *types)
+ms_prepare_kept(ms_pass *p, const char *sql, int nargs, Oid *types)
 {
 	bool		kept;
 
 	/* not keeping: a plan of the pass, freed with the pass's SPI memory */
-	return plan_for(sql, nargs, types, &kept);
+	return plan_for(sql, nargs, types, p->self, &kept);
 }
 
 void
@@ -146,10 +157,31 @@ ms_pass_begin(ms_pass *p, MemoryContext cxt)
 	memset(p, 0, sizeof *p);
 	p->cxt = cxt;
 	p->snapshot_rows = -1;
+	p->self = GetUserId();
 	/* a relay pass keeps its plans (ms_plans_keep); a read plans afresh */
 	keeping = false;
 	/* under REPEATABLE READ, the transaction's snapshot; else one taken now */
 	p->snapshot = RegisterSnapshot(GetTransactionSnapshot());
+}
+
+void
+ms_pass_read_as_owners(ms_pass *p)
+{
+	ListCell   *lc;
+
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		ms_require_select(t->relid, p->self);
+		if (OidIsValid(t->members))
+			ms_require_select(t->members, p->self);
+		if (OidIsValid(t->assignments))
+			ms_require_select(t->assignments, p->self);
+		if (OidIsValid(t->active))
+			ms_require_select(t->active, p->self);
+	}
+	p->as_owners = true;
 }
 
 void
@@ -164,11 +196,7 @@ ms_pass_end(ms_pass *p)
 SPIPlanPtr
 ms_prepare(const char *sql, int nargs, Oid *types)
 {
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
-
-	if (plan == NULL)
-		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
-	return plan;
+	return ms_owner_prepare(sql, nargs, types, GetUserId());
 }
 
 int
@@ -190,7 +218,7 @@ ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 		Datum *values, const char *nulls, long tcount)
 {
 	bool		kept;
-	SPIPlanPtr	plan = plan_for(sql, nargs, types, &kept);
+	SPIPlanPtr	plan = plan_for(sql, nargs, types, p->self, &kept);
 	int			rc = ms_run(p, plan, values, nulls, tcount);
 
 	if (!kept)
@@ -292,7 +320,7 @@ ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 		Datum *values, const char *nulls)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	SPIPlanPtr	plan = ms_prepare_kept(sql, nargs, types);
+	SPIPlanPtr	plan = ms_prepare_kept(p, sql, nargs, types);
 	Portal		portal;
 
 	/* a copy of the pass's snapshot, at the current command id */

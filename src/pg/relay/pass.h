@@ -41,6 +41,8 @@
 
 #include "epoch.h"
 
+typedef struct ms_evolve ms_evolve;
+
 typedef struct ms_pass
 {
 	MemoryContext cxt;			/* everything the pass allocates */
@@ -49,9 +51,12 @@ typedef struct ms_pass
 	ms_epoch	epoch;
 	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once) */
 	bytea	   *schema_hash;	/* its SHA-256 */
+	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c) */
 	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
 	bool		one_replica;	/* the pass plans for one replica only */
 	int64		planned;		/* rows of the larger of ms_send and ms_take (plan.c) */
+	Oid			self;			/* who began it: its statements' sync.* and pg_temp relations are checked as this role (owner.h) */
+	bool		as_owners;		/* a relay pass: a table's rows are read as its owner (MS_OWNER_OF) */
 
 	/* what the pass did (sync.relay_pass returns it) */
 	int64		notes_read;
@@ -73,7 +78,27 @@ typedef struct ms_pass
 extern void ms_pass_begin(ms_pass *p, MemoryContext cxt);
 extern void ms_pass_end(ms_pass *p);
 
-/* ms_prepare: a plan for sql with $n arguments of these types, kept for the pass. */
+/*
+ * MS_OWNER_OF: for ms_owner_begin (owner.h), the relation whose owner runs
+ * the statements that read it: relid in a relay pass, and in a read once
+ * ms_pass_read_as_owners checked its caller; otherwise none.
+ */
+#define MS_OWNER_OF(p, relid) ((p)->as_owners ? (relid) : InvalidOid)
+
+/*
+ * ms_pass_read_as_owners: a read (sync.wanted, sync.progress) runs each
+ * table's code as its owner too, as a pass does -- a superuser reading
+ * progress never runs an active view's function with its rights -- for a
+ * caller who may read every mirrored table, its group tables and active
+ * views itself (42501 otherwise), as it had to when it read them itself.
+ * After p->tables is read.
+ */
+extern void ms_pass_read_as_owners(ms_pass *p);
+
+/*
+ * ms_prepare: a plan for sql with $n arguments of these types, kept for the
+ * pass; prepared by the role running now, never within ms_owner_begin.
+ */
 extern SPIPlanPtr ms_prepare(const char *sql, int nargs, Oid *types);
 
 /*
@@ -124,8 +149,13 @@ extern void ms_analyze(ms_pass *p, const char *tables, uint64 rows);
 extern void ms_plans_keep(bool keep);
 extern void ms_plans_catalog(const char *catalog);
 
-/* ms_prepare_kept: a kept plan for sql (never freed by the caller), or, not keeping, a plan of the pass. */
-extern SPIPlanPtr ms_prepare_kept(const char *sql, int nargs, Oid *types);
+/*
+ * ms_prepare_kept: a kept plan for sql (never freed by the caller), or, not
+ * keeping, a plan of the pass; its sync.* and pg_temp relations checked as
+ * p->self wherever it runs (owner.h), so it may be prepared within
+ * ms_owner_begin, as a statement naming a user's table must be.
+ */
+extern SPIPlanPtr ms_prepare_kept(ms_pass *p, const char *sql, int nargs, Oid *types);
 
 /* ms_value: column col (from 1) of row `row` of the last result. */
 extern Datum ms_value(uint64 row, int col, bool *isnull);

@@ -21,6 +21,7 @@
 #include "utils/builtins.h"
 
 #include "catalog.h"
+#include "owner.h"
 #include "plan.h"
 #include "question.h"
 #include "settings.h"
@@ -60,6 +61,7 @@ children_closure(ms_pass *p, const char *set)
 				StringInfoData sql;
 				Oid			types[1] = {INT4OID};
 				Datum		values[1] = {Int32GetDatum(parent->id)};
+				ms_as_owner as;
 
 				initStringInfo(&sql);
 				appendStringInfo(&sql,
@@ -71,12 +73,15 @@ children_closure(ms_pass *p, const char *set)
 				for (int i = 0; i < fk->ncols; i++)
 					appendStringInfo(&sql, "%sc.%s", i ? ", " : "",
 									 child->columns[fk->cols[i]].quoted);
-				appendStringInfoString(&sql, ") = (");
+				appendStringInfoString(&sql, ") OPERATOR(pg_catalog.=) (");
 				for (int i = 0; i < fk->ncols; i++)
 					appendStringInfo(&sql, "%sp.%s", i ? ", " : "",
 									 quote_identifier(fk->parent_cols[i]));
 				appendStringInfoString(&sql, ") WHERE b.tab = $1 ON CONFLICT DO NOTHING");
+				/* the child's rows, read as the child's owner */
+				ms_owner_begin(&as, MS_OWNER_OF(p, child->relid));
 				ms_exec(p, sql.data, 1, types, values, NULL, 0);
+				ms_owner_end(&as);
 				grew |= SPI_processed > 0;
 			}
 		}

@@ -36,6 +36,7 @@
 
 #include "batch.h"
 #include "catalog.h"
+#include "owner.h"
 #include "question.h"
 #include "wanted.h"
 
@@ -48,19 +49,24 @@
 	" AND q.key = " s ".key)"
 
 /*
- * add: the rows of a SELECT of (replica, tab, key), filtered by `where` on
- * them (alias s), into pg_temp.set; those that are new into pg_temp.delta.
- * Returns how many were new.
+ * add: the rows of a SELECT of (replica, tab, key) of t's, filtered by
+ * `where` on them (alias s), into pg_temp.set; those that are new into
+ * pg_temp.delta.  Returns how many were new.  The SELECT, which may run t's
+ * code, runs as t's owner in a relay pass.
  */
 static uint64
-add(ms_pass *p, const char *set, const char *select, const char *where, const char *delta)
+add(ms_pass *p, const ms_table *t, const char *set, const char *select, const char *where, const char *delta)
 {
+	ms_as_owner as;
+
+	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 	ms_exec(p, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key)"
 						" SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE %s"
 						" ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
 						" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n",
 						set, select, where ? where : "true", delta),
 			0, NULL, NULL, NULL, 0);
+	ms_owner_end(&as);
 	return SPI_processed;
 }
 
@@ -88,9 +94,9 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
 			ms_table   *t = lfirst(lc);
 
 			for (int f = 0; f < t->nfkeys; f++)
-				added += add(p, set, ms_parents_select(t, &t->fkeys[f], from), where, into);
+				added += add(p, t, set, ms_parents_select(t, &t->fkeys[f], from), where, into);
 			if (t->follows_fkey >= 0)
-				added += add(p, set, ms_followers_select(t, from), where, into);
+				added += add(p, t, set, ms_followers_select(t, from), where, into);
 		}
 		ms_temp_empty(p, from);
 		if (added == 0)
@@ -155,7 +161,10 @@ changed(ms_pass *p)
 		{
 			ms_fkey    *fk = &t->fkeys[f];
 			char	   *name = quote_literal_cstr(fk->name);
+			ms_as_owner as;
 
+			/* t's rows, read as t's owner */
+			ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 			ms_exec(p, psprintf("INSERT INTO ms_changed_parents"
 								" SELECT DISTINCT %d, n.pointed ->> %s FROM " MS_BATCH_NOTES
 								" WHERE n.source = 'r' AND n.tab = %d AND n.pointed ? %s"
@@ -165,6 +174,7 @@ changed(ms_pass *p)
 								ms_key_match(t, "t", "n.key"),
 								ms_cols_key(t, "t", fk->ncols, fk->by_parent_key), name),
 					0, NULL, NULL, NULL, 0);
+			ms_owner_end(&as);
 		}
 	}
 }
@@ -180,16 +190,18 @@ group_rows(ms_pass *p, const char *into, bool held)
 	{
 		ms_table   *t = lfirst(lc);
 		StringInfoData on;
+		ms_as_owner as;
 
 		if (t->rule != MS_RULE_GROUPED)
 			continue;
 		initStringInfo(&on);
 		for (int k = 0; k < t->nkey; k++)
-			appendStringInfo(&on, "%sm.%s = x.%s", k ? " AND " : "", t->member_key[k],
+			appendStringInfo(&on, "%sm.%s OPERATOR(pg_catalog.=) x.%s", k ? " AND " : "", t->member_key[k],
 							 t->columns[t->key[k]].quoted);
+		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 		ms_exec(p, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
 							" SELECT DISTINCT n.replica, %d, %s FROM " MS_BATCH_NOTES
-							" JOIN %s m ON (m.%s)::text = n.grp JOIN %s x ON %s"
+							" JOIN %s m ON (m.%s)::pg_catalog.text OPERATOR(pg_catalog.=) n.grp JOIN %s x ON %s"
 							" JOIN pg_temp.ms_inc_replicas i ON i.id = n.replica"
 							" WHERE n.source = 'a' AND n.tab = %d%s ON CONFLICT DO NOTHING",
 							into, t->id, ms_key_expr(t, "x"), t->members_qualified, t->group_column,
@@ -199,6 +211,7 @@ group_rows(ms_pass *p, const char *into, bool held)
 											t->id, ms_key_expr(t, "x")) : ""),
 				0, NULL, NULL, NULL, 0);
 		n += SPI_processed;
+		ms_owner_end(&as);
 	}
 	return n;
 }
@@ -309,13 +322,13 @@ kept(ms_pass *p)
 
 		/* the rows its rules send it */
 		if (rules != NULL)
-			added += add(p, "ms_n", rules, not_stable, "ms_nd0");
+			added += add(p, t, "ms_n", rules, not_stable, "ms_nd0");
 		/* the rows that follow a stable row (a changed row now pointing at one) */
 		if (t->follows_fkey >= 0)
 		{
 			ms_fkey    *fk = &t->fkeys[t->follows_fkey];
 
-			added += add(p, "ms_n",
+			added += add(p, t, "ms_n",
 						 psprintf("SELECT c.replica, c.tab, c.key FROM pg_temp.ms_cand c JOIN %s x ON %s"
 						 " JOIN sync.held h ON h.replica = c.replica AND h.tab = %d AND h.key = %s"
 						 "  AND h.taken IS NULL"
@@ -340,14 +353,15 @@ kept(ms_pass *p)
 
 			initStringInfo(&on);
 			for (int i = 0; i < fk->ncols; i++)
-				appendStringInfo(&on, "%sc.%s = x.%s", i ? " AND " : "",
+				appendStringInfo(&on, "%sc.%s OPERATOR(pg_catalog.=) x.%s", i ? " AND " : "",
 								 t->columns[fk->cols[i]].quoted, quote_identifier(fk->parent_cols[i]));
 			/*
+			 * The child's rows, read as the child's owner: its key leads.
 			 * Those not kept already, first; then, for each, is there one
 			 * stable row of the replica's pointing at it: the children of a
 			 * row looked up by their foreign key, never the held set whole.
 			 */
-			added += add(p, "ms_n",
+			added += add(p, t, "ms_n",
 						 psprintf("WITH q AS MATERIALIZED (SELECT q.replica, q.tab, q.key FROM pg_temp.ms_q q"
 								  "  WHERE q.tab = %d AND NOT EXISTS (SELECT FROM pg_temp.ms_n n"
 								  "   WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key))"

@@ -27,6 +27,7 @@
 #include "utils/uuid.h"
 
 #include "catalog.h"
+#include "evolve.h"
 #include "fields.h"
 #include "load.h"
 #include "pbwrite.h"
@@ -633,6 +634,9 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 		tg->snapshot = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
 		fill_init(&tg->down);
 		fill_init(&tg->rows);
+		/* its first message begins with the schema changes it is sent (evolve.c) */
+		if (!tg->snapshot)
+			ms_evolve_down(r->p, &tg->id, &tg->down);
 		r->filling += fill_of(tg);
 		MemoryContextSwitchTo(old);
 	}
@@ -716,13 +720,13 @@ recorder_init(recorder *r, ms_pass *p)
 
 	ms_temp_table(p, "ms_segments", "replica uuid, tab int, kind \"char\","
 				  " first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint");
-	r->store_body = ms_prepare_kept("INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
+	r->store_body = ms_prepare_kept(p, "INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
 							   " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
 							   4, btypes);
-	r->store_messages = ms_prepare_kept("INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
+	r->store_messages = ms_prepare_kept(p, "INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
 										" SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8)",
 										OUTBOX_COLS, mtypes);
-	r->store_segments = ms_prepare_kept("INSERT INTO pg_temp.ms_segments SELECT * FROM unnest($1, $2, $3, $4, $5, $6)",
+	r->store_segments = ms_prepare_kept(p, "INSERT INTO pg_temp.ms_segments SELECT * FROM unnest($1, $2, $3, $4, $5, $6)",
 										SEGMENT_COLS, stypes);
 }
 

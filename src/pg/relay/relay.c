@@ -17,8 +17,6 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "common/cryptohash.h"
-#include "common/sha2.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -32,12 +30,12 @@
 
 #include "batch.h"
 #include "catalog.h"
+#include "evolve.h"
 #include "load.h"
 #include "observe.h"
 #include "park.h"
 #include "plan.h"
 #include "record.h"
-#include "schema.h"
 #include "relay.h"
 #include "settings.h"
 #include "transient.h"
@@ -63,6 +61,8 @@ refuse_unless_checked(ms_pass *p)
 	ms_exec(p, "SELECT string_agg(c.detail, ' ') FROM sync.check() c",
 			0, NULL, NULL, NULL, 0);
 	d = ms_value(0, 1, &isnull);
+	/* a problem of a declaration written after the snapshot is the pass's: it runs again */
+	ms_evolve_check_race(p);
 	if (!isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -76,7 +76,7 @@ static void
 quarantine(ms_pass *p, List *bad)
 {
 	Oid			types[4] = {INT4OID, TEXTOID, TEXTOID, TEXTOID};
-	SPIPlanPtr	plan = ms_prepare_kept(
+	SPIPlanPtr	plan = ms_prepare_kept(p,
 								  "INSERT INTO sync.quarantine (tab, key, note, reason, sqlstate)"
 								  " VALUES ($1, $2, coalesce((SELECT note FROM ms_pending WHERE tab = $1 AND key = $2), 0), $3, $4)"
 								  " ON CONFLICT (tab, key) DO UPDATE SET note = EXCLUDED.note,"
@@ -215,32 +215,11 @@ publish(ms_pass *p)
 }
 
 /*
- * schema: the schema a snapshot carries (Begin), packed once for the pass,
- * and its SHA-256.  A replica provisioned with another (a table declared,
- * dropped or changed since) is provisioned again, so it has every table it
- * may be sent.
- */
-static void
-schema(ms_pass *p)
-{
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
-
-	initStringInfo(&p->begin);
-	ms_schema_pack(p->tables, &p->begin);
-	p->schema_hash = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
-	SET_VARSIZE(p->schema_hash, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
-	if (ctx == NULL || pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (uint8 *) p->begin.data, p->begin.len) < 0 ||
-		pg_cryptohash_final(ctx, (uint8 *) VARDATA(p->schema_hash), PG_SHA256_DIGEST_LENGTH) < 0)
-		elog(ERROR, "could not compute a SHA-256 of the schema");
-	pg_cryptohash_free(ctx);
-}
-
-/*
- * The catalog as the last pass read it: the tables, checked, and the schema
- * a snapshot carries.  Read again (and sync.check() run again) only when a
- * declaration changed, or a relation they name was altered (a relcache
- * invalidation: DDL, triggers enabled or dropped, a partition attached).
+ * The catalog as the last pass read it: the tables, checked, and their
+ * schemas (each table's Table, packed and hashed: evolve.c).  Read again
+ * (and sync.check() run again) only when a declaration changed, or a
+ * relation they name was altered (a relcache invalidation: DDL, triggers
+ * enabled or dropped, a partition attached, an index made).
  */
 static MemoryContext catalog_cxt = NULL;
 static bool catalog_valid = false;
@@ -248,6 +227,7 @@ static char *catalog_text = NULL;
 static List *catalog_tables = NIL;
 static StringInfoData catalog_begin;
 static bytea *catalog_schema_hash = NULL;
+static ms_evolve *catalog_evolve = NULL;
 static Oid *catalog_watched = NULL;
 static int	catalog_nwatched = 0;
 static bool catalog_callback = false;
@@ -329,20 +309,24 @@ read_catalog(ms_pass *p)
 		old = MemoryContextSwitchTo(catalog_cxt);
 		/* the catalog, read once: every part of the pass is handed this list */
 		p->tables = ms_catalog_tables();
-		schema(p);
+		ms_evolve_schema(p);
 		catalog_tables = p->tables;
 		catalog_begin = p->begin;
 		catalog_schema_hash = p->schema_hash;
+		catalog_evolve = p->evolve;
 		watch(p->tables);
 		catalog_text = pstrdup(decls);
 		MemoryContextSwitchTo(old);
 		/* an invalidation while it was read leaves it invalid: the next pass reads again */
 		catalog_valid = true;
+		/* what the pass finds of each replica is its own, the schemas are kept */
+		p->evolve = ms_evolve_kept(catalog_evolve);
 		return;
 	}
 	p->tables = catalog_tables;
 	p->begin = catalog_begin;
 	p->schema_hash = catalog_schema_hash;
+	p->evolve = ms_evolve_kept(catalog_evolve);
 }
 
 /* the replicas a note may move: every live one, but a snapshot that failed a minute ago */
@@ -371,6 +355,8 @@ ms_relay_pass(ms_pass *p)
 				 errhint("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM sync.relay_pass(); COMMIT;")));
 	SPI_connect();
 	ms_pass_begin(p, p->cxt);
+	/* the relay reads each table as its owner: its code runs with no other rights */
+	p->as_owners = true;
 	/* a small pass runs statements prepared by the passes before it (pass.h) */
 	ms_plans_keep(true);
 	read_catalog(p);
@@ -383,8 +369,8 @@ ms_relay_pass(ms_pass *p)
 	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
 		ms_plans_keep(false);
 
-	/* every live replica may be moved by a note; otherwise only those provisioned */
-	if (notes > 0)
+	/* every live replica may be moved by a note or a schema change; otherwise only those provisioned */
+	if (notes > 0 || ms_evolve_any(p))
 		replicas = live_replicas(p);
 	else if (provisioning != NULL)
 		replicas = provisioning;
@@ -395,6 +381,7 @@ ms_relay_pass(ms_pass *p)
 	{
 		ms_temp_table(p, "ms_written", "id uuid PRIMARY KEY");
 		record(p, replicas, provisioning);
+		ms_evolve_recorded(p, provisioning);
 		outbox_bounds(p);
 		publish(p);
 	}

@@ -26,6 +26,7 @@
 #include "utils/uuid.h"
 
 #include "catalog.h"
+#include "owner.h"
 #include "pass.h"
 #include "wanted.h"
 
@@ -51,7 +52,7 @@ ms_cols_key(const ms_table *t, const char *alias, int n, const int *cols)
 		appendStringInfo(&buf, "%s%s.%s IS NOT NULL", i > 0 ? " AND " : "", alias, t->columns[cols[i]].quoted);
 	appendStringInfoString(&buf, " THEN sync.key(ARRAY[");
 	for (int i = 0; i < n; i++)
-		appendStringInfo(&buf, "%s(%s.%s)::text", i > 0 ? ", " : "", alias,
+		appendStringInfo(&buf, "%s(%s.%s)::pg_catalog.text", i > 0 ? ", " : "", alias,
 						 t->columns[cols[i]].quoted);
 	appendStringInfoString(&buf, "]) END COLLATE \"C\")");
 	return buf.data;
@@ -66,7 +67,7 @@ ms_cols_match(const ms_table *t, const char *alias, int n, const int *cols, cons
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '(');
 	for (int i = 0; i < n; i++)
-		appendStringInfo(&buf, "%s%s.%s = (sync.key_parts(%s))[%d]::%s", i > 0 ? " AND " : "",
+		appendStringInfo(&buf, "%s%s.%s OPERATOR(pg_catalog.=) (sync.key_parts(%s))[%d]::%s", i > 0 ? " AND " : "",
 						 alias, t->columns[cols[i]].quoted, keyexpr, i + 1,
 						 format_type_be_qualified(t->columns[cols[i]].type));
 	appendStringInfoChar(&buf, ')');
@@ -103,7 +104,7 @@ ms_active_filter(const ms_table *t, const char *alias)
 	initStringInfo(&buf);
 	appendStringInfo(&buf, " AND EXISTS (SELECT FROM %s v WHERE ", t->active_qualified);
 	for (int k = 0; k < t->nkey; k++)
-		appendStringInfo(&buf, "%sv.%s = %s.%s", k > 0 ? " AND " : "",
+		appendStringInfo(&buf, "%sv.%s OPERATOR(pg_catalog.=) %s.%s", k > 0 ? " AND " : "",
 						 t->columns[t->key[k]].quoted, alias, t->columns[t->key[k]].quoted);
 	appendStringInfoString(&buf, " OFFSET 0)");
 	return buf.data;
@@ -125,7 +126,7 @@ ms_rule_select(const ms_table *t, const char *replicas, const char *cand)
 	if (t->rule == MS_RULE_BROADCAST)
 	{
 		char	   *part = t->partition < 0 ? "true" :
-			psprintf("(t.%s)::text IS NOT DISTINCT FROM r.partition",
+			psprintf("(t.%s)::pg_catalog.text IS NOT DISTINCT FROM r.partition",
 					 t->columns[t->partition].quoted);
 
 		appendStringInfo(&sql, "SELECT r.id, %d, %s FROM %s JOIN pg_temp.%s r ON %s%s WHERE true%s",
@@ -133,7 +134,7 @@ ms_rule_select(const ms_table *t, const char *replicas, const char *cand)
 	}
 	else if (t->rule == MS_RULE_ASSIGNED)
 		appendStringInfo(&sql, "SELECT r.id, %d, %s FROM %s JOIN pg_temp.%s r"
-						 " ON r.id = t.%s%s WHERE true%s", t->id, key, from, replicas,
+						 " ON r.id OPERATOR(pg_catalog.=) t.%s%s WHERE true%s", t->id, key, from, replicas,
 						 t->columns[t->rule_column].quoted, same, active);
 	else if (t->rule == MS_RULE_GROUPED)
 	{
@@ -141,19 +142,23 @@ ms_rule_select(const ms_table *t, const char *replicas, const char *cand)
 
 		initStringInfo(&on);
 		for (int k = 0; k < t->nkey; k++)
-			appendStringInfo(&on, "%sm.%s = t.%s", k > 0 ? " AND " : "", t->member_key[k],
+			appendStringInfo(&on, "%sm.%s OPERATOR(pg_catalog.=) t.%s", k > 0 ? " AND " : "", t->member_key[k],
 							 t->columns[t->key[k]].quoted);
+		/* the group column's own equality: it may be of any type */
 		appendStringInfo(&sql, "SELECT DISTINCT r.id, %d, %s FROM %s JOIN %s m ON %s"
-						 " JOIN %s a ON a.%s = m.%s"
-						 " JOIN pg_temp.%s r ON r.id = a.%s%s WHERE true%s",
+						 " JOIN %s a ON a.%s %s m.%s"
+						 " JOIN pg_temp.%s r ON r.id OPERATOR(pg_catalog.=) a.%s%s WHERE true%s",
 						 t->id, key, from, t->members_qualified, on.data,
-						 t->assignments_qualified, t->group_column, t->group_column,
+						 t->assignments_qualified, t->group_column,
+						 ms_eq_operator(get_atttype(t->assignments,
+													get_attnum(t->assignments, t->group_column_name))),
+						 t->group_column,
 						 replicas, t->assignment_replica, same, active);
 	}
 	/* a replica holds the records it wrote */
 	if (t->record && t->origin >= 0)
 		appendStringInfo(&sql, "%sSELECT r.id, %d, %s FROM %s JOIN pg_temp.%s r"
-						 " ON r.id = t.%s%s WHERE true%s", sql.len ? " UNION " : "",
+						 " ON r.id OPERATOR(pg_catalog.=) t.%s%s WHERE true%s", sql.len ? " UNION " : "",
 						 t->id, key, from, replicas, t->columns[t->origin].quoted, same, active);
 	return sql.len ? sql.data : NULL;
 }
@@ -181,16 +186,21 @@ ms_followers_select(const ms_table *t, const char *from)
 }
 
 /*
- * add_rows: insert (replica, tab, key) rows of a SELECT into pg_temp.<set>,
- * and those that are new into the delta table when the table has rounds.
- * A table's rules run once, into a set that holds none of its rows, and
- * their rows are unique: they need no look for a conflict (first).
+ * add_rows: insert (replica, tab, key) rows of a SELECT of t's into
+ * pg_temp.<set>, and those that are new into the delta table when the table
+ * has rounds.  A table's rules run once, into a set that holds none of its
+ * rows, and their rows are unique: they need no look for a conflict (first).
+ * In a relay pass the SELECT, which may run t's code (its active view, its
+ * key's domain), runs as t's owner.
  */
 static uint64
-add_rows(ms_pass *p, const char *set, const char *select, bool first, bool delta, const char *into)
+add_rows(ms_pass *p, const ms_table *t, const char *set, const char *select, bool first, bool delta,
+		 const char *into)
 {
 	const char *conflict = first ? "" : " ON CONFLICT DO NOTHING";
+	ms_as_owner as;
 
+	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 	if (delta)
 		ms_exec(p, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key) %s%s"
 							" RETURNING replica, tab, key)"
@@ -200,6 +210,7 @@ add_rows(ms_pass *p, const char *set, const char *select, bool first, bool delta
 	else
 		ms_exec(p, psprintf("INSERT INTO pg_temp.%s (replica, tab, key) %s%s", set, select, conflict),
 				0, NULL, NULL, NULL, 0);
+	ms_owner_end(&as);
 	/* the rows added to set (with a delta, as many go into it) */
 	return SPI_processed;
 }
@@ -269,14 +280,14 @@ close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows)
 			{
 				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
 
-				round += add_rows(p, set, ms_parents_select(t, &t->fkeys[f], from), false,
+				round += add_rows(p, t, set, ms_parents_select(t, &t->fkeys[f], from), false,
 								  parent != NULL && rounds[parent->id], into);
 				more = true;
 			}
 			/* the rows of t that follow new rows of its parent */
 			if (t->follows_fkey >= 0)
 			{
-				round += add_rows(p, set, ms_followers_select(t, from), false, rounds[t->id], into);
+				round += add_rows(p, t, set, ms_followers_select(t, from), false, rounds[t->id], into);
 				more = true;
 			}
 		}
@@ -317,7 +328,7 @@ fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first)
 
 		if (rules != NULL)
 		{
-			uint64		n = add_rows(p, set, rules, true, rounds[t->id], "ms_wanted_delta0");
+			uint64		n = add_rows(p, t, set, rules, true, rounds[t->id], "ms_wanted_delta0");
 
 			added += n;
 			if (rounds[t->id])
@@ -362,6 +373,7 @@ ms_wanted(PG_FUNCTION_ARGS)
 				 errmsg("replica %s does not exist", DatumGetCString(DirectFunctionCall1(uuid_out, id))),
 				 errhint("sync.replicas lists the replicas.")));
 	p.tables = ms_catalog_tables();
+	ms_pass_read_as_owners(&p);
 	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
 	ms_exec(&p, "SELECT t.relid, w.key, sync.key_parts(w.key)"
 			"  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
@@ -394,6 +406,7 @@ ms_wanted_fill_sql(PG_FUNCTION_ARGS)
 	SPI_connect();
 	ms_pass_begin(&p, CurrentMemoryContext);
 	p.tables = ms_catalog_tables();
+	ms_pass_read_as_owners(&p);
 	n = ms_wanted_fill(&p, PG_ARGISNULL(0) ? NULL : PG_GETARG_ARRAYTYPE_P(0));
 	ms_pass_end(&p);
 	SPI_finish();

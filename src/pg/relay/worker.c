@@ -19,6 +19,14 @@
  * and the worker (the transaction is rolled back: nothing half-done is
  * committed).
  *
+ * Who it is: it connects as magic_sync.role (empty: the bootstrap
+ * superuser) with search_path = pg_catalog, pg_temp, whatever the database
+ * or the role set: its own SQL names everything it uses, and a database
+ * owner's schema first in the path would otherwise have its operators run as
+ * the worker.  A user's code it reaches -- an active view, a domain's check,
+ * a trigger of a table the inbox files -- runs as that table's owner,
+ * security-restricted (owner.h).
+ *
  * States: idle (waiting on its latch) -> pass -> idle, or -> backoff -> pass.
  *-------------------------------------------------------------------------
  */
@@ -33,6 +41,7 @@
 #include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -71,9 +80,10 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 /* ... for at most this long, unless nothing waits for a pass */
 #define HOUSEKEEPING_MS 20
 #define BACKOFF_MAX_MS (60 * 1000)
+#define PINNED_SEARCH_PATH "pg_catalog, pg_temp"
 
 static void
-fill_worker(BackgroundWorker *w, Oid dboid)
+fill_worker(BackgroundWorker *w, Oid dboid, const char *dbname)
 {
 	memset(w, 0, sizeof(*w));
 	w->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -83,6 +93,9 @@ fill_worker(BackgroundWorker *w, Oid dboid)
 	snprintf(w->bgw_function_name, BGW_MAXLEN, "ms_worker_main");
 	snprintf(w->bgw_type, BGW_MAXLEN, WORKER_TYPE);
 	snprintf(w->bgw_name, BGW_MAXLEN, WORKER_TYPE " in database %u", dboid);
+	/* the worker connects by name: as magic_sync.role when it starts */
+	if (dbname != NULL)
+		strlcpy(w->bgw_extra, dbname, BGW_EXTRALEN);
 	w->bgw_main_arg = ObjectIdGetDatum(dboid);
 }
 
@@ -205,7 +218,7 @@ ms_launcher_main(Datum arg)
 		if (said)
 			ereport(LOG, (errmsg("magic_sync: database \"%s\" exists now; the relay starts", ms_database)));
 		said = false;
-		fill_worker(&w, dboid);
+		fill_worker(&w, dboid, ms_database);
 		w.bgw_restart_time = BGW_NEVER_RESTART;
 		w.bgw_notify_pid = MyProcPid;
 		if (!RegisterDynamicBackgroundWorker(&w, &handle))
@@ -355,8 +368,17 @@ ms_worker_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	{
+		const char *role = ms_role != NULL && ms_role[0] != '\0' ? ms_role : NULL;
+
+		if (MyBgworkerEntry->bgw_extra[0] != '\0')
+			BackgroundWorkerInitializeConnection(MyBgworkerEntry->bgw_extra, role, 0);
+		else
+			BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	}
 	pgstat_report_appname(WORKER_TYPE);
+	/* above the database's and the role's settings: a session's own */
+	SetConfigOption("search_path", PINNED_SEARCH_PATH, PGC_USERSET, PGC_S_SESSION);
 	/* the plan's temporary tables mislead JIT's cost threshold into compiling */
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	/* before any temporary table: local buffers are sized once per session */
@@ -481,7 +503,7 @@ ms_relay_start(PG_FUNCTION_ARGS)
 
 	if (running != 0)
 		PG_RETURN_INT32(running);
-	fill_worker(&w, MyDatabaseId);
+	fill_worker(&w, MyDatabaseId, get_database_name(MyDatabaseId));
 	w.bgw_notify_pid = MyProcPid;
 	if (!RegisterDynamicBackgroundWorker(&w, &handle))
 		ereport(ERROR,

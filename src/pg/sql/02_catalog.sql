@@ -31,7 +31,12 @@ CREATE TABLE sync.tables (
 	fields			jsonb NOT NULL DEFAULT '{}',	-- proto codec: column -> field number, fixed for good
 	columns			jsonb NOT NULL DEFAULT '{}',	-- mirrored column -> its type when declared (sync.check)
 	foreign_keys	jsonb NOT NULL DEFAULT '{}',	-- FK constraint -> the mirrored table it points at, when declared
-	declared		timestamptz NOT NULL DEFAULT now()
+	declared		timestamptz NOT NULL DEFAULT now(),
+	-- What schema changes follow the table by (src/pg/declare/follow.c):
+	ids				jsonb NOT NULL DEFAULT '{}',	-- mirrored column -> its id, given once, never reused: replicas match columns by it
+	attnums			jsonb NOT NULL DEFAULT '{}',	-- every column of the table -> its attnum: a rename is followed by it
+	fills			jsonb NOT NULL DEFAULT '{}',	-- column added since -> the value (text) every row then held took
+	last_id			int NOT NULL DEFAULT 0			-- the highest column id given
 );
 CREATE SEQUENCE sync.tables_id_seq AS int OWNED BY sync.tables.id;
 ALTER TABLE sync.tables ALTER COLUMN id SET DEFAULT nextval('sync.tables_id_seq');
@@ -169,18 +174,37 @@ CREATE INDEX held_row ON sync.held (tab, key);
 CREATE INDEX held_number ON sync.held (replica, tab, number);
 CREATE INDEX held_taken ON sync.held (replica, tab, taken) WHERE taken IS NOT NULL;
 CREATE INDEX held_refused ON sync.held (replica, tab) WHERE refused IS NOT NULL;
--- rows whose next send replaces the replica's copy: few, looked up by every pass
+-- rows whose next send replaces the replica's copy: few, looked up by every
+-- pass, and by a pass sending a table's rows again (a schema change's)
 CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;
 COMMENT ON TABLE sync.held IS 'What the engine records each replica holds';
 
+-- The schema of each mirrored table as each replica was last sent it
+-- (src/pg/relay/evolve.c): by its snapshot, or by a schema change since.  A
+-- table whose Table now hashes otherwise goes to the replica as a schema
+-- change; a row of a table no longer declared, as a table to let go of.
+CREATE TABLE sync.replica_tables (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	name			text NOT NULL,				-- the wire name it knows the table by
+	was				text,						-- the name it knew before, when the last change renamed it
+	hash			bytea,						-- SHA-256 of the Table sent; NULL: sent by a 0.1 snapshot
+	number			bigint NOT NULL,			-- the message that carried it
+	PRIMARY KEY (replica, tab)
+);
+COMMENT ON TABLE sync.replica_tables IS 'The schema of each mirrored table as each replica was last sent it';
+
 -- Answers to uploads (src/pg/transport/answers.c): a Filed message per send, queued
--- after the filing committed and returned by sync.pull before the outbox.
+-- after the filing committed and returned by sync.pull before the outbox,
+-- again a minute after it was last pulled, until the replica's filings show
+-- it was received (transport/ack.c); pruned an hour after it was pulled.
 CREATE TABLE sync.answers (
 	replica			uuid NOT NULL,
 	send_id			bytea NOT NULL,
 	message			bytea NOT NULL,
 	filed			timestamptz NOT NULL DEFAULT now(),
 	pulled			timestamptz,
+	received		timestamptz,				-- a filing of the replica showed it no longer waits for it
 	PRIMARY KEY (replica, send_id)
 );
 -- pruned an hour after they were pulled, oldest first (sync.prune)
@@ -266,4 +290,5 @@ SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.quarantine', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.generations', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.replica_tables', '');
 

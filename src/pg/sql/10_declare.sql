@@ -9,11 +9,14 @@ COMMENT ON FUNCTION sync.note() IS
 	'The noting trigger sync.mirror installs: one row in sync.notes per change of a mirrored row, in the same transaction; refuses TRUNCATE';
 
 -- Declaring writes sync.tables, which only the extension's owner writes;
--- sync_admin is who may call it (99_grants.sql).  Not SECURITY DEFINER with a
--- SET clause: the tables a grouped rule names are looked up in the caller's
--- search_path first, and only then does ms_mirror become the function's
--- owner with search_path pinned, as SECURITY DEFINER and SET would
--- (src/pg/declare/declare.c, become_owner).
+-- sync_admin is who may call it (99_grants.sql), for a table the caller owns
+-- (as CREATE TRIGGER asks).  Not SECURITY DEFINER with a SET clause: the
+-- tables a grouped rule names are looked up in the caller's search_path
+-- first, and the caller's ownership checked, and only then does ms_mirror
+-- become the function's owner with search_path pinned, as SECURITY DEFINER
+-- and SET would (src/pg/owner.c, ms_definer_begin).  sync.unmirror and
+-- sync.retrigger do the same: they check their caller, then become their
+-- owner.
 CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
 		key name[] DEFAULT NULL, origin name DEFAULT NULL, version name DEFAULT NULL,
 		replica_owned name[] DEFAULT '{}', unmirrored name[] DEFAULT '{}',
@@ -26,7 +29,7 @@ CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
 	AS 'MODULE_PATHNAME', 'ms_mirror';
 COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
 		name, name, name[], regclass, name, text, name) IS
-	'Declares a mirrored table and installs its noting triggers. Its arguments (docs/design.md 3): '
+	'Declares a mirrored table and installs its noting triggers; a table declared already is declared again with these options, planned again from what each replica holds (no child unmirrored first). Its arguments (docs/design.md 3): '
 	'tab, the table; '
 	'mirror, catalog (written on the server, held by replicas) or record (written by replicas, keyed by the replica); '
 	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
@@ -44,11 +47,11 @@ COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[]
 	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row';
 
 CREATE FUNCTION sync.unmirror(tab regclass) RETURNS void
-	LANGUAGE c SECURITY DEFINER
+	LANGUAGE c
 	SET search_path = pg_catalog, pg_temp
 	AS 'MODULE_PATHNAME', 'ms_unmirror';
 COMMENT ON FUNCTION sync.unmirror(regclass) IS
-	'Takes back the declaration of a mirrored table and drops its triggers; refused while another mirrored table points at it';
+	'Takes back the declaration of a mirrored table and drops its triggers, for the table''s owner; its replicas let go of its rows, then of the table; refused while another mirrored table points at it';
 
 CREATE VIEW sync.mirrors AS
 	SELECT t.id, t.relid AS "table", t.name, t.mirror,
@@ -66,11 +69,11 @@ CREATE VIEW sync.mirrors AS
 COMMENT ON VIEW sync.mirrors IS 'The mirrored tables, as declared';
 
 CREATE FUNCTION sync.retrigger(tab regclass) RETURNS void
-	LANGUAGE c SECURITY DEFINER
+	LANGUAGE c
 	SET search_path = pg_catalog, pg_temp
 	AS 'MODULE_PATHNAME', 'ms_retrigger';
 COMMENT ON FUNCTION sync.retrigger(regclass) IS
-	'Installs the triggers of a mirrored table again as sync.mirror writes them: after one was dropped, disabled or altered, or a partition was added';
+	'Installs the triggers of a mirrored table again as sync.mirror writes them (ENABLE ALWAYS), for the owner of the tables they are on: after one was dropped, disabled, altered or enabled other than ALWAYS, or a partition was added';
 
 CREATE FUNCTION sync.proto(tab regclass) RETURNS text
 	LANGUAGE c STABLE STRICT
@@ -85,3 +88,22 @@ CREATE FUNCTION sync.proto(name text) RETURNS text
 	AS 'MODULE_PATHNAME', 'ms_proto_named';
 COMMENT ON FUNCTION sync.proto(text) IS
 	'The .proto of a table in the proto codec, by the name replicas know it by (sync.tables.name)';
+
+-- Following DDL (src/pg/declare/ddl.c, follow.c): at the end of every DDL
+-- command, the declarations of the tables it touched follow them -- a
+-- rename by attnum, a column added given its id -- and the rows a change
+-- needs are noted; the relay sends each replica the schema change
+-- (src/pg/relay/evolve.c).  What an event trigger cannot see stays
+-- sync.check()'s to say.
+CREATE FUNCTION sync.ddl_end() RETURNS event_trigger
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_ddl_end';
+COMMENT ON FUNCTION sync.ddl_end() IS
+	'The event trigger magic_sync_ddl (ddl_command_end): the declarations of the tables a DDL command touched follow them';
+CREATE FUNCTION sync.ddl_drop() RETURNS event_trigger
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_ddl_drop';
+COMMENT ON FUNCTION sync.ddl_drop() IS
+	'The event trigger magic_sync_drop (sql_drop): a table, column, index or constraint dropped makes every declaration follow its table at the command''s end';
+CREATE EVENT TRIGGER magic_sync_ddl ON ddl_command_end EXECUTE FUNCTION sync.ddl_end();
+CREATE EVENT TRIGGER magic_sync_drop ON sql_drop EXECUTE FUNCTION sync.ddl_drop();

@@ -540,3 +540,12 @@ CREATE VIEW sync.health_now AS
 	SELECT * FROM sync.health();
 COMMENT ON VIEW sync.health_now IS
 	'sync.health() over every live replica: what the engine waits on, fixes first';
+
+-- At a fleet's size (docs/scale.md) the plans of these reads cost enough to be
+-- compiled by JIT, which takes seconds (2.6 s measured at 10,000 replicas) for
+-- what then runs in tens of milliseconds: they run interpreted.
+ALTER FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) SET jit = off;
+ALTER FUNCTION sync.overview_tables(uuid[], text) SET jit = off;
+ALTER FUNCTION sync.overview_states(uuid[], text, integer) SET jit = off;
+ALTER FUNCTION sync.overview(uuid[], text, integer) SET jit = off;
+ALTER FUNCTION sync.health(uuid[], text) SET jit = off;

@@ -20,13 +20,25 @@
  *   digests          compared with what the server records, once the replica
  *                    applied every message recorded for it.
  *   backlog          what it has not sent, and not had filed, as it says.
+ *                    When no row of it waits for an answer but this
+ *                    upload's, every answer queued for it before was
+ *                    received: sync.pull gives them no more (a standby,
+ *                    which marks nothing, included), and they are pruned.
+ *
+ * What a pull served by a hot standby cannot record (it writes nothing) is
+ * taken over here, on the primary: a replica that says it applied nothing
+ * -- a blank file -- while it acknowledged messages before is provisioned
+ * again, as sync.pull does on the primary; a restored one says less than it
+ * acknowledged (claimed).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
 
 #include "claim.h"
 #include "digest.h"
@@ -189,7 +201,17 @@ ms_acknowledge(ms_filing *f, Sync__Applied *a)
 	/* held rows are on their way while its snapshot is */
 	f->provisioning = r.provision || (r.has_snapshot_end && r.snapshot_end > r.acked);
 	if (a == NULL || a->number == 0)
+	{
+		/*
+		 * It says it applied nothing (a replica always says what it applied:
+		 * an Applied of number 0 is a blank file, or a lost one): what a pull
+		 * from a standby could not say.
+		 */
+		if (a != NULL && r.acked > 0 && !f->provisioning)
+			provision(f, psprintf("the replica says it applied nothing, before the %lld it acknowledged:"
+								  " its file is new or was lost", (long long) r.acked));
 		return;
+	}
 	if (!claimed(f, a, &r))
 		return;
 	acknowledged(f, a);
@@ -314,6 +336,48 @@ ms_digests(ms_filing *f, Sync__Up *up)
 	return "match";
 }
 
+/*
+ * received_recorded: whether the catalog records answers received
+ * (sync.answers.received); one not updated yet (ALTER EXTENSION magic_sync
+ * UPDATE) does not: its answers are given again as they were.
+ */
+static bool
+received_recorded(void)
+{
+	Oid			ns = get_namespace_oid("sync", true);
+	Oid			rel = OidIsValid(ns) ? get_relname_relid("answers", ns) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "received") != InvalidAttrNumber;
+}
+
+/*
+ * answers_received: when no row of the replica waits for an answer but the
+ * rows this upload carries, it received every answer queued for it before
+ * (applying one lets go of the rows it answers).  Its rows waiting are what
+ * its backlog calls unfiled; those this upload carries wait for its own.
+ */
+static void
+answers_received(ms_filing *f, Sync__Up *up)
+{
+	Oid			types[2] = {UUIDOID, BYTEAOID};
+	Datum		values[2];
+	uint64		carried = 0;
+	uint64		unfiled = 0;
+
+	for (size_t i = 0; i < up->n_rows; i++)
+		carried += up->rows[i]->n_upserts + up->rows[i]->n_deletes;
+	for (size_t i = 0; i < up->n_backlog; i++)
+		unfiled += up->backlog[i]->unfiled;
+	if (unfiled > carried || !received_recorded())
+		return;
+	values[0] = UUIDPGetDatum(&f->replica);
+	values[1] = PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len));
+	if (SPI_execute_with_args("UPDATE sync.answers SET received = now(), pulled = coalesce(pulled, now())"
+							  " WHERE replica = $1 AND received IS NULL AND send_id <> $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record answers received");
+}
+
 void
 ms_backlog(ms_filing *f, Sync__Up *up)
 {
@@ -340,4 +404,5 @@ ms_backlog(ms_filing *f, Sync__Up *up)
 	if (SPI_execute_with_args("UPDATE sync.replicas SET backlog = $2::jsonb, heard_at = now() WHERE id = $1",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record a backlog");
+	answers_received(f, up);
 }

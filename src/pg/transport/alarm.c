@@ -24,11 +24,13 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
 
 #include "claim.h"
+#include "settings.h"
 
 PGDLLEXPORT void ms_alarm_main(Datum arg);
 
@@ -41,6 +43,7 @@ typedef struct alarm_args
 	int64		number;
 	int64		a;
 	int64		b;
+	Oid			role;			/* magic_sync.role's, as the relay worker connects; InvalidOid: the bootstrap superuser */
 } alarm_args;
 
 StaticAssertDecl(sizeof(alarm_args) <= BGW_EXTRALEN, "a refused claim fits in bgw_extra");
@@ -97,6 +100,7 @@ ms_alarm(const pg_uuid_t *replica, ms_claim_call call, ms_claim_refusal why,
 	args.number = number;
 	args.a = a;
 	args.b = b;
+	args.role = ms_role != NULL && ms_role[0] != '\0' ? get_role_oid(ms_role, true) : InvalidOid;
 	memset(&w, 0, sizeof w);
 	w.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	w.bgw_start_time = BgWorkerStart_RecoveryFinished;
@@ -115,8 +119,9 @@ ms_alarm(const pg_uuid_t *replica, ms_claim_call call, ms_claim_refusal why,
 
 /*
  * ms_alarm_main: the worker.  Records the refusal on the replica, if it is
- * still registered, in one transaction, as the bootstrap superuser with
- * search_path pinned: it evaluates no user code.
+ * still registered, in one transaction, as the relay worker's role
+ * (magic_sync.role; the bootstrap superuser by default: sync_relay has the
+ * rights it uses) with search_path pinned: it evaluates no user code.
  */
 void
 ms_alarm_main(Datum arg)
@@ -131,7 +136,7 @@ ms_alarm_main(Datum arg)
 	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof args);
 	memcpy(replica.data, args.replica, UUID_LEN);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(arg), InvalidOid, 0);
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(arg), args.role, 0);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION);

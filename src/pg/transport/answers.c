@@ -133,6 +133,27 @@ ms_answer(ms_filing *f, Sync__Up *up)
 		t->set_aside = (uint32) c->counts[MS_SET_ASIDE];
 		filed.tables[filed.n_tables++] = t;
 	}
+	/* rows in an old schema, not filed: counted with their table, named apart (docs/protocol.md 5.3) */
+	filed.again = refusals(f->again, &filed.n_again);
+	filed.tables = repalloc(filed.tables, sizeof(Sync__FiledTable *) *
+							Max(list_length(f->tables) + list_length(f->again_tables), 1));
+	foreach(lc, f->again_tables)
+	{
+		ms_filed_counts *c = lfirst(lc);
+		Sync__FiledTable *t = NULL;
+
+		for (size_t i = 0; i < filed.n_tables && t == NULL; i++)
+			if (strcmp(filed.tables[i]->table, c->table) == 0)
+				t = filed.tables[i];
+		if (t == NULL)
+		{
+			t = palloc(sizeof(Sync__FiledTable));
+			sync__filed_table__init(t);
+			t->table = c->table;
+			filed.tables[filed.n_tables++] = t;
+		}
+		t->again = (uint32) c->counts[MS_FILED];
+	}
 	queue(f, up, &filed);
 	/* the last send filed: one numbered at or below it is a duplicate from now on */
 	if (f->filer->updated &&

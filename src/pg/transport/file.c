@@ -29,6 +29,7 @@
 #include "utils/jsonb.h"
 
 #include "access.h"
+#include "evolve.h"
 #include "fields.h"
 #include "file.h"
 #include "settings.h"
@@ -66,7 +67,16 @@ decode(const uint8 *bytes, size_t len, pg_uuid_t *replica, const char *replica_t
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("an upload of %zu bytes is over magic_sync.upload_bytes (%d)", len, ms_upload_bytes),
 				 errhint("A replica keeps its uploads under the bound it is given; raise magic_sync.upload_bytes to take larger ones.")));
-	if (!ms_up_verify(bytes, len, reason))
+	if (ms_up_verify(bytes, len, reason))
+		 /* whole */ ;
+	else if (len > 0 && bytes[0] == 0x08)
+		/* an Up that begins with its protocol: written by a library from before uploads were framed */
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the upload is of a replica library older than this server's"),
+				 errdetail("It carries no length and no check (%s), so it cannot be known to be whole.", reason),
+				 errhint("Update the replica's magic_sync_sqlite and agent to this release; nothing of it was filed, and its rows wait on the replica.")));
+	else
 		refuse("the upload is not whole", reason);
 	up = ms_up_read(bytes, len, (size_t) ms_upload_bytes, ms_pg_allocator(), &st, reason);
 	if (up == NULL)
@@ -85,6 +95,59 @@ decode(const uint8 *bytes, size_t len, pg_uuid_t *replica, const char *replica_t
 	if (up->seq == 0)
 		refuse("the upload is not numbered", "An upload carries its send number (field 11), one greater than the last its replica sent");
 	return up;
+}
+
+/* stale: whether the rows (a Rows of the upload) are of a table in a schema older than the replica was sent */
+static bool
+stale(ms_filing *f, Sync__Up *up, const uint8 *rows, size_t len)
+{
+	ms_rows_reader r;
+
+	ms_rows_open(&r, rows, len);
+	return ms_evolve_stale(&f->replica, r.table, up->applied->number);
+}
+
+/*
+ * again: every row of a Rows counted, and named in the answer (as many as
+ * it names in all), to be sent again in the new schema
+ */
+static void
+again(ms_filing *f, const uint8 *rows, size_t len)
+{
+	ms_rows_reader r;
+	ms_filed_counts *c = NULL;
+	Sync__Key  *k;
+	const uint8_t *bytes;
+	size_t		n;
+	ListCell   *lc;
+	MemoryContext old = MemoryContextSwitchTo(f->filer->cxt);
+
+	ms_rows_open(&r, rows, len);
+	foreach(lc, f->again_tables)
+		if (strcmp(((ms_filed_counts *) lfirst(lc))->table, r.table) == 0)
+			c = lfirst(lc);
+	if (c == NULL)
+	{
+		c = palloc0(sizeof(ms_filed_counts));
+		c->table = pstrdup(r.table);
+		f->again_tables = lappend(f->again_tables, c);
+	}
+	while (ms_rows_next(&r, ms_pg_allocator(), &k, &bytes, &n))
+	{
+		c->counts[MS_FILED]++;
+		if (f->nnamed < MS_ANSWER_NAMED_MAX)
+		{
+			Sync__Refusal *a = palloc(sizeof(Sync__Refusal));
+
+			sync__refusal__init(a);
+			a->table = c->table;
+			a->key = k;
+			a->reason = "written in a schema the replica has been sent a change of since";
+			f->again = lappend(f->again, a);
+			f->nnamed++;
+		}
+	}
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -204,7 +267,13 @@ ms_file(PG_FUNCTION_ARGS)
 	ms_gap(&f, up);
 	refusals(&f, up, bytes, len);
 	while (ms_up_next(bytes, len, MS_FIELD_UP_ROWS, &pos, &rows, &nrows))
-		ms_file_rows(&f, rows, nrows);
+	{
+		/* rows written in a schema the replica has been sent a change of since: it sends them again */
+		if (up->applied != NULL && stale(&f, up, rows, nrows))
+			again(&f, rows, nrows);
+		else
+			ms_file_rows(&f, rows, nrows);
+	}
 	lists(up, bytes, len);
 	digests = ms_digests(&f, up);
 	ms_backlog(&f, up);

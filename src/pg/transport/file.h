@@ -118,6 +118,8 @@ typedef struct ms_filing
 	MemoryContext row_cxt;		/* reset after each row */
 	uint64		seq;			/* the upload's send number */
 	uint64		last_seq;		/* the last filed for the replica, before it */
+	List	   *again;			/* Sync__Refusal *: rows in an old schema, sent again (relay/evolve.c) */
+	List	   *again_tables;	/* ms_filed_counts *: how many of each table (counts[MS_FILED]) */
 } ms_filing;
 
 /* ---- filer.c ---- */

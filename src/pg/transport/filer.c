@@ -20,6 +20,7 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
+#include "utils/typcache.h"
 
 #include "canon.h"
 #include "file.h"
@@ -168,6 +169,7 @@ static char *
 record_sql(const ms_table *t)
 {
 	StringInfoData sql;
+	Oid			lt;
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s AS t (", t->qualified);
@@ -186,7 +188,8 @@ record_sql(const ms_table *t)
 		appendStringInfoString(&sql, ", now()");
 	if (t->sender)
 		appendStringInfoString(&sql, ", $2");
-	appendStringInfo(&sql, " FROM jsonb_populate_record(NULL::%s, $1::jsonb) r ON CONFLICT (", t->qualified);
+	appendStringInfo(&sql, " FROM pg_catalog.jsonb_populate_record(NULL::%s, $1::pg_catalog.jsonb) r ON CONFLICT (",
+					 t->qualified);
 	for (int k = 0; k < t->nkey; k++)
 		appendStringInfo(&sql, "%s%s", k ? ", " : "", t->columns[t->key[k]].quoted);
 	if (t->version < 0)
@@ -201,8 +204,10 @@ record_sql(const ms_table *t)
 		if (t->sender)
 			appendStringInfo(&sql, ", %s = EXCLUDED.%s", quote_identifier(t->sender),
 							 quote_identifier(t->sender));
-		appendStringInfo(&sql, " WHERE t.%s < EXCLUDED.%s",
-						 t->columns[t->version].quoted, t->columns[t->version].quoted);
+		/* the version's own order (sync.mirror checked it has one), wherever its type lives */
+		lt = lookup_type_cache(t->columns[t->version].type, TYPECACHE_LT_OPR)->lt_opr;
+		appendStringInfo(&sql, " WHERE t.%s %s EXCLUDED.%s", t->columns[t->version].quoted,
+						 ms_operator_sql(lt), t->columns[t->version].quoted);
 	}
 	appendStringInfoString(&sql, " RETURNING 1");
 	return sql.data;
@@ -223,16 +228,22 @@ compare_sql(const ms_table *t)
 	appendStringInfoString(&sql, "SELECT ROW(");
 	for (int c = 0, n = 0; c < t->ncolumns; c++)
 		if (!ms_server_column(t, c))
-			appendStringInfo(&sql, "%st.%s::text", n++ ? ", " : "", t->columns[c].quoted);
+			appendStringInfo(&sql, "%st.%s::pg_catalog.text", n++ ? ", " : "", t->columns[c].quoted);
 	appendStringInfoString(&sql, ") IS NOT DISTINCT FROM ROW(");
 	for (int c = 0, n = 0; c < t->ncolumns; c++)
 		if (!ms_server_column(t, c))
-			appendStringInfo(&sql, "%sr.%s::text", n++ ? ", " : "", t->columns[c].quoted);
+			appendStringInfo(&sql, "%sr.%s::pg_catalog.text", n++ ? ", " : "", t->columns[c].quoted);
 	if (v)
-		appendStringInfo(&sql, "), r.%s < t.%s, r.%s::text, t.%s::text", v, v, v, v);
+	{
+		/* the version's own order, as record_sql's */
+		Oid			lt = lookup_type_cache(t->columns[t->version].type, TYPECACHE_LT_OPR)->lt_opr;
+
+		appendStringInfo(&sql, "), r.%s %s t.%s, r.%s::pg_catalog.text, t.%s::pg_catalog.text",
+						 v, ms_operator_sql(lt), v, v, v);
+	}
 	else
-		appendStringInfoString(&sql, "), NULL::bool, NULL::text, NULL::text");
-	appendStringInfo(&sql, " FROM %s t, jsonb_populate_record(NULL::%s, $1::jsonb) r WHERE %s",
+		appendStringInfoString(&sql, "), NULL::pg_catalog.bool, NULL::pg_catalog.text, NULL::pg_catalog.text");
+	appendStringInfo(&sql, " FROM %s t, pg_catalog.jsonb_populate_record(NULL::%s, $1::pg_catalog.jsonb) r WHERE %s",
 					 t->qualified, t->qualified, ms_key_match(t, "t", "$2"));
 	return sql.data;
 }
@@ -249,7 +260,7 @@ two_way_sql(const ms_table *t)
 		if (t->columns[c].replica_owned)
 			appendStringInfo(&sql, "%s%s = r.%s", n++ ? ", " : "",
 							 t->columns[c].quoted, t->columns[c].quoted);
-	appendStringInfo(&sql, " FROM jsonb_populate_record(NULL::%s, $1::jsonb) r WHERE %s",
+	appendStringInfo(&sql, " FROM pg_catalog.jsonb_populate_record(NULL::%s, $1::pg_catalog.jsonb) r WHERE %s",
 					 t->qualified, ms_key_match(t, "t", "$2"));
 	return sql.data;
 }

@@ -35,9 +35,27 @@
 #include "utils/builtins.h"
 
 #include "file.h"
+#include "owner.h"
 #include "subxact.h"
 #include "upread.h"
 #include "utils/memutils.h"
+
+/*
+ * as_owner: a statement on the mirrored table itself (slot: one of ft's),
+ * prepared and run as the table's owner in a security-restricted operation:
+ * its defaults, CHECKs, triggers and rules are the owner's code, never run
+ * with sync.file's rights (nor the worker's, filing the inbox).
+ */
+static void
+as_owner(ms_filing *f, ms_filed_table *ft, SPIPlanPtr *slot, Datum *values, const char *nulls,
+		 bool read_only, long tcount, int expect, const char *what)
+{
+	ms_as_owner as;
+
+	ms_owner_begin(&as, ft->t->relid);
+	ms_filer_run(ms_filed_plan(f->filer, ft, slot), values, nulls, read_only, tcount, expect, what);
+	ms_owner_end(&as);
+}
 
 /* key parts as a text[] datum */
 static Datum
@@ -170,8 +188,7 @@ row_exists(ms_filing *f, ms_filed_table *ft, const char *key)
 	Datum		values[1] = {CStringGetTextDatum(key)};
 	bool		found;
 
-	ms_filer_run(ms_filed_plan(f->filer, ft, &ft->exists), values, NULL, false, 1,
-				 SPI_OK_SELECT, "read a mirrored table");
+	as_owner(f, ft, &ft->exists, values, NULL, false, 1, SPI_OK_SELECT, "read a mirrored table");
 	found = SPI_processed > 0;
 	SPI_freetuptable(SPI_tuptable);
 	return found;
@@ -206,8 +223,8 @@ not_taken(ms_filing *f, ms_filed_table *ft, const char *key, const char *json, c
 	TupleDesc	desc;
 	HeapTuple	tup;
 
-	ms_filer_run(ms_filed_plan(f->filer, ft, &ft->compare), values, NULL, true, 1,
-				 SPI_OK_SELECT, "compare a record with the server's");
+	/* its casts to text are the owner's code: as the owner */
+	as_owner(f, ft, &ft->compare, values, NULL, true, 1, SPI_OK_SELECT, "compare a record with the server's");
 	if (SPI_processed == 1)
 	{
 		desc = SPI_tuptable->tupdesc;
@@ -245,8 +262,7 @@ file_record(ms_filing *f, ms_filed_table *ft, const char *key, const char *json,
 	values[1] = f->sender;
 	if (f->sender == (Datum) 0)
 		nulls[1] = 'n';
-	ms_filer_run(ms_filed_plan(f->filer, ft, &ft->record), values, nulls, false, 0,
-				 SPI_OK_INSERT_RETURNING, "file a record");
+	as_owner(f, ft, &ft->record, values, nulls, false, 0, SPI_OK_INSERT_RETURNING, "file a record");
 	taken = SPI_processed > 0;
 	SPI_freetuptable(SPI_tuptable);
 	if (!taken)
@@ -297,8 +313,7 @@ file_two_way(ms_filing *f, ms_filed_table *ft, const char *key, const char *json
 		return dropped(f, ft->t, key, why, "the server made the row again since the replica's edit: its change wins");
 	values[0] = CStringGetTextDatum(json);
 	values[1] = CStringGetTextDatum(key);
-	ms_filer_run(ms_filed_plan(f->filer, ft, &ft->two_way), values, NULL, false, 0,
-				 SPI_OK_UPDATE, "file a two-way row");
+	as_owner(f, ft, &ft->two_way, values, NULL, false, 0, SPI_OK_UPDATE, "file a two-way row");
 	return MS_FILED;
 }
 
@@ -316,8 +331,7 @@ file_delete(ms_filing *f, ms_filed_table *ft, const char *key, char **why)
 		*why = "a message carrying the row is on its way to the replica: the server keeps it";
 		return MS_DROPPED;
 	}
-	ms_filer_run(ms_filed_plan(f->filer, ft, &ft->delete_row), values, NULL, false, 0,
-				 SPI_OK_DELETE, "file a delete");
+	as_owner(f, ft, &ft->delete_row, values, NULL, false, 0, SPI_OK_DELETE, "file a delete");
 	on_held(f, f->filer->unhold, ft->t, key, SPI_OK_DELETE, "file a delete");
 	return MS_FILED;
 }

@@ -119,16 +119,22 @@ rows(StringInfo out, Sync__Rows **r, size_t n)
 	appendStringInfoChar(out, ']');
 }
 
+/*
+ * schema: Tables as a JSON array; a schema change's (evolving) with what it
+ * matches and adds by: ids, unique indexes, the fill row.
+ */
 static void
-schema(StringInfo out, const Sync__Begin *b)
+schema(StringInfo out, Sync__Table **tables, size_t n, bool evolving)
 {
 	appendStringInfoChar(out, '[');
-	for (size_t i = 0; i < b->n_schema; i++)
+	for (size_t i = 0; i < n; i++)
 	{
-		const Sync__Table *t = b->schema[i];
+		const Sync__Table *t = tables[i];
 
 		appendStringInfo(out, "%s{\"name\":", i ? "," : "");
 		str(out, t->name);
+		if (evolving)
+			appendStringInfo(out, ",\"id\":%u", t->id);
 		appendStringInfoString(out, ",\"mirror\":");
 		str(out, t->mirror);
 		appendStringInfoString(out, ",\"codec\":");
@@ -140,10 +146,13 @@ schema(StringInfo out, const Sync__Begin *b)
 			str(out, t->columns[c]->name);
 			appendStringInfoString(out, ",\"type\":");
 			str(out, t->columns[c]->type);
-			appendStringInfo(out, ",\"not_null\":%s,\"replica_owned\":%s,\"field\":%u}",
+			appendStringInfo(out, ",\"not_null\":%s,\"replica_owned\":%s,\"field\":%u",
 							 t->columns[c]->not_null ? "true" : "false",
 							 t->columns[c]->replica_owned ? "true" : "false",
 							 t->columns[c]->field);
+			if (evolving)
+				appendStringInfo(out, ",\"id\":%u", t->columns[c]->id);
+			appendStringInfoChar(out, '}');
 		}
 		appendStringInfoString(out, "],\"key\":[");
 		for (size_t k = 0; k < t->n_key; k++)
@@ -172,6 +181,28 @@ schema(StringInfo out, const Sync__Begin *b)
 		str(out, t->origin);
 		appendStringInfoString(out, ",\"version\":");
 		str(out, t->version);
+		if (evolving)
+		{
+			appendStringInfoString(out, ",\"unique\":[");
+			for (size_t u = 0; u < t->n_unique; u++)
+			{
+				appendStringInfo(out, "%s{\"name\":", u ? "," : "");
+				str(out, t->unique[u]->name);
+				appendStringInfoString(out, ",\"columns\":[");
+				for (size_t c = 0; c < t->unique[u]->n_columns; c++)
+				{
+					if (c)
+						appendStringInfoChar(out, ',');
+					str(out, t->unique[u]->columns[c]);
+				}
+				appendStringInfoString(out, "]}");
+			}
+			appendStringInfoString(out, "],\"fill\":");
+			if (t->fill.len > 0)
+				upsert(out, t->fill);
+			else
+				appendStringInfoString(out, "null");
+		}
 		appendStringInfoChar(out, '}');
 	}
 	appendStringInfoChar(out, ']');
@@ -245,6 +276,8 @@ filed(StringInfo out, const Sync__Filed *f)
 	named(out, "refused", f->refused, f->n_refused);
 	named(out, "dropped", f->dropped, f->n_dropped);
 	named(out, "kept", f->kept, f->n_kept);
+	if (f->n_again > 0)
+		named(out, "again", f->again, f->n_again);
 	appendStringInfoString(out, ",\"tables\":[");
 	for (size_t i = 0; i < f->n_tables; i++)
 	{
@@ -252,8 +285,11 @@ filed(StringInfo out, const Sync__Filed *f)
 
 		appendStringInfo(out, "%s{\"table\":", i ? "," : "");
 		str(out, t->table);
-		appendStringInfo(out, ",\"filed\":%u,\"refused\":%u,\"dropped\":%u,\"waiting\":%u,\"set_aside\":%u}",
+		appendStringInfo(out, ",\"filed\":%u,\"refused\":%u,\"dropped\":%u,\"waiting\":%u,\"set_aside\":%u",
 						 t->filed, t->refused, t->dropped, t->waiting, t->set_aside);
+		if (t->again > 0)
+			appendStringInfo(out, ",\"again\":%u", t->again);
+		appendStringInfoChar(out, '}');
 	}
 	appendStringInfo(out, "],\"duplicate\":%s,\"last_seq\":" UINT64_FORMAT "}",
 					 f->duplicate ? "true" : "false", (uint64) f->last_seq);
@@ -269,8 +305,25 @@ body(StringInfo out, const Sync__ToReplica *m)
 			if (m->down->begin)
 			{
 				appendStringInfoString(out, "\"begin\":");
-				schema(out, m->down->begin);
+				schema(out, m->down->begin->schema, m->down->begin->n_schema, false);
 				appendStringInfoChar(out, ',');
+			}
+			if (m->down->n_schema > 0)
+			{
+				appendStringInfoString(out, "\"schema\":");
+				schema(out, m->down->schema, m->down->n_schema, true);
+				appendStringInfoChar(out, ',');
+			}
+			if (m->down->n_let_go > 0)
+			{
+				appendStringInfoString(out, "\"let_go\":[");
+				for (size_t i = 0; i < m->down->n_let_go; i++)
+				{
+					if (i)
+						appendStringInfoChar(out, ',');
+					str(out, m->down->let_go[i]);
+				}
+				appendStringInfoString(out, "],");
 			}
 			appendStringInfoString(out, "\"tables\":");
 			rows(out, m->down->tables, m->down->n_tables);

@@ -13,15 +13,31 @@
  * where it is (claim.h): it may have the replica provisioned again, never
  * move anything shared without a seal that verifies.  Without `applied`, a
  * pull after 0 reads what waits and claims nothing.
+ *
+ * On a hot standby (RecoveryInProgress()) a pull only reads: it checks no
+ * claim, marks no answer, counts no send.  A standby's record lags the
+ * primary's, so what a replica claims beyond it is no news there; the
+ * replica's own chain, epoch and generation keep it from applying anything
+ * out of order, and the primary checks its claims when it files (ack.c) and
+ * when the agent pulls from it (at its start, after a failure).  An answer
+ * goes out from a standby until the primary learns, from the replica's next
+ * filing, that it was received (ack.c), during the minute after it was
+ * filed; past that the primary gives it.
+ *
+ * A caught-up pull on the primary writes nothing either: the replica's row
+ * is locked only when its claim says something is to be written.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
+#include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
 
@@ -41,7 +57,7 @@ typedef struct pull_record
 } pull_record;
 
 static void
-read_record(pg_uuid_t *replica, const char *id, pull_record *r)
+read_record(pg_uuid_t *replica, const char *id, bool lock, pull_record *r)
 {
 	Oid			types[1] = {UUIDOID};
 	Datum		values[1] = {UUIDPGetDatum(replica)};
@@ -49,9 +65,12 @@ read_record(pg_uuid_t *replica, const char *id, pull_record *r)
 	TupleDesc	desc;
 	bool		isnull;
 
-	if (SPI_execute_with_args("SELECT last_number, acked_number, provision,"
+	if (SPI_execute_with_args(lock ? "SELECT last_number, acked_number, provision,"
 							  " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
-							  " WHERE id = $1 FOR UPDATE",
+							  " WHERE id = $1 FOR UPDATE"
+							  : "SELECT last_number, acked_number, provision,"
+							  " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
+							  " WHERE id = $1",
 							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.replicas");
 	/* dropped, and forgotten by a pass, since ms_replica_access found it */
@@ -129,7 +148,7 @@ beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
 	/* a read from the start, with nothing said of what the replica applied */
 	if (after == 0 && a == NULL)
 		return;
-	read_record(replica, id, &r);
+	read_record(replica, id, false, &r);
 	if (a != NULL)
 	{
 		ms_epoch	e;
@@ -137,6 +156,10 @@ beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
 		if (ms_epoch_read(&e))
 			ms_claim_superseded(replica, MS_CLAIM_PULL, &e, a, after);
 	}
+	/* a caught-up pull writes nothing: the row is locked only when something is to be */
+	if (after <= r.last && !(after < r.acked && !r.snapshot_due))
+		return;
+	read_record(replica, id, true, &r);
 	if (after > r.last)
 		why = ahead(replica, id, after, r.last, a);
 	else if (after < r.acked && !r.snapshot_due)
@@ -177,6 +200,43 @@ claim(FunctionCallInfo fcinfo)
 }
 
 /*
+ * received_recorded: whether the catalog records answers received
+ * (sync.answers.received); one not updated yet (ALTER EXTENSION magic_sync
+ * UPDATE) does not, and its answers go out as they did.
+ */
+static bool
+received_recorded(void)
+{
+	Oid			ns = get_namespace_oid("sync", true);
+	Oid			rel = OidIsValid(ns) ? get_relname_relid("answers", ns) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "received") != InvalidAttrNumber;
+}
+
+/* answers_sql: the answers a pull gives, on a standby (read) or the primary (marked) */
+static const char *
+answers_sql(bool standby, bool received)
+{
+	if (standby)
+		return received
+			? "SELECT NULL::bigint, message FROM sync.answers"
+			" WHERE replica = $1 AND received IS NULL AND filed > now() - interval '1 minute' ORDER BY filed"
+			: "SELECT NULL::bigint, message FROM sync.answers"
+			" WHERE replica = $1 AND filed > now() - interval '1 minute' ORDER BY filed";
+	return received
+		? "WITH a AS (UPDATE sync.answers SET pulled = now()"
+		" WHERE replica = $1 AND received IS NULL"
+		" AND (pulled IS NULL"
+		"      OR (pulled < now() - interval '1 minute' AND filed > now() - interval '1 hour'))"
+		" RETURNING filed, message)"
+		" SELECT NULL::bigint, message FROM a ORDER BY filed"
+		: "WITH a AS (UPDATE sync.answers SET pulled = now()"
+		" WHERE replica = $1 AND (pulled IS NULL OR pulled < now() - interval '1 minute')"
+		" RETURNING filed, message)"
+		" SELECT NULL::bigint, message FROM a ORDER BY filed";
+}
+
+/*
  * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int [, applied
  * bytea]) returns table(number bigint, message bytea).
  */
@@ -193,6 +253,7 @@ ms_pull(PG_FUNCTION_ARGS)
 	int64		last;
 	Portal		cur;
 	Sync__Applied *applied;
+	bool		standby = RecoveryInProgress();
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -220,17 +281,24 @@ ms_pull(PG_FUNCTION_ARGS)
 	ms_replica_access(replica, "pull");
 	values[0] = UUIDPGetDatum(replica);
 	applied = claim(fcinfo);
-	beyond_the_record(replica, after, applied);
+	/* a standby's record lags: claims are the primary's to check */
+	if (!standby)
+		beyond_the_record(replica, after, applied);
 	values[1] = Int64GetDatum(after);
 	last = after;
 
-	/* answers first, in the order they were filed: queued only once their filing committed */
-	/* each answer once, and again after a minute in case that pull was lost on its way */
-	if (SPI_execute_with_args("WITH a AS (UPDATE sync.answers SET pulled = now()"
-							  " WHERE replica = $1 AND (pulled IS NULL OR pulled < now() - interval '1 minute')"
-							  " RETURNING filed, message)"
-							  " SELECT NULL::bigint, message FROM a ORDER BY filed",
-							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+	/*
+	 * Answers first, in the order they were filed: queued only once their
+	 * filing committed.  Each answer once, and again a minute after it was
+	 * last given, for an hour after it was filed, in case a pull was lost on
+	 * its way -- until the replica's filings show it was received (ack.c).
+	 * A standby marks nothing: it gives an answer not received at every pull
+	 * during the minute after it was filed; past that, the primary's pulls
+	 * give it (an agent pulls from the primary when it starts or reconnects,
+	 * and every 10 minutes).
+	 */
+	if (SPI_execute_with_args(answers_sql(standby, received_recorded()),
+							  1, types, values, NULL, standby, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.answers");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -242,10 +310,15 @@ ms_pull(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 	}
 
+	/*
+	 * each message's body by its key: a join may be planned as a scan of
+	 * sync.bodies while its statistics lag (thousands of snapshots just
+	 * written, docs/scale.md)
+	 */
 	cur = SPI_cursor_open_with_args(NULL,
-									"SELECT o.number, o.head || b.bytes FROM sync.outbox o"
-									" JOIN sync.bodies b ON b.id = o.body"
-									" WHERE o.replica = $1 AND o.number > $2 AND NOT o.dropped"
+									"SELECT o.number, o.head || (SELECT b.bytes FROM sync.bodies b WHERE b.id = o.body)"
+									" FROM sync.outbox o"
+									" WHERE o.replica = $1 AND o.number > $2 AND NOT o.dropped AND o.body IS NOT NULL"
 									" ORDER BY o.number",
 									2, types, values, NULL, true, 0);
 	while (total < max_bytes)
@@ -276,8 +349,12 @@ ms_pull(PG_FUNCTION_ARGS)
 	}
 	SPI_cursor_close(cur);
 
-	/* each message counts the times it went out: a send that keeps failing shows (sync.live_replicas) */
-	if (last > after)
+	/*
+	 * each message counts the times it went out: a send that keeps failing
+	 * shows (sync.live_replicas).  Only the primary counts: the agent pulls
+	 * from it again after a message failed to apply.
+	 */
+	if (last > after && !standby)
 	{
 		Oid			utypes[3] = {UUIDOID, INT8OID, INT8OID};
 		Datum		uvalues[3] = {values[0], values[1], Int64GetDatum(last)};

@@ -13,6 +13,8 @@
  *   up           uploads (tests/sqlite/msgs.c's shop, after host writes,
  *                refusals, a gap, digests due)
  *   key          the vectors' canonical keys, and keys at the edges
+ *   bundle       the vectors' bundles, whole and without their check (the
+ *                target joins one), and a bundle of the seeds
  *   apply_chain  programs in apply_chain.c's language doing what the
  *                seeds do, and host writes, uploads, Filed answers, gaps,
  *                new schemas
@@ -25,6 +27,7 @@
 #include <sys/stat.h>
 #include <sqlite3.h>
 
+#include "bundle.h"
 #include "key.h"
 #include "../../sqlite/msgs.h"
 #include "vectors.h"
@@ -118,6 +121,41 @@ vector_message(void)
 	m.data = buf;
 	m.len = (size_t) (h + b);
 	return m;
+}
+
+/* ---- bundles ---------------------------------------------------------------- */
+
+static void
+bundles(const file *seeds, int n)
+{
+	static const char *const names[2] = {"to", "from"};
+	const char *hex[2] = {ms_vector_bundle_to_hex, ms_vector_bundle_from_hex};
+	uint8_t		buf[4096];
+	char		name[64];
+	ms_bundle_writer w;
+	uint8_t    *all;
+	size_t		len = 0;
+
+	for (int i = 0; i < 2; i++)
+	{
+		long		k = ms_hex_decode(hex[i], buf, sizeof buf);
+
+		if (k < MS_BUNDLE_CHECK)
+			exit(2);
+		snprintf(name, sizeof name, "vector_%s", names[i]);
+		write_one("bundle", name, buf, (size_t) k);
+		snprintf(name, sizeof name, "vector_%s_unchecked", names[i]);
+		write_one("bundle", name, buf, (size_t) k - MS_BUNDLE_CHECK);
+	}
+	ms_bundle_begin(&w, &ms_test_allocator, MS_BUNDLE_TO_REPLICA, ms_vector_replica, ms_vector_bundle_written);
+	for (int i = 0; i < n; i++)
+		if (seeds[i].m.len <= 2048)
+			ms_bundle_add(&w, seeds[i].m.data, seeds[i].m.len);
+	all = ms_bundle_finish(&w, &len);
+	if (all == NULL)
+		exit(2);
+	write_one("bundle", "seeds_unchecked", all, len - MS_BUNDLE_CHECK);
+	free(all);
 }
 
 /* ---- uploads ---------------------------------------------------------------- */
@@ -430,6 +468,7 @@ main(int argc, char **argv)
 		write_one("wire", "vector", v.data, v.len);
 	}
 	uploads();
+	bundles(seeds, n);
 	keys();
 	programs();
 	tm_free_all();

@@ -1,0 +1,168 @@
+/*-------------------------------------------------------------------------
+ * poll.c
+ *	  Waiting between rounds: for how long, and on what.
+ *
+ * The agent's connection to the server keeps no session state (it may go
+ * through pgbouncer in transaction pooling), so it hears of nothing: the
+ * agent polls.  The wait grows while nothing moves -- from POLL_FLOOR_MS,
+ * doubling, to --interval, the longest -- and falls back to the floor after
+ * a round that moved something, so a device that is busy keeps up and an
+ * idle fleet costs the server --interval's rate of caught-up pulls.  Each
+ * wait is drawn between half of it and all of it, so devices started
+ * together do not poll together.
+ *
+ * --listen CONNINFO keeps one more connection, straight to the server (not
+ * through a pool: LISTEN is session state), on which the relay's NOTIFY
+ * magic_sync wakes the agent at once; while it is up the agent waits the
+ * longest interval, since a notification names its replica when the relay
+ * wrote to it.  When it breaks the agent polls, and connects it again after
+ * a backoff; a round follows each (re)connection, for what it missed.
+ *
+ * Whatever it waits on, a write to the replica's file by another
+ * connection, a stop and a lost connection end the wait (server_wait).
+ *-------------------------------------------------------------------------
+ */
+#include "agent.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POLL_FLOOR_MS 1000		/* the wait after a round that moved */
+#define LISTEN_RETRY_FIRST_MS 1000
+#define LISTEN_RETRY_MAX_MS 30000
+
+struct waiter
+{
+	const char *listen;			/* --listen, or NULL */
+	server	   *listener;		/* its connection, when up */
+	int64_t		listen_retry_at;	/* when to try connecting it again */
+	int			listen_backoff;
+	int			interval;		/* --interval: the longest wait */
+	int			current;		/* the wait now, before its jitter */
+	unsigned int seed;
+};
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+waiter *
+waiter_new(const char *listen, int interval_ms)
+{
+	waiter	   *w = calloc(1, sizeof *w);
+	struct timespec ts;
+
+	if (w == NULL)
+		return NULL;
+	w->listen = listen;
+	w->interval = interval_ms;
+	w->current = interval_ms < POLL_FLOOR_MS ? interval_ms : POLL_FLOOR_MS;
+	w->listen_backoff = LISTEN_RETRY_FIRST_MS;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	w->seed = (unsigned int) (ts.tv_nsec ^ (ts.tv_sec << 8) ^ (getpid() << 16));
+	return w;
+}
+
+void
+waiter_free(waiter *w)
+{
+	if (w == NULL)
+		return;
+	server_close(w->listener);
+	free(w);
+}
+
+/*
+ * waiter_round: what the round before the wait did.  The wait falls to the
+ * floor after a round that moved, and doubles after one that did not.
+ */
+void
+waiter_round(waiter *w, bool moved)
+{
+	int			floor = w->interval < POLL_FLOOR_MS ? w->interval : POLL_FLOOR_MS;
+
+	if (moved)
+		w->current = floor;
+	else
+		w->current = w->current > w->interval / 2 ? w->interval : w->current * 2;
+}
+
+/* waiter_next_ms: the wait to come, jittered: between half of it and all of it */
+int
+waiter_next_ms(waiter *w)
+{
+	int			base = w->listener ? w->interval : w->current;
+	int			half = base / 2;
+
+	return half + (half > 0 ? (int) (rand_r(&w->seed) % (unsigned int) (base - half + 1)) : 0);
+}
+
+bool
+waiter_listening(const waiter *w)
+{
+	return w->listener != NULL;
+}
+
+/* listen_up: connect --listen when it is due; true when it came up just now */
+static bool
+listen_up(waiter *w)
+{
+	char		err[AGENT_ERROR_MAX];
+	agent_status st;
+
+	if (w->listen == NULL || w->listener != NULL || mono_ms() < w->listen_retry_at)
+		return false;
+	st = server_connect(&w->listener, w->listen, err);
+	if (st == STEP_OK)
+		st = server_listen(w->listener, err);
+	if (st != STEP_OK)
+	{
+		server_close(w->listener);
+		w->listener = NULL;
+		report_error("cannot listen for notifications (polling meanwhile)", err, w->listen_backoff);
+		w->listen_retry_at = mono_ms() + w->listen_backoff;
+		w->listen_backoff = w->listen_backoff * 2 > LISTEN_RETRY_MAX_MS ? LISTEN_RETRY_MAX_MS : w->listen_backoff * 2;
+		return false;
+	}
+	w->listen_backoff = LISTEN_RETRY_FIRST_MS;
+	return true;
+}
+
+/*
+ * waiter_wait: waits for the relay to notify this replica (on --listen's
+ * connection, when it is up), for a write to the file, for a stop, or for
+ * the wait drawn to pass.  `pooled` is the connection rounds use: without a
+ * listener its loss ends the wait too (WAKE_LOST).
+ */
+wake_reason
+waiter_wait(waiter *w, server *pooled, const char *replica_id, replica *r,
+			volatile const int *stop, char err[AGENT_ERROR_MAX])
+{
+	int			ms;
+	wake_reason why;
+
+	/* a listener that came up missed what came before it: a round first */
+	if (listen_up(w))
+		return WAKE_TIMEOUT;
+	ms = waiter_next_ms(w);
+	if (w->listener == NULL)
+		return server_wait(pooled, replica_id, ms, r, stop, err);
+	why = server_wait(w->listener, replica_id, ms, r, stop, err);
+	if (why == WAKE_LOST)
+	{
+		report_error("the connection for notifications is lost (polling meanwhile)", err, w->listen_backoff);
+		server_close(w->listener);
+		w->listener = NULL;
+		w->listen_retry_at = mono_ms() + w->listen_backoff;
+		return WAKE_TIMEOUT;
+	}
+	return why;
+}

@@ -1,0 +1,202 @@
+/*-------------------------------------------------------------------------
+ * ddl.c
+ *	  DDL followed as it runs (docs/design.md 4.11): the event triggers
+ *	  magic_sync_ddl (ddl_command_end) and magic_sync_drop (sql_drop).
+ *
+ * At the end of every DDL command, the declarations of the tables it
+ * touched -- altered, renamed, indexed, a partition attached -- follow
+ * them (follow.c), in the DDL's own transaction: a rename is followed by
+ * attnum and never stops the relay; a column added gets its id (and, in
+ * the proto codec, its field); the rows a change needs are noted with it.
+ * What an event trigger cannot see (DDL while event triggers are off, a
+ * group table's columns, an active view made again) is sync.check()'s to
+ * say, as before.
+ *
+ * sql_drop cannot name the table of a dropped index or constraint (they are
+ * gone from the catalog): when it sees one, every declaration follows at
+ * the command's end.  A mirrored table dropped is no longer mirrored, and
+ * its replicas let it go.
+ *
+ * Both run as the extension's owner, with search_path pinned: whoever runs
+ * the DDL needs no right on sync.*.  The triggers the follow makes again
+ * fire these event triggers too; they are let pass.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "access/xact.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "follow.h"
+#include "owner.h"
+
+PG_FUNCTION_INFO_V1(ms_ddl_end);
+PG_FUNCTION_INFO_V1(ms_ddl_drop);
+
+/* our own DDL (the triggers a follow makes again) fires the event triggers too */
+static bool following = false;
+
+/* sql_drop saw an index, constraint, column or table go: every declaration follows */
+static bool follow_all = false;
+
+/*
+ * touched: the tables the command touched, as relation oids: an index's
+ * table, a partition's partitioned table, the table itself.
+ */
+static List *
+touched(void)
+{
+	List	   *out = NIL;
+	int			rc = SPI_execute(
+		"SELECT DISTINCT coalesce(i.indrelid, c.oid), h.inhparent"
+		"  FROM pg_catalog.pg_event_trigger_ddl_commands() d"
+		"  JOIN pg_catalog.pg_class c ON c.oid = d.objid"
+		"  LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid"
+		"  LEFT JOIN pg_catalog.pg_inherits h ON h.inhrelid = coalesce(i.indrelid, c.oid)"
+		" WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND NOT d.in_extension"
+		"   AND c.relpersistence <> 't'", true, 0);
+
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading the DDL's commands failed: %s", SPI_result_code_string(rc));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		rel = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		Datum		parent = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+
+		out = list_append_unique_oid(out, DatumGetObjectId(rel));
+		if (!isnull)
+			out = list_append_unique_oid(out, DatumGetObjectId(parent));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return out;
+}
+
+/*
+ * in_service: whether the declaration's table, if it is still there, has its
+ * noting trigger.  One without it is not in service: being made (pg_restore
+ * creates the triggers after the table's constraints and indexes, and its
+ * declaration is restored before both), or broken, which sync.check() says.
+ */
+static bool
+in_service(const ms_decl *d)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(d->relid)};
+	bool		isnull;
+	bool		yes;
+
+	if (SPI_execute_with_args("SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_class WHERE oid = $1)"
+							  " OR EXISTS (SELECT FROM pg_catalog.pg_trigger"
+							  "             WHERE tgrelid = $1 AND tgname = 'magic_sync_note')",
+							  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "reading the triggers of a mirrored table failed");
+	yes = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return yes;
+}
+
+/* follow: the declarations of these tables (or all) follow them */
+static void
+follow(FunctionCallInfo fcinfo, List *relids, bool all)
+{
+	List	   *decls = ms_decl_read_all();
+	List	   *todo = NIL;
+	ListCell   *lc;
+	ms_as_owner owner;
+
+	foreach(lc, decls)
+	{
+		ms_decl    *d = lfirst(lc);
+
+		if ((all || list_member_oid(relids, d->relid)) && in_service(d))
+			todo = lappend(todo, d);
+	}
+	if (todo == NIL)
+		return;
+	/* as sync.mirror does: the function's owner, search_path pinned */
+	ms_definer_begin(fcinfo, &owner);
+	following = true;
+	PG_TRY();
+	{
+		foreach(lc, todo)
+		{
+			ms_decl    *d = lfirst(lc);
+			ms_follow	f;
+
+			ms_follow_init(&f);
+			ms_follow_table(d, decls, &f);
+			ms_follow_finish(d, decls, &f, "the DDL");
+		}
+	}
+	PG_FINALLY();
+	{
+		following = false;
+	}
+	PG_END_TRY();
+	ms_definer_end(&owner);
+}
+
+/* ms_ddl_end: ddl_command_end: the declarations of the tables the command touched follow them. */
+Datum
+ms_ddl_end(PG_FUNCTION_ARGS)
+{
+	List	   *relids;
+	bool		all = follow_all;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("sync.ddl_end() runs only as an event trigger")));
+	if (following || creating_extension)
+		PG_RETURN_NULL();
+	follow_all = false;
+	/* what the command wrote is seen by the catalog queries that follow it */
+	CommandCounterIncrement();
+	PushCopiedSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();
+	SPI_connect();
+	relids = touched();
+	if (relids != NIL || all)
+		follow(fcinfo, relids, all);
+	SPI_finish();
+	PopActiveSnapshot();
+	PG_RETURN_NULL();
+}
+
+/* ms_ddl_drop: sql_drop: what went may be what a declaration leans on; all follow at the end. */
+Datum
+ms_ddl_drop(PG_FUNCTION_ARGS)
+{
+	int			rc;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("sync.ddl_drop() runs only as an event trigger")));
+	if (following || creating_extension)
+		PG_RETURN_NULL();
+	SPI_connect();
+	rc = SPI_execute("SELECT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects()"
+					 "  WHERE NOT is_temporary AND object_type IN ('table', 'table column',"
+					 "   'table constraint', 'index', 'view', 'materialized view'))", true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "reading the objects dropped failed: %s", SPI_result_code_string(rc));
+	{
+		bool		isnull;
+
+		follow_all |= DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_finish();
+	PG_RETURN_NULL();
+}

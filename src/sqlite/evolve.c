@@ -1,0 +1,923 @@
+/*
+** evolve.c - schema changes (docs/protocol.md 5.3): what a Down's let_go and
+** schema do to the replica's tables, in the message's transaction, before
+** its rows.
+**
+**   let_go     children first: every row of the table is let go of (deleted,
+**              or retired while a row that stays points at it), then the
+**              table is dropped, or kept as a local table when rows remain
+**   schema     each Table matched with a table held, by id (by name when
+**              either side has none): made when none is; otherwise renamed,
+**              its columns renamed, dropped and added (an added column takes
+**              the fill row's value on every row held: as its SQLite default
+**              when an integer or text, so no row is written), rebuilt with its rows
+**              when its key or a column's SQLite type changed, its indexes
+**              and triggers made again, its Table stored; rows written and
+**              not yet filed go up again in the new schema
+**
+** A table's change is applied whole or not at all, in a savepoint of its
+** own.  A statement the replica cannot run is reported with the statement
+** and SQLite's error (the result's "schema" member, and last_error): a
+** column that cannot be dropped (something of the replica's own uses it)
+** stays, no longer mirrored, and the rest of the change is applied; any
+** other failure leaves the table as it was.  Renames go through names of
+** our own first (_sync_moving_, _sync_col_), so that tables or columns that
+** trade names in one change never collide.
+**
+** Unique indexes that travel (schema.c makes them): an upsert that
+** conflicts on one makes room, the other row taking NULL in the index's
+** columns, since the server's index held when the message was written and
+** that row's change is on its way (ms_unique_make_room).
+*/
+#include "magic_sync_sqlite.h"
+
+SQLITE_EXTENSION_INIT3
+
+#include <stdarg.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct evolver
+{
+	ms_ctx	   *c;
+	int			changed;		/* tables made or altered */
+	int			let_go;			/* tables let go of */
+	int			nfailed;
+	ms_buf		failed;			/* JSON objects: table, statement, error */
+	/* the statement that failed, while a table's change unwinds */
+	char	   *stmt;
+	char	   *error;
+} evolver;
+
+/* report: one statement that failed, in the result and in last_error */
+static int
+report(evolver *e, const char *table, const char *stmt, const char *error, bool applied)
+{
+	ms_buf_str(&e->failed, e->nfailed++ ? "," : "");
+	ms_buf_str(&e->failed, "{\"table\":");
+	ms_buf_json_string(&e->failed, table, strlen(table));
+	ms_buf_str(&e->failed, ",\"statement\":");
+	ms_buf_json_string(&e->failed, stmt, strlen(stmt));
+	ms_buf_str(&e->failed, ",\"error\":");
+	ms_buf_json_string(&e->failed, error, strlen(error));
+	ms_buf_printf(&e->failed, ",\"rest_applied\":%s}", applied ? "true" : "false");
+	if (e->failed.oom)
+		return SQLITE_NOMEM;
+	return ms_state_error(e->c, "the schema change of table \"%s\" %s: %s failed: %s", table,
+						  applied ? "is applied but for one statement" : "is not applied", stmt, error);
+}
+
+/* fatal: an error no savepoint absorbs */
+static bool
+fatal(int rc)
+{
+	int			base = rc & 0xff;
+
+	return base == SQLITE_NOMEM || base == SQLITE_IOERR || base == SQLITE_FULL ||
+		base == SQLITE_CORRUPT || base == SQLITE_INTERRUPT || base == SQLITE_BUSY;
+}
+
+/*
+ * run: one statement of a table's change.  On failure, the statement and
+ * SQLite's error are kept (e->stmt, e->error) for the caller to report;
+ * c->err is left alone, so the table's savepoint absorbs it.
+ */
+static int
+run(evolver *e, const char *fmt,...)
+{
+	va_list		ap;
+	char	   *sql;
+	char	   *msg = NULL;
+	int			rc;
+
+	va_start(ap, fmt);
+	sql = sqlite3_vmprintf(fmt, ap);
+	va_end(ap);
+	if (sql == NULL)
+		return SQLITE_NOMEM;
+	rc = sqlite3_exec(e->c->db, sql, NULL, NULL, &msg);
+	if (rc != SQLITE_OK && e->stmt == NULL)
+	{
+		e->stmt = ms_strdup(&e->c->arena, sql);
+		e->error = ms_strdup(&e->c->arena, msg ? msg : sqlite3_errstr(rc));
+	}
+	sqlite3_free(msg);
+	sqlite3_free(sql);
+	return rc;
+}
+
+/*
+ * attempt: a statement whose failure the rest of the change survives (a
+ * column dropped, an object of the replica's own made again): in a
+ * savepoint of its own, reported when it fails.
+ */
+static int
+attempt(evolver *e, const char *table, const char *sql)
+{
+	int			rc = ms_begin(e->c, "_sync_attempt");
+
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = run(e, "%s", sql);
+	if (rc == SQLITE_OK || fatal(rc))
+		return ms_end(e->c, "_sync_attempt", rc);
+	(void) ms_end(e->c, "_sync_attempt", rc);
+	rc = report(e, table, e->stmt ? e->stmt : sql, e->error ? e->error : sqlite3_errstr(rc), true);
+	e->stmt = e->error = NULL;
+	return rc;
+}
+
+/* ---- matching ---------------------------------------------------------- */
+
+/* same_table: whether a held table's Table om is the server's table m */
+static bool
+same_table(const Sync__Table *om, const Sync__Table *m)
+{
+	if (om->id != 0 && m->id != 0)
+		return om->id == m->id;
+	return strcmp(om->name, m->name) == 0;
+}
+
+/* match_column: the index in m of the old column oc, or -1 (dropped) */
+static int
+match_column(const Sync__Column *oc, const Sync__Table *m)
+{
+	for (size_t i = 0; i < m->n_columns; i++)
+	{
+		const Sync__Column *nc = m->columns[i];
+
+		if (oc->id != 0 && nc->id != 0 ? oc->id == nc->id : strcmp(oc->name, nc->name) == 0)
+			return (int) i;
+	}
+	return -1;
+}
+
+/* the file's columns of a table: their names */
+static int
+file_columns(ms_ctx *c, const char *table, char ***names, int *n)
+{
+	sqlite3_stmt *st;
+	int			rc = ms_prepare(c, &st, "SELECT name FROM pragma_table_info(?1)");
+	int			cap = 0;
+
+	*n = 0;
+	*names = NULL;
+	if (rc == SQLITE_OK)
+		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		rc = SQLITE_OK;
+		if (*n == cap)
+		{
+			int			ncap = cap ? cap * 2 : 16;
+			char	  **more = ms_alloc(&c->arena, sizeof(char *) * (size_t) ncap);
+
+			if (more == NULL)
+			{
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			if (*n)
+				memcpy(more, *names, sizeof(char *) * (size_t) *n);
+			*names = more;
+			cap = ncap;
+		}
+		if (((*names)[(*n)++] = ms_strdup(&c->arena, (const char *) sqlite3_column_text(st, 0))) == NULL)
+			rc = SQLITE_NOMEM;
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static bool
+in_names(char **names, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (strcasecmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* drop_ours: the noting triggers and our indexes of a table, so that nothing of ours is in the way */
+static int
+drop_ours(evolver *e, const char *table)
+{
+	ms_ctx	   *c = e->c;
+	sqlite3_stmt *st;
+	ms_buf		drop = {0};
+	int			rc = ms_table_untrigger(c, table);
+
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "SELECT name FROM main.sqlite_master WHERE type = 'index' AND tbl_name = ?1"
+						" AND substr(name, 1, 6) = '_sync_'");
+	else
+		return rc;
+	sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	while ((rc = ms_step(c, st)) == SQLITE_ROW)
+		ms_buf_printf(&drop, "DROP INDEX \"%w\";", (const char *) sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		rc = drop.oom ? SQLITE_NOMEM : SQLITE_OK;
+	if (rc == SQLITE_OK && drop.len > 0)
+		rc = ms_exec(c, "%s", drop.data);
+	ms_buf_free(&drop);
+	return rc;
+}
+
+/* rename_refs: what the extension keeps of a table follows it to its new name */
+static int
+rename_refs(ms_ctx *c, const char *from, const char *to)
+{
+	return ms_exec(c, "UPDATE _sync_notes SET tbl = %Q WHERE tbl = %Q;"
+				   "UPDATE _sync_refused SET tbl = %Q WHERE tbl = %Q;"
+				   "UPDATE _sync_retired SET tbl = %Q WHERE tbl = %Q;"
+				   "UPDATE _sync_named SET tbl = %Q WHERE tbl = %Q",
+				   to, from, to, from, to, from, to, from);
+}
+
+/* ---- one table's change ------------------------------------------------- */
+
+/* A change under way: the held table it alters (NULL: a new one) and where it is now. */
+typedef struct change
+{
+	Sync__Table *m;
+	ms_tbl	   *old;
+	char	   *fname;			/* the file's name of the table now */
+	bool		failed;
+}			change;
+
+/*
+ * rebuild: the table made again with its rows (a key or a column's type
+ * changed); the replica's own indexes and triggers of it made again after,
+ * each reported when it no longer fits.  legacy_alter_table: SQLite must not
+ * check the views of the replica's own against the table while it is gone.
+ */
+static int
+rebuild(evolver *e, const ms_tbl *t)
+{
+	ms_ctx	   *c = e->c;
+	sqlite3_stmt *st;
+	char	  **have;
+	int			nhave;
+	char	  **own = NULL;
+	int			nown = 0;
+	int			cap = 0;
+	int			legacy = 0;
+	int			rc = file_columns(c, t->name, &have, &nhave);
+
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "SELECT sql FROM main.sqlite_master WHERE tbl_name = ?1"
+						" AND type IN ('index', 'trigger') AND sql IS NOT NULL AND substr(name, 1, 6) <> '_sync_'");
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
+	while ((rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		if (nown == cap)
+		{
+			char	  **more = ms_alloc(&c->arena, sizeof(char *) * (size_t) (cap = cap ? cap * 2 : 8));
+
+			if (more == NULL)
+				break;
+			if (nown)
+				memcpy(more, own, sizeof(char *) * (size_t) nown);
+			own = more;
+		}
+		own[nown++] = ms_strdup(&c->arena, (const char *) sqlite3_column_text(st, 0));
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return rc == SQLITE_ROW ? SQLITE_NOMEM : rc;
+	rc = ms_prepare(c, &st, "PRAGMA legacy_alter_table");
+	if (rc == SQLITE_OK && ms_step(c, st) == SQLITE_ROW)
+		legacy = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "PRAGMA legacy_alter_table = 1");
+	if (rc == SQLITE_OK)
+	{
+		rc = ms_table_rebuild(c, t, have, nhave);
+		if (rc != SQLITE_OK && e->stmt == NULL)
+		{
+			e->stmt = ms_printf(&c->arena, "(rebuilding table \"%s\" with its rows)", t->name);
+			e->error = ms_strdup(&c->arena, c->err ? c->err : sqlite3_errstr(rc));
+		}
+		(void) ms_exec(c, "PRAGMA legacy_alter_table = %d", legacy);
+	}
+	for (int i = 0; i < nown && rc == SQLITE_OK; i++)
+		rc = own[i] ? attempt(e, t->name, own[i]) : SQLITE_NOMEM;
+	return rc;
+}
+
+/* decode_fill: the Table's fill row decoded as a row of it (*vals NULL: it has none) */
+static int
+decode_fill(evolver *e, const ms_tbl *t, ms_val **vals)
+{
+	ms_ctx	   *c = e->c;
+	const ProtobufCBinaryData *f = &t->msg->fill;
+	char	   *scratch;
+	char		reason[MS_REASON_MAX];
+
+	*vals = NULL;
+	if (f->len == 0)
+		return SQLITE_OK;
+	*vals = ms_alloc(&c->arena, sizeof(ms_val) * (size_t) (t->ncols + 1));
+	scratch = ms_alloc(&c->arena, f->len + 1);
+	if (*vals == NULL || scratch == NULL)
+		return SQLITE_NOMEM;
+	if (!ms_row_decode(t, f->data, f->len, *vals, scratch, reason))
+	{
+		e->stmt = ms_printf(&c->arena, "(decoding the fill row of table \"%s\")", t->name);
+		e->error = ms_strdup(&c->arena, reason);
+		return SQLITE_MISMATCH;
+	}
+	return SQLITE_OK;
+}
+
+/*
+ * add_column: a column the change adds.  Its fill, when an integer or a
+ * text, is the column's default in SQLite, which the rows held read without
+ * being written (and the vals entry is used up); otherwise fill() writes it.
+ */
+static int
+add_column(evolver *e, const ms_tbl *t, int ci, ms_val *vals)
+{
+	ms_val	   *v = vals ? &vals[ci] : NULL;
+	char	   *lit = NULL;
+	int			rc;
+
+	if (v != NULL && v->type == SQLITE_INTEGER)
+		lit = ms_printf(&e->c->arena, " DEFAULT %lld", (long long) v->i);
+	else if (v != NULL && v->type == SQLITE_TEXT && memchr(v->p, 0, v->n) == NULL)
+		lit = ms_printf(&e->c->arena, " DEFAULT %.*Q", (int) v->n, v->p);
+	rc = run(e, "ALTER TABLE %s ADD COLUMN %s %s%s", t->q, t->cols[ci].q, ms_type_name(t->cols[ci].type),
+			 lit ? lit : "");
+	if (rc == SQLITE_OK && lit != NULL)
+		v->type = SQLITE_NULL;
+	return rc;
+}
+
+/* fill: the rows held take, in each column the change added, the fill row's value */
+static int
+fill(evolver *e, const ms_tbl *t, const ms_val *vals, char **added, int nadded)
+{
+	ms_ctx	   *c = e->c;
+	int			rc = SQLITE_OK;
+
+	for (int i = 0; vals != NULL && i < t->ncols && rc == SQLITE_OK; i++)
+	{
+		const ms_val *v = &vals[i];
+		sqlite3_stmt *st;
+
+		if (v->type == SQLITE_NULL || t->cols[i].retired || !in_names(added, nadded, t->cols[i].name))
+			continue;
+		rc = ms_prepare(c, &st, "UPDATE %s SET %s = ?1", t->q, t->cols[i].q);
+		if (rc != SQLITE_OK)
+			break;
+		if (v->type == SQLITE_INTEGER)
+			sqlite3_bind_int64(st, 1, v->i);
+		else if (v->type == SQLITE_FLOAT)
+			sqlite3_bind_double(st, 1, v->d);
+		else if (v->type == SQLITE_TEXT)
+			sqlite3_bind_text64(st, 1, v->p, v->n, SQLITE_STATIC, SQLITE_UTF8);
+		else
+			sqlite3_bind_blob64(st, 1, v->p, v->n, SQLITE_STATIC);
+		rc = ms_done(c, st);
+		sqlite3_finalize(st);
+	}
+	return rc;
+}
+
+/*
+ * columns: the held table's columns altered to the new Table's, renamed
+ * through names of our own, dropped, then added or the table rebuilt.
+ * *added: the columns the file did not have.
+ */
+static int
+columns(evolver *e, change *ch, const ms_tbl *t, ms_val *vals, char ***added, int *nadded)
+{
+	ms_ctx	   *c = e->c;
+	const Sync__Table *om = ch->old->msg;
+	const Sync__Table *m = ch->m;
+	bool		rebuilt = false;
+	char	  **have;
+	int			nhave;
+	int			rc = SQLITE_OK;
+
+	/*
+	 * Renamed to a name of our own, then the dropped ones dropped (their
+	 * values go; one something of the replica's own uses stays), then the
+	 * renamed ones given their own names: columns that trade names, or take
+	 * a dropped one's, never collide.
+	 */
+	for (int pass = 0; pass < 3 && rc == SQLITE_OK; pass++)
+		for (size_t k = 0; k < om->n_columns && rc == SQLITE_OK; k++)
+		{
+			const char *name = om->columns[k]->name;
+			int			j = match_column(om->columns[k], m);
+			char	   *tmp = ms_printf(&c->arena, "_sync_col_%d", (int) k);
+			char	   *sql;
+
+			if (tmp == NULL)
+				return SQLITE_NOMEM;
+			if (om->retired[0] && strcmp(name, om->retired) == 0)
+				continue;
+			if (pass == 1 && j < 0)
+			{
+				sql = ms_printf(&c->arena, "ALTER TABLE \"%w\" DROP COLUMN \"%w\"", m->name, name);
+				rc = sql ? attempt(e, m->name, sql) : SQLITE_NOMEM;
+			}
+			else if (pass != 1 && j >= 0 && strcmp(name, m->columns[j]->name) != 0)
+				rc = pass == 0 ? run(e, "ALTER TABLE \"%w\" RENAME COLUMN \"%w\" TO \"%w\"", m->name, name, tmp)
+					: run(e, "ALTER TABLE \"%w\" RENAME COLUMN \"%w\" TO \"%w\"", m->name, tmp, m->columns[j]->name);
+		}
+	if (rc == SQLITE_OK)
+		rc = file_columns(c, m->name, &have, &nhave);
+	if (rc != SQLITE_OK)
+		return rc;
+	*added = ms_alloc(&c->arena, sizeof(char *) * (size_t) (t->ncols + 1));
+	if (*added == NULL)
+		return SQLITE_NOMEM;
+	*nadded = 0;
+	for (int i = 0; i < t->ncols; i++)
+		if (!in_names(have, nhave, t->cols[i].name))
+			(*added)[(*nadded)++] = (char *) t->cols[i].name;
+	/* a key, or a column's SQLite type, changed: the table is made again with its rows */
+	if (om->n_key != m->n_key)
+		rebuilt = true;
+	for (size_t k = 0; k < m->n_key && !rebuilt; k++)
+	{
+		int			ok = -1;
+
+		for (size_t i = 0; i < om->n_columns && ok < 0; i++)
+			if (strcmp(om->columns[i]->name, om->key[k]) == 0)
+				ok = match_column(om->columns[i], m);
+		rebuilt = ok < 0 || strcmp(m->columns[ok]->name, m->key[k]) != 0;
+	}
+	for (size_t k = 0; k < om->n_columns && !rebuilt; k++)
+	{
+		int			j = match_column(om->columns[k], m);
+
+		rebuilt = j >= 0 && strcmp(om->columns[k]->type, m->columns[j]->type) != 0 &&
+			!(om->retired[0] && strcmp(om->columns[k]->name, om->retired) == 0);
+	}
+	if (rebuilt)
+		return rebuild(e, t);
+	for (int i = 0; i < *nadded && rc == SQLITE_OK; i++)
+	{
+		int			ci = -1;
+
+		for (int j = 0; j < t->ncols; j++)
+			if (strcmp(t->cols[j].name, (*added)[i]) == 0)
+				ci = j;
+		rc = add_column(e, t, ci, t->cols[ci].retired ? NULL : vals);
+	}
+	return rc;
+}
+
+/* alter: a held table altered to the server's Table (in its own savepoint, by the caller) */
+static int
+alter(evolver *e, change *ch, ms_tbl *t)
+{
+	ms_ctx	   *c = e->c;
+	const Sync__Table *m = ch->m;
+	char	  **added = NULL;
+	int			nadded = 0;
+	ms_val	   *vals;
+	int			rc = decode_fill(e, t, &vals);
+
+	if (rc == SQLITE_OK && strcmp(ch->fname, m->name) != 0)
+	{
+		char	   *type;
+
+		rc = ms_object_type(c, m->name, &type);
+		if (rc == SQLITE_OK && type != NULL)
+		{
+			e->stmt = ms_printf(&c->arena, "ALTER TABLE \"%s\" RENAME TO \"%s\"", ch->old->name, m->name);
+			e->error = ms_printf(&c->arena, "a %s named \"%s\" is in the way", type, m->name);
+			return SQLITE_ERROR;
+		}
+		if (rc == SQLITE_OK)
+			rc = run(e, "ALTER TABLE \"%w\" RENAME TO \"%w\"", ch->fname, m->name);
+		if (rc == SQLITE_OK)
+			rc = rename_refs(c, ch->fname, m->name);
+	}
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "DELETE FROM _sync_tables WHERE name = %Q", ch->old->name);
+	if (rc == SQLITE_OK)
+		rc = ms_table_untrigger(c, ch->old->name);
+	if (rc == SQLITE_OK)
+		rc = drop_ours(e, m->name);
+	if (rc == SQLITE_OK)
+		rc = columns(e, ch, t, vals, &added, &nadded);
+	if (rc == SQLITE_OK)
+		rc = fill(e, t, vals, added, nadded);
+	if (rc == SQLITE_OK)
+		rc = ms_table_finish(c, ch->m, t, ch->old->position);
+	/* what it wrote and has not had filed goes up again, in the new schema */
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "UPDATE _sync_notes SET send_id = NULL, sent_at = NULL WHERE tbl = %Q", m->name);
+	return rc;
+}
+
+/* position: where a new table goes among the tables held */
+static int
+next_position(ms_ctx *c)
+{
+	int			p = 0;
+
+	for (int i = 0; c->schema && i < c->schema->n; i++)
+		if (c->schema->t[i].position >= p)
+			p = c->schema->t[i].position + 1;
+	return p;
+}
+
+/*
+ * move_back: a table moved aside whose change failed goes back to its name
+ * and gets its triggers again; when even that fails (a name now taken), it
+ * is left out until a snapshot makes it again.
+ */
+static int
+move_back(evolver *e, change *ch)
+{
+	ms_ctx	   *c = e->c;
+	int			rc = ms_begin(c, "_sync_evolve");
+
+	if (rc == SQLITE_OK)
+		rc = run(e, "ALTER TABLE \"%w\" RENAME TO \"%w\"", ch->fname, ch->old->name);
+	if (rc == SQLITE_OK)
+		rc = rename_refs(c, ch->fname, ch->old->name);
+	if (rc == SQLITE_OK)
+		rc = ms_table_finish(c, ch->old->msg, ch->old, ch->old->position);
+	if (rc == SQLITE_OK || fatal(rc))
+		return ms_end(c, "_sync_evolve", rc);
+	sqlite3_free(c->err);
+	c->err = NULL;
+	(void) ms_end(c, "_sync_evolve", rc);
+	rc = report(e, ch->old->name, e->stmt ? e->stmt : "(moving the table back)", e->error ? e->error : "failed", false);
+	e->stmt = e->error = NULL;
+	return rc;
+}
+
+/*
+ * change_table: one Table of Down.schema, whole or not at all; a failure is
+ * reported and absorbed.  held: the Tables the replica holds once the whole
+ * change is applied, but this one (whom its name may collide with).
+ */
+static int
+change_table(evolver *e, change *ch, Sync__Table **held, int nheld, int position)
+{
+	ms_ctx	   *c = e->c;
+	char	   *why = ms_why_not_held(c, ch->m, held, nheld);
+	ms_tbl		t;
+	int			rc;
+
+	if (why != NULL)
+		return report(e, ch->m->name, "(holding the table)", why, false);
+	rc = ms_begin(c, "_sync_evolve");
+	if (rc != SQLITE_OK)
+		return rc;
+	e->stmt = e->error = NULL;
+	rc = ms_tbl_build(c, ch->m, &t);
+	if (rc == SQLITE_OK && ch->old == NULL)
+	{
+		rc = ms_table_make(c, &t);
+		if (rc == SQLITE_OK)
+			rc = ms_table_finish(c, ch->m, &t, position);
+	}
+	else if (rc == SQLITE_OK)
+		rc = alter(e, ch, &t);
+	if (rc == SQLITE_OK)
+	{
+		e->changed++;
+		return ms_end(c, "_sync_evolve", rc);
+	}
+	if (fatal(rc))
+		return ms_end(c, "_sync_evolve", rc);
+	/* the table stays as it was: moved back when it was moved aside, its triggers made again */
+	{
+		char	   *stmt = e->stmt ? e->stmt : ms_printf(&c->arena, "(making table \"%s\")", ch->m->name);
+		char	   *error = e->error ? e->error : ms_strdup(&c->arena, c->err ? c->err : sqlite3_errstr(rc));
+
+		sqlite3_free(c->err);
+		c->err = NULL;
+		(void) ms_end(c, "_sync_evolve", rc);
+		ch->failed = true;
+		e->stmt = e->error = NULL;
+		if (stmt == NULL || error == NULL)
+			return SQLITE_NOMEM;
+		rc = report(e, ch->m->name, stmt, error, false);
+		if (rc == SQLITE_OK && ch->old != NULL && strcmp(ch->fname, ch->old->name) != 0)
+			rc = move_back(e, ch);
+		return rc;
+	}
+}
+
+/*
+ * move_aside: a held table the change renames goes to a name of our own
+ * first, so that tables trading names never collide; its triggers go.
+ */
+static int
+move_aside(evolver *e, change *ch, int i)
+{
+	ms_ctx	   *c = e->c;
+	char	   *tmp = ms_printf(&c->arena, "_sync_moving_%d", i);
+	int			rc;
+
+	if (tmp == NULL)
+		return SQLITE_NOMEM;
+	rc = ms_begin(c, "_sync_evolve");
+	if (rc == SQLITE_OK)
+		rc = ms_table_untrigger(c, ch->old->name);
+	if (rc == SQLITE_OK)
+		rc = run(e, "ALTER TABLE \"%w\" RENAME TO \"%w\"", ch->old->name, tmp);
+	if (rc == SQLITE_OK)
+		rc = rename_refs(c, ch->old->name, tmp);
+	if (rc == SQLITE_OK)
+	{
+		ch->fname = tmp;
+		return ms_end(c, "_sync_evolve", rc);
+	}
+	if (fatal(rc))
+		return ms_end(c, "_sync_evolve", rc);
+	sqlite3_free(c->err);
+	c->err = NULL;
+	(void) ms_end(c, "_sync_evolve", rc);
+	ch->failed = true;
+	rc = report(e, ch->m->name, e->stmt ? e->stmt : "(renaming the table)", e->error ? e->error : "failed", false);
+	e->stmt = e->error = NULL;
+	return rc;
+}
+
+/* schema_changes: Down.schema, matched first, renamed tables moved aside, then each applied */
+static int
+schema_changes(evolver *e, const Sync__Down *d)
+{
+	ms_ctx	   *c = e->c;
+	ms_schema  *s = c->schema;
+	change	   *ch = ms_alloc(&c->arena, sizeof(change) * (d->n_schema + 1));
+	Sync__Table **held = ms_alloc(&c->arena, sizeof(Sync__Table *) * (size_t) (s->n + d->n_schema + 1));
+	int			position = next_position(c);
+	int			rc = SQLITE_OK;
+
+	if (ch == NULL || held == NULL)
+		return SQLITE_NOMEM;
+	for (size_t i = 0; i < d->n_schema; i++)
+	{
+		ch[i].m = d->schema[i];
+		for (int j = 0; j < s->n && ch[i].old == NULL; j++)
+			if (same_table(s->t[j].msg, d->schema[i]))
+				ch[i].old = &s->t[j];
+		ch[i].fname = ch[i].old ? (char *) ch[i].old->name : NULL;
+	}
+	for (size_t i = 0; i < d->n_schema && rc == SQLITE_OK; i++)
+		if (ch[i].old != NULL && strcmp(ch[i].old->name, ch[i].m->name) != 0)
+			rc = move_aside(e, &ch[i], (int) i);
+	for (size_t i = 0; i < d->n_schema && rc == SQLITE_OK; i++)
+	{
+		int			nheld = 0;
+
+		if (ch[i].failed)
+			continue;
+		/* the tables held once the change is applied, but this one */
+		for (int j = 0; j < s->n; j++)
+		{
+			bool		changing = false;
+
+			for (size_t k = 0; k < d->n_schema && !changing; k++)
+				changing = ch[k].old == &s->t[j];
+			if (!changing)
+				held[nheld++] = s->t[j].msg;
+		}
+		for (size_t k = 0; k < d->n_schema; k++)
+			if (k != i && !ch[k].failed)
+				held[nheld++] = ch[k].m;
+		rc = change_table(e, &ch[i], held, nheld, position++);
+	}
+	return rc;
+}
+
+/* ---- tables let go of ---------------------------------------------------- */
+
+/* let_go_table: every row let go of, then the table, or what stays of it kept as a local table's */
+static int
+let_go_table(evolver *e, ms_letgo *lg, ms_tbl *t)
+{
+	ms_ctx	   *c = e->c;
+	sqlite3_stmt *st = NULL;
+	ms_buf		keys = {0};
+	size_t		pos = 0;
+	int			rc = ms_begin(c, "_sync_evolve");
+	int			left = 0;
+
+	/* the keys first, then let go: never delete under a running SELECT */
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "SELECT %s FROM %s", t->keyexpr, t->q);
+	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		size_t		n = (size_t) sqlite3_column_bytes(st, 0);
+		const char *k = (const char *) sqlite3_column_text(st, 0);
+
+		rc = SQLITE_OK;
+		if (k == NULL)
+			continue;
+		ms_buf_add(&keys, &n, sizeof n);
+		ms_buf_add(&keys, k, n);
+		if (keys.oom)
+			rc = SQLITE_NOMEM;
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_finalize(st);
+	while (rc == SQLITE_OK && pos < keys.len)
+	{
+		size_t		n;
+		ms_letgo_result res;
+
+		memcpy(&n, keys.data + pos, sizeof n);
+		pos += sizeof n;
+		rc = ms_let_go(lg, t, keys.data + pos, n, &res);
+		pos += n;
+	}
+	ms_buf_free(&keys);
+	if (rc == SQLITE_OK)
+		rc = drop_ours(e, t->name);
+	if (rc == SQLITE_OK && (rc = ms_prepare(c, &st, "SELECT count(*) FROM %s", t->q)) == SQLITE_OK)
+	{
+		if ((rc = ms_step(c, st)) == SQLITE_ROW)
+		{
+			left = sqlite3_column_int(st, 0);
+			rc = SQLITE_OK;
+		}
+		sqlite3_finalize(st);
+	}
+	if (rc == SQLITE_OK && left == 0)
+		rc = ms_exec(c, "DROP TABLE %s", t->q);
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "DELETE FROM _sync_tables WHERE name = %Q; DELETE FROM _sync_notes WHERE tbl = %Q;"
+					 "DELETE FROM _sync_refused WHERE tbl = %Q; DELETE FROM _sync_retired WHERE tbl = %Q;"
+					 "DELETE FROM _sync_named WHERE tbl = %Q",
+					 t->name, t->name, t->name, t->name, t->name);
+	if (rc == SQLITE_OK)
+		e->let_go++;
+	if (rc == SQLITE_OK || fatal(rc))
+		return ms_end(c, "_sync_evolve", rc);
+	{
+		char	   *error = ms_strdup(&c->arena, c->err ? c->err : sqlite3_errstr(rc));
+
+		sqlite3_free(c->err);
+		c->err = NULL;
+		(void) ms_end(c, "_sync_evolve", rc);
+		return error ? report(e, t->name, "(letting go of the table)", error, false) : SQLITE_NOMEM;
+	}
+}
+
+/* let_go: Down.let_go, children first (the deepest tables held first) */
+static int
+let_go(evolver *e, const Sync__Down *d)
+{
+	ms_ctx	   *c = e->c;
+	ms_letgo   *lg;
+	int			rc = ms_letgo_open(c, &lg);
+
+	for (int i = c->schema->n - 1; i >= 0 && rc == SQLITE_OK; i--)
+	{
+		ms_tbl	   *t = &c->schema->t[i];
+		bool		named = false;
+
+		for (size_t j = 0; j < d->n_let_go && !named; j++)
+			named = strcmp(d->let_go[j], t->name) == 0;
+		if (named && t->broken == NULL)
+			rc = let_go_table(e, lg, t);
+		else if (named)
+			rc = ms_exec(c, "DELETE FROM _sync_tables WHERE name = %Q; DELETE FROM _sync_notes WHERE tbl = %Q",
+						 t->name, t->name);
+	}
+	ms_letgo_close(lg);
+	return rc;
+}
+
+int
+ms_evolve_apply(ms_ctx *c, const Sync__Down *d, ms_buf *out)
+{
+	evolver		e;
+	int			rc = SQLITE_OK;
+
+	if (d->n_schema == 0 && d->n_let_go == 0)
+		return SQLITE_OK;
+	memset(&e, 0, sizeof e);
+	e.c = c;
+	if (d->n_let_go > 0)
+		rc = let_go(&e, d);
+	if (rc == SQLITE_OK && d->n_let_go > 0)
+		rc = ms_schema_load(c);
+	if (rc == SQLITE_OK && d->n_schema > 0)
+		rc = schema_changes(&e, d);
+	/* the message's rows are read with the new schema */
+	if (rc == SQLITE_OK)
+		rc = ms_schema_load(c);
+	ms_buf_printf(out, ",\"schema\":{\"changed\":%d,\"let_go\":%d,\"failed\":[%s]}",
+				  e.changed, e.let_go, e.failed.len ? e.failed.data : "");
+	ms_buf_free(&e.failed);
+	return rc == SQLITE_OK && out->oom ? SQLITE_NOMEM : rc;
+}
+
+/* ---- unique indexes: making room ----------------------------------------- */
+
+int
+ms_unique_make_room(ms_ctx *c, const ms_tbl *t, const ms_val *vals, const char *key, size_t keylen,
+					bool *made)
+{
+	int			rc = SQLITE_OK;
+
+	*made = false;
+	/* a record may be the replica's own: never overwritten so */
+	if (t->record)
+		return SQLITE_OK;
+	for (size_t u = 0; u < t->msg->n_unique && rc == SQLITE_OK; u++)
+	{
+		const Sync__Unique *ui = t->msg->unique[u];
+		ms_buf		sql = {0};
+		sqlite3_stmt *st = NULL;
+		int		   *cols = ms_alloc(&c->arena, sizeof(int) * (ui->n_columns + 1));
+		bool		any_null = false;
+
+		if (cols == NULL)
+			return SQLITE_NOMEM;
+		for (size_t j = 0; j < ui->n_columns; j++)
+		{
+			cols[j] = -1;
+			for (int i = 0; i < t->ncols; i++)
+				if (strcmp(t->cols[i].name, ui->columns[j]) == 0)
+					cols[j] = i;
+			any_null |= cols[j] < 0 || vals[cols[j]].type == SQLITE_NULL;
+		}
+		/* NULLs never collide */
+		if (any_null)
+			continue;
+		ms_buf_printf(&sql, "UPDATE %s SET ", t->q);
+		for (size_t j = 0; j < ui->n_columns; j++)
+			ms_buf_printf(&sql, "%s%s = NULL", j ? ", " : "", t->cols[cols[j]].q);
+		ms_buf_str(&sql, " WHERE ");
+		for (size_t j = 0; j < ui->n_columns; j++)
+			ms_buf_printf(&sql, "%s = ?%d AND ", t->cols[cols[j]].q, (int) j + 1);
+		ms_buf_printf(&sql, "%s <> ?%d", t->keyexpr, (int) ui->n_columns + 1);
+		rc = sql.oom ? SQLITE_NOMEM : ms_prepare(c, &st, "%s", sql.data);
+		ms_buf_free(&sql);
+		for (size_t j = 0; j < ui->n_columns && rc == SQLITE_OK; j++)
+		{
+			const ms_val *v = &vals[cols[j]];
+
+			if (v->type == SQLITE_INTEGER)
+				sqlite3_bind_int64(st, (int) j + 1, v->i);
+			else if (v->type == SQLITE_FLOAT)
+				sqlite3_bind_double(st, (int) j + 1, v->d);
+			else if (v->type == SQLITE_TEXT)
+				sqlite3_bind_text64(st, (int) j + 1, v->p, v->n, SQLITE_STATIC, SQLITE_UTF8);
+			else
+				sqlite3_bind_blob64(st, (int) j + 1, v->p, v->n, SQLITE_STATIC);
+		}
+		if (rc == SQLITE_OK)
+		{
+			sqlite3_bind_text(st, (int) ui->n_columns + 1, key, (int) keylen, SQLITE_STATIC);
+			rc = ms_done(c, st);
+			*made |= sqlite3_changes(c->db) > 0;
+		}
+		sqlite3_finalize(st);
+	}
+	return rc;
+}
+
+/* ---- rows the server did not file ---------------------------------------- */
+
+int
+ms_evolve_again(ms_ctx *c, const Sync__Filed *f)
+{
+	sqlite3_stmt *st;
+	ms_buf		key = {0};
+	int			rc = ms_prepare(c, &st, "UPDATE _sync_notes SET send_id = NULL, sent_at = NULL"
+								" WHERE tbl = ?1 AND key = ?2 AND send_id = ?3");
+
+	for (size_t i = 0; i < f->n_again && rc == SQLITE_OK; i++)
+	{
+		const Sync__Refusal *a = f->again[i];
+
+		key.len = 0;
+		for (size_t p = 0; p < a->key->n_parts; p++)
+			ms_key_append(&key, a->key->parts[p], strlen(a->key->parts[p]));
+		if (key.oom)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		sqlite3_bind_text(st, 1, a->table, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, key.data, (int) key.len, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 3, f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
+		rc = ms_done(c, st);
+	}
+	sqlite3_finalize(st);
+	ms_buf_free(&key);
+	return rc;
+}

@@ -1,0 +1,106 @@
+/*
+ * test_guard.c - local writes to the server's data are refused on the
+ * replica (issue 19.9): a catalog table's rows, and its columns the replica
+ * does not own, are the server's.  Written locally they were accepted, never
+ * uploaded, and survived digests (which cover keys only).  Now each such write
+ * fails with the table and the column named; the replica's own columns and
+ * records stay writable, and sync_apply writes everything.
+ */
+#include "harness.h"
+
+/* refused: sql fails with an error naming every word in words (NULL-terminated) */
+static bool
+refused(sqlite3 *db, const char *sql, const char *const *words)
+{
+	char	   *err = NULL;
+	int			rc = t_exec(db, sql, &err);
+	bool		ok = rc == SQLITE_CONSTRAINT && t_has(err, "magic_sync");
+
+	for (; ok && *words != NULL; words++)
+		ok = t_has(err, *words);
+	if (!ok)
+		fprintf(stderr, "  %s: rc %d, %s\n", sql, rc, S(err));
+	sqlite3_free(err);
+	return ok;
+}
+
+static void
+server_columns_refused(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_shop(&s);
+	uint64_t	before = tm_checksum(db, 1);
+	char	   *err = NULL;
+
+	CHECK(refused(db, "UPDATE products SET price = '0.01' WHERE id = 1",
+				  (const char *const[]) {"products", "price", NULL}),
+		  "a server column of a catalog is refused, naming the table and the column");
+	CHECK(refused(db, "UPDATE customers SET name = 'Eve' WHERE id = 1",
+				  (const char *const[]) {"customers", "name", NULL}),
+		  "so is one of a catalog without owned columns");
+	CHECK(refused(db, "UPDATE products SET id = 9 WHERE id = 1", (const char *const[]) {"products", "id", NULL}),
+		  "so is its key");
+	CHECK(refused(db, "UPDATE products SET stock = 1, name = 'x' WHERE id = 2",
+				  (const char *const[]) {"products", "name", NULL}),
+		  "and a write of an owned column with a server one");
+	CHECK(refused(db, "INSERT INTO products(id, name, price) VALUES (99, 'mine', 1)",
+				  (const char *const[]) {"products", NULL}),
+		  "a row the replica makes in a catalog is refused");
+	CHECK(refused(db, "INSERT OR REPLACE INTO customers(id, name) VALUES (1, 'Ada')",
+				  (const char *const[]) {"customers", NULL}),
+		  "so is a replacement");
+	CHECK(refused(db, "DELETE FROM products WHERE id = 3", (const char *const[]) {"products", NULL}),
+		  "a catalog row deleted by the replica is refused");
+	CHECK(tm_checksum(db, 1) == before, "nothing of them was written, nor noted");
+
+	/* what is the replica's own stays writable */
+	CHECK(t_exec(db, "UPDATE products SET stock = 5 WHERE id = 1", &err) == SQLITE_OK, "an owned column: %s", S(err));
+	sqlite3_free(err);
+	CHECK(t_exec(db, "UPDATE products SET stock = 6, price = price, name = name WHERE id = 1", &err) == SQLITE_OK,
+		  "with the server's columns set as they are: %s", S(err));
+	sqlite3_free(err);
+	CHECK(t_int(db, "SELECT writes FROM _sync_notes WHERE tbl = 'products' AND key = '1:1'") == 2,
+		  "both noted, to go up");
+	CHECK(t_exec(db, "INSERT INTO orders VALUES ('10111213-1415-4617-1819-1a1b1c1d1e1f', 7, 1, 9.5, 'mine')", &err)
+		  == SQLITE_OK, "a record: %s", S(err));
+	sqlite3_free(err);
+	CHECK(t_exec(db, "UPDATE orders SET note = 'changed' WHERE id = 7", &err) == SQLITE_OK,
+		  "a record changed: %s", S(err));
+	sqlite3_free(err);
+	CHECK(t_exec(db, "DELETE FROM orders WHERE id = 7", &err) == SQLITE_OK, "a record deleted: %s", S(err));
+	sqlite3_free(err);
+	CHECK(t_exec(db, "CREATE TABLE notes_local (id INTEGER PRIMARY KEY, product INTEGER);"
+				 " INSERT INTO notes_local VALUES (1, 1); UPDATE notes_local SET product = 2", &err) == SQLITE_OK,
+		  "a local table: %s", S(err));
+	sqlite3_free(err);
+	sqlite3_close(db);
+}
+
+static void
+apply_still_writes(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_shop(&s);
+	Sync__Down *d = tm_down();
+	char	   *r;
+
+	tm_upsert(tm_rows(d, "products"), "{\"id\":1,\"name\":\"green tea\",\"price\":3,\"stock\":10}", -1, "1", NULL);
+	tm_upsert(tm_rows(d, "products"), "{\"id\":8,\"name\":\"new\",\"price\":1,\"stock\":1}", -1, "8", NULL);
+	tm_delete(tm_rows(d, "customers"), "2", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"applied\"") && t_has(r, "\"upserts\":2") && t_has(r, "\"deletes\":1"),
+		  "sync_apply writes the server's rows and columns: %s %s", S(r), tm_error());
+	CHECK(t_int(db, "SELECT price = 3 AND name = 'green tea' FROM products WHERE id = 1") == 1, "changed");
+	CHECK(t_int(db, "SELECT count(*) FROM products WHERE id = 8") == 1, "made");
+	CHECK(t_int(db, "SELECT count(*) FROM customers WHERE id = 2") == 0, "let go of");
+	CHECK(refused(db, "UPDATE products SET price = 0 WHERE id = 8", (const char *const[]) {"price", NULL}),
+		  "and after it, the guard is back");
+	sqlite3_close(db);
+}
+
+void
+test_guard(void)
+{
+	server_columns_refused();
+	apply_still_writes();
+}
