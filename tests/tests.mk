@@ -5,6 +5,8 @@
 #   make bench-replica  the replica's benchmark (ratios against plain SQLite)
 #   make installcheck   pg_regress and isolation specs (PGXS), against a running server
 #   make test           scripts/test, every suite;  make demo: scripts/demo
+#   make check-long     the long walk: the oracle walk and the storm for
+#                       CHECK_LONG_STEPS steps each (not in scripts/test)
 
 # Under AddressSanitizer and UBSan.
 SAN_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1 -g \
@@ -34,7 +36,7 @@ build/bench_replica_apply: $(addprefix build/rel/,bench/replica_apply.o tests/sq
 
 EXTRA_CLEAN += results regression.diffs regression.out tests/isolation/output_iso
 
-.PHONY: test unit-test sqlite-test demo bench-replica
+.PHONY: test unit-test sqlite-test demo bench-replica check-long
 unit-test: build/test_shared
 	build/test_shared
 sqlite-test: build/test_sqlite magic_sync_sqlite.so
@@ -46,4 +48,7 @@ test:
 	scripts/test
 demo:
 	scripts/demo
+CHECK_LONG_STEPS ?= 100000
+check-long:
+	CHECK_LONG_STEPS=$(CHECK_LONG_STEPS) tests/e2e/long.sh
 include tests/cross/cross.mk

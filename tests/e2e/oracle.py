@@ -23,9 +23,10 @@ versions (oracle_batch.py runs it so).
 """
 import os
 import random
+import time
 
 from harness import check, finish
-from walk import Shop
+from walk import Shop, progress
 
 SEED = int(os.environ.get("SEED", "20261130"))
 STEPS = int(os.environ.get("STEPS", "120"))
@@ -55,6 +56,7 @@ def sync_all():
             return
 
 
+started = time.time()
 failures = 0
 wrong_values = 0
 seen = {t: 0 for t in ["orders", "order_lines", "stock", "sales", "notices", "store_lists"]}
@@ -63,6 +65,8 @@ snapshots = dict(srv.rows("SELECT id::text, snapshot_number FROM sync.replicas")
 for n in range(STEPS):
     shop.step()
     sync_all()
+    if n % 1000 == 999:
+        progress(f"step {n + 1}: {time.time() - started:.0f} s, mismatches {failures}")
     for t in seen:
         seen[t] = max(seen[t], srv.one(f"SELECT count(*) FROM {t}"))
     for r in replicas:
@@ -78,12 +82,17 @@ for n in range(STEPS):
         if not (held == wanted and has == wanted and orphans == 0):
             failures += 1
             if failures <= 5:
-                print(f"step {n} (seed {SEED}) replica {r.id[:8]}: held==wanted {held == wanted},"
+                print(f"step {n} (seed {SEED}) replica {r.id[-4:]}: held==wanted {held == wanted},"
                       f" file==wanted {has == wanted}, orphans {orphans}")
+                if failures == 1:
+                    for i, writes in enumerate(shop.history):
+                        print(f"   step {n - len(shop.history) + 1 + i} wrote {writes}")
                 for t in set(wanted) | set(held) | set(has):
                     w, h, f = wanted.get(t, set()), held.get(t, set()), has.get(t, set())
                     if w != h or w != f:
                         print(f"   {t}: wanted-held {w - h} held-wanted {h - w} file-wanted {f - w} wanted-file {w - f}")
+print(f"steps: {STEPS}, {STEPS / (time.time() - started):.1f} steps/s; passes: {passes};"
+      f" mismatches: {failures}, orphans: {orphaned}", flush=True)
 check(f"after each of {STEPS} random steps, every replica holds exactly what it should", failures, 0)
 check(f"after each of {passes} passes, no replica holds a row without its parents", orphaned, 0)
 if BATCH:

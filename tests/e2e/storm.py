@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """storm.py - the walk of oracle.py through the real relay and real SQLite
 replicas while everything fails (docs/design.md 9, the storm): the transport loses messages, delivers them out of order and
-refuses pulls and uploads; relay passes are cancelled mid-way (the lock's
+refuses pulls and uploads, and refuses for good every upload carrying a
+sale it cannot take (the replica narrows it down as the agent does and sets
+aside only those sales); relay passes are cancelled mid-way (the lock's
 connection lost: nothing commits); replicas crash before acknowledging what
 they applied, or lose the answers to their uploads; a codec bug is deployed
 and later fixed; so is a bug of the active view that fails the plan of a row
@@ -10,28 +12,57 @@ and later fixed; so is a bug of the active view that fails the plan of a row
   - every replica's digest equals what the server records it holds;
   - every replica holds exactly its wanted set, in its file, without orphans;
   - no committed change is lost: every sale a store wrote is at the head
-    office;
-  - provisionings were rare.
+    office, or -- while the transport still refuses it -- set aside on its
+    store, and filed once the transport is fixed;
+  - provisionings were rare: counted per replica (each snapshot the relay
+    wrote for it), within the bound the faults justify.
 
-    tests/e2e/run storm.py            (SEED=n STEPS=n to vary)
+With SEGMENTS=n the storm and the calm after it go n times over the same
+shop (the long walk, tests/e2e/long.sh); the figures printed at the end are
+the steps, the faults of each kind and the mismatches (checks failed).
+STORM_INJECT=reprovision provisions every replica again every other step of
+the storm's first half: a reprovisioning storm the provisioning bound must
+catch (storm_inject.py).
+
+    tests/e2e/run storm.py            (SEED=n STEPS=n SEGMENTS=n to vary)
 """
+import collections
 import json
 import os
 import random
+import sqlite3
+import time
 
 import psycopg2
 
-from harness import check, finish
-from walk import STORES, Shop
+import harness
+import upwire
+from harness import check
+from walk import Shop, progress
 
 SEED = int(os.environ.get("SEED", "42"))
 STEPS = int(os.environ.get("STEPS", "100"))
+SEGMENTS = int(os.environ.get("SEGMENTS", "1"))
+INJECT = os.environ.get("STORM_INJECT", "")
+# a sale of this total is one the transport cannot carry (a codec of its own with a bug)
+POISON = 13
 rng = random.Random(SEED)
 shop = Shop("storm", random.Random(SEED + 1))
 srv, replicas = shop.srv, shop.replicas
 faults = {"lost": 0, "reordered": 0, "pull refused": 0, "upload refused": 0, "answer lost": 0,
-          "pass cancelled": 0, "crashed before acknowledging": 0, "codec bug": 0, "planning bug": 0}
-
+          "pass cancelled": 0, "crashed before acknowledging": 0, "codec bug": 0, "planning bug": 0,
+          "refused for good": 0}
+# the snapshots the relay wrote for each replica: sync.replicas.snapshot_number (the first
+# message of its latest snapshot) looked at after every pass that committed -- a pass
+# provisions a replica at most once -- and checked against what the passes say they
+# provisioned; and the snapshots each replica began (a Begin it applied)
+snapshot_at = {r.id: None for r in replicas}
+snapshots = {r.id: 0 for r in replicas}
+begun = {r.id: set() for r in replicas}
+reasons = {r.id: [] for r in replicas}  # its last_error as each was written: why
+mangled = {r.id: 0 for r in replicas}  # messages the transport lost or reordered on the way to each
+provisioned = 0
+blamed = {r.id: 0 for r in replicas}
 
 
 def deploy(buggy):
@@ -54,18 +85,111 @@ deploy_view(False)
 srv.exec("CREATE OR REPLACE VIEW active_products AS SELECT * FROM products p WHERE NOT discontinued AND planned(p)")
 
 
+set_aside_seen = {"quarantined": 0, "parked": 0}  # the most the bugs set aside at once, this storm
+
+
+def observe(did):
+    """After a pass that committed: the snapshots it wrote, replica by replica,
+    and what the bugs set aside (a later change of such a row lets it go)."""
+    global provisioned
+    provisioned += did["provisioned"]
+    for k, n in srv.rows("SELECT 'quarantined', count(*) FROM sync.quarantine UNION ALL"
+                         " SELECT 'parked', count(*) FROM sync.notes WHERE parked IS NOT NULL"):
+        set_aside_seen[k] = max(set_aside_seen[k], n)
+    for rid, first, why in srv.rows("SELECT id::text, snapshot_number, last_error FROM sync.replicas"):
+        if first is not None and first != snapshot_at[rid]:
+            snapshots[rid] += 1
+            reasons[rid].append(why)
+        snapshot_at[rid] = first
+
+
 def relay(storm):
     """A pass; in the storm, sometimes cancelled mid-way (nothing commits)."""
     if storm and rng.random() < 0.15:
         srv.exec("SET statement_timeout = %s", (rng.choice([1, 2, 5, 10]),))
         try:
-            srv.relay()
+            observe(srv.relay())
         except psycopg2.Error:
             faults["pass cancelled"] += 1
         finally:
             srv.exec("RESET statement_timeout")
     else:
-        srv.relay()
+        observe(srv.relay())
+
+
+class Transport:
+    """The way up of one replica: it refuses for good every upload carrying a
+    sale of the POISON total (while `fixed` is false), and the replica narrows
+    the refusal down as its agent does (src/agent/main.c, refused()): the rows
+    go again half as many at a time (sync_upload(max_rows)), and a row alone
+    still refused is set aside (sync_upload_refused(upload, reason, 1)) only
+    once the server took another upload meanwhile, or the control (an
+    upload of no rows)."""
+    fixed = False
+    reason = "refused by the server for good: the transport cannot carry a sale of total 13"
+
+    def __init__(self, r):
+        self.r = r
+        self.limit = -1      # narrowing: at most this many rows an upload
+        self.suspect = None  # narrowing: the row alone refused, kept until the control says
+        self.took = False    # narrowing: the server took an upload meanwhile
+
+    def refuses(self, up):
+        if self.fixed:
+            return False
+        sales = upwire.tables(up).get("sales", {"upserts": []})["upserts"]
+        return any(row.get("total") == POISON for _, row in sales)
+
+    def ends(self):
+        self.limit, self.suspect, self.took = -1, None, False
+
+    def refused(self, up):
+        """The server refused `up` for good; False when the agent would back off."""
+        faults["refused for good"] += 1
+        rows = upwire.rows_in(up)
+        r = self.r
+        if self.suspect is not None or rows == 0:
+            # the control refused: nothing is to blame but the server
+            if self.suspect is not None:
+                r.one("SELECT sync_upload_refused(?, ?)", (self.suspect, self.reason))
+            if rows:
+                r.one("SELECT sync_upload_refused(?, ?)", (up, self.reason))
+            self.ends()
+            return False
+        if rows == 1 and self.took:
+            self.blame(up)
+            return True
+        if rows == 1:
+            self.suspect, self.limit = up, 0
+            return True
+        r.one("SELECT sync_upload_refused(?, ?)", (up, self.reason))
+        self.limit = rows // 2
+        return True
+
+    def blame(self, up):
+        out = json.loads(self.r.one("SELECT sync_upload_refused(?, ?, 1)", (up, self.reason)))
+        blamed[self.r.id] += out["set_aside"]
+        self.ends()
+
+    def filed(self):
+        if self.limit < 0:
+            return
+        self.took = True
+        if self.suspect is not None:
+            self.blame(self.suspect)
+
+    def upload(self):
+        """The replica's next upload: narrowed down while the transport refuses one."""
+        if self.limit >= 0:
+            up = self.r.one("SELECT sync_upload(?)", (self.limit,))
+        else:
+            up = self.r.one("SELECT sync_upload()")
+        if up is None:
+            self.ends()  # nothing more to say: what was refused went through, half at a time
+        return None if up is None else bytes(up)
+
+
+transports = {r.id: Transport(r) for r in replicas}
 
 
 def replica_round(r, storm):
@@ -83,9 +207,12 @@ def replica_round(r, storm):
         else:
             messages.insert(rng.randrange(len(messages)), messages.pop(i))
             faults["reordered"] += 1
+        mangled[r.id] += 1
     for m in messages:
-        result = r.apply(m)["result"]
-        if result in ("gap", "later_protocol", "wrong_replica"):
+        out = r.apply(m)
+        if out["result"] == "applied" and out.get("snapshot") == "begin":
+            begun[r.id].add(out["number"])
+        if out["result"] in ("gap", "later_protocol", "wrong_replica", "older_generation"):
             break
     if storm and rng.random() < 0.1:
         # crashed before acknowledging: the file keeps what it applied, nothing goes up
@@ -93,77 +220,205 @@ def replica_round(r, storm):
         r.open()
         faults["crashed before acknowledging"] += 1
         return
-    up = r.one("SELECT sync_upload()")
-    if up is None:
-        return
-    if storm and rng.random() < 0.1:
-        faults["upload refused"] += 1  # it goes again later: the notes wait for an answer
-        return
-    srv.file(r.id, bytes(up))
-    if storm and rng.random() < 0.1:
-        # the answer is lost: delivered to nobody
-        srv.exec("DELETE FROM sync.answers WHERE replica = %s", (r.id,))
-        faults["answer lost"] += 1
+    t = transports[r.id]
+    for _ in range(8):  # as the agent, a few uploads a round (more while narrowing down)
+        up = t.upload()
+        if up is None:
+            return
+        if storm and rng.random() < 0.1:
+            faults["upload refused"] += 1  # it goes again later: the notes wait for an answer
+            return
+        if t.refuses(up):
+            if not t.refused(up):
+                return  # refused whole, the control too: the agent backs off
+            continue
+        srv.file(r.id, up)
+        t.filed()
+        if storm and rng.random() < 0.1:
+            # the answer is lost: delivered to nobody
+            srv.exec("DELETE FROM sync.answers WHERE replica = %s", (r.id,))
+            faults["answer lost"] += 1
+        if t.limit < 0:
+            return
 
 
-for n in range(STEPS):
-    shop.step()
-    if n == STEPS // 4:
-        # a bug is deployed, and the rows it cannot encode appear: they are quarantined
-        deploy(True)
-        srv.exec("UPDATE products SET label = 'special' WHERE id IN (1, 2)")
-        faults["codec bug"] += 1
-    if n == STEPS // 2:
-        # a bug of the view is deployed, and the row it cannot plan changes: its notes are parked
-        deploy_view(True)
-        srv.exec("UPDATE products SET name = 'unplannable' WHERE id = 3")
-        faults["planning bug"] += 1
-    relay(True)
+def poison():
+    """A store sells something of a total the transport cannot carry."""
+    r = rng.choice(replicas)
+    try:
+        products = [x[0] for x in r.q("SELECT id FROM products")]
+    except sqlite3.OperationalError:
+        return  # not provisioned yet
+    if products:
+        r.q("INSERT INTO sales VALUES (?, ?, ?, ?, 1)", (r.id, shop.new_id("sales"), rng.choice(products), POISON))
+
+
+def storm(base):
+    for n in range(STEPS):
+        shop.step()
+        if n == STEPS // 4:
+            # a bug is deployed, and the rows it cannot encode appear: they are quarantined
+            deploy(True)
+            # (shown: a discontinued product is neither encoded nor planned)
+            srv.exec("UPDATE products SET label = 'special', discontinued = false WHERE id IN (1, 2)")
+            faults["codec bug"] += 1
+        if n == STEPS // 2:
+            # a bug of the view is deployed, and the row it cannot plan changes: its notes are parked
+            deploy_view(True)
+            srv.exec("UPDATE products SET name = 'unplannable', discontinued = false WHERE id = 3")
+            faults["planning bug"] += 1
+        if n % 25 == 5:
+            poison()
+        if INJECT == "reprovision" and n % 2 == 0 and n < STEPS // 2:
+            # a reprovisioning storm: every replica provisioned again, no new epoch (before
+            # the planning bug, which would set the snapshots aside rather than park notes)
+            for r in replicas:
+                srv.exec("SELECT sync.replica_reprovision(%s)", (r.id,))
+        relay(True)
+        for r in replicas:
+            replica_round(r, True)
+    return base + STEPS
+
+
+def calm(rounds=12):
+    """No fault: relay and sync every replica, digests due every round."""
+    for _ in range(rounds):
+        relay(False)
+        for r in replicas:
+            replica_round(r, False)
+            r.q("UPDATE _sync_state SET digest_due = 1")
+
+
+def set_aside(r):
+    return {k for (k,) in r.q("SELECT key FROM _sync_notes WHERE set_aside IS NOT NULL")}
+
+
+def refused(r):
+    """The store's sales the transport refuses that the head office lacks: (store, id)"""
+    filed = set(srv.rows("SELECT store::text, id FROM sales WHERE store = %s", (r.id,)))
+    return set(r.q("SELECT store, id FROM sales WHERE store = ? AND total = ?", (r.id, POISON))) - filed
+
+
+def keys(r, sales):
+    return {r.one("SELECT sync_key(?, ?)", sale) for sale in sales}
+
+
+def sales_everywhere():
+    return (sorted(srv.rows("SELECT store::text, id FROM sales")),
+            sorted((s, i) for r in replicas for s, i in r.q("SELECT store, id FROM sales WHERE store = ?", (r.id,))))
+
+
+def holds(name, got, wanted):
+    """check, saying only what differs when it does"""
+    diff = {t: {"lacks": sorted(wanted.get(t, set()) - got.get(t, set()))[:5],
+                "extra": sorted(got.get(t, set()) - wanted.get(t, set()))[:5]}
+            for t in set(got) | set(wanted) if got.get(t, set()) != wanted.get(t, set())}
+    check(name, diff, {})
+
+
+def settle(segment):
+    """The faults stop, the fixes are deployed, and every check of the storm."""
+    quarantined, parked = set_aside_seen["quarantined"], set_aside_seen["parked"]
+    # what was set aside goes by itself, once its minute is up (here: moved back)
+    deploy(False)
+    deploy_view(False)
+    srv.exec("SELECT sync.quarantine_retry()")
+    srv.exec("UPDATE sync.notes SET parked_at = parked_at - interval '2 minutes' WHERE parked IS NOT NULL")
+    srv.exec("UPDATE sync.replicas SET provision_failed_at = provision_failed_at - interval '2 minutes'")
     for r in replicas:
-        replica_round(r, True)
-
-# the faults stop, the fixes are deployed: what was set aside goes by itself,
-# once its minute is up (here: moved back)
-quarantined = srv.one("SELECT count(*) FROM sync.quarantine")
-parked = srv.one("SELECT count(*) FROM sync.notes WHERE parked IS NOT NULL")
-deploy(False)
-deploy_view(False)
-srv.exec("SELECT sync.quarantine_retry()")
-srv.exec("UPDATE sync.notes SET parked_at = parked_at - interval '2 minutes' WHERE parked IS NOT NULL")
-srv.exec("UPDATE sync.replicas SET provision_failed_at = provision_failed_at - interval '2 minutes'")
-for r in replicas:
-    r.q("UPDATE _sync_state SET digest_due = 1")
-    r.one("SELECT sync_config('resend_after', 0)")
-for _ in range(12):
-    relay(False)
-    for r in replicas:
-        replica_round(r, False)
         r.q("UPDATE _sync_state SET digest_due = 1")
+        r.one("SELECT sync_config('resend_after', 0)")
+    calm()
+    tag = f"[{segment}] " if SEGMENTS > 1 else ""
+    check(tag + "the codec bug set rows aside", quarantined > 0, True)
+    check(tag + "and the fix let them through",
+          srv.rows("SELECT reason, count(*) FROM sync.quarantine GROUP BY 1 ORDER BY 2 DESC LIMIT 3"), [])
+    check(tag + "the planning bug parked notes", parked > 0, True)
+    check(tag + "and the fix let them through",
+          srv.rows("SELECT parked, count(*) FROM sync.notes WHERE parked IS NOT NULL GROUP BY 1 ORDER BY 2 DESC LIMIT 3"), [])
+    check(tag + "no snapshot is left set aside", srv.one("SELECT count(*) FROM sync.replicas WHERE provision"), 0)
+    # the transport still refuses the poisoned sales: set aside on their stores, and only they
+    refusing = set()
+    for r in replicas:
+        mine = refused(r)
+        check(f"{tag}{r.id[-4:]} sets aside exactly the sales the transport refuses", set_aside(r), keys(r, mine))
+        refusing |= mine
+    srv_sales, store_sales = sales_everywhere()
+    check(tag + "every other sale is at the head office", sorted(set(store_sales) - refusing), srv_sales)
+    # the transport is fixed: what was set aside goes up again (sync_retry) and is filed
+    Transport.fixed = True
+    for r in replicas:
+        r.one("SELECT sync_retry()")
+    calm()
+    Transport.fixed = False
+    for r in replicas:
+        wanted = srv.wanted(r.id)
+        holds(f"{tag}{r.id[-4:]} holds what it should (the engine's record)", srv.held(r.id), wanted)
+        holds(f"{tag}{r.id[-4:]} holds what it should (its file)", shop.holds(r), wanted)
+        check(f"{tag}{r.id[-4:]} holds no row without its parents", shop.orphans(r), 0)
+        digests = r.digest()
+        server = {t: {"count": c, "fnv": f} for t, c, f in srv.rows(
+            "SELECT t.name, (d).count, (d).fnv FROM (SELECT tab, sync.digest(key) d FROM sync.held"
+            " WHERE replica = %s AND taken IS NULL AND refused IS NULL GROUP BY tab) s"
+            " JOIN sync.tables t ON t.id = s.tab", (r.id,))}
+        check(f"{tag}{r.id[-4:]} digests equal the server's record",
+              {t: d for t, d in digests.items() if d["count"]}, server)
+        check(f"{tag}{r.id[-4:]} has nothing left to send", r.one("SELECT count(*) FROM _sync_notes"), 0)
+        check(f"{tag}{r.id[-4:]} has nothing set aside", set_aside(r), set())
+    check(tag + "no committed change is lost: every sale a store wrote is at the head office", *sales_everywhere())
+    # the next storm's bugs meet rows that change again
+    set_aside_seen.update(quarantined=0, parked=0)
+    srv.exec("UPDATE products SET label = 'plain' WHERE id IN (1, 2)")
+    srv.exec("UPDATE products SET name = 'p3' WHERE id = 3")
+
+
+start = time.time()
+steps = 0
+failed_before = 0
+mismatches = 0
+for segment in range(1, SEGMENTS + 1):
+    steps = storm(steps)
+    settle(segment)
+    mismatches += harness.failed - failed_before
+    failed_before = harness.failed
+    if SEGMENTS > 1:
+        progress(f"segment {segment}: {steps} steps, {time.time() - start:.0f} s, mismatches {mismatches},"
+                 f" faults {sum(faults.values())}")
+took = time.time() - start
 
 print("faults:", json.dumps(faults), flush=True)
-check("the storm had every kind of fault", all(v > 0 for v in faults.values()), True)
-check("the codec bug set rows aside", quarantined > 0, True)
-check("and the fix let them through", srv.one("SELECT count(*) FROM sync.quarantine"), 0)
-check("the planning bug parked notes", parked > 0, True)
-check("and the fix let them through", srv.one("SELECT count(*) FROM sync.notes WHERE parked IS NOT NULL"), 0)
-check("no snapshot is left set aside", srv.one("SELECT count(*) FROM sync.replicas WHERE provision"), 0)
+check("the storm had every kind of fault", {k: v > 0 for k, v in faults.items()}, {k: True for k in faults})
+refused_sales = sum(r.one("SELECT count(*) FROM sales WHERE store = ? AND total = ?", (r.id, POISON)) for r in replicas)
+print(f"sales the transport refused for good: {refused_sales}, set aside by narrowing down: {sum(blamed.values())}",
+      flush=True)
+check("the transport refused sales for good and the replicas set them aside", refused_sales > 0, True)
+check("each set aside once, found by narrowing down", sum(blamed.values()), refused_sales)
+epochs = srv.one("SELECT count(*) FROM sync.epoch")
+check("provisionings were rare: no new epoch", epochs, 1)
+# Provisionings, per replica: its first snapshot, and one for each message the transport
+# lost or reordered on the way to it: that opens a gap (the replica applies nothing more
+# until a snapshot begins, and the server provisions it again, docs/design.md 4.8), once
+# -- a snapshot on its way covers the gap -- unless the snapshot's own messages are lost
+# or reordered, which is another such fault.  None of the other faults justifies one: a
+# crash before acknowledging pulls again from what the file applied, a lost answer is
+# given again or the upload filed as a duplicate, a cancelled pass commits nothing, a
+# codec bug quarantines rows (a snapshot meanwhile goes without them and they follow
+# once fixed), a planning bug parks notes and sets aside a snapshot it fails (written
+# once it is fixed, not twice), and an upload refused for good sets rows aside on that
+# replica alone.
+print("snapshots per replica:", json.dumps({r.id[-4:]: snapshots[r.id] for r in replicas}),
+      "messages lost or reordered:", json.dumps({r.id[-4:]: mangled[r.id] for r in replicas}),
+      "begun:", json.dumps({r.id[-4:]: len(begun[r.id]) for r in replicas}),
+      f"passes provisioned {provisioned}, epochs {epochs}", flush=True)
+check("every snapshot a pass wrote is one a replica's record shows", sum(snapshots.values()), provisioned)
 for r in replicas:
-    wanted = srv.wanted(r.id)
-    check(f"{r.id[:8]} holds what it should (the engine's record)", srv.held(r.id), wanted)
-    check(f"{r.id[:8]} holds what it should (its file)", shop.holds(r), wanted)
-    check(f"{r.id[:8]} holds no row without its parents", shop.orphans(r), 0)
-    digests = r.digest()
-    server = {t: {"count": c, "fnv": f} for t, c, f in srv.rows(
-        "SELECT t.name, (d).count, (d).fnv FROM (SELECT tab, sync.digest(key) d FROM sync.held"
-        " WHERE replica = %s AND taken IS NULL AND refused IS NULL GROUP BY tab) s JOIN sync.tables t ON t.id = s.tab",
-        (r.id,))}
-    check(f"{r.id[:8]} digests equal the server's record",
-          {t: d for t, d in digests.items() if d["count"]}, server)
-    check(f"{r.id[:8]} has nothing left to send", r.one("SELECT count(*) FROM _sync_notes"), 0)
-check("no committed change is lost: every sale a store wrote is at the head office",
-      sorted(srv.rows("SELECT store::text, id FROM sales")),
-      sorted((s, i) for r in replicas for s, i in r.q("SELECT store, id FROM sales WHERE store = ?", (r.id,))))
-provisioned = srv.one("SELECT count(*) FROM sync.epoch")
-print(f"epochs: {provisioned}", flush=True)
-check("provisionings were rare: no new epoch", provisioned, 1)
-finish()
+    name = r.id[-4:]
+    check(f"{name} began no snapshot the relay did not write", 1 <= len(begun[r.id]) <= snapshots[r.id], True)
+    rare = snapshots[r.id] <= 1 + mangled[r.id]
+    check(f"provisionings were rare: {name} provisioned once, and once a message lost or reordered", rare, True)
+    if not rare:
+        for why, n in collections.Counter(reasons[r.id]).items():
+            print(f"   {name} provisioned {n} times: {why}")
+print(f"steps: {steps}, {steps / took:.1f} steps/s ({took:.0f} s); mismatches: {mismatches + harness.failed - failed_before}",
+      flush=True)
+harness.finish()

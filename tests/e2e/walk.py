@@ -1,6 +1,7 @@
 """walk.py - the shop the random walks run over (oracle.py, storm.py): a
 schema with every mirror and sync kind, three stores, and one random write at
 a time, at the head office or at a store."""
+import fcntl
 import os
 import tempfile
 
@@ -67,6 +68,32 @@ FKS = [  # child, child columns, parent, parent columns
 ]
 
 
+def release_lock():
+    """The long walk (tests/e2e/long.sh) lets other trees install once its one
+    connection to the server has loaded the extension: it takes hours, and
+    uses no other connection, nor the installed files, after that.  The lock
+    is the one tests/e2e/run took (scripts/lib.sh: descriptor 9)."""
+    if not os.environ.get("MAGIC_SYNC_LONG_UNLOCK"):
+        return
+    try:
+        held = os.readlink("/proc/self/fd/9") == "/tmp/magic_sync-pg.lock"
+    except OSError:
+        held = False
+    if held:
+        fcntl.flock(9, fcntl.LOCK_UN)
+        print("the long walk lets other trees install", flush=True)
+    else:
+        print("the long walk keeps the lock: descriptor 9 is not it", flush=True)
+
+
+def progress(line):
+    """A line of the walk's progress: printed, and for the long walk written at
+    once where long.sh shows it (tests/e2e/run says what a script said when it ends)."""
+    print(line, flush=True)
+    if os.environ.get("LONG_PROGRESS"):
+        with open(os.environ["LONG_PROGRESS"], "a") as f:
+            print(line, file=f)
+
 # tables a walk with DDL adds columns to: every mirrored table but the record
 # (the stores write its rows whole, by position)
 EVOLVING = ["departments", "categories", "products", "notices", "customers", "orders", "order_lines", "stock",
@@ -85,6 +112,7 @@ class Shop:
         tmp = tempfile.mkdtemp()
         self.replicas = [Replica(self.srv, s, os.path.join(tmp, f"{i}.db")) for i, s in enumerate(STORES)]
         self.next_id = {"products": 100, "orders": 1, "notices": 1, "price_items": 100, "customers": 100, "sales": 1}
+        release_lock()
 
     def new_id(self, t):
         self.next_id[t] += 1
@@ -93,6 +121,11 @@ class Shop:
     def pick(self, sql):
         rows = self.srv.rows(sql)
         return self.rng.choice(rows)[0] if rows else None
+
+    def write(self, sql, args=None):
+        """A write at the head office, remembered with the step's (history)."""
+        self.history[-1].append((sql, args))
+        self.srv.exec(sql, args)
 
     def evolve(self):
         """Random additive DDL on a mirrored table: a column with a default evaluated once
@@ -115,66 +148,70 @@ class Shop:
 
     def step(self):
         """One random write, on the server or at a store; now and then, with ddl, a column added."""
+        # the writes of the last steps, for saying what led to a mismatch
+        self.history = getattr(self, "history", [])[-9:] + [[]]
         if self.ddl and self.rng.randrange(12) == 0:
             return self.evolve()
         kind = self.rng.randrange(20)
         store = self.rng.choice(STORES)
         if kind == 0:
-            self.srv.exec("INSERT INTO products VALUES (%s, %s, 'new')", (self.new_id("products"), self.rng.randint(1, 6)))
+            self.write("INSERT INTO products VALUES (%s, %s, 'new')", (self.new_id("products"), self.rng.randint(1, 6)))
         elif kind == 1:
-            self.srv.exec("UPDATE products SET name = name || '+' WHERE id = %s", (self.pick("SELECT id FROM products"),))
+            self.write("UPDATE products SET name = name || '+' WHERE id = %s", (self.pick("SELECT id FROM products"),))
         elif kind == 2:  # moves a product to another category (a parent two levels up changes)
-            self.srv.exec("UPDATE products SET category = %s WHERE id = %s", (self.rng.randint(1, 6), self.pick("SELECT id FROM products")))
+            self.write("UPDATE products SET category = %s WHERE id = %s", (self.rng.randint(1, 6), self.pick("SELECT id FROM products")))
         elif kind == 3:  # out of the active view, or back
-            self.srv.exec("UPDATE products SET discontinued = NOT discontinued WHERE id = %s", (self.pick("SELECT id FROM products"),))
+            self.write("UPDATE products SET discontinued = NOT discontinued WHERE id = %s", (self.pick("SELECT id FROM products"),))
         elif kind == 4:
-            self.srv.exec("INSERT INTO notices VALUES (%s, %s, 'n')", (self.new_id("notices"), self.rng.choice(["north", "south"])))
+            self.write("INSERT INTO notices VALUES (%s, %s, 'n')", (self.new_id("notices"), self.rng.choice(["north", "south"])))
         elif kind == 5:  # a notice moves partition
-            self.srv.exec("UPDATE notices SET region = CASE region WHEN 'north' THEN 'south' ELSE 'north' END WHERE id = %s",
+            self.write("UPDATE notices SET region = CASE region WHEN 'north' THEN 'south' ELSE 'north' END WHERE id = %s",
                      (self.pick("SELECT id FROM notices"),))
         elif kind in (6, 7):
             oid = self.new_id("orders")
-            self.srv.exec("INSERT INTO orders VALUES (%s, %s, %s)", (oid, store, self.rng.choice([None] + list(range(1, 9)))))
+            self.write("INSERT INTO orders VALUES (%s, %s, %s)", (oid, store, self.rng.choice([None] + list(range(1, 9)))))
             for line in range(self.rng.randint(0, 3)):
-                self.srv.exec("INSERT INTO order_lines SELECT %s, %s, id, 1 FROM products ORDER BY random() LIMIT 1", (oid, line))
+                self.write("INSERT INTO order_lines SELECT %s, %s, id, 1 FROM products ORDER BY random() LIMIT 1", (oid, line))
         elif kind == 8:  # an order moves to another store: its lines follow, its customer too
-            self.srv.exec("UPDATE orders SET store = %s WHERE id = %s", (store, self.pick("SELECT id FROM orders")))
+            self.write("UPDATE orders SET store = %s WHERE id = %s", (store, self.pick("SELECT id FROM orders")))
         elif kind == 9:
-            self.srv.exec("UPDATE orders SET customer = %s WHERE id = %s", (self.rng.randint(1, 8), self.pick("SELECT id FROM orders")))
+            self.write("UPDATE orders SET customer = %s WHERE id = %s", (self.rng.randint(1, 8), self.pick("SELECT id FROM orders")))
         elif kind == 10:
-            self.srv.exec("DELETE FROM orders WHERE id = %s", (self.pick("SELECT id FROM orders"),))
+            self.write("DELETE FROM orders WHERE id = %s", (self.pick("SELECT id FROM orders"),))
         elif kind == 11:  # a key change cascades to the lines
             oid = self.pick("SELECT id FROM orders")
             if oid is not None:
-                self.srv.exec("UPDATE orders SET id = %s WHERE id = %s", (self.new_id("orders"), oid))
+                self.write("UPDATE orders SET id = %s WHERE id = %s", (self.new_id("orders"), oid))
         elif kind == 12:
-            self.srv.exec("DELETE FROM order_lines WHERE (order_id, line) IN (SELECT order_id, line FROM order_lines ORDER BY random() LIMIT 1)")
+            self.write("DELETE FROM order_lines WHERE (order_id, line) IN (SELECT order_id, line FROM order_lines ORDER BY random() LIMIT 1)")
         elif kind == 13:
-            self.srv.exec("INSERT INTO stock VALUES (%s, %s, 5) ON CONFLICT DO NOTHING", (store, self.pick("SELECT id FROM products")))
+            self.write("INSERT INTO stock VALUES (%s, %s, 5) ON CONFLICT DO NOTHING", (store, self.pick("SELECT id FROM products")))
         elif kind == 14:  # a group given to a store, or taken from it
             lst = self.rng.randint(1, 3)
             if self.srv.one("SELECT count(*) FROM store_lists WHERE store = %s AND list = %s", (store, lst)):
-                self.srv.exec("DELETE FROM store_lists WHERE store = %s AND list = %s", (store, lst))
+                self.write("DELETE FROM store_lists WHERE store = %s AND list = %s", (store, lst))
             else:
-                self.srv.exec("INSERT INTO store_lists VALUES (%s, %s)", (store, lst))
+                self.write("INSERT INTO store_lists VALUES (%s, %s)", (store, lst))
         elif kind == 15:  # a member joins or leaves a group
             item, lst = self.pick("SELECT id FROM price_items"), self.rng.randint(1, 3)
             if self.srv.one("SELECT count(*) FROM list_members WHERE list = %s AND item = %s", (lst, item)):
-                self.srv.exec("DELETE FROM list_members WHERE list = %s AND item = %s", (lst, item))
+                self.write("DELETE FROM list_members WHERE list = %s AND item = %s", (lst, item))
             else:
-                self.srv.exec("INSERT INTO list_members VALUES (%s, %s)", (lst, item))
+                self.write("INSERT INTO list_members VALUES (%s, %s)", (lst, item))
         elif kind == 16:
-            self.srv.exec("INSERT INTO price_items VALUES (%s, %s, 1)", (self.new_id("price_items"), self.pick("SELECT id FROM products")))
+            self.write("INSERT INTO price_items VALUES (%s, %s, 1)", (self.new_id("price_items"), self.pick("SELECT id FROM products")))
         elif kind == 17:  # a sale at a store, filed up
             r = self.replicas[STORES.index(store)]
             products = [x[0] for x in r.q("SELECT id FROM products")]
             if products:
+                self.history[-1].append(("store sale", store))
                 r.q("INSERT INTO sales VALUES (?, ?, ?, ?, 1)", (store, self.new_id("sales"), self.rng.choice(products), self.rng.randint(1, 50)))
         elif kind == 18:  # a store counts its stock (a column of its own)
             r = self.replicas[STORES.index(store)]
+            self.history[-1].append(("store counts", store))
             r.q("UPDATE stock SET counted = qty - 1 WHERE product = (SELECT product FROM stock ORDER BY random() LIMIT 1)")
         else:
-            self.srv.exec("UPDATE customers SET name = name || '.' WHERE id = %s", (self.rng.randint(1, 8),))
+            self.write("UPDATE customers SET name = name || '.' WHERE id = %s", (self.rng.randint(1, 8),))
 
     def orphans(self, r):
         """Rows the replica holds whose parent it does not hold."""

@@ -1,0 +1,44 @@
+#!/bin/sh
+# long.sh: the long walk (make check-long; not part of scripts/test).  The
+# oracle walk (oracle.py: after every step every replica holds exactly its
+# wanted set) and the storm (storm.py: every fault kind, in storms of
+# CHECK_LONG_SEGMENT steps each followed by a calm and every check) for
+# CHECK_LONG_STEPS steps each; prints the steps, the faults of each kind and
+# the mismatches, which must be 0.  Each walk holds the machine's lock only
+# until its shop is loaded (walk.py, release_lock).
+#   tests/e2e/long.sh                               100000 steps each
+#   CHECK_LONG_STEPS=5000 CHECK_LONG_WALKS=storm.py tests/e2e/long.sh
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+steps=${CHECK_LONG_STEPS:-100000}
+segment=${CHECK_LONG_SEGMENT:-1000}
+[ "$segment" -gt "$steps" ] && segment=$steps
+walks=${CHECK_LONG_WALKS:-oracle.py storm.py}
+# a script above us holding the lock for longer (scripts/test) keeps it
+[ -z "${MAGIC_SYNC_LOCKED:-}" ] && MAGIC_SYNC_LONG_UNLOCK=1 && export MAGIC_SYNC_LONG_UNLOCK
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+failed=""
+for w in $walks; do
+	begin=$(date +%s)
+	# tests/e2e/run says what the walk said once it ends; LONG_PROGRESS (walk.py) as it goes
+	LONG_PROGRESS=$(mktemp)
+	export LONG_PROGRESS
+	tail -f "$LONG_PROGRESS" &
+	watch=$!
+	case "$w" in
+		storm.py) STEPS=$segment SEGMENTS=$((steps / segment)) tests/e2e/run storm.py >"$out" 2>&1 ;;
+		*) STEPS=$steps tests/e2e/run "$w" >"$out" 2>&1 ;;
+	esac
+	rc=$?
+	kill $watch
+	rm -f "$LONG_PROGRESS"
+	grep -E '^(faults|steps|snapshots|FAIL|[0-9]+ passed)' "$out"
+	echo "$w: $(($(date +%s) - begin)) s, exit status $rc"
+	[ $rc -eq 0 ] || { failed="$failed $w"; tail -30 "$out"; }
+done
+if [ -n "$failed" ]; then
+	echo "check-long: failed:$failed"
+	exit 1
+fi
+echo "check-long: $steps steps of each of $walks, 0 mismatches"
