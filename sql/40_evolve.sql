@@ -204,6 +204,22 @@ SELECT * FROM evt.pass();
 SELECT * FROM evt.agree();
 SELECT evt.ack();
 
+-- declared again with a partition: each replica keeps only its partition's
+-- rows of that table, the others taken back, and no replica is provisioned
+-- (giving a replica a partition, before, provisions it: sync.replica_set's)
+SELECT sync.replica_set('aaaaaaaa-0000-0000-0000-000000000001', "partition" => 'north');
+SELECT sync.replica_set('aaaaaaaa-0000-0000-0000-000000000002', "partition" => 'south');
+SELECT provisioned FROM evt.pass();
+SELECT evt.ack();
+SELECT sync.mirror('ev.bulletins', 'catalog', 'broadcast', codec => 'proto', "partition" => 'region');
+SELECT * FROM evt.pass();
+SELECT * FROM evt.sent_all();
+SELECT * FROM evt.agree();
+SELECT right(h.replica::text, 1) AS replica, b.region FROM sync.held h
+  JOIN sync.tables t ON t.id = h.tab AND t.name = 'ev.bulletins'
+  JOIN ev.bulletins b ON h.key = sync.key(ARRAY[b.id::text])
+ WHERE h.taken IS NULL ORDER BY 1, 2;
+SELECT evt.ack();
 -- unmirrored: its replicas let it go (rows taken back by that message)
 SELECT sync.unmirror('ev.regions');
 SELECT * FROM evt.pass();
