@@ -35,7 +35,9 @@ for w in $walks; do
 	rm -f "$LONG_PROGRESS"
 	grep -E '^(faults|steps|snapshots|FAIL|[0-9]+ passed)' "$out"
 	echo "$w: $(($(date +%s) - begin)) s, exit status $rc"
-	[ $rc -eq 0 ] || { failed="$failed $w"; tail -30 "$out"; }
+	# a failed walk's whole output is kept: its last lines are often the server's log
+	[ $rc -eq 0 ] || { failed="$failed $w"; tail -30 "$out"; mkdir -p build;
+		cp "$out" "build/long-$w.log"; echo "$w: its whole output is in build/long-$w.log"; }
 done
 if [ -n "$failed" ]; then
 	echo "check-long: failed:$failed"
