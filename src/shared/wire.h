@@ -87,6 +87,12 @@ extern Sync__Applied *ms_applied_decode(const uint8_t *buf, size_t len, ms_alloc
 /* The checks decode runs, for messages built in memory. */
 extern bool ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX]);
 extern bool ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX]);
+
+/* Wish fates an upload may carry (a replica decides few wishes at a time). */
+#define MS_WISH_FATES_MAX 4096
+
+/* ms_wish_check: one wish of a Down: numbered, a setting's one-part key, a known apply. */
+extern bool ms_wish_check(const Sync__Wish *w, char reason[MS_REASON_MAX]);
 extern bool ms_applied_check(const Sync__Applied *a, char reason[MS_REASON_MAX]);
 extern bool ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX]);
 extern bool ms_rows_check(const Sync__Rows *r, char reason[MS_REASON_MAX]);

@@ -56,7 +56,7 @@ ms_decl_evolving(void)
 }
 
 static const char *const read_sql =
-"SELECT t.id, t.relid::oid, t.name, t.mirror OPERATOR(pg_catalog.=) 'record', t.rule, t.rule_column::text,"
+"SELECT t.id, t.relid::oid, t.name, t.mirror, t.rule, t.rule_column::text,"
 "       t.members::oid, t.member_key::text[], t.assignments::oid,"
 "       t.assignment_replica::text, t.group_column::text, t.key::text[],"
 "       t.origin::text, t.version::text, t.replica_owned::text[], t.unmirrored::text[],"
@@ -138,7 +138,12 @@ decl_of_row(HeapTuple tup, TupleDesc desc)
 	d->id = DatumGetInt32(SPI_getbinval(tup, desc, C_ID, &isnull));
 	d->relid = get_oid(tup, desc, C_RELID);
 	d->name = get_text(tup, desc, C_NAME);
-	d->record = get_bool(tup, desc, C_RECORD);
+	{
+		char	   *mirror = get_text(tup, desc, C_RECORD);
+
+		d->record = strcmp(mirror, "catalog") != 0;
+		d->setting = strcmp(mirror, "setting") == 0;
+	}
 	d->rule = ms_rule_of_name(get_text(tup, desc, C_RULE));
 	d->rule_column = get_text(tup, desc, C_RULE_COLUMN);
 	d->members = get_oid(tup, desc, C_MEMBERS);
@@ -382,7 +387,7 @@ ms_decl_store(ms_decl *d)
 	SETP(0, INT4OID, Int32GetDatum(d->id));
 	SETO(1, d->relid);
 	SETS(2, d->name);
-	SETS(3, d->record ? "record" : "catalog");
+	SETS(3, d->setting ? "setting" : d->record ? "record" : "catalog");
 	SETS(4, ms_rule_name(d->rule));
 	SETS(5, d->rule_column);
 	SETO(6, d->members);

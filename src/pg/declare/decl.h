@@ -55,7 +55,8 @@ typedef struct ms_decl
 	int			id;				/* sync.tables.id; 0 until stored */
 	Oid			relid;
 	char	   *name;			/* wire name: relname in public, else schema.relname */
-	bool		record;			/* mirror: record (true) or catalog (false) */
+	bool		record;			/* mirror: record or setting (true) or catalog (false) */
+	bool		setting;		/* mirror: setting, a record of one row per replica (wish.c) */
 	bool		proto;			/* codec: proto (true) or json (false) */
 
 	ms_rule		rule;

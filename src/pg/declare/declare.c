@@ -113,12 +113,14 @@ read_args(FunctionCallInfo fcinfo, ms_decl *d)
 
 	if (strcmp(mirror, "record") == 0)
 		d->record = true;
+	else if (strcmp(mirror, "setting") == 0)
+		d->record = d->setting = true;
 	else if (strcmp(mirror, "catalog") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown mirror \"%s\"", mirror),
-				 errdetail("A table is a catalog (written on the server) or a record (written by replicas)."),
-				 errhint("Write 'catalog' or 'record'.")));
+				 errdetail("A table is a catalog (written on the server), a record (written by replicas) or a setting (one row per replica, written by it, which the server may wish changed)."),
+				 errhint("Write 'catalog', 'record' or 'setting'.")));
 	if (strcmp(codec, "proto") == 0)
 		d->proto = true;
 	else if (strcmp(codec, "json") != 0)

@@ -205,6 +205,7 @@ check_table(ms_vcx *v)
 	t->name = d->name;
 	t->qualified = pstrdup(v->tabname);
 	t->record = d->record;
+	t->setting = d->setting;
 	t->rule = d->rule;
 	t->proto = d->proto;
 	t->retired = d->retired;
@@ -395,7 +396,7 @@ check_origin(ms_vcx *v)
 		ms_v_report(v, (ms_problem) {
 			.sqlerrcode = ERRCODE_INVALID_PARAMETER_VALUE,
 			.problem = "record without origin",
-			.message = psprintf("record %s has no origin", v->tabname),
+			.message = psprintf("%s %s has no origin", d->setting ? "setting" : "record", v->tabname),
 			.why = "A record is keyed by the replica that wrote it: its key includes its origin, a uuid column.",
 			.hint = "Name it with origin => col."
 		});
@@ -415,6 +416,15 @@ check_origin(ms_vcx *v)
 			.message = psprintf("origin column \"%s\" of %s is not in its key", d->origin, v->tabname),
 			.why = "Replicas write records independently: only a key that includes the writer is unique across them.",
 			.hint = psprintf("Make the key (origin, ...): key => ARRAY['%s', ...].", d->origin)
+		});
+	/* a setting is one row per replica: a wish names its row by the replica alone */
+	if (d->setting && d->origin != NULL && d->nkey != 1)
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_INVALID_PARAMETER_VALUE,
+			.problem = "setting keyed by more than its origin",
+			.message = psprintf("setting %s is keyed by more than its origin", v->tabname),
+			.why = "A setting is one row per replica, keyed by its origin alone: a wish names its row by the replica.",
+			.hint = psprintf("Make the key the origin: key => ARRAY['%s'], or declare %s a record.", d->origin, v->tabname)
 		});
 }
 

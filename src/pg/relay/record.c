@@ -35,6 +35,7 @@
 #include "seal.h"
 #include "settings.h"
 #include "wire.h"
+#include "wish.h"
 
 /* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica, generation */
 #define HEAD_MAX 160
@@ -853,6 +854,12 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		{
 			end_snapshot(&r, tg, &end);
 			p->provisioned++;
+		}
+		/* the server's wishes last, in a message of their own (wish_send.c) */
+		if (ms_wish_pack(p, &tg->id, &tg->down))
+		{
+			flush(&r, tg);
+			ms_wish_sent(p, &tg->id, tg->last_number);
 		}
 	}
 	write_batch(&r);

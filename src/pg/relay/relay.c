@@ -39,6 +39,7 @@
 #include "relay.h"
 #include "settings.h"
 #include "transient.h"
+#include "wish.h"
 
 PG_FUNCTION_INFO_V1(ms_relay_pass_sql);
 
@@ -372,8 +373,8 @@ ms_relay_pass(ms_pass *p)
 	/* every live replica may be moved by a note or a schema change; otherwise only those provisioned */
 	if (notes > 0 || ms_evolve_any(p))
 		replicas = live_replicas(p);
-	else if (provisioning != NULL)
-		replicas = provisioning;
+	else
+		replicas = ms_wish_replicas(p, provisioning);	/* those provisioned, and those with wishes to send */
 	if (provisioning == NULL)
 		provisioning = construct_empty_array(UUIDOID);
 

@@ -167,7 +167,7 @@ table_message(ms_pass *p, List *tables, ms_table *mt, bool legacy)
 
 	sync__table__init(st);
 	st->name = mt->name;
-	st->mirror = mt->record ? "record" : "catalog";
+	st->mirror = mt->setting ? "setting" : mt->record ? "record" : "catalog";
 	st->codec = mt->proto ? "proto" : "json";
 	st->n_columns = ncols;
 	st->columns = palloc(sizeof(Sync__Column *) * ncols);

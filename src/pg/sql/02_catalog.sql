@@ -7,7 +7,7 @@ CREATE TABLE sync.tables (
 	id				int PRIMARY KEY,
 	relid			regclass NOT NULL UNIQUE,
 	name			text NOT NULL UNIQUE,		-- wire name: relname, or schema.relname outside public
-	mirror			text NOT NULL CHECK (mirror IN ('catalog', 'record')),
+	mirror			text NOT NULL CHECK (mirror IN ('catalog', 'record', 'setting')),
 	rule			text CHECK (rule IN ('broadcast', 'assigned', 'grouped', 'follows')),
 												-- NULL: referenced only (travels as a parent)
 	rule_column		name,						-- assigned(col), follows(col)

@@ -31,7 +31,7 @@ COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[]
 		name, name, name[], regclass, name, text, name) IS
 	'Declares a mirrored table and installs its noting triggers; a table declared already is declared again with these options, planned again from what each replica holds (no child unmirrored first). Its arguments (docs/design.md 3): '
 	'tab, the table; '
-	'mirror, catalog (written on the server, held by replicas) or record (written by replicas, keyed by the replica); '
+	'mirror, catalog (written on the server, held by replicas) record (written by replicas, keyed by the replica) or setting (one row per replica, keyed by its origin alone, written by the replica; the server may wish it changed: sync.wish); '
 	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
 	'key, the columns that name a row (default: the primary key); '
 	'origin, a record''s uuid column naming the replica that wrote it, in its key; '

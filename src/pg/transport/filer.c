@@ -192,7 +192,7 @@ record_sql(const ms_table *t)
 					 t->qualified);
 	for (int k = 0; k < t->nkey; k++)
 		appendStringInfo(&sql, "%s%s", k ? ", " : "", t->columns[t->key[k]].quoted);
-	if (t->version < 0)
+	if (t->version < 0 && !t->setting)
 		appendStringInfoString(&sql, ") DO NOTHING");
 	else
 	{
@@ -204,10 +204,14 @@ record_sql(const ms_table *t)
 		if (t->sender)
 			appendStringInfo(&sql, ", %s = EXCLUDED.%s", quote_identifier(t->sender),
 							 quote_identifier(t->sender));
-		/* the version's own order (sync.mirror checked it has one), wherever its type lives */
-		lt = lookup_type_cache(t->columns[t->version].type, TYPECACHE_LT_OPR)->lt_opr;
-		appendStringInfo(&sql, " WHERE t.%s %s EXCLUDED.%s", t->columns[t->version].quoted,
-						 ms_operator_sql(lt), t->columns[t->version].quoted);
+		/* a setting without a version: its one writer's uploads are filed in order, the latest wins */
+		if (t->version >= 0)
+		{
+			/* the version's own order (sync.mirror checked it has one), wherever its type lives */
+			lt = lookup_type_cache(t->columns[t->version].type, TYPECACHE_LT_OPR)->lt_opr;
+			appendStringInfo(&sql, " WHERE t.%s %s EXCLUDED.%s", t->columns[t->version].quoted,
+							 ms_operator_sql(lt), t->columns[t->version].quoted);
+		}
 	}
 	appendStringInfoString(&sql, " RETURNING 1");
 	return sql.data;
