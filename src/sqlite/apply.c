@@ -683,6 +683,9 @@ apply(applier *a, ms_buf *out)
 			rc = upserts(a, d->tables[i]);
 		for (size_t i = d->n_tables; i > 0 && rc == SQLITE_OK; i--)
 			rc = deletes(a, d->tables[i - 1]);
+		/* the server's wishes, kept to be decided at the next upload (wish.c) */
+		if (rc == SQLITE_OK)
+			rc = ms_wish_receive(c, d);
 	}
 	snapshot = begins ? "begin" : c->st.snapshot ? "open" : NULL;
 	if (rc == SQLITE_OK && m->body_case == SYNC__TO_REPLICA__BODY_END_SNAPSHOT)

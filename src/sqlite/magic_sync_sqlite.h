@@ -234,7 +234,8 @@ typedef struct ms_tbl
 	const char *name;			/* wire name = SQLite table name */
 	char	   *q;				/* quoted */
 	char	   *lit;			/* as an SQL string literal */
-	bool		record;
+	bool		record;			/* record or setting */
+	bool		setting;		/* a record of one row per replica, keyed by its origin alone (wish.c) */
 	bool		proto;
 	bool		noted;			/* has noting triggers: record, or catalog with owned columns */
 	int			ncols;
@@ -403,5 +404,18 @@ extern int	ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d);
 
 /* ms_own_origin: whether an origin value names this replica. */
 extern bool ms_own_origin(ms_ctx *c, sqlite3_value *v);
+
+/* ---- wish.c ------------------------------------------------------------ */
+
+/* ms_wishes_ensure: _sync_wishes, made when missing. */
+extern int	ms_wishes_ensure(ms_ctx *c);
+/* ms_wish_receive: a Down's wishes kept, each once; a newer one supersedes the pending. */
+extern int	ms_wish_receive(ms_ctx *c, const Sync__Down *d);
+/* ms_wish_decide: the pending wishes applied or declined, and the fates not yet answered into up. */
+extern int	ms_wish_decide(ms_ctx *c, Sync__Up *up, const uint8_t send_id[MS_SEND_ID_BYTES]);
+/* ms_wish_filed: a Filed answer for this send: the fates it carried are answered. */
+extern int	ms_wish_filed(ms_ctx *c, const uint8_t send_id[MS_SEND_ID_BYTES]);
+/* ms_wish_progress: the table's wishes as sync_progress says them (",\"wishes\":[...]"), or nothing. */
+extern int	ms_wish_progress(ms_ctx *c, const char *table, ms_buf *out);
 
 #endif

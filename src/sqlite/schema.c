@@ -85,7 +85,8 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 	t->name = m->name;
 	t->q = ms_printf(&c->arena, "\"%w\"", m->name);
 	t->lit = ms_printf(&c->arena, "%Q", m->name);
-	t->record = strcmp(m->mirror, "record") == 0;
+	t->setting = strcmp(m->mirror, "setting") == 0;
+	t->record = t->setting || strcmp(m->mirror, "record") == 0;
 	t->proto = strcmp(m->codec, "proto") == 0;
 	t->ncols = (int) m->n_columns;
 	t->cols = ms_alloc(&c->arena, sizeof(ms_col) * m->n_columns);

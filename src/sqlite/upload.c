@@ -995,11 +995,14 @@ upload(uploader *u, uint8_t **blob, size_t *blob_len)
 		return rc;
 	u->bound = (size_t) bound;
 	rc = head(u);
+	/* the server's wishes decided first: an applied one is a write this upload carries (wish.c) */
+	if (rc == SQLITE_OK)
+		rc = ms_wish_decide(c, &u->up, u->send_id);
 	if (rc == SQLITE_OK)
 		rc = gather(u, &fp, &with_digests);
 	if (rc == SQLITE_OK && fp.oom)
 		rc = SQLITE_NOMEM;
-	say = u->rows > 0 || u->refusals > 0 || with_digests || u->max_rows == 0 ||
+	say = u->rows > 0 || u->refusals > 0 || with_digests || u->max_rows == 0 || u->up.n_wish_fates > 0 ||
 		s->report == NULL || (rc == SQLITE_OK && strcmp(s->report, fp.data) != 0) ||
 		(!s->report_filed && c->now - s->report_at >= u->resend_after);
 	if (rc == SQLITE_OK && say)

@@ -27,6 +27,7 @@ extern void test_found(void);
 extern void test_oom(void);
 extern void test_claims(void);
 extern void test_seal(void);
+extern void test_wish(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -114,6 +115,7 @@ main(void)
 	test_codec();
 	test_letgo();
 	test_upload();
+	test_wish();
 	test_sends();
 	test_digest();
 	test_misuse();
