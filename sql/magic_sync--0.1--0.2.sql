@@ -755,7 +755,7 @@ COMMENT ON VIEW sync.wishes IS
 	'Every wish and its fate: pending (not decided yet; sent_in is the message that carried it down, NULL until the relay sends it), applied, declined (the replica changed its row first: it keeps its own), superseded (a newer wish for the row came first), with why, when made and when decided';
 REVOKE ALL ON sync.wish_list, sync.wishes FROM PUBLIC;
 GRANT SELECT ON sync.wish_list, sync.wishes TO sync_admin;
-GRANT INSERT, UPDATE, DELETE ON sync.wish_list TO sync_relay;
+GRANT INSERT, UPDATE, DELETE ON sync.wish_list, sync.wishes TO sync_relay;
 GRANT USAGE, SELECT, UPDATE ON SEQUENCE sync.wish_list_id_seq TO sync_relay;
 REVOKE ALL ON FUNCTION sync.wish(regclass, uuid, jsonb, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.wish(regclass, uuid, jsonb, text) TO sync_admin;
