@@ -27,6 +27,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/uuid.h"
 
 #include "access.h"
@@ -175,11 +176,30 @@ as_owner(ms_decl *d, pg_uuid_t *replica, Datum values, bool if_unchanged, bool *
 	Datum		args[2] = {values, UUIDPGetDatum(replica)};
 	Datum		expected = (Datum) 0;
 	bool		isnull = true;
+	MemoryContext cxt = CurrentMemoryContext;
 
 	ms_owner_begin(&o, d->relid);
-	if (SPI_execute_with_args(psprintf("SELECT pg_catalog.jsonb_populate_record(NULL::%s, $1) IS NULL", qualified),
-							  1, types, args, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not check a wish's values");
+	PG_TRY();
+	{
+		if (SPI_execute_with_args(psprintf("SELECT pg_catalog.jsonb_populate_record(NULL::%s, $1) IS NULL", qualified),
+								  1, types, args, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not check a wish's values");
+	}
+	PG_CATCH();
+	{
+		/* the column's own error, said as the wish's: thrown again at once, the transaction aborts */
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		e = CopyErrorData();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(e->sqlerrcode),
+				 errmsg("the values of a wish do not fit %s: %s", d->name, e->message),
+				 errdetail("Each value is read as its column's type, as the replica's upload of the row would be filed."),
+				 errhint("Give each column a value of its type: SELECT * FROM sync.mirrors shows the table's columns.")));
+	}
+	PG_END_TRY();
 	if (if_unchanged)
 	{
 		char	   *sql = psprintf("SELECT (SELECT pg_catalog.jsonb_object_agg(k, pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->) k)"
