@@ -68,6 +68,9 @@
 **        "waiting":0,"dropped":1,"dropped_reasons":["..."]},...}
 **       waiting: in the server's inbox; dropped: edits the server did not take
 **       e.g. SELECT key, value->>'unsent' FROM json_each(sync_progress());
+**       A setting table's newest wishes of the server's (wish.c), newest first:
+**       "wishes":[{"id":7,"fate":"applied","why":null,"apply":"always",
+**        "values":"{...}","got_at":...,"decided_at":...,"answered":true}]
 **
 **   sync_status() -> TEXT (JSON)
 **       {"replica":"uuid"|null,"epoch":"hex"|null,"applied":42,"generation":G,
