@@ -25,6 +25,15 @@
 extern ArrayType *ms_wish_replicas(ms_pass *p, ArrayType *provisioning);
 
 /*
+ * ms_wish_due: the replicas with wishes not yet sent, read once per pass
+ * (one statement, however many replicas the pass writes to); NULL when none.
+ * ms_wish_due_for: whether this replica is one of them.
+ */
+typedef struct ms_wish_due_set ms_wish_due_set;
+extern ms_wish_due_set *ms_wish_due(ms_pass *p);
+extern bool ms_wish_due_for(const ms_wish_due_set *due, const pg_uuid_t *replica);
+
+/*
  * ms_wish_pack: the wishes not yet sent to this replica, appended to down as
  * Down's field 5 (repeated Wish); false when there are none.  ms_wish_sent:
  * they went in message `number`.

@@ -47,6 +47,48 @@ ms_wish_replicas(ms_pass *p, ArrayType *provisioning)
 	return ms_array();
 }
 
+struct ms_wish_due_set
+{
+	int			n;
+	pg_uuid_t  *ids;			/* sorted */
+};
+
+static int
+due_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, UUID_LEN);
+}
+
+ms_wish_due_set *
+ms_wish_due(ms_pass *p)
+{
+	ms_wish_due_set *due;
+
+	if (!has_wishes())
+		return NULL;
+	ms_exec(p, "SELECT DISTINCT replica FROM sync.wish_list WHERE fate = 'pending' AND number IS NULL",
+			0, NULL, NULL, NULL, 0);
+	if (SPI_processed == 0)
+		return NULL;
+	due = palloc(sizeof *due);
+	due->n = (int) SPI_processed;
+	due->ids = palloc(sizeof(pg_uuid_t) * due->n);
+	for (int i = 0; i < due->n; i++)
+	{
+		bool		isnull;
+
+		memcpy(&due->ids[i], DatumGetUUIDP(ms_value(i, 1, &isnull)), sizeof(pg_uuid_t));
+	}
+	qsort(due->ids, due->n, sizeof(pg_uuid_t), due_cmp);
+	return due;
+}
+
+bool
+ms_wish_due_for(const ms_wish_due_set *due, const pg_uuid_t *replica)
+{
+	return due != NULL && bsearch(replica, due->ids, due->n, sizeof(pg_uuid_t), due_cmp) != NULL;
+}
+
 bool
 ms_wish_pack(ms_pass *p, const pg_uuid_t *replica, StringInfo down)
 {

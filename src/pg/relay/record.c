@@ -827,6 +827,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	List	   *bad = NIL;
 	ListCell   *lc;
 	StringInfoData end;
+	ms_wish_due_set *due;
 
 	recorder_init(&r, p);
 	load_targets(&r, replicas, provisioning);
@@ -846,6 +847,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		record_deletes(&r, list_nth(p->tables, i));
 
 	initStringInfo(&end);
+	due = ms_wish_due(p);
 	hash_seq_init(&seq, r.targets);
 	while ((tg = hash_seq_search(&seq)) != NULL)
 	{
@@ -856,7 +858,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 			p->provisioned++;
 		}
 		/* the server's wishes last, in a message of their own (wish_send.c) */
-		if (ms_wish_pack(p, &tg->id, &tg->down))
+		if (ms_wish_due_for(due, &tg->id) && ms_wish_pack(p, &tg->id, &tg->down))
 		{
 			flush(&r, tg);
 			ms_wish_sent(p, &tg->id, tg->last_number);
