@@ -37,6 +37,7 @@
 #include "plan.h"
 #include "record.h"
 #include "relay.h"
+#include "retry.h"
 #include "settings.h"
 #include "transient.h"
 
@@ -369,11 +370,14 @@ ms_relay_pass(ms_pass *p)
 	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
 		ms_plans_keep(false);
 
-	/* every live replica may be moved by a note or a schema change; otherwise only those provisioned */
+	/*
+	 * every live replica may be moved by a note or a schema change; otherwise
+	 * only those provisioned, and those with refused rows due (retry.c)
+	 */
 	if (notes > 0 || ms_evolve_any(p))
 		replicas = live_replicas(p);
-	else if (provisioning != NULL)
-		replicas = provisioning;
+	else
+		replicas = ms_retry_replicas(p, provisioning);
 	if (provisioning == NULL)
 		provisioning = construct_empty_array(UUIDOID);
 
