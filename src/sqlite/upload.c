@@ -959,6 +959,8 @@ gather(uploader *u, ms_buf *fp, bool *with_digests)
 		ms_buf_printf(fp, "%llu:%llu", (unsigned long long) s->number, (unsigned long long) s->gap);
 		if (s->has_epoch)
 			ms_buf_hex(fp, s->epoch, MS_EPOCH_BYTES);
+		/* a new build is news: the server tries again what the old one refused */
+		ms_buf_printf(fp, " %s ", u->build);
 		rc = backlog(u, fp);
 	}
 	return rc;
