@@ -699,6 +699,8 @@ $$;
 -- A refused row comes back by itself (issue 19.6): each replica's build and
 -- protocol (Up.build), and when each row it refused goes to it again
 ALTER TABLE sync.replicas ADD COLUMN build text, ADD COLUMN protocol int;
+COMMENT ON COLUMN sync.replicas.build IS 'The build its last upload said it runs (Up.build): a change sends the rows it refused again at once';
+COMMENT ON COLUMN sync.replicas.protocol IS 'The protocol of its last upload: a change sends the rows it refused again at once';
 -- Rows a replica refused, tried again (src/pg/relay/retry.c,
 -- transport/refused.c): one row per refused held row, kept apart from the
 -- held set so that no pass or acknowledgement pays for it.  A row refused is

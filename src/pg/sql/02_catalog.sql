@@ -70,11 +70,10 @@ CREATE TABLE sync.replicas (
 	digests_at		timestamptz,				-- when its digests last matched
 	last_error		text,
 	last_error_at	timestamptz,
-	provision_failed_at timestamptz,		-- its snapshot failed for good (src/pg/relay/park.c): tried again a minute later
-	build			text,						-- the build its last upload said it runs (Up.build; '' before there was one)
-	protocol		int							-- the protocol of its last upload: a change of either tries its refused rows again
+	provision_failed_at timestamptz			-- its snapshot failed for good (src/pg/relay/park.c): tried again a minute later
 );
 COMMENT ON TABLE sync.replicas IS 'The replicas, what the relay last saw of them, and what they acknowledged';
+-- (and the build each runs: added by 70_builds.sql, after the views of 60_read.sql)
 
 -- Epochs (src/pg/epoch.c): a random id of the installation and the secret
 -- that seals its messages.  Created by the first relay pass, not by CREATE
