@@ -260,6 +260,33 @@ SELECT rows_taken FROM sync.relay_pass();
 SELECT t.ack_all();
 SELECT count(*) FROM sync.refused_rows;
 
+-- sending one again fails for good (a bug of the app's in reading the row:
+-- here a row security policy that raises): no note to park, so it waits an
+-- hour and the pass goes on without it
+CREATE FUNCTION t.readable(id bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	IF id = 3 AND current_setting('t.broken', true) = 'on' THEN
+		RAISE EXCEPTION 'a bug reading product %', id;
+	END IF;
+	RETURN true;
+END $$;
+CREATE POLICY readable ON products USING (t.readable(id));
+-- owned by a role that is no superuser: the relay reads it as its owner, policies applied
+CREATE ROLE refused_owner;
+GRANT USAGE ON SCHEMA t TO refused_owner;
+ALTER TABLE products OWNER TO refused_owner;
+ALTER TABLE products ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+SELECT t.file('00000000-0000-0000-0000-000000000002',
+	'[{"table": "products", "key": ["3"], "reason": "the replica''s table refused it"}]');
+SET t.broken = on;
+SELECT t.later();
+SELECT rows_sent FROM sync.relay_pass();
+SELECT times, date_trunc('hour', due - now() + interval '1 minute') AS waits
+  FROM sync.refused_rows WHERE key = sync.key('{3}');
+RESET t.broken;
+ALTER TABLE products DISABLE ROW LEVEL SECURITY;
+
 \c contrib_regression
 SET client_min_messages = warning;
 DROP DATABASE contrib_regression_refused;
+DROP ROLE refused_owner;

@@ -146,7 +146,20 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		PG_END_TRY();
 		if (failure != NULL)
 		{
+			bool		resent = p->resent > 0;
+
 			*p = before;
+			/* rows refused sent again are no notes to park: they wait an hour, the rest goes on (retry.c) */
+			if (resent && !p->resend_held && !ms_transient(failure->sqlerrcode))
+			{
+				ereport(WARNING,
+						(errmsg("magic_sync: rows replicas refused could not be sent again: they wait an hour"),
+						 errdetail("%s", failure->message),
+						 errhint("SELECT * FROM sync.health() lists them.")));
+				p->resend_held = true;
+				FreeErrorData(failure);
+				continue;
+			}
 			if (ms_transient(failure->sqlerrcode) || !ms_park(p, &replicas, &provisioning))
 				ReThrowError(failure);
 			FreeErrorData(failure);

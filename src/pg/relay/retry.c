@@ -76,8 +76,22 @@ ms_plan_refused(ms_pass *p, ArrayType *replicas)
 	uint64		n;
 	int		   *tabs;
 
+	p->resent = 0;
 	if (!ms_refused_rows_catalog())
 		return;
+	/* most passes: none due, one probe of refused_rows_due */
+	ms_run(p, ms_prepare_kept(p, "SELECT EXISTS (SELECT FROM sync.refused_rows WHERE due <= now())::int::int8",
+							  0, NULL), NULL, NULL, 0);
+	if (ms_int64() == 0)
+		return;
+	if (p->resend_held)
+	{
+		/* sending them failed for good this pass (relay.c): an hour, and the rest goes on */
+		ms_exec(p, "UPDATE sync.refused_rows SET due = now() + interval '1 hour'"
+				" WHERE replica = ANY ($1) AND due <= now()",
+				1, types, values, NULL, 0);
+		return;
+	}
 	/* a count whose row is held no more, or held not refused (it changed, and went): over */
 	ms_exec(p, "DELETE FROM sync.refused_rows r WHERE r.replica = ANY ($1) AND r.due <= now()"
 			" AND NOT EXISTS (SELECT FROM sync.held h WHERE h.replica = r.replica AND h.tab = r.tab"
@@ -95,6 +109,8 @@ ms_plan_refused(ms_pass *p, ArrayType *replicas)
 			1, types, values, NULL, 0);
 	if (SPI_processed == 0)
 		return;
+	/* from here a failure is theirs (relay.c) */
+	p->resent = (int64) SPI_processed;
 	ms_exec(p, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
 	n = SPI_processed;
 	tabs = palloc(sizeof(int) * n);
