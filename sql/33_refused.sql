@@ -98,8 +98,8 @@ END $$;
 -- unsent, unfiled, set_aside, refused}]
 -- An Up: the last message applied (default: the last written), refusals
 -- [{table, key, reason}], and its build (field 14; NULL: none, as a library
--- from before it writes)
-CREATE FUNCTION t.up(r uuid, refusals jsonb DEFAULT '[]', build text DEFAULT 'b1') RETURNS bytea
+-- from before it writes); without ack, no last message applied
+CREATE FUNCTION t.up(r uuid, refusals jsonb DEFAULT '[]', build text DEFAULT 'b1', ack boolean DEFAULT true) RETURNS bytea
 	LANGUAGE plpgsql AS $$
 DECLARE
 	m bytea;
@@ -107,7 +107,7 @@ DECLARE
 	x jsonb;
 BEGIN
 	m := t.pb_int(1, 1) || t.pb_bytes(2, uuid_send(r)) || t.pb_bytes(3, decode(md5(random()::text), 'hex'));
-	SELECT * INTO o FROM sync.outbox WHERE replica = r
+	SELECT * INTO o FROM sync.outbox WHERE replica = r AND ack
 	   AND number = (SELECT last_number FROM sync.replicas WHERE id = r);
 	IF FOUND THEN
 		m := m || t.pb_bytes(4, t.pb_bytes(1, o.epoch) || t.pb_int(2, o.number)
@@ -123,14 +123,14 @@ BEGIN
 	END IF;
 	RETURN t.checked(m);
 END $$;
-CREATE FUNCTION t.file(r uuid, refusals jsonb DEFAULT '[]', build text DEFAULT 'b1') RETURNS boolean
-	LANGUAGE sql AS $$
-	SELECT sync.file(r, t.up(r, refusals, build)) ->> 'acknowledged' IS NOT NULL
+CREATE FUNCTION t.file(r uuid, refusals jsonb DEFAULT '[]', build text DEFAULT 'b1', ack boolean DEFAULT true)
+	RETURNS boolean LANGUAGE sql AS $$
+	SELECT sync.file(r, t.up(r, refusals, build, ack)) IS NOT NULL
 $$;
 -- replica 2 refuses product 2
-CREATE FUNCTION t.refuse(build text DEFAULT 'b1') RETURNS boolean LANGUAGE sql AS $$
+CREATE FUNCTION t.refuse(build text DEFAULT 'b1', ack boolean DEFAULT true) RETURNS boolean LANGUAGE sql AS $$
 	SELECT t.file('00000000-0000-0000-0000-000000000002',
-		'[{"table": "products", "key": ["2"], "reason": "the replica''s table refused it: CHECK constraint failed"}]', build)
+		'[{"table": "products", "key": ["2"], "reason": "the replica''s table refused it: CHECK constraint failed"}]', build, ack)
 $$;
 CREATE FUNCTION t.ack_all() RETURNS void LANGUAGE sql AS $$
 	SELECT t.file(id) FROM sync.replicas WHERE live ORDER BY id
@@ -183,6 +183,10 @@ SELECT * FROM t.sent();
 SELECT * FROM t.backoff();
 -- it goes once: the next pass sends nothing
 SELECT rows_sent FROM sync.relay_pass();
+-- its refusal said again before it applied the row sent (its answer not
+-- applied yet): of the version before, not counted, the row on its way not marked
+SELECT t.refuse(ack => false);
+SELECT * FROM t.backoff();
 -- refused again: the wait doubles, to an hour at most
 SELECT t.refuse();
 SELECT * FROM t.backoff();

@@ -250,12 +250,12 @@ ms_gap(ms_filing *f, Sync__Up *up)
 void
 ms_refusals(ms_filing *f, Sync__Up *up)
 {
-	Oid			types[4] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID};
+	Oid			types[5] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID, INT8OID};
 	bool		retried = ms_refused_rows_catalog();
 
 	for (size_t i = 0; i < up->n_refusals; i++)
 	{
-		Datum		values[4];
+		Datum		values[5];
 		char	   *key = ms_canonical_key(up->refusals[i]->key);
 
 		/* sent to it again later (refused.c) */
@@ -265,9 +265,16 @@ ms_refusals(ms_filing *f, Sync__Up *up)
 		values[1] = CStringGetTextDatum(up->refusals[i]->table);
 		values[2] = CStringGetTextDatum(key);
 		values[3] = CStringGetTextDatum(up->refusals[i]->reason);
+		values[4] = Int64GetDatum(f->acked);
+		/*
+		 * A version sent after what it applied is not the one it refused: a
+		 * refusal said again from before it was sent (its answer not applied
+		 * yet) would mark refused a row on its way.
+		 */
 		if (SPI_execute_with_args("UPDATE sync.held h SET refused = $4 FROM sync.tables t"
-								  " WHERE t.name = $2 AND h.tab = t.id AND h.replica = $1 AND h.key = $3",
-								  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+								  " WHERE t.name = $2 AND h.tab = t.id AND h.replica = $1 AND h.key = $3"
+								  "   AND h.number <= $5",
+								  5, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record a refusal");
 	}
 }

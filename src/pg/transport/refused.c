@@ -8,7 +8,10 @@
  *            the wait, up to an hour.  A refusal it says again (its answer
  *            not applied yet) is the same refusal: counted once.  One of a
  *            newer version (the row changed, and went at once) counts from
- *            one again.
+ *            one again.  A refusal of a row whose version on its way was
+ *            sent after what the upload says it applied is of an older
+ *            version (said again before its answer came): not counted, and
+ *            the row not marked (ack.c).
  *   taken    a row sent again and acknowledged without a refusal is held:
  *            its count ends; so does that of a row no longer held (let go
  *            of, provisioned again).
@@ -42,8 +45,9 @@ ms_refused_rows_catalog(void)
 void
 ms_refused_backoff(ms_filing *f, const char *table, const char *key)
 {
-	Oid			types[3] = {UUIDOID, TEXTOID, TEXTOID};
-	Datum		values[3] = {UUIDPGetDatum(&f->replica), CStringGetTextDatum(table), CStringGetTextDatum(key)};
+	Oid			types[4] = {UUIDOID, TEXTOID, TEXTOID, INT8OID};
+	Datum		values[4] = {UUIDPGetDatum(&f->replica), CStringGetTextDatum(table), CStringGetTextDatum(key),
+	Int64GetDatum(f->acked)};
 
 	/*
 	 * Before ack.c marks the held row refused: a row not marked yet is a new
@@ -53,7 +57,8 @@ ms_refused_backoff(ms_filing *f, const char *table, const char *key)
 	 */
 	if (SPI_execute_with_args("WITH h AS (SELECT h.replica, h.tab, h.key, h.note, h.refused IS NULL AS new"
 							  "   FROM sync.held h JOIN sync.tables t ON t.id = h.tab"
-							  "  WHERE t.name = $2 AND h.replica = $1 AND h.key = $3 AND h.taken IS NULL),"
+							  "  WHERE t.name = $2 AND h.replica = $1 AND h.key = $3 AND h.taken IS NULL"
+							  "    AND h.number <= $4),"
 							  " c AS (SELECT h.*, CASE WHEN r.replica IS NULL OR h.note > r.note THEN 1"
 							  "                   ELSE r.times + 1 END AS times"
 							  "   FROM h LEFT JOIN sync.refused_rows r"
@@ -65,7 +70,7 @@ ms_refused_backoff(ms_filing *f, const char *table, const char *key)
 							  "   FROM c"
 							  " ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, times = EXCLUDED.times,"
 							  "   refused_at = EXCLUDED.refused_at, due = EXCLUDED.due",
-							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+							  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not record when a refused row goes again");
 }
 
