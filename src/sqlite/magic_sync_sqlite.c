@@ -151,5 +151,7 @@ sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
 		rc = ms_status_register(db);
 	if (rc == SQLITE_OK)
 		rc = ms_state_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_hlc_register(db);
 	return rc;
 }
