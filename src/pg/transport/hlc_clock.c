@@ -95,7 +95,7 @@ merge_one(int64 *clock, int64 remote, const char *what)
 
 		ms_hlc_text(remote, text);
 		ereport(LOG,
-				(errmsg("magic_sync: %s's clock %s is more than a day ahead of the server's time: not merged", what, text),
+				(errmsg("magic_sync: %s %s is more than a day ahead of the server's time: not merged", what, text),
 				 errdetail("A clock from the network that far ahead would stamp every later write beyond it.")));
 	}
 }
@@ -115,8 +115,8 @@ ms_hlc_merge_upload(uint64 clock)
 	before = stored;
 	merged = before;
 	/* a uint64 beyond INT64_MAX is no clock: as negative, refused */
-	merge_one(&merged, (int64) clock, "an upload");
-	merge_one(&merged, seen, "a row filed");
+	merge_one(&merged, (int64) clock, "an upload's clock");
+	merge_one(&merged, seen, "a clock stamp filed");
 	if (merged == before)
 		return;
 	values[0] = Int64GetDatum(merged);
