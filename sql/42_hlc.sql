@@ -1,4 +1,4 @@
--- Causal versions (issue 18.3, docs/protocol.md 8): version => 'hlc' on a
+-- Causal versions (issue 18.3, docs/protocol.md 12): version => 'hlc' on a
 -- record table, declared and validated; filing by the clock stamp, equal
 -- stamps ordered by the row whatever the order of the uploads; the server's
 -- clock (sync.clock) merged from uploads, bounded, and carried by its

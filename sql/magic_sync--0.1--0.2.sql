@@ -696,7 +696,7 @@ BEGIN
 END
 $$;
 
--- Causal versions (issue 18.3, docs/protocol.md 8): version => 'hlc' on a
+-- Causal versions (issue 18.3, docs/protocol.md 12): version => 'hlc' on a
 -- record table, and the server's hybrid logical clock
 ALTER TABLE sync.tables ADD COLUMN hlc boolean NOT NULL DEFAULT false;
 CREATE OR REPLACE VIEW sync.mirrors AS
@@ -721,7 +721,7 @@ COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[]
 	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
 	'key, the columns that name a row (default: the primary key); '
 	'origin, a record''s uuid column naming the replica that wrote it, in its key; '
-	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); ''hlc'' (a bigint column named hlc) or ''hlc(col)'': the replica stamps that column itself with its hybrid logical clock on every write, and equal stamps are ordered by the row (docs/protocol.md 8); a column named hlc kept as the host stamps it is written ''"hlc"''; '
+	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); ''hlc'' (a bigint column named hlc) or ''hlc(col)'': the replica stamps that column itself with its hybrid logical clock on every write, and equal stamps are ordered by the row (docs/protocol.md 12); a column named hlc kept as the host stamps it is written ''"hlc"''; '
 	'replica_owned, a catalog''s columns the replicas write and send up (a two-way table); '
 	'unmirrored, columns that never travel; '
 	'retired, the column a replica''s copy of the table gets (no column of the table on the server) and sets when it keeps a row it was told to let go of because a row of its own points at it; '
@@ -732,7 +732,7 @@ COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[]
 	'codec, json (an object of columns) or proto (a protobuf message per row, its field numbers fixed per column: sync.proto); '
 	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row';
 -- The server's hybrid logical clock (src/pg/transport/hlc_clock.c,
--- docs/protocol.md 8): one row, the greatest clock any upload brought that
+-- docs/protocol.md 12): one row, the greatest clock any upload brought that
 -- was not too far ahead of the server's physical time.  Every message to a
 -- replica carries the greater of it and the physical time (ToReplica.clock),
 -- so a replica whose clock is behind stamps its next write after what it saw.
@@ -742,7 +742,7 @@ CREATE TABLE sync.clock (
 );
 INSERT INTO sync.clock DEFAULT VALUES;
 COMMENT ON TABLE sync.clock IS
-	'The server''s hybrid logical clock, (ms << 16) | counter: the greatest clock an upload brought (docs/protocol.md 8)';
+	'The server''s hybrid logical clock, (ms << 16) | counter: the greatest clock an upload brought (docs/protocol.md 12)';
 SELECT pg_catalog.pg_extension_config_dump('sync.clock', '');
 REVOKE ALL ON TABLE sync.clock FROM PUBLIC;
 GRANT SELECT ON TABLE sync.clock TO sync_admin;

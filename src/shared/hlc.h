@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  * hlc.h
  *	  The hybrid logical clock of a record table declared version => 'hlc'
- *	  (docs/protocol.md 8): one signed 64-bit integer, the physical time in
+ *	  (docs/protocol.md 12): one signed 64-bit integer, the physical time in
  *	  milliseconds since the Unix epoch shifted left 16 bits, or'd with a
  *	  logical counter.  Ordered as integers: a later millisecond is always
  *	  greater, and within one the counter orders the writes.  The counter's

@@ -1,5 +1,5 @@
 /*
-** hlc.c - the replica's hybrid logical clock (docs/protocol.md 8; the
+** hlc.c - the replica's hybrid logical clock (docs/protocol.md 12; the
 ** arithmetic is src/shared/hlc.h): a record table declared version => 'hlc'
 ** has its version column stamped on every write, in the writing
 ** transaction, by triggers of plain SQL (a connection without the

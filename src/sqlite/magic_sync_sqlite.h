@@ -184,7 +184,7 @@ extern const int ms_nsettings;
 #define MS_MAX_UPLOAD_DEFAULT ((int64_t) 1 << 20)
 
 /*
- * hlc.c, the clock of version => 'hlc' tables (docs/protocol.md 8):
+ * hlc.c, the clock of version => 'hlc' tables (docs/protocol.md 12):
  * ms_hlc_ensure adds its columns to _sync_state; ms_hlc_triggers makes the
  * stamping triggers of a table (none unless it is an hlc record), and
  * ms_hlc_drop_triggers drops them; ms_hlc_current reads the clock (0 when

@@ -838,7 +838,7 @@ head(uploader *u)
 	sync__up__init(&u->up);
 	sync__applied__init(&u->applied);
 	u->up.protocol = MS_PROTOCOL;
-	/* the clock of version => 'hlc' tables: the server's takes the greater (docs/protocol.md 8) */
+	/* the clock of version => 'hlc' tables: the server's takes the greater (docs/protocol.md 12) */
 	rc = ms_hlc_current(c, &clock);
 	if (rc != SQLITE_OK)
 		return rc;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""hlc.py - causal versions (issue 18.3, docs/protocol.md 8) with the real
+"""hlc.py - causal versions (issue 18.3, docs/protocol.md 12) with the real
 agent and SQLite: a record table declared version => 'hlc', two replicas
 writing it, one of whose clocks jumps back an hour (sync_test_clock_offset,
 in a process with MAGIC_SYNC_TEST_CLOCK=1).

@@ -1,6 +1,6 @@
 /*
  * test_hlc.c - the replica's hybrid logical clock (src/sqlite/hlc.c,
- * docs/protocol.md 8): a record table declared version => 'hlc' has its
+ * docs/protocol.md 12): a record table declared version => 'hlc' has its
  * version stamped on every write, monotonic; a clock set back an hour still
  * stamps newer; the server's clock is merged from every message, one an
  * absurd distance ahead is not; the counter's carry; the upload carries the

@@ -1,6 +1,6 @@
 /*
  * test_hlc.c - the hybrid logical clock both sides use (src/shared/hlc.c):
- * the vector of docs/protocol.md 8, monotonic ticks, a physical clock that
+ * the vector of docs/protocol.md 12, monotonic ticks, a physical clock that
  * goes back, the counter's carry, merging, and a clock from the network too
  * far ahead refused.
  */

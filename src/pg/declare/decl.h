@@ -125,7 +125,7 @@ extern void ms_decl_store(ms_decl *d);
 extern bool ms_decl_evolving(void);
 
 /*
- * hlc_decl.c: version => 'hlc' (docs/protocol.md 8).  ms_hlc_version_arg
+ * hlc_decl.c: version => 'hlc' (docs/protocol.md 12).  ms_hlc_version_arg
  * reads sync.mirror's version ('hlc', 'hlc(col)', '"col"') into d->version
  * and d->hlc; ms_hlc_decl_read_sql is the column read_sql selects last;
  * ms_hlc_decl_store writes d->hlc after ms_decl_store's row.

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * hlc_decl.c
- *	  version => 'hlc' (docs/protocol.md 8): a record whose version column
+ *	  version => 'hlc' (docs/protocol.md 12): a record whose version column
  *	  the replicas stamp themselves with their hybrid logical clock.
  *
  *	  sync.mirror's version is a column name; three spellings are read:

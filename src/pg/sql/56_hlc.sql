@@ -1,5 +1,5 @@
 -- The server's hybrid logical clock (src/pg/transport/hlc_clock.c,
--- docs/protocol.md 8): one row, the greatest clock any upload brought that
+-- docs/protocol.md 12): one row, the greatest clock any upload brought that
 -- was not too far ahead of the server's physical time.  Every message to a
 -- replica carries the greater of it and the physical time (ToReplica.clock),
 -- so a replica whose clock is behind stamps its next write after what it saw.
@@ -9,5 +9,5 @@ CREATE TABLE sync.clock (
 );
 INSERT INTO sync.clock DEFAULT VALUES;
 COMMENT ON TABLE sync.clock IS
-	'The server''s hybrid logical clock, (ms << 16) | counter: the greatest clock an upload brought (docs/protocol.md 8)';
+	'The server''s hybrid logical clock, (ms << 16) | counter: the greatest clock an upload brought (docs/protocol.md 12)';
 SELECT pg_catalog.pg_extension_config_dump('sync.clock', '');

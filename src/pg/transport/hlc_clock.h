@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * hlc_clock.h
- *	  The server's hybrid logical clock (docs/protocol.md 8; the arithmetic
+ *	  The server's hybrid logical clock (docs/protocol.md 12; the arithmetic
  *	  is src/shared/hlc.h): kept in sync.clock, merged from every upload
  *	  filed, carried by every message to a replica.
  *-------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * hlc_file.c
- *	  Filing a record of an hlc table (docs/protocol.md 8): the newest wins
+ *	  Filing a record of an hlc table (docs/protocol.md 12): the newest wins
  *	  by its clock stamp, and equal stamps are ordered by the row, so that
  *	  whichever copy is filed first, the same one is kept.
  *

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * hlc_file.h
- *	  Filing a record of an hlc table (hlc_file.c, docs/protocol.md 8).
+ *	  Filing a record of an hlc table (hlc_file.c, docs/protocol.md 12).
  *-------------------------------------------------------------------------
  */
 #ifndef MS_HLC_FILE_H
