@@ -698,7 +698,11 @@ $$;
 
 -- Causal versions (issue 18.3, docs/protocol.md 12): version => 'hlc' on a
 -- record table, and the server's hybrid logical clock
-ALTER TABLE sync.tables ADD COLUMN hlc boolean NOT NULL DEFAULT false;
+-- (added without a default, then given one: a default added with the column
+-- would be kept as its missing value, which a fresh install has not)
+ALTER TABLE sync.tables ADD COLUMN hlc boolean;
+UPDATE sync.tables SET hlc = false;
+ALTER TABLE sync.tables ALTER COLUMN hlc SET DEFAULT false, ALTER COLUMN hlc SET NOT NULL;
 CREATE OR REPLACE VIEW sync.mirrors AS
 	SELECT t.id, t.relid AS "table", t.name, t.mirror,
 		CASE t.rule
@@ -733,7 +737,7 @@ COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[]
 	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row';
 -- The server's hybrid logical clock (src/pg/transport/hlc_clock.c,
 -- docs/protocol.md 12): one row, the greatest clock any upload brought that
--- was not too far ahead of the server's physical time.  Every message to a
+-- was ahead of the server's physical time, and not too far ahead.  Every message to a
 -- replica carries the greater of it and the physical time (ToReplica.clock),
 -- so a replica whose clock is behind stamps its next write after what it saw.
 CREATE TABLE sync.clock (

@@ -1,6 +1,6 @@
 -- The server's hybrid logical clock (src/pg/transport/hlc_clock.c,
 -- docs/protocol.md 12): one row, the greatest clock any upload brought that
--- was not too far ahead of the server's physical time.  Every message to a
+-- was ahead of the server's physical time, and not too far ahead.  Every message to a
 -- replica carries the greater of it and the physical time (ToReplica.clock),
 -- so a replica whose clock is behind stamps its next write after what it saw.
 CREATE TABLE sync.clock (

@@ -117,7 +117,13 @@ ms_hlc_merge_upload(uint64 clock)
 	/* a uint64 beyond INT64_MAX is no clock: as negative, refused */
 	merge_one(&merged, (int64) clock, "an upload's clock");
 	merge_one(&merged, seen, "a clock stamp filed");
-	if (merged == before)
+	/*
+	 * Written only when ahead of the server's own physical time as well: the
+	 * clock messages carry is never behind that, so a replica's clock only
+	 * as far as its time needs no write, and filings do not queue on the
+	 * one row of sync.clock.
+	 */
+	if (merged <= before || merged <= ms_hlc_of_ms(now_ms()))
 		return;
 	values[0] = Int64GetDatum(merged);
 	if (SPI_execute_with_args("UPDATE sync.clock SET hlc = $1 WHERE hlc < $1", 1, types, values,

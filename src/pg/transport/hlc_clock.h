@@ -24,9 +24,11 @@ extern void ms_hlc_filed(int64 stamp);
 
 /*
  * ms_hlc_merge_upload: at the end of a filing, sync.clock takes the greater
- * of itself, the upload's clock and every stamp filed; one more than a day
- * ahead of the physical time is not merged (a LOG line says so), so that an
- * absurd clock from the network never poisons the server's.
+ * of itself, the upload's clock and every stamp filed, when that is ahead of
+ * the physical time too (otherwise the physical time is the clock, and
+ * nothing is written); one more than a day ahead of the physical time is
+ * not merged (a LOG line says so), so that an absurd clock from the network
+ * never poisons the server's.
  */
 extern void ms_hlc_merge_upload(uint64 clock);
 
