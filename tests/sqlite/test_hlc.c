@@ -194,6 +194,54 @@ merging(void)
 	tm_free_all();
 }
 
+/* a schema change declaring a table version => 'hlc' later: its rows are stamped from then on */
+static void
+declared_later(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_open(NULL);
+	Sync__Table *schema[1];
+	Sync__Down *d;
+	char	   *r;
+
+	tm_server_init(&s, 0x50, 0x60);
+	schema[0] = tm_table("tills", "record", "json", "store,id", "store TEXT notnull id=1, id INTEGER notnull id=2,"
+						 " amount INTEGER id=3, v INTEGER notnull id=4");
+	tm_origin(schema[0], "store");
+	schema[0]->version = "v";
+	schema[0]->id = 1;
+	r = tm_apply(db, tm_next(&s, tm_begin(schema, 1), NULL));
+	r = tm_apply(db, tm_next(&s, NULL, tm_end("tills", NULL)));
+	CHECK(t_has(r, "\"snapshot\":\"end\""), "the snapshot ends: %s %s", S(r), tm_error());
+	run(db, &s, "INSERT INTO tills VALUES ('%s', 1, 10, 3)");
+	CHECK(stamp(db, 1) == 3, "before: the host's version");
+	schema[0] = tm_table("tills", "record", "json", "store,id", "store TEXT notnull id=1, id INTEGER notnull id=2,"
+						 " amount INTEGER id=3, v INTEGER notnull id=4");
+	tm_origin(schema[0], "store");
+	schema[0]->version = "v";
+	schema[0]->id = 1;
+	schema[0]->hlc = true;
+	d = tm_down();
+	tm_change(d, schema[0]);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"applied\""), "the change applies: %s %s", S(r), tm_error());
+	run(db, &s, "UPDATE tills SET amount = 11 WHERE id = 1");
+	CHECK(ms_hlc_ms(stamp(db, 1)) > 0, "after: stamped by the clock: %lld", stamp(db, 1));
+	schema[0] = tm_table("tills", "record", "json", "store,id", "store TEXT notnull id=1, id INTEGER notnull id=2,"
+						 " amount INTEGER id=3, v INTEGER notnull id=4");
+	tm_origin(schema[0], "store");
+	schema[0]->version = "v";
+	schema[0]->id = 1;
+	d = tm_down();
+	tm_change(d, schema[0]);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	run(db, &s, "UPDATE tills SET v = 4 WHERE id = 1");
+	CHECK(stamp(db, 1) == 4 && t_int(db, "SELECT count(*) FROM sqlite_master WHERE name LIKE '_sync_hlc_%'") == 0,
+		  "declared a host's version again: no more stamping: %s", S(r));
+	sqlite3_close(db);
+	tm_free_all();
+}
+
 /* a file from before the clock: its state gains the columns, and sync_hlc says what it lacks */
 static void
 before_a_snapshot(void)
@@ -212,5 +260,6 @@ test_hlc(void)
 {
 	stamping();
 	merging();
+	declared_later();
 	before_a_snapshot();
 }
