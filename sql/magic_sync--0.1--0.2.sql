@@ -861,6 +861,27 @@ ALTER FUNCTION sync.health(uuid[], text) SET jit = off;
 -- replica that the replica writes; sync.wish, sync.wish_list, sync.wishes
 ALTER TABLE sync.tables DROP CONSTRAINT tables_mirror_check;
 ALTER TABLE sync.tables ADD CONSTRAINT tables_mirror_check CHECK (mirror IN ('catalog', 'record', 'setting'));
+-- Causal versions (issue 18.3, docs/protocol.md 12): version => 'hlc' on a
+-- record table, and the server's hybrid logical clock
+-- (added without a default, then given one: a default added with the column
+-- would be kept as its missing value, which a fresh install has not)
+ALTER TABLE sync.tables ADD COLUMN hlc boolean;
+UPDATE sync.tables SET hlc = false;
+ALTER TABLE sync.tables ALTER COLUMN hlc SET DEFAULT false, ALTER COLUMN hlc SET NOT NULL;
+CREATE OR REPLACE VIEW sync.mirrors AS
+	SELECT t.id, t.relid AS "table", t.name, t.mirror,
+		CASE t.rule
+			WHEN 'assigned' THEN pg_catalog.format('assigned(%I)', t.rule_column)
+			WHEN 'follows' THEN pg_catalog.format('follows(%I)', t.rule_column)
+			WHEN 'grouped' THEN pg_catalog.format(
+				'grouped(members => %s, assigned => %s, group => %I, replica => %I)',
+				t.members, t.assignments, t.group_column, t.assignment_replica)
+			ELSE t.rule
+		END AS sync,
+		t.key, t.origin, t.version, t.replica_owned, t.unmirrored, t.retired,
+		t.created, t.generated, t.active, t.partition, t.codec, t.sender, t.declared,
+		t.hlc
+	  FROM sync.tables t;
 COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
 		name, name, name[], regclass, name, text, name) IS
 	'Declares a mirrored table and installs its noting triggers; a table declared already is declared again with these options, planned again from what each replica holds (no child unmirrored first). Its arguments (docs/design.md 3): '
@@ -869,7 +890,7 @@ COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[]
 	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
 	'key, the columns that name a row (default: the primary key); '
 	'origin, a record''s uuid column naming the replica that wrote it, in its key; '
-	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); '
+	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); ''hlc'' (a bigint column named hlc) or ''hlc(col)'': the replica stamps that column itself with its hybrid logical clock on every write, and equal stamps are ordered by the row (docs/protocol.md 12); a column named hlc kept as the host stamps it is written ''"hlc"''; '
 	'replica_owned, a catalog''s columns the replicas write and send up (a two-way table); '
 	'unmirrored, columns that never travel; '
 	'retired, the column a replica''s copy of the table gets (no column of the table on the server) and sets when it keeps a row it was told to let go of because a row of its own points at it; '
@@ -920,3 +941,19 @@ GRANT INSERT, UPDATE, DELETE ON sync.wish_list, sync.wishes TO sync_relay;
 GRANT USAGE, SELECT, UPDATE ON SEQUENCE sync.wish_list_id_seq TO sync_relay;
 REVOKE ALL ON FUNCTION sync.wish(regclass, uuid, jsonb, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.wish(regclass, uuid, jsonb, text) TO sync_admin;
+-- The server's hybrid logical clock (src/pg/transport/hlc_clock.c,
+-- docs/protocol.md 12): one row, the greatest clock any upload brought that
+-- was ahead of the server's physical time, and not too far ahead.  Every message to a
+-- replica carries the greater of it and the physical time (ToReplica.clock),
+-- so a replica whose clock is behind stamps its next write after what it saw.
+CREATE TABLE sync.clock (
+	one				boolean PRIMARY KEY DEFAULT true CHECK (one),
+	hlc				bigint NOT NULL DEFAULT 0 CHECK (hlc >= 0)	-- (ms << 16) | counter
+);
+INSERT INTO sync.clock DEFAULT VALUES;
+COMMENT ON TABLE sync.clock IS
+	'The server''s hybrid logical clock, (ms << 16) | counter: the greatest clock an upload brought (docs/protocol.md 12)';
+SELECT pg_catalog.pg_extension_config_dump('sync.clock', '');
+REVOKE ALL ON TABLE sync.clock FROM PUBLIC;
+GRANT SELECT ON TABLE sync.clock TO sync_admin;
+GRANT INSERT, UPDATE, DELETE ON TABLE sync.clock TO sync_relay;

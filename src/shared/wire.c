@@ -685,6 +685,7 @@ head_message(const ms_head *h, Sync__ToReplica *m)
 	m->replica.data = (uint8_t *) h->replica;
 	m->replica.len = h->replica ? MS_REPLICA_BYTES : 0;
 	m->generation = h->generation;
+	m->clock = h->clock;
 }
 
 size_t

@@ -101,7 +101,8 @@ extern bool ms_rows_check(const Sync__Rows *r, char reason[MS_REASON_MAX]);
 
 /*
  * The head of a message to a replica: everything but its body.  The
- * generation, when not 0, is packed after the replica (field 12).
+ * generation, when not 0, is packed after the replica (field 12), and the
+ * clock, when not 0, after it (field 13).
  */
 typedef struct ms_head
 {
@@ -114,6 +115,7 @@ typedef struct ms_head
 	const uint8_t *seal;		/* MS_SEAL_BYTES, or NULL for a Filed */
 	const uint8_t *replica;		/* MS_REPLICA_BYTES */
 	uint64_t	generation;		/* the server's lineage; 0 before it numbered them */
+	uint64_t	clock;			/* the server's hybrid logical clock (hlc.h); 0: none */
 } ms_head;
 
 extern size_t ms_head_packed_size(const ms_head *h);

@@ -46,6 +46,7 @@ extern int	ms_upload_register(sqlite3 *db);
 extern int	ms_sends_register(sqlite3 *db);
 extern int	ms_status_register(sqlite3 *db);
 extern int	ms_state_register(sqlite3 *db);
+extern int	ms_hlc_register(sqlite3 *db);
 
 /* ---- util.c ---------------------------------------------------------- */
 
@@ -184,6 +185,18 @@ extern const int ms_nsettings;
 /* The library's version, the first word of the build an upload carries (Up.build). */
 #define MS_SQLITE_VERSION "0.2"
 
+/*
+ * hlc.c, the clock of version => 'hlc' tables (docs/protocol.md 12):
+ * ms_hlc_ensure adds its columns to _sync_state; ms_hlc_triggers makes the
+ * stamping triggers of a table (none unless it is an hlc record), and
+ * ms_hlc_drop_triggers drops them; ms_hlc_current reads the clock (0 when
+ * the file has none); ms_hlc_heard merges a message's clock.
+ */
+extern int	ms_hlc_ensure(ms_ctx *c);
+extern int	ms_hlc_drop_triggers(ms_ctx *c, const char *name);
+extern int	ms_hlc_current(ms_ctx *c, int64_t *clock);
+extern int	ms_hlc_heard(ms_ctx *c, uint64_t remote);
+
 /* ms_state_exists: whether the _sync_ tables exist (sets c->have_state). */
 extern int	ms_state_exists(ms_ctx *c);
 /* ms_state_ensure: create the _sync_ tables when they are missing (inside a savepoint). */
@@ -263,6 +276,9 @@ typedef struct ms_tbl
 	 */
 	char	   *broken;
 } ms_tbl;
+
+/* hlc.c: the stamping triggers of a table (none unless it is an hlc record) */
+extern int	ms_hlc_triggers(ms_ctx *c, const ms_tbl *t, const char *quiet);
 
 struct ms_schema
 {

@@ -856,12 +856,18 @@ head(uploader *u)
 {
 	ms_ctx	   *c = u->c;
 	ms_state   *s = &c->st;
+	int64_t		clock;
 	int			rc;
 
 	sqlite3_randomness(MS_SEND_ID_BYTES, u->send_id);
 	sync__up__init(&u->up);
 	sync__applied__init(&u->applied);
 	u->up.protocol = MS_PROTOCOL;
+	/* the clock of version => 'hlc' tables: the server's takes the greater (docs/protocol.md 12) */
+	rc = ms_hlc_current(c, &clock);
+	if (rc != SQLITE_OK)
+		return rc;
+	u->up.clock = (uint64_t) clock;
 	u->up.replica.data = s->replica;
 	u->up.replica.len = MS_REPLICA_BYTES;
 	u->up.send_id.data = u->send_id;

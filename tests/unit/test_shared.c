@@ -144,7 +144,7 @@ pack_vector(uint8_t *out)
 {
 	uint8_t		seal[MS_SEAL_BYTES];
 	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, ms_vector_number, ms_vector_nonce,
-	41, ms_vector_previous_nonce, seal, ms_vector_replica, 0};
+	41, ms_vector_previous_nonce, seal, ms_vector_replica, 0, 0};
 	Sync__Down	down = SYNC__DOWN__INIT;
 	Sync__Rows	rows = SYNC__ROWS__INIT;
 	Sync__Rows *rowsp = &rows;
@@ -188,7 +188,7 @@ test_vector_generation(void)
 {
 	uint8_t		seal[MS_SEAL_BYTES];
 	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, ms_vector_number, ms_vector_nonce,
-	41, ms_vector_previous_nonce, seal, ms_vector_replica, ms_vector_generation};
+	41, ms_vector_previous_nonce, seal, ms_vector_replica, ms_vector_generation, 0};
 	uint8_t		buf[256];
 	uint8_t		want[256];
 	char		reason[MS_REASON_MAX];
@@ -281,7 +281,7 @@ pack_snapshot(uint8_t *out)
 {
 	uint8_t		seal[MS_SEAL_BYTES] = {0};
 	uint8_t		nonce[16] = {9};
-	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 100, nonce, 0, NULL, seal, ms_vector_replica, 0};
+	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 100, nonce, 0, NULL, seal, ms_vector_replica, 0, 0};
 	Sync__Column c_id = SYNC__COLUMN__INIT,
 				c_name = SYNC__COLUMN__INIT,
 				c_pid = SYNC__COLUMN__INIT,
@@ -393,14 +393,14 @@ pack_end_and_filed(uint8_t *out, int which)
 	filed.refused = &refp;
 	if (which == 0)
 	{
-		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 101, nonce, 100, nonce, seal, ms_vector_replica, 0};
+		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 101, nonce, 100, nonce, seal, ms_vector_replica, 0, 0};
 
 		n = ms_head_pack(&h, out);
 		return n + ms_body_pack(NULL, &end, NULL, out + n);
 	}
 	else
 	{
-		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 0, NULL, 0, NULL, NULL, ms_vector_replica, 0};
+		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 0, NULL, 0, NULL, NULL, ms_vector_replica, 0, 0};
 
 		n = ms_head_pack(&h, out);
 		return n + ms_body_pack(NULL, NULL, &filed, out + n);
@@ -578,7 +578,7 @@ test_refusals(void)
 	/* a head alone has no body */
 	{
 		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,
-		ms_vector_secret, ms_vector_replica, 0};
+		ms_vector_secret, ms_vector_replica, 0, 0};
 
 		n = ms_head_pack(&h, buf);
 		m = ms_to_replica_decode(buf, n, 1 << 20, &ms_test_allocator, &st, reason);
@@ -587,7 +587,7 @@ test_refusals(void)
 	/* a later protocol decodes, flagged */
 	{
 		ms_head		h = {MS_PROTOCOL + 1, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,
-		NULL, ms_vector_replica, 0};
+		NULL, ms_vector_replica, 0, 0};
 		Sync__EndSnapshot end = SYNC__END_SNAPSHOT__INIT;
 
 		n = ms_head_pack(&h, buf);
@@ -800,6 +800,7 @@ main(void)
 	test_up();
 	test_sha256();
 	test_bundle();
+	test_hlc();
 	printf("%d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
 	return ms_unit_failed == 0 ? 0 : 1;
 }

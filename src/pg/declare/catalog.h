@@ -88,6 +88,7 @@ typedef struct ms_table
 	ms_fkey    *fkeys;			/* foreign keys to mirrored tables */
 	int			origin;			/* index into columns[], or -1 */
 	int			version;		/* index into columns[], or -1 */
+	bool		hlc;			/* version => 'hlc': the replicas' clock stamps it */
 	int			partition;		/* index into columns[], or -1 */
 	int			created;		/* index into columns[], or -1 */
 	char	   *sender;			/* column stamped with sync.file's sender, or NULL */

@@ -101,6 +101,7 @@ read_args(FunctionCallInfo fcinfo, ms_decl *d)
 	d->key = arg_names(fcinfo, 3, &d->nkey);
 	d->origin = arg_name(fcinfo, 4);
 	d->version = arg_name(fcinfo, 5);
+	ms_hlc_version_arg(d);
 	d->owned = arg_names(fcinfo, 6, &d->nowned);
 	d->unmirrored = arg_names(fcinfo, 7, &d->nunmirrored);
 	d->retired = arg_name(fcinfo, 8);

@@ -435,7 +435,8 @@ check_version(ms_vcx *v)
 	const ms_decl *d = v->d;
 	Form_pg_attribute att;
 
-	ms_v_named(v, d->version, "version");
+	if (!d->hlc)
+		ms_v_named(v, d->version, "version");
 	att = ms_v_att(v, d->version);
 	if (att != NULL && !att->attnotnull)
 		ms_v_report(v, (ms_problem) {
@@ -641,6 +642,7 @@ describe_roles(ms_vcx *v)
 
 	t->origin = ms_v_column(t, d->origin);
 	t->version = ms_v_column(t, d->version);
+	t->hlc = d->hlc && t->version >= 0;
 	t->partition = ms_v_column(t, d->partition);
 	t->created = ms_v_column(t, d->created);
 	t->generated = palloc(sizeof(int) * (d->ngenerated + 1));
@@ -668,6 +670,7 @@ ms_validate(const ms_decl *d, List *decls, bool declaring, List **problems)
 	check_lists(&v);
 	check_origin(&v);
 	check_version(&v);
+	ms_v_check_hlc(&v);
 	check_stamped(&v);
 	check_replica_side(&v);
 	describe_roles(&v);

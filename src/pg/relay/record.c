@@ -34,10 +34,11 @@
 #include "record.h"
 #include "seal.h"
 #include "settings.h"
+#include "hlc_clock.h"
 #include "wire.h"
 #include "wish.h"
 
-/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica, generation */
+/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica, generation, clock */
 #define HEAD_MAX 160
 /* messages and segments written to the catalog in one statement */
 #define WRITE_BATCH 256
@@ -272,6 +273,7 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	h.seal = seal;
 	h.replica = tg->id.data;
 	h.generation = p->epoch.generation;
+	h.clock = ms_hlc_server_clock();
 	Assert(ms_head_packed_size(&h) <= HEAD_MAX);
 	headlen = ms_head_pack(&h, head);
 

@@ -222,6 +222,7 @@ table_message(ms_pass *p, List *tables, ms_table *mt, bool legacy)
 		st->origin = mt->columns[mt->origin].name;
 	if (mt->version >= 0)
 		st->version = mt->columns[mt->version].name;
+	st->hlc = mt->hlc;
 	if (!legacy)
 	{
 		List	   *unique = unique_indexes(mt);

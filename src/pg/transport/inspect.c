@@ -181,6 +181,9 @@ schema(StringInfo out, Sync__Table **tables, size_t n, bool evolving)
 		str(out, t->origin);
 		appendStringInfoString(out, ",\"version\":");
 		str(out, t->version);
+		/* version => 'hlc' (docs/protocol.md 12): said only when set */
+		if (t->hlc)
+			appendStringInfoString(out, ",\"hlc\":true");
 		if (evolving)
 		{
 			appendStringInfoString(out, ",\"unique\":[");
