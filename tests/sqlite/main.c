@@ -27,6 +27,7 @@ extern void test_found(void);
 extern void test_oom(void);
 extern void test_claims(void);
 extern void test_seal(void);
+extern void test_lanes(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -123,6 +124,7 @@ main(void)
 	test_oom();
 	test_claims();
 	test_seal();
+	test_lanes();
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();

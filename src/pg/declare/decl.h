@@ -95,6 +95,9 @@ typedef struct ms_decl
 	int			natts;
 	ms_decl_att *atts;			/* every column of the table */
 	int			last_id;		/* the highest column id given */
+
+	/* the lane replicas upload its rows in (lane.h): "" the first */
+	char	   *lane;
 } ms_decl;
 
 /*
@@ -122,6 +125,12 @@ extern void ms_decl_store(ms_decl *d);
  * catalog's version did until it is.
  */
 extern bool ms_decl_evolving(void);
+
+/*
+ * ms_decl_laned: whether sync.tables has lanes (the lane column): before
+ * ALTER EXTENSION UPDATE, every table is in the first lane.
+ */
+extern bool ms_decl_laned(void);
 
 /* ms_decl_delete: deletes the row of sync.tables of this id. */
 extern void ms_decl_delete(int id);
