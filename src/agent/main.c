@@ -632,6 +632,8 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 				continue;
 			}
 		}
+		/* a lane said something: the others are asked again in turn, so a busy one never keeps them waiting */
+		memset(done, 0, sizeof done);
 		rc = file(a, up, len, st, sqlstate, err);
 		if (rc == STEP_FAILED)
 			rc = refused(a, up, len, sqlstate, st, err);
