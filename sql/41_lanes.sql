@@ -162,6 +162,9 @@ SELECT replica, lane, count(*) AS answers,
 	array_agg(DISTINCT coalesce(convert_from(lt.field(lt.field(message, 11), 10), 'UTF8'), '')) AS filed_lanes
   FROM sync.answers GROUP BY replica, lane ORDER BY replica, lane;
 SELECT replica, lane, last_seq, answers, answers_unpulled, tables FROM sync.lanes ORDER BY replica, lane;
+-- sync.inspect says an answer's lane
+SELECT a.lane, count(*) FILTER (WHERE sync.inspect(a.message)::text LIKE '%"lane": "sales"%') AS said_sales
+  FROM sync.answers a GROUP BY a.lane ORDER BY a.lane;
 -- the backlog is the first lane's to say: a lane's upload leaves it as the first lane said it
 SELECT backlog FROM sync.replicas WHERE id = :R1;
 SELECT lt.file(:R1, 7, 'sales') AS sales_after;

@@ -699,9 +699,17 @@ $$;
 -- Lanes (issue 18.2, docs/protocol.md 7.2): a table's lane, declared by
 -- sync.mirror; send numbers and answers per replica and lane.  A send
 -- filed before lanes is the first lane's ('').
-ALTER TABLE sync.tables ADD COLUMN lane text COLLATE "C" NOT NULL DEFAULT '' CHECK (lane ~ '^([a-z][a-z0-9_]{0,62})?$');
-ALTER TABLE sync.answers ADD COLUMN lane text COLLATE "C" NOT NULL DEFAULT '';
-ALTER TABLE sync.sends ADD COLUMN lane text COLLATE "C" NOT NULL DEFAULT '';
+-- (added without a default, filled, then given one: a default added with
+-- the column would be kept as its missing value, which a fresh install has not)
+ALTER TABLE sync.tables ADD COLUMN lane text COLLATE "C" CHECK (lane ~ '^([a-z][a-z0-9_]{0,62})?$');
+ALTER TABLE sync.answers ADD COLUMN lane text COLLATE "C";
+ALTER TABLE sync.sends ADD COLUMN lane text COLLATE "C";
+UPDATE sync.tables SET lane = '';
+UPDATE sync.answers SET lane = '';
+UPDATE sync.sends SET lane = '';
+ALTER TABLE sync.tables ALTER COLUMN lane SET DEFAULT '', ALTER COLUMN lane SET NOT NULL;
+ALTER TABLE sync.answers ALTER COLUMN lane SET DEFAULT '', ALTER COLUMN lane SET NOT NULL;
+ALTER TABLE sync.sends ALTER COLUMN lane SET DEFAULT '', ALTER COLUMN lane SET NOT NULL;
 ALTER TABLE sync.sends DROP CONSTRAINT sends_pkey, ADD CONSTRAINT sends_pkey PRIMARY KEY (replica, lane);
 COMMENT ON TABLE sync.sends IS 'The last send number filed per replica and lane: one at or below it is a duplicate';
 DROP FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
