@@ -957,3 +957,85 @@ SELECT pg_catalog.pg_extension_config_dump('sync.clock', '');
 REVOKE ALL ON TABLE sync.clock FROM PUBLIC;
 GRANT SELECT ON TABLE sync.clock TO sync_admin;
 GRANT INSERT, UPDATE, DELETE ON TABLE sync.clock TO sync_relay;
+
+-- Lanes (issue 18.2, docs/protocol.md 7.2): a table's lane, declared by
+-- sync.mirror; send numbers and answers per replica and lane.  A send
+-- filed before lanes is the first lane's ('').
+-- (added without a default, filled, then given one: a default added with
+-- the column would be kept as its missing value, which a fresh install has not)
+ALTER TABLE sync.tables ADD COLUMN lane text COLLATE "C" CHECK (lane ~ '^([a-z][a-z0-9_]{0,62})?$');
+ALTER TABLE sync.answers ADD COLUMN lane text COLLATE "C";
+ALTER TABLE sync.sends ADD COLUMN lane text COLLATE "C";
+UPDATE sync.tables SET lane = '';
+UPDATE sync.answers SET lane = '';
+UPDATE sync.sends SET lane = '';
+ALTER TABLE sync.tables ALTER COLUMN lane SET DEFAULT '', ALTER COLUMN lane SET NOT NULL;
+ALTER TABLE sync.answers ALTER COLUMN lane SET DEFAULT '', ALTER COLUMN lane SET NOT NULL;
+ALTER TABLE sync.sends ALTER COLUMN lane SET DEFAULT '', ALTER COLUMN lane SET NOT NULL;
+ALTER TABLE sync.sends DROP CONSTRAINT sends_pkey, ADD CONSTRAINT sends_pkey PRIMARY KEY (replica, lane);
+COMMENT ON TABLE sync.sends IS 'The last send number filed per replica and lane: one at or below it is a duplicate';
+DROP FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
+		name, name, name[], regclass, name, text, name);
+CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
+		key name[] DEFAULT NULL, origin name DEFAULT NULL, version name DEFAULT NULL,
+		replica_owned name[] DEFAULT '{}', unmirrored name[] DEFAULT '{}',
+		retired name DEFAULT NULL, created name DEFAULT NULL,
+		generated name[] DEFAULT '{}', active regclass DEFAULT NULL,
+		"partition" name DEFAULT NULL, codec text DEFAULT 'json',
+		sender name DEFAULT NULL, lane text DEFAULT '')
+	RETURNS void
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_mirror';
+COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
+		name, name, name[], regclass, name, text, name, text) IS
+	'Declares a mirrored table and installs its noting triggers; a table declared already is declared again with these options, planned again from what each replica holds (no child unmirrored first). Its arguments (docs/design.md 3): '
+	'tab, the table; '
+	'mirror, catalog (written on the server, held by replicas) record (written by replicas, keyed by the replica) or setting (one row per replica, keyed by its origin alone, written by the replica; the server may wish it changed: sync.wish); '
+	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
+	'key, the columns that name a row (default: the primary key); '
+	'origin, a record''s uuid column naming the replica that wrote it, in its key; '
+	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); ''hlc'' (a bigint column named hlc) or ''hlc(col)'': the replica stamps that column itself with its hybrid logical clock on every write, and equal stamps are ordered by the row (docs/protocol.md 12); a column named hlc kept as the host stamps it is written ''"hlc"''; '
+	'replica_owned, a catalog''s columns the replicas write and send up (a two-way table); '
+	'unmirrored, columns that never travel; '
+	'retired, the column a replica''s copy of the table gets (no column of the table on the server) and sets when it keeps a row it was told to let go of because a row of its own points at it; '
+	'created, a record''s timestamp column the server sets to now() when it first files the row, never taken from an upload; '
+	'generated, columns the server fills itself when it files an upload (a default, a sequence, a generated column), never taken from an upload; '
+	'active, a view of the table: rows outside it are not wanted; '
+	'partition, the column naming a row''s partition: a broadcast row goes to the replicas of its partition; '
+	'codec, json (an object of columns) or proto (a protobuf message per row, its field numbers fixed per column: sync.proto); '
+	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row; '
+	'lane, the lane replicas upload its rows in, with send numbers and answers of its own ('''' or NULL: the first lane, which carries what the engine says too; else a lower-case letter, then lower-case letters, digits and underscores, 63 bytes at most)';
+REVOKE ALL ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
+		name, name, name[], regclass, name, text, name, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
+		name, name, name[], regclass, name, text, name, text) TO sync_admin;
+CREATE OR REPLACE VIEW sync.mirrors AS
+	SELECT t.id, t.relid AS "table", t.name, t.mirror,
+		CASE t.rule
+			WHEN 'assigned' THEN pg_catalog.format('assigned(%I)', t.rule_column)
+			WHEN 'follows' THEN pg_catalog.format('follows(%I)', t.rule_column)
+			WHEN 'grouped' THEN pg_catalog.format(
+				'grouped(members => %s, assigned => %s, group => %I, replica => %I)',
+				t.members, t.assignments, t.group_column, t.assignment_replica)
+			ELSE t.rule
+		END AS sync,
+		t.key, t.origin, t.version, t.replica_owned, t.unmirrored, t.retired,
+		t.created, t.generated, t.active, t.partition, t.codec, t.sender, t.declared,
+		t.hlc, t.lane
+	  FROM sync.tables t;
+COMMENT ON VIEW sync.mirrors IS 'The mirrored tables, as declared';
+
+-- Each replica's lanes as the server has filed them (docs/protocol.md 7.2):
+-- the last send number filed of each, and its answers (sync.answers.lane).
+CREATE VIEW sync.lanes AS
+	SELECT s.replica, s.lane, s.filed_seq AS last_seq, s.filed_at,
+		(SELECT pg_catalog.count(*) FROM sync.answers a
+		  WHERE a.replica OPERATOR(pg_catalog.=) s.replica AND a.lane OPERATOR(pg_catalog.=) s.lane) AS answers,
+		(SELECT pg_catalog.count(*) FROM sync.answers a
+		  WHERE a.replica OPERATOR(pg_catalog.=) s.replica AND a.lane OPERATOR(pg_catalog.=) s.lane
+		    AND a.pulled IS NULL) AS answers_unpulled,
+		ARRAY(SELECT t.name FROM sync.tables t WHERE t.lane OPERATOR(pg_catalog.=) s.lane ORDER BY t.name) AS tables
+	  FROM sync.sends s;
+COMMENT ON VIEW sync.lanes IS 'Per replica and lane: the last send number filed (one at or below it is a duplicate), its answers kept and not yet pulled, and the tables declared in the lane';
+GRANT SELECT ON sync.lanes TO sync_admin;
+GRANT INSERT, UPDATE, DELETE ON sync.lanes TO sync_relay;

@@ -104,6 +104,17 @@ extern agent_status replica_apply(replica *r, const uint8_t *msg, size_t len, ap
  */
 extern agent_status replica_upload(replica *r, int64_t max_rows, uint8_t **up, size_t *len,
 								   char err[AGENT_ERROR_MAX]);
+/*
+ * Lanes (docs/protocol.md 7.2): replica_upload is the first lane's;
+ * replica_upload_lane another's ("" the first), replica_lanes the lanes
+ * there are, the first first.
+ */
+#define AGENT_LANES_MAX 64
+#define AGENT_LANE_BYTES 64
+extern agent_status replica_upload_lane(replica *r, const char *lane, int64_t max_rows, uint8_t **up,
+										size_t *len, char err[AGENT_ERROR_MAX]);
+extern agent_status replica_lanes(replica *r, char lanes[][AGENT_LANE_BYTES], int max, int *n,
+								  char err[AGENT_ERROR_MAX]);
 /* the server refused an upload for good: its rows go again, or (blame) are set aside */
 extern agent_status replica_upload_refused(replica *r, const uint8_t *up, size_t len, const char *reason,
 										   bool blame, int64_t *rows, char err[AGENT_ERROR_MAX]);

@@ -80,6 +80,7 @@ typedef struct narrowing
 	uint8_t    *suspect;		/* a one-row upload refused, kept until the control says whether to blame it */
 	size_t		suspect_len;
 	char		reason[AGENT_ERROR_MAX + 64];
+	char		lane[AGENT_LANE_BYTES];	/* the lane narrowed down: only it uploads meanwhile */
 } narrowing;
 
 /* what the agent knows of a snapshot being applied, for the bar */
@@ -449,6 +450,19 @@ rows_in(const uint8_t *up, size_t len)
 	return n;
 }
 
+/* lane_of: the lane of an upload ("" the first, or when it does not decode) */
+static void
+lane_of(const uint8_t *up, size_t len, char lane[AGENT_LANE_BYTES])
+{
+	ms_wire_status status;
+	char		reason[MS_REASON_MAX];
+	Sync__Up   *u = ms_up_decode(up, len, (size_t) 1 << 30, NULL, &status, reason);
+
+	snprintf(lane, AGENT_LANE_BYTES, "%s", u != NULL && u->lane != NULL ? u->lane : "");
+	if (u != NULL)
+		sync__up__free_unpacked(u, NULL);
+}
+
 static void
 narrowing_ends(narrowing *n)
 {
@@ -489,6 +503,8 @@ refused(agent *a, uint8_t *up, size_t len, const char *sqlstate, round_stats *st
 	char		ignored[AGENT_ERROR_MAX];
 	agent_status rc = STEP_OK;
 
+	if (n->limit < 0)
+		lane_of(up, len, n->lane);
 	if (n->suspect == NULL)
 		snprintf(n->reason, sizeof n->reason, "%s%.*s",
 				 strcmp(sqlstate, "54000") == 0 ? "too large for the server: " : "refused by the server for good: ",
@@ -545,15 +561,54 @@ took(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 }
 
 /*
+ * next_lane: the lane whose turn it is, after *turn, that has not said all
+ * it has this pass; -1 when none has more.  While narrowing, only the lane
+ * narrowed down uploads.
+ */
+static int
+next_lane(agent *a, char lanes[][AGENT_LANE_BYTES], int n, const bool *done, int *turn)
+{
+	if (a->narrow.limit >= 0)
+	{
+		for (int l = 0; l < n; l++)
+			if (strcmp(lanes[l], a->narrow.lane) == 0 && !done[l])
+				return l;
+		/* its lane is gone (its tables moved): nothing left of it to narrow */
+		narrowing_ends(&a->narrow);
+	}
+	for (int k = 0; k < n; k++)
+	{
+		int			l = (*turn + k) % n;
+
+		if (!done[l])
+		{
+			*turn = (l + 1) % n;
+			return l;
+		}
+	}
+	return -1;
+}
+
+/*
  * uploads: the upload kept from a broken connection, then every upload the
- * replica has; one the server refuses for good is narrowed down
+ * replica has, a lane at a time in turn (docs/protocol.md 7.2): a busy lane
+ * takes one upload's turn, then the next lane its, so it never keeps
+ * another's rows waiting, nor they its.  One the server refuses for good is
+ * narrowed down.
  */
 static agent_status
 uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 {
 	agent_status rc;
 	char		sqlstate[6];
+	char		lanes[AGENT_LANES_MAX][AGENT_LANE_BYTES];
+	bool		done[AGENT_LANES_MAX] = {false};
+	int			nlanes = 0;
+	int			turn = 0;
 
+	rc = replica_lanes(a->rep, lanes, AGENT_LANES_MAX, &nlanes, err);
+	if (rc != STEP_OK)
+		return rc;
 	for (int i = 0; i < UPLOADS_PER_PASS && !stop_signal; i++)
 	{
 		uint8_t    *up = a->unfiled;
@@ -561,16 +616,24 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 
 		if (up == NULL)
 		{
-			rc = replica_upload(a->rep, a->narrow.limit, &up, &len, err);
+			int			l = next_lane(a, lanes, nlanes, done, &turn);
+
+			if (l < 0)
+				return STEP_OK;
+			rc = replica_upload_lane(a->rep, lanes[l], a->narrow.limit, &up, &len, err);
 			if (rc != STEP_OK)
 				return rc;
 			if (up == NULL)
 			{
 				/* nothing more to say: what was refused went through, half at a time */
-				narrowing_ends(&a->narrow);
-				return STEP_OK;
+				if (a->narrow.limit >= 0)
+					narrowing_ends(&a->narrow);
+				done[l] = true;
+				continue;
 			}
 		}
+		/* a lane said something: the others are asked again in turn, so a busy one never keeps them waiting */
+		memset(done, 0, sizeof done);
 		rc = file(a, up, len, st, sqlstate, err);
 		if (rc == STEP_FAILED)
 			rc = refused(a, up, len, sqlstate, st, err);

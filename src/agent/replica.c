@@ -32,6 +32,8 @@ struct replica
 	sqlite3_stmt *apply;
 	sqlite3_stmt *upload;
 	sqlite3_stmt *upload_some;	/* sync_upload(max_rows): narrowing down a refusal */
+	sqlite3_stmt *upload_lane;	/* sync_upload(max_rows or NULL, lane): another lane's */
+	sqlite3_stmt *lanes;		/* sync_lanes(): the lanes to upload, the first first */
 	sqlite3_stmt *refused;		/* sync_upload_refused(upload, reason, blame) */
 	sqlite3_stmt *retry_large;	/* sync_retry('too large') */
 	sqlite3_stmt *status;
@@ -192,6 +194,10 @@ replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
 	if (rc == SQLITE_OK)
 		rc = prepare(r, "SELECT sync_upload(?1)", &r->upload_some);
 	if (rc == SQLITE_OK)
+		rc = prepare(r, "SELECT sync_upload(?1, ?2)", &r->upload_lane);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "SELECT json_extract(value, '$.lane') FROM json_each(sync_lanes()) ORDER BY key", &r->lanes);
+	if (rc == SQLITE_OK)
 		rc = prepare(r, "SELECT sync_upload_refused(?1, ?2, ?3)", &r->refused);
 	if (rc == SQLITE_OK)
 		rc = prepare(r, "SELECT sync_retry('too large')", &r->retry_large);
@@ -242,6 +248,8 @@ replica_close(replica *r)
 	sqlite3_finalize(r->apply);
 	sqlite3_finalize(r->upload);
 	sqlite3_finalize(r->upload_some);
+	sqlite3_finalize(r->upload_lane);
+	sqlite3_finalize(r->lanes);
 	sqlite3_finalize(r->refused);
 	sqlite3_finalize(r->retry_large);
 	sqlite3_finalize(r->status);
@@ -407,7 +415,14 @@ replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 agent_status
 replica_upload(replica *r, int64_t max_rows, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX])
 {
-	sqlite3_stmt *st = max_rows >= 0 ? r->upload_some : r->upload;
+	return replica_upload_lane(r, "", max_rows, up, len, err);
+}
+
+agent_status
+replica_upload_lane(replica *r, const char *lane, int64_t max_rows, uint8_t **up, size_t *len,
+					char err[AGENT_ERROR_MAX])
+{
+	sqlite3_stmt *st = lane[0] != '\0' ? r->upload_lane : max_rows >= 0 ? r->upload_some : r->upload;
 	int			rc;
 
 	*up = NULL;
@@ -415,7 +430,15 @@ replica_upload(replica *r, int64_t max_rows, uint8_t **up, size_t *len, char err
 	rc = begin(r, "sync_upload", err);
 	if (rc != STEP_OK)
 		return (agent_status) rc;
-	if (max_rows >= 0)
+	if (lane[0] != '\0')
+	{
+		if (max_rows >= 0)
+			sqlite3_bind_int64(st, 1, max_rows);
+		else
+			sqlite3_bind_null(st, 1);
+		sqlite3_bind_text(st, 2, lane, -1, SQLITE_TRANSIENT);
+	}
+	else if (max_rows >= 0)
 		sqlite3_bind_int64(st, 1, max_rows);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW)
@@ -451,6 +474,31 @@ replica_upload(replica *r, int64_t max_rows, uint8_t **up, size_t *len, char err
 		*len = 0;
 	}
 	return (agent_status) rc;
+}
+
+/*
+ * replica_lanes: the lanes the replica uploads in (sync_lanes()), the first
+ * ("") first; at most max of them, each cut at AGENT_LANE_BYTES.
+ */
+agent_status
+replica_lanes(replica *r, char lanes[][AGENT_LANE_BYTES], int max, int *n, char err[AGENT_ERROR_MAX])
+{
+	int			rc;
+
+	*n = 0;
+	while ((rc = sqlite3_step(r->lanes)) == SQLITE_ROW)
+	{
+		const char *lane = (const char *) sqlite3_column_text(r->lanes, 0);
+
+		if (*n < max)
+			snprintf(lanes[(*n)++], AGENT_LANE_BYTES, "%s", lane ? lane : "");
+	}
+	sqlite3_reset(r->lanes);
+	if (rc != SQLITE_DONE)
+		return fail(r, rc, "sync_lanes", err);
+	if (*n == 0)
+		snprintf(lanes[(*n)++], AGENT_LANE_BYTES, "%s", "");
+	return STEP_OK;
 }
 
 /*

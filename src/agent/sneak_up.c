@@ -182,6 +182,35 @@ now_us(void)
 }
 
 /*
+ * lanes_too: every upload of the replica's other lanes (docs/protocol.md
+ * 7.2), after the first lane's: each lane's rows go in the bundle too
+ */
+static int
+lanes_too(replica *rep, ms_bundle_writer *w, sneak_result *r, char why[AGENT_ERROR_MAX])
+{
+	char		lanes[AGENT_LANES_MAX][AGENT_LANE_BYTES];
+	int			n = 0;
+
+	if (replica_lanes(rep, lanes, AGENT_LANES_MAX, &n, why) != STEP_OK)
+		return -1;
+	for (int l = 1; l < n; l++)
+		for (int i = 0; i < UPLOADS_MAX && !w->failed; i++)
+		{
+			uint8_t    *up = NULL;
+			size_t		len = 0;
+
+			if (replica_upload_lane(rep, lanes[l], -1, &up, &len, why) != STEP_OK)
+				return -1;
+			if (up == NULL)
+				break;
+			ms_bundle_add(w, up, len);
+			free(up);
+			r->uploads++;
+		}
+	return 0;
+}
+
+/*
  * upload: what the replica has to say into an upload bundle: every upload
  * sync_upload() makes, or, when it has nothing to say, sync_upload(0), so
  * that what it applied (Up.applied) reaches the server all the same.  On
@@ -215,6 +244,11 @@ upload(const sneak_options *o, replica *rep, const uint8_t uuid[16], sneak_resul
 		}
 		if (last || (up == NULL && r->uploads > 0))
 			break;
+	}
+	if (!w.failed && lanes_too(rep, &w, r, why) != 0)
+	{
+		ms_bundle_discard(&w);
+		return EXIT_SOFTWARE;
 	}
 	bundle = ms_bundle_finish(&w, &blen);
 	if (bundle == NULL)

@@ -5,6 +5,7 @@
  */
 #include "wire.h"
 #include "key.h"
+#include "lane.h"
 #include "pbwrite.h"
 #include "seal.h"
 
@@ -327,6 +328,8 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 		return ms_refuse(reason, "setting table \"%s\" is not keyed by its origin alone", t->name);
 	if (t->version[0] && !has_column(t, t->version))
 		return ms_refuse(reason, "version column \"%s\" of table \"%s\" is not a column", t->version, t->name);
+	if (!check_string(t->lane, "a lane", reason) || !ms_lane_check(t->lane, strlen(t->lane), reason))
+		return false;
 	return check_evolving(t, reason);
 }
 
@@ -396,6 +399,9 @@ ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 				return ms_refuse(reason, "a Filed answer is numbered %llu, outside the chain it must be 0",
 							(unsigned long long) m->number);
 			if (!check_bytes(m->filed->send_id, MS_SEND_ID_BYTES, false, "the send id", reason))
+				return false;
+			if (!check_string(m->filed->lane, "the lane", reason) ||
+				!ms_lane_check(m->filed->lane, strlen(m->filed->lane), reason))
 				return false;
 			for (size_t i = 0; i < m->filed->n_refused; i++)
 				if (!check_refusal(m->filed->refused[i], reason))
@@ -471,6 +477,8 @@ ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 		return false;
 	if (strlen(m->build) > MS_BUILD_MAX)
 		return ms_refuse(reason, "the build is longer than %d bytes", MS_BUILD_MAX);
+	if (!check_string(m->lane, "the lane", reason) || !ms_lane_check(m->lane, strlen(m->lane), reason))
+		return false;
 	for (size_t i = 0; i < m->n_rows; i++)
 		if (!ms_rows_check(m->rows[i], reason))
 			return false;

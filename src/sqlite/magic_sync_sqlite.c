@@ -54,6 +54,18 @@
 **       narrowing down an upload the server refused; sync_upload(0) always
 **       returns one.
 **
+**   sync_upload(lane TEXT) -> BLOB or NULL
+**   sync_upload(max_rows INTEGER or NULL, lane TEXT or NULL) -> BLOB or NULL
+**       The next Up of a lane (lanes.c): only the rows of the tables its
+**       Table puts in the lane, numbered by the lane's own send numbers.
+**       '' or NULL is the first lane, which sync_upload() uploads: it says
+**       what the engine says too (applied, gap, refusals, digests, backlog).
+**       An error when the lane is no lane's name (lane.h).
+**
+**   sync_lanes() -> TEXT (JSON)
+**       [{"lane":"","last_seq":N,"tables":[...]},{"lane":"sales",...}]
+**       The first lane, then each lane a table the replica writes is in.
+**
 **   sync_upload_refused(upload BLOB, reason TEXT[, blame INTEGER]) -> TEXT
 **       The server refused this upload for good: its rows go again at once,
 **       or, blamed, are set aside with the reason.  {"rows":N,"set_aside":N}
@@ -167,5 +179,7 @@ sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
 		rc = ms_state_register(db);
 	if (rc == SQLITE_OK)
 		rc = ms_hlc_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_lanes_register(db);
 	return rc;
 }

@@ -400,12 +400,23 @@ extern int	ms_evolve_again(ms_ctx *c, const Sync__Filed *f);
 
 /* ms_sends_ensure: create the tables of sends.c when the file lacks them (a file of an older build). */
 extern int	ms_sends_ensure(ms_ctx *c);
-/* ms_send_seq: the next send number, recorded as the last. */
-extern int	ms_send_seq(ms_ctx *c, uint64_t *seq);
+/* ms_send_seq: the next send number of the lane ("" the first), recorded as its last. */
+extern int	ms_send_seq(ms_ctx *c, const char *lane, uint64_t *seq);
 /* ms_send_carried: what an upload carried of each table, for its answer to account for. */
 extern int	ms_send_carried(ms_ctx *c, const uint8_t send_id[MS_SEND_ID_BYTES], const Sync__Up *up);
 /* ms_apply_filed: a Filed answer (sync_apply, outside the chain). */
 extern int	ms_apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out);
+
+/* ---- lanes.c --------------------------------------------------------- */
+
+/* ms_tbl_lane: the lane the table's Table says ("" the first). */
+extern const char *ms_tbl_lane(const ms_tbl *t);
+/* ms_lane_last, ms_lane_set_last: a lane's last send number (at_least: never lowered). */
+extern int	ms_lane_last(ms_ctx *c, const char *lane, uint64_t *last);
+extern int	ms_lane_set_last(ms_ctx *c, const char *lane, uint64_t last, bool at_least);
+/* ms_lane_arg: a host's lane argument, checked (lane.h): NULL is the first lane. */
+extern int	ms_lane_arg(ms_ctx *c, sqlite3_value *v, const char **lane);
+extern int	ms_lanes_register(sqlite3 *db);
 
 /* ---- digest.c -------------------------------------------------------- */
 

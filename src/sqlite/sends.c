@@ -26,7 +26,8 @@
 ** after resend_after, as when an answer is lost; what the send carried of
 ** a table is forgotten once an answer accounted for it (or after a week).  An answer that says the
 ** send is a duplicate makes the replica number beyond the last the server
-** filed, and its rows go again at once.
+** filed of the answer's lane (each lane numbers its own, lanes.c), and its
+** rows go again at once.
 **
 ** sync_upload_refused(upload, reason, blame) is for a host whose sync.file
 ** refused an upload for good: the rows it carried go again at once (the
@@ -66,13 +67,12 @@ ms_sends_ensure(ms_ctx *c)
 }
 
 int
-ms_send_seq(ms_ctx *c, uint64_t *seq)
+ms_send_seq(ms_ctx *c, const char *lane, uint64_t *seq)
 {
 	sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
 	sqlite3_int64 julian_ms = 0;
 	uint64_t	now = 0;
 	uint64_t	last = 0;
-	sqlite3_stmt *st;
 	int			rc;
 
 	/*
@@ -83,22 +83,12 @@ ms_send_seq(ms_ctx *c, uint64_t *seq)
 	if (vfs != NULL && vfs->iVersion >= 2 && vfs->xCurrentTimeInt64 != NULL &&
 		vfs->xCurrentTimeInt64(vfs, &julian_ms) == SQLITE_OK && julian_ms > INT64_C(210866760000000))
 		now = (uint64_t) (julian_ms - INT64_C(210866760000000)) * 1000;
-	rc = ms_prepare(c, &st, "SELECT last FROM _sync_seq WHERE id = 1");
-	if (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
-		last = (uint64_t) sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+	/* each lane numbers on its own (lanes.c) */
+	rc = ms_lane_last(c, lane, &last);
+	if (rc != SQLITE_OK)
 		return rc;
 	*seq = last + 1 > now ? last + 1 : now;
-	rc = ms_prepare(c, &st, "INSERT INTO _sync_seq(id, last) VALUES (1, ?1)"
-					" ON CONFLICT (id) DO UPDATE SET last = excluded.last");
-	if (rc == SQLITE_OK)
-	{
-		sqlite3_bind_int64(st, 1, (sqlite3_int64) *seq);
-		rc = ms_done(c, st);
-	}
-	sqlite3_finalize(st);
-	return rc;
+	return ms_lane_set_last(c, lane, *seq, false);
 }
 
 int
@@ -414,20 +404,14 @@ duplicate(ms_ctx *c, Sync__Filed *f, const char *send, ms_buf *out)
 		rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
 	}
 	sqlite3_finalize(st);
+	/* the lane the answer is of numbers beyond it; another lane's numbers are its own */
 	if (rc == SQLITE_OK && ours)
-		rc = ms_prepare(c, &st, "INSERT INTO _sync_seq(id, last) VALUES (1, ?1)"
-						" ON CONFLICT (id) DO UPDATE SET last = max(last, excluded.last)");
-	if (rc == SQLITE_OK && ours)
-	{
-		sqlite3_bind_int64(st, 1, (sqlite3_int64) f->last_seq);
-		rc = ms_done(c, st);
-		sqlite3_finalize(st);
-	}
+		rc = ms_lane_set_last(c, f->lane != NULL ? f->lane : "", f->last_seq, true);
 	if (rc == SQLITE_OK && ours)
 		rc = again(c, f->send_id.data, &n);
 	ms_buf_printf(out, "{\"result\":\"filed\",\"send_id\":\"%s\",\"duplicate\":true,\"ours\":%s,"
-				  "\"last_seq\":%llu,\"rows\":0,\"notes\":0,\"set_aside\":0,\"dropped\":0,\"waiting\":0,\"again\":%d}",
-				  send, ours ? "true" : "false", (unsigned long long) f->last_seq, n);
+				  "\"lane\":\"%s\",\"last_seq\":%llu,\"rows\":0,\"notes\":0,\"set_aside\":0,\"dropped\":0,\"waiting\":0,\"again\":%d}",
+				  send, ours ? "true" : "false", f->lane != NULL ? f->lane : "", (unsigned long long) f->last_seq, n);
 	return rc;
 }
 

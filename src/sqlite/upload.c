@@ -28,6 +28,14 @@
 ** carried of each table recorded; its Filed answer (sync_apply) lets go of
 ** what is still stamped with it when it accounts for it.
 **
+** sync_upload(lane), sync_upload(max_rows, lane) upload one lane
+** (lanes.c): only the rows of the tables its Table puts in it, numbered by
+** its own send numbers; every other lane's, and the first's (sync_upload()),
+** are uploaded apart, so a busy table never keeps another's rows waiting.
+** Only the first lane says what the replica says of itself (the applied
+** message, gap, backlog, refusals, digests): another carries its rows and
+** the applied message that dates them, and has nothing to say without rows.
+**
 ** sync_upload(max_rows) carries at most max_rows rows and no refusals or
 ** digests, for a host narrowing down an upload the server refused for good
 ** (docs/operations.md); sync_upload(0) always says what every upload says.
@@ -118,6 +126,8 @@ typedef struct uploader
 	uint8_t		send_id[MS_SEND_ID_BYTES];
 	char		build[MS_BUILD_MAX + 1];
 	int64_t		max_rows;		/* -1: as many as fit */
+	const char *lane;			/* the lane uploaded (lanes.c): "" the first, which says what the engine says */
+	bool		first;			/* lane is the first */
 	int			rows;
 	int			refusals;
 	bool		full;
@@ -884,7 +894,10 @@ head(uploader *u)
 		u->applied.seal.len = MS_SEAL_BYTES;
 		u->applied.generation = s->generation;
 	}
-	if (s->gap != 0 && s->has_gap_epoch)
+	/* another lane carries its rows only, and the applied message that dates them */
+	if (!u->first)
+		u->up.lane = (char *) u->lane;
+	if (s->gap != 0 && s->has_gap_epoch && u->first)
 	{
 		u->up.gap = s->gap;
 		u->up.gap_epoch.data = s->gap_epoch;
@@ -914,7 +927,7 @@ gather(uploader *u, ms_buf *fp, bool *with_digests)
 	table_rows *trs = NULL;
 	size_t		without;
 	size_t		cap = 0;
-	int			rc = backlog(u, fp);
+	int			rc = u->first ? backlog(u, fp) : SQLITE_OK;
 
 	*with_digests = false;
 	if (rc == SQLITE_OK)
@@ -923,7 +936,7 @@ gather(uploader *u, ms_buf *fp, bool *with_digests)
 		without = sync__up__get_packed_size(&u->up);
 		u->minimal = without + 24 * (u->up.n_backlog + 1) + 11 + MS_UP_FRAME;
 		/* narrowing down (max_rows): rows only, so that what is blamed is a row */
-		if (u->max_rows < 0)
+		if (u->max_rows < 0 && u->first)
 			rc = digests(u, with_digests);
 	}
 	if (rc == SQLITE_OK)
@@ -933,12 +946,12 @@ gather(uploader *u, ms_buf *fp, bool *with_digests)
 			rc = ms_fail(c, SQLITE_TOOBIG, "max_upload_bytes (%llu) is too small for what every upload must carry (%llu bytes)",
 						 (unsigned long long) u->bound, (unsigned long long) u->size);
 	}
-	if (rc == SQLITE_OK && u->max_rows < 0)
+	if (rc == SQLITE_OK && u->max_rows < 0 && u->first)
 		rc = refusals(u);
 	if (rc == SQLITE_OK && (trs = ms_alloc(&c->arena, sizeof(table_rows) * (size_t) (c->schema->n + 1))) == NULL)
 		rc = SQLITE_NOMEM;
 	for (int i = 0; i < c->schema->n && rc == SQLITE_OK && !u->full && u->max_rows != 0; i++)
-		if (c->schema->t[i].noted)
+		if (c->schema->t[i].noted && strcmp(ms_tbl_lane(&c->schema->t[i]), u->lane) == 0)
 		{
 			u->rekeyed = false;
 			rc = rows_of(u, &c->schema->t[i], &trs[i]);
@@ -959,7 +972,7 @@ gather(uploader *u, ms_buf *fp, bool *with_digests)
 	if (rc == SQLITE_OK)
 		rc = stamp_rows(u);
 	/* the backlog as it is now that the rows carried wait for their answer */
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK && u->first)
 	{
 		fp->len = 0;
 		ms_buf_printf(fp, "%llu:%llu", (unsigned long long) s->number, (unsigned long long) s->gap);
@@ -978,20 +991,23 @@ pack(uploader *u, bool with_digests, const ms_buf *fp, uint8_t **blob, size_t *b
 {
 	ms_ctx	   *c = u->c;
 	sqlite3_stmt *st;
-	int			rc = ms_send_seq(c, &u->up.seq);
+	int			rc = ms_send_seq(c, u->lane, &u->up.seq);
 
-	if (rc == SQLITE_OK)
+	/* what the replica said of itself is the first lane's: another's says nothing of it */
+	if (rc == SQLITE_OK && u->first)
+	{
 		rc = ms_prepare(c, &st, "UPDATE _sync_state SET report = ?1, report_send_id = ?2, report_at = ?3,"
 						" report_filed = 0, digest_due = CASE WHEN ?4 THEN 0 ELSE digest_due END,"
 						" digest_at = CASE WHEN ?4 THEN ?3 ELSE digest_at END WHERE id = 1");
-	if (rc != SQLITE_OK)
-		return rc;
-	sqlite3_bind_text(st, 1, fp->data, (int) fp->len, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 2, u->send_id, MS_SEND_ID_BYTES, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, c->now);
-	sqlite3_bind_int(st, 4, with_digests);
-	rc = ms_done(c, st);
-	sqlite3_finalize(st);
+		if (rc != SQLITE_OK)
+			return rc;
+		sqlite3_bind_text(st, 1, fp->data, (int) fp->len, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 2, u->send_id, MS_SEND_ID_BYTES, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, c->now);
+		sqlite3_bind_int(st, 4, with_digests);
+		rc = ms_done(c, st);
+		sqlite3_finalize(st);
+	}
 	if (rc == SQLITE_OK)
 		rc = ms_send_carried(c, u->send_id, &u->up);
 	if (rc != SQLITE_OK)
@@ -1030,16 +1046,19 @@ upload(uploader *u, uint8_t **blob, size_t *blob_len)
 		return rc;
 	u->bound = (size_t) bound;
 	rc = head(u);
-	/* the server's wishes decided first: an applied one is a write this upload carries (wish.c) */
-	if (rc == SQLITE_OK)
+	/*
+	 * the server's wishes decided first: an applied one is a write this upload
+	 * carries (wish.c); their fates are the engine's word, the first lane's
+	 */
+	if (rc == SQLITE_OK && u->first)
 		rc = ms_wish_decide(c, &u->up, u->send_id);
 	if (rc == SQLITE_OK)
 		rc = gather(u, &fp, &with_digests);
 	if (rc == SQLITE_OK && fp.oom)
 		rc = SQLITE_NOMEM;
 	say = u->rows > 0 || u->refusals > 0 || with_digests || u->max_rows == 0 || u->up.n_wish_fates > 0 ||
-		s->report == NULL || (rc == SQLITE_OK && strcmp(s->report, fp.data) != 0) ||
-		(!s->report_filed && c->now - s->report_at >= u->resend_after);
+		(u->first && (s->report == NULL || (rc == SQLITE_OK && strcmp(s->report, fp.data) != 0) ||
+					  (!s->report_filed && c->now - s->report_at >= u->resend_after)));
 	if (rc == SQLITE_OK && say)
 		rc = pack(u, with_digests, &fp, blob, blob_len);
 	ms_buf_free(&fp);
@@ -1059,10 +1078,18 @@ upload_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	memset(&u, 0, sizeof u);
 	u.c = &c;
 	u.max_rows = -1;
-	if (argc == 1 && (sqlite3_value_type(argv[0]) != SQLITE_INTEGER || sqlite3_value_int64(argv[0]) < 0))
+	u.lane = "";
+	/* sync_upload(lane): a TEXT alone is a lane; sync_upload(max_rows, lane): NULL max_rows is as many as fit */
+	if (argc == 1 && sqlite3_value_type(argv[0]) == SQLITE_TEXT)
+		rc = ms_lane_arg(&c, argv[0], &u.lane);
+	else if (argc >= 1 && !(argc == 2 && sqlite3_value_type(argv[0]) == SQLITE_NULL) &&
+			 (sqlite3_value_type(argv[0]) != SQLITE_INTEGER || sqlite3_value_int64(argv[0]) < 0))
 		rc = ms_fail(&c, SQLITE_ERROR, "max_rows is a count of rows, 0 or more");
-	else if (argc == 1)
+	else if (argc >= 1 && sqlite3_value_type(argv[0]) == SQLITE_INTEGER)
 		u.max_rows = sqlite3_value_int64(argv[0]);
+	if (rc == SQLITE_OK && argc == 2)
+		rc = ms_lane_arg(&c, argv[1], &u.lane);
+	u.first = u.lane[0] == '\0';
 	if (rc == SQLITE_OK)
 		rc = ms_begin(&c, "_sync_upload");
 	if (rc == SQLITE_OK)
@@ -1104,6 +1131,9 @@ ms_upload_register(sqlite3 *db)
 
 	if (rc == SQLITE_OK)
 		rc = sqlite3_create_function(db, "sync_upload", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+									 NULL, upload_func, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_upload", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY,
 									 NULL, upload_func, NULL, NULL);
 	return rc;
 }

@@ -29,6 +29,7 @@ extern void test_claims(void);
 extern void test_seal(void);
 extern void test_wish(void);
 extern void test_hlc(void);
+extern void test_lanes(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -127,6 +128,7 @@ main(void)
 	test_claims();
 	test_seal();
 	test_hlc();
+	test_lanes();
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();

@@ -43,6 +43,9 @@ empty_file(void)
 	r = t_text(db, "SELECT sync_progress() || sync_digest() || sync_config('resend_after')");
 	CHECK(r && strcmp(r, "{}{}300") == 0, "progress, digest, a default setting: %s", S(r));
 	sqlite3_free(r);
+	r = t_text(db, "SELECT sync_lanes()");
+	CHECK(r && strcmp(r, "[{\"lane\":\"\",\"last_seq\":0,\"tables\":[]}]") == 0, "the first lane of an empty file: %s", S(r));
+	sqlite3_free(r);
 	CHECK(t_int(db, "SELECT count(*) FROM sqlite_master") == 0, "reading created nothing");
 	CHECK(t_int(db, "SELECT sync_retry()") == 0, "nothing to retry");
 	sqlite3_close(db);
@@ -64,8 +67,16 @@ arguments(void)
 	fails(db, "SELECT sync_apply(x'0a')", "truncated");
 	fails(db, "SELECT sync_apply(x'ffffffffffffffffffffff')", "truncated");
 	fails(db, "SELECT sync_apply(zeroblob(100))", "invalid field number");
-	fails(db, "SELECT sync_upload(1, 2)", "wrong number of arguments");
-	fails(db, "SELECT sync_upload('x')", "max_rows is a count of rows");
+	fails(db, "SELECT sync_upload(1, 'x', 3)", "wrong number of arguments");
+	fails(db, "SELECT sync_upload(1, 2)", "a lane is TEXT");
+	fails(db, "SELECT sync_upload(x'00')", "max_rows is a count of rows");
+	fails(db, "SELECT sync_upload(1.5, 'sales')", "max_rows is a count of rows");
+	/* a lane's name from the host is checked as one from the server is (lane.h) */
+	fails(db, "SELECT sync_upload('Sales')", "begins with a lower-case letter");
+	fails(db, "SELECT sync_upload(NULL, 'sales lane')", "byte 6 is 0x20");
+	fails(db, "SELECT sync_upload(NULL, 'sales' || char(0) || 'x')", "NUL byte");
+	fails(db, "SELECT sync_upload(NULL, 'caf' || char(233))", "byte 4 is 0xc3");
+	fails(db, "SELECT sync_upload(NULL, printf('%.64c', 'a'))", "at most 63 bytes, not 64");
 	fails(db, "SELECT sync_upload(-1)", "max_rows is a count of rows");
 	fails(db, "SELECT sync_upload_refused(x'00', 'why')", "takes an upload sync_upload() returned");
 	fails(db, "SELECT sync_upload_refused(NULL, 'why', 1)", "takes an upload sync_upload() returned");
@@ -130,7 +141,7 @@ direct_only(void)
 	tm_server	s;
 	sqlite3    *db = t_shop(&s);
 	static const char *const fns[] = {
-		"sync_apply(x'00')", "sync_upload()", "sync_digest()", "sync_progress()", "sync_status()",
+		"sync_apply(x'00')", "sync_upload()", "sync_upload('sales')", "sync_lanes()", "sync_digest()", "sync_progress()", "sync_status()",
 		"sync_init('7c9e6679-7425-40de-944b-e07fc1f90ae7')", "sync_config('resend_after')", "sync_retry()"
 	};
 

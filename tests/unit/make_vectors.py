@@ -137,6 +137,17 @@ def wish_up():
     head = varint(12 << 3 | 1) + total.to_bytes(8, "little") + body
     return head + field(13, 2, hashlib.sha256(head).digest())
 
+def sample_lane_up():
+    """The same replica's Up of lane "till" (docs/protocol.md 7.2): one row of table "sales", numbered
+    1700000000000001 by the lane's own numbers, its lane (field 16) before the check, as protobuf-c
+    packs it (in field order: the length and check are written by hand, first and last)."""
+    rows = field(1, 2, b"sales") + field(2, 2, b'{"id":8}') + field(3, 2, field(1, 2, b"8"))
+    body = (field(1, 0, 1) + field(2, 2, REPLICA) + field(3, 2, SEND_ID) + field(5, 2, rows)
+            + field(11, 0, SEQ + 1) + field(16, 2, b"till"))
+    total = 9 + len(body) + 34
+    head = varint(12 << 3 | 1) + total.to_bytes(8, "little") + body
+    return head + field(13, 2, hashlib.sha256(head).digest())
+
 WRITTEN = 1700000000000000
 
 def bundle(kind, messages):
@@ -176,6 +187,7 @@ if __name__ == "__main__":
     print("wish head", head.hex())
     print("wish body", body.hex())
     print("wish up", wish_up().hex())
+    print("lane up", sample_lane_up().hex())
     head, body = sample()
     print("bundle to", bundle(1, [head + body]).hex())
     print("bundle from", bundle(2, [sample_up()]).hex())

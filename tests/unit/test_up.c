@@ -49,6 +49,67 @@ pack_vector_up(uint8_t *out)
 	return n;
 }
 
+/*
+ * the lane vector (docs/protocol.md 7.2): a replica's Up of lane "till",
+ * packed as sync_upload(NULL, 'till') packs it, reads back with its lane;
+ * a lane that is no lane's name makes no Up
+ */
+static void
+test_lane_vector(void)
+{
+	Sync__Up	up = SYNC__UP__INIT;
+	Sync__Rows	rows = SYNC__ROWS__INIT;
+	Sync__Rows *list[1] = {&rows};
+	Sync__Key	key = SYNC__KEY__INIT;
+	Sync__Key  *keys[1] = {&key};
+	char	   *parts[1] = {"8"};
+	ProtobufCBinaryData row = {8, (uint8_t *) "{\"id\":8}"};
+	uint8_t		buf[512];
+	uint8_t		want[512];
+	char		hex[1025];
+	char		reason[MS_REASON_MAX] = "";
+	ms_wire_status status;
+	Sync__Up   *back;
+	size_t		n;
+	long		wn = ms_hex_decode(ms_vector_up_lane_hex, want, sizeof want);
+
+	key.n_parts = 1;
+	key.parts = parts;
+	rows.table = "sales";
+	rows.n_upserts = 1;
+	rows.upserts = &row;
+	rows.n_keys = 1;
+	rows.keys = keys;
+	up.protocol = MS_PROTOCOL;
+	up.replica.data = (uint8_t *) ms_vector_replica;
+	up.replica.len = 16;
+	up.send_id.data = (uint8_t *) ms_vector_send_id;
+	up.send_id.len = 16;
+	up.n_rows = 1;
+	up.rows = list;
+	up.seq = ms_vector_seq + 1;
+	up.lane = "till";
+	n = sync__up__get_packed_size(&up) + MS_UP_FRAME;
+	sync__up__pack(&up, buf + MS_UP_LENGTH_FIELD);
+	CHECK(ms_up_close(buf, n), "the lane Up's frame is written");
+	ms_hex_encode(buf, n, hex);
+	CHECK(wn == (long) n && memcmp(buf, want, n) == 0, "the lane vector Up: %s", hex);
+	CHECK(ms_up_verify(buf, n, reason), "it is whole: %s", reason);
+	back = ms_up_read(buf, n, 1 << 20, &ms_test_allocator, &status, reason);
+	CHECK(back != NULL && strcmp(back->lane, "till") == 0 && back->seq == ms_vector_seq + 1,
+		  "it reads back with its lane and number: %s", reason);
+	if (back)
+		sync__up__free_unpacked(back, &ms_test_allocator);
+	up.lane = "Till";
+	n = sync__up__get_packed_size(&up) + MS_UP_FRAME;
+	sync__up__pack(&up, buf + MS_UP_LENGTH_FIELD);
+	CHECK(ms_up_close(buf, n), "the frame is written");
+	back = ms_up_read(buf, n, 1 << 20, &ms_test_allocator, &status, reason);
+	CHECK(back == NULL && strstr(reason, "lower-case letter") != NULL, "a lane that is no lane's name is refused: %s", reason);
+	if (back)
+		sync__up__free_unpacked(back, &ms_test_allocator);
+}
+
 static void
 test_check(void)
 {
@@ -318,6 +379,7 @@ void
 test_up(void)
 {
 	test_check();
+	test_lane_vector();
 	test_read();
 	test_canon();
 }

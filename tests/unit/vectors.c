@@ -82,6 +82,11 @@ const char *ms_vector_up_hex =
 "61730000000000000008011210101112131415161718191a1b1c1d1e1f1a10505152535455565758595a5b5c5d5e5f"
 "2a170a066f726465727312087b226964223a377d1a030a0137588080f9c0c1c482036a20a040f097db978d3d2f086b"
 "65bae4a436a0ed61d4451a14ae81d64704ae0eeeeb";
+/* an Up of lane "till" (docs/protocol.md 7.2): one row of "sales", numbered by the lane, its lane before the check */
+const char *ms_vector_up_lane_hex =
+"61790000000000000008011210101112131415161718191a1b1c1d1e1f1a10505152535455565758595a5b5c5d5e5f"
+"2a160a0573616c657312087b226964223a387d1a030a0138588180f9c0c1c4820382010474696c6c6a20ac8e302be0"
+"eec5ac904362ecc38942631371a4029a0215e0ecd68edf940d8448";
 /* bundles (docs/protocol.md 11), written at 1700000000000000 us: the sample message to the replica, the Up from it */
 const uint64_t ms_vector_bundle_written = UINT64_C(1700000000000000);
 const char *ms_vector_bundle_to_hex =

@@ -51,6 +51,7 @@ extern const char *ms_vector_applied_hex;
 extern const uint8_t ms_vector_send_id[16];
 extern const uint64_t ms_vector_seq;
 extern const char *ms_vector_up_hex;
+extern const char *ms_vector_up_lane_hex;
 /* bundles: the sample message to the replica, the sample Up from it */
 extern const uint64_t ms_vector_bundle_written;
 extern const char *ms_vector_bundle_to_hex;

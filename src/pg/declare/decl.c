@@ -26,7 +26,7 @@ enum
 	C_OWNED, C_UNMIRRORED, C_RETIRED, C_CREATED, C_GENERATED, C_ACTIVE,
 	C_PARTITION, C_PROTO, C_SENDER, C_COL_NAMES, C_COL_TYPES, C_COL_FIELDS,
 	C_FK_NAMES, C_FK_PARENTS, C_COL_IDS, C_FILL_NAMES, C_FILL_VALUES, C_ATT_NAMES,
-	C_ATT_NUMS, C_LAST_ID, C_HLC
+	C_ATT_NUMS, C_LAST_ID, C_HLC, C_LANE
 };
 
 /*
@@ -45,6 +45,15 @@ static const char *const evolving_sql =
 static const char *const before_sql =
 "       ARRAY(SELECT '0'::text FROM pg_catalog.jsonb_each_text(t.columns) e),"
 "       '{}'::text[], '{}'::text[], '{}'::text[], '{}'::text[], 0";
+
+bool
+ms_decl_laned(void)
+{
+	Oid			nsp = get_namespace_oid("sync", true);
+	Oid			tables = OidIsValid(nsp) ? get_relname_relid("tables", nsp) : InvalidOid;
+
+	return OidIsValid(tables) && get_attnum(tables, "lane") != InvalidAttrNumber;
+}
 
 bool
 ms_decl_evolving(void)
@@ -191,6 +200,7 @@ decl_of_row(HeapTuple tup, TupleDesc desc)
 		d->atts[i].attnum = atoi(fields[i]);
 	}
 	d->last_id = DatumGetInt32(SPI_getbinval(tup, desc, C_LAST_ID, &isnull));
+	d->lane = get_text(tup, desc, C_LANE);
 	names = get_names(tup, desc, C_FK_NAMES, &d->nfkeys);
 	parents = get_names(tup, desc, C_FK_PARENTS, &n);
 	d->fkeys = palloc0(sizeof(ms_decl_fkey) * (d->nfkeys + 1));
@@ -210,7 +220,8 @@ ms_decl_read_all(void)
 	int			rc;
 
 	rc = SPI_execute(psprintf(read_sql, ms_decl_evolving() ? evolving_sql : before_sql,
-							  ms_hlc_decl_read_sql()), false, 0);
+							  psprintf("%s%s", ms_hlc_decl_read_sql(),
+									   ms_decl_laned() ? ", t.lane" : ", ''::text")), false, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading sync.tables failed: %s", SPI_result_code_string(rc));
 	MemoryContextSwitchTo(cxt);
@@ -437,6 +448,17 @@ ms_decl_store(ms_decl *d)
 	if (rc != SPI_OK_INSERT || SPI_processed != 1)
 		elog(ERROR, "storing the declaration failed: %s", SPI_result_code_string(rc));
 	ms_hlc_decl_store(d);
+	/* the lane, apart: a catalog not yet updated has none, and every table is in the first */
+	if (ms_decl_laned())
+	{
+		Oid			ltypes[2] = {INT4OID, TEXTOID};
+		Datum		lvalues[2] = {Int32GetDatum(d->id), CStringGetTextDatum(d->lane ? d->lane : "")};
+
+		if (SPI_execute_with_args("UPDATE sync.tables SET lane = $2 WHERE id OPERATOR(pg_catalog.=) $1"
+								  " AND lane OPERATOR(pg_catalog.<>) $2",
+								  2, ltypes, lvalues, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "storing the declaration's lane failed");
+	}
 }
 
 void

@@ -97,6 +97,9 @@ typedef struct ms_decl
 	int			natts;
 	ms_decl_att *atts;			/* every column of the table */
 	int			last_id;		/* the highest column id given */
+
+	/* the lane replicas upload its rows in (lane.h): "" the first */
+	char	   *lane;
 } ms_decl;
 
 /*
@@ -128,12 +131,18 @@ extern bool ms_decl_evolving(void);
 /*
  * hlc_decl.c: version => 'hlc' (docs/protocol.md 12).  ms_hlc_version_arg
  * reads sync.mirror's version ('hlc', 'hlc(col)', '"col"') into d->version
- * and d->hlc; ms_hlc_decl_read_sql is the column read_sql selects last;
+ * and d->hlc; ms_hlc_decl_read_sql is the hlc column read_sql selects;
  * ms_hlc_decl_store writes d->hlc after ms_decl_store's row.
  */
 extern void ms_hlc_version_arg(ms_decl *d);
 extern const char *ms_hlc_decl_read_sql(void);
 extern void ms_hlc_decl_store(const ms_decl *d);
+
+/*
+ * ms_decl_laned: whether sync.tables has lanes (the lane column): before
+ * ALTER EXTENSION UPDATE, every table is in the first lane.
+ */
+extern bool ms_decl_laned(void);
 
 /* ms_decl_delete: deletes the row of sync.tables of this id. */
 extern void ms_decl_delete(int id);

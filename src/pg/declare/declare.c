@@ -41,6 +41,7 @@
 #include "access.h"
 #include "catalog.h"
 #include "follow.h"
+#include "lane.h"
 #include "owner.h"
 #include "rule.h"
 #include "triggers.h"
@@ -80,10 +81,25 @@ arg_names(FunctionCallInfo fcinfo, int i, int *n)
 	return out;
 }
 
+/* check_lane: a lane's name both sides print and compare byte for byte (lane.h) */
+static void
+check_lane(const char *lane)
+{
+	char		reason[MS_REASON_MAX];
+
+	if (!ms_lane_check(lane, strlen(lane), reason))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid lane \"%s\"", lane),
+				 errdetail("%s.", reason),
+				 errhint("Name a lane with a lower-case letter, then lower-case letters, digits and underscores"
+						 " (at most %d bytes), or leave it '' for the first lane.", MS_LANE_MAX)));
+}
+
 /*
  * read_args: sync.mirror(tab, mirror, sync, key, origin, version,
  * replica_owned, unmirrored, retired, created, generated, active,
- * partition, codec, sender) into d, but for the rule.
+ * partition, codec, sender, lane) into d, but for the rule.
  */
 static void
 read_args(FunctionCallInfo fcinfo, ms_decl *d)
@@ -111,6 +127,7 @@ read_args(FunctionCallInfo fcinfo, ms_decl *d)
 	d->partition = arg_name(fcinfo, 12);
 	codec = PG_ARGISNULL(13) ? "json" : text_to_cstring(PG_GETARG_TEXT_PP(13));
 	d->sender = arg_name(fcinfo, 14);
+	d->lane = PG_NARGS() > 15 && !PG_ARGISNULL(15) ? text_to_cstring(PG_GETARG_TEXT_PP(15)) : "";
 
 	if (strcmp(mirror, "record") == 0)
 		d->record = true;
@@ -122,6 +139,7 @@ read_args(FunctionCallInfo fcinfo, ms_decl *d)
 				 errmsg("unknown mirror \"%s\"", mirror),
 				 errdetail("A table is a catalog (written on the server), a record (written by replicas) or a setting (one row per replica, written by it, which the server may wish changed)."),
 				 errhint("Write 'catalog', 'record' or 'setting'.")));
+	check_lane(d->lane);
 	if (strcmp(codec, "proto") == 0)
 		d->proto = true;
 	else if (strcmp(codec, "json") != 0)

@@ -488,6 +488,9 @@ ms_follow_redeclare(ms_decl *d, const ms_decl *old, ms_follow *f)
 		said(f, "another active view");
 		f->replan = true;
 	}
+	/* its Table says so: the replicas holding it upload its rows in the lane from then on */
+	if (strcmp(d->lane ? d->lane : "", old->lane ? old->lane : "") != 0)
+		said(f, "another lane");
 	compare_fkeys(d->fkeys, d->nfkeys, old->fkeys, old->nfkeys, f);
 }
 

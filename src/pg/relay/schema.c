@@ -231,6 +231,7 @@ table_message(ms_pass *p, List *tables, ms_table *mt, bool legacy)
 		int			u = 0;
 
 		st->id = (uint32) mt->id;
+		st->lane = mt->decl != NULL && mt->decl->lane != NULL ? mt->decl->lane : "";
 		st->n_unique = list_length(unique);
 		st->unique = palloc(sizeof(Sync__Unique *) * Max(st->n_unique, 1));
 		foreach(lc, unique)

@@ -37,7 +37,9 @@ CREATE TABLE sync.tables (
 	attnums			jsonb NOT NULL DEFAULT '{}',	-- every column of the table -> its attnum: a rename is followed by it
 	fills			jsonb NOT NULL DEFAULT '{}',	-- column added since -> the value (text) every row then held took
 	last_id			int NOT NULL DEFAULT 0,			-- the highest column id given
-	hlc				boolean NOT NULL DEFAULT false	-- version => 'hlc': replicas stamp the version with their clock
+	hlc				boolean NOT NULL DEFAULT false,	-- version => 'hlc': replicas stamp the version with their clock
+	-- the lane the replicas upload its rows in (docs/protocol.md 7.2): '' the first
+	lane			text COLLATE "C" NOT NULL DEFAULT '' CHECK (lane ~ '^([a-z][a-z0-9_]{0,62})?$')
 );
 CREATE SEQUENCE sync.tables_id_seq AS int OWNED BY sync.tables.id;
 ALTER TABLE sync.tables ALTER COLUMN id SET DEFAULT nextval('sync.tables_id_seq');
@@ -228,7 +230,8 @@ CREATE TABLE sync.answers (
 	filed			timestamptz NOT NULL DEFAULT now(),
 	pulled			timestamptz,
 	received		timestamptz,				-- a filing of the replica showed it no longer waits for it
-	PRIMARY KEY (replica, send_id)
+	PRIMARY KEY (replica, send_id),
+	lane			text COLLATE "C" NOT NULL DEFAULT ''	-- the lane of the send answered ('' the first)
 );
 -- pruned an hour after they were pulled, oldest first (sync.prune)
 CREATE INDEX answers_pulled ON sync.answers (pulled) WHERE pulled IS NOT NULL;

@@ -23,12 +23,12 @@ CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
 		retired name DEFAULT NULL, created name DEFAULT NULL,
 		generated name[] DEFAULT '{}', active regclass DEFAULT NULL,
 		"partition" name DEFAULT NULL, codec text DEFAULT 'json',
-		sender name DEFAULT NULL)
+		sender name DEFAULT NULL, lane text DEFAULT '')
 	RETURNS void
 	LANGUAGE c
 	AS 'MODULE_PATHNAME', 'ms_mirror';
 COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
-		name, name, name[], regclass, name, text, name) IS
+		name, name, name[], regclass, name, text, name, text) IS
 	'Declares a mirrored table and installs its noting triggers; a table declared already is declared again with these options, planned again from what each replica holds (no child unmirrored first). Its arguments (docs/design.md 3): '
 	'tab, the table; '
 	'mirror, catalog (written on the server, held by replicas) record (written by replicas, keyed by the replica) or setting (one row per replica, keyed by its origin alone, written by the replica; the server may wish it changed: sync.wish); '
@@ -44,7 +44,8 @@ COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[]
 	'active, a view of the table: rows outside it are not wanted; '
 	'partition, the column naming a row''s partition: a broadcast row goes to the replicas of its partition; '
 	'codec, json (an object of columns) or proto (a protobuf message per row, its field numbers fixed per column: sync.proto); '
-	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row';
+	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row; '
+	'lane, the lane replicas upload its rows in, with send numbers and answers of its own ('''' or NULL: the first lane, which carries what the engine says too; else a lower-case letter, then lower-case letters, digits and underscores, 63 bytes at most)';
 
 CREATE FUNCTION sync.unmirror(tab regclass) RETURNS void
 	LANGUAGE c
@@ -65,7 +66,7 @@ CREATE VIEW sync.mirrors AS
 		END AS sync,
 		t.key, t.origin, t.version, t.replica_owned, t.unmirrored, t.retired,
 		t.created, t.generated, t.active, t.partition, t.codec, t.sender, t.declared,
-		t.hlc
+		t.hlc, t.lane
 	  FROM sync.tables t;
 COMMENT ON VIEW sync.mirrors IS 'The mirrored tables, as declared';
 

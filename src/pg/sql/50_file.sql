@@ -5,16 +5,32 @@
 -- raising its version, an older version, a record kept as first filed
 -- (src/pg/transport/filing.c).  Forgotten once that row is filed from it;
 -- sync.health lists them.
--- The last send filed per replica (src/pg/transport/answers.c): a send
--- numbered at or below it is a duplicate, however long after its answer
--- was pruned (docs/protocol.md 7.1).
+-- The last send filed per replica and lane (src/pg/transport/answers.c):
+-- a send numbered at or below it is a duplicate, however long after its
+-- answer was pruned (docs/protocol.md 7.1); each lane numbers its sends on
+-- its own (7.2), '' the first.
 CREATE TABLE sync.sends (
-	replica			uuid PRIMARY KEY,
+	replica			uuid NOT NULL,
 	filed_seq		bigint NOT NULL,
-	filed_at		timestamptz NOT NULL DEFAULT now()
+	filed_at		timestamptz NOT NULL DEFAULT now(),
+	lane			text COLLATE "C" NOT NULL DEFAULT '',
+	PRIMARY KEY (replica, lane)
 );
-COMMENT ON TABLE sync.sends IS 'The last send number filed per replica: one at or below it is a duplicate';
+COMMENT ON TABLE sync.sends IS 'The last send number filed per replica and lane: one at or below it is a duplicate';
 SELECT pg_catalog.pg_extension_config_dump('sync.sends', '');
+
+-- Each replica's lanes as the server has filed them (docs/protocol.md 7.2):
+-- the last send number filed of each, and its answers (sync.answers.lane).
+CREATE VIEW sync.lanes AS
+	SELECT s.replica, s.lane, s.filed_seq AS last_seq, s.filed_at,
+		(SELECT pg_catalog.count(*) FROM sync.answers a
+		  WHERE a.replica OPERATOR(pg_catalog.=) s.replica AND a.lane OPERATOR(pg_catalog.=) s.lane) AS answers,
+		(SELECT pg_catalog.count(*) FROM sync.answers a
+		  WHERE a.replica OPERATOR(pg_catalog.=) s.replica AND a.lane OPERATOR(pg_catalog.=) s.lane
+		    AND a.pulled IS NULL) AS answers_unpulled,
+		ARRAY(SELECT t.name FROM sync.tables t WHERE t.lane OPERATOR(pg_catalog.=) s.lane ORDER BY t.name) AS tables
+	  FROM sync.sends s;
+COMMENT ON VIEW sync.lanes IS 'Per replica and lane: the last send number filed (one at or below it is a duplicate), its answers kept and not yet pulled, and the tables declared in the lane';
 
 CREATE TABLE sync.dropped (
 	replica			uuid NOT NULL,

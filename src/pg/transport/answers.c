@@ -12,14 +12,17 @@
  * below the last filed for its replica (sync.sends) is a
  * duplicate however late it comes, its answers long pruned: its answer
  * says so and names the last filed, so that a replica whose file was
- * restored from an older copy numbers beyond it.
+ * restored from an older copy numbers beyond it.  Numbers and answers are
+ * per lane (lanes.c): the answer says the lane of the send it answers.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
+#include "utils/builtins.h"
 
+#include "decl.h"
 #include "file.h"
 #include "hlc_clock.h"
 #include "utils/json.h"
@@ -44,16 +47,20 @@ ms_already_filed(ms_filing *f, Sync__Up *up)
 bool
 ms_numbered_before(ms_filing *f, Sync__Up *up)
 {
-	Oid			types[1] = {UUIDOID};
-	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
+	Oid			types[2] = {UUIDOID, TEXTOID};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), CStringGetTextDatum(f->lane ? f->lane : "")};
 	bool		isnull;
 
-	/* the replica's row, locked: two filings of one replica take turns from here */
-	if (SPI_execute_with_args(ms_uploads_catalog() ?
+	/* the replica's row, locked: two filings of one replica, of any lanes, take turns from here */
+	if (SPI_execute_with_args(ms_decl_laned() ?
+							  "SELECT coalesce((SELECT s.filed_seq FROM sync.sends s WHERE s.replica = r.id"
+							  "   AND s.lane = $2), 0)"
+							  "  FROM sync.replicas r WHERE r.id = $1 FOR UPDATE OF r" :
+							  ms_uploads_catalog() ?
 							  "SELECT coalesce((SELECT s.filed_seq FROM sync.sends s WHERE s.replica = r.id), 0)"
 							  "  FROM sync.replicas r WHERE r.id = $1 FOR UPDATE OF r" :
 							  "SELECT 0::bigint FROM sync.replicas WHERE id = $1 FOR UPDATE",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
+							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.replicas");
 	f->last_seq = SPI_processed == 1 ?
 		(uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) : 0;
@@ -68,8 +75,9 @@ queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 	Sync__ToReplica m = SYNC__TO_REPLICA__INIT;
 	size_t		size;
 	bytea	   *bytes;
-	Oid			types[3] = {UUIDOID, BYTEAOID, BYTEAOID};
-	Datum		values[3];
+	Oid			types[4] = {UUIDOID, BYTEAOID, BYTEAOID, TEXTOID};
+	Datum		values[4];
+	bool		laned = ms_decl_laned();
 
 	m.protocol = MS_PROTOCOL;
 	m.epoch.data = f->epoch.id;
@@ -88,9 +96,13 @@ queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len));
 	values[2] = PointerGetDatum(bytes);
-	if (SPI_execute_with_args("INSERT INTO sync.answers (replica, send_id, message) VALUES ($1, $2, $3)"
+	values[3] = CStringGetTextDatum(filed->lane);
+	if (SPI_execute_with_args(laned ?
+							  "INSERT INTO sync.answers (replica, send_id, message, lane) VALUES ($1, $2, $3, $4)"
+							  " ON CONFLICT DO NOTHING" :
+							  "INSERT INTO sync.answers (replica, send_id, message) VALUES ($1, $2, $3)"
 							  " ON CONFLICT DO NOTHING",
-							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+							  laned ? 4 : 3, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not queue an answer");
 }
 
@@ -112,10 +124,13 @@ ms_answer(ms_filing *f, Sync__Up *up)
 {
 	Sync__Filed filed = SYNC__FILED__INIT;
 	ListCell   *lc;
-	Oid			types[2] = {UUIDOID, INT8OID};
-	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int64GetDatum((int64) f->seq)};
+	Oid			types[3] = {UUIDOID, INT8OID, TEXTOID};
+	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int64GetDatum((int64) f->seq),
+	CStringGetTextDatum(f->lane ? f->lane : "")};
+	bool		laned = ms_decl_laned();
 
 	filed.send_id = up->send_id;
+	filed.lane = (char *) (f->lane ? f->lane : "");
 	filed.rows = (uint32) f->counts[MS_FILED];
 	filed.refused = refusals(f->named[MS_REFUSED], &filed.n_refused);
 	filed.dropped = refusals(f->named[MS_DROPPED], &filed.n_dropped);
@@ -161,10 +176,14 @@ ms_answer(ms_filing *f, Sync__Up *up)
 	queue(f, up, &filed);
 	/* the last send filed: one numbered at or below it is a duplicate from now on */
 	if (f->filer->updated &&
-		SPI_execute_with_args("INSERT INTO sync.sends (replica, filed_seq) VALUES ($1, $2)"
+		SPI_execute_with_args(laned ?
+							  "INSERT INTO sync.sends (replica, filed_seq, lane) VALUES ($1, $2, $3)"
+							  " ON CONFLICT (replica, lane) DO UPDATE"
+							  "   SET filed_seq = greatest(sync.sends.filed_seq, EXCLUDED.filed_seq), filed_at = now()" :
+							  "INSERT INTO sync.sends (replica, filed_seq) VALUES ($1, $2)"
 							  " ON CONFLICT (replica) DO UPDATE SET filed_seq = greatest(sync.sends.filed_seq, EXCLUDED.filed_seq),"
 							  "   filed_at = now()",
-							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
+							  laned ? 3 : 2, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not record the last send filed");
 }
 
@@ -177,6 +196,7 @@ ms_answer_duplicate(ms_filing *f, Sync__Up *up)
 	filed.send_id = up->send_id;
 	filed.duplicate = true;
 	filed.last_seq = f->last_seq;
+	filed.lane = (char *) (f->lane ? f->lane : "");
 	queue(f, up, &filed);
 }
 
@@ -205,8 +225,12 @@ ms_file_result(const ms_filing *f, const char *digests)
 	appendStringInfo(&out, "{\"acknowledged\": " INT64_FORMAT, f->acked);
 	for (int i = 0; i < MS_OUTCOMES; i++)
 		appendStringInfo(&out, ", \"%s\": %d", ms_outcome_names[i], f->counts[i]);
-	appendStringInfo(&out, ", \"digests\": \"%s\", \"provisioning\": %s, \"seq\": " UINT64_FORMAT ", \"reasons\": {",
+	appendStringInfo(&out, ", \"digests\": \"%s\", \"provisioning\": %s, \"seq\": " UINT64_FORMAT,
 					 digests, f->provisioning ? "true" : "false", f->seq);
+	/* a lane's name needs no escaping (lane.h); the first lane's is not said, as before lanes */
+	if (!ms_lane_first(f))
+		appendStringInfo(&out, ", \"lane\": \"%s\"", f->lane);
+	appendStringInfoString(&out, ", \"reasons\": {");
 	for (int i = 1, n = 0; i < MS_OUTCOMES; i++)
 	{
 		if (f->reasons[i] == NIL)
@@ -221,8 +245,10 @@ ms_file_result(const ms_filing *f, const char *digests)
 char *
 ms_duplicate_result(const ms_filing *f, bool numbered_before)
 {
+	const char *lane = ms_lane_first(f) ? "" : psprintf(", \"lane\": \"%s\"", f->lane);
+
 	if (!numbered_before)
-		return pstrdup("{\"duplicate\": true}");
-	return psprintf("{\"duplicate\": true, \"seq\": " UINT64_FORMAT ", \"last_seq\": " UINT64_FORMAT "}",
-					f->seq, f->last_seq);
+		return psprintf("{\"duplicate\": true%s}", lane);
+	return psprintf("{\"duplicate\": true, \"seq\": " UINT64_FORMAT ", \"last_seq\": " UINT64_FORMAT "%s}",
+					f->seq, f->last_seq, lane);
 }

@@ -19,7 +19,8 @@
  * Filing the same upload twice changes nothing the second time: its answer
  * is found by send id.  Every send is numbered by its replica, greater than
  * the last: one numbered at or below the last filed is a replay, however
- * late, and changes nothing either (its answer says so).
+ * late, and changes nothing either (its answer says so).  Numbers are
+ * the upload's lane's (lanes.c): each lane of a replica numbers its own.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -251,6 +252,7 @@ ms_file(PG_FUNCTION_ARGS)
 	SPI_connect();
 	ms_replica_access(replica, "file");
 	up = decode(bytes, len, replica, f.replica_text);
+	ms_lane_admit(&f, up);
 	f.seq = up->seq;
 	filed_before = ms_already_filed(&f, up);
 	if (filed_before || ms_numbered_before(&f, up))
@@ -265,7 +267,9 @@ ms_file(PG_FUNCTION_ARGS)
 	ms_filer_begin(&fr);
 	ms_epoch_current(&f.epoch);
 	ms_acknowledge(&f, up->applied);
-	ms_gap(&f, up);
+	/* the replica's gap and backlog are the first lane's to say (lanes.c) */
+	if (ms_lane_first(&f))
+		ms_gap(&f, up);
 	refusals(&f, up, bytes, len);
 	/* after the refusals: a row taken is one acknowledged that none of them names */
 	if (ms_refused_rows_catalog())
@@ -283,7 +287,8 @@ ms_file(PG_FUNCTION_ARGS)
 	}
 	lists(up, bytes, len);
 	digests = ms_digests(&f, up);
-	ms_backlog(&f, up);
+	if (ms_lane_first(&f))
+		ms_backlog(&f, up);
 	ms_wish_fates(&f.replica, up);
 	ms_answer(&f, up);
 	SPI_finish();

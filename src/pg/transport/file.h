@@ -14,6 +14,8 @@
  *   filing.c    filing rows: records, two-way columns, deletes, each in a
  *               subtransaction of its own
  *   inbox.c     rows that wait or failed for good; sync.inbox_retry
+ *   lanes.c     the upload's lane: its own send numbers and answers; the
+ *               first lane says the replica's gap and backlog
  *   answers.c   the Filed answer queued for sync.pull (per table what became
  *               of its rows, each row not filed named), a send filed before
  *               or numbered at or below the last filed, what sync.file returns
@@ -121,6 +123,7 @@ typedef struct ms_filing
 	uint64		last_seq;		/* the last filed for the replica, before it */
 	List	   *again;			/* Sync__Refusal *: rows in an old schema, sent again (relay/evolve.c) */
 	List	   *again_tables;	/* ms_filed_counts *: how many of each table (counts[MS_FILED]) */
+	const char *lane;			/* the upload's lane (lanes.c): "" the first */
 } ms_filing;
 
 /* ---- filer.c ---- */
@@ -159,6 +162,18 @@ extern char *ms_row_json(ms_filed_table *ft, const uint8 *bytes, size_t len, cha
 /* ms_to_bytea / ms_canonical_key: bytes as a bytea; a wire Key's canonical bytes. */
 extern bytea *ms_to_bytea(const void *data, size_t len);
 extern char *ms_canonical_key(const Sync__Key *k);
+
+/* ---- lanes.c ---- */
+
+/*
+ * ms_lane_admit: the upload's lane into f->lane, refused (nothing of it
+ * filed) when no table is declared in it and the replica never had a send
+ * of it filed.  SPI connected.
+ */
+extern void ms_lane_admit(ms_filing *f, Sync__Up *up);
+
+/* ms_lane_first: the upload is of the first lane, which says what the engine says of the replica */
+extern bool ms_lane_first(const ms_filing *f);
 
 /* ---- ack.c ---- */
 

@@ -294,8 +294,15 @@ filed(StringInfo out, const Sync__Filed *f)
 			appendStringInfo(out, ",\"again\":%u", t->again);
 		appendStringInfoChar(out, '}');
 	}
-	appendStringInfo(out, "],\"duplicate\":%s,\"last_seq\":" UINT64_FORMAT "}",
+	appendStringInfo(out, "],\"duplicate\":%s,\"last_seq\":" UINT64_FORMAT,
 					 f->duplicate ? "true" : "false", (uint64) f->last_seq);
+	/* the lane of the send answered (docs/protocol.md 7.2); the first lane's is not said, as before lanes */
+	if (f->lane != NULL && f->lane[0] != '\0')
+	{
+		appendStringInfoString(out, ",\"lane\":");
+		str(out, f->lane);
+	}
+	appendStringInfoChar(out, '}');
 }
 
 /* a Down's wishes (docs/protocol.md 5.5), their values and expected rows as the text they are */
