@@ -24,7 +24,10 @@
  * step of a random walk against sync.wanted computed from scratch.
  *
  * Everything is done set by set, for every replica at once, in temporary
- * tables: the cost follows what changed, not what the replicas hold.
+ * tables: the cost follows what changed, not what the replicas hold.  A row
+ * whose plan is trivial (a broadcast row changed in place: fast.c) is no
+ * change to the rows in question; it is sent to every replica that lacks
+ * its version, as this plan would.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
