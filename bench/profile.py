@@ -9,6 +9,8 @@ and the pass's own time.  With --perf, `perf record` on the session's backend
 meanwhile, and its top symbols.
 
   bench/profile.py [--kind broadcast|assigned|follower] [N] [R] [C]
+  bench/profile.py --kind pgbench [T] [R] [C]     (passes of T pgbench transactions' notes:
+                                                   its four tables broadcast to R replicas)
 
 It starts its own throw-away cluster, as bench/run does.
 """
@@ -51,7 +53,64 @@ import incremental  # noqa: E402
 incremental.REPLICAS = R
 
 
+def pgbench_setup():
+    """pgbench's four tables (scale 1) broadcast to R replicas, provisioned and acknowledged."""
+    db = os.environ.get("PGDATABASE", "postgres")
+    subprocess.run(["pgbench", "-q", "-i", "-s", "1", db], check=True, capture_output=True)
+    conn = incremental.connect()
+    cur = conn.cursor()
+    cur.execute("DROP EXTENSION IF EXISTS magic_sync CASCADE")
+    cur.execute("CREATE EXTENSION magic_sync")
+    cur.execute("ALTER TABLE pgbench_history ADD COLUMN id bigserial PRIMARY KEY")
+    for t in ("branches", "tellers", "accounts", "history"):
+        cur.execute(f"SELECT sync.mirror('pgbench_{t}', 'catalog', 'broadcast')")
+    for i in range(R):
+        cur.execute("SELECT sync.replica_add(%s)", (str(uuid.UUID(int=i + 1)),))
+    cur.execute("SELECT * FROM sync.relay_pass()")
+    cur.execute("UPDATE sync.replicas SET acked_number = last_number")
+    cur.execute("SELECT count(*) FROM sync.held")
+    held = cur.fetchone()[0]
+    cur.execute("VACUUM ANALYZE")
+    conn.close()
+    return db, held
+
+
+def pgbench_main():
+    """Passes of N pgbench transactions each (4 notes a transaction), as a relay under load makes."""
+    db, held = pgbench_setup()
+    conn = incremental.connect()
+    cur = conn.cursor()
+    cur.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+
+    def load():
+        subprocess.run(["pgbench", "-n", "-c", "4", "-t", str(max(1, N // 4)), db], check=True, capture_output=True)
+    for _ in range(3):      # warm: kept plans
+        load()
+        cur.execute("SELECT * FROM sync.relay_pass()")
+    cur.execute("SELECT pg_stat_statements_reset()")
+    total, notes = 0.0, 0
+    for _ in range(C):
+        load()
+        cur.execute("SELECT count(*) FROM sync.notes WHERE NOT done")
+        notes += cur.fetchone()[0]
+        total += incremental.timed(cur, "SELECT * FROM sync.relay_pass()")
+    print(f"pgbench: {C} passes of {N} transactions' notes, {R} replicas ({held:,} held):"
+          f" mean pass {total / C * 1000:.2f} ms, {total / max(notes, 1) * 1e6:.1f} us a note")
+    statements(cur)
+
+
+def statements(cur):
+    cur.execute("SELECT total_exec_time, calls, rows, query FROM pg_stat_statements"
+                " WHERE query NOT LIKE '%%pg_stat_statements%%' AND query NOT LIKE '%%pgbench%%'"
+                " ORDER BY total_exec_time DESC LIMIT 40")
+    for tt, calls, rows, q in cur.fetchall():
+        q = " ".join(q.split())
+        print(f"  {tt / C:7.3f} ms/pass  {calls / C:5.1f} calls  {rows / C:7.1f} rows  {q[:260]}")
+
+
 def main():
+    if KIND == "pgbench":
+        return pgbench_main()
     ids, held, t = incremental.setup(N)
     conn = incremental.connect()
     cur = conn.cursor()
@@ -91,11 +150,7 @@ def main():
         perf.send_signal(2)
         perf.wait()
     print(f"{KIND}: {C} passes, N={N:,}, {R} replicas ({held:,} held): mean pass {total / C * 1000:.2f} ms")
-    cur.execute("SELECT total_exec_time, calls, rows, query FROM pg_stat_statements"
-                " WHERE query NOT LIKE '%%pg_stat_statements%%' ORDER BY total_exec_time DESC LIMIT 40")
-    for tt, calls, rows, q in cur.fetchall():
-        q = " ".join(q.split())
-        print(f"  {tt / C:7.3f} ms/pass  {calls / C:5.1f} calls  {rows / C:7.1f} rows  {q[:260]}")
+    statements(cur)
     if perf:
         out = subprocess.run(["perf", "report", "-i", "/tmp/ms_profile.perf", "--no-children", "--stdio",
                               "--sort", "dso,symbol", "-g", "none", "--percent-limit", "0.7"],

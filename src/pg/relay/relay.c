@@ -345,6 +345,7 @@ ms_relay_pass(ms_pass *p)
 	ArrayType  *provisioning;
 	ArrayType  *replicas = NULL;
 	int64		notes;
+	bool		bounds_later = p->bounds_later;
 
 	/* one snapshot for the whole pass, whose writes never land on newer versions (pass.h) */
 	if (!IsolationUsesXactSnapshot())
@@ -355,6 +356,7 @@ ms_relay_pass(ms_pass *p)
 				 errhint("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM sync.relay_pass(); COMMIT;")));
 	SPI_connect();
 	ms_pass_begin(p, p->cxt);
+	p->bounds_later = bounds_later;
 	/* the relay reads each table as its owner: its code runs with no other rights */
 	p->as_owners = true;
 	/* a small pass runs statements prepared by the passes before it (pass.h) */
@@ -382,11 +384,25 @@ ms_relay_pass(ms_pass *p)
 		ms_temp_table(p, "ms_written", "id uuid PRIMARY KEY");
 		record(p, replicas, provisioning);
 		ms_evolve_recorded(p, provisioning);
-		outbox_bounds(p);
+		if (!p->bounds_later)
+			outbox_bounds(p);
 		publish(p);
 	}
 	if (notes > 0)
 		ms_batch_done(p);
+	ms_pass_end(p);
+	SPI_finish();
+}
+
+void
+ms_relay_bounds(ms_pass *p)
+{
+	MemoryContext cxt = p->cxt;
+
+	SPI_connect();
+	ms_pass_begin(p, cxt);
+	ms_plans_keep(true);
+	outbox_bounds(p);
 	ms_pass_end(p);
 	SPI_finish();
 }
