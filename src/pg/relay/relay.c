@@ -427,6 +427,7 @@ ms_relay_pass_sql(PG_FUNCTION_ARGS)
 				 errmsg("another relay holds the relay lock"),
 				 errdetail("One relay runs at a time in a database: the background worker, or another sync.relay_pass()."),
 				 errhint("Wait for it, or wake it with SELECT sync.wake().")));
+	memset(&p, 0, sizeof p);
 	p.cxt = CurrentMemoryContext;
 	ms_relay_pass(&p);
 	values[0] = Int64GetDatum(p.notes_read);
