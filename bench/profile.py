@@ -51,6 +51,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.argv = sys.argv[:1]     # incremental.py reads its own
 import incremental  # noqa: E402
 incremental.REPLICAS = R
+connect = incremental.connect
+
+
+def worker_like():
+    """a session set as the worker's is (worker.c): no JIT, which the plan's temporary tables mislead"""
+    c = connect()
+    c.cursor().execute("SET jit = off")
+    return c
+
+
+incremental.connect = worker_like
 
 
 def pgbench_setup():
@@ -88,15 +99,60 @@ def pgbench_main():
         load()
         cur.execute("SELECT * FROM sync.relay_pass()")
     cur.execute("SELECT pg_stat_statements_reset()")
+    explain(cur, conn)
+    perf = perf_start(cur)
     total, notes = 0.0, 0
     for _ in range(C):
         load()
         cur.execute("SELECT count(*) FROM sync.notes WHERE NOT done")
         notes += cur.fetchone()[0]
         total += incremental.timed(cur, "SELECT * FROM sync.relay_pass()")
+    perf_end(perf)
+    explained(cur, conn)
     print(f"pgbench: {C} passes of {N} transactions' notes, {R} replicas ({held:,} held):"
           f" mean pass {total / C * 1000:.2f} ms, {total / max(notes, 1) * 1e6:.1f} us a note")
     statements(cur)
+
+
+def explain(cur, conn):
+    """with --explain ms: the plans of the statements slower than that, as notices"""
+    if EXPLAIN:
+        cur.execute("LOAD 'auto_explain'")
+        cur.execute("SET auto_explain.log_min_duration = %s", (EXPLAIN + "ms",))
+        cur.execute("SET auto_explain.log_analyze = on")
+        cur.execute("SET auto_explain.log_nested_statements = on")
+        cur.execute("SET client_min_messages = log")
+        conn.notices = []
+
+
+def explained(cur, conn):
+    if EXPLAIN:
+        cur.execute("SET client_min_messages = warning")
+        print("".join(conn.notices[-60:]))
+
+
+def perf_start(cur):
+    """perf record on the session's backend, with --perf"""
+    if not PERF:
+        return None
+    cur.execute("SELECT pg_backend_pid()")
+    pid = cur.fetchone()[0]
+    perf = subprocess.Popen(["perf", "record", "-g", "-o", "/tmp/ms_profile.perf", "-p", str(pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    return perf
+
+
+def perf_end(perf):
+    if perf is None:
+        return
+    perf.send_signal(2)
+    perf.wait()
+    for children in ("--children", "--no-children"):
+        out = subprocess.run(["perf", "report", "-i", "/tmp/ms_profile.perf", children, "--stdio",
+                              "--sort", "symbol", "-g", "none", "--percent-limit", "1.5"],
+                             capture_output=True, text=True).stdout
+        print("\n".join(l for l in out.splitlines() if l and not l.startswith("#") and "0x0000" not in l))
 
 
 def statements(cur):
@@ -122,13 +178,7 @@ def main():
         cur.execute("UPDATE products SET price = price + 1 WHERE id = %s", (500 + i,))
         cur.execute("SELECT * FROM sync.relay_pass()")
     cur.execute("SELECT pg_stat_statements_reset()")
-    if EXPLAIN:
-        cur.execute("LOAD 'auto_explain'")
-        cur.execute("SET auto_explain.log_min_duration = %s", (EXPLAIN + "ms",))
-        cur.execute("SET auto_explain.log_analyze = on")
-        cur.execute("SET auto_explain.log_nested_statements = on")
-        cur.execute("SET client_min_messages = log")
-        conn.notices = []
+    explain(cur, conn)
     perf = None
     if PERF:
         perf = subprocess.Popen(["perf", "record", "-g", "-o", "/tmp/ms_profile.perf", "-p", str(pid)],
@@ -143,9 +193,7 @@ def main():
         else:
             cur.execute("UPDATE lines SET qty = qty + 1 WHERE id = %s", (1 + (i * 104729) % N,))
         total += incremental.timed(cur, "SELECT * FROM sync.relay_pass()")
-    if EXPLAIN:
-        cur.execute("SET client_min_messages = warning")
-        print("".join(conn.notices[-60:]))
+    explained(cur, conn)
     if perf:
         perf.send_signal(2)
         perf.wait()

@@ -77,7 +77,8 @@ ms_fast_find(ms_pass *p)
 		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_fast (tab, key, note)"
 							" SELECT c.tab, c.key, c.note FROM pg_temp.ms_pending c"
-							" WHERE c.tab = $1 AND EXISTS (SELECT FROM %s x WHERE %s)"
+							/* OFFSET 0: a test of each row by its key, never a semi-join over the table */
+							" WHERE c.tab = $1 AND EXISTS (SELECT FROM %s x WHERE %s OFFSET 0)"
 							"   AND NOT EXISTS (SELECT FROM " MS_BATCH_NOTES
 							"    WHERE n.source = 'r' AND n.tab = c.tab AND n.old_key IS NOT NULL"
 							"      AND (n.key = c.key OR n.old_key = c.key))"
