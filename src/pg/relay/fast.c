@@ -33,7 +33,6 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
-#include "batch.h"
 #include "catalog.h"
 #include "fast.h"
 #include "owner.h"
@@ -79,9 +78,7 @@ ms_fast_find(ms_pass *p)
 							" SELECT c.tab, c.key, c.note FROM pg_temp.ms_pending c"
 							/* OFFSET 0: a test of each row by its key, never a semi-join over the table */
 							" WHERE c.tab = $1 AND EXISTS (SELECT FROM %s x WHERE %s OFFSET 0)"
-							"   AND NOT EXISTS (SELECT FROM " MS_BATCH_NOTES
-							"    WHERE n.source = 'r' AND n.tab = c.tab AND n.old_key IS NOT NULL"
-							"      AND (n.key = c.key OR n.old_key = c.key))"
+							"   AND NOT c.moved"
 							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_blocked b WHERE b.tab = c.tab AND b.key = c.key)"
 							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_released b WHERE b.tab = c.tab AND b.key = c.key)"
 							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_unplanned b WHERE b.tab = c.tab AND b.key = c.key)",
