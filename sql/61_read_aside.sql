@@ -8,12 +8,13 @@
 SET client_min_messages = warning;
 -- a relay pass runs in a REPEATABLE READ transaction (src/pg/relay/pass.h)
 SET default_transaction_isolation = 'repeatable read';
--- what the engine waits on, now and since left out
+-- what the engine waits on, now and since left out (and when a refused row goes again)
 CREATE FUNCTION t.health(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL)
 	RETURNS TABLE (kind text, waits_on text, replica uuid, tab regclass, key text, count bigint,
 		since boolean, reason text, sqlstate text)
 	LANGUAGE sql AS $$
-	SELECT h.kind, h.waits_on, h.replica, h.tab, h.key, h.count, h.since IS NOT NULL, h.reason, h.sqlstate
+	SELECT h.kind, h.waits_on, h.replica, h.tab, h.key, h.count, h.since IS NOT NULL,
+	       regexp_replace(h.reason, ' again at [^,]*,', ' again at T,'), h.sqlstate
 	  FROM sync.health(replicas, "partition") h
 $$;
 

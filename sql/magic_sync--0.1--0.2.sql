@@ -695,3 +695,164 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+-- A refused row comes back by itself (issue 19.6): each replica's build and
+-- protocol (Up.build), and when each row it refused goes to it again
+ALTER TABLE sync.replicas ADD COLUMN build text, ADD COLUMN protocol int;
+COMMENT ON COLUMN sync.replicas.build IS 'The build its last upload said it runs (Up.build): a change sends the rows it refused again at once';
+COMMENT ON COLUMN sync.replicas.protocol IS 'The protocol of its last upload: a change sends the rows it refused again at once';
+-- Rows a replica refused, tried again (src/pg/relay/retry.c,
+-- transport/refused.c): one row per refused held row, kept apart from the
+-- held set so that no pass or acknowledgement pays for it.  A row refused is
+-- sent again to that replica alone, rebuilt from the current row, when due:
+-- a minute after the refusal, the wait doubling with each refusal of the
+-- same version up to an hour, and at once when the replica reports a new
+-- build or protocol.  A change of the row on the server sends it at once, as
+-- to every holder, and starts the count again; the replica taking it ends it.
+CREATE TABLE sync.refused_rows (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	note			bigint NOT NULL,			-- the version refused (sync.held.note then)
+	times			int NOT NULL DEFAULT 1,		-- how often in a row this version was refused
+	refused_at		timestamptz NOT NULL DEFAULT now(),	-- the last refusal
+	due				timestamptz,				-- when it is sent again; NULL: sent, its answer awaited
+	PRIMARY KEY (replica, tab, key)
+);
+CREATE INDEX refused_rows_due ON sync.refused_rows (due) WHERE due IS NOT NULL;
+COMMENT ON TABLE sync.refused_rows IS 'Rows a replica refused: how often, and when each is sent to it again';
+SELECT pg_catalog.pg_extension_config_dump('sync.refused_rows', '');
+GRANT SELECT ON sync.refused_rows TO sync_admin;
+GRANT INSERT, UPDATE, DELETE ON sync.refused_rows TO sync_relay;
+-- the rows refused before this update: sent to their replicas again at once
+INSERT INTO sync.refused_rows (replica, tab, key, note, due)
+	SELECT h.replica, h.tab, h.key, h.note, now() FROM sync.held h WHERE h.refused IS NOT NULL;
+-- sync.health says when each refused row is sent again
+CREATE OR REPLACE FUNCTION sync.health(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
+	OUT kind text, OUT waits_on text, OUT replica uuid, OUT tab regclass, OUT key text,
+	OUT count bigint, OUT since timestamptz, OUT reason text, OUT sqlstate text,
+	OUT now timestamptz)
+	RETURNS SETOF record
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	SET plan_cache_mode = force_generic_plan
+	AS $$
+#variable_conflict use_column
+BEGIN
+	RETURN QUERY
+		WITH s AS (
+			SELECT r.* FROM sync.live_replicas r
+			 WHERE ($1 IS NULL OR r.id = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)),
+		items AS (
+			-- the relay refuses to run while a declaration or trigger is wrong
+			SELECT 'declaration' AS kind, 'a fix' AS waits_on, NULL::uuid AS replica,
+			       (SELECT t.relid FROM sync.tables t WHERE t.name = c.tab) AS tab, NULL::text AS key,
+			       1::bigint AS count, NULL::timestamptz AS since,
+			       format('%s: %s: %s; the relay will not run until sync.mirror or sync.retrigger puts it right',
+			              c.tab, c.problem, c.detail) AS reason, NULL::text AS sqlstate
+			  FROM sync.check() c
+			UNION ALL
+			-- changes the relay has not planned yet: it plans them at its next pass
+			SELECT 'notes pending', 'infrastructure', NULL, t.relid, NULL, count(*), min(n.noted),
+			       'changes not planned yet: the relay plans them at its next pass (waiting long: is it running?)',
+			       NULL
+			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
+			 WHERE NOT n.done AND n.parked IS NULL AND n.build <= 1
+			 GROUP BY t.relid
+			UNION ALL
+			SELECT 'notes parked', 'a fix', NULL, t.relid, min(n.key), count(*), min(n.noted), n.parked, NULL
+			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
+			 WHERE NOT n.done AND n.parked IS NOT NULL
+			 GROUP BY t.relid, n.parked
+			UNION ALL
+			SELECT 'notes of a later build', 'a fix', NULL, t.relid, min(n.key), count(*), min(n.noted),
+			       format('noted by build %s, which plans them once it is deployed', n.build), NULL
+			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
+			 WHERE NOT n.done AND n.parked IS NULL AND n.build > 1
+			 GROUP BY t.relid, n.build
+			UNION ALL
+			-- rows that cannot go: tried again a minute after, and when they change
+			SELECT 'rows quarantined', 'a fix', NULL, t.relid, min(q.key), count(*), min(q.since),
+			       q.reason, q.sqlstate
+			  FROM sync.quarantine q JOIN sync.tables t ON t.id = q.tab
+			 GROUP BY t.relid, q.reason, q.sqlstate
+			UNION ALL
+			-- rows a replica could not take: sent again at once when they change or
+			-- it reports a new build, and otherwise when due (sync.refused_rows)
+			SELECT 'rows refused', 'a fix', h.replica, t.relid, min(h.key), count(*), min(r.refused_at),
+			       h.refused || CASE WHEN min(r.due) IS NOT NULL
+			                         THEN format(' (sent to it again at %s, or at once when it changes or the replica reports a new build)',
+			                                     min(r.due))
+			                         ELSE ' (sent again once it changes or the replica reports a new build)' END, NULL
+			  FROM s JOIN sync.held h ON h.replica = s.id JOIN sync.tables t ON t.id = h.tab
+			  LEFT JOIN sync.refused_rows r ON r.replica = h.replica AND r.tab = h.tab AND r.key = h.key
+			 WHERE h.refused IS NOT NULL
+			 GROUP BY h.replica, t.relid, h.refused
+			UNION ALL
+			-- uploads set aside: failed for good (a SQLSTATE), retried by sync.inbox_retry;
+			-- or waiting until the replica holds the row again (none)
+			SELECT CASE WHEN i.sqlstate IS NULL THEN 'uploads waiting' ELSE 'uploads set aside' END,
+			       CASE WHEN i.sqlstate IS NULL THEN 'infrastructure' ELSE 'a fix' END,
+			       i.replica, t.relid, min(i.key), count(*), min(i.first_at), i.reason, i.sqlstate
+			  FROM s JOIN sync.inbox i ON i.replica = s.id JOIN sync.tables t ON t.id = i.tab
+			 GROUP BY i.replica, t.relid, i.reason, i.sqlstate
+			UNION ALL
+			-- what a replica said that the server would not believe, in the last
+			-- hour: refused with the call it came with (src/pg/transport/claim.c)
+			SELECT 'claim refused', 'a fix', c.replica, NULL, NULL, 1, c.at, c.claim || ': ' || c.reason, c.sqlstate
+			  FROM s JOIN sync.refused_claims c ON c.replica = s.id
+			 WHERE c.at > now() - interval '1 hour'
+			UNION ALL
+			-- edits a replica sent that the server did not take, its copy winning, for a
+			-- reason the replica's application must fix (a version not raised): until filed
+			SELECT 'uploads dropped', 'a fix', d.replica, t.relid, min(d.key), count(*), min(d.at), d.reason, NULL
+			  FROM s JOIN sync.dropped d ON d.replica = s.id JOIN sync.tables t ON t.id = d.tab
+			 GROUP BY d.replica, t.relid, d.reason
+			UNION ALL
+			SELECT 'unreachable', 'infrastructure', s.id, NULL, NULL, NULL, coalesce(s.heard_at, s.added),
+			       CASE WHEN s.send_failures >= 2
+			            THEN format('message %s went out %s times and it applied none of them', s.send_failing, s.send_failures + 1)
+			            WHEN s.heard_at IS NULL THEN 'never heard from since it was added'
+			            ELSE 'not heard from since its last upload' END,
+			       NULL
+			  FROM s WHERE s.unreachable
+			UNION ALL
+			-- a snapshot due or on its way: it goes as the replica takes its messages
+			-- (or, set aside when it failed for good, on a fix)
+			SELECT 'provisioning',
+			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL THEN 'a fix' ELSE 'infrastructure' END,
+			       s.id, NULL, NULL, NULL,
+			       (SELECT o.written FROM sync.outbox o WHERE o.replica = s.id
+			           AND o.number = s.snapshot_number AND NOT o.dropped AND NOT s.provision),
+			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL
+			            THEN 'its snapshot failed for good, and is tried again a minute later'
+			            WHEN s.provision OR NOT s.seen_live OR s.seen_partition IS DISTINCT FROM s.partition
+			            THEN 'a snapshot is due at the next pass'
+			            ELSE 'its snapshot is on its way' END
+			       || coalesce(' (its last alarm: ' || s.last_error || ')', ''), NULL
+			  FROM s WHERE s.provisioning
+			UNION ALL
+			-- what the replica last said it has not sent or filed (its backlog)
+			SELECT 'backlog', 'infrastructure', s.id, t.relid, NULL,
+			       (b.value ->> 'unsent')::bigint + (b.value ->> 'unfiled')::bigint, NULL,
+			       format('as it said at %s: %s rows written not yet sent, %s sent not yet filed',
+			              s.heard_at, b.value ->> 'unsent', b.value ->> 'unfiled'), NULL
+			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
+			  LEFT JOIN sync.tables t ON t.name = b.key
+			 WHERE (b.value ->> 'unsent')::bigint + (b.value ->> 'unfiled')::bigint > 0
+			UNION ALL
+			SELECT 'backlog set aside', 'a fix', s.id, t.relid, NULL, (b.value ->> 'set_aside')::bigint, NULL,
+			       format('as it said at %s: %s rows it wrote can never go up (too large, or refused for good)',
+			              s.heard_at, b.value ->> 'set_aside'), NULL
+			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
+			  LEFT JOIN sync.tables t ON t.name = b.key
+			 WHERE (b.value ->> 'set_aside')::bigint > 0)
+		SELECT i.kind, i.waits_on, i.replica, i.tab, i.key, i.count, i.since, i.reason, i.sqlstate, now()
+		  FROM items i
+		 ORDER BY i.waits_on = 'infrastructure', i.kind, i.tab::text NULLS FIRST, i.replica NULLS FIRST,
+		          i.reason, i.key;
+END
+$$;
+COMMENT ON FUNCTION sync.health(uuid[], text) IS
+	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside, waiting and dropped, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
+ALTER FUNCTION sync.health(uuid[], text) SET jit = off;

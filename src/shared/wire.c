@@ -440,6 +440,11 @@ ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 		return false;
 	if (!check_bytes(m->gap_epoch, MS_EPOCH_BYTES, true, "the gap epoch", reason))
 		return false;
+	/* "" from a library before it (protobuf-c's default) */
+	if (!check_string(m->build, "the build", reason))
+		return false;
+	if (strlen(m->build) > MS_BUILD_MAX)
+		return ms_refuse(reason, "the build is longer than %d bytes", MS_BUILD_MAX);
 	for (size_t i = 0; i < m->n_rows; i++)
 		if (!ms_rows_check(m->rows[i], reason))
 			return false;

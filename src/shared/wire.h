@@ -27,6 +27,8 @@
 #define MS_REASON_MAX 160
 /* Longest table or column name: schema.relname, each at most 63 bytes. */
 #define MS_NAME_MAX 127
+/* An Up's build (field 14): the replica library's, at most this many bytes. */
+#define MS_BUILD_MAX 200
 
 typedef enum ms_wire_status
 {

@@ -82,7 +82,9 @@
 **   sync_config(name TEXT) -> INTEGER
 **   sync_config(name TEXT, value INTEGER) -> INTEGER
 **       Reads or sets: max_message_bytes (64 MiB), max_upload_bytes
-**       (1 MiB), digest_interval (3600 s), resend_after (300 s).
+**       (1 MiB), digest_interval (3600 s), resend_after (300 s), app_build (0:
+**       the host app's build, which uploads carry in their build: raise it when
+**       the app deploys a fix, and the server sends the rows refused again at once).
 **
 **   sync_retry() -> INTEGER
 **       Rows set aside (too large, not encodable, refused by the server),

@@ -181,6 +181,8 @@ extern const int ms_nsettings;
 
 #define MS_MAX_MESSAGE_DEFAULT ((int64_t) 64 << 20)
 #define MS_MAX_UPLOAD_DEFAULT ((int64_t) 1 << 20)
+/* The library's version, the first word of the build an upload carries (Up.build). */
+#define MS_SQLITE_VERSION "0.2"
 
 /* ms_state_exists: whether the _sync_ tables exist (sets c->have_state). */
 extern int	ms_state_exists(ms_ctx *c);

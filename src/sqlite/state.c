@@ -82,6 +82,8 @@ const ms_setting ms_settings[] = {
 	"seconds between digests in uploads"},
 	{"resend_after", 300, 0, INT64_C(315360000),
 	"seconds before rows sent and not filed go again"},
+	{"app_build", 0, 0, INT64_MAX,
+	"the host app's build, which uploads carry: a new one has the rows the replica refused tried again at once"},
 };
 const int	ms_nsettings = sizeof ms_settings / sizeof ms_settings[0];
 

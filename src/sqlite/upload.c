@@ -116,6 +116,7 @@ typedef struct uploader
 	size_t		size;			/* as the upload stands */
 	int64_t		resend_after;
 	uint8_t		send_id[MS_SEND_ID_BYTES];
+	char		build[MS_BUILD_MAX + 1];
 	int64_t		max_rows;		/* -1: as many as fit */
 	int			rows;
 	int			refusals;
@@ -825,6 +826,30 @@ stamp_rows(uploader *u)
 	return rc;
 }
 
+/*
+ * build: what the replica runs (Up.build, docs/protocol.md 7): this library,
+ * its protocol, the SQLite under it and the host app's build.  A change of
+ * any of them may let a row through that the replica refused: the server
+ * tries those again at once.
+ */
+static int
+build(uploader *u)
+{
+	int64_t		app = 0;
+	int			rc = ms_config(u->c, "app_build", &app);
+
+	if (rc != SQLITE_OK)
+		return rc;
+	if (app != 0)
+		sqlite3_snprintf(sizeof u->build, u->build, "magic_sync_sqlite %s protocol %d sqlite %s app %lld",
+						 MS_SQLITE_VERSION, MS_PROTOCOL, sqlite3_libversion(), (long long) app);
+	else
+		sqlite3_snprintf(sizeof u->build, u->build, "magic_sync_sqlite %s protocol %d sqlite %s",
+						 MS_SQLITE_VERSION, MS_PROTOCOL, sqlite3_libversion());
+	u->up.build = u->build;
+	return SQLITE_OK;
+}
+
 /* head: what every upload says of the replica, and the statements of the walk */
 static int
 head(uploader *u)
@@ -859,7 +884,9 @@ head(uploader *u)
 		u->up.gap_epoch.data = s->gap_epoch;
 		u->up.gap_epoch.len = MS_EPOCH_BYTES;
 	}
-	rc = ms_prepare(c, &u->stamp, "UPDATE _sync_notes SET send_id = ?3, sent_at = ?4 WHERE tbl = ?1 AND key = ?2");
+	rc = build(u);
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &u->stamp, "UPDATE _sync_notes SET send_id = ?3, sent_at = ?4 WHERE tbl = ?1 AND key = ?2");
 	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &u->aside, "UPDATE _sync_notes SET set_aside = ?3, send_id = NULL, sent_at = NULL"
 						" WHERE tbl = ?1 AND key = ?2");
@@ -932,6 +959,8 @@ gather(uploader *u, ms_buf *fp, bool *with_digests)
 		ms_buf_printf(fp, "%llu:%llu", (unsigned long long) s->number, (unsigned long long) s->gap);
 		if (s->has_epoch)
 			ms_buf_hex(fp, s->epoch, MS_EPOCH_BYTES);
+		/* a new build is news: the server tries again what the old one refused */
+		ms_buf_printf(fp, " %s ", u->build);
 		rc = backlog(u, fp);
 	}
 	return rc;

@@ -30,9 +30,9 @@ import time
 import psycopg2
 
 import harness
-from harness import EXTENSION, TOP, check, finish, psql
-
-AGENT = os.path.join(TOP, "magic_sync_agent")
+import shopwalk
+from harness import TOP, check, finish, psql
+from shopwalk import AGENT, HeadOffice, replica_rows, server_rows
 SEED = int(os.environ.get("SHOP_SEED", "7"))
 STEPS = int(os.environ.get("SHOP_STEPS", "500"))
 SHOP = os.path.join(TOP, "examples", "shop")
@@ -56,45 +56,6 @@ def log(msg):
 
 
 # ---- the head office ----------------------------------------------------------
-
-class HeadOffice:
-    """A psycopg2 connection to shop that reconnects after a server restart."""
-
-    def __init__(self):
-        self.conn = None
-
-    def connect(self):
-        for _ in range(100):
-            try:
-                self.conn = psycopg2.connect(dbname="shop")
-                self.conn.autocommit = True
-                return
-            except psycopg2.OperationalError:
-                time.sleep(0.2)
-        raise RuntimeError("the server does not come back")
-
-    def rows(self, sql, args=None):
-        for attempt in range(3):
-            if self.conn is None or self.conn.closed:
-                self.connect()
-            try:
-                with self.conn.cursor() as c:
-                    c.execute(sql, args)
-                    return c.fetchall() if c.description else []
-            except (psycopg2.OperationalError, psycopg2.InterfaceError):
-                self.conn = None
-                if attempt == 2:
-                    raise
-                time.sleep(0.3)
-        return []
-
-    def one(self, sql, args=None):
-        r = self.rows(sql, args)
-        return r[0][0] if r else None
-
-    def exec(self, sql, args=None):
-        self.rows(sql, args)
-
 
 def restart_server():
     version = os.environ.get("PGVERSION", "15")
@@ -122,99 +83,19 @@ def wait_for(what, seconds, test):
 
 # ---- the stores ---------------------------------------------------------------
 
-class Store:
+class Store(shopwalk.Store):
+    """A store of shopwalk.py whose agent connects straight to the server as its role."""
+
     def __init__(self, name):
-        self.name = name
-        self.id, self.region = STORES[name]
-        self.path = os.path.join(tmp, f"{name}.db")
-        self.log = os.path.join(tmp, f"{name}.log")
+        super().__init__(name, *STORES[name], tmp, rng)
         self.password = "pw-" + name
-        self.agent = None
-        self.db = None
-        self.sales = {}          # id -> the sale as the store last wrote it
-        self.next_sale = 1
-        self.runs = 0
 
     def start(self, pull_bytes=None):
-        env = dict(os.environ, PGPASSWORD=self.password)
-        args = [AGENT, "--server", f"host=localhost port={os.environ['PGPORT']} dbname=shop user=store_{self.name}",
-                "--replica", self.id, "--db", self.path, "--json", "--name", self.name, "--interval", "1000"]
+        args = ["--server", f"host=localhost port={os.environ['PGPORT']} dbname=shop user=store_{self.name}",
+                "--interval", "1000"]
         if pull_bytes:
             args += ["--pull-bytes", str(pull_bytes)]
-        self.runs += 1
-        with open(self.log, "a") as out:
-            out.write(json.dumps({"event": "test", "run": self.runs}) + "\n")
-            self.agent = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
-
-    def stop(self, sig=signal.SIGTERM):
-        self.agent.send_signal(sig)
-        rc = self.agent.wait(timeout=30)
-        self.agent = None
-        return rc
-
-    def open(self):
-        if self.db is None:
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self.db.enable_load_extension(True)
-            self.db.load_extension(EXTENSION)
-            self.db.enable_load_extension(False)
-        return self.db
-
-    def q(self, sql, args=()):
-        return self.open().execute(sql, args).fetchall()
-
-    def one(self, sql, args=()):
-        r = self.q(sql, args)
-        return r[0][0] if r else None
-
-    def status(self):
-        return json.loads(self.one("SELECT sync_status()"))
-
-    def has(self, table):
-        return self.one("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)) == 1
-
-    def backlog(self):
-        return sum(v["unsent"] + v["unfiled"] + v["set_aside"]
-                   for v in json.loads(self.one("SELECT sync_progress()")).values())
-
-    # what a store writes
-    def sell(self):
-        if not self.has("products"):
-            return
-        products = [r[0] for r in self.q("SELECT id FROM products")]
-        if not products:
-            return
-        sale = {"product": rng.choice(products), "qty": rng.randint(1, 9),
-                "total_cents": rng.randint(100, 9999), "sold_at": f"2024-05-{rng.randint(1, 28):02d}", "v": 1}
-        sid = self.next_sale
-        self.next_sale += 1
-        self.q("INSERT INTO sales (store, id, product, qty, total_cents, sold_at, v) VALUES (?, ?, ?, ?, ?, ?, ?)",
-               (self.id, sid, sale["product"], sale["qty"], sale["total_cents"], sale["sold_at"], sale["v"]))
-        self.sales[sid] = sale
-
-    def correct(self):
-        if not self.sales:
-            return
-        sid = rng.choice(sorted(self.sales))
-        sale = dict(self.sales[sid], qty=rng.randint(1, 9), total_cents=rng.randint(100, 9999),
-                    v=self.sales[sid]["v"] + 1)
-        self.q("UPDATE sales SET qty = ?, total_cents = ?, v = ? WHERE store = ? AND id = ?",
-               (sale["qty"], sale["total_cents"], sale["v"], self.id, sid))
-        self.sales[sid] = sale
-
-    def void(self):
-        if len(self.sales) < 4:
-            return
-        sid = rng.choice(sorted(self.sales))
-        self.q("DELETE FROM sales WHERE store = ? AND id = ?", (self.id, sid))
-        del self.sales[sid]
-
-    def count(self):
-        if not self.has("stock"):
-            return
-        rows = self.q("SELECT product FROM stock")
-        if rows:
-            self.q("UPDATE stock SET counted = ? WHERE product = ?", (rng.randint(0, 99), rng.choice(rows)[0]))
+        super().start(args, env=dict(os.environ, PGPASSWORD=self.password))
 
 
 # ---- setup ----------------------------------------------------------------------
@@ -232,7 +113,7 @@ psql("postgres", "ALTER SYSTEM SET magic_sync.database = 'shop'")
 psql("postgres", "ALTER SYSTEM SET magic_sync.naptime = 200")
 psql("postgres", "ALTER SYSTEM SET magic_sync.message_bytes = 2048")
 restart_server()
-ho = HeadOffice()
+ho = HeadOffice("shop")
 check("the worker starts with the server", wait_for("the worker", 20, lambda: worker_pid(ho) is not None), True)
 
 # Porto, a third store, in the south; 3000 more southern products make the
@@ -421,18 +302,7 @@ check("the worker came back after it was terminated", wait_for("the worker", 30,
 
 
 def settled():
-    if ho.one("SELECT count(*) FROM sync.notes WHERE NOT done AND parked IS NULL") != 0:
-        return False
-    if ho.one("SELECT count(*) FROM sync.replicas WHERE provision") != 0:
-        return False
-    if ho.one("SELECT count(*) FROM sync.outbox o JOIN sync.replicas r ON r.id = o.replica"
-              " WHERE NOT o.dropped AND o.number > r.acked_number") != 0:
-        return False
-    for s in stores.values():
-        st = s.status()
-        if st["snapshot"] is not None or st["gap"] != 0 or s.backlog() != 0:
-            return False
-    return True
+    return shopwalk.settled(ho, stores)
 
 
 def settle():
@@ -461,28 +331,6 @@ check("no note is parked", ho.one("SELECT count(*) FROM sync.notes WHERE parked 
 tables = ho.rows("SELECT t.name, t.relid::text, t.key, t.retired FROM sync.tables t ORDER BY t.id")
 
 
-def server_rows(relid, key):
-    """{canonical key: row as JSON, numbers as their text}."""
-    parts = ", ".join(f"t.{k}::text" for k in key)
-    out = {}
-    for k, row in ho.rows(f"SELECT sync.key(ARRAY[{parts}]), row_to_json(t)::text FROM {relid} t"):
-        out[k] = json.loads(row, parse_float=str)
-    return out
-
-
-def replica_rows(s, table, key, retired):
-    if not s.has(table):
-        return {}
-    cols = [r[1] for r in s.q(f'PRAGMA table_info("{table}")')]
-    keyexpr = ", ".join(f'"{k}"' for k in key)
-    live = f' AND "{retired}" IS NULL' if retired else ""
-    out = {}
-    for r in s.q(f'SELECT sync_key({keyexpr}), * FROM "{table}" WHERE sync_key({keyexpr}) NOT IN'
-                 f' (SELECT key FROM _sync_retired WHERE tbl = ?){live}', (table,)):
-        out[r[0]] = dict(zip(cols, r[1:]))
-    return out
-
-
 for name, s in stores.items():
     wanted = {}
     for tname, key in ho.rows("SELECT t.name, w.key FROM sync.wanted(%s) w JOIN sync.tables t ON t.relid = w.tab",
@@ -490,7 +338,7 @@ for name, s in stores.items():
         wanted.setdefault(tname, set()).add(key)
     held_rows = 0
     for tname, relid, key, retired in tables:
-        srv = server_rows(relid, key)
+        srv = server_rows(ho, relid, key)
         rep = replica_rows(s, tname, key, retired)
         want = wanted.get(tname, set())
         check(f"{name} holds the wanted keys of {tname}", set(rep), want)
@@ -529,26 +377,15 @@ for name, s in stores.items():
 
 for name, s in stores.items():
     check(f"{name}'s agent stops cleanly at the end", s.stop(), 0)
-def json_lines(path):
-    """Every line the agent wrote with --json; a line that is not JSON fails."""
-    out = []
-    for line in open(path):
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            check(f"every line of {os.path.basename(path)} is JSON", line, None)
-    return out
-
-
-events = json_lines(p.log)
+events = p.events()
 runs = [e.get("run") for e in events if e["event"] == "test"]
 second = events[[i for i, e in enumerate(events) if e.get("run") == 2][0]:]
 check("Porto's agent ran twice", runs, [1, 2])
 check("its second run finished the snapshot the first began",
       any(e["event"] == "snapshot" and e["done"] for e in second), True)
 check("its rounds are reported", any(e["event"] == "round" and e["messages"] > 0 for e in second), True)
-lisbon_events = json_lines(stores["lisbon"].log)
-json_lines(stores["oslo"].log)
+lisbon_events = stores["lisbon"].events()
+stores["oslo"].events()
 check("Lisbon's agent lost the server at the restart and reconnected",
       any(e["event"] == "lost" for e in lisbon_events) and
       sum(1 for e in lisbon_events if e["event"] == "connected") >= 3, True)

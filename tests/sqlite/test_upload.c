@@ -418,6 +418,40 @@ writes_without_the_extension(void)
 	remove(path);
 }
 
+/*
+ * the build an upload carries (field 14): this library, its protocol, the
+ * SQLite under it and the app's build; a new one is news, said at once
+ */
+static void
+build(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_shop(&s);
+	tm_msg		m;
+	Sync__Up   *u;
+	char		want[128];
+
+	sqlite3_snprintf(sizeof want, want, " protocol %d sqlite %s", MS_PROTOCOL, sqlite3_libversion());
+	m = tm_upload(db);
+	u = decode(m, "an upload");
+	CHECK(u && strncmp(u->build, "magic_sync_sqlite ", 18) == 0 && strlen(u->build) > strlen(want) &&
+		  strcmp(u->build + strlen(u->build) - strlen(want), want) == 0, "it says its build: %s", u ? u->build : "");
+	if (u)
+		sync__up__free_unpacked(u, NULL);
+	m = tm_upload(db);
+	CHECK(m.data == NULL, "then nothing: the same build is no news");
+	CHECK(t_int(db, "SELECT sync_config('app_build', 42)") == 42, "the app's build is set");
+	m = tm_upload(db);
+	u = decode(m, "an upload after a new app build");
+	CHECK(u && t_has(u->build, want) && t_has(u->build, " app 42"),
+		  "a new app build is said at once, after the library's: %s", u ? u->build : "");
+	CHECK(u && m.len > 34 && memcmp(m.data + m.len - 34, "\x6a\x20", 2) == 0, "its check is still last");
+	if (u)
+		sync__up__free_unpacked(u, NULL);
+	CHECK(t_exec(db, "SELECT sync_config('app_build', -1)", NULL) == SQLITE_ERROR, "an app build is 0 or more");
+	sqlite3_close(db);
+}
+
 void
 test_upload(void)
 {
@@ -429,4 +463,5 @@ test_upload(void)
 	refused_by_the_server();
 	refusals_and_digests();
 	writes_without_the_extension();
+	build();
 }

@@ -57,6 +57,8 @@ typedef struct ms_pass
 	int64		planned;		/* rows of the larger of ms_send and ms_take (plan.c) */
 	Oid			self;			/* who began it: its statements' sync.* and pg_temp relations are checked as this role (owner.h) */
 	bool		as_owners;		/* a relay pass: a table's rows are read as its owner (MS_OWNER_OF) */
+	int64		resent;			/* rows refused sent again by the plan (retry.c) */
+	bool		resend_held;	/* sending them failed for good: held back instead (retry.c) */
 
 	/* what the pass did (sync.relay_pass returns it) */
 	int64		notes_read;

@@ -24,6 +24,7 @@
 #include "owner.h"
 #include "plan.h"
 #include "question.h"
+#include "retry.h"
 #include "settings.h"
 #include "wanted.h"
 
@@ -185,6 +186,9 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		ms_plan_question(p, around);
 	else if (around != NULL)
 		plan_whole(p, around);
+	/* rows a replica refused, due again: to it alone (retry.c) */
+	if (around != NULL)
+		ms_plan_refused(p, around);
 	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
 	/* few rows are marked (held_replace): read by that index, never the held set whole */
 	ms_exec(p, "UPDATE ms_send s SET replace = true FROM sync.held h"

@@ -37,6 +37,7 @@
 #include "plan.h"
 #include "record.h"
 #include "relay.h"
+#include "retry.h"
 #include "settings.h"
 #include "transient.h"
 
@@ -145,7 +146,20 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		PG_END_TRY();
 		if (failure != NULL)
 		{
+			bool		resent = p->resent > 0;
+
 			*p = before;
+			/* rows refused sent again are no notes to park: they wait an hour, the rest goes on (retry.c) */
+			if (resent && !p->resend_held && !ms_transient(failure->sqlerrcode))
+			{
+				ereport(WARNING,
+						(errmsg("magic_sync: rows replicas refused could not be sent again: they wait an hour"),
+						 errdetail("%s", failure->message),
+						 errhint("SELECT * FROM sync.health() lists them.")));
+				p->resend_held = true;
+				FreeErrorData(failure);
+				continue;
+			}
 			if (ms_transient(failure->sqlerrcode) || !ms_park(p, &replicas, &provisioning))
 				ReThrowError(failure);
 			FreeErrorData(failure);
@@ -371,11 +385,14 @@ ms_relay_pass(ms_pass *p)
 	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
 		ms_plans_keep(false);
 
-	/* every live replica may be moved by a note or a schema change; otherwise only those provisioned */
+	/*
+	 * every live replica may be moved by a note or a schema change; otherwise
+	 * only those provisioned, and those with refused rows due (retry.c)
+	 */
 	if (notes > 0 || ms_evolve_any(p))
 		replicas = live_replicas(p);
-	else if (provisioning != NULL)
-		replicas = provisioning;
+	else
+		replicas = ms_retry_replicas(p, provisioning);
 	if (provisioning == NULL)
 		provisioning = construct_empty_array(UUIDOID);
 

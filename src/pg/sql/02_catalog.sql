@@ -73,6 +73,7 @@ CREATE TABLE sync.replicas (
 	provision_failed_at timestamptz			-- its snapshot failed for good (src/pg/relay/park.c): tried again a minute later
 );
 COMMENT ON TABLE sync.replicas IS 'The replicas, what the relay last saw of them, and what they acknowledged';
+-- (and the build each runs: added by 70_builds.sql, after the views of 60_read.sql)
 
 -- Epochs (src/pg/epoch.c): a random id of the installation and the secret
 -- that seals its messages.  Created by the first relay pass, not by CREATE
@@ -178,6 +179,27 @@ CREATE INDEX held_refused ON sync.held (replica, tab) WHERE refused IS NOT NULL;
 -- pass, and by a pass sending a table's rows again (a schema change's)
 CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;
 COMMENT ON TABLE sync.held IS 'What the engine records each replica holds';
+
+-- Rows a replica refused, tried again (src/pg/relay/retry.c,
+-- transport/refused.c): one row per refused held row, kept apart from the
+-- held set so that no pass or acknowledgement pays for it.  A row refused is
+-- sent again to that replica alone, rebuilt from the current row, when due:
+-- a minute after the refusal, the wait doubling with each refusal of the
+-- same version up to an hour, and at once when the replica reports a new
+-- build or protocol.  A change of the row on the server sends it at once, as
+-- to every holder, and starts the count again; the replica taking it ends it.
+CREATE TABLE sync.refused_rows (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	note			bigint NOT NULL,			-- the version refused (sync.held.note then)
+	times			int NOT NULL DEFAULT 1,		-- how often in a row this version was refused
+	refused_at		timestamptz NOT NULL DEFAULT now(),	-- the last refusal
+	due				timestamptz,				-- when it is sent again; NULL: sent, its answer awaited
+	PRIMARY KEY (replica, tab, key)
+);
+CREATE INDEX refused_rows_due ON sync.refused_rows (due) WHERE due IS NOT NULL;
+COMMENT ON TABLE sync.refused_rows IS 'Rows a replica refused: how often, and when each is sent to it again';
 
 -- The schema of each mirrored table as each replica was last sent it
 -- (src/pg/relay/evolve.c): by its snapshot, or by a schema change since.  A
@@ -285,6 +307,7 @@ SELECT pg_catalog.pg_extension_config_dump('sync.bodies', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.bodies_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.outbox', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.held', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.refused_rows', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.answers', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox_id_seq', '');

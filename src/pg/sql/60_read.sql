@@ -427,9 +427,15 @@ BEGIN
 			  FROM sync.quarantine q JOIN sync.tables t ON t.id = q.tab
 			 GROUP BY t.relid, q.reason, q.sqlstate
 			UNION ALL
-			-- rows a replica could not take: sent again once they change
-			SELECT 'rows refused', 'a fix', h.replica, t.relid, min(h.key), count(*), NULL, h.refused, NULL
+			-- rows a replica could not take: sent again at once when they change or
+			-- it reports a new build, and otherwise when due (sync.refused_rows)
+			SELECT 'rows refused', 'a fix', h.replica, t.relid, min(h.key), count(*), min(r.refused_at),
+			       h.refused || CASE WHEN min(r.due) IS NOT NULL
+			                         THEN format(' (sent to it again at %s, or at once when it changes or the replica reports a new build)',
+			                                     min(r.due))
+			                         ELSE ' (sent again once it changes or the replica reports a new build)' END, NULL
 			  FROM s JOIN sync.held h ON h.replica = s.id JOIN sync.tables t ON t.id = h.tab
+			  LEFT JOIN sync.refused_rows r ON r.replica = h.replica AND r.tab = h.tab AND r.key = h.key
 			 WHERE h.refused IS NOT NULL
 			 GROUP BY h.replica, t.relid, h.refused
 			UNION ALL

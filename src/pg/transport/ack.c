@@ -16,7 +16,8 @@
  *                    way covers.  A replica that follows a newer generation
  *                    of this epoch than the server's is refused: this server
  *                    is an old primary.
- *   refusals         rows the replica could not take are not counted as held.
+ *   refusals         rows the replica could not take are not counted as held,
+ *                    and go to it again later (refused.c).
  *   digests          compared with what the server records, once the replica
  *                    applied every message recorded for it.
  *   backlog          what it has not sent, and not had filed, as it says.
@@ -249,19 +250,31 @@ ms_gap(ms_filing *f, Sync__Up *up)
 void
 ms_refusals(ms_filing *f, Sync__Up *up)
 {
-	Oid			types[4] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID};
+	Oid			types[5] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID, INT8OID};
+	bool		retried = ms_refused_rows_catalog();
 
 	for (size_t i = 0; i < up->n_refusals; i++)
 	{
-		Datum		values[4];
+		Datum		values[5];
+		char	   *key = ms_canonical_key(up->refusals[i]->key);
 
+		/* sent to it again later (refused.c) */
+		if (retried)
+			ms_refused_backoff(f, up->refusals[i]->table, key);
 		values[0] = UUIDPGetDatum(&f->replica);
 		values[1] = CStringGetTextDatum(up->refusals[i]->table);
-		values[2] = CStringGetTextDatum(ms_canonical_key(up->refusals[i]->key));
+		values[2] = CStringGetTextDatum(key);
 		values[3] = CStringGetTextDatum(up->refusals[i]->reason);
+		values[4] = Int64GetDatum(f->acked);
+		/*
+		 * A version sent after what it applied is not the one it refused: a
+		 * refusal said again from before it was sent (its answer not applied
+		 * yet) would mark refused a row on its way.
+		 */
 		if (SPI_execute_with_args("UPDATE sync.held h SET refused = $4 FROM sync.tables t"
-								  " WHERE t.name = $2 AND h.tab = t.id AND h.replica = $1 AND h.key = $3",
-								  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+								  " WHERE t.name = $2 AND h.tab = t.id AND h.replica = $1 AND h.key = $3"
+								  "   AND h.number <= $5",
+								  5, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record a refusal");
 	}
 }

@@ -266,6 +266,12 @@ ms_file(PG_FUNCTION_ARGS)
 	ms_acknowledge(&f, up->applied);
 	ms_gap(&f, up);
 	refusals(&f, up, bytes, len);
+	/* after the refusals: a row taken is one acknowledged that none of them names */
+	if (ms_refused_rows_catalog())
+	{
+		ms_refused_settle(&f);
+		ms_refused_build(&f, up);
+	}
 	while (ms_up_next(bytes, len, MS_FIELD_UP_ROWS, &pos, &rows, &nrows))
 	{
 		/* rows written in a schema the replica has been sent a change of since: it sends them again */

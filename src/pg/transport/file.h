@@ -8,6 +8,7 @@
  *               filed, then each part in turn, in one transaction
  *   ack.c       acknowledgements and restores: the last message applied and
  *               its seal, gaps, refusals, digests, the backlog
+ *   refused.c   rows refused: when each goes to the replica again; its build
  *   filer.c     what a call prepares once: per table, its statements and the
  *               shape of its proto rows; a row in its codec, as JSON
  *   filing.c    filing rows: records, two-way columns, deletes, each in a
@@ -171,6 +172,17 @@ extern void ms_refusals(ms_filing *f, Sync__Up *up);
 extern const char *ms_digests(ms_filing *f, Sync__Up *up);
 /* ms_backlog: what the replica has not sent, has not had filed, set aside, refused. */
 extern void ms_backlog(ms_filing *f, Sync__Up *up);
+
+/* ---- refused.c ---- */
+
+/* ms_refused_rows_catalog: whether the catalog has sync.refused_rows (0.2, updated). */
+extern bool ms_refused_rows_catalog(void);
+/* ms_refused_backoff: a refusal of a held row, before it is marked: when the row goes again. */
+extern void ms_refused_backoff(ms_filing *f, const char *table, const char *key);
+/* ms_refused_settle: after the refusals, the counts of rows taken (or no longer held) end. */
+extern void ms_refused_settle(ms_filing *f);
+/* ms_refused_build: the replica's build and protocol recorded; a change makes its refused rows due. */
+extern void ms_refused_build(ms_filing *f, Sync__Up *up);
 
 /* ---- filing.c ---- */
 

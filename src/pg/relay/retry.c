@@ -1,0 +1,150 @@
+/*-------------------------------------------------------------------------
+ * retry.c
+ *	  Rows a replica refused go to it again (seed: what it keeps and lacks
+ *	  -- or holds as an older version, or refused -- is sent).
+ *
+ * A refused row is held, marked refused: a note newer than its version
+ * sends it at once, as to every holder (plan.c).  Without one, it is sent
+ * to the replica that refused it, and to no other, once sync.refused_rows
+ * says it is due (transport/refused.c: a minute after the refusal, doubling
+ * to an hour; at once on a new build).  Never by a note: that would send it
+ * to every holder.  It is rebuilt from the current row, as every send; a
+ * row no longer there, blocked, parked or being taken is not sent, and
+ * looked at again a minute later.  Once sent, it is due no more until the
+ * replica refuses it again (or takes it, which ends its count).
+ *
+ * A pass with no note runs only for the replicas it has work for: those
+ * provisioning, and those with a refused row due.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+
+#include "catalog.h"
+#include "file.h"
+#include "owner.h"
+#include "retry.h"
+
+ArrayType *
+ms_retry_replicas(ms_pass *p, ArrayType *provisioning)
+{
+	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
+	Datum		values[2];
+	ArrayType  *due;
+
+	if (!ms_refused_rows_catalog())
+		return provisioning;
+	/* by refused_rows_due: the rows due are few, or none */
+	ms_exec(p, "SELECT array_agg(DISTINCT r.replica) FROM sync.refused_rows r"
+			" JOIN sync.replicas x ON x.id = r.replica"
+			" WHERE r.due <= now() AND x.live AND NOT x.dropped AND NOT x.provision",
+			0, NULL, NULL, NULL, 0);
+	due = ms_array();
+	if (due == NULL || provisioning == NULL)
+		return due != NULL ? due : provisioning;
+	values[0] = PointerGetDatum(provisioning);
+	values[1] = PointerGetDatum(due);
+	ms_exec(p, "SELECT array_agg(DISTINCT u) FROM unnest($1 || $2) u", 2, types, values, NULL, 0);
+	return ms_array();
+}
+
+/* drop from ms_retry the rows of table t that are no longer there (read as its owner) */
+static void
+gone(ms_pass *p, ms_table *t)
+{
+	StringInfoData sql;
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(t->id)};
+	ms_as_owner as;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "DELETE FROM pg_temp.ms_retry k WHERE k.tab = $1"
+					 " AND NOT EXISTS (SELECT FROM %s t WHERE %s)",
+					 t->qualified, ms_key_match(t, "t", "k.key"));
+	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+	ms_exec(p, sql.data, 1, types, values, NULL, 0);
+	ms_owner_end(&as);
+}
+
+void
+ms_plan_refused(ms_pass *p, ArrayType *replicas)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {PointerGetDatum(replicas)};
+	uint64		n;
+	int		   *tabs;
+
+	p->resent = 0;
+	if (!ms_refused_rows_catalog())
+		return;
+	/* most passes: none due, one probe of refused_rows_due */
+	ms_run(p, ms_prepare_kept(p, "SELECT EXISTS (SELECT FROM sync.refused_rows WHERE due <= now())::int::int8",
+							  0, NULL), NULL, NULL, 0);
+	if (ms_int64() == 0)
+		return;
+	if (p->resend_held)
+	{
+		/* sending them failed for good this pass (relay.c): an hour, and the rest goes on */
+		ms_exec(p, "UPDATE sync.refused_rows SET due = now() + interval '1 hour'"
+				" WHERE replica = ANY ($1) AND due <= now()",
+				1, types, values, NULL, 0);
+		return;
+	}
+	/* a count whose row is held no more, or held not refused (it changed, and went): over */
+	ms_exec(p, "DELETE FROM sync.refused_rows r WHERE r.replica = ANY ($1) AND r.due <= now()"
+			" AND NOT EXISTS (SELECT FROM sync.held h WHERE h.replica = r.replica AND h.tab = r.tab"
+			"                   AND h.key = r.key AND h.taken IS NULL AND h.refused IS NOT NULL)",
+			1, types, values, NULL, 0);
+	ms_temp_table(p, "ms_retry", "replica uuid, tab int, key text COLLATE \"C\", note bigint,"
+				  " PRIMARY KEY (tab, key, replica)");
+	ms_exec(p, "INSERT INTO pg_temp.ms_retry SELECT r.replica, r.tab, r.key, h.note"
+			"  FROM sync.refused_rows r JOIN sync.held h"
+			"    ON h.replica = r.replica AND h.tab = r.tab AND h.key = r.key"
+			" WHERE r.replica = ANY ($1) AND r.due <= now()"
+			"   AND NOT EXISTS (SELECT FROM ms_blocked b WHERE b.tab = r.tab AND b.key = r.key)"
+			"   AND NOT EXISTS (SELECT FROM ms_unplanned u WHERE u.tab = r.tab AND u.key = r.key)"
+			"   AND NOT EXISTS (SELECT FROM ms_take t WHERE t.replica = r.replica AND t.tab = r.tab AND t.key = r.key)",
+			1, types, values, NULL, 0);
+	if (SPI_processed == 0)
+		return;
+	/* from here a failure is theirs (relay.c) */
+	p->resent = (int64) SPI_processed;
+	ms_exec(p, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
+	n = SPI_processed;
+	tabs = palloc(sizeof(int) * n);
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		tabs[i] = DatumGetInt32(ms_value(i, 1, &isnull));
+	}
+	for (uint64 i = 0; i < n; i++)
+	{
+		ms_table   *t = ms_catalog_find(p->tables, tabs[i]);
+
+		if (t != NULL)
+			gone(p, t);
+		else
+		{
+			Oid			itypes[1] = {INT4OID};
+			Datum		ivalues[1] = {Int32GetDatum(tabs[i])};
+
+			/* a table no longer mirrored: its rows go with it */
+			ms_exec(p, "DELETE FROM pg_temp.ms_retry WHERE tab = $1", 1, itypes, ivalues, NULL, 0);
+		}
+	}
+	pfree(tabs);
+	/* to the replica that refused it alone; a row a note sends already goes once */
+	ms_exec(p, "INSERT INTO ms_send (replica, tab, key, note)"
+			" SELECT replica, tab, key, note FROM pg_temp.ms_retry ON CONFLICT DO NOTHING",
+			0, NULL, NULL, NULL, 0);
+	ms_exec(p, "UPDATE sync.refused_rows r SET due = NULL FROM pg_temp.ms_retry k"
+			" WHERE k.replica = r.replica AND k.tab = r.tab AND k.key = r.key",
+			0, NULL, NULL, NULL, 0);
+	/* what could not go now is looked at again a minute later, not every pass */
+	ms_exec(p, "UPDATE sync.refused_rows SET due = now() + interval '1 minute'"
+			" WHERE replica = ANY ($1) AND due <= now()",
+			1, types, values, NULL, 0);
+}

@@ -1,0 +1,27 @@
+/*-------------------------------------------------------------------------
+ * retry.h
+ *	  Rows a replica refused, sent to that replica again when due
+ *	  (sync.refused_rows; transport/refused.c records when).
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_RETRY_H
+#define MS_RETRY_H
+
+#include "pass.h"
+#include "utils/array.h"
+
+/*
+ * ms_retry_replicas: the replicas a pass without notes plans for: those
+ * provisioning (may be NULL), and those with refused rows due.  NULL when
+ * none.
+ */
+extern ArrayType *ms_retry_replicas(ms_pass *p, ArrayType *provisioning);
+
+/*
+ * ms_plan_refused: into ms_send, the refused rows of these replicas that
+ * are due, each for the replica that refused it alone; after the plan of
+ * what changed, so a row a note sends goes once.
+ */
+extern void ms_plan_refused(ms_pass *p, ArrayType *replicas);
+
+#endif
