@@ -106,6 +106,7 @@ pending=$(val "SELECT count(*) FROM sync.notes WHERE NOT done")
 start=$(date +%s%N)
 for _ in $(seq 1200); do [ "$(caught_up)" = t ] && break; sleep 0.1; done
 lag=$(( ($(date +%s%N) - start) / 1000000 ))
+[ "$(caught_up)" = t ] || lag="never (gave up after $lag)"
 notes=$(val "SELECT last_value FROM sync.note_seq")
 max_age=$(sort -g "$work/ages" | tail -1)
 samples=$(wc -l <"$work/ages")
@@ -117,4 +118,4 @@ printf '  mirrored    %10.1f tps\n' "$mirrored"
 printf '  mirrored / unmirrored              %.3f  (target >= 0.8)\n' "$(echo "$mirrored / $plain" | bc -l)"
 printf '  oldest pending note, max over %d samples  %.3f s  (target <= 1 s)\n' "$samples" "$max_age"
 printf '  when pgbench stopped: %s notes pending, messages each agent had yet to apply: %s\n' "$pending" "$behind"
-printf '  caught up (every note done, every message acknowledged) %d ms later; %s notes in all\n' "$lag" "$notes"
+printf '  caught up (every note done, every message acknowledged) %s ms later; %s notes in all\n' "$lag" "$notes"
