@@ -856,3 +856,104 @@ $$;
 COMMENT ON FUNCTION sync.health(uuid[], text) IS
 	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside, waiting and dropped, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
 ALTER FUNCTION sync.health(uuid[], text) SET jit = off;
+
+-- Settings and wishes (issue 18.1): a third mirror kind, setting, one row per
+-- replica that the replica writes; sync.wish, sync.wish_list, sync.wishes
+ALTER TABLE sync.tables DROP CONSTRAINT tables_mirror_check;
+ALTER TABLE sync.tables ADD CONSTRAINT tables_mirror_check CHECK (mirror IN ('catalog', 'record', 'setting'));
+-- Causal versions (issue 18.3, docs/protocol.md 12): version => 'hlc' on a
+-- record table, and the server's hybrid logical clock
+-- (added without a default, then given one: a default added with the column
+-- would be kept as its missing value, which a fresh install has not)
+ALTER TABLE sync.tables ADD COLUMN hlc boolean;
+UPDATE sync.tables SET hlc = false;
+ALTER TABLE sync.tables ALTER COLUMN hlc SET DEFAULT false, ALTER COLUMN hlc SET NOT NULL;
+CREATE OR REPLACE VIEW sync.mirrors AS
+	SELECT t.id, t.relid AS "table", t.name, t.mirror,
+		CASE t.rule
+			WHEN 'assigned' THEN pg_catalog.format('assigned(%I)', t.rule_column)
+			WHEN 'follows' THEN pg_catalog.format('follows(%I)', t.rule_column)
+			WHEN 'grouped' THEN pg_catalog.format(
+				'grouped(members => %s, assigned => %s, group => %I, replica => %I)',
+				t.members, t.assignments, t.group_column, t.assignment_replica)
+			ELSE t.rule
+		END AS sync,
+		t.key, t.origin, t.version, t.replica_owned, t.unmirrored, t.retired,
+		t.created, t.generated, t.active, t.partition, t.codec, t.sender, t.declared,
+		t.hlc
+	  FROM sync.tables t;
+COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
+		name, name, name[], regclass, name, text, name) IS
+	'Declares a mirrored table and installs its noting triggers; a table declared already is declared again with these options, planned again from what each replica holds (no child unmirrored first). Its arguments (docs/design.md 3): '
+	'tab, the table; '
+	'mirror, catalog (written on the server, held by replicas) record (written by replicas, keyed by the replica) or setting (one row per replica, keyed by its origin alone, written by the replica; the server may wish it changed: sync.wish); '
+	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
+	'key, the columns that name a row (default: the primary key); '
+	'origin, a record''s uuid column naming the replica that wrote it, in its key; '
+	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); ''hlc'' (a bigint column named hlc) or ''hlc(col)'': the replica stamps that column itself with its hybrid logical clock on every write, and equal stamps are ordered by the row (docs/protocol.md 12); a column named hlc kept as the host stamps it is written ''"hlc"''; '
+	'replica_owned, a catalog''s columns the replicas write and send up (a two-way table); '
+	'unmirrored, columns that never travel; '
+	'retired, the column a replica''s copy of the table gets (no column of the table on the server) and sets when it keeps a row it was told to let go of because a row of its own points at it; '
+	'created, a record''s timestamp column the server sets to now() when it first files the row, never taken from an upload; '
+	'generated, columns the server fills itself when it files an upload (a default, a sequence, a generated column), never taken from an upload; '
+	'active, a view of the table: rows outside it are not wanted; '
+	'partition, the column naming a row''s partition: a broadcast row goes to the replicas of its partition; '
+	'codec, json (an object of columns) or proto (a protobuf message per row, its field numbers fixed per column: sync.proto); '
+	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row';
+CREATE TABLE sync.wish_list (
+	id				bigserial PRIMARY KEY,		-- never reused: a replica applies a wish once by it
+	replica			uuid NOT NULL REFERENCES sync.replicas (id) ON DELETE CASCADE,
+	tab				integer NOT NULL REFERENCES sync.tables (id) ON DELETE CASCADE,
+	"values"		jsonb NOT NULL,				-- the columns it sets
+	apply			text NOT NULL CHECK (apply IN ('always', 'if_unchanged')),
+	expected		jsonb,						-- if_unchanged: those columns as the server last filed them
+	fate			text NOT NULL DEFAULT 'pending'
+		CHECK (fate IN ('pending', 'applied', 'declined', 'superseded')),
+	why				text,
+	made			timestamptz NOT NULL DEFAULT now(),
+	decided			timestamptz,
+	number			bigint						-- the message that carried it down; NULL: not sent yet
+);
+CREATE INDEX wish_list_pending ON sync.wish_list (replica, tab) WHERE fate = 'pending';
+SELECT pg_catalog.pg_extension_config_dump('sync.wish_list', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.wish_list_id_seq', '');
+COMMENT ON TABLE sync.wish_list IS 'The server''s wishes for replicas'' setting rows, and what became of each (sync.wish; read sync.wishes)';
+
+CREATE FUNCTION sync.wish("table" regclass, key uuid, "values" jsonb, apply text DEFAULT 'always')
+	RETURNS bigint
+	LANGUAGE c
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_wish';
+COMMENT ON FUNCTION sync.wish(regclass, uuid, jsonb, text) IS
+	'Wishes one replica''s row of a setting table changed, for the table''s owner: table, a setting table; key, the row''s origin (the replica''s uuid); values, a JSON object of the columns to set; apply, always (the replica takes it) or if_unchanged (only while its row still holds what the server last filed of those columns, else it keeps its own and says so). A newer wish for the row supersedes a pending one. Returns the wish''s id; sync.wishes says what became of it';
+
+CREATE VIEW sync.wishes AS
+	SELECT w.id, w.replica, t.relid AS "table",
+		pg_catalog.jsonb_build_object(t.origin, w.replica) AS key,
+		w."values", w.apply, w.fate, w.why, w.made, w.decided,
+		w.number AS sent_in
+	FROM sync.wish_list w JOIN sync.tables t ON t.id = w.tab;
+COMMENT ON VIEW sync.wishes IS
+	'Every wish and its fate: pending (not decided yet; sent_in is the message that carried it down, NULL until the relay sends it), applied, declined (the replica changed its row first: it keeps its own), superseded (a newer wish for the row came first), with why, when made and when decided';
+REVOKE ALL ON sync.wish_list, sync.wishes FROM PUBLIC;
+GRANT SELECT ON sync.wish_list, sync.wishes TO sync_admin;
+GRANT INSERT, UPDATE, DELETE ON sync.wish_list, sync.wishes TO sync_relay;
+GRANT USAGE, SELECT, UPDATE ON SEQUENCE sync.wish_list_id_seq TO sync_relay;
+REVOKE ALL ON FUNCTION sync.wish(regclass, uuid, jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.wish(regclass, uuid, jsonb, text) TO sync_admin;
+-- The server's hybrid logical clock (src/pg/transport/hlc_clock.c,
+-- docs/protocol.md 12): one row, the greatest clock any upload brought that
+-- was ahead of the server's physical time, and not too far ahead.  Every message to a
+-- replica carries the greater of it and the physical time (ToReplica.clock),
+-- so a replica whose clock is behind stamps its next write after what it saw.
+CREATE TABLE sync.clock (
+	one				boolean PRIMARY KEY DEFAULT true CHECK (one),
+	hlc				bigint NOT NULL DEFAULT 0 CHECK (hlc >= 0)	-- (ms << 16) | counter
+);
+INSERT INTO sync.clock DEFAULT VALUES;
+COMMENT ON TABLE sync.clock IS
+	'The server''s hybrid logical clock, (ms << 16) | counter: the greatest clock an upload brought (docs/protocol.md 12)';
+SELECT pg_catalog.pg_extension_config_dump('sync.clock', '');
+REVOKE ALL ON TABLE sync.clock FROM PUBLIC;
+GRANT SELECT ON TABLE sync.clock TO sync_admin;
+GRANT INSERT, UPDATE, DELETE ON TABLE sync.clock TO sync_relay;

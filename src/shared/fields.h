@@ -32,6 +32,15 @@
 #define MS_FIELD_DOWN_TABLES 2			/* repeated Rows */
 #define MS_FIELD_DOWN_SCHEMA 3			/* repeated Table: schema changes */
 #define MS_FIELD_DOWN_LET_GO 4			/* repeated string: tables let go */
+#define MS_FIELD_DOWN_WISHES 5			/* repeated Wish */
+
+/* Wish */
+#define MS_FIELD_WISH_ID 1				/* uint64 */
+#define MS_FIELD_WISH_TABLE 2			/* string */
+#define MS_FIELD_WISH_KEY 3				/* Key */
+#define MS_FIELD_WISH_VALUES 4			/* string */
+#define MS_FIELD_WISH_APPLY 5			/* string */
+#define MS_FIELD_WISH_EXPECTED 6		/* string */
 
 /* EndSnapshot */
 #define MS_FIELD_END_SNAPSHOT_TABLES 1	/* repeated string */

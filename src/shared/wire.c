@@ -260,7 +260,7 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 
 	if (!check_name(t->name, "a table name", reason))
 		return false;
-	if (strcmp(t->mirror, "catalog") != 0 && strcmp(t->mirror, "record") != 0)
+	if (strcmp(t->mirror, "catalog") != 0 && strcmp(t->mirror, "record") != 0 && strcmp(t->mirror, "setting") != 0)
 		return ms_refuse(reason, "table \"%s\" has unknown mirror \"%.20s\"", t->name, t->mirror);
 	if (strcmp(t->codec, "json") != 0 && strcmp(t->codec, "proto") != 0)
 		return ms_refuse(reason, "table \"%s\" has unknown codec \"%.20s\"", t->name, t->codec);
@@ -321,6 +321,10 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 		return ms_refuse(reason, "retired column \"%s\" of table \"%s\" is not a column", t->retired, t->name);
 	if (t->origin[0] && !has_column(t, t->origin))
 		return ms_refuse(reason, "origin column \"%s\" of table \"%s\" is not a column", t->origin, t->name);
+	/* a setting is one row per replica: keyed by its origin alone */
+	if (strcmp(t->mirror, "setting") == 0 &&
+		(!t->origin[0] || t->n_key != 1 || strcmp(t->key[0], t->origin) != 0))
+		return ms_refuse(reason, "setting table \"%s\" is not keyed by its origin alone", t->name);
 	if (t->version[0] && !has_column(t, t->version))
 		return ms_refuse(reason, "version column \"%s\" of table \"%s\" is not a column", t->version, t->name);
 	return check_evolving(t, reason);
@@ -342,6 +346,28 @@ check_down(const Sync__Down *d, char reason[MS_REASON_MAX])
 	for (size_t i = 0; i < d->n_let_go; i++)
 		if (!check_name(d->let_go[i], "a table let go", reason))
 			return false;
+	for (size_t i = 0; i < d->n_wishes; i++)
+		if (!ms_wish_check(d->wishes[i], reason))
+			return false;
+	return true;
+}
+
+bool
+ms_wish_check(const Sync__Wish *w, char reason[MS_REASON_MAX])
+{
+	if (w->id == 0)
+		return ms_refuse(reason, "a wish is numbered 0");
+	if (!check_name(w->table, "a wish's table", reason) ||
+		!check_key(w->key, w->table, reason) ||
+		!check_string(w->values, "a wish's values", reason) ||
+		!check_string(w->apply, "a wish's apply", reason) ||
+		!check_string(w->expected, "a wish's expected row", reason))
+		return false;
+	if (w->key->n_parts != 1)
+		return ms_refuse(reason, "a wish for table \"%s\" names a key of %zu parts, not its origin alone",
+						 w->table, w->key->n_parts);
+	if (strcmp(w->apply, "always") != 0 && strcmp(w->apply, "if_unchanged") != 0)
+		return ms_refuse(reason, "a wish applies \"%.40s\", neither always nor if_unchanged", w->apply);
 	return true;
 }
 
@@ -457,6 +483,21 @@ ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 	for (size_t i = 0; i < m->n_backlog; i++)
 		if (!check_name(m->backlog[i]->table, "a backlog's table", reason))
 			return false;
+	if (m->n_wish_fates > MS_WISH_FATES_MAX)
+		return ms_refuse(reason, "the upload carries more than %d wish fates", MS_WISH_FATES_MAX);
+	for (size_t i = 0; i < m->n_wish_fates; i++)
+	{
+		const Sync__WishFate *f = m->wish_fates[i];
+
+		if (f->id == 0)
+			return ms_refuse(reason, "a wish fate names wish 0");
+		if (!check_string(f->fate, "a wish's fate", reason) || !check_string(f->why, "why a wish's fate", reason))
+			return false;
+		if (strcmp(f->fate, "applied") != 0 && strcmp(f->fate, "declined") != 0 && strcmp(f->fate, "superseded") != 0)
+			return ms_refuse(reason, "a wish's fate \"%.40s\" is none of applied, declined, superseded", f->fate);
+		if (strlen(f->why) > MS_REASON_MAX)
+			return ms_refuse(reason, "why a wish's fate is longer than %d bytes", MS_REASON_MAX);
+	}
 	return true;
 }
 
@@ -644,6 +685,7 @@ head_message(const ms_head *h, Sync__ToReplica *m)
 	m->replica.data = (uint8_t *) h->replica;
 	m->replica.len = h->replica ? MS_REPLICA_BYTES : 0;
 	m->generation = h->generation;
+	m->clock = h->clock;
 }
 
 size_t

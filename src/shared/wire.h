@@ -89,13 +89,20 @@ extern Sync__Applied *ms_applied_decode(const uint8_t *buf, size_t len, ms_alloc
 /* The checks decode runs, for messages built in memory. */
 extern bool ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX]);
 extern bool ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX]);
+
+/* Wish fates an upload may carry (a replica decides few wishes at a time). */
+#define MS_WISH_FATES_MAX 4096
+
+/* ms_wish_check: one wish of a Down: numbered, a setting's one-part key, a known apply. */
+extern bool ms_wish_check(const Sync__Wish *w, char reason[MS_REASON_MAX]);
 extern bool ms_applied_check(const Sync__Applied *a, char reason[MS_REASON_MAX]);
 extern bool ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX]);
 extern bool ms_rows_check(const Sync__Rows *r, char reason[MS_REASON_MAX]);
 
 /*
  * The head of a message to a replica: everything but its body.  The
- * generation, when not 0, is packed after the replica (field 12).
+ * generation, when not 0, is packed after the replica (field 12), and the
+ * clock, when not 0, after it (field 13).
  */
 typedef struct ms_head
 {
@@ -108,6 +115,7 @@ typedef struct ms_head
 	const uint8_t *seal;		/* MS_SEAL_BYTES, or NULL for a Filed */
 	const uint8_t *replica;		/* MS_REPLICA_BYTES */
 	uint64_t	generation;		/* the server's lineage; 0 before it numbered them */
+	uint64_t	clock;			/* the server's hybrid logical clock (hlc.h); 0: none */
 } ms_head;
 
 extern size_t ms_head_packed_size(const ms_head *h);

@@ -683,6 +683,9 @@ apply(applier *a, ms_buf *out)
 			rc = upserts(a, d->tables[i]);
 		for (size_t i = d->n_tables; i > 0 && rc == SQLITE_OK; i--)
 			rc = deletes(a, d->tables[i - 1]);
+		/* the server's wishes, kept to be decided at the next upload (wish.c) */
+		if (rc == SQLITE_OK)
+			rc = ms_wish_receive(c, d);
 	}
 	snapshot = begins ? "begin" : c->st.snapshot ? "open" : NULL;
 	if (rc == SQLITE_OK && m->body_case == SYNC__TO_REPLICA__BODY_END_SNAPSHOT)
@@ -801,12 +804,19 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	bool		begins = m->body_case == SYNC__TO_REPLICA__BODY_DOWN && m->down->begin != NULL;
 	bool		same_epoch = s->has_epoch && memcmp(s->epoch, m->epoch.data, MS_EPOCH_BYTES) == 0;
 	applier		a;
+	int			rc;
 
 	memset(&a, 0, sizeof a);
 	a.c = c;
 	a.m = m;
 	if (m->body_case == SYNC__TO_REPLICA__BODY_FILED)
-		return m->generation < s->generation ? older(c, m, out) : ms_apply_filed(c, m, out);
+	{
+		if (m->generation < s->generation)
+			return older(c, m, out);
+		/* the server's clock, merged from every message it sends this replica */
+		rc = ms_hlc_heard(c, m->clock);
+		return rc == SQLITE_OK ? ms_apply_filed(c, m, out) : rc;
+	}
 	if (s->has_replica && memcmp(m->replica.data, s->replica, MS_REPLICA_BYTES) != 0)
 	{
 		char		other[37];
@@ -819,6 +829,9 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	}
 	if (m->generation < s->generation)
 		return older(c, m, out);
+	rc = ms_hlc_heard(c, m->clock);
+	if (rc != SQLITE_OK)
+		return rc;
 	if (!same_epoch && !begins)
 		return open_gap(c, m, s->has_epoch ? "another epoch" : "no snapshot yet", out);
 	/* a newer generation is a newer position, whatever its number */

@@ -68,6 +68,9 @@
 **        "waiting":0,"dropped":1,"dropped_reasons":["..."]},...}
 **       waiting: in the server's inbox; dropped: edits the server did not take
 **       e.g. SELECT key, value->>'unsent' FROM json_each(sync_progress());
+**       A setting table's newest wishes of the server's (wish.c), newest first:
+**       "wishes":[{"id":7,"fate":"applied","why":null,"apply":"always",
+**        "values":"{...}","got_at":...,"decided_at":...,"answered":true}]
 **
 **   sync_status() -> TEXT (JSON)
 **       {"replica":"uuid"|null,"epoch":"hex"|null,"applied":42,"generation":G,
@@ -95,6 +98,15 @@
 **   sync_key(part, ...) -> TEXT      the canonical key: sync_key(42) = '2:42'
 **   sync_digest_keys(key) -> TEXT    aggregate: the digest of canonical keys
 **       These two are pure and INNOCUOUS.
+**
+**   sync_hlc() -> INTEGER
+**       The next stamp of the replica's hybrid logical clock, advancing it
+**       (a write): (ms << 16) | counter (hlc.c, docs/protocol.md 12).  The
+**       version of a table declared version => 'hlc' is stamped so on
+**       every write; a row written with sync_hlc() keeps it.
+**   sync_test_clock_offset(ms INTEGER) -> INTEGER
+**       Tests only: shifts this file's physical clock by ms; refused unless
+**       the process has MAGIC_SYNC_TEST_CLOCK=1 in its environment.
 **
 ** The extension keeps its state in tables named _sync_* (state.c).
 */
@@ -153,5 +165,7 @@ sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
 		rc = ms_status_register(db);
 	if (rc == SQLITE_OK)
 		rc = ms_state_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_hlc_register(db);
 	return rc;
 }

@@ -46,6 +46,7 @@ extern int	ms_upload_register(sqlite3 *db);
 extern int	ms_sends_register(sqlite3 *db);
 extern int	ms_status_register(sqlite3 *db);
 extern int	ms_state_register(sqlite3 *db);
+extern int	ms_hlc_register(sqlite3 *db);
 
 /* ---- util.c ---------------------------------------------------------- */
 
@@ -184,6 +185,18 @@ extern const int ms_nsettings;
 /* The library's version, the first word of the build an upload carries (Up.build). */
 #define MS_SQLITE_VERSION "0.2"
 
+/*
+ * hlc.c, the clock of version => 'hlc' tables (docs/protocol.md 12):
+ * ms_hlc_ensure adds its columns to _sync_state; ms_hlc_triggers makes the
+ * stamping triggers of a table (none unless it is an hlc record), and
+ * ms_hlc_drop_triggers drops them; ms_hlc_current reads the clock (0 when
+ * the file has none); ms_hlc_heard merges a message's clock.
+ */
+extern int	ms_hlc_ensure(ms_ctx *c);
+extern int	ms_hlc_drop_triggers(ms_ctx *c, const char *name);
+extern int	ms_hlc_current(ms_ctx *c, int64_t *clock);
+extern int	ms_hlc_heard(ms_ctx *c, uint64_t remote);
+
 /* ms_state_exists: whether the _sync_ tables exist (sets c->have_state). */
 extern int	ms_state_exists(ms_ctx *c);
 /* ms_state_ensure: create the _sync_ tables when they are missing (inside a savepoint). */
@@ -236,7 +249,8 @@ typedef struct ms_tbl
 	const char *name;			/* wire name = SQLite table name */
 	char	   *q;				/* quoted */
 	char	   *lit;			/* as an SQL string literal */
-	bool		record;
+	bool		record;			/* record or setting */
+	bool		setting;		/* a record of one row per replica, keyed by its origin alone (wish.c) */
 	bool		proto;
 	bool		noted;			/* has noting triggers: record, or catalog with owned columns */
 	int			ncols;
@@ -262,6 +276,9 @@ typedef struct ms_tbl
 	 */
 	char	   *broken;
 } ms_tbl;
+
+/* hlc.c: the stamping triggers of a table (none unless it is an hlc record) */
+extern int	ms_hlc_triggers(ms_ctx *c, const ms_tbl *t, const char *quiet);
 
 struct ms_schema
 {
@@ -405,5 +422,18 @@ extern int	ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d);
 
 /* ms_own_origin: whether an origin value names this replica. */
 extern bool ms_own_origin(ms_ctx *c, sqlite3_value *v);
+
+/* ---- wish.c ------------------------------------------------------------ */
+
+/* ms_wishes_ensure: _sync_wishes, made when missing. */
+extern int	ms_wishes_ensure(ms_ctx *c);
+/* ms_wish_receive: a Down's wishes kept, each once; a newer one supersedes the pending. */
+extern int	ms_wish_receive(ms_ctx *c, const Sync__Down *d);
+/* ms_wish_decide: the pending wishes applied or declined, and the fates not yet answered into up. */
+extern int	ms_wish_decide(ms_ctx *c, Sync__Up *up, const uint8_t send_id[MS_SEND_ID_BYTES]);
+/* ms_wish_filed: a Filed answer for this send: the fates it carried are answered. */
+extern int	ms_wish_filed(ms_ctx *c, const uint8_t send_id[MS_SEND_ID_BYTES]);
+/* ms_wish_progress: the table's wishes as sync_progress says them (",\"wishes\":[...]"), or nothing. */
+extern int	ms_wish_progress(ms_ctx *c, const char *table, ms_buf *out);
 
 #endif

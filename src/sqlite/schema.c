@@ -85,7 +85,8 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 	t->name = m->name;
 	t->q = ms_printf(&c->arena, "\"%w\"", m->name);
 	t->lit = ms_printf(&c->arena, "%Q", m->name);
-	t->record = strcmp(m->mirror, "record") == 0;
+	t->setting = strcmp(m->mirror, "setting") == 0;
+	t->record = t->setting || strcmp(m->mirror, "record") == 0;
 	t->proto = strcmp(m->codec, "proto") == 0;
 	t->ncols = (int) m->n_columns;
 	t->cols = ms_alloc(&c->arena, sizeof(ms_col) * m->n_columns);
@@ -810,8 +811,9 @@ drop_triggers(ms_ctx *c, const char *name)
 {
 	return ms_exec(c, "DROP TRIGGER IF EXISTS \"_sync_ins_%w\"; DROP TRIGGER IF EXISTS \"_sync_upd_%w\";"
 				   " DROP TRIGGER IF EXISTS \"_sync_del_%w\"; DROP TRIGGER IF EXISTS \"_sync_guard_ins_%w\";"
-				   " DROP TRIGGER IF EXISTS \"_sync_guard_upd_%w\"; DROP TRIGGER IF EXISTS \"_sync_guard_del_%w\"",
-				   name, name, name, name, name, name);
+				   " DROP TRIGGER IF EXISTS \"_sync_guard_upd_%w\"; DROP TRIGGER IF EXISTS \"_sync_guard_del_%w\";"
+				   " DROP TRIGGER IF EXISTS \"_sync_hlc_ins_%w\"; DROP TRIGGER IF EXISTS \"_sync_hlc_upd_%w\"",
+				   name, name, name, name, name, name, name, name);
 }
 
 /*
@@ -895,6 +897,9 @@ triggers(ms_ctx *c, const ms_tbl *t)
 			rc = ms_exec(c, "CREATE TRIGGER \"_sync_del_%w\" AFTER DELETE ON %s WHEN %s BEGIN"
 						 " INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s; END",
 						 t->name, t->q, quiet, t->lit, kold, raise, noted);
+		/* version => 'hlc': the row's version stamped by the replica's clock */
+		if (rc == SQLITE_OK)
+			rc = ms_hlc_triggers(c, t, quiet);
 		return rc;
 	}
 	/* a catalog table: the replica writes only its own columns */

@@ -473,6 +473,8 @@ ms_apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	if (rc == SQLITE_OK)
 		rc = on_send(c, "UPDATE _sync_state SET report_filed = 1 WHERE id = 1 AND report_send_id = ?1",
 					 f->send_id.data, NULL);
+	if (rc == SQLITE_OK && f->send_id.len == MS_SEND_ID_BYTES)
+		rc = ms_wish_filed(c, f->send_id.data);
 	ms_buf_printf(out, "{\"result\":\"filed\",\"send_id\":\"%s\",\"rows\":%u,\"notes\":%d,\"set_aside\":%d,"
 				  "\"dropped\":%d,\"waiting\":%d,\"unaccounted\":%d}",
 				  send, (unsigned) f->rows, a.let_go, a.set_aside, a.dropped, a.waiting, a.unaccounted);

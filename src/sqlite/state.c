@@ -5,7 +5,8 @@
 **   _sync_state    one row: replica, epoch, last applied (number, nonce,
 **                  seal), the generation it follows, gap, open snapshot,
 **                  digests due, last report, last error; "applying"
-**                  silences the noting triggers while sync_apply writes
+**                  silences the noting triggers while sync_apply writes;
+**                  the clock of version => 'hlc' tables (hlc.c)
 **   _sync_config   settings changed with sync_config(name, value)
 **   _sync_tables   the Table message of every table of the last snapshot
 **   _sync_notes    one per row the replica wrote: writes counted, the send
@@ -48,7 +49,8 @@ static const char *const state_ddl =
 "  report_at INTEGER NOT NULL DEFAULT 0,"
 "  report_filed INTEGER NOT NULL DEFAULT 1,"
 "  last_error TEXT, error_at INTEGER,"
-"  generation INTEGER NOT NULL DEFAULT 0);"
+"  generation INTEGER NOT NULL DEFAULT 0,"
+"  hlc INTEGER NOT NULL DEFAULT 0, test_clock_offset INTEGER NOT NULL DEFAULT 0);"
 "INSERT OR IGNORE INTO _sync_state(id) VALUES (1);"
 "CREATE TABLE IF NOT EXISTS _sync_config("
 "  name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
@@ -150,7 +152,7 @@ ms_state_ensure(ms_ctx *c)
 		rc = generation_column(c, &has_generation);
 	if (rc == SQLITE_OK && !has_generation)
 		rc = ms_exec(c, "ALTER TABLE _sync_state ADD COLUMN generation INTEGER NOT NULL DEFAULT 0");
-	return rc;
+	return rc == SQLITE_OK ? ms_hlc_ensure(c) : rc;
 }
 
 /* copy a blob column of the expected size; false when NULL or another size */

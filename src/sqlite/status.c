@@ -180,6 +180,9 @@ progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 					  sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
 					  sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
 					  sqlite3_column_int64(st, 5), sqlite3_column_int64(st, 6));
+		/* a setting table's wishes, newest first (wish.c) */
+		if (name)
+			rc = ms_wish_progress(&c, name, &out);
 		/* the reasons, once the walk ends: a mark where they go */
 		if (sqlite3_column_int64(st, 6) > 0 && name)
 		{

@@ -856,12 +856,18 @@ head(uploader *u)
 {
 	ms_ctx	   *c = u->c;
 	ms_state   *s = &c->st;
+	int64_t		clock;
 	int			rc;
 
 	sqlite3_randomness(MS_SEND_ID_BYTES, u->send_id);
 	sync__up__init(&u->up);
 	sync__applied__init(&u->applied);
 	u->up.protocol = MS_PROTOCOL;
+	/* the clock of version => 'hlc' tables: the server's takes the greater (docs/protocol.md 12) */
+	rc = ms_hlc_current(c, &clock);
+	if (rc != SQLITE_OK)
+		return rc;
+	u->up.clock = (uint64_t) clock;
 	u->up.replica.data = s->replica;
 	u->up.replica.len = MS_REPLICA_BYTES;
 	u->up.send_id.data = u->send_id;
@@ -1024,11 +1030,14 @@ upload(uploader *u, uint8_t **blob, size_t *blob_len)
 		return rc;
 	u->bound = (size_t) bound;
 	rc = head(u);
+	/* the server's wishes decided first: an applied one is a write this upload carries (wish.c) */
+	if (rc == SQLITE_OK)
+		rc = ms_wish_decide(c, &u->up, u->send_id);
 	if (rc == SQLITE_OK)
 		rc = gather(u, &fp, &with_digests);
 	if (rc == SQLITE_OK && fp.oom)
 		rc = SQLITE_NOMEM;
-	say = u->rows > 0 || u->refusals > 0 || with_digests || u->max_rows == 0 ||
+	say = u->rows > 0 || u->refusals > 0 || with_digests || u->max_rows == 0 || u->up.n_wish_fates > 0 ||
 		s->report == NULL || (rc == SQLITE_OK && strcmp(s->report, fp.data) != 0) ||
 		(!s->report_filed && c->now - s->report_at >= u->resend_after);
 	if (rc == SQLITE_OK && say)

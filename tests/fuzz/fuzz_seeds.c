@@ -138,6 +138,28 @@ write_seeds(const char *dir)
 		tm_upsert(tm_rows(d, "customers"), "{\"id\":1,\"name\":\"Ada\",\"vip\":1,\"city\":\"Oslo\"}", -1, "1", NULL);
 		rc |= write_file(dir, "05_begin_again.bin", tm_next(&s, d, NULL));
 	}
+
+	/* 06: the server's wishes, untrusted: for a record table, for a table the replica does not hold */
+	s = after;
+	{
+		static Sync__Wish w[2];
+		static Sync__Wish *ws[2] = {&w[0], &w[1]};
+
+		d = tm_down();
+		for (int i = 0; i < 2; i++)
+		{
+			sync__wish__init(&w[i]);
+			w[i].id = (uint64_t) i + 1;
+			w[i].table = i == 0 ? "orders" : "nowhere";
+			w[i].key = tm_key(tm_replica_text(&s), NULL);
+			w[i].values = "{\"note\":\"x\"}";
+			w[i].apply = i == 0 ? "always" : "if_unchanged";
+			w[i].expected = i == 0 ? "" : "{\"note\":\"y\"}";
+		}
+		d->n_wishes = 2;
+		d->wishes = ws;
+		rc |= write_file(dir, "06_wishes.bin", tm_next(&s, d, NULL));
+	}
 	tm_free_all();
 	return rc;
 }

@@ -27,6 +27,8 @@ extern void test_found(void);
 extern void test_oom(void);
 extern void test_claims(void);
 extern void test_seal(void);
+extern void test_wish(void);
+extern void test_hlc(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -114,6 +116,7 @@ main(void)
 	test_codec();
 	test_letgo();
 	test_upload();
+	test_wish();
 	test_sends();
 	test_digest();
 	test_misuse();
@@ -123,6 +126,7 @@ main(void)
 	test_oom();
 	test_claims();
 	test_seal();
+	test_hlc();
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();

@@ -465,6 +465,7 @@ tm_message(const tm_server *s, uint32_t protocol, uint64_t number, const uint8_t
 	h.seal = nonce ? seal : NULL;
 	h.replica = s->replica;
 	h.generation = s->generation;
+	h.clock = s->clock;
 	hn = ms_head_packed_size(&h);
 	bn = ms_body_packed_size(down, end, filed);
 	m.len = hn + bn;

@@ -32,6 +32,7 @@ typedef struct tm_server
 	uint8_t		nonce[16];		/* its nonce */
 	uint64_t	draws;			/* nonces are drawn deterministically */
 	uint64_t	generation;		/* the generation its messages carry (0: none) */
+	uint64_t	clock;			/* the clock its messages carry (0: none) */
 } tm_server;
 
 extern void *tm_alloc(size_t n);	/* zeroed, freed by tm_free_all */

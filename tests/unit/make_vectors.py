@@ -115,6 +115,28 @@ def sample_up():
     head = varint(12 << 3 | 1) + total.to_bytes(8, "little") + body
     return head + field(13, 2, hashlib.sha256(head).digest())
 
+def wish_sample():
+    """Message 43 after the sample 42, of one wish (docs/protocol.md 5.5): wish 5
+    for the replica's row of setting table "settings", if_unchanged."""
+    nonce = bytes(range(0x60, 0x70))
+    _, s = seal(SECRET, REPLICA, EPOCH, 43, nonce)
+    head = (field(1, 0, 1) + field(2, 2, EPOCH) + field(3, 0, 43) + field(4, 2, nonce)
+            + field(5, 0, NUMBER) + field(6, 2, NONCE) + field(7, 2, s) + field(8, 2, REPLICA))
+    wish = (field(1, 0, 5) + field(2, 2, b"settings")
+            + field(3, 2, field(1, 2, b"10111213-1415-1617-1819-1a1b1c1d1e1f"))
+            + field(4, 2, b'{"printer":"hall"}') + field(5, 2, b"if_unchanged")
+            + field(6, 2, b'{"printer":"desk"}'))
+    return head, field(9, 2, field(5, 2, wish)), nonce, s
+
+def wish_up():
+    """An Up saying wish 5 was applied, send 1700000000000001 (no rows), length first, check last."""
+    fate = field(1, 0, 5) + field(2, 2, b"applied")
+    body = (field(1, 0, 1) + field(2, 2, REPLICA) + field(3, 2, SEND_ID) + field(11, 0, SEQ + 1)
+            + field(15, 2, fate))
+    total = 9 + len(body) + 34
+    head = varint(12 << 3 | 1) + total.to_bytes(8, "little") + body
+    return head + field(13, 2, hashlib.sha256(head).digest())
+
 WRITTEN = 1700000000000000
 
 def bundle(kind, messages):
@@ -148,6 +170,12 @@ if __name__ == "__main__":
     print("generation head", generation_head().hex())
     print("applied", applied().hex())
     print("up", sample_up().hex())
+    head, body, nonce, s = wish_sample()
+    print("wish nonce", nonce.hex())
+    print("wish seal", s.hex())
+    print("wish head", head.hex())
+    print("wish body", body.hex())
+    print("wish up", wish_up().hex())
     head, body = sample()
     print("bundle to", bundle(1, [head + body]).hex())
     print("bundle from", bundle(2, [sample_up()]).hex())

@@ -14,6 +14,7 @@
 #include "key.h"
 #include "seal.h"
 #include "vectors.h"
+#include "upcheck.h"
 #include "wire.h"
 
 int			ms_unit_passed;
@@ -143,7 +144,7 @@ pack_vector(uint8_t *out)
 {
 	uint8_t		seal[MS_SEAL_BYTES];
 	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, ms_vector_number, ms_vector_nonce,
-	41, ms_vector_previous_nonce, seal, ms_vector_replica, 0};
+	41, ms_vector_previous_nonce, seal, ms_vector_replica, 0, 0};
 	Sync__Down	down = SYNC__DOWN__INIT;
 	Sync__Rows	rows = SYNC__ROWS__INIT;
 	Sync__Rows *rowsp = &rows;
@@ -187,7 +188,7 @@ test_vector_generation(void)
 {
 	uint8_t		seal[MS_SEAL_BYTES];
 	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, ms_vector_number, ms_vector_nonce,
-	41, ms_vector_previous_nonce, seal, ms_vector_replica, ms_vector_generation};
+	41, ms_vector_previous_nonce, seal, ms_vector_replica, ms_vector_generation, 0};
 	uint8_t		buf[256];
 	uint8_t		want[256];
 	char		reason[MS_REASON_MAX];
@@ -280,7 +281,7 @@ pack_snapshot(uint8_t *out)
 {
 	uint8_t		seal[MS_SEAL_BYTES] = {0};
 	uint8_t		nonce[16] = {9};
-	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 100, nonce, 0, NULL, seal, ms_vector_replica, 0};
+	ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 100, nonce, 0, NULL, seal, ms_vector_replica, 0, 0};
 	Sync__Column c_id = SYNC__COLUMN__INIT,
 				c_name = SYNC__COLUMN__INIT,
 				c_pid = SYNC__COLUMN__INIT,
@@ -392,14 +393,14 @@ pack_end_and_filed(uint8_t *out, int which)
 	filed.refused = &refp;
 	if (which == 0)
 	{
-		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 101, nonce, 100, nonce, seal, ms_vector_replica, 0};
+		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 101, nonce, 100, nonce, seal, ms_vector_replica, 0, 0};
 
 		n = ms_head_pack(&h, out);
 		return n + ms_body_pack(NULL, &end, NULL, out + n);
 	}
 	else
 	{
-		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 0, NULL, 0, NULL, NULL, ms_vector_replica, 0};
+		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 0, NULL, 0, NULL, NULL, ms_vector_replica, 0, 0};
 
 		n = ms_head_pack(&h, out);
 		return n + ms_body_pack(NULL, NULL, &filed, out + n);
@@ -577,7 +578,7 @@ test_refusals(void)
 	/* a head alone has no body */
 	{
 		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,
-		ms_vector_secret, ms_vector_replica, 0};
+		ms_vector_secret, ms_vector_replica, 0, 0};
 
 		n = ms_head_pack(&h, buf);
 		m = ms_to_replica_decode(buf, n, 1 << 20, &ms_test_allocator, &st, reason);
@@ -586,7 +587,7 @@ test_refusals(void)
 	/* a later protocol decodes, flagged */
 	{
 		ms_head		h = {MS_PROTOCOL + 1, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,
-		NULL, ms_vector_replica, 0};
+		NULL, ms_vector_replica, 0, 0};
 		Sync__EndSnapshot end = SYNC__END_SNAPSHOT__INIT;
 
 		n = ms_head_pack(&h, buf);
@@ -619,6 +620,83 @@ test_refusals(void)
 
 		CHECK(!ms_wire_scan(t, sizeof t, reason) && strstr(reason, "truncated") != NULL,
 			  "scan says truncated: %s", reason);
+	}
+}
+
+/*
+ * The sample wish: it decodes as documented, and passes the wire checks;
+ * its Up, saying the wish was applied, is whole and passes the server's.
+ * A wish whose key is of two parts, or whose apply is unknown, does not.
+ */
+static void
+test_vector_wish(void)
+{
+	uint8_t		buf[1024];
+	uint8_t		seal[MS_SEAL_BYTES];
+	long		hn = ms_hex_decode(ms_vector_wish_head_hex, buf, sizeof buf);
+	long		bn = hn > 0 ? ms_hex_decode(ms_vector_wish_body_hex, buf + hn, sizeof buf - (size_t) hn) : -1;
+	ms_wire_status st;
+	char		reason[MS_REASON_MAX];
+	Sync__ToReplica *m;
+	Sync__Up   *u;
+	long		un;
+
+	CHECK(hn > 0 && bn > 0, "the wish's vector is hex");
+	CHECK(ms_hex_decode(ms_vector_wish_seal_hex, seal, sizeof seal) == MS_SEAL_BYTES &&
+		  ms_seal_verify(ms_vector_secret, 32, ms_vector_replica, ms_vector_epoch, 43,
+						 ms_vector_wish_nonce, seal, sizeof seal), "its seal is message 43's");
+	if (hn <= 0 || bn <= 0)
+		return;
+	m = ms_to_replica_decode(buf, (size_t) (hn + bn), 1 << 20, &ms_test_allocator, &st, reason);
+	CHECK(m != NULL && st == MS_WIRE_OK, "the wish decodes: %s", reason);
+	if (m == NULL)
+		return;
+	CHECK(m->body_case == SYNC__TO_REPLICA__BODY_DOWN && m->down->n_wishes == 1 && m->down->n_tables == 0,
+		  "a Down of one wish");
+	if (m->body_case == SYNC__TO_REPLICA__BODY_DOWN && m->down->n_wishes == 1)
+	{
+		Sync__Wish *w = m->down->wishes[0];
+		char	   *apply = w->apply;
+
+		CHECK(w->id == 5 && strcmp(w->table, "settings") == 0 && w->key->n_parts == 1 &&
+			  strcmp(w->key->parts[0], "10111213-1415-1617-1819-1a1b1c1d1e1f") == 0 &&
+			  strcmp(w->values, "{\"printer\":\"hall\"}") == 0 && strcmp(w->apply, "if_unchanged") == 0 &&
+			  strcmp(w->expected, "{\"printer\":\"desk\"}") == 0, "wish 5 as documented");
+		w->apply = "sometimes";
+		CHECK(!ms_wish_check(w, reason) && strstr(reason, "neither always") != NULL, "an unknown apply: %s", reason);
+		w->apply = apply;
+		w->key->n_parts = 0;
+		CHECK(!ms_wish_check(w, reason), "no key: %s", reason);
+		w->key->n_parts = 1;
+		w->id = 0;
+		CHECK(!ms_wish_check(w, reason) && strstr(reason, "numbered 0") != NULL, "wish 0: %s", reason);
+	}
+	sync__to_replica__free_unpacked(m, &ms_test_allocator);
+	/* cut anywhere, the message is refused */
+	for (long k = hn; k < hn + bn; k++)
+	{
+		m = ms_to_replica_decode(buf, (size_t) k, 1 << 20, &ms_test_allocator, &st, reason);
+		CHECK(m == NULL, "cut at %ld of %ld: refused", k, hn + bn);
+		if (m)
+			sync__to_replica__free_unpacked(m, &ms_test_allocator);
+	}
+
+	un = ms_hex_decode(ms_vector_wish_up_hex, buf, sizeof buf);
+	CHECK(un > 0 && ms_up_verify(buf, (size_t) un, reason), "the wish's Up is whole: %s", reason);
+	u = un > 0 ? ms_up_decode(buf, (size_t) un, 1 << 20, &ms_test_allocator, &st, reason) : NULL;
+	CHECK(u != NULL && u->n_wish_fates == 1 && u->wish_fates[0]->id == 5 &&
+		  strcmp(u->wish_fates[0]->fate, "applied") == 0 && u->wish_fates[0]->why[0] == '\0',
+		  "it says wish 5 was applied: %s", reason);
+	if (u && u->n_wish_fates == 1)
+	{
+		char	   *fate = u->wish_fates[0]->fate;
+
+		u->wish_fates[0]->fate = "maybe";
+		CHECK(!ms_up_check(u, reason) && strstr(reason, "none of applied") != NULL, "an unknown fate: %s", reason);
+		u->wish_fates[0]->fate = fate;
+		u->wish_fates[0]->id = 0;
+		CHECK(!ms_up_check(u, reason), "wish 0: %s", reason);
+		sync__up__free_unpacked(u, &ms_test_allocator);
 	}
 }
 
@@ -713,6 +791,7 @@ main(void)
 	test_seals();
 	test_vector_message();
 	test_vector_evolve();
+	test_vector_wish();
 	test_vector_generation();
 	test_refusals();
 	test_mutations();
@@ -721,6 +800,7 @@ main(void)
 	test_up();
 	test_sha256();
 	test_bundle();
+	test_hlc();
 	printf("%d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
 	return ms_unit_failed == 0 ? 0 : 1;
 }

@@ -38,6 +38,12 @@ extern const uint8_t ms_vector_evolve_nonce[16];
 extern const char *ms_vector_evolve_seal_hex;
 extern const char *ms_vector_evolve_head_hex;
 extern const char *ms_vector_evolve_body_hex;
+/* the sample wish: message 43 after 42, of one wish; and an Up saying it was applied */
+extern const uint8_t ms_vector_wish_nonce[16];
+extern const char *ms_vector_wish_seal_hex;
+extern const char *ms_vector_wish_head_hex;
+extern const char *ms_vector_wish_body_hex;
+extern const char *ms_vector_wish_up_hex;
 /* the sample's head in a generation, and what a replica that applied it says (Applied) */
 extern const uint64_t ms_vector_generation;
 extern const char *ms_vector_generation_head_hex;

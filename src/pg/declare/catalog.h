@@ -61,7 +61,8 @@ typedef struct ms_table
 	Oid			relid;
 	char	   *name;			/* wire name */
 	char	   *qualified;		/* quote_qualified_identifier(nspname, relname) */
-	bool		record;			/* mirror: record (true) or catalog (false) */
+	bool		record;			/* mirror: record or setting (true) or catalog (false) */
+	bool		setting;		/* mirror: setting, keyed by its origin alone */
 	ms_rule		rule;
 	int			rule_column;	/* assigned / follows: index into columns[], else -1 */
 	int			follows_fkey;	/* follows: index into fkeys[], else -1 */
@@ -87,6 +88,7 @@ typedef struct ms_table
 	ms_fkey    *fkeys;			/* foreign keys to mirrored tables */
 	int			origin;			/* index into columns[], or -1 */
 	int			version;		/* index into columns[], or -1 */
+	bool		hlc;			/* version => 'hlc': the replicas' clock stamps it */
 	int			partition;		/* index into columns[], or -1 */
 	int			created;		/* index into columns[], or -1 */
 	char	   *sender;			/* column stamped with sync.file's sender, or NULL */

@@ -26,7 +26,7 @@ enum
 	C_OWNED, C_UNMIRRORED, C_RETIRED, C_CREATED, C_GENERATED, C_ACTIVE,
 	C_PARTITION, C_PROTO, C_SENDER, C_COL_NAMES, C_COL_TYPES, C_COL_FIELDS,
 	C_FK_NAMES, C_FK_PARENTS, C_COL_IDS, C_FILL_NAMES, C_FILL_VALUES, C_ATT_NAMES,
-	C_ATT_NUMS, C_LAST_ID
+	C_ATT_NUMS, C_LAST_ID, C_HLC
 };
 
 /*
@@ -56,7 +56,7 @@ ms_decl_evolving(void)
 }
 
 static const char *const read_sql =
-"SELECT t.id, t.relid::oid, t.name, t.mirror OPERATOR(pg_catalog.=) 'record', t.rule, t.rule_column::text,"
+"SELECT t.id, t.relid::oid, t.name, t.mirror, t.rule, t.rule_column::text,"
 "       t.members::oid, t.member_key::text[], t.assignments::oid,"
 "       t.assignment_replica::text, t.group_column::text, t.key::text[],"
 "       t.origin::text, t.version::text, t.replica_owned::text[], t.unmirrored::text[],"
@@ -68,7 +68,7 @@ static const char *const read_sql =
 "               FROM pg_catalog.jsonb_each_text(t.columns) e ORDER BY e.key),"
 "       ARRAY(SELECT e.key FROM pg_catalog.jsonb_each_text(t.foreign_keys) e ORDER BY e.key),"
 "       ARRAY(SELECT e.value FROM pg_catalog.jsonb_each_text(t.foreign_keys) e ORDER BY e.key),"
-"%s"
+"%s%s"
 "  FROM sync.tables t ORDER BY t.id";
 
 static char *
@@ -138,7 +138,12 @@ decl_of_row(HeapTuple tup, TupleDesc desc)
 	d->id = DatumGetInt32(SPI_getbinval(tup, desc, C_ID, &isnull));
 	d->relid = get_oid(tup, desc, C_RELID);
 	d->name = get_text(tup, desc, C_NAME);
-	d->record = get_bool(tup, desc, C_RECORD);
+	{
+		char	   *mirror = get_text(tup, desc, C_RECORD);
+
+		d->record = strcmp(mirror, "catalog") != 0;
+		d->setting = strcmp(mirror, "setting") == 0;
+	}
 	d->rule = ms_rule_of_name(get_text(tup, desc, C_RULE));
 	d->rule_column = get_text(tup, desc, C_RULE_COLUMN);
 	d->members = get_oid(tup, desc, C_MEMBERS);
@@ -149,6 +154,7 @@ decl_of_row(HeapTuple tup, TupleDesc desc)
 	d->key = get_names(tup, desc, C_KEY, &d->nkey);
 	d->origin = get_text(tup, desc, C_ORIGIN);
 	d->version = get_text(tup, desc, C_VERSION);
+	d->hlc = get_bool(tup, desc, C_HLC);
 	d->owned = get_names(tup, desc, C_OWNED, &d->nowned);
 	d->unmirrored = get_names(tup, desc, C_UNMIRRORED, &d->nunmirrored);
 	d->retired = get_text(tup, desc, C_RETIRED);
@@ -203,7 +209,8 @@ ms_decl_read_all(void)
 	List	   *out = NIL;
 	int			rc;
 
-	rc = SPI_execute(psprintf(read_sql, ms_decl_evolving() ? evolving_sql : before_sql), false, 0);
+	rc = SPI_execute(psprintf(read_sql, ms_decl_evolving() ? evolving_sql : before_sql,
+							  ms_hlc_decl_read_sql()), false, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading sync.tables failed: %s", SPI_result_code_string(rc));
 	MemoryContextSwitchTo(cxt);
@@ -382,7 +389,7 @@ ms_decl_store(ms_decl *d)
 	SETP(0, INT4OID, Int32GetDatum(d->id));
 	SETO(1, d->relid);
 	SETS(2, d->name);
-	SETS(3, d->record ? "record" : "catalog");
+	SETS(3, d->setting ? "setting" : d->record ? "record" : "catalog");
 	SETS(4, ms_rule_name(d->rule));
 	SETS(5, d->rule_column);
 	SETO(6, d->members);
@@ -429,6 +436,7 @@ ms_decl_store(ms_decl *d)
 							   evolving ? NPARAMS : NPARAMS - 4, types, values, nulls, false, 0);
 	if (rc != SPI_OK_INSERT || SPI_processed != 1)
 		elog(ERROR, "storing the declaration failed: %s", SPI_result_code_string(rc));
+	ms_hlc_decl_store(d);
 }
 
 void

@@ -55,7 +55,8 @@ typedef struct ms_decl
 	int			id;				/* sync.tables.id; 0 until stored */
 	Oid			relid;
 	char	   *name;			/* wire name: relname in public, else schema.relname */
-	bool		record;			/* mirror: record (true) or catalog (false) */
+	bool		record;			/* mirror: record or setting (true) or catalog (false) */
+	bool		setting;		/* mirror: setting, a record of one row per replica (wish.c) */
 	bool		proto;			/* codec: proto (true) or json (false) */
 
 	ms_rule		rule;
@@ -73,6 +74,7 @@ typedef struct ms_decl
 	char	  **key;			/* in key order */
 	char	   *origin;
 	char	   *version;
+	bool		hlc;			/* version => 'hlc' or 'hlc(col)' (hlc_decl.c) */
 	int			nowned;
 	char	  **owned;			/* replica_owned */
 	int			nunmirrored;
@@ -122,6 +124,16 @@ extern void ms_decl_store(ms_decl *d);
  * catalog's version did until it is.
  */
 extern bool ms_decl_evolving(void);
+
+/*
+ * hlc_decl.c: version => 'hlc' (docs/protocol.md 12).  ms_hlc_version_arg
+ * reads sync.mirror's version ('hlc', 'hlc(col)', '"col"') into d->version
+ * and d->hlc; ms_hlc_decl_read_sql is the column read_sql selects last;
+ * ms_hlc_decl_store writes d->hlc after ms_decl_store's row.
+ */
+extern void ms_hlc_version_arg(ms_decl *d);
+extern const char *ms_hlc_decl_read_sql(void);
+extern void ms_hlc_decl_store(const ms_decl *d);
 
 /* ms_decl_delete: deletes the row of sync.tables of this id. */
 extern void ms_decl_delete(int id);

@@ -101,6 +101,7 @@ read_args(FunctionCallInfo fcinfo, ms_decl *d)
 	d->key = arg_names(fcinfo, 3, &d->nkey);
 	d->origin = arg_name(fcinfo, 4);
 	d->version = arg_name(fcinfo, 5);
+	ms_hlc_version_arg(d);
 	d->owned = arg_names(fcinfo, 6, &d->nowned);
 	d->unmirrored = arg_names(fcinfo, 7, &d->nunmirrored);
 	d->retired = arg_name(fcinfo, 8);
@@ -113,12 +114,14 @@ read_args(FunctionCallInfo fcinfo, ms_decl *d)
 
 	if (strcmp(mirror, "record") == 0)
 		d->record = true;
+	else if (strcmp(mirror, "setting") == 0)
+		d->record = d->setting = true;
 	else if (strcmp(mirror, "catalog") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown mirror \"%s\"", mirror),
-				 errdetail("A table is a catalog (written on the server) or a record (written by replicas)."),
-				 errhint("Write 'catalog' or 'record'.")));
+				 errdetail("A table is a catalog (written on the server), a record (written by replicas) or a setting (one row per replica, written by it, which the server may wish changed)."),
+				 errhint("Write 'catalog', 'record' or 'setting'.")));
 	if (strcmp(codec, "proto") == 0)
 		d->proto = true;
 	else if (strcmp(codec, "json") != 0)

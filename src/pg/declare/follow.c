@@ -432,7 +432,7 @@ void
 ms_follow_redeclare(ms_decl *d, const ms_decl *old, ms_follow *f)
 {
 	f->changed = true;
-	if (d->record != old->record)
+	if (d->record != old->record || d->setting != old->setting)
 		f->reprovision = "its mirror changed";
 	else if (d->proto != old->proto)
 		f->reprovision = "its codec changed";

@@ -205,6 +205,7 @@ check_table(ms_vcx *v)
 	t->name = d->name;
 	t->qualified = pstrdup(v->tabname);
 	t->record = d->record;
+	t->setting = d->setting;
 	t->rule = d->rule;
 	t->proto = d->proto;
 	t->retired = d->retired;
@@ -395,7 +396,7 @@ check_origin(ms_vcx *v)
 		ms_v_report(v, (ms_problem) {
 			.sqlerrcode = ERRCODE_INVALID_PARAMETER_VALUE,
 			.problem = "record without origin",
-			.message = psprintf("record %s has no origin", v->tabname),
+			.message = psprintf("%s %s has no origin", d->setting ? "setting" : "record", v->tabname),
 			.why = "A record is keyed by the replica that wrote it: its key includes its origin, a uuid column.",
 			.hint = "Name it with origin => col."
 		});
@@ -416,6 +417,15 @@ check_origin(ms_vcx *v)
 			.why = "Replicas write records independently: only a key that includes the writer is unique across them.",
 			.hint = psprintf("Make the key (origin, ...): key => ARRAY['%s', ...].", d->origin)
 		});
+	/* a setting is one row per replica: a wish names its row by the replica alone */
+	if (d->setting && d->origin != NULL && d->nkey != 1)
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_INVALID_PARAMETER_VALUE,
+			.problem = "setting keyed by more than its origin",
+			.message = psprintf("setting %s is keyed by more than its origin", v->tabname),
+			.why = "A setting is one row per replica, keyed by its origin alone: a wish names its row by the replica.",
+			.hint = psprintf("Make the key the origin: key => ARRAY['%s'], or declare %s a record.", d->origin, v->tabname)
+		});
 }
 
 /* check_version: a record's version, not null and ordered. */
@@ -425,7 +435,8 @@ check_version(ms_vcx *v)
 	const ms_decl *d = v->d;
 	Form_pg_attribute att;
 
-	ms_v_named(v, d->version, "version");
+	if (!d->hlc)
+		ms_v_named(v, d->version, "version");
 	att = ms_v_att(v, d->version);
 	if (att != NULL && !att->attnotnull)
 		ms_v_report(v, (ms_problem) {
@@ -631,6 +642,7 @@ describe_roles(ms_vcx *v)
 
 	t->origin = ms_v_column(t, d->origin);
 	t->version = ms_v_column(t, d->version);
+	t->hlc = d->hlc && t->version >= 0;
 	t->partition = ms_v_column(t, d->partition);
 	t->created = ms_v_column(t, d->created);
 	t->generated = palloc(sizeof(int) * (d->ngenerated + 1));
@@ -658,6 +670,7 @@ ms_validate(const ms_decl *d, List *decls, bool declaring, List **problems)
 	check_lists(&v);
 	check_origin(&v);
 	check_version(&v);
+	ms_v_check_hlc(&v);
 	check_stamped(&v);
 	check_replica_side(&v);
 	describe_roles(&v);

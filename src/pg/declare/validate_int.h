@@ -66,4 +66,7 @@ extern void ms_v_check_fkeys(ms_vcx *v);
 extern void ms_v_check_rule_column(ms_vcx *v);
 extern void ms_v_check_grouped(ms_vcx *v);
 
+/* hlc_decl.c: an hlc version's column */
+extern void ms_v_check_hlc(ms_vcx *v);
+
 #endif

@@ -34,9 +34,11 @@
 #include "record.h"
 #include "seal.h"
 #include "settings.h"
+#include "hlc_clock.h"
 #include "wire.h"
+#include "wish.h"
 
-/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica, generation */
+/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica, generation, clock */
 #define HEAD_MAX 160
 /* messages and segments written to the catalog in one statement */
 #define WRITE_BATCH 256
@@ -271,6 +273,7 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	h.seal = seal;
 	h.replica = tg->id.data;
 	h.generation = p->epoch.generation;
+	h.clock = ms_hlc_server_clock();
 	Assert(ms_head_packed_size(&h) <= HEAD_MAX);
 	headlen = ms_head_pack(&h, head);
 
@@ -826,6 +829,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	List	   *bad = NIL;
 	ListCell   *lc;
 	StringInfoData end;
+	ms_wish_due_set *due;
 
 	recorder_init(&r, p);
 	load_targets(&r, replicas, provisioning);
@@ -845,6 +849,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		record_deletes(&r, list_nth(p->tables, i));
 
 	initStringInfo(&end);
+	due = ms_wish_due(p);
 	hash_seq_init(&seq, r.targets);
 	while ((tg = hash_seq_search(&seq)) != NULL)
 	{
@@ -853,6 +858,12 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		{
 			end_snapshot(&r, tg, &end);
 			p->provisioned++;
+		}
+		/* the server's wishes last, in a message of their own (wish_send.c) */
+		if (ms_wish_due_for(due, &tg->id) && ms_wish_pack(p, &tg->id, &tg->down))
+		{
+			flush(&r, tg);
+			ms_wish_sent(p, &tg->id, tg->last_number);
 		}
 	}
 	write_batch(&r);

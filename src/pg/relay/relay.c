@@ -40,6 +40,7 @@
 #include "retry.h"
 #include "settings.h"
 #include "transient.h"
+#include "wish.h"
 
 PG_FUNCTION_INFO_V1(ms_relay_pass_sql);
 
@@ -392,7 +393,8 @@ ms_relay_pass(ms_pass *p)
 	if (notes > 0 || ms_evolve_any(p))
 		replicas = live_replicas(p);
 	else
-		replicas = ms_retry_replicas(p, provisioning);
+		/* those provisioned, with refused rows due (retry.c), with wishes to send (wish_send.c) */
+		replicas = ms_wish_replicas(p, ms_retry_replicas(p, provisioning));
 	if (provisioning == NULL)
 		provisioning = construct_empty_array(UUIDOID);
 

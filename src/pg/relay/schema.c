@@ -167,7 +167,7 @@ table_message(ms_pass *p, List *tables, ms_table *mt, bool legacy)
 
 	sync__table__init(st);
 	st->name = mt->name;
-	st->mirror = mt->record ? "record" : "catalog";
+	st->mirror = mt->setting ? "setting" : mt->record ? "record" : "catalog";
 	st->codec = mt->proto ? "proto" : "json";
 	st->n_columns = ncols;
 	st->columns = palloc(sizeof(Sync__Column *) * ncols);
@@ -222,6 +222,7 @@ table_message(ms_pass *p, List *tables, ms_table *mt, bool legacy)
 		st->origin = mt->columns[mt->origin].name;
 	if (mt->version >= 0)
 		st->version = mt->columns[mt->version].name;
+	st->hlc = mt->hlc;
 	if (!legacy)
 	{
 		List	   *unique = unique_indexes(mt);

@@ -7,7 +7,7 @@ CREATE TABLE sync.tables (
 	id				int PRIMARY KEY,
 	relid			regclass NOT NULL UNIQUE,
 	name			text NOT NULL UNIQUE,		-- wire name: relname, or schema.relname outside public
-	mirror			text NOT NULL CHECK (mirror IN ('catalog', 'record')),
+	mirror			text NOT NULL CHECK (mirror IN ('catalog', 'record', 'setting')),
 	rule			text CHECK (rule IN ('broadcast', 'assigned', 'grouped', 'follows')),
 												-- NULL: referenced only (travels as a parent)
 	rule_column		name,						-- assigned(col), follows(col)
@@ -36,7 +36,8 @@ CREATE TABLE sync.tables (
 	ids				jsonb NOT NULL DEFAULT '{}',	-- mirrored column -> its id, given once, never reused: replicas match columns by it
 	attnums			jsonb NOT NULL DEFAULT '{}',	-- every column of the table -> its attnum: a rename is followed by it
 	fills			jsonb NOT NULL DEFAULT '{}',	-- column added since -> the value (text) every row then held took
-	last_id			int NOT NULL DEFAULT 0			-- the highest column id given
+	last_id			int NOT NULL DEFAULT 0,			-- the highest column id given
+	hlc				boolean NOT NULL DEFAULT false	-- version => 'hlc': replicas stamp the version with their clock
 );
 CREATE SEQUENCE sync.tables_id_seq AS int OWNED BY sync.tables.id;
 ALTER TABLE sync.tables ALTER COLUMN id SET DEFAULT nextval('sync.tables_id_seq');

@@ -31,11 +31,11 @@ COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[]
 		name, name, name[], regclass, name, text, name) IS
 	'Declares a mirrored table and installs its noting triggers; a table declared already is declared again with these options, planned again from what each replica holds (no child unmirrored first). Its arguments (docs/design.md 3): '
 	'tab, the table; '
-	'mirror, catalog (written on the server, held by replicas) or record (written by replicas, keyed by the replica); '
+	'mirror, catalog (written on the server, held by replicas) record (written by replicas, keyed by the replica) or setting (one row per replica, keyed by its origin alone, written by the replica; the server may wish it changed: sync.wish); '
 	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
 	'key, the columns that name a row (default: the primary key); '
 	'origin, a record''s uuid column naming the replica that wrote it, in its key; '
-	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); '
+	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); ''hlc'' (a bigint column named hlc) or ''hlc(col)'': the replica stamps that column itself with its hybrid logical clock on every write, and equal stamps are ordered by the row (docs/protocol.md 12); a column named hlc kept as the host stamps it is written ''"hlc"''; '
 	'replica_owned, a catalog''s columns the replicas write and send up (a two-way table); '
 	'unmirrored, columns that never travel; '
 	'retired, the column a replica''s copy of the table gets (no column of the table on the server) and sets when it keeps a row it was told to let go of because a row of its own points at it; '
@@ -64,7 +64,8 @@ CREATE VIEW sync.mirrors AS
 			ELSE t.rule
 		END AS sync,
 		t.key, t.origin, t.version, t.replica_owned, t.unmirrored, t.retired,
-		t.created, t.generated, t.active, t.partition, t.codec, t.sender, t.declared
+		t.created, t.generated, t.active, t.partition, t.codec, t.sender, t.declared,
+		t.hlc
 	  FROM sync.tables t;
 COMMENT ON VIEW sync.mirrors IS 'The mirrored tables, as declared';
 

@@ -21,6 +21,7 @@
 #include "lib/stringinfo.h"
 
 #include "file.h"
+#include "hlc_clock.h"
 #include "utils/json.h"
 #include "wire.h"
 
@@ -79,6 +80,7 @@ queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 	m.replica.len = MS_REPLICA_BYTES;
 	m.body_case = SYNC__TO_REPLICA__BODY_FILED;
 	m.filed = filed;
+	m.clock = ms_hlc_server_clock();
 	size = sync__to_replica__get_packed_size(&m);
 	bytes = palloc(VARHDRSZ + size);
 	SET_VARSIZE(bytes, VARHDRSZ + size);
@@ -154,6 +156,8 @@ ms_answer(ms_filing *f, Sync__Up *up)
 		}
 		t->again = (uint32) c->counts[MS_FILED];
 	}
+	/* the server's clock is never behind what it filed: the answer carries it */
+	ms_hlc_merge_upload(up->clock);
 	queue(f, up, &filed);
 	/* the last send filed: one numbered at or below it is a duplicate from now on */
 	if (f->filer->updated &&

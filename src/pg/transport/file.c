@@ -37,6 +37,7 @@
 #include "upread.h"
 #include "utils/memutils.h"
 #include "wire.h"
+#include "wish.h"
 
 PG_FUNCTION_INFO_V1(ms_file);
 
@@ -283,6 +284,7 @@ ms_file(PG_FUNCTION_ARGS)
 	lists(up, bytes, len);
 	digests = ms_digests(&f, up);
 	ms_backlog(&f, up);
+	ms_wish_fates(&f.replica, up);
 	ms_answer(&f, up);
 	SPI_finish();
 

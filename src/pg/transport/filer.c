@@ -24,6 +24,7 @@
 
 #include "canon.h"
 #include "file.h"
+#include "hlc_file.h"
 #include "wire.h"
 
 const char *const ms_outcome_names[MS_OUTCOMES] = {"filed", "refused", "dropped", "waiting", "set_aside"};
@@ -192,7 +193,7 @@ record_sql(const ms_table *t)
 					 t->qualified);
 	for (int k = 0; k < t->nkey; k++)
 		appendStringInfo(&sql, "%s%s", k ? ", " : "", t->columns[t->key[k]].quoted);
-	if (t->version < 0)
+	if (t->version < 0 && !t->setting)
 		appendStringInfoString(&sql, ") DO NOTHING");
 	else
 	{
@@ -204,12 +205,22 @@ record_sql(const ms_table *t)
 		if (t->sender)
 			appendStringInfo(&sql, ", %s = EXCLUDED.%s", quote_identifier(t->sender),
 							 quote_identifier(t->sender));
-		/* the version's own order (sync.mirror checked it has one), wherever its type lives */
-		lt = lookup_type_cache(t->columns[t->version].type, TYPECACHE_LT_OPR)->lt_opr;
-		appendStringInfo(&sql, " WHERE t.%s %s EXCLUDED.%s", t->columns[t->version].quoted,
-						 ms_operator_sql(lt), t->columns[t->version].quoted);
+		/* a setting without a version: its one writer's uploads are filed in order, the latest wins */
+		if (t->hlc)
+			ms_hlc_newer_sql(&sql, t, "t", "EXCLUDED");
+		else if (t->version >= 0)
+		{
+			/* the version's own order (sync.mirror checked it has one), wherever its type lives */
+			lt = lookup_type_cache(t->columns[t->version].type, TYPECACHE_LT_OPR)->lt_opr;
+			appendStringInfo(&sql, " WHERE t.%s %s EXCLUDED.%s", t->columns[t->version].quoted,
+							 ms_operator_sql(lt), t->columns[t->version].quoted);
+		}
 	}
-	appendStringInfoString(&sql, " RETURNING 1");
+	/* an hlc table's stamp filed: the server's clock is never behind it */
+	if (t->hlc)
+		appendStringInfo(&sql, " RETURNING t.%s", t->columns[t->version].quoted);
+	else
+		appendStringInfoString(&sql, " RETURNING 1");
 	return sql.data;
 }
 
@@ -233,7 +244,14 @@ compare_sql(const ms_table *t)
 	for (int c = 0, n = 0; c < t->ncolumns; c++)
 		if (!ms_server_column(t, c))
 			appendStringInfo(&sql, "%sr.%s::pg_catalog.text", n++ ? ", " : "", t->columns[c].quoted);
-	if (v)
+	if (v && t->hlc)
+	{
+		/* older: the server's copy orders after the replica's, as record_sql's */
+		appendStringInfoString(&sql, "), NOT ");
+		ms_hlc_newer_expr(&sql, t, "t", "r");
+		appendStringInfo(&sql, ", r.%s::pg_catalog.text, t.%s::pg_catalog.text", v, v);
+	}
+	else if (v)
 	{
 		/* the version's own order, as record_sql's */
 		Oid			lt = lookup_type_cache(t->columns[t->version].type, TYPECACHE_LT_OPR)->lt_opr;

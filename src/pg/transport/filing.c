@@ -35,6 +35,8 @@
 #include "utils/builtins.h"
 
 #include "file.h"
+#include "hlc_clock.h"
+#include "hlc_file.h"
 #include "owner.h"
 #include "subxact.h"
 #include "upread.h"
@@ -240,7 +242,9 @@ not_taken(ms_filing *f, ms_filed_table *ft, const char *key, const char *json, c
 	/* the replica's copy lost: a note, so every replica holding the row gets the server's */
 	ms_filer_run(f->filer->note, nv, NULL, false, 0, SPI_OK_INSERT, "note a row");
 	f->fix = true;
-	if (t->version < 0)
+	if (t->hlc)
+		*why = ms_hlc_lost_why(t, theirs, ours);
+	else if (t->version < 0)
 		*why = "a record is kept as first filed (its table has no version column): the server keeps its copy";
 	else if (older)
 		*why = psprintf("an older version (%s %s) than the server's (%s): the server's copy wins",
@@ -264,6 +268,14 @@ file_record(ms_filing *f, ms_filed_table *ft, const char *key, const char *json,
 		nulls[1] = 'n';
 	as_owner(f, ft, &ft->record, values, nulls, false, 0, SPI_OK_INSERT_RETURNING, "file a record");
 	taken = SPI_processed > 0;
+	if (taken && ft->t->hlc)
+	{
+		bool		isnull;
+		Datum		stamp = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			ms_hlc_filed(DatumGetInt64(stamp));
+	}
 	SPI_freetuptable(SPI_tuptable);
 	if (!taken)
 		return not_taken(f, ft, key, json, why);

@@ -181,6 +181,9 @@ schema(StringInfo out, Sync__Table **tables, size_t n, bool evolving)
 		str(out, t->origin);
 		appendStringInfoString(out, ",\"version\":");
 		str(out, t->version);
+		/* version => 'hlc' (docs/protocol.md 12): said only when set */
+		if (t->hlc)
+			appendStringInfoString(out, ",\"hlc\":true");
 		if (evolving)
 		{
 			appendStringInfoString(out, ",\"unique\":[");
@@ -295,6 +298,28 @@ filed(StringInfo out, const Sync__Filed *f)
 					 f->duplicate ? "true" : "false", (uint64) f->last_seq);
 }
 
+/* a Down's wishes (docs/protocol.md 5.5), their values and expected rows as the text they are */
+static void
+wishes(StringInfo out, Sync__Wish **w, size_t n)
+{
+	appendStringInfoString(out, "\"wishes\":[");
+	for (size_t i = 0; i < n; i++)
+	{
+		appendStringInfo(out, "%s{\"id\":" UINT64_FORMAT ",\"table\":", i ? "," : "", w[i]->id);
+		str(out, w[i]->table);
+		appendStringInfoString(out, ",\"key\":");
+		key(out, w[i]->key);
+		appendStringInfoString(out, ",\"values\":");
+		str(out, w[i]->values);
+		appendStringInfoString(out, ",\"apply\":");
+		str(out, w[i]->apply);
+		appendStringInfoString(out, ",\"expected\":");
+		str(out, w[i]->expected);
+		appendStringInfoChar(out, '}');
+	}
+	appendStringInfoString(out, "],");
+}
+
 static void
 body(StringInfo out, const Sync__ToReplica *m)
 {
@@ -325,6 +350,8 @@ body(StringInfo out, const Sync__ToReplica *m)
 				}
 				appendStringInfoString(out, "],");
 			}
+			if (m->down->n_wishes > 0)
+				wishes(out, m->down->wishes, m->down->n_wishes);
 			appendStringInfoString(out, "\"tables\":");
 			rows(out, m->down->tables, m->down->n_tables);
 			appendStringInfoChar(out, '}');

@@ -1,0 +1,133 @@
+/*-------------------------------------------------------------------------
+ * hlc_clock.c
+ *	  The server's hybrid logical clock (hlc_clock.h).
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "storage/proc.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+
+#include "hlc.h"
+#include "hlc_clock.h"
+
+/* sync.clock as read in this transaction: whether there is one, its value */
+static LocalTransactionId read_in = InvalidLocalTransactionId;
+static bool has_clock;
+static int64 stored;
+/* the greatest stamp filed in this transaction's filing */
+static LocalTransactionId filed_in = InvalidLocalTransactionId;
+static int64 filed_max;
+
+static int64
+now_ms(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	return (int64) (now / 1000) +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+}
+
+/* read_stored: whether there is a sync.clock, and its value into stored */
+static bool
+read_stored(void)
+{
+	Oid			nsp;
+	bool		isnull;
+	int64		v = 0;
+
+	if (read_in == MyProc->lxid)
+		return has_clock;
+	nsp = get_namespace_oid("sync", true);
+	has_clock = OidIsValid(nsp) && OidIsValid(get_relname_relid("clock", nsp));
+	read_in = MyProc->lxid;
+	stored = 0;
+	if (!has_clock)
+		return false;
+	if (SPI_execute("SELECT hlc FROM sync.clock", true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.clock");
+	if (SPI_processed == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		v = isnull ? 0 : DatumGetInt64(d);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	stored = v;
+	return true;
+}
+
+uint64
+ms_hlc_server_clock(void)
+{
+	int64		physical = ms_hlc_of_ms(now_ms());
+
+	if (!read_stored())
+		return 0;
+	return (uint64) (stored > physical ? stored : physical);
+}
+
+void
+ms_hlc_filed(int64 stamp)
+{
+	if (filed_in != MyProc->lxid)
+	{
+		filed_in = MyProc->lxid;
+		filed_max = 0;
+	}
+	if (stamp > filed_max)
+		filed_max = stamp;
+}
+
+static void
+merge_one(int64 *clock, int64 remote, const char *what)
+{
+	if (remote == 0)
+		return;
+	if (!ms_hlc_merge(clock, remote, now_ms()))
+	{
+		char		text[MS_HLC_TEXT];
+
+		ms_hlc_text(remote, text);
+		ereport(LOG,
+				(errmsg("magic_sync: %s %s is more than a day ahead of the server's time: not merged", what, text),
+				 errdetail("A clock from the network that far ahead would stamp every later write beyond it.")));
+	}
+}
+
+void
+ms_hlc_merge_upload(uint64 clock)
+{
+	int64		before;
+	int64		merged;
+	int64		seen = filed_in == MyProc->lxid ? filed_max : 0;
+	Oid			types[1] = {INT8OID};
+	Datum		values[1];
+
+	filed_max = 0;
+	if (!read_stored())
+		return;
+	before = stored;
+	merged = before;
+	/* a uint64 beyond INT64_MAX is no clock: as negative, refused */
+	merge_one(&merged, (int64) clock, "an upload's clock");
+	merge_one(&merged, seen, "a clock stamp filed");
+	/*
+	 * Written only when ahead of the server's own physical time as well: the
+	 * clock messages carry is never behind that, so a replica's clock only
+	 * as far as its time needs no write, and filings do not queue on the
+	 * one row of sync.clock.
+	 */
+	if (merged <= before || merged <= ms_hlc_of_ms(now_ms()))
+		return;
+	values[0] = Int64GetDatum(merged);
+	if (SPI_execute_with_args("UPDATE sync.clock SET hlc = $1 WHERE hlc < $1", 1, types, values,
+							  NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not advance sync.clock");
+	stored = merged;
+}
