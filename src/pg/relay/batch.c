@@ -25,7 +25,8 @@ ms_batch_read(ms_pass *p)
 	int64		n;
 
 	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY");
-	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key)");
+	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, moved boolean,"
+				  " PRIMARY KEY (tab, key)");
 
 	/*
 	 * A row set aside a minute ago is noted again, and a note parked a
@@ -66,15 +67,19 @@ void
 ms_batch_rows(ms_pass *p)
 {
 	ms_exec(p, "DELETE FROM ms_pending", 0, NULL, NULL, NULL, 0);
-	/* only a row's own notes make a held version older; group notes move sets */
+	/*
+	 * Only a row's own notes make a held version older; group notes move
+	 * sets.  A row a note of the batch moved (its key changed, to it or from
+	 * it) is never on the fast path (fast.c).
+	 */
 	ms_exec(p,
-			"INSERT INTO ms_pending (tab, key, note) "
-			"SELECT tab, key, max(id) FROM ("
-			"  SELECT n.tab, n.key, n.id FROM " MS_BATCH_NOTES
+			"INSERT INTO ms_pending (tab, key, note, moved) "
+			"SELECT tab, key, max(id), bool_or(moved) FROM ("
+			"  SELECT n.tab, n.key, n.id, n.old_key IS NOT NULL FROM " MS_BATCH_NOTES
 			"   WHERE n.source = 'r' AND n.key IS NOT NULL"
 			"  UNION ALL"
-			"  SELECT n.tab, n.old_key, n.id FROM " MS_BATCH_NOTES
-			"   WHERE n.source = 'r' AND n.old_key IS NOT NULL) c "
+			"  SELECT n.tab, n.old_key, n.id, true FROM " MS_BATCH_NOTES
+			"   WHERE n.source = 'r' AND n.old_key IS NOT NULL) c (tab, key, id, moved) "
 			"GROUP BY tab, key",
 			0, NULL, NULL, NULL, 0);
 }

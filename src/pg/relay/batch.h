@@ -3,7 +3,8 @@
  *	  The batch: the notes a pass reads, and the rows they changed.
  *
  *   pg_temp.ms_notes_read(id)            the notes of the batch
- *   pg_temp.ms_pending(tab, key, note)   the newest note of each row they changed
+ *   pg_temp.ms_pending(tab, key, note, moved)   the newest note of each row
+ *       they changed, and whether one of them changed its key (to it or from it)
  *
  * The plan reads the batch (plan.c, question.c); park.c narrows it.
  *-------------------------------------------------------------------------

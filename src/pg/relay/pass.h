@@ -70,6 +70,7 @@ typedef struct ms_pass
 	int64		quarantined;
 	int64		parked;			/* notes whose plan failed for good (park.c) */
 	bool		more;			/* a full batch was read: notes may wait for the next pass */
+	bool		bounds_later;	/* the caller checks the outbox bounds once the pass commits (ms_relay_bounds) */
 } ms_pass;
 
 /*

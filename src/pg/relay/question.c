@@ -24,7 +24,10 @@
  * step of a random walk against sync.wanted computed from scratch.
  *
  * Everything is done set by set, for every replica at once, in temporary
- * tables: the cost follows what changed, not what the replicas hold.
+ * tables: the cost follows what changed, not what the replicas hold.  A row
+ * whose plan is trivial (a broadcast row changed in place: fast.c) is no
+ * change to the rows in question; it is sent to every replica that lacks
+ * its version, as this plan would.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -36,6 +39,7 @@
 
 #include "batch.h"
 #include "catalog.h"
+#include "fast.h"
 #include "owner.h"
 #include "question.h"
 #include "wanted.h"
@@ -135,7 +139,9 @@ changed(ms_pass *p)
 {
 	ListCell   *lc;
 
-	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending ON CONFLICT DO NOTHING",
+	/* but not a row on the fast path: its change moves no set (fast.c) */
+	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending c WHERE NOT EXISTS"
+			" (SELECT FROM pg_temp.ms_fast f WHERE f.tab = c.tab AND f.key = c.key) ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
 	/* rows blocked because of a row that was quarantined and goes now */
 	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_released ON CONFLICT DO NOTHING",
@@ -276,7 +282,7 @@ close_batch(ms_pass *p)
 						" moved AS MATERIALIZED ("
 						"  SELECT q.tab, q.key FROM ms_q q WHERE NOT EXISTS (SELECT FROM ms_n n"
 						"   WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)"
-						"  UNION SELECT tab, key FROM ms_changed),"
+						"  UNION SELECT tab, key FROM ms_changed UNION SELECT tab, key FROM ms_fast),"
 						" touched AS ("
 						"  SELECT DISTINCT u.tab, u.key FROM u CROSS JOIN LATERAL jsonb_each_text(u.pointed) e"
 						"   JOIN (VALUES %s) f(child, name, parent) ON f.child = u.tab AND f.name = e.key"
@@ -403,6 +409,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 			" JOIN sync.replicas r ON r.id = u.id",
 			1, types, values, NULL, 0);
 
+	ms_fast_find(p);
 	changed(p);
 	in_question(p);
 	kept(p);
@@ -416,6 +423,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 		ms_batch_rows(p);
 		for (const char *const *t = tables; *t != NULL; t++)
 			ms_temp_empty(p, *t);
+		ms_fast_find(p);
 		changed(p);
 		in_question(p);
 		kept(p);
@@ -431,6 +439,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 			"       AND h.tab = n.tab AND h.key = n.key AND h.taken IS NULL OFFSET 0) h ON true"
 			" WHERE h.note IS NULL OR c.note > h.note",
 			0, NULL, NULL, NULL, 0);
+	ms_fast_send(p);
 	ms_exec(p,
 			"INSERT INTO ms_take (replica, tab, key) SELECT q.replica, q.tab, q.key FROM ms_q q"
 			" WHERE NOT EXISTS (SELECT FROM ms_n n WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)",

@@ -360,6 +360,7 @@ ms_relay_pass(ms_pass *p)
 	ArrayType  *provisioning;
 	ArrayType  *replicas = NULL;
 	int64		notes;
+	bool		bounds_later = p->bounds_later;
 
 	/* one snapshot for the whole pass, whose writes never land on newer versions (pass.h) */
 	if (!IsolationUsesXactSnapshot())
@@ -370,6 +371,7 @@ ms_relay_pass(ms_pass *p)
 				 errhint("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM sync.relay_pass(); COMMIT;")));
 	SPI_connect();
 	ms_pass_begin(p, p->cxt);
+	p->bounds_later = bounds_later;
 	/* the relay reads each table as its owner: its code runs with no other rights */
 	p->as_owners = true;
 	/* a small pass runs statements prepared by the passes before it (pass.h) */
@@ -401,11 +403,25 @@ ms_relay_pass(ms_pass *p)
 		ms_temp_table(p, "ms_written", "id uuid PRIMARY KEY");
 		record(p, replicas, provisioning);
 		ms_evolve_recorded(p, provisioning);
-		outbox_bounds(p);
+		if (!p->bounds_later)
+			outbox_bounds(p);
 		publish(p);
 	}
 	if (notes > 0)
 		ms_batch_done(p);
+	ms_pass_end(p);
+	SPI_finish();
+}
+
+void
+ms_relay_bounds(ms_pass *p)
+{
+	MemoryContext cxt = p->cxt;
+
+	SPI_connect();
+	ms_pass_begin(p, cxt);
+	ms_plans_keep(true);
+	outbox_bounds(p);
 	ms_pass_end(p);
 	SPI_finish();
 }
@@ -430,6 +446,7 @@ ms_relay_pass_sql(PG_FUNCTION_ARGS)
 				 errmsg("another relay holds the relay lock"),
 				 errdetail("One relay runs at a time in a database: the background worker, or another sync.relay_pass()."),
 				 errhint("Wait for it, or wake it with SELECT sync.wake().")));
+	memset(&p, 0, sizeof p);
 	p.cxt = CurrentMemoryContext;
 	ms_relay_pass(&p);
 	values[0] = Int64GetDatum(p.notes_read);

@@ -26,4 +26,13 @@ extern bool ms_relay_try_lock(bool session);
  */
 extern void ms_relay_pass(ms_pass *p);
 
+/*
+ * ms_relay_bounds: the replicas the last pass of this session wrote to
+ * whose outbox outgrew its bounds are provisioned again, with an alarm; in
+ * the current transaction, SPI connected inside.  A pass does it itself
+ * unless p->bounds_later was set (the worker, after the pass's commit: the
+ * count of each outbox is then not between the commit and its messages).
+ */
+extern void ms_relay_bounds(ms_pass *p);
+
 #endif

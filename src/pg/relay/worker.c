@@ -238,6 +238,28 @@ ms_launcher_main(Datum arg)
 	}
 }
 
+/*
+ * The outboxes the pass wrote to, against their bounds, in a transaction of
+ * its own once the pass committed: the agents pull meanwhile, and a pass to
+ * many replicas no longer waits on a count of each outbox (relay.c).
+ */
+static void
+outbox_bounds(MemoryContext pass_cxt)
+{
+	ms_pass		b;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "magic_sync outbox bounds");
+	MemoryContextSwitchTo(pass_cxt);
+	memset(&b, 0, sizeof b);
+	b.cxt = pass_cxt;
+	ms_relay_bounds(&b);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
 /* one pass in a REPEATABLE READ transaction; returns whether it did anything */
 static bool
 run_pass(MemoryContext pass_cxt, bool *holding)
@@ -278,6 +300,8 @@ run_pass(MemoryContext pass_cxt, bool *holding)
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&p, 0, sizeof p);
 	p.cxt = pass_cxt;
+	/* its messages go out first: the outbox bounds are checked after the commit */
+	p.bounds_later = true;
 	ms_relay_pass(&p);
 	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0 || p.more;
 	if (busy || p.quarantined > 0 || p.parked > 0)
@@ -288,6 +312,8 @@ run_pass(MemoryContext pass_cxt, bool *holding)
 						(long long) p.parked)));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	if (p.messages > 0)
+		outbox_bounds(pass_cxt);
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return busy;

@@ -1,0 +1,25 @@
+/*-------------------------------------------------------------------------
+ * fast.h
+ *	  Rows whose plan is trivial, planned without asking (fast.c).
+ *
+ *   pg_temp.ms_fast(tab, key, note)   the batch's rows on the fast path,
+ *       with their newest note
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_FAST_H
+#define MS_FAST_H
+
+#include "pass.h"
+
+/*
+ * ms_fast_find: the rows of the batch (ms_pending) on the fast path, into
+ * pg_temp.ms_fast; returns how many.  ms_blocked, ms_released and
+ * ms_unplanned are the plan's (plan.c); ms_inc_replicas the replicas planned
+ * around the change (question.c).
+ */
+extern uint64 ms_fast_find(ms_pass *p);
+
+/* ms_fast_send: what the plan sends of them, into pg_temp.ms_send; it takes back none. */
+extern void ms_fast_send(ms_pass *p);
+
+#endif
