@@ -87,5 +87,42 @@ UPDATE sync.replicas SET provision_failed_at = provision_failed_at - interval '2
 SELECT provisioned FROM sync.relay_pass();
 SELECT id, provision, provision_failed_at IS NOT NULL AS set_aside FROM sync.replicas ORDER BY id;
 
+-- a batch whose failures spend the narrowing's budget (64 plans tried) before
+-- every table of it is tried: the pass plans the rest again and narrows down
+-- what still fails with a budget of its own, so the table left untried (the
+-- broken shelf) is parked in the same pass, and the pass goes on
+CREATE OR REPLACE FUNCTION park.shown(p park.products) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	IF p.name = 'broken' THEN
+		RAISE EXCEPTION 'product % is broken', p.id;
+	END IF;
+	RETURN true;
+END $$;
+CREATE TABLE park.shelves (id int PRIMARY KEY, name text NOT NULL);
+CREATE FUNCTION park.shelf_shown(s park.shelves) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	IF s.name = 'broken' THEN
+		RAISE EXCEPTION 'shelf % is broken', s.id;
+	END IF;
+	RETURN true;
+END $$;
+CREATE VIEW park.shown_shelves AS SELECT * FROM park.shelves s WHERE park.shelf_shown(s);
+SELECT sync.mirror('park.shelves', 'catalog', 'broadcast', active => 'park.shown_shelves');
+INSERT INTO park.shelves VALUES (1, 'top'), (2, 'bottom');
+INSERT INTO park.products SELECT g, 'p' || g FROM generate_series(100, 139) g;
+SELECT notes_read FROM sync.relay_pass();
+-- forty broken products narrowed down one by one spend the budget
+UPDATE park.products SET name = 'broken' WHERE id BETWEEN 100 AND 139;
+UPDATE park.shelves SET name = 'broken' WHERE id = 2;
+SET client_min_messages = error;	-- a WARNING per part parked
+SELECT notes_read, rows_sent FROM sync.relay_pass();
+SET client_min_messages = warning;
+SELECT t.name, count(*) FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
+ WHERE n.parked IS NOT NULL AND NOT n.done GROUP BY t.name ORDER BY 1;
+-- and a change elsewhere goes meanwhile
+UPDATE park.products SET name = 'fine once more' WHERE id = 7;
+UPDATE park.shelves SET name = 'top shelf' WHERE id = 1;
+SELECT notes_read, rows_sent FROM sync.relay_pass();
+
 \c contrib_regression
 DROP DATABASE contrib_regression_park;
