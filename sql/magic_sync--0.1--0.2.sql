@@ -942,7 +942,7 @@ GRANT USAGE, SELECT, UPDATE ON SEQUENCE sync.wish_list_id_seq TO sync_relay;
 REVOKE ALL ON FUNCTION sync.wish(regclass, uuid, jsonb, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.wish(regclass, uuid, jsonb, text) TO sync_admin;
 -- The server's hybrid logical clock (src/pg/transport/hlc_clock.c,
--- docs/protocol.md 12): one row, the greatest clock any upload brought that
+-- docs/protocol.md 12): one row once a clock is stored (none before: 0), the greatest clock any upload brought that
 -- was ahead of the server's physical time, and not too far ahead.  Every message to a
 -- replica carries the greater of it and the physical time (ToReplica.clock),
 -- so a replica whose clock is behind stamps its next write after what it saw.
@@ -950,7 +950,6 @@ CREATE TABLE sync.clock (
 	one				boolean PRIMARY KEY DEFAULT true CHECK (one),
 	hlc				bigint NOT NULL DEFAULT 0 CHECK (hlc >= 0)	-- (ms << 16) | counter
 );
-INSERT INTO sync.clock DEFAULT VALUES;
 COMMENT ON TABLE sync.clock IS
 	'The server''s hybrid logical clock, (ms << 16) | counter: the greatest clock an upload brought (docs/protocol.md 12)';
 SELECT pg_catalog.pg_extension_config_dump('sync.clock', '');

@@ -126,8 +126,10 @@ ms_hlc_merge_upload(uint64 clock)
 	if (merged <= before || merged <= ms_hlc_of_ms(now_ms()))
 		return;
 	values[0] = Int64GetDatum(merged);
-	if (SPI_execute_with_args("UPDATE sync.clock SET hlc = $1 WHERE hlc < $1", 1, types, values,
-							  NULL, false, 0) != SPI_OK_UPDATE)
+	/* the row is made by the first clock stored, never by CREATE EXTENSION: a dump restored brings its own */
+	if (SPI_execute_with_args("INSERT INTO sync.clock AS c (one, hlc) VALUES (true, $1)"
+							  " ON CONFLICT (one) DO UPDATE SET hlc = EXCLUDED.hlc WHERE c.hlc < EXCLUDED.hlc",
+							  1, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not advance sync.clock");
 	stored = merged;
 }
