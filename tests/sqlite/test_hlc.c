@@ -12,17 +12,35 @@
 #include "harness.h"
 #include "hlc.h"
 
+/* MAGIC_SYNC_TEST_CLOCK=1 in this process, or not: Windows has no setenv */
+static void
+test_clock(bool on)
+{
+#ifdef _WIN32
+	_putenv_s("MAGIC_SYNC_TEST_CLOCK", on ? "1" : "");
+#else
+	if (on)
+		setenv("MAGIC_SYNC_TEST_CLOCK", "1", 1);
+	else
+		unsetenv("MAGIC_SYNC_TEST_CLOCK");
+#endif
+}
+
 void		test_hlc(void);
 
 #define HOUR INT64_C(3600000)
 
+/* the time as the extension reads it: SQLite's VFS clock (Windows has no clock_gettime) */
 static int64_t
 wall_ms(void)
 {
-	struct timespec ts;
+	sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+	sqlite3_int64 julian_ms = 0;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (vfs == NULL || vfs->iVersion < 2 || vfs->xCurrentTimeInt64 == NULL ||
+		vfs->xCurrentTimeInt64(vfs, &julian_ms) != SQLITE_OK)
+		return 0;
+	return (int64_t) (julian_ms - INT64_C(210866760000000));
 }
 
 /* a replica holding two record tables: tills (version => 'hlc') and notes (a host's version) */
@@ -82,7 +100,7 @@ stamping(void)
 				h;
 	char	   *err = NULL;
 
-	setenv("MAGIC_SYNC_TEST_CLOCK", "1", 1);
+	test_clock(true);
 	run(db, &s, "INSERT INTO tills VALUES ('%s', 1, 10, 0)");
 	v1 = stamp(db, 1);
 	CHECK(ms_hlc_ms(v1) >= before && ms_hlc_ms(v1) <= wall_ms(), "an insert is stamped with the time: %lld", v1);
@@ -129,7 +147,7 @@ stamping(void)
 		CHECK(t_has(r, "\"applied\"") && stamp(db, 9) == 77, "a row applied keeps its version: %s %lld", S(r), stamp(db, 9));
 	}
 	/* the test setting, outside a test process */
-	unsetenv("MAGIC_SYNC_TEST_CLOCK");
+	test_clock(false);
 	CHECK(t_exec(db, "SELECT sync_test_clock_offset(0)", &err) == SQLITE_ERROR && t_has(err, "MAGIC_SYNC_TEST_CLOCK=1"),
 		  "sync_test_clock_offset is refused outside tests: %s", S(err));
 	sqlite3_free(err);
@@ -150,7 +168,7 @@ merging(void)
 	ms_wire_status status;
 	char		reason[MS_REASON_MAX] = "";
 
-	setenv("MAGIC_SYNC_TEST_CLOCK", "1", 1);
+	test_clock(true);
 	/* this device is an hour behind; the server's clock (its own time) comes with a message */
 	t_exec(db, "SELECT sync_test_clock_offset(-3600000)", NULL);
 	server = ms_hlc_of_ms(now) + 5;
@@ -189,7 +207,7 @@ merging(void)
 	if (u)
 		sync__up__free_unpacked(u, NULL);
 	t_exec(db, "SELECT sync_test_clock_offset(0)", NULL);
-	unsetenv("MAGIC_SYNC_TEST_CLOCK");
+	test_clock(false);
 	sqlite3_close(db);
 	tm_free_all();
 }
