@@ -318,14 +318,15 @@ def holds(name, got, wanted):
 
 
 def unfiled_sales(r):
-    """The store's sales the head office lacks: (store, id)"""
+    """Where the store's sales and the head office's of that store differ, but for the
+    poisoned ones: the sales not filed yet, and the voided ones still at the head office"""
     filed = set(srv.rows("SELECT store::text, id FROM sales WHERE store = %s", (r.id,)))
-    return set(r.q("SELECT store, id FROM sales WHERE store = ?", (r.id,))) - filed
+    return (set(r.q("SELECT store, id FROM sales WHERE store = ?", (r.id,))) - refused(r)) ^ filed
 
 
 def explain_missing(missing):
-    """Why a sale is not at the head office yet: its note on the store, the store's
-    narrowing down, the server's inbox and answers for it."""
+    """Why a sale is not at the head office yet, or a voided one is still there: its note
+    on the store, the store's narrowing down, the server's inbox for it."""
     for store, sale in missing:
         r = next(x for x in replicas if x.id == store)
         key = r.one("SELECT sync_key(?, ?)", (store, sale))
@@ -367,8 +368,7 @@ def settle(segment):
     # the agent): the calm lasts until every store has narrowed its refusals down, at most
     # NARROW_ROUNDS more rounds (a row waiting on a backoff would wait minutes, not these)
     more = 0
-    while more < NARROW_ROUNDS and any(transports[r.id].limit >= 0 or unfiled_sales(r) - refused(r)
-                                       for r in replicas):
+    while more < NARROW_ROUNDS and any(transports[r.id].limit >= 0 or unfiled_sales(r) for r in replicas):
         calm(1)
         more += 1
     if more:
@@ -381,7 +381,7 @@ def settle(segment):
     srv_sales, store_sales = sales_everywhere()
     check(tag + "every other sale is at the head office", sorted(set(store_sales) - refusing), srv_sales)
     if sorted(set(store_sales) - refusing) != srv_sales:
-        explain_missing(sorted(set(store_sales) - refusing - set(srv_sales)))
+        explain_missing(sorted(set(store_sales) - refusing ^ set(srv_sales)))
     # the transport is fixed: what was set aside goes up again (sync_retry) and is filed
     Transport.fixed = True
     for r in replicas:
