@@ -31,6 +31,7 @@ import json
 import os
 import random
 import sqlite3
+import subprocess
 import time
 
 import psycopg2
@@ -126,6 +127,23 @@ def relay(storm):
                       "SELECT id, provision, provision_failed_at FROM sync.replicas"):
                 for row in srv.rows(q):
                     print("  ", row, flush=True)
+            # the pass rolled back: its state is still there, to be kept and planned again
+            # with the narrowing's every trial said (park.c, DEBUG1)
+            dump = os.path.join(harness.HERE, "..", "..", "build", "storm-failed.dump")
+            os.makedirs(os.path.dirname(dump), exist_ok=True)
+            subprocess.run(["pg_dump", "-Fc", "-f", dump, srv.db], check=False)
+            print("  the database is in", dump, flush=True)
+            srv.conn.notices.clear()
+            srv.exec("SET client_min_messages = debug1")
+            try:
+                srv.relay()
+            except psycopg2.Error:
+                pass
+            finally:
+                srv.exec("SET client_min_messages = error")
+            for line in srv.conn.notices:
+                if "narrowing" in line or "parked" in line:
+                    print("  ", line.strip(), flush=True)
             raise
 
 

@@ -95,8 +95,14 @@ fails(narrowing *w, int lo, int hi, char **why)
 	ok = ms_trial(plan_part, &w->t, &e);
 	*w->t.p = saved;
 	if (ok)
+	{
+		ereport(DEBUG1, (errmsg_internal("magic_sync: narrowing: trial %d, %d notes from %lld: planned",
+										 w->trials, hi - lo, hi > lo ? (long long) w->ids[lo] : 0LL)));
 		return false;
+	}
 	*why = psprintf("%s (SQLSTATE %s)", e->message, unpack_sql_state(e->sqlerrcode));
+	ereport(DEBUG1, (errmsg_internal("magic_sync: narrowing: trial %d, %d notes from %lld: %s",
+									 w->trials, hi - lo, hi > lo ? (long long) w->ids[lo] : 0LL, *why)));
 	FreeErrorData(e);
 	return true;
 }
