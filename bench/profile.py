@@ -9,7 +9,7 @@ and the pass's own time.  With --perf, `perf record` on the session's backend
 meanwhile, and its top symbols.
 
   bench/profile.py [--kind broadcast|assigned|follower] [N] [R] [C]
-  bench/profile.py --kind pgbench [T] [R] [C]     (passes of T pgbench transactions' notes:
+  bench/profile.py [--setup-sql SQL] --kind pgbench [T] [R] [C]     (passes of T pgbench transactions' notes:
                                                    its four tables broadcast to R replicas)
 
 It starts its own throw-away cluster, as bench/run does.
@@ -30,6 +30,11 @@ EXPLAIN = None
 if "--explain" in args:     # the plans of the statements slower than this many ms
     i = args.index("--explain")
     EXPLAIN = args[i + 1]
+    del args[i:i + 2]
+SETUP_SQL = None
+if "--setup-sql" in args:   # SQL run once the replicas hold their rows: an A/B of a catalog change
+    i = args.index("--setup-sql")
+    SETUP_SQL = args[i + 1]
     del args[i:i + 2]
 if "--kind" in args:
     i = args.index("--kind")
@@ -81,6 +86,9 @@ def pgbench_setup():
     cur.execute("UPDATE sync.replicas SET acked_number = last_number")
     cur.execute("SELECT count(*) FROM sync.held")
     held = cur.fetchone()[0]
+    for q in (SETUP_SQL or "").split(";"):     # one by one: VACUUM runs outside a transaction
+        if q.strip():
+            cur.execute(q)
     cur.execute("VACUUM ANALYZE")
     conn.close()
     return db, held
@@ -101,17 +109,29 @@ def pgbench_main():
     cur.execute("SELECT pg_stat_statements_reset()")
     explain(cur, conn)
     perf = perf_start(cur)
-    total, notes = 0.0, 0
+    cur.execute("SELECT pg_backend_pid()")
+    pid = cur.fetchone()[0]
+    total, notes, cpu = 0.0, 0, 0.0
     for _ in range(C):
         load()
         cur.execute("SELECT count(*) FROM sync.notes WHERE NOT done")
         notes += cur.fetchone()[0]
+        c0 = backend_cpu(pid)
         total += incremental.timed(cur, "SELECT * FROM sync.relay_pass()")
+        cpu += backend_cpu(pid) - c0
     perf_end(perf)
     explained(cur, conn)
     print(f"pgbench: {C} passes of {N} transactions' notes, {R} replicas ({held:,} held):"
-          f" mean pass {total / C * 1000:.2f} ms, {total / max(notes, 1) * 1e6:.1f} us a note")
+          f" mean pass {total / C * 1000:.2f} ms, {total / max(notes, 1) * 1e6:.1f} us a note;"
+          f" the backend's CPU {cpu / C * 1000:.2f} ms a pass, {cpu / max(notes, 1) * 1e6:.1f} us a note")
     statements(cur)
+
+
+def backend_cpu(pid):
+    """the CPU seconds (user and system) the backend has used: a figure the machine's other load leaves alone"""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def explain(cur, conn):

@@ -1038,3 +1038,187 @@ CREATE VIEW sync.lanes AS
 COMMENT ON VIEW sync.lanes IS 'Per replica and lane: the last send number filed (one at or below it is a duplicate), its answers kept and not yet pulled, and the tables declared in the lane';
 GRANT SELECT ON sync.lanes TO sync_admin;
 GRANT INSERT, UPDATE, DELETE ON sync.lanes TO sync_relay;
+
+-- Sending a row again is a HOT update of sync.held: no index has number (the
+-- index held_number goes); what each message carries per table is in
+-- sync.carried, which the reads count instead (filled from the held rows on
+-- their way), and the table's pages keep room for the new versions.
+DROP INDEX sync.held_number;
+ALTER TABLE sync.held SET (fillfactor = 85);
+CREATE TABLE sync.carried (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	number			bigint NOT NULL,			-- the message
+	rows			bigint NOT NULL,			-- rows of tab it upserts
+	PRIMARY KEY (replica, tab, number)
+);
+COMMENT ON TABLE sync.carried IS 'The rows of each table each message upserts, until the replica acknowledges it';
+SELECT pg_catalog.pg_extension_config_dump('sync.carried', '');
+REVOKE ALL ON sync.carried FROM PUBLIC;
+GRANT SELECT ON sync.carried TO sync_admin;
+GRANT INSERT, UPDATE, DELETE ON sync.carried TO sync_relay;
+INSERT INTO sync.carried (replica, tab, number, rows)
+	SELECT h.replica, h.tab, h.number, pg_catalog.count(*)
+	  FROM sync.held h JOIN sync.replicas r ON r.id OPERATOR(pg_catalog.=) h.replica
+	 WHERE h.number OPERATOR(pg_catalog.>) r.acked_number
+	 GROUP BY h.replica, h.tab, h.number;
+CREATE OR REPLACE VIEW sync.table_states AS
+	-- each read once, however the plan joins them; rows letting go and set
+	-- aside are few: all of them
+	WITH f AS MATERIALIZED (
+		SELECT t.id, f.* FROM sync.tables t JOIN sync.fleet_tables f ON f.tab = t.relid),
+	tk AS MATERIALIZED (
+		SELECT h.replica, h.tab, count(*) AS n
+		  FROM sync.held h JOIN sync.replicas x ON x.id = h.replica
+		 WHERE h.taken IS NOT NULL AND h.taken > x.acked_number
+		 GROUP BY h.replica, h.tab),
+	rf AS MATERIALIZED (
+		SELECT h.replica, h.tab, count(*) AS n FROM sync.held h
+		 WHERE h.refused IS NOT NULL GROUP BY h.replica, h.tab),
+	ib AS MATERIALIZED (
+		SELECT i.replica, i.tab, count(*) AS n FROM sync.inbox i
+		 WHERE i.sqlstate IS NOT NULL GROUP BY i.replica, i.tab)
+	SELECT r.id AS replica, r.partition, f.tab,
+	       CASE WHEN r.unreachable THEN 'unreachable'
+	            WHEN rf.n > 0 OR ib.n > 0 OR f.notes_parked + f.notes_later + f.quarantined > 0
+	                 THEN 'set_aside'
+	            WHEN r.provisioning THEN 'provisioning'
+	            WHEN f.notes_pending > 0 THEN 'behind'
+	            -- one probe of sync.carried: does a message it has not acknowledged carry a row of it?
+	            WHEN r.last_number > r.acked_number
+	                 AND (tk.n > 0 OR EXISTS (SELECT FROM sync.carried c
+	                                           WHERE c.replica = r.id AND c.tab = f.id
+	                                             AND c.number > r.acked_number)) THEN 'on_its_way'
+	            ELSE 'caught_up' END::sync.state AS state,
+	       coalesce(tk.n, 0) AS rows_letting_go, coalesce(rf.n, 0) AS rows_refused,
+	       coalesce(ib.n, 0) AS uploads_set_aside
+	  FROM sync.live_replicas r CROSS JOIN f
+	  LEFT JOIN tk ON tk.replica = r.id AND tk.tab = f.id
+	  LEFT JOIN rf ON rf.replica = r.id AND rf.tab = f.id
+	  LEFT JOIN ib ON ib.replica = r.id AND ib.tab = f.id;
+CREATE OR REPLACE FUNCTION sync.listing(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
+	state sync.state DEFAULT NULL, after uuid DEFAULT NULL, "limit" integer DEFAULT 100)
+	RETURNS SETOF sync.listed
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	SET plan_cache_mode = force_generic_plan
+	AS $$
+BEGIN
+	RETURN QUERY
+		SELECT r.replica, r.partition, r.state, r.since, r.messages, r.bytes,
+		       c.on_its_way, c.letting_go, r.rows_refused, r.uploads_set_aside, r.uploads_waiting,
+		       r.acked_number, r.last_number, r.acked_at, r.heard_at, r.send_failures,
+		       r.last_error, r.last_error_at, now()
+		  FROM (SELECT * FROM sync.replica_states r
+		         WHERE ($1 IS NULL OR r.replica = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)
+		           AND ($3 IS NULL OR r.state = $3) AND ($4 IS NULL OR r.replica > $4)
+		         ORDER BY r.replica LIMIT $5) r
+		  -- the rows of the page's replicas: per table, what the messages
+		  -- it has not acknowledged carry (sync.carried)
+		  CROSS JOIN LATERAL (
+			SELECT (SELECT coalesce(sum(c.n), 0)::bigint FROM sync.tables t
+			          CROSS JOIN LATERAL (SELECT sum(m.rows) AS n FROM sync.carried m
+			                               WHERE m.replica = r.replica AND m.tab = t.id
+			                                 AND m.number > r.acked_number) c
+			         WHERE r.last_number > r.acked_number) AS on_its_way,
+			       (SELECT count(*) FROM sync.held h
+			         WHERE h.replica = r.replica AND h.taken IS NOT NULL
+			           AND h.taken > r.acked_number) AS letting_go) c
+		 ORDER BY r.replica;
+END
+$$;
+COMMENT ON FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) IS
+	'Pages through the live replicas of the scope (in a state, or all), by uuid after `after`, up to `limit` (NULL: all): each replica''s state and since when, its messages, rows and uploads not where they should be (rows on their way: what the messages it has not acknowledged carry, a row sent twice meanwhile counted twice; rows letting go counted one by one), what it acknowledged and when it was heard from';
+CREATE OR REPLACE FUNCTION sync.overview(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
+	worst integer DEFAULT 10)
+	RETURNS jsonb
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	SET plan_cache_mode = force_generic_plan
+	AS $$
+BEGIN
+	RETURN (
+		WITH r AS MATERIALIZED (
+			SELECT * FROM sync.replica_states r
+			 WHERE ($1 IS NULL OR r.replica = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)),
+		f AS MATERIALIZED (SELECT * FROM sync.fleet_tables),
+		-- the worst, with their rows counted one by one (as sync.listing does)
+		w AS (
+			SELECT r.replica, r.partition, r.state, r.since, r.messages, r.bytes,
+			       c.rows_on_its_way, c.rows_letting_go, r.rows_refused, r.uploads_set_aside,
+			       r.uploads_waiting, r.acked_number, r.last_number, r.acked_at, r.heard_at,
+			       r.send_failures, r.last_error, r.last_error_at
+			  FROM (SELECT * FROM r ORDER BY r.state DESC, r.since NULLS LAST, r.replica LIMIT $3) r
+			  CROSS JOIN LATERAL (
+				SELECT (SELECT coalesce(sum(c.n), 0)::bigint FROM sync.tables t
+				          CROSS JOIN LATERAL (SELECT sum(m.rows) AS n FROM sync.carried m
+				                               WHERE m.replica = r.replica AND m.tab = t.id
+				                                 AND m.number > r.acked_number) c
+				         WHERE r.last_number > r.acked_number) AS rows_on_its_way,
+				       (SELECT count(*) FROM sync.held h
+				         WHERE h.replica = r.replica AND h.taken IS NOT NULL
+				           AND h.taken > r.acked_number) AS rows_letting_go) c),
+		s AS (SELECT r.state, count(*) AS n FROM r GROUP BY r.state),
+		-- per table, as sync.overview_tables (the tests hold them equal).  A
+		-- replica with nothing of its own to say of any table -- no message
+		-- on its way, no row refused, no upload set aside -- is in the same
+		-- state for every table but for what is recorded without a replica:
+		-- those are counted once, the others table by table.
+		own AS MATERIALIZED (
+			SELECT r.replica FROM r
+			 WHERE r.last_number > r.acked_number OR r.rows_refused > 0 OR r.uploads_set_aside > 0),
+		pl AS (
+			SELECT count(*) FILTER (WHERE r.unreachable) AS u,
+			       count(*) FILTER (WHERE NOT r.unreachable AND r.provisioning) AS p,
+			       count(*) FILTER (WHERE NOT r.unreachable AND NOT r.provisioning) AS c
+			  FROM r WHERE r.replica NOT IN (SELECT own.replica FROM own)),
+		x AS (
+			SELECT x.tab,
+			       count(*) FILTER (WHERE x.state = 'caught_up') AS caught_up,
+			       count(*) FILTER (WHERE x.state = 'on_its_way') AS on_its_way,
+			       count(*) FILTER (WHERE x.state = 'behind') AS behind,
+			       count(*) FILTER (WHERE x.state = 'provisioning') AS provisioning,
+			       count(*) FILTER (WHERE x.state = 'set_aside') AS set_aside,
+			       count(*) FILTER (WHERE x.state = 'unreachable') AS unreachable,
+			       sum(x.rows_refused) AS rows_refused, sum(x.uploads_set_aside) AS uploads_set_aside,
+			       sum(x.rows_letting_go) AS rows_letting_go
+			  FROM sync.table_states x WHERE x.replica IN (SELECT own.replica FROM own)
+			 GROUP BY x.tab),
+		t AS (
+			SELECT f.tab,
+			       coalesce(x.caught_up, 0)
+			         + CASE WHEN a.aside OR f.notes_pending > 0 THEN 0 ELSE pl.c END AS caught_up,
+			       coalesce(x.on_its_way, 0) AS on_its_way,
+			       coalesce(x.behind, 0)
+			         + CASE WHEN NOT a.aside AND f.notes_pending > 0 THEN pl.c ELSE 0 END AS behind,
+			       coalesce(x.provisioning, 0) + CASE WHEN a.aside THEN 0 ELSE pl.p END AS provisioning,
+			       coalesce(x.set_aside, 0) + CASE WHEN a.aside THEN pl.p + pl.c ELSE 0 END AS set_aside,
+			       coalesce(x.unreachable, 0) + pl.u AS unreachable,
+			       f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined,
+			       coalesce(x.rows_refused, 0)::bigint AS rows_refused,
+			       coalesce(x.uploads_set_aside, 0)::bigint AS uploads_set_aside,
+			       coalesce(x.rows_letting_go, 0)::bigint AS rows_letting_go
+			  FROM f CROSS JOIN pl
+			  CROSS JOIN LATERAL (SELECT f.notes_parked + f.notes_later + f.quarantined > 0 AS aside) a
+			  LEFT JOIN x ON x.tab = f.tab)
+		SELECT jsonb_build_object(
+			'now', now(),
+			'scope', jsonb_build_object('replicas', $1, 'partition', $2),
+			'unreachable_after', current_setting('magic_sync.unreachable_after'),
+			'replicas', (SELECT count(*) FROM r),
+			'states', (SELECT jsonb_object_agg(e.state, coalesce(s.n, 0))
+			             FROM unnest(enum_range(NULL::sync.state)) e(state)
+			             LEFT JOIN s ON s.state = e.state),
+			'worst', (SELECT coalesce(jsonb_agg(to_jsonb(w) ORDER BY w.state DESC, w.since NULLS LAST, w.replica), '[]')
+			            FROM w),
+			'tables', (SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY t.tab::text), '[]') FROM t),
+			'notes_pending', (SELECT coalesce(sum(f.notes_pending), 0) FROM f),
+			'pending_since', (SELECT min(f.pending_since) FROM f),
+			'notes_parked', (SELECT coalesce(sum(f.notes_parked), 0) FROM f),
+			'notes_later', (SELECT coalesce(sum(f.notes_later), 0) FROM f),
+			'quarantined', (SELECT coalesce(sum(f.quarantined), 0) FROM f)));
+END
+$$;
+-- CREATE OR REPLACE sets the options it names alone: JIT off again, as the parts leave it
+ALTER FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) SET jit = off;
+ALTER FUNCTION sync.overview(uuid[], text, integer) SET jit = off;

@@ -42,7 +42,13 @@ ms_observe(ms_pass *p)
 	if (ms_int64() != 0)
 		ms_exec(p, "DELETE FROM sync.refused_claims WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped)",
 				0, NULL, NULL, NULL, 0);
+	ms_exec(p, "SELECT CASE WHEN pg_catalog.to_regclass('sync.carried') IS NULL THEN 0 ELSE 1 END::int8",
+			0, NULL, NULL, NULL, 0);
+	p->carried = ms_int64() != 0;
 	ms_exec_all(p, forget);
+	/* what its messages carried goes with them */
+	if (p->carried)
+		ms_exec(p, "DELETE FROM sync.carried WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
 	/* the mirrored tables changed since what it was sent: a schema change, or a snapshot */
 	ms_evolve_observe(p);
 	ms_exec(p, "SELECT count(*) FROM ms_forget", 0, NULL, NULL, NULL, 0);
@@ -60,6 +66,8 @@ ms_observe(ms_pass *p)
 	ms_exec(p,
 			"DELETE FROM sync.held WHERE replica = ANY ($1)",
 			1, types, values, NULL, 0);
+	if (p->carried)
+		ms_exec(p, "DELETE FROM sync.carried WHERE replica = ANY ($1)", 1, types, values, NULL, 0);
 	ms_exec(p,
 			"UPDATE sync.outbox SET dropped = true, body = NULL WHERE replica = ANY ($1) AND NOT dropped",
 			1, types, values, NULL, 0);

@@ -59,6 +59,7 @@ typedef struct ms_pass
 	bool		as_owners;		/* a relay pass: a table's rows are read as its owner (MS_OWNER_OF) */
 	int64		resent;			/* rows refused sent again by the plan (retry.c) */
 	bool		resend_held;	/* sending them failed for good: held back instead (retry.c) */
+	bool		carried;		/* sync.carried exists (observe.c; a 0.1 catalog not updated yet has none) */
 
 	/* what the pass did (sync.relay_pass returns it) */
 	int64		notes_read;

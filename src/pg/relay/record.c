@@ -648,25 +648,32 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 /*
  * sync.held from the segments: what each message carries, set by set.  A
  * replica being provisioned holds nothing yet: its rows go in without the
- * cost of looking for a conflict.
+ * cost of looking for a conflict.  A row sent again updates only columns no
+ * index has (a HOT update); what each message carries per table goes to
+ * sync.carried, which the reads count instead of the held rows.
  */
 static void
 record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
+	const char *carried = p->carried
+		? "INSERT INTO sync.carried (replica, tab, number, rows)"
+		"  SELECT replica, tab, number, count(*) FROM h GROUP BY replica, tab, number"
+		" ON CONFLICT (replica, tab, number) DO UPDATE SET rows = sync.carried.rows + EXCLUDED.rows"
+		: "SELECT count(*) FROM h";
 
 	/* a few segments, each a range of ms_send's key index: the planner must know, when ms_send is large */
 	ms_analyze(p, "pg_temp.ms_segments", p->planned >= MS_ANALYZE_ROWS ? Max(segments, MS_ANALYZE_ROWS) : segments);
-	ms_exec(p,
-			"INSERT INTO sync.held (replica, tab, key, note, number, since) "
+	ms_exec(p, psprintf(
+			"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
 			"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
 			"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
 			"   AND s.key <= g.last_key AND s.replica = g.replica "
-			" WHERE g.kind = 'u' AND g.replica = ANY ($1)",
+			" WHERE g.kind = 'u' AND g.replica = ANY ($1) RETURNING replica, tab, number) %s", carried),
 			1, types, values, NULL, 0);
-	ms_exec(p,
-			"INSERT INTO sync.held (replica, tab, key, note, number, since) "
+	ms_exec(p, psprintf(
+			"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
 			"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
 			"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
 			"   AND s.key <= g.last_key AND s.replica = g.replica "
@@ -674,7 +681,8 @@ record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
 			/* a row coming back after it was being let go is a row made again: since now */
 			"ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, "
 			"   number = EXCLUDED.number, taken = NULL, refused = NULL, replace = false,"
-			"   since = CASE WHEN sync.held.taken IS NOT NULL THEN EXCLUDED.number ELSE sync.held.since END",
+			"   since = CASE WHEN sync.held.taken IS NOT NULL THEN EXCLUDED.number ELSE sync.held.since END"
+			" RETURNING replica, tab, number) %s", carried),
 			1, types, values, NULL, 0);
 	ms_exec(p,
 			"UPDATE sync.held h SET taken = g.number FROM pg_temp.ms_segments g "
@@ -682,6 +690,13 @@ record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
 			"   AND t.key <= g.last_key AND t.replica = g.replica "
 			" WHERE g.kind = 'd' AND h.replica = t.replica AND h.tab = t.tab AND h.key = t.key",
 			0, NULL, NULL, NULL, 0);
+	/* what the messages it acknowledged carried, for the replicas written to: by the primary key's prefix */
+	if (p->carried)
+		ms_exec(p,
+				"DELETE FROM sync.carried c USING sync.replicas r"
+				" WHERE r.id IN (SELECT DISTINCT g.replica FROM pg_temp.ms_segments g)"
+				"   AND c.replica = r.id AND c.number <= r.acked_number",
+				0, NULL, NULL, NULL, 0);
 }
 
 /* recorder_init: memory, hash tables and statements of one recording */

@@ -165,23 +165,42 @@ CREATE TABLE sync.held (
 	since			bigint NOT NULL DEFAULT 0,	-- the message that brought this row to it since it last let it go
 	replace			boolean NOT NULL DEFAULT false,	-- an edit of the replica's was dropped: the next send replaces its copy whole
 	PRIMARY KEY (replica, tab, key)
-);
+) WITH (fillfactor = 85);
+-- A row sent again changes only note, number and since, none of them
+-- indexed: the update is HOT (no index touched, the old version pruned on
+-- its page), in the room fillfactor leaves on each page.
 -- A pass looks up the replicas holding the rows a change moves by held_row
 -- (the rows in question, docs/design.md 4.4): what it touches follows what
 -- changed, not what the replicas hold.
 CREATE INDEX held_row ON sync.held (tab, key);
 -- The reads (src/pg/read.c) never count every held row: whether a replica
--- has rows of a table on their way is one probe of held_number (the newest
--- number of (replica, tab)), and the rows letting go or refused, few and
--- short-lived, have partial indexes of their own.  Filing an acknowledgement
--- deletes the rows taken through it by held_taken, not by a scan.
-CREATE INDEX held_number ON sync.held (replica, tab, number);
+-- has rows of a table on their way, and how many, is read of sync.carried
+-- (below); the rows letting go or refused, few and short-lived, have partial
+-- indexes of their own.  Filing an acknowledgement deletes the rows taken
+-- through it by held_taken, not by a scan.
 CREATE INDEX held_taken ON sync.held (replica, tab, taken) WHERE taken IS NOT NULL;
 CREATE INDEX held_refused ON sync.held (replica, tab) WHERE refused IS NOT NULL;
 -- rows whose next send replaces the replica's copy: few, looked up by every
 -- pass, and by a pass sending a table's rows again (a schema change's)
 CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;
 COMMENT ON TABLE sync.held IS 'What the engine records each replica holds';
+
+-- What each message carries, per table (src/pg/relay/record.c): the rows of
+-- the table it upserts, written with the held rows it sets.  A replica has
+-- rows of a table on their way while a message after acked_number carries
+-- some: one probe of the primary key, and their count a sum over the
+-- messages it has not acknowledged (a row sent twice meanwhile counts
+-- twice), with no index on sync.held.number, so that sending a row again is
+-- a HOT update.  Rows at or below acked_number are deleted by the next pass
+-- writing to the replica.
+CREATE TABLE sync.carried (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	number			bigint NOT NULL,			-- the message
+	rows			bigint NOT NULL,			-- rows of tab it upserts
+	PRIMARY KEY (replica, tab, number)
+);
+COMMENT ON TABLE sync.carried IS 'The rows of each table each message upserts, until the replica acknowledges it';
 
 -- Rows a replica refused, tried again (src/pg/relay/retry.c,
 -- transport/refused.c): one row per refused held row, kept apart from the
@@ -311,6 +330,7 @@ SELECT pg_catalog.pg_extension_config_dump('sync.bodies', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.bodies_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.outbox', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.held', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.carried', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.refused_rows', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.answers', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');

@@ -9,7 +9,7 @@
 --
 -- overview, listing and health read only what the engine records: the
 -- replicas' columns, their unacknowledged messages, notes not done, rows set
--- aside, and a probe per replica and table of held_number.  They never count
+-- aside, and a probe per replica and table of sync.carried.  They never count
 -- what a replica should hold, nor every row it holds.  progress and
 -- row_progress compare what replicas should hold, from scratch
 -- (sync.wanted), with what they acknowledged: for a few replicas, or a row.
@@ -147,11 +147,11 @@ CREATE VIEW sync.table_states AS
 	                 THEN 'set_aside'
 	            WHEN r.provisioning THEN 'provisioning'
 	            WHEN f.notes_pending > 0 THEN 'behind'
-	            -- one probe of held_number: does a message it has not acknowledged carry a row of it?
+	            -- one probe of sync.carried: does a message it has not acknowledged carry a row of it?
 	            WHEN r.last_number > r.acked_number
-	                 AND (tk.n > 0 OR EXISTS (SELECT FROM sync.held h
-	                                           WHERE h.replica = r.id AND h.tab = f.id
-	                                             AND h.number > r.acked_number)) THEN 'on_its_way'
+	                 AND (tk.n > 0 OR EXISTS (SELECT FROM sync.carried c
+	                                           WHERE c.replica = r.id AND c.tab = f.id
+	                                             AND c.number > r.acked_number)) THEN 'on_its_way'
 	            ELSE 'caught_up' END::sync.state AS state,
 	       coalesce(tk.n, 0) AS rows_letting_go, coalesce(rf.n, 0) AS rows_refused,
 	       coalesce(ib.n, 0) AS uploads_set_aside
@@ -204,13 +204,13 @@ BEGIN
 		         WHERE ($1 IS NULL OR r.replica = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)
 		           AND ($3 IS NULL OR r.state = $3) AND ($4 IS NULL OR r.replica > $4)
 		         ORDER BY r.replica LIMIT $5) r
-		  -- the rows of the page's replicas, counted one by one: a probe of
-		  -- held_number per table, then the rows on their way
+		  -- the rows of the page's replicas: per table, what the messages
+		  -- it has not acknowledged carry (sync.carried)
 		  CROSS JOIN LATERAL (
 			SELECT (SELECT coalesce(sum(c.n), 0)::bigint FROM sync.tables t
-			          CROSS JOIN LATERAL (SELECT count(*) AS n FROM sync.held h
-			                               WHERE h.replica = r.replica AND h.tab = t.id
-			                                 AND h.number > r.acked_number) c
+			          CROSS JOIN LATERAL (SELECT sum(m.rows) AS n FROM sync.carried m
+			                               WHERE m.replica = r.replica AND m.tab = t.id
+			                                 AND m.number > r.acked_number) c
 			         WHERE r.last_number > r.acked_number) AS on_its_way,
 			       (SELECT count(*) FROM sync.held h
 			         WHERE h.replica = r.replica AND h.taken IS NOT NULL
@@ -219,7 +219,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) IS
-	'Pages through the live replicas of the scope (in a state, or all), by uuid after `after`, up to `limit` (NULL: all): each replica''s state and since when, its messages, rows and uploads not where they should be (rows on their way and letting go counted one by one), what it acknowledged and when it was heard from';
+	'Pages through the live replicas of the scope (in a state, or all), by uuid after `after`, up to `limit` (NULL: all): each replica''s state and since when, its messages, rows and uploads not where they should be (rows on their way: what the messages it has not acknowledged carry, a row sent twice meanwhile counted twice; rows letting go counted one by one), what it acknowledged and when it was heard from';
 
 CREATE FUNCTION sync.overview_tables(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
 	OUT tab regclass, OUT caught_up bigint, OUT on_its_way bigint, OUT behind bigint,
@@ -305,9 +305,9 @@ BEGIN
 			  FROM (SELECT * FROM r ORDER BY r.state DESC, r.since NULLS LAST, r.replica LIMIT $3) r
 			  CROSS JOIN LATERAL (
 				SELECT (SELECT coalesce(sum(c.n), 0)::bigint FROM sync.tables t
-				          CROSS JOIN LATERAL (SELECT count(*) AS n FROM sync.held h
-				                               WHERE h.replica = r.replica AND h.tab = t.id
-				                                 AND h.number > r.acked_number) c
+				          CROSS JOIN LATERAL (SELECT sum(m.rows) AS n FROM sync.carried m
+				                               WHERE m.replica = r.replica AND m.tab = t.id
+				                                 AND m.number > r.acked_number) c
 				         WHERE r.last_number > r.acked_number) AS rows_on_its_way,
 				       (SELECT count(*) FROM sync.held h
 				         WHERE h.replica = r.replica AND h.taken IS NOT NULL
