@@ -24,7 +24,8 @@ ms_batch_read(ms_pass *p)
 {
 	int64		n;
 
-	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY");
+	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY, tab int, source \"char\", key text COLLATE \"C\","
+				  " old_key text COLLATE \"C\", pointed jsonb, replica uuid, grp text");
 	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, moved boolean,"
 				  " PRIMARY KEY (tab, key)");
 
@@ -50,7 +51,7 @@ ms_batch_read(ms_pass *p)
 	 * touches); the whole plan compares whole sets as they are now, and so
 	 * reads every note (LIMIT NULL).
 	 */
-	ms_exec(p, "INSERT INTO ms_notes_read SELECT id FROM sync.notes WHERE NOT done AND build <= 1"
+	ms_exec(p, "INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes WHERE NOT done AND build <= 1"
 			" AND parked IS NULL ORDER BY id LIMIT $1",
 			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(ms_batch_notes)},
 			ms_full_plan ? "n" : NULL, 0);
@@ -91,7 +92,9 @@ ms_batch_only(ms_pass *p, ArrayType *ids)
 	Datum		values[1] = {PointerGetDatum(ids)};
 
 	ms_exec(p, "DELETE FROM ms_notes_read", 0, NULL, NULL, NULL, 0);
-	ms_exec(p, "INSERT INTO ms_notes_read SELECT unnest($1::bigint[])", 1, types, values, NULL, 0);
+	ms_exec(p, "INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes"
+			" WHERE id = ANY ($1::bigint[]) AND NOT done",
+			1, types, values, NULL, 0);
 	ms_batch_rows(p);
 }
 
@@ -100,7 +103,7 @@ ms_batch_by_table(ms_pass *p, int64 **ids, int **tabs)
 {
 	int			n;
 
-	ms_exec(p, "SELECT r.id, n.tab FROM " MS_BATCH_NOTES " ORDER BY n.tab, r.id",
+	ms_exec(p, "SELECT n.id, n.tab FROM " MS_BATCH_NOTES " ORDER BY n.tab, n.id",
 			0, NULL, NULL, NULL, 0);
 	n = (int) SPI_processed;
 	*ids = palloc(sizeof(int64) * Max(n, 1));

@@ -2,7 +2,8 @@
  * batch.h
  *	  The batch: the notes a pass reads, and the rows they changed.
  *
- *   pg_temp.ms_notes_read(id)            the notes of the batch
+ *   pg_temp.ms_notes_read(id, tab, source, key, old_key, pointed, replica, grp)
+ *                                        the notes of the batch, copied
  *   pg_temp.ms_pending(tab, key, note, moved)   the newest note of each row
  *       they changed, and whether one of them changed its key (to it or from it)
  *
@@ -15,13 +16,15 @@
 #include "pass.h"
 
 /*
- * MS_BATCH_NOTES: the notes of the batch as `n` (and `r`), each looked up
- * in sync.notes by the index of the pending ones: sync.notes holds every
- * note not yet pruned, and the batch may be one note.
+ * MS_BATCH_NOTES: the notes of the batch as `n`, read once from sync.notes
+ * into the batch's own table (the columns the plan reads): a pass reads
+ * each note once, however many statements look at the batch.  Under the
+ * pass's snapshot they are not done: only the pass marks them done, last.
  */
-#define MS_BATCH_NOTES \
-	"pg_temp.ms_notes_read r CROSS JOIN LATERAL (SELECT n.* FROM sync.notes n" \
-	" WHERE n.id = r.id AND NOT n.done OFFSET 0) n"
+#define MS_BATCH_NOTES "pg_temp.ms_notes_read n"
+
+/* the columns of sync.notes the batch copies, in the order of pg_temp.ms_notes_read */
+#define MS_BATCH_COLUMNS "id, tab, source, key, old_key, pointed, replica, grp"
 
 /*
  * ms_batch_read: note again the rows quarantined, and read again the notes

@@ -288,7 +288,8 @@ close_batch(ms_pass *p)
 						"   JOIN (VALUES %s) f(child, name, parent) ON f.child = u.tab AND f.name = e.key"
 						"   JOIN moved m ON m.tab = f.parent AND m.key = e.value)"
 						" INSERT INTO ms_notes_read"
-						" SELECT DISTINCT u.id FROM touched t JOIN u USING (tab, key)"
+						" SELECT " MS_BATCH_COLUMNS " FROM sync.notes n WHERE n.id IN"
+						"  (SELECT u.id FROM touched t JOIN u USING (tab, key)) AND NOT n.done"
 						" ON CONFLICT DO NOTHING",
 						fks),
 			0, NULL, NULL, NULL, 0);
