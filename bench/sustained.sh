@@ -97,7 +97,17 @@ triggers ENABLE
 	done
 ) &
 sampler=$!
+# the relay's CPU and its passes: each pass that sends writes a message to
+# each replica, so the messages written to one are at least its passes
+relay_pid=$(val "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")
+cpu() { awk '{ print $14 + $15 }' "/proc/$relay_pid/stat" 2>/dev/null || echo 0; }
+cpu0=$(cpu)
+msg0=$(val "SELECT last_value FROM sync.message_seq")
+note0=$(val "SELECT last_value FROM sync.note_seq")
 mirrored=$(run)
+cpu1=$(cpu)
+msg1=$(val "SELECT last_value FROM sync.message_seq")
+note1=$(val "SELECT last_value FROM sync.note_seq")
 kill $sampler 2>/dev/null || true
 behind=$(val "SELECT string_agg(n::text, ', ' ORDER BY r) FROM (SELECT r.id AS r, count(o.number) AS n
                FROM sync.replicas r LEFT JOIN sync.outbox o ON o.replica = r.id AND o.number > r.acked_number
@@ -117,5 +127,15 @@ printf '  unmirrored  %10.1f tps\n' "$plain"
 printf '  mirrored    %10.1f tps\n' "$mirrored"
 printf '  mirrored / unmirrored              %.3f  (target >= 0.8)\n' "$(echo "$mirrored / $plain" | bc -l)"
 printf '  oldest pending note, max over %d samples  %.3f s  (target <= 1 s)\n' "$samples" "$max_age"
+printf '    p50 %.3f s, p90 %.3f s; the samples over 1 s: %s\n' \
+	"$(sort -g "$work/ages" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')" \
+	"$(sort -g "$work/ages" | awk '{ a[NR] = $1 } END { print a[int(NR * 0.9 + 0.5)] }')" \
+	"$(awk '$1 > 1 { printf "%s%d: %.1f s", (n++ ? ", " : ""), NR, $1 } END { if (!n) printf "none" }' "$work/ages")"
 printf '  when pgbench stopped: %s notes pending, messages each agent had yet to apply: %s\n' "$pending" "$behind"
 printf '  caught up (every note done, every message acknowledged) %s ms later; %s notes in all\n' "$lag" "$notes"
+ticks=$(getconf CLK_TCK)
+printf '  the relay meanwhile: %.1f s of CPU in %d s; %d messages to each replica (passes that sent: at most that many),\n' \
+	"$(echo "($cpu1 - $cpu0) / $ticks" | bc -l)" "$seconds" "$(( (msg1 - msg0) / 2 ))"
+printf '    %.0f a second, %.0f notes written each (%d notes, %.0f a second)\n' \
+	"$(echo "($msg1 - $msg0) / 2 / $seconds" | bc -l)" "$(echo "($note1 - $note0) * 2 / ($msg1 - $msg0 + 1)" | bc -l)" \
+	"$(( note1 - note0 ))" "$(echo "($note1 - $note0) / $seconds" | bc -l)"

@@ -122,7 +122,16 @@ ms_batch_by_table(ms_pass *p, int64 **ids, int **tabs)
 void
 ms_batch_done(ms_pass *p)
 {
-	/* by notes_pending, whatever the size of sync.notes */
-	ms_exec(p, "UPDATE sync.notes SET done = true WHERE NOT done AND id = ANY (ARRAY(SELECT id FROM ms_notes_read))",
+	/*
+	 * Joined, never id = ANY (an array of the batch: compared element by
+	 * element with each note a plan that scans reads).  Deleted, not
+	 * marked done: marking wrote a new version of each note (done is in the
+	 * partial indexes' predicates, so never a HOT update), indexed in
+	 * notes_done, that pruning then deleted: the relay wrote each note
+	 * twice more.  A reader sees the same either way: a note not done, until
+	 * the pass commits.  Notes marked done otherwise (an unmirrored table's,
+	 * follow.c) are pruned as before.
+	 */
+	ms_exec(p, "DELETE FROM sync.notes n USING pg_temp.ms_notes_read r WHERE n.id = r.id AND NOT n.done",
 			0, NULL, NULL, NULL, 0);
 }

@@ -12,7 +12,9 @@
  * magic_sync.naptime otherwise, each in a REPEATABLE READ transaction of its
  * own, in a memory context reset every pass.  Commits that come during a
  * pass make one pass after it: under load, passes follow each other and
- * each takes every note committed since the last.  A transient failure
+ * each takes every note committed since the last, the next one beginning
+ * no sooner than the last one took (coalesce_until, at most
+ * COALESCE_MAX_MS), so that a stream of commits makes fewer, larger passes.  A transient failure
  * (transient.h) is retried after a backoff that doubles up to a minute; a
  * permanent one is logged, and retried at the same pace, since the fix it
  * waits for is a deploy.  SIGHUP reloads the settings; SIGTERM ends the pass
@@ -80,6 +82,8 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 /* ... for at most this long, unless nothing waits for a pass */
 #define HOUSEKEEPING_MS 20
 #define BACKOFF_MAX_MS (60 * 1000)
+/* commits arriving during a pass of part of a batch: the next pass waits at most this long (coalesce_until) */
+#define COALESCE_MAX_MS 50
 #define PINNED_SEARCH_PATH "pg_catalog, pg_temp"
 
 static void
@@ -260,13 +264,15 @@ outbox_bounds(MemoryContext pass_cxt)
 	CommitTransactionCommand();
 }
 
-/* one pass in a REPEATABLE READ transaction; returns whether it did anything */
+/* one pass in a REPEATABLE READ transaction; returns whether it did anything, and *read the notes it read */
 static bool
-run_pass(MemoryContext pass_cxt, bool *holding)
+run_pass(MemoryContext pass_cxt, bool *holding, int64 *read, bool *full)
 {
 	ms_pass		p;
 	bool		busy = false;
 
+	*read = 0;
+	*full = false;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	XactIsoLevel = XACT_REPEATABLE_READ;
@@ -304,6 +310,8 @@ run_pass(MemoryContext pass_cxt, bool *holding)
 	p.bounds_later = true;
 	ms_relay_pass(&p);
 	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0 || p.more;
+	*read = p.notes_read;
+	*full = p.more;
 	if (busy || p.quarantined > 0 || p.parked > 0)
 		ereport(DEBUG1,
 				(errmsg("magic_sync pass: %lld notes, %lld provisioned, %lld rows sent, %lld taken back, %lld messages, %lld quarantined, %lld parked",
@@ -379,6 +387,31 @@ housekeeping(void)
 	return true;
 }
 
+/*
+ * Many commits, one pass: when commits came during a pass that read part of
+ * a batch, the next begins no sooner than this one took again (*until, at
+ * most COALESCE_MAX_MS on): under a stream of commits the relay works at
+ * most half the time, and each pass takes more notes for the same cost of a
+ * pass.  A commit after a quiet spell, or a backlog (a full batch), goes at
+ * once.
+ */
+static bool
+run_pass_coalescing(MemoryContext pass_cxt, bool *holding, TimestampTz *until)
+{
+	TimestampTz began = GetCurrentTimestamp();
+	int64		read;
+	bool		full;
+	bool		busy = run_pass(pass_cxt, holding, &read, &full);
+
+	if (busy && read > 0 && !full && MyLatch->is_set)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		*until = now + Min(now - began, (TimestampTz) COALESCE_MAX_MS * 1000);
+	}
+	return busy;
+}
+
 void
 ms_worker_main(Datum arg)
 {
@@ -389,6 +422,7 @@ ms_worker_main(Datum arg)
 	volatile long backoff = 0;
 	volatile bool again = true;
 	volatile bool tidy = false;
+	volatile TimestampTz coalesce_until = 0;
 	bool		woken;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -423,10 +457,17 @@ ms_worker_main(Datum arg)
 	for (;;)
 	{
 		long		wait = backoff > 0 ? backoff : (again || tidy ? 0 : ms_naptime);
+		long		rest = coalesce_until == 0 ? 0 :
+			(long) ((coalesce_until - GetCurrentTimestamp()) / 1000);
 
-		if (wait > 0)
+		if (backoff == 0 && rest > 0)
+			/* the commits it waits for set the latch: a timeout alone */
+			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(rest, COALESCE_MAX_MS),
+							 PG_WAIT_EXTENSION);
+		else if (wait > 0)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 wait, PG_WAIT_EXTENSION);
+		coalesce_until = 0;
 		/* before the pass: a commit during it sets the latch again, for the next */
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
@@ -441,9 +482,11 @@ ms_worker_main(Datum arg)
 		PG_TRY();
 		{
 			bool		h = holding;
+			TimestampTz until = 0;
 
-			again = run_pass(pass_cxt, &h);
+			again = run_pass_coalescing(pass_cxt, &h, &until);
 			holding = h;
+			coalesce_until = until;
 			tidy = holding && housekeeping();
 			backoff = 0;
 		}

@@ -115,7 +115,8 @@ CREATE TABLE sync.notes (
 );
 -- The noting trigger writes a note in every writing transaction: one index
 -- to maintain, not three.  Ids come from a sequence (unique without an index);
--- the relay reads the pending ones, pruning the done ones.
+-- the relay reads the pending ones and deletes those it planned in the pass;
+-- notes marked done otherwise (an unmirrored table's) are pruned.
 CREATE INDEX notes_pending ON sync.notes (id) WHERE NOT done;
 CREATE INDEX notes_done ON sync.notes (id) WHERE done;
 CREATE INDEX notes_parked ON sync.notes (id) WHERE parked IS NOT NULL AND NOT done;
