@@ -83,7 +83,9 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 #define HOUSEKEEPING_MS 20
 #define BACKOFF_MAX_MS (60 * 1000)
 /* commits arriving during a pass of part of a batch: the next pass waits at most this long (coalesce_until) */
-#define COALESCE_MAX_MS 50
+#ifndef COALESCE_MAX_MS
+#define COALESCE_MAX_MS 50		/* bench: -DCOALESCE_MAX_MS=0 (COPT) builds it without */
+#endif
 #define PINNED_SEARCH_PATH "pg_catalog, pg_temp"
 
 static void
