@@ -1,5 +1,5 @@
 -- Settings and wishes (src/pg/wish.c, wish_send.c, wish_fates.c; docs/
--- protocol.md 5.5): a setting table is a record of one row per replica,
+-- protocol.md 5.4): a setting table is a record of one row per replica,
 -- keyed by its origin alone; sync.wish, for the table's owner, records a
 -- wish for one replica's row, refuses every misuse with its own SQLSTATE,
 -- detail and hint; a newer wish supersedes a pending one; the relay sends a

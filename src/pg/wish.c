@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  * wish.c
  *	  sync.wish(table, key, values, apply): the server's wish for one
- *	  replica's row of a setting table (docs/protocol.md 5.5).
+ *	  replica's row of a setting table (docs/protocol.md 5.4).
  *
  * A setting is a record of one row per replica, keyed by its origin alone,
  * that the replica writes.  A wish names the row by the replica's uuid and

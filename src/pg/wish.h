@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * wish.h
- *	  Settings and wishes (docs/protocol.md 5.5): sync.wish (wish.c), the
+ *	  Settings and wishes (docs/protocol.md 5.4): sync.wish (wish.c), the
  *	  relay sending wishes down (wish_send.c), their fates filed from
  *	  uploads (wish_fates.c).
  *-------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  * wish_fates.c
  *	  What an upload says became of the replica's wishes (Up field 15,
- *	  docs/protocol.md 5.5).
+ *	  docs/protocol.md 5.4).
  *
  * A replica says a wish's fate in every upload until one carrying it is
  * filed, so the same fate may come again: a fate is taken while the wish

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * wish_send.c
- *	  The relay sends each wish down once (docs/protocol.md 5.5).
+ *	  The relay sends each wish down once (docs/protocol.md 5.4).
  *
  * A wish not yet sent (sync.wish_list.number NULL) goes in a message of
  * its own at the end of the replica's messages of the pass, after its

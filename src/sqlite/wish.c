@@ -1,6 +1,6 @@
 /*
 ** wish.c - the server's wishes for the replica's setting rows
-** (docs/protocol.md 5.5).
+** (docs/protocol.md 5.4).
 **
 ** A setting table is a record of one row per replica, keyed by its origin
 ** alone, that the replica writes.  A Down may carry wishes (field 5): each

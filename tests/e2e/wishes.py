@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """wishes.py - settings and wishes end to end (issue 18 item 1; docs/
-protocol.md 5.5), with magic_sync_agent as a real process against a real
+protocol.md 5.4), with magic_sync_agent as a real process against a real
 server and its SQLite file:
 
   - a setting table, one row per store, which the store writes: its row

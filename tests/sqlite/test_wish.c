@@ -1,6 +1,6 @@
 /*
  * test_wish.c - the server's wishes for the replica's setting rows
- * (src/sqlite/wish.c, docs/protocol.md 5.5): kept once by id, decided at
+ * (src/sqlite/wish.c, docs/protocol.md 5.4): kept once by id, decided at
  * the next upload (applied always; if_unchanged only while the row holds
  * what the server last filed; superseded by a newer one for the row), the
  * applied write carried up as any write, the fates in the upload until a

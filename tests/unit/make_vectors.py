@@ -116,7 +116,7 @@ def sample_up():
     return head + field(13, 2, hashlib.sha256(head).digest())
 
 def wish_sample():
-    """Message 43 after the sample 42, of one wish (docs/protocol.md 5.5): wish 5
+    """Message 43 after the sample 42, of one wish (docs/protocol.md 5.4): wish 5
     for the replica's row of setting table "settings", if_unchanged."""
     nonce = bytes(range(0x60, 0x70))
     _, s = seal(SECRET, REPLICA, EPOCH, 43, nonce)

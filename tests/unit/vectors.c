@@ -162,7 +162,7 @@ const char *ms_vector_evolve_body_hex =
 "544558543204746578743802221b0a0570726963651207494e54454745523207696e746567657238"
 "032a0269645001620b7b227072696365223a307d";
 
-/* the sample wish (docs/protocol.md 5.5, 10): message 43 after 42, and the Up saying its fate */
+/* the sample wish (docs/protocol.md 5.4, 10): message 43 after 42, and the Up saying its fate */
 const uint8_t ms_vector_wish_nonce[16] = {
 	0x60, 0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68, 0x69, 0x6a, 0x6b, 0x6c, 0x6d, 0x6e, 0x6f
 };

@@ -120,7 +120,7 @@ static void
 follow(FunctionCallInfo fcinfo, List *relids, bool all)
 {
 	List	   *decls;
-	List	   *volatile todo = NIL;
+	List	   *volatile pending = NIL;
 	ListCell   *lc;
 	ms_as_owner owner;
 
@@ -136,9 +136,9 @@ follow(FunctionCallInfo fcinfo, List *relids, bool all)
 		ms_decl    *d = lfirst(lc);
 
 		if ((all || list_member_oid(relids, d->relid)) && in_service(d))
-			todo = lappend(todo, d);
+			pending = lappend(pending, d);
 	}
-	if (todo == NIL)
+	if (pending == NIL)
 	{
 		ms_definer_end(&owner);
 		return;
@@ -146,7 +146,7 @@ follow(FunctionCallInfo fcinfo, List *relids, bool all)
 	following = true;
 	PG_TRY();
 	{
-		foreach(lc, todo)
+		foreach(lc, pending)
 		{
 			ms_decl    *d = lfirst(lc);
 			ms_follow	f;

@@ -12,8 +12,9 @@
  * then, in a table whose notes fail, halves while one half fails and the
  * other goes through.  Halves that both fail are narrowed each in turn,
  * within a budget of trials; past it, or when only the whole fails, the
- * whole is parked.  A transient failure met on the way fails the pass, to
- * be retried whole.
+ * whole is parked.  When no table's notes fail alone, the batch is halved
+ * the same way across tables.  A transient failure met on the way fails the
+ * pass, to be retried whole.
  *
  * A parked note's row is quarantined: a replica that holds a version of it
  * has that version taken back with whatever points at it there (plan.c), so
@@ -318,6 +319,7 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
 	int64	   *rest;
 	int			nrest = 0;
 	int			parked = 0;
+	bool		failed_alone = false;
 
 	memset(&w, 0, sizeof w);
 	w.t.p = p;
@@ -337,8 +339,18 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
 		for (hi = lo; hi < w.n && w.tabs[hi] == w.tabs[lo]; hi++)
 			;
 		if (w.trials < TRIALS && fails(&w, lo, hi, &why))
+		{
 			narrow(&w, lo, hi, why);
+			failed_alone = true;
+		}
 	}
+	/*
+	 * Every table's notes go alone, and fail together (code of the user's
+	 * that remembers what it was asked before): narrowed down across tables,
+	 * by halves, down to the whole batch when only the whole fails.
+	 */
+	if (!failed_alone && w.n > 0 && w.trials < TRIALS && fails(&w, 0, w.n, &why))
+		narrow(&w, 0, w.n, why);
 
 	/* park them, quarantine their rows, and read the rest */
 	rest = palloc(sizeof(int64) * Max(w.n, 1));

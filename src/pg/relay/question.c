@@ -343,7 +343,7 @@ kept(ms_pass *p)
 						 "  WHERE q.replica = h.replica AND q.tab = h.tab AND q.key = h.key)",
 						 t->qualified, ms_key_match(t, "x", "c.key"), fk->parent,
 						 ms_cols_key(t, "x", fk->ncols, fk->by_parent_key), t->id,
-						 ms_active_filter(t, "x")),
+						 ms_active_filter(t, "x", "c")),
 				not_stable, "ms_nd0");
 		}
 	}

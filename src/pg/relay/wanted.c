@@ -92,10 +92,14 @@ cols_not_null(const ms_table *t, const char *alias, int n, const int *cols)
  * OFFSET 0 keeps it a test of that row: made a semi-join, a plan chosen once
  * the tables grew scanned the whole view, and a row of it that fails (a bug
  * of the view) failed the plan of every other row, and the pass, for no
- * note of its own (park.c could not narrow it down).
+ * note of its own (park.c could not narrow it down).  by, when not NULL, is
+ * the alias of the row in question the test is for (a candidate, a delta
+ * row): named in the test, it makes it a condition of the join, met only by
+ * the rows that join -- otherwise a plan that scans the table whole (a hash
+ * join, chosen once the candidates looked many) tested every row of it.
  */
 char *
-ms_active_filter(const ms_table *t, const char *alias)
+ms_active_filter(const ms_table *t, const char *alias, const char *by)
 {
 	StringInfoData buf;
 
@@ -106,6 +110,8 @@ ms_active_filter(const ms_table *t, const char *alias)
 	for (int k = 0; k < t->nkey; k++)
 		appendStringInfo(&buf, "%sv.%s OPERATOR(pg_catalog.=) %s.%s", k > 0 ? " AND " : "",
 						 t->columns[t->key[k]].quoted, alias, t->columns[t->key[k]].quoted);
+	if (by != NULL)
+		appendStringInfo(&buf, " AND %s.tab IS NOT NULL", by);
 	appendStringInfoString(&buf, " OFFSET 0)");
 	return buf.data;
 }
@@ -114,7 +120,7 @@ char *
 ms_rule_select(const ms_table *t, const char *replicas, const char *cand)
 {
 	char	   *key = ms_key_expr(t, "t");
-	char	   *active = ms_active_filter(t, "t");
+	char	   *active = ms_active_filter(t, "t", cand == NULL ? NULL : "c");
 	/* restricted to candidate rows: (replica, key) of pg_temp.cand for this table */
 	char	   *from = cand == NULL ? psprintf("%s t", t->qualified) :
 		psprintf("pg_temp.%s c JOIN %s t ON c.tab = %d AND %s", cand, t->qualified, t->id,
@@ -182,7 +188,7 @@ ms_followers_select(const ms_table *t, const char *from)
 					" WHERE d.tab = %d%s",
 					t->id, ms_key_expr(t, "t"), from, t->qualified,
 					ms_cols_match(t, "t", fk->ncols, fk->by_parent_key, "d.key"),
-					fk->parent, ms_active_filter(t, "t"));
+					fk->parent, ms_active_filter(t, "t", "d"));
 }
 
 /*

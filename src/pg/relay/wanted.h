@@ -54,6 +54,6 @@ extern char *ms_followers_select(const struct ms_table *t, const char *from);
 extern char *ms_cols_key(const struct ms_table *t, const char *alias, int n, const int *cols);
 extern char *ms_cols_match(const struct ms_table *t, const char *alias, int n, const int *cols,
 						   const char *keyexpr);
-extern char *ms_active_filter(const struct ms_table *t, const char *alias);
+extern char *ms_active_filter(const struct ms_table *t, const char *alias, const char *by);
 
 #endif

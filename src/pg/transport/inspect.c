@@ -305,7 +305,7 @@ filed(StringInfo out, const Sync__Filed *f)
 	appendStringInfoChar(out, '}');
 }
 
-/* a Down's wishes (docs/protocol.md 5.5), their values and expected rows as the text they are */
+/* a Down's wishes (docs/protocol.md 5.4), their values and expected rows as the text they are */
 static void
 wishes(StringInfo out, Sync__Wish **w, size_t n)
 {
