@@ -132,6 +132,11 @@ def pgbench_main():
           f" mean pass {total / C * 1000:.2f} ms, {total / max(notes, 1) * 1e6:.1f} us a note;"
           f" the backend's CPU {cpu / C * 1000:.2f} ms a pass, {cpu / max(notes, 1) * 1e6:.1f} us a note;"
           f" pruning after it {prune_cpu / max(notes, 1) * 1e6:.1f} us a note")
+    time.sleep(1)     # the statistics of the passes' commits, sent
+    cur.execute("SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables"
+                " WHERE schemaname = 'sync' AND relname IN ('held', 'notes', 'carried') ORDER BY relname")
+    for name, ins, upd, hot, dele in cur.fetchall():
+        print(f"  sync.{name}: {ins:,} inserted, {upd:,} updated ({hot:,} HOT), {dele:,} deleted, since its creation")
     statements(cur)
 
 
