@@ -14,12 +14,12 @@
  * pass make one pass after it: under load, passes follow each other and
  * each takes every note committed since the last, the next one beginning
  * no sooner than the last one took (coalesce_until, at most
- * COALESCE_MAX_MS), so that a stream of commits makes fewer, larger passes.  A transient failure
- * (transient.h) is retried after a backoff that doubles up to a minute; a
- * permanent one is logged, and retried at the same pace, since the fix it
- * waits for is a deploy.  SIGHUP reloads the settings; SIGTERM ends the pass
- * and the worker (the transaction is rolled back: nothing half-done is
- * committed).
+ * COALESCE_MAX_MS), so that a stream of commits makes fewer, larger
+ * passes.  A transient failure (transient.h) is retried after a backoff
+ * that doubles up to a minute; a permanent one is logged, and retried at
+ * the same pace, since the fix it waits for is a deploy.  SIGHUP reloads the
+ * settings; SIGTERM ends the pass and the worker (the transaction is rolled
+ * back: nothing half-done is committed).
  *
  * Who it is: it connects as magic_sync.role (empty: the bootstrap
  * superuser) with search_path = pg_catalog, pg_temp, whatever the database
