@@ -46,6 +46,43 @@ lane_upload(sqlite3 *db, const char *lane)
 	return m;
 }
 
+/* sync_upload(max_rows, lane): its bytes (tm-owned), {NULL, 0} when NULL or an error */
+static tm_msg
+lane_upload_some(sqlite3 *db, int max_rows, const char *lane)
+{
+	sqlite3_stmt *st;
+	tm_msg		m = {NULL, 0};
+
+	sqlite3_prepare_v2(db, "SELECT sync_upload(?1, ?2)", -1, &st, NULL);
+	sqlite3_bind_int(st, 1, max_rows);
+	sqlite3_bind_text(st, 2, lane, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_BLOB)
+	{
+		m.len = (size_t) sqlite3_column_bytes(st, 0);
+		m.data = tm_alloc(m.len);
+		memcpy(m.data, sqlite3_column_blob(st, 0), m.len);
+	}
+	sqlite3_finalize(st);
+	return m;
+}
+
+/* sync_upload_refused(m, reason, blame): its answer (free with sqlite3_free), NULL on an error */
+static char *
+refuse(sqlite3 *db, tm_msg m, int blame)
+{
+	sqlite3_stmt *st;
+	char	   *r = NULL;
+
+	sqlite3_prepare_v2(db, "SELECT sync_upload_refused(?1, 'too large for the server: over upload_bytes', ?2)",
+					   -1, &st, NULL);
+	sqlite3_bind_blob(st, 1, m.data, (int) m.len, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, blame);
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_TEXT)
+		r = sqlite3_mprintf("%s", (const char *) sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return r;
+}
+
 static size_t
 rows_of(const Sync__Up *u, const char *table)
 {
@@ -154,6 +191,77 @@ numbering(void)
 	sqlite3_close(db);
 }
 
+/*
+ * narrowing down in a lane other than the first (docs/protocol.md 7,
+ * "Narrowing down"): sync_upload(max_rows, lane) carries at most max_rows of
+ * the lane's rows; a refused one's rows go again at once, or, blamed, are set
+ * aside alone, counted in the backlog; sync_upload(0, lane) is the lane's
+ * control; no other lane's rows or numbers are touched
+ */
+static void
+narrowing(void)
+{
+	tm_server	s;
+	sqlite3    *db = laned_shop(&s);
+	long long	first_seq;
+	Sync__Up   *u;
+	tm_msg		m;
+	char	   *r;
+
+	tm_upload(db);
+	first_seq = t_int(db, "SELECT last FROM _sync_seq");
+	exec_mine(db, &s, "INSERT INTO orders VALUES ('%s', %d, 1, 1, NULL)", 1);
+	for (int i = 1; i <= 4; i++)
+		exec_mine(db, &s, "INSERT INTO sales(origin, id, product, qty) VALUES ('%s', %d, 1, 2)", i);
+	m = lane_upload_some(db, 2, "sales");
+	u = decode(m, "lane sales, two rows at most");
+	CHECK(u && rows_of(u, "sales") == 2 && rows_of(u, "orders") == 0 && strcmp(u->lane, "sales") == 0 &&
+		  u->n_backlog == 0 && u->n_digests == 0 && u->n_refusals == 0,
+		  "sync_upload(2, 'sales'): two sales, in lane sales, nothing of the engine's");
+	CHECK(u && t_int(db, "SELECT last FROM _sync_lane_seq WHERE lane = 'sales'") == (long long) u->seq &&
+		  t_int(db, "SELECT last FROM _sync_seq") == first_seq, "numbered in lane sales only");
+	r = refuse(db, m, 0);
+	CHECK(r && t_has(r, "\"rows\":2") && t_has(r, "\"set_aside\":0"), "refused: its two rows go again: %s", S(r));
+	sqlite3_free(r);
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_notes WHERE tbl = 'sales' AND send_id IS NULL") == 4,
+		  "all four sales unsent");
+	m = lane_upload_some(db, 1, "sales");
+	u = decode(m, "lane sales, one row");
+	CHECK(u && rows_of(u, "sales") == 1, "sync_upload(1, 'sales'): one sale");
+	r = refuse(db, m, 1);
+	CHECK(r && t_has(r, "\"set_aside\":1"), "blamed: the one sale set aside: %s", S(r));
+	sqlite3_free(r);
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_notes WHERE set_aside IS NOT NULL") == 1 &&
+		  t_int(db, "SELECT count(*) FROM _sync_notes WHERE tbl = 'sales' AND set_aside ="
+				" 'too large for the server: over upload_bytes'") == 1,
+		  "that sale alone, with the reason");
+	r = t_text(db, "SELECT json_extract(sync_progress(), '$.sales.set_aside') || ',' ||"
+			   " json_extract(sync_progress(), '$.orders.set_aside') || ',' || json_extract(sync_progress(), '$.orders.unsent')");
+	CHECK(r && strcmp(r, "1,0,1") == 0, "counted in sales' backlog; the first lane's order untouched: %s", S(r));
+	sqlite3_free(r);
+
+	/* the control: the lane says something with no rows; then the rest of the lane, not the one set aside */
+	m = lane_upload_some(db, 0, "sales");
+	u = decode(m, "lane sales' control");
+	CHECK(u && u->n_rows == 0 && strcmp(u->lane, "sales") == 0, "sync_upload(0, 'sales'): no rows, in lane sales");
+	m = lane_upload(db, "sales");
+	u = decode(m, "the rest of lane sales");
+	CHECK(u && rows_of(u, "sales") == 3 && rows_of(u, "orders") == 0, "the other three sales go, the one set aside not");
+	CHECK(lane_upload(db, "sales").data == NULL, "then lane sales has nothing to say");
+	u = decode(tm_upload(db), "the first lane");
+	CHECK(u && rows_of(u, "orders") == 1 && rows_of(u, "sales") == 0 && (long long) u->seq > first_seq,
+		  "the first lane carries its order, numbered on from its own last");
+	{
+		long long	aside = -1;
+
+		for (size_t i = 0; u && i < u->n_backlog; i++)
+			if (strcmp(u->backlog[i]->table, "sales") == 0)
+				aside = (long long) u->backlog[i]->set_aside;
+		CHECK(aside == 1, "the first lane's backlog says the sale set aside: %lld", aside);
+	}
+	sqlite3_close(db);
+}
+
 /* a replica with no lanes uploads as before: no lane said, everything in one */
 static void
 unlaned(void)
@@ -222,6 +330,7 @@ void
 test_lanes(void)
 {
 	numbering();
+	narrowing();
 	unlaned();
 	untrusted();
 	for (int i = 0; i < ndecoded; i++)
