@@ -16,7 +16,9 @@ real processes and a real SQLite replica:
     --server, import --db): each lane's notes let go of, the replica's
     numbers the server's lane by lane;
   - a later bundle with rows in lane sales only, and then one filed after it
-    that is older (the first again): duplicates, nothing changed.
+    that is older (the first again): duplicates, nothing changed; and again
+    once its answers are pruned, when only each lane's own numbers can say
+    so (docs/protocol.md 7.1): a duplicate in every lane, answered in each.
 
 Run by tests/e2e/run (inside pg_virtualenv)."""
 import hashlib
@@ -210,4 +212,20 @@ check("the edit stays, nothing changed", server_state(), later)
 check("sale 1 as the van last wrote it", srv.one("SELECT amount FROM sales WHERE id = 1"), 11)
 out = trip_down("b2.bundle")
 check("its answers let go of the sales", progress(), {"counts": (0, 0, 0), "sales": (0, 0, 0)})
+
+# --- the first bundle again once its answers are pruned: each lane's numbers say duplicate --
+srv.exec("DELETE FROM sync.answers WHERE replica = %s AND send_id = ANY(%s)", (S1, [u["send_id"] for u in ups]))
+pruned = server_state()
+rc, out = agent("import", "--server", CONN, "--from", u1)
+check("its answers pruned, the first bundle again: a duplicate in every lane by that lane's numbers",
+      (rc, out.get("result"), out.get("duplicates"), out.get("filed")), (65, "applied_already", 2, 0))
+check("nothing filed, no number moved", server_state()[:1] + server_state()[2:], pruned[:1] + pruned[2:])
+check("its duplicate answers said in their own lanes",
+      [srv.one("SELECT lane FROM sync.answers WHERE replica = %s AND send_id = %s", (S1, u["send_id"])) for u in ups],
+      ["", "sales"])
+out = trip_down("b3.bundle")
+check("the van takes them and sends nothing again", (out.get("answers"), progress()),
+      (2, {"counts": (0, 0, 0), "sales": (0, 0, 0)}))
+check("and numbers each lane on from the server's last", replica_lanes(),
+      dict(srv.rows("SELECT lane, filed_seq FROM sync.sends WHERE replica = %s", (S1,))))
 finish()
