@@ -594,7 +594,9 @@ next_lane(agent *a, char lanes[][AGENT_LANE_BYTES], int n, const bool *done, int
  * replica has, a lane at a time in turn (docs/protocol.md 7.2): a busy lane
  * takes one upload's turn, then the next lane its, so it never keeps
  * another's rows waiting, nor they its.  One the server refuses for good is
- * narrowed down.
+ * narrowed down; a lane the server takes nothing of (its control refused
+ * too) is asked no more this pass, and the other lanes go on: the pass
+ * fails (STEP_FAILED, the agent backs off) once they have had their turns.
  */
 static agent_status
 uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
@@ -603,6 +605,9 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 	char		sqlstate[6];
 	char		lanes[AGENT_LANES_MAX][AGENT_LANE_BYTES];
 	bool		done[AGENT_LANES_MAX] = {false};
+	bool		refused_whole[AGENT_LANES_MAX] = {false};	/* the server takes nothing of it: asked no more */
+	char		failure[AGENT_ERROR_MAX] = "";
+	bool		failed = false;
 	int			nlanes = 0;
 	int			turn = 0;
 
@@ -613,13 +618,13 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 	{
 		uint8_t    *up = a->unfiled;
 		size_t		len = a->unfiled_len;
+		int			l = -1;
 
 		if (up == NULL)
 		{
-			int			l = next_lane(a, lanes, nlanes, done, &turn);
-
+			l = next_lane(a, lanes, nlanes, done, &turn);
 			if (l < 0)
-				return STEP_OK;
+				break;
 			rc = replica_upload_lane(a->rep, lanes[l], a->narrow.limit, &up, &len, err);
 			if (rc != STEP_OK)
 				return rc;
@@ -633,14 +638,30 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 			}
 		}
 		/* a lane said something: the others are asked again in turn, so a busy one never keeps them waiting */
-		memset(done, 0, sizeof done);
+		memcpy(done, refused_whole, sizeof done);
 		rc = file(a, up, len, st, sqlstate, err);
 		if (rc == STEP_FAILED)
+		{
 			rc = refused(a, up, len, sqlstate, st, err);
+			if (rc == STEP_FAILED && l >= 0 && nlanes > 1)
+			{
+				/* nothing to blame but the server, for this lane: the others still have their turns */
+				refused_whole[l] = done[l] = true;
+				if (!failed)
+					snprintf(failure, sizeof failure, "%s", err);
+				failed = true;
+				continue;
+			}
+		}
 		else if (rc == STEP_OK)
 			rc = took(a, st, err);
 		if (rc != STEP_OK)
 			return rc;
+	}
+	if (failed)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "%s", failure);
+		return STEP_FAILED;
 	}
 	return STEP_OK;
 }

@@ -15,7 +15,12 @@ real process and a real SQLite replica:
     nothing of theirs set aside;
   - lane sales' numbers are its own: the refused sends are numbered in it
     only, the server's last filed of it is at or below the replica's;
-  - once the bound is raised the sale set aside is filed, in lane sales.
+  - once the bound is raised the sale set aside is filed, in lane sales;
+  - a lone sale too large, nothing else in its lane: the lane's control
+    (sync_upload(0, 'sales')) is taken, so the sale is set aside;
+  - a server that takes nothing of lane sales (its control refused too):
+    nothing set aside, the agent fails (--once: 70), and the first lane and
+    lane returns are filed all the same, also when they come after it.
 
 Run by tests/e2e/run (inside pg_virtualenv)."""
 import json
@@ -53,7 +58,7 @@ def agent():
             events.append(json.loads(line))
         except ValueError:
             check(f"the agent's line is JSON: {line!r}", False, True)
-    if p.returncode != 0:
+    if p.returncode not in (0, 70):
         print(f"agent: exit {p.returncode}: {p.stderr}", flush=True)
     return p.returncode, events
 
@@ -176,4 +181,46 @@ check("nothing is set aside, nothing waits",
 mine = replica_lanes()
 check("every lane's last number filed is the replica's",
       dict(srv.rows("SELECT lane, filed_seq FROM sync.sends WHERE replica = %s", (S1,))), mine)
+
+# --- a lone sale too large: the lane's control (sync_upload(0, 'sales')) decides ---
+srv.exec("ALTER DATABASE lanes_narrowing SET magic_sync.upload_bytes = '4kB'")
+r = Replica(srv, S1, path)
+r.q("INSERT INTO sales VALUES (?, 20, ?)", (S1, "z" * 6000))
+r.q("INSERT INTO counts VALUES (?, 20, 20)", (S1,))
+r.close()
+rc, events = agent()
+check("a lone sale too large, nothing else in its lane: taken the lane's control, it is set aside",
+      (rc, rounds(events, "blamed"), progress()["sales"]["set_aside"]), (0, 1, 1))
+check("the count written beside it is filed", srv.one("SELECT count(*) FROM counts WHERE id = 20"), 1)
+srv.exec("ALTER DATABASE lanes_narrowing RESET magic_sync.upload_bytes")
+rc, events = agent()
+check("filed once the bound is raised", (rc, srv.one("SELECT count(*) FROM sales WHERE id = 20")), (0, 1))
+
+# --- a server that refuses every upload of lane sales: the other lanes go on -------
+srv.exec("""
+CREATE FUNCTION broken() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'lane sales is broken'; END $$;
+CREATE TRIGGER broken BEFORE INSERT ON sync.answers FOR EACH ROW WHEN (NEW.lane = 'sales')
+  EXECUTE FUNCTION broken();
+""")
+r = Replica(srv, S1, path)
+for i in range(30, 33):
+    r.q("INSERT INTO sales VALUES (?, ?, 'while broken')", (S1, i))
+    r.q("INSERT INTO counts VALUES (?, ?, ?)", (S1, i, i))
+    r.q("INSERT INTO returns VALUES (?, ?, ?)", (S1, i, i))
+r.close()
+rc, events = agent()
+check("lane sales refused whole, its control too: the agent fails (--once: 70)", rc, 70)
+check("nothing of lane sales is set aside, nothing filed",
+      (progress()["sales"]["set_aside"], srv.one("SELECT count(*) FROM sales WHERE id >= 30")), (0, 0))
+check("the first lane's counts and lane returns' returns are filed all the same",
+      (srv.one("SELECT count(*) FROM counts WHERE id >= 30"), srv.one("SELECT count(*) FROM returns WHERE id >= 30")),
+      (3, 3))
+srv.exec("DROP TRIGGER broken ON sync.answers")
+rc, events = agent()
+check("once it is fixed, lane sales is filed", (rc, srv.one("SELECT count(*) FROM sales WHERE id >= 30")), (0, 3))
+p = progress()
+check("and nothing waits in any lane",
+      {t: (p[t]["set_aside"], p[t]["unsent"], p[t]["unfiled"]) for t in ("counts", "sales", "returns")},
+      {t: (0, 0, 0) for t in ("counts", "sales", "returns")})
 finish()
