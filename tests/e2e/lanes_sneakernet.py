@@ -19,6 +19,9 @@ real processes and a real SQLite replica:
     that is older (the first again): duplicates, nothing changed; and again
     once its answers are pruned, when only each lane's own numbers can say
     so (docs/protocol.md 7.1): a duplicate in every lane, answered in each.
+  - a bundle's answers lost and pruned, the bundle filed again: each lane's
+    duplicate answer makes that lane's rows go again, numbered beyond its
+    last filed, filed once.
 
 Run by tests/e2e/run (inside pg_virtualenv)."""
 import hashlib
@@ -228,4 +231,34 @@ check("the van takes them and sends nothing again", (out.get("answers"), progres
       (2, {"counts": (0, 0, 0), "sales": (0, 0, 0)}))
 check("and numbers each lane on from the server's last", replica_lanes(),
       dict(srv.rows("SELECT lane, filed_seq FROM sync.sends WHERE replica = %s", (S1,))))
+
+# --- answers lost on the way and pruned: the duplicates make each lane send again ----
+r = Replica(srv, S1, path)
+r.q("INSERT INTO counts VALUES (?, 40, 40)", (S1,))
+r.q("INSERT INTO sales VALUES (?, 40, 400, 1)", (S1,))
+r.close()
+u4 = os.path.join(tmp, "u4.bundle")
+rc, out = agent("export", "--db", path, "--replica", S1, "--to", u4)
+ups4 = [up_of(m) for m in read_bundle(u4)[1]]
+rc, out = agent("import", "--server", CONN, "--from", u4)
+check("a bundle of both lanes filed", (rc, out.get("uploads"), out.get("duplicates")), (0, 2, 0))
+srv.exec("DELETE FROM sync.answers WHERE replica = %s AND send_id = ANY(%s)", (S1, [u["send_id"] for u in ups4]))
+rc, out = agent("import", "--server", CONN, "--from", u4)
+check("filed again, its answers lost and pruned: a duplicate in each lane", (rc, out.get("duplicates")), (65, 2))
+out = trip_down("b4.bundle")
+check("the duplicates' answers make both lanes' rows go again", progress(), {"counts": (1, 0, 0), "sales": (1, 0, 0)})
+u5 = os.path.join(tmp, "u5.bundle")
+rc, out = agent("export", "--db", path, "--replica", S1, "--to", u5)
+ups5 = [up_of(m) for m in read_bundle(u5)[1]]
+check("each in its own lane, numbered beyond that lane's last filed",
+      [(u["lane"], u["rows"], u["seq"] > dict(srv.rows("SELECT lane, filed_seq FROM sync.sends WHERE replica = %s",
+                                                         (S1,)))[u["lane"]]) for u in ups5],
+      [("", {"counts": 1}, True), ("sales", {"sales": 1}, True)])
+rc, out = agent("import", "--server", CONN, "--from", u5)
+check("filed, no duplicate", (rc, out.get("result"), out.get("duplicates")), (0, "filed", 0))
+trip_down("b5.bundle")
+check("and let go of", progress(), {"counts": (0, 0, 0), "sales": (0, 0, 0)})
+check("each row there once, as written",
+      (srv.rows("SELECT id, shelf FROM counts WHERE id = 40"), srv.rows("SELECT id, amount, v FROM sales WHERE id = 40")),
+      ([(40, 40)], [(40, 400, 1)]))
 finish()
