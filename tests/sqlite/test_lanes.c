@@ -27,15 +27,19 @@ decode(tm_msg m, const char *what)
 	return u;
 }
 
-/* sync_upload(NULL, lane): its bytes (tm-owned), {NULL, 0} when NULL or an error */
+/* sync_upload(max_rows, lane), NULL rows when max_rows < 0: its bytes (tm-owned), {NULL, 0} when NULL or an error */
 static tm_msg
-lane_upload(sqlite3 *db, const char *lane)
+lane_upload_some(sqlite3 *db, int max_rows, const char *lane)
 {
 	sqlite3_stmt *st;
 	tm_msg		m = {NULL, 0};
 
-	sqlite3_prepare_v2(db, "SELECT sync_upload(NULL, ?1)", -1, &st, NULL);
-	sqlite3_bind_text(st, 1, lane, -1, SQLITE_STATIC);
+	sqlite3_prepare_v2(db, "SELECT sync_upload(?1, ?2)", -1, &st, NULL);
+	if (max_rows < 0)
+		sqlite3_bind_null(st, 1);
+	else
+		sqlite3_bind_int(st, 1, max_rows);
+	sqlite3_bind_text(st, 2, lane, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_BLOB)
 	{
 		m.len = (size_t) sqlite3_column_bytes(st, 0);
@@ -46,24 +50,11 @@ lane_upload(sqlite3 *db, const char *lane)
 	return m;
 }
 
-/* sync_upload(max_rows, lane): its bytes (tm-owned), {NULL, 0} when NULL or an error */
+/* sync_upload(NULL, lane) */
 static tm_msg
-lane_upload_some(sqlite3 *db, int max_rows, const char *lane)
+lane_upload(sqlite3 *db, const char *lane)
 {
-	sqlite3_stmt *st;
-	tm_msg		m = {NULL, 0};
-
-	sqlite3_prepare_v2(db, "SELECT sync_upload(?1, ?2)", -1, &st, NULL);
-	sqlite3_bind_int(st, 1, max_rows);
-	sqlite3_bind_text(st, 2, lane, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_BLOB)
-	{
-		m.len = (size_t) sqlite3_column_bytes(st, 0);
-		m.data = tm_alloc(m.len);
-		memcpy(m.data, sqlite3_column_blob(st, 0), m.len);
-	}
-	sqlite3_finalize(st);
-	return m;
+	return lane_upload_some(db, -1, lane);
 }
 
 /* sync_upload_refused(m, reason, blame): its answer (free with sqlite3_free), NULL on an error */
