@@ -27,6 +27,7 @@
 #include "utils/timestamp.h"
 
 #include "epoch.h"
+#include "updated.h"
 
 PG_FUNCTION_INFO_V1(ms_epoch_begin_sql);
 PG_FUNCTION_INFO_V1(ms_replica_reprovision);
@@ -63,11 +64,7 @@ static const char *const current_sql = "SELECT id, secret FROM sync.epoch WHERE 
 static bool
 recorded(void)
 {
-	bool		isnull;
-
-	if (SPI_execute("SELECT pg_catalog.to_regclass('sync.generations') IS NOT NULL", true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look for sync.generations");
-	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return ms_catalog_has("generations");
 }
 
 /* current_generation: the newest generation recorded, 0 when none */

@@ -13,6 +13,7 @@
 
 #include "evolve.h"
 #include "observe.h"
+#include "updated.h"
 
 ArrayType *
 ms_observe(ms_pass *p)
@@ -37,14 +38,10 @@ ms_observe(ms_pass *p)
 	ms_generation_observe(&p->epoch);
 	ms_temp_table(p, "ms_forget", "id uuid PRIMARY KEY");
 	/* a dropped replica's refused claims go with it (an extension not updated yet has none) */
-	ms_exec(p, "SELECT CASE WHEN pg_catalog.to_regclass('sync.refused_claims') IS NULL THEN 0 ELSE 1 END::int8",
-			0, NULL, NULL, NULL, 0);
-	if (ms_int64() != 0)
+	if (ms_catalog_has("refused_claims"))
 		ms_exec(p, "DELETE FROM sync.refused_claims WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped)",
 				0, NULL, NULL, NULL, 0);
-	ms_exec(p, "SELECT CASE WHEN pg_catalog.to_regclass('sync.carried') IS NULL THEN 0 ELSE 1 END::int8",
-			0, NULL, NULL, NULL, 0);
-	p->carried = ms_int64() != 0;
+	p->carried = ms_catalog_has("carried");
 	ms_exec_all(p, forget);
 	/* what its messages carried goes with them */
 	if (p->carried)

@@ -26,6 +26,7 @@
 #include "file.h"
 #include "owner.h"
 #include "retry.h"
+#include "updated.h"
 
 ArrayType *
 ms_retry_replicas(ms_pass *p, ArrayType *provisioning)
@@ -34,7 +35,7 @@ ms_retry_replicas(ms_pass *p, ArrayType *provisioning)
 	Datum		values[2];
 	ArrayType  *due;
 
-	if (!ms_refused_rows_catalog())
+	if (!ms_catalog_has("refused_rows"))
 		return provisioning;
 	/* by refused_rows_due: the rows due are few, or none */
 	ms_exec(p, "SELECT array_agg(DISTINCT r.replica) FROM sync.refused_rows r"
@@ -77,7 +78,7 @@ ms_plan_refused(ms_pass *p, ArrayType *replicas)
 	int		   *tabs;
 
 	p->resent = 0;
-	if (!ms_refused_rows_catalog())
+	if (!ms_catalog_has("refused_rows"))
 		return;
 	/* most passes: none due, one probe of refused_rows_due */
 	ms_run(p, ms_prepare_kept(p, "SELECT EXISTS (SELECT FROM sync.refused_rows WHERE due <= now())::int::int8",

@@ -46,6 +46,7 @@
 #include "file.h"
 #include "seal.h"
 #include "wire.h"
+#include "updated.h"
 
 /* the replica is provisioned again: held rows are on their way */
 static void
@@ -251,7 +252,7 @@ void
 ms_refusals(ms_filing *f, Sync__Up *up)
 {
 	Oid			types[5] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID, INT8OID};
-	bool		retried = ms_refused_rows_catalog();
+	bool		retried = ms_catalog_has("refused_rows");
 
 	for (size_t i = 0; i < up->n_refusals; i++)
 	{

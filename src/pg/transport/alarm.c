@@ -31,6 +31,7 @@
 
 #include "claim.h"
 #include "settings.h"
+#include "updated.h"
 
 PGDLLEXPORT void ms_alarm_main(Datum arg);
 
@@ -58,11 +59,7 @@ sqlstate(ms_claim_refusal why)
 static bool
 recordable(void)
 {
-	bool		isnull;
-
-	if (SPI_execute("SELECT pg_catalog.to_regclass('sync.refused_claims') IS NOT NULL", true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not look for sync.refused_claims");
-	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return ms_catalog_has("refused_claims");
 }
 
 /* recorded_lately: whether this very refusal was recorded on the replica a few seconds ago */

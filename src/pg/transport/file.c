@@ -39,6 +39,7 @@
 #include "utils/memutils.h"
 #include "wire.h"
 #include "wish.h"
+#include "updated.h"
 
 PG_FUNCTION_INFO_V1(ms_file);
 
@@ -272,7 +273,7 @@ ms_file(PG_FUNCTION_ARGS)
 		ms_gap(&f, up);
 	refusals(&f, up, bytes, len);
 	/* after the refusals: a row taken is one acknowledged that none of them names */
-	if (ms_refused_rows_catalog())
+	if (ms_catalog_has("refused_rows"))
 	{
 		ms_refused_settle(&f);
 		ms_refused_build(&f, up);

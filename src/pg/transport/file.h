@@ -190,8 +190,6 @@ extern void ms_backlog(ms_filing *f, Sync__Up *up);
 
 /* ---- refused.c ---- */
 
-/* ms_refused_rows_catalog: whether the catalog has sync.refused_rows (0.2, updated). */
-extern bool ms_refused_rows_catalog(void);
 /* ms_refused_backoff: a refusal of a held row, before it is marked: when the row goes again. */
 extern void ms_refused_backoff(ms_filing *f, const char *table, const char *key);
 /* ms_refused_settle: after the refusals, the counts of rows taken (or no longer held) end. */

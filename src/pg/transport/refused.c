@@ -34,14 +34,6 @@
 #include "file.h"
 #include "wake.h"
 
-bool
-ms_refused_rows_catalog(void)
-{
-	Oid			ns = get_namespace_oid("sync", true);
-
-	return OidIsValid(ns) && OidIsValid(get_relname_relid("refused_rows", ns));
-}
-
 void
 ms_refused_backoff(ms_filing *f, const char *table, const char *key)
 {
