@@ -16,6 +16,12 @@
 # one, noting included, waits with it).
 #
 #   bench/sustained.sh [seconds] [clients] [scale]
+#
+# With MS_BENCH_PERF=dir (a profile, not a figure: perf and pg_stat_statements
+# cost the run some of its speed), dir gets where the mirrored run went:
+# relay.txt and agents.txt (perf's top symbols), statements.txt (every
+# statement of the minute by its time, pg_stat_statements with track = all)
+# and waits.txt (each second, what each agent's session waited on, and on whom).
 set -eu
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -26,7 +32,9 @@ tables="pgbench_branches pgbench_tellers pgbench_accounts pgbench_history"
 if [ -z "${MS_BENCH_INSIDE:-}" ]; then
 	. scripts/lib.sh
 	ms_ready
-	ms_cluster -o max_wal_size=4GB -o checkpoint_timeout=30min \
+	pgss=()
+	[ -n "${MS_BENCH_PERF:-}" ] && pgss=(-o shared_preload_libraries=magic_sync,pg_stat_statements -o pg_stat_statements.track=all)
+	ms_cluster "${pgss[@]}" -o max_wal_size=4GB -o checkpoint_timeout=30min \
 		-o magic_sync.database=bench \
 		env MS_BENCH_INSIDE=1 "$0" "$seconds" "$clients" "$scale"
 	exit $?
@@ -95,6 +103,7 @@ triggers ENABLE
 (
 	while :; do
 		val "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(noted)), 0) FROM sync.notes WHERE NOT done" >>"$work/ages"
+		[ -n "${MS_BENCH_PERF:-}" ] && val "SELECT string_agg(a.wait_event_type || ':' || a.wait_event || ' ' || left(a.query, 40) || ' blocked by ' || coalesce((SELECT left(b.query, 60) || ' ' || coalesce(b.wait_event, 'running') FROM pg_stat_activity b WHERE b.pid = (pg_blocking_pids(a.pid))[1]), '-'), E'\n') FROM pg_stat_activity a WHERE a.application_name = 'magic_sync_agent' AND a.state = 'active'" >>"$MS_BENCH_PERF/waits.txt"
 		sleep 1
 	done
 ) &
@@ -110,7 +119,20 @@ agents0=$(ticks_of $agents)
 agent_backends0=$(ticks_of $agent_backends)
 msg0=$(val "SELECT last_value FROM sync.message_seq")
 note0=$(val "SELECT last_value FROM sync.note_seq")
+# MS_BENCH_PERF=dir: perf record on the relay and on the agents meanwhile, and
+# every statement by pg_stat_statements
+if [ -n "${MS_BENCH_PERF:-}" ]; then
+	perf record -q -o "$MS_BENCH_PERF/relay.data" -p "$relay_pid" -- sleep "$seconds" >/dev/null 2>&1 &
+	perfs=$!
+	perf record -q -o "$MS_BENCH_PERF/agents.data" -p "$(echo $agents | tr ' ' ,)" -- sleep "$seconds" >/dev/null 2>&1 &
+	perfs="$perfs $!"
+	sql -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
+fi
 mirrored=$(run)
+if [ -n "${MS_BENCH_PERF:-}" ]; then
+	val "SELECT round(total_exec_time)::text || ' ms ' || calls || ' calls ' || rows || ' rows  ' || left(regexp_replace(query, '\s+', ' ', 'g'), 300)
+	       FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 40" >"$MS_BENCH_PERF/statements.txt"
+fi
 cpu1=$(cpu)
 agents1=$(ticks_of $agents)
 agent_backends1=$(ticks_of $agent_backends)
@@ -136,6 +158,12 @@ sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
 plain_after=$(run)
 sql -c "DELETE FROM pgbench_history WHERE id > $max_history" >/dev/null
 triggers ENABLE
+if [ -n "${MS_BENCH_PERF:-}" ]; then
+	wait $perfs
+	for f in relay agents; do
+		perf report -q -i "$MS_BENCH_PERF/$f.data" --no-children --sort dso,sym 2>/dev/null | head -70 >"$MS_BENCH_PERF/$f.txt"
+	done
+fi
 max_age=$(sort -g "$work/ages" | tail -1)
 samples=$(wc -l <"$work/ages")
 
@@ -160,3 +188,9 @@ printf '    %.0f a second, %.0f notes written each (%d notes, %.0f a second)\n' 
 	"$(( note1 - note0 ))" "$(echo "($note1 - $note0) / $seconds" | bc -l)"
 printf '  the two agents: %.1f s of CPU, their server sessions (sync.pull, sync.file) %.1f s\n' \
 	"$(echo "($agents1 - $agents0) / $ticks" | bc -l)" "$(echo "($agent_backends1 - $agent_backends0) / $ticks" | bc -l)"
+# the share of the machine the relay and the agents took from pgbench: when
+# pgbench alone keeps every core busy (unmirrored), the ratio is at most one
+# minus it, and less the noting triggers' own cost (bench/notes_pgbench.sh)
+printf '  the relay, the agents and their sessions: %.1f %% of the %d cores for the %d s\n' \
+	"$(echo "100 * ($cpu1 - $cpu0 + $agents1 - $agents0 + $agent_backends1 - $agent_backends0) / $ticks / $(nproc) / $seconds" | bc -l)" \
+	"$(nproc)" "$seconds"

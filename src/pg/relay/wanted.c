@@ -116,8 +116,9 @@ ms_active_filter(const ms_table *t, const char *alias, const char *by)
 	return buf.data;
 }
 
-char *
-ms_rule_select(const ms_table *t, const char *replicas, const char *cand)
+/* every_replica: cand lists rows (tab, key), candidates for every replica */
+static char *
+rule_select(const ms_table *t, const char *replicas, const char *cand, bool every_replica)
 {
 	char	   *key = ms_key_expr(t, "t");
 	char	   *active = ms_active_filter(t, "t", cand == NULL ? NULL : "c");
@@ -125,7 +126,7 @@ ms_rule_select(const ms_table *t, const char *replicas, const char *cand)
 	char	   *from = cand == NULL ? psprintf("%s t", t->qualified) :
 		psprintf("pg_temp.%s c JOIN %s t ON c.tab = %d AND %s", cand, t->qualified, t->id,
 				 ms_key_match(t, "t", "c.key"));
-	char	   *same = cand == NULL ? "" : " AND r.id = c.replica";
+	char	   *same = cand == NULL || every_replica ? "" : " AND r.id = c.replica";
 	StringInfoData sql;
 
 	initStringInfo(&sql);
@@ -167,6 +168,18 @@ ms_rule_select(const ms_table *t, const char *replicas, const char *cand)
 						 " ON r.id OPERATOR(pg_catalog.=) t.%s%s WHERE true%s", sql.len ? " UNION " : "",
 						 t->id, key, from, replicas, t->columns[t->origin].quoted, same, active);
 	return sql.len ? sql.data : NULL;
+}
+
+char *
+ms_rule_select(const ms_table *t, const char *replicas, const char *cand)
+{
+	return rule_select(t, replicas, cand, false);
+}
+
+char *
+ms_rule_select_rows(const ms_table *t, const char *replicas, const char *rows)
+{
+	return rule_select(t, replicas, rows, true);
 }
 
 char *

@@ -38,6 +38,11 @@ extern uint64 ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set);
  * partition); only the candidate rows of pg_temp.<cand> (replica, tab, key)
  * when cand is not NULL.  NULL when t has no rule.
  *
+ * ms_rule_select_rows: the same for the rows of pg_temp.<rows> (tab, key),
+ * candidates for every replica: each rule joins the replicas it names (an
+ * assigned row its one replica), so the cost follows the rows and the
+ * replicas they go to, never rows times replicas.
+ *
  * ms_parents_select: the rows of fk's parent that the rows of t listed in
  * pg_temp.<from> (replica, tab, key) point at.
  *
@@ -47,6 +52,7 @@ extern uint64 ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set);
 struct ms_table;
 struct ms_fkey;
 extern char *ms_rule_select(const struct ms_table *t, const char *replicas, const char *cand);
+extern char *ms_rule_select_rows(const struct ms_table *t, const char *replicas, const char *rows);
 extern char *ms_parents_select(const struct ms_table *t, const struct ms_fkey *fk, const char *from);
 extern char *ms_followers_select(const struct ms_table *t, const char *from);
 
