@@ -59,6 +59,28 @@ RESET ROLE;
 SELECT sync.replica_reprovision(:R1);
 SELECT sync.settled(:R1, pg_current_snapshot()) IS NULL AS provisioning;
 -- unless no relay runs: nothing comes before one does, and nobody is kept waiting
+SELECT pg_advisory_unlock(1835100009, 1668512110) AS relay_stops;
+SELECT sync.settled(:R1, pg_current_snapshot()) = 0 AS nothing_to_wait_for;
+SELECT pg_advisory_lock(1835100009, 1668512110) IS NOT NULL AS relay_runs;
+
+-- a caught-up pull takes no lock on the replica's row (its xmax stays), and
+-- counts nothing; one that finds messages counts them
+SET default_transaction_isolation = 'repeatable read';
+SELECT messages > 0 AS written FROM sync.relay_pass();
+RESET default_transaction_isolation;
+UPDATE sync.replicas SET acked_number = last_number WHERE id = :R1;
+VACUUM FREEZE sync.replicas;
+SELECT last_number AS last FROM sync.replicas WHERE id = :R1 \gset
+SET ROLE fleet_one;
+SELECT count(*) AS pulled FROM sync.pull(:R1, :last, 1024, ''::bytea);
+RESET ROLE;
+SELECT xmax = '0' AS no_lock FROM sync.replicas WHERE id = :R1;
+SELECT sum(pulls) AS pulls FROM sync.outbox WHERE replica = :R1;
+SET ROLE fleet_one;
+SELECT count(*) > 0 AS pulled FROM sync.pull(:R1, 0, 1024);
+RESET ROLE;
+SELECT sum(pulls) > 0 AS counted FROM sync.outbox WHERE replica = :R1;
+
 -- A batch of rows assigned to a fleet: the pass weighs each changed row with
 -- the replicas its rule names, never the rows times every replica (30 rows
 -- and 42 replicas made 1,260 candidates, and 2 * 10^6 for 10^4 rows and 200
@@ -95,28 +117,6 @@ SELECT count(*) FILTER (WHERE h.taken IS NULL) AS held,
        count(*) FILTER (WHERE h.taken IS NOT NULL AND h.replica <> s.store) AS taken_from_the_last
   FROM sync.held h JOIN sync.tables t ON t.id = h.tab AND t.relid = 'stock'::regclass
   LEFT JOIN stock s ON sync.key(ARRAY[s.id::text]) = h.key;
-
-SELECT pg_advisory_unlock(1835100009, 1668512110) AS relay_stops;
-SELECT sync.settled(:R1, pg_current_snapshot()) = 0 AS nothing_to_wait_for;
-SELECT pg_advisory_lock(1835100009, 1668512110) IS NOT NULL AS relay_runs;
-
--- a caught-up pull takes no lock on the replica's row (its xmax stays), and
--- counts nothing; one that finds messages counts them
-SET default_transaction_isolation = 'repeatable read';
-SELECT messages > 0 AS written FROM sync.relay_pass();
-RESET default_transaction_isolation;
-UPDATE sync.replicas SET acked_number = last_number WHERE id = :R1;
-VACUUM FREEZE sync.replicas;
-SELECT last_number AS last FROM sync.replicas WHERE id = :R1 \gset
-SET ROLE fleet_one;
-SELECT count(*) AS pulled FROM sync.pull(:R1, :last, 1024, ''::bytea);
-RESET ROLE;
-SELECT xmax = '0' AS no_lock FROM sync.replicas WHERE id = :R1;
-SELECT sum(pulls) AS pulls FROM sync.outbox WHERE replica = :R1;
-SET ROLE fleet_one;
-SELECT count(*) > 0 AS pulled FROM sync.pull(:R1, 0, 1024);
-RESET ROLE;
-SELECT sum(pulls) > 0 AS counted FROM sync.outbox WHERE replica = :R1;
 
 SELECT pg_advisory_unlock(1835100009, 1668512110) AS relay_stops;
 \c contrib_regression
