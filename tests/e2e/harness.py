@@ -147,6 +147,10 @@ class Replica:
         rows = self.q(sql, args)
         return rows[0][0] if rows else None
 
+    def provisioned(self):
+        """Whether a snapshot made its tables: a store writes nothing before."""
+        return self.one("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_sync%' ESCAPE '\\'") > 0
+
     def status(self):
         import json
         return json.loads(self.one("SELECT sync_status()"))

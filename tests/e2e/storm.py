@@ -139,10 +139,7 @@ def relay(storm):
                     print("  ", row, flush=True)
             # the pass rolled back: its state is still there, to be kept and planned again
             # with the narrowing's every trial said (park.c, DEBUG1)
-            dump = os.path.join(harness.HERE, "..", "..", "build", "storm-failed.dump")
-            os.makedirs(os.path.dirname(dump), exist_ok=True)
-            subprocess.run(["pg_dump", "-Fc", "-f", dump, srv.db], check=False)
-            print("  the database is in", dump, flush=True)
+            keep_state("storm-failed")
             srv.conn.notices.clear()
             srv.exec("SET client_min_messages = debug1")
             try:
@@ -349,11 +346,27 @@ def sales_everywhere():
 
 
 def holds(name, got, wanted):
-    """check, saying only what differs when it does"""
+    """check, saying only what differs when it does; when it does, the database and the
+    replicas' files are kept (a mismatch one run in ten needs its state to be understood)"""
     diff = {t: {"lacks": sorted(wanted.get(t, set()) - got.get(t, set()))[:5],
                 "extra": sorted(got.get(t, set()) - wanted.get(t, set()))[:5]}
             for t in set(got) | set(wanted) if got.get(t, set()) != wanted.get(t, set())}
+    if diff:
+        keep_state("storm-mismatch")
     check(name, diff, {})
+
+
+def keep_state(name):
+    """The database (pg_dump -Fc) and each replica's file, in build/<name>/."""
+    where = os.path.join(harness.HERE, "..", "..", "build", name)
+    os.makedirs(where, exist_ok=True)
+    subprocess.run(["pg_dump", "-Fc", "-f", os.path.join(where, "server.dump"), srv.db], check=False)
+    for r in replicas:
+        r.db.commit()
+        backup = sqlite3.connect(os.path.join(where, r.id[-4:] + ".db"))
+        r.db.backup(backup)
+        backup.close()
+    print("  the state is in", os.path.abspath(where), flush=True)
 
 
 def unfiled_sales(r):

@@ -202,14 +202,15 @@ class Shop:
             self.write("INSERT INTO price_items VALUES (%s, %s, 1)", (self.new_id("price_items"), self.pick("SELECT id FROM products")))
         elif kind == 17:  # a sale at a store, filed up
             r = self.replicas[STORES.index(store)]
-            products = [x[0] for x in r.q("SELECT id FROM products")]
+            products = [x[0] for x in r.q("SELECT id FROM products")] if r.provisioned() else []
             if products:
                 self.history[-1].append(("store sale", store))
                 r.q("INSERT INTO sales VALUES (?, ?, ?, ?, 1)", (store, self.new_id("sales"), self.rng.choice(products), self.rng.randint(1, 50)))
         elif kind == 18:  # a store counts its stock (a column of its own)
             r = self.replicas[STORES.index(store)]
-            self.history[-1].append(("store counts", store))
-            r.q("UPDATE stock SET counted = qty - 1 WHERE product = (SELECT product FROM stock ORDER BY random() LIMIT 1)")
+            if r.provisioned():
+                self.history[-1].append(("store counts", store))
+                r.q("UPDATE stock SET counted = qty - 1 WHERE product = (SELECT product FROM stock ORDER BY random() LIMIT 1)")
         else:
             self.write("UPDATE customers SET name = name || '.' WHERE id = %s", (self.rng.randint(1, 8),))
 

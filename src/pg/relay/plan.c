@@ -7,8 +7,12 @@
  *	    take = held - wanted
  *
  * Rows that cannot go (sync.quarantine) are never wanted, nor any row that
- * points at one: a replica never holds a row without its parents.  A
- * quarantined row with a note newer than its quarantine is tried again.
+ * points at one: a replica never holds a row without its parents.  Nor is a
+ * blocked row a reason to want what it points at: wanted sets are closed
+ * over the rows that go (wanted.c, question.c), or a parent sent for a row
+ * the replica never holds would stay when that row leaves its set -- nothing
+ * it holds would put the parent in question.  A quarantined row with a note
+ * newer than its quarantine is tried again.
  *
  * The notes planned are the batch (batch.c); question.c plans around what
  * they changed, or (magic_sync.full_plan) the whole wanted set is compared.
@@ -110,7 +114,8 @@ plan_blocked(ms_pass *p)
 	}
 	ms_exec(p, "INSERT INTO ms_blocked SELECT tab, key FROM sync.quarantine",
 			0, NULL, NULL, NULL, 0);
-	if (SPI_processed > 0)
+	p->blocked = SPI_processed > 0;
+	if (p->blocked)
 		children_closure(p, "ms_blocked");
 	/* the rows of parked notes: their rules are not even evaluated (park.c) */
 	ms_exec(p, "INSERT INTO ms_unplanned SELECT DISTINCT tab, key FROM sync.notes"

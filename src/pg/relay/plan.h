@@ -28,4 +28,12 @@ extern void ms_plan_prepare(ms_pass *p);
  */
 extern void ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning);
 
+/*
+ * MS_NOT_BLOCKED(s): the row s (tab, key) is not in pg_temp.ms_blocked.  A
+ * wanted set is closed over the rows that go only: a row that cannot go is
+ * left out before its parents are looked for (p->blocked says when any is).
+ */
+#define MS_NOT_BLOCKED(s) \
+	"NOT EXISTS (SELECT FROM pg_temp.ms_blocked b WHERE b.tab = " s ".tab AND b.key = " s ".key)"
+
 #endif

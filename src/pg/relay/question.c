@@ -41,6 +41,7 @@
 #include "catalog.h"
 #include "fast.h"
 #include "owner.h"
+#include "plan.h"
 #include "question.h"
 #include "wanted.h"
 
@@ -303,7 +304,14 @@ close_batch(ms_pass *p)
 static void
 kept(ms_pass *p)
 {
-	const char *not_stable = "NOT (" HELD("s") " AND NOT " IN_QUESTION("s") ")";
+	/*
+	 * What is kept is a row not stable already, and one that can go: a row
+	 * that cannot go is no reason to keep its parents (plan.c).
+	 */
+	const char *not_blocked = p->blocked ? MS_NOT_BLOCKED("s") : NULL;
+	const char *not_stable = p->blocked ?
+		"NOT (" HELD("s") " AND NOT " IN_QUESTION("s") ") AND " MS_NOT_BLOCKED("s") :
+		"NOT (" HELD("s") " AND NOT " IN_QUESTION("s") ")";
 	ListCell   *lc;
 	uint64		cand = 0;
 	uint64		rows;
@@ -405,14 +413,11 @@ kept(ms_pass *p)
 								  "   AND q2.tab = h.tab AND q2.key = h.key) LIMIT 1) e",
 								  parent->id, parent->qualified, t->qualified, on.data, t->id,
 								  ms_key_expr(t, "c"), ms_key_match(parent, "x", "q.key")),
-						 NULL, "ms_nd0");
+						 not_blocked, "ms_nd0");
 		}
 	}
-	/* then what those need, a round at a time, up to the stable rows */
+	/* then what those need, a round at a time, up to the stable rows (never a blocked row) */
 	close_over(p, "ms_n", "ms_nd0", "ms_nd1", not_stable, added);
-	/* rows that cannot go, and whatever points at them, are never kept */
-	ms_exec(p, "DELETE FROM ms_n n USING ms_blocked b WHERE n.tab = b.tab AND n.key = b.key",
-			0, NULL, NULL, NULL, 0);
 }
 
 void

@@ -28,6 +28,7 @@
 #include "catalog.h"
 #include "owner.h"
 #include "pass.h"
+#include "plan.h"
 #include "wanted.h"
 
 PG_FUNCTION_INFO_V1(ms_wanted);
@@ -219,6 +220,10 @@ add_rows(ms_pass *p, const ms_table *t, const char *set, const char *select, boo
 	const char *conflict = first ? "" : " ON CONFLICT DO NOTHING";
 	ms_as_owner as;
 
+	/* a row that cannot go is no one's, nor a reason to want its parents (plan.c) */
+	if (p->blocked)
+		select = psprintf("SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE " MS_NOT_BLOCKED("s"),
+						  select);
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 	if (delta)
 		ms_exec(p, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key) %s%s"
