@@ -179,6 +179,24 @@ SELECT id - :w1 AS n, fate, why FROM sync.wishes WHERE replica = :R1 ORDER BY id
 SELECT try(format('SELECT sync.file(%L, %L)', :R1, up(:R1, fate(:w2, 'maybe', ''))));
 SELECT try(format('SELECT sync.file(%L, %L)', :R1, up(:R1, fate(0, 'applied', ''))));
 
+-- Decided wishes are pruned once magic_sync.wishes_kept has passed, oldest
+-- first, at most max a call; a pending one never, however old
+SET ROLE wish_owner;
+SELECT sync.wish('store_settings', :R1, '{"printer": "hall"}') > :w4 AS pending;
+RESET ROLE;
+SELECT fate, count(*) FROM sync.wishes GROUP BY 1 ORDER BY 1;
+UPDATE sync.wish_list SET made = made - interval '30 days', decided = decided - interval '2 days';
+SELECT wishes FROM sync.prune();
+SET magic_sync.wishes_kept = '1d';
+SELECT wishes FROM sync.prune(1);
+SELECT wishes FROM sync.prune();
+SELECT fate, count(*) FROM sync.wishes GROUP BY 1 ORDER BY 1;
+RESET magic_sync.wishes_kept;
+-- only a superuser (or the server's configuration) sets how long they are kept
+SET ROLE wish_admin;
+SELECT try('SET magic_sync.wishes_kept = ''1s''');
+RESET ROLE;
+
 -- A table declared again as a record is no setting: its wishes refused
 SET ROLE wish_owner;
 SELECT sync.mirror('store_settings', 'record', 'assigned(store)', origin => 'store');

@@ -24,6 +24,7 @@ int			ms_upload_bytes = 16 * 1024 * 1024;
 int			ms_prune_rows = 10000;
 bool		ms_full_plan = false;
 int			ms_unreachable_after = 2 * 3600;
+int			ms_wishes_kept = 7 * 24 * 3600;
 int			ms_temp_buffers = 128;
 
 void
@@ -85,6 +86,11 @@ ms_settings_init(void)
 							"A live replica not heard from for this long is unreachable in sync.overview and sync.health.",
 							"A replica files at least its hourly digests: the default allows one missed.",
 							&ms_unreachable_after, 2 * 3600, 1, INT_MAX, PGC_USERSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.wishes_kept",
+							"How long a decided wish stays in sync.wishes before sync.prune removes it.",
+							"A pending wish is never pruned.",
+							&ms_wishes_kept, 7 * 24 * 3600, 60, INT_MAX, PGC_SUSET,
 							GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomIntVariable("magic_sync.temp_buffers",
 							"temp_buffers of the relay worker's session, set when it starts.",

@@ -20,6 +20,8 @@ CREATE TABLE sync.wish_list (
 	number			bigint						-- the message that carried it down; NULL: not sent yet
 );
 CREATE INDEX wish_list_pending ON sync.wish_list (replica, tab) WHERE fate = 'pending';
+-- pruning reads the oldest decided wishes, at most its batch (sync.prune)
+CREATE INDEX wish_list_decided ON sync.wish_list (decided) WHERE decided IS NOT NULL;
 SELECT pg_catalog.pg_extension_config_dump('sync.wish_list', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.wish_list_id_seq', '');
 COMMENT ON TABLE sync.wish_list IS 'The server''s wishes for replicas'' setting rows, and what became of each (sync.wish; read sync.wishes)';

@@ -4,7 +4,7 @@
 -- never a scan of the tables.
 
 CREATE FUNCTION sync.prune(max integer DEFAULT 10000,
-	OUT notes bigint, OUT bodies bigint, OUT answers bigint)
+	OUT notes bigint, OUT bodies bigint, OUT answers bigint, OUT wishes bigint)
 	LANGUAGE sql VOLATILE STRICT
 	SET search_path = pg_catalog, pg_temp
 	AS $$
@@ -25,8 +25,17 @@ CREATE FUNCTION sync.prune(max integer DEFAULT 10000,
 		DELETE FROM sync.answers WHERE ctid = ANY (ARRAY(
 			SELECT ctid FROM sync.answers
 			 WHERE pulled < now() - interval '1 hour' ORDER BY pulled LIMIT max))
+		RETURNING 1),
+	-- wishes decided longer ago than magic_sync.wishes_kept, by
+	-- wish_list_decided; a pending one is never pruned (the library may not
+	-- be loaded in this session: its default then)
+	w AS (
+		DELETE FROM sync.wish_list WHERE id = ANY (ARRAY(
+			SELECT id FROM sync.wish_list
+			 WHERE decided < now() - coalesce(nullif(current_setting('magic_sync.wishes_kept', true), ''), '7d')::interval
+			 ORDER BY decided LIMIT max))
 		RETURNING 1)
-	SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM b), (SELECT count(*) FROM a)
+	SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM b), (SELECT count(*) FROM a), (SELECT count(*) FROM w)
 $$;
 COMMENT ON FUNCTION sync.prune(integer) IS
-	'Removes up to max each of: notes done (oldest first), bodies older than any a message carries, answers pulled over an hour ago';
+	'Removes up to max each of: notes done (oldest first), bodies older than any a message carries, answers pulled over an hour ago, wishes decided longer ago than magic_sync.wishes_kept (oldest first)';
