@@ -1265,3 +1265,6 @@ COMMENT ON FUNCTION sync.prune(integer) IS
 	'Removes up to max each of: notes done (oldest first), bodies older than any a message carries, answers pulled over an hour ago, wishes decided longer ago than magic_sync.wishes_kept (oldest first)';
 REVOKE ALL ON FUNCTION sync.prune(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.prune(integer) TO sync_admin;
+-- a decided wish is kept until magic_sync.wishes_kept has passed
+COMMENT ON VIEW sync.wishes IS
+	'Every wish and its fate: pending (not decided yet; sent_in is the message that carried it down, NULL until the relay sends it), applied, declined (the replica changed its row first: it keeps its own), superseded (a newer wish for the row came first), with why, when made and when decided; a decided wish until magic_sync.wishes_kept has passed (sync.prune)';

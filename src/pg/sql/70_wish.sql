@@ -41,4 +41,4 @@ CREATE VIEW sync.wishes AS
 		w.number AS sent_in
 	FROM sync.wish_list w JOIN sync.tables t ON t.id = w.tab;
 COMMENT ON VIEW sync.wishes IS
-	'Every wish and its fate: pending (not decided yet; sent_in is the message that carried it down, NULL until the relay sends it), applied, declined (the replica changed its row first: it keeps its own), superseded (a newer wish for the row came first), with why, when made and when decided';
+	'Every wish and its fate: pending (not decided yet; sent_in is the message that carried it down, NULL until the relay sends it), applied, declined (the replica changed its row first: it keeps its own), superseded (a newer wish for the row came first), with why, when made and when decided; a decided wish until magic_sync.wishes_kept has passed (sync.prune)';
