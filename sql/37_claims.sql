@@ -26,66 +26,10 @@ SELECT sync.replica_add('cccccccc-0000-4000-8000-000000000002', role => 'claims_
 -- Messages by hand (docs/protocol.md 2, 6, 7).
 CREATE SCHEMA ct;
 GRANT USAGE ON SCHEMA ct TO PUBLIC;
-CREATE FUNCTION ct.varint(n bigint) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	b bytea := '\x';
-	u numeric := CASE WHEN n < 0 THEN n + 18446744073709551616 ELSE n END;
-BEGIN
-	IF u IS NULL THEN
-		RAISE EXCEPTION 'no number to write';
-	END IF;
-	LOOP
-		IF u < 128 THEN
-			RETURN b || set_byte('\x00'::bytea, 0, u::int);
-		END IF;
-		b := b || set_byte('\x00'::bytea, 0, (u % 128)::int + 128);
-		u := floor(u / 128);
-	END LOOP;
-END $$;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\i :abs_srcdir/sql/include/wire.sql
 CREATE FUNCTION ct.pb_int(field int, n bigint) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT CASE WHEN n = 0 THEN '\x'::bytea ELSE ct.varint(field * 8) || ct.varint(n) END
-$$;
-CREATE FUNCTION ct.pb_bytes(field int, b bytea) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT ct.varint(field * 8 + 2) || ct.varint(length(b)) || b
-$$;
--- the payload of field `want` of a protobuf message: a length-delimited
--- field's bytes, or a varint's value as 8 bytes, big endian
-CREATE FUNCTION ct.field(m bytea, want int) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	pos int := 0;
-	tag bigint;
-	v numeric;
-	shift int;
-	b int;
-BEGIN
-	WHILE pos < length(m) LOOP
-		tag := 0; shift := 0;
-		LOOP
-			b := get_byte(m, pos); pos := pos + 1;
-			tag := tag + ((b & 127)::bigint << shift); shift := shift + 7;
-			EXIT WHEN b < 128;
-		END LOOP;
-		v := 0; shift := 0;
-		LOOP
-			b := get_byte(m, pos); pos := pos + 1;
-			v := v + (b & 127) * 2::numeric ^ shift; shift := shift + 7;
-			EXIT WHEN b < 128;
-		END LOOP;
-		IF tag & 7 = 0 THEN
-			IF tag >> 3 = want THEN
-				RETURN int8send(CASE WHEN v >= 9223372036854775808 THEN v - 18446744073709551616 ELSE v END::bigint);
-			END IF;
-		ELSE
-			IF tag >> 3 = want THEN
-				RETURN substring(m FROM pos + 1 FOR v::int);
-			END IF;
-			pos := pos + v::int;
-		END IF;
-	END LOOP;
-	RETURN NULL;
-END $$;
-CREATE FUNCTION ct.int_field(m bytea, want int) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
-	SELECT coalesce(('x' || encode(ct.field(m, want), 'hex'))::bit(64)::bigint, 0)
+	SELECT CASE WHEN n = 0 THEN '\x'::bytea ELSE wire.varint(field * 8) || wire.varint(n) END
 $$;
 -- HMAC-SHA256 (RFC 2104), for seals this server made: the test reads the
 -- epoch's secret, as a server's superuser can
@@ -106,7 +50,7 @@ CREATE FUNCTION ct.seal(r uuid, epoch bytea, number bigint, nonce bytea) RETURNS
 $$;
 CREATE FUNCTION ct.applied(epoch bytea, number bigint, nonce bytea, seal bytea, generation bigint DEFAULT 0)
 	RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT ct.pb_bytes(1, epoch) || ct.pb_int(2, number) || ct.pb_bytes(3, nonce) || ct.pb_bytes(4, seal)
+	SELECT wire.pb_bytes(1, epoch) || ct.pb_int(2, number) || wire.pb_bytes(3, nonce) || wire.pb_bytes(4, seal)
 	       || ct.pb_int(5, generation)
 $$;
 -- what a replica that applied message `number` gives back: its epoch,
@@ -117,7 +61,7 @@ DECLARE
 	n bytea;
 	g bigint := 0;
 BEGIN
-	SELECT o.epoch, o.nonce, ct.int_field(o.head, 12) INTO e, n, g
+	SELECT o.epoch, o.nonce, wire.int_field(o.head, 12) INTO e, n, g
 	  FROM sync.outbox o WHERE o.replica = r AND o.number = proof.number;
 	IF NOT FOUND THEN
 		-- acknowledged already: trimmed from the outbox
@@ -135,29 +79,17 @@ BEGIN
 END $$;
 -- the same with one bit of its seal flipped
 CREATE FUNCTION ct.flipped(applied bytea) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT ct.applied(ct.field(applied, 1), ct.int_field(applied, 2), ct.field(applied, 3),
-	                  set_byte(ct.field(applied, 4), 5, get_byte(ct.field(applied, 4), 5) # 16),
-	                  ct.int_field(applied, 5))
+	SELECT ct.applied(wire.field(applied, 1), wire.int_field(applied, 2), wire.field(applied, 3),
+	                  set_byte(wire.field(applied, 4), 5, get_byte(wire.field(applied, 4), 5) # 16),
+	                  wire.int_field(applied, 5))
 $$;
 -- framed as a replica frames it: its length first (field 12, fixed64), its
 -- check last (field 13, SHA-256 of every byte before it), numbered (field 11)
 -- above every send before it
 CREATE SEQUENCE ct.send_seq;
-CREATE FUNCTION ct.framed(m bytea) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	len bytea := '\x0000000000000000';
-	total bigint := 9 + length(m) + 34;
-	head bytea;
-BEGIN
-	FOR i IN 0..7 LOOP
-		len := set_byte(len, i, ((total >> (8 * i)) & 255)::int);
-	END LOOP;
-	head := '\x61' || len || m;
-	RETURN head || '\x6a20'::bytea || sha256(head);
-END $$;
 CREATE FUNCTION ct.up(r uuid, applied bytea) RETURNS bytea LANGUAGE sql AS $$
-	SELECT ct.framed(ct.pb_int(1, 1) || ct.pb_bytes(2, uuid_send(r)) || ct.pb_bytes(3, decode(md5(random()::text), 'hex'))
-	       || ct.pb_bytes(4, applied) || ct.pb_int(11, nextval('ct.send_seq')))
+	SELECT wire.framed(ct.pb_int(1, 1) || wire.pb_bytes(2, uuid_send(r)) || wire.pb_bytes(3, decode(md5(random()::text), 'hex'))
+	       || wire.pb_bytes(4, applied) || ct.pb_int(11, nextval('ct.send_seq')))
 $$;
 -- a replica acknowledges everything written for it
 CREATE FUNCTION ct.ack(r uuid) RETURNS jsonb LANGUAGE sql AS $$
@@ -392,8 +324,8 @@ SELECT (ct.ack(:R1) ->> 'acknowledged')::bigint > 0 AS acked, (ct.ack(:R2) ->> '
 -- What it says goes nowhere, with the reason
 SELECT max(generation) AS g FROM sync.generations \gset
 SELECT last_number AS n FROM sync.replicas WHERE id = :R2 \gset
-SELECT ct.applied(ct.field(ct.proof(:R2, :n), 1), :n, ct.field(ct.proof(:R2, :n), 3),
-                  ct.field(ct.proof(:R2, :n), 4), :g + 1000000) AS newer \gset
+SELECT ct.applied(wire.field(ct.proof(:R2, :n), 1), :n, wire.field(ct.proof(:R2, :n), 3),
+                  wire.field(ct.proof(:R2, :n), 4), :g + 1000000) AS newer \gset
 SELECT ct.up(:R2, :'newer') AS up \gset
 SET ROLE claims_two;
 SELECT ct.try(format('SELECT sync.file(%L, %L)', :R2, :'up'));

@@ -82,45 +82,8 @@ GRANT USAGE ON SCHEMA secret TO PUBLIC;
 
 -- Uploads as a replica makes them (docs/protocol.md, section 7), by hand.
 CREATE SCHEMA t;
-CREATE FUNCTION t.varint(n bigint) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	b bytea := '\x';
-BEGIN
-	LOOP
-		IF n < 128 THEN
-			RETURN b || set_byte('\x00'::bytea, 0, n::int);
-		END IF;
-		b := b || set_byte('\x00'::bytea, 0, (n % 128)::int + 128);
-		n := n / 128;
-	END LOOP;
-END $$;
-CREATE FUNCTION t.pb_int(field int, n bigint) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT t.varint(field * 8) || t.varint(n)
-$$;
-CREATE FUNCTION t.pb_bytes(field int, b bytea) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT t.varint(field * 8 + 2) || t.varint(length(b)) || b
-$$;
-CREATE FUNCTION t.pb_text(field int, s text) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT t.pb_bytes(field, convert_to(s, 'UTF8'))
-$$;
-CREATE FUNCTION t.pb_key(field int, parts jsonb) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT t.pb_bytes(field, coalesce(string_agg(t.pb_text(1, p), '\x'::bytea ORDER BY o), '\x'))
-	  FROM jsonb_array_elements_text(parts) WITH ORDINALITY AS x(p, o)
-$$;
--- framed as a replica frames an upload: its length first (field 12, fixed64),
--- its check last (field 13: SHA-256 of every byte before it)
-CREATE FUNCTION t.framed(m bytea) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	len bytea := '\x0000000000000000';
-	total bigint := 9 + length(m) + 34;
-	head bytea;
-BEGIN
-	FOR i IN 0..7 LOOP
-		len := set_byte(len, i, ((total >> (8 * i)) & 255)::int);
-	END LOOP;
-	head := '\x61' || len || m;
-	RETURN head || '\x6a20'::bytea || sha256(head);
-END $$;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\i :abs_srcdir/sql/include/wire.sql
 -- an Up of replica r with these rows [{table, key, row}], acknowledging
 -- nothing, numbered (field 11) above every send before it, as a replica
 -- numbers its sends
@@ -130,13 +93,13 @@ DECLARE
 	m bytea;
 	x jsonb;
 BEGIN
-	m := t.pb_int(1, 1) || t.pb_bytes(2, uuid_send(r)) || t.pb_bytes(3, decode(md5(random()::text), 'hex'));
+	m := wire.pb_int(1, 1) || wire.pb_bytes(2, uuid_send(r)) || wire.pb_bytes(3, decode(md5(random()::text), 'hex'));
 	FOR x IN SELECT * FROM jsonb_array_elements(rows) LOOP
-		m := m || t.pb_bytes(5, t.pb_text(1, x ->> 'table')
-		                        || t.pb_bytes(2, convert_to((x -> 'row')::text, 'UTF8'))
-		                        || t.pb_key(3, x -> 'key'));
+		m := m || wire.pb_bytes(5, wire.pb_text(1, x ->> 'table')
+		                        || wire.pb_bytes(2, convert_to((x -> 'row')::text, 'UTF8'))
+		                        || wire.pb_key(3, x -> 'key'));
 	END LOOP;
-	RETURN t.framed(m || t.pb_int(11, nextval('t.send_seq')));
+	RETURN wire.framed(m || wire.pb_int(11, nextval('t.send_seq')));
 END $$;
 -- Everything an attack could change: every sync.* table and sequence, the
 -- user tables, the noting triggers, who is a superuser.  Equal before and

@@ -60,42 +60,16 @@ SELECT sync.replica_add('dddddddd-0000-4000-8000-000000000001');
 SELECT sync.replica_add('dddddddd-0000-4000-8000-000000000002');
 \set R1 '''dddddddd-0000-4000-8000-000000000001'''
 \set R2 '''dddddddd-0000-4000-8000-000000000002'''
-CREATE FUNCTION lt.varint(n bigint) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	b bytea := '\x';
-BEGIN
-	LOOP
-		IF n < 128 THEN
-			RETURN b || set_byte('\x00'::bytea, 0, n::int);
-		END IF;
-		b := b || set_byte('\x00'::bytea, 0, (n % 128)::int + 128);
-		n := n / 128;
-	END LOOP;
-END $$;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\i :abs_srcdir/sql/include/wire.sql
 CREATE FUNCTION lt.pb_int(field int, n bigint) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT CASE WHEN n = 0 THEN '\x'::bytea ELSE lt.varint(field * 8) || lt.varint(n) END
+	SELECT CASE WHEN n = 0 THEN '\x'::bytea ELSE wire.varint(field * 8) || wire.varint(n) END
 $$;
-CREATE FUNCTION lt.pb_bytes(field int, b bytea) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT lt.varint(field * 8 + 2) || lt.varint(length(b)) || b
-$$;
--- its length first (field 12, fixed64), its check last (field 13)
-CREATE FUNCTION lt.framed(m bytea) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	len bytea := '\x0000000000000000';
-	total bigint := 9 + length(m) + 34;
-	head bytea;
-BEGIN
-	FOR i IN 0..7 LOOP
-		len := set_byte(len, i, ((total >> (8 * i)) & 255)::int);
-	END LOOP;
-	head := '\x61' || len || m;
-	RETURN head || '\x6a20'::bytea || sha256(head);
-END $$;
 -- an Up of replica r, send number seq, lane (field 16; '' is not written), with a backlog entry
 CREATE FUNCTION lt.up(r uuid, seq bigint, lane text, unsent bigint DEFAULT 0) RETURNS bytea LANGUAGE sql AS $$
-	SELECT lt.framed(lt.pb_int(1, 1) || lt.pb_bytes(2, uuid_send(r)) || lt.pb_bytes(3, decode(md5(random()::text), 'hex'))
-	       || CASE WHEN unsent > 0 THEN lt.pb_bytes(8, lt.pb_bytes(1, 'notes') || lt.pb_int(2, unsent)) ELSE '' END
-	       || lt.pb_int(11, seq) || CASE WHEN lane = '' THEN '' ELSE lt.pb_bytes(16, convert_to(lane, 'UTF8')) END)
+	SELECT wire.framed(lt.pb_int(1, 1) || wire.pb_bytes(2, uuid_send(r)) || wire.pb_bytes(3, decode(md5(random()::text), 'hex'))
+	       || CASE WHEN unsent > 0 THEN wire.pb_bytes(8, wire.pb_bytes(1, 'notes') || lt.pb_int(2, unsent)) ELSE '' END
+	       || lt.pb_int(11, seq) || CASE WHEN lane = '' THEN '' ELSE wire.pb_bytes(16, convert_to(lane, 'UTF8')) END)
 $$;
 -- what sync.file says of it
 CREATE FUNCTION lt.file(r uuid, seq bigint, lane text, unsent bigint DEFAULT 0) RETURNS text LANGUAGE sql AS $$
@@ -103,43 +77,6 @@ CREATE FUNCTION lt.file(r uuid, seq bigint, lane text, unsent bigint DEFAULT 0) 
 	                                  'last_seq', f->'last_seq')::text
 	          FROM sync.file(r, lt.up(r, seq, lane, unsent)) f)
 $$;
--- the lane a queued answer says (Filed, field 11 of ToReplica; its lane, field 10), and its duplicate
-CREATE FUNCTION lt.field(m bytea, want int) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	pos int := 0;
-	tag bigint;
-	v bigint;
-	shift int;
-	b int;
-BEGIN
-	WHILE pos < length(m) LOOP
-		tag := 0; shift := 0;
-		LOOP
-			b := get_byte(m, pos); pos := pos + 1;
-			tag := tag + ((b & 127)::bigint << shift); shift := shift + 7;
-			EXIT WHEN b < 128;
-		END LOOP;
-		IF tag & 7 = 1 THEN
-			pos := pos + 8;
-			CONTINUE;
-		END IF;
-		v := 0; shift := 0;
-		LOOP
-			b := get_byte(m, pos); pos := pos + 1;
-			v := v + ((b & 127)::bigint << shift); shift := shift + 7;
-			EXIT WHEN b < 128;
-		END LOOP;
-		IF tag & 7 = 2 THEN
-			IF tag >> 3 = want THEN
-				RETURN substring(m FROM pos + 1 FOR v::int);
-			END IF;
-			pos := pos + v::int;
-		ELSIF tag >> 3 = want THEN
-			RETURN int8send(v);
-		END IF;
-	END LOOP;
-	RETURN NULL;
-END $$;
 
 -- each lane numbers on its own: a lane's low numbers are no duplicates of the first's
 SELECT lt.file(:R1, 100, '', 2) AS first;
@@ -158,8 +95,8 @@ SELECT lt.try(format('SELECT sync.file(%L, %L)', :R1, lt.up(:R1, 200, repeat('s'
 -- where the numbers and answers are: sync.sends, sync.answers.lane, sync.lanes
 SELECT replica, lane, filed_seq FROM sync.sends ORDER BY replica, lane;
 SELECT replica, lane, count(*) AS answers,
-	count(*) FILTER (WHERE lt.field(lt.field(message, 11), 7) IS NOT NULL) AS duplicates,
-	array_agg(DISTINCT coalesce(convert_from(lt.field(lt.field(message, 11), 10), 'UTF8'), '')) AS filed_lanes
+	count(*) FILTER (WHERE wire.field(wire.field(message, 11), 7) IS NOT NULL) AS duplicates,
+	array_agg(DISTINCT coalesce(convert_from(wire.field(wire.field(message, 11), 10), 'UTF8'), '')) AS filed_lanes
   FROM sync.answers GROUP BY replica, lane ORDER BY replica, lane;
 SELECT replica, lane, last_seq, answers, answers_unpulled, tables FROM sync.lanes ORDER BY replica, lane;
 -- sync.inspect says an answer's lane

@@ -125,44 +125,15 @@ SELECT notes_read, provisioned, messages FROM sync.relay_pass();
 SELECT id - :w1 AS n, fate, why IS NOT NULL AS says_why, sent_in IS NOT NULL AS sent FROM sync.wishes ORDER BY id;
 
 -- Fates filed from an upload (Up field 15), as a replica sends them
-CREATE FUNCTION varint(n bigint) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	b bytea := '\x';
-	u bigint := n;
-BEGIN
-	LOOP
-		IF u < 128 THEN
-			RETURN b || set_byte('\x00'::bytea, 0, u::int);
-		END IF;
-		b := b || set_byte('\x00'::bytea, 0, (u % 128)::int + 128);
-		u := u / 128;
-	END LOOP;
-END $$;
-CREATE FUNCTION pb_int(field int, n bigint) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT varint(field * 8) || varint(n)
-$$;
-CREATE FUNCTION pb_bytes(field int, b bytea) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT varint(field * 8 + 2) || varint(length(b)) || b
-$$;
-CREATE FUNCTION framed(m bytea) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	len bytea := '\x0000000000000000';
-	total bigint := 9 + length(m) + 34;
-	head bytea;
-BEGIN
-	FOR i IN 0..7 LOOP
-		len := set_byte(len, i, ((total >> (8 * i)) & 255)::int);
-	END LOOP;
-	head := '\x61' || len || m;
-	RETURN head || '\x6a20'::bytea || sha256(head);
-END $$;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\i :abs_srcdir/sql/include/wire.sql
 CREATE SEQUENCE send_seq;
 CREATE FUNCTION fate(id bigint, fate text, why text) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT pb_bytes(15, pb_int(1, id) || pb_bytes(2, convert_to(fate, 'UTF8')) || pb_bytes(3, convert_to(why, 'UTF8')))
+	SELECT wire.pb_bytes(15, wire.pb_int(1, id) || wire.pb_bytes(2, convert_to(fate, 'UTF8')) || wire.pb_bytes(3, convert_to(why, 'UTF8')))
 $$;
 CREATE FUNCTION up(r uuid, fates bytea) RETURNS bytea LANGUAGE sql AS $$
-	SELECT framed(pb_int(1, 1) || pb_bytes(2, uuid_send(r)) || pb_bytes(3, decode(md5(random()::text), 'hex'))
-	       || pb_int(11, nextval('send_seq')) || fates)
+	SELECT wire.framed(wire.pb_int(1, 1) || wire.pb_bytes(2, uuid_send(r)) || wire.pb_bytes(3, decode(md5(random()::text), 'hex'))
+	       || wire.pb_int(11, nextval('send_seq')) || fates)
 $$;
 -- R1 applied w2; it says it applied w1 too, which was superseded before it
 -- was ever sent: not believed.  R2 applied w3 before w4 came (the server

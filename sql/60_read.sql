@@ -41,81 +41,8 @@ INSERT INTO shop.shelves VALUES (1, '00000000-0000-0000-0000-000000000002', 'top
 
 -- Uploads as a replica makes them (docs/protocol.md, section 7): protobuf by hand.
 CREATE SCHEMA t;
-CREATE FUNCTION t.varint(n bigint) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	b bytea := '\x';
-BEGIN
-	LOOP
-		IF n < 128 THEN
-			RETURN b || set_byte('\x00'::bytea, 0, n::int);
-		END IF;
-		b := b || set_byte('\x00'::bytea, 0, (n % 128)::int + 128);
-		n := n / 128;
-	END LOOP;
-END $$;
-CREATE FUNCTION t.pb_int(field int, n bigint) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT t.varint(field * 8) || t.varint(n)
-$$;
-CREATE FUNCTION t.pb_bytes(field int, b bytea) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT t.varint(field * 8 + 2) || t.varint(length(b)) || b
-$$;
-CREATE FUNCTION t.pb_text(field int, s text) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT t.pb_bytes(field, convert_to(s, 'UTF8'))
-$$;
-CREATE FUNCTION t.pb_key(field int, parts jsonb) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-	SELECT t.pb_bytes(field, coalesce(string_agg(t.pb_text(1, p), '\x'::bytea ORDER BY o), '\x'))
-	  FROM jsonb_array_elements_text(parts) WITH ORDINALITY AS x(p, o)
-$$;
--- the seal of a message, read from its head (field 7 of ToReplica)
-CREATE FUNCTION t.seal(head bytea) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	pos int := 0;
-	tag bigint;
-	len bigint;
-	shift int;
-	b int;
-BEGIN
-	WHILE pos < length(head) LOOP
-		tag := 0; shift := 0;
-		LOOP
-			b := get_byte(head, pos); pos := pos + 1;
-			tag := tag + ((b & 127)::bigint << shift); shift := shift + 7;
-			EXIT WHEN b < 128;
-		END LOOP;
-		IF tag & 7 = 0 THEN
-			LOOP
-				b := get_byte(head, pos); pos := pos + 1;
-				EXIT WHEN b < 128;
-			END LOOP;
-		ELSE
-			len := 0; shift := 0;
-			LOOP
-				b := get_byte(head, pos); pos := pos + 1;
-				len := len + ((b & 127)::bigint << shift); shift := shift + 7;
-				EXIT WHEN b < 128;
-			END LOOP;
-			IF tag >> 3 = 7 THEN
-				RETURN substring(head FROM pos + 1 FOR len::int);
-			END IF;
-			pos := pos + len::int;
-		END IF;
-	END LOOP;
-	RETURN NULL;
-END $$;
--- an upload's fields with its length first (field 12, fixed64) and its check last
--- (field 13: SHA-256 of every byte before it)
-CREATE FUNCTION t.checked(m bytea) RETURNS bytea LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-	len bytea := '\x0000000000000000';
-	total bigint := 9 + length(m) + 34;
-	head bytea;
-BEGIN
-	FOR i IN 0..7 LOOP
-		len := set_byte(len, i, ((total >> (8 * i)) & 255)::int);
-	END LOOP;
-	head := '\x61' || len || m;
-	RETURN head || '\x6a20'::bytea || sha256(head);
-END $$;
+\getenv abs_srcdir PG_ABS_SRCDIR
+\i :abs_srcdir/sql/include/wire.sql
 -- An Up: the last message applied (0: none; default: the last written),
 -- rows [{table, key, row}], refusals [{table, key, reason}], backlog [{table,
 -- unsent, unfiled, set_aside, refused}]
@@ -127,33 +54,33 @@ DECLARE
 	o record;
 	x jsonb;
 BEGIN
-	m := t.pb_int(1, 1) || t.pb_bytes(2, uuid_send(r)) || t.pb_bytes(3, decode(md5(random()::text), 'hex'));
+	m := wire.pb_int(1, 1) || wire.pb_bytes(2, uuid_send(r)) || wire.pb_bytes(3, decode(md5(random()::text), 'hex'));
 	IF applied = -1 THEN
 		SELECT last_number INTO applied FROM sync.replicas WHERE id = r;
 	END IF;
 	SELECT * INTO o FROM sync.outbox WHERE replica = r AND number = applied;
 	IF FOUND THEN
-		m := m || t.pb_bytes(4, t.pb_bytes(1, o.epoch) || t.pb_int(2, o.number)
-		                        || t.pb_bytes(3, o.nonce) || t.pb_bytes(4, t.seal(o.head)));
+		m := m || wire.pb_bytes(4, wire.pb_bytes(1, o.epoch) || wire.pb_int(2, o.number)
+		                        || wire.pb_bytes(3, o.nonce) || wire.pb_bytes(4, wire.seal(o.head)));
 	END IF;
 	FOR x IN SELECT * FROM jsonb_array_elements(rows) LOOP
-		m := m || t.pb_bytes(5, t.pb_text(1, x ->> 'table')
-		                        || t.pb_bytes(2, convert_to((x -> 'row')::text, 'UTF8'))
-		                        || t.pb_key(3, x -> 'key'));
+		m := m || wire.pb_bytes(5, wire.pb_text(1, x ->> 'table')
+		                        || wire.pb_bytes(2, convert_to((x -> 'row')::text, 'UTF8'))
+		                        || wire.pb_key(3, x -> 'key'));
 	END LOOP;
 	FOR x IN SELECT * FROM jsonb_array_elements(refusals) LOOP
-		m := m || t.pb_bytes(6, t.pb_text(1, x ->> 'table') || t.pb_key(2, x -> 'key')
-		                        || t.pb_text(3, x ->> 'reason'));
+		m := m || wire.pb_bytes(6, wire.pb_text(1, x ->> 'table') || wire.pb_key(2, x -> 'key')
+		                        || wire.pb_text(3, x ->> 'reason'));
 	END LOOP;
 	FOR x IN SELECT * FROM jsonb_array_elements(backlog) LOOP
-		m := m || t.pb_bytes(8, t.pb_text(1, x ->> 'table') || t.pb_int(2, (x ->> 'unsent')::bigint)
-		                        || t.pb_int(3, (x ->> 'unfiled')::bigint)
-		                        || t.pb_int(4, (x ->> 'set_aside')::bigint)
-		                        || t.pb_int(5, (x ->> 'refused')::bigint));
+		m := m || wire.pb_bytes(8, wire.pb_text(1, x ->> 'table') || wire.pb_int(2, (x ->> 'unsent')::bigint)
+		                        || wire.pb_int(3, (x ->> 'unfiled')::bigint)
+		                        || wire.pb_int(4, (x ->> 'set_aside')::bigint)
+		                        || wire.pb_int(5, (x ->> 'refused')::bigint));
 	END LOOP;
 	-- numbered as a replica numbers its sends, its length first and its check last
-	m := m || t.pb_int(11, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
-	RETURN t.checked(m);
+	m := m || wire.pb_int(11, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+	RETURN wire.framed(m);
 END $$;
 -- a replica files an upload; says it applied everything written for it
 CREATE FUNCTION t.file(r uuid, rows jsonb DEFAULT '[]', refusals jsonb DEFAULT '[]',

@@ -22,7 +22,9 @@
  *                 the row not planned yet is newer than the version's note
  *   lacks         it should hold the row and none of the above applies: a
  *                 note not planned yet, a snapshot not written yet, or a row it
- *                 points at quarantined holds it back
+ *                 points at quarantined holds it back (or the only row that
+ *                 needs it is one: a row that cannot go is no reason to send
+ *                 its parents, relay/plan.c)
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -137,7 +139,7 @@ static const char row_progress_sql[] =
 "          WHEN a.answer = 'holds an older version' THEN 'a change not planned yet'"
 "          WHEN a.answer = 'lacks' AND a.due THEN 'its snapshot is due at the next pass'"
 "          WHEN a.answer = 'lacks' AND a.behind THEN 'changes not planned yet send it at the next pass'"
-"          WHEN a.answer = 'lacks' THEN 'a row it points at is quarantined: it goes once that row does'"
+"          WHEN a.answer = 'lacks' THEN 'a row it points at, or the only row that needs it, is quarantined: it goes once that row does'"
 "        END,"
 "        now()"
 "   FROM a WHERE a.answer IS NOT NULL"
