@@ -282,10 +282,9 @@ def replica_round(r, storm):
 def poison():
     """A store sells something of a total the transport cannot carry."""
     r = rng.choice(replicas)
-    try:
-        products = [x[0] for x in r.q("SELECT id FROM products")]
-    except sqlite3.OperationalError:
-        return  # not provisioned yet
+    if not r.provisioned():
+        return
+    products = [x[0] for x in r.q("SELECT id FROM products")]
     if products:
         r.q("INSERT INTO sales VALUES (?, ?, ?, ?, 1)", (r.id, shop.new_id("sales"), rng.choice(products), POISON))
 
@@ -362,7 +361,6 @@ def keep_state(name):
     os.makedirs(where, exist_ok=True)
     subprocess.run(["pg_dump", "-Fc", "-f", os.path.join(where, "server.dump"), srv.db], check=False)
     for r in replicas:
-        r.db.commit()
         backup = sqlite3.connect(os.path.join(where, r.id[-4:] + ".db"))
         r.db.backup(backup)
         backup.close()

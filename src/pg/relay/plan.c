@@ -127,14 +127,12 @@ plan_blocked(ms_pass *p)
 static void
 plan_provisioned(ms_pass *p, ArrayType *provisioning)
 {
-	/* straight into what is sent: it is all of it */
+	/* straight into what is sent: it is all of it (never a blocked row: wanted.c) */
 	int64		rows = (int64) ms_wanted_into(p, provisioning, "ms_send");
 
-	ms_exec(p, "DELETE FROM ms_send s USING ms_blocked b WHERE b.tab = s.tab AND b.key = s.key",
-			0, NULL, NULL, NULL, 0);
 	/* one replica: what its snapshot's Begin says, without counting again */
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 1)
-		p->snapshot_rows = rows - (int64) SPI_processed;
+		p->snapshot_rows = rows;
 	ms_exec(p, "UPDATE ms_send s SET note = n.note FROM ms_pending n WHERE n.tab = s.tab AND n.key = s.key",
 			0, NULL, NULL, NULL, 0);
 }
@@ -146,9 +144,8 @@ plan_whole(ms_pass *p, ArrayType *replicas)
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 
+	/* never a blocked row (wanted.c) */
 	ms_wanted_fill(p, replicas);
-	ms_exec(p, "DELETE FROM pg_temp.ms_wanted w USING ms_blocked b WHERE w.tab = b.tab AND w.key = b.key",
-			0, NULL, NULL, NULL, 0);
 
 	/*
 	 * A held row is sent again when a note of this snapshot is newer than

@@ -309,13 +309,14 @@ kept(ms_pass *p)
 	 * that cannot go is no reason to keep its parents (plan.c).
 	 */
 	const char *not_blocked = p->blocked ? MS_NOT_BLOCKED("s") : NULL;
-	const char *not_stable = p->blocked ?
-		"NOT (" HELD("s") " AND NOT " IN_QUESTION("s") ") AND " MS_NOT_BLOCKED("s") :
-		"NOT (" HELD("s") " AND NOT " IN_QUESTION("s") ")";
+	const char *not_stable = "NOT (" HELD("s") " AND NOT " IN_QUESTION("s") ")";
 	ListCell   *lc;
 	uint64		cand = 0;
 	uint64		rows;
 	uint64		added = 0;
+
+	if (not_blocked != NULL)
+		not_stable = psprintf("%s AND %s", not_stable, not_blocked);
 
 	/*
 	 * Candidates for the rules: of each replica, the rows in question and a
