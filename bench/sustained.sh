@@ -34,7 +34,9 @@ if [ -z "${MS_BENCH_INSIDE:-}" ]; then
 	ms_ready
 	pgss=()
 	[ -n "${MS_BENCH_PERF:-}" ] && pgss=(-o shared_preload_libraries=magic_sync,pg_stat_statements -o pg_stat_statements.track=all)
-	ms_cluster "${pgss[@]}" -o max_wal_size=4GB -o checkpoint_timeout=30min \
+	# MS_BENCH_OPTS="-o name=value ...": settings of an experiment (the figures are for the defaults)
+	# shellcheck disable=SC2086
+	ms_cluster "${pgss[@]}" ${MS_BENCH_OPTS:-} -o max_wal_size=4GB -o checkpoint_timeout=30min \
 		-o magic_sync.database=bench \
 		env MS_BENCH_INSIDE=1 "$0" "$seconds" "$clients" "$scale"
 	exit $?

@@ -109,6 +109,7 @@ typedef struct agent
 	size_t		unfiled_len;
 	narrowing	narrow;
 	int64_t		bound;			/* the server's upload_bytes when last looked at; -1: not yet */
+	bool		bound_looked;	/* looked at this round */
 } agent;
 
 static const char usage_text[] =
@@ -598,6 +599,8 @@ next_lane(agent *a, char lanes[][AGENT_LANE_BYTES], int n, const bool *done, int
  * too) is asked no more this pass, and the other lanes go on: the pass
  * fails (STEP_FAILED, the agent backs off) once they have had their turns.
  */
+static void bound(agent *a);
+
 static agent_status
 uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 {
@@ -611,6 +614,7 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 	int			nlanes = 0;
 	int			turn = 0;
 
+	bound(a);
 	rc = replica_lanes(a->rep, lanes, AGENT_LANES_MAX, &nlanes, err);
 	if (rc != STEP_OK)
 		return rc;
@@ -690,18 +694,23 @@ pull(agent *a, int64_t after, const uint8_t *claim, size_t claim_len, server **f
 }
 
 /*
- * bound: the server's upload bound, looked at every round: rows set aside
- * as too large go up again when it changes (and when the agent starts)
+ * bound: the server's upload bound, looked at once a round, before its first
+ * upload -- not before its first pull, which a notification is waiting on: rows
+ * set aside as too large go up again when it changes (and when the agent starts)
  */
 static void
 bound(agent *a)
 {
-	int64_t		now = server_upload_bound(a->srv);
+	int64_t		now;
 	char		err[AGENT_ERROR_MAX];
 
+	if (a->bound_looked)
+		return;
+	now = server_upload_bound(a->srv);
 	if (a->bound >= 0 && now != a->bound)
 		replica_retry_too_large(a->rep, err);
 	a->bound = now;
+	a->bound_looked = true;
 }
 
 /*
@@ -1041,7 +1050,7 @@ main(int argc, char **argv)
 
 		/* a round: passes until nothing moves */
 		memset(&st, 0, sizeof st);
-		bound(&a);
+		a.bound_looked = false;
 		began = mono_ms();
 		while (moved && !stop_signal && passes++ < PASSES_MAX)
 		{

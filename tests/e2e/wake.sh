@@ -84,4 +84,18 @@ wait_for 60 $DB "SELECT count(*) = 0 FROM sync.notes" || true
 check "the notes planned are gone, done and pending alike, without being asked" \
 	"$(q $DB "SELECT count(*) FROM sync.notes")" "0"
 
+# nothing left to do, the relay sleeps on its latch: its housekeeping once
+# took every prune that removed nothing for one that did, and went round
+# again at once, a core for ever
+sleep 1
+pid=$(q $DB "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")
+ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
+before=$(ticks)
+sleep 3
+spent=$(( ($(ticks) - before) * 1000 / $(getconf CLK_TCK) ))
+echo "the idle relay: $spent ms of CPU in 3 s"
+check "an idle relay sleeps (under 300 ms of CPU in 3 s)" "$([ "$spent" -lt 300 ] && echo yes || echo no)" "yes"
+check "an idle relay waits on its latch" \
+	"$(q $DB "SELECT wait_event_type FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")" "Extension"
+
 finish

@@ -342,8 +342,12 @@ housekeeping_batch(int rows, bool inbox)
 	SPI_connect();
 	if (inbox && SPI_execute("SELECT sync.inbox_retry(100) WHERE EXISTS (SELECT FROM sync.inbox)", false, 0) < 0)
 		elog(ERROR, "could not retry the inbox");
-	/* every count it returns, whatever the catalog's version (0.1 prunes no wishes) */
-	if (SPI_execute_with_args("SELECT (SELECT sum(v::bigint) FROM pg_catalog.jsonb_each_text(pg_catalog.to_jsonb(p)) e(k, v))"
+	/*
+	 * every count it returns, whatever the catalog's version (0.1 prunes no
+	 * wishes); sum() of bigints is a numeric: back to bigint, or its Datum, a
+	 * pointer, reads as a count above 0 and the worker prunes for ever
+	 */
+	if (SPI_execute_with_args("SELECT (SELECT sum(v::bigint)::bigint FROM pg_catalog.jsonb_each_text(pg_catalog.to_jsonb(p)) e(k, v))"
 							  " FROM sync.prune($1) p", 1, (Oid[]) {INT4OID},
 							  (Datum[]) {Int32GetDatum(rows)}, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not prune");
