@@ -591,6 +591,26 @@ next_lane(agent *a, char lanes[][AGENT_LANE_BYTES], int n, const bool *done, int
 }
 
 /*
+ * bound: the server's upload bound, looked at once a round, before its first
+ * upload -- not before its first pull, which a notification is waiting on: rows
+ * set aside as too large go up again when it changes (and when the agent starts)
+ */
+static void
+bound(agent *a)
+{
+	int64_t		now;
+	char		err[AGENT_ERROR_MAX];
+
+	if (a->bound_looked)
+		return;
+	now = server_upload_bound(a->srv);
+	if (a->bound >= 0 && now != a->bound)
+		replica_retry_too_large(a->rep, err);
+	a->bound = now;
+	a->bound_looked = true;
+}
+
+/*
  * uploads: the upload kept from a broken connection, then every upload the
  * replica has, a lane at a time in turn (docs/protocol.md 7.2): a busy lane
  * takes one upload's turn, then the next lane its, so it never keeps
@@ -599,8 +619,6 @@ next_lane(agent *a, char lanes[][AGENT_LANE_BYTES], int n, const bool *done, int
  * too) is asked no more this pass, and the other lanes go on: the pass
  * fails (STEP_FAILED, the agent backs off) once they have had their turns.
  */
-static void bound(agent *a);
-
 static agent_status
 uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 {
@@ -693,25 +711,6 @@ pull(agent *a, int64_t after, const uint8_t *claim, size_t claim_len, server **f
 	}
 }
 
-/*
- * bound: the server's upload bound, looked at once a round, before its first
- * upload -- not before its first pull, which a notification is waiting on: rows
- * set aside as too large go up again when it changes (and when the agent starts)
- */
-static void
-bound(agent *a)
-{
-	int64_t		now;
-	char		err[AGENT_ERROR_MAX];
-
-	if (a->bound_looked)
-		return;
-	now = server_upload_bound(a->srv);
-	if (a->bound >= 0 && now != a->bound)
-		replica_retry_too_large(a->rep, err);
-	a->bound = now;
-	a->bound_looked = true;
-}
 
 /*
  * pass: pull and apply, a batch at a time, acknowledging each batch; then

@@ -342,20 +342,19 @@ housekeeping_batch(int rows, bool inbox)
 	SPI_connect();
 	if (inbox && SPI_execute("SELECT sync.inbox_retry(100) WHERE EXISTS (SELECT FROM sync.inbox)", false, 0) < 0)
 		elog(ERROR, "could not retry the inbox");
-	/*
-	 * every count it returns, whatever the catalog's version (0.1 prunes no
-	 * wishes); sum() of bigints is a numeric: back to bigint, or its Datum, a
-	 * pointer, reads as a count above 0 and the worker prunes for ever
-	 */
-	if (SPI_execute_with_args("SELECT (SELECT sum(v::bigint)::bigint FROM pg_catalog.jsonb_each_text(pg_catalog.to_jsonb(p)) e(k, v))"
-							  " FROM sync.prune($1) p", 1, (Oid[]) {INT4OID},
+	/* every count it returns, whatever the catalog's version (0.1 prunes no wishes) */
+	if (SPI_execute_with_args("SELECT * FROM sync.prune($1)", 1, (Oid[]) {INT4OID},
 							  (Datum[]) {Int32GetDatum(rows)}, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not prune");
-	if (SPI_processed == 1)
+	for (int c = 1; SPI_processed == 1 && c <= SPI_tuptable->tupdesc->natts && !found; c++)
 	{
 		bool		isnull;
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		Datum		d;
 
+		/* only its bigint counts: any other type's Datum is no count */
+		if (SPI_gettypeid(SPI_tuptable->tupdesc, c) != INT8OID)
+			continue;
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, c, &isnull);
 		found = !isnull && DatumGetInt64(d) > 0;
 	}
 	SPI_finish();
