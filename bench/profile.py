@@ -195,6 +195,17 @@ def statements(cur):
     for tt, calls, rows, q in cur.fetchall():
         q = " ".join(q.split())
         print(f"  {tt / C:7.3f} ms/pass  {calls / C:5.1f} calls  {rows / C:7.1f} rows  {q[:260]}")
+    # the rest of the list, and what the pass spends outside its statements
+    cur.execute("SELECT coalesce(sum(total_exec_time) FILTER (WHERE query LIKE '%%relay_pass()%%'), 0),"
+                " coalesce(sum(total_exec_time) FILTER (WHERE query NOT LIKE '%%relay_pass()%%'), 0),"
+                " count(*) FILTER (WHERE query NOT LIKE '%%relay_pass()%%'),"
+                " coalesce(sum(calls) FILTER (WHERE query NOT LIKE '%%relay_pass()%%'), 0)"
+                " FROM pg_stat_statements WHERE query NOT LIKE '%%pg_stat_statements%%'"
+                " AND query NOT LIKE '%%pgbench%%' AND query NOT LIKE 'UPDATE products%%'"
+                " AND query NOT LIKE 'UPDATE items%%' AND query NOT LIKE 'UPDATE lines%%'")
+    whole, inner, n, calls = cur.fetchone()
+    print(f"  in all: {inner / C:.3f} ms/pass in {n} statements ({calls / C:.1f} calls a pass);"
+          f" the pass outside them {(whole - inner) / C:.3f} ms")
 
 
 def main():
