@@ -12,7 +12,9 @@ planned twice in the same snapshot: once with magic_sync.full_plan (every
 wanted set compared whole), rolled back to a savepoint, then as the relay plans
 (around what changed, with the fast path), and committed.  Both must record
 the same: every held row (version, let go or not, refused, replacing, written
-by this pass or not) and the same message bodies to the same replicas.  The
+by this pass or not), the rows each replica's messages carry of each table
+(sync.carried, which the reads count), and the same message bodies to the same
+replicas.  The
 replicas then apply and acknowledge what they were sent, and what the engine
 records each holds is checked against sync.wanted now and then.
 
@@ -148,6 +150,8 @@ def write():
 
 HELD = ("SELECT replica, tab, key, note, taken IS NOT NULL, refused, replace, number > %s, since > %s"
         " FROM sync.held ORDER BY replica, tab, key")
+# what the reads count of each replica's messages (sync.carried), by table: of this pass's or earlier ones
+CARRIED = ("SELECT replica, tab, number > %s, sum(rows) FROM sync.carried GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
 SENT = ("SELECT o.replica, b.hash, b.upserts, b.deletes FROM sync.outbox o JOIN sync.bodies b ON b.id = o.body"
         " WHERE o.number > %s ORDER BY 1, 2")
 
@@ -164,6 +168,8 @@ def recorded(c, full):
     fast = sum(int(n.split("magic_sync: ")[1].split()[0]) for n in srv.conn.notices if "on the fast path" in n)
     c.execute(HELD, (before, before))
     held = c.fetchall()
+    c.execute(CARRIED, (before,))
+    held += [("carried",) + r for r in c.fetchall()]
     c.execute(SENT, (before,))
     return held, c.fetchall(), fast
 
