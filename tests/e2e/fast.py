@@ -14,9 +14,8 @@ wanted set compared whole), rolled back to a savepoint, then as the relay plans
 the same: every held row (version, let go or not, refused, replacing, written
 by this pass or not), the rows each replica's messages carry of each table
 (sync.carried, which the reads count), and the same message bodies to the same
-replicas.  The
-replicas then apply and acknowledge what they were sent, and what the engine
-records each holds is checked against sync.wanted now and then.
+replicas.  The replicas then apply and acknowledge what they were sent, and
+what the engine records each holds is checked against sync.wanted now and then.
 
     tests/e2e/run fast.py            (SEED=n STEPS=n to vary)
 """

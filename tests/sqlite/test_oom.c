@@ -61,6 +61,17 @@ static bool injected;
 static long trace_at;			/* MS_OOM_TRACE=N: where allocation N is made, on stderr */
 static long stride = 1;			/* MS_OOM_STRIDE=k: every k-th N fails */
 
+/*
+ * whether the call runs through after failing allocation N: one N sampled in
+ * 64 (N % 64 == 0 when every N fails; counted by the sample's index when
+ * sampled, since N = 1 + k * i is never a multiple of 64 for an even k)
+ */
+static bool
+runs_through(long n)
+{
+	return ((n - 1) / stride + 1) % 64 == 0;
+}
+
 static bool
 fails(void)
 {
@@ -449,7 +460,7 @@ one(const call *c, const tm_msg *image, const char *image_dump, const tm_msg *m,
 			failure(t, c, n, "the error (%s) changed what the connection reads%s", o.text, "");
 		sqlite3_free(after);
 		/* the call runs through after it, now and then (the file being as before says the rest) */
-		if (n % 64 == 0)
+		if (runs_through(n))
 		{
 			sqlite3_free(o.text);
 			o = run_call(db, c, m, 0);
@@ -459,7 +470,7 @@ one(const call *c, const tm_msg *image, const char *image_dump, const tm_msg *m,
 		}
 		sqlite3_close(db);
 		/* the same bytes, or else what a new connection reads is the same */
-		if (n % 64 != 0 && !file_is(image))
+		if (!runs_through(n) && !file_is(image))
 		{
 			db = open_file();
 			after = dump(db, false);
@@ -565,9 +576,8 @@ loop(const call *c)
 		}
 	}
 #endif
-	printf("oom %-9s %6ld allocations, %s failing in turn%s: %ld errors, %ld results\n",
-		   c->name, allocations, stride > 1 ? "every few" : "each",
-		   persistent ? " with all after it" : "", t.errors, t.results);
+	printf("oom %-9s %6ld allocations, one in %ld failing in turn%s: %ld errors, %ld results\n",
+		   c->name, allocations, stride, persistent ? " with all after it" : "", t.errors, t.results);
 	/* an error's way out may allocate more than the call with memory enough */
 	CHECK(t.covered >= (allocations + stride - 1) / stride, "oom %s: every allocation sampled failed once (%ld of %ld, one in %ld)",
 		  c->name, t.covered, allocations, stride);
