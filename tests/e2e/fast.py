@@ -7,7 +7,7 @@ them) and some that are not (kinds, which kind_notes follows; offers, which
 points at products), with assigned items pointing at both.  Each step writes a
 few rows (changed in place, made, deleted, their keys changed, items moved and
 pointed elsewhere), now and then registers a replica, and leaves a replica
-behind for a few steps.  Then, in one REPEATABLE READ transaction, the pass is
+behind for a few steps, or most of them not live for a few.  Then, in one REPEATABLE READ transaction, the pass is
 planned twice in the same snapshot: once with magic_sync.full_plan (every
 wanted set compared whole), rolled back to a savepoint, then as the relay plans
 (around what changed, with the fast path), and committed.  Both must record
@@ -165,6 +165,9 @@ def recorded(c, full):
     c.execute("SELECT * FROM sync.relay_pass()")
     c.execute("SET LOCAL client_min_messages = error")
     fast = sum(int(n.split("magic_sync: ")[1].split()[0]) for n in srv.conn.notices if "on the fast path" in n)
+    for n in srv.conn.notices:
+        if "held versions looked up by" in n and not full:
+            lookups[n.split()[-1]] += 1
     c.execute(HELD, (before, before))
     held = c.fetchall()
     c.execute(CARRIED, (before,))
@@ -194,7 +197,19 @@ def both_plans(step, writes):
 agreed = 0
 fast_rows = 0
 behind = {}
+# replicas not live until a step: with most of them so, the fast path looks
+# their held versions up one replica at a time (held_pkey), else by the row (held_row)
+down = {}
+lookups = {"held_row": 0, "held_pkey": 0}
 for step in range(STEPS):
+    for i, until in list(down.items()):
+        if until < step:
+            srv.exec("SELECT sync.replica_set(%s, live => true)", (replicas[i].id,))
+            del down[i]
+    if not down and rng.random() < 0.08:
+        for i in rng.sample(range(len(replicas)), len(replicas) // 2 + 1):
+            down[i] = step + rng.randrange(2, 6)
+            srv.exec("SELECT sync.replica_set(%s, live => false)", (replicas[i].id,))
     writes = [write() for _ in range(1 + rng.randrange(4))]
     if rng.random() < 0.04:
         s = str(uuid.UUID(int=len(stores) + 1))
@@ -208,15 +223,18 @@ for step in range(STEPS):
     agreed += same
     fast_rows += fast
     for i, r in enumerate(replicas):
-        if behind.get(i, -1) < step:
+        if behind.get(i, -1) < step and i not in down:
             r.sync()
     if step % 25 == 24 or step == STEPS - 1:
-        for r in replicas:
-            if behind.get(replicas.index(r), -1) < step:
+        for i, r in enumerate(replicas):
+            if behind.get(i, -1) < step and i not in down:
                 check(f"step {step}: replica {r.id} holds what it wants", srv.held(r.id), srv.wanted(r.id))
 
 check("every step planned the same with the fast path as with the full plan", agreed, STEPS)
 # the walk tried the fast path on many rows, or it checked nothing about it
 check("rows planned on the fast path (more than a step in three)", fast_rows > STEPS // 3, True)
-print(f"{STEPS} steps, {fast_rows} rows on the fast path, {len(replicas)} replicas")
+# and looked their held versions up both ways
+check("passes that looked held versions up by held_row and by held_pkey, each more than once",
+      min(lookups.values()) > 1, True)
+print(f"{STEPS} steps, {fast_rows} rows on the fast path, {len(replicas)} replicas; held versions by {lookups}")
 finish()

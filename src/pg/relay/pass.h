@@ -54,6 +54,9 @@ typedef struct ms_pass
 	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c) */
 	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
 	bool		one_replica;	/* the pass plans for one replica only */
+	int64		replicas_all;	/* the replicas there are (relay.c), and */
+	int64		replicas_around;	/* those planned around what changed (question.c): fast.c's choice */
+	uint64		fast_rows;		/* rows of pg_temp.ms_fast (fast.c) */
 	int64		planned;		/* rows of the larger of ms_send and ms_take (plan.c) */
 	Oid			self;			/* who began it: its statements' sync.* and pg_temp relations are checked as this role (owner.h) */
 	bool		as_owners;		/* a relay pass: a table's rows are read as its owner (MS_OWNER_OF) */

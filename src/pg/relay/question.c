@@ -441,8 +441,9 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	ms_exec(p, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
 			" JOIN sync.replicas r ON r.id = u.id",
 			1, types, values, NULL, 0);
+	p->replicas_around = (int64) SPI_processed;
 
-	ms_fast_find(p);
+	p->fast_rows = ms_fast_find(p);
 	changed(p);
 	in_question(p);
 	kept(p);
@@ -456,7 +457,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 		ms_batch_rows(p);
 		for (const char *const *t = tables; *t != NULL; t++)
 			ms_temp_empty(p, *t);
-		ms_fast_find(p);
+		p->fast_rows = ms_fast_find(p);
 		changed(p);
 		in_question(p);
 		kept(p);

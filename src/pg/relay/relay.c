@@ -344,14 +344,23 @@ read_catalog(ms_pass *p)
 	p->evolve = ms_evolve_kept(catalog_evolve);
 }
 
-/* the replicas a note may move: every live one, but a snapshot that failed a minute ago */
+/*
+ * the replicas a note may move: every live one, but a snapshot that failed a
+ * minute ago; and how many there are in all (fast.c)
+ */
 static ArrayType *
 live_replicas(ms_pass *p)
 {
-	ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND NOT dropped"
-			" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))",
+	bool		isnull;
+	ArrayType  *live;
+
+	ms_exec(p, "SELECT array_agg(id) FILTER (WHERE live AND NOT dropped"
+			" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
+			" count(*) FROM sync.replicas",
 			0, NULL, NULL, NULL, 0);
-	return ms_array();
+	p->replicas_all = DatumGetInt64(ms_value(0, 2, &isnull));
+	live = ms_array();
+	return live;
 }
 
 void
