@@ -168,6 +168,10 @@ def recorded(c, full):
     for n in srv.conn.notices:
         if "held versions looked up by" in n and not full:
             lookups[n.split()[-1]] += 1
+        if "replicas holding no version of them" in n and not full:
+            unheld[0] += int(n.split("magic_sync: ")[1].split()[0])
+        if "held by some of the replicas around" in n and not full:
+            unheld[1] += int(n.split("magic_sync: ")[1].split()[0])
     c.execute(HELD, (before, before))
     held = c.fetchall()
     c.execute(CARRIED, (before,))
@@ -200,7 +204,12 @@ behind = {}
 # replicas not live until a step: with most of them so, the fast path looks
 # their held versions up one replica at a time (held_pkey), else by the row (held_row)
 down = {}
+rebirth = {}
 lookups = {"held_row": 0, "held_pkey": 0}
+# sends to replicas that hold no version of the row: recorded without looking
+# for a held row to update (a held row there makes the pass fail); and rows
+# that some of the replicas around hold and others do not (rebirth, below)
+unheld = [0, 0]
 for step in range(STEPS):
     for i, until in list(down.items()):
         if until < step:
@@ -210,15 +219,31 @@ for step in range(STEPS):
         for i in rng.sample(range(len(replicas)), len(replicas) // 2 + 1):
             down[i] = step + rng.randrange(2, 6)
             srv.exec("SELECT sync.replica_set(%s, live => false)", (replicas[i].id,))
-    writes = [write() for _ in range(1 + rng.randrange(4))]
+    # a step that makes a row again writes nothing else: the pass plans
+    # nothing but the fast path
+    writes = [] if step in rebirth else [write() for _ in range(1 + rng.randrange(4))]
     if rng.random() < 0.04:
         s = str(uuid.UUID(int=len(stores) + 1))
         stores.append(s)
         srv.exec("SELECT sync.replica_add(%s)", (s,))
         replicas.append(Replica(srv, s))
         writes.append(f"replica {s} added")
+    if step in rebirth:
+        t, k = rebirth.pop(step)
+        srv.exec(f"INSERT INTO {t} VALUES (%s, 'again'{', 1' if t == 'products' else ''}) ON CONFLICT DO NOTHING", (k,))
+        writes.append(f"{t} {k} made again")
     if rng.random() < 0.1:
-        behind[rng.randrange(len(replicas))] = step + rng.randrange(2, 6)
+        i = rng.randrange(len(replicas))
+        behind[i] = until = step + rng.randrange(2, 6)
+        # a row deleted now and made again while that replica is behind: then
+        # the replicas that acknowledged the delete hold no version of it,
+        # and the one behind holds one it is letting go
+        t = rng.choice(["products", "tags"])
+        k = pick(t)
+        if k is not None and i not in down:
+            srv.exec(f"DELETE FROM {t} WHERE id = %s", (k,))
+            writes.append(f"{t} {k} deleted, to be made again")
+            rebirth.setdefault(step + 1 + rng.randrange(until - step), (t, k))
     same, fast = both_plans(step, writes)
     agreed += same
     fast_rows += fast
@@ -236,5 +261,8 @@ check("rows planned on the fast path (more than a step in three)", fast_rows > S
 # and looked their held versions up both ways
 check("passes that looked held versions up by held_row and by held_pkey, each more than once",
       min(lookups.values()) > 1, True)
-print(f"{STEPS} steps, {fast_rows} rows on the fast path, {len(replicas)} replicas; held versions by {lookups}")
+check("fast-path sends to replicas holding no version of the row (more than one)", unheld[0] > 1, True)
+check("fast rows held by some of the replicas around and not others (more than one)", unheld[1] > 1, True)
+print(f"{STEPS} steps, {fast_rows} rows on the fast path, {len(replicas)} replicas; held versions by {lookups};"
+      f" {unheld[0]} sent to replicas holding none, {unheld[1]} rows held by some")
 finish()

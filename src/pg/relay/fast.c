@@ -100,35 +100,83 @@ ms_fast_find(ms_pass *p)
  * planned around the change, by held_row, one descent that finds every
  * replica's; when few are (the rest are not live, or being provisioned), by
  * held_pkey, one descent for each of those few rather than a read of every
- * replica's held row.
+ * replica's held row.  A replica that holds no version of the row at all,
+ * not even one it is letting go, is marked fresh: record.c inserts its held
+ * row without looking for one to update (the lookup and the recording see
+ * the same snapshot, and only the pass writes held rows meanwhile: sync.file
+ * and sync.pull wait for it on sync.replicas).  Rows planned before these
+ * (question.c's, plan.c's) may be sent already: only then is a conflict
+ * looked for in ms_send.
  */
 void
 ms_fast_send(ms_pass *p)
 {
 	bool		by_row = 2 * p->replicas_around >= p->replicas_all;
+	bool		planned;
+	const char *conflict;
 
 	if (p->fast_rows == 0)
 		return;
+	ms_exec(p, "SELECT EXISTS (SELECT FROM pg_temp.ms_send)", 0, NULL, NULL, NULL, 0);
+	planned = DatumGetBool(ms_value(0, 1, &(bool) {false}));
+	conflict = planned ? " ON CONFLICT DO NOTHING" : "";
 	if (by_row)
-		ms_exec(p,
-				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key FROM pg_temp.ms_fast f"
-				"  CROSS JOIN LATERAL (SELECT h.replica FROM sync.held h WHERE h.tab = f.tab AND h.key = f.key"
-				"       AND h.taken IS NULL AND h.note >= f.note OFFSET 0) x)"
-				" INSERT INTO pg_temp.ms_send (replica, tab, key, note)"
-				" SELECT i.id, f.tab, f.key, f.note FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
-				" WHERE NOT EXISTS (SELECT FROM h WHERE h.replica = i.id AND h.tab = f.tab AND h.key = f.key)"
-				" ON CONFLICT DO NOTHING",
-				0, NULL, NULL, NULL, 0);
+	{
+		/*
+		 * The held rows of the replicas around (h), and how many of them
+		 * hold each row (c): each replica holding an older version, or
+		 * letting go, gets it again; when none holds the row, every replica
+		 * gets it fresh.  Only a row some hold and some do not (a replica
+		 * that was not live, say) looks up the others' one by one.  Every
+		 * join here is on a whole key: a join by the row with the replica
+		 * left to a filter compares every replica with every other.
+		 */
+		Oid			types[1] = {INT8OID};
+		Datum		values[1] = {Int64GetDatum(p->replicas_around)};
+
+		ms_exec(p, psprintf(
+				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key, f.note, x.kept FROM pg_temp.ms_fast f"
+				"  CROSS JOIN LATERAL (SELECT h.replica, h.taken IS NULL AND h.note >= f.note AS kept"
+				"       FROM sync.held h WHERE h.tab = f.tab AND h.key = f.key OFFSET 0) x"
+				"  JOIN pg_temp.ms_inc_replicas i ON i.id = x.replica),"
+				" c AS MATERIALIZED (SELECT tab, key, count(*) AS holders FROM h GROUP BY tab, key)"
+				" INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh)"
+				" SELECT h.replica, h.tab, h.key, h.note, false FROM h WHERE NOT h.kept"
+				" UNION ALL"
+				" SELECT i.id, f.tab, f.key, f.note, true FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
+				"  WHERE NOT EXISTS (SELECT FROM c WHERE c.tab = f.tab AND c.key = f.key)"
+				" UNION ALL"
+				" SELECT i.id, f.tab, f.key, f.note, true FROM pg_temp.ms_fast f"
+				"  JOIN c ON c.tab = f.tab AND c.key = f.key AND c.holders < $1"
+				"  CROSS JOIN pg_temp.ms_inc_replicas i"
+				"  LEFT JOIN LATERAL (SELECT true AS held FROM sync.held x WHERE x.replica = i.id"
+				"       AND x.tab = f.tab AND x.key = f.key OFFSET 0) x ON true"
+				"  WHERE x.held IS NULL%s", conflict),
+				1, types, values, NULL, 0);
+	}
 	else
-		ms_exec(p,
-				"INSERT INTO pg_temp.ms_send (replica, tab, key, note)"
-				" SELECT i.id, f.tab, f.key, f.note FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
-				"  LEFT JOIN LATERAL (SELECT h.note FROM sync.held h WHERE h.replica = i.id AND h.tab = f.tab"
-				"       AND h.key = f.key AND h.taken IS NULL OFFSET 0) h ON true"
-				" WHERE h.note IS NULL OR f.note > h.note"
-				" ON CONFLICT DO NOTHING",
+		ms_exec(p, psprintf(
+				"INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh)"
+				" SELECT i.id, f.tab, f.key, f.note, h.note IS NULL"
+				"  FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
+				"  LEFT JOIN LATERAL (SELECT h.note, h.taken FROM sync.held h WHERE h.replica = i.id"
+				"       AND h.tab = f.tab AND h.key = f.key OFFSET 0) h ON true"
+				" WHERE h.note IS NULL OR h.taken IS NOT NULL OR f.note > h.note%s", conflict),
 				0, NULL, NULL, NULL, 0);
-	/* tests/e2e/fast.py walks both */
+	/* tests/e2e/fast.py walks both, and counts the fresh */
 	ereport(DEBUG1, (errmsg_internal("magic_sync: %llu rows' held versions looked up by %s",
 									 (unsigned long long) p->fast_rows, by_row ? "held_row" : "held_pkey")));
+	if (message_level_is_interesting(DEBUG1))
+	{
+		ms_exec(p, "SELECT count(*) FROM pg_temp.ms_send WHERE fresh", 0, NULL, NULL, NULL, 0);
+		ereport(DEBUG1, (errmsg_internal("magic_sync: %lld rows sent to replicas holding no version of them",
+										 (long long) DatumGetInt64(ms_value(0, 1, &(bool) {false})))));
+		ms_exec(p, "SELECT count(*) FROM pg_temp.ms_fast f"
+				" WHERE EXISTS (SELECT FROM pg_temp.ms_send s WHERE s.tab = f.tab AND s.key = f.key AND s.fresh)"
+				"   AND EXISTS (SELECT FROM sync.held h JOIN pg_temp.ms_inc_replicas i ON i.id = h.replica"
+				"                WHERE h.tab = f.tab AND h.key = f.key)",
+				0, NULL, NULL, NULL, 0);
+		ereport(DEBUG1, (errmsg_internal("magic_sync: %lld fast rows held by some of the replicas around, not all",
+										 (long long) DatumGetInt64(ms_value(0, 1, &(bool) {false})))));
+	}
 }

@@ -39,7 +39,7 @@ ms_plan_prepare(ms_pass *p)
 	ms_temp_table(p, "ms_unplanned", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_released", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_send", "replica uuid, tab int, key text COLLATE \"C\", note bigint NOT NULL DEFAULT 0,"
-				  " replace boolean NOT NULL DEFAULT false,"
+				  " replace boolean NOT NULL DEFAULT false, fresh boolean NOT NULL DEFAULT false,"
 				  " PRIMARY KEY (tab, key, replica)");
 	ms_temp_table(p, "ms_take", "replica uuid, tab int, key text COLLATE \"C\","
 				  " PRIMARY KEY (tab, key, replica)");

@@ -464,14 +464,17 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	}
 
 	/* 3. the difference */
-	/* each kept row's held version looked up by its key, never the held set whole */
+	/*
+	 * each kept row's held version looked up by its key, never the held set
+	 * whole; fresh where the replica holds no version at all (fast.c)
+	 */
 	ms_exec(p,
-			"INSERT INTO ms_send (replica, tab, key, note) "
-			"SELECT n.replica, n.tab, n.key, coalesce(c.note, 0) FROM ms_n n"
+			"INSERT INTO ms_send (replica, tab, key, note, fresh) "
+			"SELECT n.replica, n.tab, n.key, coalesce(c.note, 0), h.note IS NULL FROM ms_n n"
 			"  LEFT JOIN ms_pending c ON c.tab = n.tab AND c.key = n.key"
-			"  LEFT JOIN LATERAL (SELECT h.note FROM sync.held h WHERE h.replica = n.replica"
-			"       AND h.tab = n.tab AND h.key = n.key AND h.taken IS NULL OFFSET 0) h ON true"
-			" WHERE h.note IS NULL OR c.note > h.note",
+			"  LEFT JOIN LATERAL (SELECT h.note, h.taken FROM sync.held h WHERE h.replica = n.replica"
+			"       AND h.tab = n.tab AND h.key = n.key OFFSET 0) h ON true"
+			" WHERE h.note IS NULL OR h.taken IS NOT NULL OR c.note > h.note",
 			0, NULL, NULL, NULL, 0);
 	ms_fast_send(p);
 	ms_exec(p,

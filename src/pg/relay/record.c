@@ -647,8 +647,9 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 
 /*
  * sync.held from the segments: what each message carries, set by set.  A
- * replica being provisioned holds nothing yet: its rows go in without the
- * cost of looking for a conflict.  A row sent again updates only columns no
+ * replica being provisioned holds nothing yet, and a row the plan found no
+ * held version of for its replica (fresh, fast.c) is held by it nowhere:
+ * their rows go in without the cost of looking for a conflict.  A row sent again updates only columns no
  * index has (a HOT update); what each message carries per table goes to
  * sync.carried, which the reads count instead of the held rows.
  */
@@ -662,22 +663,31 @@ record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
 		"  SELECT replica, tab, number, count(*) FROM h GROUP BY replica, tab, number"
 		" ON CONFLICT (replica, tab, number) DO UPDATE SET rows = sync.carried.rows + EXCLUDED.rows"
 		: "SELECT count(*) FROM h";
+	bool		plain;
 
 	/* a few segments, each a range of ms_send's key index: the planner must know, when ms_send is large */
 	ms_analyze(p, "pg_temp.ms_segments", p->planned >= MS_ANALYZE_ROWS ? Max(segments, MS_ANALYZE_ROWS) : segments);
+	/* when nobody is provisioned, a look for one fresh row spares a read of every segment's rows */
+	plain = ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0;
+	if (!plain)
+	{
+		ms_exec(p, "SELECT EXISTS (SELECT FROM pg_temp.ms_send WHERE fresh)", 0, NULL, NULL, NULL, 0);
+		plain = DatumGetBool(ms_value(0, 1, &(bool) {false}));
+	}
+	if (plain)
+		ms_exec(p, psprintf(
+				"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
+				"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
+				"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
+				"   AND s.key <= g.last_key AND s.replica = g.replica "
+				" WHERE g.kind = 'u' AND (g.replica = ANY ($1) OR s.fresh) RETURNING replica, tab, number) %s", carried),
+				1, types, values, NULL, 0);
 	ms_exec(p, psprintf(
 			"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
 			"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
 			"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
 			"   AND s.key <= g.last_key AND s.replica = g.replica "
-			" WHERE g.kind = 'u' AND g.replica = ANY ($1) RETURNING replica, tab, number) %s", carried),
-			1, types, values, NULL, 0);
-	ms_exec(p, psprintf(
-			"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
-			"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
-			"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
-			"   AND s.key <= g.last_key AND s.replica = g.replica "
-			" WHERE g.kind = 'u' AND NOT g.replica = ANY ($1) "
+			" WHERE g.kind = 'u' AND NOT g.replica = ANY ($1) AND NOT s.fresh "
 			/* a row coming back after it was being let go is a row made again: since now */
 			"ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, "
 			"   number = EXCLUDED.number, taken = NULL, refused = NULL, replace = false,"
