@@ -102,9 +102,11 @@ ms_fast_find(ms_pass *p)
  * held_pkey, one descent for each of those few rather than a read of every
  * replica's held row.  A replica that holds no version of the row at all,
  * not even one it is letting go, is marked fresh: record.c inserts its held
- * row without looking for one to update (the lookup and the recording see
- * the same snapshot, and only the pass writes held rows meanwhile: sync.file
- * and sync.pull wait for it on sync.replicas).  Rows planned before these
+ * row without looking for one to update.  The lookup and the recording see
+ * one snapshot (REPEATABLE READ): a held row another session wrote since
+ * fails the pass either way, the upsert's update of it as a serialization
+ * failure, the insert as a unique violation; the worker's pass makes
+ * sync.file and sync.pull wait for it on sync.replicas.  Rows planned before these
  * (question.c's, plan.c's) may be sent already: only then is a conflict
  * looked for in ms_send.
  */
