@@ -106,9 +106,9 @@ ms_fast_find(ms_pass *p)
  * one snapshot (REPEATABLE READ): a held row another session wrote since
  * fails the pass either way, the upsert's update of it as a serialization
  * failure, the insert as a unique violation; the worker's pass makes
- * sync.file and sync.pull wait for it on sync.replicas.  Rows planned before these
- * (question.c's, plan.c's) may be sent already: only then is a conflict
- * looked for in ms_send.
+ * sync.file and sync.pull wait for it on sync.replicas.  Rows planned before
+ * these (question.c's, plan.c's) may be sent already: only then is a
+ * conflict looked for in ms_send.
  */
 void
 ms_fast_send(ms_pass *p)

@@ -649,9 +649,10 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
  * sync.held from the segments: what each message carries, set by set.  A
  * replica being provisioned holds nothing yet, and a row the plan found no
  * held version of for its replica (fresh, fast.c) is held by it nowhere:
- * their rows go in without the cost of looking for a conflict.  A row sent again updates only columns no
- * index has (a HOT update); what each message carries per table goes to
- * sync.carried, which the reads count instead of the held rows.
+ * their rows go in without the cost of looking for a conflict.  A row sent
+ * again updates only columns no index has (a HOT update); what each message
+ * carries per table goes to sync.carried, which the reads count instead of
+ * the held rows.
  */
 static void
 record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
