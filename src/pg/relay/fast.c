@@ -137,18 +137,18 @@ ms_fast_send(ms_pass *p)
 		Datum		values[1] = {Int64GetDatum(p->replicas_around)};
 
 		ms_exec(p, psprintf(
-				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key, f.note, x.kept FROM pg_temp.ms_fast f"
-				"  CROSS JOIN LATERAL (SELECT h.replica, h.taken IS NULL AND h.note >= f.note AS kept"
+				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key, f.note, x.kept, x.held FROM pg_temp.ms_fast f"
+				"  CROSS JOIN LATERAL (SELECT h.replica, h.taken IS NULL AND h.note >= f.note AS kept, h.ctid AS held"
 				"       FROM sync.held h WHERE h.tab = f.tab AND h.key = f.key OFFSET 0) x"
 				"  JOIN pg_temp.ms_inc_replicas i ON i.id = x.replica),"
 				" c AS MATERIALIZED (SELECT tab, key, count(*) AS holders FROM h GROUP BY tab, key)"
-				" INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh)"
-				" SELECT h.replica, h.tab, h.key, h.note, false FROM h WHERE NOT h.kept"
+				" INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held)"
+				" SELECT h.replica, h.tab, h.key, h.note, false, h.held FROM h WHERE NOT h.kept"
 				" UNION ALL"
-				" SELECT i.id, f.tab, f.key, f.note, true FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
+				" SELECT i.id, f.tab, f.key, f.note, true, NULL FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
 				"  WHERE NOT EXISTS (SELECT FROM c WHERE c.tab = f.tab AND c.key = f.key)"
 				" UNION ALL"
-				" SELECT i.id, f.tab, f.key, f.note, true FROM pg_temp.ms_fast f"
+				" SELECT i.id, f.tab, f.key, f.note, true, NULL FROM pg_temp.ms_fast f"
 				"  JOIN c ON c.tab = f.tab AND c.key = f.key AND c.holders < $1"
 				"  CROSS JOIN pg_temp.ms_inc_replicas i"
 				"  LEFT JOIN LATERAL (SELECT true AS held FROM sync.held x WHERE x.replica = i.id"
@@ -158,10 +158,10 @@ ms_fast_send(ms_pass *p)
 	}
 	else
 		ms_exec(p, psprintf(
-				"INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh)"
-				" SELECT i.id, f.tab, f.key, f.note, h.note IS NULL"
+				"INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held)"
+				" SELECT i.id, f.tab, f.key, f.note, h.note IS NULL, h.ctid"
 				"  FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
-				"  LEFT JOIN LATERAL (SELECT h.note, h.taken FROM sync.held h WHERE h.replica = i.id"
+				"  LEFT JOIN LATERAL (SELECT h.note, h.taken, h.ctid FROM sync.held h WHERE h.replica = i.id"
 				"       AND h.tab = f.tab AND h.key = f.key OFFSET 0) h ON true"
 				" WHERE h.note IS NULL OR h.taken IS NOT NULL OR f.note > h.note%s", conflict),
 				0, NULL, NULL, NULL, 0);

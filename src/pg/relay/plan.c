@@ -40,7 +40,8 @@ ms_plan_prepare(ms_pass *p)
 	ms_temp_table(p, "ms_released", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
 	ms_temp_table(p, "ms_send", "replica uuid, tab int, key text COLLATE \"C\", note bigint NOT NULL DEFAULT 0,"
 				  " replace boolean NOT NULL DEFAULT false, fresh boolean NOT NULL DEFAULT false,"
-				  " PRIMARY KEY (tab, key, replica)");
+				  /* the held row's address as the plan looked it up, where it did (record.c) */
+				  " held tid, PRIMARY KEY (tab, key, replica)");
 	ms_temp_table(p, "ms_take", "replica uuid, tab int, key text COLLATE \"C\","
 				  " PRIMARY KEY (tab, key, replica)");
 }

@@ -469,10 +469,10 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	 * whole; fresh where the replica holds no version at all (fast.c)
 	 */
 	ms_exec(p,
-			"INSERT INTO ms_send (replica, tab, key, note, fresh) "
-			"SELECT n.replica, n.tab, n.key, coalesce(c.note, 0), h.note IS NULL FROM ms_n n"
+			"INSERT INTO ms_send (replica, tab, key, note, fresh, held) "
+			"SELECT n.replica, n.tab, n.key, coalesce(c.note, 0), h.note IS NULL, h.ctid FROM ms_n n"
 			"  LEFT JOIN ms_pending c ON c.tab = n.tab AND c.key = n.key"
-			"  LEFT JOIN LATERAL (SELECT h.note, h.taken FROM sync.held h WHERE h.replica = n.replica"
+			"  LEFT JOIN LATERAL (SELECT h.note, h.taken, h.ctid FROM sync.held h WHERE h.replica = n.replica"
 			"       AND h.tab = n.tab AND h.key = n.key OFFSET 0) h ON true"
 			" WHERE h.note IS NULL OR h.taken IS NOT NULL OR c.note > h.note",
 			0, NULL, NULL, NULL, 0);

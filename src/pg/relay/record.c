@@ -646,13 +646,53 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 }
 
 /*
+ * The held rows of rows the plan found held by no replica, inserted: one
+ * there now was recorded since the pass's snapshot (sync.file's of a row the
+ * replica uploaded, while a pass by hand ran on an older snapshot), a write
+ * the pass did not see.  As an update of a row changed since is, it is a
+ * serialization failure, transient: the pass is run again, nothing parked.
+ */
+static void
+insert_held(ms_pass *p, const char *sql, Oid *types, Datum *values)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		ms_exec(p, sql, 1, types, values, NULL, 0);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		e = CopyErrorData();
+		if (e->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("magic_sync: a row the pass found held by no replica was recorded held since the pass's snapshot"),
+				 errdetail("%s", e->detail != NULL ? e->detail : e->message),
+				 errhint("Run the pass again: it sees the held row then.")));
+	}
+	PG_END_TRY();
+}
+
+/*
  * sync.held from the segments: what each message carries, set by set.  A
  * replica being provisioned holds nothing yet, and a row the plan found no
  * held version of for its replica (fresh, fast.c) is held by it nowhere:
  * their rows go in without the cost of looking for a conflict.  A row sent
- * again updates only columns no index has (a HOT update); what each message
- * carries per table goes to sync.carried, which the reads count instead of
- * the held rows.
+ * again updates only columns no index has (a HOT update): by the address the
+ * plan found its held row at, where it looked one up (question.c, fast.c),
+ * with no descent of held_pkey and no lock taken before the update, as an
+ * upsert's is; otherwise (a plan of rows compared whole, rows refused sent
+ * again) by an upsert.  The plan and the recording see one snapshot and
+ * nothing in between writes held rows, so the address is the row's: a
+ * concurrent write of it fails the update, as it fails the upsert.  What
+ * each message carries per table goes to sync.carried, which the reads count
+ * instead of the held rows.
  */
 static void
 record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
@@ -664,37 +704,66 @@ record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
 		"  SELECT replica, tab, number, count(*) FROM h GROUP BY replica, tab, number"
 		" ON CONFLICT (replica, tab, number) DO UPDATE SET rows = sync.carried.rows + EXCLUDED.rows"
 		: "SELECT count(*) FROM h";
-	bool		plain;
+	const char *segment_rows = "FROM pg_temp.ms_segments g"
+		"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key"
+		"   AND s.key <= g.last_key AND s.replica = g.replica"
+		" WHERE g.kind = 'u'";
+	bool		isnull;
+	bool		provisioned = ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0;
+	bool		fresh,
+				addressed,
+				unaddressed;
 
 	/* a few segments, each a range of ms_send's key index: the planner must know, when ms_send is large */
 	ms_analyze(p, "pg_temp.ms_segments", p->planned >= MS_ANALYZE_ROWS ? Max(segments, MS_ANALYZE_ROWS) : segments);
-	/* when nobody is provisioned, a look for one fresh row spares a read of every segment's rows */
-	plain = ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0;
-	if (!plain)
+	/* which of the three kinds the plan has: a read of ms_send spares the others a read of every segment's rows */
+	ms_exec(p, "SELECT coalesce(bool_or(fresh), false), coalesce(bool_or(held IS NOT NULL), false),"
+			" coalesce(bool_or(NOT fresh AND held IS NULL), false) FROM pg_temp.ms_send",
+			0, NULL, NULL, NULL, 0);
+	fresh = DatumGetBool(ms_value(0, 1, &isnull));
+	addressed = DatumGetBool(ms_value(0, 2, &isnull));
+	unaddressed = DatumGetBool(ms_value(0, 3, &isnull));
+	if (provisioned || fresh)
+		insert_held(p, psprintf(
+				"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
+				"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number %s"
+				"   AND (g.replica = ANY ($1) OR s.fresh) RETURNING replica, tab, number) %s",
+				segment_rows, carried),
+				types, values);
+	if (addressed)
 	{
-		ms_exec(p, "SELECT EXISTS (SELECT FROM pg_temp.ms_send WHERE fresh)", 0, NULL, NULL, NULL, 0);
-		plain = DatumGetBool(ms_value(0, 1, &(bool) {false}));
+		int64		expected,
+					updated;
+
+		/* a row coming back after it was being let go is a row made again: since now */
+		ms_exec(p, psprintf(
+				"WITH e AS MATERIALIZED (SELECT s.held, s.replica, s.tab, s.key, s.note, g.number %s"
+				"   AND NOT g.replica = ANY ($1) AND NOT s.fresh AND s.held IS NOT NULL),"
+				" h AS (UPDATE sync.held h SET note = e.note, number = e.number, taken = NULL,"
+				"   refused = NULL, replace = false,"
+				"   since = CASE WHEN h.taken IS NOT NULL THEN e.number ELSE h.since END FROM e"
+				"  WHERE h.ctid = e.held AND h.replica = e.replica AND h.tab = e.tab AND h.key = e.key"
+				"  RETURNING h.replica, h.tab, e.number),"
+				" c AS (%s)"
+				" SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM h)",
+				segment_rows, carried),
+				1, types, values, NULL, 0);
+		expected = DatumGetInt64(ms_value(0, 1, &isnull));
+		updated = DatumGetInt64(ms_value(0, 2, &isnull));
+		if (updated != expected)
+			elog(ERROR, "magic_sync: %lld of %lld held rows were where the plan found them",
+				 (long long) updated, (long long) expected);
 	}
-	if (plain)
+	if (unaddressed)
 		ms_exec(p, psprintf(
 				"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
-				"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
-				"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
-				"   AND s.key <= g.last_key AND s.replica = g.replica "
-				" WHERE g.kind = 'u' AND (g.replica = ANY ($1) OR s.fresh) RETURNING replica, tab, number) %s", carried),
+				"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number %s"
+				"   AND NOT g.replica = ANY ($1) AND NOT s.fresh AND s.held IS NULL "
+				"ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, "
+				"   number = EXCLUDED.number, taken = NULL, refused = NULL, replace = false,"
+				"   since = CASE WHEN sync.held.taken IS NOT NULL THEN EXCLUDED.number ELSE sync.held.since END"
+				" RETURNING replica, tab, number) %s", segment_rows, carried),
 				1, types, values, NULL, 0);
-	ms_exec(p, psprintf(
-			"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
-			"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number FROM pg_temp.ms_segments g "
-			"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key "
-			"   AND s.key <= g.last_key AND s.replica = g.replica "
-			" WHERE g.kind = 'u' AND NOT g.replica = ANY ($1) AND NOT s.fresh "
-			/* a row coming back after it was being let go is a row made again: since now */
-			"ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, "
-			"   number = EXCLUDED.number, taken = NULL, refused = NULL, replace = false,"
-			"   since = CASE WHEN sync.held.taken IS NOT NULL THEN EXCLUDED.number ELSE sync.held.since END"
-			" RETURNING replica, tab, number) %s", carried),
-			1, types, values, NULL, 0);
 	ms_exec(p,
 			"UPDATE sync.held h SET taken = g.number FROM pg_temp.ms_segments g "
 			"  JOIN pg_temp.ms_take t ON t.tab = g.tab AND t.key >= g.first_key "

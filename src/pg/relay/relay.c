@@ -16,15 +16,18 @@
 #include "magic_sync.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "catalog/pg_inherits.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
@@ -455,6 +458,14 @@ ms_relay_pass_sql(PG_FUNCTION_ARGS)
 				 errmsg("another relay holds the relay lock"),
 				 errdetail("One relay runs at a time in a database: the background worker, or another sync.relay_pass()."),
 				 errhint("Wait for it, or wake it with SELECT sync.wake().")));
+	/*
+	 * what the worker's passes take (worker.c): sync.file and sync.pull,
+	 * which write rows of sync.replicas, sync.held and sync.outbox a pass
+	 * writes too, wait for this one; what they committed since the caller's
+	 * snapshot fails the pass as a serialization failure, to be run again
+	 */
+	if (IsolationUsesXactSnapshot())
+		LockRelationOid(get_relname_relid("replicas", get_namespace_oid("sync", false)), ExclusiveLock);
 	memset(&p, 0, sizeof p);
 	p.cxt = CurrentMemoryContext;
 	ms_relay_pass(&p);
