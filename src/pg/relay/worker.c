@@ -314,12 +314,14 @@ run_pass(MemoryContext pass_cxt, bool *holding, int64 *read, bool *full)
 	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0 || p.more;
 	*read = p.notes_read;
 	*full = p.more;
+	/* how long it took, from its transaction's start to its commit: most of what its notes waited */
 	if (busy || p.quarantined > 0 || p.parked > 0)
 		ereport(DEBUG1,
-				(errmsg("magic_sync pass: %lld notes, %lld provisioned, %lld rows sent, %lld taken back, %lld messages, %lld quarantined, %lld parked",
+				(errmsg("magic_sync pass: %lld notes, %lld provisioned, %lld rows sent, %lld taken back, %lld messages, %lld quarantined, %lld parked, in %ld ms",
 						(long long) p.notes_read, (long long) p.provisioned, (long long) p.rows_sent,
 						(long long) p.rows_taken, (long long) p.messages, (long long) p.quarantined,
-						(long long) p.parked)));
+						(long long) p.parked,
+						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	if (p.messages > 0)
