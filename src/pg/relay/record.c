@@ -646,6 +646,19 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 }
 
 /*
+ * What a held row (old) of a row sent again (new: its note and message
+ * number) is set to.  A row coming back after it was being let go is a row
+ * made again: since now.
+ */
+static char *
+sent_again(const char *new, const char *old)
+{
+	return psprintf("note = %s.note, number = %s.number, taken = NULL, refused = NULL, replace = false,"
+					" since = CASE WHEN %s.taken IS NOT NULL THEN %s.number ELSE %s.since END",
+					new, new, old, new, old);
+}
+
+/*
  * The held rows of rows the plan found held by no replica, inserted: one
  * there now was recorded since the pass's snapshot (sync.file's of a row the
  * replica uploaded, while a pass by hand ran on an older snapshot), a write
@@ -735,18 +748,15 @@ record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
 		int64		expected,
 					updated;
 
-		/* a row coming back after it was being let go is a row made again: since now */
 		ms_exec(p, psprintf(
 				"WITH e AS MATERIALIZED (SELECT s.held, s.replica, s.tab, s.key, s.note, g.number %s"
 				"   AND NOT g.replica = ANY ($1) AND NOT s.fresh AND s.held IS NOT NULL),"
-				" h AS (UPDATE sync.held h SET note = e.note, number = e.number, taken = NULL,"
-				"   refused = NULL, replace = false,"
-				"   since = CASE WHEN h.taken IS NOT NULL THEN e.number ELSE h.since END FROM e"
+				" h AS (UPDATE sync.held h SET %s FROM e"
 				"  WHERE h.ctid = e.held AND h.replica = e.replica AND h.tab = e.tab AND h.key = e.key"
 				"  RETURNING h.replica, h.tab, e.number),"
 				" c AS (%s)"
 				" SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM h)",
-				segment_rows, carried),
+				segment_rows, sent_again("e", "h"), carried),
 				1, types, values, NULL, 0);
 		expected = DatumGetInt64(ms_value(0, 1, &isnull));
 		updated = DatumGetInt64(ms_value(0, 2, &isnull));
@@ -759,10 +769,8 @@ record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
 				"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
 				"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number %s"
 				"   AND NOT g.replica = ANY ($1) AND NOT s.fresh AND s.held IS NULL "
-				"ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, "
-				"   number = EXCLUDED.number, taken = NULL, refused = NULL, replace = false,"
-				"   since = CASE WHEN sync.held.taken IS NOT NULL THEN EXCLUDED.number ELSE sync.held.since END"
-				" RETURNING replica, tab, number) %s", segment_rows, carried),
+				"ON CONFLICT (replica, tab, key) DO UPDATE SET %s"
+				" RETURNING replica, tab, number) %s", segment_rows, sent_again("EXCLUDED", "sync.held"), carried),
 				1, types, values, NULL, 0);
 	ms_exec(p,
 			"UPDATE sync.held h SET taken = g.number FROM pg_temp.ms_segments g "

@@ -56,6 +56,12 @@ ms_relay_try_lock(bool session)
 	return LockAcquire(&tag, ExclusiveLock, session, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
+void
+ms_relay_hold_replicas(void)
+{
+	LockRelationOid(get_relname_relid("replicas", get_namespace_oid("sync", false)), ExclusiveLock);
+}
+
 /* the relay refuses to run while sync.check() reports a problem */
 static void
 refuse_unless_checked(ms_pass *p)
@@ -459,13 +465,12 @@ ms_relay_pass_sql(PG_FUNCTION_ARGS)
 				 errdetail("One relay runs at a time in a database: the background worker, or another sync.relay_pass()."),
 				 errhint("Wait for it, or wake it with SELECT sync.wake().")));
 	/*
-	 * what the worker's passes take (worker.c): sync.file and sync.pull,
-	 * which write rows of sync.replicas, sync.held and sync.outbox a pass
-	 * writes too, wait for this one; what they committed since the caller's
-	 * snapshot fails the pass as a serialization failure, to be run again
+	 * as the worker's passes do; what a file or a pull committed since the
+	 * caller's snapshot fails the pass as a serialization failure, to be run
+	 * again
 	 */
 	if (IsolationUsesXactSnapshot())
-		LockRelationOid(get_relname_relid("replicas", get_namespace_oid("sync", false)), ExclusiveLock);
+		ms_relay_hold_replicas();
 	memset(&p, 0, sizeof p);
 	p.cxt = CurrentMemoryContext;
 	ms_relay_pass(&p);

@@ -19,6 +19,13 @@
 extern bool ms_relay_try_lock(bool session);
 
 /*
+ * ms_relay_hold_replicas: what a pass takes on sync.replicas before it reads,
+ * so that sync.file and sync.pull, which write rows of sync.replicas,
+ * sync.held and sync.outbox a pass writes too, wait for it.
+ */
+extern void ms_relay_hold_replicas(void);
+
+/*
  * ms_relay_pass: one pass in the current transaction, which must hold the
  * relay lock and be REPEATABLE READ (pass.h says why; refused otherwise).
  * SPI is connected and finished inside.  p->cxt is the memory the pass

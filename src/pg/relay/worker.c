@@ -302,7 +302,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, int64 *read, bool *full)
 	 * load; they wait for the pass instead (a small one takes milliseconds),
 	 * and the pass sees what they committed.
 	 */
-	LockRelationOid(get_relname_relid("replicas", get_namespace_oid("sync", false)), ExclusiveLock);
+	ms_relay_hold_replicas();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "magic_sync relay pass");
 	MemoryContextSwitchTo(pass_cxt);
