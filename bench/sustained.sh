@@ -10,7 +10,10 @@
 # yet to apply, and how long until every note was done and each agent had
 # acknowledged every message written for it.  The unmirrored run goes before
 # the mirrored one and again after it (the ratio is against their mean); the
-# relay's CPU, and its messages a second, say how it spent the mirrored one.  Default settings
+# relay's CPU, and its messages a second, say how it spent the mirrored one;
+# the machine's CPU and the WAL a transaction, what a mirrored one costs more
+# than an unmirrored one, and how much of it is the relay's and the agents'
+# (the rest bounds the ratio whatever they cost).  Default settings
 # (synchronous_commit on), pgbench at scale 10 (10 branches: a scale of 1
 # makes every transaction wait on the one branch row, and any work inside
 # one, noting included, waits with it).
@@ -21,7 +24,8 @@
 # cost the run some of its speed), dir gets where the mirrored run went:
 # relay.txt and agents.txt (perf's top symbols), statements.txt (every
 # statement of the minute by its time, pg_stat_statements with track = all)
-# and waits.txt (each second, what each agent's session waited on, and on whom).
+# waits.txt (each second, what each agent's session waited on, and on whom)
+# and wal.txt (pg_waldump --stats of the mirrored run's WAL, by kind of record).
 set -eu
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -88,6 +92,10 @@ triggers() {
 		if [ "$1" = DISABLE ]; then echo "ALTER TABLE $t DISABLE TRIGGER USER;"; else echo "SELECT sync.retrigger('$t');"; fi
 	done | sql >/dev/null
 }
+# the WAL written so far, in bytes: what a run wrote is what the commits waited to flush
+# the machine's busy CPU ticks so far (every process's, not idle nor waiting on I/O)
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+lsn() { val "SELECT pg_current_wal_lsn() - '0/0'"; }
 run() {
 	pgbench -n -T "$seconds" -c "$clients" -j 2 bench 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p'
 }
@@ -96,7 +104,11 @@ run() {
 triggers DISABLE
 sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
 max_history=$(val "SELECT coalesce(max(id), 0) FROM pgbench_history")
+wal0=$(lsn)
+busy0=$(busy)
 plain=$(run)
+busy_plain=$(($(busy) - busy0))
+wal_plain=$(($(lsn) - wal0))
 sql -c "DELETE FROM pgbench_history WHERE id > $max_history" -c "VACUUM ANALYZE" -c "CHECKPOINT"
 triggers ENABLE
 
@@ -130,8 +142,17 @@ if [ -n "${MS_BENCH_PERF:-}" ]; then
 	perfs="$perfs $!"
 	sql -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
 fi
+wal0=$(lsn)
+wal_from=$(val "SELECT pg_current_wal_lsn()")
+busy0=$(busy)
 mirrored=$(run)
+busy_mirrored=$(($(busy) - busy0))
+wal_to=$(val "SELECT pg_current_wal_lsn()")
+wal_mirrored=$(($(lsn) - wal0))
 if [ -n "${MS_BENCH_PERF:-}" ]; then
+	# what the mirrored run's WAL was, by kind of record
+	"$(pg_config --bindir)/pg_waldump" --stats=record -p "$(val "SHOW data_directory")/pg_wal" -s "$wal_from" -e "$wal_to" \
+		>"$MS_BENCH_PERF/wal.txt" 2>&1 || true
 	val "SELECT round(total_exec_time)::text || ' ms ' || calls || ' calls ' || rows || ' rows  ' || left(regexp_replace(query, '\s+', ' ', 'g'), 300)
 	       FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 40" >"$MS_BENCH_PERF/statements.txt"
 fi
@@ -175,6 +196,8 @@ printf '  unmirrored  %10.1f tps before, %.1f after\n' "$plain" "$plain_after"
 printf '  mirrored    %10.1f tps\n' "$mirrored"
 printf '  mirrored / unmirrored              %.3f  (target >= 0.8; against the first alone %.3f)\n' \
 	"$(echo "2 * $mirrored / ($plain + $plain_after)" | bc -l)" "$(echo "$mirrored / $plain" | bc -l)"
+printf '  WAL a transaction: unmirrored %.0f bytes (the first run), mirrored %.0f (with what the relay and the agents wrote)\n' \
+	"$(echo "$wal_plain / ($plain * $seconds)" | bc -l)" "$(echo "$wal_mirrored / ($mirrored * $seconds)" | bc -l)"
 printf '  oldest pending note, max over %d samples  %.3f s  (target <= 1 s)\n' "$samples" "$max_age"
 printf '    p50 %.3f s, p90 %.3f s; the samples over 1 s: %s\n' \
 	"$(sort -g "$work/ages" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')" \
@@ -190,9 +213,22 @@ printf '    %.0f a second, %.0f notes written each (%d notes, %.0f a second)\n' 
 	"$(( note1 - note0 ))" "$(echo "($note1 - $note0) / $seconds" | bc -l)"
 printf '  the two agents: %.1f s of CPU, their server sessions (sync.pull, sync.file) %.1f s\n' \
 	"$(echo "($agents1 - $agents0) / $ticks" | bc -l)" "$(echo "($agent_backends1 - $agent_backends0) / $ticks" | bc -l)"
-# the share of the machine the relay and the agents took from pgbench: when
-# pgbench alone keeps every core busy (unmirrored), the ratio is at most one
-# minus it, and less the noting triggers' own cost (bench/notes_pgbench.sh)
+# the share of the machine the relay and the agents took from pgbench
 printf '  the relay, the agents and their sessions: %.1f %% of the %d cores for the %d s\n' \
 	"$(echo "100 * ($cpu1 - $cpu0 + $agents1 - $agents0 + $agent_backends1 - $agent_backends0) / $ticks / $(nproc) / $seconds" | bc -l)" \
 	"$(nproc)" "$seconds"
+# where a mirrored transaction's CPU went, against an unmirrored one's: the
+# machine's busy time over the transactions.  What is neither the relay's nor
+# the agents' is pgbench's, its backends' with their noting, and everything
+# else that ran: with a relay and agents that cost nothing, the ratio would be
+# at most unmirrored / that
+ms_tx() { echo "1000 * $1 / $ticks / ($2 * $seconds)" | bc -l; }
+relay_tx=$(ms_tx "$((cpu1 - cpu0))" "$mirrored")
+agents_tx=$(ms_tx "$((agents1 - agents0 + agent_backends1 - agent_backends0))" "$mirrored")
+plain_tx=$(ms_tx "$busy_plain" "$plain")
+mirrored_tx=$(ms_tx "$busy_mirrored" "$mirrored")
+rest_tx=$(echo "$mirrored_tx - $relay_tx - $agents_tx" | bc -l)
+printf '  CPU a transaction (the machine'"'"'s busy time): unmirrored %.3f ms (the first run), mirrored %.3f ms:\n' "$plain_tx" "$mirrored_tx"
+printf '    the relay %.3f, the agents and their sessions %.3f, the rest (pgbench, its backends noting) %.3f;\n' \
+	"$relay_tx" "$agents_tx" "$rest_tx"
+printf '    were the relay and the agents free, the ratio would be at most %.3f\n' "$(echo "$plain_tx / $rest_tx" | bc -l)"
