@@ -226,6 +226,26 @@ ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 	return rc;
 }
 
+void
+ms_analyze(ms_pass *p, const char *tables, uint64 rows)
+{
+	/* as a function's SET clause does: undone when ANALYZE is, or after it */
+	int			nest;
+
+	/*
+	 * A few rows are planned well without: an unanalysed table is taken to
+	 * be as large as its pages hold, and ANALYZE would cost more than the
+	 * statements it serves, and make PostgreSQL plan the kept ones again.
+	 */
+	if (rows < MS_ANALYZE_ROWS)
+		return;
+	nest = NewGUCNestLevel();
+	(void) set_config_option("default_statistics_target", "10", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	ms_exec(p, psprintf("ANALYZE %s", tables), 0, NULL, NULL, NULL, 0);
+	AtEOXact_GUC(true, nest);
+}
+
 /* the pages of a temporary table and its indexes; -1 when it does not exist */
 static int64
 temp_pages(const char *name)

@@ -139,13 +139,10 @@ extern void ms_temp_table(ms_pass *p, const char *name, const char *definition);
 extern void ms_temp_empty(ms_pass *p, const char *name);
 
 /*
- * ms_analyze (analyze.c): ANALYZE the plan's temporary tables (a
- * comma-separated list) when they hold `rows` rows or more (MS_ANALYZE_ROWS)
- * and those rows moved past twice or half what the list's last ANALYZE in
- * this session saw: their row counts are what the planner needs of them, a
- * few rows need no statistics, and each ANALYZE makes the kept statements
- * that read them planned again.  A small sample keeps the memory of ANALYZE
- * from growing with them.
+ * ms_analyze: ANALYZE the plan's temporary tables (a comma-separated list)
+ * when they hold `rows` rows or more (MS_ANALYZE_ROWS): their row counts are
+ * what the planner needs of them, and a few rows need no statistics.  A
+ * small sample keeps the memory of ANALYZE from growing with them.
  */
 #define MS_ANALYZE_ROWS 1000
 extern void ms_analyze(ms_pass *p, const char *tables, uint64 rows);
@@ -153,10 +150,8 @@ extern void ms_analyze(ms_pass *p, const char *tables, uint64 rows);
 /*
  * Kept plans.  ms_plans_keep(true): until the pass ends, ms_exec, ms_open
  * and ms_prepare_kept use plans prepared once per session and kept, by the
- * statement's text (a relay pass sets it, unless it provisions or plans
- * whole: PostgreSQL plans a kept statement again when a table it reads is
- * analysed, which a pass's tables are when their size moved, ms_analyze);
- * ms_plans_catalog: the
+ * statement's text (a relay pass sets it, unless it is a large one, whose
+ * statements are planned for what they read); ms_plans_catalog: the
  * declarations, as text: when they changed, every kept plan goes.
  */
 extern void ms_plans_keep(bool keep);

@@ -392,7 +392,7 @@ ms_relay_pass(ms_pass *p)
 	p->bounds_later = bounds_later;
 	/* the relay reads each table as its owner: its code runs with no other rights */
 	p->as_owners = true;
-	/* a pass runs statements prepared by the passes before it (pass.h) */
+	/* a small pass runs statements prepared by the passes before it (pass.h) */
 	ms_plans_keep(true);
 	read_catalog(p);
 	ms_epoch_current(&p->epoch);
@@ -400,13 +400,8 @@ ms_relay_pass(ms_pass *p)
 	ms_plan_prepare(p);
 	notes = ms_batch_read(p);
 	p->notes_read = notes;
-	/*
-	 * a snapshot or a whole plan: each statement planned for what it reads
-	 * now.  A large batch keeps its plans: those its statements were planned
-	 * with at the last ANALYZE of what they read, for as many rows within
-	 * twice or half (analyze.c)
-	 */
-	if (provisioning != NULL || ms_full_plan)
+	/* a large batch or a snapshot: each statement planned for what it reads now */
+	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
 		ms_plans_keep(false);
 
 	/*
