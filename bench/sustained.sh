@@ -92,10 +92,11 @@ triggers() {
 		if [ "$1" = DISABLE ]; then echo "ALTER TABLE $t DISABLE TRIGGER USER;"; else echo "SELECT sync.retrigger('$t');"; fi
 	done | sql >/dev/null
 }
-# the WAL written so far, in bytes: what a run wrote is what the commits waited to flush
 # the machine's busy CPU ticks so far (every process's, not idle nor waiting on I/O)
 busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
-lsn() { val "SELECT pg_current_wal_lsn() - '0/0'"; }
+# where the WAL is now, and the bytes written since: what a run wrote is what its commits waited to flush
+lsn() { val "SELECT pg_current_wal_lsn()"; }
+wal_since() { val "SELECT pg_current_wal_lsn() - '$1'::pg_lsn"; }
 run() {
 	pgbench -n -T "$seconds" -c "$clients" -j 2 bench 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p'
 }
@@ -104,11 +105,11 @@ run() {
 triggers DISABLE
 sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
 max_history=$(val "SELECT coalesce(max(id), 0) FROM pgbench_history")
-wal0=$(lsn)
+wal_from=$(lsn)
 busy0=$(busy)
 plain=$(run)
 busy_plain=$(($(busy) - busy0))
-wal_plain=$(($(lsn) - wal0))
+wal_plain=$(wal_since "$wal_from")
 sql -c "DELETE FROM pgbench_history WHERE id > $max_history" -c "VACUUM ANALYZE" -c "CHECKPOINT"
 triggers ENABLE
 
@@ -142,13 +143,12 @@ if [ -n "${MS_BENCH_PERF:-}" ]; then
 	perfs="$perfs $!"
 	sql -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
 fi
-wal0=$(lsn)
-wal_from=$(val "SELECT pg_current_wal_lsn()")
+wal_from=$(lsn)
 busy0=$(busy)
 mirrored=$(run)
 busy_mirrored=$(($(busy) - busy0))
-wal_to=$(val "SELECT pg_current_wal_lsn()")
-wal_mirrored=$(($(lsn) - wal0))
+wal_to=$(lsn)
+wal_mirrored=$(val "SELECT '$wal_to'::pg_lsn - '$wal_from'::pg_lsn")
 if [ -n "${MS_BENCH_PERF:-}" ]; then
 	# what the mirrored run's WAL was, by kind of record
 	"$(pg_config --bindir)/pg_waldump" --stats=record -p "$(val "SHOW data_directory")/pg_wal" -s "$wal_from" -e "$wal_to" \
