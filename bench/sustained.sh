@@ -50,7 +50,7 @@ sql() { psql -q -X -v ON_ERROR_STOP=1 -d bench "$@"; }
 val() { psql -X -A -t -d bench -c "$1"; }
 work=$(mktemp -d)
 agents=""
-trap 'for p in $agents; do kill $p 2>/dev/null || true; done; rm -rf "$work"' EXIT
+trap 'touch "$work/sampled"; for p in $agents; do kill $p 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
 createdb bench
 pgbench -q -i -s "$scale" bench >/dev/null 2>&1
@@ -100,6 +100,22 @@ wal_since() { val "SELECT pg_current_wal_lsn() - '$1'::pg_lsn"; }
 run() {
 	pgbench -n -T "$seconds" -c "$clients" -j 2 bench 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p'
 }
+# sample FILE: the oldest pending note's age, every second, into FILE, until
+# sampled; from one psql session for the whole run (a psql and a backend
+# started every second took 5 % of the machine), and during every run,
+# unmirrored ones too, so that both sides of the ratio carry what it costs
+sample() {
+	rm -f "$work/sampled"
+	(
+		while [ ! -e "$work/sampled" ]; do
+			echo "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(noted)), 0) FROM sync.notes WHERE NOT done;"
+			sleep 1
+		done
+	) | psql -X -A -t -q -d bench >"$1" &
+	sampler=$!
+}
+# sampled: stop sampling now; the session ends within a second (wait $sampler)
+sampled() { touch "$work/sampled"; }
 
 # unmirrored: the triggers off, the worker and the agents idle; its history rows then go, unnoted
 triggers DISABLE
@@ -107,22 +123,24 @@ sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
 max_history=$(val "SELECT coalesce(max(id), 0) FROM pgbench_history")
 wal_from=$(lsn)
 busy0=$(busy)
+sample "$work/ages_plain"
 plain=$(run)
+sampled
 busy_plain=$(($(busy) - busy0))
 wal_plain=$(wal_since "$wal_from")
 sql -c "DELETE FROM pgbench_history WHERE id > $max_history" -c "VACUUM ANALYZE" -c "CHECKPOINT"
 triggers ENABLE
 
 # mirrored, the oldest pending note's age sampled every second
-: >"$work/ages"
-(
+wait $sampler
+sample "$work/ages"
+[ -n "${MS_BENCH_PERF:-}" ] && (
 	while :; do
-		val "SELECT coalesce(extract(epoch FROM clock_timestamp() - min(noted)), 0) FROM sync.notes WHERE NOT done" >>"$work/ages"
-		[ -n "${MS_BENCH_PERF:-}" ] && val "SELECT string_agg(a.wait_event_type || ':' || a.wait_event || ' ' || left(a.query, 40) || ' blocked by ' || coalesce((SELECT left(b.query, 60) || ' ' || coalesce(b.wait_event, 'running') FROM pg_stat_activity b WHERE b.pid = (pg_blocking_pids(a.pid))[1]), '-'), E'\n') FROM pg_stat_activity a WHERE a.application_name = 'magic_sync_agent' AND a.state = 'active'" >>"$MS_BENCH_PERF/waits.txt"
+		val "SELECT string_agg(a.wait_event_type || ':' || a.wait_event || ' ' || left(a.query, 40) || ' blocked by ' || coalesce((SELECT left(b.query, 60) || ' ' || coalesce(b.wait_event, 'running') FROM pg_stat_activity b WHERE b.pid = (pg_blocking_pids(a.pid))[1]), '-'), E'\n') FROM pg_stat_activity a WHERE a.application_name = 'magic_sync_agent' AND a.state = 'active'" >>"$MS_BENCH_PERF/waits.txt"
 		sleep 1
 	done
 ) &
-sampler=$!
+waits=$!
 # the relay's CPU and its passes: each pass that sends writes a message to
 # each replica, so the messages written to one are at least its passes
 relay_pid=$(val "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")
@@ -161,7 +179,8 @@ agents1=$(ticks_of $agents)
 agent_backends1=$(ticks_of $agent_backends)
 msg1=$(val "SELECT last_value FROM sync.message_seq")
 note1=$(val "SELECT last_value FROM sync.note_seq")
-kill $sampler 2>/dev/null || true
+sampled
+[ -n "${MS_BENCH_PERF:-}" ] && kill $waits 2>/dev/null
 behind=$(val "SELECT string_agg(n::text, ', ' ORDER BY r) FROM (SELECT r.id AS r, count(o.number) AS n
                FROM sync.replicas r LEFT JOIN sync.outbox o ON o.replica = r.id AND o.number > r.acked_number
               GROUP BY r.id) s")
@@ -178,7 +197,11 @@ notes=$(val "SELECT last_value FROM sync.note_seq")
 max_history=$(val "SELECT coalesce(max(id), 0) FROM pgbench_history")
 triggers DISABLE
 sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
+wait $sampler
+sample "$work/ages_plain"
 plain_after=$(run)
+sampled
+wait $sampler
 sql -c "DELETE FROM pgbench_history WHERE id > $max_history" >/dev/null
 triggers ENABLE
 if [ -n "${MS_BENCH_PERF:-}" ]; then

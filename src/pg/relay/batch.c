@@ -25,7 +25,7 @@ ms_batch_read(ms_pass *p)
 	int64		n;
 
 	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY, tab int, source \"char\", key text COLLATE \"C\","
-				  " old_key text COLLATE \"C\", pointed jsonb, replica uuid, grp text");
+				  " old_key text COLLATE \"C\", pointed jsonb, replica uuid, grp text, at tid");
 	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, moved boolean,"
 				  " PRIMARY KEY (tab, key)");
 
@@ -123,15 +123,23 @@ void
 ms_batch_done(ms_pass *p)
 {
 	/*
-	 * Joined, never id = ANY (an array of the batch: compared element by
-	 * element with each note a plan that scans reads).  Deleted, not
-	 * marked done: marking wrote a new version of each note (done is in the
-	 * partial indexes' predicates, so never a HOT update), indexed in
-	 * notes_done, that pruning then deleted: the relay wrote each note
-	 * twice more.  A reader sees the same either way: a note not done, until
-	 * the pass commits.  Notes marked done otherwise (an unmirrored table's,
-	 * follow.c) are pruned as before.
+	 * By the addresses the notes were read at: a TID scan fetches the
+	 * batch's notes and no other, whatever sync.notes' statistics say.
+	 * Joined by id, the plan was a hash join over a scan of the whole table
+	 * whenever the statistics lagged (a table left large by a big change
+	 * scanned at every pass, however small).  An address is the note's own
+	 * until the pass commits: the pass updates none of its batch after
+	 * reading it (park.c reads the batch again after parking), and a note
+	 * another transaction changed since the snapshot fails the pass, as it
+	 * did by id.  Deleted, not marked done: marking wrote a new version of
+	 * each note (done is in the partial indexes' predicates, so never a HOT
+	 * update), indexed in notes_done, that pruning then deleted.  A reader
+	 * sees the same either way: a note not done, until the pass commits.
+	 * Notes marked done otherwise (an unmirrored table's, follow.c) are
+	 * pruned as before.
 	 */
-	ms_exec(p, "DELETE FROM sync.notes n USING pg_temp.ms_notes_read r WHERE n.id = r.id AND NOT n.done",
+	ms_exec(p, "DELETE FROM sync.notes n USING pg_temp.ms_notes_read r"
+			" WHERE n.ctid = ANY (ARRAY(SELECT at FROM pg_temp.ms_notes_read))"
+			"   AND n.id = r.id AND NOT n.done",
 			0, NULL, NULL, NULL, 0);
 }

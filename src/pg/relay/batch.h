@@ -23,8 +23,12 @@
  */
 #define MS_BATCH_NOTES "pg_temp.ms_notes_read n"
 
-/* the columns of sync.notes the batch copies, in the order of pg_temp.ms_notes_read */
-#define MS_BATCH_COLUMNS "id, tab, source, key, old_key, pointed, replica, grp"
+/*
+ * the columns of sync.notes the batch copies, in the order of
+ * pg_temp.ms_notes_read, and where each note is: the pass deletes its notes
+ * by their addresses (ms_batch_done)
+ */
+#define MS_BATCH_COLUMNS "id, tab, source, key, old_key, pointed, replica, grp, ctid"
 
 /*
  * ms_batch_read: note again the rows quarantined, and read again the notes
