@@ -55,15 +55,7 @@ cc -O2 -Wall -Wextra -Werror -o "$work/apply_floor" bench/apply_floor.c -lsqlite
 createdb bench
 pgbench -q -i -s "$scale" bench >/dev/null 2>&1
 if [ -n "$noting" ]; then
-	psql -q -X -v ON_ERROR_STOP=1 -d bench >/dev/null <<'SQL'
-CREATE EXTENSION magic_sync;
-ALTER TABLE pgbench_history ADD COLUMN id bigserial PRIMARY KEY;
-SELECT sync.mirror('pgbench_branches', 'catalog', 'broadcast');
-SELECT sync.mirror('pgbench_tellers', 'catalog', 'broadcast');
-SELECT sync.mirror('pgbench_accounts', 'catalog', 'broadcast');
-SELECT sync.mirror('pgbench_history', 'catalog', 'broadcast');
-SELECT sync.wake();
-SQL
+	psql -q -X -v ON_ERROR_STOP=1 -d bench -f bench/pgbench_mirror.sql -c "SELECT sync.wake()" >/dev/null
 	# sync.mirror noted every row the tables have: taken before the rounds
 	for _ in $(seq 1200); do
 		[ "$(psql -X -A -t -d bench -c "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)")" = t ] && break

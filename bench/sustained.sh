@@ -54,14 +54,7 @@ trap 'touch "$work/sampled"; for p in $agents; do kill $p 2>/dev/null || true; d
 
 createdb bench
 pgbench -q -i -s "$scale" bench >/dev/null 2>&1
-sql >/dev/null <<'SQL'
-CREATE EXTENSION magic_sync;
-ALTER TABLE pgbench_history ADD COLUMN id bigserial PRIMARY KEY;
-SELECT sync.mirror('pgbench_branches', 'catalog', 'broadcast');
-SELECT sync.mirror('pgbench_tellers', 'catalog', 'broadcast');
-SELECT sync.mirror('pgbench_accounts', 'catalog', 'broadcast');
-SELECT sync.mirror('pgbench_history', 'catalog', 'broadcast');
-SQL
+sql -f bench/pgbench_mirror.sql >/dev/null
 # sync.mirror notes the rows a table has, for the replicas there are: none yet,
 # so the worker only marks them done, and the replicas' snapshots carry the rows
 sql -c "SELECT sync.wake()" >/dev/null
