@@ -23,7 +23,8 @@
 # With MS_BENCH_PERF=dir (a profile, not a figure: perf and pg_stat_statements
 # cost the run some of its speed), dir gets where the mirrored run went:
 # relay.txt and agents.txt (perf's top symbols), statements.txt (every
-# statement of the minute by its time, pg_stat_statements with track = all)
+# statement of the minute by its time, pg_stat_statements with track = all),
+# tables.txt (how each table of sync and public was written, and vacuumed),
 # waits.txt (each second, what each agent's session waited on, and on whom)
 # and wal.txt (pg_waldump --stats of the mirrored run's WAL, by kind of record).
 set -eu
@@ -166,6 +167,11 @@ if [ -n "${MS_BENCH_PERF:-}" ]; then
 		>"$MS_BENCH_PERF/wal.txt" 2>&1 || true
 	val "SELECT round(total_exec_time)::text || ' ms ' || calls || ' calls ' || rows || ' rows  ' || left(regexp_replace(query, '\s+', ' ', 'g'), 300)
 	       FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 40" >"$MS_BENCH_PERF/statements.txt"
+	# how each table was written (since it was made: the mirrored run's updates, most of them), and vacuumed
+	sql -c "SELECT pg_stat_force_next_flush()" -c "SELECT schemaname || '.' || relname AS t, n_tup_ins, n_tup_upd, n_tup_hot_upd,
+	          n_tup_del, n_dead_tup, autovacuum_count, autoanalyze_count FROM pg_stat_all_tables
+	         WHERE schemaname IN ('sync', 'public') AND n_tup_ins + n_tup_upd + n_tup_del > 0 ORDER BY 1" \
+		>"$MS_BENCH_PERF/tables.txt"
 fi
 cpu1=$(cpu)
 agents1=$(ticks_of $agents)

@@ -14,15 +14,44 @@
 #include "catalog/pg_type.h"
 
 #include "batch.h"
+#include "floor.h"
 #include "settings.h"
 
 /* rows set aside, and notes parked, tried again per pass */
 #define RETRIES_PER_PASS 1000
 
+/*
+ * raise_floor: the floor once the pass commits (floor.h).  The batch is every
+ * note it could read from the floor up, or the first of them: none of those
+ * stays to be read (the pass deletes them, or parks them, and a note parked
+ * lowers the floor when it is read again).  Under a settled value, the
+ * snapshot saw every note there is; over it, a note may commit yet.
+ */
+static void
+raise_floor(ms_pass *p, int64 from)
+{
+	int64		next = p->floor->settled + 1;
+
+	if (p->more)
+	{
+		bool		isnull;
+		int64		last;
+
+		ms_exec(p, "SELECT max(id) FROM ms_notes_read", 0, NULL, NULL, NULL, 0);
+		last = DatumGetInt64(ms_value(0, 1, &isnull));
+		next = Min(next, last + 1);
+	}
+	p->floor->floor = from;
+	p->floor->next = Max(from, next);
+}
+
 int64
 ms_batch_read(ms_pass *p)
 {
 	int64		n;
+	int64		unparked;
+	int64		from;
+	bool		isnull;
 
 	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY, tab int, source \"char\", key text COLLATE \"C\","
 				  " old_key text COLLATE \"C\", pointed jsonb, replica uuid, grp text, at tid");
@@ -40,10 +69,16 @@ ms_batch_read(ms_pass *p)
 			" WHERE since < now() - interval '1 minute' ORDER BY since LIMIT $1",
 			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
 	ms_exec(p,
-			"UPDATE sync.notes SET parked = NULL, parked_at = NULL WHERE ctid = ANY (ARRAY("
+			"WITH u AS (UPDATE sync.notes SET parked = NULL, parked_at = NULL WHERE ctid = ANY (ARRAY("
 			" SELECT ctid FROM sync.notes WHERE parked IS NOT NULL AND NOT done"
-			"  AND parked_at < now() - interval '1 minute' ORDER BY id LIMIT $1))",
+			"  AND parked_at < now() - interval '1 minute' ORDER BY id LIMIT $1)) RETURNING id)"
+			" SELECT min(id) FROM u",
 			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
+	/* a note read again lies under the floor, most likely: the read begins at it */
+	unparked = DatumGetInt64(ms_value(0, 1, &isnull));
+	if (!isnull && p->floor != NULL)
+		p->floor->floor = Min(p->floor->floor, unparked);
+	from = p->floor != NULL ? p->floor->floor : 0;
 
 	/*
 	 * A later build's note is skipped by the query, and holds back nothing.
@@ -52,16 +87,24 @@ ms_batch_read(ms_pass *p)
 	 * reads every note (LIMIT NULL).
 	 */
 	ms_exec(p, "INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes WHERE NOT done AND build <= 1"
-			" AND parked IS NULL ORDER BY id LIMIT $1",
-			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(ms_batch_notes)},
-			ms_full_plan ? "n" : NULL, 0);
+			" AND parked IS NULL AND id >= $2 ORDER BY id LIMIT $1",
+			2, (Oid[]) {INT4OID, INT8OID}, (Datum[]) {Int32GetDatum(ms_batch_notes), Int64GetDatum(from)},
+			ms_full_plan ? "n " : NULL, 0);
 	n = (int64) SPI_processed;
+	p->more = !ms_full_plan && n == ms_batch_notes;
+	if (p->floor != NULL)
+		raise_floor(p, from);
 	if (n == 0)
 		return 0;
-	p->more = !ms_full_plan && n == ms_batch_notes;
 	ms_batch_rows(p);
 	ms_analyze(p, "ms_notes_read, ms_pending", (uint64) n);
 	return n;
+}
+
+int64
+ms_batch_floor(ms_pass *p)
+{
+	return p->floor != NULL ? p->floor->floor : 0;
 }
 
 void
@@ -136,10 +179,14 @@ ms_batch_done(ms_pass *p)
 	 * update), indexed in notes_done, that pruning then deleted.  A reader
 	 * sees the same either way: a note not done, until the pass commits.
 	 * Notes marked done otherwise (an unmirrored table's, follow.c) are
-	 * pruned as before.
+	 * pruned as before.  No "NOT n.done": it would let the planner walk
+	 * notes_pending whole (its predicate), filtering by address, when the
+	 * statistics say the table is small and it holds the dead entries of a
+	 * large change (none of the batch is done: marked since the snapshot,
+	 * it would fail the pass).
 	 */
 	ms_exec(p, "DELETE FROM sync.notes n USING pg_temp.ms_notes_read r"
 			" WHERE n.ctid = ANY (ARRAY(SELECT at FROM pg_temp.ms_notes_read))"
-			"   AND n.id = r.id AND NOT n.done",
+			"   AND n.id = r.id",
 			0, NULL, NULL, NULL, 0);
 }

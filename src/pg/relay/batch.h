@@ -33,10 +33,17 @@
 /*
  * ms_batch_read: note again the rows quarantined, and read again the notes
  * parked, a minute ago; then read the notes not done, oldest first, up to
- * magic_sync.batch_notes, into a batch of their own.  Returns how many;
+ * magic_sync.batch_notes, into a batch of their own, from the worker's floor
+ * (floor.h) up, and set the floor the pass leaves.  Returns how many;
  * p->more says whether more may wait.
  */
 extern int64 ms_batch_read(ms_pass *p);
+
+/*
+ * ms_batch_floor: the id the batch was read from (floor.h): no note the
+ * pass could read has a smaller one.  0 in a pass by hand.
+ */
+extern int64 ms_batch_floor(ms_pass *p);
 
 /* ms_batch_rows: pg_temp.ms_pending again, after notes joined or left ms_notes_read. */
 extern void ms_batch_rows(ms_pass *p);

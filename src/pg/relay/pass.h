@@ -76,6 +76,7 @@ typedef struct ms_pass
 	int64		parked;			/* notes whose plan failed for good (park.c) */
 	bool		more;			/* a full batch was read: notes may wait for the next pass */
 	bool		bounds_later;	/* the caller checks the outbox bounds once the pass commits (ms_relay_bounds) */
+	struct ms_floor *floor;		/* the worker's floor under the notes it reads (floor.h); NULL by hand */
 } ms_pass;
 
 /*

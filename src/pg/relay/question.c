@@ -277,7 +277,7 @@ close_batch(ms_pass *p)
 						"  SELECT n.id, n.tab, k.key, n.pointed FROM sync.notes n"
 						"  CROSS JOIN LATERAL (VALUES (n.key), (n.old_key)) k(key)"
 						"   WHERE NOT n.done AND n.build <= 1 AND n.source = 'r' AND n.parked IS NULL"
-						"     AND k.key IS NOT NULL"
+						"     AND n.id >= $1 AND k.key IS NOT NULL"
 						"     AND NOT EXISTS (SELECT FROM ms_notes_read r WHERE r.id = n.id)),"
 						/* what the plan takes back, and what the batch changed */
 						" moved AS MATERIALIZED ("
@@ -293,7 +293,7 @@ close_batch(ms_pass *p)
 						"  (SELECT u.id FROM touched t JOIN u USING (tab, key)) AND NOT n.done"
 						" ON CONFLICT DO NOTHING",
 						fks),
-			0, NULL, NULL, NULL, 0);
+			1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(ms_batch_floor(p))}, NULL, 0);
 	added = SPI_processed;
 	AtEOXact_GUC(true, nest);
 	p->notes_read += (int64) added;

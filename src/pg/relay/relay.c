@@ -379,6 +379,7 @@ ms_relay_pass(ms_pass *p)
 	ArrayType  *replicas = NULL;
 	int64		notes;
 	bool		bounds_later = p->bounds_later;
+	struct ms_floor *floor = p->floor;
 
 	/* one snapshot for the whole pass, whose writes never land on newer versions (pass.h) */
 	if (!IsolationUsesXactSnapshot())
@@ -390,6 +391,7 @@ ms_relay_pass(ms_pass *p)
 	SPI_connect();
 	ms_pass_begin(p, p->cxt);
 	p->bounds_later = bounds_later;
+	p->floor = floor;
 	/* the relay reads each table as its owner: its code runs with no other rights */
 	p->as_owners = true;
 	/* a small pass runs statements prepared by the passes before it (pass.h) */

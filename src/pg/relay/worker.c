@@ -17,7 +17,9 @@
  * COALESCE_MAX_MS), so that a stream of commits makes fewer, larger
  * passes.  A transient failure (transient.h) is retried after a backoff
  * that doubles up to a minute; a permanent one is logged, and retried at
- * the same pace, since the fix it waits for is a deploy.  SIGHUP reloads the
+ * the same pace, since the fix it waits for is a deploy.  Its passes read
+ * the notes from a floor it keeps (floor.h); one the naptime started reads
+ * from the first.  SIGHUP reloads the
  * settings; SIGTERM ends the pass and the worker (the transaction is rolled
  * back: nothing half-done is committed).
  *
@@ -64,6 +66,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "floor.h"
 #include "relay.h"
 #include "settings.h"
 #include "transient.h"
@@ -266,9 +269,19 @@ outbox_bounds(MemoryContext pass_cxt)
 	CommitTransactionCommand();
 }
 
-/* one pass in a REPEATABLE READ transaction; returns whether it did anything, and *read the notes it read */
+/*
+ * the floor under the notes the passes read (floor.h): the worker's own, for
+ * as long as it holds the relay lock
+ */
+static ms_floor notes_floor;
+
+/*
+ * one pass in a REPEATABLE READ transaction; returns whether it did
+ * anything, and *read the notes it read.  from_first: it reads from the
+ * first note, under the floor too.
+ */
 static bool
-run_pass(MemoryContext pass_cxt, bool *holding, int64 *read, bool *full)
+run_pass(MemoryContext pass_cxt, bool *holding, bool from_first, int64 *read, bool *full)
 {
 	ms_pass		p;
 	bool		busy = false;
@@ -303,11 +316,14 @@ run_pass(MemoryContext pass_cxt, bool *holding, int64 *read, bool *full)
 	 * and the pass sees what they committed.
 	 */
 	ms_relay_hold_replicas();
+	/* before the snapshot: it must see what the transactions it waited for committed */
+	ms_floor_before_snapshot(&notes_floor, from_first);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "magic_sync relay pass");
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&p, 0, sizeof p);
 	p.cxt = pass_cxt;
+	p.floor = &notes_floor;
 	/* its messages go out first: the outbox bounds are checked after the commit */
 	p.bounds_later = true;
 	ms_relay_pass(&p);
@@ -324,6 +340,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, int64 *read, bool *full)
 						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	ms_floor_committed(&notes_floor);
 	if (p.messages > 0)
 		outbox_bounds(pass_cxt);
 	pgstat_report_stat(false);
@@ -405,12 +422,12 @@ housekeeping(void)
  * once.
  */
 static bool
-run_pass_coalescing(MemoryContext pass_cxt, bool *holding, TimestampTz *until)
+run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool from_first, TimestampTz *until)
 {
 	TimestampTz began = GetCurrentTimestamp();
 	int64		read;
 	bool		full;
-	bool		busy = run_pass(pass_cxt, holding, &read, &full);
+	bool		busy = run_pass(pass_cxt, holding, from_first, &read, &full);
 
 	if (busy && read > 0 && !full && MyLatch->is_set)
 	{
@@ -433,6 +450,7 @@ ms_worker_main(Datum arg)
 	volatile bool tidy = false;
 	volatile TimestampTz coalesce_until = 0;
 	bool		woken;
+	volatile bool quiet = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -469,13 +487,22 @@ ms_worker_main(Datum arg)
 		long		rest = coalesce_until == 0 ? 0 :
 			(long) ((coalesce_until - GetCurrentTimestamp()) / 1000);
 
+		quiet = false;
 		if (backoff == 0 && rest > 0)
 			/* the commits it waits for set the latch: a timeout alone */
 			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(rest, COALESCE_MAX_MS),
 							 PG_WAIT_EXTENSION);
 		else if (wait > 0)
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 wait, PG_WAIT_EXTENSION);
+		{
+			int			rc;
+
+			/* what the passes counted is in the statistics while it sleeps */
+			pgstat_report_stat(true);
+			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						   wait, PG_WAIT_EXTENSION);
+			/* nothing woke it for a naptime: that pass reads from the first note (floor.h) */
+			quiet = backoff == 0 && (rc & WL_TIMEOUT) && !(rc & WL_LATCH_SET);
+		}
 		coalesce_until = 0;
 		/* before the pass: a commit during it sets the latch again, for the next */
 		ResetLatch(MyLatch);
@@ -493,7 +520,7 @@ ms_worker_main(Datum arg)
 			bool		h = holding;
 			TimestampTz until = 0;
 
-			again = run_pass_coalescing(pass_cxt, &h, &until);
+			again = run_pass_coalescing(pass_cxt, &h, quiet, &until);
 			holding = h;
 			coalesce_until = until;
 			tidy = holding && housekeeping();
