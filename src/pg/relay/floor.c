@@ -17,8 +17,12 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 #include "floor.h"
+
+/* a quiet pass reads from the first note at most this often */
+#define FROM_FIRST_EVERY_MS (60 * 1000)
 
 /*
  * note_seq: sync.note_seq, when it numbers notes one by one and in order,
@@ -81,7 +85,7 @@ candidate_settled(ms_floor *f)
 }
 
 void
-ms_floor_before_snapshot(ms_floor *f, bool from_first)
+ms_floor_before_snapshot(ms_floor *f, bool quiet)
 {
 	Oid			seq = note_seq();
 	int64		last = OidIsValid(seq) ? last_value(seq) : 0;
@@ -117,8 +121,12 @@ ms_floor_before_snapshot(ms_floor *f, bool from_first)
 		}
 		pfree(running);
 	}
-	if (from_first)
+	if (quiet && (f->from_first_at == 0 ||
+				  TimestampDifferenceExceeds(f->from_first_at, GetCurrentTimestamp(), FROM_FIRST_EVERY_MS)))
+	{
 		f->floor = 0;
+		f->from_first_at = GetCurrentTimestamp();
+	}
 	f->next = f->floor;
 }
 

@@ -21,11 +21,13 @@
  *
  * What lowers it: a parked note read again (batch.c); the sequence going
  * back, renamed or numbering in another way (a cache, a cycle); the worker
- * starting again; and a pass the naptime started, which reads from the
- * first note, so whatever a floor might have skipped waits at most for the
- * relay's first quiet moment.  A transaction that stays open holds the
- * floor where it was (never lower): the reads cost what they did without it.
- * Passes by hand (sync.relay_pass) have no floor.
+ * starting again; and a pass the naptime started (nothing woke it), which
+ * reads from the first note, once a minute at most (a read from the first
+ * crosses the dead entries again), so whatever a floor might have skipped
+ * waits at most for the relay's first quiet moment a minute after the last.
+ * A transaction that stays open holds the floor where it was (never lower):
+ * the reads cost what they did without it.  Passes by hand
+ * (sync.relay_pass) have no floor.
  *-------------------------------------------------------------------------
  */
 #ifndef MS_FLOOR_H
@@ -33,6 +35,7 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "storage/lock.h"
 
 typedef struct ms_floor
@@ -44,14 +47,16 @@ typedef struct ms_floor
 	int64		candidate;		/* its last value, waiting for ... */
 	VirtualTransactionId *running;	/* ... these transactions to end (NULL: no candidate) */
 	int			nrunning;
+	TimestampTz from_first_at;	/* when a pass last read from the first note (0: never) */
 } ms_floor;
 
 /*
  * ms_floor_before_snapshot: in the worker's pass transaction, holding the
  * relay lock, before its snapshot: settle the candidate if its transactions
- * ended, or record one.  from_first: the pass reads from the first note.
+ * ended, or record one.  quiet: the naptime started the pass; it reads from
+ * the first note if none did for a minute.
  */
-extern void ms_floor_before_snapshot(ms_floor *f, bool from_first);
+extern void ms_floor_before_snapshot(ms_floor *f, bool quiet);
 
 /* ms_floor_committed: the pass committed; its reads begin at f->next from now on. */
 extern void ms_floor_committed(ms_floor *f);

@@ -19,7 +19,7 @@
  * that doubles up to a minute; a permanent one is logged, and retried at
  * the same pace, since the fix it waits for is a deploy.  Its passes read
  * the notes from a floor it keeps (floor.h); one the naptime started reads
- * from the first.  SIGHUP reloads the settings; SIGTERM ends the pass and
+ * from the first, once a minute at most.  SIGHUP reloads the settings; SIGTERM ends the pass and
  * the worker (the transaction is rolled back: nothing half-done is
  * committed).
  *
@@ -277,11 +277,11 @@ static ms_floor notes_floor;
 
 /*
  * one pass in a REPEATABLE READ transaction; returns whether it did
- * anything, and *read the notes it read.  from_first: it reads from the
- * first note, under the floor too.
+ * anything, and *read the notes it read.  quiet: the naptime started it
+ * (floor.h).
  */
 static bool
-run_pass(MemoryContext pass_cxt, bool *holding, bool from_first, int64 *read, bool *full)
+run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *full)
 {
 	ms_pass		p;
 	bool		busy = false;
@@ -317,7 +317,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool from_first, int64 *read, bo
 	 */
 	ms_relay_hold_replicas();
 	/* before the snapshot: it must see what the transactions it waited for committed */
-	ms_floor_before_snapshot(&notes_floor, from_first);
+	ms_floor_before_snapshot(&notes_floor, quiet);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "magic_sync relay pass");
 	MemoryContextSwitchTo(pass_cxt);
@@ -422,12 +422,12 @@ housekeeping(void)
  * once.
  */
 static bool
-run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool from_first, TimestampTz *until)
+run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, TimestampTz *until)
 {
 	TimestampTz began = GetCurrentTimestamp();
 	int64		read;
 	bool		full;
-	bool		busy = run_pass(pass_cxt, holding, from_first, &read, &full);
+	bool		busy = run_pass(pass_cxt, holding, quiet, &read, &full);
 
 	if (busy && read > 0 && !full && MyLatch->is_set)
 	{
@@ -500,7 +500,7 @@ ms_worker_main(Datum arg)
 			pgstat_report_stat(true);
 			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						   wait, PG_WAIT_EXTENSION);
-			/* nothing woke it for a naptime: that pass reads from the first note (floor.h) */
+			/* nothing woke it for a naptime: that pass may read from the first note (floor.h) */
 			quiet = backoff == 0 && (rc & WL_TIMEOUT) && !(rc & WL_LATCH_SET);
 		}
 		coalesce_until = 0;
