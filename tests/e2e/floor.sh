@@ -10,13 +10,8 @@
 set -u
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/../.." || exit 2
-if [ -z "${PGPORT:-}" ]; then
-	. scripts/lib.sh
-	ms_ready || exit 2
-	ms_cluster -o magic_sync.database=floor -o magic_sync.naptime=3600000 sh "$self"
-	exit $?
-fi
 . tests/e2e/lib.sh
+in_cluster "$self" -o magic_sync.database=floor -o magic_sync.naptime=3600000
 DB=floor
 tmp=$(mktemp -d)
 trap 'exec 3>&- 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -25,13 +20,10 @@ q postgres "CREATE DATABASE floor" >/dev/null
 wait_for 20 postgres "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND datname = 'floor'" || true
 q $DB "CREATE EXTENSION magic_sync"
 q $DB "ALTER TABLE sync.notes SET (autovacuum_enabled = off)"
-q $DB "CREATE TABLE items (id int PRIMARY KEY, v text NOT NULL)"
+items_provisioned $DB
 q $DB "INSERT INTO items SELECT g, 'v' FROM generate_series(1, 20) g"
-q $DB "SELECT sync.mirror('items', 'catalog', 'broadcast')" >/dev/null
-q $DB "SELECT sync.replica_add('eeeeeeee-0000-0000-0000-000000000001')" >/dev/null
-q $DB "SELECT sync.wake()" >/dev/null
-wait_for 10 $DB "SELECT NOT provision FROM sync.replicas" || true
-check "provisioned" "$(q $DB "SELECT NOT provision FROM sync.replicas")" "t"
+wait_for 5 $DB "SELECT count(*) = 20 FROM sync.held" || true
+check "twenty rows relayed" "$(q $DB "SELECT count(*) FROM sync.held")" "20"
 
 # change ROW: update it and print the id of its note
 change() { q $DB "UPDATE items SET v = v || '.' WHERE id = $1; SELECT currval('sync.note_seq')"; }

@@ -8,14 +8,9 @@
 set -u
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/../.." || exit 2
-if [ -z "${PGPORT:-}" ]; then
-	. scripts/lib.sh
-	ms_ready || exit 2
-	ms_cluster -o magic_sync.database=later -o magic_sync.naptime=3600000 \
-		-o logging_collector=on -o log_directory=log sh "$self"
-	exit $?
-fi
 . tests/e2e/lib.sh
+in_cluster "$self" -o magic_sync.database=later -o magic_sync.naptime=3600000 \
+		-o logging_collector=on -o log_directory=log
 DB=later
 logfile() { psql -XAtq -d postgres -c "SELECT pg_read_file(pg_current_logfile())"; }
 ms() { date +%s%3N; }
@@ -34,13 +29,7 @@ wait_for 20 postgres "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_ty
 check "the relay starts once the database exists" \
 	"$(q postgres "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND datname = 'later'")" "1"
 q $DB "CREATE EXTENSION magic_sync"
-q $DB "CREATE TABLE items (id int PRIMARY KEY, v text NOT NULL)"
-q $DB "SELECT sync.mirror('items', 'catalog', 'broadcast')" >/dev/null
-q $DB "SELECT sync.replica_add('eeeeeeee-0000-0000-0000-000000000001')" >/dev/null
-# the first pass (a replica added notes nothing): woken by hand
-q $DB "SELECT sync.wake()" >/dev/null
-wait_for 10 $DB "SELECT NOT provision FROM sync.replicas" || true
-check "provisioned once woken" "$(q $DB "SELECT NOT provision FROM sync.replicas")" "t"
+items_provisioned $DB
 
 # a committed note wakes it: naptime is an hour, the change arrives within a second
 late=0

@@ -7,13 +7,8 @@
 set -u
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/../.." || exit 2
-if [ -z "${PGPORT:-}" ]; then
-	. scripts/lib.sh
-	ms_ready || exit 2
-	ms_cluster -o magic_sync.database=postgres -o magic_sync.naptime=200 sh "$self"
-	exit $?
-fi
 . tests/e2e/lib.sh
+in_cluster "$self" -o magic_sync.database=postgres -o magic_sync.naptime=200
 DB=postgres
 worker_pid() { q $DB "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND datname = '$1'"; }
 
