@@ -10,7 +10,7 @@ self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/../.." || exit 2
 . tests/e2e/lib.sh
 in_cluster "$self" -o magic_sync.database=later -o magic_sync.naptime=3600000 \
-		-o logging_collector=on -o log_directory=log
+	-o logging_collector=on -o log_directory=log
 DB=later
 logfile() { psql -XAtq -d postgres -c "SELECT pg_read_file(pg_current_logfile())"; }
 ms() { date +%s%3N; }

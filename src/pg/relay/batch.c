@@ -41,7 +41,6 @@ raise_floor(ms_pass *p, int64 from)
 		last = DatumGetInt64(ms_value(0, 1, &isnull));
 		next = Min(next, last + 1);
 	}
-	p->floor->floor = from;
 	p->floor->next = Max(from, next);
 }
 

@@ -19,9 +19,9 @@
  * that doubles up to a minute; a permanent one is logged, and retried at
  * the same pace, since the fix it waits for is a deploy.  Its passes read
  * the notes from a floor it keeps (floor.h); one the naptime started reads
- * from the first, once a minute at most.  SIGHUP reloads the settings; SIGTERM ends the pass and
- * the worker (the transaction is rolled back: nothing half-done is
- * committed).
+ * from the first, once a minute at most.  SIGHUP reloads the settings;
+ * SIGTERM ends the pass and the worker (the transaction is rolled back:
+ * nothing half-done is committed).
  *
  * Who it is: it connects as magic_sync.role (empty: the bootstrap
  * superuser) with search_path = pg_catalog, pg_temp, whatever the database
