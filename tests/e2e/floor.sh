@@ -18,6 +18,8 @@ trap 'exec 3>&- 2>/dev/null; rm -rf "$tmp"' EXIT
 
 q postgres "CREATE DATABASE floor" >/dev/null
 wait_for 20 postgres "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND datname = 'floor'" || true
+check "the relay runs in the database" \
+	"$(q postgres "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND datname = 'floor'")" "1"
 q $DB "CREATE EXTENSION magic_sync"
 q $DB "ALTER TABLE sync.notes SET (autovacuum_enabled = off)"
 items_provisioned $DB
@@ -46,9 +48,10 @@ q $DB "ANALYZE sync.notes" >/dev/null
 leaves=$(q $DB "SELECT pg_relation_size('sync.notes_pending') / current_setting('block_size')::int")
 before=$(blocks)
 worst=0
+late=0
 for i in 1 2 3 4 5; do
 	note=$(change $i)
-	wait_for 5 $DB "$(held $i "$note")" || true
+	wait_for 5 $DB "$(held $i "$note")" || late=$((late + 1))
 	# the worker flushes its statistics when it sleeps
 	sleep 1.2
 	after=$(blocks)
@@ -57,6 +60,7 @@ for i in 1 2 3 4 5; do
 	before=$after
 done
 echo "notes_pending: $leaves pages; a one-row change's passes read at most $worst blocks of sync.notes"
+check "each one-row change is relayed (its blocks counted)" "$late" "0"
 check "a one-row change's passes read a few blocks of sync.notes, not the $leaves pages of notes_pending the large change left (at most 60)" \
 	"$([ "$worst" -le 60 ] && echo yes || echo no)" "yes"
 
@@ -67,6 +71,7 @@ exec 3>"$tmp/open"
 echo "BEGIN; UPDATE items SET v = 'open' WHERE id = 7; SELECT 'noted', currval('sync.note_seq');" >&3
 wait_for 5 $DB "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE state = 'idle in transaction' AND datname = 'floor')" || true
 open=$(sed -n 's/^noted|//p' "$tmp/open.out")
+check "a transaction stays open with its note" "$(echo "$open" | grep -c '^[0-9][0-9]*$')" "1"
 late=0
 for i in 11 12 13 14 15 16; do
 	note=$(change $i)
@@ -80,11 +85,12 @@ check "its note is relayed when it commits, under every later note read" "$(q $D
 check "the replica holds its row's version" "$(q $DB "$(held 7 "$open")")" "t"
 
 # a parked note, under the floor by now, read again a minute later
+late=0
 tab=$(q $DB "SELECT id FROM sync.tables WHERE relid = 'items'::regclass")
 parked=$(q $DB "INSERT INTO sync.notes (tab, key, parked, parked_at) VALUES ($tab, sync.key(ARRAY['8']), 'planning failed (test)', now()) RETURNING id")
 for i in 17 18; do
 	note=$(change $i)
-	wait_for 5 $DB "$(gone "$note")" || true
+	wait_for 5 $DB "$(gone "$note")" || late=$((late + 1))
 done
 check "the parked note waits" "$(q $DB "SELECT parked IS NOT NULL FROM sync.notes WHERE id = $parked")" "t"
 q $DB "UPDATE sync.notes SET parked_at = now() - interval '2 minutes' WHERE id = $parked"
@@ -100,13 +106,14 @@ check "a note numbered after the sequence was set back is relayed" "$(q $DB "$(g
 q $DB "SELECT setval('sync.note_seq', 10000000)" >/dev/null
 for i in 19 20; do
 	note=$(change $i)
-	wait_for 5 $DB "$(gone "$note")" || true
+	wait_for 5 $DB "$(gone "$note")" || late=$((late + 1))
 done
 
 # a note written under the floor by hand: the first quiet pass (a naptime with no wake) reads it
 low=$(q $DB "INSERT INTO sync.notes (id, tab, key) VALUES (3, $tab, sync.key(ARRAY['10'])) RETURNING id")
 note=$(change 11)
-wait_for 5 $DB "$(gone "$note")" || true
+wait_for 5 $DB "$(gone "$note")" || late=$((late + 1))
+check "the changes between the cases are relayed" "$late" "0"
 check "a woken pass reads from the floor: a note under it waits" "$(q $DB "$(gone "$low")")" "f"
 q postgres "ALTER SYSTEM SET magic_sync.naptime = 500" >/dev/null
 q postgres "SELECT pg_reload_conf()" >/dev/null
