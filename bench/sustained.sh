@@ -153,6 +153,20 @@ if [ -n "${MS_BENCH_PERF:-}" ]; then
 	perfs=$!
 	perf record -q -o "$MS_BENCH_PERF/agents.data" -p "$(echo $agents | tr ' ' ,)" -- sleep "$seconds" >/dev/null 2>&1 &
 	perfs="$perfs $!"
+	# the whole machine, to say where "the rest" went: each process's kind,
+	# read of pg_stat_activity halfway through the run (pgbench's sessions
+	# live as long as the run)
+	perf record -q -a -o "$MS_BENCH_PERF/machine.data" -- sleep "$seconds" >/dev/null 2>&1 &
+	perfs="$perfs $!"
+	(
+		sleep $((seconds / 2))
+		val "SELECT pid, CASE WHEN backend_type <> 'client backend' THEN backend_type
+		                      WHEN application_name = 'pgbench' THEN 'pgbench session'
+		                      WHEN application_name = 'magic_sync_agent' THEN 'agent session'
+		                      ELSE 'other session' END FROM pg_stat_activity" | tr '|' ' ' >"$MS_BENCH_PERF/pids.txt"
+		for p in $agents; do echo "$p agent"; done >>"$MS_BENCH_PERF/pids.txt"
+		echo "$(pgrep -x pgbench | head -1) pgbench" >>"$MS_BENCH_PERF/pids.txt"
+	) &
 	sql -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
 fi
 wal_from=$(lsn)
@@ -208,6 +222,18 @@ if [ -n "${MS_BENCH_PERF:-}" ]; then
 	for f in relay agents; do
 		perf report -q -i "$MS_BENCH_PERF/$f.data" --no-children --sort dso,sym 2>/dev/null | head -70 >"$MS_BENCH_PERF/$f.txt"
 	done
+	# machine.txt: the machine's samples by kind of process (a process not
+	# seen halfway, an autovacuum worker say, by its command), then the
+	# pgbench sessions' top symbols
+	perf report -q -i "$MS_BENCH_PERF/machine.data" --no-children --sort pid 2>/dev/null |
+		awk 'NR == FNR { kind[$1] = $2 " " $3; next }
+		     { split($2, a, ":"); k = (a[1] in kind) ? kind[a[1]] : a[2]; sub(/%/, "", $1); share[k] += $1 }
+		     END { for (k in share) printf "%6.2f %%  %s\n", share[k], k }' "$MS_BENCH_PERF/pids.txt" - |
+		sort -rn >"$MS_BENCH_PERF/machine.txt"
+	echo "the pgbench sessions:" >>"$MS_BENCH_PERF/machine.txt"
+	perf report -q -i "$MS_BENCH_PERF/machine.data" --no-children --sort dso,sym \
+		--pid "$(awk '$2 == "pgbench" && $3 == "session" { printf "%s%s", (n++ ? "," : ""), $1 }' "$MS_BENCH_PERF/pids.txt")" 2>/dev/null |
+		head -60 >>"$MS_BENCH_PERF/machine.txt"
 fi
 max_age=$(sort -g "$work/ages" | tail -1)
 samples=$(wc -l <"$work/ages")
