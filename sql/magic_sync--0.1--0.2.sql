@@ -1268,3 +1268,14 @@ GRANT EXECUTE ON FUNCTION sync.prune(integer) TO sync_admin;
 -- a decided wish is kept until magic_sync.wishes_kept has passed
 COMMENT ON VIEW sync.wishes IS
 	'Every wish and its fate: pending (not decided yet; sent_in is the message that carried it down, NULL until the relay sends it), applied, declined (the replica changed its row first: it keeps its own), superseded (a newer wish for the row came first), with why, when made and when decided; a decided wish until magic_sync.wishes_kept has passed (sync.prune)';
+
+-- What each replica is owed (src/pg/sql/76_owed.sql): counted once from the
+-- outbox here, kept by the relay and the acknowledgements from now on
+ALTER TABLE sync.replicas ADD COLUMN owed_messages bigint NOT NULL DEFAULT 0,
+	ADD COLUMN owed_bytes bigint NOT NULL DEFAULT 0;
+COMMENT ON COLUMN sync.replicas.owed_messages IS 'Messages written to it beyond its latest snapshot and not yet acknowledged (checked against magic_sync.outbox_messages)';
+COMMENT ON COLUMN sync.replicas.owed_bytes IS 'The bytes of those messages (checked against magic_sync.outbox_bytes)';
+UPDATE sync.replicas r SET owed_messages = o.n, owed_bytes = o.b
+  FROM (SELECT o.replica, count(*) AS n, sum(o.bytes) AS b FROM sync.outbox o JOIN sync.replicas x ON x.id = o.replica
+         WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0) GROUP BY o.replica) o
+ WHERE r.id = o.replica;

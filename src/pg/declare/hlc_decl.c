@@ -22,6 +22,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "updated.h"
 #include "validate_int.h"
 
 void
@@ -48,10 +49,7 @@ ms_hlc_version_arg(ms_decl *d)
 static bool
 catalog_has_hlc(void)
 {
-	Oid			nsp = get_namespace_oid("sync", true);
-	Oid			tables = OidIsValid(nsp) ? get_relname_relid("tables", nsp) : InvalidOid;
-
-	return OidIsValid(tables) && get_attnum(tables, "hlc") != InvalidAttrNumber;
+	return ms_catalog_has_column("tables", "hlc");
 }
 
 const char *

@@ -289,8 +289,9 @@ ms_evolve_observe(ms_pass *p)
 		return;
 	}
 	/* forgotten replicas: what they were sent goes with them */
-	ms_exec(p, "DELETE FROM sync.replica_tables WHERE replica IN (SELECT id FROM pg_temp.ms_forget)",
-			0, NULL, NULL, NULL, 0);
+	if (p->forgotten > 0)
+		ms_exec(p, "DELETE FROM sync.replica_tables WHERE replica IN (SELECT id FROM pg_temp.ms_forget)",
+				0, NULL, NULL, NULL, 0);
 	ms_exec(p, "SELECT EXISTS (SELECT FROM sync.replicas WHERE live AND NOT provision"
 			" AND schema_hash IS DISTINCT FROM $1)", 1, types, values, NULL, 0);
 	if (!DatumGetBool(ms_value(0, 1, &(bool) {false})))

@@ -22,34 +22,44 @@ ms_observe(ms_pass *p)
 	Datum		values[1];
 	ArrayType  *provisioning;
 
+	/* what a replica dropped, or no longer live, was sent goes with it */
 	static const char *const forget[] = {
-		"INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
 		"DELETE FROM sync.held WHERE replica IN (SELECT id FROM ms_forget)",
 		"DELETE FROM sync.outbox WHERE replica IN (SELECT id FROM ms_forget)",
 		"DELETE FROM sync.answers WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped)",
 		"DELETE FROM sync.replicas WHERE dropped",
 		"UPDATE sync.replicas SET seen_live = false, seen_partition = NULL,"
 		"  snapshot_number = NULL, snapshot_end = NULL WHERE NOT live AND seen_live",
-		"UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
-		" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
 		NULL
 	};
 
 	ms_generation_observe(&p->epoch);
 	ms_temp_table(p, "ms_forget", "id uuid PRIMARY KEY");
-	/* a dropped replica's refused claims go with it (an extension not updated yet has none) */
-	if (ms_catalog_has("refused_claims"))
-		ms_exec(p, "DELETE FROM sync.refused_claims WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped)",
-				0, NULL, NULL, NULL, 0);
 	p->carried = ms_catalog_has("carried");
-	ms_exec_all(p, forget);
-	/* what its messages carried goes with them */
-	if (p->carried)
-		ms_exec(p, "DELETE FROM sync.carried WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
+	p->owed = ms_catalog_has_column("replicas", "owed_messages");
+	ms_exec(p, "INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
+			0, NULL, NULL, NULL, 0);
+	p->forgotten = (int64) SPI_processed;
+	/* most passes forget nobody: then none of it is asked, nor planned */
+	if (p->forgotten > 0)
+	{
+		/* a dropped replica's refused claims go with it (an extension not updated yet has none) */
+		if (ms_catalog_has("refused_claims"))
+			ms_exec(p, "DELETE FROM sync.refused_claims WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped)",
+					0, NULL, NULL, NULL, 0);
+		ms_exec_all(p, forget);
+		/* what its messages carried goes with them, and nothing is owed it */
+		if (p->carried)
+			ms_exec(p, "DELETE FROM sync.carried WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
+		if (p->owed)
+			ms_exec(p, "UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0 WHERE id IN (SELECT id FROM ms_forget)",
+					0, NULL, NULL, NULL, 0);
+	}
+	ms_exec(p, "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
+			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
+			0, NULL, NULL, NULL, 0);
 	/* the mirrored tables changed since what it was sent: a schema change, or a snapshot */
 	ms_evolve_observe(p);
-	ms_exec(p, "SELECT count(*) FROM ms_forget", 0, NULL, NULL, NULL, 0);
-	p->forgotten = ms_int64();
 
 	/* a snapshot that failed for good is tried again a minute later (park.c) */
 	ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND provision"
@@ -68,5 +78,11 @@ ms_observe(ms_pass *p)
 	ms_exec(p,
 			"UPDATE sync.outbox SET dropped = true, body = NULL WHERE replica = ANY ($1) AND NOT dropped",
 			1, types, values, NULL, 0);
+	/* a dropped message is owed no more (76_owed.sql) */
+	if (p->owed)
+		ms_exec(p,
+				"UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0"
+				" WHERE id = ANY ($1) AND (owed_messages <> 0 OR owed_bytes <> 0)",
+				1, types, values, NULL, 0);
 	return provisioning;
 }

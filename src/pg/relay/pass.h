@@ -63,6 +63,7 @@ typedef struct ms_pass
 	int64		resent;			/* rows refused sent again by the plan (retry.c) */
 	bool		resend_held;	/* sending them failed for good: held back instead (retry.c) */
 	bool		carried;		/* sync.carried exists (observe.c; a 0.1 catalog not updated yet has none) */
+	bool		owed;			/* sync.replicas has owed_messages and owed_bytes (76_owed.sql; the same) */
 	bool		blocked;		/* pg_temp.ms_blocked has rows: no wanted set grows through them (plan.c) */
 
 	/* what the pass did (sync.relay_pass returns it) */

@@ -66,6 +66,8 @@ typedef struct target
 	uint64		first_number;
 	bool		written;		/* it has new messages */
 	int64		snapshot_rows;	/* rows its snapshot carries */
+	int64		owed_messages;	/* written this pass, and their bytes: */
+	int64		owed_bytes;		/* added to sync.replicas.owed_* */
 
 	StringInfoData down;		/* Down's fields so far: Begin, complete Rows */
 	StringInfoData rows;		/* the Rows being filled */
@@ -323,6 +325,8 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	memcpy(tg->last_nonce, nonce, sizeof nonce);
 	tg->has_last = true;
 	tg->written = true;
+	tg->owed_messages++;
+	tg->owed_bytes += (int64) (headlen + body->len);
 	if (snapshot_start)
 	{
 		tg->first_number = number;
@@ -871,14 +875,15 @@ record_chains(recorder *r)
 	HASH_SEQ_STATUS seq;
 	target	   *tg;
 	long		n = hash_get_num_entries(r->targets);
-	Datum	   *cols[5];
-	bool	   *nulls[5];
+	Datum	   *cols[7];
+	bool	   *nulls[7];
 	int			k = 0;
-	Oid			types[6] = {UUIDARRAYOID, INT8ARRAYOID, BYTEAARRAYOID, INT8ARRAYOID, INT8ARRAYOID, BYTEAOID};
-	Datum		values[6];
-	static const Oid elem[5] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID};
+	Oid			types[8] = {UUIDARRAYOID, INT8ARRAYOID, BYTEAARRAYOID, INT8ARRAYOID, INT8ARRAYOID, BYTEAOID,
+	INT8ARRAYOID, INT8ARRAYOID};
+	Datum		values[8];
+	static const Oid elem[7] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID, INT8OID, INT8OID};
 
-	for (int c = 0; c < 5; c++)
+	for (int c = 0; c < 7; c++)
 	{
 		cols[c] = palloc(sizeof(Datum) * Max(n, 1));
 		nulls[c] = palloc0(sizeof(bool) * Max(n, 1));
@@ -894,11 +899,13 @@ record_chains(recorder *r)
 		cols[3][k] = Int64GetDatum((int64) tg->first_number);
 		cols[4][k] = Int64GetDatum((int64) tg->last_number);
 		nulls[3][k] = nulls[4][k] = !tg->snapshot;
+		cols[5][k] = Int64GetDatum(tg->owed_messages);
+		cols[6][k] = Int64GetDatum(tg->owed_bytes);
 		k++;
 	}
 	if (k == 0)
 		return;
-	for (int c = 0; c < 5; c++)
+	for (int c = 0; c < 7; c++)
 	{
 		int			dims[1] = {k};
 		int			lbs[1] = {1};
@@ -907,20 +914,29 @@ record_chains(recorder *r)
 		char		align;
 
 		get_typlenbyvalalign(elem[c], &len, &byval, &align);
-		values[c] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs, elem[c], len, byval, align));
+		values[c < 5 ? c : c + 1] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs, elem[c],
+																		len, byval, align));
 	}
 	values[5] = PointerGetDatum(p->schema_hash);
 	ms_exec(p, "INSERT INTO pg_temp.ms_written SELECT unnest($1)", 1, types, values, NULL, 0);
-	/* a snapshot written ($4 not null): its numbers, its schema, the replica provisioned */
-	ms_exec(p,
+	/*
+	 * A snapshot written ($4 not null): its numbers, its schema, the replica
+	 * provisioned, and nothing owed beyond it (every message of the pass is
+	 * numbered up to its end).  Otherwise what the pass wrote is owed too
+	 * ($7, $8): relay.c's outbox_bounds reads it rather than the outbox.
+	 */
+	ms_exec(p, psprintf(
 			"UPDATE sync.replicas r SET last_number = w.last, last_nonce = w.nonce,"
 			" snapshot_number = coalesce(w.first, r.snapshot_number),"
-			" snapshot_end = coalesce(w.snap_end, r.snapshot_end),"
+			" snapshot_end = coalesce(w.snap_end, r.snapshot_end),%s"
 			" schema_hash = CASE WHEN w.first IS NULL THEN r.schema_hash ELSE $6 END,"
 			" provision = CASE WHEN w.first IS NULL THEN r.provision ELSE false END,"
 			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END"
-			" FROM unnest($1, $2, $3, $4, $5) w(id, last, nonce, first, snap_end) WHERE r.id = w.id",
-			6, types, values, NULL, 0);
+			" FROM unnest($1, $2, $3, $4, $5, $7, $8) w(id, last, nonce, first, snap_end, messages, bytes)"
+			" WHERE r.id = w.id",
+			p->owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
+			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : ""),
+			8, types, values, NULL, 0);
 }
 
 List *

@@ -198,26 +198,31 @@ outbox_bounds(ms_pass *p)
 	Datum		values[3] = {Int64GetDatum(ms_outbox_messages),
 		Int64GetDatum((int64) ms_outbox_bytes * 1024), Int64GetDatum(ms_message_bytes)};
 
-	ms_exec(p,
+	/*
+	 * Only an outbox this pass wrote to can have grown past its bounds, and
+	 * only one whose replica is owed more than they allow (76_owed.sql, kept
+	 * as messages are written and acknowledged); its outbox is then counted,
+	 * so that the alarm says what is there.  A replica within its bounds
+	 * costs one look at its sync.replicas row, however many messages it is
+	 * owed and however many replicas share the message numbers.  A catalog
+	 * not updated yet keeps no such figure: a replica whose numbers moved on
+	 * past what the bounds allow messages (every replica's messages are
+	 * numbered from one sequence, so they count its own from above) has its
+	 * outbox counted.
+	 */
+	const char *owed = p->owed ? "x.owed_messages > $1 OR x.owed_bytes > $2"
+		: "x.last_number - greatest(x.acked_number, coalesce(x.snapshot_end, 0)) > least($1, $2 / $3)";
+
+	ms_exec(p, psprintf(
 			"UPDATE sync.replicas r SET provision = true, last_error_at = now(),"
-			" last_error = format('the outbox outgrew its bounds (%s messages, %s bytes beyond its snapshot;"
-			" magic_sync.outbox_messages = %s, magic_sync.outbox_bytes = %s kB): provisioned again',"
+			" last_error = format('the outbox outgrew its bounds (%%s messages, %%s bytes beyond its snapshot;"
+			" magic_sync.outbox_messages = %%s, magic_sync.outbox_bytes = %%s kB): provisioned again',"
 			"   b.n, b.s, $1, $2 / 1024)"
-			/*
-			 * Only an outbox this pass wrote to can have grown past its
-			 * bounds, and only one with more numbers unacknowledged beyond its
-			 * snapshot than the bounds allow messages: what a replica
-			 * acknowledged has left its outbox, and numbers are unique, so
-			 * they count its messages from above (each at most
-			 * magic_sync.message_bytes).  A replica that keeps up costs
-			 * nothing here.
-			 */
-			" FROM (SELECT o.replica, count(*) AS n, sum(o.bytes) AS s FROM pg_temp.ms_written w"
-			"       JOIN sync.replicas x ON x.id = w.id JOIN sync.outbox o ON o.replica = w.id"
-			"      WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0)"
-			"        AND x.last_number - greatest(x.acked_number, coalesce(x.snapshot_end, 0)) > least($1, $2 / $3)"
-			"      GROUP BY o.replica) b"
-			" WHERE r.id = b.replica AND NOT r.provision AND (b.n > $1 OR b.s > $2)",
+			" FROM (SELECT x.id AS replica, o.n, o.s FROM pg_temp.ms_written w JOIN sync.replicas x ON x.id = w.id"
+			"       CROSS JOIN LATERAL (SELECT count(*) AS n, sum(o.bytes) AS s FROM sync.outbox o"
+			"        WHERE o.replica = x.id AND NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0)) o"
+			"      WHERE %s) b"
+			" WHERE r.id = b.replica AND NOT r.provision AND (b.n > $1 OR b.s > $2)", owed),
 			3, types, values, NULL, 0);
 	if (SPI_processed > 0)
 		ereport(WARNING,
