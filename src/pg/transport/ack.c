@@ -140,8 +140,8 @@ acknowledged(ms_filing *f, Sync__Applied *a)
 		(ms_catalog_has_column("replicas", "owed_messages")
 		 ? SPI_execute_with_args("WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number <= $2"
 								 "            RETURNING number, bytes, dropped)"
-								 " UPDATE sync.replicas r SET owed_messages = r.owed_messages - o.n,"
-								 "        owed_bytes = r.owed_bytes - o.b"
+								 " UPDATE sync.replicas r SET owed_messages = greatest(r.owed_messages - o.n, 0),"
+								 "        owed_bytes = greatest(r.owed_bytes - o.b, 0)"
 								 "   FROM (SELECT count(*) AS n, coalesce(sum(d.bytes), 0) AS b FROM d, sync.replicas x"
 								 "          WHERE x.id = $1 AND NOT d.dropped AND d.number > coalesce(x.snapshot_end, 0)) o"
 								 "  WHERE r.id = $1 AND o.n > 0",
