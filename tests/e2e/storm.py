@@ -392,9 +392,27 @@ def explain_missing(missing):
               "progress", r.one("SELECT sync_progress()"), flush=True)
 
 
+def owed():
+    """Each replica: what the relay keeps it is owed (src/pg/sql/76_owed.sql), and what its
+    outbox holds beyond its snapshot, not dropped: (messages, bytes) twice"""
+    rows = srv.rows(
+        "SELECT r.id::text, r.owed_messages, r.owed_bytes, coalesce(o.n, 0), coalesce(o.b, 0)"
+        "  FROM sync.replicas r LEFT JOIN (SELECT o.replica, count(*) AS n, sum(o.bytes) AS b FROM sync.outbox o"
+        "   JOIN sync.replicas x ON x.id = o.replica WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0)"
+        "   GROUP BY o.replica) o ON o.replica = r.id ORDER BY 1")
+    return ({i: (m, b) for i, m, b, _, _ in rows}, {i: (n, b) for i, _, _, n, b in rows})
+
+
 def settle(segment):
     """The faults stop, the fixes are deployed, and every check of the storm."""
     quarantined, parked = set_aside_seen["quarantined"], set_aside_seen["parked"]
+    tag = f"[{segment}] " if SEGMENTS > 1 else ""
+    # the storm's lost, reordered and repeated acknowledgements and its provisionings
+    # left what each replica is owed as its outbox says
+    kept, counted = owed()
+    check(tag + "what each replica is owed is what its outbox holds, when the storm ends", kept, counted)
+    owed_at_storm_end = sum(n for n, _ in counted.values())
+    print(f"{tag}messages owed when the storm ended: {owed_at_storm_end}", flush=True)
     # what was set aside goes by itself, once its minute is up (here: moved back)
     deploy(False)
     deploy_view(False)
@@ -405,7 +423,6 @@ def settle(segment):
         r.q("UPDATE _sync_state SET digest_due = 1")
         r.one("SELECT sync_config('resend_after', 0)")
     calm()
-    tag = f"[{segment}] " if SEGMENTS > 1 else ""
     check(tag + "the codec bug set rows aside", quarantined > 0, True)
     check(tag + "and the fix let them through",
           srv.rows("SELECT reason, count(*) FROM sync.quarantine GROUP BY 1 ORDER BY 2 DESC LIMIT 3"), [])
@@ -453,6 +470,8 @@ def settle(segment):
         check(f"{tag}{r.id[-4:]} has nothing left to send", r.one("SELECT count(*) FROM _sync_notes"), 0)
         check(f"{tag}{r.id[-4:]} has nothing set aside", set_aside(r), set())
     check(tag + "no committed change is lost: every sale a store wrote is at the head office", *sales_everywhere())
+    kept, counted = owed()
+    check(tag + f"and after the calm (the storm ended owing {owed_at_storm_end} messages)", kept, counted)
     # the next storm's bugs meet rows that change again
     set_aside_seen.update(quarantined=0, parked=0)
     srv.exec("UPDATE products SET label = 'plain' WHERE id IN (1, 2)")
