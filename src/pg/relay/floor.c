@@ -121,11 +121,15 @@ ms_floor_before_snapshot(ms_floor *f, bool quiet)
 		}
 		pfree(running);
 	}
-	if (quiet && (f->from_first_at == 0 ||
-				  TimestampDifferenceExceeds(f->from_first_at, GetCurrentTimestamp(), FROM_FIRST_EVERY_MS)))
+	if (quiet)
 	{
-		f->floor = 0;
-		f->from_first_at = GetCurrentTimestamp();
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (f->from_first_at == 0 || TimestampDifferenceExceeds(f->from_first_at, now, FROM_FIRST_EVERY_MS))
+		{
+			f->floor = 0;
+			f->from_first_at = now;
+		}
 	}
 	f->next = f->floor;
 }

@@ -878,8 +878,8 @@ record_chains(recorder *r)
 	Datum	   *cols[7];
 	bool	   *nulls[7];
 	int			k = 0;
-	Oid			types[8] = {UUIDARRAYOID, INT8ARRAYOID, BYTEAARRAYOID, INT8ARRAYOID, INT8ARRAYOID, BYTEAOID,
-	INT8ARRAYOID, INT8ARRAYOID};
+	Oid			types[8] = {UUIDARRAYOID, INT8ARRAYOID, BYTEAARRAYOID, INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID,
+	INT8ARRAYOID, BYTEAOID};
 	Datum		values[8];
 	static const Oid elem[7] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID, INT8OID, INT8OID};
 
@@ -914,25 +914,24 @@ record_chains(recorder *r)
 		char		align;
 
 		get_typlenbyvalalign(elem[c], &len, &byval, &align);
-		values[c < 5 ? c : c + 1] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs, elem[c],
-																		len, byval, align));
+		values[c] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs, elem[c], len, byval, align));
 	}
-	values[5] = PointerGetDatum(p->schema_hash);
+	values[7] = PointerGetDatum(p->schema_hash);
 	ms_exec(p, "INSERT INTO pg_temp.ms_written SELECT unnest($1)", 1, types, values, NULL, 0);
 	/*
 	 * A snapshot written ($4 not null): its numbers, its schema, the replica
 	 * provisioned, and nothing owed beyond it (every message of the pass is
 	 * numbered up to its end).  Otherwise what the pass wrote is owed too
-	 * ($7, $8): relay.c's outbox_bounds reads it rather than the outbox.
+	 * ($6, $7): relay.c's outbox_bounds reads it rather than the outbox.
 	 */
 	ms_exec(p, psprintf(
 			"UPDATE sync.replicas r SET last_number = w.last, last_nonce = w.nonce,"
 			" snapshot_number = coalesce(w.first, r.snapshot_number),"
 			" snapshot_end = coalesce(w.snap_end, r.snapshot_end),%s"
-			" schema_hash = CASE WHEN w.first IS NULL THEN r.schema_hash ELSE $6 END,"
+			" schema_hash = CASE WHEN w.first IS NULL THEN r.schema_hash ELSE $8 END,"
 			" provision = CASE WHEN w.first IS NULL THEN r.provision ELSE false END,"
 			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END"
-			" FROM unnest($1, $2, $3, $4, $5, $7, $8) w(id, last, nonce, first, snap_end, messages, bytes)"
+			" FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
 			" WHERE r.id = w.id",
 			p->owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
 			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : ""),

@@ -123,10 +123,33 @@ recorded(ms_filing *f, Sync__Applied *a)
 }
 
 /*
- * What the messages through a->number carried is held; what they took back
- * is gone.  The messages leaving the outbox that were owed (beyond the
- * latest snapshot, not dropped: 76_owed.sql) are owed no more.
+ * The messages through number leave the outbox; those that were owed
+ * (beyond the latest snapshot, not dropped: 76_owed.sql) are owed no more.
+ * A catalog not updated yet keeps no such figure.
  */
+static void
+leave_outbox(Oid *types, Datum *values)
+{
+	bool		owed = ms_catalog_has_column("replicas", "owed_messages");
+	int			rc;
+
+	if (owed)
+		rc = SPI_execute_with_args("WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number <= $2"
+								   "            RETURNING number, bytes, dropped)"
+								   " UPDATE sync.replicas r SET owed_messages = greatest(r.owed_messages - o.n, 0),"
+								   "        owed_bytes = greatest(r.owed_bytes - o.b, 0)"
+								   "   FROM (SELECT count(*) AS n, coalesce(sum(d.bytes), 0) AS b FROM d, sync.replicas x"
+								   "          WHERE x.id = $1 AND NOT d.dropped AND d.number > coalesce(x.snapshot_end, 0)) o"
+								   "  WHERE r.id = $1 AND o.n > 0",
+								   2, types, values, NULL, false, 0);
+	else
+		rc = SPI_execute_with_args("DELETE FROM sync.outbox WHERE replica = $1 AND number <= $2",
+								   2, types, values, NULL, false, 0);
+	if (rc != (owed ? SPI_OK_UPDATE : SPI_OK_DELETE))
+		elog(ERROR, "could not record an acknowledgement");
+}
+
+/* what the messages through a->number carried is held; what they took back is gone */
 static void
 acknowledged(ms_filing *f, Sync__Applied *a)
 {
@@ -136,19 +159,10 @@ acknowledged(ms_filing *f, Sync__Applied *a)
 
 	if (SPI_execute_with_args("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
 							  " acked_number = $2, acked_nonce = $3, acked_at = now() WHERE id = $1",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
-		(ms_catalog_has_column("replicas", "owed_messages")
-		 ? SPI_execute_with_args("WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number <= $2"
-								 "            RETURNING number, bytes, dropped)"
-								 " UPDATE sync.replicas r SET owed_messages = greatest(r.owed_messages - o.n, 0),"
-								 "        owed_bytes = greatest(r.owed_bytes - o.b, 0)"
-								 "   FROM (SELECT count(*) AS n, coalesce(sum(d.bytes), 0) AS b FROM d, sync.replicas x"
-								 "          WHERE x.id = $1 AND NOT d.dropped AND d.number > coalesce(x.snapshot_end, 0)) o"
-								 "  WHERE r.id = $1 AND o.n > 0",
-								 2, types, values, NULL, false, 0) != SPI_OK_UPDATE
-		 : SPI_execute_with_args("DELETE FROM sync.outbox WHERE replica = $1 AND number <= $2",
-								 2, types, values, NULL, false, 0) != SPI_OK_DELETE) ||
-		SPI_execute_with_args("DELETE FROM sync.held WHERE replica = $1 AND taken <= $2",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record an acknowledgement");
+	leave_outbox(types, values);
+	if (SPI_execute_with_args("DELETE FROM sync.held WHERE replica = $1 AND taken <= $2",
 							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not record an acknowledgement");
 }

@@ -240,6 +240,23 @@ answers_sql(bool standby, bool received)
  * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int [, applied
  * bytea]) returns table(number bigint, message bytea).
  */
+/* the read of one message's body by its key: planned once per session */
+static SPIPlanPtr
+body_plan(void)
+{
+	static SPIPlanPtr plan = NULL;
+
+	if (plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare("SELECT b.bytes FROM sync.bodies b WHERE b.id = $1", 1, (Oid[]) {INT8OID});
+
+		if (p == NULL || SPI_keepplan(p) != 0)
+			elog(ERROR, "could not prepare the read of sync.bodies: %s", SPI_result_code_string(SPI_result));
+		plan = p;
+	}
+	return plan;
+}
+
 Datum
 ms_pull(PG_FUNCTION_ARGS)
 {
@@ -325,9 +342,7 @@ ms_pull(PG_FUNCTION_ARGS)
 									" WHERE o.replica = $1 AND o.number > $2 AND NOT o.dropped AND o.body IS NOT NULL"
 									" ORDER BY o.number",
 									2, types, values, NULL, true, 0);
-	body = SPI_prepare("SELECT b.bytes FROM sync.bodies b WHERE b.id = $1", 1, (Oid[]) {INT8OID});
-	if (body == NULL)
-		elog(ERROR, "could not prepare the read of sync.bodies: %s", SPI_result_code_string(SPI_result));
+	body = body_plan();
 	while (total < max_bytes)
 	{
 		Datum		number;
@@ -375,7 +390,6 @@ ms_pull(PG_FUNCTION_ARGS)
 		pfree(bytes);
 	}
 	SPI_cursor_close(cur);
-	SPI_freeplan(body);
 
 	/*
 	 * each message counts the times it went out: a send that keeps failing
