@@ -251,8 +251,9 @@ $$;
 COMMENT ON FUNCTION sync.health(uuid[], text) IS
 	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside, waiting and dropped, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
 
--- a pass finds the replicas holding a changed row by (tab, key) (issue 14)
-CREATE INDEX held_row ON sync.held (tab, key);
+-- a pass finds the replicas holding a changed row by (tab, key), and one
+-- replica's held row in one descent by either index (issue 14)
+CREATE INDEX held_row ON sync.held (tab, key, replica);
 -- the rows a pass sends as replacements, found without reading every held row
 CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;
 -- pruning reads at most its batch, by an index, whatever a large change left (issue 14)

@@ -45,10 +45,16 @@
 #include "question.h"
 #include "wanted.h"
 
-/* the held row of s (replica, tab, key), not being let go */
+/*
+ * the held row of s (replica, tab, key), not being let go: looked up row by
+ * row, by all three (OFFSET 0 keeps it a subplan).  As a join, the planner,
+ * which takes (tab, key) for a key of held (it is, but for a broadcast row),
+ * looked it up by (tab, key) alone and read the held row of every replica
+ * holding a broadcast row to find the one (sql/31_relay_lookup.sql).
+ */
 #define HELD(s) \
 	"EXISTS (SELECT FROM sync.held h WHERE h.replica = " s ".replica AND h.tab = " s ".tab" \
-	" AND h.key = " s ".key AND h.taken IS NULL)"
+	" AND h.key = " s ".key AND h.taken IS NULL OFFSET 0)"
 #define IN_QUESTION(s) \
 	"EXISTS (SELECT FROM pg_temp.ms_q q WHERE q.replica = " s ".replica AND q.tab = " s ".tab" \
 	" AND q.key = " s ".key)"
@@ -214,7 +220,7 @@ group_rows(ms_pass *p, const char *into, bool held)
 							into, t->id, ms_key_expr(t, "x"), t->members_qualified, t->group_column,
 							t->qualified, on.data, t->id,
 							held ? psprintf(" AND EXISTS (SELECT FROM sync.held h WHERE h.replica = n.replica"
-											" AND h.tab = %d AND h.key = %s AND h.taken IS NULL)",
+											" AND h.tab = %d AND h.key = %s AND h.taken IS NULL OFFSET 0)",
 											t->id, ms_key_expr(t, "x")) : ""),
 				0, NULL, NULL, NULL, 0);
 		n += SPI_processed;
@@ -362,9 +368,11 @@ kept(ms_pass *p)
 			char	   *match = ms_key_match(t, "x", "c.key");
 			char	   *active = ms_active_filter(t, "x", "c");
 
+			/* the parent's held row of c's replica, by all three (HELD) */
 			char	   *select = psprintf("SELECT c.replica, c.tab, c.key FROM pg_temp.ms_cand c JOIN %s x ON %s"
-						 " JOIN sync.held h ON h.replica = c.replica AND h.tab = %d AND h.key = %s"
-						 "  AND h.taken IS NULL"
+						 " CROSS JOIN LATERAL (SELECT h.replica, h.tab, h.key FROM sync.held h"
+						 "  WHERE h.replica = c.replica AND h.tab = %d AND h.key = %s"
+						 "  AND h.taken IS NULL OFFSET 0) h"
 						 " WHERE c.tab = %d%s AND NOT EXISTS (SELECT FROM pg_temp.ms_q q"
 						 "  WHERE q.replica = h.replica AND q.tab = h.tab AND q.key = h.key)",
 						 t->qualified, match, fk->parent, parent_key, t->id, active);

@@ -172,8 +172,12 @@ CREATE TABLE sync.held (
 -- its page), in the room fillfactor leaves on each page.
 -- A pass looks up the replicas holding the rows a change moves by held_row
 -- (the rows in question, docs/design.md 4.4): what it touches follows what
--- changed, not what the replicas hold.
-CREATE INDEX held_row ON sync.held (tab, key);
+-- changed, not what the replicas hold.  The replica comes last: a lookup of
+-- one replica's held row (replica, tab, key) is one descent whichever of
+-- held_pkey and held_row the planner takes, as it costs them alike; by
+-- (tab, key) alone it read the heap row of every replica holding a
+-- broadcast row to keep one (bench/profile.py --kind assigned at 10^6).
+CREATE INDEX held_row ON sync.held (tab, key, replica);
 -- The reads (src/pg/read.c) never count every held row: whether a replica
 -- has rows of a table on their way, and how many, is read of sync.carried
 -- (below); the rows letting go or refused, few and short-lived, have partial
