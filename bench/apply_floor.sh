@@ -16,6 +16,13 @@
 # each way and their ratio, the rows the appliers kept up with against what
 # was asked, and their share of the machine.
 #
+# With --notes-only, the same mirrored tables with no relay at all (the
+# cluster's magic_sync.database names no database, so no worker starts): the
+# run beside the appliers has the noting triggers on, and its notes are left
+# for no one (deleted between rounds).  What the noting and the applying
+# leave together: if it is below TARGET, no relay, however cheap, reaches
+# TARGET in bench/sustained.sh while the agents share the server's cores.
+#
 # With --noting, pgbench's four tables are mirrored (broadcast, as in
 # bench/sustained.sh) to no replica, with the preloaded relay worker: the
 # run beside the appliers has the noting triggers on, and the relay
@@ -24,12 +31,17 @@
 # relay to take them) beside the floor; a measure of this build, not a
 # bound (a relay with replicas passes at another pace).
 #
-#   bench/apply_floor.sh [--noting] [rounds] [seconds] [target]
+#   bench/apply_floor.sh [--noting | --notes-only] [rounds] [seconds] [target]
 set -eu
 cd "$(dirname "$0")/.."
 noting=""
+database=bench
 if [ "${1:-}" = --noting ]; then
 	noting=1
+	shift
+elif [ "${1:-}" = --notes-only ]; then
+	noting=only
+	database=no_such_database
 	shift
 fi
 rounds=${1:-2}
@@ -41,7 +53,7 @@ if [ -z "${MS_BENCH_INSIDE:-}" ]; then
 	. scripts/lib.sh
 	ms_ready
 	# the settings bench/sustained.sh's cluster has
-	ms_cluster -o max_wal_size=4GB -o checkpoint_timeout=30min -o magic_sync.database=bench \
+	ms_cluster -o max_wal_size=4GB -o checkpoint_timeout=30min -o magic_sync.database=$database \
 		env MS_BENCH_INSIDE=1 MS_FLOOR_NOTING="$noting" "$0" "$rounds" "$seconds" "$target"
 	exit $?
 fi
@@ -57,11 +69,22 @@ pgbench -q -i -s "$scale" bench >/dev/null 2>&1
 if [ -n "$noting" ]; then
 	psql -q -X -v ON_ERROR_STOP=1 -d bench -f bench/pgbench_mirror.sql -c "SELECT sync.wake()" >/dev/null
 	# sync.mirror noted every row the tables have: taken before the rounds
-	for _ in $(seq 1200); do
-		[ "$(psql -X -A -t -d bench -c "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)")" = t ] && break
-		sleep 0.5
-	done
+	if [ "$noting" = only ]; then
+		[ -z "$(psql -X -A -t -d bench -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")" ] ||
+			{ echo "a relay runs: --notes-only measures without one"; exit 1; }
+	else
+		for _ in $(seq 1200); do
+			[ "$(psql -X -A -t -d bench -c "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)")" = t ] && break
+			sleep 0.5
+		done
+	fi
 fi
+# with no relay, the notes are left for no one: gone before each run beside
+# the appliers, so that each notes into a table as small as a relay keeps it
+drop_notes() {
+	[ "$noting" = only ] || return 0
+	psql -q -X -v ON_ERROR_STOP=1 -d bench -c "DELETE FROM sync.notes" -c "VACUUM sync.notes" >/dev/null
+}
 # triggers ON|OFF: the noting triggers as sync.retrigger writes them, or disabled
 triggers() {
 	[ -n "$noting" ] || return 0
@@ -84,6 +107,7 @@ ratios=""
 for r in $(seq "$rounds"); do
 	psql -q -X -d bench -c CHECKPOINT
 	alone=$(run)
+	drop_notes
 	triggers ON
 	psql -q -X -d bench -c CHECKPOINT
 	rate=$(echo "$target * $alone" | bc -l)
@@ -114,12 +138,14 @@ for r in $(seq "$rounds"); do
 		cpu=$(echo "$cpu + $used" | bc -l)
 	done
 	printf '    the appliers: %.1f %% of the %d cores\n' "$(echo "100 * $cpu / ($(nproc) * $seconds)" | bc -l)" "$(nproc)"
-	if [ -n "$noting" ]; then
+	if [ "$noting" = 1 ]; then
 		printf '    the relay: %.1f s of CPU taking the notes (%.1f %% of the machine), %s pending when pgbench stopped\n' \
 			"$relay_cpu" "$(echo "100 * $relay_cpu / ($(nproc) * $seconds)" | bc -l)" "$pending"
 	fi
 done
-if [ -n "$noting" ]; then
+if [ "$noting" = only ]; then
+	verdict="what the noting and the applying leave: bench/sustained.sh cannot pass $target here, with any relay, when this is below it"
+elif [ -n "$noting" ]; then
 	verdict="what the noting and this build's relay taking the notes leave bench/sustained.sh, before any replica"
 else
 	verdict="bench/sustained.sh cannot pass $target here when this is below it"
