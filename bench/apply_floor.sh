@@ -138,7 +138,9 @@ for r in $(seq "$rounds"); do
 		cpu=$(echo "$cpu + $used" | bc -l)
 	done
 	printf '    the appliers: %.1f %% of the %d cores\n' "$(echo "100 * $cpu / ($(nproc) * $seconds)" | bc -l)" "$(nproc)"
-	if [ "$noting" = 1 ]; then
+	if [ "$noting" = only ]; then
+		printf '    the noting: %s notes written beside the appliers, left for no relay\n' "$pending"
+	elif [ "$noting" = 1 ]; then
 		printf '    the relay: %.1f s of CPU taking the notes (%.1f %% of the machine), %s pending when pgbench stopped\n' \
 			"$relay_cpu" "$(echo "100 * $relay_cpu / ($(nproc) * $seconds)" | bc -l)" "$pending"
 	fi
