@@ -61,6 +61,15 @@ def timed(cur, sql, args=None):
     return time.monotonic() - t
 
 
+def relay_all(cur):
+    """Passes until every note is done (a backlog takes a pass a batch)."""
+    while True:
+        cur.execute("SELECT * FROM sync.relay_pass()")
+        cur.execute("SELECT EXISTS (SELECT FROM sync.notes WHERE NOT done)")
+        if not cur.fetchone()[0]:
+            return
+
+
 def setup(n):
     """The tables, the replicas, every replica provisioned and acknowledged."""
     conn = connect()
@@ -86,11 +95,7 @@ def setup(n):
     # sync.mirror notes the rows each table has: for no replica yet, so passes only
     # take them (a batch of magic_sync.batch_notes at a time); left for later, the
     # first timed passes would plan 2 * N of them in question for every replica
-    while True:
-        cur.execute("SELECT * FROM sync.relay_pass()")
-        cur.execute("SELECT EXISTS (SELECT FROM sync.notes WHERE NOT done)")
-        if not cur.fetchone()[0]:
-            break
+    relay_all(cur)
     for r in ids:
         cur.execute("SELECT sync.replica_add(%s)", (r,))
     t = timed(cur, "SELECT * FROM sync.relay_pass()")

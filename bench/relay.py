@@ -29,6 +29,9 @@ import uuid
 
 import psycopg2
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from incremental import relay_all  # noqa: E402  (its arguments are sizes too)
+
 SIZES = [int(a) for a in sys.argv[1:]] or [10_000, 100_000, 1_000_000]
 
 
@@ -104,11 +107,7 @@ def snapshot(n):
     cur.execute("SELECT sync.replica_add(%s)", (str(uuid.uuid4()),))
     cur.execute("SELECT * FROM sync.relay_pass()")
     cur.execute("SELECT sync.mirror('bench', 'catalog', 'broadcast')")
-    while True:
-        cur.execute("SELECT * FROM sync.relay_pass()")
-        cur.execute("SELECT EXISTS (SELECT FROM sync.notes WHERE NOT done)")
-        if not cur.fetchone()[0]:
-            break
+    relay_all(cur)
     # what autovacuum would do of those rows, done before the timing, not during it
     cur.execute("VACUUM ANALYZE sync.held, sync.outbox, sync.notes, sync.bodies")
     # a backend of its own, as the worker's: what the set-up did (ANALYZE of

@@ -236,10 +236,6 @@ answers_sql(bool standby, bool received)
 		" SELECT NULL::bigint, message FROM a ORDER BY filed";
 }
 
-/*
- * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int [, applied
- * bytea]) returns table(number bigint, message bytea).
- */
 /* the read of one message's body by its key: planned once per session */
 static SPIPlanPtr
 body_plan(void)
@@ -257,6 +253,10 @@ body_plan(void)
 	return plan;
 }
 
+/*
+ * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int [, applied
+ * bytea]) returns table(number bigint, message bytea).
+ */
 Datum
 ms_pull(PG_FUNCTION_ARGS)
 {
