@@ -147,7 +147,28 @@ typedef struct chunk
 	char	   *last;			/* the last key read */
 } chunk;
 
-/* copy_chunk: encode the rows of the last result into c, then free the result */
+/* an array of uuids from a result column, copied: *n of them */
+static pg_uuid_t *
+copy_uuids(Datum d, int *n)
+{
+	ArrayType  *a = DatumGetArrayTypeP(d);
+	pg_uuid_t  *out;
+
+	*n = ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
+	out = palloc(sizeof(pg_uuid_t) * Max(*n, 1));
+	memcpy(out, ARR_DATA_PTR(a), sizeof(pg_uuid_t) * *n);
+	/* a short array was copied to be read: that copy goes at once */
+	if ((Pointer) a != DatumGetPointer(d))
+		pfree(a);
+	return out;
+}
+
+/*
+ * copy_chunk: encode the rows of the last result into c, then free the result.
+ * Each row is encoded into one buffer kept across rows and copied out at its
+ * size: a buffer of its own would be 1 kB a row, and the chunk's memory,
+ * given back at each chunk's end, is then faulted in again at the next.
+ */
 static void
 copy_chunk(ms_table *t, chunk *c)
 {
@@ -155,36 +176,24 @@ copy_chunk(ms_table *t, chunk *c)
 
 	c->n = (int) SPI_processed;
 	c->rows = palloc(sizeof(ms_row) * Max(c->n, 1));
+	initStringInfo(&buf);
 	for (int i = 0; i < c->n; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
 		text	   *key = DatumGetTextPP(SPI_getbinval(tup, desc, 1, &isnull));
-		ArrayType  *reps = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 2, &isnull));
 		ms_row	   *row = &c->rows[i];
-		int			nreps = ArrayGetNItems(ARR_NDIM(reps), ARR_DIMS(reps));
+		Datum		d;
+		char	   *bytes;
 
 		row->keylen = VARSIZE_ANY_EXHDR(key);
 		row->key = pnstrdup(VARDATA_ANY(key), row->keylen);
-		row->nreplicas = nreps;
-		row->replicas = palloc(sizeof(pg_uuid_t) * nreps);
-		memcpy(row->replicas, ARR_DATA_PTR(reps), sizeof(pg_uuid_t) * nreps);
-		{
-			Datum		d = SPI_getbinval(tup, desc, 3, &isnull);
-
-			row->nreplacing = 0;
-			row->replacing = NULL;
-			if (!isnull)
-			{
-				ArrayType  *rep = DatumGetArrayTypeP(d);
-
-				row->nreplacing = ArrayGetNItems(ARR_NDIM(rep), ARR_DIMS(rep));
-				row->replacing = palloc(sizeof(pg_uuid_t) * row->nreplacing);
-				memcpy(row->replacing, ARR_DATA_PTR(rep), sizeof(pg_uuid_t) * row->nreplacing);
-			}
-		}
-		initStringInfo(&buf);
+		row->replicas = copy_uuids(SPI_getbinval(tup, desc, 2, &isnull), &row->nreplicas);
+		d = SPI_getbinval(tup, desc, 3, &isnull);
+		row->nreplacing = 0;
+		row->replacing = isnull ? NULL : copy_uuids(d, &row->nreplacing);
+		resetStringInfo(&buf);
 		if (t->proto)
 			ms_encode_proto(t, tup, desc, 4, &buf);
 		else
@@ -193,11 +202,14 @@ copy_chunk(ms_table *t, chunk *c)
 
 			appendBinaryStringInfo(&buf, VARDATA_ANY(json), VARSIZE_ANY_EXHDR(json));
 		}
-		row->bytes = buf.data;
+		bytes = palloc(Max(buf.len, 1));
+		memcpy(bytes, buf.data, buf.len);
+		row->bytes = bytes;
 		row->len = buf.len;
 		if (i == c->n - 1)
 			c->last = (char *) row->key;
 	}
+	pfree(buf.data);
 	/* everything is copied out: the chunk's result goes now, not at the pass's end */
 	SPI_freetuptable(SPI_tuptable);
 }
