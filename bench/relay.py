@@ -12,6 +12,10 @@ baseline measured in the same run, because these machines are noisy.
   backend of its own, warmed as the worker's is after its first pass (a
   one-row change relayed): a second replica added, its provisioning timed.
 
+  The snapshot and its floor are timed 5 times at N <= 10^4, 3 times at
+  N <= 10^5 (a replica added each time), and their medians compared: one
+  run of 0.2 s is mostly noise.
+
   memory     the relay backend's peak private memory (RssAnon) for N = 10^6
              vs N = 10^4 at the same chunk size.  Target <= 1.5.  The session
              runs with temp_buffers = 1MB, as the worker does
@@ -22,6 +26,7 @@ Run through bench/run (which starts a throw-away cluster):
   bench/run relay.py [N ...]
 """
 import os
+import statistics
 import sys
 import threading
 import time
@@ -33,6 +38,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from incremental import relay_all  # noqa: E402  (its arguments are sizes too)
 
 SIZES = [int(a) for a in sys.argv[1:]] or [10_000, 100_000, 1_000_000]
+
+
+def repeats(n):
+    """a small snapshot is timed several times, its median kept: one run of 0.2 s is mostly noise"""
+    return 5 if n <= 10_000 else 3 if n <= 100_000 else 1
 
 
 def connect():
@@ -87,15 +97,19 @@ def snapshot(n):
     cur.execute("DROP TABLE IF EXISTS heldlike")
     # no autovacuum of it while the relay is timed: the two must not share the cores
     cur.execute("CREATE TABLE heldlike (LIKE sync.held INCLUDING ALL) WITH (autovacuum_enabled = off)")
-    cur.execute("CHECKPOINT")
     # timed in a backend of its own, as the relay is: a backend's first touch
     # of each shared buffer's pages (a page fault mapping it) is then on both sides
-    floor_conn = connect()
-    fcur = floor_conn.cursor()
-    floor = timed(fcur, "COPY (SELECT row_to_json(t) FROM bench t) TO '/dev/null'")
-    floor += timed(fcur, "INSERT INTO heldlike SELECT %s::uuid, 1, sync.key(ARRAY[id::text]), 0, 1 FROM bench",
-                   (str(uuid.uuid4()),))
-    floor_conn.close()
+    floors = []
+    for _ in range(repeats(n)):
+        cur.execute("TRUNCATE heldlike")
+        cur.execute("CHECKPOINT")
+        floor_conn = connect()
+        fcur = floor_conn.cursor()
+        floor = timed(fcur, "COPY (SELECT row_to_json(t) FROM bench t) TO '/dev/null'")
+        floor += timed(fcur, "INSERT INTO heldlike SELECT %s::uuid, 1, sync.key(ARRAY[id::text]), 0, 1 FROM bench",
+                       (str(uuid.uuid4()),))
+        floor_conn.close()
+        floors.append(floor)
     # a first replica, holding a one-row table; then the N-row table declared:
     # since schema changes go down the chain, that replica is not provisioned
     # again but sent the table and its rows as notes (incremental.py --batch
@@ -110,35 +124,38 @@ def snapshot(n):
     relay_all(cur)
     # what autovacuum would do of those rows, done before the timing, not during it
     cur.execute("VACUUM ANALYZE sync.held, sync.outbox, sync.notes, sync.bodies")
-    # a backend of its own, as the worker's: what the set-up did (ANALYZE of
-    # the table, the floor, the notes) stays out of its memory
     conn.close()
-    conn = connect()
-    cur = conn.cursor()
-    # as the worker's session runs: before any temporary table, as it must be
-    cur.execute("SET temp_buffers = '1MB'")
-    cur.execute("SET client_min_messages = warning")
-    # and warm, as the worker is after its first pass: a one-row change's
-    # pass creates the plan's temporary tables
-    cur.execute("UPDATE warm SET id = id")
-    cur.execute("SELECT * FROM sync.relay_pass()")
-    # the relay: a replica added now is provisioned by one pass, a snapshot of both tables
-    target = str(uuid.uuid4())
-    cur.execute("SELECT sync.replica_add(%s)", (target,))
-    cur.execute("CHECKPOINT")
-    cur.execute("SELECT pg_backend_pid()")
-    peak = PeakAnon(cur.fetchone()[0])
-    peak.start()
-    relay = timed(cur, "SELECT * FROM sync.relay_pass()")
-    peak.done = True
-    peak.join()
-    cur.execute("SELECT count(*), sum(bytes) FROM sync.outbox WHERE replica = %s", (target,))
-    messages, size = cur.fetchone()
-    cur.execute("SELECT count(*) FROM sync.held WHERE replica = %s", (target,))
-    held = cur.fetchone()[0]
-    assert held == n + 1, (held, n)
-    conn.close()
-    return floor, relay, peak.peak, messages, size
+    relays, peaks = [], []
+    for _ in range(repeats(n)):
+        # a backend of its own, as the worker's: what the set-up did (ANALYZE
+        # of the table, the floor, the notes, the snapshot before) stays out of its memory
+        conn = connect()
+        cur = conn.cursor()
+        # as the worker's session runs: before any temporary table, as it must be
+        cur.execute("SET temp_buffers = '1MB'")
+        cur.execute("SET client_min_messages = warning")
+        # and warm, as the worker is after its first pass: a one-row change's
+        # pass (which creates the plan's temporary tables)
+        cur.execute("UPDATE warm SET id = id")
+        cur.execute("SELECT * FROM sync.relay_pass()")
+        # the relay: a replica added now is provisioned by one pass, a snapshot of both tables
+        target = str(uuid.uuid4())
+        cur.execute("SELECT sync.replica_add(%s)", (target,))
+        cur.execute("CHECKPOINT")
+        cur.execute("SELECT pg_backend_pid()")
+        peak = PeakAnon(cur.fetchone()[0])
+        peak.start()
+        relays.append(timed(cur, "SELECT * FROM sync.relay_pass()"))
+        peak.done = True
+        peak.join()
+        peaks.append(peak.peak)
+        cur.execute("SELECT count(*), sum(bytes) FROM sync.outbox WHERE replica = %s", (target,))
+        messages, size = cur.fetchone()
+        cur.execute("SELECT count(*) FROM sync.held WHERE replica = %s", (target,))
+        held = cur.fetchone()[0]
+        assert held == n + 1, (held, n)
+        conn.close()
+    return statistics.median(floors), statistics.median(relays), max(peaks), messages, size
 
 
 def fanout(replicas, products=1000):

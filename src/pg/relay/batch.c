@@ -16,6 +16,7 @@
 #include "batch.h"
 #include "floor.h"
 #include "settings.h"
+#include "temp.h"
 
 /* rows set aside, and notes parked, tried again per pass */
 #define RETRIES_PER_PASS 1000
@@ -52,10 +53,8 @@ ms_batch_read(ms_pass *p)
 	int64		from;
 	bool		isnull;
 
-	ms_temp_table(p, "ms_notes_read", "id bigint PRIMARY KEY, tab int, source \"char\", key text COLLATE \"C\","
-				  " old_key text COLLATE \"C\", pointed jsonb, replica uuid, grp text, at tid");
-	ms_temp_table(p, "ms_pending", "tab int, key text COLLATE \"C\", note bigint, moved boolean,"
-				  " PRIMARY KEY (tab, key)");
+	ms_temp_table(p, "ms_notes_read");
+	ms_temp_table(p, "ms_pending");
 
 	/*
 	 * A row set aside a minute ago is noted again, and a note parked a

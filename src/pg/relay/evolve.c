@@ -40,6 +40,7 @@
 #include "fields.h"
 #include "pbwrite.h"
 #include "schema.h"
+#include "temp.h"
 
 /* One table's Table this pass, packed, and its hash. */
 typedef struct table_schema
@@ -179,7 +180,7 @@ schemas_now(ms_pass *p)
 
 	if (p->evolve->listed)
 		return;
-	ms_temp_table(p, "ms_schemas_now", "tab int PRIMARY KEY, name text, hash bytea, ord int");
+	ms_temp_table(p, "ms_schemas_now");
 	plan = ms_prepare("INSERT INTO pg_temp.ms_schemas_now VALUES ($1, $2, $3, $4)", 4, types);
 	foreach(lc, p->tables)
 	{
@@ -305,8 +306,7 @@ ms_evolve_observe(ms_pass *p)
 	 * otherwise, or never ('c', parents first), and those no longer declared
 	 * ('l'), with the last message written for it before this pass.
 	 */
-	ms_temp_table(p, "ms_evolve", "replica uuid, kind \"char\", tab int, name text, ord int, before bigint,"
-				  " PRIMARY KEY (replica, tab)");
+	ms_temp_table(p, "ms_evolve");
 	ms_exec(p,
 			"INSERT INTO pg_temp.ms_evolve"
 			" SELECT r.id, 'c', s.tab, s.name, s.ord, r.last_number"
@@ -359,7 +359,7 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 	if (p->evolve->before)
 		return;
 	/* a replica provisioned: its snapshot carried every table as it is now */
-	ms_temp_table(p, "ms_provisioned", "id uuid PRIMARY KEY, number bigint");
+	ms_temp_table(p, "ms_provisioned");
 	ms_exec(p, "INSERT INTO pg_temp.ms_provisioned SELECT r.id, r.snapshot_number FROM sync.replicas r"
 			" JOIN pg_temp.ms_written w ON w.id = r.id WHERE r.id = ANY ($2) AND NOT r.provision",
 			2, types, values, NULL, 0);

@@ -36,6 +36,7 @@
 #include "catalog.h"
 #include "fast.h"
 #include "owner.h"
+#include "temp.h"
 
 /* whether a row of t can be planned on the fast path at all */
 static bool
@@ -62,7 +63,7 @@ ms_fast_find(ms_pass *p)
 	ListCell   *lc;
 	uint64		n = 0;
 
-	ms_temp_table(p, "ms_fast", "tab int, key text COLLATE \"C\", note bigint, PRIMARY KEY (tab, key)");
+	ms_temp_table(p, "ms_fast");
 	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);

@@ -13,6 +13,7 @@
 
 #include "evolve.h"
 #include "observe.h"
+#include "temp.h"
 #include "updated.h"
 
 ArrayType *
@@ -34,7 +35,7 @@ ms_observe(ms_pass *p)
 	};
 
 	ms_generation_observe(&p->epoch);
-	ms_temp_table(p, "ms_forget", "id uuid PRIMARY KEY");
+	ms_temp_table(p, "ms_forget");
 	p->carried = ms_catalog_has("carried");
 	p->owed = ms_catalog_has_column("replicas", "owed_messages");
 	ms_exec(p, "INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",

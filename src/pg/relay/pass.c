@@ -6,19 +6,14 @@
  */
 #include "magic_sync.h"
 
-#include "access/relation.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "miscadmin.h"
 #include "catalog/pg_type.h"
-#include "nodes/makefuncs.h"
-#include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "common/hashfn.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
-#include "utils/rel.h"
 #include "utils/snapmgr.h"
 
 #include "access.h"
@@ -244,67 +239,6 @@ ms_analyze(ms_pass *p, const char *tables, uint64 rows)
 							 GUC_ACTION_SAVE, true, 0, false);
 	ms_exec(p, psprintf("ANALYZE %s", tables), 0, NULL, NULL, NULL, 0);
 	AtEOXact_GUC(true, nest);
-}
-
-/* the pages of a temporary table and its indexes; -1 when it does not exist */
-static int64
-temp_pages(const char *name)
-{
-	Oid			relid = RangeVarGetRelid(makeRangeVar("pg_temp", (char *) name, -1), NoLock, true);
-	Relation	rel;
-	List	   *indexes;
-	ListCell   *lc;
-	int64		pages;
-
-	if (!OidIsValid(relid))
-		return -1;
-	rel = relation_open(relid, AccessShareLock);
-	pages = RelationGetNumberOfBlocks(rel);
-	indexes = RelationGetIndexList(rel);
-	foreach(lc, indexes)
-	{
-		Relation	idx = relation_open(lfirst_oid(lc), AccessShareLock);
-
-		/* an empty btree is its metapage */
-		pages += RelationGetNumberOfBlocks(idx) - 1;
-		relation_close(idx, AccessShareLock);
-	}
-	list_free(indexes);
-	relation_close(rel, AccessShareLock);
-	return pages;
-}
-
-void
-ms_temp_empty(ms_pass *p, const char *name)
-{
-	int64		pages = temp_pages(name);
-
-	/*
-	 * DELETE leaves its dead rows to be pruned as pages are read again, and
-	 * their index entries: a table that grew past a few pages (a large pass
-	 * filled it, or small ones added up) gets new files instead.  Nothing
-	 * vacuums a temporary table.
-	 */
-	if (pages > MS_TEMP_PAGES)
-		ms_exec(p, psprintf("TRUNCATE pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
-	else if (pages > 0)
-		ms_exec(p, psprintf("DELETE FROM pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
-}
-
-void
-ms_temp_table(ms_pass *p, const char *name, const char *definition)
-{
-	/*
-	 * Created once per session, and emptied when a pass begins with it, not
-	 * at commit: ON COMMIT DELETE ROWS truncates every such table, and builds
-	 * its indexes again, at the commit of any transaction that touched one,
-	 * which costs a small pass many times its work.
-	 */
-	if (temp_pages(name) < 0)
-		ms_exec(p, psprintf("CREATE TEMP TABLE %s (%s)", name, definition),
-				0, NULL, NULL, NULL, 0);
-	else
-		ms_temp_empty(p, name);
 }
 
 void

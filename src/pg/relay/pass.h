@@ -129,18 +129,6 @@ extern Portal ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
 					  Datum *values, const char *nulls);
 
 /*
- * ms_temp_table: create pg_temp.name (definition: its column list) unless it
- * exists, else empty it (ms_temp_empty).  The pass's plan lives in such
- * tables, created once per session; what a pass leaves in them stays until
- * the next empties them.
- */
-extern void ms_temp_table(ms_pass *p, const char *name, const char *definition);
-
-/* ms_temp_empty: empty pg_temp.name cheaply: DELETE, or TRUNCATE once it outgrew MS_TEMP_PAGES. */
-#define MS_TEMP_PAGES 64
-extern void ms_temp_empty(ms_pass *p, const char *name);
-
-/*
  * ms_analyze: ANALYZE the plan's temporary tables (a comma-separated list)
  * when they hold `rows` rows or more (MS_ANALYZE_ROWS): their row counts are
  * what the planner needs of them, and a few rows need no statistics.  A

@@ -30,20 +30,17 @@
 #include "question.h"
 #include "retry.h"
 #include "settings.h"
+#include "temp.h"
 #include "wanted.h"
 
 void
 ms_plan_prepare(ms_pass *p)
 {
-	ms_temp_table(p, "ms_blocked", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
-	ms_temp_table(p, "ms_unplanned", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
-	ms_temp_table(p, "ms_released", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
-	ms_temp_table(p, "ms_send", "replica uuid, tab int, key text COLLATE \"C\", note bigint NOT NULL DEFAULT 0,"
-				  " replace boolean NOT NULL DEFAULT false, fresh boolean NOT NULL DEFAULT false,"
-				  /* the held row's address as the plan looked it up, where it did (record.c) */
-				  " held tid, PRIMARY KEY (tab, key, replica)");
-	ms_temp_table(p, "ms_take", "replica uuid, tab int, key text COLLATE \"C\","
-				  " PRIMARY KEY (tab, key, replica)");
+	ms_temp_table(p, "ms_blocked");
+	ms_temp_table(p, "ms_unplanned");
+	ms_temp_table(p, "ms_released");
+	ms_temp_table(p, "ms_send");
+	ms_temp_table(p, "ms_take");
 }
 
 /* add to pg_temp.<set> (tab, key) every row pointing at one of its rows, to a fixpoint */

@@ -43,6 +43,7 @@
 #include "owner.h"
 #include "plan.h"
 #include "question.h"
+#include "temp.h"
 #include "wanted.h"
 
 /*
@@ -435,17 +436,17 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 
-	ms_temp_table(p, "ms_inc_replicas", "id uuid PRIMARY KEY, partition text");
-	ms_temp_table(p, "ms_changed", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
-	ms_temp_table(p, "ms_changed_parents", "tab int, key text COLLATE \"C\"");
-	ms_temp_table(p, "ms_q", "replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (replica, tab, key)");
-	ms_temp_table(p, "ms_qd0", "replica uuid, tab int, key text COLLATE \"C\"");
-	ms_temp_table(p, "ms_qd1", "replica uuid, tab int, key text COLLATE \"C\"");
-	ms_temp_table(p, "ms_cand", "replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (replica, tab, key)");
-	ms_temp_table(p, "ms_cand_rows", "tab int, key text COLLATE \"C\", PRIMARY KEY (tab, key)");
-	ms_temp_table(p, "ms_n", "replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (replica, tab, key)");
-	ms_temp_table(p, "ms_nd0", "replica uuid, tab int, key text COLLATE \"C\"");
-	ms_temp_table(p, "ms_nd1", "replica uuid, tab int, key text COLLATE \"C\"");
+	ms_temp_table(p, "ms_inc_replicas");
+	ms_temp_table(p, "ms_changed");
+	ms_temp_table(p, "ms_changed_parents");
+	ms_temp_table(p, "ms_q");
+	ms_temp_table(p, "ms_qd0");
+	ms_temp_table(p, "ms_qd1");
+	ms_temp_table(p, "ms_cand");
+	ms_temp_table(p, "ms_cand_rows");
+	ms_temp_table(p, "ms_n");
+	ms_temp_table(p, "ms_nd0");
+	ms_temp_table(p, "ms_nd1");
 	ms_exec(p, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
 			" JOIN sync.replicas r ON r.id = u.id",
 			1, types, values, NULL, 0);

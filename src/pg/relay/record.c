@@ -37,6 +37,7 @@
 #include "hlc_clock.h"
 #include "wire.h"
 #include "wish.h"
+#include "temp.h"
 
 /* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica, generation, clock */
 #define HEAD_MAX 160
@@ -828,8 +829,7 @@ recorder_init(recorder *r, ms_pass *p)
 	r->begin = p->begin;
 	initStringInfo(&r->key);
 
-	ms_temp_table(p, "ms_segments", "replica uuid, tab int, kind \"char\","
-				  " first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint");
+	ms_temp_table(p, "ms_segments");
 	r->store_body = ms_prepare_kept(p, "INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
 							   " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
 							   4, btypes);

@@ -42,6 +42,7 @@
 #include "relay.h"
 #include "retry.h"
 #include "settings.h"
+#include "temp.h"
 #include "transient.h"
 #include "wish.h"
 
@@ -401,6 +402,8 @@ ms_relay_pass(ms_pass *p)
 	p->as_owners = true;
 	/* a small pass runs statements prepared by the passes before it (pass.h) */
 	ms_plans_keep(true);
+	/* the session's first pass creates every temporary table: no later one runs DDL (temp.c) */
+	ms_temp_tables(p);
 	read_catalog(p);
 	ms_epoch_current(&p->epoch);
 	provisioning = ms_observe(p);
@@ -425,7 +428,7 @@ ms_relay_pass(ms_pass *p)
 
 	if (replicas != NULL)
 	{
-		ms_temp_table(p, "ms_written", "id uuid PRIMARY KEY");
+		ms_temp_table(p, "ms_written");
 		record(p, replicas, provisioning);
 		ms_evolve_recorded(p, provisioning);
 		if (!p->bounds_later)

@@ -26,6 +26,7 @@
 #include "file.h"
 #include "owner.h"
 #include "retry.h"
+#include "temp.h"
 #include "updated.h"
 
 ArrayType *
@@ -98,8 +99,7 @@ ms_plan_refused(ms_pass *p, ArrayType *replicas)
 			" AND NOT EXISTS (SELECT FROM sync.held h WHERE h.replica = r.replica AND h.tab = r.tab"
 			"                   AND h.key = r.key AND h.taken IS NULL AND h.refused IS NOT NULL)",
 			1, types, values, NULL, 0);
-	ms_temp_table(p, "ms_retry", "replica uuid, tab int, key text COLLATE \"C\", note bigint,"
-				  " PRIMARY KEY (tab, key, replica)");
+	ms_temp_table(p, "ms_retry");
 	ms_exec(p, "INSERT INTO pg_temp.ms_retry SELECT r.replica, r.tab, r.key, h.note"
 			"  FROM sync.refused_rows r JOIN sync.held h"
 			"    ON h.replica = r.replica AND h.tab = r.tab AND h.key = r.key"

@@ -29,6 +29,7 @@
 #include "owner.h"
 #include "pass.h"
 #include "plan.h"
+#include "temp.h"
 #include "wanted.h"
 
 PG_FUNCTION_INFO_V1(ms_wanted);
@@ -244,10 +245,10 @@ static void
 wanted_tables(ms_pass *p, bool empty_first)
 {
 	if (empty_first)
-		ms_temp_table(p, "ms_wanted", "replica uuid, tab int, key text COLLATE \"C\", PRIMARY KEY (replica, tab, key)");
-	ms_temp_table(p, "ms_wanted_replicas", "id uuid PRIMARY KEY, partition text");
-	ms_temp_table(p, "ms_wanted_delta0", "replica uuid, tab int, key text COLLATE \"C\"");
-	ms_temp_table(p, "ms_wanted_delta1", "replica uuid, tab int, key text COLLATE \"C\"");
+		ms_temp_table(p, "ms_wanted");
+	ms_temp_table(p, "ms_wanted_replicas");
+	ms_temp_table(p, "ms_wanted_delta0");
+	ms_temp_table(p, "ms_wanted_delta1");
 }
 
 /* rounds_of: by table id, whether its rows lead to more rows: they point at one, or are followed */

@@ -1,0 +1,170 @@
+/*-------------------------------------------------------------------------
+ * temp.c
+ *	  The pass's temporary tables: every one declared here, all created by a
+ *	  session's first pass, emptied by each pass that uses one.  See temp.h.
+ *
+ * A pass's plan lives in temporary tables whose rows outlive the
+ * transaction (ON COMMIT DELETE ROWS would truncate each, and build its
+ * indexes again, at every commit of the session).  Creating one is DDL: it
+ * writes the catalogs and runs the event triggers.  A session's first pass
+ * creates them all, so that the first snapshot, retry or schema change a
+ * worker meets hours later does none (tests/sql/32_temp_tables.sql).  One
+ * another statement dropped (DISCARD TEMP in a session calling
+ * sync.relay_pass()) is created again where it is used.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "access/relation.h"
+#include "catalog/namespace.h"
+#include "nodes/makefuncs.h"
+#include "storage/bufmgr.h"
+#include "utils/rel.h"
+
+#include "pass.h"
+#include "temp.h"
+
+#define KEY "key text COLLATE \"C\""
+
+typedef struct temp_table
+{
+	const char *name;
+	const char *columns;
+} temp_table;
+
+/* by the step of the pass that fills each */
+static const temp_table temp_tables[] = {
+	/* observe.c: replicas dropped, or no longer live */
+	{"ms_forget", "id uuid PRIMARY KEY"},
+	/* batch.c: the notes read, and the rows they name */
+	{"ms_notes_read", "id bigint PRIMARY KEY, tab int, source \"char\", " KEY ","
+	" old_key text COLLATE \"C\", pointed jsonb, replica uuid, grp text, at tid"},
+	{"ms_pending", "tab int, " KEY ", note bigint, moved boolean, PRIMARY KEY (tab, key)"},
+	/* evolve.c: the schema now, and what each replica is owed of its changes */
+	{"ms_schemas_now", "tab int PRIMARY KEY, name text, hash bytea, ord int"},
+	{"ms_evolve", "replica uuid, kind \"char\", tab int, name text, ord int, before bigint,"
+	" PRIMARY KEY (replica, tab)"},
+	/* plan.c: rows held back, and what is sent and taken back */
+	{"ms_blocked", "tab int, " KEY ", PRIMARY KEY (tab, key)"},
+	{"ms_unplanned", "tab int, " KEY ", PRIMARY KEY (tab, key)"},
+	{"ms_released", "tab int, " KEY ", PRIMARY KEY (tab, key)"},
+	{"ms_send", "replica uuid, tab int, " KEY ", note bigint NOT NULL DEFAULT 0,"
+	" replace boolean NOT NULL DEFAULT false, fresh boolean NOT NULL DEFAULT false,"
+	/* the held row's address as the plan looked it up, where it did (record.c) */
+	" held tid, PRIMARY KEY (tab, key, replica)"},
+	{"ms_take", "replica uuid, tab int, " KEY ", PRIMARY KEY (tab, key, replica)"},
+	/* wanted.c: wanted sets, and the rows each round adds */
+	{"ms_wanted", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
+	{"ms_wanted_replicas", "id uuid PRIMARY KEY, partition text"},
+	{"ms_wanted_delta0", "replica uuid, tab int, " KEY},
+	{"ms_wanted_delta1", "replica uuid, tab int, " KEY},
+	/* fast.c: changed rows whose replicas a lookup finds */
+	{"ms_fast", "tab int, " KEY ", note bigint, PRIMARY KEY (tab, key)"},
+	/* question.c: the rows in question, and the rounds that grow them */
+	{"ms_inc_replicas", "id uuid PRIMARY KEY, partition text"},
+	{"ms_changed", "tab int, " KEY ", PRIMARY KEY (tab, key)"},
+	{"ms_changed_parents", "tab int, " KEY},
+	{"ms_q", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
+	{"ms_qd0", "replica uuid, tab int, " KEY},
+	{"ms_qd1", "replica uuid, tab int, " KEY},
+	{"ms_cand", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
+	{"ms_cand_rows", "tab int, " KEY ", PRIMARY KEY (tab, key)"},
+	{"ms_n", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
+	{"ms_nd0", "replica uuid, tab int, " KEY},
+	{"ms_nd1", "replica uuid, tab int, " KEY},
+	/* retry.c: refused rows due again */
+	{"ms_retry", "replica uuid, tab int, " KEY ", note bigint, PRIMARY KEY (tab, key, replica)"},
+	/* relay.c, record.c: the replicas written to, and each message's rows */
+	{"ms_written", "id uuid PRIMARY KEY"},
+	{"ms_segments", "replica uuid, tab int, kind \"char\","
+	" first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint"},
+	/* evolve.c: the replicas a snapshot provisioned */
+	{"ms_provisioned", "id uuid PRIMARY KEY, number bigint"},
+};
+
+static bool
+exists(const char *name)
+{
+	return OidIsValid(RangeVarGetRelid(makeRangeVar("pg_temp", (char *) name, -1), NoLock, true));
+}
+
+/* the pages of a temporary table and its indexes; -1 when it does not exist */
+static int64
+temp_pages(const char *name)
+{
+	Oid			relid = RangeVarGetRelid(makeRangeVar("pg_temp", (char *) name, -1), NoLock, true);
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+	int64		pages;
+
+	if (!OidIsValid(relid))
+		return -1;
+	rel = relation_open(relid, AccessShareLock);
+	pages = RelationGetNumberOfBlocks(rel);
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		Relation	idx = relation_open(lfirst_oid(lc), AccessShareLock);
+
+		/* an empty btree is its metapage */
+		pages += RelationGetNumberOfBlocks(idx) - 1;
+		relation_close(idx, AccessShareLock);
+	}
+	list_free(indexes);
+	relation_close(rel, AccessShareLock);
+	return pages;
+}
+
+static const temp_table *
+find(const char *name)
+{
+	for (size_t i = 0; i < lengthof(temp_tables); i++)
+		if (strcmp(temp_tables[i].name, name) == 0)
+			return &temp_tables[i];
+	elog(ERROR, "magic_sync: no temporary table \"%s\" is declared", name);
+	return NULL;				/* keep the compiler quiet */
+}
+
+static void
+create(ms_pass *p, const temp_table *t)
+{
+	ms_exec(p, psprintf("CREATE TEMP TABLE %s (%s)", t->name, t->columns), 0, NULL, NULL, NULL, 0);
+}
+
+void
+ms_temp_tables(ms_pass *p)
+{
+	/* a name looked up in the catalog cache each: a pass after the first creates none */
+	for (size_t i = 0; i < lengthof(temp_tables); i++)
+		if (!exists(temp_tables[i].name))
+			create(p, &temp_tables[i]);
+}
+
+void
+ms_temp_empty(ms_pass *p, const char *name)
+{
+	int64		pages = temp_pages(name);
+
+	/*
+	 * DELETE leaves its dead rows to be pruned as pages are read again, and
+	 * their index entries: a table that grew past a few pages (a large pass
+	 * filled it, or small ones added up) gets new files instead.  Nothing
+	 * vacuums a temporary table.
+	 */
+	if (pages > MS_TEMP_PAGES)
+		ms_exec(p, psprintf("TRUNCATE pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
+	else if (pages > 0)
+		ms_exec(p, psprintf("DELETE FROM pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
+}
+
+void
+ms_temp_table(ms_pass *p, const char *name)
+{
+	const temp_table *t = find(name);
+
+	if (!exists(name))
+		create(p, t);
+	else
+		ms_temp_empty(p, name);
+}
