@@ -77,7 +77,7 @@ static const temp_table temp_tables[] = {
 	/* relay.c, record.c: the replicas written to, and each message's rows */
 	{"ms_written", "id uuid PRIMARY KEY"},
 	{"ms_segments", "replica uuid, tab int, kind \"char\","
-	" first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint"},
+	" first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint, rows int"},
 	/* evolve.c: the replicas a snapshot provisioned */
 	{"ms_provisioned", "id uuid PRIMARY KEY, number bigint"},
 };
