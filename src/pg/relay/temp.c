@@ -8,7 +8,7 @@
  * indexes again, at every commit of the session).  Creating one is DDL: it
  * writes the catalogs and runs the event triggers.  A session's first pass
  * creates them all, so that the first snapshot, retry or schema change a
- * worker meets hours later does none (tests/sql/32_temp_tables.sql).  One
+ * worker meets hours later does none (sql/32_temp_tables.sql).  One
  * another statement dropped (DISCARD TEMP in a session calling
  * sync.relay_pass()) is created again where it is used.
  *-------------------------------------------------------------------------
@@ -82,17 +82,24 @@ static const temp_table temp_tables[] = {
 	{"ms_provisioned", "id uuid PRIMARY KEY, number bigint"},
 };
 
+/* this session's pg_temp.name, InvalidOid when it has none */
+static Oid
+temp_relid(const char *name)
+{
+	return RangeVarGetRelid(makeRangeVar("pg_temp", (char *) name, -1), NoLock, true);
+}
+
 static bool
 exists(const char *name)
 {
-	return OidIsValid(RangeVarGetRelid(makeRangeVar("pg_temp", (char *) name, -1), NoLock, true));
+	return OidIsValid(temp_relid(name));
 }
 
 /* the pages of a temporary table and its indexes; -1 when it does not exist */
 static int64
 temp_pages(const char *name)
 {
-	Oid			relid = RangeVarGetRelid(makeRangeVar("pg_temp", (char *) name, -1), NoLock, true);
+	Oid			relid = temp_relid(name);
 	Relation	rel;
 	List	   *indexes;
 	ListCell   *lc;
