@@ -701,6 +701,11 @@ insert_held(ms_pass *p, const char *sql, Oid *types, Datum *values)
 	PG_END_TRY();
 }
 
+/* what each message carries per table, (replica, tab, number, rows) as select gives them, added to sync.carried */
+#define CARRIED_ADD(select) \
+	"INSERT INTO sync.carried (replica, tab, number, rows) " select \
+	" ON CONFLICT (replica, tab, number) DO UPDATE SET rows = sync.carried.rows + EXCLUDED.rows"
+
 /*
  * The held rows of the replicas provisioned: every row of their segments,
  * inserted, and what each message carries per table counted as it was
@@ -726,9 +731,7 @@ held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows)
 	ms_exec(p, psprintf("WITH c AS (SELECT replica, tab, number, sum(rows) AS rows FROM pg_temp.ms_segments"
 						"  WHERE kind = 'u' AND replica = ANY ($1) GROUP BY replica, tab, number)%s"
 						" SELECT coalesce(sum(rows), 0)::bigint FROM c",
-						p->carried ? ", i AS (INSERT INTO sync.carried (replica, tab, number, rows)"
-						"  SELECT * FROM c ON CONFLICT (replica, tab, number)"
-						"  DO UPDATE SET rows = sync.carried.rows + EXCLUDED.rows)" : ""),
+						p->carried ? ", i AS (" CARRIED_ADD("SELECT * FROM c") ")" : ""),
 			1, types, values, NULL, 0);
 	packed = DatumGetInt64(ms_value(0, 1, &isnull));
 	if ((int64) inserted != packed)
@@ -757,9 +760,7 @@ record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
 	const char *carried = p->carried
-		? "INSERT INTO sync.carried (replica, tab, number, rows)"
-		"  SELECT replica, tab, number, count(*) FROM h GROUP BY replica, tab, number"
-		" ON CONFLICT (replica, tab, number) DO UPDATE SET rows = sync.carried.rows + EXCLUDED.rows"
+		? CARRIED_ADD("SELECT replica, tab, number, count(*) FROM h GROUP BY replica, tab, number")
 		: "SELECT count(*) FROM h";
 	const char *segment_rows = "FROM pg_temp.ms_segments g"
 		"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key"

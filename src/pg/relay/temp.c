@@ -89,24 +89,15 @@ temp_relid(const char *name)
 	return RangeVarGetRelid(makeRangeVar("pg_temp", (char *) name, -1), NoLock, true);
 }
 
-static bool
-exists(const char *name)
-{
-	return OidIsValid(temp_relid(name));
-}
-
-/* the pages of a temporary table and its indexes; -1 when it does not exist */
+/* the pages of a temporary table and its indexes */
 static int64
-temp_pages(const char *name)
+temp_pages(Oid relid)
 {
-	Oid			relid = temp_relid(name);
 	Relation	rel;
 	List	   *indexes;
 	ListCell   *lc;
 	int64		pages;
 
-	if (!OidIsValid(relid))
-		return -1;
 	rel = relation_open(relid, AccessShareLock);
 	pages = RelationGetNumberOfBlocks(rel);
 	indexes = RelationGetIndexList(rel);
@@ -144,14 +135,15 @@ ms_temp_tables(ms_pass *p)
 {
 	/* a name looked up in the catalog cache each: a pass after the first creates none */
 	for (size_t i = 0; i < lengthof(temp_tables); i++)
-		if (!exists(temp_tables[i].name))
+		if (!OidIsValid(temp_relid(temp_tables[i].name)))
 			create(p, &temp_tables[i]);
 }
 
-void
-ms_temp_empty(ms_pass *p, const char *name)
+/* empty pg_temp.name, whose oid is relid */
+static void
+empty(ms_pass *p, const char *name, Oid relid)
 {
-	int64		pages = temp_pages(name);
+	int64		pages = temp_pages(relid);
 
 	/*
 	 * DELETE leaves its dead rows to be pruned as pages are read again, and
@@ -166,12 +158,22 @@ ms_temp_empty(ms_pass *p, const char *name)
 }
 
 void
+ms_temp_empty(ms_pass *p, const char *name)
+{
+	Oid			relid = temp_relid(name);
+
+	if (OidIsValid(relid))
+		empty(p, name, relid);
+}
+
+void
 ms_temp_table(ms_pass *p, const char *name)
 {
 	const temp_table *t = find(name);
+	Oid			relid = temp_relid(name);
 
-	if (!exists(name))
+	if (!OidIsValid(relid))
 		create(p, t);
 	else
-		ms_temp_empty(p, name);
+		empty(p, name, relid);
 }
