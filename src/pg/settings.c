@@ -23,6 +23,7 @@ int			ms_outbox_bytes = 256 * 1024;
 int			ms_upload_bytes = 16 * 1024 * 1024;
 int			ms_prune_rows = 10000;
 bool		ms_full_plan = false;
+bool		ms_whole_tables = true;
 int			ms_unreachable_after = 2 * 3600;
 int			ms_wishes_kept = 7 * 24 * 3600;
 int			ms_temp_buffers = 128;
@@ -82,6 +83,10 @@ ms_settings_init(void)
 							 "Plans by comparing each replica's whole wanted set with what it holds, instead of around what changed.",
 							 "Slower, and the same answer: for checking the planner.",
 							 &ms_full_plan, false, PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("magic_sync.whole_tables",
+							 "A replica provisioned is sent each table it wants every row of by one read of the table.",
+							 "Off: those rows go through the plan's tables, as every other snapshot's do (slower, the same messages).",
+							 &ms_whole_tables, true, PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("magic_sync.unreachable_after",
 							"A live replica not heard from for this long is unreachable in sync.overview and sync.health.",
 							"A replica files at least its hourly digests: the default allows one missed.",

@@ -20,6 +20,7 @@
 #include "key.h"
 #include "load.h"
 #include "owner.h"
+#include "plan.h"
 #include "subxact.h"
 #include "pbwrite.h"
 #include "settings.h"
@@ -77,6 +78,34 @@ load_query(ms_table *t, bool limited, bool one_replica)
 	appendStringInfo(&sql, " CROSS JOIN LATERAL (SELECT %s FROM %s t WHERE %s OFFSET 0) r",
 					 cols.data, t->qualified, ms_key_match(t, "t", "k.key"));
 	appendStringInfoString(&sql, " ORDER BY k.key");
+	return sql.data;
+}
+
+/*
+ * the query reading every row of table t not blocked, with the replicas $1
+ * that get each: one sequential read, in the order of the table
+ */
+static char *
+whole_query(ms_pass *p, ms_table *t)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT %s, $1, NULL::pg_catalog.uuid[], ", ms_key_expr(t, "t"));
+	if (t->proto)
+		for (int c = 0; c < t->ncolumns; c++)
+			appendStringInfo(&sql, "%st.%s", c ? ", " : "", t->columns[c].quoted);
+	else
+	{
+		/* the mirrored columns only, by their names: the json of load_query's row */
+		appendStringInfoString(&sql, "pg_catalog.row_to_json(r)::pg_catalog.text");
+		appendStringInfo(&sql, " FROM %s t CROSS JOIN LATERAL (SELECT ", t->qualified);
+		for (int c = 0; c < t->ncolumns; c++)
+			appendStringInfo(&sql, "%st.%s", c ? ", " : "", t->columns[c].quoted);
+		appendStringInfo(&sql, ") r%s", ms_whole_filter(p, t));
+		return sql.data;
+	}
+	appendStringInfo(&sql, " FROM %s t%s", t->qualified, ms_whole_filter(p, t));
 	return sql.data;
 }
 
@@ -380,5 +409,44 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 		after = MemoryContextStrdup(p->cxt, chunk_keys[n - 1]);
 	}
 	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}
+
+void
+ms_load_whole(ms_pass *p, ms_table *t, ArrayType *replicas, ms_emit emit, void *arg, List **bad)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {PointerGetDatum(replicas)};
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync load chunk",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	ErrorData  *err = NULL;
+	ms_as_owner as;
+	Portal		cur;
+
+	/* planned and started as the owner, as each chunk is read */
+	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+	cur = ms_open(p, whole_query(p, t), 1, types, values, NULL);
+	ms_owner_end(&as);
+	for (;;)
+	{
+		chunk		c = {0, NULL, NULL};
+
+		/* what the relay holds in memory is one chunk */
+		MemoryContextReset(cxt);
+		if (!try_chunk(p, t, cur, NULL, NULL, ms_chunk_rows, &c, &err))
+			break;
+		if (c.n == 0)
+			break;
+		emit_chunk(p, t, &c, emit, arg, bad);
+	}
+	SPI_cursor_close(cur);
+	MemoryContextSwitchTo(old);
+	if (err != NULL)
+	{
+		/* which row fails is found row by row, through the plan: the pass plans again without */
+		p->whole_failed = true;
+		ReThrowError(err);		/* the error is in cxt, freed with the pass */
+	}
 	MemoryContextDelete(cxt);
 }

@@ -65,6 +65,10 @@ typedef struct ms_pass
 	bool		carried;		/* sync.carried exists (observe.c; a 0.1 catalog not updated yet has none) */
 	bool		owed;			/* sync.replicas has owed_messages and owed_bytes (76_owed.sql; the same) */
 	bool		blocked;		/* pg_temp.ms_blocked has rows: no wanted set grows through them (plan.c) */
+	bool	   *whole;			/* by table id: sent whole to the replicas provisioned, read once (plan.c); or NULL */
+	int64		whole_rows;		/* the rows of those tables each of them is sent */
+	bool		whole_failed;	/* reading one whole failed for good: the pass plans again without (relay.c) */
+	bool		no_whole;		/* every table's rows go through the plan */
 
 	/* what the pass did (sync.relay_pass returns it) */
 	int64		notes_read;

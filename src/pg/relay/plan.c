@@ -121,16 +121,53 @@ plan_blocked(ms_pass *p)
 			0, NULL, NULL, NULL, 0);
 }
 
-/* a replica provisioned from scratch: its whole wanted set, it holds nothing */
+/*
+ * The rows of a table sent whole (ms_wanted_whole) that a replica
+ * provisioned gets: every row not blocked, counted as record.c's read of
+ * them (load.c) finds them, in the same snapshot.  Read as the table's owner.
+ */
+static int64
+whole_rows(ms_pass *p, ms_table *t)
+{
+	ms_as_owner as;
+	int64		rows;
+
+	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+	ms_exec(p, psprintf("SELECT count(*) FROM %s t%s", t->qualified, ms_whole_filter(p, t)),
+			0, NULL, NULL, NULL, 0);
+	ms_owner_end(&as);
+	rows = ms_int64();
+	return rows;
+}
+
+/*
+ * A replica provisioned from scratch: its whole wanted set, it holds
+ * nothing.  The rows of a table it wants whole are no plan's: record.c
+ * reads the table once and sends every row of it to each (load.c), rather
+ * than writing one key per row here, and reading them back by key.
+ */
 static void
 plan_provisioned(ms_pass *p, ArrayType *provisioning)
 {
+	int64		rows;
+	ListCell   *lc;
+
+	p->whole = ms_whole_tables && !p->no_whole ? ms_wanted_whole(p->tables) : NULL;
+	p->whole_rows = 0;
 	/* straight into what is sent: it is all of it (never a blocked row: wanted.c) */
-	int64		rows = (int64) ms_wanted_into(p, provisioning, "ms_send");
+	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", p->whole);
+	if (p->whole != NULL)
+		foreach(lc, p->tables)
+		{
+			ms_table   *t = lfirst(lc);
+
+			if (p->whole[t->id])
+				p->whole_rows += whole_rows(p, t);
+		}
 
 	/* one replica: what its snapshot's Begin says, without counting again */
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 1)
-		p->snapshot_rows = rows;
+		p->snapshot_rows = rows + p->whole_rows;
 	ms_exec(p, "UPDATE ms_send s SET note = n.note FROM ms_pending n WHERE n.tab = s.tab AND n.key = s.key",
 			0, NULL, NULL, NULL, 0);
 }
@@ -167,6 +204,15 @@ plan_whole(ms_pass *p, ArrayType *replicas)
 			1, types, values, NULL, 0);
 }
 
+char *
+ms_whole_filter(ms_pass *p, ms_table *t)
+{
+	if (!p->blocked)
+		return "";
+	return psprintf(" WHERE NOT EXISTS (SELECT FROM pg_temp.ms_blocked b WHERE b.tab = %d AND b.key = %s)",
+					t->id, ms_key_expr(t, "t"));
+}
+
 void
 ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 {
@@ -176,6 +222,8 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 
 	plan_blocked(p);
 	p->snapshot_rows = -1;
+	p->whole = NULL;
+	p->whole_rows = 0;
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
 		plan_provisioned(p, provisioning);
 

@@ -29,6 +29,13 @@ extern void ms_plan_prepare(ms_pass *p);
 extern void ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning);
 
 /*
+ * ms_whole_filter: " WHERE the row t (of table t) is not blocked", or ""
+ * when no row is: what a read of a table sent whole (p->whole) leaves out.
+ */
+struct ms_table;
+extern char *ms_whole_filter(ms_pass *p, struct ms_table *t);
+
+/*
  * MS_NOT_BLOCKED(s): the row s (tab, key) is not in pg_temp.ms_blocked.  A
  * wanted set is closed over the rows that go only: a row that cannot go is
  * left out before its parents are looked for (p->blocked says when any is).

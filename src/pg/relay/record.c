@@ -45,6 +45,8 @@
 #define WRITE_BATCH 256
 #define OUTBOX_COLS 8
 #define SEGMENT_COLS 7
+/* held rows of tables sent whole written in one statement */
+#define HELD_BATCH 8192
 
 /* A run of one table's upserts or deletes in one message. */
 typedef struct segment
@@ -54,6 +56,7 @@ typedef struct segment
 	char	   *first;
 	char	   *last;
 	int			rows;			/* rows it carries */
+	bool		whole;			/* of a table read whole: its keys are the target's whole_keys */
 } segment;
 
 /* One replica the pass writes to, and the message being filled for it. */
@@ -80,6 +83,7 @@ typedef struct target
 	int			deletes;
 	List	   *segments;
 	segment    *seg;
+	StringInfoData whole_keys;	/* the keys of its whole segments, in order, each ending in a NUL */
 } target;
 
 typedef struct body_entry
@@ -114,6 +118,15 @@ typedef struct recorder
 	Datum		messages[OUTBOX_COLS][WRITE_BATCH];
 	int			nsegments;
 	Datum		segs[SEGMENT_COLS][WRITE_BATCH];
+
+	/*
+	 * The held rows of the rows of tables read whole, as their messages are
+	 * written: (replica, tab, key, number), HELD_BATCH at a time.
+	 */
+	MemoryContext held_cxt;
+	int			nheld;
+	Datum		held[4][HELD_BATCH];
+	uint64		held_whole;		/* written so far */
 } recorder;
 
 static const Oid outbox_types[OUTBOX_COLS] = {UUIDOID, INT8OID, BYTEAOID, BYTEAOID, BYTEAOID, INT8OID, INT4OID, BOOLOID};
@@ -189,7 +202,7 @@ fill_reset(StringInfo s)
 static int64
 fill_of(const target *tg)
 {
-	return (int64) tg->down.maxlen + tg->rows.maxlen;
+	return (int64) tg->down.maxlen + tg->rows.maxlen + tg->whole_keys.maxlen;
 }
 
 static target *
@@ -245,6 +258,78 @@ store_body(recorder *r, StringInfo body, int upserts, int deletes)
 	ms_run(r->p, r->store_body, values, NULL, 1);
 	e->id = ms_int64();
 	return e->id;
+}
+
+/*
+ * write_held: the held rows of tables read whole buffered so far.  A row
+ * held already is one recorded since the pass's snapshot: insert_held
+ * makes it a serialization failure.  Its note is the newest the batch has
+ * of it, as the plan's rows' (plan.c).
+ */
+static void insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values);
+
+static void
+write_held(recorder *r)
+{
+	static const Oid elem[4] = {UUIDOID, INT4OID, TEXTOID, INT8OID};
+	Oid			types[4] = {UUIDARRAYOID, INT4ARRAYOID, TEXTARRAYOID, INT8ARRAYOID};
+	Datum		arrays[4];
+	MemoryContext old;
+
+	if (r->nheld == 0)
+		return;
+	old = MemoryContextSwitchTo(r->held_cxt);
+	for (int c = 0; c < 4; c++)
+		arrays[c] = batch_array(r->held[c], r->nheld, elem[c]);
+	insert_held(r->p,
+				"INSERT INTO sync.held (replica, tab, key, note, number, since)"
+				" SELECT u.replica, u.tab, u.key, coalesce(n.note, 0), u.number, u.number"
+				"   FROM unnest($1, $2, $3, $4) u(replica, tab, key, number)"
+				"   LEFT JOIN pg_temp.ms_pending n ON n.tab = u.tab AND n.key = u.key COLLATE \"C\"",
+				4, types, arrays);
+	if (SPI_processed != (uint64) r->nheld)
+		elog(ERROR, "magic_sync: %llu held rows were recorded of %d rows sent whole",
+			 (unsigned long long) SPI_processed, r->nheld);
+	r->held_whole += SPI_processed;
+	r->nheld = 0;
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(r->held_cxt);
+}
+
+/* held_of_whole: the held rows of tg's message number, of its whole segments, buffered */
+static void
+held_of_whole(recorder *r, target *tg, int64 number)
+{
+	const char *key = tg->whole_keys.data;
+	ListCell   *lc;
+
+	foreach(lc, tg->segments)
+	{
+		segment    *s = lfirst(lc);
+
+		if (!s->whole)
+			continue;
+		for (int k = 0; k < s->rows; k++)
+		{
+			MemoryContext old;
+			pg_uuid_t  *id;
+			int			i;
+
+			if (r->nheld == HELD_BATCH)
+				write_held(r);
+			old = MemoryContextSwitchTo(r->held_cxt);
+			id = palloc(sizeof(pg_uuid_t));
+			memcpy(id, &tg->id, sizeof(pg_uuid_t));
+			i = r->nheld++;
+			r->held[0][i] = UUIDPGetDatum(id);
+			r->held[1][i] = Int32GetDatum(s->tab);
+			r->held[2][i] = CStringGetTextDatum(key);
+			r->held[3][i] = Int64GetDatum(number);
+			MemoryContextSwitchTo(old);
+			key += strlen(key) + 1;
+		}
+	}
+	Assert(key == tg->whole_keys.data + tg->whole_keys.len);
 }
 
 /* write one message for tg with this body: number, chain, seal, outbox */
@@ -323,6 +408,7 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 		r->segs[6][i] = Int32GetDatum(s->rows);
 	}
 	MemoryContextSwitchTo(r->scratch);
+	held_of_whole(r, tg, (int64) number);
 
 	tg->last_number = number;
 	memcpy(tg->last_nonce, nonce, sizeof nonce);
@@ -386,6 +472,7 @@ flush(recorder *r, target *tg)
 	/* write_message resets the scratch context, body and all */
 	write_message(r, tg, &body, start, tg->upserts, tg->deletes);
 	fill_reset(&tg->down);
+	fill_reset(&tg->whole_keys);
 	tg->last_kind = 0;
 	tg->upserts = tg->deletes = 0;
 	list_free_deep(tg->segments);
@@ -453,7 +540,7 @@ flush_all(recorder *r)
 /* append one row (an upsert, or a delete when bytes is NULL) to tg's message */
 static void
 append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
-	   const char *bytes, int len, bool replace)
+	   const char *bytes, int len, bool replace, bool whole)
 {
 	size_t		fields;
 	MemoryContext old = MemoryContextSwitchTo(r->cxt);
@@ -501,27 +588,31 @@ append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
 											  r->key.data, r->key.len);
 		tg->deletes++;
 	}
-	if (tg->seg == NULL)
+	if (tg->seg == NULL || tg->seg->whole != whole)
 	{
 		tg->seg = palloc(sizeof(segment));
 		tg->seg->tab = t->id;
 		tg->seg->kind = kind;
 		tg->seg->first = pstrdup(key);
 		tg->seg->rows = 0;
+		tg->seg->whole = whole;
 		tg->segments = lappend(tg->segments, tg->seg);
 	}
 	else
 		pfree(tg->seg->last);
 	tg->seg->last = pstrdup(key);
 	tg->seg->rows++;
+	/* its held row is written with its message's number: the key is kept till then */
+	if (whole)
+		appendBinaryStringInfo(&tg->whole_keys, key, (int) strlen(key) + 1);
 	tg->last_kind = kind;
 	r->filling += fill_of(tg) - before;
 	MemoryContextSwitchTo(old);
 }
 
-/* ms_emit for upserts: the row once, to every replica that gets it */
+/* the row once, to every replica that gets it; of a table read whole or of the plan */
 static const char *
-emit_upsert(void *arg, ms_table *t, ms_row *row)
+emit_rows(void *arg, ms_table *t, ms_row *row, bool whole)
 {
 	recorder   *r = arg;
 	char	   *key = pnstrdup(row->key, row->keylen);
@@ -543,11 +634,25 @@ emit_upsert(void *arg, ms_table *t, ms_row *row)
 
 		for (int j = 0; j < row->nreplacing && !replace; j++)
 			replace = memcmp(&row->replacing[j], &row->replicas[i], sizeof(pg_uuid_t)) == 0;
-		append(r, find_target(r, &row->replicas[i]), t, 'u', key, row->bytes, row->len, replace);
+		append(r, find_target(r, &row->replicas[i]), t, 'u', key, row->bytes, row->len, replace, whole);
 	}
 	r->p->rows_sent += row->nreplicas;
 	pfree(key);
 	return NULL;
+}
+
+/* ms_emit for the upserts of the plan (pg_temp.ms_send) */
+static const char *
+emit_upsert(void *arg, ms_table *t, ms_row *row)
+{
+	return emit_rows(arg, t, row, false);
+}
+
+/* ms_emit for the rows of a table read whole (load.c) */
+static const char *
+emit_whole(void *arg, ms_table *t, ms_row *row)
+{
+	return emit_rows(arg, t, row, true);
 }
 
 /* the deletes of table t, children first: to every replica letting go of them */
@@ -583,7 +688,7 @@ record_deletes(recorder *r, ms_table *t)
 			resetStringInfo(&r->key);
 			ms_encode_key(&r->key, key, strlen(key));
 			for (int j = 0; j < nreps; j++)
-				append(r, find_target(r, &ids[j]), t, 'd', key, NULL, 0, false);
+				append(r, find_target(r, &ids[j]), t, 'd', key, NULL, 0, false, false);
 			r->p->rows_taken += nreps;
 		}
 		SPI_freetuptable(tt);
@@ -646,6 +751,7 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 		tg->snapshot = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
 		fill_init(&tg->down);
 		fill_init(&tg->rows);
+		fill_init(&tg->whole_keys);
 		/* its first message begins with the schema changes it is sent (evolve.c) */
 		if (!tg->snapshot)
 			ms_evolve_down(r->p, &tg->id, &tg->down);
@@ -675,13 +781,13 @@ sent_again(const char *new, const char *old)
  * serialization failure, transient: the pass is run again, nothing parked.
  */
 static void
-insert_held(ms_pass *p, const char *sql, Oid *types, Datum *values)
+insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 
 	PG_TRY();
 	{
-		ms_exec(p, sql, 1, types, values, NULL, 0);
+		ms_exec(p, sql, nargs, types, values, NULL, 0);
 	}
 	PG_CATCH();
 	{
@@ -715,7 +821,7 @@ insert_held(ms_pass *p, const char *sql, Oid *types, Datum *values)
  * The two counts are checked against each other.
  */
 static void
-held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows)
+held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows, uint64 whole)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
@@ -726,8 +832,8 @@ held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows)
 	insert_held(p, psprintf("INSERT INTO sync.held (replica, tab, key, note, number, since) "
 							"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number %s"
 							"   AND g.replica = ANY ($1)", segment_rows),
-				types, values);
-	inserted = SPI_processed;
+				1, types, values);
+	inserted = SPI_processed + whole;
 	ms_exec(p, psprintf("WITH c AS (SELECT replica, tab, number, sum(rows) AS rows FROM pg_temp.ms_segments"
 						"  WHERE kind = 'u' AND replica = ANY ($1) GROUP BY replica, tab, number)%s"
 						" SELECT coalesce(sum(rows), 0)::bigint FROM c",
@@ -755,7 +861,7 @@ held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows)
  * instead of the held rows.
  */
 static void
-record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
+record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
@@ -782,14 +888,14 @@ record_held(ms_pass *p, ArrayType *provisioning, uint64 segments)
 	addressed = DatumGetBool(ms_value(0, 2, &isnull));
 	unaddressed = DatumGetBool(ms_value(0, 3, &isnull));
 	if (provisioned)
-		held_of_snapshots(p, provisioning, segment_rows);
+		held_of_snapshots(p, provisioning, segment_rows, whole);
 	if (fresh)
 		insert_held(p, psprintf(
 				"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
 				"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number %s"
 				"   AND NOT g.replica = ANY ($1) AND s.fresh RETURNING replica, tab, number) %s",
 				segment_rows, carried),
-				types, values);
+				1, types, values);
 	if (addressed)
 	{
 		int64		expected,
@@ -848,6 +954,7 @@ recorder_init(recorder *r, ms_pass *p)
 	r->cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync record", ALLOCSET_DEFAULT_SIZES);
 	r->scratch = AllocSetContextCreate(r->cxt, "magic_sync message", ALLOCSET_DEFAULT_SIZES);
 	r->batch = AllocSetContextCreate(r->cxt, "magic_sync messages to write", ALLOCSET_DEFAULT_SIZES);
+	r->held_cxt = AllocSetContextCreate(r->cxt, "magic_sync held rows to write", ALLOCSET_DEFAULT_SIZES);
 	for (int c = 0; c < OUTBOX_COLS; c++)
 		mtypes[c] = get_array_type(outbox_types[c]);
 	for (int c = 0; c < SEGMENT_COLS; c++)
@@ -898,13 +1005,16 @@ snapshot_rows(recorder *r, ArrayType *provisioning)
 	}
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 0)
 		return;
+	/* every one of them gets every row of the tables read whole (plan.c) */
+	for (int i = 0; i < ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)); i++)
+		find_target(r, (pg_uuid_t *) ARR_DATA_PTR(provisioning) + i)->snapshot_rows = p->whole_rows;
 	ms_exec(p, "SELECT replica, count(*) FROM pg_temp.ms_send WHERE replica = ANY ($1) GROUP BY replica",
 			1, types, values, NULL, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
 
-		find_target(r, DatumGetUUIDP(ms_value(i, 1, &isnull)))->snapshot_rows =
+		find_target(r, DatumGetUUIDP(ms_value(i, 1, &isnull)))->snapshot_rows +=
 			DatumGetInt64(ms_value(i, 2, &isnull));
 	}
 }
@@ -998,7 +1108,14 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 
 	/* upserts, parents first; the rows that cannot go are in the pass's memory */
 	foreach(lc, p->tables)
-		ms_load_table(p, lfirst(lc), emit_upsert, &r, &bad);
+	{
+		ms_table   *t = lfirst(lc);
+
+		ms_load_table(p, t, emit_upsert, &r, &bad);
+		/* a table the replicas provisioned want whole: read once, for all of them (plan.c) */
+		if (p->whole != NULL && p->whole[t->id])
+			ms_load_whole(p, t, provisioning, emit_whole, &r, &bad);
+	}
 	if (bad != NIL)
 	{
 		MemoryContextDelete(r.cxt);
@@ -1027,7 +1144,8 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		}
 	}
 	write_batch(&r);
-	record_held(p, provisioning, r.segments);
+	write_held(&r);
+	record_held(p, provisioning, r.segments, r.held_whole);
 	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;

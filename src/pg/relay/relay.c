@@ -158,8 +158,16 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		if (failure != NULL)
 		{
 			bool		resent = p->resent > 0;
+			bool		whole_failed = p->whole_failed;
 
 			*p = before;
+			/* a table read whole failed for good: planned again, its rows through the plan (load.c) */
+			if (whole_failed && !ms_transient(failure->sqlerrcode))
+			{
+				p->no_whole = true;
+				FreeErrorData(failure);
+				continue;
+			}
 			/* rows refused sent again are no notes to park: they wait an hour, the rest goes on (retry.c) */
 			if (resent && !p->resend_held && !ms_transient(failure->sqlerrcode))
 			{

@@ -279,7 +279,7 @@ rounds_of(List *tables)
  * of what the last round added, into set, until a round adds nothing.
  */
 static uint64
-close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows)
+close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows, const bool *skip)
 {
 	uint64		added = 0;
 	int			cur = 0;
@@ -305,6 +305,9 @@ close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows)
 			{
 				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
 
+				/* a table left out is wanted whole: the rows pointed at are in it */
+				if (skip != NULL && skip[t->fkeys[f].parent])
+					continue;
 				round += add_rows(p, t, set, ms_parents_select(t, &t->fkeys[f], from), false,
 								  parent != NULL && rounds[parent->id], into);
 				more = true;
@@ -327,11 +330,44 @@ close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows)
 }
 
 /*
+ * ms_wanted_whole: by table id, the tables whose wanted set, for any
+ * replica, is every row not blocked: broadcast to every partition, with no
+ * active view, not a record (whose writer would hold it anyway), and no
+ * round reaching through them (they point at no table, none follows them).
+ * NULL when there is none.
+ */
+bool *
+ms_wanted_whole(List *tables)
+{
+	bool	   *rounds = rounds_of(tables);
+	bool	   *whole = NULL;
+	ListCell   *lc;
+	int			maxid = 0;
+
+	foreach(lc, tables)
+		maxid = Max(maxid, ((ms_table *) lfirst(lc))->id);
+	foreach(lc, tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		if (t->rule != MS_RULE_BROADCAST || t->partition >= 0 || t->active_qualified != NULL ||
+			t->record || rounds[t->id])
+			continue;
+		if (whole == NULL)
+			whole = palloc0(sizeof(bool) * (maxid + 1));
+		whole[t->id] = true;
+	}
+	pfree(rounds);
+	return whole;
+}
+
+/*
  * fill: the wanted sets of these replicas (NULL: every live replica not
- * dropped) into pg_temp.<set>: the rows the rules send, then rounds.
+ * dropped) into pg_temp.<set>: the rows the rules send, then rounds; but
+ * not the rows of the tables skip names (by id), when it is not NULL.
  */
 static uint64
-fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first)
+fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first, const bool *skip)
 {
 	bool	   *rounds = rounds_of(p->tables);
 	uint64		added = 0;
@@ -351,7 +387,7 @@ fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first)
 		ms_table   *t = lfirst(lc);
 		char	   *rules = ms_rule_select(t, "ms_wanted_replicas", NULL);
 
-		if (rules != NULL)
+		if (rules != NULL && !(skip != NULL && skip[t->id]))
 		{
 			uint64		n = add_rows(p, t, set, rules, true, rounds[t->id], "ms_wanted_delta0");
 
@@ -360,19 +396,19 @@ fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first)
 				delta += n;
 		}
 	}
-	return added + close_rounds(p, set, rounds, delta);
+	return added + close_rounds(p, set, rounds, delta, skip);
 }
 
 uint64
 ms_wanted_fill(ms_pass *p, ArrayType *replicas)
 {
-	return fill(p, replicas, "ms_wanted", true);
+	return fill(p, replicas, "ms_wanted", true, NULL);
 }
 
 uint64
-ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set)
+ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set, const bool *skip)
 {
-	return fill(p, replicas, set, false);
+	return fill(p, replicas, set, false, skip);
 }
 
 /*

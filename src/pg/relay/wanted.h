@@ -24,10 +24,17 @@ extern uint64 ms_wanted_fill(ms_pass *p, ArrayType *replicas);
 
 /*
  * ms_wanted_into: the same, into pg_temp.<set> (columns replica, tab, key;
- * a unique index on them; others with defaults), not emptied first; returns
- * the number of rows it added.
+ * a unique index on them; others with defaults), not emptied first, leaving
+ * out the tables skip names (by id; NULL: none); returns the number of rows
+ * it added.
  */
-extern uint64 ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set);
+extern uint64 ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set, const bool *skip);
+
+/*
+ * ms_wanted_whole: by table id, the tables a replica wants every row of
+ * that is not blocked, whatever it is; NULL when there is none.
+ */
+extern bool *ms_wanted_whole(List *tables);
 
 /*
  * The SQL the wanted set is made of, shared with the planner so that both

@@ -338,7 +338,8 @@ body(StringInfo out, const Sync__ToReplica *m)
 			{
 				appendStringInfoString(out, "\"begin\":");
 				schema(out, m->down->begin->schema, m->down->begin->n_schema, false);
-				appendStringInfoChar(out, ',');
+				/* what the snapshot says it carries: a replica's progress counts against it */
+				appendStringInfo(out, ",\"begin_rows\":" UINT64_FORMAT ",", (uint64) m->down->begin->rows);
 			}
 			if (m->down->n_schema > 0)
 			{
