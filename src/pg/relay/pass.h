@@ -69,6 +69,7 @@ typedef struct ms_pass
 	int64		whole_rows;		/* the rows of those tables each of them is sent */
 	bool		whole_failed;	/* reading one whole failed for good: the pass plans again without (relay.c) */
 	bool		no_whole;		/* every table's rows go through the plan */
+	bool		noted;			/* pg_temp.ms_pending has rows: a held row of a table read whole looks up its note */
 
 	/* what the pass did (sync.relay_pass returns it) */
 	int64		notes_read;

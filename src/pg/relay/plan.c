@@ -151,11 +151,17 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning)
 {
 	int64		rows;
 	ListCell   *lc;
+	bool		isnull;
 
 	p->whole = ms_whole_tables && !p->no_whole ? ms_wanted_whole(p->tables) : NULL;
 	p->whole_rows = 0;
 	/* straight into what is sent: it is all of it (never a blocked row: wanted.c) */
 	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", p->whole);
+	if (p->whole != NULL)
+	{
+		ms_exec(p, "SELECT EXISTS (SELECT FROM pg_temp.ms_pending)", 0, NULL, NULL, NULL, 0);
+		p->noted = DatumGetBool(ms_value(0, 1, &isnull));
+	}
 	if (p->whole != NULL)
 		foreach(lc, p->tables)
 		{

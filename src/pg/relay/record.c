@@ -281,11 +281,15 @@ write_held(recorder *r)
 	old = MemoryContextSwitchTo(r->held_cxt);
 	for (int c = 0; c < 4; c++)
 		arrays[c] = batch_array(r->held[c], r->nheld, elem[c]);
-	insert_held(r->p,
-				"INSERT INTO sync.held (replica, tab, key, note, number, since)"
+	/* the arrays read in step, a row at a time (in FROM, unnest would gather them first) */
+	insert_held(r->p, r->p->noted
+				? "INSERT INTO sync.held (replica, tab, key, note, number, since)"
 				" SELECT u.replica, u.tab, u.key, coalesce(n.note, 0), u.number, u.number"
-				"   FROM unnest($1, $2, $3, $4) u(replica, tab, key, number)"
-				"   LEFT JOIN pg_temp.ms_pending n ON n.tab = u.tab AND n.key = u.key COLLATE \"C\"",
+				"   FROM (SELECT unnest($1) AS replica, unnest($2) AS tab, unnest($3) COLLATE \"C\" AS key,"
+				"                unnest($4) AS number) u"
+				"   LEFT JOIN pg_temp.ms_pending n ON n.tab = u.tab AND n.key = u.key"
+				: "INSERT INTO sync.held (replica, tab, key, number, since)"
+				" SELECT unnest($1), unnest($2), unnest($3), unnest($4), unnest($4)",
 				4, types, arrays);
 	if (SPI_processed != (uint64) r->nheld)
 		elog(ERROR, "magic_sync: %llu held rows were recorded of %d rows sent whole",
