@@ -384,13 +384,14 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 			break;
 
 		/* the chunk failed for good: find the rows that do not encode, one by one */
-		MemoryContextReset(cxt);
 		values[1] = CStringGetTextDatum(after);
 		values[2] = Int64GetDatum(ms_chunk_rows);
 		ms_run(p, keys, values, NULL, 0);
 		n = (int) SPI_processed;
 		if (n == 0)
 			ReThrowError(err);
+		/* the error is in cxt: freed only once it is not raised */
+		MemoryContextReset(cxt);
 		chunk_keys = palloc(sizeof(char *) * n);
 		for (int i = 0; i < n; i++)
 			chunk_keys[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
