@@ -369,6 +369,31 @@ SELECT sync.replica_add('44444444-4444-4444-8444-444444444444', 'north');
 SELECT sync.replica_set('44444444-4444-4444-8444-444444444444', "partition" => 'nrth');
 SELECT DISTINCT what, who, super, temp FROM app.ran ORDER BY 1;
 
+-- a snapshot reads a table a replica wants whole (magic_sync.whole_tables)
+-- as its owner too: the owner's cast of a column's type to json runs as the
+-- owner, security-restricted
+SET ROLE regress_tabowner;
+CREATE TYPE app.grade AS ENUM ('good', 'fair');
+CREATE FUNCTION app.grade_json(g app.grade) RETURNS json LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM app.ran('json cast');
+	RETURN to_json(g::text);
+END $$;
+CREATE CAST (app.grade AS json) WITH FUNCTION app.grade_json(app.grade);
+CREATE TABLE app.grades (id int PRIMARY KEY, grade app.grade);
+INSERT INTO app.grades VALUES (1, 'good'), (2, 'fair');
+SELECT sync.mirror('app.grades', 'catalog', 'broadcast');
+RESET ROLE;
+-- (the replicas there are take the new table's rows through the plan first)
+SELECT count(*) > 0 AS relayed FROM sync.relay_pass();
+TRUNCATE app.ran;
+SELECT sync.replica_add('55555555-5555-4555-8555-555555555555');
+SELECT provisioned FROM sync.relay_pass();
+SELECT DISTINCT what, who, super, temp FROM app.ran WHERE what = 'json cast' ORDER BY 1;
+SELECT count(*) AS grades_held FROM sync.held h JOIN sync.tables t ON t.id = h.tab
+ WHERE h.replica = '55555555-5555-4555-8555-555555555555' AND t.name = 'app.grades';
+SELECT rolsuper AS tabowner_became_superuser FROM pg_roles WHERE rolname = 'regress_tabowner';
+
 \c contrib_regression
 DROP DATABASE contrib_regression_security;
 DROP ROLE regress_dbowner, regress_tabowner, regress_admin, regress_store1, regress_store2;
