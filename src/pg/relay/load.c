@@ -331,6 +331,41 @@ emit_chunk(ms_pass *p, ms_table *t, chunk *c, ms_emit emit, void *arg, List **ba
 	}
 }
 
+/*
+ * load_cursor: open sql (with these arguments) as t's owner, and emit its
+ * rows a chunk at a time, each loaded in cxt, reset before each; false, with
+ * *err (in cxt), when a chunk failed for good.  *last, when last is not
+ * NULL, is then the last key of the rows emitted (in p->cxt).
+ */
+static bool
+load_cursor(ms_pass *p, ms_table *t, const char *sql, int nargs, Oid *types, Datum *values,
+			MemoryContext cxt, ms_emit emit, void *arg, List **bad, char **last, ErrorData **err)
+{
+	ms_as_owner as;
+	Portal		cur;
+
+	/* planned and started as the owner, as each chunk is read */
+	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+	cur = ms_open(p, sql, nargs, types, values, NULL);
+	ms_owner_end(&as);
+	for (;;)
+	{
+		chunk		c = {0, NULL, NULL};
+
+		/* what the relay holds in memory is one chunk */
+		MemoryContextReset(cxt);
+		if (!try_chunk(p, t, cur, NULL, NULL, ms_chunk_rows, &c, err))
+			break;
+		if (c.n == 0)
+			break;
+		emit_chunk(p, t, &c, emit, arg, bad);
+		if (last != NULL)
+			*last = MemoryContextStrdup(p->cxt, c.last);
+	}
+	SPI_cursor_close(cur);
+	return *err == NULL;
+}
+
 void
 ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 {
@@ -353,34 +388,14 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 	for (;;)
 	{
 		Datum		values[3];
-		Portal		cur;
 		ErrorData  *err = NULL;
 		int			n;
 		char	  **chunk_keys;
-		ms_as_owner as;
 
 		/* one cursor over the table's rows, a chunk at a time */
 		values[0] = Int32GetDatum(t->id);
 		values[1] = CStringGetTextDatum(after);
-		/* planned and started as the owner, as each chunk is read */
-		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-		cur = ms_open(p, all, 2, types, values, NULL);
-		ms_owner_end(&as);
-		for (;;)
-		{
-			chunk		c = {0, NULL, NULL};
-
-			/* what the relay holds in memory is one chunk */
-			MemoryContextReset(cxt);
-			if (!try_chunk(p, t, cur, NULL, NULL, ms_chunk_rows, &c, &err))
-				break;
-			if (c.n == 0)
-				break;
-			emit_chunk(p, t, &c, emit, arg, bad);
-			after = MemoryContextStrdup(p->cxt, c.last);
-		}
-		SPI_cursor_close(cur);
-		if (err == NULL)
+		if (load_cursor(p, t, all, 2, types, values, cxt, emit, arg, bad, &after, &err))
 			break;
 
 		/* the chunk failed for good: find the rows that do not encode, one by one */
@@ -422,32 +437,14 @@ ms_load_whole(ms_pass *p, ms_table *t, ArrayType *replicas, ms_emit emit, void *
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	ErrorData  *err = NULL;
-	ms_as_owner as;
-	Portal		cur;
 
-	/* planned and started as the owner, as each chunk is read */
-	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	cur = ms_open(p, whole_query(p, t), 1, types, values, NULL);
-	ms_owner_end(&as);
-	for (;;)
+	if (!load_cursor(p, t, whole_query(p, t), 1, types, values, cxt, emit, arg, bad, NULL, &err))
 	{
-		chunk		c = {0, NULL, NULL};
-
-		/* what the relay holds in memory is one chunk */
-		MemoryContextReset(cxt);
-		if (!try_chunk(p, t, cur, NULL, NULL, ms_chunk_rows, &c, &err))
-			break;
-		if (c.n == 0)
-			break;
-		emit_chunk(p, t, &c, emit, arg, bad);
-	}
-	SPI_cursor_close(cur);
-	MemoryContextSwitchTo(old);
-	if (err != NULL)
-	{
+		MemoryContextSwitchTo(old);
 		/* which row fails is found row by row, through the plan: the pass plans again without */
 		p->whole_failed = true;
 		ReThrowError(err);		/* the error is in cxt, freed with the pass */
 	}
+	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 }
