@@ -48,14 +48,15 @@ typedef const char *(*ms_emit) (void *arg, ms_table *t, ms_row *row);
 extern void ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad);
 
 /*
- * ms_load_whole: every row of table t not blocked, to each of these
- * replicas (a uuid[]), in the order the table is read, a chunk at a time:
- * a table a replica provisioned wants whole (plan.c).  A row too large for
+ * ms_load_whole: every row of table t not blocked, in the order the table
+ * is read, a chunk at a time: a table the replicas provisioned want whole
+ * (plan.c).  The rows name no replica (nreplicas 0): emit sends each to
+ * every one.  A row too large for
  * a message is appended to *bad; when a chunk fails for good, it sets
  * p->whole_failed and raises the error: the pass plans again, the table's
  * rows through the plan, where each row that fails is found.
  */
-extern void ms_load_whole(ms_pass *p, ms_table *t, ArrayType *replicas, ms_emit emit, void *arg, List **bad);
+extern void ms_load_whole(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad);
 
 /*
  * ms_encode_proto: t's columns, read from the tuple's attributes first,

@@ -83,7 +83,8 @@ typedef struct target
 	int			deletes;
 	List	   *segments;
 	segment    *seg;
-	StringInfoData whole_keys;	/* the keys of its whole segments, in order, each ending in a NUL */
+	StringInfoData whole_keys;	/* the keys of its whole segments, in order, each ending in a NUL;
+								 * no buffer (NULL) until a row of a table read whole comes */
 } target;
 
 typedef struct body_entry
@@ -99,6 +100,8 @@ typedef struct recorder
 	HTAB	   *bodies;			/* bodies stored this pass, by hash */
 	MemoryContext cxt;
 	MemoryContext scratch;		/* one message's copies, reset after each */
+	MemoryContext fill;			/* the messages being filled (target's down, rows, whole_keys) */
+	Size		fill_empty;		/* what it holds with every one of them empty */
 	StringInfoData begin;		/* the packed Begin of a snapshot */
 	StringInfoData key;			/* scratch: the wire Key of the current row */
 	Oid			message_seq;	/* sync.message_seq: numbers drawn as nextval() draws them */
@@ -106,7 +109,6 @@ typedef struct recorder
 	SPIPlanPtr	store_messages;
 	SPIPlanPtr	store_segments;
 	uint64		segments;		/* rows of pg_temp.ms_segments */
-	int64		filling;		/* bytes held by the messages being filled, every replica's */
 
 	/*
 	 * Messages and segments not yet written: a broadcast to many replicas is
@@ -127,6 +129,8 @@ typedef struct recorder
 	int			nheld;
 	Datum		held[4][HELD_BATCH];
 	uint64		held_whole;		/* written so far */
+	pg_uuid_t  *provisioning;	/* the replicas provisioned, who get every row of those tables */
+	int			nprovisioning;
 } recorder;
 
 static const Oid outbox_types[OUTBOX_COLS] = {UUIDOID, INT8OID, BYTEAOID, BYTEAOID, BYTEAOID, INT8OID, INT4OID, BOOLOID};
@@ -177,9 +181,9 @@ write_batch(recorder *r)
 #define FILL_START 256
 
 static void
-fill_init(StringInfo s)
+fill_init(MemoryContext cxt, StringInfo s)
 {
-	s->data = palloc(FILL_START);
+	s->data = MemoryContextAlloc(cxt, FILL_START);
 	s->maxlen = FILL_START;
 	s->len = 0;
 	s->data[0] = '\0';
@@ -192,17 +196,13 @@ fill_reset(StringInfo s)
 {
 	if (s->maxlen > FILL_START * 4)
 	{
+		MemoryContext cxt = GetMemoryChunkContext(s->data);
+
 		pfree(s->data);
-		fill_init(s);
+		fill_init(cxt, s);
 	}
 	else
 		resetStringInfo(s);
-}
-
-static int64
-fill_of(const target *tg)
-{
-	return (int64) tg->down.maxlen + tg->rows.maxlen + tg->whole_keys.maxlen;
 }
 
 static target *
@@ -460,6 +460,7 @@ flush(recorder *r, target *tg)
 	StringInfoData body;
 	bool		start = tg->snapshot && !tg->begun;
 	MemoryContext old;
+	ListCell   *lc;
 
 	if (!has_content(tg) && !start)
 		return;
@@ -476,9 +477,18 @@ flush(recorder *r, target *tg)
 	/* write_message resets the scratch context, body and all */
 	write_message(r, tg, &body, start, tg->upserts, tg->deletes);
 	fill_reset(&tg->down);
-	fill_reset(&tg->whole_keys);
+	if (tg->whole_keys.data != NULL)
+		fill_reset(&tg->whole_keys);
 	tg->last_kind = 0;
 	tg->upserts = tg->deletes = 0;
+	/* a message's segments go with it, their keys too: a snapshot to many replicas writes thousands */
+	foreach(lc, tg->segments)
+	{
+		segment    *seg = lfirst(lc);
+
+		pfree(seg->first);
+		pfree(seg->last);
+	}
 	list_free_deep(tg->segments);
 	tg->segments = NIL;
 	tg->seg = NULL;
@@ -522,8 +532,8 @@ projected(target *tg, ms_table *t, char kind, size_t fields)
  * flush_all: end every replica's message being filled.  The memory of the
  * messages being filled is bounded relay-wide (magic_sync.fill_bytes), not
  * only per message: a change broadcast to many replicas fills a message for
- * each.  They all end at the same row, so replicas sent the same rows get
- * the same bodies, stored once.
+ * each.  They all end at the same row (bound_fill), so replicas sent the
+ * same rows get the same bodies, stored once.
  */
 static void
 flush_all(recorder *r)
@@ -533,12 +543,56 @@ flush_all(recorder *r)
 
 	hash_seq_init(&seq, r->targets);
 	while ((tg = hash_seq_search(&seq)) != NULL)
-	{
-		int64		before = fill_of(tg);
-
 		flush(r, tg);
-		r->filling -= before - fill_of(tg);
+
+	/*
+	 * Every message ended: their memory goes at once.  Given back one by one,
+	 * what each grew through on its way (256 bytes, 512, ... doubling) stayed
+	 * in the context, free in sizes the next ones outgrow: messages to 10,000
+	 * replicas growing in step held 120 MB of it under a bound of 64 MB.
+	 */
+	MemoryContextReset(r->fill);
+	hash_seq_init(&seq, r->targets);
+	while ((tg = hash_seq_search(&seq)) != NULL)
+	{
+		Assert(tg->down.len == 0 && tg->rows.len == 0 && tg->whole_keys.len == 0);
+		fill_init(r->fill, &tg->down);
+		fill_init(r->fill, &tg->rows);
+		memset(&tg->whole_keys, 0, sizeof(StringInfoData));
 	}
+	r->fill_empty = MemoryContextMemAllocated(r->fill, false);
+}
+
+/*
+ * over_fill: the messages being filled hold more than magic_sync.fill_bytes,
+ * counted as their context holds it, free chunks and all.  So many replicas
+ * that their empty messages alone take the bound end theirs once they hold
+ * as much again: each time with something in them.
+ */
+static bool
+over_fill(recorder *r)
+{
+	Size		held = MemoryContextMemAllocated(r->fill, false);
+
+	return held > (Size) ms_fill_bytes * 1024 && held > 2 * r->fill_empty;
+}
+
+/*
+ * bound_fill: past the relay-wide bound, every message ends early, before a
+ * row goes to any of the n replicas getting it: so all end at the same row,
+ * and replicas sent the same rows share the bodies.  Never between a
+ * replica's upserts and its deletes.
+ */
+static void
+bound_fill(recorder *r, const pg_uuid_t *ids, int n, char kind)
+{
+	if (!over_fill(r))
+		return;
+	if (kind == 'd')
+		for (int i = 0; i < n; i++)
+			if (find_target(r, &ids[i])->last_kind == 'u')
+				return;
+	flush_all(r);
 }
 
 /* append one row (an upsert, or a delete when bytes is NULL) to tg's message */
@@ -548,12 +602,7 @@ append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
 {
 	size_t		fields;
 	MemoryContext old = MemoryContextSwitchTo(r->cxt);
-	int64		before;
 
-	/* past the relay-wide bound, messages end early: never between the upserts and the deletes */
-	if (r->filling > (int64) ms_fill_bytes * 1024 && !(tg->last_kind == 'u' && kind == 'd'))
-		flush_all(r);
-	before = fill_of(tg);
 
 	if (kind == 'u')
 		fields = ms_pb_len_field_size(MS_FIELD_ROWS_UPSERTS, len) + ms_pb_len_field_size(MS_FIELD_ROWS_KEYS, r->key.len) +
@@ -608,9 +657,12 @@ append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
 	tg->seg->rows++;
 	/* its held row is written with its message's number: the key is kept till then */
 	if (whole)
+	{
+		if (tg->whole_keys.data == NULL)
+			fill_init(r->fill, &tg->whole_keys);
 		appendBinaryStringInfo(&tg->whole_keys, key, (int) strlen(key) + 1);
+	}
 	tg->last_kind = kind;
-	r->filling += fill_of(tg) - before;
 	MemoryContextSwitchTo(old);
 }
 
@@ -632,6 +684,7 @@ emit_rows(void *arg, ms_table *t, ms_row *row, bool whole)
 	if (alone > (size_t) ms_message_bytes)
 		return psprintf("the row takes %zu bytes in a message, over magic_sync.message_bytes (%d)",
 						alone, ms_message_bytes);
+	bound_fill(r, row->replicas, row->nreplicas, 'u');
 	for (int i = 0; i < row->nreplicas; i++)
 	{
 		bool		replace = false;
@@ -652,10 +705,14 @@ emit_upsert(void *arg, ms_table *t, ms_row *row)
 	return emit_rows(arg, t, row, false);
 }
 
-/* ms_emit for the rows of a table read whole (load.c) */
+/* ms_emit for the rows of a table read whole (load.c): to every replica provisioned */
 static const char *
 emit_whole(void *arg, ms_table *t, ms_row *row)
 {
+	recorder   *r = arg;
+
+	row->replicas = r->provisioning;
+	row->nreplicas = r->nprovisioning;
 	return emit_rows(arg, t, row, true);
 }
 
@@ -691,6 +748,7 @@ record_deletes(recorder *r, ms_table *t)
 
 			resetStringInfo(&r->key);
 			ms_encode_key(&r->key, key, strlen(key));
+			bound_fill(r, ids, nreps, 'd');
 			for (int j = 0; j < nreps; j++)
 				append(r, find_target(r, &ids[j]), t, 'd', key, NULL, 0, false, false);
 			r->p->rows_taken += nreps;
@@ -753,15 +811,14 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 			tg->has_last = tg->last_number > 0;
 		}
 		tg->snapshot = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-		fill_init(&tg->down);
-		fill_init(&tg->rows);
-		fill_init(&tg->whole_keys);
+		fill_init(r->fill, &tg->down);
+		fill_init(r->fill, &tg->rows);
 		/* its first message begins with the schema changes it is sent (evolve.c) */
 		if (!tg->snapshot)
 			ms_evolve_down(r->p, &tg->id, &tg->down);
-		r->filling += fill_of(tg);
 		MemoryContextSwitchTo(old);
 	}
+	r->fill_empty = MemoryContextMemAllocated(r->fill, false);
 }
 
 /*
@@ -959,6 +1016,12 @@ recorder_init(recorder *r, ms_pass *p)
 	r->scratch = AllocSetContextCreate(r->cxt, "magic_sync message", ALLOCSET_DEFAULT_SIZES);
 	r->batch = AllocSetContextCreate(r->cxt, "magic_sync messages to write", ALLOCSET_DEFAULT_SIZES);
 	r->held_cxt = AllocSetContextCreate(r->cxt, "magic_sync held rows to write", ALLOCSET_DEFAULT_SIZES);
+	/*
+	 * Small blocks: what it holds grows in steps of 8 kB, not of the doubling
+	 * blocks of a default context, and a message past 1 kB has a block of its
+	 * own, given back whole when it is written.
+	 */
+	r->fill = AllocSetContextCreate(r->cxt, "magic_sync messages being filled", ALLOCSET_SMALL_SIZES);
 	for (int c = 0; c < OUTBOX_COLS; c++)
 		mtypes[c] = get_array_type(outbox_types[c]);
 	for (int c = 0; c < SEGMENT_COLS; c++)
@@ -1108,6 +1171,8 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	recorder_init(&r, p);
 	load_targets(&r, replicas, provisioning);
 	p->one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
+	r.provisioning = (pg_uuid_t *) ARR_DATA_PTR(provisioning);
+	r.nprovisioning = ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning));
 	snapshot_rows(&r, provisioning);
 
 	/* upserts, parents first; the rows that cannot go are in the pass's memory */
@@ -1118,7 +1183,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		ms_load_table(p, t, emit_upsert, &r, &bad);
 		/* a table the replicas provisioned want whole: read once, for all of them (plan.c) */
 		if (p->whole != NULL && p->whole[t->id])
-			ms_load_whole(p, t, provisioning, emit_whole, &r, &bad);
+			ms_load_whole(p, t, emit_whole, &r, &bad);
 	}
 	if (bad != NIL)
 	{
