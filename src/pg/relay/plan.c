@@ -159,10 +159,9 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning)
 	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", p->whole);
 	if (p->whole != NULL)
 	{
+		/* whether a held row of theirs looks up a note (record.c) */
 		ms_exec(p, "SELECT EXISTS (SELECT FROM pg_temp.ms_pending)", 0, NULL, NULL, NULL, 0);
 		p->noted = DatumGetBool(ms_value(0, 1, &isnull));
-	}
-	if (p->whole != NULL)
 		foreach(lc, p->tables)
 		{
 			ms_table   *t = lfirst(lc);
@@ -170,6 +169,7 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning)
 			if (p->whole[t->id])
 				p->whole_rows += whole_rows(p, t);
 		}
+	}
 
 	/* one replica: what its snapshot's Begin says, without counting again */
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 1)

@@ -603,7 +603,6 @@ append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
 	size_t		fields;
 	MemoryContext old = MemoryContextSwitchTo(r->cxt);
 
-
 	if (kind == 'u')
 		fields = ms_pb_len_field_size(MS_FIELD_ROWS_UPSERTS, len) + ms_pb_len_field_size(MS_FIELD_ROWS_KEYS, r->key.len) +
 			(replace ? ms_pb_len_field_size(MS_FIELD_ROWS_REPLACES, r->key.len) : 0);
