@@ -39,6 +39,25 @@ ms_encode_key(StringInfo out, const char *key, int keylen)
 	}
 }
 
+/* t's mirrored columns of alias, as a select list */
+static char *
+columns_of(const ms_table *t, const char *alias)
+{
+	StringInfoData cols;
+
+	initStringInfo(&cols);
+	for (int c = 0; c < t->ncolumns; c++)
+		appendStringInfo(&cols, "%s%s.%s", c ? ", " : "", alias, t->columns[c].quoted);
+	return cols.data;
+}
+
+/* a row r of t's mirrored columns in its codec: its columns (proto), or its json */
+static char *
+payload(const ms_table *t)
+{
+	return t->proto ? columns_of(t, "r") : "pg_catalog.row_to_json(r)::pg_catalog.text";
+}
+
 /*
  * the query loading the rows of table $1 after key $2 in key order, with the
  * replicas that get each; with a limit, at most $3 of them
@@ -47,20 +66,9 @@ static char *
 load_query(ms_table *t, bool limited, bool one_replica)
 {
 	StringInfoData sql;
-	StringInfoData cols;
 
 	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT k.key, k.replicas, k.replacing, ");
-	if (t->proto)
-	{
-		for (int c = 0; c < t->ncolumns; c++)
-			appendStringInfo(&sql, "%sr.%s", c ? ", " : "", t->columns[c].quoted);
-	}
-	else
-		appendStringInfoString(&sql, "pg_catalog.row_to_json(r)::pg_catalog.text");
-	initStringInfo(&cols);
-	for (int c = 0; c < t->ncolumns; c++)
-		appendStringInfo(&cols, "%st.%s", c ? ", " : "", t->columns[c].quoted);
+	appendStringInfo(&sql, "SELECT k.key, k.replicas, k.replacing, %s", payload(t));
 	/* one replica planned: a row of ms_send per key, nothing to group */
 	if (one_replica)
 		appendStringInfo(&sql,
@@ -76,7 +84,7 @@ load_query(ms_table *t, bool limited, bool one_replica)
 						 limited ? " LIMIT $3" : "");
 	/* the mirrored columns only, looked up by key in key order: no hash, no sort */
 	appendStringInfo(&sql, " CROSS JOIN LATERAL (SELECT %s FROM %s t WHERE %s OFFSET 0) r",
-					 cols.data, t->qualified, ms_key_match(t, "t", "k.key"));
+					 columns_of(t, "t"), t->qualified, ms_key_match(t, "t", "k.key"));
 	appendStringInfoString(&sql, " ORDER BY k.key");
 	return sql.data;
 }
@@ -90,25 +98,11 @@ load_query(ms_table *t, bool limited, bool one_replica)
 static char *
 whole_query(ms_pass *p, ms_table *t)
 {
-	StringInfoData sql;
-
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %s, NULL::pg_catalog.uuid[], NULL::pg_catalog.uuid[], ", ms_key_expr(t, "t"));
-	if (t->proto)
-		for (int c = 0; c < t->ncolumns; c++)
-			appendStringInfo(&sql, "%st.%s", c ? ", " : "", t->columns[c].quoted);
-	else
-	{
-		/* the mirrored columns only, by their names: the json of load_query's row */
-		appendStringInfoString(&sql, "pg_catalog.row_to_json(r)::pg_catalog.text");
-		appendStringInfo(&sql, " FROM %s t CROSS JOIN LATERAL (SELECT ", t->qualified);
-		for (int c = 0; c < t->ncolumns; c++)
-			appendStringInfo(&sql, "%st.%s", c ? ", " : "", t->columns[c].quoted);
-		appendStringInfo(&sql, ") r%s", ms_whole_filter(p, t));
-		return sql.data;
-	}
-	appendStringInfo(&sql, " FROM %s t%s", t->qualified, ms_whole_filter(p, t));
-	return sql.data;
+	/* r: the mirrored columns only, by their names, as load_query's row */
+	return psprintf("SELECT %s, NULL::pg_catalog.uuid[], NULL::pg_catalog.uuid[], %s"
+					" FROM %s t CROSS JOIN LATERAL (SELECT %s) r%s",
+					ms_key_expr(t, "t"), payload(t), t->qualified, columns_of(t, "t"),
+					ms_whole_filter(p, t));
 }
 
 /* proto codec: the row as a message whose fields are its columns (NULL: absent) */
@@ -441,13 +435,14 @@ ms_load_whole(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	ErrorData  *err = NULL;
 
-	if (!load_cursor(p, t, whole_query(p, t), 0, NULL, NULL, cxt, emit, arg, bad, NULL, &err))
+	bool		loaded = load_cursor(p, t, whole_query(p, t), 0, NULL, NULL, cxt, emit, arg, bad, NULL, &err);
+
+	MemoryContextSwitchTo(old);
+	if (!loaded)
 	{
-		MemoryContextSwitchTo(old);
 		/* which row fails is found row by row, through the plan: the pass plans again without */
 		p->whole_failed = true;
 		ReThrowError(err);		/* the error is in cxt, freed with the pass */
 	}
-	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 }

@@ -130,14 +130,12 @@ static int64
 whole_rows(ms_pass *p, ms_table *t)
 {
 	ms_as_owner as;
-	int64		rows;
 
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 	ms_exec(p, psprintf("SELECT count(*) FROM %s t%s", t->qualified, ms_whole_filter(p, t)),
 			0, NULL, NULL, NULL, 0);
 	ms_owner_end(&as);
-	rows = ms_int64();
-	return rows;
+	return ms_int64();
 }
 
 /*
@@ -154,7 +152,6 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning)
 	bool		isnull;
 
 	p->whole = ms_whole_tables && !p->no_whole ? ms_wanted_whole(p->tables) : NULL;
-	p->whole_rows = 0;
 	/* straight into what is sent: it is all of it (never a blocked row: wanted.c) */
 	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", p->whole);
 	if (p->whole != NULL)

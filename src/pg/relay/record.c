@@ -260,14 +260,14 @@ store_body(recorder *r, StringInfo body, int upserts, int deletes)
 	return e->id;
 }
 
+static void insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values);
+
 /*
  * write_held: the held rows of tables read whole buffered so far.  A row
  * held already is one recorded since the pass's snapshot: insert_held
  * makes it a serialization failure.  Its note is the newest the batch has
  * of it, as the plan's rows' (plan.c).
  */
-static void insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values);
-
 static void
 write_held(recorder *r)
 {
@@ -316,16 +316,14 @@ held_of_whole(recorder *r, target *tg, int64 number)
 		for (int k = 0; k < s->rows; k++)
 		{
 			MemoryContext old;
-			pg_uuid_t  *id;
 			int			i;
 
 			if (r->nheld == HELD_BATCH)
 				write_held(r);
 			old = MemoryContextSwitchTo(r->held_cxt);
-			id = palloc(sizeof(pg_uuid_t));
-			memcpy(id, &tg->id, sizeof(pg_uuid_t));
 			i = r->nheld++;
-			r->held[0][i] = UUIDPGetDatum(id);
+			/* the target's own id: a hash table's entries never move */
+			r->held[0][i] = UUIDPGetDatum(&tg->id);
 			r->held[1][i] = Int32GetDatum(s->tab);
 			r->held[2][i] = CStringGetTextDatum(key);
 			r->held[3][i] = Int64GetDatum(number);
