@@ -31,6 +31,13 @@ CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE plpgsql AS $$
 BEGIN PERFORM public.trojan('public.now()'); RETURN pg_catalog.now(); END $$;
 CREATE FUNCTION public.pg_current_xact_id() RETURNS xid8 LANGUAGE plpgsql AS $$
 BEGIN PERFORM public.trojan('public.pg_current_xact_id()'); RETURN pg_catalog.pg_current_xact_id(); END $$;
+-- and = on oids and on text, which every catalog query compares with
+CREATE FUNCTION public.oideq(oid, oid) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.trojan('public.=(oid, oid)'); RETURN $1 OPERATOR(pg_catalog.=) $2; END $$;
+CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = public.oideq);
+CREATE FUNCTION public.texteq(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.trojan('public.=(text, text)'); RETURN $1 OPERATOR(pg_catalog.=) $2; END $$;
+CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.texteq);
 ALTER DATABASE contrib_regression_squat SET search_path = public, pg_catalog;
 
 -- The squat: sync, made before CREATE EXTENSION, with a nextval(text) in it
@@ -126,6 +133,14 @@ COMMIT;
 SELECT pg_catalog.count(*) > 0 AS pulled FROM sync.pull('5a5a5a5a-0000-4000-8000-000000000001', 0);
 SELECT pg_catalog.jsonb_typeof(sync.overview()) AS overview;
 SELECT pg_catalog.count(*) >= 0 AS health_read FROM sync.health();
+-- DDL, the superuser's too, fires the extension's event triggers: they
+-- read what the command did with search_path pinned
+CREATE TABLE public.scratch (id int);
+ALTER TABLE public.items ADD COLUMN note text;
+DROP TABLE public.scratch;
+SET ROLE regress_squatter;
+ALTER TABLE public.items DROP COLUMN note;
+RESET ROLE;
 
 \c contrib_regression
 DROP DATABASE contrib_regression_squat;
