@@ -223,4 +223,5 @@ check("a standby that caught up serves pulls again", err is None and len(rows) >
 agent.terminate()
 check("the agent stops cleanly", agent.wait(timeout=30), 0)
 as_postgres(f"{BIN}/pg_ctl -D {standby} -w stop -m fast")
+shutil.rmtree(tmp, ignore_errors=True)
 finish()
