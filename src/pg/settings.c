@@ -27,6 +27,7 @@ bool		ms_whole_tables = true;
 int			ms_unreachable_after = 2 * 3600;
 int			ms_wishes_kept = 7 * 24 * 3600;
 int			ms_temp_buffers = 128;
+int			ms_standby_lag = 60;
 
 void
 ms_settings_init(void)
@@ -102,5 +103,10 @@ ms_settings_init(void)
 							"The plan's temporary tables are read a page at a time: more local buffers only add memory.",
 							&ms_temp_buffers, 128, 100, INT_MAX / 2, PGC_SIGHUP,
 							GUC_UNIT_BLOCKS, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.standby_lag",
+							"How long a hot standby's replay may stay behind the WAL it received before sync.pull there refuses, leaving the pulls to the primary.",
+							"0: a standby serves however far behind its replay is.",
+							&ms_standby_lag, 60, 0, INT_MAX / 1000, PGC_SIGHUP,
+							GUC_UNIT_S, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("magic_sync");
 }

@@ -22,6 +22,7 @@ extern bool ms_whole_tables;	/* magic_sync.whole_tables: a snapshot reads a tabl
 extern int	ms_unreachable_after;	/* magic_sync.unreachable_after (s): not heard from since, unreachable */
 extern int	ms_wishes_kept;		/* magic_sync.wishes_kept (s): a decided wish pruned after (sync.prune) */
 extern int	ms_temp_buffers;	/* magic_sync.temp_buffers (blocks): the worker's temp_buffers */
+extern int	ms_standby_lag;		/* magic_sync.standby_lag (s): a hot standby replaying further behind refuses sync.pull; 0: never */
 
 extern void ms_settings_init(void);
 
