@@ -378,6 +378,7 @@ for n in range(STEPS):
         progress(f"step {n + 1}: {time.time() - started:.0f} s, mismatches {mismatches}")
     for t in seen:
         seen[t] = max(seen[t], srv.one(f"SELECT count(*) FROM {TABLES[t]}"))
+    servers = {}            # the server's rows of a table, read once a step
     for r in replicas:
         wanted, held = srv.wanted(r.id), srv.held(r.id)
         files = {t: file_rows(r, t) for t in KEYS}
@@ -397,8 +398,10 @@ for n in range(STEPS):
                         print(f"   {t}: wanted-held {w - h} held-wanted {h - w} file-wanted {f - w} wanted-file {w - f}")
         for t, keys in wanted.items():
             mine_rows = files[t]
-            cols = sorted({c for row in mine_rows.values() for c in row})
-            theirs = server_rows(t, cols) if cols else {}
+            cols = tuple(sorted({c for row in mine_rows.values() for c in row}))
+            if (t, cols) not in servers:
+                servers[(t, cols)] = server_rows(t, cols) if cols else {}
+            theirs = servers[(t, cols)]
             differ = [k for k in keys if k in mine_rows and mine_rows[k] != theirs.get(k)]
             if differ:
                 wrong_values += 1
