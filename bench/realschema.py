@@ -295,7 +295,12 @@ def pct(xs, p):
 
 
 def main():
-    conn, variant, counts, loaded, planned, big, solo = setup()
+    try:
+        conn, variant, counts, loaded, planned, big, solo = setup()
+    except SystemExit as e:
+        print(f"stopped: {e}: no write was timed (scale {SCALE}, load average"
+              f" {' '.join(f'{x:.2f}' for x in os.getloadavg())})", flush=True)
+        raise
     cur = conn.cursor()
     tmp = tempfile.mkdtemp(prefix="ms_realschema_")
     paths = [os.path.join(tmp, f"device{i + 1}.db") for i in range(len(DEVICES))]
