@@ -214,6 +214,13 @@ changed(ms_pass *p)
 			 * changed or went: it is a changed row itself.
 			 */
 			ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+			/* the rows that point elsewhere now through fk than a note found them */
+			ms_exec(p, psprintf("INSERT INTO pg_temp.ms_repointed SELECT DISTINCT n.tab, n.key, %d FROM " MS_BATCH_NOTES
+								" JOIN %s t ON %s WHERE n.source = 'r' AND n.tab = %d"
+								"  AND (n.pointed ->> %s) IS DISTINCT FROM %s ON CONFLICT DO NOTHING",
+								f, t->qualified, ms_key_match(t, "t", "n.key"), t->id, name,
+								ms_fkey_noted(t, fk, "t")),
+					0, NULL, NULL, NULL, 0);
 			ms_exec(p, psprintf("INSERT INTO ms_changed_parents"
 								" SELECT DISTINCT %d, k.key FROM " MS_BATCH_NOTES
 								" CROSS JOIN LATERAL (SELECT %s AS key) k"
@@ -228,6 +235,52 @@ changed(ms_pass *p)
 					0, NULL, NULL, NULL, 0);
 			ms_owner_end(&as);
 		}
+	}
+}
+
+/*
+ * in_place: the changed rows whose place in no replica's set can have
+ * shrunk, into pg_temp.ms_inplace: a row changed in place (its key, and what
+ * each of its foreign keys points at, as every note of the batch found them;
+ * it is there, not blocked, released or of a parked note) of a table whose
+ * rule reads nothing a change in place can take away -- no rule, follows
+ * (the row it follows is the same), broadcast to every partition -- active
+ * now.  Every input of the wanted sets this change touched only grew: it
+ * takes nothing from any replica, and is no question.  A replica holding it
+ * keeps it, unless another change puts it in question (a row it follows,
+ * say), and is sent it.  A comment edited, or its issue renamed, are so.
+ */
+static void
+in_place(ms_pass *p)
+{
+	ListCell   *lc;
+
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+		StringInfoData same;
+		ms_as_owner as;
+
+		if (!(t->rule == MS_RULE_NONE || t->rule == MS_RULE_FOLLOWS ||
+			  (t->rule == MS_RULE_BROADCAST && t->partition < 0)))
+			continue;
+		initStringInfo(&same);
+		for (int f = 0; f < t->nfkeys; f++)
+			appendStringInfo(&same, " AND (n.pointed ->> %s) IS NOT DISTINCT FROM %s",
+							 quote_literal_cstr(t->fkeys[f].name), ms_fkey_noted(t, &t->fkeys[f], "x"));
+		/* t's rows, read as t's owner */
+		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_inplace SELECT c.tab, c.key FROM pg_temp.ms_pending c"
+							" JOIN %s x ON %s WHERE c.tab = %d AND NOT c.moved%s"
+							" AND EXISTS (SELECT FROM pg_temp.ms_changed h WHERE h.tab = c.tab AND h.key = c.key)"
+							" AND NOT EXISTS (SELECT FROM " MS_BATCH_NOTES " WHERE n.tab = c.tab AND n.key = c.key"
+							"  AND n.source = 'r' AND NOT (true%s))"
+							" AND NOT " UNPLANNED("c") " AND NOT EXISTS (SELECT FROM pg_temp.ms_released r"
+							"  WHERE r.tab = c.tab AND r.key = c.key)%s",
+							t->qualified, ms_key_match(t, "x", "c.key"), t->id, ms_active_filter(t, "x", "c"),
+							same.data, p->blocked ? " AND " MS_NOT_BLOCKED("c") : ""),
+				0, NULL, NULL, NULL, 0);
+		ms_owner_end(&as);
 	}
 }
 
@@ -371,7 +424,9 @@ in_question(ms_pass *p)
 	/* each row looked up by its key (held_row): the plan never reads the held set whole */
 	ms_exec(p,
 			"INSERT INTO ms_qc SELECT h.replica, h.tab, h.key"
-			"  FROM (SELECT tab, key FROM ms_changed UNION SELECT tab, key FROM ms_changed_parents"
+			"  FROM (SELECT tab, key FROM ms_changed c WHERE NOT EXISTS (SELECT FROM ms_inplace i"
+			"         WHERE i.tab = c.tab AND i.key = c.key)"
+			"        UNION SELECT tab, key FROM ms_changed_parents"
 			"        UNION SELECT tab, key FROM ms_blocked) c"
 			"  CROSS JOIN LATERAL (SELECT h.replica, h.tab, h.key FROM sync.held h"
 			"   WHERE h.tab = c.tab AND h.key = c.key AND h.taken IS NULL OFFSET 0) h"
@@ -399,9 +454,17 @@ in_question(ms_pass *p)
 		{
 			ms_table   *t = lfirst(lc);
 
+			/*
+			 * Not the row a changed row points at now instead: it never
+			 * leaned on it (the row it pointed at before is in question, as
+			 * a changed parent, for whoever held it).
+			 */
 			for (int f = 0; f < t->nfkeys; f++)
 				cand += add(p, t, "ms_qc",
-							ms_parents_select(t, &t->fkeys[f], ms_catalog_find(p->tables, t->fkeys[f].parent), from),
+							ms_parents_select_where(t, &t->fkeys[f], ms_catalog_find(p->tables, t->fkeys[f].parent),
+													from,
+													psprintf("NOT EXISTS (SELECT FROM pg_temp.ms_repointed m"
+															 " WHERE m.tab = d.tab AND m.key = d.key AND m.fk = %d)", f)),
 							where, NULL);
 			if (t->follows_fkey >= 0)
 				cand += add(p, t, "ms_qc",
@@ -594,7 +657,12 @@ kept(ms_pass *p)
 	 * with them.
 	 */
 	ms_exec(p, "INSERT INTO pg_temp.ms_kd SELECT k.replica, k.tab, k.key FROM pg_temp.ms_certain k"
-			" WHERE EXISTS (SELECT FROM pg_temp.ms_changed c WHERE c.tab = k.tab AND c.key = k.key)",
+			" WHERE EXISTS (SELECT FROM pg_temp.ms_changed c WHERE c.tab = k.tab AND c.key = k.key)"
+			" UNION SELECT h.replica, h.tab, h.key FROM pg_temp.ms_inplace c"
+			"  CROSS JOIN LATERAL (SELECT h.replica, h.tab, h.key FROM sync.held h"
+			"   WHERE h.tab = c.tab AND h.key = c.key AND h.taken IS NULL OFFSET 0) h"
+			"  JOIN pg_temp.ms_inc_replicas i ON i.id = h.replica"
+			"  WHERE NOT " IN_QUESTION("h"),
 			0, NULL, NULL, NULL, 0);
 	rows = SPI_processed;
 	if (rows > 0)
@@ -626,6 +694,8 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	ms_temp_table(p, "ms_inc_replicas");
 	ms_temp_table(p, "ms_changed");
 	ms_temp_table(p, "ms_changed_parents");
+	ms_temp_table(p, "ms_inplace");
+	ms_temp_table(p, "ms_repointed");
 	ms_temp_table(p, "ms_q");
 	ms_temp_table(p, "ms_qd0");
 	ms_temp_table(p, "ms_qd1");
@@ -645,13 +715,14 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 
 	p->fast_rows = ms_fast_find(p);
 	changed(p);
+	in_place(p);
 	in_question(p);
 	kept(p);
 	while (p->more && close_batch(p))
 	{
 		/* planned again, around the notes the batch took in */
 		static const char *const tables[] = {
-			"ms_changed", "ms_changed_parents", "ms_q", "ms_qd0", "ms_qd1", "ms_qc", "ms_chain", "ms_certain",
+			"ms_changed", "ms_changed_parents", "ms_inplace", "ms_repointed", "ms_q", "ms_qd0", "ms_qd1", "ms_qc", "ms_chain", "ms_certain",
 			"ms_cand", "ms_cand_rows", "ms_n", "ms_nd0", "ms_nd1", "ms_kd", NULL};
 
 		ms_batch_rows(p);
@@ -659,6 +730,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 			ms_temp_empty(p, *t);
 		p->fast_rows = ms_fast_find(p);
 		changed(p);
+		in_place(p);
 		in_question(p);
 		kept(p);
 	}
