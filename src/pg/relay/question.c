@@ -214,13 +214,6 @@ changed(ms_pass *p)
 			 * changed or went: it is a changed row itself.
 			 */
 			ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-			/* the rows that point elsewhere now through fk than a note found them */
-			ms_exec(p, psprintf("INSERT INTO pg_temp.ms_repointed SELECT DISTINCT n.tab, n.key, %d FROM " MS_BATCH_NOTES
-								" JOIN %s t ON %s WHERE n.source = 'r' AND n.tab = %d"
-								"  AND (n.pointed ->> %s) IS DISTINCT FROM %s ON CONFLICT DO NOTHING",
-								f, t->qualified, ms_key_match(t, "t", "n.key"), t->id, name,
-								ms_fkey_noted(t, fk, "t")),
-					0, NULL, NULL, NULL, 0);
 			ms_exec(p, psprintf("INSERT INTO ms_changed_parents"
 								" SELECT DISTINCT %d, k.key FROM " MS_BATCH_NOTES
 								" CROSS JOIN LATERAL (SELECT %s AS key) k"
@@ -454,17 +447,9 @@ in_question(ms_pass *p)
 		{
 			ms_table   *t = lfirst(lc);
 
-			/*
-			 * Not the row a changed row points at now instead: it never
-			 * leaned on it (the row it pointed at before is in question, as
-			 * a changed parent, for whoever held it).
-			 */
 			for (int f = 0; f < t->nfkeys; f++)
 				cand += add(p, t, "ms_qc",
-							ms_parents_select_where(t, &t->fkeys[f], ms_catalog_find(p->tables, t->fkeys[f].parent),
-													from,
-													psprintf("NOT EXISTS (SELECT FROM pg_temp.ms_repointed m"
-															 " WHERE m.tab = d.tab AND m.key = d.key AND m.fk = %d)", f)),
+							ms_parents_select(t, &t->fkeys[f], ms_catalog_find(p->tables, t->fkeys[f].parent), from),
 							where, NULL);
 			if (t->follows_fkey >= 0)
 				cand += add(p, t, "ms_qc",
@@ -695,7 +680,6 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	ms_temp_table(p, "ms_changed");
 	ms_temp_table(p, "ms_changed_parents");
 	ms_temp_table(p, "ms_inplace");
-	ms_temp_table(p, "ms_repointed");
 	ms_temp_table(p, "ms_q");
 	ms_temp_table(p, "ms_qd0");
 	ms_temp_table(p, "ms_qd1");
@@ -722,7 +706,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	{
 		/* planned again, around the notes the batch took in */
 		static const char *const tables[] = {
-			"ms_changed", "ms_changed_parents", "ms_inplace", "ms_repointed", "ms_q", "ms_qd0", "ms_qd1", "ms_qc", "ms_chain", "ms_certain",
+			"ms_changed", "ms_changed_parents", "ms_inplace", "ms_q", "ms_qd0", "ms_qd1", "ms_qc", "ms_chain", "ms_certain",
 			"ms_cand", "ms_cand_rows", "ms_n", "ms_nd0", "ms_nd1", "ms_kd", NULL};
 
 		ms_batch_rows(p);

@@ -65,7 +65,6 @@ static const temp_table temp_tables[] = {
 	{"ms_changed", "tab int, " KEY ", PRIMARY KEY (tab, key)"},
 	{"ms_changed_parents", "tab int, " KEY},
 	{"ms_inplace", "tab int, " KEY ", PRIMARY KEY (tab, key)"},
-	{"ms_repointed", "tab int, " KEY ", fk int, PRIMARY KEY (tab, key, fk)"},
 	{"ms_q", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
 	{"ms_qd0", "replica uuid, tab int, " KEY},
 	{"ms_qd1", "replica uuid, tab int, " KEY},

@@ -243,23 +243,16 @@ ms_rule_select_rows(const ms_table *t, const char *replicas, const char *rows)
 char *
 ms_parents_select(const ms_table *t, const ms_fkey *fk, const ms_table *parent, const char *from)
 {
-	return ms_parents_select_where(t, fk, parent, from, "true");
-}
-
-char *
-ms_parents_select_where(const ms_table *t, const ms_fkey *fk, const ms_table *parent, const char *from,
-						const char *where)
-{
 	if (!fk->keyed)
 		return psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s JOIN %s fp ON %s"
-						" WHERE d.tab = %d AND %s",
+						" WHERE d.tab = %d",
 						fk->parent, ms_key_expr(parent, "fp"), from, t->qualified, ms_key_match(t, "t", "d.key"),
-						parent->qualified, ms_fkey_match(t, fk, "t", "fp", false), t->id, where);
+						parent->qualified, ms_fkey_match(t, fk, "t", "fp", false), t->id);
 	return psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s"
-					" WHERE d.tab = %d AND %s AND %s",
+					" WHERE d.tab = %d AND %s",
 					fk->parent, ms_cols_key(t, "t", fk->nby, fk->by_parent_key),
 					from, t->qualified, ms_key_match(t, "t", "d.key"), t->id,
-					cols_not_null(t, "t", fk->ncols, fk->cols), where);
+					cols_not_null(t, "t", fk->ncols, fk->cols));
 }
 
 char *

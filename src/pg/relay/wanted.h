@@ -63,9 +63,6 @@ extern char *ms_rule_select_rows(const struct ms_table *t, const char *replicas,
 extern char *ms_parents_select(const struct ms_table *t, const struct ms_fkey *fk,
 							   const struct ms_table *parent, const char *from);
 extern char *ms_followers_select(const struct ms_table *t, const struct ms_table *parent, const char *from);
-/* ms_parents_select_where: the same, of the rows d of pg_temp.<from> that meet where */
-extern char *ms_parents_select_where(const struct ms_table *t, const struct ms_fkey *fk,
-									 const struct ms_table *parent, const char *from, const char *where);
 
 /* pieces of those: a key made of some columns, the active view */
 extern char *ms_cols_key(const struct ms_table *t, const char *alias, int n, const int *cols);
