@@ -243,18 +243,39 @@ changed(ms_pass *p)
  * keeps it, unless another change puts it in question (a row it follows,
  * say), and is sent it.  A comment edited, or its issue renamed, are so.
  */
-static void
+static uint64
 in_place(ms_pass *p)
 {
+	uint64		n = 0;
+	uint64		ntabs;
+	bool	   *changed_tab;
+	int			maxid = 0;
 	ListCell   *lc;
 
+	/* the tables with changed rows: most passes have one or two */
+	ms_exec(p, "SELECT DISTINCT tab FROM pg_temp.ms_changed", 0, NULL, NULL, NULL, 0);
+	ntabs = SPI_processed;
+	if (ntabs == 0)
+		return 0;
+	foreach(lc, p->tables)
+		maxid = Max(maxid, ((ms_table *) lfirst(lc))->id);
+	changed_tab = palloc0(sizeof(bool) * (maxid + 1));
+	for (uint64 i = 0; i < ntabs; i++)
+	{
+		bool		isnull;
+		int			tab = DatumGetInt32(ms_value(i, 1, &isnull));
+
+		if (tab >= 0 && tab <= maxid)
+			changed_tab[tab] = true;
+	}
 	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 		StringInfoData same;
 		ms_as_owner as;
 
-		if (!(t->rule == MS_RULE_NONE || t->rule == MS_RULE_FOLLOWS ||
+		if (!changed_tab[t->id] ||
+			!(t->rule == MS_RULE_NONE || t->rule == MS_RULE_FOLLOWS ||
 			  (t->rule == MS_RULE_BROADCAST && t->partition < 0)))
 			continue;
 		initStringInfo(&same);
@@ -273,8 +294,11 @@ in_place(ms_pass *p)
 							t->qualified, ms_key_match(t, "x", "c.key"), t->id, ms_active_filter(t, "x", "c"),
 							same.data, p->blocked ? " AND " MS_NOT_BLOCKED("c") : ""),
 				0, NULL, NULL, NULL, 0);
+		n += SPI_processed;
 		ms_owner_end(&as);
 	}
+	pfree(changed_tab);
+	return n;
 }
 
 /* a group given to a replica or taken from it: the rows of the group, for that replica; how many */
@@ -523,7 +547,7 @@ close_batch(ms_pass *p)
 
 /* 2. what each replica keeps, around the rows in question */
 static void
-kept(ms_pass *p)
+kept(ms_pass *p, uint64 inplace)
 {
 	/*
 	 * What is kept is a row not stable already, and one that can go: a row
@@ -636,20 +660,25 @@ kept(ms_pass *p)
 		}
 	}
 	/*
-	 * The changed rows a replica certainly keeps (in question, they would
-	 * have been kept by now): kept, and what they point at now, unless
+	 * The changed rows a replica certainly keeps, or keeps unless in
+	 * question (in_place): kept, and what they point at now, unless
 	 * stable.  Not what follows them: they were held, and their followers
 	 * with them.
 	 */
-	ms_exec(p, "INSERT INTO pg_temp.ms_kd SELECT k.replica, k.tab, k.key FROM pg_temp.ms_certain k"
-			" WHERE EXISTS (SELECT FROM pg_temp.ms_changed c WHERE c.tab = k.tab AND c.key = k.key)"
-			" UNION SELECT h.replica, h.tab, h.key FROM pg_temp.ms_inplace c"
-			"  CROSS JOIN LATERAL (SELECT h.replica, h.tab, h.key FROM sync.held h"
-			"   WHERE h.tab = c.tab AND h.key = c.key AND h.taken IS NULL OFFSET 0) h"
-			"  JOIN pg_temp.ms_inc_replicas i ON i.id = h.replica"
-			"  WHERE NOT " IN_QUESTION("h"),
-			0, NULL, NULL, NULL, 0);
-	rows = SPI_processed;
+	ms_exec(p, "SELECT EXISTS (SELECT FROM pg_temp.ms_certain)", 0, NULL, NULL, NULL, 0);
+	rows = 0;
+	if (inplace > 0 || DatumGetBool(ms_value(0, 1, &(bool) {false})))
+	{
+		ms_exec(p, "INSERT INTO pg_temp.ms_kd SELECT k.replica, k.tab, k.key FROM pg_temp.ms_certain k"
+				" WHERE EXISTS (SELECT FROM pg_temp.ms_changed c WHERE c.tab = k.tab AND c.key = k.key)"
+				" UNION SELECT h.replica, h.tab, h.key FROM pg_temp.ms_inplace c"
+				"  CROSS JOIN LATERAL (SELECT h.replica, h.tab, h.key FROM sync.held h"
+				"   WHERE h.tab = c.tab AND h.key = c.key AND h.taken IS NULL OFFSET 0) h"
+				"  JOIN pg_temp.ms_inc_replicas i ON i.id = h.replica"
+				"  WHERE NOT " IN_QUESTION("h"),
+				0, NULL, NULL, NULL, 0);
+		rows = SPI_processed;
+	}
 	if (rows > 0)
 	{
 		ms_exec(p, "INSERT INTO pg_temp.ms_n SELECT * FROM pg_temp.ms_kd ON CONFLICT DO NOTHING",
@@ -675,6 +704,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
+	uint64		inplace;
 
 	ms_temp_table(p, "ms_inc_replicas");
 	ms_temp_table(p, "ms_changed");
@@ -699,9 +729,9 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 
 	p->fast_rows = ms_fast_find(p);
 	changed(p);
-	in_place(p);
+	inplace = in_place(p);
 	in_question(p);
-	kept(p);
+	kept(p, inplace);
 	while (p->more && close_batch(p))
 	{
 		/* planned again, around the notes the batch took in */
@@ -714,9 +744,9 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 			ms_temp_empty(p, *t);
 		p->fast_rows = ms_fast_find(p);
 		changed(p);
-		in_place(p);
+		inplace = in_place(p);
 		in_question(p);
-		kept(p);
+		kept(p, inplace);
 	}
 
 	/* 3. the difference */
