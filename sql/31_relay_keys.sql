@@ -52,7 +52,7 @@ CREATE INDEX ON item (label, at, n, shelf);
 CREATE TYPE size AS ENUM ('small', 'large');
 CREATE TABLE account (id int PRIMARY KEY, email citext UNIQUE NOT NULL, "projectID" varchar NOT NULL REFERENCES project);
 CREATE INDEX ON account ("projectID");
-CREATE TABLE login (id int PRIMARY KEY, email citext NOT NULL REFERENCES account (email));
+CREATE TABLE login (id int PRIMARY KEY, email citext NOT NULL REFERENCES account (email) ON UPDATE CASCADE);
 CREATE INDEX ON login (email);
 -- (a unique index, not a constraint)
 CREATE TABLE band (id int PRIMARY KEY, code numeric(6,2) NOT NULL, "projectID" varchar NOT NULL REFERENCES project);
@@ -67,7 +67,8 @@ CREATE INDEX ON packed (size);
 -- a date in a unique constraint with the key
 CREATE TABLE shift (id int PRIMARY KEY, day date NOT NULL, "projectID" varchar NOT NULL REFERENCES project, UNIQUE (id, day));
 CREATE INDEX ON shift ("projectID");
-CREATE TABLE duty (id int PRIMARY KEY, shift int NOT NULL, day date, FOREIGN KEY (shift, day) REFERENCES shift (id, day));
+CREATE TABLE duty (id int PRIMARY KEY, shift int NOT NULL, day date,
+                   FOREIGN KEY (shift, day) REFERENCES shift (id, day) ON UPDATE CASCADE);
 CREATE INDEX ON duty (day, shift);
 
 INSERT INTO project SELECT 'p' || g, ('00000000-0000-0000-0000-00000000000' || (1 + g % 2))::uuid, 'project ' || g
@@ -193,6 +194,15 @@ UPDATE duty SET (shift, day) = (SELECT id, day FROM shift WHERE id = 9) WHERE id
 SELECT * FROM pg_temp.pass();
 UPDATE duty SET day = NULL WHERE id = 4;
 SELECT * FROM pg_temp.pass();
+-- a batch of one note: a parent's unique columns changed, its children's
+-- with them (ON UPDATE CASCADE); a held child's older version points at what
+-- the batch changed, so its notes join the batch
+SET magic_sync.batch_notes = 1;
+UPDATE account SET email = 'moved@example.com' WHERE id = 8;
+SELECT * FROM pg_temp.pass();
+UPDATE shift SET day = day + 100 WHERE id = 9;
+SELECT * FROM pg_temp.pass();
+RESET magic_sync.batch_notes;
 -- gone, and back under another issue
 DELETE FROM comment WHERE id = 'c6';
 SELECT * FROM pg_temp.pass();

@@ -150,7 +150,11 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
 	}
 }
 
-/* (child, foreign key name, parent) of every foreign key, as VALUES rows; NULL: none */
+/*
+ * (child, foreign key name, parent, nby) of every foreign key referencing
+ * its parent's key, as VALUES rows (nby: how many of the parts a note spells
+ * are the parent's key, when it spells more; else NULL); NULL: none
+ */
 static char *
 fk_values(ms_pass *p)
 {
@@ -164,9 +168,14 @@ fk_values(ms_pass *p)
 
 		for (int f = 0; f < t->nfkeys; f++)
 		{
+			if (!t->fkeys[f].keyed)
+				continue;
 			appendStringInfo(&fks, "%s(%d, ", fks.len ? ", " : "", t->id);
 			appendStringInfoString(&fks, quote_literal_cstr(t->fkeys[f].name));
-			appendStringInfo(&fks, ", %d)", t->fkeys[f].parent);
+			if (t->fkeys[f].nby < t->fkeys[f].ncols)
+				appendStringInfo(&fks, ", %d, %d)", t->fkeys[f].parent, t->fkeys[f].nby);
+			else
+				appendStringInfo(&fks, ", %d, NULL::int)", t->fkeys[f].parent);
 		}
 	}
 	return fks.len > 0 ? fks.data : NULL;
@@ -489,25 +498,17 @@ in_question(ms_pass *p)
 }
 
 /*
- * close_batch: a batch is closed over the rows it moves.  A row whose change
- * waits beyond the batch is held as its version before that change, and what
- * that version points at is not the row as it is now, but what that change
- * recorded it pointed at before (docs/design.md 4.4).  When such a version points at a
- * row the plan takes back, or at a row a note of the batch changed (it may be
- * gone, and is kept only for that version), the row goes with the batch with
- * all its notes: the plan then sends it as it is now, or takes it back, and
- * never leaves an older version leaning on a row it moved.  Returns how many
- * notes it took in; the caller plans again.
+ * close_batch_by: the pending notes beyond the batch of the rows that
+ * touched (a CTE over u (id, tab, key, pointed): the pending notes, by each
+ * of their keys, and moved (tab, key): what the plan takes back, and what
+ * the batch changed) names, into the batch with all their notes.  Returns
+ * how many.
  */
 static uint64
-close_batch(ms_pass *p)
+close_batch_by(ms_pass *p, const char *touched)
 {
-	char	   *fks = fk_values(p);
 	int			nest;
 	uint64		added;
-
-	if (fks == NULL)
-		return 0;				/* no row points at another */
 
 	/*
 	 * Keys and old keys as rows of their own: every join an equality, hashed
@@ -529,18 +530,74 @@ close_batch(ms_pass *p)
 						"  SELECT q.tab, q.key FROM ms_q q WHERE NOT EXISTS (SELECT FROM ms_n n"
 						"   WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)"
 						"  UNION SELECT tab, key FROM ms_changed UNION SELECT tab, key FROM ms_fast),"
-						" touched AS ("
-						"  SELECT DISTINCT u.tab, u.key FROM u CROSS JOIN LATERAL jsonb_each_text(u.pointed) e"
-						"   JOIN (VALUES %s) f(child, name, parent) ON f.child = u.tab AND f.name = e.key"
-						"   JOIN moved m ON m.tab = f.parent AND m.key = e.value)"
+						" touched AS (%s)"
 						" INSERT INTO ms_notes_read"
 						" SELECT " MS_BATCH_COLUMNS " FROM sync.notes n WHERE n.id IN"
 						"  (SELECT u.id FROM touched t JOIN u USING (tab, key)) AND NOT n.done"
 						" ON CONFLICT DO NOTHING",
-						fks),
+						touched),
 			1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(ms_batch_floor(p))}, NULL, 0);
 	added = SPI_processed;
 	AtEOXact_GUC(true, nest);
+	return added;
+}
+
+/*
+ * close_batch: a batch is closed over the rows it moves.  A row whose change
+ * waits beyond the batch is held as its version before that change, and what
+ * that version points at is not the row as it is now, but what that change
+ * recorded it pointed at before (docs/design.md 4.4).  When such a version points at a
+ * row the plan takes back, or at a row a note of the batch changed (it may be
+ * gone, and is kept only for that version), the row goes with the batch with
+ * all its notes: the plan then sends it as it is now, or takes it back, and
+ * never leaves an older version leaning on a row it moved.  Returns how many
+ * notes it took in; the caller plans again.
+ */
+static uint64
+close_batch(ms_pass *p)
+{
+	char	   *fks = fk_values(p);
+	uint64		added = 0;
+	ListCell   *lc;
+
+	/* a note spells the parent's key, and other columns after it when the foreign key has more */
+	if (fks != NULL)
+		added += close_batch_by(p, psprintf(
+											"SELECT DISTINCT u.tab, u.key FROM u CROSS JOIN LATERAL jsonb_each_text(u.pointed) e"
+											" JOIN (VALUES %s) f(child, name, parent, nby) ON f.child = u.tab AND f.name = e.key"
+											" JOIN moved m ON m.tab = f.parent AND m.key = CASE WHEN f.nby IS NULL THEN e.value"
+											"  ELSE sync.key((sync.key_parts(e.value))[1:f.nby]) END",
+											fks));
+
+	/*
+	 * Through other unique columns, the parent that has the values noted
+	 * now, read as its owner; one that has them no more (it changed them,
+	 * or went) is a changed row of the batch or of one before, and the row
+	 * goes with the batch.
+	 */
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		for (int f = 0; f < t->nfkeys; f++)
+		{
+			ms_fkey    *fk = &t->fkeys[f];
+			ms_table   *parent = ms_catalog_find(p->tables, fk->parent);
+			char	   *name = quote_literal_cstr(fk->name);
+			ms_as_owner as;
+
+			if (fk->keyed)
+				continue;
+			ms_owner_begin(&as, MS_OWNER_OF(p, parent->relid));
+			added += close_batch_by(p, psprintf(
+												"SELECT DISTINCT u.tab, u.key FROM u CROSS JOIN LATERAL (SELECT %s AS key) r"
+												" WHERE u.tab = %d AND u.pointed ? %s AND (r.key IS NULL"
+												"  OR EXISTS (SELECT FROM moved m WHERE m.tab = %d AND m.key = r.key))",
+												ms_fkey_pointed(fk, parent, psprintf("(u.pointed ->> %s)", name)),
+												t->id, name, parent->id));
+			ms_owner_end(&as);
+		}
+	}
 	p->notes_read += (int64) added;
 	return added;
 }
