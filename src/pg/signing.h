@@ -2,7 +2,7 @@
  * signing.h
  *	  The installation's signing key (sync.signing_key) and the signature
  *	  every message to a replica carries (docs/protocol.md 2.4,
- *	  docs/design.md 4.13).
+ *	  docs/design.md 4.12).
  *
  * One Ed25519 key per installation, kept across epochs: a new epoch (and a
  * forged one's snapshot on a stick) brings no new key, so a replica that
