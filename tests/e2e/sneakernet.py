@@ -407,11 +407,14 @@ def forgeries(i):
     check("a Down with a random seal: refused", (rc, out.get("result")), (65, "forged"))
     check("the product is the server's", (state(r) == before, r.one("SELECT name FROM products WHERE id = ?",
                                                                         (products[0],))), (True, was))
-    # the van's upload bundle relabelled for the other store, its uploads too (their checks made again)
+    # the van's upload bundle relabelled for the other store, its uploads too: the replica named, what it
+    # applied left out (its seal is the van's), the length and check made again, as anyone can
     relabelled = []
     for u in ups:
-        u = u.replace(rep, uuid.UUID(other).bytes)
-        relabelled.append(u[:-32] + hashlib.sha256(u[:-34]).digest())
+        body = b"".join(pb(k, uuid.UUID(other).bytes if k == 2 else v)
+                        for k, v in top_fields(u) if k not in (4, 12, 13))
+        head = b"\x61" + (9 + len(body) + 34).to_bytes(8, "little") + body
+        relabelled.append(head + b"\x6a\x20" + hashlib.sha256(head).digest())
     forged = name(f"forged-up-{s[:8]}")
     write_bundle(forged, 2, uuid.UUID(other).bytes, written, relabelled)
     sends = srv.rows("SELECT * FROM sync.sends ORDER BY replica")
