@@ -8,6 +8,7 @@
 #include "lane.h"
 #include "pbwrite.h"
 #include "seal.h"
+#include "sign.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -390,7 +391,8 @@ ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 	if (m->protocol == 0)
 		return ms_refuse(reason, "the message names no protocol");
 	if (!check_bytes(m->replica, MS_REPLICA_BYTES, false, "the replica", reason) ||
-		!check_bytes(m->epoch, MS_EPOCH_BYTES, false, "the epoch", reason))
+		!check_bytes(m->epoch, MS_EPOCH_BYTES, false, "the epoch", reason) ||
+		!check_bytes(m->signature, MS_SIGNATURE_BYTES, true, "the signature", reason))
 		return false;
 	switch (m->body_case)
 	{

@@ -899,6 +899,10 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 					 (unsigned long long) n, (long long) bound);
 		goto done;
 	}
+	/* the server's signature, on the bytes as they came: nothing of a message it does not sign is read */
+	rc = ms_trust_check(&c, bytes, n);
+	if (rc != SQLITE_OK)
+		goto done;
 	m = ms_to_replica_decode(bytes, n, (size_t) bound, &pa, &status, reason);
 	if (status == MS_WIRE_LATER_PROTOCOL)
 	{

@@ -116,6 +116,18 @@
 **       (a write): (ms << 16) | counter (hlc.c, docs/protocol.md 12).  The
 **       version of a table declared version => 'hlc' is stamped so on
 **       every write; a row written with sync_hlc() keeps it.
+**   sync_trust_key() -> TEXT         the server key this replica trusts (hex), or NULL
+**   sync_trust_key(key) -> TEXT      pins it (32-byte BLOB or 64 hex digits);
+**                                    an error when another is pinned
+**   sync_trust_key(key, 'replace')   pins it in place of another (an operator's re-pin)
+**       Once a key is pinned, sync_apply refuses (an error, nothing
+**       changed) every message whose Ed25519 signature is missing or does
+**       not verify under it, a Filed answer included (trust.c,
+**       docs/protocol.md 2.4).  A key is never learnt from a message.
+**   sync_verify(message BLOB) -> TEXT
+**       NULL when the message's signature verifies under the key pinned,
+**       else why not.  Reads only.
+**
 **   sync_test_clock_offset(ms INTEGER) -> INTEGER
 **       Tests only: shifts this file's physical clock by ms; refused unless
 **       the process has MAGIC_SYNC_TEST_CLOCK=1 in its environment.
@@ -181,5 +193,7 @@ sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
 		rc = ms_hlc_register(db);
 	if (rc == SQLITE_OK)
 		rc = ms_lanes_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_trust_register(db);
 	return rc;
 }

@@ -47,6 +47,7 @@ extern int	ms_sends_register(sqlite3 *db);
 extern int	ms_status_register(sqlite3 *db);
 extern int	ms_state_register(sqlite3 *db);
 extern int	ms_hlc_register(sqlite3 *db);
+extern int	ms_trust_register(sqlite3 *db);
 
 /* ---- util.c ---------------------------------------------------------- */
 
@@ -165,6 +166,13 @@ extern int	ms_step(ms_ctx *c, sqlite3_stmt *st);
  */
 extern int	ms_begin(ms_ctx *c, const char *name);
 extern int	ms_end(ms_ctx *c, const char *name, int rc);
+
+/*
+ * trust.c: ms_trust_check, a message's signature against the server key the
+ * replica trusts: SQLITE_OK when none is pinned or it verifies, else an
+ * error that says why (nothing is applied).
+ */
+extern int	ms_trust_check(ms_ctx *c, const uint8_t *msg, size_t len);
 
 /* ---- state.c --------------------------------------------------------- */
 

@@ -30,6 +30,7 @@ extern void test_seal(void);
 extern void test_wish(void);
 extern void test_hlc(void);
 extern void test_lanes(void);
+extern void test_sign(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -129,6 +130,7 @@ main(void)
 	test_seal();
 	test_hlc();
 	test_lanes();
+	test_sign();
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();

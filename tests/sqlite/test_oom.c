@@ -12,6 +12,8 @@
  *   upload     sync_upload() with rows, a delete and a refusal to carry
  *   schema     sync_apply of a snapshot of another schema: a column added,
  *              a table rebuilt for its new key, a table no longer mirrored
+ *   signed     sync_apply of a Down on a replica that trusts the server's
+ *              key: the key read, the signature checked, then applied
  *
  * each on a file database in autocommit, as a host calls them.  For every
  * N the call gives a result or an error, never a crash, and:
@@ -720,6 +722,27 @@ setup_filed(sqlite3 *db, tm_server *s, tm_msg *m)
 	sync__up__free_unpacked(u, NULL);
 }
 
+/* a Down on a replica that trusts the server's key: its signature checked, then applied */
+static void
+setup_signed(sqlite3 *db, tm_server *s, tm_msg *m)
+{
+	Sync__Down *d = tm_down();
+	uint8_t		key[32];
+	char		hex[65];
+	char	   *sql;
+
+	shop_with_writes(db, s);
+	tm_server_key(key);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", key[i]);
+	sql = sqlite3_mprintf("SELECT sync_trust_key('%s')", hex);
+	CHECK(t_exec(db, sql, NULL) == SQLITE_OK, "oom setup: the key pinned");
+	sqlite3_free(sql);
+	tm_upsert(tm_rows(d, "products"), "{\"id\":1,\"name\":\"tea\",\"price\":2.75,\"stock\":8}", -1, "1", NULL);
+	tm_delete(tm_rows(d, "customers"), "2", NULL);
+	*m = tm_next(s, d, NULL);
+}
+
 /* a new snapshot of another schema: a column more (ALTER TABLE), a key changed (the table rebuilt), a table no longer mirrored */
 static void
 setup_schema(sqlite3 *db, tm_server *s, tm_msg *m)
@@ -748,6 +771,7 @@ static const call calls[] = {
 	{"filed", setup_filed, false},
 	{"upload", setup_upload, true},
 	{"schema", setup_schema, false},
+	{"signed", setup_signed, false},
 };
 
 void

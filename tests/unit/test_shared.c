@@ -801,6 +801,7 @@ main(void)
 	test_sha256();
 	test_bundle();
 	test_hlc();
+	test_sign();
 	printf("%d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
 	return ms_unit_failed == 0 ? 0 : 1;
 }
