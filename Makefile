@@ -20,10 +20,9 @@ MODULE_big = $(EXTENSION)
 PG_DIRS = src/pg src/pg/declare src/pg/relay src/pg/transport src/pg/read
 PG_SRCS = $(wildcard $(addsuffix /*.c,$(PG_DIRS)))
 ALL_SHARED_SRCS = $(filter-out src/shared/sync.pb-c.c,$(wildcard src/shared/*.c)) src/shared/sync.pb-c.c
-# the server's: not verify.c (a replica checks signatures through libsodium)
-SHARED_SRCS = $(filter-out src/shared/verify.c,$(ALL_SHARED_SRCS))
+SHARED_SRCS = $(ALL_SHARED_SRCS)
 OBJS = $(PG_SRCS:.c=.o) $(SHARED_SRCS:.c=.o)
-SHLIB_LINK = -lprotobuf-c -lcrypto
+SHLIB_LINK = -lprotobuf-c -lcrypto -lsodium
 PG_CONFIG ?= pg_config
 # Server headers are system headers to us: our own code must be warning-free.
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server) -Isrc/shared $(addprefix -I,$(PG_DIRS))
@@ -58,8 +57,8 @@ $(OBJS): $(wildcard $(addsuffix /*.h,$(PG_DIRS))) $(SHARED_HDRS)
 
 # The replica extension and the agent, built without PostgreSQL's flags.
 # A replica links SQLite, protobuf-c and libsodium (to check signatures,
-# verify.c): not seal.c nor sign.c (HMAC, the CSPRNG and signing through
-# libcrypto, the server's), since it never computes a seal nor signs.
+# verify.c): not seal.c nor sign.c (HMAC and the CSPRNG through libcrypto,
+# and signing: the server's), since it never computes a seal nor signs.
 SQLITE_SRCS = $(wildcard src/sqlite/*.c)
 REPLICA_SHARED_SRCS = $(filter-out src/shared/seal.c src/shared/sign.c,$(ALL_SHARED_SRCS))
 AGENT_SRCS = $(wildcard src/agent/*.c)

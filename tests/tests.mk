@@ -16,8 +16,8 @@ build/san/%.o: %.c $(SHARED_HDRS) $(wildcard src/sqlite/*.h tests/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -c $< -o $@
 
-# The unit tests hold the server's seal and signature (seal.c, sign.c,
-# libcrypto) and the replica's check of it (verify.c, libsodium) to the
+# The unit tests hold the server's seal (seal.c, libcrypto), its signature
+# (sign.c) and the check of it (verify.c, both libsodium) to the
 # vectors; the replica's suites link what a replica links, and seal and sign
 # their pretend server's messages themselves (tests/sqlite/seal.c).
 build/test_shared: $(patsubst %.c,build/san/%.o,$(wildcard tests/unit/*.c) $(ALL_SHARED_SRCS))

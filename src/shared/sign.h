@@ -22,8 +22,8 @@
  *
  * Three files:
  *   sign_digest.c  the digest, finding the signature field: no library, both sides
- *   sign.c         signing (and checking) through OpenSSL libcrypto: the server's
- *   verify.c       checking through libsodium: the replica's
+ *   sign.c         signing through libsodium: the server's
+ *   verify.c       checking through libsodium: both sides'
  *-------------------------------------------------------------------------
  */
 #ifndef MS_SIGN_H
@@ -79,23 +79,23 @@ extern ms_sign_found ms_sign_find(const uint8_t *msg, size_t len, size_t *at, si
 extern void ms_sign_message_digest(const uint8_t *msg, size_t len, size_t at, size_t after,
 								   uint8_t out[MS_SIGN_DIGEST_BYTES]);
 
-/* ---- sign.c: OpenSSL, the server's -------------------------------------- */
+/* ---- sign.c: libsodium, the server's ------------------------------------ */
 
-/* A private key ready to sign (an OpenSSL EVP_PKEY), made once and kept. */
+/* A private key ready to sign (libsodium's expanded secret key), made once and kept. */
 typedef struct ms_signer ms_signer;
 
-/* ms_signer_new: the key of this seed, and its public key; NULL when OpenSSL fails. */
+/* ms_signer_new: the key of this seed, and its public key; NULL when libsodium cannot start or allocate. */
 extern ms_signer *ms_signer_new(const uint8_t seed[MS_SIGN_SEED_BYTES],
 								uint8_t public_key[MS_SIGN_KEY_BYTES]);
 extern bool ms_signer_sign(ms_signer *s, const uint8_t digest[MS_SIGN_DIGEST_BYTES],
 						   uint8_t signature[MS_SIGNATURE_BYTES]);
 extern void ms_signer_free(ms_signer *s);
 
-/* ms_sign_check: whether the signature of digest verifies under key (OpenSSL): sync.inspect, the tests */
+/* ms_sign_check: whether the signature of digest verifies under key (verify.c): sync.inspect, the tests */
 extern bool ms_sign_check(const uint8_t key[MS_SIGN_KEY_BYTES], const uint8_t digest[MS_SIGN_DIGEST_BYTES],
 						  const uint8_t *signature, size_t signature_len);
 
-/* ---- verify.c: libsodium, the replica's --------------------------------- */
+/* ---- verify.c: libsodium, both sides' ------------------------------------ */
 
 /* ms_verify: whether the signature of digest verifies under key; false when libsodium cannot start */
 extern bool ms_verify(const uint8_t key[MS_SIGN_KEY_BYTES], const uint8_t digest[MS_SIGN_DIGEST_BYTES],

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  * verify.c
- *	  Checking a signature through libsodium: the replica's (sign.h).  The
- *	  server signs through OpenSSL (sign.c); this file is not in its build.
+ *	  Checking a signature through libsodium (sign.h): the replica's, and the
+ *	  server's where it reads a message back (sync.inspect).
  *	  crypto_sign_verify_detached refuses a non-canonical signature and a key
  *	  of small order, so one message has one signature that verifies.
  *-------------------------------------------------------------------------

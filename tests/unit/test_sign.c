@@ -1,16 +1,33 @@
 /*
  * test_sign.c - signatures (src/shared/sign.h, docs/protocol.md 2.4) held to
  * the vectors make_vectors.py derives with its own Ed25519: the server's
- * signing (OpenSSL) makes them byte for byte, the replica's check
- * (libsodium) and OpenSSL's both take them, and any other bytes fail.
+ * signing (libsodium) makes them byte for byte, the check both sides run
+ * (libsodium) and OpenSSL's, a third implementation, take them, and any
+ * other bytes fail.
  */
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/evp.h>
 
 #include "check.h"
 #include "sha256.h"
 #include "sign.h"
 #include "vectors.h"
+
+/* openssl_takes: whether OpenSSL's Ed25519 takes the signature of digest under key */
+static bool
+openssl_takes(const uint8_t key[32], const uint8_t digest[32], const uint8_t sig[64])
+{
+	EVP_PKEY   *k = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, key, 32);
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	bool		ok = k != NULL && ctx != NULL && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, k) == 1 &&
+		EVP_DigestVerify(ctx, sig, 64, digest, 32) == 1;
+
+	EVP_MD_CTX_free(ctx);
+	EVP_PKEY_free(k);
+	return ok;
+}
 
 static size_t
 unhex(const char *hex, uint8_t *out, size_t cap)
@@ -64,7 +81,7 @@ one_vector(ms_signer *s, const uint8_t pub[32], const char *head_hex, const char
 	ms_sign_digest(head, hn, body_hash, digest);
 	CHECK(memcmp(digest, want_digest, 32) == 0, "%s: the digest is the vector's", what);
 	CHECK(ms_signer_sign(s, digest, sig) && memcmp(sig, want_sig, 64) == 0,
-		  "%s: the server's signature (OpenSSL) is the vector's", what);
+		  "%s: the server's signature is the vector's", what);
 	memcpy(msg, head, hn);
 	n = hn + ms_sign_field(sig, msg + hn);
 	memcpy(msg + n, body, bn);
@@ -74,7 +91,8 @@ one_vector(ms_signer *s, const uint8_t pub[32], const char *head_hex, const char
 		  after == hn + MS_SIGNATURE_FIELD_BYTES && found == want + hn + 2,
 		  "%s: the signature is found between head and body: %s", what, reason);
 	CHECK(ms_verify(pub, digest, sig), "%s: libsodium takes it", what);
-	CHECK(ms_sign_check(pub, digest, sig, 64), "%s: OpenSSL takes it", what);
+	CHECK(ms_sign_check(pub, digest, sig, 64), "%s: sync.inspect's check takes it", what);
+	CHECK(openssl_takes(pub, digest, sig), "%s: OpenSSL takes it", what);
 	CHECK(verifies(pub, want, wn), "%s: the whole message verifies", what);
 
 	/* every bit of the message flipped: refused, whatever it hit (head, tag, length, signature, body) */
@@ -141,7 +159,8 @@ test_sign(void)
 	memcpy(msg + at + 2, sig, 64);
 	CHECK(!verifies(pub, msg, n), "a message signed by another key does not verify under the server's");
 	CHECK(verifies(other_pub, msg, n), "... and does under the other");
-	CHECK(!ms_sign_check(pub, digest, sig, 64), "OpenSSL agrees");
+	CHECK(!ms_sign_check(pub, digest, sig, 64), "sync.inspect's check agrees");
+	CHECK(!openssl_takes(pub, digest, sig), "OpenSSL agrees");
 	ms_signer_free(other);
 
 	/* the decoder takes a signed message, and a signature of any other length is refused */
