@@ -725,7 +725,7 @@ apply(applier *a, ms_buf *out)
 	{
 		int			rc2 = ms_let_go_retired(a->lg, &let_go);
 
-		if (rc2 != SQLITE_OK && rc2 != SQLITE_NOMEM && rc2 != SQLITE_IOERR)
+		if (rc2 != SQLITE_OK && rc2 != SQLITE_NOMEM && rc2 != SQLITE_IOERR && rc2 != SQLITE_FULL)
 		{
 			char	   *why = sqlite3_mprintf("letting go of retired rows failed: %s",
 											  c->err ? c->err : sqlite3_errstr(rc2));

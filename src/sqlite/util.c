@@ -418,8 +418,11 @@ ms_ctx_error(ms_ctx *c, sqlite3_context *ctx, int rc)
 		sqlite3_result_error_nomem(ctx);
 	else
 	{
-		char	   *msg = sqlite3_mprintf("%s: %s", c->fn,
-										  c->err ? c->err : sqlite3_errstr(rc));
+		/* a full disk said as such, whatever statement met it: not a busy file, not a bug */
+		char	   *msg = (rc & 0xff) == SQLITE_FULL ?
+			sqlite3_mprintf("%s: the disk of the replica file is full (%s): nothing was changed; it can go on"
+							" once there is room", c->fn, c->err ? c->err : sqlite3_errstr(rc)) :
+			sqlite3_mprintf("%s: %s", c->fn, c->err ? c->err : sqlite3_errstr(rc));
 
 		if (msg == NULL)
 		{
@@ -695,7 +698,8 @@ ms_end(ms_ctx *c, const char *name, int rc)
 	/* the transaction gone, yet a savepoint of ours or the caller's work was in it */
 	if (sqlite3_get_autocommit(c->db) && (i > 0 || !c->own_transaction))
 	{
-		if (rc == SQLITE_NOMEM)
+		/* out of memory, a full disk: said as they are (no caller absorbs them) */
+		if (rc == SQLITE_NOMEM || (rc & 0xff) == SQLITE_FULL)
 			return rc;
 		return ms_fail(c, SQLITE_ABORT, "the transaction was rolled back: %s", sqlite3_errstr(rc));
 	}

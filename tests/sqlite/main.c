@@ -31,6 +31,7 @@ extern void test_wish(void);
 extern void test_hlc(void);
 extern void test_lanes(void);
 extern void test_host(void);
+extern void test_full(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -145,6 +146,7 @@ main(void)
 	run("hlc", test_hlc);
 	run("lanes", test_lanes);
 	run("host", test_host);
+	run("full", test_full);
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();
