@@ -32,6 +32,7 @@ extern void test_hlc(void);
 extern void test_lanes(void);
 extern void test_host(void);
 extern void test_full(void);
+extern void test_many(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -147,6 +148,7 @@ main(void)
 	run("lanes", test_lanes);
 	run("host", test_host);
 	run("full", test_full);
+	run("many", test_many);
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();
