@@ -8,7 +8,6 @@
 #include "harness.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 
 void		test_full(void);
 
@@ -45,8 +44,7 @@ no_room(sqlite3 *db)
 static void
 full_disk(void)
 {
-	char		path[] = "/tmp/ms_full_XXXXXX";
-	int			fd = mkstemp(path);
+	const char *path = "/tmp/ms_test_full.db";
 	sqlite3    *db;
 	tm_server	s;
 	tm_msg		begin,
@@ -58,8 +56,7 @@ full_disk(void)
 	char	   *r;
 	int			rc;
 
-	if (fd >= 0)
-		close(fd);
+	remove(path);
 	db = t_open(path);
 	t_exec(db, "PRAGMA journal_mode = WAL", NULL);
 	tm_server_init(&s, 0x20, 0x10);
