@@ -28,6 +28,7 @@
 #define EXIT_NOINPUT		66	/* EX_NOINPUT: the replica file cannot be opened or is another's */
 #define EXIT_UNAVAILABLE	69	/* EX_UNAVAILABLE: the server cannot be reached (with --once) */
 #define EXIT_SOFTWARE		70	/* EX_SOFTWARE: an error that retrying will not fix (with --once) */
+#define EXIT_IOERR			74	/* EX_IOERR: the replica file's disk is full (with --once) */
 #define EXIT_NOPERM			77	/* EX_NOPERM: the server refuses this replica or role */
 #define EXIT_CONFIG			78	/* EX_CONFIG: the replica trusts another server key, or none to check a bundle with */
 
@@ -44,7 +45,8 @@ typedef enum agent_status
 {
 	STEP_OK = 0,
 	STEP_TRANSIENT,				/* the server is out of reach */
-	STEP_BUSY,					/* the replica file is locked, or its disk is full */
+	STEP_BUSY,					/* the replica file is locked by a writer */
+	STEP_FULL,					/* the replica file's disk is full: nothing written, room awaited */
 	STEP_REFUSED,
 	STEP_FAILED
 } agent_status;

@@ -190,6 +190,8 @@ static const char usage_text[] =
 "      minutes (--once only; otherwise it retries)\n"
 "  70  an error retrying will not fix (--once only; otherwise it retries\n"
 "      after a backoff, since the fix is a deploy)\n"
+"  74  the replica file's disk is full (--once only; otherwise it retries\n"
+"      after a backoff, until there is room)\n"
 "  77  the server refuses: authentication failed, the role may not act for\n"
 "      this replica, or the replica is not registered or was dropped\n"
 "  78  the server signs with another key than the replica trusts (or than\n"
@@ -1026,6 +1028,9 @@ once_failed(agent *a, agent_status status, const char *err)
 		case STEP_TRANSIENT:
 			report_error("transient failure", err, -1);
 			return finish(a, "the server is unavailable", EXIT_UNAVAILABLE);
+		case STEP_FULL:
+			report_error("the replica file's disk is full", err, -1);
+			return finish(a, "the replica file's disk is full", EXIT_IOERR);
 		default:
 			report_error("failed", err, -1);
 			return finish(a, "an error retrying will not fix", EXIT_SOFTWARE);
@@ -1211,6 +1216,14 @@ main(int argc, char **argv)
 					return finish(&a, "the replica file stays busy", EXIT_SOFTWARE);
 				}
 				report_error("the replica file is busy", err, backoff);
+				agent_sleep(backoff, &stop_signal);
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+				continue;
+			case STEP_FULL:
+				/* nothing was written: the step goes again once there is room */
+				if (a.opt.once)
+					return once_failed(&a, status, err);
+				report_error("the replica file's disk is full", err, backoff);
 				agent_sleep(backoff, &stop_signal);
 				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 				continue;

@@ -59,8 +59,11 @@ fail(replica *r, int rc, const char *what, char err[AGENT_ERROR_MAX])
 	else
 		snprintf(err, AGENT_ERROR_MAX, "%s: %s", what, message);
 	rc &= 0xff;
-	/* a writer holds the file, or the disk is full: the same step may succeed later */
-	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED || rc == SQLITE_FULL || rc == SQLITE_IOERR)
+	/* the disk is full: said as such (it was said "busy"), the step waits for room */
+	if (rc == SQLITE_FULL)
+		return STEP_FULL;
+	/* a writer holds the file, or it could not be read or written: the same step may succeed later */
+	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED || rc == SQLITE_IOERR)
 		return STEP_BUSY;
 	return STEP_FAILED;
 }

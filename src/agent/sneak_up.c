@@ -234,7 +234,7 @@ apply(replica *rep, const ms_bundle *bundle, sneak_result *r)
 		{
 			r->result = "failed";
 			snprintf(r->reason, sizeof r->reason, "%s", err);
-			return st == STEP_BUSY ? EXIT_UNAVAILABLE : EXIT_SOFTWARE;
+			return st == STEP_BUSY ? EXIT_UNAVAILABLE : st == STEP_FULL ? EXIT_IOERR : EXIT_SOFTWARE;
 		}
 		if (strcmp(res.result, "applied") == 0)
 			r->messages++;

@@ -36,6 +36,10 @@
 **       max_message_bytes, or cannot be decoded.  A snapshot's schema
 **       creates and alters the tables; rows that cannot be taken are
 **       refused (recorded, reported upward), never fatal to the message.
+**       A table, view or index of the host's own is never altered: a
+**       server's table of its name waits, its rows refused, and is made at
+**       the first message once the host renamed its own ("made":N).
+**       An error with SQLITE_FULL when the file's disk is full.
 **
 **   sync_applied() -> BLOB
 **       The last message applied, as an Applied (epoch, number, nonce, seal,
@@ -78,7 +82,9 @@
 **   sync_progress() -> TEXT (JSON)
 **       {"products":{"unsent":0,"unfiled":2,"set_aside":0,"refused":1,
 **        "waiting":0,"dropped":1,"dropped_reasons":["..."]},...}
-**       waiting: in the server's inbox; dropped: edits the server did not take
+**       waiting: in the server's inbox; dropped: edits the server did not take;
+**       "not_held":"why" for a table not held as the snapshot made it (the
+**       host's own table has its name, or the host broke it)
 **       e.g. SELECT key, value->>'unsent' FROM json_each(sync_progress());
 **       A setting table's newest wishes of the server's (wish.c), newest first:
 **       "wishes":[{"id":7,"fate":"applied","why":null,"apply":"always",

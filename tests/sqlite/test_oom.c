@@ -29,7 +29,8 @@
  * MS_OOM_STRIDE=k fails every k-th N only (1, 1 + k, ...): tests/cross/run
  * samples so under an emulator, where every N would take most of the suite,
  * the native suite (ASan + UBSan) still failing every one;
- * MS_OOM_TRACE=N prints where allocation N is made; MS_OOM_VERBOSE=1 the
+ * MS_OOM_TRACE=N prints where allocation N is made; MS_OOM_FROM=N begins
+ * the loop at N (a failure looked at again); MS_OOM_VERBOSE=1 the
  * result and file with memory enough.  The N are shared out
  * between one worker process per processor.  Prints how many N it covered.
  */
@@ -62,6 +63,7 @@ static bool injected;
 
 static long trace_at;			/* MS_OOM_TRACE=N: where allocation N is made, on stderr */
 static long stride = 1;			/* MS_OOM_STRIDE=k: every k-th N fails */
+static long first = 1;			/* MS_OOM_FROM=N: the first N */
 
 /*
  * whether the call runs through after failing allocation N: one N sampled in
@@ -524,7 +526,7 @@ loop(const call *c)
 
 #ifdef _WIN32
 	/* no fork on Windows: the N run in turn, in this process */
-	for (long n = 1; one(c, &image, image_dump, &m, n, &ref, ref_dump, &t); n += stride)
+	for (long n = first; one(c, &image, image_dump, &m, n, &ref, ref_dump, &t); n += stride)
 		;
 #else
 	/* the N shared out between workers, one per processor (at most 4): the i-th N goes to worker i % workers */
@@ -549,7 +551,7 @@ loop(const call *c)
 
 				close(p[0]);
 				snprintf(path, sizeof path, "%s/replica-%d.db", dir, w);
-				for (long n = 1 + w * stride; one(c, &image, image_dump, &m, n, &ref, ref_dump, &mine); n += workers * stride)
+				for (long n = first + w * stride; one(c, &image, image_dump, &m, n, &ref, ref_dump, &mine); n += workers * stride)
 					;
 				unlink(path);
 				if (write(p[1], &mine, sizeof mine) != (ssize_t) sizeof mine)
@@ -795,6 +797,7 @@ test_oom(void)
 	snprintf(path, sizeof path, "%s/replica.db", dir);
 	trace_at = getenv("MS_OOM_TRACE") ? atol(getenv("MS_OOM_TRACE")) : 0;
 	stride = getenv("MS_OOM_STRIDE") ? atol(getenv("MS_OOM_STRIDE")) : 1;
+	first = getenv("MS_OOM_FROM") ? atol(getenv("MS_OOM_FROM")) : 1;
 	if (stride < 1)
 		stride = 1;
 	persistent = getenv("MS_OOM_PERSISTENT") != NULL && strcmp(getenv("MS_OOM_PERSISTENT"), "0") != 0;
