@@ -23,7 +23,6 @@
 #include "lib/stringinfo.h"
 
 #include "catalog.h"
-#include "file.h"
 #include "owner.h"
 #include "retry.h"
 #include "temp.h"
