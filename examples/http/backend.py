@@ -76,6 +76,7 @@ class Backend:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    timeout = 60                            # a client that stops sending holds a thread no longer
     backend = None                          # set by serve()
 
     def log_message(self, fmt, *args):      # one line per request on stderr
@@ -131,7 +132,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.file(replica, role, body)
         except psycopg2.Error as e:
             code = e.pgcode
-            if transient(code) or (code is None and isinstance(e, (psycopg2.OperationalError, psycopg2.InterfaceError))):
+            if transient(code) or (code is None and isinstance(e, (psycopg2.OperationalError, psycopg2.InterfaceError,
+                                                                psycopg2.pool.PoolError))):
                 return self.answer(503, "the server is unavailable: try again")
             if code in ("42501", "42704"):
                 return self.answer(403, "the server refuses this replica")

@@ -12,7 +12,8 @@ A round pulls what waits for the replica after the last message it applied
 (sync_apply), then files what the replica wrote and applied (sync_upload ->
 POST /sync/file), until nothing moves.  The device never names its replica
 to the backend: its token does.  A 503 is the server's infrastructure: tried
-again at the next round, as the agent does."""
+again at the next round, as the agent does; an upload refused for good (400)
+has its rows set aside with the server's reason."""
 import argparse
 import json
 import sqlite3
@@ -94,7 +95,17 @@ class Device:
                 return None
             up = bytes(up)
         self.unfiled = up
-        answer = json.loads(self.post("/sync/file", up))      # Unavailable keeps it
+        try:
+            answer = json.loads(self.post("/sync/file", up))  # Unavailable keeps it
+        except urllib.error.HTTPError as e:
+            self.unfiled = None
+            if e.code == 400:
+                # refused for good (a row the server cannot file): its rows are set
+                # aside with the server's reason, for sync_retry() after a fix.  The
+                # agent narrows such an upload down to the rows at fault first.
+                reason = e.read().decode(errors="replace")[:500]
+                self.db.execute("SELECT sync_upload_refused(?, ?, 1)", (up, reason))
+            raise
         self.unfiled = None
         return answer
 

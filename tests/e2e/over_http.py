@@ -149,6 +149,9 @@ try:
     check("a body over the bound, with a token: 413", post("/sync/file", big, token=tokens[OSLO])[0], 413)
     check("a path the backend does not serve: 404", post("/sync/relay", b"", token=tokens[OSLO])[0], 404)
     check("a pull's after must be a number: 400", post("/sync/pull?after=x", b"", token=tokens[OSLO])[0], 400)
+    status, body = post("/sync/file", b"not an upload", token=tokens[OSLO])
+    check("bytes that are no upload: 400, with the server's SQLSTATE",
+          (status, json.loads(body).get("sqlstate", "")[:2] if status == 400 else body), (400, "22"))
 
     # Lisbon's token is Lisbon's: its pull reads Lisbon's outbox (relayed
     # for it here), never Oslo's, and Oslo's upload filed with it is refused
