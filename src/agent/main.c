@@ -34,7 +34,7 @@
 #include "sneakernet.h"
 #include "wire.h"
 
-#define AGENT_VERSION "0.1"
+#define AGENT_VERSION MS_VERSION	/* magic_sync.control's, from the Makefile */
 #define BACKOFF_FIRST_MS 1000
 #define BACKOFF_MAX_MS 30000
 #define ROUND_LINE_MS 5000		/* a long round says what it did at least this often */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * batch.c
- *	  The notes a pass reads (seed 4.2): a batch, oldest first.
+ *	  The notes a pass reads (docs/design.md 4.3): a batch, oldest first.
  *
  * The notes read are the oldest not done that the snapshot sees, up to
  * magic_sync.batch_notes, never "the notes after the last one read": ids are

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * retry.c
- *	  Rows a replica refused go to it again (seed: what it keeps and lacks
+ *	  Rows a replica refused go to it again (docs/design.md 4.4: what it keeps and lacks
  *	  -- or holds as an older version, or refused -- is sent).
  *
  * A refused row is held, marked refused: a note newer than its version
@@ -23,7 +23,6 @@
 #include "lib/stringinfo.h"
 
 #include "catalog.h"
-#include "file.h"
 #include "owner.h"
 #include "retry.h"
 #include "temp.h"

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  * ack.c
  *	  Acknowledgements and restores: what a replica says of itself in an
- *	  upload, besides its rows (seed 5).
+ *	  upload, besides its rows (docs/design.md 4.8, 4.10).
  *
  *   acknowledgement  the last message applied, its seal checked in constant
  *                    time: what it carried counts as held, the outbox is

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * file.h
- *	  What the parts of sync.file share (seed 5): the filing of one upload,
+ *	  What the parts of sync.file share (docs/design.md 5.2): the filing of one upload,
  *	  and what one call prepares once for every row it files.
  *
  *   file.c      sync.file itself: the upload verified whole (its length and

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * filing.c
- *	  Filing the rows of an upload (seed 5), trusting only what the server
+ *	  Filing the rows of an upload (docs/design.md 5.2), trusting only what the server
  *	  knows of the sender, never what the rows claim.
  *
  * Each row is filed in a subtransaction of its own (ms_file_row):
