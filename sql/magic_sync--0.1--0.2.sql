@@ -699,9 +699,13 @@ $$;
 
 -- A refused row comes back by itself (issue 19.6): each replica's build and
 -- protocol (Up.build), and when each row it refused goes to it again
-ALTER TABLE sync.replicas ADD COLUMN build text, ADD COLUMN protocol int;
+ALTER TABLE sync.replicas ADD COLUMN build text, ADD COLUMN protocol int, ADD COLUMN build_due timestamptz;
 COMMENT ON COLUMN sync.replicas.build IS 'The build its last upload said it runs (Up.build): a change sends the rows it refused again at once';
 COMMENT ON COLUMN sync.replicas.protocol IS 'The protocol of its last upload: a change sends the rows it refused again at once';
+COMMENT ON COLUMN sync.replicas.build_due IS 'When a change of its build or protocol last made the rows it refused due: the next makes them due ten minutes after, at the earliest';
+-- one refused row looked up in one descent of held_refused (issue 38.2)
+DROP INDEX sync.held_refused;
+CREATE INDEX held_refused ON sync.held (replica, tab, key) WHERE refused IS NOT NULL;
 -- Rows a replica refused, tried again (src/pg/relay/retry.c,
 -- transport/refused.c): one row per refused held row, kept apart from the
 -- held set so that no pass or acknowledgement pays for it.  A row refused is

@@ -37,6 +37,7 @@
 
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
@@ -278,33 +279,50 @@ ms_gap(ms_filing *f, Sync__Up *up)
 void
 ms_refusals(ms_filing *f, Sync__Up *up)
 {
-	Oid			types[5] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID, INT8OID};
-	bool		retried = ms_catalog_has("refused_rows");
+	Oid			types[5] = {UUIDOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, INT8OID};
+	Datum		values[5];
+	Datum	   *tables;
+	Datum	   *keys;
+	Datum	   *reasons;
+	int			n = (int) up->n_refusals;
 
-	for (size_t i = 0; i < up->n_refusals; i++)
+	if (n == 0)
+		return;
+	tables = palloc(sizeof(Datum) * n);
+	keys = palloc(sizeof(Datum) * n);
+	reasons = palloc(sizeof(Datum) * n);
+	for (int i = 0; i < n; i++)
 	{
-		Datum		values[5];
-		char	   *key = ms_canonical_key(up->refusals[i]->key);
-
-		/* sent to it again later (refused.c) */
-		if (retried)
-			ms_refused_backoff(f, up->refusals[i]->table, key);
-		values[0] = UUIDPGetDatum(&f->replica);
-		values[1] = CStringGetTextDatum(up->refusals[i]->table);
-		values[2] = CStringGetTextDatum(key);
-		values[3] = CStringGetTextDatum(up->refusals[i]->reason);
-		values[4] = Int64GetDatum(f->acked);
-		/*
-		 * A version sent after what it applied is not the one it refused: a
-		 * refusal said again from before it was sent (its answer not applied
-		 * yet) would mark refused a row on its way.
-		 */
-		if (SPI_execute_with_args("UPDATE sync.held h SET refused = $4 FROM sync.tables t"
-								  " WHERE t.name = $2 AND h.tab = t.id AND h.replica = $1 AND h.key = $3"
-								  "   AND h.number <= $5",
-								  5, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not record a refusal");
+		tables[i] = CStringGetTextDatum(up->refusals[i]->table);
+		keys[i] = CStringGetTextDatum(ms_canonical_key(up->refusals[i]->key));
+		reasons[i] = CStringGetTextDatum(up->refusals[i]->reason);
 	}
+	values[0] = UUIDPGetDatum(&f->replica);
+	values[1] = PointerGetDatum(construct_array(tables, n, TEXTOID, -1, false, TYPALIGN_INT));
+	values[2] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
+	values[3] = PointerGetDatum(construct_array(reasons, n, TEXTOID, -1, false, TYPALIGN_INT));
+	values[4] = Int64GetDatum(f->acked);
+	/* sent to it again later (refused.c) */
+	if (ms_catalog_has("refused_rows"))
+		ms_refused_backoff(f, values[1], values[2]);
+
+	/*
+	 * A version sent after what it applied is not the one it refused: a
+	 * refusal said again from before it was sent (its answer not applied
+	 * yet) would mark refused a row on its way.  A refusal said again with
+	 * the same reason writes nothing; of a row refused twice in the chunk,
+	 * the last reason stays.  The chunk's rows (file.c: a few hundred) each
+	 * looked up by (replica, tab, key).
+	 */
+	if (SPI_execute_with_args("UPDATE sync.held h SET refused = x.reason"
+							  "  FROM (SELECT DISTINCT ON (t.id, a.k) t.id AS tab, a.k AS key, a.why AS reason"
+							  "          FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS a(n, k, why, o)"
+							  "          JOIN sync.tables t ON t.name = a.n"
+							  "         ORDER BY t.id, a.k, a.o DESC) x"
+							  " WHERE h.replica = $1 AND h.tab = x.tab AND h.key = x.key AND h.number <= $5"
+							  "   AND h.refused IS DISTINCT FROM x.reason",
+							  5, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record a refusal");
 }
 
 /* digest_differs: the first table whose digest differs from the server's, or NULL */

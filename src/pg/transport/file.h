@@ -190,8 +190,12 @@ extern void ms_backlog(ms_filing *f, Sync__Up *up);
 
 /* ---- refused.c ---- */
 
-/* ms_refused_backoff: a refusal of a held row, before it is marked: when the row goes again. */
-extern void ms_refused_backoff(ms_filing *f, const char *table, const char *key);
+/*
+ * ms_refused_backoff: refusals of held rows (tables and keys, text[] of
+ * wire names and canonical keys), before they are marked: when each row
+ * goes again.
+ */
+extern void ms_refused_backoff(ms_filing *f, Datum tables, Datum keys);
 /* ms_refused_settle: after the refusals, the counts of rows taken (or no longer held) end. */
 extern void ms_refused_settle(ms_filing *f);
 /* ms_refused_build: the replica's build and protocol recorded; a change makes its refused rows due. */
