@@ -167,12 +167,12 @@ if ONE:
     def refusing(keys, build):
         """replica 1's upload refusing stock rows keys, saying build (Up field 14); the
         refusals made once (joined, not added to: bytes += is quadratic)"""
-        if (len(keys), keys[0], keys[-1]) not in refusals:
-            refusals[len(keys), keys[0], keys[-1]] = b"".join(
+        if tuple(keys) not in refusals:
+            refusals[tuple(keys)] = b"".join(
                 wire.field(6, wire.field(1, "stock") + wire.field(2, wire.key([k]))
                            + wire.field(3, "the app's trigger refused it")) for k in keys)
         body = b"".join((wire.field(1, 1), wire.field(2, uuid.UUID(ids[0]).bytes), wire.field(3, os.urandom(16)),
-                         refusals[len(keys), keys[0], keys[-1]], wire.field(11, wire.now_seq()), wire.field(14, build)))
+                         refusals[tuple(keys)], wire.field(11, wire.now_seq()), wire.field(14, build)))
         return psycopg2.Binary(wire.checked(body))
 
     def refuse(keys, build):
