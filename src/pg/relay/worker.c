@@ -276,9 +276,43 @@ outbox_bounds(MemoryContext pass_cxt)
 static ms_floor notes_floor;
 
 /*
- * one pass in a REPEATABLE READ transaction; returns whether it did
- * anything, and *read the notes it read.  quiet: the naptime started it
- * (floor.h).
+ * The snapshots the pass before left (relay.c), in a REPEATABLE READ
+ * transaction of their own that holds the rows of the replicas provisioned
+ * alone: the other replicas' filings and pulls go on meanwhile, however
+ * long the snapshot.  Returns whether it provisioned any.
+ */
+static bool
+snapshot_pass(MemoryContext pass_cxt)
+{
+	ms_pass		p;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	XactIsoLevel = XACT_REPEATABLE_READ;
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "magic_sync snapshot pass");
+	MemoryContextSwitchTo(pass_cxt);
+	memset(&p, 0, sizeof p);
+	p.cxt = pass_cxt;
+	p.bounds_later = true;
+	p.snapshots = MS_SNAPSHOTS_ONLY;
+	ms_relay_pass(&p);
+	if (p.provisioned > 0)
+		ereport(DEBUG1,
+				(errmsg("magic_sync snapshot pass: %lld provisioned, %lld rows sent, %lld messages, in %ld ms",
+						(long long) p.provisioned, (long long) p.rows_sent, (long long) p.messages,
+						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	if (p.messages > 0)
+		outbox_bounds(pass_cxt);
+	return p.provisioned > 0;
+}
+
+/*
+ * one pass in a REPEATABLE READ transaction, then the snapshots it left;
+ * returns whether it did anything, and *read the notes it read.  quiet: the
+ * naptime started it (floor.h).
  */
 static bool
 run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *full)
@@ -326,6 +360,8 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	p.floor = &notes_floor;
 	/* its messages go out first: the outbox bounds are checked after the commit */
 	p.bounds_later = true;
+	/* a snapshot, however long, is a pass of its own that holds no other replica (snapshot_pass) */
+	p.snapshots = MS_SNAPSHOTS_LEFT;
 	ms_relay_pass(&p);
 	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0 || p.more;
 	*read = p.notes_read;
@@ -343,6 +379,8 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	ms_floor_committed(&notes_floor);
 	if (p.messages > 0)
 		outbox_bounds(pass_cxt);
+	if (p.snapshots_left)
+		busy = snapshot_pass(pass_cxt) || busy;
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return busy;
