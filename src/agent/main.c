@@ -398,8 +398,22 @@ carried(agent *a, const pulled *m, bool *begins, int64_t *of, int64_t *upserts)
 static agent_status
 file(agent *a, uint8_t *up, size_t len, round_stats *st, char sqlstate[6], char err[AGENT_ERROR_MAX])
 {
-	agent_status rc = server_file(a->srv, a->uuid_bytes, up, len, a->answer, sizeof a->answer, sqlstate, err);
+	agent_status rc;
 	int64_t		acked;
+
+	/* what it acknowledges and what it stamped sent are durable before the server hears of them */
+	rc = replica_sync(a->rep, err);
+	if (rc != STEP_OK)
+	{
+		if (a->unfiled != up)
+		{
+			free(a->unfiled);
+			a->unfiled = up;
+			a->unfiled_len = len;
+		}
+		return rc;
+	}
+	rc = server_file(a->srv, a->uuid_bytes, up, len, a->answer, sizeof a->answer, sqlstate, err);
 
 	if (rc == STEP_TRANSIENT)
 	{
@@ -838,6 +852,8 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 	rc = uploads(a, st, err);
 	if (rc != STEP_OK)
 		return rc;
+	/* for the round's line only: --quiet reads nothing it would not use */
+	if (report_rounds())
 	{
 		int64_t		applied;
 		bool		open;
@@ -902,6 +918,9 @@ say_round(agent *a, round_stats *st)
 	backlog		b;
 	char		err[AGENT_ERROR_MAX];
 
+	/* --quiet: the backlog (sync_progress reads every lane) for no line */
+	if (!report_rounds())
+		return;
 	if (replica_backlog(a->rep, &b, err) != STEP_OK)
 		memset(&b, 0, sizeof b);
 	report_round(st, &b);
@@ -995,7 +1014,7 @@ main(int argc, char **argv)
 		report_error("cannot open the replica", err, -1);
 		return finish(&a, "cannot open the replica file", EXIT_NOINPUT);
 	}
-	if (replica_applied(a.rep, &applied, &open, NULL, NULL, err) != STEP_OK)
+	if (replica_lazy(a.rep, err) != STEP_OK || replica_applied(a.rep, &applied, &open, NULL, NULL, err) != STEP_OK)
 	{
 		report_error("cannot read the replica", err, -1);
 		return finish(&a, "cannot read the replica file", EXIT_NOINPUT);
