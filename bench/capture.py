@@ -241,7 +241,9 @@ def run(engine, on, ctl, agent):
     def sample():
         return ({k: sum(ticks(x) for x in v) for k, v in kinds.items()}, busy(),
                 val(cur, "SELECT last_value FROM pgbench_history_id_seq"),
-                val(cur, "SELECT pg_current_wal_lsn()::text"), time.monotonic())
+                val(cur, "SELECT pg_current_wal_lsn()::text"), time.monotonic(),
+                # the passes that sent: one message each to the one replica
+                val(cur, "SELECT last_value FROM sync.message_seq") if engine == "ms" else 0)
     a = sample()
     time.sleep(SECONDS - 3)
     b = sample()
@@ -254,7 +256,8 @@ def run(engine, on, ctl, agent):
     named = sum(cpu.values())
     cpu["other"] = (b[1] - a[1]) * 1000 / TICK - named
     r = {"tps": tps, "tx": tx, "wal": float(wal) / tx, "cpu": cpu, "load": load(),
-         "changes": 4 * tx, "machine": (b[1] - a[1]) / TICK / (b[4] - a[4]) / os.cpu_count()}
+         "changes": 4 * tx, "machine": (b[1] - a[1]) / TICK / (b[4] - a[4]) / os.cpu_count(),
+         "passes": (b[5] - a[5]) / (b[4] - a[4]), "window": b[4] - a[4]}
     if engine == "ms" and on:
         # how far behind the relay and the replica were when pgbench stopped
         ms = ctl["ms"].cursor()
@@ -344,6 +347,10 @@ def report(results):
         per[("ms", "on")]["backends"] - per[("ms", "off")]["backends"]
     lr_cost = sum(per[("lr", "on")][k] for k in ("walsender", "apply")) + \
         per[("lr", "on")]["backends"] - per[("lr", "off")]["backends"]
+    on = results[("ms", "on")]
+    print(f"  the relay's passes that sent: {med([x['passes'] for x in on]):.1f} a second,"
+          f" {med([x['changes'] / max(x['passes'] * x['window'], 1) for x in on]):.0f} changed rows each;"
+          f" its CPU {med([x['cpu']['relay'] / max(x['passes'] * x['window'], 1) for x in on]):.1f} ms a pass")
     print(f"  capture's CPU per 1,000 changes (trigger + relay + agent + its sessions): {ms_cost:.1f} ms;"
           f" logical replication's (backends' extra + walsender + apply): {lr_cost:.1f} ms")
 
