@@ -110,6 +110,9 @@ typedef struct agent
 	narrowing	narrow;
 	int64_t		bound;			/* the server's upload_bytes when last looked at; -1: not yet */
 	bool		bound_looked;	/* looked at this round */
+	char		lanes[AGENT_LANES_MAX][AGENT_LANE_BYTES];	/* sync_lanes(), read once a round ... */
+	int			nlanes;
+	bool		lanes_read;		/* ... and again after a message is applied (it may change a table's lane) */
 } agent;
 
 static const char usage_text[] =
@@ -638,7 +641,7 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 {
 	agent_status rc;
 	char		sqlstate[6];
-	char		lanes[AGENT_LANES_MAX][AGENT_LANE_BYTES];
+	char		(*lanes)[AGENT_LANE_BYTES] = a->lanes;
 	bool		done[AGENT_LANES_MAX] = {false};
 	bool		refused_whole[AGENT_LANES_MAX] = {false};	/* the server takes nothing of it: asked no more */
 	char		failure[AGENT_ERROR_MAX] = "";
@@ -647,9 +650,14 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 	int			turn = 0;
 
 	bound(a);
-	rc = replica_lanes(a->rep, lanes, AGENT_LANES_MAX, &nlanes, err);
-	if (rc != STEP_OK)
-		return rc;
+	if (!a->lanes_read)
+	{
+		rc = replica_lanes(a->rep, a->lanes, AGENT_LANES_MAX, &a->nlanes, err);
+		if (rc != STEP_OK)
+			return rc;
+		a->lanes_read = true;
+	}
+	nlanes = a->nlanes;
 	for (int i = 0; i < UPLOADS_PER_PASS && !stop_signal; i++)
 	{
 		uint8_t    *up = a->unfiled;
@@ -788,6 +796,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 				bool		ended = strcmp(res.snapshot, "end") == 0;
 
 				progressed = true;
+				a->lanes_read = false;
 				st->messages++;
 				if (res.schema_changed > 0 || res.schema_let_go > 0 || res.schema_failed > 0)
 					report_schema(&res);
@@ -1069,6 +1078,7 @@ main(int argc, char **argv)
 		/* a round: passes until nothing moves */
 		memset(&st, 0, sizeof st);
 		a.bound_looked = false;
+		a.lanes_read = false;
 		began = mono_ms();
 		while (moved && !stop_signal && passes++ < PASSES_MAX)
 		{
