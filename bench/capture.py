@@ -2,7 +2,7 @@
 """What capturing changes costs the writer (issue 37).  Not a test: prints figures,
 and ratios against baselines measured in the same run, on the same cluster.
 
-pgbench's TPC-B-like script (C clients, S seconds, scale 10, synchronous_commit on)
+pgbench's TPC-B-like script (C clients, S seconds, scale 10, fsync and synchronous_commit on)
 in three databases of one cluster (wal_level = logical in every run):
 
   ms   its four tables mirrored (broadcast, bench/pgbench_mirror.sql) to one
@@ -31,7 +31,8 @@ machine: the load average is printed beside them; CPU figures decide.
 
   bench/capture.py [rounds] [seconds] [clients]     (defaults 2, 30, 4)
 
-It starts its own throw-away cluster (scripts/lib.sh), as bench/latency.py does.
+It starts its own throw-away cluster (scripts/lib.sh), as bench/latency.py does, with
+fsync on (a throw-away cluster has it off), as the side-by-side run's clusters have it.
 """
 import os
 import statistics
@@ -50,7 +51,7 @@ REPLICA = "cccccccc-0000-0000-0000-000000000001"
 if not os.environ.get("MS_BENCH_INSIDE"):
     here = os.path.abspath(__file__)
     sys.exit(subprocess.call(
-        ["sh", "-c", '. scripts/lib.sh && ms_ready && ms_cluster -o synchronous_commit=on'
+        ["sh", "-c", '. scripts/lib.sh && ms_ready && ms_cluster -o fsync=on -o synchronous_commit=on'
          ' -o wal_level=logical -o max_wal_senders=10 -o max_replication_slots=10'
          ' -o shared_buffers=256MB -o max_wal_size=4GB -o checkpoint_timeout=30min'
          ' -o magic_sync.database=ms ${MS_BENCH_OPTS:-}'
@@ -313,7 +314,7 @@ def report(results):
         return statistics.median(xs) if xs else float("nan")
 
     print()
-    print(f"pgbench -c {CLIENTS} -j 2 -T {SECONDS}, scale {SCALE}, synchronous_commit on, wal_level logical;"
+    print(f"pgbench -c {CLIENTS} -j 2 -T {SECONDS}, scale {SCALE}, fsync and synchronous_commit on, wal_level logical;"
           f" {ROUNDS} rounds (medians); load now {load()}")
     for e in ("ms", "lr"):
         on, off = results[(e, "on")], results[(e, "off")]

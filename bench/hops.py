@@ -23,7 +23,8 @@ printed beside them.  Targets (issue 37): write to file p50 <= 5 ms, p90 <= 10 m
 
   bench/hops.py [N] [writes]        (defaults 10^6, 40)
 
-It starts its own throw-away cluster, as bench/latency.py does.
+It starts its own throw-away cluster, as bench/latency.py does, with fsync on (a
+throw-away cluster has it off), as the side-by-side run's clusters have it.
 """
 import json
 import os
@@ -45,7 +46,7 @@ DB = "hops"
 if not os.environ.get("MS_BENCH_INSIDE"):
     here = os.path.abspath(__file__)
     sys.exit(subprocess.call(
-        ["sh", "-c", '. scripts/lib.sh && ms_ready && ms_cluster -o synchronous_commit=on'
+        ["sh", "-c", '. scripts/lib.sh && ms_ready && ms_cluster -o fsync=on -o synchronous_commit=on'
          ' -o shared_buffers=256MB -o max_wal_size=4GB -o magic_sync.database=' + DB +
          ' env MS_BENCH_INSIDE=1 /usr/bin/python3 "$0" "$@"', here] + sys.argv[1:], cwd=ROOT))
 

@@ -553,7 +553,7 @@ ms_worker_main(Datum arg)
 			(long) ((coalesce_until - GetCurrentTimestamp()) / 1000);
 		long		tidy_in = 0;
 		bool		for_tidy = false;
-		bool		tidy_only = false;
+		volatile bool tidy_only = false;
 
 		quiet = false;
 		/* passes left housekeeping due later: the worker wakes for it then */
@@ -602,6 +602,7 @@ ms_worker_main(Datum arg)
 		{
 			bool		h = holding;
 			bool		more = tidy;
+			long		later;
 			TimestampTz until = 0;
 
 			if (!tidy_only)
@@ -612,7 +613,7 @@ ms_worker_main(Datum arg)
 			}
 			untidy = holding;
 			tidy = false;
-			if (holding && (tidy_only || housekeeping_due(housekept, more, &tidy_in)))
+			if (holding && (tidy_only || housekeeping_due(housekept, more, &later)))
 			{
 				housekept = GetCurrentTimestamp();
 				untidy = false;
