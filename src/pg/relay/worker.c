@@ -54,6 +54,7 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/syncrep.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
@@ -372,10 +373,13 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	 * sync.pull flushes what it returns before it returns it
 	 * (transport/pull.c), so no replica applies a pass a crash could take
 	 * back; a crash before the flush loses the pass whole, and the next plans
-	 * its notes again, as after one that died before its commit.
+	 * its notes again, as after one that died before its commit.  With
+	 * synchronous standbys the commit waits for them as before: a standby
+	 * promoted then has every pass a replica pulled.
 	 */
-	(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_LOCAL, true, 0, false);
+	if (SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
+		(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
 	through = p.messages > 0 ? last_message() : 0;
 	CommitTransactionCommand();
 	if (through > 0)
