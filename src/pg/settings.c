@@ -24,9 +24,11 @@ int			ms_upload_bytes = 16 * 1024 * 1024;
 int			ms_prune_rows = 10000;
 bool		ms_full_plan = false;
 bool		ms_whole_tables = true;
+bool		ms_check_scans = false;
 int			ms_unreachable_after = 2 * 3600;
 int			ms_wishes_kept = 7 * 24 * 3600;
 int			ms_temp_buffers = 128;
+int			ms_standby_lag = 60;
 
 void
 ms_settings_init(void)
@@ -87,6 +89,10 @@ ms_settings_init(void)
 							 "A replica provisioned is sent each table it wants every row of by one read of the table.",
 							 "Off: those rows go through the plan's tables, as every other snapshot's do (slower, the same messages).",
 							 &ms_whole_tables, true, PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("magic_sync.check_scans",
+							 "Each statement of a relay pass is explained first, and a warning names the tables it would read whole.",
+							 "For checking the planner: a one-row change should read no table of the application's whole.",
+							 &ms_check_scans, false, PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("magic_sync.unreachable_after",
 							"A live replica not heard from for this long is unreachable in sync.overview and sync.health.",
 							"A replica files at least its hourly digests: the default allows one missed.",
@@ -102,5 +108,10 @@ ms_settings_init(void)
 							"The plan's temporary tables are read a page at a time: more local buffers only add memory.",
 							&ms_temp_buffers, 128, 100, INT_MAX / 2, PGC_SIGHUP,
 							GUC_UNIT_BLOCKS, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.standby_lag",
+							"How long a hot standby's replay may stay behind the WAL it received before sync.pull there refuses, leaving the pulls to the primary.",
+							"0: a standby serves however far behind its replay is.",
+							&ms_standby_lag, 60, 0, INT_MAX / 1000, PGC_SIGHUP,
+							GUC_UNIT_S, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("magic_sync");
 }
