@@ -148,6 +148,8 @@ ms_wake_register(void)
 	{
 		/* what a worker before it committed is unknown to this one: pulls flush as without */
 		pg_atomic_write_u64(&free_slot->through, 0);
+		/* ... before the database is: a pull there never reads another database's numbers */
+		pg_write_barrier();
 		pg_atomic_write_u32(&free_slot->procno, (uint32) MyProc->pgprocno);
 		pg_atomic_write_u32(&free_slot->dboid, MyDatabaseId);
 	}
@@ -216,13 +218,17 @@ ms_wake_committed_by(int64 number, XLogRecPtr *end)
 
 		if (pg_atomic_read_u32(&s->dboid) == MyDatabaseId)
 		{
-			uint64		through = pg_atomic_read_u64(&s->through);
+			uint64		through;
 
+			pg_read_barrier();
+			through = pg_atomic_read_u64(&s->through);
 			pg_read_barrier();
 			if (through == 0 || (uint64) number > through)
 				return false;
 			*end = pg_atomic_read_u64(&s->committed);
-			return true;
+			/* the slot still this database's: not freed and taken by another's worker meanwhile */
+			pg_read_barrier();
+			return pg_atomic_read_u32(&s->dboid) == MyDatabaseId;
 		}
 	}
 	return false;
