@@ -27,6 +27,10 @@ tmp = tempfile.mkdtemp(prefix="durable.")
 path = os.path.join(tmp, "r.db")
 trace = os.path.join(tmp, "agent.trace")
 
+if shutil.which("strace") is None:
+    check("strace is installed (the order of the agent's calls is read from it)", False, True)
+    finish()
+
 srv = Server("durable")
 srv.exec("""
 CREATE TABLE notes (id int PRIMARY KEY, body text NOT NULL);
