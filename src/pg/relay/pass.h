@@ -140,6 +140,15 @@ extern int	ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls,
 extern int	ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 					Datum *values, const char *nulls, long tcount);
 
+/*
+ * ms_exec_by_index: ms_exec with sequential scans off.  For a statement that
+ * reads the few rows a partial index holds (parked notes): kept from a pass
+ * that planned it while the table was small, its plan read the table whole
+ * at every later pass once the table had grown (sql/34_relay_parked.sql).
+ */
+extern int	ms_exec_by_index(ms_pass *p, const char *sql, int nargs, Oid *types,
+							 Datum *values, const char *nulls, long tcount);
+
 /* ms_exec_all: statements without arguments, one after the other (NULL-terminated). */
 extern void ms_exec_all(ms_pass *p, const char *const *stmts);
 
