@@ -1280,3 +1280,7 @@ UPDATE sync.replicas r SET owed_messages = o.n, owed_bytes = o.b
   FROM (SELECT o.replica, count(*) AS n, sum(o.bytes) AS b FROM sync.outbox o JOIN sync.replicas x ON x.id = o.replica
          WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0) GROUP BY o.replica) o
  WHERE r.id = o.replica;
+
+-- A snapshot whose held rows are recorded after its pass (src/pg/sql/77_held_due.sql)
+ALTER TABLE sync.replicas ADD COLUMN held_due bigint;
+COMMENT ON COLUMN sync.replicas.held_due IS 'The snapshot whose held rows of tables read whole the relay records after its pass; NULL once recorded';

@@ -713,8 +713,9 @@ pull(agent *a, int64_t after, const uint8_t *claim, size_t claim_len, server **f
 
 
 /*
- * pass: pull and apply, a batch at a time, acknowledging each batch; then
- * file what remains to say.  *moved: whether anything changed on either side.
+ * pass: pull and apply, a batch at a time, acknowledging each batch (a
+ * snapshot once it ends); then file what remains to say.  *moved: whether
+ * anything changed on either side.
  */
 static agent_status
 pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
@@ -830,7 +831,15 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 		server_pull_done(from);
 		if (!progressed || chained == 0)
 			break;
-		/* acknowledge what this batch applied, so the server trims the outbox */
+
+		/*
+		 * acknowledge what this batch applied, so the server trims the
+		 * outbox; not in the middle of a snapshot, whose rest is waiting:
+		 * the relay may still be recording what it carries, and a filing
+		 * waits for that (src/pg/relay/record.c)
+		 */
+		if (a->bar.open)
+			continue;
 		rc = uploads(a, st, err);
 		if (rc != STEP_OK)
 			return rc;

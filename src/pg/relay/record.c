@@ -10,6 +10,13 @@
  * it.  What a message carries is recorded as segments (table, first and last
  * key) and turned into sync.held rows set by set at the end, so a snapshot
  * of a million rows costs one INSERT, not a million.
+ *
+ * The worker writes the held rows of tables read whole once the pass
+ * committed, in a transaction of its own (ms_record_held_later): they are
+ * most of a first sync's pass, and its replica pulls and applies the
+ * snapshot meanwhile.  Until then the replica's held_due names the snapshot,
+ * and a pass that finds it set (the worker died in between) provisions the
+ * replica again (observe.c).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -300,13 +307,110 @@ write_held(recorder *r)
 	MemoryContextReset(r->held_cxt);
 }
 
-/* held_of_whole: the held rows of tg's message number, of its whole segments, buffered */
+/* held_add: one held row of a table read whole, buffered; id is not copied */
+static void
+held_add(recorder *r, const pg_uuid_t *id, int tab, const char *key, int64 number)
+{
+	MemoryContext old;
+	int			i;
+
+	if (r->nheld == HELD_BATCH)
+		write_held(r);
+	old = MemoryContextSwitchTo(r->held_cxt);
+	i = r->nheld++;
+	r->held[0][i] = UUIDPGetDatum(id);
+	r->held[1][i] = Int32GetDatum(tab);
+	r->held[2][i] = CStringGetTextDatum(key);
+	r->held[3][i] = Int64GetDatum(number);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * A message's held rows of tables read whole, kept by a worker's pass for
+ * after its commit (ms_record_held_later): its keys as its target had them,
+ * copied once, and its whole segments' tables and rows.
+ */
+typedef struct later_message
+{
+	pg_uuid_t	replica;
+	int64		number;
+	int			nsegs;
+	int		   *tabs;
+	int		   *rows;
+	char	   *keys;			/* each ending in a NUL, in the segments' order */
+} later_message;
+
+/* what a worker's pass keeps for after its commit, in its memory (p->cxt outlives the transaction) */
+struct ms_held_later
+{
+	List	   *messages;		/* later_message * */
+	Size		bytes;			/* their keys, bounded by magic_sync.fill_bytes */
+	bool		noted;			/* a held row looks up its note in pg_temp.ms_pending */
+};
+
+/*
+ * later_keep: tg's message number's held rows of tables read whole, kept
+ * for after the pass when it is the worker's and they fit under the bound
+ * (magic_sync.fill_bytes, as the messages being filled are); the rest are
+ * written in the pass.  True when kept.
+ */
+static bool
+later_keep(recorder *r, target *tg, int64 number)
+{
+	ms_pass    *p = r->p;
+	MemoryContext old;
+	later_message *m;
+	ListCell   *lc;
+	int			n = 0;
+	int64		rows = 0;
+
+	if (!p->held_later || tg->whole_keys.len == 0 ||
+		(p->later != NULL && p->later->bytes + tg->whole_keys.len > (Size) ms_fill_bytes * 1024))
+		return false;
+	old = MemoryContextSwitchTo(p->cxt);
+	if (p->later == NULL)
+	{
+		p->later = palloc0(sizeof(struct ms_held_later));
+		p->later->noted = p->noted;
+	}
+	m = palloc(sizeof(later_message));
+	m->replica = tg->id;
+	m->number = number;
+	foreach(lc, tg->segments)
+		n += ((segment *) lfirst(lc))->whole ? 1 : 0;
+	m->nsegs = 0;
+	m->tabs = palloc(sizeof(int) * n);
+	m->rows = palloc(sizeof(int) * n);
+	foreach(lc, tg->segments)
+	{
+		segment    *s = lfirst(lc);
+
+		if (!s->whole)
+			continue;
+		m->tabs[m->nsegs] = s->tab;
+		m->rows[m->nsegs++] = s->rows;
+		rows += s->rows;
+	}
+	m->keys = palloc(tg->whole_keys.len);
+	memcpy(m->keys, tg->whole_keys.data, tg->whole_keys.len);
+	p->later->messages = lappend(p->later->messages, m);
+	p->later->bytes += tg->whole_keys.len;
+	p->held_deferred += rows;
+	/* counted as recorded: the pass checks its segments against them (held_of_snapshots) */
+	r->held_whole += (uint64) rows;
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/* held_of_whole: the held rows of tg's message number, of its whole segments, buffered or kept */
 static void
 held_of_whole(recorder *r, target *tg, int64 number)
 {
 	const char *key = tg->whole_keys.data;
 	ListCell   *lc;
 
+	if (later_keep(r, tg, number))
+		return;
 	foreach(lc, tg->segments)
 	{
 		segment    *s = lfirst(lc);
@@ -315,19 +419,8 @@ held_of_whole(recorder *r, target *tg, int64 number)
 			continue;
 		for (int k = 0; k < s->rows; k++)
 		{
-			MemoryContext old;
-			int			i;
-
-			if (r->nheld == HELD_BATCH)
-				write_held(r);
-			old = MemoryContextSwitchTo(r->held_cxt);
-			i = r->nheld++;
 			/* the target's own id: a hash table's entries never move */
-			r->held[0][i] = UUIDPGetDatum(&tg->id);
-			r->held[1][i] = Int32GetDatum(s->tab);
-			r->held[2][i] = CStringGetTextDatum(key);
-			r->held[3][i] = Int64GetDatum(number);
-			MemoryContextSwitchTo(old);
+			held_add(r, &tg->id, s->tab, key, number);
 			key += strlen(key) + 1;
 		}
 	}
@@ -1139,6 +1232,8 @@ record_chains(recorder *r)
 	 * provisioned, and nothing owed beyond it (every message of the pass is
 	 * numbered up to its end).  Otherwise what the pass wrote is owed too
 	 * ($6, $7): relay.c's outbox_bounds reads it rather than the outbox.
+	 * A snapshot whose held rows are written once the pass committed
+	 * (ms_record_held_later): held_due names it until then.
 	 */
 	ms_exec(p, psprintf(
 			"UPDATE sync.replicas r SET last_number = w.last, last_nonce = w.nonce,"
@@ -1146,11 +1241,12 @@ record_chains(recorder *r)
 			" snapshot_end = coalesce(w.snap_end, r.snapshot_end),%s"
 			" schema_hash = CASE WHEN w.first IS NULL THEN r.schema_hash ELSE $8 END,"
 			" provision = CASE WHEN w.first IS NULL THEN r.provision ELSE false END,"
-			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END"
+			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END%s"
 			" FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
 			" WHERE r.id = w.id",
 			p->owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
-			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : ""),
+			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : "",
+			p->held_deferred > 0 ? ", held_due = w.first" : ""),
 			8, types, values, NULL, 0);
 }
 
@@ -1166,6 +1262,9 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	ms_wish_due_set *due;
 
 	recorder_init(&r, p);
+	/* a plan run again after rows were set aside starts over */
+	p->later = NULL;
+	p->held_deferred = 0;
 	load_targets(&r, replicas, provisioning);
 	p->one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
 	r.provisioning = (pg_uuid_t *) ARR_DATA_PTR(provisioning);
@@ -1215,4 +1314,34 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;
+}
+
+void
+ms_record_held_later(ms_pass *p)
+{
+	recorder	r;
+	ListCell   *lc;
+
+	memset(&r, 0, sizeof r);
+	r.p = p;
+	r.held_cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync held rows to write", ALLOCSET_DEFAULT_SIZES);
+	p->noted = p->later != NULL && p->later->noted;
+	foreach(lc, p->later != NULL ? p->later->messages : NIL)
+	{
+		later_message *m = lfirst(lc);
+		const char *key = m->keys;
+
+		for (int s = 0; s < m->nsegs; s++)
+			for (int k = 0; k < m->rows[s]; k++)
+			{
+				held_add(&r, &m->replica, m->tabs[s], key, m->number);
+				key += strlen(key) + 1;
+			}
+	}
+	write_held(&r);
+	if ((int64) r.held_whole != p->held_deferred)
+		elog(ERROR, "magic_sync: %llu held rows were recorded of %lld left for after the pass",
+			 (unsigned long long) r.held_whole, (long long) p->held_deferred);
+	ms_exec(p, "UPDATE sync.replicas SET held_due = NULL WHERE held_due IS NOT NULL", 0, NULL, NULL, NULL, 0);
+	MemoryContextDelete(r.held_cxt);
 }

@@ -393,6 +393,7 @@ ms_relay_pass(ms_pass *p)
 	ArrayType  *replicas = NULL;
 	int64		notes;
 	bool		bounds_later = p->bounds_later;
+	bool		held_later = p->held_later;
 	struct ms_floor *floor = p->floor;
 
 	/* one snapshot for the whole pass, whose writes never land on newer versions (pass.h) */
@@ -405,6 +406,7 @@ ms_relay_pass(ms_pass *p)
 	SPI_connect();
 	ms_pass_begin(p, p->cxt);
 	p->bounds_later = bounds_later;
+	p->held_later = held_later;
 	p->floor = floor;
 	/* the relay reads each table as its owner: its code runs with no other rights */
 	p->as_owners = true;
@@ -445,6 +447,30 @@ ms_relay_pass(ms_pass *p)
 	}
 	if (notes > 0)
 		ms_batch_done(p);
+	ms_pass_end(p);
+	SPI_finish();
+}
+
+/*
+ * ms_relay_held: the held rows a pass of the worker left to write once it
+ * committed (record.c), in a transaction of their own, holding what the
+ * pass holds: sync.file waits for them, as it waits for a pass, while the
+ * replicas provisioned pull and apply their snapshots meanwhile.
+ */
+void
+ms_relay_held(ms_pass *p)
+{
+	MemoryContext cxt = p->cxt;
+	struct ms_held_later *later = p->later;
+	int64		rows = p->held_deferred;
+
+	SPI_connect();
+	ms_relay_hold_replicas();
+	ms_pass_begin(p, cxt);
+	p->later = later;
+	p->held_deferred = rows;
+	ms_plans_keep(false);
+	ms_record_held_later(p);
 	ms_pass_end(p);
 	SPI_finish();
 }

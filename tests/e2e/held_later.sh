@@ -1,0 +1,123 @@
+#!/bin/sh
+# The worker's first syncs (issue 37): a snapshot's messages commit with its
+# pass, and the held rows of the tables it reads whole follow in a
+# transaction of their own (src/pg/relay/record.c), while the replica pulls
+# and applies.  Until then the replica's held_due names the snapshot; a
+# worker that dies in between, or held rows that fail to record, leave it
+# set, and the next pass provisions the replica again.  A session's
+# uncommitted held row holds the worker between the two: the held rows wait
+# on it, the pass's messages do not.
+set -u
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+cd "$(dirname "$0")/../.." || exit 2
+. tests/e2e/lib.sh
+in_cluster "$self" -o magic_sync.database=postgres -o magic_sync.naptime=200
+DB=postgres
+ROWS=5000
+worker_pid() { q $DB "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'"; }
+
+q $DB "CREATE EXTENSION magic_sync" >/dev/null
+q $DB "CREATE TABLE items (id int PRIMARY KEY, v text NOT NULL)"
+q $DB "INSERT INTO items SELECT g, 'v' || g FROM generate_series(1, $ROWS) g"
+q $DB "SELECT sync.mirror('items', 'catalog', 'broadcast')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+wait_for 30 $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)" || true
+TAB=$(q $DB "SELECT id FROM sync.tables WHERE name = 'items'")
+
+# block REPLICA: a session of its own holds an uncommitted held row of the
+# replica's last row, which the held rows the worker writes wait on
+tmp=$(mktemp -d)
+trap 'exec 3>&- 2>/dev/null; rm -rf "$tmp"' EXIT
+block() {
+	mkfifo "$tmp/in"
+	psql -XAtq -d $DB <"$tmp/in" >/dev/null 2>&1 &
+	blocker=$!
+	exec 3>"$tmp/in"
+	echo "BEGIN; INSERT INTO sync.held (replica, tab, key, number) VALUES ('$1', $TAB, sync.key(ARRAY['$ROWS']), 0);" >&3
+	sleep 1
+}
+# unblock COMMIT|ROLLBACK
+unblock() {
+	echo "$1;" >&3
+	exec 3>&-
+	wait "$blocker"
+	rm -f "$tmp/in"
+}
+# due REPLICA: its snapshot's messages committed, its held rows not yet
+due() { wait_for 60 $DB "SELECT NOT provision AND held_due IS NOT NULL FROM sync.replicas WHERE id = '$1'"; }
+held() { q $DB "SELECT count(*) FROM sync.held WHERE replica = '$1'"; }
+snapshot() { q $DB "SELECT snapshot_number FROM sync.replicas WHERE id = '$1'"; }
+
+# 1. the pass commits the snapshot; its held rows follow once they can
+R1=eeeeeeee-0000-0000-0000-000000000001
+block $R1
+q $DB "SELECT sync.replica_add('$R1')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+due $R1 || true
+check "the snapshot's messages committed before its held rows" \
+	"$(q $DB "SELECT held_due = snapshot_number AND snapshot_end IS NOT NULL
+	           AND (SELECT count(*) FROM sync.outbox o WHERE o.replica = r.id AND NOT o.dropped) > 1
+	           FROM sync.replicas r WHERE id = '$R1'")" "t"
+check "no held row recorded yet" "$(held $R1)" "0"
+check "the worker waits to record them" \
+	"$(q $DB "SELECT wait_event_type FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")" "Lock"
+first=$(snapshot $R1)
+unblock ROLLBACK
+wait_for 30 $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R1'" || true
+check "then every row is recorded held" "$(held $R1)" "$ROWS"
+check "by the messages of its snapshot, with the version planned" \
+	"$(q $DB "SELECT count(*) FROM sync.held h JOIN sync.replicas r ON r.id = h.replica
+	           WHERE h.replica = '$R1' AND h.number BETWEEN r.snapshot_number AND r.snapshot_end
+	             AND h.since = h.number AND h.note = 0 AND h.taken IS NULL")" "$ROWS"
+check "and the snapshot is the one written" "$(snapshot $R1)" "$first"
+
+# 2. the worker dies between the two: the next pass provisions the replica again
+R2=eeeeeeee-0000-0000-0000-000000000002
+block $R2
+q $DB "SELECT sync.replica_add('$R2')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+due $R2 || true
+first=$(snapshot $R2)
+pid=$(worker_pid)
+q $DB "SELECT pg_terminate_backend($pid)" >/dev/null
+unblock ROLLBACK
+wait_for 60 $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0}
+                 FROM sync.replicas WHERE id = '$R2'" || true
+check "a worker that died before the held rows: the replica is provisioned again" \
+	"$(q $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0} FROM sync.replicas WHERE id = '$R2'")" "t"
+check "and every row recorded held, once" "$(held $R2)" "$ROWS"
+check "by its new snapshot" \
+	"$(q $DB "SELECT count(*) FROM sync.held h JOIN sync.replicas r ON r.id = h.replica
+	           WHERE h.replica = '$R2' AND h.number BETWEEN r.snapshot_number AND r.snapshot_end")" "$ROWS"
+check "its first snapshot's messages are dropped" \
+	"$(q $DB "SELECT count(*) FROM sync.outbox WHERE replica = '$R2' AND number < $first AND NOT dropped")" "0"
+check "the other replica is untouched" "$(held $R1)/$(snapshot $R1)" "$ROWS/$(snapshot $R1)"
+
+# 3. a row recorded held meanwhile (sync.file's, say): the held rows fail, the replica is provisioned again
+R3=eeeeeeee-0000-0000-0000-000000000003
+block $R3
+q $DB "SELECT sync.replica_add('$R3')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+due $R3 || true
+first=$(snapshot $R3)
+unblock COMMIT
+wait_for 60 $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0}
+                 FROM sync.replicas WHERE id = '$R3'" || true
+check "held rows that fail to record: the replica is provisioned again" \
+	"$(q $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0} FROM sync.replicas WHERE id = '$R3'")" "t"
+check "and every row recorded held, by the new snapshot" \
+	"$(q $DB "SELECT count(*) FROM sync.held h JOIN sync.replicas r ON r.id = h.replica
+	           WHERE h.replica = '$R3' AND h.number BETWEEN r.snapshot_number AND r.snapshot_end")" "$ROWS"
+
+# 4. magic_sync.held_later off: the pass records them itself, before its messages go
+q $DB "ALTER SYSTEM SET magic_sync.held_later = off" >/dev/null
+q $DB "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+R4=eeeeeeee-0000-0000-0000-000000000004
+q $DB "SELECT sync.replica_add('$R4')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+wait_for 30 $DB "SELECT NOT provision FROM sync.replicas WHERE id = '$R4'" || true
+check "off, the pass records the held rows with its messages" \
+	"$(q $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R4'")/$(held $R4)" "t/$ROWS"
+
+finish
