@@ -355,37 +355,6 @@ parse_options(int argc, char **argv, options *o)
 /* ---- one pass ----------------------------------------------------------- */
 
 /*
- * carried: what a message carries, for the bar: whether it begins a
- * snapshot and how many rows that snapshot carries, and its upserts.
- */
-static void
-carried(agent *a, const pulled *m, bool *begins, int64_t *of, int64_t *upserts)
-{
-	ms_wire_status st;
-	char		reason[MS_REASON_MAX];
-	Sync__ToReplica *msg;
-
-	*begins = false;
-	*of = 0;
-	*upserts = 0;
-	msg = ms_to_replica_decode(m->message, m->len, (size_t) replica_max_message_bytes(a->rep),
-							   NULL, &st, reason);
-	if (msg == NULL)
-		return;					/* sync_apply will say why */
-	if (st == MS_WIRE_OK && msg->body_case == SYNC__TO_REPLICA__BODY_DOWN)
-	{
-		if (msg->down->begin)
-		{
-			*begins = true;
-			*of = (int64_t) msg->down->begin->rows;
-		}
-		for (size_t i = 0; i < msg->down->n_tables; i++)
-			*upserts += (int64_t) msg->down->tables[i]->n_upserts;
-	}
-	sync__to_replica__free_unpacked(msg, NULL);
-}
-
-/*
  * file: sync.file of one upload.  An upload stamps what it carries in the
  * replica as sent; one whose filing failed for the infrastructure (the
  * connection broke, before or after the server committed it) is kept and
@@ -715,7 +684,9 @@ pull(agent *a, int64_t after, const uint8_t *claim, size_t claim_len, server **f
 /*
  * pass: pull and apply, a batch at a time, acknowledging each batch (a
  * snapshot once it ends); then file what remains to say.  *moved: whether
- * anything changed on either side.
+ * anything changed on either side.  In a snapshot, the next batch is pulled
+ * while this one applies (server_pull_ahead): the server reads and sends it
+ * meanwhile.
  */
 static agent_status
 pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
@@ -723,6 +694,8 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 	round_stats before = *st;
 	agent_status rc;
 	bool		halt = false;
+	server	   *from = NULL;
+	bool		ahead = false;	/* the next batch is on its way from `from` */
 
 	while (!halt && !stop_signal)
 	{
@@ -732,38 +705,46 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 		size_t		claim_len = 0;
 		pulled	   *rows;
 		int			n;
-		server	   *from;
 		int			chained = 0;
 		bool		progressed = false;
 
-		rc = replica_applied(a->rep, &after, &open, claim, &claim_len, err);
-		if (rc != STEP_OK)
-			return rc;
-		if (open && !a->bar.open)
+		if (ahead)
 		{
-			/* a snapshot was under way when the agent started: its size is unknown */
-			a->bar.open = true;
-			a->bar.rows = 0;
-			a->bar.of = 0;
+			ahead = false;
+			rc = server_pull_next(from, &rows, &n, err);
+			if (rc != STEP_OK)
+				return rc;
 		}
-		rc = pull(a, after, claim, claim_len, &from, &rows, &n, err);
-		if (rc != STEP_OK)
-			return rc;
+		else
+		{
+			rc = replica_applied(a->rep, &after, &open, claim, &claim_len, err);
+			if (rc != STEP_OK)
+				return rc;
+			if (open && !a->bar.open)
+			{
+				/* a snapshot was under way when the agent started: its size is unknown */
+				a->bar.open = true;
+				a->bar.rows = 0;
+				a->bar.of = 0;
+			}
+			rc = pull(a, after, claim, claim_len, &from, &rows, &n, err);
+			if (rc != STEP_OK)
+				return rc;
+		}
 		for (int i = 0; i < n && !halt && !stop_signal; i++)
 		{
 			apply_result res;
-			bool		begins = false;
-			int64_t		of = 0,
-						upserts = 0;
 
 			if (rows[i].number != 0)
-			{
 				chained++;
-				carried(a, &rows[i], &begins, &of, &upserts);
-			}
 			rc = replica_apply(a->rep, rows[i].message, rows[i].len, &res, err);
+			if (rc == STEP_OK && i == 0 && a->bar.open && rows[n - 1].number > 0 &&
+				strcmp(res.result, "applied") == 0)
+				/* a snapshot's: its rest is pulled while this batch applies */
+				ahead = server_pull_ahead(from, a->uuid_bytes, rows[n - 1].number, a->opt.pull_bytes, err) == STEP_OK;
 			if (rc != STEP_OK)
 			{
+				server_pull_drop(from);
 				server_pull_done(from);
 				/* the primary counts a send that keeps failing: it serves the next try */
 				if (rc == STEP_FAILED)
@@ -772,7 +753,11 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 			}
 			if (strcmp(res.result, "applied") == 0)
 			{
+				/* for the bar, what sync_apply says of the message: decoded once, by it */
+				bool		begins = strcmp(res.snapshot, "begin") == 0;
 				bool		ended = strcmp(res.snapshot, "end") == 0;
+				int64_t		of = res.begin_rows;
+				int64_t		upserts = res.upserts + res.kept + res.refused;
 
 				progressed = true;
 				st->messages++;
@@ -829,6 +814,12 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 			}
 		}
 		server_pull_done(from);
+		/* stopped short of the batch's end, or done: what was pulled ahead goes */
+		if (halt || stop_signal || !progressed || chained == 0 || !a->bar.open)
+		{
+			server_pull_drop(from);
+			ahead = false;
+		}
 		if (!progressed || chained == 0)
 			break;
 

@@ -813,11 +813,15 @@ apply(applier *a, ms_buf *out)
 	a->n.let_go = let_go;
 	if (rc == SQLITE_OK)
 	{
+		/* a snapshot's first message says how many rows the snapshot carries (the agent's bar) */
 		ms_buf_printf(out, "{\"result\":\"applied\",\"number\":%llu,\"snapshot\":%s%s%s,"
-					  "\"upserts\":%d,\"deletes\":%d,\"retired\":%d,\"kept\":%d,\"refused\":%d,\"let_go\":%d%s}",
+					  "\"upserts\":%d,\"deletes\":%d,\"retired\":%d,\"kept\":%d,\"refused\":%d,\"let_go\":%d",
 					  (unsigned long long) m->number, snapshot ? "\"" : "", snapshot ? snapshot : "null",
 					  snapshot ? "\"" : "", a->n.upserts, a->n.deletes, a->n.retired, a->n.kept,
-					  a->n.refused, a->n.let_go, a->evolved.len ? a->evolved.data : "");
+					  a->n.refused, a->n.let_go);
+		if (begins)
+			ms_buf_printf(out, ",\"begin_rows\":%llu", (unsigned long long) m->down->begin->rows);
+		ms_buf_printf(out, "%s}", a->evolved.len ? a->evolved.data : "");
 	}
 	finish(a);
 	return rc;

@@ -585,6 +585,7 @@ fresh_tables_named_whole(void)
 			  "\"customer\":1,\"total\":3}", -1, "aaaaaaaa-0000-0000-0000-000000000001", "1", NULL);
 	r = tm_apply(db, tm_next(&s, d, NULL));
 	CHECK(t_has(r, "\"applied\"") && t_has(r, "\"upserts\":2"), "a first snapshot begins: %s %s", S(r), tm_error());
+	CHECK(t_has(r, "\"begin_rows\":"), "its first message says how many rows it carries: %s", S(r));
 	CHECK(t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl IN ('customers', 'products')") == 2 &&
 		  t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl IN ('customers', 'products') AND key = ''") == 2,
 		  "its catalog tables are named whole, no key of theirs written");
