@@ -42,6 +42,7 @@
 #include "seal.h"
 #include "settings.h"
 #include "hlc_clock.h"
+#include "heldrows.h"
 #include "wire.h"
 #include "wish.h"
 #include "temp.h"
@@ -268,6 +269,7 @@ store_body(recorder *r, StringInfo body, int upserts, int deletes)
 }
 
 static void insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values);
+static bool insert_held_direct(recorder *r);
 
 /*
  * write_held: the held rows of tables read whole buffered so far.  A row
@@ -286,6 +288,15 @@ write_held(recorder *r)
 	if (r->nheld == 0)
 		return;
 	old = MemoryContextSwitchTo(r->held_cxt);
+	/* with no note to look up, a page at a time (heldrows.c) */
+	if (!r->p->noted && insert_held_direct(r))
+	{
+		r->held_whole += (uint64) r->nheld;
+		r->nheld = 0;
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(r->held_cxt);
+		return;
+	}
 	for (int c = 0; c < 4; c++)
 		arrays[c] = batch_array(r->held[c], r->nheld, elem[c]);
 	/* the arrays read in step, a row at a time (in FROM, unnest would gather them first) */
@@ -931,14 +942,54 @@ sent_again(const char *new, const char *old)
  * the pass did not see.  As an update of a row changed since is, it is a
  * serialization failure, transient: the pass is run again, nothing parked.
  */
+typedef struct held_write
+{
+	ms_pass    *p;
+	const char *sql;			/* by SQL, with these arguments; or */
+	int			nargs;
+	Oid		   *types;
+	Datum	   *values;
+	recorder   *r;				/* r's rows buffered, by heldrows.c */
+	bool		done;			/* heldrows.c wrote them */
+} held_write;
+
+static void
+held_write_run(held_write *w)
+{
+	if (w->r != NULL)
+		w->done = ms_held_insert(w->r->nheld, w->r->held[0], w->r->held[1], w->r->held[2], w->r->held[3]);
+	else
+		ms_exec(w->p, w->sql, w->nargs, w->types, w->values, NULL, 0);
+}
+
+static void insert_held_as(held_write *w);
+
 static void
 insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values)
+{
+	held_write	w = {p, sql, nargs, types, values, NULL, false};
+
+	insert_held_as(&w);
+}
+
+/* r's buffered held rows, by heldrows.c: false when it cannot, and they go by SQL */
+static bool
+insert_held_direct(recorder *r)
+{
+	held_write	w = {r->p, NULL, 0, NULL, NULL, r, false};
+
+	insert_held_as(&w);
+	return w.done;
+}
+
+static void
+insert_held_as(held_write *w)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 
 	PG_TRY();
 	{
-		ms_exec(p, sql, nargs, types, values, NULL, 0);
+		held_write_run(w);
 	}
 	PG_CATCH();
 	{
