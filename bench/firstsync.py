@@ -117,7 +117,7 @@ def state_of(pid):
 
 
 class States(threading.Thread):
-    """how often a process was found in each state, sampled every 10 ms"""
+    """how often a process was found in each state, sampled every 20 ms"""
 
     def __init__(self, pid):
         super().__init__(daemon=True)
@@ -127,7 +127,7 @@ class States(threading.Thread):
         while not self.done:
             st = state_of(self.pid)
             self.seen[st] = self.seen.get(st, 0) + 1
-            time.sleep(0.01)
+            time.sleep(0.02)
 
     def stop(self):
         self.done = True
@@ -152,7 +152,7 @@ def children(ppid):
 
 class ServerCpu:
     """CPU seconds of the server's processes between start() and stop(), by role:
-    sampled every 20 ms meanwhile, so that a process that ends (a table
+    sampled every 50 ms meanwhile, so that a process that ends (a table
     synchronisation worker) counts what it used until its last sample"""
 
     def __init__(self, cur, postmaster):
@@ -172,7 +172,7 @@ class ServerCpu:
                     self.roles.update(roles(self.who))
                 except psycopg2.Error:
                     pass
-            time.sleep(0.02)
+            time.sleep(0.05)
 
     def start(self, who=None):
         """who: a cursor of a connection of its own, to name the processes as they come"""
@@ -259,7 +259,7 @@ class Watch(threading.Thread):
     """when predicate first held, polled every `nap` s on a connection of its own;
     and the CPU seconds of process `pid` then"""
 
-    def __init__(self, sql, args, pid=None, nap=0.005):
+    def __init__(self, sql, args, pid=None, nap=0.02):
         super().__init__(daemon=True)
         self.sql, self.args, self.nap, self.at, self.done = sql, args, nap, None, False
         self.pid, self.cpu = pid, None

@@ -124,6 +124,8 @@ extern agent_status replica_upload_refused(replica *r, const uint8_t *up, size_t
 extern agent_status replica_retry_too_large(replica *r, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_backlog(replica *r, backlog *out, char err[AGENT_ERROR_MAX]);
 extern int64_t replica_max_message_bytes(replica *r);
+/* relax: a snapshot's messages commit without a sync each; false: synced as before, now */
+extern agent_status replica_relax(replica *r, bool relax, char err[AGENT_ERROR_MAX]);
 /* whether another connection wrote the file since the last call */
 extern bool replica_written(replica *r);
 /* json_extract of a JSON text, through the replica's connection */

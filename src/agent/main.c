@@ -602,6 +602,10 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 	int			turn = 0;
 
 	bound(a);
+	/* what a snapshot applied is synced before anything acknowledges it */
+	rc = replica_relax(a->rep, false, err);
+	if (rc != STEP_OK)
+		return rc;
 	rc = replica_lanes(a->rep, lanes, AGENT_LANES_MAX, &nlanes, err);
 	if (rc != STEP_OK)
 		return rc;
@@ -785,6 +789,14 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 						report_snapshot(0, 0, false, true);
 					a->bar.open = false;
 					st->snapshots++;
+				}
+				/* a snapshot's messages are synced once, at its end (replica_relax) */
+				rc = replica_relax(a->rep, a->bar.open, err);
+				if (rc != STEP_OK)
+				{
+					server_pull_drop(from);
+					server_pull_done(from);
+					return rc;
 				}
 			}
 			else if (strcmp(res.result, "filed") == 0)

@@ -46,6 +46,8 @@ struct replica
 	sqlite3_stmt *rollback;
 	int64_t		version;		/* PRAGMA data_version when last looked at */
 	int64_t		max_message;
+	int			sync_level;		/* PRAGMA synchronous as the file was opened */
+	bool		relaxed;		/* a snapshot's messages commit without a sync each (replica_relax) */
 };
 
 static agent_status
@@ -222,6 +224,12 @@ replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
 		rc = prepare(r, "COMMIT", &r->commit);
 	if (rc == SQLITE_OK)
 		rc = prepare(r, "ROLLBACK", &r->rollback);
+	if (rc == SQLITE_OK)
+	{
+		rc = sqlite3_prepare_v2(r->db, "PRAGMA synchronous", -1, &stmt, NULL);
+		r->sync_level = rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW ? sqlite3_column_int(stmt, 0) : 2;
+		sqlite3_finalize(stmt);
+	}
 	if (rc == SQLITE_OK)
 	{
 		rc = sqlite3_prepare_v2(r->db, "SELECT sync_config('max_message_bytes')", -1, &stmt, NULL);
@@ -582,6 +590,40 @@ replica_backlog(replica *r, backlog *out, char err[AGENT_ERROR_MAX])
 	out->set_aside = sqlite3_column_int64(r->progress, 2);
 	out->refused = sqlite3_column_int64(r->progress, 3);
 	sqlite3_reset(r->progress);
+	return STEP_OK;
+}
+
+/*
+ * replica_relax: while a snapshot is applied, its messages commit without
+ * a sync of the file each (synchronous = NORMAL, in WAL mode): a power loss
+ * may take the last of them back -- all of a message or none of it, the
+ * file never corrupt -- and they are pulled again, since the agent
+ * acknowledges nothing in the middle of a snapshot.  A sync each was a few
+ * milliseconds a message, seconds of a first sync.  Relaxed no more: the
+ * setting the file was opened with again, and the log synced (a
+ * checkpoint) before anything is acknowledged.
+ */
+agent_status
+replica_relax(replica *r, bool relax, char err[AGENT_ERROR_MAX])
+{
+	char		sql[64];
+	int			rc = SQLITE_OK;
+
+	/* NORMAL or less already: nothing to relax */
+	if (relax == r->relaxed || (relax && r->sync_level <= 1))
+		return STEP_OK;
+	if (relax)
+		rc = sqlite3_exec(r->db, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+	else
+	{
+		snprintf(sql, sizeof sql, "PRAGMA synchronous = %d", r->sync_level);
+		rc = sqlite3_exec(r->db, sql, NULL, NULL, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(r->db, "PRAGMA wal_checkpoint(PASSIVE)", NULL, NULL, NULL);
+	}
+	if (rc != SQLITE_OK)
+		return fail(r, rc, "PRAGMA synchronous", err);
+	r->relaxed = relax;
 	return STEP_OK;
 }
 
