@@ -351,6 +351,9 @@ typedef struct later_message
 	char	   *keys;			/* each ending in a NUL, in the segments' order */
 } later_message;
 
+/* what a message kept costs beside its keys: its struct, its list cell, their chunks' headers */
+#define LATER_OVERHEAD (sizeof(later_message) + 64)
+
 /* what a worker's pass keeps for after its commit, in its memory (p->cxt outlives the transaction) */
 struct ms_held_later
 {
@@ -376,7 +379,7 @@ later_keep(recorder *r, target *tg, int64 number)
 	int64		rows = 0;
 
 	if (!p->held_later || tg->whole_keys.len == 0 ||
-		(p->later != NULL && p->later->bytes + tg->whole_keys.len > (Size) ms_fill_bytes * 1024))
+		(p->later != NULL && p->later->bytes + tg->whole_keys.len + LATER_OVERHEAD > (Size) ms_fill_bytes * 1024))
 		return false;
 	old = MemoryContextSwitchTo(p->cxt);
 	if (p->later == NULL)
@@ -405,7 +408,7 @@ later_keep(recorder *r, target *tg, int64 number)
 	m->keys = palloc(tg->whole_keys.len);
 	memcpy(m->keys, tg->whole_keys.data, tg->whole_keys.len);
 	p->later->messages = lappend(p->later->messages, m);
-	p->later->bytes += tg->whole_keys.len;
+	p->later->bytes += tg->whole_keys.len + LATER_OVERHEAD + 2 * sizeof(int) * n;
 	p->held_deferred += rows;
 	/* counted as recorded: the pass checks its segments against them (held_of_snapshots) */
 	r->held_whole += (uint64) rows;
