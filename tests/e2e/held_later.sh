@@ -120,4 +120,29 @@ wait_for 30 $DB "SELECT NOT provision FROM sync.replicas WHERE id = '$R4'" || tr
 check "off, the pass records the held rows with its messages" \
 	"$(q $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R4'")/$(held $R4)" "t/$ROWS"
 
+# 5. more than magic_sync.fill_bytes of them: those past the bound are recorded in the pass
+q $DB "ALTER SYSTEM SET magic_sync.held_later = on" >/dev/null
+q $DB "ALTER SYSTEM SET magic_sync.fill_bytes = 64" >/dev/null
+q $DB "SELECT pg_reload_conf()" >/dev/null
+q $DB "INSERT INTO items SELECT g, 'v' || g FROM generate_series($((ROWS + 1)), 30000) g"
+q $DB "SELECT sync.wake()" >/dev/null
+wait_for 60 $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)" || true
+sleep 1
+R5=eeeeeeee-0000-0000-0000-000000000005
+# the first row's held row waits: it is among those kept for after the pass
+mkfifo "$tmp/in"
+psql -XAtq -d $DB <"$tmp/in" >/dev/null 2>&1 &
+blocker=$!
+exec 3>"$tmp/in"
+echo "BEGIN; INSERT INTO sync.held (replica, tab, key, number) VALUES ('$R5', $TAB, sync.key(ARRAY['1']), 0);" >&3
+sleep 1
+q $DB "SELECT sync.replica_add('$R5')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+due $R5 || true
+check "past the bound, the rest are recorded by the pass" \
+	"$(q $DB "SELECT count(*) BETWEEN 1 AND 29999 FROM sync.held WHERE replica = '$R5'")" "t"
+unblock ROLLBACK
+wait_for 30 $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R5'" || true
+check "and every row is recorded held once the kept ones are" "$(held $R5)" "30000"
+
 finish
