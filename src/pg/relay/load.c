@@ -143,6 +143,30 @@ json_writer_init(const ms_table *t, json_writer *w)
 	}
 }
 
+/*
+ * escape_json's string: one with nothing to escape (no quote, backslash or
+ * control character) in one piece, rather than a character at a time
+ */
+static void
+json_string(StringInfo out, const char *s)
+{
+	const char *q = s;
+
+	while (*q != '\0' && (unsigned char) *q >= ' ' && *q != '"' && *q != '\\')
+		q++;
+	if (*q != '\0')
+	{
+		escape_json(out, s);
+		return;
+	}
+	enlargeStringInfo(out, (int) (q - s) + 2);
+	out->data[out->len++] = '"';
+	memcpy(out->data + out->len, s, q - s);
+	out->len += (int) (q - s);
+	out->data[out->len++] = '"';
+	out->data[out->len] = '\0';
+}
+
 /* the row as row_to_json writes it, of columns first.. of the result (json_written(t)) */
 static void
 encode_json(const ms_table *t, const json_writer *w, HeapTuple tup, TupleDesc desc, int first, StringInfo out)
@@ -169,7 +193,7 @@ encode_json(const ms_table *t, const json_writer *w, HeapTuple tup, TupleDesc de
 		if (w->kinds[c] == JSON_NUMBER && IsValidJsonNumber(s, strlen(s)))
 			appendStringInfoString(out, s);
 		else
-			escape_json(out, s);
+			json_string(out, s);
 		pfree(s);
 	}
 	appendStringInfoChar(out, '}');
