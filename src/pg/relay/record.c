@@ -938,13 +938,7 @@ sent_again(const char *new, const char *old)
 					new, new, old, new, old);
 }
 
-/*
- * The held rows of rows the plan found held by no replica, inserted: one
- * there now was recorded since the pass's snapshot (sync.file's of a row the
- * replica uploaded, while a pass by hand ran on an older snapshot), a write
- * the pass did not see.  As an update of a row changed since is, it is a
- * serialization failure, transient: the pass is run again, nothing parked.
- */
+/* a write of held rows: by SQL, or a recorder's buffered rows by heldrows.c */
 typedef struct held_write
 {
 	ms_pass    *p;
@@ -967,6 +961,13 @@ held_write_run(held_write *w)
 
 static void insert_held_as(held_write *w);
 
+/*
+ * The held rows of rows the plan found held by no replica, inserted: one
+ * there now was recorded since the pass's snapshot (sync.file's of a row the
+ * replica uploaded, while a pass by hand ran on an older snapshot), a write
+ * the pass did not see.  As an update of a row changed since is, it is a
+ * serialization failure, transient: the pass is run again, nothing parked.
+ */
 static void
 insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values)
 {
