@@ -3,6 +3,81 @@
 -- is what a fresh 0.2 install makes.
 \echo Use "ALTER EXTENSION magic_sync UPDATE" to load this file. \quit
 
+-- The extension owns its schema (docs/operations.md, Installing).  Schema
+-- sync must be this extension's, owned by a superuser, no one else may
+-- create in it, and it holds nothing but the extension's own objects:
+-- whoever could put an object there -- a database owner who ran CREATE
+-- SCHEMA sync before CREATE EXTENSION, say -- would have the script, the
+-- definer functions and the relay resolve names to theirs, and whoever owns
+-- it could rename it and put a sync of their own in its place.  Checked by
+-- CREATE EXTENSION and by every update, before anything else runs; every name
+-- here is pg_catalog's, for the search_path is that schema's.
+DO $guard$
+DECLARE
+	ext pg_catalog.oid;
+	home pg_catalog.oid;
+	nsp pg_catalog.oid;
+	owner_name pg_catalog.name;
+	creators pg_catalog.text;
+	foreign_objects pg_catalog.text;
+BEGIN
+	SELECT e.oid, e.extnamespace INTO ext, home
+	  FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'magic_sync';
+	SELECT n.oid, r.rolname INTO nsp, owner_name
+	  FROM pg_catalog.pg_namespace n
+	  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner AND r.rolsuper
+	 WHERE n.nspname OPERATOR(pg_catalog.=) 'sync';
+	IF home IS NULL OR nsp IS NULL OR nsp OPERATOR(pg_catalog.<>) home THEN
+		RAISE EXCEPTION 'the schema of extension magic_sync is not schema sync'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				DETAIL = pg_catalog.format('The extension is in schema %s; the schema named sync is %s.',
+					pg_catalog.quote_ident((SELECT n.nspname FROM pg_catalog.pg_namespace n WHERE n.oid OPERATOR(pg_catalog.=) home)),
+					CASE WHEN nsp IS NULL THEN 'none' ELSE 'another' END),
+				HINT = 'Whoever renamed it could put a schema sync of its own in its place: see docs/operations.md, Installing.';
+	END IF;
+	IF owner_name IS NULL THEN
+		RAISE EXCEPTION 'schema sync is owned by role %, which is not a superuser',
+			(SELECT n.nspowner::pg_catalog.regrole FROM pg_catalog.pg_namespace n WHERE n.oid OPERATOR(pg_catalog.=) nsp)
+			USING ERRCODE = 'insufficient_privilege',
+				DETAIL = 'The owner of the extension''s schema can rename it and put a schema of its own in its place, or create objects in it that the extension''s functions, run with raised rights, would call.',
+				HINT = 'Let CREATE EXTENSION magic_sync make its schema: as a superuser, drop this one, with what it holds checked first, and try again.  The extension installed in it already: docs/operations.md, Installing.';
+	END IF;
+	SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+	                                  ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END, ', ')
+	  INTO creators
+	  FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+	 WHERE n.oid OPERATOR(pg_catalog.=) nsp AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+	   AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles r
+	                    WHERE r.oid OPERATOR(pg_catalog.=) a.grantee AND r.rolsuper);
+	IF creators IS NOT NULL THEN
+		RAISE EXCEPTION 'roles other than superusers may create objects in schema sync: %', creators
+			USING ERRCODE = 'insufficient_privilege',
+				DETAIL = 'An object of theirs in the extension''s schema could be called by its functions, run with raised rights.',
+				HINT = pg_catalog.format('REVOKE CREATE ON SCHEMA sync FROM %s; and check what they created there.', creators);
+	END IF;
+	-- what DROP SCHEMA would drop: every object that depends on the schema
+	-- itself, but the extension and its members
+	SELECT pg_catalog.string_agg(pg_catalog.format('%s %s', o.type, o.identity), ', ' ORDER BY d.classid, d.objid)
+	  INTO foreign_objects
+	  FROM pg_catalog.pg_depend d, pg_catalog.pg_identify_object(d.classid, d.objid, d.objsubid) o
+	 WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+	   AND d.refobjid OPERATOR(pg_catalog.=) nsp
+	   AND NOT (d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+	            AND d.objid OPERATOR(pg_catalog.=) ext)
+	   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend m
+	                    WHERE m.classid OPERATOR(pg_catalog.=) d.classid AND m.objid OPERATOR(pg_catalog.=) d.objid
+	                      AND m.deptype OPERATOR(pg_catalog.=) 'e'
+	                      AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+	                      AND m.refobjid OPERATOR(pg_catalog.=) ext);
+	IF foreign_objects IS NOT NULL THEN
+		RAISE EXCEPTION 'schema sync holds objects that are not the extension''s'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				DETAIL = pg_catalog.format('Not the extension''s: %s.', foreign_objects),
+				HINT = 'The extension''s schema holds its objects only: move those out (ALTER ... SET SCHEMA) or drop them, once you know who made them and why.';
+	END IF;
+END
+$guard$;
+
 -- sync.digest(key) is anyone's, as the README says (0.1 granted its steps
 -- instead, which an aggregate runs with its owner's rights)
 GRANT EXECUTE ON FUNCTION sync.digest(text) TO PUBLIC;
@@ -59,7 +134,7 @@ CREATE TABLE sync.generations (
 	timeline		int NOT NULL,				-- the server's timeline then
 	system			text NOT NULL,				-- the cluster's system identifier then
 	database		oid NOT NULL,				-- the database's oid then
-	began			timestamptz NOT NULL DEFAULT now(),
+	began			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	reason			text NOT NULL
 );
 COMMENT ON TABLE sync.generations IS 'Generations: the server''s lineage, raised with each epoch and when its timeline, cluster or database changed; messages carry the newest';
@@ -75,7 +150,7 @@ CREATE TABLE sync.refused_claims (
 	claim			text NOT NULL,				-- what was claimed, and through which call
 	reason			text NOT NULL,
 	sqlstate		text NOT NULL,
-	at				timestamptz NOT NULL DEFAULT now()
+	at				timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 COMMENT ON TABLE sync.refused_claims IS 'The last claim of each replica the server refused, and why';
 SELECT pg_catalog.pg_extension_config_dump('sync.generations', '');
@@ -110,7 +185,7 @@ GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer, bytea) TO PUBLIC;
 CREATE TABLE sync.sends (
 	replica			uuid PRIMARY KEY,
 	filed_seq		bigint NOT NULL,
-	filed_at		timestamptz NOT NULL DEFAULT now()
+	filed_at		timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 COMMENT ON TABLE sync.sends IS 'The last send number filed per replica: one at or below it is a duplicate';
 SELECT pg_catalog.pg_extension_config_dump('sync.sends', '');
@@ -120,7 +195,7 @@ CREATE TABLE sync.dropped (
 	tab				int NOT NULL,
 	key				text COLLATE "C" NOT NULL,
 	reason			text NOT NULL,
-	at				timestamptz NOT NULL DEFAULT now(),
+	at				timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (replica, tab, key)
 );
 COMMENT ON TABLE sync.dropped IS 'Edits replicas sent that the server did not take, for a reason the replica must fix, until the row is filed';
@@ -683,7 +758,7 @@ GRANT EXECUTE ON FUNCTION sync.replica_set(uuid, boolean, text, name) TO sync_ad
 -- Every change is noted (issue 19.8): the noting triggers fire ALWAYS, under
 -- session_replication_role = replica too; sync.check reports one that does not
 COMMENT ON FUNCTION sync.check() IS
-	'One row per problem: a noting trigger missing, disabled, not ENABLE ALWAYS or not as sync.mirror writes it, or a declaration that no longer matches its table; the relay refuses to run while there is any';
+	'One row per problem: a noting trigger missing, disabled, not ENABLE ALWAYS or not as sync.mirror writes it, or a declaration that no longer matches its table; the relay refuses to run while there is any, but a foreign key not indexed (the relay runs, reading the table whole)';
 DO $$
 DECLARE
 	g record;
@@ -716,7 +791,7 @@ CREATE TABLE sync.refused_rows (
 	key				text COLLATE "C" NOT NULL,
 	note			bigint NOT NULL,			-- the version refused (sync.held.note then)
 	times			int NOT NULL DEFAULT 1,		-- how often in a row this version was refused
-	refused_at		timestamptz NOT NULL DEFAULT now(),	-- the last refusal
+	refused_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),	-- the last refusal
 	due				timestamptz,				-- when it is sent again; NULL: sent, its answer awaited
 	PRIMARY KEY (replica, tab, key)
 );
@@ -752,6 +827,7 @@ BEGIN
 			       format('%s: %s: %s; the relay will not run until sync.mirror or sync.retrigger puts it right',
 			              c.tab, c.problem, c.detail) AS reason, NULL::text AS sqlstate
 			  FROM sync.check() c
+			 WHERE c.problem <> 'foreign key not indexed'	-- it runs, reading a table whole
 			UNION ALL
 			-- changes the relay has not planned yet: it plans them at its next pass
 			SELECT 'notes pending', 'infrastructure', NULL, t.relid, NULL, count(*), min(n.noted),
@@ -911,7 +987,7 @@ CREATE TABLE sync.wish_list (
 	fate			text NOT NULL DEFAULT 'pending'
 		CHECK (fate IN ('pending', 'applied', 'declined', 'superseded')),
 	why				text,
-	made			timestamptz NOT NULL DEFAULT now(),
+	made			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	decided			timestamptz,
 	number			bigint						-- the message that carried it down; NULL: not sent yet
 );
@@ -1280,6 +1356,33 @@ UPDATE sync.replicas r SET owed_messages = o.n, owed_bytes = o.b
   FROM (SELECT o.replica, count(*) AS n, sum(o.bytes) AS b FROM sync.outbox o JOIN sync.replicas x ON x.id = o.replica
          WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0) GROUP BY o.replica) o
  WHERE r.id = o.replica;
+
+-- The installation's signing key (src/pg/signing.c, docs/protocol.md 2.4):
+-- one Ed25519 key, made by the first relay pass or filing that signs a
+-- message (not by CREATE EXTENSION, so that a restored dump brings back its
+-- own key, as it brings its epoch) and kept across epochs.  Its private half
+-- is the extension's alone: sync_admin reads its public half (99_grants.sql).
+CREATE TABLE sync.signing_key (
+	id				boolean PRIMARY KEY DEFAULT true CHECK (id),
+	private_key		bytea NOT NULL CHECK (octet_length(private_key) = 32),
+	public_key		bytea NOT NULL CHECK (octet_length(public_key) = 32),
+	made			timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE sync.signing_key IS 'The installation''s Ed25519 key: every message to a replica is signed with it; replicas pin its public half (sync.signing_key())';
+SELECT pg_catalog.pg_extension_config_dump('sync.signing_key', '');
+
+CREATE FUNCTION sync.signing_key() RETURNS bytea
+	LANGUAGE sql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$ SELECT public_key FROM sync.signing_key $$;
+COMMENT ON FUNCTION sync.signing_key() IS
+	'The public key every message to a replica is signed with (32 bytes, Ed25519), NULL before the first relay pass made it: what a replica''s agent pins over its connection (sync_trust_key)';
+REVOKE ALL ON sync.signing_key FROM PUBLIC;
+GRANT SELECT (id, public_key, made) ON sync.signing_key TO sync_admin;
+GRANT INSERT, UPDATE, DELETE, SELECT ON sync.signing_key TO sync_relay;
+REVOKE ALL ON FUNCTION sync.signing_key() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.signing_key() TO sync_admin;
+GRANT EXECUTE ON FUNCTION sync.signing_key() TO PUBLIC;
 
 -- A snapshot whose held rows are recorded after its pass (src/pg/sql/77_held_due.sql)
 ALTER TABLE sync.replicas ADD COLUMN held_due bigint;

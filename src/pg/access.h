@@ -10,8 +10,9 @@
 
 /*
  * ms_replica_access: the caller may pull and file for this replica: it is
- * the replica's own role, or a member of sync_admin.  Errors otherwise, and
- * when the replica is unknown or dropped.  SPI connected.
+ * the replica's own role, or a member of sync_admin.  Errors otherwise (42501,
+ * the same for a uuid not registered, so no role learns which are), and,
+ * to those who may, when the replica is unknown or dropped.  SPI connected.
  */
 extern void ms_replica_access(pg_uuid_t *replica, const char *what);
 

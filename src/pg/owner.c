@@ -109,6 +109,14 @@ ms_definer_begin(FunctionCallInfo fcinfo, ms_as_owner *s)
 	s->active = true;
 }
 
+void
+ms_pinned_begin(ms_as_owner *s)
+{
+	GetUserIdAndSecContext(&s->save_user, &s->save_sec);
+	pin_search_path(s);
+	s->active = true;
+}
+
 /* ---- the extension's own statements ---------------------------------- */
 
 /* ours: a relation of schema sync, or of this session's temporary schema */

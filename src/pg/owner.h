@@ -61,6 +61,15 @@ extern void ms_definer_begin(FunctionCallInfo fcinfo, ms_as_owner *s);
 #define ms_definer_end(s) ms_owner_end(s)
 
 /*
+ * ms_pinned_begin: search_path = pg_catalog, pg_temp until ms_pinned_end,
+ * as whoever runs: for a C function without a SET clause (an event trigger,
+ * run by whoever runs DDL, a superuser too) whose SQL must find no operator
+ * or function a database's or role's search_path puts ahead of pg_catalog.
+ */
+extern void ms_pinned_begin(ms_as_owner *s);
+#define ms_pinned_end(s) ms_owner_end(s)
+
+/*
  * ms_owner_prepare: SPI_prepare of a statement of the extension's own, whose
  * relations in schema sync and in the session's temporary schema are
  * checked as `self` wherever it runs, however often it is analysed again.

@@ -25,9 +25,11 @@ int			ms_prune_rows = 10000;
 bool		ms_full_plan = false;
 bool		ms_whole_tables = true;
 bool		ms_held_later = true;
+bool		ms_check_scans = false;
 int			ms_unreachable_after = 2 * 3600;
 int			ms_wishes_kept = 7 * 24 * 3600;
 int			ms_temp_buffers = 128;
+int			ms_standby_lag = 60;
 
 void
 ms_settings_init(void)
@@ -92,6 +94,10 @@ ms_settings_init(void)
 							 "The worker records the held rows of the tables a snapshot reads whole after its pass commits.",
 							 "In a transaction of their own, while the replicas provisioned pull and apply; off: in the pass, before its messages go.",
 							 &ms_held_later, true, PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("magic_sync.check_scans",
+							 "Each statement of a relay pass is explained first, and a warning names the tables it would read whole.",
+							 "For checking the planner: a one-row change should read no table of the application's whole.",
+							 &ms_check_scans, false, PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("magic_sync.unreachable_after",
 							"A live replica not heard from for this long is unreachable in sync.overview and sync.health.",
 							"A replica files at least its hourly digests: the default allows one missed.",
@@ -107,5 +113,10 @@ ms_settings_init(void)
 							"The plan's temporary tables are read a page at a time: more local buffers only add memory.",
 							&ms_temp_buffers, 128, 100, INT_MAX / 2, PGC_SIGHUP,
 							GUC_UNIT_BLOCKS, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.standby_lag",
+							"How long a hot standby's replay may stay behind the WAL it received before sync.pull there refuses, leaving the pulls to the primary.",
+							"0: a standby serves however far behind its replay is.",
+							&ms_standby_lag, 60, 0, INT_MAX / 1000, PGC_SIGHUP,
+							GUC_UNIT_S, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("magic_sync");
 }

@@ -17,8 +17,11 @@
  * the command's end.  A mirrored table dropped is no longer mirrored, and
  * its replicas let it go.
  *
- * Both run as the extension's owner, with search_path pinned: whoever runs
- * the DDL needs no right on sync.*.  The triggers the follow makes again
+ * Both follow as the extension's owner, with search_path pinned: whoever
+ * runs the DDL needs no right on sync.*.  What they read of the command
+ * first they read as whoever runs it, with search_path pinned all the same:
+ * a superuser's DDL in a database whose owner put an operator of its own
+ * ahead of pg_catalog must not run it.  The triggers the follow makes again
  * fire these event triggers too; they are let pass.
  *-------------------------------------------------------------------------
  */
@@ -170,6 +173,7 @@ ms_ddl_end(PG_FUNCTION_ARGS)
 {
 	List	   *relids;
 	bool		all = follow_all;
+	ms_as_owner pinned;
 
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -182,11 +186,13 @@ ms_ddl_end(PG_FUNCTION_ARGS)
 	CommandCounterIncrement();
 	PushCopiedSnapshot(GetTransactionSnapshot());
 	UpdateActiveSnapshotCommandId();
+	ms_pinned_begin(&pinned);
 	SPI_connect();
 	relids = touched();
 	if (relids != NIL || all)
 		follow(fcinfo, relids, all);
 	SPI_finish();
+	ms_pinned_end(&pinned);
 	PopActiveSnapshot();
 	PG_RETURN_NULL();
 }
@@ -196,6 +202,7 @@ Datum
 ms_ddl_drop(PG_FUNCTION_ARGS)
 {
 	int			rc;
+	ms_as_owner pinned;
 
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -203,6 +210,7 @@ ms_ddl_drop(PG_FUNCTION_ARGS)
 				 errmsg("sync.ddl_drop() runs only as an event trigger")));
 	if (following || creating_extension)
 		PG_RETURN_NULL();
+	ms_pinned_begin(&pinned);
 	SPI_connect();
 	rc = SPI_execute("SELECT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects()"
 					 "  WHERE NOT is_temporary AND object_type IN ('table', 'table column',"
@@ -215,5 +223,6 @@ ms_ddl_drop(PG_FUNCTION_ARGS)
 		follow_all |= DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
 	SPI_finish();
+	ms_pinned_end(&pinned);
 	PG_RETURN_NULL();
 }

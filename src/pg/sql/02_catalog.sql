@@ -31,7 +31,7 @@ CREATE TABLE sync.tables (
 	fields			jsonb NOT NULL DEFAULT '{}',	-- proto codec: column -> field number, fixed for good
 	columns			jsonb NOT NULL DEFAULT '{}',	-- mirrored column -> its type when declared (sync.check)
 	foreign_keys	jsonb NOT NULL DEFAULT '{}',	-- FK constraint -> the mirrored table it points at, when declared
-	declared		timestamptz NOT NULL DEFAULT now(),
+	declared		timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	-- What schema changes follow the table by (src/pg/declare/follow.c):
 	ids				jsonb NOT NULL DEFAULT '{}',	-- mirrored column -> its id, given once, never reused: replicas match columns by it
 	attnums			jsonb NOT NULL DEFAULT '{}',	-- every column of the table -> its attnum: a rename is followed by it
@@ -42,7 +42,7 @@ CREATE TABLE sync.tables (
 	lane			text COLLATE "C" NOT NULL DEFAULT '' CHECK (lane ~ '^([a-z][a-z0-9_]{0,62})?$')
 );
 CREATE SEQUENCE sync.tables_id_seq AS int OWNED BY sync.tables.id;
-ALTER TABLE sync.tables ALTER COLUMN id SET DEFAULT nextval('sync.tables_id_seq');
+ALTER TABLE sync.tables ALTER COLUMN id SET DEFAULT pg_catalog.nextval('sync.tables_id_seq'::pg_catalog.regclass);
 COMMENT ON TABLE sync.tables IS 'Mirrored tables, as sync.mirror declared them';
 
 -- Replicas (src/pg/replicas.c).  seen_* is what the last relay pass saw
@@ -54,7 +54,7 @@ CREATE TABLE sync.replicas (
 	role			name,						-- the role it authenticates as
 	live			boolean NOT NULL DEFAULT true,
 	dropped			boolean NOT NULL DEFAULT false,	-- sync.replica_drop: forgotten at the next pass
-	added			timestamptz NOT NULL DEFAULT now(),
+	added			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	seen_live		boolean NOT NULL DEFAULT false,
 	seen_partition	text,
 	provision		boolean NOT NULL DEFAULT true,	-- provision from scratch at the next pass
@@ -84,7 +84,7 @@ COMMENT ON TABLE sync.replicas IS 'The replicas, what the relay last saw of them
 CREATE TABLE sync.epoch (
 	id				bytea PRIMARY KEY CHECK (octet_length(id) = 16),
 	secret			bytea NOT NULL CHECK (octet_length(secret) = 32),
-	started			timestamptz NOT NULL DEFAULT now(),
+	started			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	reason			text NOT NULL,
 	ended			timestamptz
 );
@@ -96,22 +96,22 @@ COMMENT ON TABLE sync.epoch IS 'Epochs: the current one has no end; a new epoch 
 -- a dumped and restored database keeps the order.
 CREATE SEQUENCE sync.note_seq;
 CREATE TABLE sync.notes (
-	id				bigint NOT NULL DEFAULT nextval('sync.note_seq'),
+	id				bigint NOT NULL DEFAULT pg_catalog.nextval('sync.note_seq'::pg_catalog.regclass),
 	tab				int NOT NULL,				-- sync.tables.id (for a group table: the grouped table)
 	source			"char" NOT NULL DEFAULT 'r',	-- r: the row; m: a group member; a: a group assignment
 	key				text COLLATE "C",			-- the row's canonical key (m: the grouped row's; a: NULL)
 	part			text,						-- the row's partition
 	old_key			text COLLATE "C",			-- the key before the change, when it changed
 	old_part		text,						-- the partition it left, when it moved
-	pointed			jsonb,						-- FK constraint name -> parent's canonical key, before the change
+	pointed			jsonb,						-- FK constraint name -> its columns (the parent's key first) as a canonical key, before the change
 	replica			uuid,						-- a: the replica given or taken the group
 	grp				text,						-- m, a: the group
-	xid				xid8 NOT NULL DEFAULT pg_current_xact_id(),
+	xid				xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
 	build			smallint NOT NULL DEFAULT 1,	-- a later build's note is skipped, never misread
 	done			boolean NOT NULL DEFAULT false,
 	parked			text,						-- planning it failed for good: why (src/pg/park.c)
 	parked_at		timestamptz,				-- since when: read again a minute later
-	noted			timestamptz NOT NULL DEFAULT now()	-- when the noting transaction began (src/pg/read.c: pending since)
+	noted			timestamptz NOT NULL DEFAULT pg_catalog.now()	-- when the noting transaction began (src/pg/read.c: pending since)
 );
 -- The noting trigger writes a note in every writing transaction: one index
 -- to maintain, not three.  Ids come from a sequence (unique without an index);
@@ -144,7 +144,7 @@ CREATE TABLE sync.outbox (
 	bytes			int NOT NULL,
 	snapshot		boolean NOT NULL DEFAULT false,	-- begins a snapshot
 	dropped			boolean NOT NULL DEFAULT false,	-- replaced by a snapshot: never pulled, still known
-	written			timestamptz NOT NULL DEFAULT now(),
+	written			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	pulls			int NOT NULL DEFAULT 0,		-- times sync.pull returned it: past one, it went out and was not applied
 	PRIMARY KEY (replica, number)
 );
@@ -221,7 +221,7 @@ CREATE TABLE sync.refused_rows (
 	key				text COLLATE "C" NOT NULL,
 	note			bigint NOT NULL,			-- the version refused (sync.held.note then)
 	times			int NOT NULL DEFAULT 1,		-- how often in a row this version was refused
-	refused_at		timestamptz NOT NULL DEFAULT now(),	-- the last refusal
+	refused_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),	-- the last refusal
 	due				timestamptz,				-- when it is sent again; NULL: sent, its answer awaited
 	PRIMARY KEY (replica, tab, key)
 );
@@ -251,7 +251,7 @@ CREATE TABLE sync.answers (
 	replica			uuid NOT NULL,
 	send_id			bytea NOT NULL,
 	message			bytea NOT NULL,
-	filed			timestamptz NOT NULL DEFAULT now(),
+	filed			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	pulled			timestamptz,
 	received		timestamptz,				-- a filing of the replica showed it no longer waits for it
 	PRIMARY KEY (replica, send_id),
@@ -273,8 +273,8 @@ CREATE TABLE sync.inbox (
 	reason			text NOT NULL,
 	sqlstate		text,
 	tries			int NOT NULL DEFAULT 1,
-	first_at		timestamptz NOT NULL DEFAULT now(),
-	last_at			timestamptz NOT NULL DEFAULT now(),
+	first_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	last_at			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	UNIQUE (replica, tab, key)
 );
 COMMENT ON TABLE sync.inbox IS 'Uploaded rows set aside: they failed for good (a SQLSTATE: filed again by sync.inbox_retry after a fix) or wait until the replica holds the row again (none)';
@@ -287,7 +287,7 @@ CREATE TABLE sync.quarantine (
 	note			bigint NOT NULL DEFAULT 0,	-- newest note when set aside: a later one retries it
 	reason			text NOT NULL,
 	sqlstate		text,
-	since			timestamptz NOT NULL DEFAULT now(),
+	since			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (tab, key)
 );
 COMMENT ON TABLE sync.quarantine IS 'Rows that cannot go to replicas (they do not encode, or no message can carry them): planned around, tried again a minute later, when they change, or on sync.quarantine_retry';
@@ -304,7 +304,7 @@ CREATE TABLE sync.generations (
 	timeline		int NOT NULL,				-- the server's timeline then
 	system			text NOT NULL,				-- the cluster's system identifier then
 	database		oid NOT NULL,				-- the database's oid then
-	began			timestamptz NOT NULL DEFAULT now(),
+	began			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	reason			text NOT NULL
 );
 COMMENT ON TABLE sync.generations IS 'Generations: the server''s lineage, raised with each epoch and when its timeline, cluster or database changed; messages carry the newest';
@@ -320,7 +320,7 @@ CREATE TABLE sync.refused_claims (
 	claim			text NOT NULL,				-- what was claimed, and through which call
 	reason			text NOT NULL,
 	sqlstate		text NOT NULL,
-	at				timestamptz NOT NULL DEFAULT now()
+	at				timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 COMMENT ON TABLE sync.refused_claims IS 'The last claim of each replica the server refused, and why';
 

@@ -12,7 +12,7 @@
 CREATE TABLE sync.sends (
 	replica			uuid NOT NULL,
 	filed_seq		bigint NOT NULL,
-	filed_at		timestamptz NOT NULL DEFAULT now(),
+	filed_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	lane			text COLLATE "C" NOT NULL DEFAULT '',
 	PRIMARY KEY (replica, lane)
 );
@@ -37,7 +37,7 @@ CREATE TABLE sync.dropped (
 	tab				int NOT NULL,
 	key				text COLLATE "C" NOT NULL,
 	reason			text NOT NULL,
-	at				timestamptz NOT NULL DEFAULT now(),
+	at				timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (replica, tab, key)
 );
 COMMENT ON TABLE sync.dropped IS 'Edits replicas sent that the server did not take, for a reason the replica must fix, until the row is filed';

@@ -15,7 +15,7 @@ CREATE TABLE sync.wish_list (
 	fate			text NOT NULL DEFAULT 'pending'
 		CHECK (fate IN ('pending', 'applied', 'declined', 'superseded')),
 	why				text,
-	made			timestamptz NOT NULL DEFAULT now(),
+	made			timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	decided			timestamptz,
 	number			bigint						-- the message that carried it down; NULL: not sent yet
 );

@@ -24,6 +24,12 @@
  * filing, that it was received (ack.c), during the minute after it was
  * filed; past that the primary gives it.
  *
+ * A standby whose replay stays behind the WAL it received (paused, waiting
+ * on a query in conflict with it, or slower than the primary writes) for
+ * longer than magic_sync.standby_lag refuses the pull, transiently: its
+ * replicas would otherwise wait on it unnoticed until their agent's next
+ * pull from the primary, up to 10 minutes later.
+ *
  * A caught-up pull on the primary writes nothing either: the replica's row
  * is locked only when its claim says something is to be written.
  *-------------------------------------------------------------------------
@@ -31,18 +37,23 @@
 #include "magic_sync.h"
 
 #include "access/xlog.h"
+#include "access/xlogrecovery.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "replication/walreceiver.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
 
 #include "access.h"
 #include "claim.h"
+#include "settings.h"
 #include "wire.h"
 
 PG_FUNCTION_INFO_V1(ms_pull);
@@ -178,6 +189,60 @@ beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
 	ereport(LOG, (errmsg("magic_sync: %s", why)));
 }
 
+/*
+ * replay_behind_ms: how long a hot standby's replay has stayed behind the
+ * WAL it received, in ms; 0 when it keeps up.  PostgreSQL's own measure for
+ * max_standby_streaming_delay: when the startup process began on the WAL it
+ * replays, which it moves on only once it has replayed all it had received
+ * (GetCurrentChunkReplayStartTime), on this server's clock.
+ */
+static int64
+replay_behind_ms(XLogRecPtr *received, XLogRecPtr *replayed)
+{
+	TimestampTz began = GetCurrentChunkReplayStartTime();
+
+	*received = GetWalRcvFlushRecPtr(NULL, NULL);
+	*replayed = GetXLogReplayRecPtr(NULL);
+	if (*received <= *replayed || began == 0)
+		return 0;
+	return (GetCurrentTimestamp() - began) / 1000;
+}
+
+/*
+ * standby_keeps_up: on a hot standby, refuses the pull (57P03, transient:
+ * the agent pulls from the next standby or the primary, and comes back
+ * later) while replay has stayed behind for longer than
+ * magic_sync.standby_lag.  WAL that arrives after a quiet spell is behind
+ * from the moment it is received to the moment the startup process takes
+ * it: looked at again for up to 100 ms, that does not count.
+ */
+static void
+standby_keeps_up(void)
+{
+	XLogRecPtr	received;
+	XLogRecPtr	replayed;
+	int64		behind;
+
+	if (ms_standby_lag == 0)
+		return;
+	for (int looks = 1; (behind = replay_behind_ms(&received, &replayed)) > (int64) ms_standby_lag * 1000; looks++)
+	{
+		if (looks > 10)
+			ereport(ERROR,
+					(errcode(ERRCODE_CANNOT_CONNECT_NOW),
+					 errmsg("this standby's replay has stayed behind the WAL it received for %lld s: pull from the primary",
+							(long long) (behind / 1000)),
+					 errdetail("It received WAL up to %X/%X and replayed up to %X/%X%s; magic_sync.standby_lag is %d s.",
+							   LSN_FORMAT_ARGS(received), LSN_FORMAT_ARGS(replayed),
+							   GetRecoveryPauseState() != RECOVERY_NOT_PAUSED ? ", and its replay is paused" : "",
+							   ms_standby_lag),
+					 errhint("The agent pulls from the next --pull, or the primary, and tries this standby again 30 s later."
+							 "  What holds replay: pg_get_wal_replay_pause_state(), a query in conflict with it (max_standby_streaming_delay).")));
+		pg_usleep(10000L);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
 /* claim: what the replica says it applied, decoded; NULL when it said nothing */
 static Sync__Applied *
 claim(FunctionCallInfo fcinfo)
@@ -297,6 +362,8 @@ ms_pull(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
 	ms_replica_access(replica, "pull");
+	if (standby)
+		standby_keeps_up();
 	values[0] = UUIDPGetDatum(replica);
 	applied = claim(fcinfo);
 	/* a standby's record lags: claims are the primary's to check */
