@@ -603,8 +603,8 @@ replica_backlog(replica *r, backlog *out, char err[AGENT_ERROR_MAX])
  * file never corrupt -- and they are pulled again, since the agent
  * acknowledges nothing in the middle of a snapshot.  A sync each was a few
  * milliseconds a message, seconds of a first sync.  Relaxed no more: the
- * setting the file was opened with again, and the log synced (a
- * checkpoint) before anything is acknowledged.
+ * setting the file was opened with again, and the log synced (its file's
+ * own sync) before anything is acknowledged.
  */
 agent_status
 replica_relax(replica *r, bool relax, char err[AGENT_ERROR_MAX])
@@ -619,10 +619,22 @@ replica_relax(replica *r, bool relax, char err[AGENT_ERROR_MAX])
 		rc = sqlite3_exec(r->db, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
 	else
 	{
+		sqlite3_file *log = NULL;
+
 		snprintf(sql, sizeof sql, "PRAGMA synchronous = %d", r->sync_level);
 		rc = sqlite3_exec(r->db, sql, NULL, NULL, NULL);
+
+		/*
+		 * The log synced itself, as a commit at this setting would: a
+		 * checkpoint syncs it only when it has frames to copy that no reader
+		 * holds back, and not at all while another connection checkpoints,
+		 * so an application's open read could leave what the agent then
+		 * acknowledges unsynced.  In WAL mode the log is the journal.
+		 */
 		if (rc == SQLITE_OK)
-			rc = sqlite3_exec(r->db, "PRAGMA wal_checkpoint(PASSIVE)", NULL, NULL, NULL);
+			rc = sqlite3_file_control(r->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &log);
+		if (rc == SQLITE_OK && log != NULL && log->pMethods != NULL)
+			rc = log->pMethods->xSync(log, r->sync_level >= 3 ? SQLITE_SYNC_FULL : SQLITE_SYNC_NORMAL);
 	}
 	if (rc != SQLITE_OK)
 		return fail(r, rc, "PRAGMA synchronous", err);
