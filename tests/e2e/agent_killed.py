@@ -7,7 +7,7 @@ replica_relax): acknowledging must never run ahead of what the file holds.
 
   - magic_sync_agent, a real process on a real SQLite file, pulls a snapshot
     of many small messages, one a pull; once the file holds some of its rows
-    a session holds the rest back (sync.outbox locked), and the agent is
+    a session holds the rest back (sync.bodies locked), and the agent is
     killed (SIGKILL) mid-snapshot: the file holds part of the rows, the
     snapshot open, and the server records nothing acknowledged;
   - rows change meanwhile; the agent started again finishes the snapshot,
@@ -74,8 +74,13 @@ while file_rows() == 0 and time.time() < deadline and agent.poll() is None:
 if agent.poll() is not None:
     print(agent.communicate()[0])
 with hold.cursor() as c:
-    c.execute("LOCK TABLE sync.outbox IN ACCESS EXCLUSIVE MODE")
-time.sleep(1)
+    # the pulls wait (they read the bodies), not the filings
+    c.execute("LOCK TABLE sync.bodies IN ACCESS EXCLUSIVE MODE")
+deadline = time.time() + 30
+while time.time() < deadline and not srv.one(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%sync.pull%'"):
+    time.sleep(0.05)
+time.sleep(0.5)
 agent.send_signal(signal.SIGKILL)
 agent.wait()
 held_back = file_rows()
