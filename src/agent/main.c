@@ -44,6 +44,7 @@
 #define PULLS_MAX 8				/* --pull: standbys at most */
 #define ONCE_WAIT_MS (10 * 60 * 1000)	/* --once: the longest wait for the relay to plan */
 #define ONCE_POLL_MS 200		/* --once: how often it asks meanwhile */
+#define FILE_SOON_MS 200		/* a filing the relay had yet to take (55P03): filed again after */
 
 static volatile sig_atomic_t stop_signal;
 
@@ -112,6 +113,7 @@ typedef struct agent
 	int64_t		bound;			/* the server's upload_bytes when last looked at; -1: not yet */
 	bool		bound_looked;	/* looked at this round */
 	bool		trusted;		/* the server's key is the one the replica trusts (trust()) */
+	bool		file_soon;		/* a filing waited on the relay recording a snapshot's held rows: again shortly */
 	int			fatal;			/* an exit code a step decided on (EXIT_CONFIG), 0 none */
 	char		fatal_why[AGENT_ERROR_MAX];
 } agent;
@@ -660,6 +662,16 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 		/* a lane said something: the others are asked again in turn, so a busy one never keeps them waiting */
 		memcpy(done, refused_whole, sizeof done);
 		rc = file(a, up, len, st, sqlstate, err);
+		if (rc == STEP_TRANSIENT && strcmp(sqlstate, "55P03") == 0)
+		{
+			/*
+			 * The relay is recording what the replica's snapshot carries
+			 * (ack.c): the upload is kept and filed again shortly, the
+			 * connection kept, and the snapshot pulled meanwhile.
+			 */
+			a->file_soon = true;
+			break;
+		}
 		if (rc == STEP_FAILED)
 		{
 			rc = refused(a, up, len, sqlstate, st, err);
@@ -1273,6 +1285,12 @@ main(int argc, char **argv)
 			continue;
 		}
 
+		if (a.file_soon)
+		{
+			a.file_soon = false;
+			agent_sleep(FILE_SOON_MS, &stop_signal);
+			continue;
+		}
 		waiter_round(a.wait, passes > 1);
 		switch (waiter_wait(a.wait, a.srv, a.uuid, a.rep, &stop_signal, err))
 		{
