@@ -1402,3 +1402,7 @@ GRANT INSERT, UPDATE, DELETE, SELECT ON sync.signing_key TO sync_relay;
 REVOKE ALL ON FUNCTION sync.signing_key() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.signing_key() TO sync_admin;
 GRANT EXECUTE ON FUNCTION sync.signing_key() TO PUBLIC;
+
+-- A snapshot whose held rows are recorded after its pass (src/pg/sql/77_held_due.sql)
+ALTER TABLE sync.replicas ADD COLUMN held_due bigint;
+COMMENT ON COLUMN sync.replicas.held_due IS 'The snapshot whose held rows of tables read whole the relay records after its pass; NULL once recorded';

@@ -65,7 +65,9 @@ typedef struct apply_result
 	int64_t		deletes;
 	int64_t		retired;
 	int64_t		refused;
+	int64_t		kept;
 	int64_t		let_go;
+	int64_t		begin_rows;		/* a snapshot's first message: the rows the snapshot carries */
 	int64_t		filed_rows;		/* a Filed answer: rows the server filed */
 	int64_t		notes;			/* a Filed answer: notes it let go of */
 	int64_t		set_aside;		/* a Filed answer: rows the server refused, set aside */
@@ -175,6 +177,15 @@ extern agent_status server_pull(server *s, const uint8_t replica[16], int64_t af
 								const uint8_t *claim, size_t claim_len, int max_bytes,
 								pulled **rows, int *n, char err[AGENT_ERROR_MAX]);
 extern void server_pull_done(server *s);
+/*
+ * the next pull sent ahead, claiming nothing, while the last one's rows are
+ * applied; then its rows (server_pull_next: *rows as server_pull's), or it
+ * let go of (server_pull_drop) before the connection serves anything else
+ */
+extern agent_status server_pull_ahead(server *s, const uint8_t replica[16], int64_t after, int max_bytes,
+									  char err[AGENT_ERROR_MAX]);
+extern agent_status server_pull_next(server *s, pulled **rows, int *n, char err[AGENT_ERROR_MAX]);
+extern void server_pull_drop(server *s);
 /* file: the filing's answer, a JSON text in out; the SQLSTATE of a failure in sqlstate */
 extern agent_status server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
 								char *out, size_t size, char sqlstate[6], char err[AGENT_ERROR_MAX]);

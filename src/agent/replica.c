@@ -436,6 +436,8 @@ replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 	out->deletes = replica_json_int(r, json, "$.deletes");
 	out->retired = replica_json_int(r, json, "$.retired");
 	out->refused = replica_json_int(r, json, "$.refused");
+	out->kept = replica_json_int(r, json, "$.kept");
+	out->begin_rows = replica_json_int(r, json, "$.begin_rows");
 	out->let_go = replica_json_int(r, json, "$.let_go");
 	out->filed_rows = replica_json_int(r, json, "$.rows");
 	out->gap = replica_json_int(r, json, "$.gap");

@@ -42,6 +42,7 @@ struct server
 	PGresult   *pulled;			/* the last pull's result, alive while its rows are read */
 	pulled	   *rows;
 	int			cap;
+	bool		ahead;			/* a pull sent ahead is on its way (server_pull_ahead) */
 	bool		no_claims;		/* the server's sync.pull takes no claim (an earlier version's) */
 };
 
@@ -292,6 +293,8 @@ get_be64(const uint8_t *b)
 	return (int64_t) v;
 }
 
+static agent_status take(server *s, PGresult *res, pulled **rows, int *n, char err[AGENT_ERROR_MAX]);
+
 /*
  * The pull, in a transaction of its own whose commit waits for no flush:
  * what it writes (the times each message went out, the answers given) is
@@ -323,7 +326,6 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 	const int	lengths[4] = {16, 8, 4, (int) claim_len};
 	const int	formats[4] = {1, 1, 1, 1};
 	PGresult   *res;
-	int			count;
 
 	*rows = NULL;
 	*n = 0;
@@ -340,6 +342,15 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 		s->no_claims = true;
 		res = PQexecParams(s->conn, PULL_SQL("$1, $2, $3"), 3, types, values, lengths, formats, 1);
 	}
+	return take(s, res, rows, n, err);
+}
+
+/* take: the rows of a pull's result, res, kept alive in s until server_pull_done */
+static agent_status
+take(server *s, PGresult *res, pulled **rows, int *n, char err[AGENT_ERROR_MAX])
+{
+	int			count;
+
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
 		agent_status st = result_status(s, res, "sync.pull", err);
@@ -372,6 +383,66 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 	*rows = s->rows;
 	*n = count;
 	return STEP_OK;
+}
+
+/*
+ * server_pull_ahead: the next pull, sent before the rows of the last one are
+ * applied, so that the server reads the next batch meanwhile (the rest of a
+ * snapshot).  It claims nothing: the pull before it did, and the server
+ * reads what waits after `after`.  STEP_OK when it is on its way.
+ */
+agent_status
+server_pull_ahead(server *s, const uint8_t replica[16], int64_t after, int max_bytes, char err[AGENT_ERROR_MAX])
+{
+	const Oid	types[3] = {UUIDOID, INT8OID, INT4OID};
+	uint8_t		after_be[8];
+	uint8_t		bytes_be[4];
+	const char *values[3] = {(const char *) replica, (const char *) after_be, (const char *) bytes_be};
+	const int	lengths[3] = {16, 8, 4};
+	const int	formats[3] = {1, 1, 1};
+
+	be64(after_be, (uint64_t) after);
+	for (int i = 0; i < 4; i++)
+		bytes_be[i] = (uint8_t) ((uint32_t) max_bytes >> (24 - 8 * i));
+	if (!PQsendQueryParams(s->conn, "SELECT number, message FROM sync.pull($1, $2, $3)",
+						   3, types, values, lengths, formats, 1))
+		return result_status(s, NULL, "sync.pull", err);
+	s->ahead = true;
+	return STEP_OK;
+}
+
+/* its result's rows, once the last pull's rows are applied (the same as server_pull's) */
+agent_status
+server_pull_next(server *s, pulled **rows, int *n, char err[AGENT_ERROR_MAX])
+{
+	PGresult   *res;
+	PGresult   *last = NULL;
+
+	*rows = NULL;
+	*n = 0;
+	server_pull_done(s);
+	s->ahead = false;
+	while ((res = PQgetResult(s->conn)) != NULL)
+	{
+		PQclear(last);
+		last = res;
+	}
+	if (last == NULL)
+		return result_status(s, NULL, "sync.pull", err);
+	return take(s, last, rows, n, err);
+}
+
+/* server_pull_drop: a pull sent ahead that is not wanted after all, received and let go */
+void
+server_pull_drop(server *s)
+{
+	PGresult   *res;
+
+	if (s == NULL || !s->ahead)
+		return;
+	while ((res = PQgetResult(s->conn)) != NULL)
+		PQclear(res);
+	s->ahead = false;
 }
 
 void

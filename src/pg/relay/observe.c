@@ -4,7 +4,10 @@
  *	  (seen_live, seen_partition).  A replica that became live, or moved to
  *	  another partition, is provisioned again from scratch; one that stopped
  *	  being live, or was dropped, is forgotten.  One whose mirrored tables
- *	  changed since it was sent them is sent the change (evolve.c).
+ *	  changed since it was sent them is sent the change (evolve.c).  One
+ *	  whose snapshot's held rows were left for after its pass (held_due,
+ *	  record.c) and never written -- the worker died in between -- is
+ *	  provisioned again.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -42,6 +45,9 @@ ms_observe(ms_pass *p)
 	ms_temp_table(p, "ms_forget");
 	p->carried = ms_catalog_has("carried");
 	p->owed = ms_catalog_has_column("replicas", "owed_messages");
+	p->held_due = ms_catalog_has_column("replicas", "held_due");
+	/* held rows after the pass need the column that says they are due */
+	p->held_later = p->held_later && p->held_due;
 	/*
 	 * A snapshot pass writes the rows of the replicas it provisions alone:
 	 * forgetting replicas and their schema changes are the other passes'
@@ -68,7 +74,10 @@ ms_observe(ms_pass *p)
 			ms_exec(p, "UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0 WHERE id IN (SELECT id FROM ms_forget)",
 					0, NULL, NULL, NULL, 0);
 	}
-	ms_exec(p, "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
+	ms_exec(p, p->held_due
+			? "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition, held_due = NULL"
+			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition OR held_due IS NOT NULL)"
+			: "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
 			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
 			0, NULL, NULL, NULL, 0);
 	/* the mirrored tables changed since what it was sent: a schema change, or a snapshot */

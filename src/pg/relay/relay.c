@@ -398,6 +398,7 @@ ms_relay_pass(ms_pass *p)
 	int64		notes;
 	bool		bounds_later = p->bounds_later;
 	int			snapshots = p->snapshots;
+	bool		held_later = p->held_later;
 	struct ms_floor *floor = p->floor;
 
 	/* one snapshot for the whole pass, whose writes never land on newer versions (pass.h) */
@@ -411,6 +412,7 @@ ms_relay_pass(ms_pass *p)
 	ms_pass_begin(p, p->cxt);
 	p->bounds_later = bounds_later;
 	p->snapshots = snapshots;
+	p->held_later = held_later;
 	p->floor = floor;
 	/* the relay reads each table as its owner: its code runs with no other rights */
 	p->as_owners = true;
@@ -467,6 +469,33 @@ ms_relay_pass(ms_pass *p)
 	}
 	if (notes > 0)
 		ms_batch_done(p);
+	ms_pass_end(p);
+	SPI_finish();
+}
+
+/*
+ * ms_relay_held: the held rows a pass of the worker left to write once it
+ * committed (record.c), in a transaction of their own, holding the rows of
+ * the replicas whose held rows are due alone (as a snapshot pass does): their
+ * filings wait for them, or are refused while held_due is set (ack.c), while
+ * every other replica files and pulls meanwhile, and the replicas provisioned
+ * pull and apply their snapshots.
+ */
+void
+ms_relay_held(ms_pass *p)
+{
+	MemoryContext cxt = p->cxt;
+	struct ms_held_later *later = p->later;
+	int64		rows = p->held_deferred;
+
+	SPI_connect();
+	ms_pass_begin(p, cxt);
+	ms_exec(p, "SELECT id FROM sync.replicas WHERE held_due IS NOT NULL ORDER BY id FOR UPDATE",
+			0, NULL, NULL, NULL, 0);
+	p->later = later;
+	p->held_deferred = rows;
+	ms_plans_keep(false);
+	ms_record_held_later(p);
 	ms_pass_end(p);
 	SPI_finish();
 }

@@ -297,6 +297,31 @@ last_message(void)
 }
 
 /*
+ * The held rows the pass left for after its commit (record.c), in a
+ * transaction of their own: the replicas it provisioned pull and apply their
+ * snapshots meanwhile.  A failure leaves their held_due set, and the next
+ * pass provisions them again (observe.c).
+ */
+static void
+held_later(MemoryContext pass_cxt, struct ms_held_later *later, int64 rows)
+{
+	ms_pass		h;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "magic_sync held rows of the pass");
+	MemoryContextSwitchTo(pass_cxt);
+	memset(&h, 0, sizeof h);
+	h.cxt = pass_cxt;
+	h.later = later;
+	h.held_deferred = rows;
+	ms_relay_held(&h);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
  * the floor under the notes the passes read (floor.h): the worker's own, for
  * as long as it holds the relay lock
  */
@@ -323,6 +348,8 @@ snapshot_pass(MemoryContext pass_cxt)
 	p.cxt = pass_cxt;
 	p.bounds_later = true;
 	p.snapshots = MS_SNAPSHOTS_ONLY;
+	/* a snapshot's held rows of tables read whole are written after it */
+	p.held_later = ms_held_later;
 	ms_relay_pass(&p);
 	if (p.provisioned > 0)
 		ereport(DEBUG1,
@@ -331,6 +358,8 @@ snapshot_pass(MemoryContext pass_cxt)
 						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	if (p.held_deferred > 0)
+		held_later(pass_cxt, p.later, p.held_deferred);
 	if (p.messages > 0)
 		outbox_bounds(pass_cxt);
 	return p.provisioned > 0;
@@ -390,6 +419,8 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	p.bounds_later = true;
 	/* a snapshot, however long, is a pass of its own that holds no other replica (snapshot_pass) */
 	p.snapshots = MS_SNAPSHOTS_LEFT;
+	/* and a snapshot's held rows of tables read whole are written after it too */
+	p.held_later = ms_held_later;
 	ms_relay_pass(&p);
 	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0 || p.more;
 	*read = p.notes_read;
@@ -422,6 +453,8 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 		ms_wake_passed(XactLastCommitEnd, through);
 	XLogFlush(XactLastCommitEnd);
 	ms_floor_committed(&notes_floor);
+	if (p.held_deferred > 0)
+		held_later(pass_cxt, p.later, p.held_deferred);
 	if (p.messages > 0)
 		outbox_bounds(pass_cxt);
 	if (p.snapshots_left)

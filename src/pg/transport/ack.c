@@ -87,7 +87,11 @@ read_replica(ms_filing *f, replica_row *r)
 	bool		isnull;
 	Datum		end;
 
-	if (SPI_execute_with_args("SELECT acked_number, provision, snapshot_end FROM sync.replicas"
+	/* held_due (77_held_due.sql): a catalog not updated has none */
+	if (SPI_execute_with_args(ms_catalog_has_column("replicas", "held_due")
+							  ? "SELECT acked_number, provision, snapshot_end, held_due FROM sync.replicas"
+							  " WHERE id = $1 FOR UPDATE"
+							  : "SELECT acked_number, provision, snapshot_end, NULL::bigint FROM sync.replicas"
 							  " WHERE id = $1 FOR UPDATE",
 							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.replicas");
@@ -104,7 +108,25 @@ read_replica(ms_filing *f, replica_row *r)
 	end = SPI_getbinval(tup, desc, 3, &isnull);
 	r->has_snapshot_end = !isnull;
 	r->snapshot_end = isnull ? 0 : DatumGetInt64(end);
+	end = SPI_getbinval(tup, desc, 4, &isnull);
 	SPI_freetuptable(SPI_tuptable);
+
+	/*
+	 * The held rows of its snapshot are not all recorded yet (the worker
+	 * records them once its pass committed, record.c): nothing is filed
+	 * against a held set that lacks them.  The worker holds this replica's
+	 * row while it records them, so a filing waits for it; this is the moment
+	 * between its two transactions, or a worker that died in between, whose
+	 * next pass provisions the replica again.  Transient: filed again later.
+	 */
+	if (!isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("replica %s cannot file yet: the relay is recording what its snapshot %lld carries",
+						f->replica_text, (long long) DatumGetInt64(end)),
+				 errdetail("Nothing of the upload was filed; the replica keeps it."),
+				 errhint("File it again in a moment; if the relay stopped before it recorded them, its next pass"
+						 " provisions the replica again.")));
 }
 
 /* whether the server has a record of sending message number with nonce: in the outbox, or acknowledged */
