@@ -1356,3 +1356,14 @@ UPDATE sync.replicas r SET owed_messages = o.n, owed_bytes = o.b
   FROM (SELECT o.replica, count(*) AS n, sum(o.bytes) AS b FROM sync.outbox o JOIN sync.replicas x ON x.id = o.replica
          WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0) GROUP BY o.replica) o
  WHERE r.id = o.replica;
+
+-- keys of every type (issue 37, src/pg/keys.c): a value as a key part,
+-- whatever the session's settings
+CREATE FUNCTION sync.key_text(value anyelement) RETURNS text
+	LANGUAGE c STABLE STRICT PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'ms_key_text_fn';
+COMMENT ON FUNCTION sync.key_text(anyelement) IS
+	'A value as a key part, whatever the session''s settings: a numeric without trailing zeros, a date or timestamp in ISO 8601, a timestamptz at UTC, anything else as its type prints it';
+REVOKE ALL ON FUNCTION sync.key_text(anyelement) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.key_text(anyelement) TO sync_admin;
+GRANT EXECUTE ON FUNCTION sync.key_text(anyelement) TO PUBLIC;

@@ -257,6 +257,10 @@ check_columns(ms_vcx *v)
 		c->not_null = att->attnotnull;
 		c->replica_owned = ms_v_in_list(name, d->owned, d->nowned);
 		c->key = ms_v_in_list(name, d->key, d->nkey);
+		c->spelled = c->key;
+		c->typmod = att->atttypmod;
+		if (c->typmod < 0)
+			(void) getBaseTypeAndTypmod(att->atttypid, &c->typmod);
 		s = stored_column(d, name);
 		if (s != NULL)
 		{
@@ -290,6 +294,20 @@ check_columns(ms_vcx *v)
 			});
 }
 
+/*
+ * case_folded: citext, or a domain over it: values equal but for case (under
+ * the database's locale) are one value
+ */
+static bool
+case_folded(Oid type)
+{
+	Oid			out;
+	bool		varlena;
+
+	getTypeOutputInfo(getBaseType(type), &out, &varlena);
+	return strcmp(get_func_name(out), "citextout") == 0;
+}
+
 /* check_key: its columns exist, are of a key's type, not null, and unique. */
 static void
 check_key(ms_vcx *v)
@@ -319,8 +337,22 @@ check_key(ms_vcx *v)
 				.problem = "key type",
 				.message = psprintf("key column \"%s\" of %s has type %s", d->key[k],
 									v->tabname, format_type_be(att->atttypid)),
-				.why = "A key column is smallint, integer, bigint, text, varchar or uuid: its text is the same on every replica.",
-				.hint = "Declare another key, or change the column's type."
+				.why = case_folded(att->atttypid) ?
+				"Values of this type that differ in case are one key, as the database's locale folds case, which no replica can do alike: two spellings of one key would be two rows on a replica." :
+				"A key column is smallint, integer, bigint, numeric, text, varchar, uuid, date, time, timestamp, timestamptz or an enum (or a domain over one): each of its values has one spelling on every replica.",
+				.hint = case_folded(att->atttypid) ?
+				psprintf("Make the key column text, with a unique index on lower(%s) to keep one row per value in any case.",
+						 quote_identifier(d->key[k])) :
+				"Declare another key, or change the column's type."
+			});
+		else if (v->declaring && OidIsValid(att->attcollation) && !get_collation_isdeterministic(att->attcollation))
+			ms_v_report(v, (ms_problem) {
+				.sqlerrcode = ERRCODE_DATATYPE_MISMATCH,
+				.problem = "key type",
+				.message = psprintf("key column \"%s\" of %s has a nondeterministic collation", d->key[k], v->tabname),
+				.why = "Values that differ in their bytes are one key under it, which no replica can compare alike: two spellings of one key would be two rows on a replica.",
+				.hint = psprintf("Give the key column a deterministic collation: ALTER TABLE %s ALTER COLUMN %s TYPE %s COLLATE \"C\".",
+								 v->tabname, quote_identifier(d->key[k]), format_type_be(att->atttypid))
 			});
 		if (!att->attnotnull)
 		{
