@@ -1,7 +1,8 @@
 -- Keys of every type a key may have, each value spelled one way (issue 37,
 -- docs/protocol.md 3): numeric without trailing zeros, dates and timestamps
 -- in ISO 8601 whatever DateStyle says, timestamptz at UTC whatever TimeZone
--- says, an enum's label, domains over them, composite keys mixing them.
+-- says, an enum's label, a citext lowercase (as it compares), domains over
+-- them, composite keys mixing them.
 -- The noting trigger runs in the writer's session, under its settings; the
 -- relay in its own.  A one-row change on each table is planned by index
 -- lookups only (magic_sync.check_scans, sequential scans off), and after
@@ -34,7 +35,8 @@ SELECT v.type, v.value, v.v AS spelled FROM (VALUES
 	('timestamp', '0044-03-15 03:00 BC', sync.key_text('0044-03-15 03:00 BC'::timestamp)),
 	('timestamptz', '2024-01-02 04:04:05.5+01', sync.key_text('2024-01-02 04:04:05.5+01'::timestamptz)),
 	('timestamptz', '2024-01-01 00:30:00+01', sync.key_text('2024-01-01 00:30:00+01'::timestamptz)),
-	('timestamptz', '-infinity', sync.key_text('-infinity'::timestamptz))
+	('timestamptz', '-infinity', sync.key_text('-infinity'::timestamptz)),
+	('citext', 'Ärger@Example.ORG', sync.key_text('Ärger@Example.ORG'::citext))
 ) v(type, value, v);
 RESET DateStyle;
 RESET TimeZone;
@@ -71,6 +73,11 @@ CREATE TABLE stamp (id int PRIMARY KEY, at timestamptz UNIQUE NOT NULL, shop num
 CREATE INDEX ON stamp (shop);
 CREATE TABLE stamped (id int PRIMARY KEY, at timestamptz NOT NULL REFERENCES stamp (at) ON UPDATE CASCADE);
 CREATE INDEX ON stamped (at);
+-- mailboxes keyed by citext, and letters pointing at them
+CREATE TABLE mailbox (email citext PRIMARY KEY, shop numeric NOT NULL REFERENCES shop, note text);
+CREATE INDEX ON mailbox (shop);
+CREATE TABLE letter (id int PRIMARY KEY, email citext NOT NULL REFERENCES mailbox ON UPDATE CASCADE);
+CREATE INDEX ON letter (email);
 
 INSERT INTO shop VALUES (1.5, '00000000-0000-0000-0000-000000000001', 'one'),
                         (2.50, '00000000-0000-0000-0000-000000000002', 'two'), (3, '00000000-0000-0000-0000-000000000001', 'three');
@@ -92,6 +99,8 @@ INSERT INTO mixed SELECT g * 1.10, date '2024-02-01' + g, timestamptz '2024-02-0
 INSERT INTO stamp SELECT g, timestamptz '2024-03-01 00:00+00' + g * interval '1 minute', (ARRAY[1.5, 2.5, 3])[1 + g % 3]
   FROM generate_series(1, 30) g;
 INSERT INTO stamped SELECT g, timestamptz '2024-03-01 00:00+00' + (1 + g % 30) * interval '1 minute' FROM generate_series(1, 60) g;
+INSERT INTO mailbox SELECT 'Box' || g || '@Example.org', (ARRAY[1.5, 2.5, 3])[1 + g % 3], 'm' FROM generate_series(1, 30) g;
+INSERT INTO letter SELECT g, 'BOX' || (1 + g % 30) || '@EXAMPLE.ORG' FROM generate_series(1, 60) g;
 ANALYZE;
 
 SELECT count(*) FROM (
@@ -106,12 +115,15 @@ SELECT sync.mirror('shop', 'catalog', 'assigned(owner)')
   UNION ALL SELECT sync.mirror('ledger', 'catalog', 'follows(shop)')
   UNION ALL SELECT sync.mirror('mixed', 'catalog', 'follows(shop)')
   UNION ALL SELECT sync.mirror('stamp', 'catalog', 'follows(shop)')
-  UNION ALL SELECT sync.mirror('stamped', 'catalog', 'follows(at)')) m;
+  UNION ALL SELECT sync.mirror('stamped', 'catalog', 'follows(at)')
+  UNION ALL SELECT sync.mirror('mailbox', 'catalog', 'follows(shop)')
+  UNION ALL SELECT sync.mirror('letter', 'catalog', 'follows(email)')) m;
 SELECT * FROM sync.check();
 
 -- keys no replica could spell as the server does: refused, saying what to do
-CREATE TABLE mailbox (email citext PRIMARY KEY);
-SELECT sync.mirror('mailbox', 'catalog', 'broadcast');
+-- a record keyed by citext: a replica writes its keys, and cannot fold case as the database does
+CREATE TABLE inbox (origin uuid, email citext, PRIMARY KEY (origin, email));
+SELECT sync.mirror('inbox', 'record', key => '{origin,email}', origin => 'origin');
 CREATE COLLATION folded (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 CREATE TABLE folder (name text COLLATE folded PRIMARY KEY);
 SELECT sync.mirror('folder', 'catalog', 'broadcast');
@@ -120,7 +132,7 @@ SELECT sync.mirror('span', 'catalog', 'broadcast');
 -- a timestamp pointing at a timestamptz: equal by the session's TimeZone, spelled apart
 CREATE TABLE local_booking (id int PRIMARY KEY, at timestamp NOT NULL REFERENCES slot);
 SELECT sync.mirror('local_booking', 'catalog', 'follows(at)');
-DROP TABLE mailbox, folder, span, local_booking;
+DROP TABLE inbox, folder, span, local_booking;
 
 SELECT sync.replica_add('00000000-0000-0000-0000-000000000001');
 SELECT sync.replica_add('00000000-0000-0000-0000-000000000002');
@@ -170,10 +182,13 @@ UPDATE slot SET label = 'c' WHERE at = '2024-01-01 03:00+00';
 UPDATE tick SET n = n + 1 WHERE at = '2024-01-01 00:00:02.5';
 UPDATE day SET note = 'c' WHERE (shop, day) = (1.500, '2024-01-02');
 UPDATE mixed SET v = v + 1 WHERE n = 2.2;
+UPDATE mailbox SET note = 'c' WHERE email = 'box2@example.ORG';
 SELECT * FROM pg_temp.noted(:before);
 -- a numeric key given another scale is the same key: no key changed
 SELECT coalesce(max(id), 0) AS before FROM sync.notes \gset
 UPDATE shop SET id = 1.50000 WHERE id = 1.5;
+-- nor a citext key given another case, its letters with it
+UPDATE mailbox SET email = 'bOx4@eXample.org' WHERE email = 'box4@example.org';
 SELECT * FROM pg_temp.noted(:before);
 -- the relay in the last session's settings: a key column travels in its key's spelling
 SELECT * FROM pg_temp.pass();
@@ -181,7 +196,7 @@ SELECT u AS upsert
   FROM sync.outbox o JOIN sync.bodies b ON b.id = o.body,
        LATERAL jsonb_array_elements(sync.inspect(o.head || b.bytes) -> 'down' -> 'tables') t,
        LATERAL jsonb_array_elements_text(t -> 'upserts') u
- WHERE t ->> 'table' IN ('tick', 'day', 'mixed', 'shop') AND o.number = (SELECT max(number) FROM sync.outbox)
+ WHERE t ->> 'table' IN ('tick', 'day', 'mixed', 'shop', 'mailbox', 'letter') AND o.number = (SELECT max(number) FROM sync.outbox)
  ORDER BY 1;
 RESET DateStyle;
 RESET IntervalStyle;
@@ -217,6 +232,11 @@ UPDATE ledger SET amount = amount + 0.01 WHERE (amount, day) = (1.00, '2024-01-0
 SELECT * FROM pg_temp.pass();
 UPDATE mixed SET shop = 2.5 WHERE n = 3.3;
 SELECT * FROM pg_temp.pass();
+-- a mailbox moved to another shop, its letters with it; a letter to another mailbox, in another case
+UPDATE mailbox SET shop = 3 WHERE email = 'BOX6@example.org';
+SELECT * FROM pg_temp.pass();
+UPDATE letter SET email = 'box7@EXAMPLE.org' WHERE id = 1;
+SELECT * FROM pg_temp.pass();
 -- a stamp moved to another shop, its stamped rows with it; its instant
 -- changed in a session far from UTC, theirs with it
 UPDATE stamp SET shop = 2.5 WHERE id = 3;
@@ -244,6 +264,7 @@ RESET enable_seqscan;
 -- a row's progress by its key in another spelling
 SELECT replica, answer FROM sync.row_progress('slot', '{"2024-01-01 08:30:00+05:30"}') ORDER BY replica;
 SELECT replica, answer FROM sync.row_progress('ledger', '{1.2500,"2024-01-01"}') ORDER BY replica;
+SELECT replica, answer FROM sync.row_progress('mailbox', '{BOX8@Example.ORG}') ORDER BY replica;
 
 -- a label of the enum renamed: its tables' keys are spelled anew, which no
 -- row's trigger sees; kind and mixed, keyed by it, are provisioned again,

@@ -8,6 +8,7 @@
  */
 #include "magic_sync.h"
 
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -27,10 +28,30 @@ PG_FUNCTION_INFO_V1(ms_digest_transfn);
 PG_FUNCTION_INFO_V1(ms_digest_finalfn);
 PG_FUNCTION_INFO_V1(ms_key_text_fn);
 
+/*
+ * case_folded: citext's (a contrib type, of no fixed oid): its output
+ * function says it
+ */
+static bool
+case_folded(Oid base)
+{
+	Oid			out;
+	bool		varlena;
+
+	if (base < FirstNormalObjectId)
+		return false;
+	getTypeOutputInfo(base, &out, &varlena);
+	return strcmp(get_func_name(out), "citextout") == 0;
+}
+
 ms_key_kind
 ms_key_kind_of(Oid type)
 {
-	switch (getBaseType(type))
+	Oid			base = getBaseType(type);
+
+	if (case_folded(base))
+		return MS_KEY_FOLDED;
+	switch (base)
 	{
 		case INT2OID:
 			return MS_KEY_INT2;
@@ -59,7 +80,7 @@ bool
 ms_key_spelled(ms_key_kind kind)
 {
 	return kind == MS_KEY_NUMERIC || kind == MS_KEY_DATE || kind == MS_KEY_TIMESTAMP ||
-		kind == MS_KEY_TIMESTAMPTZ;
+		kind == MS_KEY_TIMESTAMPTZ || kind == MS_KEY_FOLDED;
 }
 
 char *
@@ -79,6 +100,9 @@ ms_key_text(ms_key_kind kind, Datum value)
 		case MS_KEY_TIMESTAMPTZ:
 			/* at offset zero, whatever TimeZone says */
 			return JsonEncodeDateTime(NULL, value, TIMESTAMPTZOID, &utc);
+		case MS_KEY_FOLDED:
+			/* as citext compares: lowercase under the database's own locale */
+			return TextDatumGetCString(DirectFunctionCall1Coll(lower, DEFAULT_COLLATION_OID, value));
 		default:
 			elog(ERROR, "a key part of kind %d is spelled by its output function", (int) kind);
 	}
@@ -93,6 +117,9 @@ ms_key_text_sql(Oid type, const char *expr)
 	/* trim_scale, not a call of ours: the planner knows it, and a numeric stays one */
 	if (kind == MS_KEY_NUMERIC)
 		return psprintf("pg_catalog.trim_scale(%s)::pg_catalog.text", expr);
+	/* lower() too: the planner knows it; citext folds by the database's locale */
+	if (kind == MS_KEY_FOLDED)
+		return psprintf("pg_catalog.lower((%s)::pg_catalog.text COLLATE pg_catalog.\"default\")", expr);
 	if (ms_key_spelled(kind))
 		return psprintf("sync.key_text(%s)", expr);
 	return psprintf("(%s)::pg_catalog.text", expr);

@@ -20,7 +20,8 @@ extern ms_key_kind ms_key_kind_of(Oid type);
  * ms_key_spelled: whether a part of kind is spelled otherwise than its
  * type's output function prints it: a numeric without trailing zeros,
  * a date or timestamp in ISO 8601 whatever DateStyle says, a timestamptz
- * at UTC whatever TimeZone says.  (A time's output reads no setting.)
+ * at UTC whatever TimeZone says, a citext lowercase as it compares (under
+ * the database's locale).  (A time's output reads no setting.)
  */
 extern bool ms_key_spelled(ms_key_kind kind);
 

@@ -710,6 +710,8 @@ ms_key_canon(ms_key_kind kind, const char *part, size_t n, char *out, size_t *ou
 		case MS_KEY_TIMESTAMP:
 		case MS_KEY_TIMESTAMPTZ:
 			return canon_datetime(kind, part, n, out, out_len, reason);
+		case MS_KEY_FOLDED:
+			return ms_refuse(reason, "a case-folded key part is spelled by the server's locale");
 	}
 	return ms_refuse(reason, "no such kind of key part");
 }

@@ -34,7 +34,10 @@ typedef enum ms_key_kind
 	MS_KEY_DATE,				/* 2024-01-02, 0044-03-15 BC, infinity */
 	MS_KEY_TIME,				/* 03:04:05.5 */
 	MS_KEY_TIMESTAMP,			/* 2024-01-02T03:04:05.5 */
-	MS_KEY_TIMESTAMPTZ			/* 2024-01-02T03:04:05.5+00:00: in UTC */
+	MS_KEY_TIMESTAMPTZ,			/* 2024-01-02T03:04:05.5+00:00: in UTC */
+	MS_KEY_FOLDED				/* citext: lowercase, as the database's locale folds
+								 * it; the server's alone (a replica takes the
+								 * parts it is sent as text, and writes none) */
 } ms_key_kind;
 
 /*

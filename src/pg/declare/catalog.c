@@ -99,7 +99,7 @@ ms_key_type_ok(Oid type)
 			return true;
 		default:
 			/* an enum's label: renamed, its tables are provisioned again (follow.c) */
-			return type_is_enum(base);
+			return type_is_enum(base) || ms_key_kind_of(base) == MS_KEY_FOLDED;
 	}
 }
 
@@ -391,7 +391,8 @@ ms_key_match(const ms_table *t, const char *alias, const char *keyexpr)
 
 		if (k > 0)
 			appendStringInfoString(&buf, " AND ");
-		appendStringInfo(&buf, "%s.%s OPERATOR(pg_catalog.=) %s", alias, c->quoted, ms_key_part(c, keyexpr, k + 1));
+		/* the type's own equality: citext's is not pg_catalog's */
+		appendStringInfo(&buf, "%s.%s %s %s", alias, c->quoted, ms_eq_operator(c->type), ms_key_part(c, keyexpr, k + 1));
 	}
 	appendStringInfoChar(&buf, ')');
 	return buf.data;

@@ -24,6 +24,7 @@
 #include "utils/rel.h"
 #include "utils/typcache.h"
 
+#include "keys.h"
 #include "validate_int.h"
 
 /* sentence: a message as a sentence, for sync.check. */
@@ -294,20 +295,6 @@ check_columns(ms_vcx *v)
 			});
 }
 
-/*
- * case_folded: citext, or a domain over it: values equal but for case (under
- * the database's locale) are one value
- */
-static bool
-case_folded(Oid type)
-{
-	Oid			out;
-	bool		varlena;
-
-	getTypeOutputInfo(getBaseType(type), &out, &varlena);
-	return strcmp(get_func_name(out), "citextout") == 0;
-}
-
 /* check_key: its columns exist, are of a key's type, not null, and unique. */
 static void
 check_key(ms_vcx *v)
@@ -337,13 +324,18 @@ check_key(ms_vcx *v)
 				.problem = "key type",
 				.message = psprintf("key column \"%s\" of %s has type %s", d->key[k],
 									v->tabname, format_type_be(att->atttypid)),
-				.why = case_folded(att->atttypid) ?
-				"Values of this type that differ in case are one key, as the database's locale folds case, which no replica can do alike: two spellings of one key would be two rows on a replica." :
-				"A key column is smallint, integer, bigint, numeric, text, varchar, uuid, date, time, timestamp, timestamptz or an enum (or a domain over one): each of its values has one spelling on every replica.",
-				.hint = case_folded(att->atttypid) ?
-				psprintf("Make the key column text, with a unique index on lower(%s) to keep one row per value in any case.",
-						 quote_identifier(d->key[k])) :
-				"Declare another key, or change the column's type."
+				.why = "A key column is smallint, integer, bigint, numeric, text, varchar, citext, uuid, date, time, timestamp, timestamptz or an enum (or a domain over one): each of its values has one spelling on every replica.",
+				.hint = "Declare another key, or change the column's type."
+			});
+		else if (d->record && ms_key_kind_of(att->atttypid) == MS_KEY_FOLDED)
+			ms_v_report(v, (ms_problem) {
+				.sqlerrcode = ERRCODE_DATATYPE_MISMATCH,
+				.problem = "key type",
+				.message = psprintf("key column \"%s\" of record %s has type %s", d->key[k],
+									v->tabname, format_type_be(att->atttypid)),
+				.why = "A citext key part is spelled lowercase as the database's locale folds case, which no replica writing a record can do alike: two spellings of one key would be two rows.",
+				.hint = psprintf("Make the key column text, with a unique index on lower(%s) to keep one row per value in any case; a catalog may be keyed by citext.",
+								 quote_identifier(d->key[k]))
 			});
 		else if (v->declaring && OidIsValid(att->attcollation) && !get_collation_isdeterministic(att->attcollation))
 			ms_v_report(v, (ms_problem) {

@@ -87,8 +87,9 @@ cols_match(const ms_table *t, const char *alias, int n, const int *cols, const c
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '(');
 	for (int i = 0; i < n; i++)
-		appendStringInfo(&buf, "%s%s.%s OPERATOR(pg_catalog.=) %s", i > 0 ? " AND " : "",
-						 alias, t->columns[cols[i]].quoted, ms_key_part(&t->columns[cols[i]], keyexpr, i + 1));
+		appendStringInfo(&buf, "%s%s.%s %s %s", i > 0 ? " AND " : "",
+						 alias, t->columns[cols[i]].quoted, ms_eq_operator(t->columns[cols[i]].type),
+						 ms_key_part(&t->columns[cols[i]], keyexpr, i + 1));
 	appendStringInfoChar(&buf, ')');
 	return buf.data;
 }

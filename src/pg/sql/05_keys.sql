@@ -33,4 +33,4 @@ CREATE FUNCTION sync.key_text(value anyelement) RETURNS text
 	LANGUAGE c STABLE STRICT PARALLEL SAFE
 	AS 'MODULE_PATHNAME', 'ms_key_text_fn';
 COMMENT ON FUNCTION sync.key_text(anyelement) IS
-	'A value as a key part, whatever the session''s settings: a numeric without trailing zeros, a date or timestamp in ISO 8601, a timestamptz at UTC, anything else as its type prints it';
+	'A value as a key part, whatever the session''s settings: a numeric without trailing zeros, a date or timestamp in ISO 8601, a timestamptz at UTC, a citext lowercase, anything else as its type prints it';

@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "common/jsonapi.h"
 #include "lib/stringinfo.h"
@@ -378,12 +379,15 @@ ms_key_canonical(const ms_table *t, const Sync__Key *k, char **parts, char **why
 		const ms_column *c = &t->columns[t->key[i]];
 		ms_key_kind kind = ms_key_kind_of(c->type);
 		size_t		len = strlen(k->parts[i]);
-		char	   *canon = kind == MS_KEY_TEXT ? NULL : palloc(MS_KEY_CANON_ROOM(len));
+		char	   *canon = kind == MS_KEY_TEXT || kind == MS_KEY_FOLDED ? NULL : palloc(MS_KEY_CANON_ROOM(len));
 		size_t		n;
 		char		reason[MS_REASON_MAX];
 
 		if (kind == MS_KEY_TEXT)
 			parts[i] = k->parts[i];
+		else if (kind == MS_KEY_FOLDED)
+			parts[i] = TextDatumGetCString(DirectFunctionCall1Coll(lower, DEFAULT_COLLATION_OID,
+																   CStringGetTextDatum(k->parts[i])));
 		else if (!ms_key_canon(kind, k->parts[i], len, canon, &n, reason))
 		{
 			*why = psprintf("its key column \"%s\": %s", c->name, reason);
