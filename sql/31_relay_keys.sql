@@ -123,9 +123,10 @@ SELECT sync.mirror('watcher', 'catalog', 'follows("issueID")');
 SELECT * FROM sync.check();
 SELECT kind FROM sync.health() WHERE kind = 'declaration';
 -- a foreign key to unique columns that are not the key, of a type a session
--- prints as its settings say: a note could not name the row it pointed at
-CREATE TABLE stamp (id int PRIMARY KEY, at timestamptz UNIQUE NOT NULL);
-CREATE TABLE stamped (id int PRIMARY KEY, at timestamptz REFERENCES stamp (at));
+-- prints as its settings say (IntervalStyle): a note could not name the row
+-- it pointed at
+CREATE TABLE stamp (id int PRIMARY KEY, at interval UNIQUE NOT NULL);
+CREATE TABLE stamped (id int PRIMARY KEY, at interval REFERENCES stamp (at));
 SELECT sync.mirror('stamp', 'catalog', 'broadcast');
 SELECT sync.mirror('stamped', 'catalog', 'follows(at)');
 

@@ -1376,6 +1376,17 @@ UPDATE sync.replicas r SET owed_messages = o.n, owed_bytes = o.b
          WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0) GROUP BY o.replica) o
  WHERE r.id = o.replica;
 
+-- keys of every type (issue 37, src/pg/keys.c): a value as a key part,
+-- whatever the session's settings
+CREATE FUNCTION sync.key_text(value anyelement) RETURNS text
+	LANGUAGE c STABLE STRICT PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'ms_key_text_fn';
+COMMENT ON FUNCTION sync.key_text(anyelement) IS
+	'A value as a key part, whatever the session''s settings: a numeric without trailing zeros, a date or timestamp in ISO 8601, a timestamptz at UTC, a citext lowercase, anything else as its type prints it';
+REVOKE ALL ON FUNCTION sync.key_text(anyelement) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.key_text(anyelement) TO sync_admin;
+GRANT EXECUTE ON FUNCTION sync.key_text(anyelement) TO PUBLIC;
+
 -- The installation's signing key (src/pg/signing.c, docs/protocol.md 2.4):
 -- one Ed25519 key, made by the first relay pass or filing that signs a
 -- message (not by CREATE EXTENSION, so that a restored dump brings back its

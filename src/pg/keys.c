@@ -2,26 +2,166 @@
  * keys.c
  *	  Canonical keys and digests in SQL: sync.key, sync.key_parts and the
  *	  aggregate sync.digest, computed by src/shared byte for byte as a
- *	  replica computes them.
+ *	  replica computes them; a key part's spelling (keys.h), and
+ *	  sync.key_text.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/json.h"
 #include "utils/memutils.h"
 
 #include "digest.h"
 #include "key.h"
+#include "keys.h"
 
 PG_FUNCTION_INFO_V1(ms_key);
 PG_FUNCTION_INFO_V1(ms_key_parts);
 PG_FUNCTION_INFO_V1(ms_digest_transfn);
 PG_FUNCTION_INFO_V1(ms_digest_finalfn);
+PG_FUNCTION_INFO_V1(ms_key_text_fn);
+
+/*
+ * case_folded: citext's (a contrib type, of no fixed oid): its output
+ * function says it
+ */
+static bool
+case_folded(Oid base)
+{
+	Oid			out;
+	bool		varlena;
+
+	if (base < FirstNormalObjectId)
+		return false;
+	getTypeOutputInfo(base, &out, &varlena);
+	return strcmp(get_func_name(out), "citextout") == 0;
+}
+
+ms_key_kind
+ms_key_kind_of(Oid type)
+{
+	Oid			base = getBaseType(type);
+
+	if (case_folded(base))
+		return MS_KEY_FOLDED;
+	switch (base)
+	{
+		case INT2OID:
+			return MS_KEY_INT2;
+		case INT4OID:
+			return MS_KEY_INT4;
+		case INT8OID:
+			return MS_KEY_INT8;
+		case UUIDOID:
+			return MS_KEY_UUID;
+		case NUMERICOID:
+			return MS_KEY_NUMERIC;
+		case DATEOID:
+			return MS_KEY_DATE;
+		case TIMEOID:
+			return MS_KEY_TIME;
+		case TIMESTAMPOID:
+			return MS_KEY_TIMESTAMP;
+		case TIMESTAMPTZOID:
+			return MS_KEY_TIMESTAMPTZ;
+		default:
+			return MS_KEY_TEXT;
+	}
+}
+
+bool
+ms_key_spelled(ms_key_kind kind)
+{
+	return kind == MS_KEY_NUMERIC || kind == MS_KEY_DATE || kind == MS_KEY_TIMESTAMP ||
+		kind == MS_KEY_TIMESTAMPTZ || kind == MS_KEY_FOLDED;
+}
+
+char *
+ms_key_text(ms_key_kind kind, Datum value)
+{
+	int			utc = 0;
+
+	switch (kind)
+	{
+		case MS_KEY_NUMERIC:
+			return DatumGetCString(DirectFunctionCall1(numeric_out,
+													   DirectFunctionCall1(numeric_trim_scale, value)));
+		case MS_KEY_DATE:
+			return JsonEncodeDateTime(NULL, value, DATEOID, NULL);
+		case MS_KEY_TIMESTAMP:
+			return JsonEncodeDateTime(NULL, value, TIMESTAMPOID, NULL);
+		case MS_KEY_TIMESTAMPTZ:
+			/* at offset zero, whatever TimeZone says */
+			return JsonEncodeDateTime(NULL, value, TIMESTAMPTZOID, &utc);
+		case MS_KEY_FOLDED:
+			/* as citext compares: lowercase under the database's own locale */
+			return TextDatumGetCString(DirectFunctionCall1Coll(lower, DEFAULT_COLLATION_OID, value));
+		default:
+			elog(ERROR, "a key part of kind %d is spelled by its output function", (int) kind);
+	}
+	pg_unreachable();
+}
+
+char *
+ms_key_text_sql(Oid type, const char *expr)
+{
+	ms_key_kind kind = ms_key_kind_of(type);
+
+	/* trim_scale, not a call of ours: the planner knows it, and a numeric stays one */
+	if (kind == MS_KEY_NUMERIC)
+		return psprintf("pg_catalog.trim_scale(%s)::pg_catalog.text", expr);
+	/* lower() too: the planner knows it; citext folds by the database's locale */
+	if (kind == MS_KEY_FOLDED)
+		return psprintf("pg_catalog.lower((%s)::pg_catalog.text COLLATE pg_catalog.\"default\")", expr);
+	if (ms_key_spelled(kind))
+		return psprintf("sync.key_text(%s)", expr);
+	return psprintf("(%s)::pg_catalog.text", expr);
+}
+
+/* What sync.key_text keeps across calls: its argument's kind and output function. */
+typedef struct key_text_cache
+{
+	Oid			type;
+	ms_key_kind kind;
+	FmgrInfo	out;
+} key_text_cache;
+
+/*
+ * ms_key_text_fn: sync.key_text(value anyelement) returns value as a key
+ * part: as the noting trigger and the relay spell it (keys.h), its type's
+ * text otherwise.
+ */
+Datum
+ms_key_text_fn(PG_FUNCTION_ARGS)
+{
+	key_text_cache *c = fcinfo->flinfo->fn_extra;
+	Oid			type = get_fn_expr_argtype(fcinfo->flinfo, 0);
+
+	if (!OidIsValid(type))
+		elog(ERROR, "sync.key_text: the type of its argument is not known");
+	if (c == NULL || c->type != type)
+	{
+		Oid			out;
+		bool		varlena;
+
+		c = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(key_text_cache));
+		c->type = type;
+		c->kind = ms_key_kind_of(type);
+		getTypeOutputInfo(getBaseType(type), &out, &varlena);
+		fmgr_info_cxt(out, &c->out, fcinfo->flinfo->fn_mcxt);
+		fcinfo->flinfo->fn_extra = c;
+	}
+	if (ms_key_spelled(c->kind))
+		PG_RETURN_TEXT_P(cstring_to_text(ms_key_text(c->kind, PG_GETARG_DATUM(0))));
+	PG_RETURN_TEXT_P(cstring_to_text(OutputFunctionCall(&c->out, PG_GETARG_DATUM(0))));
+}
 
 /*
  * ms_key: sync.key(parts text[]) returns the canonical key of its parts.

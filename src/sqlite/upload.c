@@ -438,16 +438,29 @@ canonical_key(const ms_tbl *t, const char *key, size_t len, ms_buf *out, bool *s
 	for (int k = 0; k < t->nkey && ms_key_next_part(key, len, &pos, &part, &plen) == 1; k++)
 	{
 		const ms_col *col = &t->cols[t->key[k]];
-		ms_key_kind kind = ms_key_kind_named(t->msg->columns[t->key[k]]->server_type, col->type == MS_INTEGER);
-		char		canon[MS_KEY_CANON_MAX];
+		const Sync__Column *mc = t->msg->columns[t->key[k]];
+		/* a server that says how the part is spelled says it for a domain too */
+		ms_key_kind kind = ms_key_kind_named(mc->key_type[0] ? mc->key_type : mc->server_type,
+											 col->type == MS_INTEGER);
+		char	   *canon;
 		size_t		clen;
+		bool		ok;
 
 		if (kind == MS_KEY_TEXT)
+		{
 			ms_key_append(out, part, plen);
-		else if (!ms_key_canon(kind, part, plen, canon, &clen, why))
+			continue;
+		}
+		if ((canon = sqlite3_malloc64(MS_KEY_CANON_ROOM(plen))) == NULL)
+		{
+			out->oom = true;
 			return false;
-		else
+		}
+		if ((ok = ms_key_canon(kind, part, plen, canon, &clen, why)))
 			ms_key_append(out, canon, clen);
+		sqlite3_free(canon);
+		if (!ok)
+			return false;
 	}
 	if (out->oom)
 		return false;			/* the caller says SQLITE_NOMEM, not a key of another spelling */

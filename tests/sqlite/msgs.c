@@ -149,6 +149,8 @@ tm_table(const char *name, const char *mirror, const char *codec, const char *ke
 				c->not_null = 1;
 			else if (strncmp(w, "server=", 7) == 0)
 				c->server_type = w + 7;
+			else if (strncmp(w, "key=", 4) == 0)
+				c->key_type = w + 4;
 			else if (strncmp(w, "field=", 6) == 0)
 				c->field = (uint32_t) atoi(w + 6);
 			else if (strncmp(w, "id=", 3) == 0)

@@ -55,7 +55,7 @@ extern const char *tm_replica_text(const tm_server *s);
 /*
  * tm_table: a Table.  cols: "id INTEGER, name TEXT, note TEXT owned" (a
  * column per comma: name, type, then words: owned, notnull, server=type,
- * field=N, id=N); fields are
+ * key=kind (its key_type), field=N, id=N); fields are
  * numbered 1, 2, ... in order.  key: "id" or "a,b".
  */
 extern Sync__Table *tm_table(const char *name, const char *mirror, const char *codec,

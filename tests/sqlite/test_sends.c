@@ -377,6 +377,71 @@ canonical(void)
 	sqlite3_close(db);
 }
 
+/*
+ * keys of dates, times and numerics (docs/protocol.md 3): held as the server
+ * spells them, its key columns so too; a record's key spelled so before it
+ * goes up, whatever the application wrote, and its row with it
+ */
+static void
+typed(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_open(NULL);
+	Sync__Table *schema[1];
+	Sync__Down *d;
+	Sync__Rows *rows;
+	Sync__Up   *u;
+	const char *other = "cccccccc-0000-4000-8000-000000000009";
+	char	   *sql;
+	char	   *r;
+
+	tm_server_init(&s, 0x21, 0x11);
+	/* a domain over date says nothing by its name: its key_type does */
+	schema[0] = tm_table("visits", "record", "json", "origin,at,amount,day",
+						 "origin TEXT server=uuid, at TEXT server=timestamptz key=timestamptz,"
+						 " amount TEXT server=numeric key=numeric, day TEXT server=workday key=date, note TEXT");
+	tm_origin(schema[0], "origin");
+	d = tm_begin(schema, 1);
+	rows = tm_rows(d, "visits");
+	sql = sqlite3_mprintf("{\"origin\":\"%s\",\"at\":\"2024-01-02T03:04:05.5+00:00\",\"amount\":1.5,"
+						  "\"day\":\"2024-01-02\",\"note\":\"theirs\"}", other);
+	tm_upsert(rows, sql, -1, other, "2024-01-02T03:04:05.5+00:00", "1.5", "2024-01-02", NULL);
+	sqlite3_free(sql);
+	/* a row whose key columns are spelled otherwise than its key is refused, as ever */
+	sql = sqlite3_mprintf("{\"origin\":\"%s\",\"at\":\"2024-01-02T03:04:06+00:00\",\"amount\":1.50,"
+						  "\"day\":\"2024-01-02\",\"note\":\"theirs\"}", other);
+	tm_upsert(rows, sql, -1, other, "2024-01-02T03:04:06+00:00", "1.5", "2024-01-02", NULL);
+	sqlite3_free(sql);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"upserts\":1") && t_has(r, "\"refused\":1"), "the row spelled as its key is taken, the other refused: %s %s",
+		  S(r), tm_error());
+	r = tm_apply(db, tm_next(&s, NULL, tm_end("visits", NULL)));
+	CHECK(t_has(r, "\"snapshot\":\"end\""), "the snapshot ends: %s %s", S(r), tm_error());
+	sql = sqlite3_mprintf("SELECT count(*) FROM visits WHERE sync_key(origin, at, amount, day) = sync_key('%s',"
+						  " '2024-01-02T03:04:05.5+00:00', '1.5', '2024-01-02')", other);
+	CHECK(t_int(db, sql) == 1, "its key, of its columns, is the server's");
+	sqlite3_free(sql);
+
+	/* the application's own, spelled as it likes */
+	sql = sqlite3_mprintf("INSERT INTO visits VALUES ('%s', '2024-01-02 04:04:05.5+01', '001.50', '2024-1-2', 'mine'),"
+						  " ('%s', 'yesterday', '2', '2024-01-03', 'when?')", tm_replica_text(&s), tm_replica_text(&s));
+	CHECK(t_exec(db, sql, NULL) == SQLITE_OK, "records written");
+	sqlite3_free(sql);
+	u = decode(tm_upload(db), "typed keys");
+	CHECK(u && rows_of(u, "visits") == 1 && u->rows[0]->n_keys == 1 && u->rows[0]->keys[0]->n_parts == 4 &&
+		  strcmp(u->rows[0]->keys[0]->parts[1], "2024-01-02T03:04:05.5+00:00") == 0 &&
+		  strcmp(u->rows[0]->keys[0]->parts[2], "1.5") == 0 && strcmp(u->rows[0]->keys[0]->parts[3], "2024-01-02") == 0,
+		  "its key goes as the server spells it: %s %s %s", u && u->n_rows ? u->rows[0]->keys[0]->parts[1] : "",
+		  u && u->n_rows ? u->rows[0]->keys[0]->parts[2] : "", u && u->n_rows ? u->rows[0]->keys[0]->parts[3] : "");
+	CHECK(t_int(db, "SELECT count(*) FROM visits WHERE note = 'mine' AND at = '2024-01-02T03:04:05.5+00:00'"
+				" AND amount = '1.5' AND day = '2024-01-02'") == 1, "and the row is spelled so");
+	r = t_text(db, "SELECT set_aside FROM _sync_notes WHERE set_aside IS NOT NULL");
+	CHECK(r && strstr(r, "\"yesterday\" is not a timestamptz in ISO 8601") != NULL,
+		  "one no replica can spell is set aside, saying why: %s", S(r));
+	sqlite3_free(r);
+	sqlite3_close(db);
+}
+
 void
 test_sends(void)
 {
@@ -387,6 +452,7 @@ test_sends(void)
 	duplicates();
 	narrowing();
 	canonical();
+	typed();
 	for (int i = 0; i < ndecoded; i++)
 		sync__up__free_unpacked(decoded[i], NULL);
 	ndecoded = 0;

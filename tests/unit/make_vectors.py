@@ -45,7 +45,78 @@ DIGESTS = [
     ("composite", [["a", "bc"], ["ab", "c"], ["", "x"]]),
     ("uuid", [["7c9e6679-7425-40de-944b-e07fc1f90ae7"], ["0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1"]]),
     ("utf8", [["é"], ["e"], ["ε"], ["é", "1"]]),
+    ("typed", [["2024-01-02T03:04:05.5+00:00", "1.5"], ["2023-12-31T23:30:00+00:00", "0.0012"],
+               ["infinity", "-Infinity"]]),
 ]
+
+# How each kind of key part is spelled (docs/protocol.md 3), derived here with
+# decimal and datetime: what a part is written as, and its one spelling (None:
+# refused).  BC years and the infinities are beyond datetime: spelled by hand.
+SPELLINGS = [
+    ("numeric", "1.50"), ("numeric", " +00012.3400 "), ("numeric", "-0.0"), ("numeric", ".5"),
+    ("numeric", "1.5e3"), ("numeric", "1.5E-2"), ("numeric", "0.00120"), ("numeric", "nan"),
+    ("numeric", "-inf"), ("numeric", "1e1001"), ("numeric", "12a"),
+    ("date", "2024-01-02"), ("date", "2024-1-2"), ("date", "0044-03-15 BC"), ("date", "Infinity"),
+    ("date", "2023-02-29"), ("date", "01/02/2024"),
+    ("time", "3:04"), ("time", "03:04:05.120"), ("time", "24:00"),
+    ("timestamp", "2024-01-02 03:04:05.5"), ("timestamp", "2024-01-02T03:04:05Z"),
+    ("timestamp", "0044-03-15 03:00 BC"), ("timestamp", "2024-01-02 03:04:05.1234567"),
+    ("timestamp", "2024-01-02 03:04:05.0000005"),
+    ("timestamptz", "2024-01-02 04:04:05.5+01"), ("timestamptz", "2024-01-01 00:30:00+01:00"),
+    ("timestamptz", "2024-01-02T03:04:05Z"), ("timestamptz", "2024-01-02 03:04:05"),
+    ("timestamptz", "2024-01-02 03:04:05-0330"), ("timestamptz", "-infinity"),
+    ("timestamptz", "2024-01-02 03:04:05+16"),
+]
+
+BY_HAND = {("date", "0044-03-15 BC"): "0044-03-15 BC", ("date", "Infinity"): "infinity",
+           ("timestamp", "0044-03-15 03:00 BC"): "0044-03-15T03:00:00 BC",
+           ("timestamptz", "-infinity"): "-infinity", ("numeric", "nan"): "NaN", ("numeric", "-inf"): "-Infinity",
+           # a numeric's exponent beyond 1000; a fraction halfway between two microseconds; an offset beyond 15:59
+           ("numeric", "1e1001"): None, ("timestamp", "2024-01-02 03:04:05.0000005"): None,
+           ("timestamptz", "2024-01-02 03:04:05+16"): None}
+
+def spelled(kind, written):
+    import datetime, decimal, re
+    if (kind, written) in BY_HAND:
+        return BY_HAND[(kind, written)]
+    try:
+        if kind == "numeric":
+            d = decimal.Decimal(written.strip())
+            if d == 0:
+                return "0"
+            t = format(d.normalize(), "f")
+            return t
+        def fraction(t):
+            # microseconds, rounded (never halfway here)
+            m = re.search(r"\.(\d+)", t)
+            if not m:
+                return t, 0
+            us = round(decimal.Decimal("0." + m.group(1)) * 1000000)
+            return t[:m.start()] + t[m.end():], int(us)
+        def seconds(us, t):
+            return t + ("." + ("%06d" % us).rstrip("0") if us else "")
+        if kind == "date":
+            return datetime.datetime.strptime(written, "%Y-%m-%d").date().isoformat()
+        if kind == "time":
+            t, us = fraction(written)
+            h, m, *sec = t.split(":")
+            if int(h) == 24:
+                return "24:00:00"
+            return seconds(us, datetime.time(int(h), int(m), int(sec[0]) if sec else 0).isoformat())
+        t, us = fraction(written.replace("T", " "))
+        m = re.fullmatch(r"(\d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)?)(Z|[+-]\d\d(?::?\d\d)?)?", t)
+        local = datetime.datetime.fromisoformat(m.group(1))
+        if kind == "timestamp":
+            return seconds(us, local.isoformat())
+        off = m.group(2) or "+00"
+        off = "+00:00" if off == "Z" else off
+        sign = -1 if off[0] == "-" else 1
+        digits = off[1:].replace(":", "")
+        offset = datetime.timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0)) * sign
+        utc = local - offset
+        return seconds(us, utc.isoformat()) + "+00:00"
+    except (ValueError, decimal.InvalidOperation, AttributeError):
+        return None
 
 SECRET = bytes(range(32))
 REPLICA = bytes(range(0x10, 0x20))
@@ -243,6 +314,8 @@ if __name__ == "__main__":
     for name, keys in DIGESTS:
         n, h = digest(keys)
         print("digest", name, n, "%016x" % h, [canonical(k).decode() for k in keys])
+    for kind, written in SPELLINGS:
+        print("spelling", kind, repr(written), repr(spelled(kind, written)))
     msg, s = seal(SECRET, REPLICA, EPOCH, NUMBER, NONCE)
     print("seal input", msg.hex())
     print("seal", s.hex())

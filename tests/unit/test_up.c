@@ -369,10 +369,67 @@ test_canon(void)
 		else
 			CHECK(!ok && reason[0] != '\0', "\"%s\" is refused: %s", cases[i].in, ok ? out : reason);
 	}
+	/* numerics, dates and times: docs/protocol.md 3's vectors, as make_vectors.py derived them */
+	for (int i = 0; i < ms_vector_nspellings; i++)
+	{
+		const ms_vector_spelling *v = &ms_vector_spellings[i];
+		size_t		len = strlen(v->written);
+		char	   *out = malloc(MS_KEY_CANON_ROOM(len));
+		size_t		n = 0;
+		char		reason[MS_REASON_MAX] = "";
+		ms_key_kind kind = ms_key_kind_named(v->kind, false);
+		bool		ok = out != NULL && ms_key_canon(kind, v->written, len, out, &n, reason);
+
+		CHECK(kind != MS_KEY_TEXT, "%s is a kind of key part", v->kind);
+		if (v->spelled)
+			CHECK(ok && n == strlen(v->spelled) && strcmp(out, v->spelled) == 0,
+				  "%s \"%s\" is spelled \"%s\": %s %s", v->kind, v->written, v->spelled, ok ? out : "refused", reason);
+		else
+			CHECK(!ok && reason[0] != '\0', "%s \"%s\" is refused: %s", v->kind, v->written, ok ? out : reason);
+		free(out);
+	}
+	/* spelled once: a spelling spells itself */
+	for (int i = 0; i < ms_vector_nspellings; i++)
+	{
+		const ms_vector_spelling *v = &ms_vector_spellings[i];
+		char		out[MS_KEY_CANON_MAX];
+		size_t		n = 0;
+		char		reason[MS_REASON_MAX] = "";
+
+		if (v->spelled)
+			CHECK(ms_key_canon(ms_key_kind_named(v->kind, false), v->spelled, strlen(v->spelled), out, &n, reason) &&
+				  strcmp(out, v->spelled) == 0, "\"%s\" is its own spelling: %s %s", v->spelled, out, reason);
+	}
+	{
+		/* a numeric's exponent spelled out at its longest, in the room it is given */
+		const char *big = "-1.5e-1000";
+		char	   *out = malloc(MS_KEY_CANON_ROOM(strlen(big)));
+		size_t		n = 0;
+		char		reason[MS_REASON_MAX] = "";
+
+		CHECK(out && ms_key_canon(MS_KEY_NUMERIC, big, strlen(big), out, &n, reason) && n == 1004 &&
+			  strncmp(out, "-0.000", 6) == 0 && strcmp(out + n - 2, "15") == 0, "%s is %zu bytes: %s", big, n, reason);
+		free(out);
+	}
 	CHECK(ms_key_kind_named("uuid", false) == MS_KEY_UUID && ms_key_kind_named("bigint", false) == MS_KEY_INT8 &&
 		  ms_key_kind_named("integer", false) == MS_KEY_INT4 && ms_key_kind_named("smallint", false) == MS_KEY_INT2 &&
-		  ms_key_kind_named("text", false) == MS_KEY_TEXT && ms_key_kind_named("my_domain", true) == MS_KEY_INT8,
+		  ms_key_kind_named("text", false) == MS_KEY_TEXT && ms_key_kind_named("my_domain", true) == MS_KEY_INT8 &&
+		  ms_key_kind_named("timestamp with time zone", false) == MS_KEY_TIMESTAMPTZ &&
+		  ms_key_kind_named("timestamp without time zone", false) == MS_KEY_TIMESTAMP &&
+		  ms_key_kind_named("time without time zone", false) == MS_KEY_TIME &&
+		  ms_key_kind_named("time with time zone", false) == MS_KEY_TEXT,
 		  "kinds by the server's type name");
+	{
+		int			before,
+					after;
+
+		ms_key_canon_digits(MS_KEY_NUMERIC, "-12.345", 7, &before, &after);
+		CHECK(before == 2 && after == 3, "-12.345: 2 digits before the point, 3 after: %d %d", before, after);
+		ms_key_canon_digits(MS_KEY_NUMERIC, "0.5", 3, &before, &after);
+		CHECK(before == 0 && after == 1, "0.5: none before the point, 1 after: %d %d", before, after);
+		ms_key_canon_digits(MS_KEY_TIMESTAMPTZ, "2024-01-02T03:04:05.25+00:00", 28, &before, &after);
+		CHECK(after == 2, "a timestamptz's fraction: 2 digits: %d", after);
+	}
 }
 
 void

@@ -32,8 +32,47 @@ const ms_vector_digest ms_vector_digests[] = {
 		{{"7c9e6679-7425-40de-944b-e07fc1f90ae7"}, {"0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1"}},
 	2, "77eeeb7c8686dc0a"},
 	{"utf8", 4, 2, {{"\xc3\xa9"}, {"e"}, {"\xce\xb5"}, {"\xc3\xa9", "1"}}, 4, "b3507209eecde3e6"},
+	{"typed", 3, 2,
+		{{"2024-01-02T03:04:05.5+00:00", "1.5"}, {"2023-12-31T23:30:00+00:00", "0.0012"}, {"infinity", "-Infinity"}},
+	3, "cdda48bdabf52277"},
 };
 const int	ms_vector_ndigests = sizeof ms_vector_digests / sizeof ms_vector_digests[0];
+
+const ms_vector_spelling ms_vector_spellings[] = {
+	{"numeric", "1.50", "1.5"},
+	{"numeric", " +00012.3400 ", "12.34"},
+	{"numeric", "-0.0", "0"},
+	{"numeric", ".5", "0.5"},
+	{"numeric", "1.5e3", "1500"},
+	{"numeric", "1.5E-2", "0.015"},
+	{"numeric", "0.00120", "0.0012"},
+	{"numeric", "nan", "NaN"},
+	{"numeric", "-inf", "-Infinity"},
+	{"numeric", "1e1001", NULL},
+	{"numeric", "12a", NULL},
+	{"date", "2024-01-02", "2024-01-02"},
+	{"date", "2024-1-2", "2024-01-02"},
+	{"date", "0044-03-15 BC", "0044-03-15 BC"},
+	{"date", "Infinity", "infinity"},
+	{"date", "2023-02-29", NULL},
+	{"date", "01/02/2024", NULL},
+	{"time", "3:04", "03:04:00"},
+	{"time", "03:04:05.120", "03:04:05.12"},
+	{"time", "24:00", "24:00:00"},
+	{"timestamp", "2024-01-02 03:04:05.5", "2024-01-02T03:04:05.5"},
+	{"timestamp", "2024-01-02T03:04:05Z", "2024-01-02T03:04:05"},
+	{"timestamp", "0044-03-15 03:00 BC", "0044-03-15T03:00:00 BC"},
+	{"timestamp", "2024-01-02 03:04:05.1234567", "2024-01-02T03:04:05.123457"},
+	{"timestamp", "2024-01-02 03:04:05.0000005", NULL},
+	{"timestamptz", "2024-01-02 04:04:05.5+01", "2024-01-02T03:04:05.5+00:00"},
+	{"timestamptz", "2024-01-01 00:30:00+01:00", "2023-12-31T23:30:00+00:00"},
+	{"timestamptz", "2024-01-02T03:04:05Z", "2024-01-02T03:04:05+00:00"},
+	{"timestamptz", "2024-01-02 03:04:05", "2024-01-02T03:04:05+00:00"},
+	{"timestamptz", "2024-01-02 03:04:05-0330", "2024-01-02T06:34:05+00:00"},
+	{"timestamptz", "-infinity", "-infinity"},
+	{"timestamptz", "2024-01-02 03:04:05+16", NULL},
+};
+const int	ms_vector_nspellings = sizeof ms_vector_spellings / sizeof ms_vector_spellings[0];
 
 const uint8_t ms_vector_secret[32] = {
 	0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,

@@ -23,6 +23,17 @@ typedef struct ms_vector_digest
 extern const ms_vector_digest ms_vector_digests[];
 extern const int ms_vector_ndigests;
 
+/* a key part of a kind (a Column's key_type), as written, and its one spelling (NULL: refused) */
+typedef struct ms_vector_spelling
+{
+	const char *kind;
+	const char *written;
+	const char *spelled;
+} ms_vector_spelling;
+
+extern const ms_vector_spelling ms_vector_spellings[];
+extern const int ms_vector_nspellings;
+
 extern const uint8_t ms_vector_secret[32];
 extern const uint8_t ms_vector_replica[16];
 extern const uint8_t ms_vector_epoch[16];

@@ -24,6 +24,7 @@
 #include "utils/typcache.h"
 
 #include "catalog.h"
+#include "keys.h"
 #include "validate.h"
 
 char *
@@ -80,17 +81,25 @@ ms_eq_operator(Oid type)
 bool
 ms_key_type_ok(Oid type)
 {
-	switch (getBaseType(type))
+	Oid			base = getBaseType(type);
+
+	switch (base)
 	{
 		case INT2OID:
 		case INT4OID:
 		case INT8OID:
+		case NUMERICOID:
 		case TEXTOID:
 		case VARCHAROID:
 		case UUIDOID:
+		case DATEOID:
+		case TIMEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
 			return true;
 		default:
-			return false;
+			/* an enum's label: renamed, its tables are provisioned again (follow.c) */
+			return type_is_enum(base) || ms_key_kind_of(base) == MS_KEY_FOLDED;
 	}
 }
 
@@ -275,6 +284,21 @@ ms_catalog_read(List **problems)
 			}
 		}
 	}
+	/* the columns a foreign key references travel spelled, as the columns pointing at them do */
+	foreach(lc, tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		for (int f = 0; f < t->nfkeys; f++)
+		{
+			ms_table   *p = ms_catalog_find(tables, t->fkeys[f].parent);
+
+			for (int i = 0; p != NULL && i < t->fkeys[f].ncols; i++)
+				for (int c = 0; c < p->ncolumns; c++)
+					if (strcmp(p->columns[c].name, t->fkeys[f].parent_cols[i]) == 0)
+						p->columns[c].spelled = true;
+		}
+	}
 	if (changed)
 	{
 		ms_problem *p = palloc0(sizeof(ms_problem));
@@ -333,8 +357,9 @@ ms_key_expr(const ms_table *t, const char *alias)
 
 	/*
 	 * The canonical bytes spelled out (key.h): for each part its length in
-	 * bytes, a colon, its text.  The same bytes as sync.key(ARRAY[...]),
-	 * without building an array and calling a function for every row.
+	 * bytes, a colon, its spelling (keys.h).  The same bytes as
+	 * sync.key(ARRAY[...]), without building an array and calling a
+	 * function for every row.
 	 */
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '(');
@@ -342,11 +367,12 @@ ms_key_expr(const ms_table *t, const char *alias)
 	{
 		const ms_column *c = &t->columns[t->key[k]];
 
+		char	   *part = ms_key_text_sql(c->type, psprintf("%s.%s", alias, c->quoted));
+
 		if (k > 0)
 			appendStringInfoString(&buf, " OPERATOR(pg_catalog.||) ");
-		appendStringInfo(&buf, "pg_catalog.octet_length((%s.%s)::pg_catalog.text)::pg_catalog.text"
-						 " OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) (%s.%s)::pg_catalog.text",
-						 alias, c->quoted, alias, c->quoted);
+		appendStringInfo(&buf, "pg_catalog.octet_length(%s)::pg_catalog.text"
+						 " OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) %s", part, part);
 	}
 	appendStringInfoString(&buf, ") COLLATE \"C\"");
 	return buf.data;
@@ -365,7 +391,8 @@ ms_key_match(const ms_table *t, const char *alias, const char *keyexpr)
 
 		if (k > 0)
 			appendStringInfoString(&buf, " AND ");
-		appendStringInfo(&buf, "%s.%s OPERATOR(pg_catalog.=) %s", alias, c->quoted, ms_key_part(c, keyexpr, k + 1));
+		/* the type's own equality: citext's is not pg_catalog's */
+		appendStringInfo(&buf, "%s.%s %s %s", alias, c->quoted, ms_eq_operator(c->type), ms_key_part(c, keyexpr, k + 1));
 	}
 	appendStringInfoChar(&buf, ')');
 	return buf.data;

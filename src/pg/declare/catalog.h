@@ -34,6 +34,10 @@ typedef struct ms_column
 	ms_type	sqlite_type;	/* its name: ms_type_name() */
 	bool		not_null;
 	bool		key;			/* one of the key columns */
+	int32		typmod;			/* its typmod, or its domain's: what bounds a key part */
+	bool		spelled;		/* travels in its key spelling (keys.h): a
+								 * column of the key or a foreign key, or one a
+								 * foreign key of a mirrored table references */
 	bool		replica_owned;
 	int			field;			/* field number in the proto codec */
 	int			id;				/* its id for good (docs/protocol.md 5.3); 0: not known */
@@ -227,7 +231,11 @@ extern char *ms_operator_sql(Oid opno);
  */
 extern char *ms_eq_operator(Oid type);
 
-/* ms_key_type_ok: smallint, integer, bigint, text, varchar, uuid (or a domain over one). */
+/*
+ * ms_key_type_ok: smallint, integer, bigint, numeric, text, varchar, uuid,
+ * date, time, timestamp, timestamptz, an enum (or a domain over one): a
+ * type whose every value has one spelling (keys.h).
+ */
 extern bool ms_key_type_ok(Oid type);
 
 /*

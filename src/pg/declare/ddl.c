@@ -42,6 +42,7 @@
 
 #include "follow.h"
 #include "owner.h"
+#include "validate.h"
 
 PG_FUNCTION_INFO_V1(ms_ddl_end);
 PG_FUNCTION_INFO_V1(ms_ddl_drop);
@@ -167,6 +168,58 @@ follow(FunctionCallInfo fcinfo, List *relids, bool all)
 	ms_definer_end(&owner);
 }
 
+/*
+ * enum_renamed: the enum the command renamed a label of (ALTER TYPE ...
+ * RENAME VALUE: the type, as the command's own list names it), or InvalidOid
+ */
+static Oid
+enum_renamed(FunctionCallInfo fcinfo)
+{
+	EventTriggerData *trig = (EventTriggerData *) fcinfo->context;
+	Oid			type = InvalidOid;
+
+	if (trig->parsetree == NULL || !IsA(trig->parsetree, AlterEnumStmt) ||
+		((AlterEnumStmt *) trig->parsetree)->oldVal == NULL)
+		return InvalidOid;
+	if (SPI_execute("SELECT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() d"
+					" WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND NOT d.in_extension",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "reading the DDL's commands failed");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+
+		type = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return type;
+}
+
+/* follow_enum: the tables in service with a column of enum type follow a label of it renamed */
+static void
+follow_enum(FunctionCallInfo fcinfo, Oid type)
+{
+	List	   *decls;
+	ListCell   *lc;
+	ms_as_owner owner;
+
+	ms_definer_begin(fcinfo, &owner);
+	decls = ms_decl_read_all();
+	foreach(lc, decls)
+	{
+		ms_decl    *d = lfirst(lc);
+		List	   *problems = NIL;
+		ms_table   *t;
+
+		if (!in_service(d))
+			continue;
+		t = ms_validate(d, decls, false, &problems);
+		if (t != NULL && problems == NIL)
+			ms_follow_enum_renamed(t, type);
+	}
+	ms_definer_end(&owner);
+}
+
 /* ms_ddl_end: ddl_command_end: the declarations of the tables the command touched follow them. */
 Datum
 ms_ddl_end(PG_FUNCTION_ARGS)
@@ -191,6 +244,13 @@ ms_ddl_end(PG_FUNCTION_ARGS)
 	relids = touched();
 	if (relids != NIL || all)
 		follow(fcinfo, relids, all);
+	else
+	{
+		Oid			renamed = enum_renamed(fcinfo);
+
+		if (OidIsValid(renamed))
+			follow_enum(fcinfo, renamed);
+	}
 	SPI_finish();
 	ms_pinned_end(&pinned);
 	PopActiveSnapshot();

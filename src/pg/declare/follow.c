@@ -663,6 +663,40 @@ noted_parents(List *ids, List *decls)
 }
 
 void
+ms_follow_enum_renamed(const ms_table *t, Oid type)
+{
+	bool		keyed = false;
+	bool		any = false;
+	uint64		n;
+
+	for (int c = 0; c < t->ncolumns; c++)
+		if (getBaseType(t->columns[c].type) == type)
+		{
+			any = true;
+			keyed = keyed || t->columns[c].key;
+		}
+	if (!any)
+		return;
+	ms_wake_at_commit();
+	if (keyed)
+	{
+		n = reprovision(t, psprintf("a label of %s, the type of a key column, was renamed", format_type_be(type)));
+		ereport(NOTICE,
+				(errmsg("magic_sync: ALTER TYPE %s of %s: a key's label renamed, which a schema change cannot carry",
+						format_type_be(type), t->name),
+				 errdetail("Replicas holding its rows are provisioned again (%llu of them).", (unsigned long long) n),
+				 errhint("sync.health() lists them until their snapshots are applied.")));
+	}
+	else
+	{
+		n = ms_follow_note_rows(t, 'r');
+		ereport(NOTICE,
+				(errmsg("magic_sync: ALTER TYPE %s of %s: its %llu rows go again to the replicas that hold them",
+						format_type_be(type), t->name, (unsigned long long) n)));
+	}
+}
+
+void
 ms_follow_finish(ms_decl *d, List *decls, ms_follow *f, const char *cause)
 {
 	List	   *problems = NIL;

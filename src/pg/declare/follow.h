@@ -60,6 +60,15 @@ extern void ms_follow_finish(ms_decl *d, List *decls, ms_follow *f, const char *
 /* ms_follow_note_rows: a note of every row of t (source 'r': its rows go again; 'm': planned again). */
 extern uint64 ms_follow_note_rows(const ms_table *t, char source);
 
+/*
+ * ms_follow_enum_renamed: a label of enum type renamed (ALTER TYPE ... RENAME
+ * VALUE), which no row's trigger sees, as t follows it: provisioned again
+ * when a key column of t is of the enum (its replicas hold keys spelled
+ * with the old label, which names no value any more), its rows sent again
+ * when another column is.  Runs as the extension's owner.
+ */
+extern void ms_follow_enum_renamed(const ms_table *t, Oid type);
+
 /* ms_follow_unmirrored: what a declaration taken back leaves: its pending notes done, quarantine gone. */
 extern void ms_follow_unmirrored(int id);
 

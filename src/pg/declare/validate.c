@@ -24,6 +24,7 @@
 #include "utils/rel.h"
 #include "utils/typcache.h"
 
+#include "keys.h"
 #include "validate_int.h"
 
 /* sentence: a message as a sentence, for sync.check. */
@@ -257,6 +258,10 @@ check_columns(ms_vcx *v)
 		c->not_null = att->attnotnull;
 		c->replica_owned = ms_v_in_list(name, d->owned, d->nowned);
 		c->key = ms_v_in_list(name, d->key, d->nkey);
+		c->spelled = c->key;
+		c->typmod = att->atttypmod;
+		if (c->typmod < 0)
+			(void) getBaseTypeAndTypmod(att->atttypid, &c->typmod);
 		s = stored_column(d, name);
 		if (s != NULL)
 		{
@@ -319,8 +324,27 @@ check_key(ms_vcx *v)
 				.problem = "key type",
 				.message = psprintf("key column \"%s\" of %s has type %s", d->key[k],
 									v->tabname, format_type_be(att->atttypid)),
-				.why = "A key column is smallint, integer, bigint, text, varchar or uuid: its text is the same on every replica.",
+				.why = "A key column is smallint, integer, bigint, numeric, text, varchar, citext, uuid, date, time, timestamp, timestamptz or an enum (or a domain over one): each of its values has one spelling on every replica.",
 				.hint = "Declare another key, or change the column's type."
+			});
+		else if (d->record && ms_key_kind_of(att->atttypid) == MS_KEY_FOLDED)
+			ms_v_report(v, (ms_problem) {
+				.sqlerrcode = ERRCODE_DATATYPE_MISMATCH,
+				.problem = "key type",
+				.message = psprintf("key column \"%s\" of record %s has type %s", d->key[k],
+									v->tabname, format_type_be(att->atttypid)),
+				.why = "A citext key part is spelled lowercase as the database's locale folds case, which no replica writing a record can do alike: two spellings of one key would be two rows.",
+				.hint = psprintf("Make the key column text, with a unique index on lower(%s) to keep one row per value in any case; a catalog may be keyed by citext.",
+								 quote_identifier(d->key[k]))
+			});
+		else if (v->declaring && OidIsValid(att->attcollation) && !get_collation_isdeterministic(att->attcollation))
+			ms_v_report(v, (ms_problem) {
+				.sqlerrcode = ERRCODE_DATATYPE_MISMATCH,
+				.problem = "key type",
+				.message = psprintf("key column \"%s\" of %s has a nondeterministic collation", d->key[k], v->tabname),
+				.why = "Values that differ in their bytes are one key under it, which no replica can compare alike: two spellings of one key would be two rows on a replica.",
+				.hint = psprintf("Give the key column a deterministic collation: ALTER TABLE %s ALTER COLUMN %s TYPE %s COLLATE \"C\".",
+								 v->tabname, quote_identifier(d->key[k]), format_type_be(att->atttypid))
 			});
 		if (!att->attnotnull)
 		{

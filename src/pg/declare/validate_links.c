@@ -16,6 +16,7 @@
 #include "utils/ruleutils.h"
 
 #include "catalog.h"
+#include "keys.h"
 #include "validate_int.h"
 
 /* has_column: whether relid has a live column name. */
@@ -112,9 +113,10 @@ by_parent_key(const ms_table *t, const ms_fk_row *fk, const ms_decl *pd)
 
 /*
  * spelled_once: whether every value of type has one text in every session
- * (its output reads no setting), so that a note's text of it finds the same
- * row in the relay's session: integers, numeric, text and the like, uuid,
- * boolean, enums, citext, and domains over them.
+ * (its output reads no setting, or a note spells it as a key part, keys.h),
+ * so that a note's text of it finds the same row in the relay's session:
+ * integers, numeric, text and the like, uuid, boolean, dates and times but
+ * timetz, enums, citext, and domains over them.
  */
 static bool
 spelled_once(Oid type)
@@ -129,6 +131,10 @@ spelled_once(Oid type)
 		case INT4OID:
 		case INT8OID:
 		case NUMERICOID:
+		case DATEOID:
+		case TIMEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
 		case TEXTOID:
 		case VARCHAROID:
 		case BPCHAROID:
@@ -143,6 +149,24 @@ spelled_once(Oid type)
 		return true;
 	getTypeOutputInfo(base, &out, &varlena);
 	return strcmp(get_func_name(out), "citextout") == 0;
+}
+
+/*
+ * spelled_alike: whether a value of one type and the equal value of the
+ * other have one spelling as key parts (keys.h): the same kind, or numbers
+ * (an integer is spelled as the numeric it equals).  A timestamp equals a
+ * timestamptz, and a date a timestamp, by the session's TimeZone: no.
+ */
+static bool
+spelled_alike(Oid a, Oid b)
+{
+	ms_key_kind x = ms_key_kind_of(a);
+	ms_key_kind y = ms_key_kind_of(b);
+
+	if (x == y)
+		return true;
+	return (x == MS_KEY_INT2 || x == MS_KEY_INT4 || x == MS_KEY_INT8 || x == MS_KEY_NUMERIC) &&
+		(y == MS_KEY_INT2 || y == MS_KEY_INT4 || y == MS_KEY_INT8 || y == MS_KEY_NUMERIC);
 }
 
 /* check_fkey: one foreign key whose columns travel; true when a replica can follow it. */
@@ -185,6 +209,23 @@ check_fkey(ms_vcx *v, const ms_fk_row *fk, const ms_decl *pd, bool *seen)
 			.message = psprintf("foreign key %s of %s points at another table than when %s was declared",
 								fk->name, d->name, d->name)
 		});
+	for (int c = 0; c < fk->ncols; c++)
+		if (!spelled_alike(fk->types[c], fk->parent_types[c]))
+		{
+			ms_v_report(v, (ms_problem) {
+				.sqlerrcode = ERRCODE_INVALID_FOREIGN_KEY,
+				.problem = "foreign key of another type",
+				.message = psprintf("foreign key %s of %s compares column \"%s\", of type %s, with column \"%s\" of %s, of type %s",
+									fk->name, v->tabname, fk->cols[c], format_type_be(fk->types[c]),
+									fk->parent_cols[c], pname, format_type_be(fk->parent_types[c])),
+				.why = "A row names its parent by the spelling of the values it points at, and equal values of these types are spelled apart.",
+				.hint = "Give both columns the same type.",
+				.detail = psprintf("Foreign key %s of %s compares column %s, of type %s, with column %s of %s, of type %s.",
+								   fk->name, d->name, fk->cols[c], format_type_be(fk->types[c]),
+								   fk->parent_cols[c], pd->name, format_type_be(fk->parent_types[c]))
+			});
+			return false;
+		}
 	/* the parent found by the values of other unique columns: a note spells them (notes.c) */
 	for (int c = 0; c < fk->ncols && by_parent_key(v->t, fk, pd) == NULL; c++)
 		if (!spelled_once(fk->parent_types[c]) || !spelled_once(fk->types[c]))
@@ -254,7 +295,12 @@ ms_v_check_fkeys(ms_vcx *v)
 		out->ncols = fk->ncols;
 		out->cols = palloc(sizeof(int) * fk->ncols);
 		for (int c = 0; c < fk->ncols; c++)
+		{
 			out->cols[c] = ms_v_column(t, fk->cols[c]);
+			/* compared with the parent's on a replica: spelled as it is */
+			if (out->cols[c] >= 0)
+				t->columns[out->cols[c]].spelled = true;
+		}
 		out->parent_cols = fk->parent_cols;
 		out->parent_types = fk->parent_types;
 		out->parent_collations = fk->parent_collations;

@@ -38,6 +38,7 @@
 #include "utils/tuplestore.h"
 
 #include "catalog.h"
+#include "keys.h"
 #include "owner.h"
 #include "pass.h"
 #include "wanted.h"
@@ -245,9 +246,10 @@ extern PGDLLEXPORT Datum ms_key(PG_FUNCTION_ARGS);
 
 /*
  * canonical_parts: the parts of a key as the key columns' types print them
- * (each read by its type's input function, written by its output), as the
- * noting triggers and filing spell keys (src/shared/canon.h): '0950' for an
- * integer is 950, an upper-case uuid is lower-case.  A part that is no
+ * (each read by its type's input function, written by its output, or
+ * spelled as keys.h says), as the noting triggers and filing spell keys
+ * (src/shared/canon.h): '0950' for an integer is 950, an upper-case uuid is
+ * lower-case, 1.50 is 1.5.  A part that is no
  * value of its type fails as its input function says.  A domain's base type
  * spells its values (a domain's check is no part of the spelling); and what
  * a type's functions run is the table owner's code, run as the owner,
@@ -273,6 +275,7 @@ canonical_parts(Oid tab, Datum parts, ArrayType *types)
 					ioparam;
 		bool		varlena;
 		Datum		value;
+		ms_key_kind kind = ms_key_kind_of(DatumGetObjectId(typs[i]));
 
 		if (nulls[i])
 			ereport(ERROR,
@@ -282,7 +285,8 @@ canonical_parts(Oid tab, Datum parts, ArrayType *types)
 		getTypeInputInfo(getBaseType(DatumGetObjectId(typs[i])), &in, &ioparam);
 		getTypeOutputInfo(getBaseType(DatumGetObjectId(typs[i])), &out, &varlena);
 		value = OidInputFunctionCall(in, TextDatumGetCString(elems[i]), ioparam, -1);
-		elems[i] = CStringGetTextDatum(OidOutputFunctionCall(out, value));
+		elems[i] = CStringGetTextDatum(ms_key_spelled(kind) ? ms_key_text(kind, value) :
+									   OidOutputFunctionCall(out, value));
 	}
 	ms_owner_end(&as);
 	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));

@@ -20,6 +20,7 @@
 
 #include "fields.h"
 #include "key.h"
+#include "keys.h"
 #include "load.h"
 #include "owner.h"
 #include "plan.h"
@@ -41,15 +42,30 @@ ms_encode_key(StringInfo out, const char *key, int keylen)
 	}
 }
 
-/* t's mirrored columns of alias, as a select list */
+/*
+ * t's mirrored columns of alias, as a select list; spell: a column a
+ * replica compares as a key in its key spelling (keys.h; a numeric stays
+ * one, a date or time becomes text), so that its text there is its key part
+ */
 static char *
-columns_of(const ms_table *t, const char *alias)
+columns_of(const ms_table *t, const char *alias, bool spell)
 {
 	StringInfoData cols;
 
 	initStringInfo(&cols);
 	for (int c = 0; c < t->ncolumns; c++)
-		appendStringInfo(&cols, "%s%s.%s", c ? ", " : "", alias, t->columns[c].quoted);
+	{
+		const ms_column *col = &t->columns[c];
+		ms_key_kind kind = spell && col->spelled ? ms_key_kind_of(col->type) : MS_KEY_TEXT;
+
+		if (kind == MS_KEY_NUMERIC)
+			appendStringInfo(&cols, "%spg_catalog.trim_scale(%s.%s) AS %s", c ? ", " : "", alias, col->quoted,
+							 col->quoted);
+		else if (ms_key_spelled(kind))
+			appendStringInfo(&cols, "%ssync.key_text(%s.%s) AS %s", c ? ", " : "", alias, col->quoted, col->quoted);
+		else
+			appendStringInfo(&cols, "%s%s.%s", c ? ", " : "", alias, col->quoted);
+	}
 	return cols.data;
 }
 
@@ -108,7 +124,7 @@ json_written(const ms_table *t)
 static char *
 payload(const ms_table *t)
 {
-	return t->proto || json_written(t) ? columns_of(t, "r") : "pg_catalog.row_to_json(r)::pg_catalog.text";
+	return t->proto || json_written(t) ? columns_of(t, "r", false) : "pg_catalog.row_to_json(r)::pg_catalog.text";
 }
 
 /* How a chunk's json rows are written: each column's output function, and its name as a key. */
@@ -225,7 +241,7 @@ load_query(ms_table *t, bool limited, bool one_replica)
 						 limited ? " LIMIT $3" : "");
 	/* the mirrored columns only, looked up by key in key order: no hash, no sort */
 	appendStringInfo(&sql, " CROSS JOIN LATERAL (SELECT %s FROM %s t WHERE %s OFFSET 0) r",
-					 columns_of(t, "t"), t->qualified, ms_key_match(t, "t", "k.key"));
+					 columns_of(t, "t", true), t->qualified, ms_key_match(t, "t", "k.key"));
 	appendStringInfoString(&sql, " ORDER BY k.key");
 	return sql.data;
 }
@@ -242,7 +258,7 @@ whole_query(ms_pass *p, ms_table *t)
 	/* r: the mirrored columns only, by their names, as load_query's row */
 	return psprintf("SELECT %s, NULL::pg_catalog.uuid[], NULL::pg_catalog.uuid[], %s"
 					" FROM %s t CROSS JOIN LATERAL (SELECT %s) r%s",
-					ms_key_expr(t, "t"), payload(t), t->qualified, columns_of(t, "t"),
+					ms_key_expr(t, "t"), payload(t), t->qualified, columns_of(t, "t", true),
 					ms_whole_filter(p, t));
 }
 

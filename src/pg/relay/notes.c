@@ -38,6 +38,7 @@
 #include "utils/xid8.h"
 
 #include "key.h"
+#include "keys.h"
 #include "triggers.h"
 #include "wake.h"
 
@@ -48,6 +49,7 @@ typedef struct note_col
 {
 	AttrNumber	attnum;			/* InvalidAttrNumber: not on this relation */
 	FmgrInfo	out;			/* its output function: key parts are text */
+	ms_key_kind kind;			/* a key part of it: spelled by ms_key_text when ms_key_spelled */
 } note_col;
 
 typedef struct note_fkey
@@ -198,6 +200,7 @@ resolve_col(Relation rel, const char *name, note_col *c)
 			bool		varlena;
 
 			c->attnum = att->attnum;
+			c->kind = ms_key_kind_of(att->atttypid);
 			getTypeOutputInfo(att->atttypid, &out, &varlena);
 			fmgr_info_cxt(out, &c->out, CurrentMemoryContext);
 			return;
@@ -396,7 +399,8 @@ slot_key(TupleTableSlot *slot, int n, note_col *cols)
 		d = slot_getattr(slot, cols[k].attnum, &isnull);
 		if (isnull)
 			return NULL;
-		parts[k] = OutputFunctionCall(&cols[k].out, d);
+		/* whatever DateStyle and TimeZone the writer's session has (keys.h) */
+		parts[k] = ms_key_spelled(cols[k].kind) ? ms_key_text(cols[k].kind, d) : OutputFunctionCall(&cols[k].out, d);
 		lens[k] = strlen(parts[k]);
 	}
 	size = ms_key_size(n, parts, lens);

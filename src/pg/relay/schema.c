@@ -27,6 +27,7 @@
 
 #include "catalog.h"
 #include "fields.h"
+#include "keys.h"
 #include "load.h"
 #include "pbwrite.h"
 #include "schema.h"
@@ -158,6 +159,31 @@ fill_row(ms_pass *p, const ms_table *t, StringInfo out)
 	SPI_freetuptable(SPI_tuptable);
 }
 
+/*
+ * key_type: a key column's kind for a replica, when its parts are spelled
+ * otherwise than its text (docs/protocol.md 3): what server_type, a
+ * domain's name, may not say
+ */
+static char *
+key_type(Oid type)
+{
+	switch (ms_key_kind_of(type))
+	{
+		case MS_KEY_NUMERIC:
+			return "numeric";
+		case MS_KEY_DATE:
+			return "date";
+		case MS_KEY_TIME:
+			return "time";
+		case MS_KEY_TIMESTAMP:
+			return "timestamp";
+		case MS_KEY_TIMESTAMPTZ:
+			return "timestamptz";
+		default:
+			return "";
+	}
+}
+
 /* table_message: t as a Table; legacy: as 0.1 wrote it, without ids, unique indexes, fill */
 static Sync__Table *
 table_message(ms_pass *p, List *tables, ms_table *mt, bool legacy)
@@ -183,6 +209,7 @@ table_message(ms_pass *p, List *tables, ms_table *mt, bool legacy)
 		col->field = mt->columns[c].field;
 		col->server_type = mt->columns[c].type_name;
 		col->id = legacy ? 0 : (uint32) mt->columns[c].id;
+		col->key_type = legacy || !mt->columns[c].key ? "" : key_type(mt->columns[c].type);
 		st->columns[c] = col;
 	}
 	if (mt->retired)

@@ -26,6 +26,7 @@
 #include "utils/uuid.h"
 
 #include "catalog.h"
+#include "keys.h"
 #include "owner.h"
 #include "pass.h"
 #include "plan.h"
@@ -54,8 +55,8 @@ ms_cols_key(const ms_table *t, const char *alias, int n, const int *cols)
 		appendStringInfo(&buf, "%s%s.%s IS NOT NULL", i > 0 ? " AND " : "", alias, t->columns[cols[i]].quoted);
 	appendStringInfoString(&buf, " THEN sync.key(ARRAY[");
 	for (int i = 0; i < n; i++)
-		appendStringInfo(&buf, "%s(%s.%s)::pg_catalog.text", i > 0 ? ", " : "", alias,
-						 t->columns[cols[i]].quoted);
+		appendStringInfo(&buf, "%s%s", i > 0 ? ", " : "",
+						 ms_key_text_sql(t->columns[cols[i]].type, psprintf("%s.%s", alias, t->columns[cols[i]].quoted)));
 	appendStringInfoString(&buf, "]) END COLLATE \"C\")");
 	return buf.data;
 }
@@ -86,8 +87,9 @@ cols_match(const ms_table *t, const char *alias, int n, const int *cols, const c
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '(');
 	for (int i = 0; i < n; i++)
-		appendStringInfo(&buf, "%s%s.%s OPERATOR(pg_catalog.=) %s", i > 0 ? " AND " : "",
-						 alias, t->columns[cols[i]].quoted, ms_key_part(&t->columns[cols[i]], keyexpr, i + 1));
+		appendStringInfo(&buf, "%s%s.%s %s %s", i > 0 ? " AND " : "",
+						 alias, t->columns[cols[i]].quoted, ms_eq_operator(t->columns[cols[i]].type),
+						 ms_key_part(&t->columns[cols[i]], keyexpr, i + 1));
 	appendStringInfoChar(&buf, ')');
 	return buf.data;
 }

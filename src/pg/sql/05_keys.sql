@@ -28,3 +28,9 @@ CREATE AGGREGATE sync.digest(key text) (
 );
 COMMENT ON AGGREGATE sync.digest(text) IS
 	'The digest of a set of canonical keys, in any order: (count, fnv)';
+
+CREATE FUNCTION sync.key_text(value anyelement) RETURNS text
+	LANGUAGE c STABLE STRICT PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'ms_key_text_fn';
+COMMENT ON FUNCTION sync.key_text(anyelement) IS
+	'A value as a key part, whatever the session''s settings: a numeric without trailing zeros, a date or timestamp in ISO 8601, a timestamptz at UTC, a citext lowercase, anything else as its type prints it';

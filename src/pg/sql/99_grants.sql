@@ -28,7 +28,7 @@ GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA sync TO sync_relay;
 GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA sync TO sync_relay;
 -- Pure functions of their arguments: anyone may compute keys and digests.
 -- (An aggregate runs its steps with its owner's rights: they need no grant.)
-GRANT EXECUTE ON FUNCTION sync.key(text[]), sync.key_parts(text), sync.digest(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.key(text[]), sync.key_parts(text), sync.key_text(anyelement), sync.digest(text) TO PUBLIC;
 -- A replica's role pulls and files for its own uuid (each function checks).
 GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer, bytea) TO PUBLIC;

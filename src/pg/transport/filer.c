@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "common/jsonapi.h"
 #include "lib/stringinfo.h"
@@ -25,6 +26,7 @@
 #include "canon.h"
 #include "file.h"
 #include "hlc_file.h"
+#include "keys.h"
 #include "wire.h"
 
 const char *const ms_outcome_names[MS_OUTCOMES] = {"filed", "refused", "dropped", "waiting", "set_aside"};
@@ -341,27 +343,70 @@ ms_to_bytea(const void *data, size_t len)
 	return b;
 }
 
+/*
+ * within_typmod: whether a spelled key part is a value of its column as its
+ * typmod bounds it (numeric(p,s), time(p), timestamp(p)): one the column
+ * would round is another key than the replica's
+ */
+static bool
+within_typmod(const ms_column *c, ms_key_kind kind, const char *part, size_t n)
+{
+	int			before,
+				after;
+
+	if (c->typmod < 0)
+		return true;
+	ms_key_canon_digits(kind, part, n, &before, &after);
+	if (kind == MS_KEY_NUMERIC)
+	{
+		int			precision = ((c->typmod - VARHDRSZ) >> 16) & 0xffff;
+		int			scale = (((c->typmod - VARHDRSZ) & 0x7ff) ^ 1024) - 1024;
+		int			zeros = 0;
+
+		if (strcmp(part, "NaN") == 0)
+			return true;
+		if (strstr(part, "Infinity") != NULL)
+			return false;
+		/* a negative scale: so many zeros end the integer */
+		for (size_t i = n; i > 0 && part[i - 1] == '0' && after == 0; i--)
+			zeros++;
+		return after <= Max(scale, 0) && before <= precision - scale && (scale >= 0 || zeros >= -scale);
+	}
+	if (kind == MS_KEY_TIME || kind == MS_KEY_TIMESTAMP || kind == MS_KEY_TIMESTAMPTZ)
+		return after <= c->typmod;
+	return true;
+}
+
 bool
 ms_key_canonical(const ms_table *t, const Sync__Key *k, char **parts, char **why)
 {
 	for (int i = 0; i < t->nkey; i++)
 	{
-		Oid			type = t->columns[t->key[i]].base_type;
-		ms_key_kind kind = type == UUIDOID ? MS_KEY_UUID : type == INT2OID ? MS_KEY_INT2 :
-			type == INT4OID ? MS_KEY_INT4 : type == INT8OID ? MS_KEY_INT8 : MS_KEY_TEXT;
-		char		canon[MS_KEY_CANON_MAX];
+		const ms_column *c = &t->columns[t->key[i]];
+		ms_key_kind kind = ms_key_kind_of(c->type);
+		size_t		len = strlen(k->parts[i]);
+		char	   *canon = kind == MS_KEY_TEXT || kind == MS_KEY_FOLDED ? NULL : palloc(MS_KEY_CANON_ROOM(len));
 		size_t		n;
 		char		reason[MS_REASON_MAX];
 
 		if (kind == MS_KEY_TEXT)
 			parts[i] = k->parts[i];
-		else if (ms_key_canon(kind, k->parts[i], strlen(k->parts[i]), canon, &n, reason))
-			parts[i] = pnstrdup(canon, n);
-		else
+		else if (kind == MS_KEY_FOLDED)
+			parts[i] = TextDatumGetCString(DirectFunctionCall1Coll(lower, DEFAULT_COLLATION_OID,
+																   CStringGetTextDatum(k->parts[i])));
+		else if (!ms_key_canon(kind, k->parts[i], len, canon, &n, reason))
 		{
-			*why = psprintf("its key column \"%s\": %s", t->columns[t->key[i]].name, reason);
+			*why = psprintf("its key column \"%s\": %s", c->name, reason);
 			return false;
 		}
+		else if (!within_typmod(c, kind, canon, n))
+		{
+			*why = psprintf("its key column \"%s\": key part \"%.40s\" is not a value of %s: it would be rounded or overflow",
+							c->name, canon, format_type_with_typemod(c->type, c->typmod));
+			return false;
+		}
+		else
+			parts[i] = canon;
 	}
 	return true;
 }
