@@ -1355,3 +1355,19 @@ UPDATE sync.replicas r SET owed_messages = o.n, owed_bytes = o.b
   FROM (SELECT o.replica, count(*) AS n, sum(o.bytes) AS b FROM sync.outbox o JOIN sync.replicas x ON x.id = o.replica
          WHERE NOT o.dropped AND o.number > coalesce(x.snapshot_end, 0) GROUP BY o.replica) o
  WHERE r.id = o.replica;
+
+-- What a replica's writes may point at (src/pg/transport/reach.c): the rows
+-- taken back from it that a row it wrote before may still point at
+CREATE TABLE sync.let_go (
+	replica			uuid NOT NULL REFERENCES sync.replicas ON DELETE CASCADE,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	taken			bigint NOT NULL,			-- the message that took it back
+	PRIMARY KEY (replica, tab, key)
+);
+CREATE INDEX let_go_taken ON sync.let_go (replica, taken);
+COMMENT ON TABLE sync.let_go IS 'Rows taken back from each replica that a row it wrote before, not filed yet, may still point at';
+SELECT pg_catalog.pg_extension_config_dump('sync.let_go', '');
+REVOKE ALL ON sync.let_go FROM PUBLIC;
+GRANT SELECT ON sync.let_go TO sync_admin;
+GRANT INSERT, UPDATE, DELETE ON sync.let_go TO sync_relay;

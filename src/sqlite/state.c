@@ -10,7 +10,8 @@
 **   _sync_config   settings changed with sync_config(name, value)
 **   _sync_tables   the Table message of every table of the last snapshot
 **   _sync_notes    one per row the replica wrote: writes counted, the send
-**                  that carries it, or why it is set aside
+**                  that carries it, or why it is set aside, the message
+**                  applied before it was written (reach.c)
 **   _sync_refused  rows from the server the replica could not take
 **   _sync_retired  retired rows of tables without a retired column
 **   _sync_named    keys the open snapshot named so far
@@ -60,9 +61,12 @@ static const char *const state_ddl =
 "  tbl TEXT NOT NULL, key TEXT NOT NULL,"
 "  writes INTEGER NOT NULL DEFAULT 1,"
 "  send_id BLOB, sent_at INTEGER, set_aside TEXT,"
+"  written_after INTEGER,"
 "  PRIMARY KEY (tbl, key)) WITHOUT ROWID;"
 "CREATE INDEX IF NOT EXISTS _sync_notes_send ON _sync_notes(send_id)"
 "  WHERE send_id IS NOT NULL;"
+"CREATE INDEX IF NOT EXISTS _sync_notes_undated ON _sync_notes(tbl, key)"
+"  WHERE written_after IS NULL;"
 "CREATE TABLE IF NOT EXISTS _sync_refused("
 "  tbl TEXT NOT NULL, key TEXT NOT NULL, reason TEXT NOT NULL,"
 "  at INTEGER NOT NULL, send_id BLOB, sent_at INTEGER,"
@@ -152,6 +156,9 @@ ms_state_ensure(ms_ctx *c)
 		rc = generation_column(c, &has_generation);
 	if (rc == SQLITE_OK && !has_generation)
 		rc = ms_exec(c, "ALTER TABLE _sync_state ADD COLUMN generation INTEGER NOT NULL DEFAULT 0");
+	/* notes dated by the message applied before them (reach.c) */
+	if (rc == SQLITE_OK)
+		rc = ms_reach_notes_ensure(c);
 	return rc == SQLITE_OK ? ms_hlc_ensure(c) : rc;
 }
 

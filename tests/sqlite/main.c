@@ -23,6 +23,7 @@ extern void test_digest(void);
 extern void test_misuse(void);
 extern void test_evolve(void);
 extern void test_guard(void);
+extern void test_reach(void);
 extern void test_found(void);
 extern void test_oom(void);
 extern void test_claims(void);
@@ -123,6 +124,7 @@ main(void)
 	test_misuse();
 	test_evolve();
 	test_guard();
+	test_reach();
 	test_found();
 	test_oom();
 	test_claims();
