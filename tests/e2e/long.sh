@@ -1,11 +1,12 @@
 #!/bin/sh
 # long.sh: the long walk (make check-long; not part of scripts/test).  The
 # oracle walk (oracle.py: after every step every replica holds exactly its
-# wanted set) and the storm (storm.py: every fault kind, in storms of
-# CHECK_LONG_SEGMENT steps each followed by a calm and every check) for
-# CHECK_LONG_STEPS steps each; prints the steps, the faults of each kind and
-# the mismatches, which must be 0.  Each walk holds the machine's lock only
-# until its shop is loaded (walk.py, release_lock).
+# wanted set), the same over a schema nobody here wrote (realwalk.py) and the
+# storm (storm.py: every fault kind, in storms of CHECK_LONG_SEGMENT steps
+# each followed by a calm and every check) for CHECK_LONG_STEPS steps each;
+# prints the steps, the faults of each kind and the mismatches, which must
+# be 0.  Each walk holds the machine's lock only until its shop is loaded
+# (walk.py, release_lock).
 #   tests/e2e/long.sh                               100000 steps each
 #   CHECK_LONG_STEPS=5000 CHECK_LONG_WALKS=storm.py tests/e2e/long.sh
 set -u
@@ -20,7 +21,7 @@ fi
 steps=${CHECK_LONG_STEPS:-100000}
 segment=${CHECK_LONG_SEGMENT:-1000}
 [ "$segment" -gt "$steps" ] && segment=$steps
-walks=${CHECK_LONG_WALKS:-oracle.py storm.py}
+walks=${CHECK_LONG_WALKS:-oracle.py realwalk.py storm.py}
 # a script above us holding the lock for longer (scripts/test) keeps it, and
 # an isolated run has a lock of its own
 [ -z "${MAGIC_SYNC_LOCKED:-}" ] && [ -z "${MAGIC_SYNC_ISOLATED:-}" ] && MAGIC_SYNC_LONG_UNLOCK=1 &&
