@@ -105,6 +105,8 @@ fk_triggers(ms_ctx *c, const ms_tbl *t, const ms_fk *fk, int n)
 	ms_buf		changed = {0};
 	ms_buf		absent = {0};
 	ms_buf		msg = {0};
+	char	   *ins;
+	char	   *upd;
 	int			rc = SQLITE_OK;
 
 	for (int j = 0; j < fk->n; j++)
@@ -145,16 +147,17 @@ fk_triggers(ms_ctx *c, const ms_tbl *t, const ms_fk *fk, int n)
 					  fk->n == 1 ? "column" : "columns", cols.data, t->name, fk->n == 1 ? "points" : "point",
 					  p->name, refs.data);
 	}
-	if (cols.oom || refs.oom || notnull.oom || changed.oom || absent.oom || msg.oom)
+	ins = trigger_name(c, "ins", t, n, p != NULL);
+	upd = trigger_name(c, "upd", t, n, p != NULL);
+	if (cols.oom || refs.oom || notnull.oom || changed.oom || absent.oom || msg.oom || ins == NULL || upd == NULL)
 		rc = SQLITE_NOMEM;
 	if (rc == SQLITE_OK && t->record)
 		rc = ms_exec(c, "CREATE TRIGGER \"%w\" BEFORE INSERT ON %s WHEN %s%s AND %s BEGIN"
-					 " SELECT RAISE(ABORT, %Q); END", trigger_name(c, "ins", t, n, p != NULL), t->q, quiet,
-					 notnull.data, absent.data, msg.data);
+					 " SELECT RAISE(ABORT, %Q); END", ins, t->q, quiet, notnull.data, absent.data, msg.data);
 	if (rc == SQLITE_OK)
 		rc = ms_exec(c, "CREATE TRIGGER \"%w\" BEFORE UPDATE OF %s ON %s WHEN %s AND (%s)%s AND %s"
-					 " BEGIN SELECT RAISE(ABORT, %Q); END", trigger_name(c, "upd", t, n, p != NULL), cols.data,
-					 t->q, quiet, changed.data, notnull.data, absent.data, msg.data);
+					 " BEGIN SELECT RAISE(ABORT, %Q); END", upd, cols.data, t->q, quiet, changed.data,
+					 notnull.data, absent.data, msg.data);
 	ms_buf_free(&cols);
 	ms_buf_free(&refs);
 	ms_buf_free(&notnull);
