@@ -1417,3 +1417,19 @@ GRANT EXECUTE ON FUNCTION sync.signing_key() TO PUBLIC;
 -- A snapshot whose held rows are recorded after its pass (src/pg/sql/77_held_due.sql)
 ALTER TABLE sync.replicas ADD COLUMN held_due bigint;
 COMMENT ON COLUMN sync.replicas.held_due IS 'The snapshot whose held rows of tables read whole the relay records after its pass; NULL once recorded';
+
+-- What a replica's writes may point at (src/pg/transport/reach.c): the rows
+-- taken back from it that a row it wrote before may still point at
+CREATE TABLE sync.let_go (
+	replica			uuid NOT NULL REFERENCES sync.replicas ON DELETE CASCADE,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	taken			bigint NOT NULL,			-- the message that took it back
+	PRIMARY KEY (replica, tab, key)
+);
+CREATE INDEX let_go_taken ON sync.let_go (replica, taken);
+COMMENT ON TABLE sync.let_go IS 'Rows taken back from each replica that a row it wrote before, not filed yet, may still point at';
+SELECT pg_catalog.pg_extension_config_dump('sync.let_go', '');
+REVOKE ALL ON sync.let_go FROM PUBLIC;
+GRANT SELECT ON sync.let_go TO sync_admin;
+GRANT INSERT, UPDATE, DELETE ON sync.let_go TO sync_relay;

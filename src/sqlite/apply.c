@@ -742,6 +742,8 @@ apply(applier *a, ms_buf *out)
 	ms_ctx	   *c = a->c;
 	Sync__ToReplica *m = a->m;
 	bool		begins = m->body_case == SYNC__TO_REPLICA__BODY_DOWN && m->down->begin != NULL;
+	bool		reschema = begins || (m->body_case == SYNC__TO_REPLICA__BODY_DOWN &&
+									  (m->down->n_schema > 0 || m->down->n_let_go > 0));
 	sqlite3_stmt *st = NULL;
 	int			rc;
 	int			let_go = 0;
@@ -749,14 +751,22 @@ apply(applier *a, ms_buf *out)
 	const char *snapshot;
 
 	rc = ms_exec(c, "UPDATE _sync_state SET applying = 1 WHERE id = 1");
+	/* rows written since the last message are dated by it (reach.c) */
+	if (rc == SQLITE_OK)
+		rc = ms_reach_date(c);
 	/* a table that waited for a name the host had is made once the host renamed its own (schema.c) */
 	if (rc == SQLITE_OK && !begins)
 		rc = ms_schema_host(c, &made);
+	/* the foreign-key triggers read their parents: gone while the tables change */
+	if (rc == SQLITE_OK && reschema)
+		rc = ms_reach_untrigger(c);
 	if (rc == SQLITE_OK && begins)
 		rc = begin_snapshot(a);
 	/* schema changes, before the rows that need them (docs/protocol.md 5.3) */
 	if (rc == SQLITE_OK && m->body_case == SYNC__TO_REPLICA__BODY_DOWN)
 		rc = ms_evolve_apply(c, m->down, &a->evolved);
+	if (rc == SQLITE_OK)
+		rc = reschema ? ms_reach_trigger(c) : ms_reach_ensure(c);
 	if (rc == SQLITE_OK)
 		rc = prepare(a);
 	if (rc == SQLITE_OK && m->body_case == SYNC__TO_REPLICA__BODY_DOWN)

@@ -19,6 +19,7 @@
  *   sends.c    send numbers, what each send carried, Filed answers, sync_upload_refused
  *   status.c   sync_status, sync_progress, sync_init, sync_config, sync_retry
  *   keys.c     sync_key, sync_digest_keys
+ *   reach.c    what its writes may point at: the foreign-key triggers; since when its writes wait
  *-------------------------------------------------------------------------
  */
 #ifndef MAGIC_SYNC_SQLITE_H
@@ -528,6 +529,21 @@ extern int	ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d);
 
 /* ms_own_origin: whether an origin value names this replica. */
 extern bool ms_own_origin(ms_ctx *c, sqlite3_value *v);
+
+/* ---- reach.c ----------------------------------------------------------- */
+
+/* ms_reach_untrigger: the foreign-key triggers dropped, before the tables they read change. */
+extern int	ms_reach_untrigger(ms_ctx *c);
+/* ms_reach_trigger: the foreign-key triggers of c->schema made (again). */
+extern int	ms_reach_trigger(ms_ctx *c);
+/* ms_reach_ensure: made when the file lacks them (a file of an earlier build). */
+extern int	ms_reach_ensure(ms_ctx *c);
+/* ms_reach_notes_ensure: _sync_notes.written_after, added to a file of an earlier build. */
+extern int	ms_reach_notes_ensure(ms_ctx *c);
+/* ms_reach_date: notes not dated yet take the last message applied; before a message applies. */
+extern int	ms_reach_date(ms_ctx *c);
+/* ms_reach_since: what an upload says in Up.unfiled_since. */
+extern int	ms_reach_since(ms_ctx *c, uint64_t *since);
 
 /* ---- wish.c ------------------------------------------------------------ */
 

@@ -12,7 +12,8 @@
 **   _sync_made     the tables the replica made (schema.c): the only ones it
 **                  alters; gone once it found one dropped
 **   _sync_notes    one per row the replica wrote: writes counted, the send
-**                  that carries it, or why it is set aside
+**                  that carries it, or why it is set aside, the message
+**                  applied before it was written (reach.c)
 **   _sync_refused  rows from the server the replica could not take
 **   _sync_retired  retired rows of tables without a retired column
 **   _sync_named    keys the open snapshot named so far ('': a table named whole, apply.c)
@@ -62,9 +63,12 @@ static const char *const state_ddl =
 "  tbl TEXT NOT NULL, key TEXT NOT NULL,"
 "  writes INTEGER NOT NULL DEFAULT 1,"
 "  send_id BLOB, sent_at INTEGER, set_aside TEXT,"
+"  written_after INTEGER,"
 "  PRIMARY KEY (tbl, key)) WITHOUT ROWID;"
 "CREATE INDEX IF NOT EXISTS _sync_notes_send ON _sync_notes(send_id)"
 "  WHERE send_id IS NOT NULL;"
+"CREATE INDEX IF NOT EXISTS _sync_notes_undated ON _sync_notes(tbl, key)"
+"  WHERE written_after IS NULL;"
 "CREATE TABLE IF NOT EXISTS _sync_refused("
 "  tbl TEXT NOT NULL, key TEXT NOT NULL, reason TEXT NOT NULL,"
 "  at INTEGER NOT NULL, send_id BLOB, sent_at INTEGER,"
@@ -188,6 +192,9 @@ ms_state_ensure(ms_ctx *c)
 		rc = made_table(c, &has_made);
 	if (rc == SQLITE_OK && !has_made)
 		rc = ms_exec(c, "%s", made_ddl);
+	/* notes dated by the message applied before them (reach.c) */
+	if (rc == SQLITE_OK)
+		rc = ms_reach_notes_ensure(c);
 	return rc == SQLITE_OK ? ms_hlc_ensure(c) : rc;
 }
 

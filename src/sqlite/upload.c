@@ -896,6 +896,10 @@ head(uploader *u)
 	u->up.send_id.data = u->send_id;
 	u->up.send_id.len = MS_SEND_ID_BYTES;
 	u->up.applied = &u->applied;
+	/* since when its writes wait: the server keeps what it took back since (reach.c) */
+	rc = ms_reach_since(c, &u->up.unfiled_since);
+	if (rc != SQLITE_OK)
+		return rc;
 	if (s->number != 0 && s->has_epoch)
 	{
 		u->applied.epoch.data = s->epoch;

@@ -23,6 +23,7 @@ extern void test_digest(void);
 extern void test_misuse(void);
 extern void test_evolve(void);
 extern void test_guard(void);
+extern void test_reach(void);
 extern void test_found(void);
 extern void test_oom(void);
 extern void test_claims(void);
@@ -141,6 +142,7 @@ main(void)
 	run("misuse", test_misuse);
 	run("evolve", test_evolve);
 	run("guard", test_guard);
+	run("reach", test_reach);
 	run("found", test_found);
 	run("oom", test_oom);
 	run("claims", test_claims);

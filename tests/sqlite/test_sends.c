@@ -152,12 +152,12 @@ kept(void)
 	char	   *res;
 
 	tm_upload(db);
-	exec_mine(db, &s, "INSERT INTO orders VALUES ('%s', 1, 99, 1, NULL)");
+	exec_mine(db, &s, "INSERT INTO orders VALUES ('%s', 1, 2, 1, NULL)");
 	exec_mine(db, &s, "INSERT INTO orders VALUES ('%s', 2, 1, 1, NULL)");
 	u = decode(tm_upload(db), "two orders");
 	f = tm_filed(u->send_id.data, 1);
 	tm_filed_table(f, "orders", 1, 0, 0, 0, 1);
-	tm_filed_keep(f, "orders", tm_key(tm_replica_text(&s), "1", NULL), "violates foreign key constraint");
+	tm_filed_keep(f, "orders", tm_key(tm_replica_text(&s), "1", NULL), "violates check constraint");
 	res = answer(db, &s, f);
 	CHECK(t_has(res, "\"notes\":1") && t_has(res, "\"waiting\":1"), "one filed, one kept: %s", S(res));
 	res = t_text(db, "SELECT sync_progress() ->> '$.orders.waiting' || '/' || (sync_progress() ->> '$.orders.unsent')");
@@ -178,7 +178,7 @@ kept(void)
 	/* kept again: the backoff doubles */
 	f = tm_filed(u->send_id.data, 0);
 	tm_filed_table(f, "orders", 0, 0, 0, 0, 1);
-	tm_filed_keep(f, "orders", tm_key(tm_replica_text(&s), "1", NULL), "violates foreign key constraint");
+	tm_filed_keep(f, "orders", tm_key(tm_replica_text(&s), "1", NULL), "violates check constraint");
 	answer(db, &s, f);
 	CHECK(t_int(db, "SELECT tries FROM _sync_waits") == 2 &&
 		  t_int(db, "SELECT retry_at - strftime('%s', 'now') BETWEEN 100 AND 130 FROM _sync_waits") == 1,
@@ -189,7 +189,7 @@ kept(void)
 	/* written again: it goes at once whatever the backoff */
 	f = tm_filed(u->send_id.data, 0);
 	tm_filed_table(f, "orders", 0, 0, 0, 0, 1);
-	tm_filed_keep(f, "orders", tm_key(tm_replica_text(&s), "1", NULL), "violates foreign key constraint");
+	tm_filed_keep(f, "orders", tm_key(tm_replica_text(&s), "1", NULL), "violates check constraint");
 	answer(db, &s, f);
 	t_exec(db, "UPDATE orders SET customer = 1 WHERE id = 1", NULL);
 	u = decode(tm_upload(db), "written again");

@@ -43,6 +43,22 @@ CREATE TABLE sync.dropped (
 COMMENT ON TABLE sync.dropped IS 'Edits replicas sent that the server did not take, for a reason the replica must fix, until the row is filed';
 SELECT pg_catalog.pg_extension_config_dump('sync.dropped', '');
 
+-- Rows taken back from a replica that a row it wrote before may still point
+-- at (src/pg/transport/reach.c, docs/design.md 5.4): a held row the replica
+-- acknowledged the taking of, kept while it has a write not filed from before
+-- that message (Up.unfiled_since); forgotten once it has none.  A row it
+-- files may point at these as at the rows it holds.
+CREATE TABLE sync.let_go (
+	replica			uuid NOT NULL REFERENCES sync.replicas ON DELETE CASCADE,
+	tab				int NOT NULL,
+	key				text COLLATE "C" NOT NULL,
+	taken			bigint NOT NULL,			-- the message that took it back
+	PRIMARY KEY (replica, tab, key)
+);
+CREATE INDEX let_go_taken ON sync.let_go (replica, taken);
+COMMENT ON TABLE sync.let_go IS 'Rows taken back from each replica that a row it wrote before, not filed yet, may still point at';
+SELECT pg_catalog.pg_extension_config_dump('sync.let_go', '');
+
 CREATE FUNCTION sync.file(replica uuid, upload bytea, sender jsonb DEFAULT NULL) RETURNS jsonb
 	LANGUAGE c VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp

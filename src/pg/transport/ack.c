@@ -188,9 +188,8 @@ acknowledged(ms_filing *f, Sync__Applied *a)
 							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record an acknowledgement");
 	leave_outbox(types, values);
-	if (SPI_execute_with_args("DELETE FROM sync.held WHERE replica = $1 AND taken <= $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not record an acknowledgement");
+	/* what they took back is gone, but what a write still pending may point at (reach.c) */
+	ms_reach_acknowledged(f, (int64) a->number);
 }
 
 static char *
@@ -253,6 +252,8 @@ ms_acknowledge(ms_filing *f, Sync__Applied *a)
 
 	read_replica(f, &r);
 	f->acked = r.acked;
+	/* rows let go of before every write still pending: no row it files points at them */
+	ms_reach_forget(f);
 	/* held rows are on their way while its snapshot is */
 	f->provisioning = r.provision || (r.has_snapshot_end && r.snapshot_end > r.acked);
 	if (a == NULL || a->number == 0)

@@ -243,6 +243,7 @@ ms_file(PG_FUNCTION_ARGS)
 	f.row_cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync filing", ALLOCSET_DEFAULT_SIZES);
 	ms_filer_begin(&fr);
 	ms_epoch_current(&f.epoch);
+	f.unfiled_since = up->unfiled_since;
 	ms_acknowledge(&f, up->applied);
 	/* the replica's gap and backlog are the first lane's to say (lanes.c) */
 	if (ms_lane_first(&f))

@@ -16,6 +16,8 @@
  *   inbox.c     rows that wait or failed for good; sync.inbox_retry
  *   lanes.c     the upload's lane: its own send numbers and answers; the
  *               first lane says the replica's gap and backlog
+ *   reach.c     what a filed row may point at: rows the replica holds,
+ *               or held when it wrote it (sync.let_go), or its own records
  *   answers.c   the Filed answer queued for sync.pull (per table what became
  *               of its rows, each row not filed named), a send filed before
  *               or numbered at or below the last filed, what sync.file returns
@@ -87,6 +89,7 @@ typedef struct ms_filer
 	SPIPlanPtr	drop_note;		/* an edit dropped for the replica to fix, remembered (sync.dropped) */
 	SPIPlanPtr	drop_forget;	/* and forgotten once the row is filed */
 	bool		updated;		/* the catalog is 0.2's (ms_uploads_catalog) */
+	struct ms_reach *reach;		/* reach.c's statements, made on first use */
 } ms_filer;
 
 /* What became of the rows of one table of an upload, for the answer. */
@@ -129,6 +132,7 @@ typedef struct ms_filing
 	const uint8 *upload;		/* the upload, whose digests and backlog ack.c reads a piece at a time */
 	size_t		upload_len;
 	uint64		unfiled;		/* rows its backlog says were sent and not yet filed (ms_backlog) */
+	uint64		unfiled_since;	/* the message the replica applied before its oldest write not filed (reach.c); 0: not said */
 } ms_filing;
 
 /* ---- filer.c ---- */
@@ -220,6 +224,25 @@ extern void ms_file_rows(ms_filing *f, const uint8 *rows, size_t len);
  */
 extern ms_outcome ms_file_row(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
 							  const uint8 *bytes, size_t len, bool del, char **why, char **sqlstate);
+
+/* ---- reach.c ---- */
+
+/*
+ * ms_reach_refused: whether a row the replica files (json as filed: a
+ * record whole, a two-way row's owned columns) points, through a foreign
+ * key it writes, at a row the replica may not reach: then *why (the
+ * table, columns and key) and *sqlstate say so.  Raises what the owner's
+ * code raises.
+ */
+extern bool ms_reach_refused(ms_filing *f, ms_filed_table *ft, const char *key, const char *json,
+							 char **why, char **sqlstate);
+/*
+ * ms_reach_acknowledged: the held rows the messages through acked took back
+ * are gone, those taken after f->unfiled_since remembered in sync.let_go.
+ */
+extern void ms_reach_acknowledged(ms_filing *f, int64 acked);
+/* ms_reach_forget: sync.let_go forgets the rows taken at or before f->unfiled_since. */
+extern void ms_reach_forget(ms_filing *f);
 
 /* ---- inbox.c ---- */
 

@@ -14,6 +14,10 @@
  *   delete     a record's, taken only where the replica applied every
  *              message carrying the row
  *
+ * A record, or a two-way row's owned columns, pointing at a row the replica
+ * may not reach is refused first (reach.c): its rules decide what it
+ * reaches, never its writes.
+ *
  * and comes out filed, refused (it never can be), dropped (the server's
  * change wins), waiting, or set aside in the inbox (it failed for good:
  * retried after a fix).  A record not taken is filed when the server has
@@ -258,12 +262,15 @@ not_taken(ms_filing *f, ms_filed_table *ft, const char *key, const char *json, c
 }
 
 static ms_outcome
-file_record(ms_filing *f, ms_filed_table *ft, const char *key, const char *json, char **why)
+file_record(ms_filing *f, ms_filed_table *ft, const char *key, const char *json, char **why,
+			char **sqlstate)
 {
 	Datum		values[2];
 	char		nulls[2] = {' ', ' '};
 	bool		taken;
 
+	if (ms_reach_refused(f, ft, key, json, why, sqlstate))
+		return MS_REFUSED;
 	values[0] = CStringGetTextDatum(json);
 	values[1] = f->sender;
 	if (f->sender == (Datum) 0)
@@ -301,7 +308,8 @@ dropped(ms_filing *f, const ms_table *t, const char *key, char **why, const char
 
 /* a two-way row: only the columns the replica owns, of a row it holds */
 static ms_outcome
-file_two_way(ms_filing *f, ms_filed_table *ft, const char *key, const char *json, char **why)
+file_two_way(ms_filing *f, ms_filed_table *ft, const char *key, const char *json, char **why,
+			 char **sqlstate)
 {
 	int64		number;
 	bool		taken;
@@ -325,6 +333,8 @@ file_two_way(ms_filing *f, ms_filed_table *ft, const char *key, const char *json
 	if (since > f->acked)
 		/* the replica edited the row as it was before the server deleted and made it again */
 		return dropped(f, ft->t, key, why, "the server made the row again since the replica's edit: its change wins");
+	if (ms_reach_refused(f, ft, key, json, why, sqlstate))
+		return MS_REFUSED;
 	values[0] = CStringGetTextDatum(json);
 	values[1] = CStringGetTextDatum(key);
 	as_owner(f, ft, &ft->two_way, values, NULL, false, 0, SPI_OK_UPDATE, "file a two-way row");
@@ -356,7 +366,7 @@ file_delete(ms_filing *f, ms_filed_table *ft, const char *key, char **why)
  */
 static ms_outcome
 file_row_inner(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
-			   const uint8 *bytes, size_t len, bool del, char **why)
+			   const uint8 *bytes, size_t len, bool del, char **why, char **sqlstate)
 {
 	const ms_table *t = ft->t;
 	bool		two_way = !t->record;
@@ -393,7 +403,8 @@ file_row_inner(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
 	json = check_row(f, t, json, parts, two_way, why);
 	if (json == NULL)
 		return MS_REFUSED;
-	return two_way ? file_two_way(f, ft, key, json, why) : file_record(f, ft, key, json, why);
+	return two_way ? file_two_way(f, ft, key, json, why, sqlstate) :
+		file_record(f, ft, key, json, why, sqlstate);
 }
 
 /* a row to file, for ms_try */
@@ -408,6 +419,7 @@ typedef struct row_job
 	bool		del;
 	ms_outcome	out;
 	char	   *why;
+	char	   *sqlstate;		/* a refusal's, when it has one */
 } row_job;
 
 static void
@@ -415,14 +427,14 @@ row_job_run(void *arg)
 {
 	row_job    *j = arg;
 
-	j->out = file_row_inner(j->f, j->ft, j->parts, j->key, j->bytes, j->len, j->del, &j->why);
+	j->out = file_row_inner(j->f, j->ft, j->parts, j->key, j->bytes, j->len, j->del, &j->why, &j->sqlstate);
 }
 
 ms_outcome
 ms_file_row(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
 			const uint8 *bytes, size_t len, bool del, char **why, char **sqlstate)
 {
-	row_job		j = {f, ft, parts, key, bytes, len, del, MS_FILED, NULL};
+	row_job		j = {f, ft, parts, key, bytes, len, del, MS_FILED, NULL, NULL};
 	ErrorData  *err = NULL;
 
 	*sqlstate = NULL;
@@ -430,6 +442,7 @@ ms_file_row(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
 	if (ms_try(row_job_run, &j, &err))
 	{
 		*why = j.why;
+		*sqlstate = j.sqlstate;
 		return j.out;
 	}
 	*why = err->message;
