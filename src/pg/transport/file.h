@@ -9,6 +9,7 @@
  *   ack.c       acknowledgements and restores: the last message applied and
  *               its seal, gaps, refusals, digests, the backlog
  *   refused.c   rows refused: when each goes to the replica again; its build
+ *   refusal.c   a write refused: the replica is sent the server's row again
  *   filer.c     what a call prepares once: per table, its statements and the
  *               shape of its proto rows; a row in its codec, as JSON
  *   filing.c    filing rows: records, two-way columns, deletes, each in a
@@ -86,6 +87,7 @@ typedef struct ms_filer
 	SPIPlanPtr	unkeep;			/* a row filed (or refused, dropped) leaves the inbox */
 	SPIPlanPtr	drop_note;		/* an edit dropped for the replica to fix, remembered (sync.dropped) */
 	SPIPlanPtr	drop_forget;	/* and forgotten once the row is filed */
+	SPIPlanPtr	answer;			/* a write refused: its row goes again (refusal.c), prepared when first needed */
 	bool		updated;		/* the catalog is 0.2's (ms_uploads_catalog) */
 } ms_filer;
 
@@ -208,6 +210,15 @@ extern void ms_file_rows(ms_filing *f, const uint8 *rows, size_t len);
  */
 extern ms_outcome ms_file_row(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
 							  const uint8 *bytes, size_t len, bool del, char **why, char **sqlstate);
+
+/* ---- refusal.c ---- */
+
+/*
+ * ms_refusal_answer: a write of the replica's refused: the next pass sends
+ * it the row as the server has it, or its deletion (the held row marked
+ * replace).  After the row's subtransaction.
+ */
+extern void ms_refusal_answer(ms_filing *f, ms_filed_table *ft, char **parts, const char *key, bool del);
 
 /* ---- inbox.c ---- */
 

@@ -428,6 +428,9 @@ ms_file_row(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
 	if (ms_try(row_job_run, &j, &err))
 	{
 		*why = j.why;
+		/* whatever refused it, the replica's copy is not the server's: the row goes again */
+		if (j.out == MS_REFUSED)
+			ms_refusal_answer(f, ft, parts, key, del);
 		return j.out;
 	}
 	*why = err->message;
