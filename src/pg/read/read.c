@@ -137,7 +137,7 @@ static const char row_progress_sql[] =
 "          WHEN a.answer = 'letting go' THEN 'a delete of it is on its way'"
 "          WHEN a.answer = 'on its way' THEN 'a message it has not acknowledged carries it'"
 "          WHEN a.answer = 'holds an older version' AND a.replace"
-"               THEN 'a write of its own was refused or dropped: the server''s row goes to it at the next pass'"
+"               THEN 'a write of its own was refused or dropped: the server''s row, or its deletion, goes to it at the next pass'"
 "          WHEN a.answer = 'holds an older version' THEN 'a change not planned yet'"
 "          WHEN a.answer = 'lacks' AND a.due THEN 'its snapshot is due at the next pass'"
 "          WHEN a.answer = 'lacks' AND a.behind THEN 'changes not planned yet send it at the next pass'"
