@@ -97,6 +97,9 @@ typedef struct backlog
 
 extern replica *replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX]);
 extern void replica_close(replica *r);
+/* replica_lazy: commits wait for no fsync; replica_sync makes them durable before an upload leaves */
+extern agent_status replica_lazy(replica *r, char err[AGENT_ERROR_MAX]);
+extern agent_status replica_sync(replica *r, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_applied(replica *r, int64_t *applied, bool *snapshot_open,
 									uint8_t *claim, size_t *claim_len, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
@@ -184,6 +187,8 @@ extern agent_status server_signing_key(server *s, uint8_t key[32], bool *has, bo
 extern agent_status server_acts_for_any(server *s, bool *any, char err[AGENT_ERROR_MAX]);
 /* the server's magic_sync.upload_bytes, or 0 when it does not say */
 extern int64_t server_upload_bound(server *s);
+/* server_bytes: a setting in bytes as SHOW writes it ("16MB", "1025B"); 0 when it is not one */
+extern int64_t server_bytes(const char *shown);
 
 typedef enum wake_reason
 {
@@ -279,6 +284,8 @@ extern void report_snapshot(int64_t rows, int64_t of, bool begun, bool ended);
 /* report_schema: a message that changed the schema, and what of it the replica could not apply */
 extern void report_schema(const apply_result *res);
 extern void report_round(const round_stats *st, const backlog *b);
+/* report_rounds: whether rounds are reported (not --quiet): their figures are worth reading */
+extern bool report_rounds(void);
 extern void report_stop(const char *why, int code);
 /* report_trust: the replica trusts the server key key_hex now, and how it came to */
 extern void report_trust(const char *key_hex, const char *how);

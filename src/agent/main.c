@@ -34,7 +34,7 @@
 #include "sneakernet.h"
 #include "wire.h"
 
-#define AGENT_VERSION "0.1"
+#define AGENT_VERSION MS_VERSION	/* magic_sync.control's, from the Makefile */
 #define BACKOFF_FIRST_MS 1000
 #define BACKOFF_MAX_MS 30000
 #define ROUND_LINE_MS 5000		/* a long round says what it did at least this often */
@@ -111,6 +111,9 @@ typedef struct agent
 	narrowing	narrow;
 	int64_t		bound;			/* the server's upload_bytes when last looked at; -1: not yet */
 	bool		bound_looked;	/* looked at this round */
+	char		lanes[AGENT_LANES_MAX][AGENT_LANE_BYTES];	/* sync_lanes(), read once a round ... */
+	int			nlanes;
+	bool		lanes_read;		/* ... and again after a message is applied (it may change a table's lane) */
 	bool		trusted;		/* the server's key is the one the replica trusts (trust()) */
 	int			fatal;			/* an exit code a step decided on (EXIT_CONFIG), 0 none */
 	char		fatal_why[AGENT_ERROR_MAX];
@@ -423,8 +426,22 @@ carried(agent *a, const pulled *m, bool *begins, int64_t *of, int64_t *upserts)
 static agent_status
 file(agent *a, uint8_t *up, size_t len, round_stats *st, char sqlstate[6], char err[AGENT_ERROR_MAX])
 {
-	agent_status rc = server_file(a->srv, a->uuid_bytes, up, len, a->answer, sizeof a->answer, sqlstate, err);
+	agent_status rc;
 	int64_t		acked;
+
+	/* what it acknowledges and what it stamped sent are durable before the server hears of them */
+	rc = replica_sync(a->rep, err);
+	if (rc != STEP_OK)
+	{
+		if (a->unfiled != up)
+		{
+			free(a->unfiled);
+			a->unfiled = up;
+			a->unfiled_len = len;
+		}
+		return rc;
+	}
+	rc = server_file(a->srv, a->uuid_bytes, up, len, a->answer, sizeof a->answer, sqlstate, err);
 
 	if (rc == STEP_TRANSIENT)
 	{
@@ -649,7 +666,7 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 {
 	agent_status rc;
 	char		sqlstate[6];
-	char		lanes[AGENT_LANES_MAX][AGENT_LANE_BYTES];
+	char		(*lanes)[AGENT_LANE_BYTES] = a->lanes;
 	bool		done[AGENT_LANES_MAX] = {false};
 	bool		refused_whole[AGENT_LANES_MAX] = {false};	/* the server takes nothing of it: asked no more */
 	char		failure[AGENT_ERROR_MAX] = "";
@@ -658,9 +675,14 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 	int			turn = 0;
 
 	bound(a);
-	rc = replica_lanes(a->rep, lanes, AGENT_LANES_MAX, &nlanes, err);
-	if (rc != STEP_OK)
-		return rc;
+	if (!a->lanes_read)
+	{
+		rc = replica_lanes(a->rep, a->lanes, AGENT_LANES_MAX, &a->nlanes, err);
+		if (rc != STEP_OK)
+			return rc;
+		a->lanes_read = true;
+	}
+	nlanes = a->nlanes;
 	for (int i = 0; i < UPLOADS_PER_PASS && !stop_signal; i++)
 	{
 		uint8_t    *up = a->unfiled;
@@ -861,6 +883,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 				bool		ended = strcmp(res.snapshot, "end") == 0;
 
 				progressed = true;
+				a->lanes_read = false;
 				st->messages++;
 				if (res.schema_changed > 0 || res.schema_let_go > 0 || res.schema_failed > 0)
 					report_schema(&res);
@@ -925,6 +948,8 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 	rc = uploads(a, st, err);
 	if (rc != STEP_OK)
 		return rc;
+	/* for the round's line only: --quiet reads nothing it would not use */
+	if (report_rounds())
 	{
 		int64_t		applied;
 		bool		open;
@@ -989,6 +1014,9 @@ say_round(agent *a, round_stats *st)
 	backlog		b;
 	char		err[AGENT_ERROR_MAX];
 
+	/* --quiet: the backlog (sync_progress reads every lane) for no line */
+	if (!report_rounds())
+		return;
 	if (replica_backlog(a->rep, &b, err) != STEP_OK)
 		memset(&b, 0, sizeof b);
 	report_round(st, &b);
@@ -1085,7 +1113,7 @@ main(int argc, char **argv)
 		report_error("cannot open the replica", err, -1);
 		return finish(&a, "cannot open the replica file", EXIT_NOINPUT);
 	}
-	if (replica_applied(a.rep, &applied, &open, NULL, NULL, err) != STEP_OK)
+	if (replica_lazy(a.rep, err) != STEP_OK || replica_applied(a.rep, &applied, &open, NULL, NULL, err) != STEP_OK)
 	{
 		report_error("cannot read the replica", err, -1);
 		return finish(&a, "cannot read the replica file", EXIT_NOINPUT);
@@ -1162,6 +1190,7 @@ main(int argc, char **argv)
 		/* a round: passes until nothing moves */
 		memset(&st, 0, sizeof st);
 		a.bound_looked = false;
+		a.lanes_read = false;
 		began = mono_ms();
 		while (moved && !stop_signal && passes++ < PASSES_MAX)
 		{

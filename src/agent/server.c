@@ -293,6 +293,18 @@ get_be64(const uint8_t *b)
 }
 
 /*
+ * The pull, in a transaction of its own whose commit waits for no flush:
+ * what it writes (the times each message went out, the answers given) is
+ * bookkeeping a crash may lose -- the answer goes again, a count is one
+ * short -- and a flush would hold back every message it returns by one
+ * fsync.  The messages themselves are flushed before they leave
+ * (src/pg/transport/pull.c).  set_config(..., true) lasts the transaction:
+ * no session state.
+ */
+#define PULL_SQL(args) "SELECT p.number, p.message FROM pg_catalog.set_config('synchronous_commit', 'off', true) s," \
+	" sync.pull(" args ") p"
+
+/*
  * server_pull: the Filed answers waiting for the replica, then the messages
  * of its outbox numbered after `after`, up to max_bytes (at least one).
  * claim is what the replica says it applied (sync_applied(); empty before
@@ -319,16 +331,14 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 	be64(after_be, (uint64_t) after);
 	for (int i = 0; i < 4; i++)
 		bytes_be[i] = (uint8_t) ((uint32_t) max_bytes >> (24 - 8 * i));
-	res = PQexecParams(s->conn, s->no_claims ? "SELECT number, message FROM sync.pull($1, $2, $3)"
-					   : "SELECT number, message FROM sync.pull($1, $2, $3, $4)",
+	res = PQexecParams(s->conn, s->no_claims ? PULL_SQL("$1, $2, $3") : PULL_SQL("$1, $2, $3, $4"),
 					   s->no_claims ? 3 : 4, types, values, lengths, formats, 1);
 	if (!s->no_claims && undefined_function(res))
 	{
 		/* a server not updated yet (ALTER EXTENSION magic_sync UPDATE): pull as it takes it */
 		PQclear(res);
 		s->no_claims = true;
-		res = PQexecParams(s->conn, "SELECT number, message FROM sync.pull($1, $2, $3)",
-						   3, types, values, lengths, formats, 1);
+		res = PQexecParams(s->conn, PULL_SQL("$1, $2, $3"), 3, types, values, lengths, formats, 1);
 	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
@@ -522,6 +532,34 @@ server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
 }
 
 /*
+ * server_bytes: a setting in bytes as SHOW writes it ("16MB", "4kB",
+ * "1025B": units of 1024); 0 when it is not one
+ */
+int64_t
+server_bytes(const char *shown)
+{
+	static const struct
+	{
+		const char *unit;
+		int64_t		times;
+	}			units[] = {{"B", 1}, {"kB", 1024}, {"MB", 1024 * 1024}, {"GB", (int64_t) 1024 * 1024 * 1024},
+	{"TB", (int64_t) 1024 * 1024 * 1024 * 1024}};
+	char	   *end;
+	long long	n;
+
+	errno = 0;
+	n = strtoll(shown, &end, 10);
+	if (errno != 0 || end == shown || n < 0)
+		return 0;
+	if (*end == '\0')
+		return (int64_t) n;
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+		if (strcmp(end, units[i].unit) == 0)
+			return n > INT64_MAX / units[i].times ? 0 : (int64_t) n * units[i].times;
+	return 0;
+}
+
+/*
  * server_upload_bound: the largest upload the server takes
  * (magic_sync.upload_bytes), so that rows too large for it are tried again
  * when it changes; 0 when the server does not say
@@ -529,11 +567,12 @@ server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
 int64_t
 server_upload_bound(server *s)
 {
-	PGresult   *res = PQexec(s->conn, "SELECT setting FROM pg_catalog.pg_settings WHERE name = 'magic_sync.upload_bytes'");
+	/* not pg_settings: that view shows every setting the server has, a millisecond's work */
+	PGresult   *res = PQexec(s->conn, "SELECT pg_catalog.current_setting('magic_sync.upload_bytes', true)");
 	int64_t		bound = 0;
 
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
-		bound = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		bound = server_bytes(PQgetvalue(res, 0, 0));
 	PQclear(res);
 	return bound;
 }

@@ -21,7 +21,9 @@ extern bool ms_relay_try_lock(bool session);
 /*
  * ms_relay_hold_replicas: what a pass takes on sync.replicas before it reads,
  * so that sync.file and sync.pull, which write rows of sync.replicas,
- * sync.held and sync.outbox a pass writes too, wait for it.
+ * sync.held and sync.outbox a pass writes too, wait for it.  A snapshot
+ * pass (MS_SNAPSHOTS_ONLY) takes the rows of the replicas it provisions
+ * instead (observe.c).
  */
 extern void ms_relay_hold_replicas(void);
 
