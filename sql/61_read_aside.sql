@@ -160,6 +160,8 @@ SELECT * FROM t.states();
 UPDATE sync.inbox SET last_at = last_at - interval '1 hour';
 SELECT sync.inbox_retry();
 SELECT count(*) FROM sync.inbox;
+-- refused, the edit is answered with the server's row: none, so the row
+-- its note may have kept on replica 2 is taken back (docs/design.md 5.2)
 
 -- a replica that is not live is not counted
 SELECT sync.replica_set('00000000-0000-0000-0000-000000000003', live => false);

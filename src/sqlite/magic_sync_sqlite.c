@@ -113,6 +113,12 @@
 **   sync_retry('too large') -> INTEGER
 **       Only the rows set aside as too large (a bound changed).
 **
+**   sync_resync() -> INTEGER
+**       Asks the server to provision the replica again ("re-sync
+**       everything"): a gap after the last message applied, said by the
+**       next upload.  Every write not filed yet is kept and goes up.
+**       1 when asked, 0 when a snapshot is already due or open.
+**
 **   sync_key(part, ...) -> TEXT      the canonical key: sync_key(42) = '2:42'
 **   sync_digest_keys(key) -> TEXT    aggregate: the digest of canonical keys
 **       These two are pure and INNOCUOUS.

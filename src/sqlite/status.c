@@ -16,6 +16,9 @@
 **   sync_retry()               rows set aside, and rows waiting in the
 **                              server's inbox, go up again
 **   sync_retry('too large')    rows set aside as too large go up again
+**   sync_resync()              the replica asks to be provisioned again
+**                              (a gap after its last applied message),
+**                              keeping every write it has not had filed
 */
 #include "magic_sync_sqlite.h"
 
@@ -423,6 +426,43 @@ retry_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	ms_ctx_done(&c);
 }
 
+/*
+ * resync_func: sync_resync() opens a gap after the last message applied, as
+ * a lost message would: the next upload says it, the server provisions the
+ * replica again, and until the snapshot begins no message is applied.  A
+ * row written and not filed keeps its note, so the snapshot's end never lets
+ * go of it (docs/protocol.md 5.2), and it goes up as before.  1 when asked;
+ * 0 when a snapshot is already due or open, or none was ever applied.
+ */
+static void
+resync_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	ms_ctx		c;
+	int			rc;
+	int			n = 0;
+
+	(void) argc;
+	(void) argv;
+	ms_ctx_init(&c, ctx, "sync_resync");
+	rc = ms_begin(&c, "_sync_resync");
+	if (rc == SQLITE_OK)
+	{
+		rc = ms_state_exists(&c);
+		if (rc == SQLITE_OK && c.have_state)
+		{
+			rc = ms_exec(&c, "UPDATE _sync_state SET gap = number + 1, gap_epoch = epoch"
+						 " WHERE id = 1 AND epoch IS NOT NULL AND number > 0 AND gap = 0 AND snapshot = 0");
+			n = sqlite3_changes(c.db);
+		}
+		rc = ms_end(&c, "_sync_resync", rc);
+	}
+	if (rc == SQLITE_OK)
+		sqlite3_result_int(ctx, n);
+	else
+		ms_ctx_error(&c, ctx, rc);
+	ms_ctx_done(&c);
+}
+
 int
 ms_status_register(sqlite3 *db)
 {
@@ -442,5 +482,7 @@ ms_status_register(sqlite3 *db)
 		rc = sqlite3_create_function(db, "sync_retry", 0, flags, NULL, retry_func, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_create_function(db, "sync_retry", 1, flags, NULL, retry_func, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_resync", 0, flags, NULL, resync_func, NULL, NULL);
 	return rc;
 }

@@ -48,6 +48,8 @@ empty_file(void)
 	sqlite3_free(r);
 	CHECK(t_int(db, "SELECT count(*) FROM sqlite_master") == 0, "reading created nothing");
 	CHECK(t_int(db, "SELECT sync_retry()") == 0, "nothing to retry");
+	CHECK(t_int(db, "SELECT sync_resync()") == 0, "nothing applied: nothing to re-sync");
+	CHECK(t_int(db, "SELECT count(*) FROM sqlite_master") == 0, "asking created nothing");
 	sqlite3_close(db);
 }
 
@@ -142,7 +144,8 @@ direct_only(void)
 	sqlite3    *db = t_shop(&s);
 	static const char *const fns[] = {
 		"sync_apply(x'00')", "sync_upload()", "sync_upload('sales')", "sync_lanes()", "sync_digest()", "sync_progress()", "sync_status()",
-		"sync_init('7c9e6679-7425-40de-944b-e07fc1f90ae7')", "sync_config('resend_after')", "sync_retry()"
+		"sync_init('7c9e6679-7425-40de-944b-e07fc1f90ae7')", "sync_config('resend_after')", "sync_retry()",
+		"sync_resync()"
 	};
 
 	for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)

@@ -71,7 +71,7 @@ static const char progress_sql[] =
 " j AS ("
 "   SELECT coalesce(w.replica, h.replica) AS replica, coalesce(w.tab, h.tab) AS tab,"
 "          w.key IS NOT NULL AS wanted, h.key IS NOT NULL AS held,"
-"          h.number, h.taken, h.refused, h.note, p.note AS newer,"
+"          h.number, h.taken, h.refused, h.note, p.note AS newer, h.replace,"
 "          EXISTS (SELECT FROM sync.quarantine q WHERE q.tab = coalesce(w.tab, h.tab)"
 "                     AND q.key = coalesce(w.key, h.key)) AS quarantined"
 "     FROM pg_temp.ms_wanted w"
@@ -87,7 +87,7 @@ static const char progress_sql[] =
 " SELECT s.id, t.relid,"
 "        count(*) FILTER (WHERE k.wanted),"
 "        count(*) FILTER (WHERE k.place = 'holds'),"
-"        count(*) FILTER (WHERE k.place = 'holds' AND k.newer > k.note),"
+"        count(*) FILTER (WHERE k.place = 'holds' AND (k.newer > k.note OR k.replace)),"
 "        count(*) FILTER (WHERE k.place = 'on its way'),"
 "        count(*) FILTER (WHERE k.place = 'set aside'),"
 "        count(*) FILTER (WHERE k.place = 'lacks'),"
@@ -110,7 +110,7 @@ static const char row_progress_sql[] =
 " p AS (SELECT max(n.id) AS note FROM sync.notes n"
 "        WHERE NOT n.done AND n.source = 'r' AND n.tab = $2 AND (n.key = $3 OR n.old_key = $3)),"
 " x AS ("
-"   SELECT s.id, s.acked_number, h.key IS NOT NULL AS held, h.number, h.taken, h.note, h.refused,"
+"   SELECT s.id, s.acked_number, h.key IS NOT NULL AS held, h.number, h.taken, h.note, h.refused, h.replace,"
 "          i.reason AS upload, i.sqlstate, (%s) AS wanted, p.note AS newer, q.reason AS quarantined,"
 "          s.provision OR NOT s.seen_live OR s.seen_partition IS DISTINCT FROM s.partition AS due,"
 "          EXISTS (SELECT FROM sync.notes n WHERE NOT n.done) AS behind"
@@ -124,7 +124,7 @@ static const char row_progress_sql[] =
 "     WHEN x.quarantined IS NOT NULL AND (x.held OR x.wanted) THEN 'set aside'"
 "     WHEN x.taken IS NOT NULL THEN 'letting go'"
 "     WHEN x.held AND x.number > x.acked_number THEN 'on its way'"
-"     WHEN x.held AND x.newer > x.note THEN 'holds an older version'"
+"     WHEN x.held AND (x.newer > x.note OR x.replace) THEN 'holds an older version'"
 "     WHEN x.held THEN 'holds'"
 "     WHEN x.wanted THEN 'lacks' END AS answer"
 "     FROM x)"
@@ -137,6 +137,8 @@ static const char row_progress_sql[] =
 "          WHEN a.answer = 'set aside' THEN 'quarantined: ' || a.quarantined"
 "          WHEN a.answer = 'letting go' THEN 'a delete of it is on its way'"
 "          WHEN a.answer = 'on its way' THEN 'a message it has not acknowledged carries it'"
+"          WHEN a.answer = 'holds an older version' AND a.replace"
+"               THEN 'a write of its own was refused or dropped: the server''s row, or its deletion, goes to it at the next pass'"
 "          WHEN a.answer = 'holds an older version' THEN 'a change not planned yet'"
 "          WHEN a.answer = 'lacks' AND a.due THEN 'its snapshot is due at the next pass'"
 "          WHEN a.answer = 'lacks' AND a.behind THEN 'changes not planned yet send it at the next pass'"
@@ -209,7 +211,9 @@ wanted(ms_pass *p, ArrayType *replicas)
  *   should      rows of the table it should hold: sync.wanted, from scratch,
  *               now (so a change not planned yet already counts)
  *   holds       of those, rows it acknowledged holding
- *   outdated    of those it holds, rows a change not planned yet is newer than
+ *   outdated    of those it holds, rows a change not planned yet is newer than,
+ *               or whose copy a write of its own refused or dropped left unlike
+ *               the server's (sync.held.replace: the next pass sends it again)
  *   on_its_way  of should, rows a message it has not acknowledged carries
  *   set_aside   of should, rows it refused or that are quarantined
  *   lacks       the rest of should: should = holds + on_its_way + set_aside + lacks

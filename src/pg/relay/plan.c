@@ -232,6 +232,9 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	/* rows a replica refused, due again: to it alone (retry.c) */
 	if (around != NULL)
 		ms_plan_refused(p, around);
+	/* held rows marked replace with nothing on its way: to that replica alone (retry.c) */
+	if (around != NULL)
+		ms_plan_replaced(p, around);
 	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
 	/* few rows are marked (held_replace): read by that index, never the held set whole */
 	ms_exec(p, "UPDATE ms_send s SET replace = true FROM sync.held h"

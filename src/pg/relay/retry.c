@@ -13,8 +13,14 @@
  * looked at again a minute later.  Once sent, it is due no more until the
  * replica refuses it again (or takes it, which ends its count).
  *
+ * A write of a replica's that filing refused (transport/refusal.c) marks
+ * its held row replace: the next pass sends that replica alone the row as
+ * the server has it, replacing its copy whole, or takes it back when the
+ * server has no such row (or never sent it: a row it made up, held at
+ * number 0 and note 0).  Once sent the mark is gone (record.c).
+ *
  * A pass with no note runs only for the replicas it has work for: those
- * provisioning, and those with a refused row due.
+ * provisioning, and those with a refused row due or a held row to replace.
  *
  * One replica's refusals cost that replica: every statement here reads the
  * rows due and looks up each one's held row, table row or mark alone (a
@@ -51,6 +57,21 @@ any_due(ms_pass *p)
 	return ms_int64() != 0;
 }
 
+/*
+ * whether a held row is marked replace: the first entry of held_replace
+ * (in its order, read from that small partial index whatever the statistics say;
+ * EXISTS was a scan of sync.held when they said replace was common).  A row
+ * marked that a delete is taking only costs a plan.
+ */
+static bool
+any_replaced(ms_pass *p)
+{
+	ms_run(p, ms_prepare_kept(p, "SELECT count(*) FROM (SELECT FROM sync.held WHERE replace"
+							  " ORDER BY replica, tab, key LIMIT 1) f",
+							  0, NULL), NULL, NULL, 0);
+	return ms_int64() != 0;
+}
+
 ArrayType *
 ms_retry_replicas(ms_pass *p, ArrayType *provisioning)
 {
@@ -58,21 +79,25 @@ ms_retry_replicas(ms_pass *p, ArrayType *provisioning)
 	Datum		values[2];
 	ArrayType  *due;
 
-	if (!ms_catalog_has("refused_rows"))
-		return provisioning;
+	bool		refused = ms_catalog_has("refused_rows") && any_due(p);
+	bool		replaced = any_replaced(p);
 
-	/*
-	 * Most passes: none due.  Probed by an index scan, which marks the
-	 * entries of rows sent since (due no more) dead as it passes them: the
-	 * bitmap scan below read each one's heap row, every pass, until the
-	 * table was vacuumed.
-	 */
-	if (!any_due(p))
+	if (!refused && !replaced)
 		return provisioning;
-	/* by refused_rows_due: the rows due are few, or none */
-	ms_exec(p, "SELECT array_agg(DISTINCT r.replica) FROM sync.refused_rows r"
+	/* by refused_rows_due and held_replace: the rows due are few, or none */
+	ms_exec(p, !replaced ?
+			"SELECT array_agg(DISTINCT r.replica) FROM sync.refused_rows r"
 			" JOIN sync.replicas x ON x.id = r.replica"
-			" WHERE r.due <= now() AND x.live AND NOT x.dropped AND NOT x.provision",
+			" WHERE r.due <= now() AND x.live AND NOT x.dropped AND NOT x.provision" :
+			!refused ?
+			"SELECT array_agg(DISTINCT h.replica) FROM sync.held h"
+			" JOIN sync.replicas x ON x.id = h.replica"
+			" WHERE h.replace AND h.taken IS NULL AND x.live AND NOT x.dropped AND NOT x.provision" :
+			"SELECT array_agg(DISTINCT d.replica) FROM ("
+			" SELECT r.replica FROM sync.refused_rows r WHERE r.due <= now()"
+			" UNION SELECT h.replica FROM sync.held h WHERE h.replace AND h.taken IS NULL) d"
+			" JOIN sync.replicas x ON x.id = d.replica"
+			" WHERE x.live AND NOT x.dropped AND NOT x.provision",
 			0, NULL, NULL, NULL, 0);
 	due = ms_array();
 	if (due == NULL || provisioning == NULL)
@@ -181,4 +206,74 @@ ms_plan_refused(ms_pass *p, ArrayType *replicas)
 	/* what could not go now is looked at again a minute later, not every pass */
 	ms_exec(p, "UPDATE sync.refused_rows r SET due = now() + interval '1 minute' WHERE " DUE,
 			1, types, values, NULL, 0);
+}
+
+void
+ms_plan_replaced(ms_pass *p, ArrayType *replicas)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {PointerGetDatum(replicas)};
+	uint64		n;
+	int		   *tabs;
+
+	/* most passes: none marked, one probe of held_replace */
+	if (!any_replaced(p) || p->resend_held)
+		return;
+	/* ms_retry again (ms_plan_refused is done with it): note -1 for a row it made up */
+	ms_temp_table(p, "ms_retry");
+	ms_exec(p, "INSERT INTO pg_temp.ms_retry"
+			" SELECT h.replica, h.tab, h.key, CASE WHEN h.number = 0 AND h.note = 0 THEN -1 ELSE h.note END"
+			"  FROM sync.held h"
+			" WHERE h.replace AND h.taken IS NULL AND h.replica = ANY ($1)"
+			"   AND NOT EXISTS (SELECT FROM ms_blocked b WHERE b.tab = h.tab AND b.key = h.key)"
+			"   AND NOT EXISTS (SELECT FROM ms_unplanned u WHERE u.tab = h.tab AND u.key = h.key)"
+			"   AND NOT EXISTS (SELECT FROM ms_send s WHERE s.replica = h.replica AND s.tab = h.tab AND s.key = h.key)"
+			"   AND NOT EXISTS (SELECT FROM ms_take t WHERE t.replica = h.replica AND t.tab = h.tab AND t.key = h.key)",
+			1, types, values, NULL, 0);
+	if (SPI_processed == 0)
+		return;
+	/* from here a failure is theirs, as the refused rows' (relay.c) */
+	p->resent += (int64) SPI_processed;
+	ms_exec(p, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
+	n = SPI_processed;
+	tabs = palloc(sizeof(int) * n);
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		tabs[i] = DatumGetInt32(ms_value(i, 1, &isnull));
+	}
+	for (uint64 i = 0; i < n; i++)
+	{
+		ms_table   *t = ms_catalog_find(p->tables, tabs[i]);
+		Oid			itypes[1] = {INT4OID};
+		Datum		ivalues[1] = {Int32GetDatum(tabs[i])};
+
+		if (t == NULL)
+		{
+			/* a table no longer mirrored: its rows go with it */
+			ms_exec(p, "DELETE FROM pg_temp.ms_retry WHERE tab = $1", 1, itypes, ivalues, NULL, 0);
+			continue;
+		}
+		/* a row the server has not (or that it never sent): its deletion goes instead */
+		{
+			StringInfoData sql;
+			ms_as_owner as;
+
+			initStringInfo(&sql);
+			appendStringInfo(&sql, "WITH g AS (DELETE FROM pg_temp.ms_retry k WHERE k.tab = $1"
+							 " AND (k.note < 0 OR NOT EXISTS (SELECT FROM %s t WHERE %s))"
+							 " RETURNING k.replica, k.tab, k.key)"
+							 " INSERT INTO ms_take (replica, tab, key) SELECT * FROM g ON CONFLICT DO NOTHING",
+							 t->qualified, ms_key_match(t, "t", "k.key"));
+			ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+			ms_exec(p, sql.data, 1, itypes, ivalues, NULL, 0);
+			ms_owner_end(&as);
+		}
+	}
+	pfree(tabs);
+	/* the rest: the row as the server has it, to that replica alone (plan.c marks it a replacement) */
+	ms_exec(p, "INSERT INTO ms_send (replica, tab, key, note)"
+			" SELECT replica, tab, key, note FROM pg_temp.ms_retry ON CONFLICT DO NOTHING",
+			0, NULL, NULL, NULL, 0);
 }

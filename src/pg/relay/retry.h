@@ -12,8 +12,8 @@
 
 /*
  * ms_retry_replicas: the replicas a pass without notes plans for: those
- * provisioning (may be NULL), and those with refused rows due.  NULL when
- * none.
+ * provisioning (may be NULL), those with refused rows due, and those with
+ * held rows to replace.  NULL when none.
  */
 extern ArrayType *ms_retry_replicas(ms_pass *p, ArrayType *provisioning);
 
@@ -23,5 +23,13 @@ extern ArrayType *ms_retry_replicas(ms_pass *p, ArrayType *provisioning);
  * what changed, so a row a note sends goes once.
  */
 extern void ms_plan_refused(ms_pass *p, ArrayType *replicas);
+
+/*
+ * ms_plan_replaced: into ms_send, the held rows of these replicas marked
+ * replace (a write of theirs refused, an edit dropped) that nothing of the
+ * pass sends or takes yet, each for its replica alone; into ms_take those
+ * the server has not, or never sent it.  After ms_plan_refused.
+ */
+extern void ms_plan_replaced(ms_pass *p, ArrayType *replicas);
 
 #endif

@@ -9,6 +9,7 @@
  *   ack.c       acknowledgements and restores: the last message applied and
  *               its seal, gaps, refusals, digests, the backlog
  *   refused.c   rows refused: when each goes to the replica again; its build
+ *   refusal.c   a write refused: the replica is sent the server's row again
  *   filer.c     what a call prepares once: per table, its statements and the
  *               shape of its proto rows; a row in its codec, as JSON
  *   filing.c    filing rows: records, two-way columns, deletes, each in a
@@ -88,6 +89,7 @@ typedef struct ms_filer
 	SPIPlanPtr	unkeep;			/* a row filed (or refused, dropped) leaves the inbox */
 	SPIPlanPtr	drop_note;		/* an edit dropped for the replica to fix, remembered (sync.dropped) */
 	SPIPlanPtr	drop_forget;	/* and forgotten once the row is filed */
+	SPIPlanPtr	answer;			/* a write refused: its row goes again (refusal.c), prepared when first needed */
 	bool		updated;		/* the catalog is 0.2's (ms_uploads_catalog) */
 	struct ms_reach *reach;		/* reach.c's statements, made on first use */
 } ms_filer;
@@ -243,6 +245,15 @@ extern bool ms_reach_refused(ms_filing *f, ms_filed_table *ft, const char *key, 
 extern void ms_reach_acknowledged(ms_filing *f, int64 acked);
 /* ms_reach_forget: sync.let_go forgets the rows taken at or before f->unfiled_since. */
 extern void ms_reach_forget(ms_filing *f);
+
+/* ---- refusal.c ---- */
+
+/*
+ * ms_refusal_answer: a write of the replica's refused: the next pass sends
+ * it the row as the server has it, or its deletion (the held row marked
+ * replace).  After the row's subtransaction.
+ */
+extern void ms_refusal_answer(ms_filing *f, ms_filed_table *ft, char **parts, const char *key, bool del);
 
 /* ---- inbox.c ---- */
 

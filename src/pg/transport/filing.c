@@ -443,6 +443,9 @@ ms_file_row(ms_filing *f, ms_filed_table *ft, char **parts, const char *key,
 	{
 		*why = j.why;
 		*sqlstate = j.sqlstate;
+		/* whatever refused it, the replica's copy is not the server's: the row goes again */
+		if (j.out == MS_REFUSED)
+			ms_refusal_answer(f, ft, parts, key, del);
 		return j.out;
 	}
 	*why = err->message;
