@@ -60,6 +60,7 @@ static const char *const state_ddl =
 "  tbl TEXT NOT NULL, key TEXT NOT NULL,"
 "  writes INTEGER NOT NULL DEFAULT 1,"
 "  send_id BLOB, sent_at INTEGER, set_aside TEXT,"
+"  aside_sqlstate TEXT, aside_at INTEGER,"
 "  PRIMARY KEY (tbl, key)) WITHOUT ROWID;"
 "CREATE INDEX IF NOT EXISTS _sync_notes_send ON _sync_notes(send_id)"
 "  WHERE send_id IS NOT NULL;"

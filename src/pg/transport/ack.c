@@ -422,26 +422,12 @@ answers_received(ms_filing *f, Sync__Up *up)
 void
 ms_backlog(ms_filing *f, Sync__Up *up)
 {
-	StringInfoData b;
 	Oid			types[2] = {UUIDOID, TEXTOID};
 	Datum		values[2];
 
-	initStringInfo(&b);
-	appendStringInfoChar(&b, '{');
-	for (size_t i = 0; i < up->n_backlog; i++)
-	{
-		Sync__Backlog *l = up->backlog[i];
-
-		if (i)
-			appendStringInfoChar(&b, ',');
-		escape_json(&b, l->table);
-		appendStringInfo(&b, ":{\"unsent\":" UINT64_FORMAT ",\"unfiled\":" UINT64_FORMAT
-						 ",\"set_aside\":" UINT64_FORMAT ",\"refused\":" UINT64_FORMAT "}",
-						 (uint64) l->unsent, (uint64) l->unfiled, (uint64) l->set_aside, (uint64) l->refused);
-	}
-	appendStringInfoChar(&b, '}');
 	values[0] = UUIDPGetDatum(&f->replica);
-	values[1] = CStringGetTextDatum(b.data);
+	/* with why rows are set aside, and this filing's refusals among them (aside.c) */
+	values[1] = CStringGetTextDatum(ms_backlog_json(f, up));
 	if (SPI_execute_with_args("UPDATE sync.replicas SET backlog = $2::jsonb, heard_at = now() WHERE id = $1",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record a backlog");

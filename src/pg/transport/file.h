@@ -19,6 +19,8 @@
  *   answers.c   the Filed answer queued for sync.pull (per table what became
  *               of its rows, each row not filed named), a send filed before
  *               or numbered at or below the last filed, what sync.file returns
+ *   aside.c     the backlog as recorded: each table's rows the replica can
+ *               never send, with why, and the rows this filing refused
  *-------------------------------------------------------------------------
  */
 #ifndef MS_FILE_H
@@ -187,6 +189,16 @@ extern void ms_refusals(ms_filing *f, Sync__Up *up);
 extern const char *ms_digests(ms_filing *f, Sync__Up *up);
 /* ms_backlog: what the replica has not sent, has not had filed, set aside, refused. */
 extern void ms_backlog(ms_filing *f, Sync__Up *up);
+
+/* ---- aside.c ---- */
+
+/*
+ * ms_backlog_json: the backlog the upload says (unsent, unfiled, set aside,
+ * refused, and why rows are set aside, per table), the rows this filing
+ * refused moved to the rows set aside, as JSON for sync.replicas.backlog.
+ * Call after the rows are filed.
+ */
+extern char *ms_backlog_json(const ms_filing *f, const Sync__Up *up);
 
 /* ---- refused.c ---- */
 
