@@ -19,9 +19,10 @@ ISOLATION_OPTS = --inputdir=tests/isolation --load-extension=$(EXTENSION)
 MODULE_big = $(EXTENSION)
 PG_DIRS = src/pg src/pg/declare src/pg/relay src/pg/transport src/pg/read
 PG_SRCS = $(wildcard $(addsuffix /*.c,$(PG_DIRS)))
-SHARED_SRCS = $(filter-out src/shared/sync.pb-c.c,$(wildcard src/shared/*.c)) src/shared/sync.pb-c.c
+ALL_SHARED_SRCS = $(filter-out src/shared/sync.pb-c.c,$(wildcard src/shared/*.c)) src/shared/sync.pb-c.c
+SHARED_SRCS = $(ALL_SHARED_SRCS)
 OBJS = $(PG_SRCS:.c=.o) $(SHARED_SRCS:.c=.o)
-SHLIB_LINK = -lprotobuf-c -lcrypto
+SHLIB_LINK = -lprotobuf-c -lcrypto -lsodium
 PG_CONFIG ?= pg_config
 # Server headers are system headers to us: our own code must be warning-free.
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server) -Isrc/shared $(addprefix -I,$(PG_DIRS))
@@ -55,13 +56,14 @@ SHARED_HDRS = src/shared/sync.pb-c.h $(wildcard src/shared/*.h)
 $(OBJS): $(wildcard $(addsuffix /*.h,$(PG_DIRS))) $(SHARED_HDRS)
 
 # The replica extension and the agent, built without PostgreSQL's flags.
-# A replica links SQLite and protobuf-c only: not seal.c (HMAC and the
-# CSPRNG through libcrypto, the server's), since it never computes a seal.
+# A replica links SQLite, protobuf-c and libsodium (to check signatures,
+# verify.c): not seal.c nor sign.c (HMAC and the CSPRNG through libcrypto,
+# and signing: the server's), since it never computes a seal nor signs.
 SQLITE_SRCS = $(wildcard src/sqlite/*.c)
-REPLICA_SHARED_SRCS = $(filter-out src/shared/seal.c,$(SHARED_SRCS))
+REPLICA_SHARED_SRCS = $(filter-out src/shared/seal.c src/shared/sign.c,$(ALL_SHARED_SRCS))
 AGENT_SRCS = $(wildcard src/agent/*.c)
 OWN_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O2 -g -fPIC -Isrc/shared
-SQLITE_LIBS = -lprotobuf-c
+SQLITE_LIBS = -lprotobuf-c -lsodium
 build/rel/%.o: %.c $(SHARED_HDRS) $(wildcard src/sqlite/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(OWN_CFLAGS) -c $< -o $@

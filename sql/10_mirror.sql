@@ -97,10 +97,12 @@ SELECT sync.mirror('nullkey', 'catalog', key => '{a}');
 CREATE TABLE floatkey (a float8 PRIMARY KEY);
 SELECT sync.mirror('floatkey', 'catalog');
 
--- foreign keys: every parent mirrored first, through its key
-CREATE TABLE suppliers (id int PRIMARY KEY, code text UNIQUE NOT NULL);
+-- foreign keys: every parent mirrored first, through its key or unique
+-- columns a note can name (not a time: printed as each session's settings say)
+CREATE TABLE suppliers (id int PRIMARY KEY, code timestamptz UNIQUE NOT NULL);
 CREATE TABLE supplies (id int PRIMARY KEY, supplier int REFERENCES suppliers,
-	supplier_code text REFERENCES suppliers (code), made_by int REFERENCES suppliers);
+	supplier_code timestamptz REFERENCES suppliers (code), made_by int REFERENCES suppliers);
+CREATE INDEX ON supplies (supplier);
 SELECT sync.mirror('supplies', 'catalog', 'follows(supplier)');
 SELECT sync.mirror('supplies', 'catalog', unmirrored => '{supplier_code, made_by}');
 SELECT sync.mirror('suppliers', 'catalog');

@@ -4,6 +4,7 @@ DO $$ BEGIN PERFORM setval('sync.tables_id_seq', 1, false); END $$;
 CREATE TABLE customers (id bigint PRIMARY KEY, name text);
 CREATE TABLE orders (id int PRIMARY KEY, customer bigint REFERENCES customers,
 	total numeric, note text, extra int);
+CREATE INDEX ON orders (customer);
 CREATE TABLE regions (region text NOT NULL, id int NOT NULL, PRIMARY KEY (region, id))
 	PARTITION BY LIST (region);
 CREATE TABLE regions_a PARTITION OF regions FOR VALUES IN ('a');
@@ -50,6 +51,7 @@ ALTER TABLE orders DROP CONSTRAINT orders_customer_fkey;
 CREATE TABLE notes_x (id int PRIMARY KEY);
 ALTER TABLE customers ADD COLUMN x int REFERENCES notes_x;
 ALTER TABLE lists ADD COLUMN owner bigint REFERENCES customers;
+CREATE INDEX ON lists (owner);
 ALTER TABLE regions DROP CONSTRAINT regions_pkey;
 ALTER TABLE list_members DROP COLUMN grp;
 SELECT * FROM sync.check() ORDER BY 1, 2, 3;

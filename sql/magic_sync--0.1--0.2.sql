@@ -758,7 +758,7 @@ GRANT EXECUTE ON FUNCTION sync.replica_set(uuid, boolean, text, name) TO sync_ad
 -- Every change is noted (issue 19.8): the noting triggers fire ALWAYS, under
 -- session_replication_role = replica too; sync.check reports one that does not
 COMMENT ON FUNCTION sync.check() IS
-	'One row per problem: a noting trigger missing, disabled, not ENABLE ALWAYS or not as sync.mirror writes it, or a declaration that no longer matches its table; the relay refuses to run while there is any';
+	'One row per problem: a noting trigger missing, disabled, not ENABLE ALWAYS or not as sync.mirror writes it, or a declaration that no longer matches its table; the relay refuses to run while there is any, but a foreign key not indexed (the relay runs, reading the table whole)';
 DO $$
 DECLARE
 	g record;
@@ -827,6 +827,7 @@ BEGIN
 			       format('%s: %s: %s; the relay will not run until sync.mirror or sync.retrigger puts it right',
 			              c.tab, c.problem, c.detail) AS reason, NULL::text AS sqlstate
 			  FROM sync.check() c
+			 WHERE c.problem <> 'foreign key not indexed'	-- it runs, reading a table whole
 			UNION ALL
 			-- changes the relay has not planned yet: it plans them at its next pass
 			SELECT 'notes pending', 'infrastructure', NULL, t.relid, NULL, count(*), min(n.noted),
@@ -1719,6 +1720,7 @@ BEGIN
 			       format('%s: %s: %s; the relay will not run until sync.mirror or sync.retrigger puts it right',
 			              c.tab, c.problem, c.detail) AS reason, NULL::text AS sqlstate
 			  FROM sync.check() c
+			 WHERE c.problem <> 'foreign key not indexed'	-- it runs, reading a table whole
 			UNION ALL
 			-- changes the relay has not planned yet: it plans them at its next pass
 			SELECT 'notes pending', 'infrastructure', NULL, t.relid, NULL, count(*), min(n.noted),
@@ -1846,3 +1848,30 @@ ALTER FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) SET jit = o
 ALTER FUNCTION sync.overview_tables(uuid[], text) SET jit = off;
 ALTER FUNCTION sync.overview(uuid[], text, integer) SET jit = off;
 ALTER FUNCTION sync.health(uuid[], text) SET jit = off;
+
+-- The installation's signing key (src/pg/signing.c, docs/protocol.md 2.4):
+-- one Ed25519 key, made by the first relay pass or filing that signs a
+-- message (not by CREATE EXTENSION, so that a restored dump brings back its
+-- own key, as it brings its epoch) and kept across epochs.  Its private half
+-- is the extension's alone: sync_admin reads its public half (99_grants.sql).
+CREATE TABLE sync.signing_key (
+	id				boolean PRIMARY KEY DEFAULT true CHECK (id),
+	private_key		bytea NOT NULL CHECK (octet_length(private_key) = 32),
+	public_key		bytea NOT NULL CHECK (octet_length(public_key) = 32),
+	made			timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE sync.signing_key IS 'The installation''s Ed25519 key: every message to a replica is signed with it; replicas pin its public half (sync.signing_key())';
+SELECT pg_catalog.pg_extension_config_dump('sync.signing_key', '');
+
+CREATE FUNCTION sync.signing_key() RETURNS bytea
+	LANGUAGE sql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$ SELECT public_key FROM sync.signing_key $$;
+COMMENT ON FUNCTION sync.signing_key() IS
+	'The public key every message to a replica is signed with (32 bytes, Ed25519), NULL before the first relay pass made it: what a replica''s agent pins over its connection (sync_trust_key)';
+REVOKE ALL ON sync.signing_key FROM PUBLIC;
+GRANT SELECT (id, public_key, made) ON sync.signing_key TO sync_admin;
+GRANT INSERT, UPDATE, DELETE, SELECT ON sync.signing_key TO sync_relay;
+REVOKE ALL ON FUNCTION sync.signing_key() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.signing_key() TO sync_admin;
+GRANT EXECUTE ON FUNCTION sync.signing_key() TO PUBLIC;

@@ -3,6 +3,7 @@
 #   make unit-test      C tests of src/shared
 #   make sqlite-test    the replica extension: C suite, then SQL through sqlite3
 #   make bench-replica  the replica's benchmark (ratios against plain SQLite)
+#   make bench-replica-schema  a snapshot of many tables or columns: its growth
 #   make installcheck   pg_regress and isolation specs (PGXS), against a running server
 #   make test           scripts/test, every suite;  make demo: scripts/demo
 #   make check-long     the long walk: the oracle walk and the storm for
@@ -16,10 +17,11 @@ build/san/%.o: %.c $(SHARED_HDRS) $(wildcard src/sqlite/*.h tests/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -c $< -o $@
 
-# The unit tests hold the server's seal (seal.c, libcrypto) to the vectors;
-# the replica's suites link what a replica links, and seal their pretend
-# server's messages themselves (tests/sqlite/seal.c).
-build/test_shared: $(patsubst %.c,build/san/%.o,$(wildcard tests/unit/*.c) $(SHARED_SRCS))
+# The unit tests hold the server's seal (seal.c, libcrypto), its signature
+# (sign.c) and the check of it (verify.c, both libsodium) to the
+# vectors; the replica's suites link what a replica links, and seal and sign
+# their pretend server's messages themselves (tests/sqlite/seal.c).
+build/test_shared: $(patsubst %.c,build/san/%.o,$(wildcard tests/unit/*.c) $(ALL_SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ $(SQLITE_LIBS) -lcrypto
 build/test_sqlite: $(patsubst %.c,build/san/%.o,$(wildcard tests/sqlite/*.c) tests/unit/vectors.c $(SQLITE_SRCS) $(REPLICA_SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
@@ -33,10 +35,12 @@ build/agent_san: $(patsubst %.c,build/san/%.o,$(AGENT_SRCS) $(SQLITE_SRCS) $(REP
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -L$(shell $(PG_CONFIG) --libdir) -lpq -lsqlite3 $(SQLITE_LIBS)
 build/bench_replica_apply: $(addprefix build/rel/,bench/replica_apply.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
+build/bench_replica_schema: $(addprefix build/rel/,bench/replica_schema.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
+	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 
 EXTRA_CLEAN += results regression.diffs regression.out tests/isolation/output_iso
 
-.PHONY: test unit-test sqlite-test demo bench-replica check-long
+.PHONY: test unit-test sqlite-test demo bench-replica bench-replica-schema check-long
 unit-test: build/test_shared
 	build/test_shared
 sqlite-test: build/test_sqlite magic_sync_sqlite.so
@@ -44,6 +48,8 @@ sqlite-test: build/test_sqlite magic_sync_sqlite.so
 	tests/sqlite/run-sql
 bench-replica: build/bench_replica_apply
 	build/bench_replica_apply
+bench-replica-schema: build/bench_replica_schema
+	build/bench_replica_schema
 test:
 	scripts/test
 demo:

@@ -28,7 +28,9 @@
 #define EXIT_NOINPUT		66	/* EX_NOINPUT: the replica file cannot be opened or is another's */
 #define EXIT_UNAVAILABLE	69	/* EX_UNAVAILABLE: the server cannot be reached, or has no magic_sync yet (with --once) */
 #define EXIT_SOFTWARE		70	/* EX_SOFTWARE: an error that retrying will not fix (with --once) */
+#define EXIT_IOERR			74	/* EX_IOERR: the replica file's disk is full (with --once) */
 #define EXIT_NOPERM			77	/* EX_NOPERM: the server refuses this replica or role */
+#define EXIT_CONFIG			78	/* EX_CONFIG: the replica trusts another server key, or none to check a bundle with */
 
 #define AGENT_ERROR_MAX 512
 
@@ -44,7 +46,8 @@ typedef enum agent_status
 {
 	STEP_OK = 0,
 	STEP_TRANSIENT,				/* the server is out of reach */
-	STEP_BUSY,					/* the replica file is locked, or its disk is full */
+	STEP_BUSY,					/* the replica file is locked by a writer */
+	STEP_FULL,					/* the replica file's disk is full: nothing written, room awaited */
 	STEP_REFUSED,
 	STEP_FAILED,
 	STEP_UNREADY				/* the database has no schema sync: magic_sync is not created there */
@@ -159,6 +162,15 @@ extern agent_status replica_set_aside(replica *r, aside_row *rows, int max, int 
 extern agent_status replica_retry_too_large(replica *r, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_backlog(replica *r, backlog *out, char err[AGENT_ERROR_MAX]);
 extern int64_t replica_max_message_bytes(replica *r);
+/*
+ * The server key the replica trusts (docs/protocol.md 2.4): read, pinned
+ * (in place of another when replace: an operator's --server-key), and a
+ * message checked against it without applying it (*ok, or why not)
+ */
+extern agent_status replica_trusted(replica *r, uint8_t key[32], bool *has, char err[AGENT_ERROR_MAX]);
+extern agent_status replica_trust(replica *r, const uint8_t key[32], bool replace, char err[AGENT_ERROR_MAX]);
+extern agent_status replica_verify(replica *r, const uint8_t *msg, size_t len, bool *ok, char *why, size_t size,
+								   char err[AGENT_ERROR_MAX]);
 /* whether another connection wrote the file since the last call */
 extern bool replica_written(replica *r);
 /* json_extract of a JSON text, through the replica's connection */
@@ -200,6 +212,13 @@ extern void server_pull_done(server *s);
 /* file: the filing's answer, a JSON text in out; the SQLSTATE of a failure in sqlstate */
 extern agent_status server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
 								char *out, size_t size, char sqlstate[6], char err[AGENT_ERROR_MAX]);
+/*
+ * sync.signing_key(): the key the server signs with; *has when it has one
+ * yet, *none when the server has no such function (an earlier version)
+ */
+extern agent_status server_signing_key(server *s, uint8_t key[32], bool *has, bool *none, char err[AGENT_ERROR_MAX]);
+/* whether the connection's role may act for any replica (a superuser, sync_admin's privileges) */
+extern agent_status server_acts_for_any(server *s, bool *any, char err[AGENT_ERROR_MAX]);
 /* the server's magic_sync.upload_bytes, or 0 when it does not say */
 extern int64_t server_upload_bound(server *s);
 
@@ -301,5 +320,10 @@ extern void report_round(const round_stats *st, const backlog *b);
 /* report_refused: a row the replica wrote that never goes up, with why */
 extern void report_refused(const aside_row *row);
 extern void report_stop(const char *why, int code);
+/* report_trust: the replica trusts the server key key_hex now, and how it came to */
+extern void report_trust(const char *key_hex, const char *how);
+/* agent_key_parse: a server key as 64 hexadecimal digits; false when it is not one */
+extern bool agent_key_parse(const char *hex, uint8_t key[32]);
+extern void agent_key_hex(const uint8_t key[32], char hex[65]);
 
 #endif

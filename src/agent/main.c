@@ -65,6 +65,7 @@ typedef struct options
 	bool		once;
 	int			interval_ms;
 	int			pull_bytes;
+	const char *server_key;		/* --server-key: an operator's pin, 64 hexadecimal digits */
 	report_mode mode;
 } options;
 
@@ -113,6 +114,9 @@ typedef struct agent
 	bool		bound_looked;	/* looked at this round */
 	uint64_t	told[AGENT_ASIDE_MAX];	/* the rows set aside last listed, told already */
 	int			ntold;
+	bool		trusted;		/* the server's key is the one the replica trusts (trust()) */
+	int			fatal;			/* an exit code a step decided on (EXIT_CONFIG), 0 none */
+	char		fatal_why[AGENT_ERROR_MAX];
 } agent;
 
 static const char usage_text[] =
@@ -158,6 +162,12 @@ static const char usage_text[] =
 "                     --listen, MS, since a notification wakes it.  It wakes\n"
 "                     within 250 ms of a write to the file by another process.\n"
 "  --pull-bytes N     bytes of messages to pull at a time (default 4194304)\n"
+"  --server-key HEX   the server's signing key (64 hexadecimal digits, as\n"
+"                     sync.signing_key() returns it), pinned into the file in\n"
+"                     place of any other: an operator's pin, for a server\n"
+"                     installed anew.  Without it the replica learns the key\n"
+"                     from the server over this connection at its first pull,\n"
+"                     and from then on applies only what that key signed\n"
 "  --name LABEL       put LABEL in front of every line (and in JSON: \"name\")\n"
 "  --json             one JSON object per line on stdout, for machines:\n"
 "                     events start, connected, unreachable, lost, error,\n"
@@ -187,8 +197,13 @@ static const char usage_text[] =
 "      (--once only; otherwise it retries)\n"
 "  70  an error retrying will not fix (--once only; otherwise it retries\n"
 "      after a backoff, since the fix is a deploy)\n"
+"  74  the replica file's disk is full (--once only; otherwise it retries\n"
+"      after a backoff, until there is room)\n"
 "  77  the server refuses: authentication failed, the role may not act for\n"
-"      this replica, or the replica is not registered or was dropped\n";
+"      this replica, or the replica is not registered or was dropped\n"
+"  78  the server signs with another key than the replica trusts (or than\n"
+"      --server-key names): nothing it sends is applied; if the server was\n"
+"      installed anew, an operator pins its key with --server-key\n";
 
 static int
 usage_error(const char *fmt, const char *arg)
@@ -289,7 +304,8 @@ parse_options(int argc, char **argv, options *o)
 		takes = strcmp(name, "--server") == 0 || strcmp(name, "--replica") == 0 ||
 			strcmp(name, "--pull") == 0 || strcmp(name, "--listen") == 0 ||
 			strcmp(name, "--db") == 0 || strcmp(name, "--interval") == 0 ||
-			strcmp(name, "--pull-bytes") == 0 || strcmp(name, "--name") == 0;
+			strcmp(name, "--pull-bytes") == 0 || strcmp(name, "--name") == 0 ||
+			strcmp(name, "--server-key") == 0;
 		if (takes)
 		{
 			if (eq)
@@ -328,6 +344,15 @@ parse_options(int argc, char **argv, options *o)
 			o->db = value;
 		else if (strcmp(name, "--name") == 0)
 			o->name = value;
+		else if (strcmp(name, "--server-key") == 0)
+		{
+			uint8_t		key[32];
+
+			if (!agent_key_parse(value, key))
+				return usage_error("--server-key takes the server's key as 64 hexadecimal digits"
+								   " (sync.signing_key()), not '%s'", value);
+			o->server_key = value;
+		}
 		else if (strcmp(name, "--once") == 0)
 			o->once = true;
 		else if (strcmp(name, "--json") == 0)
@@ -725,6 +750,60 @@ pull(agent *a, int64_t after, const uint8_t *claim, size_t claim_len, server **f
 
 
 /*
+ * trust: the key the server signs with, against the one the replica trusts
+ * (docs/protocol.md 2.4).  A replica that trusts none learns it here, from
+ * the server over this authenticated connection, before it applies what
+ * the server sent; one that trusts another key (a server installed anew,
+ * or not the server it followed) applies nothing: the agent stops saying
+ * how an operator pins the new key (a->fatal, EXIT_CONFIG).  A server that
+ * made no key yet, or signs none (an earlier version), is asked again at the
+ * next pass, until it says.
+ */
+static agent_status
+trust(agent *a, char err[AGENT_ERROR_MAX])
+{
+	uint8_t		server_key[32],
+				pinned[32];
+	bool		has,
+				none,
+				pinned_has;
+	char		hex[65],
+				other[65];
+	agent_status rc;
+
+	if (a->trusted)
+		return STEP_OK;
+	rc = server_signing_key(a->srv, server_key, &has, &none, err);
+	if (rc != STEP_OK || none || !has)
+		return rc;
+	rc = replica_trusted(a->rep, pinned, &pinned_has, err);
+	if (rc != STEP_OK)
+		return rc;
+	agent_key_hex(server_key, hex);
+	if (!pinned_has)
+	{
+		rc = replica_trust(a->rep, server_key, false, err);
+		if (rc != STEP_OK)
+			return rc;
+		report_trust(hex, "learned from the server over its connection");
+	}
+	else if (memcmp(pinned, server_key, 32) != 0)
+	{
+		agent_key_hex(pinned, other);
+		snprintf(a->fatal_why, sizeof a->fatal_why,
+				 "the server signs with key %s, but the replica trusts %s%s: nothing it sends is applied."
+				 " If the server was installed anew (not restored from a backup), an operator pins its key:"
+				 " magic_sync_agent --server-key %s ...", hex, other,
+				 a->opt.server_key ? " (--server-key)" : "", hex);
+		snprintf(err, AGENT_ERROR_MAX, "%s", a->fatal_why);
+		a->fatal = EXIT_CONFIG;
+		return STEP_FAILED;
+	}
+	a->trusted = true;
+	return STEP_OK;
+}
+
+/*
  * pass: pull and apply, a batch at a time, acknowledging each batch; then
  * file what remains to say.  *moved: whether anything changed on either side.
  */
@@ -735,6 +814,10 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 	agent_status rc;
 	bool		halt = false;
 
+	/* nothing is applied before the replica knows whose signatures to believe */
+	rc = trust(a, err);
+	if (rc != STEP_OK)
+		return rc;
 	while (!halt && !stop_signal)
 	{
 		int64_t		after;
@@ -785,7 +868,11 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 				server_pull_done(from);
 				/* the primary counts a send that keeps failing: it serves the next try */
 				if (rc == STEP_FAILED)
+				{
 					pulls_primary_next(a->from);
+					/* a signature refused: the next pass asks the server's key again */
+					a->trusted = false;
+				}
 				return rc;
 			}
 			if (strcmp(res.result, "applied") == 0)
@@ -992,6 +1079,9 @@ once_failed(agent *a, agent_status status, const char *err)
 		case STEP_UNREADY:
 			report_error("the server is not ready", err, -1);
 			return finish(a, "the server's database has no magic_sync", EXIT_UNAVAILABLE);
+		case STEP_FULL:
+			report_error("the replica file's disk is full", err, -1);
+			return finish(a, "the replica file's disk is full", EXIT_IOERR);
 		default:
 			report_error("failed", err, -1);
 			return finish(a, "an error retrying will not fix", EXIT_SOFTWARE);
@@ -1053,6 +1143,28 @@ main(int argc, char **argv)
 		return finish(&a, "cannot read the replica file", EXIT_NOINPUT);
 	}
 	report_start(a.uuid, a.opt.db, applied);
+	/* an operator's pin, in place of any other: the server must sign with it */
+	if (a.opt.server_key)
+	{
+		uint8_t		key[32],
+					pinned[32];
+		bool		has = false;
+
+		agent_key_parse(a.opt.server_key, key);
+		if (replica_trusted(a.rep, pinned, &has, err) != STEP_OK ||
+			((!has || memcmp(pinned, key, 32) != 0) && replica_trust(a.rep, key, true, err) != STEP_OK))
+		{
+			report_error("cannot pin the server key", err, -1);
+			return finish(&a, "cannot pin the server key", EXIT_NOINPUT);
+		}
+		if (!has || memcmp(pinned, key, 32) != 0)
+		{
+			char		hex[65];
+
+			agent_key_hex(key, hex);
+			report_trust(hex, "pinned by --server-key");
+		}
+	}
 	/* what the file holds that never goes up, told at every start */
 	tell_aside(&a);
 	/* rows set aside as too large go up again when the agent starts: the bound may have changed since */
@@ -1126,6 +1238,11 @@ main(int argc, char **argv)
 			tell_aside(&a);
 		if (stop_signal)
 			break;
+		if (a.fatal)
+		{
+			report_error("the replica trusts another server key", a.fatal_why, -1);
+			return finish(&a, "the server signs with another key than the replica trusts", a.fatal);
+		}
 
 		switch (status)
 		{
@@ -1164,6 +1281,14 @@ main(int argc, char **argv)
 				if (a.opt.once)
 					return once_failed(&a, status, err);
 				report_error("the server is not ready", err, backoff);
+				agent_sleep(backoff, &stop_signal);
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+				continue;
+			case STEP_FULL:
+				/* nothing was written: the step goes again once there is room */
+				if (a.opt.once)
+					return once_failed(&a, status, err);
+				report_error("the replica file's disk is full", err, backoff);
 				agent_sleep(backoff, &stop_signal);
 				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 				continue;

@@ -67,8 +67,11 @@ fail(replica *r, int rc, const char *what, char err[AGENT_ERROR_MAX])
 	else
 		snprintf(err, AGENT_ERROR_MAX, "%s: %s", what, message);
 	rc &= 0xff;
-	/* a writer holds the file, or the disk is full: the same step may succeed later */
-	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED || rc == SQLITE_FULL || rc == SQLITE_IOERR)
+	/* the disk is full: said as such (it was said "busy"), the step waits for room */
+	if (rc == SQLITE_FULL)
+		return STEP_FULL;
+	/* a writer holds the file, or it could not be read or written: the same step may succeed later */
+	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED || rc == SQLITE_IOERR)
 		return STEP_BUSY;
 	return STEP_FAILED;
 }
@@ -826,4 +829,79 @@ replica_written(replica *r)
 
 	r->version = v;
 	return changed;
+}
+
+/* replica_trusted: the server key the replica trusts (sync_trust_key()); *has whether one is pinned */
+agent_status
+replica_trusted(replica *r, uint8_t key[32], bool *has, char err[AGENT_ERROR_MAX])
+{
+	sqlite3_stmt *st = NULL;
+	int			rc = sqlite3_prepare_v2(r->db, "SELECT sync_trust_key()", -1, &st, NULL);
+	agent_status out = STEP_OK;
+
+	*has = false;
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW)
+		out = fail(r, rc, "sync_trust_key", err);
+	else if (sqlite3_column_type(st, 0) == SQLITE_TEXT && sqlite3_column_bytes(st, 0) == 64)
+	{
+		const char *hex = (const char *) sqlite3_column_text(st, 0);
+
+		for (int i = 0; i < 32; i++)
+		{
+			unsigned	v;
+
+			sscanf(hex + 2 * i, "%2x", &v);
+			key[i] = (uint8_t) v;
+		}
+		*has = true;
+	}
+	sqlite3_finalize(st);
+	return out;
+}
+
+/* replica_trust: pin the server key (sync_trust_key), in place of another when replace */
+agent_status
+replica_trust(replica *r, const uint8_t key[32], bool replace, char err[AGENT_ERROR_MAX])
+{
+	sqlite3_stmt *st = NULL;
+	int			rc = sqlite3_prepare_v2(r->db, replace ? "SELECT sync_trust_key(?1, 'replace')" :
+										"SELECT sync_trust_key(?1)", -1, &st, NULL);
+	agent_status out = STEP_OK;
+
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_blob(st, 1, key, 32, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	if (rc != SQLITE_ROW)
+		out = fail(r, rc, "sync_trust_key", err);
+	sqlite3_finalize(st);
+	return out;
+}
+
+/* replica_verify: whether a message's signature verifies under the key pinned (sync_verify); why not in why */
+agent_status
+replica_verify(replica *r, const uint8_t *msg, size_t len, bool *ok, char *why, size_t size,
+			   char err[AGENT_ERROR_MAX])
+{
+	sqlite3_stmt *st = NULL;
+	int			rc = sqlite3_prepare_v2(r->db, "SELECT sync_verify(?1)", -1, &st, NULL);
+	agent_status out = STEP_OK;
+
+	*ok = false;
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_blob(st, 1, msg, (int) len, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	if (rc != SQLITE_ROW)
+		out = fail(r, rc, "sync_verify", err);
+	else if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+		*ok = true;
+	else
+		snprintf(why, size, "%s", (const char *) sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return out;
 }

@@ -30,8 +30,10 @@
  */
 #include "agent.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -554,4 +556,45 @@ report_stop(const char *why, int code)
 	}
 	else if (mode == REPORT_HUMAN || code != 0)
 		human(code == 0 ? stdout : stderr, "stopped: %s (exit %d)", why, code);
+}
+
+void
+report_trust(const char *key_hex, const char *how)
+{
+	if (mode == REPORT_JSON)
+	{
+		json_begin("trust");
+		fputs(",\"key\":", stdout);
+		json_string(key_hex);
+		fputs(",\"how\":", stdout);
+		json_string(how);
+		json_end();
+	}
+	else if (mode == REPORT_HUMAN)
+		human(stdout, "the replica trusts the server key %s (%s): it applies only what that key signed",
+			  key_hex, how);
+}
+
+bool
+agent_key_parse(const char *hex, uint8_t key[32])
+{
+	if (hex == NULL || strlen(hex) != 64)
+		return false;
+	for (int i = 0; i < 64; i++)
+		if (!isxdigit((unsigned char) hex[i]))
+			return false;
+	for (int i = 0; i < 32; i++)
+	{
+		char		pair[3] = {hex[2 * i], hex[2 * i + 1], 0};
+
+		key[i] = (uint8_t) strtoul(pair, NULL, 16);
+	}
+	return true;
+}
+
+void
+agent_key_hex(const uint8_t key[32], char hex[65])
+{
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", key[i]);
 }

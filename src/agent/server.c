@@ -449,6 +449,73 @@ server_settled(server *s, const uint8_t replica[16], const char *mark, int64_t *
 }
 
 /*
+ * server_signing_key: sync.signing_key(), the public key the server signs
+ * its messages with (docs/protocol.md 2.4): *has when it has one (NULL
+ * before its first relay pass made it), *none when it has no such function
+ * (a server not updated yet: its messages are unsigned)
+ */
+agent_status
+server_signing_key(server *s, uint8_t key[32], bool *has, bool *none, char err[AGENT_ERROR_MAX])
+{
+	PGresult   *res = PQexecParams(s->conn, "SELECT sync.signing_key()", 0, NULL, NULL, NULL, NULL, 1);
+
+	*has = false;
+	*none = false;
+	if (undefined_function(res))
+	{
+		PQclear(res);
+		*none = true;
+		return STEP_OK;
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	{
+		agent_status st = result_status(s, res, "sync.signing_key", err);
+
+		PQclear(res);
+		return st;
+	}
+	if (!PQgetisnull(res, 0, 0))
+	{
+		if (PQgetlength(res, 0, 0) != 32)
+		{
+			snprintf(err, AGENT_ERROR_MAX, "sync.signing_key() returned %d bytes, not an Ed25519 key's 32",
+					 PQgetlength(res, 0, 0));
+			PQclear(res);
+			return STEP_FAILED;
+		}
+		memcpy(key, PQgetvalue(res, 0, 0), 32);
+		*has = true;
+	}
+	PQclear(res);
+	return STEP_OK;
+}
+
+/*
+ * server_acts_for_any: whether the connection's role may act for any
+ * replica, as sync.pull and sync.file judge it (src/pg/access.c): a
+ * superuser, or a role with sync_admin's privileges
+ */
+agent_status
+server_acts_for_any(server *s, bool *any, char err[AGENT_ERROR_MAX])
+{
+	PGresult   *res = PQexec(s->conn,
+							 "SELECT r.rolsuper OR coalesce((SELECT pg_catalog.pg_has_role(r.oid, a.oid, 'USAGE')"
+							 "   FROM pg_catalog.pg_roles a WHERE a.rolname = 'sync_admin'), false)"
+							 "  FROM pg_catalog.pg_roles r WHERE r.rolname = current_user");
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	{
+		agent_status st = result_status(s, res, "the connection's role", err);
+
+		PQclear(res);
+		return st;
+	}
+	*any = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return STEP_OK;
+}
+
+/*
  * server_file: sync.file(replica, upload); the filing's answer (jsonb, as
  * text), or the SQLSTATE of its failure
  */

@@ -171,6 +171,15 @@ sneak_export(const sneak_options *o, const uint8_t uuid[16], sneak_result *r)
 		if (chained == 0 || w.failed)
 			break;
 	}
+	/* the key its messages are signed with: what the replica's file must trust (import --server-key) */
+	{
+		PGresult   *res = PQexecParams(c, "SELECT sync.signing_key()", 0, NULL, NULL, NULL, NULL, 1);
+
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) &&
+			PQgetlength(res, 0, 0) == 32)
+			agent_key_hex((const uint8_t *) PQgetvalue(res, 0, 0), r->server_key);
+		PQclear(res);
+	}
 	PQfinish(c);
 	bundle = ms_bundle_finish(&w, &len);
 	if (bundle == NULL)
@@ -273,6 +282,31 @@ sneak_file(const sneak_options *o, const ms_bundle *bundle, sneak_result *r)
 	{
 		code = st == STEP_REFUSED ? EXIT_NOPERM : EXIT_UNAVAILABLE;
 		failed(o, r, code, st == STEP_REFUSED ? "refused" : "unavailable", "cannot connect to the server", err);
+	}
+	else if (o->replica == NULL)
+	{
+		/*
+		 * A bundle is filed only as the replica whose role files it, or whom
+		 * --replica names: a role that may file for any replica (sync_admin,
+		 * a superuser) would file a forged bundle's rows as whichever replica
+		 * its head names.
+		 */
+		bool		any = true;
+
+		st = server_acts_for_any(s, &any, err);
+		if (st != STEP_OK)
+		{
+			code = st == STEP_REFUSED ? EXIT_NOPERM : st == STEP_TRANSIENT ? EXIT_UNAVAILABLE : EXIT_SOFTWARE;
+			failed(o, r, code, "failed", "cannot tell whose role this is", err);
+		}
+		else if (any)
+		{
+			r->result = "no_replica";
+			snprintf(r->reason, sizeof r->reason, "this role may file for any replica: name the replica whose"
+					 " bundle %.300s is with --replica (it says %s); nothing was filed", o->from, r->replica);
+			code = EXIT_USAGE;
+			sneak_say(o, r, code);
+		}
 	}
 	while (code == 0 && ms_bundle_next(&b, &up, &len))
 	{

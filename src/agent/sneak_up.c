@@ -4,7 +4,11 @@
  *	  message in a sync_apply of its own as the online agent applies them,
  *	  and what the replica has to say written into an upload bundle.
  *
- * Before anything is applied the bundle is judged against what the replica
+ * Before anything is applied, every message of the bundle is checked
+ * against the server key the replica trusts (sync_verify; --server-key pins
+ * one, and a file that trusts none takes no bundle: exit 78): one the
+ * server did not sign has the bundle refused whole as forged (exit 65).
+ * Then the bundle is judged against what the replica
  * applied (sync_applied()), with the rules of the chain (docs/protocol.md
  * 5.1): a bundle whose messages were all applied before was imported
  * already; one whose first new message neither begins a snapshot nor
@@ -36,7 +40,8 @@ typedef enum verdict
 	VERDICT_APPLY,
 	VERDICT_APPLIED_ALREADY,
 	VERDICT_OUT_OF_ORDER,
-	VERDICT_WRONG_REPLICA
+	VERDICT_WRONG_REPLICA,
+	VERDICT_FORGED
 } verdict;
 
 static bool
@@ -129,6 +134,86 @@ judge(const ms_bundle *bundle, const Sync__Applied *a, size_t bound, sneak_resul
 }
 
 /*
+ * trusted: the server key the replica checks the bundle with: --server-key
+ * pinned (in place of any other: the operator says so), or the one the file
+ * trusts.  0, or EXIT_CONFIG when it trusts none: a bundle is never how a
+ * replica learns the key, since whoever made the bundle could have made
+ * the key too.
+ */
+static int
+trusted(const sneak_options *o, replica *rep, sneak_result *r)
+{
+	uint8_t		key[32],
+				pinned[32];
+	bool		has = false;
+	char		err[AGENT_ERROR_MAX];
+
+	if (replica_trusted(rep, pinned, &has, err) != STEP_OK)
+	{
+		r->result = "unreadable";
+		snprintf(r->reason, sizeof r->reason, "%s", err);
+		return EXIT_NOINPUT;
+	}
+	if (o->server_key)
+	{
+		agent_key_parse(o->server_key, key);
+		if ((!has || memcmp(key, pinned, 32) != 0) && replica_trust(rep, key, true, err) != STEP_OK)
+		{
+			r->result = "unreadable";
+			snprintf(r->reason, sizeof r->reason, "%s", err);
+			return EXIT_NOINPUT;
+		}
+		return 0;
+	}
+	if (has)
+		return 0;
+	r->result = "untrusted";
+	snprintf(r->reason, sizeof r->reason, "the replica trusts no server key, so nothing in the bundle can be told"
+			 " from a forgery: pin the server's key with --server-key (export prints it; sync.signing_key() on"
+			 " the server); nothing changed");
+	return EXIT_CONFIG;
+}
+
+/*
+ * forged: whether a message of the bundle is not signed by the key the
+ * replica trusts (sync_verify): the bundle is refused whole, before anything
+ * of it is applied, answers included -- a Filed answer forged from what the
+ * replica's own upload bundle carries would let go of rows never filed
+ */
+static verdict
+forged(replica *rep, const ms_bundle *bundle, sneak_result *r, int *code)
+{
+	ms_bundle	b = *bundle;
+	const uint8_t *msg;
+	size_t		len;
+	uint32_t	i = 0;
+	char		err[AGENT_ERROR_MAX];
+	char		why[AGENT_ERROR_MAX];
+
+	*code = 0;
+	while (ms_bundle_next(&b, &msg, &len))
+	{
+		bool		ok = false;
+
+		i++;
+		if (replica_verify(rep, msg, len, &ok, why, sizeof why, err) != STEP_OK)
+		{
+			r->result = "failed";
+			snprintf(r->reason, sizeof r->reason, "%s", err);
+			*code = EXIT_SOFTWARE;
+			return VERDICT_FORGED;
+		}
+		if (!ok)
+		{
+			snprintf(r->reason, sizeof r->reason, "message %u of the bundle is not the server's: %s;"
+					 " nothing of the bundle was applied", i, why);
+			return VERDICT_FORGED;
+		}
+	}
+	return VERDICT_APPLY;
+}
+
+/*
  * apply: each message in turn, as the online agent's pass applies them;
  * what stopped it in r (the caller says it)
  */
@@ -149,7 +234,7 @@ apply(replica *rep, const ms_bundle *bundle, sneak_result *r)
 		{
 			r->result = "failed";
 			snprintf(r->reason, sizeof r->reason, "%s", err);
-			return st == STEP_BUSY ? EXIT_UNAVAILABLE : EXIT_SOFTWARE;
+			return st == STEP_BUSY ? EXIT_UNAVAILABLE : st == STEP_FULL ? EXIT_IOERR : EXIT_SOFTWARE;
 		}
 		if (strcmp(res.result, "applied") == 0)
 			r->messages++;
@@ -351,11 +436,34 @@ sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
 
 		a = ms_applied_decode(claim, claim_len, NULL, reason);
 	}
-	v = judge(b, a, (size_t) replica_max_message_bytes(rep), r);
+	code = trusted(o, rep, r);
+	if (code != 0)
+	{
+		if (a)
+			sync__applied__free_unpacked(a, NULL);
+		replica_close(rep);
+		/* a file this refusal made: taken away again, nothing changed */
+		if (!existed)
+			forget(o->db);
+		sneak_say(o, r, code);
+		return code;
+	}
+	/* every signature first: then what it says of the chain can be believed */
+	v = forged(rep, b, r, &code);
+	if (v == VERDICT_APPLY)
+		v = judge(b, a, (size_t) replica_max_message_bytes(rep), r);
 	if (a)
 		sync__applied__free_unpacked(a, NULL);
+	if (code != 0)
+	{
+		replica_close(rep);
+		if (!existed)
+			forget(o->db);
+		sneak_say(o, r, code);
+		return code;
+	}
 	r->applied = applied;
-	if (v != VERDICT_APPLY && !existed && !(v != VERDICT_WRONG_REPLICA && o->to))
+	if (v != VERDICT_APPLY && !existed && !(v != VERDICT_WRONG_REPLICA && v != VERDICT_FORGED && o->to))
 	{
 		/* a file this refusal made: taken away again, nothing changed */
 		replica_close(rep);
@@ -365,7 +473,7 @@ sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
 	if (v != VERDICT_APPLY)
 	{
 		r->result = v == VERDICT_APPLIED_ALREADY ? "applied_already" :
-			v == VERDICT_OUT_OF_ORDER ? "out_of_order" : "wrong_replica";
+			v == VERDICT_OUT_OF_ORDER ? "out_of_order" : v == VERDICT_FORGED ? "forged" : "wrong_replica";
 		code = EXIT_DATAERR;
 	}
 	else
@@ -382,7 +490,7 @@ sneak_apply(const sneak_options *o, const ms_bundle *b, sneak_result *r)
 	 * stopped at a gap (the upload reports it): it is the replica's upload
 	 * that tells the server where it is.  Not for another replica's.
 	 */
-	if (v != VERDICT_WRONG_REPLICA)
+	if (v != VERDICT_WRONG_REPLICA && v != VERDICT_FORGED)
 		code = upload_too(o, rep, b->replica, r, code);
 	if (rep && replica_applied(rep, &applied, &open, NULL, NULL, err) == STEP_OK)
 		r->applied = applied;

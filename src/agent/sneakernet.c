@@ -27,6 +27,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,13 +71,23 @@ static const char usage_text[] =
 "           files an upload bundle on the server, acknowledging what the\n"
 "           replica applied\n"
 "\n"
+"Every message of a bundle to the replica is checked against the server key\n"
+"the replica trusts before any is applied: a bundle is untrusted bytes, and\n"
+"one the server did not sign changes nothing.\n"
+"\n"
 "A bundle applied twice, out of order, to another replica's file or on the\n"
 "wrong side changes nothing: the command says why and exits 65.  Export again\n"
 "after an upload bundle is filed: the new bundle carries what the replica\n"
 "still lacks, so a lost or damaged file costs nothing but a trip.\n"
 "\n"
 "Options:\n"
-"  --replica UUID     export: the replica; import: refuse a bundle of another\n"
+"  --replica UUID     export: the replica; import: refuse a bundle of another;\n"
+"                     import --server as a role that may file for any replica\n"
+"                     (sync_admin): required, the replica whose bundle it is\n"
+"  --server-key HEX   import --db: the server's signing key (64 hexadecimal\n"
+"                     digits, sync.signing_key() on the server; export prints\n"
+"                     it), pinned into the file in place of any other.  A\n"
+"                     file that trusts no key yet takes no bundle without it\n"
 "  --pull-bytes N     export: bytes of messages pulled at a time (default 4194304)\n"
 "  --name LABEL       put LABEL in front of the line (and in JSON: \"name\")\n"
 "  --json             one JSON object on stdout (event export or import)\n"
@@ -86,12 +97,15 @@ static const char usage_text[] =
 "   0  done\n"
 "  64  the command line is wrong\n"
 "  65  the bundle is refused: damaged, another replica's, of the other kind,\n"
-"      applied already, or out of order; nothing changed\n"
+"      applied already, out of order, or a message in it not signed by the\n"
+"      server key the replica trusts (forged); nothing changed\n"
 "  66  the bundle or the replica file cannot be read\n"
 "  69  the server cannot be reached\n"
 "  70  an error retrying will not fix\n"
 "  73  the bundle cannot be written\n"
-"  77  the server refuses this role or replica\n";
+"  77  the server refuses this role or replica\n"
+"  78  import --db: the replica trusts no server key to check the bundle\n"
+"      with (--server-key pins one); nothing changed\n";
 
 static int
 usage(const char *fmt, const char *arg)
@@ -139,15 +153,22 @@ sneak_uuid_text(const uint8_t b[16], char out[37])
 			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-/* sneak_read: a whole file, at most SNEAK_FILE_MAX bytes; NULL with the reason */
+/*
+ * sneak_read: a whole bundle file, at most SNEAK_FILE_MAX bytes; NULL with
+ * the reason, *damaged when its head is no bundle's.  The head is read and
+ * checked first (ms_bundle_head_check): a file that is no bundle is refused
+ * having read 40 bytes of it, not a gigabyte.
+ */
 uint8_t *
-sneak_read(const char *path, size_t *len, char err[AGENT_ERROR_MAX])
+sneak_read(const char *path, size_t *len, bool *damaged, char err[AGENT_ERROR_MAX])
 {
 	FILE	   *f = fopen(path, "rb");
 	uint8_t    *buf = NULL;
 	size_t		cap = 0,
 				n = 0;
+	char		reason[MS_REASON_MAX];
 
+	*damaged = false;
 	if (f == NULL)
 	{
 		snprintf(err, AGENT_ERROR_MAX, "cannot open %.300s: %s", path, strerror(errno));
@@ -176,8 +197,15 @@ sneak_read(const char *path, size_t *len, char err[AGENT_ERROR_MAX])
 			}
 			buf = grown;
 		}
-		got = fread(buf + n, 1, cap - n, f);
+		/* the head alone first, then the rest once it is a bundle's */
+		got = fread(buf + n, 1, n < MS_BUNDLE_HEAD ? MS_BUNDLE_HEAD - n : cap - n, f);
 		n += got;
+		if (n >= MS_BUNDLE_HEAD && n - got < MS_BUNDLE_HEAD && !ms_bundle_head_check(buf, n, reason))
+		{
+			snprintf(err, AGENT_ERROR_MAX, "%.300s: %s", path, reason);
+			*damaged = true;
+			break;
+		}
 		if (got == 0)
 		{
 			if (ferror(f))
@@ -198,20 +226,28 @@ sneak_read(const char *path, size_t *len, char err[AGENT_ERROR_MAX])
 /*
  * sneak_write: the bundle written beside its name, synced, then renamed
  * over it: a bundle cut short by a full disk or a crash never stands under
- * the name (its check would refuse it anyway)
+ * the name (its check would refuse it anyway).  The file beside it is made
+ * anew (O_EXCL, O_NOFOLLOW): one left by a crash is taken away first, and
+ * a link planted there is neither followed nor written through.
  */
 bool
 sneak_write(const char *path, const uint8_t *buf, size_t len, char err[AGENT_ERROR_MAX])
 {
 	char		tmp[4096];
 	FILE	   *f;
+	int			fd;
 	bool		ok;
 
 	snprintf(tmp, sizeof tmp, "%s.part", path);
-	f = fopen(tmp, "wb");
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
+	if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
+	f = fd < 0 ? NULL : fdopen(fd, "wb");
 	if (f == NULL)
 	{
 		snprintf(err, AGENT_ERROR_MAX, "cannot write %.300s: %s", tmp, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return false;
 	}
 	ok = fwrite(buf, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
@@ -284,6 +320,8 @@ say_json(const sneak_options *o, const sneak_result *r, int code)
 		   (long long) r->first, (long long) r->last, (long long) r->applied, (long long) r->uploads,
 		   (long long) r->filed, (long long) r->refused, (long long) r->dropped, (long long) r->waiting,
 		   (long long) r->acknowledged, code);
+	if (r->server_key[0])
+		json_field("server_key", r->server_key);
 	if (r->reason[0])
 		json_field("reason", r->reason);
 	puts("}");
@@ -316,9 +354,10 @@ sneak_say(const sneak_options *o, const sneak_result *r, int code)
 		fprintf(f, "%s%swrote replica %s's upload to %s: %lld uploads; it applied through %lld\n", label, sep,
 				r->replica, r->upload, (long long) r->uploads, (long long) r->applied);
 	else if (strcmp(r->event, "export") == 0)
-		fprintf(f, "%s%sexported to %s for replica %s: %lld messages (%lld..%lld), %lld answers\n",
+		fprintf(f, "%s%sexported to %s for replica %s: %lld messages (%lld..%lld), %lld answers%s%s\n",
 				label, sep, r->bundle, r->replica, (long long) r->messages, (long long) r->first,
-				(long long) r->last, (long long) r->answers);
+				(long long) r->last, (long long) r->answers, r->server_key[0] ? "; signed by server key " : "",
+				r->server_key);
 	else if (r->upload || strcmp(r->result, "applied") == 0)
 		fprintf(f, "%s%simported %s into replica %s: %lld messages applied, %lld duplicates, %lld answers;"
 				" applied through %lld%s%s\n", label, sep, r->bundle, r->replica, (long long) r->messages,
@@ -373,6 +412,8 @@ parse(int argc, char **argv, sneak_options *o)
 			slot = &o->to;
 		else if (strcmp(arg, "--name") == 0)
 			slot = &o->name;
+		else if (strcmp(arg, "--server-key") == 0)
+			slot = &o->server_key;
 		else if (strcmp(arg, "--pull-bytes") == 0)
 		{
 			char	   *end;
@@ -436,8 +477,10 @@ do_import(const sneak_options *o, sneak_result *r)
 	char		reason[MS_REASON_MAX];
 	ms_bundle	b;
 	uint8_t		want[16];
+	uint8_t		key[32];
 	int			code;
 	bool		server_side = o->server != NULL;
+	bool		damaged = false;
 
 	r->event = "import";
 	r->bundle = o->from;
@@ -446,9 +489,13 @@ do_import(const sneak_options *o, sneak_result *r)
 					 "");
 	if (o->replica && !parse_uuid(o->replica, want))
 		return usage("--replica takes a uuid (8-4-4-4-12 hexadecimal digits), not '%s'", o->replica);
-	buf = sneak_read(o->from, &len, err);
+	if (o->server_key && (server_side || !agent_key_parse(o->server_key, key)))
+		return usage("--server-key is for import --db, and takes the server's key as 64 hexadecimal digits"
+					 " (sync.signing_key()), not '%s'", o->server_key);
+	buf = sneak_read(o->from, &len, &damaged, err);
 	if (buf == NULL)
-		return refuse(o, r, "unreadable", EXIT_NOINPUT, "%s%s", err, "");
+		return damaged ? refuse(o, r, "damaged", EXIT_DATAERR, "%s%s", err, "") :
+			refuse(o, r, "unreadable", EXIT_NOINPUT, "%s%s", err, "");
 	/* a replica's message is at most what it takes; a bound the size of the file will do for both */
 	if (!ms_bundle_open(&b, buf, len, len, reason))
 	{

@@ -15,7 +15,7 @@
 
 #include "bundle.h"
 
-/* a bundle refused: damaged, of the wrong kind or replica, applied already, out of order (EX_DATAERR) */
+/* a bundle refused: damaged, of the wrong kind or replica, applied already, out of order, forged (EX_DATAERR) */
 #define EXIT_DATAERR		65
 /* the bundle cannot be written (EX_CANTCREAT) */
 #define EXIT_CANTCREAT		73
@@ -32,6 +32,7 @@ typedef struct sneak_options
 	const char *to;
 	const char *name;
 	int			pull_bytes;
+	const char *server_key;		/* import --db: an operator's pin, 64 hexadecimal digits */
 	report_mode mode;
 } sneak_options;
 
@@ -55,6 +56,7 @@ typedef struct sneak_result
 	int64_t		dropped;
 	int64_t		waiting;
 	int64_t		acknowledged;
+	char		server_key[65];	/* export: the key the server signs with, "" when none */
 	char		reason[AGENT_ERROR_MAX + 160];
 } sneak_result;
 
@@ -62,7 +64,7 @@ extern int	sneakernet_main(int argc, char **argv);
 
 /* sneakernet.c */
 extern void sneak_say(const sneak_options *o, const sneak_result *r, int code);
-extern uint8_t *sneak_read(const char *path, size_t *len, char err[AGENT_ERROR_MAX]);
+extern uint8_t *sneak_read(const char *path, size_t *len, bool *damaged, char err[AGENT_ERROR_MAX]);
 extern bool sneak_write(const char *path, const uint8_t *buf, size_t len, char err[AGENT_ERROR_MAX]);
 extern void sneak_uuid_text(const uint8_t b[16], char out[37]);
 extern ms_allocator sneak_malloc;

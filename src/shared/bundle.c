@@ -40,6 +40,30 @@ get_be(const uint8_t *in, int bytes)
 }
 
 bool
+ms_bundle_head_check(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
+{
+	uint64_t	count;
+
+	if (len < 8 || memcmp(buf, MS_BUNDLE_MAGIC, 8) != 0)
+		return ms_refuse(reason, "not a magic_sync bundle: it does not begin with \"MSBUNDLE\"");
+	if (len < MS_BUNDLE_HEAD)
+		return ms_refuse(reason, "a bundle of %zu bytes is cut short: its head and check alone take %d",
+						 len, MS_BUNDLE_HEAD + MS_BUNDLE_CHECK);
+	if (get_be(buf + AT_VERSION, 2) != MS_BUNDLE_VERSION)
+		return ms_refuse(reason, "a bundle of version %u, this build reads version %d: use a build that reads it",
+						 (unsigned) get_be(buf + AT_VERSION, 2), MS_BUNDLE_VERSION);
+	if (buf[AT_KIND] != MS_BUNDLE_TO_REPLICA && buf[AT_KIND] != MS_BUNDLE_FROM_REPLICA)
+		return ms_refuse(reason, "a bundle of kind %u, neither to a replica (1) nor from one (2)", buf[AT_KIND]);
+	if (buf[AT_ZERO] != 0)
+		return ms_refuse(reason, "a bundle whose byte %d is %u, not 0", AT_ZERO, buf[AT_ZERO]);
+	count = get_be(buf + AT_COUNT, 4);
+	if (count > MS_BUNDLE_MESSAGES_MAX)
+		return ms_refuse(reason, "a bundle of %llu messages, more than the %d one may carry",
+						 (unsigned long long) count, MS_BUNDLE_MESSAGES_MAX);
+	return true;
+}
+
+bool
 ms_bundle_open(ms_bundle *b, const uint8_t *buf, size_t len, size_t max_message, char reason[MS_REASON_MAX])
 {
 	uint8_t		sum[MS_SHA256_BYTES];

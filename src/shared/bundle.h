@@ -66,6 +66,14 @@ typedef struct ms_bundle
 extern bool ms_bundle_open(ms_bundle *b, const uint8_t *buf, size_t len, size_t max_message,
 						   char reason[MS_REASON_MAX]);
 
+/*
+ * ms_bundle_head_check: whether the first len bytes of a file (len at most
+ * MS_BUNDLE_HEAD is enough) can begin a bundle: its magic, version, kind,
+ * zero byte and count; false with the reason when they cannot, so that a
+ * reader refuses a file that is no bundle before it reads on.
+ */
+extern bool ms_bundle_head_check(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX]);
+
 /* ms_bundle_next: the next message of an open bundle; false after the last */
 extern bool ms_bundle_next(ms_bundle *b, const uint8_t **msg, size_t *len);
 

@@ -57,5 +57,7 @@
 #define MS_FIELD_TO_REPLICA_DOWN 9		/* Down */
 #define MS_FIELD_TO_REPLICA_END_SNAPSHOT 10 /* EndSnapshot */
 #define MS_FIELD_TO_REPLICA_FILED 11	/* Filed */
+/* ToReplica: the signature, between the head and the body (sign.h) */
+#define MS_FIELD_TO_REPLICA_SIGNATURE 14	/* bytes */
 
 #endif

@@ -7,7 +7,9 @@
 #include "key.h"
 #include "lane.h"
 #include "pbwrite.h"
+#include "row.h"
 #include "seal.h"
+#include "sign.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -213,11 +215,60 @@ ms_rows_check(const Sync__Rows *r, char reason[MS_REASON_MAX])
 	return true;
 }
 
-static bool
-has_column(const Sync__Table *t, const char *name)
+/*
+ * A Table's columns by name, or by id: places (+1, 0 empty) in a table
+ * open-addressed on the stack, since a Table has at most
+ * MS_ROW_COLUMNS_MAX columns: every lookup of a check is constant, where a
+ * walk of the columns made a table of many columns cost their square.
+ */
+#define COLUMN_SLOTS (2 * MS_ROW_COLUMNS_MAX)
+
+typedef struct column_index
 {
-	for (size_t i = 0; i < t->n_columns; i++)
-		if (strcmp(t->columns[i]->name, name) == 0)
+	uint16_t	slot[COLUMN_SLOTS];
+} column_index;
+
+static uint32_t
+name_hash(const char *s)
+{
+	uint32_t	h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t) *s) * 16777619u;
+	return h;
+}
+
+/* index_name: place column i; the place of a column of its name already there, or -1 */
+static int
+index_name(column_index *ix, const Sync__Table *t, size_t i)
+{
+	uint32_t	h = name_hash(t->columns[i]->name) & (COLUMN_SLOTS - 1);
+
+	for (; ix->slot[h] != 0; h = (h + 1) & (COLUMN_SLOTS - 1))
+		if (strcmp(t->columns[ix->slot[h] - 1]->name, t->columns[i]->name) == 0)
+			return ix->slot[h] - 1;
+	ix->slot[h] = (uint16_t) (i + 1);
+	return -1;
+}
+
+/* index_id: the same by id (0, none, is never placed) */
+static int
+index_id(column_index *ix, const Sync__Table *t, size_t i)
+{
+	uint32_t	h = (t->columns[i]->id * 2654435761u) & (COLUMN_SLOTS - 1);
+
+	for (; ix->slot[h] != 0; h = (h + 1) & (COLUMN_SLOTS - 1))
+		if (t->columns[ix->slot[h] - 1]->id == t->columns[i]->id)
+			return ix->slot[h] - 1;
+	ix->slot[h] = (uint16_t) (i + 1);
+	return -1;
+}
+
+static bool
+has_column(const column_index *ix, const Sync__Table *t, const char *name)
+{
+	for (uint32_t h = name_hash(name) & (COLUMN_SLOTS - 1); ix->slot[h] != 0; h = (h + 1) & (COLUMN_SLOTS - 1))
+		if (strcmp(t->columns[ix->slot[h] - 1]->name, name) == 0)
 			return true;
 	return false;
 }
@@ -227,13 +278,19 @@ has_column(const Sync__Table *t, const char *name)
  * 5.4): no two columns share an id, and every unique index names columns.
  */
 static bool
-check_evolving(const Sync__Table *t, char reason[MS_REASON_MAX])
+check_evolving(const Sync__Table *t, const column_index *names, char reason[MS_REASON_MAX])
 {
+	column_index ids;
+
+	memset(&ids, 0, sizeof ids);
 	for (size_t i = 0; i < t->n_columns; i++)
-		for (size_t j = 0; j < i && t->columns[i]->id != 0; j++)
-			if (t->columns[j]->id == t->columns[i]->id)
-				return ms_refuse(reason, "columns \"%s\" and \"%s\" of table \"%s\" have one id",
-								 t->columns[j]->name, t->columns[i]->name, t->name);
+	{
+		int			j = t->columns[i]->id != 0 ? index_id(&ids, t, i) : -1;
+
+		if (j >= 0)
+			return ms_refuse(reason, "columns \"%s\" and \"%s\" of table \"%s\" have one id",
+							 t->columns[j]->name, t->columns[i]->name, t->name);
+	}
 	for (size_t i = 0; i < t->n_unique; i++)
 	{
 		const Sync__Unique *u = t->unique[i];
@@ -246,7 +303,7 @@ check_evolving(const Sync__Table *t, char reason[MS_REASON_MAX])
 		{
 			if (!check_name(u->columns[j], "a unique index's column", reason))
 				return false;
-			if (!has_column(t, u->columns[j]))
+			if (!has_column(names, t, u->columns[j]))
 				return ms_refuse(reason, "column \"%s\" of unique index \"%s\" of table \"%s\" is not a column",
 								 u->columns[j], u->name, t->name);
 		}
@@ -258,6 +315,7 @@ bool
 ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 {
 	static const char *const types[] = {"INTEGER", "REAL", "TEXT", "BLOB"};
+	column_index names;
 
 	if (!check_name(t->name, "a table name", reason))
 		return false;
@@ -267,6 +325,11 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 		return ms_refuse(reason, "table \"%s\" has unknown codec \"%.20s\"", t->name, t->codec);
 	if (t->n_columns == 0)
 		return ms_refuse(reason, "table \"%s\" has no columns", t->name);
+	/* more than a row can have: no server writes one (PostgreSQL's tables have at most 1600) */
+	if (t->n_columns > MS_ROW_COLUMNS_MAX)
+		return ms_refuse(reason, "table \"%s\" has %zu columns, more than a row can have (%d)", t->name,
+						 t->n_columns, MS_ROW_COLUMNS_MAX);
+	memset(&names, 0, sizeof names);
 	for (size_t i = 0; i < t->n_columns; i++)
 	{
 		const Sync__Column *c = t->columns[i];
@@ -281,9 +344,8 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 						c->name, t->name, c->type);
 		if (!check_string(c->server_type, "a server type", reason))
 			return false;
-		for (size_t j = 0; j < i; j++)
-			if (strcmp(t->columns[j]->name, c->name) == 0)
-				return ms_refuse(reason, "table \"%s\" names column \"%s\" twice", t->name, c->name);
+		if (index_name(&names, t, i) >= 0)
+			return ms_refuse(reason, "table \"%s\" names column \"%s\" twice", t->name, c->name);
 	}
 	if (t->n_key == 0)
 		return ms_refuse(reason, "table \"%s\" has no key", t->name);
@@ -291,7 +353,7 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 	{
 		if (!check_name(t->key[i], "a key column", reason))
 			return false;
-		if (!has_column(t, t->key[i]))
+		if (!has_column(&names, t, t->key[i]))
 			return ms_refuse(reason, "key column \"%s\" of table \"%s\" is not a column",
 						t->key[i], t->name);
 	}
@@ -309,7 +371,7 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 			if (!check_name(fk->columns[j], "a foreign key column", reason) ||
 				!check_name(fk->references[j], "a referenced column", reason))
 				return false;
-			if (!has_column(t, fk->columns[j]))
+			if (!has_column(&names, t, fk->columns[j]))
 				return ms_refuse(reason, "foreign key column \"%s\" of table \"%s\" is not a column",
 							fk->columns[j], t->name);
 		}
@@ -318,19 +380,19 @@ ms_table_check(const Sync__Table *t, char reason[MS_REASON_MAX])
 		!check_string(t->origin, "an origin column", reason) ||
 		!check_string(t->version, "a version column", reason))
 		return false;
-	if (t->retired[0] && !has_column(t, t->retired))
+	if (t->retired[0] && !has_column(&names, t, t->retired))
 		return ms_refuse(reason, "retired column \"%s\" of table \"%s\" is not a column", t->retired, t->name);
-	if (t->origin[0] && !has_column(t, t->origin))
+	if (t->origin[0] && !has_column(&names, t, t->origin))
 		return ms_refuse(reason, "origin column \"%s\" of table \"%s\" is not a column", t->origin, t->name);
 	/* a setting is one row per replica: keyed by its origin alone */
 	if (strcmp(t->mirror, "setting") == 0 &&
 		(!t->origin[0] || t->n_key != 1 || strcmp(t->key[0], t->origin) != 0))
 		return ms_refuse(reason, "setting table \"%s\" is not keyed by its origin alone", t->name);
-	if (t->version[0] && !has_column(t, t->version))
+	if (t->version[0] && !has_column(&names, t, t->version))
 		return ms_refuse(reason, "version column \"%s\" of table \"%s\" is not a column", t->version, t->name);
 	if (!check_string(t->lane, "a lane", reason) || !ms_lane_check(t->lane, strlen(t->lane), reason))
 		return false;
-	return check_evolving(t, reason);
+	return check_evolving(t, &names, reason);
 }
 
 static bool
@@ -430,7 +492,8 @@ ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX])
 	if (m->protocol == 0)
 		return ms_refuse(reason, "the message names no protocol");
 	if (!check_bytes(m->replica, MS_REPLICA_BYTES, false, "the replica", reason) ||
-		!check_bytes(m->epoch, MS_EPOCH_BYTES, false, "the epoch", reason))
+		!check_bytes(m->epoch, MS_EPOCH_BYTES, false, "the epoch", reason) ||
+		!check_bytes(m->signature, MS_SIGNATURE_BYTES, true, "the signature", reason))
 		return false;
 	switch (m->body_case)
 	{

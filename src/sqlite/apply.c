@@ -180,6 +180,8 @@ usable(applier *a, const ms_tbl *t, bool *yes)
 	if (a->usable[i])
 		return SQLITE_OK;
 	a->usable[i] = 1;			/* said once per message */
+	if (t->unmade)
+		return ms_state_error(c, "table \"%s\" is not held: %s; its rows are refused", t->name, t->broken);
 	return ms_state_error(c, "%s, not as the snapshot made it: its rows are refused until a snapshot"
 						  " makes it again", t->broken);
 }
@@ -342,8 +344,9 @@ upserts(applier *a, const Sync__Rows *r)
 		return rc;
 	if (t == NULL || !ok)
 	{
-		unheld = ms_printf(&c->arena, t ? "table \"%s\" is not as the snapshot made it in this replica"
-						   : "table \"%s\" is not held by this replica", r->table);
+		unheld = t && t->unmade ? ms_printf(&c->arena, "table \"%s\" is not held by this replica: %s", r->table, t->broken)
+			: ms_printf(&c->arena, t ? "table \"%s\" is not as the snapshot made it in this replica"
+						: "table \"%s\" is not held by this replica", r->table);
 		if (unheld == NULL)
 			return SQLITE_NOMEM;
 		for (size_t i = 0; i < r->n_upserts && rc == SQLITE_OK; i++)
@@ -536,21 +539,23 @@ end_snapshot(applier *a, const Sync__EndSnapshot *e)
 {
 	ms_ctx	   *c = a->c;
 	ms_schema  *s = c->schema;
+	ms_map		ending;			/* the tables it ends, by name: a walk per table was quadratic */
 	int			rc = SQLITE_OK;
 
 	if (c->st.snapshot == 0)
 		return ms_state_error(c, "message %llu ends a snapshot, but none is open: nothing let go of",
 							  (unsigned long long) a->m->number);
+	ms_map_init(&ending, false);
+	for (size_t j = 0; j < e->n_tables && rc == SQLITE_OK; j++)
+		rc = ms_map_put(&c->arena, &ending, e->tables[j], strlen(e->tables[j]), e->tables[j]);
 	for (int i = s->n - 1; i >= 0 && rc == SQLITE_OK; i--)
 	{
 		ms_tbl	   *t = &s->t[i];
-		bool		ends = false;
+		bool		ends = ms_map_get(&ending, t->name, strlen(t->name)) != NULL;
 		sqlite3_stmt *st = NULL;
 		ms_buf		keys = {0};
 		size_t		pos = 0;
 
-		for (size_t j = 0; j < e->n_tables && !ends; j++)
-			ends = strcmp(e->tables[j], t->name) == 0;
 		if (ends && (rc = usable(a, t, &ends)) != SQLITE_OK)
 			break;
 		if (!ends)
@@ -665,9 +670,13 @@ apply(applier *a, ms_buf *out)
 	sqlite3_stmt *st = NULL;
 	int			rc;
 	int			let_go = 0;
+	int			made = 0;
 	const char *snapshot;
 
 	rc = ms_exec(c, "UPDATE _sync_state SET applying = 1 WHERE id = 1");
+	/* a table that waited for a name the host had is made once the host renamed its own (schema.c) */
+	if (rc == SQLITE_OK && !begins)
+		rc = ms_schema_host(c, &made);
 	if (rc == SQLITE_OK && begins)
 		rc = begin_snapshot(a);
 	/* schema changes, before the rows that need them (docs/protocol.md 5.3) */
@@ -716,7 +725,7 @@ apply(applier *a, ms_buf *out)
 	{
 		int			rc2 = ms_let_go_retired(a->lg, &let_go);
 
-		if (rc2 != SQLITE_OK && rc2 != SQLITE_NOMEM && rc2 != SQLITE_IOERR)
+		if (rc2 != SQLITE_OK && rc2 != SQLITE_NOMEM && rc2 != SQLITE_IOERR && rc2 != SQLITE_FULL)
 		{
 			char	   *why = sqlite3_mprintf("letting go of retired rows failed: %s",
 											  c->err ? c->err : sqlite3_errstr(rc2));
@@ -739,10 +748,12 @@ apply(applier *a, ms_buf *out)
 	if (rc == SQLITE_OK)
 	{
 		ms_buf_printf(out, "{\"result\":\"applied\",\"number\":%llu,\"snapshot\":%s%s%s,"
-					  "\"upserts\":%d,\"deletes\":%d,\"retired\":%d,\"kept\":%d,\"refused\":%d,\"let_go\":%d%s}",
+					  "\"upserts\":%d,\"deletes\":%d,\"retired\":%d,\"kept\":%d,\"refused\":%d,\"let_go\":%d%s",
 					  (unsigned long long) m->number, snapshot ? "\"" : "", snapshot ? snapshot : "null",
 					  snapshot ? "\"" : "", a->n.upserts, a->n.deletes, a->n.retired, a->n.kept,
 					  a->n.refused, a->n.let_go, a->evolved.len ? a->evolved.data : "");
+		/* tables made now that the host renamed its own of their names */
+		ms_buf_printf(out, made ? ",\"made\":%d}" : "}", made);
 	}
 	finish(a);
 	return rc;
@@ -899,6 +910,10 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 					 (unsigned long long) n, (long long) bound);
 		goto done;
 	}
+	/* the server's signature, on the bytes as they came: nothing of a message it does not sign is read */
+	rc = ms_trust_check(&c, bytes, n);
+	if (rc != SQLITE_OK)
+		goto done;
 	m = ms_to_replica_decode(bytes, n, (size_t) bound, &pa, &status, reason);
 	if (status == MS_WIRE_LATER_PROTOCOL)
 	{

@@ -364,15 +364,6 @@ parse_double(const char *p, size_t n, double *out)
 	return true;
 }
 
-static int
-column_named(const ms_tbl *t, const char *name, size_t n)
-{
-	for (int i = 0; i < t->ncols; i++)
-		if (strncmp(t->cols[i].name, name, n) == 0 && t->cols[i].name[n] == '\0')
-			return i;
-	return -1;
-}
-
 /*
  * json_value: the value at j->p of column col into v, by the column's type;
  * strings and blobs are unescaped into scratch at *used.
@@ -542,7 +533,8 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 				return ms_refuse(reason, "the row is not JSON: a key of its object is not a string");
 			if (!string(&j, key, &klen, &why))
 				return ms_refuse(reason, "the row is not JSON: %s", why);
-			i = column_named(t, key, klen);
+			/* by a map for a table of many columns: a walk per key was quadratic in them */
+			i = ms_tbl_column(t, key, klen);
 			if (i < 0 || memchr(key, '\0', klen) != NULL)
 				return ms_refuse(reason, "\"%.*s\" is not a column of table \"%s\"",
 							  (int) (klen > 64 ? 64 : klen), key, t->name);

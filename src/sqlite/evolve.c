@@ -24,6 +24,11 @@
 ** our own first (_sync_moving_, _sync_col_), so that tables or columns that
 ** trade names in one change never collide.
 **
+** A table made by a change goes where no table, view or index of the
+** host's own has its name (schema.c): when one has, the table waits,
+** unmade, reported and its rows refused, until the host renames its own;
+** a change of a table that waits is a new Table for it to wait with.
+**
 ** Unique indexes that travel (schema.c makes them): an upsert that
 ** conflicts on one makes room, the other row taking NULL in the index's
 ** columns, since the server's index held when the message was written and
@@ -34,6 +39,7 @@
 SQLITE_EXTENSION_INIT3
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -129,27 +135,92 @@ attempt(evolver *e, const char *table, const char *sql)
 
 /* ---- matching ---------------------------------------------------------- */
 
-/* same_table: whether a held table's Table om is the server's table m */
-static bool
-same_table(const Sync__Table *om, const Sync__Table *m)
+/*
+ * A new Table's columns looked up as an old column matches them: by id
+ * when both have one, else by name (names are unique in a Table, wire.c).
+ * by_id: (id, place) of the columns with an id, in that order, searched by
+ * halves; by_name: every column's place.
+ */
+typedef struct id_place
 {
-	if (om->id != 0 && m->id != 0)
-		return om->id == m->id;
-	return strcmp(om->name, m->name) == 0;
+	uint32_t	id;
+	int			place;
+} id_place;
+
+typedef struct matcher
+{
+	const Sync__Table *m;
+	int			nid;
+	id_place   *by_id;
+	int		   *place;
+	ms_map		by_name;
+} matcher;
+
+static int
+id_order(const void *a, const void *b)
+{
+	const id_place *x = a;
+	const id_place *y = b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->place < y->place ? -1 : x->place > y->place;
 }
 
-/* match_column: the index in m of the old column oc, or -1 (dropped) */
 static int
-match_column(const Sync__Column *oc, const Sync__Table *m)
+matcher_make(ms_ctx *c, const Sync__Table *m, matcher *mt)
 {
+	mt->m = m;
+	mt->nid = 0;
+	mt->by_id = ms_alloc(&c->arena, sizeof(id_place) * (m->n_columns + 1));
+	mt->place = ms_alloc(&c->arena, sizeof(int) * (m->n_columns + 1));
+	ms_map_init(&mt->by_name, false);
+	if (mt->by_id == NULL || mt->place == NULL)
+		return SQLITE_NOMEM;
 	for (size_t i = 0; i < m->n_columns; i++)
 	{
-		const Sync__Column *nc = m->columns[i];
-
-		if (oc->id != 0 && nc->id != 0 ? oc->id == nc->id : strcmp(oc->name, nc->name) == 0)
-			return (int) i;
+		mt->place[i] = (int) i;
+		if (ms_map_put(&c->arena, &mt->by_name, m->columns[i]->name, strlen(m->columns[i]->name),
+					   &mt->place[i]) != SQLITE_OK)
+			return SQLITE_NOMEM;
+		if (m->columns[i]->id != 0)
+			mt->by_id[mt->nid++] = (id_place) {m->columns[i]->id, (int) i};
 	}
-	return -1;
+	qsort(mt->by_id, (size_t) mt->nid, sizeof(id_place), id_order);
+	return SQLITE_OK;
+}
+
+/*
+ * match_column: the place in the new Table of the old column oc, or -1
+ * (dropped): the first column whose id is oc's when both have one, or
+ * whose name is oc's when either has none
+ */
+static int
+match_column(const Sync__Column *oc, const matcher *mt)
+{
+	const int  *named = ms_map_get(&mt->by_name, oc->name, strlen(oc->name));
+	int			found = -1;
+
+	if (named != NULL && (oc->id == 0 || mt->m->columns[*named]->id == 0))
+		found = *named;
+	if (oc->id != 0)
+	{
+		int			lo = 0,
+					hi = mt->nid;
+
+		while (lo < hi)
+		{
+			int			mid = (lo + hi) / 2;
+
+			if (mt->by_id[mid].id < oc->id)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < mt->nid && mt->by_id[lo].id == oc->id && (found < 0 || mt->by_id[lo].place < found))
+			found = mt->by_id[lo].place;
+	}
+	return found;
 }
 
 /* the file's columns of a table: their names */
@@ -191,13 +262,21 @@ file_columns(ms_ctx *c, const char *table, char ***names, int *n)
 	return rc;
 }
 
-static bool
-in_names(char **names, int n, const char *name)
+/* name_set: names as SQLite compares them, to ask whether one is among them */
+static int
+name_set(ms_ctx *c, char **names, int n, ms_map *set)
 {
+	ms_map_init(set, true);
 	for (int i = 0; i < n; i++)
-		if (strcasecmp(names[i], name) == 0)
-			return true;
-	return false;
+		if (ms_map_put(&c->arena, set, names[i], strlen(names[i]), names[i]) != SQLITE_OK)
+			return SQLITE_NOMEM;
+	return SQLITE_OK;
+}
+
+static bool
+in_set(const ms_map *set, const char *name)
+{
+	return ms_map_get(set, name, strlen(name)) != NULL;
 }
 
 /* drop_ours: the noting triggers and our indexes of a table, so that nothing of ours is in the way */
@@ -230,45 +309,93 @@ drop_ours(evolver *e, const char *table)
 static int
 rename_refs(ms_ctx *c, const char *from, const char *to)
 {
-	return ms_exec(c, "UPDATE _sync_notes SET tbl = %Q WHERE tbl = %Q;"
+	int			rc = ms_exec(c, "UPDATE _sync_notes SET tbl = %Q WHERE tbl = %Q;"
 				   "UPDATE _sync_refused SET tbl = %Q WHERE tbl = %Q;"
 				   "UPDATE _sync_retired SET tbl = %Q WHERE tbl = %Q;"
 				   "UPDATE _sync_named SET tbl = %Q WHERE tbl = %Q",
 				   to, from, to, from, to, from, to, from);
+
+	return rc == SQLITE_OK ? ms_table_made(c, to, from) : rc;
 }
 
 /* ---- one table's change ------------------------------------------------- */
 
-/* A change under way: the held table it alters (NULL: a new one) and where it is now. */
+/*
+ * A change under way: the held table it alters (NULL: a new one) and where
+ * it is now; unmade: the stored table it matched, which the replica never
+ * made (the host had its name): the change is a new Table for it.
+ */
 typedef struct change
 {
 	Sync__Table *m;
 	ms_tbl	   *old;
+	ms_tbl	   *unmade;
 	char	   *fname;			/* the file's name of the table now */
 	bool		failed;
 }			change;
 
 /*
+ * The names the tables held will have once the change is applied, as
+ * SQLite compares them, counted: a table whose name another has too
+ * cannot be held.  A change that fails takes its name out.
+ */
+typedef struct held_names
+{
+	ms_map		count;			/* folded name -> int */
+	ms_schema  *s;
+	bool	   *changing;		/* per table of s: a change alters it */
+	change	   *ch;
+	size_t		nch;
+} held_names;
+
+static int
+held_add(ms_ctx *c, held_names *h, const char *name, int by)
+{
+	int		   *n = ms_map_get(&h->count, name, strlen(name));
+
+	if (n == NULL)
+	{
+		if ((n = ms_alloc(&c->arena, sizeof(int))) == NULL ||
+			ms_map_put(&c->arena, &h->count, name, strlen(name), n) != SQLITE_OK)
+			return SQLITE_NOMEM;
+	}
+	*n += by;
+	return SQLITE_OK;
+}
+
+/* held_clash: another table held with the name of change i (NULL: none) */
+static const char *
+held_clash(held_names *h, size_t i)
+{
+	const char *name = h->ch[i].m->name;
+	int		   *n = ms_map_get(&h->count, name, strlen(name));
+
+	if (n == NULL || *n <= 1)
+		return NULL;
+	for (int j = 0; j < h->s->n; j++)
+		if (!h->changing[j] && strcasecmp(h->s->t[j].name, name) == 0)
+			return h->s->t[j].name;
+	for (size_t k = 0; k < h->nch; k++)
+		if (k != i && !h->ch[k].failed && strcasecmp(h->ch[k].m->name, name) == 0)
+			return h->ch[k].m->name;
+	return NULL;
+}
+
+/*
  * rebuild: the table made again with its rows (a key or a column's type
  * changed); the replica's own indexes and triggers of it made again after,
- * each reported when it no longer fits.  legacy_alter_table: SQLite must not
- * check the views of the replica's own against the table while it is gone.
+ * each reported when it no longer fits (schema.c makes it again without
+ * renaming a table, so SQLite checks no view against it while it is gone).
  */
 static int
 rebuild(evolver *e, const ms_tbl *t)
 {
 	ms_ctx	   *c = e->c;
 	sqlite3_stmt *st;
-	char	  **have;
-	int			nhave;
 	char	  **own = NULL;
 	int			nown = 0;
 	int			cap = 0;
-	int			legacy = 0;
-	int			rc = file_columns(c, t->name, &have, &nhave);
-
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "SELECT sql FROM main.sqlite_master WHERE tbl_name = ?1"
+	int			rc = ms_prepare(c, &st, "SELECT sql FROM main.sqlite_master WHERE tbl_name = ?1"
 						" AND type IN ('index', 'trigger') AND sql IS NOT NULL AND substr(name, 1, 6) <> '_sync_'");
 	if (rc != SQLITE_OK)
 		return rc;
@@ -290,21 +417,11 @@ rebuild(evolver *e, const ms_tbl *t)
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
 		return rc == SQLITE_ROW ? SQLITE_NOMEM : rc;
-	rc = ms_prepare(c, &st, "PRAGMA legacy_alter_table");
-	if (rc == SQLITE_OK && ms_step(c, st) == SQLITE_ROW)
-		legacy = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_OK)
-		rc = ms_exec(c, "PRAGMA legacy_alter_table = 1");
-	if (rc == SQLITE_OK)
+	rc = ms_table_rebuild(c, t);
+	if (rc != SQLITE_OK && e->stmt == NULL)
 	{
-		rc = ms_table_rebuild(c, t, have, nhave);
-		if (rc != SQLITE_OK && e->stmt == NULL)
-		{
-			e->stmt = ms_printf(&c->arena, "(rebuilding table \"%s\" with its rows)", t->name);
-			e->error = ms_strdup(&c->arena, c->err ? c->err : sqlite3_errstr(rc));
-		}
-		(void) ms_exec(c, "PRAGMA legacy_alter_table = %d", legacy);
+		e->stmt = ms_printf(&c->arena, "(rebuilding table \"%s\" with its rows)", t->name);
+		e->error = ms_strdup(&c->arena, c->err ? c->err : sqlite3_errstr(rc));
 	}
 	for (int i = 0; i < nown && rc == SQLITE_OK; i++)
 		rc = own[i] ? attempt(e, t->name, own[i]) : SQLITE_NOMEM;
@@ -364,14 +481,15 @@ static int
 fill(evolver *e, const ms_tbl *t, const ms_val *vals, char **added, int nadded)
 {
 	ms_ctx	   *c = e->c;
-	int			rc = SQLITE_OK;
+	ms_map		set;
+	int			rc = vals != NULL ? name_set(c, added, nadded, &set) : SQLITE_OK;
 
 	for (int i = 0; vals != NULL && i < t->ncols && rc == SQLITE_OK; i++)
 	{
 		const ms_val *v = &vals[i];
 		sqlite3_stmt *st;
 
-		if (v->type == SQLITE_NULL || t->cols[i].retired || !in_names(added, nadded, t->cols[i].name))
+		if (v->type == SQLITE_NULL || t->cols[i].retired || !in_set(&set, t->cols[i].name))
 			continue;
 		rc = ms_prepare(c, &st, "UPDATE %s SET %s = ?1", t->q, t->cols[i].q);
 		if (rc != SQLITE_OK)
@@ -404,7 +522,15 @@ columns(evolver *e, change *ch, const ms_tbl *t, ms_val *vals, char ***added, in
 	bool		rebuilt = false;
 	char	  **have;
 	int			nhave;
-	int			rc = SQLITE_OK;
+	ms_map		have_set;
+	ms_map		old_names;
+	matcher		mt;
+	int			rc = matcher_make(c, m, &mt);
+
+	ms_map_init(&old_names, false);
+	for (size_t k = om->n_columns; k > 0 && rc == SQLITE_OK; k--)	/* the first of a name wins */
+		rc = ms_map_put(&c->arena, &old_names, om->columns[k - 1]->name, strlen(om->columns[k - 1]->name),
+						om->columns[k - 1]);
 
 	/*
 	 * Renamed to a name of our own, then the dropped ones dropped (their
@@ -416,7 +542,7 @@ columns(evolver *e, change *ch, const ms_tbl *t, ms_val *vals, char ***added, in
 		for (size_t k = 0; k < om->n_columns && rc == SQLITE_OK; k++)
 		{
 			const char *name = om->columns[k]->name;
-			int			j = match_column(om->columns[k], m);
+			int			j = match_column(om->columns[k], &mt);
 			char	   *tmp = ms_printf(&c->arena, "_sync_col_%d", (int) k);
 			char	   *sql;
 
@@ -435,6 +561,8 @@ columns(evolver *e, change *ch, const ms_tbl *t, ms_val *vals, char ***added, in
 		}
 	if (rc == SQLITE_OK)
 		rc = file_columns(c, m->name, &have, &nhave);
+	if (rc == SQLITE_OK)
+		rc = name_set(c, have, nhave, &have_set);
 	if (rc != SQLITE_OK)
 		return rc;
 	*added = ms_alloc(&c->arena, sizeof(char *) * (size_t) (t->ncols + 1));
@@ -442,23 +570,21 @@ columns(evolver *e, change *ch, const ms_tbl *t, ms_val *vals, char ***added, in
 		return SQLITE_NOMEM;
 	*nadded = 0;
 	for (int i = 0; i < t->ncols; i++)
-		if (!in_names(have, nhave, t->cols[i].name))
+		if (!in_set(&have_set, t->cols[i].name))
 			(*added)[(*nadded)++] = (char *) t->cols[i].name;
 	/* a key, or a column's SQLite type, changed: the table is made again with its rows */
 	if (om->n_key != m->n_key)
 		rebuilt = true;
 	for (size_t k = 0; k < m->n_key && !rebuilt; k++)
 	{
-		int			ok = -1;
+		const Sync__Column *oc = ms_map_get(&old_names, om->key[k], strlen(om->key[k]));
+		int			ok = oc ? match_column(oc, &mt) : -1;
 
-		for (size_t i = 0; i < om->n_columns && ok < 0; i++)
-			if (strcmp(om->columns[i]->name, om->key[k]) == 0)
-				ok = match_column(om->columns[i], m);
 		rebuilt = ok < 0 || strcmp(m->columns[ok]->name, m->key[k]) != 0;
 	}
 	for (size_t k = 0; k < om->n_columns && !rebuilt; k++)
 	{
-		int			j = match_column(om->columns[k], m);
+		int			j = match_column(om->columns[k], &mt);
 
 		rebuilt = j >= 0 && strcmp(om->columns[k]->type, m->columns[j]->type) != 0 &&
 			!(om->retired[0] && strcmp(om->columns[k]->name, om->retired) == 0);
@@ -467,11 +593,8 @@ columns(evolver *e, change *ch, const ms_tbl *t, ms_val *vals, char ***added, in
 		return rebuild(e, t);
 	for (int i = 0; i < *nadded && rc == SQLITE_OK; i++)
 	{
-		int			ci = -1;
+		int			ci = ms_tbl_column(t, (*added)[i], strlen((*added)[i]));
 
-		for (int j = 0; j < t->ncols; j++)
-			if (strcmp(t->cols[j].name, (*added)[i]) == 0)
-				ci = j;
 		rc = add_column(e, t, ci, t->cols[ci].retired ? NULL : vals);
 	}
 	return rc;
@@ -563,14 +686,16 @@ move_back(evolver *e, change *ch)
 
 /*
  * change_table: one Table of Down.schema, whole or not at all; a failure is
- * reported and absorbed.  held: the Tables the replica holds once the whole
- * change is applied, but this one (whom its name may collide with).
+ * reported and absorbed.  clash: a table held once the whole change is
+ * applied whose name is this one's in SQLite (NULL: none).  A new table
+ * whose name the host has waits, unmade: stored, reported, not made.
  */
 static int
-change_table(evolver *e, change *ch, Sync__Table **held, int nheld, int position)
+change_table(evolver *e, change *ch, const char *clash, int position)
 {
 	ms_ctx	   *c = e->c;
-	char	   *why = ms_why_not_held(c, ch->m, held, nheld);
+	char	   *why = ms_why_not_held(c, ch->m, clash);
+	char	   *host = NULL;
 	ms_tbl		t;
 	int			rc;
 
@@ -583,12 +708,29 @@ change_table(evolver *e, change *ch, Sync__Table **held, int nheld, int position
 	rc = ms_tbl_build(c, ch->m, &t);
 	if (rc == SQLITE_OK && ch->old == NULL)
 	{
-		rc = ms_table_make(c, &t);
+		if (ch->unmade != NULL)
+		{
+			position = ch->unmade->position;
+			rc = ms_exec(c, "DELETE FROM _sync_tables WHERE name = %Q", ch->unmade->name);
+		}
 		if (rc == SQLITE_OK)
+			rc = ms_table_take(c, &t, &host);
+		if (rc == SQLITE_OK && host == NULL)
 			rc = ms_table_finish(c, ch->m, &t, position);
+		else if (rc == SQLITE_OK)
+			rc = ms_table_store(c, ch->m, position);
 	}
 	else if (rc == SQLITE_OK)
 		rc = alter(e, ch, &t);
+	if (rc == SQLITE_OK && host != NULL)
+	{
+		char	   *stmt = ms_printf(&c->arena, "(making table \"%s\")", ch->m->name);
+
+		rc = ms_end(c, "_sync_evolve", rc);
+		if (rc == SQLITE_OK)
+			rc = stmt ? report(e, ch->m->name, stmt, host, false) : SQLITE_NOMEM;
+		return rc;
+	}
 	if (rc == SQLITE_OK)
 	{
 		e->changed++;
@@ -651,6 +793,21 @@ move_aside(evolver *e, change *ch, int i)
 	return rc;
 }
 
+/*
+ * matching: the held table a Table changes (NULL: none), the first in the
+ * schema's order that is it: by id when both have one, else by name
+ */
+static ms_tbl *
+matching(const Sync__Table *m, const ms_map *by_id, const ms_map *by_name)
+{
+	ms_tbl	   *named = ms_map_get(by_name, m->name, strlen(m->name));
+	ms_tbl	   *same = m->id != 0 ? ms_map_get(by_id, (const char *) &m->id, sizeof m->id) : NULL;
+
+	if (named != NULL && m->id != 0 && named->msg->id != 0)
+		named = NULL;
+	return same != NULL && (named == NULL || same < named) ? same : named;
+}
+
 /* schema_changes: Down.schema, matched first, renamed tables moved aside, then each applied */
 static int
 schema_changes(evolver *e, const Sync__Down *d)
@@ -658,43 +815,64 @@ schema_changes(evolver *e, const Sync__Down *d)
 	ms_ctx	   *c = e->c;
 	ms_schema  *s = c->schema;
 	change	   *ch = ms_alloc(&c->arena, sizeof(change) * (d->n_schema + 1));
-	Sync__Table **held = ms_alloc(&c->arena, sizeof(Sync__Table *) * (size_t) (s->n + d->n_schema + 1));
+	held_names	h;
+	ms_map		by_id;
+	ms_map		by_name;
 	int			position = next_position(c);
 	int			rc = SQLITE_OK;
 
-	if (ch == NULL || held == NULL)
+	h.changing = ms_alloc(&c->arena, sizeof(bool) * (size_t) (s->n + 1));
+	if (ch == NULL || h.changing == NULL)
 		return SQLITE_NOMEM;
-	for (size_t i = 0; i < d->n_schema; i++)
+	h.s = s;
+	h.ch = ch;
+	h.nch = d->n_schema;
+	ms_map_init(&h.count, true);
+	ms_map_init(&by_id, false);
+	ms_map_init(&by_name, false);
+	/* the first of an id, or of a name, in the schema's order wins */
+	for (int j = s->n - 1; j >= 0 && rc == SQLITE_OK; j--)
 	{
-		ch[i].m = d->schema[i];
-		for (int j = 0; j < s->n && ch[i].old == NULL; j++)
-			if (same_table(s->t[j].msg, d->schema[i]))
-				ch[i].old = &s->t[j];
-		ch[i].fname = ch[i].old ? (char *) ch[i].old->name : NULL;
+		if (s->t[j].msg->id != 0)
+			rc = ms_map_put(&c->arena, &by_id, (const char *) &s->t[j].msg->id, sizeof s->t[j].msg->id, &s->t[j]);
+		if (rc == SQLITE_OK)
+			rc = ms_map_put(&c->arena, &by_name, s->t[j].name, strlen(s->t[j].name), &s->t[j]);
 	}
 	for (size_t i = 0; i < d->n_schema && rc == SQLITE_OK; i++)
+	{
+		ch[i].m = d->schema[i];
+		ch[i].old = matching(d->schema[i], &by_id, &by_name);
+		/* a table the replica never made is not altered: the change is a new Table for it */
+		if (ch[i].old != NULL && ch[i].old->unmade)
+		{
+			ch[i].unmade = ch[i].old;
+			ch[i].old = NULL;
+		}
+		if (ch[i].old != NULL)
+			h.changing[ch[i].old - s->t] = true;
+		if (ch[i].unmade != NULL)
+			h.changing[ch[i].unmade - s->t] = true;
+		ch[i].fname = ch[i].old ? (char *) ch[i].old->name : NULL;
+	}
+	for (int j = 0; j < s->n && rc == SQLITE_OK; j++)
+		if (!h.changing[j])
+			rc = held_add(c, &h, s->t[j].name, 1);
+	for (size_t i = 0; i < d->n_schema && rc == SQLITE_OK; i++)
+		rc = held_add(c, &h, ch[i].m->name, 1);
+	for (size_t i = 0; i < d->n_schema && rc == SQLITE_OK; i++)
 		if (ch[i].old != NULL && strcmp(ch[i].old->name, ch[i].m->name) != 0)
+		{
 			rc = move_aside(e, &ch[i], (int) i);
+			if (rc == SQLITE_OK && ch[i].failed)
+				rc = held_add(c, &h, ch[i].m->name, -1);
+		}
 	for (size_t i = 0; i < d->n_schema && rc == SQLITE_OK; i++)
 	{
-		int			nheld = 0;
-
 		if (ch[i].failed)
 			continue;
-		/* the tables held once the change is applied, but this one */
-		for (int j = 0; j < s->n; j++)
-		{
-			bool		changing = false;
-
-			for (size_t k = 0; k < d->n_schema && !changing; k++)
-				changing = ch[k].old == &s->t[j];
-			if (!changing)
-				held[nheld++] = s->t[j].msg;
-		}
-		for (size_t k = 0; k < d->n_schema; k++)
-			if (k != i && !ch[k].failed)
-				held[nheld++] = ch[k].m;
-		rc = change_table(e, &ch[i], held, nheld, position++);
+		rc = change_table(e, &ch[i], held_clash(&h, i), position++);
+		if (rc == SQLITE_OK && ch[i].failed)
+			rc = held_add(c, &h, ch[i].m->name, -1);
 	}
 	return rc;
 }
@@ -755,6 +933,9 @@ let_go_table(evolver *e, ms_letgo *lg, ms_tbl *t)
 	}
 	if (rc == SQLITE_OK && left == 0)
 		rc = ms_exec(c, "DROP TABLE %s", t->q);
+	/* gone: its name is no longer the replica's */
+	if (rc == SQLITE_OK && left == 0)
+		rc = ms_table_unmade(c, t->name);
 	if (rc == SQLITE_OK)
 		rc = ms_exec(c, "DELETE FROM _sync_tables WHERE name = %Q; DELETE FROM _sync_notes WHERE tbl = %Q;"
 					 "DELETE FROM _sync_refused WHERE tbl = %Q; DELETE FROM _sync_retired WHERE tbl = %Q;"
@@ -780,15 +961,18 @@ let_go(evolver *e, const Sync__Down *d)
 {
 	ms_ctx	   *c = e->c;
 	ms_letgo   *lg;
+	ms_map		names;
 	int			rc = ms_letgo_open(c, &lg);
 
+	ms_map_init(&names, false);
+	for (size_t j = 0; j < d->n_let_go && rc == SQLITE_OK; j++)
+		rc = ms_map_put(&c->arena, &names, d->let_go[j], strlen(d->let_go[j]), d->let_go[j]);
 	for (int i = c->schema->n - 1; i >= 0 && rc == SQLITE_OK; i--)
 	{
 		ms_tbl	   *t = &c->schema->t[i];
-		bool		named = false;
+		bool		named = ms_map_get(&names, t->name, strlen(t->name)) != NULL;
 
-		for (size_t j = 0; j < d->n_let_go && !named; j++)
-			named = strcmp(d->let_go[j], t->name) == 0;
+		/* one broken, or the host's (unmade), is only forgotten */
 		if (named && t->broken == NULL)
 			rc = let_go_table(e, lg, t);
 		else if (named)
@@ -848,10 +1032,7 @@ ms_unique_make_room(ms_ctx *c, const ms_tbl *t, const ms_val *vals, const char *
 			return SQLITE_NOMEM;
 		for (size_t j = 0; j < ui->n_columns; j++)
 		{
-			cols[j] = -1;
-			for (int i = 0; i < t->ncols; i++)
-				if (strcmp(t->cols[i].name, ui->columns[j]) == 0)
-					cols[j] = i;
+			cols[j] = ms_tbl_column(t, ui->columns[j], strlen(ui->columns[j]));
 			any_null |= cols[j] < 0 || vals[cols[j]].type == SQLITE_NULL;
 		}
 		/* NULLs never collide */

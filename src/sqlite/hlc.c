@@ -85,20 +85,17 @@ version_column(const ms_tbl *t)
 {
 	if (!t->record || !t->msg->hlc || t->msg->version == NULL || t->msg->version[0] == '\0')
 		return -1;
-	for (int i = 0; i < t->ncols; i++)
-		if (strcmp(t->cols[i].name, t->msg->version) == 0)
-			return i;
-	return -1;
+	return ms_tbl_column(t, t->msg->version, strlen(t->msg->version));
 }
 
 int
-ms_hlc_triggers(ms_ctx *c, const ms_tbl *t, const char *quiet)
+ms_hlc_trigger_sql(ms_ctx *c, const ms_tbl *t, const char *quiet, char **ins, char **upd)
 {
 	int			v = version_column(t);
 	ms_buf		match = {0};
 	const char *vq;
-	int			rc;
 
+	*ins = *upd = NULL;
 	if (v < 0)
 		return SQLITE_OK;
 	vq = t->cols[v].q;
@@ -106,16 +103,15 @@ ms_hlc_triggers(ms_ctx *c, const ms_tbl *t, const char *quiet)
 		ms_buf_printf(&match, "%s%s IS NEW.%s", k ? " AND " : "", t->cols[t->key[k]].q, t->cols[t->key[k]].q);
 	if (match.oom)
 		return SQLITE_NOMEM;
-	rc = ms_exec(c, "CREATE TRIGGER \"_sync_hlc_ins_%w\" AFTER INSERT ON %s WHEN %s AND (NEW.%s IS NOT %s OR %s <= 0) BEGIN"
-				 " %s; UPDATE %s SET %s = %s WHERE %s; END",
-				 t->name, t->q, quiet, vq, LAST_SQL, LAST_SQL, TICK_SQL, t->q, vq, LAST_SQL, match.data);
-	if (rc == SQLITE_OK)
-		rc = ms_exec(c, "CREATE TRIGGER \"_sync_hlc_upd_%w\" AFTER UPDATE ON %s WHEN %s AND"
+	*ins = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_hlc_ins_%w\" AFTER INSERT ON %s WHEN %s AND (NEW.%s IS NOT %s OR %s <= 0) BEGIN"
+					 " %s; UPDATE %s SET %s = %s WHERE %s; END",
+					 t->name, t->q, quiet, vq, LAST_SQL, LAST_SQL, TICK_SQL, t->q, vq, LAST_SQL, match.data);
+	*upd = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_hlc_upd_%w\" AFTER UPDATE ON %s WHEN %s AND"
 					 " (NEW.%s IS OLD.%s OR NEW.%s IS NOT %s OR %s <= 0) BEGIN"
 					 " %s; UPDATE %s SET %s = %s WHERE %s; END",
 					 t->name, t->q, quiet, vq, vq, vq, LAST_SQL, LAST_SQL, TICK_SQL, t->q, vq, LAST_SQL, match.data);
 	ms_buf_free(&match);
-	return rc;
+	return *ins == NULL || *upd == NULL ? SQLITE_NOMEM : SQLITE_OK;
 }
 
 int

@@ -36,6 +36,10 @@
 **       max_message_bytes, or cannot be decoded.  A snapshot's schema
 **       creates and alters the tables; rows that cannot be taken are
 **       refused (recorded, reported upward), never fatal to the message.
+**       A table, view or index of the host's own is never altered: a
+**       server's table of its name waits, its rows refused, and is made at
+**       the first message once the host renamed its own ("made":N).
+**       An error with SQLITE_FULL when the file's disk is full.
 **
 **   sync_applied() -> BLOB
 **       The last message applied, as an Applied (epoch, number, nonce, seal,
@@ -79,7 +83,9 @@
 **   sync_progress() -> TEXT (JSON)
 **       {"products":{"unsent":0,"unfiled":2,"set_aside":0,"refused":1,
 **        "waiting":0,"dropped":1,"dropped_reasons":["..."]},...}
-**       waiting: in the server's inbox; dropped: edits the server did not take
+**       waiting: in the server's inbox; dropped: edits the server did not take;
+**       "not_held":"why" for a table not held as the snapshot made it (the
+**       host's own table has its name, or the host broke it)
 **       e.g. SELECT key, value->>'unsent' FROM json_each(sync_progress());
 **       A table with rows set aside (they never go up) lists the newest ten:
 **       "set_aside_rows":[{"key":["..."],"reason":"refused by the server: ...",
@@ -120,6 +126,18 @@
 **       (a write): (ms << 16) | counter (hlc.c, docs/protocol.md 12).  The
 **       version of a table declared version => 'hlc' is stamped so on
 **       every write; a row written with sync_hlc() keeps it.
+**   sync_trust_key() -> TEXT         the server key this replica trusts (hex), or NULL
+**   sync_trust_key(key) -> TEXT      pins it (32-byte BLOB or 64 hex digits);
+**                                    an error when another is pinned
+**   sync_trust_key(key, 'replace')   pins it in place of another (an operator's re-pin)
+**       Once a key is pinned, sync_apply refuses (an error, nothing
+**       changed) every message whose Ed25519 signature is missing or does
+**       not verify under it, a Filed answer included (trust.c,
+**       docs/protocol.md 2.4).  A key is never learnt from a message.
+**   sync_verify(message BLOB) -> TEXT
+**       NULL when the message's signature verifies under the key pinned,
+**       else why not.  Reads only.
+**
 **   sync_test_clock_offset(ms INTEGER) -> INTEGER
 **       Tests only: shifts this file's physical clock by ms; refused unless
 **       the process has MAGIC_SYNC_TEST_CLOCK=1 in its environment.
@@ -185,5 +203,7 @@ sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
 		rc = ms_hlc_register(db);
 	if (rc == SQLITE_OK)
 		rc = ms_lanes_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_trust_register(db);
 	return rc;
 }

@@ -9,6 +9,7 @@
  *   util.c     arena, byte buffer, errors, statements, savepoints, hex, JSON text
  *   state.c    the _sync_ tables, the state row, settings
  *   schema.c   the tables as the snapshot declared them; creating, altering, triggers
+ *   catalog.c  the file's objects read once, kept in step; the tables the replica made
  *   codec.c    a row in its codec (json, proto), both ways
  *   letgo.c    letting go of rows: delete or retire, and retired rows for good
  *   evolve.c   schema changes: tables made, altered, let go of, before a message's rows
@@ -47,6 +48,7 @@ extern int	ms_sends_register(sqlite3 *db);
 extern int	ms_status_register(sqlite3 *db);
 extern int	ms_state_register(sqlite3 *db);
 extern int	ms_hlc_register(sqlite3 *db);
+extern int	ms_trust_register(sqlite3 *db);
 
 /* ---- util.c ---------------------------------------------------------- */
 
@@ -58,6 +60,24 @@ extern char *ms_printf(ms_arena **a, const char *fmt,...);	/* sqlite3_mprintf fo
 extern void ms_arena_free(ms_arena **a);
 /* ms_arena_allocator: a protobuf-c allocator on an arena (what it unpacks is freed with it) */
 extern ProtobufCAllocator ms_arena_allocator(ms_arena **a);
+
+/*
+ * A map of names to pointers, its arrays in an arena: names compared
+ * exactly, or folding ASCII case (fold) as SQLite compares identifiers.
+ * Names are not copied.  ms_map_put replaces a name's value.
+ */
+typedef struct ms_map
+{
+	size_t		cap;			/* a power of two; 0: empty */
+	size_t		n;
+	bool		fold;
+	const char **keys;
+	size_t	   *lens;
+	void	  **vals;
+} ms_map;
+extern void ms_map_init(ms_map *m, bool fold);
+extern int	ms_map_put(ms_arena **a, ms_map *m, const char *key, size_t len, void *val);
+extern void *ms_map_get(const ms_map *m, const char *key, size_t len);
 
 /* A growable byte buffer (binary-safe); oom is sticky. */
 typedef struct ms_buf
@@ -109,6 +129,7 @@ typedef struct ms_state
 } ms_state;
 
 typedef struct ms_schema ms_schema;
+typedef struct ms_catalog ms_catalog;
 
 typedef struct ms_ctx
 {
@@ -120,6 +141,8 @@ typedef struct ms_ctx
 	bool		have_state;		/* the _sync_ tables exist */
 	ms_state	st;
 	ms_schema  *schema;
+	/* the file's objects, read once per schema application (schema.c); NULL: not read */
+	ms_catalog *catalog;
 	/*
 	 * our savepoints, open (ms_begin, ms_end), each with its ROLLBACK TO and
 	 * RELEASE prepared before it opened: once SQLite is out of memory inside
@@ -167,6 +190,13 @@ extern int	ms_step(ms_ctx *c, sqlite3_stmt *st);
  */
 extern int	ms_begin(ms_ctx *c, const char *name);
 extern int	ms_end(ms_ctx *c, const char *name, int rc);
+
+/*
+ * trust.c: ms_trust_check, a message's signature against the server key the
+ * replica trusts: SQLITE_OK when none is pinned or it verifies, else an
+ * error that says why (nothing is applied).
+ */
+extern int	ms_trust_check(ms_ctx *c, const uint8_t *msg, size_t len);
 
 /* ---- state.c --------------------------------------------------------- */
 
@@ -243,6 +273,7 @@ typedef struct ms_fk
 	const char *parent_name;
 	int			parent;			/* index into the schema, -1 when not held */
 	char	  **refs;			/* referenced columns, quoted */
+	const char **ref_names;		/* the same, as named */
 } ms_fk;
 
 typedef struct ms_tbl
@@ -277,40 +308,101 @@ typedef struct ms_tbl
 	 * missing column's quoted name as a string.
 	 */
 	char	   *broken;
+	/*
+	 * unmade: stored, never made: a table, view or index of the host's own
+	 * had its name (never touched: the replica does not take what it did
+	 * not make), and the table is made at the first message once it does
+	 * not (ms_schema_host); broken says which
+	 */
+	bool		unmade;
+	bool		host;			/* unmade, and the host has an object of its name */
+	bool		absent;			/* made, and not in the file (none of its columns is) */
+	ms_map	   *colmap;			/* column name -> its ms_col, for a table of many columns; NULL: few */
 } ms_tbl;
 
-/* hlc.c: the stamping triggers of a table (none unless it is an hlc record) */
-extern int	ms_hlc_triggers(ms_ctx *c, const ms_tbl *t, const char *quiet);
+/* hlc.c: the stamping triggers of a table, as CREATE TRIGGER statements (NULL: none, unless an hlc record) */
+extern int	ms_hlc_trigger_sql(ms_ctx *c, const ms_tbl *t, const char *quiet, char **ins, char **upd);
 
 struct ms_schema
 {
 	int			n;
 	ms_tbl	   *t;				/* parents first: by depth, then position */
+	ms_map		byname;			/* name -> its ms_tbl */
 };
 
 /* ms_schema_load: read _sync_tables into c->schema (empty without tables). */
 extern int	ms_schema_load(ms_ctx *c);
 extern ms_tbl *ms_schema_find(ms_ctx *c, const char *name);
+/* ms_tbl_column: the index of a column of t by its name (n bytes), or -1 */
+extern int	ms_tbl_column(const ms_tbl *t, const char *name, size_t n);
 /* ms_schema_begin: apply a snapshot's schema; tables it cannot hold are reported in last_error. */
 extern int	ms_schema_begin(ms_ctx *c, Sync__Begin *b);
 /*
+ * ms_schema_host: what the host did since the last message, before one is
+ * applied: a table the replica made and the host dropped is marked gone
+ * (its name is no longer the replica's to take), and a table that waited
+ * for a name the host had is made once the name is free.  *made: how many.
+ */
+extern int	ms_schema_host(ms_ctx *c, int *made);
+/*
  * What a schema change (evolve.c) makes and alters a table with, as a Begin
  * does: ms_tbl_build describes a checked Table; ms_why_not_held says why a
- * replica cannot hold it (NULL: it can); ms_object_type names what a name
- * is ("table", "view", NULL); ms_table_make creates the table or adds the
- * columns it lacks; ms_table_rebuild makes it again with its rows (have: the
- * file's columns); ms_table_finish makes its indexes and triggers and stores
- * its Table at a position; ms_table_untrigger drops its noting triggers;
+ * replica cannot hold it (NULL: it can; clash: the name of another table
+ * held that is the same in SQLite, or NULL); ms_object_type names what a
+ * name is ("table", "view", "index", NULL); ms_table_take creates the table
+ * or adds the columns it lacks to the one the replica made, never to the
+ * host's (*host: why it waits, unmade, touching nothing);
+ * ms_table_rebuild makes it again with its rows (the host's
+ * own columns kept); ms_table_finish makes its indexes and triggers and
+ * stores its Table at a position (ms_table_store: the Table only, for one
+ * that waits); ms_table_untrigger drops its noting triggers;
  * ms_table_failure: an error the table's own savepoint absorbs.
  */
 extern int	ms_tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t);
-extern char *ms_why_not_held(ms_ctx *c, const Sync__Table *m, Sync__Table **held, int nheld);
+extern char *ms_why_not_held(ms_ctx *c, const Sync__Table *m, const char *clash);
 extern int	ms_object_type(ms_ctx *c, const char *name, char **type);
-extern int	ms_table_make(ms_ctx *c, const ms_tbl *t);
-extern int	ms_table_rebuild(ms_ctx *c, const ms_tbl *t, char **have, int nhave);
+extern int	ms_table_take(ms_ctx *c, const ms_tbl *t, char **host);
+extern int	ms_table_rebuild(ms_ctx *c, const ms_tbl *t);
 extern int	ms_table_finish(ms_ctx *c, Sync__Table *m, const ms_tbl *t, int position);
+extern int	ms_table_store(ms_ctx *c, Sync__Table *m, int position);
 extern int	ms_table_untrigger(ms_ctx *c, const char *name);
 extern bool ms_table_failure(int rc);
+
+/* ---- catalog.c -------------------------------------------------------- */
+
+/* An object of the file (sqlite_master), as the catalog keeps it. */
+typedef struct ms_object
+{
+	const char *type;			/* one of ms_object_types: "table", "view", "index", "trigger" */
+	const char *name;
+	const char *tbl;
+	const char *sql;			/* NULL: an index SQLite made itself */
+	bool		made;			/* a table the replica made (_sync_made, not gone) */
+	bool		gone;			/* dropped since it was read */
+	struct ms_object *next;		/* the next index or trigger of its table */
+} ms_object;
+extern const char *const ms_object_types[4];
+
+/* ms_catalog_get: the file's objects as they are now (read once, kept in step). */
+extern int	ms_catalog_get(ms_ctx *c, ms_catalog **cat);
+/* ms_catalog_forget: read again when next needed (a savepoint rolled back). */
+extern void ms_catalog_forget(ms_ctx *c);
+/* the table, view or index, or trigger, of a name as SQLite compares them; a table's first index or trigger */
+extern ms_object *ms_cat_object(ms_catalog *cat, const char *name);
+extern ms_object *ms_cat_trigger(ms_catalog *cat, const char *name);
+extern ms_object *ms_cat_of_table(ms_catalog *cat, const char *table);
+/* ms_cat_add: an object the replica made, which the catalog now has too */
+extern int	ms_cat_add(ms_ctx *c, ms_catalog *cat, const char *type, const char *name, const char *tbl,
+					   const char *sql, bool made);
+/*
+ * ms_ddl: one statement of the replica's that changes the file's objects;
+ * the catalog, which the caller keeps in step, takes the schema's new
+ * version; one that fails may have done anything: the catalog is read again.
+ */
+extern int	ms_ddl(ms_ctx *c, const char *sql);
+/* ms_table_made: a table the replica made (from: renamed from); ms_table_unmade: one it dropped */
+extern int	ms_table_made(ms_ctx *c, const char *name, const char *from);
+extern int	ms_table_unmade(ms_ctx *c, const char *name);
 /* ms_key_parts: parse a canonical key into its parts (arena); -1 when not canonical. */
 extern int	ms_key_parts(ms_ctx *c, const char *key, size_t len, const char ***parts, size_t **lens);
 /* ms_bind_key: bind a canonical key's parts from parameter first; SQLITE_OK or error. */

@@ -25,11 +25,28 @@
 ** keeps a catalog the server's, so that a local write of its data, which
 ** would never go up and would outlive every digest, fails instead.
 **
+** The host's tables are the host's.  The replica alters, rebuilds, fills
+** and empties only a table it made (_sync_made: every table it created,
+** followed through renames, marked gone once it finds it dropped).  A
+** table, view or index of the host's own that has the name of a table of
+** the server's is never touched: the table is stored, unmade, its rows
+** refused with the reason (so the server hears of it), and made at the
+** first message after the host renamed its own.  A table the replica made
+** stays the replica's whatever the host did to it since (an index, a
+** trigger, a column of its own): those are kept, through a rebuild too.
+**
 ** A table the replica cannot hold (a reserved name, a name or column that
-** collides in SQLite's case-insensitive names, a REAL or BLOB key, DDL that
-** fails) is left out with the reason in last_error; its rows are refused.
-** A table the new schema no longer names stops being mirrored: its triggers
-** and notes go, its rows stay as a local table's.
+** collides in SQLite's case-insensitive names, a REAL or BLOB key, DDL
+** that fails, as more columns than SQLite takes) is left out with the reason
+** in last_error; its rows are refused.  A table the new schema no longer
+** names stops being mirrored: its triggers and notes go, its rows stay.
+**
+** SQLite's own DDL reads the whole schema each time (a CREATE scans
+** sqlite_master), so making N tables costs SQLite more than N times one;
+** what the replica adds is linear: the file's objects are read once
+** (the catalog), an index or trigger already as it would be written is
+** kept, not made again (a snapshot of an unchanged schema runs no DDL),
+** and names and columns are looked up in maps.
 */
 #include "magic_sync_sqlite.h"
 
@@ -42,12 +59,74 @@ SQLITE_EXTENSION_INIT3
 
 #include "key.h"
 
-static int
-col_index(const Sync__Table *m, const char *name)
+/* a table of more columns than this has its columns looked up in a map */
+#define COLMAP_MIN 16
+
+/* ---- columns by name ---------------------------------------------------- */
+
+int
+ms_tbl_column(const ms_tbl *t, const char *name, size_t n)
 {
-	for (size_t i = 0; i < m->n_columns; i++)
-		if (strcmp(m->columns[i]->name, name) == 0)
-			return (int) i;
+	if (t->colmap != NULL)
+	{
+		const ms_col *col = ms_map_get(t->colmap, name, n);
+
+		return col != NULL ? (int) (col - t->cols) : -1;
+	}
+	for (int i = 0; i < t->ncols; i++)
+		if (strncmp(t->cols[i].name, name, n) == 0 && t->cols[i].name[n] == '\0')
+			return i;
+	return -1;
+}
+
+static int
+column_of(const ms_tbl *t, const char *name)
+{
+	return ms_tbl_column(t, name, strlen(name));
+}
+
+/*
+ * A set of names as SQLite compares them (case folded), for matching the
+ * columns of a Table against the file's: a list, or a map once it is long.
+ */
+typedef struct names
+{
+	int			n;
+	const char **name;
+	ms_map	   *map;			/* name -> its slot in name */
+} names;
+
+static int
+names_make(ms_ctx *c, names *ns, const char **list, int n)
+{
+	ns->n = n;
+	ns->name = list;
+	ns->map = NULL;
+	if (n <= COLMAP_MIN)
+		return SQLITE_OK;
+	ns->map = ms_alloc(&c->arena, sizeof(ms_map));
+	if (ns->map == NULL)
+		return SQLITE_NOMEM;
+	ms_map_init(ns->map, true);
+	for (int i = n - 1; i >= 0; i--)	/* the first of equal names wins */
+		if (ms_map_put(&c->arena, ns->map, list[i], strlen(list[i]), &list[i]) != SQLITE_OK)
+			return SQLITE_NOMEM;
+	return SQLITE_OK;
+}
+
+/* names_find: the slot of a name (folded), or -1 */
+static int
+names_find(const names *ns, const char *name)
+{
+	if (ns->map != NULL)
+	{
+		const char **p = ms_map_get(ns->map, name, strlen(name));
+
+		return p != NULL ? (int) (p - ns->name) : -1;
+	}
+	for (int i = 0; i < ns->n; i++)
+		if (strcasecmp(ns->name[i], name) == 0)
+			return i;
 	return -1;
 }
 
@@ -98,14 +177,25 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 	if (t->q == NULL || t->lit == NULL || t->cols == NULL || t->key == NULL || t->fks == NULL ||
 		rcols == NULL)
 		return SQLITE_NOMEM;
-	t->retired = m->retired[0] ? col_index(m, m->retired) : -1;
-	t->origin = m->origin[0] ? col_index(m, m->origin) : -1;
+	for (int i = 0; i < t->ncols; i++)
+		t->cols[i].name = m->columns[i]->name;
+	if (t->ncols > COLMAP_MIN)
+	{
+		if ((t->colmap = ms_alloc(&c->arena, sizeof(ms_map))) == NULL)
+			return SQLITE_NOMEM;
+		ms_map_init(t->colmap, false);
+		/* names are unique (wire.c) */
+		for (int i = 0; i < t->ncols; i++)
+			if (ms_map_put(&c->arena, t->colmap, t->cols[i].name, strlen(t->cols[i].name), &t->cols[i]) != SQLITE_OK)
+				return SQLITE_NOMEM;
+	}
+	t->retired = m->retired[0] ? column_of(t, m->retired) : -1;
+	t->origin = m->origin[0] ? column_of(t, m->origin) : -1;
 	for (int i = 0; i < t->ncols; i++)
 	{
 		const Sync__Column *mc = m->columns[i];
 		ms_col	   *col = &t->cols[i];
 
-		col->name = mc->name;
 		col->q = ms_printf(&c->arena, "\"%w\"", mc->name);
 		if (col->q == NULL)
 			return SQLITE_NOMEM;
@@ -125,7 +215,7 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 		return SQLITE_NOMEM;
 	for (int k = 0; k < t->nkey; k++)
 	{
-		t->key[k] = col_index(m, m->key[k]);
+		t->key[k] = column_of(t, m->key[k]);
 		t->cols[t->key[k]].key = true;
 		if (t->key[k] == t->origin)
 			t->origin_in_key = true;
@@ -143,13 +233,14 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 		fk->n = (int) mf->n_columns;
 		fk->cols = ms_alloc(&c->arena, sizeof(int) * mf->n_columns);
 		fk->refs = ms_alloc(&c->arena, sizeof(char *) * mf->n_columns);
+		fk->ref_names = (const char **) mf->references;
 		if (fk->cols == NULL || fk->refs == NULL)
 			return SQLITE_NOMEM;
 		fk->parent_name = mf->table;
 		fk->parent = -1;
 		for (int j = 0; j < fk->n; j++)
 		{
-			fk->cols[j] = col_index(m, mf->columns[j]);
+			fk->cols[j] = column_of(t, mf->columns[j]);
 			fk->refs[j] = ms_printf(&c->arena, "\"%w\"", mf->references[j]);
 			if (fk->refs[j] == NULL)
 				return SQLITE_NOMEM;
@@ -169,6 +260,8 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 	return SQLITE_OK;
 }
 
+/* ---- the schema as stored ------------------------------------------------- */
+
 static int
 tbl_order(const void *a, const void *b)
 {
@@ -182,121 +275,190 @@ tbl_order(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* by_name: the schema's names mapped to their tables, as the array is now */
+static int
+by_name(ms_ctx *c, ms_schema *s)
+{
+	ms_map_init(&s->byname, false);
+	for (int i = 0; i < s->n; i++)
+		if (ms_map_put(&c->arena, &s->byname, s->t[i].name, strlen(s->t[i].name), &s->t[i]) != SQLITE_OK)
+			return SQLITE_NOMEM;
+	return SQLITE_OK;
+}
+
 /* the held table a foreign key points at, or -1 (not held, or not at its columns) */
 static int
 fk_parent(const ms_schema *s, const ms_fk *fk)
 {
-	for (int j = 0; j < s->n; j++)
+	const ms_tbl *p = ms_map_get(&s->byname, fk->parent_name, strlen(fk->parent_name));
+
+	if (p == NULL)
+		return -1;
+	for (int k = 0; k < fk->n; k++)
+		if (column_of(p, fk->ref_names[k]) < 0)
+			return -1;
+	return (int) (p - s->t);
+}
+
+/*
+ * depths: each table's longest chain of parents, by a walk that goes up
+ * each table once (a foreign key that closes a cycle is not followed)
+ */
+static int
+depths(ms_ctx *c, ms_schema *s)
+{
+	signed char *state = ms_alloc(&c->arena, (size_t) s->n + 1);	/* 0 not seen, 1 on the walk, 2 done */
+	int		   *at = ms_alloc(&c->arena, sizeof(int) * (size_t) (s->n + 1));
+	int		   *next = ms_alloc(&c->arena, sizeof(int) * (size_t) (s->n + 1));
+
+	if (state == NULL || at == NULL || next == NULL)
+		return SQLITE_NOMEM;
+	for (int root = 0; root < s->n; root++)
 	{
-		const ms_tbl *p = &s->t[j];
-		bool		all = true;
+		int			top = 0;
 
-		if (strcmp(p->name, fk->parent_name) != 0)
+		if (state[root] != 0)
 			continue;
-		for (int k = 0; k < fk->n && all; k++)
+		at[0] = root;
+		next[0] = 0;
+		state[root] = 1;
+		while (top >= 0)
 		{
-			bool		found = false;
+			ms_tbl	   *t = &s->t[at[top]];
 
-			for (int i = 0; i < p->ncols && !found; i++)
-				found = strcmp(p->cols[i].q, fk->refs[k]) == 0;
-			all = found;
+			if (next[top] < t->nfk)
+			{
+				int			p = t->fks[next[top]++].parent;
+
+				if (p < 0 || p == at[top])
+					continue;
+				if (state[p] == 0)
+				{
+					state[p] = 1;
+					top++;
+					at[top] = p;
+					next[top] = 0;
+				}
+				else if (state[p] == 2 && s->t[p].depth + 1 > t->depth)
+					t->depth = s->t[p].depth + 1;
+				continue;
+			}
+			state[at[top]] = 2;
+			top--;
+			if (top >= 0 && t->depth + 1 > s->t[at[top]].depth)
+				s->t[at[top]].depth = t->depth + 1;
 		}
-		return all ? j : -1;
 	}
-	return -1;
+	return SQLITE_OK;
 }
 
 /* link foreign keys to the tables held, and order parents first */
-static void
-schema_link(ms_schema *s)
+static int
+schema_link(ms_ctx *c, ms_schema *s)
 {
-	bool		changed = true;
+	int			rc = by_name(c, s);
 
-	for (int i = 0; i < s->n; i++)
+	for (int i = 0; i < s->n && rc == SQLITE_OK; i++)
 	{
 		s->t[i].depth = 0;
 		for (int f = 0; f < s->t[i].nfk; f++)
 			s->t[i].fks[f].parent = fk_parent(s, &s->t[i].fks[f]);
 	}
-	/* depth: longest chain of parents, cycles cut after n rounds */
-	for (int round = 0; changed && round < s->n; round++)
-	{
-		changed = false;
-		for (int i = 0; i < s->n; i++)
-			for (int f = 0; f < s->t[i].nfk; f++)
-			{
-				int			p = s->t[i].fks[f].parent;
-
-				if (p >= 0 && p != i && s->t[p].depth + 1 > s->t[i].depth)
-				{
-					s->t[i].depth = s->t[p].depth + 1;
-					changed = true;
-				}
-			}
-	}
-	if (s->n > 1)
+	if (rc == SQLITE_OK)
+		rc = depths(c, s);
+	if (rc == SQLITE_OK && s->n > 1)
 	{
 		/* sort, then relink: parent indexes follow the new order */
 		qsort(s->t, (size_t) s->n, sizeof(ms_tbl), tbl_order);
-		for (int i = 0; i < s->n; i++)
+		rc = by_name(c, s);
+		for (int i = 0; i < s->n && rc == SQLITE_OK; i++)
 			for (int f = 0; f < s->t[i].nfk; f++)
 				s->t[i].fks[f].parent = fk_parent(s, &s->t[i].fks[f]);
 	}
+	return rc;
 }
 
-/* check: every table of the schema is in the file, with every column */
+/* host_has: what of the host's has the name of a table the replica did not make: why it waits */
+static char *
+host_has(ms_ctx *c, const ms_object *o, const char *table)
+{
+	return ms_printf(&c->arena, "the host's own %s \"%s\" has the name of table \"%s\": the replica holds"
+					 " the server's table once the host renames its own", o->type, o->name, table);
+}
+
+/*
+ * check: every table of the schema is in the file, with every column (one
+ * table_info each, not a scan of sqlite_master); one the replica never made
+ * waits for the host's name, or for the next message
+ */
 static int
 schema_check(ms_ctx *c, ms_schema *s)
 {
-	sqlite3_stmt *st;
-	int			rc;
-	bool	   *seen;
-	int			total = 0;
-	int		   *base = ms_alloc(&c->arena, sizeof(int) * (size_t) (s->n + 1));
+	sqlite3_stmt *st = NULL;
+	int			rc = ms_prepare(c, &st, "SELECT name FROM pragma_table_info(?1)");
+	const char **have = NULL;
+	int			cap = 0;
 
-	if (base == NULL)
-		return SQLITE_NOMEM;
-	for (int i = 0; i < s->n; i++)
-	{
-		base[i] = total;
-		total += s->t[i].ncols;
-	}
-	seen = ms_alloc(&c->arena, sizeof(bool) * (size_t) (total + 1));
-	if (seen == NULL)
-		return SQLITE_NOMEM;
-	rc = ms_prepare(c, &st, "SELECT t.name, p.name FROM _sync_tables t, main.sqlite_master m, pragma_table_info(m.name) p"
-					" WHERE m.type = 'table' AND m.name = t.name COLLATE NOCASE");
-	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
-	{
-		const char *table = (const char *) sqlite3_column_text(st, 0);
-		const char *col = (const char *) sqlite3_column_text(st, 1);
-
-		rc = SQLITE_OK;
-		for (int i = 0; i < s->n && table && col; i++)
-		{
-			if (strcmp(s->t[i].name, table) != 0)
-				continue;
-			for (int k = 0; k < s->t[i].ncols; k++)
-				if (strcasecmp(s->t[i].cols[k].name, col) == 0)
-					seen[base[i] + k] = true;
-		}
-	}
-	if (rc == SQLITE_DONE)
-		rc = SQLITE_OK;
-	sqlite3_finalize(st);
 	for (int i = 0; i < s->n && rc == SQLITE_OK; i++)
 	{
 		ms_tbl	   *t = &s->t[i];
+		int			nhave = 0;
 		int			missing = -1;
 		int			present = 0;
+		names		ns;
 
+		if (t->unmade)
+		{
+			ms_catalog *cat;
+			ms_object  *o;
+
+			rc = ms_catalog_get(c, &cat);
+			if (rc != SQLITE_OK)
+				break;
+			o = ms_cat_object(cat, t->name);
+			t->host = o != NULL;
+			t->broken = o ? host_has(c, o, t->name) :
+				ms_printf(&c->arena, "table \"%s\" is not made yet: the next message makes it", t->name);
+			if (t->broken == NULL)
+				rc = SQLITE_NOMEM;
+			continue;
+		}
+		sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
+		while ((rc = ms_step(c, st)) == SQLITE_ROW)
+		{
+			rc = SQLITE_OK;
+			if (nhave == cap)
+			{
+				const char **more = ms_alloc(&c->arena, sizeof(char *) * (size_t) (cap = cap ? cap * 2 : 32));
+
+				if (more == NULL)
+				{
+					rc = SQLITE_NOMEM;
+					break;
+				}
+				if (nhave)
+					memcpy(more, have, sizeof(char *) * (size_t) nhave);
+				have = more;
+			}
+			if ((have[nhave++] = ms_strdup(&c->arena, (const char *) sqlite3_column_text(st, 0))) == NULL)
+			{
+				rc = SQLITE_NOMEM;
+				break;
+			}
+		}
+		sqlite3_reset(st);
+		if (rc == SQLITE_DONE)
+			rc = names_make(c, &ns, have, nhave);
+		if (rc != SQLITE_OK)
+			break;
 		for (int k = 0; k < t->ncols; k++)
 		{
-			if (seen[base[i] + k])
+			if (names_find(&ns, t->cols[k].name) >= 0)
 				present++;
 			else if (missing < 0)
 				missing = k;
 		}
+		t->absent = present == 0;
 		if (present == 0)
 			t->broken = ms_printf(&c->arena, "table \"%s\" is not in the file", t->name);
 		else if (missing >= 0)
@@ -304,6 +466,7 @@ schema_check(ms_ctx *c, ms_schema *s)
 		if (missing >= 0 && t->broken == NULL)
 			rc = SQLITE_NOMEM;
 	}
+	sqlite3_finalize(st);
 	return rc;
 }
 
@@ -314,6 +477,7 @@ ms_schema_load(ms_ctx *c)
 	ProtobufCAllocator pa = ms_arena_allocator(&c->arena);
 	int			rc = SQLITE_OK;
 	int			cap = 0;
+	bool		has_made = false;
 	ms_schema  *s = ms_alloc(&c->arena, sizeof(ms_schema));
 
 	if (s == NULL)
@@ -321,10 +485,12 @@ ms_schema_load(ms_ctx *c)
 	c->schema = s;
 	if (!c->have_state)
 		return SQLITE_OK;
-	rc = ms_prepare(c, &st, "SELECT count(*) FROM _sync_tables");
+	rc = ms_prepare(c, &st, "SELECT count(*), (SELECT count(*) FROM pragma_table_info('_sync_made'))"
+					" FROM _sync_tables");
 	if (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
 	{
 		cap = sqlite3_column_int(st, 0);
+		has_made = sqlite3_column_int(st, 1) > 0;
 		rc = SQLITE_OK;
 	}
 	sqlite3_finalize(st);
@@ -334,7 +500,9 @@ ms_schema_load(ms_ctx *c)
 	s->t = ms_alloc(&c->arena, sizeof(ms_tbl) * (size_t) (cap + 1));
 	if (s->t == NULL)
 		return SQLITE_NOMEM;
-	rc = ms_prepare(c, &st, "SELECT name, schema, position FROM _sync_tables ORDER BY position, name");
+	/* a file of an older build has no _sync_made: it made every table it holds */
+	rc = ms_prepare(c, &st, "SELECT t.name, t.schema, t.position, %s FROM _sync_tables t ORDER BY t.position, t.name",
+					has_made ? "EXISTS (SELECT 1 FROM _sync_made m WHERE m.name = t.name)" : "1");
 	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
 	{
 		const uint8_t *blob = sqlite3_column_blob(st, 1);
@@ -354,13 +522,14 @@ ms_schema_load(ms_ctx *c)
 		}
 		rc = tbl_build(c, m, &s->t[s->n]);
 		s->t[s->n].position = sqlite3_column_int(st, 2);
+		s->t[s->n].unmade = sqlite3_column_int(st, 3) == 0;
 		s->n++;
 	}
 	if (rc == SQLITE_DONE)
 		rc = SQLITE_OK;
 	sqlite3_finalize(st);
 	if (rc == SQLITE_OK)
-		schema_link(s);
+		rc = schema_link(c, s);
 	if (rc == SQLITE_OK && s->n > 0)
 		rc = schema_check(c, s);
 	return rc;
@@ -371,10 +540,7 @@ ms_schema_find(ms_ctx *c, const char *name)
 {
 	if (c->schema == NULL)
 		return NULL;
-	for (int i = 0; i < c->schema->n; i++)
-		if (strcmp(c->schema->t[i].name, name) == 0)
-			return &c->schema->t[i];
-	return NULL;
+	return ms_map_get(&c->schema->byname, name, strlen(name));
 }
 
 /* ---- keys ------------------------------------------------------------- */
@@ -473,31 +639,56 @@ ms_column_key(ms_ctx *c, sqlite3_stmt *st, int first, int n, ms_buf *out)
 
 /* ---- applying a Begin ------------------------------------------------- */
 
+/* a failure the table's own savepoint absorbs: the table is not held */
+static bool
+table_failure(int rc)
+{
+	return rc == SQLITE_ERROR || rc == SQLITE_CONSTRAINT || rc == SQLITE_MISMATCH ||
+		rc == SQLITE_LOCKED || rc == SQLITE_RANGE || rc == SQLITE_TOOBIG;
+}
+
 static bool
 reserved_name(const char *name)
 {
 	return strncasecmp(name, "_sync_", 6) == 0 || strncasecmp(name, "sqlite_", 7) == 0;
 }
 
-/* why_not_held: NULL when the replica can hold this table */
+/* why_not_held: NULL when the replica can hold this table (clash: a table held of the same name in SQLite) */
 static char *
-why_not_held(ms_ctx *c, const Sync__Table *m, Sync__Table **held, int nheld)
+why_not_held(ms_ctx *c, const Sync__Table *m, const char *clash)
 {
+	const char **cols;
+	names		ns;
+
 	if (reserved_name(m->name))
 		return ms_printf(&c->arena, "table \"%s\" has a name reserved by SQLite or magic_sync", m->name);
-	for (int i = 0; i < nheld; i++)
-		if (strcasecmp(held[i]->name, m->name) == 0)
-			return ms_printf(&c->arena, "tables \"%s\" and \"%s\" are one table in SQLite, whose names ignore case",
-							 held[i]->name, m->name);
+	if (clash != NULL)
+		return ms_printf(&c->arena, "tables \"%s\" and \"%s\" are one table in SQLite, whose names ignore case",
+						 clash, m->name);
+	cols = ms_alloc(&c->arena, sizeof(char *) * (m->n_columns + 1));
+	if (cols == NULL)
+		return NULL;
 	for (size_t i = 0; i < m->n_columns; i++)
-		for (size_t j = 0; j < i; j++)
-			if (strcasecmp(m->columns[i]->name, m->columns[j]->name) == 0)
-				return ms_printf(&c->arena, "columns \"%s\" and \"%s\" of table \"%s\" are one column in SQLite",
-								 m->columns[j]->name, m->columns[i]->name, m->name);
+		cols[i] = m->columns[i]->name;
+	if (names_make(c, &ns, cols, (int) m->n_columns) != SQLITE_OK)
+		return NULL;
+	for (size_t i = 0; i < m->n_columns; i++)
+	{
+		int			j = names_find(&ns, m->columns[i]->name);
+
+		if (j >= 0 && (size_t) j != i)
+			return ms_printf(&c->arena, "columns \"%s\" and \"%s\" of table \"%s\" are one column in SQLite",
+							 m->columns[j]->name, m->columns[i]->name, m->name);
+	}
 	for (size_t k = 0; k < m->n_key; k++)
 	{
-		const char *type = m->columns[col_index(m, m->key[k])]->type;
+		const char *type = NULL;
 
+		/* checked (wire.c): a column, named exactly */
+		for (int j = names_find(&ns, m->key[k]); j >= 0 && type == NULL; j = -1)
+			type = m->columns[j]->type;
+		if (type == NULL)
+			return ms_printf(&c->arena, "key column \"%s\" of table \"%s\" is not a column", m->key[k], m->name);
 		if (strcmp(type, "INTEGER") != 0 && strcmp(type, "TEXT") != 0)
 			return ms_printf(&c->arena, "key column \"%s\" of table \"%s\" is %s: a key is INTEGER or TEXT",
 							 m->key[k], m->name, type);
@@ -508,9 +699,23 @@ why_not_held(ms_ctx *c, const Sync__Table *m, Sync__Table **held, int nheld)
 	return NULL;
 }
 
-/* the columns of a CREATE TABLE, with the key as PRIMARY KEY */
+/* a declared type of the host's, written again only when it is plain words and numbers */
+static bool
+plain_type(const char *type)
+{
+	for (const char *p = type; *p; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+			  *p == ' ' || *p == '_' || *p == '(' || *p == ')' || *p == ','))
+			return false;
+	return true;
+}
+
+/*
+ * the columns of a CREATE TABLE, with the key as PRIMARY KEY; extra: the
+ * host's own columns of the table (name, declared type), kept
+ */
 static char *
-table_sql(ms_ctx *c, const ms_tbl *t, const char *name_q)
+table_sql(ms_ctx *c, const ms_tbl *t, const char *name_q, const char **extra, const char **types, int nextra)
 {
 	ms_buf		b = {0};
 	char	   *out;
@@ -519,182 +724,347 @@ table_sql(ms_ctx *c, const ms_tbl *t, const char *name_q)
 	for (int i = 0; i < t->ncols; i++)
 		ms_buf_printf(&b, "%s%s %s%s", i ? ", " : "", t->cols[i].q, ms_type_name(t->cols[i].type),
 					  t->cols[i].key ? " NOT NULL" : "");
+	for (int i = 0; i < nextra; i++)
+		ms_buf_printf(&b, ", \"%w\"%s%s", extra[i], types[i][0] && plain_type(types[i]) ? " " : "",
+					  plain_type(types[i]) ? types[i] : "");
 	ms_buf_printf(&b, ", PRIMARY KEY (%s))", t->keycols);
 	out = b.oom ? NULL : ms_strdup(&c->arena, b.data);
 	ms_buf_free(&b);
 	return out;
 }
 
-/* what exists under this name: "table", "view"..., or NULL */
+/* what exists under this name: "table", "view", "index", or NULL */
 static int
 object_type(ms_ctx *c, const char *name, char **type)
 {
-	sqlite3_stmt *st;
-	int			rc;
+	ms_catalog *cat;
+	int			rc = ms_catalog_get(c, &cat);
+	ms_object  *o = rc == SQLITE_OK ? ms_cat_object(cat, name) : NULL;
 
-	*type = NULL;
-	rc = ms_prepare(c, &st, "SELECT type FROM main.sqlite_master WHERE name = ?1 COLLATE NOCASE"
-					" AND type IN ('table', 'view') ");
-	if (rc == SQLITE_OK)
-	{
-		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-		rc = ms_step(c, st);
-		if (rc == SQLITE_ROW)
-		{
-			*type = ms_strdup(&c->arena, (const char *) sqlite3_column_text(st, 0));
-			rc = *type ? SQLITE_OK : SQLITE_NOMEM;
-		}
-		else if (rc == SQLITE_DONE)
-			rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
+	*type = o ? (char *) o->type : NULL;
 	return rc;
 }
 
-/* rebuild: the table's primary key is not the declared key */
-static int
-rebuild(ms_ctx *c, const ms_tbl *t, char **have, int nhave)
+/* the file's columns of a table: names, declared types, places in the primary key */
+typedef struct file_cols
 {
-	ms_buf		cols = {0};
-	int			rc;
-	char	   *create = table_sql(c, t, "\"_sync_rebuild\"");
+	int			n;
+	const char **name;
+	const char **type;
+	int		   *pk;
+} file_cols;
 
-	if (create == NULL)
-		return SQLITE_NOMEM;
-	for (int i = 0; i < t->ncols; i++)
-		for (int j = 0; j < nhave; j++)
-			if (strcasecmp(have[j], t->cols[i].name) == 0)
-				ms_buf_printf(&cols, "%s%s", cols.len ? ", " : "", t->cols[i].q);
-	if (cols.oom)
-	{
-		ms_buf_free(&cols);
-		return SQLITE_NOMEM;
-	}
-	rc = ms_exec(c, "DROP TABLE IF EXISTS \"_sync_rebuild\"; %s", create);
-	if (rc == SQLITE_OK && cols.len > 0)
-		rc = ms_exec(c, "INSERT OR IGNORE INTO \"_sync_rebuild\"(%s) SELECT %s FROM %s",
-					 cols.data, cols.data, t->q);
-	if (rc == SQLITE_OK)
-		rc = ms_exec(c, "DROP TABLE %s; ALTER TABLE \"_sync_rebuild\" RENAME TO %s", t->q, t->q);
-	ms_buf_free(&cols);
-	return rc;
-}
-
-/* create the table, or add what it lacks */
 static int
-create_or_alter(ms_ctx *c, const ms_tbl *t)
+read_columns(ms_ctx *c, const char *table, file_cols *fc)
 {
-	char	   *type;
-	int			rc = object_type(c, t->name, &type);
 	sqlite3_stmt *st = NULL;
-	char	  **have = NULL;
-	int		   *pk = NULL;
-	int			nhave = 0;
 	int			cap = 0;
-	bool		same_key = true;
-	int			npk = 0;
+	int			rc = ms_prepare(c, &st, "SELECT name, type, pk FROM pragma_table_info(?1)");
 
-	if (rc != SQLITE_OK)
-		return rc;
-	if (type == NULL)
-	{
-		char	   *sql = table_sql(c, t, t->q);
-
-		return sql ? ms_exec(c, "%s", sql) : SQLITE_NOMEM;
-	}
-	if (strcmp(type, "table") != 0)
-		return ms_fail(c, SQLITE_ERROR, "a %s named \"%s\" is in the way", type, t->name);
-	rc = ms_prepare(c, &st, "SELECT name, pk FROM pragma_table_info(?1)");
+	memset(fc, 0, sizeof *fc);
 	if (rc == SQLITE_OK)
-		sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
 	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
 	{
+		const char *name = (const char *) sqlite3_column_text(st, 0);
+		const char *type = (const char *) sqlite3_column_text(st, 1);
+
 		rc = SQLITE_OK;
-		if (nhave == cap)
+		if (fc->n == cap)
 		{
 			int			ncap = cap ? cap * 2 : 16;
-			char	  **h = ms_alloc(&c->arena, sizeof(char *) * (size_t) ncap);
+			const char **n = ms_alloc(&c->arena, sizeof(char *) * (size_t) ncap);
+			const char **t = ms_alloc(&c->arena, sizeof(char *) * (size_t) ncap);
 			int		   *p = ms_alloc(&c->arena, sizeof(int) * (size_t) ncap);
 
-			if (h == NULL || p == NULL)
+			if (n == NULL || t == NULL || p == NULL)
 			{
 				rc = SQLITE_NOMEM;
 				break;
 			}
-			if (nhave)
+			if (fc->n)
 			{
-				memcpy(h, have, sizeof(char *) * (size_t) nhave);
-				memcpy(p, pk, sizeof(int) * (size_t) nhave);
+				memcpy(n, fc->name, sizeof(char *) * (size_t) fc->n);
+				memcpy(t, fc->type, sizeof(char *) * (size_t) fc->n);
+				memcpy(p, fc->pk, sizeof(int) * (size_t) fc->n);
 			}
-			have = h;
-			pk = p;
+			fc->name = n;
+			fc->type = t;
+			fc->pk = p;
 			cap = ncap;
 		}
-		have[nhave] = ms_strdup(&c->arena, (const char *) sqlite3_column_text(st, 0));
-		pk[nhave] = sqlite3_column_int(st, 1);
-		if (have[nhave] == NULL)
+		fc->name[fc->n] = name ? ms_strdup(&c->arena, name) : NULL;
+		fc->type[fc->n] = ms_strdup(&c->arena, type ? type : "");
+		fc->pk[fc->n] = sqlite3_column_int(st, 2);
+		if (fc->name[fc->n] == NULL || fc->type[fc->n] == NULL)
 			rc = SQLITE_NOMEM;
-		nhave++;
+		fc->n++;
 	}
 	if (rc == SQLITE_DONE)
 		rc = SQLITE_OK;
 	sqlite3_finalize(st);
+	return rc;
+}
+
+/*
+ * rebuild: the table made again with its rows (its primary key is not the
+ * declared key, or a column's type changed), the host's own columns of it
+ * kept with their declared types; its indexes and triggers go with the
+ * old one (the caller makes again what it must).  The rows wait in a
+ * table of their own while it is made again under its name: no ALTER
+ * TABLE RENAME, which checks every view of the host's against a table
+ * while it is gone (and legacy_alter_table, which would let it, expires
+ * every statement prepared, the savepoints' ROLLBACK TO too).
+ */
+static int
+rebuild(ms_ctx *c, const ms_tbl *t)
+{
+	ms_buf		cols = {0};
+	file_cols	fc;
+	const char **extra;
+	const char **types;
+	int			nextra = 0;
+	names		want;
+	const char **wanted;
+	char	   *create;
+	int			rc = read_columns(c, t->name, &fc);
+
+	if (rc != SQLITE_OK)
+		return rc;
+	extra = ms_alloc(&c->arena, sizeof(char *) * (size_t) (fc.n + 1));
+	types = ms_alloc(&c->arena, sizeof(char *) * (size_t) (fc.n + 1));
+	wanted = ms_alloc(&c->arena, sizeof(char *) * (size_t) (t->ncols + 1));
+	if (extra == NULL || types == NULL || wanted == NULL)
+		return SQLITE_NOMEM;
+	for (int i = 0; i < t->ncols; i++)
+		wanted[i] = t->cols[i].name;
+	rc = names_make(c, &want, wanted, t->ncols);
+	if (rc != SQLITE_OK)
+		return rc;
+	for (int j = 0; j < fc.n; j++)
+	{
+		int			i = names_find(&want, fc.name[j]);
+
+		if (i >= 0)
+			ms_buf_printf(&cols, "%s%s", cols.len ? ", " : "", t->cols[i].q);
+		else
+		{
+			/* the host's own column: kept */
+			ms_buf_printf(&cols, "%s\"%w\"", cols.len ? ", " : "", fc.name[j]);
+			extra[nextra] = fc.name[j];
+			types[nextra++] = fc.type[j];
+		}
+	}
+	create = table_sql(c, t, t->q, extra, types, nextra);
+	if (cols.oom || create == NULL)
+	{
+		ms_buf_free(&cols);
+		return SQLITE_NOMEM;
+	}
+	rc = ms_exec(c, "DROP TABLE IF EXISTS \"_sync_rebuild\"");
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "CREATE TABLE \"_sync_rebuild\" AS SELECT %s FROM %s", cols.len ? cols.data : "1", t->q);
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "DROP TABLE %s", t->q);
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "%s", create);
+	if (rc == SQLITE_OK && cols.len > 0)
+		rc = ms_exec(c, "INSERT OR IGNORE INTO %s(%s) SELECT %s FROM \"_sync_rebuild\"", t->q, cols.data, cols.data);
+	if (rc == SQLITE_OK)
+		rc = ms_exec(c, "DROP TABLE \"_sync_rebuild\"");
+	ms_buf_free(&cols);
+	/* its indexes and triggers went with it */
+	ms_catalog_forget(c);
+	return rc;
+}
+
+/*
+ * rebuild_keeping: a rebuild whose caller makes the replica's own objects
+ * again, and the host's indexes and triggers of the table made again
+ * after it; one that no longer fits is said in last_error
+ */
+static int
+rebuild_keeping(ms_ctx *c, ms_catalog *cat, const ms_tbl *t)
+{
+	const char **own;
+	int			nown = 0;
+	int			n = 0;
+	int			rc;
+
+	for (ms_object *o = ms_cat_of_table(cat, t->name); o != NULL; o = o->next)
+		n++;
+	own = ms_alloc(&c->arena, sizeof(char *) * (size_t) (n + 1));
+	if (own == NULL)
+		return SQLITE_NOMEM;
+	for (ms_object *o = ms_cat_of_table(cat, t->name); o != NULL; o = o->next)
+		if (!o->gone && o->sql != NULL && strncasecmp(o->name, "_sync_", 6) != 0)
+			own[nown++] = o->sql;
+	rc = rebuild(c, t);
+	for (int i = nown - 1; i >= 0 && rc == SQLITE_OK; i--)
+	{
+		rc = ms_begin(c, "_sync_own");
+		if (rc == SQLITE_OK)
+			rc = ms_exec(c, "%s", own[i]);
+		if (table_failure(rc))
+		{
+			char	   *why = ms_printf(&c->arena, "table \"%s\" was made again; an object of the host's on it"
+										" no longer fits and is not made again: %s: %s", t->name, own[i],
+										c->err ? c->err : sqlite3_errstr(rc));
+
+			sqlite3_free(c->err);
+			c->err = NULL;
+			(void) ms_end(c, "_sync_own", rc);
+			rc = why ? ms_state_error(c, "%s", why) : SQLITE_NOMEM;
+		}
+		else
+			rc = ms_end(c, "_sync_own", rc);
+	}
+	ms_catalog_forget(c);
+	return rc;
+}
+
+/* create the table (the replica made it), or add what it lacks to the one the replica made */
+static int
+create_or_alter(ms_ctx *c, ms_catalog *cat, const ms_object *o, const ms_tbl *t)
+{
+	file_cols	fc;
+	names		have;
+	bool		same_key = true;
+	int			npk = 0;
+	int			rc;
+
+	if (o == NULL)
+	{
+		char	   *sql = table_sql(c, t, t->q, NULL, NULL, 0);
+
+		rc = sql ? ms_ddl(c, sql) : SQLITE_NOMEM;
+		if (rc == SQLITE_OK && c->catalog == cat)
+			rc = ms_cat_add(c, cat, "table", t->name, t->name, sql, true);
+		if (rc == SQLITE_OK)
+			rc = ms_table_made(c, t->name, NULL);
+		return rc;
+	}
+	rc = read_columns(c, t->name, &fc);
+	if (rc == SQLITE_OK)
+		rc = names_make(c, &have, fc.name, fc.n);
 	if (rc != SQLITE_OK)
 		return rc;
 	/* the primary key, in its order, against the declared key */
-	for (int j = 0; j < nhave; j++)
-		if (pk[j] > 0)
+	for (int j = 0; j < fc.n; j++)
+		if (fc.pk[j] > 0)
 			npk++;
 	if (npk != t->nkey)
 		same_key = false;
-	for (int j = 0; j < nhave && same_key; j++)
-		if (pk[j] > 0 && strcasecmp(have[j], t->cols[t->key[pk[j] - 1]].name) != 0)
+	for (int j = 0; j < fc.n && same_key; j++)
+		if (fc.pk[j] > 0 && strcasecmp(fc.name[j], t->cols[t->key[fc.pk[j] - 1]].name) != 0)
 			same_key = false;
 	if (!same_key)
-		return rebuild(c, t, have, nhave);
+		return rebuild_keeping(c, cat, t);
 	for (int i = 0; i < t->ncols && rc == SQLITE_OK; i++)
-	{
-		bool		found = false;
+		if (names_find(&have, t->cols[i].name) < 0)
+		{
+			char	   *sql = ms_printf(&c->arena, "ALTER TABLE %s ADD COLUMN %s %s", t->q, t->cols[i].q,
+										ms_type_name(t->cols[i].type));
 
-		for (int j = 0; j < nhave && !found; j++)
-			found = strcasecmp(have[j], t->cols[i].name) == 0;
-		if (!found)
-			rc = ms_exec(c, "ALTER TABLE %s ADD COLUMN %s %s", t->q, t->cols[i].q,
-						 ms_type_name(t->cols[i].type));
-	}
+			rc = sql ? ms_ddl(c, sql) : SQLITE_NOMEM;
+		}
 	return rc;
+}
+
+/*
+ * take: make the table a Table declares, or alter the one the replica made
+ * of its name; a table, view or index of the host's own of that name is
+ * never touched: *host says why the table waits
+ */
+static int
+take(ms_ctx *c, const ms_tbl *t, char **host)
+{
+	ms_catalog *cat;
+	ms_object  *o;
+	int			rc = ms_catalog_get(c, &cat);
+
+	*host = NULL;
+	if (rc != SQLITE_OK)
+		return rc;
+	o = ms_cat_object(cat, t->name);
+	if (o != NULL && !(o->type == ms_object_types[0] && o->made))
+	{
+		*host = host_has(c, o, t->name);
+		return *host ? SQLITE_OK : SQLITE_NOMEM;
+	}
+	return create_or_alter(c, cat, o, t);
 }
 
 /* ensure one index is as we write it: kept when its text is the same */
 static int
-ensure_index(ms_ctx *c, const char *name, const char *sql, char ***keep, int *nkeep)
+ensure_index(ms_ctx *c, const ms_tbl *t, const char *name, const char *sql, ms_map *keep)
 {
-	sqlite3_stmt *st;
-	int			rc = ms_prepare(c, &st, "SELECT sql FROM main.sqlite_master WHERE type = 'index' AND name = ?1");
-	bool		same = false;
-	bool		exists = false;
+	ms_catalog *cat;
+	ms_object  *o;
+	int			rc = ms_catalog_get(c, &cat);
 
-	if (rc == SQLITE_OK)
+	if (rc != SQLITE_OK)
+		return rc;
+	o = ms_cat_object(cat, name);
+	if (o != NULL && o->type != ms_object_types[2])
+		o = NULL;				/* not an index: CREATE says what is in the way */
+	if (o == NULL || o->sql == NULL || strcmp(o->sql, sql) != 0)
 	{
-		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-		rc = ms_step(c, st);
-		if (rc == SQLITE_ROW)
+		char	   *drop = o ? ms_printf(&c->arena, "DROP INDEX \"%w\"", o->name) : NULL;
+
+		if (o != NULL)
 		{
-			exists = true;
-			same = sqlite3_column_text(st, 0) != NULL &&
-				strcmp((const char *) sqlite3_column_text(st, 0), sql) == 0;
+			rc = drop ? ms_ddl(c, drop) : SQLITE_NOMEM;
+			o->gone = true;
 		}
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			rc = SQLITE_OK;
+		if (rc == SQLITE_OK)
+			rc = ms_ddl(c, sql);
+		if (rc == SQLITE_OK && c->catalog == cat)
+			rc = ms_cat_add(c, cat, "index", name, t->name, sql, false);
 	}
-	sqlite3_finalize(st);
-	if (rc == SQLITE_OK && exists && !same)
-		rc = ms_exec(c, "DROP INDEX \"%w\"", name);
-	if (rc == SQLITE_OK && !same)
-		rc = ms_exec(c, "%s", sql);
 	if (rc == SQLITE_OK)
-		(*keep)[(*nkeep)++] = (char *) name;
+		rc = ms_map_put(&c->arena, keep, name, strlen(name), (void *) name);
 	return rc;
+}
+
+/* a name written so that SQLite, which ignores ASCII case, tells it from every other: A as ^a, ^ as ^^ */
+static void
+case_safe(ms_buf *b, const char *s)
+{
+	for (const char *p = s; *p; p++)
+	{
+		if (*p >= 'A' && *p <= 'Z')
+		{
+			ms_buf_byte(b, '^');
+			ms_buf_byte(b, (uint8_t) (*p + 32));
+		}
+		else if (*p == '^')
+			ms_buf_str(b, "^^");
+		else
+			ms_buf_byte(b, (uint8_t) *p);
+	}
+}
+
+/*
+ * uq_name: the name of a unique index that travels: _sync_uq_, the table
+ * name's length in bytes, then the table's and the index's names written
+ * case-safe.  The length says where the table's name ends, so that no two
+ * (table, index) pairs share one ("a" and "b_x", "a_b" and "x"), and no
+ * two names differ by case alone, which SQLite would take for one.
+ */
+static char *
+uq_name(ms_ctx *c, const char *table, const char *index)
+{
+	ms_buf		b = {0};
+	char	   *out;
+
+	ms_buf_printf(&b, "_sync_uq_%d_", (int) strlen(table));
+	case_safe(&b, table);
+	ms_buf_byte(&b, '_');
+	case_safe(&b, index);
+	out = b.oom ? NULL : ms_strdup(&c->arena, b.data);
+	ms_buf_free(&b);
+	return out;
 }
 
 /*
@@ -704,7 +1074,7 @@ ensure_index(ms_ctx *c, const char *name, const char *sql, char ***keep, int *nk
  * next change or snapshot.
  */
 static int
-unique_indexes(ms_ctx *c, const ms_tbl *t, char ***keep, int *nkeep)
+unique_indexes(ms_ctx *c, const ms_tbl *t, ms_map *keep)
 {
 	int			rc = SQLITE_OK;
 
@@ -712,7 +1082,7 @@ unique_indexes(ms_ctx *c, const ms_tbl *t, char ***keep, int *nkeep)
 	{
 		const Sync__Unique *ui = t->msg->unique[u];
 		ms_buf		cols = {0};
-		char	   *name = ms_printf(&c->arena, "_sync_uq_%s_%s", t->name, ui->name);
+		char	   *name = uq_name(c, t->name, ui->name);
 		char	   *sql;
 
 		for (size_t j = 0; j < ui->n_columns; j++)
@@ -723,7 +1093,7 @@ unique_indexes(ms_ctx *c, const ms_tbl *t, char ***keep, int *nkeep)
 			return SQLITE_NOMEM;
 		rc = ms_begin(c, "_sync_unique");
 		if (rc == SQLITE_OK)
-			rc = ensure_index(c, name, sql, keep, nkeep);
+			rc = ensure_index(c, t, name, sql, keep);
 		if (rc == SQLITE_CONSTRAINT)
 		{
 			char	   *why = ms_printf(&c->arena, "unique index \"%s\" of table \"%s\" is not made yet:"
@@ -741,19 +1111,23 @@ unique_indexes(ms_ctx *c, const ms_tbl *t, char ***keep, int *nkeep)
 	return rc;
 }
 
+/* ours: an index the replica makes of its tables */
+static bool
+our_index(const char *name)
+{
+	return strncmp(name, "_sync_fk_", 9) == 0 || strncmp(name, "_sync_retired_", 14) == 0 ||
+		strncmp(name, "_sync_uq_", 9) == 0;
+}
+
 /* indexes: the columns of every foreign key, the retired column, the unique indexes that travel */
 static int
 indexes(ms_ctx *c, const ms_tbl *t)
 {
-	char	  **keep = ms_alloc(&c->arena, sizeof(char *) * (size_t) (t->nfk + t->msg->n_unique + 2));
-	int			nkeep = 0;
+	ms_map		keep;
 	int			rc = SQLITE_OK;
-	sqlite3_stmt *st = NULL;
-	char	  **drop;
-	int			ndrop = 0;
+	ms_catalog *cat;
 
-	if (keep == NULL)
-		return SQLITE_NOMEM;
+	ms_map_init(&keep, false);
 	for (int f = 0; f < t->nfk && rc == SQLITE_OK; f++)
 	{
 		ms_buf		cols = {0};
@@ -764,7 +1138,7 @@ indexes(ms_ctx *c, const ms_tbl *t)
 			ms_buf_printf(&cols, "%s%s", j ? ", " : "", t->cols[t->fks[f].cols[j]].q);
 		sql = (name && !cols.oom) ? ms_printf(&c->arena, "CREATE INDEX \"%w\" ON %s(%s)", name, t->q, cols.data) : NULL;
 		ms_buf_free(&cols);
-		rc = sql ? ensure_index(c, name, sql, &keep, &nkeep) : SQLITE_NOMEM;
+		rc = sql ? ensure_index(c, t, name, sql, &keep) : SQLITE_NOMEM;
 	}
 	if (rc == SQLITE_OK && t->retired >= 0)
 	{
@@ -772,48 +1146,81 @@ indexes(ms_ctx *c, const ms_tbl *t)
 		char	   *sql = name ? ms_printf(&c->arena, "CREATE INDEX \"%w\" ON %s(%s) WHERE %s IS NOT NULL",
 										   name, t->q, t->cols[t->retired].q, t->cols[t->retired].q) : NULL;
 
-		rc = sql ? ensure_index(c, name, sql, &keep, &nkeep) : SQLITE_NOMEM;
+		rc = sql ? ensure_index(c, t, name, sql, &keep) : SQLITE_NOMEM;
 	}
 	if (rc == SQLITE_OK)
-		rc = unique_indexes(c, t, &keep, &nkeep);
-	if (rc != SQLITE_OK)
-		return rc;
+		rc = unique_indexes(c, t, &keep);
+	if (rc == SQLITE_OK)
+		rc = ms_catalog_get(c, &cat);
 	/* our indexes of this table that the schema no longer asks for */
-	drop = ms_alloc(&c->arena, sizeof(char *) * 64);
-	if (drop == NULL)
-		return SQLITE_NOMEM;
-	rc = ms_prepare(c, &st, "SELECT name FROM main.sqlite_master WHERE type = 'index' AND tbl_name = ?1"
-					" AND (substr(name, 1, 9) = '_sync_fk_' OR substr(name, 1, 14) = '_sync_retired_'"
-					"      OR substr(name, 1, 9) = '_sync_uq_')");
-	if (rc == SQLITE_OK)
-		sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
-	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	for (ms_object *o = rc == SQLITE_OK ? ms_cat_of_table(cat, t->name) : NULL;
+		 o != NULL && rc == SQLITE_OK; o = o->next)
 	{
-		const char *name = (const char *) sqlite3_column_text(st, 0);
-		bool		kept = false;
+		char	   *sql;
 
-		rc = SQLITE_OK;
-		for (int i = 0; i < nkeep; i++)
-			kept |= strcmp(keep[i], name) == 0;
-		if (!kept && ndrop < 64)
-			drop[ndrop++] = ms_strdup(&c->arena, name);
+		if (o->gone || o->type != ms_object_types[2] || !our_index(o->name) ||
+			ms_map_get(&keep, o->name, strlen(o->name)) != NULL)
+			continue;
+		sql = ms_printf(&c->arena, "DROP INDEX \"%w\"", o->name);
+		rc = sql ? ms_ddl(c, sql) : SQLITE_NOMEM;
+		o->gone = true;
 	}
-	if (rc == SQLITE_DONE)
-		rc = SQLITE_OK;
-	sqlite3_finalize(st);
-	for (int i = 0; i < ndrop && rc == SQLITE_OK; i++)
-		rc = drop[i] ? ms_exec(c, "DROP INDEX \"%w\"", drop[i]) : SQLITE_NOMEM;
+	return rc;
+}
+
+/* the noting triggers, the guards and the stamping triggers of a table: each kind's name is _sync_<kind>_<table> */
+enum
+{
+	TR_INS, TR_UPD, TR_DEL, TR_GUARD_INS, TR_GUARD_UPD, TR_GUARD_DEL, TR_HLC_INS, TR_HLC_UPD, TR_KINDS
+};
+static const char *const trigger_kinds[TR_KINDS] = {
+	"ins", "upd", "del", "guard_ins", "guard_upd", "guard_del", "hlc_ins", "hlc_upd"
+};
+
+/*
+ * set_triggers: a table's triggers as sql says (NULL: none of that kind):
+ * one already so is kept, one otherwise or not wanted dropped, one missing
+ * made
+ */
+static int
+set_triggers(ms_ctx *c, const char *table, char *const sql[TR_KINDS])
+{
+	ms_catalog *cat;
+	ms_object  *have[TR_KINDS];
+	char	   *name[TR_KINDS];
+	int			rc = ms_catalog_get(c, &cat);
+
+	for (int k = 0; k < TR_KINDS && rc == SQLITE_OK; k++)
+	{
+		name[k] = ms_printf(&c->arena, "_sync_%s_%s", trigger_kinds[k], table);
+		if (name[k] == NULL)
+			return SQLITE_NOMEM;
+		have[k] = ms_cat_trigger(cat, name[k]);
+		if (have[k] != NULL && (sql[k] == NULL || have[k]->sql == NULL || strcmp(have[k]->sql, sql[k]) != 0))
+		{
+			char	   *drop = ms_printf(&c->arena, "DROP TRIGGER \"%w\"", have[k]->name);
+
+			rc = drop ? ms_ddl(c, drop) : SQLITE_NOMEM;
+			have[k]->gone = true;
+			have[k] = NULL;
+		}
+	}
+	for (int k = 0; k < TR_KINDS && rc == SQLITE_OK; k++)
+		if (sql[k] != NULL && have[k] == NULL)
+		{
+			rc = ms_ddl(c, sql[k]);
+			if (rc == SQLITE_OK && c->catalog == cat)
+				rc = ms_cat_add(c, cat, "trigger", name[k], table, sql[k], false);
+		}
 	return rc;
 }
 
 static int
 drop_triggers(ms_ctx *c, const char *name)
 {
-	return ms_exec(c, "DROP TRIGGER IF EXISTS \"_sync_ins_%w\"; DROP TRIGGER IF EXISTS \"_sync_upd_%w\";"
-				   " DROP TRIGGER IF EXISTS \"_sync_del_%w\"; DROP TRIGGER IF EXISTS \"_sync_guard_ins_%w\";"
-				   " DROP TRIGGER IF EXISTS \"_sync_guard_upd_%w\"; DROP TRIGGER IF EXISTS \"_sync_guard_del_%w\";"
-				   " DROP TRIGGER IF EXISTS \"_sync_hlc_ins_%w\"; DROP TRIGGER IF EXISTS \"_sync_hlc_upd_%w\"",
-				   name, name, name, name, name, name, name, name);
+	char	   *none[TR_KINDS] = {NULL};
+
+	return set_triggers(c, name, none);
 }
 
 /*
@@ -823,10 +1230,10 @@ drop_triggers(ms_ctx *c, const char *name)
  * the table and the column; the owned columns stay writable.
  */
 static int
-guards(ms_ctx *c, const ms_tbl *t, const char *quiet)
+guards(ms_ctx *c, const ms_tbl *t, const char *quiet, char *sql[TR_KINDS])
 {
 	ms_buf		cases = {0};
-	int			rc;
+	bool		any;
 	char	   *ins = ms_printf(&c->arena, "magic_sync: table %s is the server's: a replica does not add rows"
 								" to it (sync_apply does)", t->name);
 	char	   *del = ms_printf(&c->arena, "magic_sync: table %s is the server's: a replica does not delete"
@@ -849,16 +1256,18 @@ guards(ms_ctx *c, const ms_tbl *t, const char *quiet)
 	}
 	if (cases.oom)
 		return SQLITE_NOMEM;
-	rc = ms_exec(c, "CREATE TRIGGER \"_sync_guard_ins_%w\" BEFORE INSERT ON %s WHEN %s BEGIN"
-				 " SELECT RAISE(ABORT, %Q); END", t->name, t->q, quiet, ins);
-	if (rc == SQLITE_OK)
-		rc = ms_exec(c, "CREATE TRIGGER \"_sync_guard_del_%w\" BEFORE DELETE ON %s WHEN %s BEGIN"
-					 " SELECT RAISE(ABORT, %Q); END", t->name, t->q, quiet, del);
-	if (rc == SQLITE_OK && cases.len > 0)
-		rc = ms_exec(c, "CREATE TRIGGER \"_sync_guard_upd_%w\" BEFORE UPDATE ON %s WHEN %s BEGIN"
-					 " SELECT CASE%s END; END", t->name, t->q, quiet, cases.data);
+	sql[TR_GUARD_INS] = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_guard_ins_%w\" BEFORE INSERT ON %s WHEN %s BEGIN"
+								  " SELECT RAISE(ABORT, %Q); END", t->name, t->q, quiet, ins);
+	sql[TR_GUARD_DEL] = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_guard_del_%w\" BEFORE DELETE ON %s WHEN %s BEGIN"
+								  " SELECT RAISE(ABORT, %Q); END", t->name, t->q, quiet, del);
+	any = cases.len > 0;
+	if (any)
+		sql[TR_GUARD_UPD] = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_guard_upd_%w\" BEFORE UPDATE ON %s WHEN %s BEGIN"
+									  " SELECT CASE%s END; END", t->name, t->q, quiet, cases.data);
 	ms_buf_free(&cases);
-	return rc;
+	if (sql[TR_GUARD_INS] == NULL || sql[TR_GUARD_DEL] == NULL || (any && sql[TR_GUARD_UPD] == NULL))
+		return SQLITE_NOMEM;
+	return SQLITE_OK;
 }
 
 static int
@@ -872,55 +1281,57 @@ triggers(ms_ctx *c, const ms_tbl *t)
 	char	   *kold = key_sql(c, t, "OLD.");
 	char	   *why = ms_printf(&c->arena, "magic_sync: a key column of table %s is NULL", t->name);
 	char	   *raise = why ? ms_printf(&c->arena, "RAISE(ABORT, %Q)", why) : NULL;
-	int			rc = drop_triggers(c, t->name);
+	char	   *sql[TR_KINDS] = {NULL};
+	int			rc = SQLITE_OK;
 	ms_buf		changed = {0};
 	ms_buf		of = {0};
 
 	if (knew == NULL || kold == NULL || raise == NULL)
 		return SQLITE_NOMEM;
-	if (rc == SQLITE_OK && !t->record)
-		rc = guards(c, t, quiet);
-	if (rc != SQLITE_OK || !t->noted)
-		return rc;
-	if (t->record)
+	if (!t->record)
+		rc = guards(c, t, quiet, sql);
+	if (rc == SQLITE_OK && t->record)
 	{
-		rc = ms_exec(c, "CREATE TRIGGER \"_sync_ins_%w\" AFTER INSERT ON %s WHEN %s BEGIN"
-					 " INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s; END",
-					 t->name, t->q, quiet, t->lit, knew, raise, noted);
-		if (rc == SQLITE_OK)
-			rc = ms_exec(c, "CREATE TRIGGER \"_sync_upd_%w\" AFTER UPDATE ON %s WHEN %s BEGIN"
-						 " INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s;"
-						 " INSERT INTO _sync_notes(tbl, key) SELECT %s, %s WHERE (%s) IS NOT (%s) %s; END",
-						 t->name, t->q, quiet, t->lit, knew, raise, noted,
-						 t->lit, kold, kold, knew, noted);
-		if (rc == SQLITE_OK)
-			rc = ms_exec(c, "CREATE TRIGGER \"_sync_del_%w\" AFTER DELETE ON %s WHEN %s BEGIN"
-						 " INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s; END",
-						 t->name, t->q, quiet, t->lit, kold, raise, noted);
+		sql[TR_INS] = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_ins_%w\" AFTER INSERT ON %s WHEN %s BEGIN"
+								" INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s; END",
+								t->name, t->q, quiet, t->lit, knew, raise, noted);
+		sql[TR_UPD] = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_upd_%w\" AFTER UPDATE ON %s WHEN %s BEGIN"
+								" INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s;"
+								" INSERT INTO _sync_notes(tbl, key) SELECT %s, %s WHERE (%s) IS NOT (%s) %s; END",
+								t->name, t->q, quiet, t->lit, knew, raise, noted,
+								t->lit, kold, kold, knew, noted);
+		sql[TR_DEL] = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_del_%w\" AFTER DELETE ON %s WHEN %s BEGIN"
+								" INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s; END",
+								t->name, t->q, quiet, t->lit, kold, raise, noted);
+		if (sql[TR_INS] == NULL || sql[TR_UPD] == NULL || sql[TR_DEL] == NULL)
+			rc = SQLITE_NOMEM;
 		/* version => 'hlc': the row's version stamped by the replica's clock */
 		if (rc == SQLITE_OK)
-			rc = ms_hlc_triggers(c, t, quiet);
-		return rc;
+			rc = ms_hlc_trigger_sql(c, t, quiet, &sql[TR_HLC_INS], &sql[TR_HLC_UPD]);
 	}
-	/* a catalog table: the replica writes only its own columns */
-	for (int i = 0; i < t->ncols; i++)
+	else if (rc == SQLITE_OK && t->noted)
 	{
-		const ms_col *col = &t->cols[i];
+		/* a catalog table: the replica writes only its own columns */
+		for (int i = 0; i < t->ncols; i++)
+		{
+			const ms_col *col = &t->cols[i];
 
-		if (!col->owned || col->key || col->retired)
-			continue;
-		ms_buf_printf(&of, "%s%s", of.len ? ", " : "", col->q);
-		ms_buf_printf(&changed, "%sOLD.%s IS NOT NEW.%s", changed.len ? " OR " : "", col->q, col->q);
+			if (!col->owned || col->key || col->retired)
+				continue;
+			ms_buf_printf(&of, "%s%s", of.len ? ", " : "", col->q);
+			ms_buf_printf(&changed, "%sOLD.%s IS NOT NEW.%s", changed.len ? " OR " : "", col->q, col->q);
+		}
+		if (of.oom || changed.oom)
+			rc = SQLITE_NOMEM;
+		else if ((sql[TR_UPD] = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_upd_%w\" AFTER UPDATE OF %s ON %s WHEN %s AND (%s)"
+										  " BEGIN INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s; END",
+										  t->name, of.data, t->q, quiet, changed.data, t->lit, knew, raise,
+										  noted)) == NULL)
+			rc = SQLITE_NOMEM;
+		ms_buf_free(&of);
+		ms_buf_free(&changed);
 	}
-	if (of.oom || changed.oom)
-		rc = SQLITE_NOMEM;
-	else
-		rc = ms_exec(c, "CREATE TRIGGER \"_sync_upd_%w\" AFTER UPDATE OF %s ON %s WHEN %s AND (%s) BEGIN"
-					 " INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s; END",
-					 t->name, of.data, t->q, quiet, changed.data, t->lit, knew, raise, noted);
-	ms_buf_free(&of);
-	ms_buf_free(&changed);
-	return rc;
+	return rc == SQLITE_OK ? set_triggers(c, t->name, sql) : rc;
 }
 
 /* store: the Table message as it came */
@@ -951,69 +1362,83 @@ store(ms_ctx *c, Sync__Table *m, int position)
 /*
  * rearm_if_changed: a table whose stored Table is not m: the notes of rows
  * written and sent go again, in m's schema (the server files none of a
- * send made in another: docs/protocol.md 5.3).
+ * send made in another: docs/protocol.md 5.3).  read and rearm: prepared
+ * by the caller, once.
  */
 static int
-rearm_if_changed(ms_ctx *c, Sync__Table *m)
+rearm_if_changed(ms_ctx *c, Sync__Table *m, sqlite3_stmt *read, sqlite3_stmt *rearm)
 {
 	size_t		n = sync__table__get_packed_size(m);
 	uint8_t    *buf = sqlite3_malloc64(n ? n : 1);
-	sqlite3_stmt *st;
 	bool		same = false;
 	int			rc;
 
 	if (buf == NULL)
 		return SQLITE_NOMEM;
 	sync__table__pack(m, buf);
-	rc = ms_prepare(c, &st, "SELECT schema FROM _sync_tables WHERE name = ?1");
-	if (rc == SQLITE_OK)
-	{
-		sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
-		rc = ms_step(c, st);
-		if (rc == SQLITE_ROW)
-			same = (size_t) sqlite3_column_bytes(st, 0) == n &&
-				(n == 0 || memcmp(sqlite3_column_blob(st, 0), buf, n) == 0);
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
+	sqlite3_bind_text(read, 1, m->name, -1, SQLITE_STATIC);
+	rc = ms_step(c, read);
+	if (rc == SQLITE_ROW)
+		same = (size_t) sqlite3_column_bytes(read, 0) == n &&
+			(n == 0 || memcmp(sqlite3_column_blob(read, 0), buf, n) == 0);
+	if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_reset(read);
 	sqlite3_free(buf);
 	if (rc == SQLITE_OK && !same)
-		rc = ms_exec(c, "UPDATE _sync_notes SET send_id = NULL, sent_at = NULL WHERE tbl = %Q", m->name);
+	{
+		sqlite3_bind_text(rearm, 1, m->name, -1, SQLITE_STATIC);
+		rc = ms_done(c, rearm);
+	}
 	return rc;
 }
 
-/* a failure the table's own savepoint absorbs: the table is not held */
-static bool
-table_failure(int rc)
+/* each_name: a statement of one table name (?1), run for each name of a list */
+static int
+each_name(ms_ctx *c, const char *sql, const char **list, int n)
 {
-	return rc == SQLITE_ERROR || rc == SQLITE_CONSTRAINT || rc == SQLITE_MISMATCH ||
-		rc == SQLITE_LOCKED || rc == SQLITE_RANGE || rc == SQLITE_TOOBIG;
+	sqlite3_stmt *st;
+	int			rc = n > 0 ? ms_prepare(c, &st, "%s", sql) : SQLITE_OK;
+
+	for (int i = 0; i < n && rc == SQLITE_OK; i++)
+	{
+		sqlite3_bind_text(st, 1, list[i], -1, SQLITE_STATIC);
+		rc = ms_done(c, st);
+	}
+	if (n > 0)
+		sqlite3_finalize(st);
+	return rc;
 }
 
 int
 ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 {
 	ms_schema  *old = c->schema;
-	Sync__Table **held = ms_alloc(&c->arena, sizeof(Sync__Table *) * (b->n_schema + 1));
-	int			nheld = 0;
+	ms_map		held;			/* the names stored so far, as SQLite compares them */
+	sqlite3_stmt *read = NULL;
+	sqlite3_stmt *rearm = NULL;
+	const char **quiet = NULL;
+	int			nquiet = 0;
 	int			rc = SQLITE_OK;
 
-	if (held == NULL)
-		return SQLITE_NOMEM;
+	ms_map_init(&held, true);
 	/* rows written in a table whose schema changes go up again, in the new one */
+	rc = ms_prepare(c, &read, "SELECT schema FROM _sync_tables WHERE name = ?1");
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &rearm, "UPDATE _sync_notes SET send_id = NULL, sent_at = NULL WHERE tbl = ?1");
 	for (size_t i = 0; i < b->n_schema && rc == SQLITE_OK; i++)
-		rc = rearm_if_changed(c, b->schema[i]);
-	/* the tables of the last schema stop being mirrored first ... */
-	for (int i = 0; old && i < old->n && rc == SQLITE_OK; i++)
-		rc = drop_triggers(c, old->t[i].name);
+		rc = rearm_if_changed(c, b->schema[i], read, rearm);
+	sqlite3_finalize(read);
+	sqlite3_finalize(rearm);
 	if (rc == SQLITE_OK)
 		rc = ms_exec(c, "DELETE FROM _sync_tables");
-	/* ... then each table of this one is made as it says */
+	/* each table of this one is made as it says; what is already so is kept */
 	for (size_t i = 0; i < b->n_schema && rc == SQLITE_OK; i++)
 	{
 		Sync__Table *m = b->schema[i];
-		char	   *why = why_not_held(c, m, held, nheld);
+		const Sync__Table *clash = ms_map_get(&held, m->name, strlen(m->name));
+		char	   *why = why_not_held(c, m, clash ? clash->name : NULL);
+		char	   *host = NULL;
 		ms_tbl		t;
 
 		if (why != NULL)
@@ -1026,15 +1451,18 @@ ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 			break;
 		rc = tbl_build(c, m, &t);
 		if (rc == SQLITE_OK)
-			rc = create_or_alter(c, &t);
-		if (rc == SQLITE_OK)
+			rc = take(c, &t, &host);
+		if (rc == SQLITE_OK && host == NULL)
 			rc = indexes(c, &t);
-		if (rc == SQLITE_OK)
+		if (rc == SQLITE_OK && host == NULL)
 			rc = triggers(c, &t);
 		if (rc == SQLITE_OK)
 			rc = store(c, m, (int) i);
 		if (rc == SQLITE_OK)
-			held[nheld++] = m;
+			rc = ms_map_put(&c->arena, &held, m->name, strlen(m->name), m);
+		/* the host's own: stored, unmade; its rows refused, saying why */
+		if (rc == SQLITE_OK && host != NULL)
+			rc = ms_state_error(c, "table \"%s\" is not held: %s", m->name, host);
 		if (table_failure(rc))
 		{
 			char	   *msg = ms_printf(&c->arena, "table \"%s\" cannot be held: %s", m->name,
@@ -1050,6 +1478,10 @@ ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 		else
 			rc = ms_end(c, "_sync_table", rc);
 	}
+	/* the tables of the last schema this one does not hold stop being mirrored */
+	for (int i = 0; old && i < old->n && rc == SQLITE_OK; i++)
+		if (ms_map_get(&held, old->t[i].name, strlen(old->t[i].name)) == NULL && !old->t[i].unmade)
+			rc = drop_triggers(c, old->t[i].name);
 	/* what belonged to tables no longer mirrored goes; refusals start over */
 	if (rc == SQLITE_OK)
 		rc = ms_exec(c,
@@ -1060,9 +1492,69 @@ ms_schema_begin(ms_ctx *c, Sync__Begin *b)
 	if (rc == SQLITE_OK)
 		rc = ms_schema_load(c);
 	/* and the notes of a table the replica no longer writes */
+	if (rc == SQLITE_OK && (quiet = ms_alloc(&c->arena, sizeof(char *) * (size_t) (c->schema->n + 1))) == NULL)
+		rc = SQLITE_NOMEM;
 	for (int i = 0; rc == SQLITE_OK && i < c->schema->n; i++)
 		if (!c->schema->t[i].noted)
-			rc = ms_exec(c, "DELETE FROM _sync_notes WHERE tbl = %Q", c->schema->t[i].name);
+			quiet[nquiet++] = c->schema->t[i].name;
+	return rc == SQLITE_OK ? each_name(c, "DELETE FROM _sync_notes WHERE tbl = ?1", quiet, nquiet) : rc;
+}
+
+int
+ms_schema_host(ms_ctx *c, int *made)
+{
+	ms_schema  *s = c->schema;
+	const char **gone;
+	int			ngone = 0;
+	int			rc = SQLITE_OK;
+
+	*made = 0;
+	gone = ms_alloc(&c->arena, sizeof(char *) * (size_t) (s->n + 1));
+	if (gone == NULL)
+		return SQLITE_NOMEM;
+	for (int i = 0; i < s->n && rc == SQLITE_OK; i++)
+	{
+		ms_tbl	   *t = &s->t[i];
+		char	   *host = NULL;
+
+		/* the replica's table, dropped by the host: the name is no longer the replica's to take */
+		if (t->absent)
+			gone[ngone++] = t->name;
+		if (!t->unmade || t->host)
+			continue;
+		/* a table that waited for a name the host had: made now that it is free */
+		rc = ms_begin(c, "_sync_table");
+		if (rc != SQLITE_OK)
+			break;
+		rc = take(c, t, &host);
+		if (rc == SQLITE_OK && host == NULL)
+			rc = indexes(c, t);
+		if (rc == SQLITE_OK && host == NULL)
+			rc = triggers(c, t);
+		if (rc == SQLITE_OK && host == NULL)
+		{
+			(*made)++;
+			rc = ms_state_error(c, "table \"%s\" is made: the host's own of its name is gone", t->name);
+		}
+		if (table_failure(rc))
+		{
+			char	   *msg = ms_printf(&c->arena, "table \"%s\" cannot be made: %s", t->name,
+										c->err ? c->err : sqlite3_errstr(rc));
+			int			failed = rc;
+
+			sqlite3_free(c->err);
+			c->err = NULL;
+			rc = ms_end(c, "_sync_table", rc);
+			if (rc == failed)
+				rc = msg ? ms_state_error(c, "%s", msg) : SQLITE_NOMEM;
+		}
+		else
+			rc = ms_end(c, "_sync_table", rc);
+	}
+	if (rc == SQLITE_OK && ngone > 0)
+		rc = each_name(c, "UPDATE _sync_made SET gone = 1 WHERE name = ?1", gone, ngone);
+	if (rc == SQLITE_OK && *made > 0)
+		rc = ms_schema_load(c);
 	return rc;
 }
 
@@ -1075,9 +1567,9 @@ ms_tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 }
 
 char *
-ms_why_not_held(ms_ctx *c, const Sync__Table *m, Sync__Table **held, int nheld)
+ms_why_not_held(ms_ctx *c, const Sync__Table *m, const char *clash)
 {
-	return why_not_held(c, m, held, nheld);
+	return why_not_held(c, m, clash);
 }
 
 int
@@ -1087,15 +1579,15 @@ ms_object_type(ms_ctx *c, const char *name, char **type)
 }
 
 int
-ms_table_make(ms_ctx *c, const ms_tbl *t)
+ms_table_take(ms_ctx *c, const ms_tbl *t, char **host)
 {
-	return create_or_alter(c, t);
+	return take(c, t, host);
 }
 
 int
-ms_table_rebuild(ms_ctx *c, const ms_tbl *t, char **have, int nhave)
+ms_table_rebuild(ms_ctx *c, const ms_tbl *t)
 {
-	return rebuild(c, t, have, nhave);
+	return rebuild(c, t);
 }
 
 int
@@ -1108,6 +1600,12 @@ ms_table_finish(ms_ctx *c, Sync__Table *m, const ms_tbl *t, int position)
 	if (rc == SQLITE_OK)
 		rc = store(c, m, position);
 	return rc;
+}
+
+int
+ms_table_store(ms_ctx *c, Sync__Table *m, int position)
+{
+	return store(c, m, position);
 }
 
 int

@@ -9,6 +9,8 @@
 **                  the clock of version => 'hlc' tables (hlc.c)
 **   _sync_config   settings changed with sync_config(name, value)
 **   _sync_tables   the Table message of every table of the last snapshot
+**   _sync_made     the tables the replica made (schema.c): the only ones it
+**                  alters; gone once it found one dropped
 **   _sync_notes    one per row the replica wrote: writes counted, the send
 **                  that carries it, or why it is set aside
 **   _sync_refused  rows from the server the replica could not take
@@ -76,6 +78,16 @@ static const char *const state_ddl =
 "  tbl TEXT NOT NULL, key TEXT NOT NULL,"
 "  PRIMARY KEY (tbl, key)) WITHOUT ROWID;";
 
+/*
+ * _sync_made: made with the other tables, or when a file of an older build
+ * first applies: that build made (or took) every table it holds.
+ */
+static const char *const made_ddl =
+"CREATE TABLE IF NOT EXISTS _sync_made("
+"  name TEXT NOT NULL COLLATE NOCASE PRIMARY KEY,"
+"  gone INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
+"INSERT OR IGNORE INTO _sync_made(name) SELECT name FROM _sync_tables;";
+
 const ms_setting ms_settings[] = {
 	{"max_message_bytes", MS_MAX_MESSAGE_DEFAULT, 1024, 1000000000,
 	"the largest message sync_apply decodes"},
@@ -136,15 +148,35 @@ generation_column(ms_ctx *c, bool *yes)
 	return rc;
 }
 
+/* made_table: whether _sync_made exists (files of earlier builds lack it) */
+static int
+made_table(ms_ctx *c, bool *yes)
+{
+	sqlite3_stmt *st;
+	int			rc = ms_prepare(c, &st, "SELECT 1 FROM pragma_table_info('_sync_made')");
+
+	*yes = false;
+	if (rc == SQLITE_OK)
+	{
+		rc = ms_step(c, st);
+		*yes = rc == SQLITE_ROW;
+		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
 int
 ms_state_ensure(ms_ctx *c)
 {
 	int			rc = c->have_state ? SQLITE_OK : ms_state_exists(c);
 	bool		has_generation = true;
+	bool		has_made = true;
 
 	if (rc == SQLITE_OK && !c->have_state)
 	{
-		rc = ms_exec(c, "%s", state_ddl);
+		rc = ms_exec(c, "%s%s", state_ddl, made_ddl);
 		if (rc == SQLITE_OK)
 			c->have_state = true;
 		return rc;
@@ -153,6 +185,10 @@ ms_state_ensure(ms_ctx *c)
 		rc = generation_column(c, &has_generation);
 	if (rc == SQLITE_OK && !has_generation)
 		rc = ms_exec(c, "ALTER TABLE _sync_state ADD COLUMN generation INTEGER NOT NULL DEFAULT 0");
+	if (rc == SQLITE_OK)
+		rc = made_table(c, &has_made);
+	if (rc == SQLITE_OK && !has_made)
+		rc = ms_exec(c, "%s", made_ddl);
 	return rc == SQLITE_OK ? ms_hlc_ensure(c) : rc;
 }
 

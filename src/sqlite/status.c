@@ -6,7 +6,9 @@
 **   sync_progress()            JSON, per table: unsent, unfiled, set_aside,
 **                              refused, waiting (in the server's inbox),
 **                              dropped (edits the server did not take),
-**                              with the reasons of those dropped, and the
+**                              with the reasons of those dropped; why a
+**                              table is not held (not_held: the host's own
+**                              has its name, or it broke the table); the
 **                              rows set aside (the newest ten: key, reason,
 **                              SQLSTATE, since when)
 **   sync_init(uuid)            the replica's uuid, before anything arrives
@@ -56,6 +58,7 @@ status_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	ms_buf		out = {0};
 	ms_state   *s = &c.st;
 	int			rc;
+	int			held = 0;
 	int64_t		applied_at = 0;
 
 	(void) argc;
@@ -79,6 +82,9 @@ status_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			applied_at = sqlite3_column_int64(st, 0);
 		sqlite3_finalize(st);
 	}
+	/* a table the replica never made (the host has its name) is not held */
+	for (int i = 0; rc == SQLITE_OK && i < c.schema->n; i++)
+		held += !c.schema->t[i].unmade;
 	if (rc == SQLITE_OK)
 	{
 		ms_buf_str(&out, "{\"replica\":");
@@ -101,7 +107,7 @@ status_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			ms_buf_printf(&out, "%llu", (unsigned long long) s->snapshot);
 		else
 			ms_buf_str(&out, "null");
-		ms_buf_printf(&out, ",\"tables\":%d,\"digest_due\":%s,\"last_error\":", c.schema->n,
+		ms_buf_printf(&out, ",\"tables\":%d,\"digest_due\":%s,\"last_error\":", held,
 					  s->digest_due ? "true" : "false");
 		if (s->last_error)
 			ms_buf_json_string(&out, s->last_error, strlen(s->last_error));
@@ -221,11 +227,14 @@ progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	ms_buf_byte(&out, '{');
 	if (rc == SQLITE_OK && c.have_state)
 		rc = ms_sends_ensure(&c);
+	if (rc == SQLITE_OK)
+		rc = ms_schema_load(&c);
 	if (rc == SQLITE_OK && c.have_state)
 		rc = ms_prepare(&c, &st, "%s", ms_backlog_sql);
 	while (rc == SQLITE_OK && st && (rc = ms_step(&c, st)) == SQLITE_ROW)
 	{
 		const char *name = (const char *) sqlite3_column_text(st, 0);
+		const ms_tbl *t;
 
 		rc = SQLITE_OK;
 		if (n++)
@@ -236,6 +245,12 @@ progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 					  sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
 					  sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
 					  sqlite3_column_int64(st, 5), sqlite3_column_int64(st, 6));
+		/* a table not held as the snapshot made it (the host's own has its name, or it broke it): why */
+		if (name && (t = ms_schema_find(&c, name)) != NULL && t->broken != NULL)
+		{
+			ms_buf_str(&out, ",\"not_held\":");
+			ms_buf_json_string(&out, t->broken, strlen(t->broken));
+		}
 		/* a setting table's wishes, newest first (wish.c) */
 		if (name)
 			rc = ms_wish_progress(&c, name, &out);

@@ -100,6 +100,100 @@ ms_arena_free(ms_arena **a)
 	}
 }
 
+/* ---- map --------------------------------------------------------------- */
+
+static inline unsigned char
+fold_byte(unsigned char ch, bool fold)
+{
+	return fold && ch >= 'A' && ch <= 'Z' ? (unsigned char) (ch + 32) : ch;
+}
+
+static uint64_t
+map_hash(const char *key, size_t len, bool fold)
+{
+	uint64_t	h = UINT64_C(14695981039346656037);
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ fold_byte((unsigned char) key[i], fold)) * UINT64_C(1099511628211);
+	return h;
+}
+
+static bool
+map_same(const char *a, size_t alen, const char *b, size_t blen, bool fold)
+{
+	if (alen != blen)
+		return false;
+	for (size_t i = 0; i < alen; i++)
+		if (fold_byte((unsigned char) a[i], fold) != fold_byte((unsigned char) b[i], fold))
+			return false;
+	return true;
+}
+
+void
+ms_map_init(ms_map *m, bool fold)
+{
+	memset(m, 0, sizeof *m);
+	m->fold = fold;
+}
+
+/* the slot of key: where it is, or the empty one where it goes */
+static size_t
+map_slot(const ms_map *m, const char *key, size_t len)
+{
+	size_t		i = (size_t) map_hash(key, len, m->fold) & (m->cap - 1);
+
+	while (m->keys[i] != NULL && !map_same(m->keys[i], m->lens[i], key, len, m->fold))
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+int
+ms_map_put(ms_arena **a, ms_map *m, const char *key, size_t len, void *val)
+{
+	size_t		i;
+
+	if (m->n + 1 > m->cap / 2)
+	{
+		ms_map		bigger = *m;
+
+		bigger.cap = m->cap ? m->cap * 2 : 16;
+		bigger.n = 0;
+		bigger.keys = ms_alloc(a, sizeof(char *) * bigger.cap);
+		bigger.lens = ms_alloc(a, sizeof(size_t) * bigger.cap);
+		bigger.vals = ms_alloc(a, sizeof(void *) * bigger.cap);
+		if (bigger.keys == NULL || bigger.lens == NULL || bigger.vals == NULL)
+			return SQLITE_NOMEM;
+		for (size_t k = 0; k < m->cap; k++)
+			if (m->keys[k] != NULL)
+			{
+				i = map_slot(&bigger, m->keys[k], m->lens[k]);
+				bigger.keys[i] = m->keys[k];
+				bigger.lens[i] = m->lens[k];
+				bigger.vals[i] = m->vals[k];
+				bigger.n++;
+			}
+		*m = bigger;
+	}
+	i = map_slot(m, key, len);
+	if (m->keys[i] == NULL)
+		m->n++;
+	m->keys[i] = key;
+	m->lens[i] = len;
+	m->vals[i] = val;
+	return SQLITE_OK;
+}
+
+void *
+ms_map_get(const ms_map *m, const char *key, size_t len)
+{
+	size_t		i;
+
+	if (m->cap == 0)
+		return NULL;
+	i = map_slot(m, key, len);
+	return m->keys[i] != NULL ? m->vals[i] : NULL;
+}
+
 /* ---- byte buffer ------------------------------------------------------ */
 
 void
@@ -333,8 +427,11 @@ ms_ctx_error(ms_ctx *c, sqlite3_context *ctx, int rc)
 		sqlite3_result_error_nomem(ctx);
 	else
 	{
-		char	   *msg = sqlite3_mprintf("%s: %s", c->fn,
-										  c->err ? c->err : sqlite3_errstr(rc));
+		/* a full disk said as such, whatever statement met it: not a busy file, not a bug */
+		char	   *msg = (rc & 0xff) == SQLITE_FULL ?
+			sqlite3_mprintf("%s: the disk of the replica file is full (%s): nothing was changed; it can go on"
+							" once there is room", c->fn, c->err ? c->err : sqlite3_errstr(rc)) :
+			sqlite3_mprintf("%s: %s", c->fn, c->err ? c->err : sqlite3_errstr(rc));
 
 		if (msg == NULL)
 		{
@@ -588,6 +685,9 @@ ms_end(ms_ctx *c, const char *name, int rc)
 	}
 	/* undo what we did, and only that: never the caller's transaction */
 	rc2 = rc == SQLITE_OK ? SQLITE_OK : undo(c, i);
+	/* the file's objects may be as they were: read again when next needed */
+	if (rc != SQLITE_OK)
+		c->catalog = NULL;
 	sqlite3_finalize(c->undo[i]);
 	sqlite3_finalize(c->release[i]);
 	c->undo[i] = c->release[i] = NULL;
@@ -607,7 +707,8 @@ ms_end(ms_ctx *c, const char *name, int rc)
 	/* the transaction gone, yet a savepoint of ours or the caller's work was in it */
 	if (sqlite3_get_autocommit(c->db) && (i > 0 || !c->own_transaction))
 	{
-		if (rc == SQLITE_NOMEM)
+		/* out of memory, a full disk: said as they are (no caller absorbs them) */
+		if (rc == SQLITE_NOMEM || (rc & 0xff) == SQLITE_FULL)
 			return rc;
 		return ms_fail(c, SQLITE_ABORT, "the transaction was rolled back: %s", sqlite3_errstr(rc));
 	}

@@ -31,6 +31,8 @@ CREATE TABLE stock (store uuid, product int REFERENCES products, qty int NOT NUL
                     PRIMARY KEY (store, product));
 CREATE TABLE sales (store uuid, id int, product int NOT NULL REFERENCES products, total int NOT NULL,
                     v int NOT NULL, PRIMARY KEY (store, id));
+CREATE INDEX ON stock (product);
+CREATE INDEX ON sales (product);
 SELECT sync.mirror('makers', 'catalog');
 SELECT sync.mirror('products', 'catalog', 'broadcast');
 SELECT sync.mirror('stock', 'catalog', 'assigned(store)', replica_owned => '{counted}');

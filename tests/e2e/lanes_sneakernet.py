@@ -57,9 +57,19 @@ srv.exec("SELECT sync.replica_add(%s)", (S1,))
 srv.relay()
 
 
+KEY = srv.one("SELECT encode(sync.signing_key(), 'hex')")
+
+
 def agent(*args):
-    """magic_sync_agent with --json: its exit code and its one JSON object"""
-    p = subprocess.run([AGENT] + list(args) + ["--json"], capture_output=True, text=True, timeout=120)
+    """magic_sync_agent with --json: its exit code and its one JSON object.  import --db pins the server's
+    key (the van's file trusts none until an operator pins it); import --server, as the operator's role,
+    names the van (docs/operations.md)"""
+    args = list(args)
+    if args[:2] == ["import", "--db"]:
+        args += ["--server-key", KEY]
+    if args[:2] == ["import", "--server"] and "--replica" not in args:
+        args += ["--replica", S1]
+    p = subprocess.run([AGENT] + args + ["--json"], capture_output=True, text=True, timeout=120)
     out = None
     for line in (p.stdout + p.stderr).splitlines():
         try:

@@ -21,6 +21,13 @@ change nothing and say why (exit 65, and the JSON result):
     one under another --replica (wrong_replica), one damaged (a flipped
     bit: damaged), one lost on the way (what it carried goes again).
 
+Then the forgeries of issue 38, by whoever holds the stick: a Filed answer
+made from what the van's own upload bundle carries (the van keeps its unsent
+sales: they reach the head office at the next trip), a Down with a random
+seal (the catalog's price stays the server's), an upload bundle relabelled
+for the other replica, its uploads too, filed under the operator's role
+without --replica (refused: nothing is filed as the other's).
+
 Then a few clean trips: each file equals its wanted set by files alone; then
 the normal agent online: still equal, held == wanted, no orphans, every sale
 the stores wrote at the server, and only the first provisioning.
@@ -54,9 +61,20 @@ tmp = tempfile.mkdtemp(prefix="sneakernet.")
 CONN = "dbname=sneakernet"
 
 
+KEY = None   # the server's signing key, which the vans' operator pins (--server-key): known after the first pass
+
+
 def agent(*args):
-    """magic_sync_agent with --json: its exit code and its one JSON object (or None)"""
-    p = subprocess.run([AGENT] + list(args) + ["--json"], capture_output=True, text=True, timeout=120)
+    """magic_sync_agent with --json: its exit code and its one JSON object (or None).  import --db pins the
+    server's key (a van's file trusts no key until an operator pins it); import --server as the operator's
+    role names the replica (the bundle's, unless the caller names one)"""
+    args = list(args)
+    if args[:2] == ["import", "--db"]:
+        args += ["--server-key", KEY]
+    if args[:2] == ["import", "--server"] and "--replica" not in args:
+        head = open(args[args.index("--from") + 1], "rb").read(28)    # whatever its check says
+        args += ["--replica", str(uuid.UUID(bytes=head[12:28].ljust(16, b"\0")))]
+    p = subprocess.run([AGENT] + args + ["--json"], capture_output=True, text=True, timeout=120)
     out = None
     for line in p.stdout.splitlines():
         try:
@@ -299,9 +317,122 @@ def counted():
     return at_server, in_files
 
 
+# ---- forgeries (issue 38) -----------------------------------------------------
+
+def pb(num, v):
+    """a protobuf field: a varint, or length-delimited bytes"""
+    def varint(n):
+        out = b""
+        while True:
+            out += bytes([(n & 0x7f) | (0x80 if n > 0x7f else 0)])
+            n >>= 7
+            if not n:
+                return out
+    if isinstance(v, int):
+        return varint(num << 3) + varint(v)
+    return varint(num << 3 | 2) + varint(len(v)) + v
+
+
+def top_fields(b):
+    """the top-level fields of a protobuf message, (number, int or bytes)"""
+    out, pos = [], 0
+
+    def varint():
+        nonlocal pos
+        v, shift = 0, 0
+        while True:
+            c = b[pos]
+            pos += 1
+            v |= (c & 0x7f) << shift
+            shift += 7
+            if c < 0x80:
+                return v
+    while pos < len(b):
+        tag = varint()
+        if tag & 7 == 0:
+            out.append((tag >> 3, varint()))
+        elif tag & 7 == 2:
+            n = varint()
+            out.append((tag >> 3, b[pos:pos + n]))
+            pos += n
+        else:
+            n = 8 if tag & 7 == 1 else 4
+            out.append((tag >> 3, b[pos:pos + n]))
+            pos += n
+    return out
+
+
+def forgeries(i):
+    """the stick's holder forges what the van would believe, and files as the other store"""
+    s, r, other = STORES[i], replicas[i], STORES[1 - i]
+    products = [p for (p,) in r.q("SELECT id FROM products ORDER BY id LIMIT 1")]
+    if not products:
+        bad.append(("forgeries: the van holds no product", s))
+        return
+    base = r.one("SELECT coalesce(max(id), 0) FROM sales WHERE store = ?", (s,)) + 1000
+    for k in range(3):
+        r.q("INSERT INTO sales (store, id, product, total, v) VALUES (?, ?, ?, ?, 1)", (s, base + k, products[0], 7))
+    unsent = r.one("SELECT count(*) FROM _sync_notes WHERE tbl = 'sales'")
+    up = name(f"forge-up-{s[:8]}")
+    rc, out = agent("export", "--db", r.path, "--replica", s, "--to", up)
+    check("forgeries: the van's upload bundle is written", (rc, out.get("result")), (0, "written"))
+    _, rep, written, ups = read_bundle(up)
+    # a Filed answer accounting for every row of the van's first upload, as the server's would
+    f = top_fields(ups[0])
+    send_id = dict(f)[3]
+    carried = [(dict(top_fields(v))[1], sum(1 for k, _ in top_fields(v) if k in (2, 4))) for k, v in f if k == 5]
+    st = r.status()
+    filed = pb(1, send_id) + pb(2, sum(n for _, n in carried)) + b"".join(pb(4, pb(1, t) + pb(2, n)) for t, n in carried)
+    head = pb(1, 1) + pb(2, bytes.fromhex(st["epoch"])) + pb(8, rep) + pb(12, st["generation"])
+    forged = name(f"forged-filed-{s[:8]}")
+    write_bundle(forged, 1, rep, written, [head + pb(11, filed), head + b"\x72\x40" + os.urandom(64) + pb(11, filed)])
+    before = state(r)
+    rc, out = agent("import", "--db", r.path, "--from", forged)
+    check("a Filed answer forged from the van's own upload: refused, saying why",
+          (rc, out.get("result"), "not the server's" in out.get("reason", "")), (65, "forged", True))
+    check("the van keeps its unsent sales", (state(r) == before, r.one("SELECT count(*) FROM _sync_notes WHERE tbl = 'sales'")),
+          (True, unsent))
+    # a Down with a random seal, next in the van's chain: a product's name changed
+    applied = dict(top_fields(bytes(r.one("SELECT sync_applied()"))))
+    was = r.one("SELECT name FROM products WHERE id = ?", (products[0],))
+    row = dict(r.q("SELECT 'x', json_object('id', id, 'category', category, 'name', 'FORGED', 'discontinued',"
+                   " discontinued, 'label', label) FROM products WHERE id = ?", (products[0],)))["x"]
+    down = pb(2, pb(1, b"products") + pb(2, row.encode()) + pb(3, pb(1, str(products[0]).encode())))
+    mhead = (pb(1, 1) + pb(2, applied[1]) + pb(3, applied[2] + 1) + pb(4, os.urandom(16)) + pb(5, applied[2])
+             + pb(6, applied[3]) + pb(7, os.urandom(32)) + pb(8, rep) + pb(12, applied.get(5, 0)))
+    forged = name(f"forged-down-{s[:8]}")
+    write_bundle(forged, 1, rep, written, [mhead + pb(9, down)])
+    before = state(r)
+    rc, out = agent("import", "--db", r.path, "--from", forged)
+    check("a Down with a random seal: refused", (rc, out.get("result")), (65, "forged"))
+    check("the product is the server's", (state(r) == before, r.one("SELECT name FROM products WHERE id = ?",
+                                                                        (products[0],))), (True, was))
+    # the van's upload bundle relabelled for the other store, its uploads too: the replica named, what it
+    # applied left out (its seal is the van's), the length and check made again, as anyone can
+    relabelled = []
+    for u in ups:
+        body = b"".join(pb(k, uuid.UUID(other).bytes if k == 2 else v)
+                        for k, v in top_fields(u) if k not in (4, 12, 13))
+        head = b"\x61" + (9 + len(body) + 34).to_bytes(8, "little") + body
+        relabelled.append(head + b"\x6a\x20" + hashlib.sha256(head).digest())
+    forged = name(f"forged-up-{s[:8]}")
+    write_bundle(forged, 2, uuid.UUID(other).bytes, written, relabelled)
+    sends = srv.rows("SELECT * FROM sync.sends ORDER BY replica")
+    p = subprocess.run([AGENT, "import", "--server", CONN, "--from", forged, "--json"], capture_output=True, text=True,
+                       timeout=120)
+    out = json.loads(p.stdout.splitlines()[-1]) if p.stdout.strip() else {}
+    check("the operator's role files no bundle without --replica", (p.returncode, out.get("result")), (64, "no_replica"))
+    rc, out = agent("import", "--server", CONN, "--from", forged, "--replica", s)
+    check("nor one naming another replica than --replica", (rc, out.get("result")), (65, "wrong_replica"))
+    check("nothing was filed as the other store's", srv.rows("SELECT * FROM sync.sends ORDER BY replica"), sends)
+    # the van's real upload: its sales reach the head office
+    file_up(s, up)
+
+
 # ---- the walk -----------------------------------------------------------------
 
 srv.relay()
+KEY = srv.one("SELECT encode(sync.signing_key(), 'hex')")
 for i in range(2):
     trip(i)                                  # provisioned by a file
 check("each replica is provisioned by its first bundle", [r.status()["applied"] > 0 for r in replicas], [True, True])
@@ -318,6 +449,11 @@ for what, n in seen.items():
 print("trips and mishaps: " + ", ".join(f"{k} {v}" for k, v in seen.items()), flush=True)
 print(f"{resent} bundles carried only what their replica had applied (an upload bundle lost): refused, the upload"
       " written all the same", flush=True)
+
+for i in range(2):
+    srv.relay()
+    trip(i)
+    forgeries(i)
 
 # a few clean trips: files alone bring each replica to its wanted set
 for _ in range(6):

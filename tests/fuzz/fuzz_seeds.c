@@ -16,6 +16,10 @@
  *   - a result that applies nothing (duplicate, gap, wrong replica, later
  *     protocol) changes no row of the replica's own tables;
  *   - whatever applied, sync_digest() and sync_upload() still work.
+ * Then again on databases that trust the server's key (sync_trust_key,
+ * docs/protocol.md 2.4): the seeds are signed as the server signs, so each
+ * still applies, and every mutation of one must be an error that changes
+ * nothing -- no cut or flipped bit gets past the signature.
  *
  * The mutations of a seed are shared out between one worker process per
  * processor (at most 8).
@@ -284,6 +288,9 @@ still_works(sqlite3 *db)
 	return ok;
 }
 
+/* the second pass: the bases trust the pretend server's key */
+static bool pinned;
+
 typedef struct base
 {
 	unsigned char *image;
@@ -316,6 +323,12 @@ check_one(sqlite3 *db, const base *b, const uint8_t *data, size_t len, counts *n
 			fprintf(stderr, "FAIL %s: an error that changed something (%s)\n", what, err);
 			ok = 0;
 		}
+	}
+	else if (pinned)
+	{
+		n->other++;
+		fprintf(stderr, "FAIL %s: %s, on a replica that trusts the key it was signed with\n", what, r);
+		ok = 0;
 	}
 	else if (strstr(r, "\"result\":\"applied\"") || strstr(r, "\"result\":\"filed\""))
 	{
@@ -353,6 +366,22 @@ base_image(seed *seeds, int nseeds, int index, base *b)
 	char		err[512];
 
 	sqlite3_open(":memory:", &db);
+	if (pinned)
+	{
+		uint8_t		key[32];
+		char		sql[128];
+		int			n = snprintf(sql, sizeof sql, "SELECT sync_trust_key(x'");
+
+		tm_server_key(key);
+		for (int i = 0; i < 32; i++)
+			n += snprintf(sql + n, sizeof sql - (size_t) n, "%02x", key[i]);
+		snprintf(sql + n, sizeof sql - (size_t) n, "')");
+		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		{
+			fprintf(stderr, "FAIL cannot pin the key: %s\n", sqlite3_errmsg(db));
+			exit(1);
+		}
+	}
 	for (int i = 0; i < nseeds && i < index && i < 2; i++)
 	{
 		char	   *r = apply(db, seeds[i].data, seeds[i].len, err, sizeof err);
@@ -473,8 +502,9 @@ run(const char *dir)
 			n.other += theirs.other;
 			n.failures += theirs.failures;
 		}
-		printf("%-22s %5zu bytes: %6ld runs, %5ld errors, %5ld applied (%ld refusing rows), %5ld applied nothing, %ld failures\n",
-			   sd->name, sd->len, n.runs, n.errors, n.applied, n.refusing, n.other, n.failures);
+		printf("%-22s %5zu bytes%s: %6ld runs, %5ld errors, %5ld applied (%ld refusing rows), %5ld applied nothing,"
+			   " %ld failures\n", sd->name, sd->len, pinned ? ", key pinned" : "", n.runs, n.errors, n.applied,
+			   n.refusing, n.other, n.failures);
 		fflush(stdout);
 		total.runs += n.runs;
 		total.failures += n.failures;
@@ -532,7 +562,11 @@ main(int argc, char **argv)
 	if (argc == 3 && strcmp(argv[1], "--write") == 0)
 		rc = write_seeds(argv[2]);
 	else if (argc == 2)
+	{
 		rc = run(argv[1]);
+		pinned = true;
+		rc |= run(argv[1]);
+	}
 	else
 	{
 		fprintf(stderr, "usage: %s [--write] DIR\n", argv[0]);

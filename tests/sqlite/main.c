@@ -1,6 +1,6 @@
 /*
  * main.c - runs the SQLite suite: every test group below, then prints
- * "N passed, N failed".
+ * "N passed, N failed".  MS_TESTS=evolve,apply runs those groups only.
  */
 #include "harness.h"
 
@@ -30,6 +30,10 @@ extern void test_seal(void);
 extern void test_wish(void);
 extern void test_hlc(void);
 extern void test_lanes(void);
+extern void test_sign(void);
+extern void test_host(void);
+extern void test_full(void);
+extern void test_many(void);
 
 sqlite3 *
 t_open(const char *path)
@@ -108,27 +112,45 @@ t_exec(sqlite3 *db, const char *sql, char **err)
 	return rc;
 }
 
+/* run: a test group, unless MS_TESTS (a list of names: "evolve,apply") leaves it out */
+static void
+run(const char *name, void (*group) (void))
+{
+	const char *only = getenv("MS_TESTS");
+	size_t		n = strlen(name);
+
+	for (const char *p = only; p != NULL && *p; p += strcspn(p, ","), p += *p == ',')
+		if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+			only = NULL;
+	if (only == NULL)
+		group();
+}
+
 int
 main(void)
 {
 	sqlite3_auto_extension((void (*) (void)) sqlite3_magicsyncsqlite_init);
-	test_keys();
-	test_apply();
-	test_codec();
-	test_letgo();
-	test_upload();
-	test_wish();
-	test_sends();
-	test_digest();
-	test_misuse();
-	test_evolve();
-	test_guard();
-	test_found();
-	test_oom();
-	test_claims();
-	test_seal();
-	test_hlc();
-	test_lanes();
+	run("keys", test_keys);
+	run("apply", test_apply);
+	run("codec", test_codec);
+	run("letgo", test_letgo);
+	run("upload", test_upload);
+	run("wish", test_wish);
+	run("sends", test_sends);
+	run("digest", test_digest);
+	run("misuse", test_misuse);
+	run("evolve", test_evolve);
+	run("guard", test_guard);
+	run("found", test_found);
+	run("oom", test_oom);
+	run("claims", test_claims);
+	run("seal", test_seal);
+	run("hlc", test_hlc);
+	run("lanes", test_lanes);
+	run("sign", test_sign);
+	run("host", test_host);
+	run("full", test_full);
+	run("many", test_many);
 	tm_free_all();
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();

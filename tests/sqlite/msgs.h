@@ -9,11 +9,13 @@
 #ifndef MS_TEST_MSGS_H
 #define MS_TEST_MSGS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "sync.pb-c.h"
 #include "seal.h"
+#include "sign.h"
 #include "wire.h"
 
 /* A message's bytes. */
@@ -33,6 +35,13 @@ typedef struct tm_server
 	uint64_t	draws;			/* nonces are drawn deterministically */
 	uint64_t	generation;		/* the generation its messages carry (0: none) */
 	uint64_t	clock;			/* the clock its messages carry (0: none) */
+	/*
+	 * Its messages are signed with the vectors' key (tm_server_key), as a
+	 * server signs them (docs/protocol.md 2.4), unless unsigned; key_xor:
+	 * with another key (its seed's first byte xor'd with it)
+	 */
+	bool		unsigned_messages;
+	uint8_t		key_xor;
 } tm_server;
 
 extern void *tm_alloc(size_t n);	/* zeroed, freed by tm_free_all */
@@ -90,6 +99,12 @@ extern tm_msg tm_next(tm_server *s, Sync__Down *down, Sync__EndSnapshot *end);
 extern void tm_seal(const uint8_t *secret, size_t secret_len, const uint8_t replica[MS_REPLICA_BYTES],
 					const uint8_t epoch[MS_EPOCH_BYTES], uint64_t number,
 					const uint8_t nonce[MS_NONCE_BYTES], uint8_t out[MS_SEAL_BYTES]);
+
+/* tm_server_key: the public key the pretend server signs with (the vectors': ms_vector_sign_public_hex). */
+extern void tm_server_key(uint8_t out[MS_SIGN_KEY_BYTES]);
+/* tm_sign: the Ed25519 signature of head and body (seal.c), by the key whose seed's first byte is xor'd with seed_xor */
+extern void tm_sign(const uint8_t *head, size_t head_len, const uint8_t *body, size_t body_len, uint8_t seed_xor,
+					uint8_t out[MS_SIGNATURE_BYTES]);
 
 /* tm_message: a message with the head given in full. */
 extern tm_msg tm_message(const tm_server *s, uint32_t protocol, uint64_t number, const uint8_t *nonce,

@@ -307,7 +307,7 @@ unique(void)
 	tm_change(d, schema[0]);
 	r = tm_apply(db, tm_next(&s, d, NULL));
 	CHECK(t_has(r, "\"changed\":1"), "a unique index travels: %s %s", S(r), tm_error());
-	CHECK(t_int(db, "SELECT count(*) FROM sqlite_master WHERE name = '_sync_uq_customers_customers_name_key'") == 1,
+	CHECK(t_int(db, "SELECT count(*) FROM sqlite_master WHERE name = '_sync_uq_9_customers_customers_name_key'") == 1,
 		  "the replica has it");
 	CHECK(t_exec(db, "INSERT INTO customers(id, name) VALUES (5, 'Ada')", NULL) == SQLITE_CONSTRAINT,
 		  "and it holds locally");

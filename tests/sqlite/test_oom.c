@@ -12,6 +12,8 @@
  *   upload     sync_upload() with rows, a delete and a refusal to carry
  *   schema     sync_apply of a snapshot of another schema: a column added,
  *              a table rebuilt for its new key, a table no longer mirrored
+ *   signed     sync_apply of a Down on a replica that trusts the server's
+ *              key: the key read, the signature checked, then applied
  *
  * each on a file database in autocommit, as a host calls them.  For every
  * N the call gives a result or an error, never a crash, and:
@@ -27,7 +29,8 @@
  * MS_OOM_STRIDE=k fails every k-th N only (1, 1 + k, ...): tests/cross/run
  * samples so under an emulator, where every N would take most of the suite,
  * the native suite (ASan + UBSan) still failing every one;
- * MS_OOM_TRACE=N prints where allocation N is made; MS_OOM_VERBOSE=1 the
+ * MS_OOM_TRACE=N prints where allocation N is made; MS_OOM_FROM=N begins
+ * the loop at N (a failure looked at again); MS_OOM_VERBOSE=1 the
  * result and file with memory enough.  The N are shared out
  * between one worker process per processor.  Prints how many N it covered.
  */
@@ -60,6 +63,7 @@ static bool injected;
 
 static long trace_at;			/* MS_OOM_TRACE=N: where allocation N is made, on stderr */
 static long stride = 1;			/* MS_OOM_STRIDE=k: every k-th N fails */
+static long first = 1;			/* MS_OOM_FROM=N: the first N */
 
 /*
  * whether the call runs through after failing allocation N: one N sampled in
@@ -522,7 +526,7 @@ loop(const call *c)
 
 #ifdef _WIN32
 	/* no fork on Windows: the N run in turn, in this process */
-	for (long n = 1; one(c, &image, image_dump, &m, n, &ref, ref_dump, &t); n += stride)
+	for (long n = first; one(c, &image, image_dump, &m, n, &ref, ref_dump, &t); n += stride)
 		;
 #else
 	/* the N shared out between workers, one per processor (at most 4): the i-th N goes to worker i % workers */
@@ -547,7 +551,7 @@ loop(const call *c)
 
 				close(p[0]);
 				snprintf(path, sizeof path, "%s/replica-%d.db", dir, w);
-				for (long n = 1 + w * stride; one(c, &image, image_dump, &m, n, &ref, ref_dump, &mine); n += workers * stride)
+				for (long n = first + w * stride; one(c, &image, image_dump, &m, n, &ref, ref_dump, &mine); n += workers * stride)
 					;
 				unlink(path);
 				if (write(p[1], &mine, sizeof mine) != (ssize_t) sizeof mine)
@@ -720,6 +724,27 @@ setup_filed(sqlite3 *db, tm_server *s, tm_msg *m)
 	sync__up__free_unpacked(u, NULL);
 }
 
+/* a Down on a replica that trusts the server's key: its signature checked, then applied */
+static void
+setup_signed(sqlite3 *db, tm_server *s, tm_msg *m)
+{
+	Sync__Down *d = tm_down();
+	uint8_t		key[32];
+	char		hex[65];
+	char	   *sql;
+
+	shop_with_writes(db, s);
+	tm_server_key(key);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", key[i]);
+	sql = sqlite3_mprintf("SELECT sync_trust_key('%s')", hex);
+	CHECK(t_exec(db, sql, NULL) == SQLITE_OK, "oom setup: the key pinned");
+	sqlite3_free(sql);
+	tm_upsert(tm_rows(d, "products"), "{\"id\":1,\"name\":\"tea\",\"price\":2.75,\"stock\":8}", -1, "1", NULL);
+	tm_delete(tm_rows(d, "customers"), "2", NULL);
+	*m = tm_next(s, d, NULL);
+}
+
 /* a new snapshot of another schema: a column more (ALTER TABLE), a key changed (the table rebuilt), a table no longer mirrored */
 static void
 setup_schema(sqlite3 *db, tm_server *s, tm_msg *m)
@@ -748,6 +773,7 @@ static const call calls[] = {
 	{"filed", setup_filed, false},
 	{"upload", setup_upload, true},
 	{"schema", setup_schema, false},
+	{"signed", setup_signed, false},
 };
 
 void
@@ -771,6 +797,7 @@ test_oom(void)
 	snprintf(path, sizeof path, "%s/replica.db", dir);
 	trace_at = getenv("MS_OOM_TRACE") ? atol(getenv("MS_OOM_TRACE")) : 0;
 	stride = getenv("MS_OOM_STRIDE") ? atol(getenv("MS_OOM_STRIDE")) : 1;
+	first = getenv("MS_OOM_FROM") ? atol(getenv("MS_OOM_FROM")) : 1;
 	if (stride < 1)
 		stride = 1;
 	persistent = getenv("MS_OOM_PERSISTENT") != NULL && strcmp(getenv("MS_OOM_PERSISTENT"), "0") != 0;

@@ -30,5 +30,6 @@ extern void test_up(void);
 extern void test_sha256(void);
 extern void test_bundle(void);
 extern void test_hlc(void);
+extern void test_sign(void);
 
 #endif

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Derive the test vectors of docs/protocol.md independently of the C code.
 
-Python's stdlib only: canonical keys, FNV-1a 64, HMAC-SHA256 and a
-hand-rolled protobuf encoder.  Prints the C table of tests/unit/vectors.c;
+Python's stdlib only: canonical keys, FNV-1a 64, HMAC-SHA256, Ed25519 (RFC
+8032's reference, section 6, over hashlib's SHA-512) and a hand-rolled
+protobuf encoder.  Prints the C table of tests/unit/vectors.c;
 the same values are written out in docs/protocol.md.
 """
 import hashlib, hmac
@@ -158,6 +159,83 @@ def bundle(kind, messages):
         out += len(m).to_bytes(4, "big") + m
     return out + hashlib.sha256(out).digest()
 
+# Ed25519 as RFC 8032 section 6 writes it: slow, plain, independent of OpenSSL and libsodium
+ED_P = 2 ** 255 - 19
+ED_L = 2 ** 252 + 27742317777372353535851937790883648493
+ED_D = -121665 * pow(121666, ED_P - 2, ED_P) % ED_P
+ED_SQRT_M1 = pow(2, (ED_P - 1) // 4, ED_P)
+
+def ed_add(P, Q):
+    A, B = (P[1] - P[0]) * (Q[1] - Q[0]) % ED_P, (P[1] + P[0]) * (Q[1] + Q[0]) % ED_P
+    C, D = 2 * P[3] * Q[3] * ED_D % ED_P, 2 * P[2] * Q[2] % ED_P
+    E, F, G, H = B - A, D - C, D + C, B + A
+    return (E * F % ED_P, G * H % ED_P, F * G % ED_P, E * H % ED_P)
+
+def ed_mul(s, P):
+    Q = (0, 1, 1, 0)
+    while s > 0:
+        if s & 1:
+            Q = ed_add(Q, P)
+        P = ed_add(P, P)
+        s >>= 1
+    return Q
+
+def ed_recover_x(y, sign):
+    x2 = (y * y - 1) * pow(ED_D * y * y + 1, ED_P - 2, ED_P)
+    x = pow(x2, (ED_P + 3) // 8, ED_P)
+    if (x * x - x2) % ED_P != 0:
+        x = x * ED_SQRT_M1 % ED_P
+    if x & 1 != sign:
+        x = ED_P - x
+    return x
+
+ED_GY = 4 * pow(5, ED_P - 2, ED_P) % ED_P
+ED_GX = ed_recover_x(ED_GY, 0)
+ED_G = (ED_GX, ED_GY, 1, ED_GX * ED_GY % ED_P)
+
+def ed_compress(P):
+    zinv = pow(P[2], ED_P - 2, ED_P)
+    x, y = P[0] * zinv % ED_P, P[1] * zinv % ED_P
+    return int.to_bytes(y | ((x & 1) << 255), 32, "little")
+
+def ed_secret(seed):
+    h = hashlib.sha512(seed).digest()
+    a = int.from_bytes(h[:32], "little")
+    a &= (1 << 254) - 8
+    a |= 1 << 254
+    return a, h[32:]
+
+def ed_public(seed):
+    a, _ = ed_secret(seed)
+    return ed_compress(ed_mul(a, ED_G))
+
+def ed_sign(seed, msg):
+    a, prefix = ed_secret(seed)
+    A = ed_compress(ed_mul(a, ED_G))
+    r = int.from_bytes(hashlib.sha512(prefix + msg).digest(), "little") % ED_L
+    R = ed_compress(ed_mul(r, ED_G))
+    h = int.from_bytes(hashlib.sha512(R + A + msg).digest(), "little") % ED_L
+    return R + int.to_bytes((r + h * a) % ED_L, 32, "little")
+
+# Signatures (docs/protocol.md 2.4): the server's key, from a fixed seed
+SIGN_SEED = bytes(range(0x60, 0x80))
+SIGN_DOMAIN = b"magic_sync ToReplica signature 1"
+
+def sign_digest(head, body):
+    return hashlib.sha256(SIGN_DOMAIN + hashlib.sha256(head).digest() + hashlib.sha256(body).digest()).digest()
+
+def signed(head, body):
+    """head || signature field (14: 0x72 0x40, 64 bytes) || body, and the digest signed"""
+    d = sign_digest(head, body)
+    return head + field(14, 2, ed_sign(SIGN_SEED, d)) + body, d
+
+def filed_sample():
+    """The Filed answer to the sample Up (send 50..5f): its one row filed; head, body."""
+    head = field(1, 0, 1) + field(2, 2, EPOCH) + field(8, 2, REPLICA)
+    filed = (field(1, 2, SEND_ID) + field(2, 0, 1)
+             + field(4, 2, field(1, 2, b"orders") + field(2, 0, 1)))
+    return head, field(11, 2, filed)
+
 def c_bytes(b):
     return '"' + "".join("\\x%02x" % x for x in b) + '"'
 
@@ -191,3 +269,17 @@ if __name__ == "__main__":
     head, body = sample()
     print("bundle to", bundle(1, [head + body]).hex())
     print("bundle from", bundle(2, [sample_up()]).hex())
+    print("sign seed", SIGN_SEED.hex())
+    print("sign public", ed_public(SIGN_SEED).hex())
+    head, body = sample()
+    m, d = signed(head, body)
+    print("sign digest", d.hex())
+    print("signature", ed_sign(SIGN_SEED, d).hex())
+    print("signed message", m.hex())
+    head, body = filed_sample()
+    m, d = signed(head, body)
+    print("filed head", head.hex())
+    print("filed body", body.hex())
+    print("filed digest", d.hex())
+    print("filed signature", ed_sign(SIGN_SEED, d).hex())
+    print("signed filed", m.hex())

@@ -49,6 +49,7 @@ static const hand_field hand[] = {
 	{&sync__to_replica__descriptor, "down", MS_FIELD_TO_REPLICA_DOWN, MS_PB_LEN, false},
 	{&sync__to_replica__descriptor, "end_snapshot", MS_FIELD_TO_REPLICA_END_SNAPSHOT, MS_PB_LEN, false},
 	{&sync__to_replica__descriptor, "filed", MS_FIELD_TO_REPLICA_FILED, MS_PB_LEN, false},
+	{&sync__to_replica__descriptor, "signature", MS_FIELD_TO_REPLICA_SIGNATURE, MS_PB_LEN, false},
 };
 
 /* the wire type protobuf gives a field of this type (unpacked) */

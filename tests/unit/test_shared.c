@@ -12,6 +12,7 @@
 #include "check.h"
 #include "digest.h"
 #include "key.h"
+#include "row.h"
 #include "seal.h"
 #include "vectors.h"
 #include "upcheck.h"
@@ -783,6 +784,67 @@ test_vector_evolve(void)
 	}
 }
 
+/*
+ * A Table of many columns is checked in time linear in them (issue 38.8:
+ * each check walked the columns for each column), and one of more columns
+ * than a row can have is refused: what each check finds stays the same.
+ */
+static void
+test_wide_table(void)
+{
+	enum
+	{
+		N = MS_ROW_COLUMNS_MAX + 1
+	};
+	static Sync__Column cols[N];
+	static Sync__Column *ptrs[N];
+	static char names[N][16];
+	char	   *key[] = {"c0"};
+	char	   *fk_cols[] = {"c2047"};
+	char	   *fk_refs[] = {"id"};
+	Sync__ForeignKey fk = SYNC__FOREIGN_KEY__INIT;
+	Sync__ForeignKey *fks[] = {&fk};
+	Sync__Table t = SYNC__TABLE__INIT;
+	char		reason[MS_REASON_MAX];
+
+	for (int i = 0; i < N; i++)
+	{
+		sync__column__init(&cols[i]);
+		snprintf(names[i], sizeof names[i], "c%d", i);
+		cols[i].name = names[i];
+		cols[i].type = i % 2 ? "TEXT" : "INTEGER";
+		cols[i].id = (uint32_t) i + 1;
+		ptrs[i] = &cols[i];
+	}
+	t.name = "wide";
+	t.mirror = "catalog";
+	t.codec = "json";
+	t.columns = ptrs;
+	t.n_key = 1;
+	t.key = key;
+	fk.table = "other";
+	fk.n_columns = fk.n_references = 1;
+	fk.columns = fk_cols;
+	fk.references = fk_refs;
+	t.n_foreign_keys = 1;
+	t.foreign_keys = fks;
+	t.n_columns = N;
+	CHECK(!ms_table_check(&t, reason) && strstr(reason, "more than a row can have") != NULL,
+		  "2049 columns: refused: %s", reason);
+	t.n_columns = N - 1;
+	CHECK(ms_table_check(&t, reason), "2048 columns, a key and a foreign key on the last: %s", reason);
+	names[2000][1] = '1';		/* c2000 is now c1000's name */
+	CHECK(!ms_table_check(&t, reason) && strstr(reason, "names column \"c1000\" twice") != NULL,
+		  "a name twice among 2048: %s", reason);
+	snprintf(names[2000], sizeof names[2000], "c2000");
+	cols[1999].id = 7;
+	CHECK(!ms_table_check(&t, reason) && strstr(reason, "one id") != NULL, "an id twice among 2048: %s", reason);
+	cols[1999].id = 2000;
+	fk_cols[0] = "c2048";
+	CHECK(!ms_table_check(&t, reason) && strstr(reason, "is not a column") != NULL,
+		  "a foreign key on the column past the last: %s", reason);
+}
+
 int
 main(void)
 {
@@ -791,6 +853,7 @@ main(void)
 	test_seals();
 	test_vector_message();
 	test_vector_evolve();
+	test_wide_table();
 	test_vector_wish();
 	test_vector_generation();
 	test_refusals();
@@ -801,6 +864,7 @@ main(void)
 	test_sha256();
 	test_bundle();
 	test_hlc();
+	test_sign();
 	printf("%d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
 	return ms_unit_failed == 0 ? 0 : 1;
 }

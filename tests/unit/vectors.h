@@ -57,6 +57,18 @@ extern const uint64_t ms_vector_bundle_written;
 extern const char *ms_vector_bundle_to_hex;
 extern const char *ms_vector_bundle_from_hex;
 
+/* signatures: the key's seed and public key, the sample's digest, signature and signed bytes; a signed Filed answer */
+extern const uint8_t ms_vector_sign_seed[32];
+extern const char *ms_vector_sign_public_hex;
+extern const char *ms_vector_sign_digest_hex;
+extern const char *ms_vector_signature_hex;
+extern const char *ms_vector_signed_hex;
+extern const char *ms_vector_filed_head_hex;
+extern const char *ms_vector_filed_body_hex;
+extern const char *ms_vector_filed_digest_hex;
+extern const char *ms_vector_filed_signature_hex;
+extern const char *ms_vector_signed_filed_hex;
+
 /* ms_test_allocator: malloc and free, lent to src/shared by both suites (ASan sees every leak) */
 extern ms_allocator ms_test_allocator;
 

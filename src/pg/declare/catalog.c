@@ -18,6 +18,7 @@
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 #include "utils/rel.h"
+#include "utils/ruleutils.h"
 #include "utils/relcache.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
@@ -134,6 +135,92 @@ ms_unique_on(Oid relid, int n, const AttrNumber *attnums)
 	list_free(indexes);
 	relation_close(rel, AccessShareLock);
 	return found;
+}
+
+/* leads_with: whether the index's first n columns are these n attributes, in any order */
+static bool
+leads_with(Form_pg_index index, int n, const AttrNumber *attnums)
+{
+	if (index->indnkeyatts < n)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		bool		in = false;
+
+		for (int j = 0; j < n; j++)
+			in = in || index->indkey.values[i] == attnums[j];
+		if (!in)
+			return false;
+	}
+	return true;
+}
+
+/* serves: whether the index's column at position i compares column c by eqop, under c's collation */
+static bool
+serves(HeapTuple tup, Form_pg_index index, int i, const ms_column *c, Oid eqop)
+{
+	bool		isnull;
+	oidvector  *classes = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup, Anum_pg_index_indclass,
+																	  &isnull));
+	oidvector  *collations = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
+																		  Anum_pg_index_indcollation, &isnull));
+
+	(void) index;
+	if (collations->values[i] != c->collation)
+		return false;
+	return !OidIsValid(eqop) || op_in_opfamily(eqop, get_opclass_family(classes->values[i]));
+}
+
+char *
+ms_fkey_unindexed(const ms_table *t, const ms_fkey *fk)
+{
+	Relation	rel = relation_open(t->relid, AccessShareLock);
+	List	   *indexes = RelationGetIndexList(rel);
+	AttrNumber *all = palloc(sizeof(AttrNumber) * fk->ncols);
+	AttrNumber *keyed = palloc(sizeof(AttrNumber) * (fk->nby + 1));
+	ListCell   *lc;
+	bool		found = false;
+	StringInfoData buf;
+
+	for (int i = 0; i < fk->ncols; i++)
+		all[i] = t->columns[fk->cols[i]].attnum;
+	for (int k = 0; k < fk->nby; k++)
+		keyed[k] = t->columns[fk->by_parent_key[k]].attnum;
+	foreach(lc, indexes)
+	{
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		Form_pg_index index;
+		int			n = 0;
+
+		if (!HeapTupleIsValid(tup))
+			continue;
+		index = (Form_pg_index) GETSTRUCT(tup);
+		if (index->indisvalid && heap_attisnull(tup, Anum_pg_index_indpred, NULL))
+		{
+			if (leads_with(index, fk->ncols, all))
+				n = fk->ncols;
+			else if (fk->keyed && fk->nby > 0 && leads_with(index, fk->nby, keyed))
+				n = fk->nby;
+		}
+		found = n > 0;
+		for (int i = 0; i < n && found; i++)
+			for (int c = 0; c < fk->ncols; c++)
+				if (t->columns[fk->cols[c]].attnum == index->indkey.values[i])
+					found = found && serves(tup, index, i, &t->columns[fk->cols[c]], fk->eqop[c]);
+		ReleaseSysCache(tup);
+		if (found)
+			break;
+	}
+	list_free(indexes);
+	relation_close(rel, AccessShareLock);
+	if (found)
+		return NULL;
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "CREATE INDEX ON %s (", t->qualified);
+	for (int i = 0; i < fk->ncols; i++)
+		appendStringInfo(&buf, "%s%s", i > 0 ? ", " : "", t->columns[fk->cols[i]].quoted);
+	appendStringInfoString(&buf, ")");
+	return buf.data;
 }
 
 static int
@@ -278,9 +365,32 @@ ms_key_match(const ms_table *t, const char *alias, const char *keyexpr)
 
 		if (k > 0)
 			appendStringInfoString(&buf, " AND ");
-		appendStringInfo(&buf, "%s.%s OPERATOR(pg_catalog.=) (sync.key_parts(%s))[%d]::%s",
-						 alias, c->quoted, keyexpr, k + 1, format_type_be_qualified(c->type));
+		appendStringInfo(&buf, "%s.%s OPERATOR(pg_catalog.=) %s", alias, c->quoted, ms_key_part(c, keyexpr, k + 1));
 	}
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+char *
+ms_key_part(const ms_column *c, const char *keyexpr, int i)
+{
+	/* the cast keeps the key's "C": the column's own collation, said explicitly, wins */
+	return psprintf("((sync.key_parts(%s))[%d]::%s%s%s)", keyexpr, i, format_type_be_qualified(c->type),
+					OidIsValid(c->collation) ? " COLLATE " : "",
+					OidIsValid(c->collation) ? generate_collation_name(c->collation) : "");
+}
+
+char *
+ms_fkey_match(const ms_table *child, const ms_fkey *fk, const char *c, const char *p, bool to_child)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '(');
+	for (int i = 0; i < fk->ncols; i++)
+		appendStringInfo(&buf, "%s(%s.%s%s) %s (%s.%s%s)", i > 0 ? " AND " : "",
+						 p, quote_identifier(fk->parent_cols[i]), to_child ? fk->collate[i] : "", fk->eq[i],
+						 c, child->columns[fk->cols[i]].quoted, to_child ? "" : fk->parent_collate[i]);
 	appendStringInfoChar(&buf, ')');
 	return buf.data;
 }

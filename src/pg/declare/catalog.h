@@ -29,6 +29,7 @@ typedef struct ms_column
 	AttrNumber	attnum;
 	Oid			type;
 	Oid			base_type;		/* getBaseType(type): what a domain's values are */
+	Oid			collation;		/* attcollation: what its index compares by, or InvalidOid */
 	char	   *type_name;		/* format_type_be(type) */
 	ms_type	sqlite_type;	/* its name: ms_type_name() */
 	bool		not_null;
@@ -38,16 +39,36 @@ typedef struct ms_column
 	int			id;				/* its id for good (docs/protocol.md 5.3); 0: not known */
 } ms_column;
 
-/* A foreign key to a mirrored table (read from pg_constraint). */
+/*
+ * A foreign key to a mirrored table (read from pg_constraint), through any
+ * unique constraint or index of the parent: a row points at a parent when
+ * none of its columns is null (MATCH SIMPLE).  Keyed, the referenced columns
+ * include the parent's declared key, and the columns referencing it name the
+ * parent; otherwise the parent is the row whose referenced columns hold the
+ * row's values, looked up by them (wanted.h: ms_fkey_key).
+ */
 typedef struct ms_fkey
 {
 	char	   *name;			/* conname */
 	int			parent;			/* sync.tables.id of the referenced table */
 	int			ncols;
 	int		   *cols;			/* indexes into the table's columns[], in constraint order */
-	char	  **parent_cols;	/* the referenced columns, in the same order */
-	int		   *by_parent_key;	/* cols reordered to the parent's key order: a
-								 * row's parent key is these columns' values */
+	char	  **parent_cols;	/* the referenced columns' names, in the same order */
+	Oid		   *eqop;			/* per column, the constraint's own equality
+								 * (conpfeqop), parent's value on its left */
+	char	  **eq;				/* the same, as "OPERATOR(schema.op)" */
+	char	  **collate;		/* per column, "" or " COLLATE x": the parent's
+								 * value compared as the child's column is */
+	char	  **parent_collate;	/* and the child's compared as the parent's is */
+	Oid		   *parent_types;	/* the referenced columns' types and collations */
+	Oid		   *parent_collations;
+	bool		keyed;			/* the referenced columns include the parent's key */
+	int			nby;			/* keyed: the parent's key columns */
+	int		   *by_parent_key;	/* keyed: those of cols referencing the parent's
+								 * key, in its order: a row's parent key is their values */
+	int		   *noted;			/* cols in the order the noting trigger spells
+								 * them in a note's "pointed": keyed, the parent's
+								 * key (by_parent_key) first, then the others */
 } ms_fkey;
 
 /*
@@ -151,10 +172,41 @@ extern char *ms_key_expr(const ms_table *t, const char *alias);
 extern char *ms_key_match(const ms_table *t, const char *alias, const char *keyexpr);
 
 /*
+ * ms_key_part: part i (from 1) of the canonical key in keyexpr as a value of
+ * column c: of its type, under its collation, so that c's own index serves a
+ * comparison with it (a key is text COLLATE "C", which a column under
+ * another collation cannot be looked up by).
+ */
+extern char *ms_key_part(const ms_column *c, const char *keyexpr, int i);
+
+/*
+ * ms_fkey_match: the rows of child (alias c) pointing at the row of its
+ * parent (alias p) through fk, compared as the constraint compares them:
+ * under the child's collations, when to_child, so that an index on the
+ * child's columns serves it; otherwise under the parent's, for its index.
+ */
+extern char *ms_fkey_match(const ms_table *child, const ms_fkey *fk, const char *c, const char *p,
+						   bool to_child);
+
+/*
  * ms_catalog_refuse: the ereport (ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE)
  * of a declaration that no longer matches its table, with hint.
  */
 extern void ms_catalog_refuse(const ms_problem *p, const char *hint) pg_attribute_noreturn();
+
+/*
+ * ms_fkey_unindexed: NULL when an index of t serves the relay's walk from a
+ * parent to the rows of t pointing at it through fk: valid, not partial,
+ * leading with fk's columns in any order (or, keyed, with those referencing
+ * the parent's key), each under its column's collation, by an operator
+ * family holding the constraint's equality.  Otherwise the CREATE INDEX
+ * that would: without one, every pass that plans a change to a parent reads
+ * t whole, as often as rows in question point at it.
+ */
+extern char *ms_fkey_unindexed(const ms_table *t, const ms_fkey *fk);
+
+/* sync.check()'s problem for such a foreign key: the one the relay runs with */
+#define MS_CHECK_UNINDEXED "foreign key not indexed"
 
 /* Helpers of the files in declare/. */
 

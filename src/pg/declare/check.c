@@ -6,7 +6,9 @@
  *	  replication subscriber, a restore) or not as sync.mirror writes it could
  *	  let a change go unnoted; a declaration that no longer
  *	  matches its table could send replicas rows they cannot read.  The
- *	  relay refuses to run while this returns anything (docs/design.md 3).
+ *	  relay refuses to run while this returns anything (docs/design.md 3)
+ *	  but a foreign key with no index on its columns, which only makes the
+ *	  relay read a table whole where it would look rows up.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -157,6 +159,16 @@ ms_check(PG_FUNCTION_ARGS)
 
 			if (get_rel_name(tg->relid) != NULL)
 				check_trigger(&problems, t, tg, note_fn);
+		}
+		/* not a reason to stop the relay (relay.c): a reason it is slow */
+		for (int f = 0; f < t->nfkeys && get_rel_name(t->relid) != NULL; f++)
+		{
+			char	   *index = ms_fkey_unindexed(t, &t->fkeys[f]);
+
+			if (index != NULL)
+				problem(&problems, t->name, MS_CHECK_UNINDEXED,
+						psprintf("Foreign key %s of %s has no index on its columns: a pass planning a change to a row it points at reads %s whole. %s;",
+								 t->fkeys[f].name, t->name, t->name, index));
 		}
 	}
 	foreach(lc, problems)

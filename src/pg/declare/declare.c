@@ -340,6 +340,28 @@ may_declare(const ms_decl *d, Oid caller)
 }
 
 /*
+ * unindexed_notice: a foreign key the relay walks from the parent without an
+ * index on the referencing columns is declared, but said: each pass that
+ * plans a change to a parent would read the table whole (sync.check() says
+ * it too, and docs/operations.md why).
+ */
+static void
+unindexed_notice(const ms_table *t)
+{
+	for (int f = 0; f < t->nfkeys; f++)
+	{
+		char	   *index = ms_fkey_unindexed(t, &t->fkeys[f]);
+
+		if (index != NULL)
+			ereport(NOTICE,
+					(errmsg("magic_sync: foreign key %s of %s has no index on its columns", t->fkeys[f].name, t->name),
+					 errdetail("The relay looks up the rows pointing at a row by them: without an index, a pass planning a change to a row they point at reads %s whole.",
+							   t->name),
+					 errhint("%s;", index)));
+	}
+}
+
+/*
  * ms_mirror: sync.mirror(tab, mirror, sync, ...) declares tab: reads the
  * declaration (the rule's tables through the caller's search_path), checks
  * the caller may, completes and validates it, stores it, installs its
@@ -390,6 +412,7 @@ ms_mirror(PG_FUNCTION_ARGS)
 	if (old != NULL)
 		ms_follow_redeclare(d, old, &f);
 	t = ms_validate(d, decls, true, NULL);
+	unindexed_notice(t);
 
 	if (old != NULL)
 	{

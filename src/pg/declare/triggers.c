@@ -89,9 +89,10 @@ row_trigger(const ms_table *t)
 	for (int f = 0; f < t->nfkeys; f++)
 	{
 		add_arg(tg, t->fkeys[f].name);
+		/* a note's "pointed" spells these (catalog.h: noted) */
 		add_int(tg, t->fkeys[f].ncols);
 		for (int c = 0; c < t->fkeys[f].ncols; c++)
-			add_arg(tg, t->columns[t->fkeys[f].by_parent_key[c]].name);
+			add_arg(tg, t->columns[t->fkeys[f].noted[c]].name);
 	}
 	return tg;
 }

@@ -251,6 +251,7 @@ check_columns(ms_vcx *v)
 		c->attnum = att->attnum;
 		c->type = att->atttypid;
 		c->base_type = getBaseType(att->atttypid);
+		c->collation = att->attcollation;
 		c->type_name = format_type_be(att->atttypid);
 		c->sqlite_type = ms_sqlite_type(att->atttypid);
 		c->not_null = att->attnotnull;

@@ -56,6 +56,11 @@ typedef struct ms_fk_row
 	int			ncols;
 	char	  **cols;			/* attnames, in constraint order */
 	char	  **parent_cols;
+	Oid		   *eqop;			/* conpfeqop: parent's value = child's */
+	Oid		   *types;			/* the child's columns' */
+	Oid		   *collations;
+	Oid		   *parent_types;	/* the referenced columns' */
+	Oid		   *parent_collations;
 } ms_fk_row;
 
 /* ms_v_read_fks: relid's foreign keys, by name, as ms_fk_rows. */

@@ -13,7 +13,9 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
 
+#include "catalog.h"
 #include "validate_int.h"
 
 /* has_column: whether relid has a live column name. */
@@ -34,7 +36,7 @@ ms_v_read_fks(Oid relid)
 	int			rc;
 
 	rc = SPI_execute_with_args(
-		"SELECT c.conname::text, c.confrelid, c.conkey, c.confkey"
+		"SELECT c.conname::text, c.confrelid, c.conkey, c.confkey, c.conpfeqop"
 		"  FROM pg_catalog.pg_constraint c"
 		" WHERE c.conrelid OPERATOR(pg_catalog.=) $1 AND c.contype OPERATOR(pg_catalog.=) 'f' ORDER BY c.conname",
 		1, argtypes, args, NULL, true, 0);
@@ -49,6 +51,8 @@ ms_v_read_fks(Oid relid)
 		bool		isnull;
 		Datum	   *conkey;
 		Datum	   *confkey;
+		Datum	   *eqop;
+		int			n;
 
 		fk->name = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull));
 		fk->parent = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
@@ -56,12 +60,25 @@ ms_v_read_fks(Oid relid)
 						  INT2OID, 2, true, TYPALIGN_SHORT, &conkey, NULL, &fk->ncols);
 		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 4, &isnull)),
 						  INT2OID, 2, true, TYPALIGN_SHORT, &confkey, NULL, &fk->ncols);
+		deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 5, &isnull)),
+						  OIDOID, sizeof(Oid), true, TYPALIGN_INT, &eqop, NULL, &n);
 		fk->cols = palloc(sizeof(char *) * fk->ncols);
 		fk->parent_cols = palloc(sizeof(char *) * fk->ncols);
+		fk->eqop = palloc(sizeof(Oid) * fk->ncols);
+		fk->types = palloc(sizeof(Oid) * fk->ncols);
+		fk->collations = palloc(sizeof(Oid) * fk->ncols);
+		fk->parent_types = palloc(sizeof(Oid) * fk->ncols);
+		fk->parent_collations = palloc(sizeof(Oid) * fk->ncols);
 		for (int c = 0; c < fk->ncols; c++)
 		{
+			int32		typmod;
+
 			fk->cols[c] = get_attname(relid, DatumGetInt16(conkey[c]), false);
 			fk->parent_cols[c] = get_attname(fk->parent, DatumGetInt16(confkey[c]), false);
+			fk->eqop[c] = c < n ? DatumGetObjectId(eqop[c]) : InvalidOid;
+			get_atttypetypmodcoll(relid, DatumGetInt16(conkey[c]), &fk->types[c], &typmod, &fk->collations[c]);
+			get_atttypetypmodcoll(fk->parent, DatumGetInt16(confkey[c]), &fk->parent_types[c], &typmod,
+								  &fk->parent_collations[c]);
 		}
 		out = lappend(out, fk);
 	}
@@ -70,15 +87,16 @@ ms_v_read_fks(Oid relid)
 }
 
 /*
- * by_parent_key: fk's columns (indexes into t->columns) in the order of the
- * parent's declared key, or NULL when fk does not reference exactly that key.
+ * by_parent_key: those of fk's columns (indexes into t->columns) referencing
+ * the parent's declared key, in its order; NULL when fk does not reference
+ * every column of that key (it references another unique constraint).
  */
 static int *
 by_parent_key(const ms_table *t, const ms_fk_row *fk, const ms_decl *pd)
 {
 	int		   *out = palloc(sizeof(int) * (fk->ncols + 1));
 
-	if (pd->nkey != fk->ncols)
+	if (pd->nkey > fk->ncols)
 		return NULL;
 	for (int k = 0; k < pd->nkey; k++)
 	{
@@ -90,6 +108,41 @@ by_parent_key(const ms_table *t, const ms_fk_row *fk, const ms_decl *pd)
 			return NULL;
 	}
 	return out;
+}
+
+/*
+ * spelled_once: whether every value of type has one text in every session
+ * (its output reads no setting), so that a note's text of it finds the same
+ * row in the relay's session: integers, numeric, text and the like, uuid,
+ * boolean, enums, citext, and domains over them.
+ */
+static bool
+spelled_once(Oid type)
+{
+	Oid			base = getBaseType(type);
+	Oid			out;
+	bool		varlena;
+
+	switch (base)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case NUMERICOID:
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case NAMEOID:
+		case UUIDOID:
+		case BOOLOID:
+			return true;
+		default:
+			break;
+	}
+	if (type_is_enum(base))
+		return true;
+	getTypeOutputInfo(base, &out, &varlena);
+	return strcmp(get_func_name(out), "citextout") == 0;
 }
 
 /* check_fkey: one foreign key whose columns travel; true when a replica can follow it. */
@@ -132,20 +185,24 @@ check_fkey(ms_vcx *v, const ms_fk_row *fk, const ms_decl *pd, bool *seen)
 			.message = psprintf("foreign key %s of %s points at another table than when %s was declared",
 								fk->name, d->name, d->name)
 		});
-	if (by_parent_key(v->t, fk, pd) == NULL)
-	{
-		ms_v_report(v, (ms_problem) {
-			.sqlerrcode = ERRCODE_INVALID_FOREIGN_KEY,
-			.problem = "foreign key not on the parent's key",
-			.message = psprintf("foreign key %s of %s does not reference the key of %s",
-								fk->name, v->tabname, pname),
-			.why = "A row's parent is named by its key, so a foreign key between mirrored tables references the parent's declared key.",
-			.hint = psprintf("Reference the key columns of %s.", pname),
-			.detail = psprintf("Foreign key %s of %s does not reference the declared key of %s.",
-							   fk->name, d->name, pd->name)
-		});
-		return false;
-	}
+	/* the parent found by the values of other unique columns: a note spells them (notes.c) */
+	for (int c = 0; c < fk->ncols && by_parent_key(v->t, fk, pd) == NULL; c++)
+		if (!spelled_once(fk->parent_types[c]) || !spelled_once(fk->types[c]))
+		{
+			ms_v_report(v, (ms_problem) {
+				.sqlerrcode = ERRCODE_INVALID_FOREIGN_KEY,
+				.problem = "foreign key not on the parent's key",
+				.message = psprintf("foreign key %s of %s references column \"%s\" of %s, of type %s, and not the key of %s",
+									fk->name, v->tabname, fk->parent_cols[c], pname,
+									format_type_be(fk->parent_types[c]), pname),
+				.why = "A row's parent is named by its key, or by the text of the columns its foreign key references, which must be the same in every session: a value of this type is printed as the session's settings say.",
+				.hint = psprintf("Reference a unique constraint of %s that includes its key, or columns of another type.", pname),
+				.detail = psprintf("Foreign key %s of %s references column %s of %s, of type %s, and not its declared key.",
+								   fk->name, d->name, fk->parent_cols[c], pd->name,
+								   format_type_be(fk->parent_types[c]))
+			});
+			return false;
+		}
 	return true;
 }
 
@@ -168,6 +225,7 @@ ms_v_check_fkeys(ms_vcx *v)
 	{
 		ms_fk_row  *fk = lfirst(lc);
 		int			nmirrored = 0;
+		int			n;
 		ms_fkey    *out;
 
 		for (int c = 0; c < fk->ncols; c++)
@@ -198,7 +256,39 @@ ms_v_check_fkeys(ms_vcx *v)
 		for (int c = 0; c < fk->ncols; c++)
 			out->cols[c] = ms_v_column(t, fk->cols[c]);
 		out->parent_cols = fk->parent_cols;
+		out->parent_types = fk->parent_types;
+		out->parent_collations = fk->parent_collations;
+		out->eqop = fk->eqop;
+		out->eq = palloc(sizeof(char *) * fk->ncols);
+		out->collate = palloc(sizeof(char *) * fk->ncols);
+		out->parent_collate = palloc(sizeof(char *) * fk->ncols);
+		for (int c = 0; c < fk->ncols; c++)
+		{
+			bool		differ = fk->collations[c] != fk->parent_collations[c];
+
+			out->eq[c] = OidIsValid(fk->eqop[c]) ? ms_operator_sql(fk->eqop[c]) : "OPERATOR(pg_catalog.=)";
+			out->collate[c] = differ && OidIsValid(fk->collations[c]) ?
+				psprintf(" COLLATE %s", generate_collation_name(fk->collations[c])) : "";
+			out->parent_collate[c] = differ && OidIsValid(fk->parent_collations[c]) ?
+				psprintf(" COLLATE %s", generate_collation_name(fk->parent_collations[c])) : "";
+		}
 		out->by_parent_key = by_parent_key(t, fk, ms_decl_of_relid(v->decls, fk->parent));
+		out->keyed = out->by_parent_key != NULL;
+		out->nby = out->keyed ? ms_decl_of_relid(v->decls, fk->parent)->nkey : 0;
+		/* keyed: the parent's key first, then the others in the constraint's order */
+		out->noted = palloc(sizeof(int) * fk->ncols);
+		n = 0;
+		for (int k = 0; k < out->nby; k++)
+			out->noted[n++] = out->by_parent_key[k];
+		for (int c = 0; c < fk->ncols; c++)
+		{
+			bool		in = false;
+
+			for (int k = 0; k < out->nby; k++)
+				in = in || out->by_parent_key[k] == out->cols[c];
+			if (!in)
+				out->noted[n++] = out->cols[c];
+		}
 	}
 	for (int s = 0; s < d->nfkeys; s++)
 		if (!seen[s])

@@ -14,12 +14,14 @@
 #include "common/hashfn.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/plancache.h"
 #include "utils/snapmgr.h"
 
 #include "access.h"
 #include "catalog.h"
 #include "owner.h"
 #include "pass.h"
+#include "settings.h"
 
 /*
  * The statements a pass runs, prepared once per session and kept
@@ -194,12 +196,64 @@ ms_prepare(const char *sql, int nargs, Oid *types)
 	return ms_owner_prepare(sql, nargs, types, GetUserId());
 }
 
+/*
+ * check_scans: magic_sync.check_scans: the plan of each statement the pass
+ * runs, explained as it would run it (its role, its snapshot, its values),
+ * and a warning naming every table of the application it would read whole
+ * (a sequential scan, but of the extension's own and temporary tables).  A
+ * test runs passes with it, and enable_seqscan off: a table scanned whole
+ * then is one no index of it could serve.
+ */
+static void
+check_scans(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls)
+{
+	ListCell   *lc;
+
+	foreach(lc, SPI_plan_get_plan_sources(plan))
+	{
+		CachedPlanSource *ps = lfirst(lc);
+		NodeTag		tag = ps->raw_parse_tree ? nodeTag(ps->raw_parse_tree->stmt) : T_Invalid;
+		SPIPlanPtr	explain;
+		Datum		json;
+		bool		isnull;
+		int			rc;
+
+		if (tag != T_SelectStmt && tag != T_InsertStmt && tag != T_UpdateStmt && tag != T_DeleteStmt)
+			continue;
+		explain = ms_owner_prepare(psprintf("EXPLAIN (VERBOSE, FORMAT JSON) %s", ps->query_string),
+								   ps->num_params, ps->param_types, p->self);
+		rc = SPI_execute_snapshot(explain, values, nulls, p->snapshot, InvalidSnapshot, false, false, 0);
+		if (rc < 0 || SPI_processed != 1)
+			elog(ERROR, "could not explain a statement of the relay pass: %s", SPI_result_code_string(rc));
+		json = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		rc = SPI_execute_with_args(
+			"SELECT string_agg(DISTINCT pg_catalog.format('%I.%I', n ->> 'Schema', n ->> 'Relation Name'), ', ')"
+			"  FROM pg_catalog.jsonb_path_query($1::pg_catalog.text::pg_catalog.jsonb, 'strict $.**') n"
+			" WHERE pg_catalog.jsonb_typeof(n) OPERATOR(pg_catalog.=) 'object'"
+			"   AND n ->> 'Node Type' OPERATOR(pg_catalog.=) 'Seq Scan'"
+			"   AND n ->> 'Schema' OPERATOR(pg_catalog.<>) 'sync'"
+			"   AND n ->> 'Schema' NOT LIKE 'pg\\_temp%'",
+			1, (Oid[]) {SPI_gettypeid(SPI_tuptable->tupdesc, 1)}, &json, NULL, true, 1);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "could not read the plan of a statement of the relay pass: %s", SPI_result_code_string(rc));
+		json = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+			ereport(WARNING,
+					(errmsg("magic_sync: a statement of the relay pass reads %s whole", TextDatumGetCString(json)),
+					 errdetail_internal("%s", ps->query_string)));
+		SPI_freeplan(explain);
+	}
+}
+
 int
 ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls, long tcount)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	int			rc = SPI_execute_snapshot(plan, values, nulls, p->snapshot,
-										  InvalidSnapshot, false, true, tcount);
+	int			rc;
+
+	if (ms_check_scans)
+		check_scans(p, plan, values, nulls);
+	rc = SPI_execute_snapshot(plan, values, nulls, p->snapshot, InvalidSnapshot, false, true, tcount);
 
 	/* SPI leaves its procedure's context current: a chunk's copies belong to the chunk */
 	MemoryContextSwitchTo(cxt);

@@ -69,18 +69,10 @@ children_closure(ms_pass *p, const char *set)
 				initStringInfo(&sql);
 				appendStringInfo(&sql,
 								 "INSERT INTO pg_temp.%s SELECT %d, %s FROM pg_temp.%s b "
-								 "JOIN %s p ON %s JOIN %s c ON (",
+								 "JOIN %s p ON %s JOIN %s c ON %s WHERE b.tab = $1 ON CONFLICT DO NOTHING",
 								 set, child->id, ms_key_expr(child, "c"), set,
 								 parent->qualified, ms_key_match(parent, "p", "b.key"),
-								 child->qualified);
-				for (int i = 0; i < fk->ncols; i++)
-					appendStringInfo(&sql, "%sc.%s", i ? ", " : "",
-									 child->columns[fk->cols[i]].quoted);
-				appendStringInfoString(&sql, ") OPERATOR(pg_catalog.=) (");
-				for (int i = 0; i < fk->ncols; i++)
-					appendStringInfo(&sql, "%sp.%s", i ? ", " : "",
-									 quote_identifier(fk->parent_cols[i]));
-				appendStringInfoString(&sql, ") WHERE b.tab = $1 ON CONFLICT DO NOTHING");
+								 child->qualified, ms_fkey_match(child, fk, "c", "p", true));
 				/* the child's rows, read as the child's owner */
 				ms_owner_begin(&as, MS_OWNER_OF(p, child->relid));
 				ms_exec(p, sql.data, 1, types, values, NULL, 0);

@@ -7,11 +7,15 @@
  *	     have taken out of its set: a changed row, the parents it pointed at
  *	     before (the notes' "pointed"), rows that cannot go, the rows of a
  *	     group taken from it; then, closed over what they point at and what
- *	     follows them, the rows of its that leaned on those.  Every row it
- *	     holds outside them stays as recorded (it is "stable").
+ *	     follows them, the rows of its that leaned on those.  But not a row
+ *	     it certainly keeps (below): nothing that leans on it is in question
+ *	     because of it; nor a row changed in place that no change can have
+ *	     taken from any replica (in_place).  Every row it holds outside them
+ *	     stays as recorded (it is "stable").
  *	  2. What it keeps, around them: the rows its rules send it among the
  *	     rows in question and the changed rows; the rows in question that a
- *	     stable row points at; the rows that follow a stable row; then, a
+ *	     stable row points at; the rows that follow a stable row; the changed
+ *	     rows it certainly keeps, and the parents they point at now; then, a
  *	     round at a time, the parents and followers of what the last round
  *	     added, up to the stable rows, which are held already.
  *	  3. The difference: what it keeps and lacks, or holds as a version
@@ -19,9 +23,23 @@
  *	     keep are taken back.
  *
  * A stable row's support is untouched: every row it leaned on for a place in
- * the set is stable too, or would be in question.  So the wanted set is the
- * stable rows and what is kept, which tests/e2e/oracle.py checks after every
- * step of a random walk against sync.wanted computed from scratch.
+ * the set is stable too, or certainly kept, or would be in question.  So the
+ * wanted set is the stable rows and what is kept, which tests/e2e/oracle.py
+ * checks after every step of a random walk against sync.wanted computed
+ * from scratch.
+ *
+ * A row a replica certainly keeps is one its rules send it now, or one that
+ * follows, active and not blocked, a row it certainly keeps: a derivation of
+ * its place in the set made of the rows as they are now, rule first, which
+ * no other change can take away.  Asking that of a changed row, or of a
+ * parent a changed row no longer points at, costs a look up its chain of
+ * parents; closing over what leans on it cost every row that follows it,
+ * and what follows those: a comment edited put its issue in question, and
+ * with it the issue's every other comment, and the issue's project and its
+ * every issue (bench/family.py: 2,000 comments, 20 replicas, 3 s of CPU a
+ * pass; now 5 ms, as for one comment).  A row held only as the parent of a
+ * row held (not sent by a rule, nor following such a row) is never certain:
+ * when a change puts it in question, so are its followers.
  *
  * Everything is done set by set, for every replica at once, in temporary
  * tables: the cost follows what changed, not what the replicas hold.  A row
@@ -60,11 +78,17 @@
 	"EXISTS (SELECT FROM pg_temp.ms_q q WHERE q.replica = " s ".replica AND q.tab = " s ".tab" \
 	" AND q.key = " s ".key)"
 
+#define CERTAIN(s) \
+	"EXISTS (SELECT FROM pg_temp.ms_certain k WHERE k.replica = " s ".replica AND k.tab = " s ".tab" \
+	" AND k.key = " s ".key)"
+#define UNPLANNED(s) \
+	"EXISTS (SELECT FROM pg_temp.ms_unplanned u WHERE u.tab = " s ".tab AND u.key = " s ".key)"
+
 /*
  * add: the rows of a SELECT of (replica, tab, key) of t's, filtered by
  * `where` on them (alias s), into pg_temp.set; those that are new into
- * pg_temp.delta.  Returns how many were new.  The SELECT, which may run t's
- * code, runs as t's owner in a relay pass.
+ * pg_temp.delta, unless it is NULL.  Returns how many were new.  The
+ * SELECT, which may run t's code, runs as t's owner in a relay pass.
  */
 static uint64
 add(ms_pass *p, const ms_table *t, const char *set, const char *select, const char *where, const char *delta)
@@ -72,12 +96,19 @@ add(ms_pass *p, const ms_table *t, const char *set, const char *select, const ch
 	ms_as_owner as;
 
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	ms_exec(p, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key)"
-						" SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE %s"
-						" ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
-						" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n",
-						set, select, where ? where : "true", delta),
-			0, NULL, NULL, NULL, 0);
+	if (delta == NULL)
+		ms_exec(p, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
+							" SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE %s"
+							" ON CONFLICT DO NOTHING",
+							set, select, where ? where : "true"),
+				0, NULL, NULL, NULL, 0);
+	else
+		ms_exec(p, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key)"
+							" SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE %s"
+							" ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
+							" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n",
+							set, select, where ? where : "true", delta),
+				0, NULL, NULL, NULL, 0);
 	ms_owner_end(&as);
 	return SPI_processed;
 }
@@ -106,9 +137,13 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
 			ms_table   *t = lfirst(lc);
 
 			for (int f = 0; f < t->nfkeys; f++)
-				added += add(p, t, set, ms_parents_select(t, &t->fkeys[f], from), where, into);
+				added += add(p, t, set,
+							 ms_parents_select(t, &t->fkeys[f], ms_catalog_find(p->tables, t->fkeys[f].parent), from),
+							 where, into);
 			if (t->follows_fkey >= 0)
-				added += add(p, t, set, ms_followers_select(t, from), where, into);
+				added += add(p, t, set,
+							 ms_followers_select(t, ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent), from),
+							 where, into);
 		}
 		ms_temp_empty(p, from);
 		if (added == 0)
@@ -119,7 +154,11 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
 	}
 }
 
-/* (child, foreign key name, parent) of every foreign key, as VALUES rows; NULL: none */
+/*
+ * (child, foreign key name, parent, nby) of every foreign key referencing
+ * its parent's key, as VALUES rows (nby: how many of the parts a note spells
+ * are the parent's key, when it spells more; else NULL); NULL: none
+ */
 static char *
 fk_values(ms_pass *p)
 {
@@ -133,9 +172,14 @@ fk_values(ms_pass *p)
 
 		for (int f = 0; f < t->nfkeys; f++)
 		{
+			if (!t->fkeys[f].keyed)
+				continue;
 			appendStringInfo(&fks, "%s(%d, ", fks.len ? ", " : "", t->id);
 			appendStringInfoString(&fks, quote_literal_cstr(t->fkeys[f].name));
-			appendStringInfo(&fks, ", %d)", t->fkeys[f].parent);
+			if (t->fkeys[f].nby < t->fkeys[f].ncols)
+				appendStringInfo(&fks, ", %d, %d)", t->fkeys[f].parent, t->fkeys[f].nby);
+			else
+				appendStringInfo(&fks, ", %d, NULL::int)", t->fkeys[f].parent);
 		}
 	}
 	return fks.len > 0 ? fks.data : NULL;
@@ -177,20 +221,97 @@ changed(ms_pass *p)
 			char	   *name = quote_literal_cstr(fk->name);
 			ms_as_owner as;
 
-			/* t's rows, read as t's owner */
+			/*
+			 * t's rows, read as t's owner.  A parent found by other unique
+			 * columns than its key that no longer has the values noted
+			 * changed or went: it is a changed row itself.
+			 */
 			ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 			ms_exec(p, psprintf("INSERT INTO ms_changed_parents"
-								" SELECT DISTINCT %d, n.pointed ->> %s FROM " MS_BATCH_NOTES
-								" WHERE n.source = 'r' AND n.tab = %d AND n.pointed ? %s"
+								" SELECT DISTINCT %d, k.key FROM " MS_BATCH_NOTES
+								" CROSS JOIN LATERAL (SELECT %s AS key) k"
+								" WHERE n.source = 'r' AND n.tab = %d AND n.pointed ? %s AND k.key IS NOT NULL"
 								"  AND NOT (n.old_key IS NULL AND EXISTS (SELECT FROM %s t WHERE %s"
 								"   AND %s = n.pointed ->> %s))",
-								fk->parent, name, t->id, name, t->qualified,
-								ms_key_match(t, "t", "n.key"),
-								ms_cols_key(t, "t", fk->ncols, fk->by_parent_key), name),
+								fk->parent,
+								ms_fkey_pointed(fk, ms_catalog_find(p->tables, fk->parent),
+												psprintf("(n.pointed ->> %s)", name)),
+								t->id, name, t->qualified, ms_key_match(t, "t", "n.key"),
+								ms_fkey_noted(t, fk, "t"), name),
 					0, NULL, NULL, NULL, 0);
 			ms_owner_end(&as);
 		}
 	}
+}
+
+/*
+ * in_place: the changed rows whose place in no replica's set can have
+ * shrunk, into pg_temp.ms_inplace: a row changed in place (its key, and what
+ * each of its foreign keys points at, as every note of the batch found them;
+ * it is there, not blocked, released or of a parked note) of a table whose
+ * rule reads nothing a change in place can take away -- no rule, follows
+ * (the row it follows is the same), broadcast to every partition -- active
+ * now.  Every input of the wanted sets this change touched only grew: it
+ * takes nothing from any replica, and is no question.  A replica holding it
+ * keeps it, unless another change puts it in question (a row it follows,
+ * say), and is sent it.  A comment edited, or its issue renamed, are so.
+ */
+static uint64
+in_place(ms_pass *p)
+{
+	uint64		n = 0;
+	uint64		ntabs;
+	bool	   *changed_tab;
+	int			maxid = 0;
+	ListCell   *lc;
+
+	/* the tables with changed rows: most passes have one or two */
+	ms_exec(p, "SELECT DISTINCT tab FROM pg_temp.ms_changed", 0, NULL, NULL, NULL, 0);
+	ntabs = SPI_processed;
+	if (ntabs == 0)
+		return 0;
+	foreach(lc, p->tables)
+		maxid = Max(maxid, ((ms_table *) lfirst(lc))->id);
+	changed_tab = palloc0(sizeof(bool) * (maxid + 1));
+	for (uint64 i = 0; i < ntabs; i++)
+	{
+		bool		isnull;
+		int			tab = DatumGetInt32(ms_value(i, 1, &isnull));
+
+		if (tab >= 0 && tab <= maxid)
+			changed_tab[tab] = true;
+	}
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+		StringInfoData same;
+		ms_as_owner as;
+
+		if (!changed_tab[t->id] ||
+			!(t->rule == MS_RULE_NONE || t->rule == MS_RULE_FOLLOWS ||
+			  (t->rule == MS_RULE_BROADCAST && t->partition < 0)))
+			continue;
+		initStringInfo(&same);
+		for (int f = 0; f < t->nfkeys; f++)
+			appendStringInfo(&same, " AND (n.pointed ->> %s) IS NOT DISTINCT FROM %s",
+							 quote_literal_cstr(t->fkeys[f].name), ms_fkey_noted(t, &t->fkeys[f], "x"));
+		/* t's rows, read as t's owner */
+		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_inplace SELECT c.tab, c.key FROM pg_temp.ms_pending c"
+							" JOIN %s x ON %s WHERE c.tab = %d AND NOT c.moved%s"
+							" AND EXISTS (SELECT FROM pg_temp.ms_changed h WHERE h.tab = c.tab AND h.key = c.key)"
+							" AND NOT EXISTS (SELECT FROM " MS_BATCH_NOTES " WHERE n.tab = c.tab AND n.key = c.key"
+							"  AND n.source = 'r' AND NOT (true%s))"
+							" AND NOT " UNPLANNED("c") " AND NOT EXISTS (SELECT FROM pg_temp.ms_released r"
+							"  WHERE r.tab = c.tab AND r.key = c.key)%s",
+							t->qualified, ms_key_match(t, "x", "c.key"), t->id, ms_active_filter(t, "x", "c"),
+							same.data, p->blocked ? " AND " MS_NOT_BLOCKED("c") : ""),
+				0, NULL, NULL, NULL, 0);
+		n += SPI_processed;
+		ms_owner_end(&as);
+	}
+	pfree(changed_tab);
+	return n;
 }
 
 /* a group given to a replica or taken from it: the rows of the group, for that replica; how many */
@@ -230,46 +351,168 @@ group_rows(ms_pass *p, const char *into, bool held)
 	return n;
 }
 
+/*
+ * certain: of the rows of pg_temp.ms_chain (replica, tab, key), those the
+ * replica certainly keeps, into pg_temp.ms_certain, where the rows found so
+ * far this plan are: a row its rules send it now, or one that follows,
+ * active and not blocked, a row it certainly keeps.  Neither blocked nor of
+ * a parked note, whose rules are not evaluated (they failed: park.c), nor
+ * the parents of such a row looked for.  The chain of parents is walked up
+ * first, deepest tables first, then down from the rows the rules send,
+ * parents first (a row follows a row of a table before its own).
+ */
+static void
+certain(ms_pass *p, uint64 rows)
+{
+	char	   *ok = p->blocked ? "NOT " UNPLANNED("c") " AND " MS_NOT_BLOCKED("c") : "NOT " UNPLANNED("c");
+	ListCell   *lc;
+
+	ms_analyze(p, "pg_temp.ms_chain", rows);
+	/* up: each row's parent, the row it follows, for the rows not known to be kept */
+	for (int i = list_length(p->tables) - 1; i >= 0; i--)
+	{
+		ms_table   *t = list_nth(p->tables, i);
+		ms_fkey    *fk;
+		ms_table   *parent;
+
+		if (t->follows_fkey < 0)
+			continue;
+		fk = &t->fkeys[t->follows_fkey];
+		parent = ms_catalog_find(p->tables, fk->parent);
+		add(p, t, "ms_chain",
+			psprintf("SELECT c.replica, %d, %s FROM pg_temp.ms_chain c JOIN %s x ON %s"
+					 " WHERE c.tab = %d AND NOT " CERTAIN("c"),
+					 parent->id, ms_fkey_key(t, fk, parent, "x"), t->qualified, ms_key_match(t, "x", "c.key"),
+					 t->id),
+			"s.key IS NOT NULL AND NOT " UNPLANNED("s"), NULL);
+	}
+	/* the rows the rules send */
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+		char	   *rules = ms_rule_select(t, "ms_inc_replicas", "ms_chain");
+
+		if (rules != NULL)
+			add(p, t, "ms_certain", rules, psprintf("NOT " UNPLANNED("s") "%s", p->blocked ? " AND " MS_NOT_BLOCKED("s") : ""),
+				NULL);
+	}
+	/* down: the rows following a row kept, parents first */
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+		ms_fkey    *fk;
+		ms_table   *parent;
+
+		if (t->follows_fkey < 0)
+			continue;
+		fk = &t->fkeys[t->follows_fkey];
+		parent = ms_catalog_find(p->tables, fk->parent);
+		add(p, t, "ms_certain",
+			psprintf("SELECT c.replica, c.tab, c.key FROM pg_temp.ms_chain c JOIN %s x ON %s"
+					 " WHERE c.tab = %d AND %s%s AND EXISTS (SELECT FROM pg_temp.ms_certain k"
+					 "  WHERE k.replica = c.replica AND k.tab = %d AND k.key = %s)",
+					 t->qualified, ms_key_match(t, "x", "c.key"), t->id, ok, ms_active_filter(t, "x", "c"),
+					 parent->id, ms_fkey_key(t, fk, parent, "x")),
+			NULL, NULL);
+	}
+}
+
+/*
+ * question: the candidates of pg_temp.ms_qc that the replica does not
+ * certainly keep are in question: into ms_q, and those new there into
+ * pg_temp.<delta>.  Returns how many.
+ */
+static uint64
+question(ms_pass *p, uint64 rows, const char *delta)
+{
+	uint64		n;
+
+	if (rows == 0)
+		return 0;
+	ms_temp_empty(p, "ms_chain");
+	/* a row of a parked note: its rules are not even evaluated (park.c), it is in question */
+	ms_exec(p, "INSERT INTO pg_temp.ms_chain SELECT * FROM pg_temp.ms_qc c WHERE NOT " UNPLANNED("c"),
+			0, NULL, NULL, NULL, 0);
+	certain(p, rows);
+	ms_exec(p, psprintf("WITH n AS (INSERT INTO pg_temp.ms_q SELECT c.replica, c.tab, c.key FROM pg_temp.ms_qc c"
+						" WHERE NOT " CERTAIN("c") " ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
+						" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n", delta),
+			0, NULL, NULL, NULL, 0);
+	n = SPI_processed;
+	ms_temp_empty(p, "ms_qc");
+	return n;
+}
+
 /* 1. rows in question */
 static void
 in_question(ms_pass *p)
 {
+	const char *from = "ms_qd0";
+	const char *into = "ms_qd1";
+	uint64		rows;
+
 	/* each row looked up by its key (held_row): the plan never reads the held set whole */
 	ms_exec(p,
-			"INSERT INTO ms_q SELECT h.replica, h.tab, h.key"
-			"  FROM (SELECT tab, key FROM ms_changed UNION SELECT tab, key FROM ms_changed_parents"
+			"INSERT INTO ms_qc SELECT h.replica, h.tab, h.key"
+			"  FROM (SELECT tab, key FROM ms_changed c WHERE NOT EXISTS (SELECT FROM ms_inplace i"
+			"         WHERE i.tab = c.tab AND i.key = c.key)"
+			"        UNION SELECT tab, key FROM ms_changed_parents"
 			"        UNION SELECT tab, key FROM ms_blocked) c"
 			"  CROSS JOIN LATERAL (SELECT h.replica, h.tab, h.key FROM sync.held h"
 			"   WHERE h.tab = c.tab AND h.key = c.key AND h.taken IS NULL OFFSET 0) h"
 			"  JOIN ms_inc_replicas i ON i.id = h.replica"
 			" ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
-	group_rows(p, "ms_q", true);
-	ms_exec(p, "INSERT INTO ms_qd0 SELECT * FROM ms_q", 0, NULL, NULL, NULL, 0);
-	/* closed over what they point at and what follows them, among the rows held */
-	close_over(p, "ms_q", "ms_qd0", "ms_qd1", HELD("s"), SPI_processed);
+	rows = SPI_processed;
+	rows += group_rows(p, "ms_qc", true);
+	rows = question(p, rows, from);
+
+	/*
+	 * Closed over what they point at and what follows them, among the rows
+	 * held, up to the rows each replica certainly keeps: nothing leaning on
+	 * one of those is in question because of it.
+	 */
+	while (rows > 0)
+	{
+		ListCell   *lc;
+		uint64		cand = 0;
+		const char *where = "NOT " IN_QUESTION("s") " AND NOT " CERTAIN("s") " AND " HELD("s");
+		const char *swap;
+
+		ms_analyze(p, psprintf("pg_temp.%s", from), rows);
+		foreach(lc, p->tables)
+		{
+			ms_table   *t = lfirst(lc);
+
+			for (int f = 0; f < t->nfkeys; f++)
+				cand += add(p, t, "ms_qc",
+							ms_parents_select(t, &t->fkeys[f], ms_catalog_find(p->tables, t->fkeys[f].parent), from),
+							where, NULL);
+			if (t->follows_fkey >= 0)
+				cand += add(p, t, "ms_qc",
+							ms_followers_select(t, ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent), from),
+							where, NULL);
+		}
+		ms_temp_empty(p, from);
+		rows = question(p, cand, into);
+		swap = from;
+		from = into;
+		into = swap;
+	}
 }
 
 /*
- * close_batch: a batch is closed over the rows it moves.  A row whose change
- * waits beyond the batch is held as its version before that change, and what
- * that version points at is not the row as it is now, but what that change
- * recorded it pointed at before (docs/design.md 4.4).  When such a version points at a
- * row the plan takes back, or at a row a note of the batch changed (it may be
- * gone, and is kept only for that version), the row goes with the batch with
- * all its notes: the plan then sends it as it is now, or takes it back, and
- * never leaves an older version leaning on a row it moved.  Returns how many
- * notes it took in; the caller plans again.
+ * close_batch_by: the pending notes beyond the batch of the rows that
+ * touched (a CTE over u (id, tab, key, pointed): the pending notes, by each
+ * of their keys, and moved (tab, key): what the plan takes back, and what
+ * the batch changed) names, into the batch with all their notes.  Returns
+ * how many.
  */
 static uint64
-close_batch(ms_pass *p)
+close_batch_by(ms_pass *p, const char *touched)
 {
-	char	   *fks = fk_values(p);
 	int			nest;
 	uint64		added;
-
-	if (fks == NULL)
-		return 0;				/* no row points at another */
 
 	/*
 	 * Keys and old keys as rows of their own: every join an equality, hashed
@@ -291,25 +534,81 @@ close_batch(ms_pass *p)
 						"  SELECT q.tab, q.key FROM ms_q q WHERE NOT EXISTS (SELECT FROM ms_n n"
 						"   WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)"
 						"  UNION SELECT tab, key FROM ms_changed UNION SELECT tab, key FROM ms_fast),"
-						" touched AS ("
-						"  SELECT DISTINCT u.tab, u.key FROM u CROSS JOIN LATERAL jsonb_each_text(u.pointed) e"
-						"   JOIN (VALUES %s) f(child, name, parent) ON f.child = u.tab AND f.name = e.key"
-						"   JOIN moved m ON m.tab = f.parent AND m.key = e.value)"
+						" touched AS (%s)"
 						" INSERT INTO ms_notes_read"
 						" SELECT " MS_BATCH_COLUMNS " FROM sync.notes n WHERE n.id IN"
 						"  (SELECT u.id FROM touched t JOIN u USING (tab, key)) AND NOT n.done"
 						" ON CONFLICT DO NOTHING",
-						fks),
+						touched),
 			1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(ms_batch_floor(p))}, NULL, 0);
 	added = SPI_processed;
 	AtEOXact_GUC(true, nest);
+	return added;
+}
+
+/*
+ * close_batch: a batch is closed over the rows it moves.  A row whose change
+ * waits beyond the batch is held as its version before that change, and what
+ * that version points at is not the row as it is now, but what that change
+ * recorded it pointed at before (docs/design.md 4.4).  When such a version points at a
+ * row the plan takes back, or at a row a note of the batch changed (it may be
+ * gone, and is kept only for that version), the row goes with the batch with
+ * all its notes: the plan then sends it as it is now, or takes it back, and
+ * never leaves an older version leaning on a row it moved.  Returns how many
+ * notes it took in; the caller plans again.
+ */
+static uint64
+close_batch(ms_pass *p)
+{
+	char	   *fks = fk_values(p);
+	uint64		added = 0;
+	ListCell   *lc;
+
+	/* a note spells the parent's key, and other columns after it when the foreign key has more */
+	if (fks != NULL)
+		added += close_batch_by(p, psprintf(
+											"SELECT DISTINCT u.tab, u.key FROM u CROSS JOIN LATERAL jsonb_each_text(u.pointed) e"
+											" JOIN (VALUES %s) f(child, name, parent, nby) ON f.child = u.tab AND f.name = e.key"
+											" JOIN moved m ON m.tab = f.parent AND m.key = CASE WHEN f.nby IS NULL THEN e.value"
+											"  ELSE sync.key((sync.key_parts(e.value))[1:f.nby]) END",
+											fks));
+
+	/*
+	 * Through other unique columns, the parent that has the values noted
+	 * now, read as its owner; one that has them no more (it changed them,
+	 * or went) is a changed row of the batch or of one before, and the row
+	 * goes with the batch.
+	 */
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		for (int f = 0; f < t->nfkeys; f++)
+		{
+			ms_fkey    *fk = &t->fkeys[f];
+			ms_table   *parent = ms_catalog_find(p->tables, fk->parent);
+			char	   *name = quote_literal_cstr(fk->name);
+			ms_as_owner as;
+
+			if (fk->keyed)
+				continue;
+			ms_owner_begin(&as, MS_OWNER_OF(p, parent->relid));
+			added += close_batch_by(p, psprintf(
+												"SELECT DISTINCT u.tab, u.key FROM u CROSS JOIN LATERAL (SELECT %s AS key) r"
+												" WHERE u.tab = %d AND u.pointed ? %s AND (r.key IS NULL"
+												"  OR EXISTS (SELECT FROM moved m WHERE m.tab = %d AND m.key = r.key))",
+												ms_fkey_pointed(fk, parent, psprintf("(u.pointed ->> %s)", name)),
+												t->id, name, parent->id));
+			ms_owner_end(&as);
+		}
+	}
 	p->notes_read += (int64) added;
 	return added;
 }
 
 /* 2. what each replica keeps, around the rows in question */
 static void
-kept(ms_pass *p)
+kept(ms_pass *p, uint64 inplace)
 {
 	/*
 	 * What is kept is a row not stable already, and one that can go: a row
@@ -365,7 +664,7 @@ kept(ms_pass *p)
 		if (t->follows_fkey >= 0)
 		{
 			ms_fkey    *fk = &t->fkeys[t->follows_fkey];
-			char	   *parent_key = ms_cols_key(t, "x", fk->ncols, fk->by_parent_key);
+			char	   *parent_key = ms_fkey_key(t, fk, ms_catalog_find(p->tables, fk->parent), "x");
 			char	   *match = ms_key_match(t, "x", "c.key");
 			char	   *active = ms_active_filter(t, "x", "c");
 
@@ -399,12 +698,7 @@ kept(ms_pass *p)
 		{
 			ms_fkey    *fk = &t->fkeys[f];
 			ms_table   *parent = ms_catalog_find(p->tables, fk->parent);
-			StringInfoData on;
 
-			initStringInfo(&on);
-			for (int i = 0; i < fk->ncols; i++)
-				appendStringInfo(&on, "%sc.%s OPERATOR(pg_catalog.=) x.%s", i ? " AND " : "",
-								 t->columns[fk->cols[i]].quoted, quote_identifier(fk->parent_cols[i]));
 			/*
 			 * The child's rows, read as the child's owner: its key leads.
 			 * Those not kept already, first; then, for each, is there one
@@ -421,9 +715,45 @@ kept(ms_pass *p)
 								  "    AND h.taken IS NULL"
 								  "  WHERE %s AND NOT EXISTS (SELECT FROM pg_temp.ms_q q2 WHERE q2.replica = h.replica"
 								  "   AND q2.tab = h.tab AND q2.key = h.key) LIMIT 1) e",
-								  parent->id, parent->qualified, t->qualified, on.data, t->id,
+								  parent->id, parent->qualified, t->qualified, ms_fkey_match(t, fk, "c", "x", true), t->id,
 								  ms_key_expr(t, "c"), ms_key_match(parent, "x", "q.key")),
 						 not_blocked, "ms_nd0");
+		}
+	}
+	/*
+	 * The changed rows a replica certainly keeps, or keeps unless in
+	 * question (in_place): kept, and what they point at now, unless
+	 * stable.  Not what follows them: they were held, and their followers
+	 * with them.
+	 */
+	ms_exec(p, "SELECT EXISTS (SELECT FROM pg_temp.ms_certain)", 0, NULL, NULL, NULL, 0);
+	rows = 0;
+	if (inplace > 0 || DatumGetBool(ms_value(0, 1, &(bool) {false})))
+	{
+		ms_exec(p, "INSERT INTO pg_temp.ms_kd SELECT k.replica, k.tab, k.key FROM pg_temp.ms_certain k"
+				" WHERE EXISTS (SELECT FROM pg_temp.ms_changed c WHERE c.tab = k.tab AND c.key = k.key)"
+				" UNION SELECT h.replica, h.tab, h.key FROM pg_temp.ms_inplace c"
+				"  CROSS JOIN LATERAL (SELECT h.replica, h.tab, h.key FROM sync.held h"
+				"   WHERE h.tab = c.tab AND h.key = c.key AND h.taken IS NULL OFFSET 0) h"
+				"  JOIN pg_temp.ms_inc_replicas i ON i.id = h.replica"
+				"  WHERE NOT " IN_QUESTION("h"),
+				0, NULL, NULL, NULL, 0);
+		rows = SPI_processed;
+	}
+	if (rows > 0)
+	{
+		ms_exec(p, "INSERT INTO pg_temp.ms_n SELECT * FROM pg_temp.ms_kd ON CONFLICT DO NOTHING",
+				0, NULL, NULL, NULL, 0);
+		ms_analyze(p, "pg_temp.ms_kd", rows);
+		foreach(lc, p->tables)
+		{
+			ms_table   *t = lfirst(lc);
+
+			for (int f = 0; f < t->nfkeys; f++)
+				added += add(p, t, "ms_n",
+							 ms_parents_select(t, &t->fkeys[f], ms_catalog_find(p->tables, t->fkeys[f].parent),
+											   "ms_kd"),
+							 not_stable, "ms_nd0");
 		}
 	}
 	/* then what those need, a round at a time, up to the stable rows (never a blocked row) */
@@ -435,18 +765,24 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
+	uint64		inplace;
 
 	ms_temp_table(p, "ms_inc_replicas");
 	ms_temp_table(p, "ms_changed");
 	ms_temp_table(p, "ms_changed_parents");
+	ms_temp_table(p, "ms_inplace");
 	ms_temp_table(p, "ms_q");
 	ms_temp_table(p, "ms_qd0");
 	ms_temp_table(p, "ms_qd1");
+	ms_temp_table(p, "ms_qc");
+	ms_temp_table(p, "ms_chain");
+	ms_temp_table(p, "ms_certain");
 	ms_temp_table(p, "ms_cand");
 	ms_temp_table(p, "ms_cand_rows");
 	ms_temp_table(p, "ms_n");
 	ms_temp_table(p, "ms_nd0");
 	ms_temp_table(p, "ms_nd1");
+	ms_temp_table(p, "ms_kd");
 	ms_exec(p, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
 			" JOIN sync.replicas r ON r.id = u.id",
 			1, types, values, NULL, 0);
@@ -454,22 +790,24 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 
 	p->fast_rows = ms_fast_find(p);
 	changed(p);
+	inplace = in_place(p);
 	in_question(p);
-	kept(p);
+	kept(p, inplace);
 	while (p->more && close_batch(p))
 	{
 		/* planned again, around the notes the batch took in */
 		static const char *const tables[] = {
-			"ms_changed", "ms_changed_parents", "ms_q", "ms_qd0", "ms_qd1", "ms_cand", "ms_cand_rows", "ms_n",
-		"ms_nd0", "ms_nd1", NULL};
+			"ms_changed", "ms_changed_parents", "ms_inplace", "ms_q", "ms_qd0", "ms_qd1", "ms_qc", "ms_chain", "ms_certain",
+			"ms_cand", "ms_cand_rows", "ms_n", "ms_nd0", "ms_nd1", "ms_kd", NULL};
 
 		ms_batch_rows(p);
 		for (const char *const *t = tables; *t != NULL; t++)
 			ms_temp_empty(p, *t);
 		p->fast_rows = ms_fast_find(p);
 		changed(p);
+		inplace = in_place(p);
 		in_question(p);
-		kept(p);
+		kept(p, inplace);
 	}
 
 	/* 3. the difference */

@@ -5,7 +5,8 @@
  * Each replica's rows are packed into messages under magic_sync.message_bytes:
  * upserts parents first, then deletes children first.  Every message is one
  * ToReplica: a head written for its replica (number from sync.message_seq,
- * random nonce, the previous message's number and nonce, the seal) and a
+ * random nonce, the previous message's number and nonce, the seal, the
+ * installation's signature of head and body, signing.h) and a
  * body stored once in sync.bodies, however many replicas' messages carry
  * it.  What a message carries is recorded as segments (table, first and last
  * key) and turned into sync.held rows set by set at the end, so a snapshot
@@ -34,13 +35,14 @@
 #include "record.h"
 #include "seal.h"
 #include "settings.h"
+#include "signing.h"
 #include "hlc_clock.h"
 #include "wire.h"
 #include "wish.h"
 #include "temp.h"
 
-/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica, generation, clock */
-#define HEAD_MAX 160
+/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica, generation, clock; signature */
+#define HEAD_MAX (160 + MS_SIGNATURE_FIELD_BYTES)
 /* messages and segments written to the catalog in one statement */
 #define WRITE_BATCH 256
 #define OUTBOX_COLS 8
@@ -101,6 +103,7 @@ typedef struct recorder
 	MemoryContext cxt;
 	MemoryContext scratch;		/* one message's copies, reset after each */
 	MemoryContext fill;			/* the messages being filled (target's down, rows, whole_keys) */
+	ms_signer  *signer;			/* the installation's key (signing.h); NULL: the catalog has none yet */
 	Size		fill_empty;		/* what it holds with every one of them empty */
 	StringInfoData begin;		/* the packed Begin of a snapshot */
 	StringInfoData key;			/* scratch: the wire Key of the current row */
@@ -238,11 +241,10 @@ to_bytea(const void *data, size_t len)
 	return b;
 }
 
-/* store a body once: by its hash, in this pass and in sync.bodies */
+/* store a body once: by its hash (into hash: what a message's signature covers), in this pass and in sync.bodies */
 static int64
-store_body(recorder *r, StringInfo body, int upserts, int deletes)
+store_body(recorder *r, StringInfo body, int upserts, int deletes, uint8 hash[PG_SHA256_DIGEST_LENGTH])
 {
-	uint8		hash[PG_SHA256_DIGEST_LENGTH];
 	bool		found;
 	body_entry *e;
 	Datum		values[4];
@@ -251,7 +253,7 @@ store_body(recorder *r, StringInfo body, int upserts, int deletes)
 	e = hash_search(r->bodies, hash, HASH_ENTER, &found);
 	if (found)
 		return e->id;
-	values[0] = PointerGetDatum(to_bytea(hash, sizeof hash));
+	values[0] = PointerGetDatum(to_bytea(hash, PG_SHA256_DIGEST_LENGTH));
 	values[1] = PointerGetDatum(to_bytea(body->data, body->len));
 	values[2] = Int32GetDatum(upserts);
 	values[3] = Int32GetDatum(deletes);
@@ -341,7 +343,8 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 {
 	ms_pass    *p = r->p;
 	MemoryContext old = MemoryContextSwitchTo(r->scratch);
-	int64		body_id = store_body(r, body, upserts, deletes);
+	uint8		body_hash[PG_SHA256_DIGEST_LENGTH];
+	int64		body_id = store_body(r, body, upserts, deletes, body_hash);
 	uint64		number;
 	uint8		nonce[MS_NONCE_BYTES];
 	uint8		seal[MS_SEAL_BYTES];
@@ -365,8 +368,11 @@ write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	h.replica = tg->id.data;
 	h.generation = p->epoch.generation;
 	h.clock = ms_hlc_server_clock();
-	Assert(ms_head_packed_size(&h) <= HEAD_MAX);
+	Assert(ms_head_packed_size(&h) + MS_SIGNATURE_FIELD_BYTES <= HEAD_MAX);
 	headlen = ms_head_pack(&h, head);
+	/* signed over the head and the body's hash, computed once per body (docs/protocol.md 2.4) */
+	if (r->signer != NULL)
+		headlen = ms_sign_head(r->signer, head, headlen, body_hash);
 
 	/* buffered: written WRITE_BATCH at a time, and before anything reads them */
 	if (r->nmessages == WRITE_BATCH)
@@ -1040,6 +1046,7 @@ recorder_init(recorder *r, ms_pass *p)
 	r->bodies = hash_create("magic_sync bodies", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	/* the pass packed it once (relay.c): every snapshot carries the same */
 	r->begin = p->begin;
+	r->signer = ms_signing_key();
 	initStringInfo(&r->key);
 
 	ms_temp_table(p, "ms_segments");

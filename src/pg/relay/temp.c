@@ -64,14 +64,20 @@ static const temp_table temp_tables[] = {
 	{"ms_inc_replicas", "id uuid PRIMARY KEY, partition text"},
 	{"ms_changed", "tab int, " KEY ", PRIMARY KEY (tab, key)"},
 	{"ms_changed_parents", "tab int, " KEY},
+	{"ms_inplace", "tab int, " KEY ", PRIMARY KEY (tab, key)"},
 	{"ms_q", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
 	{"ms_qd0", "replica uuid, tab int, " KEY},
 	{"ms_qd1", "replica uuid, tab int, " KEY},
+	/* the rows a replica may keep or not (ms_qc), their chains of parents, those it certainly keeps */
+	{"ms_qc", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
+	{"ms_chain", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
+	{"ms_certain", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
 	{"ms_cand", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
 	{"ms_cand_rows", "tab int, " KEY ", PRIMARY KEY (tab, key)"},
 	{"ms_n", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
 	{"ms_nd0", "replica uuid, tab int, " KEY},
 	{"ms_nd1", "replica uuid, tab int, " KEY},
+	{"ms_kd", "replica uuid, tab int, " KEY},
 	/* retry.c: refused rows due again */
 	{"ms_retry", "replica uuid, tab int, " KEY ", note bigint, PRIMARY KEY (tab, key, replica)"},
 	/* relay.c, record.c: the replicas written to, and each message's rows */

@@ -60,22 +60,6 @@ ms_cols_key(const ms_table *t, const char *alias, int n, const int *cols)
 	return buf.data;
 }
 
-/* cols_match: these columns of alias equal the parts of the key keyexpr. */
-char *
-ms_cols_match(const ms_table *t, const char *alias, int n, const int *cols, const char *keyexpr)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '(');
-	for (int i = 0; i < n; i++)
-		appendStringInfo(&buf, "%s%s.%s OPERATOR(pg_catalog.=) (sync.key_parts(%s))[%d]::%s", i > 0 ? " AND " : "",
-						 alias, t->columns[cols[i]].quoted, keyexpr, i + 1,
-						 format_type_be_qualified(t->columns[cols[i]].type));
-	appendStringInfoChar(&buf, ')');
-	return buf.data;
-}
-
 /* cols_not_null: none of these columns of alias is null. */
 static char *
 cols_not_null(const ms_table *t, const char *alias, int n, const int *cols)
@@ -86,6 +70,78 @@ cols_not_null(const ms_table *t, const char *alias, int n, const int *cols)
 	for (int i = 0; i < n; i++)
 		appendStringInfo(&buf, "%s%s.%s IS NOT NULL", i > 0 ? " AND " : "", alias,
 						 t->columns[cols[i]].quoted);
+	return buf.data;
+}
+
+/*
+ * cols_match: these columns of alias equal the parts of the key keyexpr,
+ * each part taken as its column's value (ms_key_part): an index on the
+ * columns serves it.
+ */
+static char *
+cols_match(const ms_table *t, const char *alias, int n, const int *cols, const char *keyexpr)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '(');
+	for (int i = 0; i < n; i++)
+		appendStringInfo(&buf, "%s%s.%s OPERATOR(pg_catalog.=) %s", i > 0 ? " AND " : "",
+						 alias, t->columns[cols[i]].quoted, ms_key_part(&t->columns[cols[i]], keyexpr, i + 1));
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+char *
+ms_fkey_key(const ms_table *t, const ms_fkey *fk, const ms_table *parent, const char *alias)
+{
+	StringInfoData buf;
+
+	if (fk->keyed && fk->nby == fk->ncols)
+		return ms_cols_key(t, alias, fk->nby, fk->by_parent_key);
+	initStringInfo(&buf);
+	if (fk->keyed)
+	{
+		/* the key's columns, when none of the others is null either */
+		appendStringInfo(&buf, "(CASE WHEN %s THEN %s END)", cols_not_null(t, alias, fk->ncols, fk->cols),
+						 ms_cols_key(t, alias, fk->nby, fk->by_parent_key));
+		return buf.data;
+	}
+	/* the parent the referenced columns find, by its unique index on them */
+	appendStringInfo(&buf, "(SELECT %s FROM %s fp WHERE %s)", ms_key_expr(parent, "fp"), parent->qualified,
+					 ms_fkey_match(t, fk, alias, "fp", false));
+	return buf.data;
+}
+
+char *
+ms_fkey_noted(const ms_table *t, const ms_fkey *fk, const char *alias)
+{
+	return ms_cols_key(t, alias, fk->ncols, fk->noted);
+}
+
+char *
+ms_fkey_pointed(const ms_fkey *fk, const ms_table *parent, const char *noted)
+{
+	StringInfoData buf;
+
+	if (fk->keyed && fk->nby == fk->ncols)
+		return pstrdup(noted);
+	initStringInfo(&buf);
+	if (fk->keyed)
+	{
+		appendStringInfo(&buf, "(sync.key((sync.key_parts(%s))[1:%d]) COLLATE \"C\")", noted, fk->nby);
+		return buf.data;
+	}
+	/* the parent whose referenced columns hold those values now, if any */
+	appendStringInfo(&buf, "(SELECT %s FROM %s fp WHERE ", ms_key_expr(parent, "fp"), parent->qualified);
+	for (int i = 0; i < fk->ncols; i++)
+	{
+		ms_column	c = {.type = fk->parent_types[i], .collation = fk->parent_collations[i]};
+
+		appendStringInfo(&buf, "%sfp.%s %s %s", i > 0 ? " AND " : "", quote_identifier(fk->parent_cols[i]),
+						 ms_eq_operator(fk->parent_types[i]), ms_key_part(&c, noted, i + 1));
+	}
+	appendStringInfoChar(&buf, ')');
 	return buf.data;
 }
 
@@ -185,24 +241,41 @@ ms_rule_select_rows(const ms_table *t, const char *replicas, const char *rows)
 }
 
 char *
-ms_parents_select(const ms_table *t, const ms_fkey *fk, const char *from)
+ms_parents_select(const ms_table *t, const ms_fkey *fk, const ms_table *parent, const char *from)
 {
+	if (!fk->keyed)
+		return psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s JOIN %s fp ON %s"
+						" WHERE d.tab = %d",
+						fk->parent, ms_key_expr(parent, "fp"), from, t->qualified, ms_key_match(t, "t", "d.key"),
+						parent->qualified, ms_fkey_match(t, fk, "t", "fp", false), t->id);
 	return psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s"
 					" WHERE d.tab = %d AND %s",
-					fk->parent, ms_cols_key(t, "t", fk->ncols, fk->by_parent_key),
+					fk->parent, ms_cols_key(t, "t", fk->nby, fk->by_parent_key),
 					from, t->qualified, ms_key_match(t, "t", "d.key"), t->id,
-					cols_not_null(t, "t", fk->ncols, fk->by_parent_key));
+					cols_not_null(t, "t", fk->ncols, fk->cols));
 }
 
 char *
-ms_followers_select(const ms_table *t, const char *from)
+ms_followers_select(const ms_table *t, const ms_table *parent, const char *from)
 {
 	ms_fkey    *fk = &t->fkeys[t->follows_fkey];
 
+	/*
+	 * The followers of a row looked up by their foreign key's columns: an
+	 * index on them serves it.  Through the parent's row when they are more
+	 * than its key's: an index on all of them serves it, or on those
+	 * referencing the key, in any order (catalog.h: ms_fkey_unindexed).
+	 */
+	if (!fk->keyed || fk->nby < fk->ncols)
+		return psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s fp ON %s JOIN %s t ON %s"
+						" WHERE d.tab = %d%s",
+						t->id, ms_key_expr(t, "t"), from, parent->qualified, ms_key_match(parent, "fp", "d.key"),
+						t->qualified, ms_fkey_match(t, fk, "t", "fp", true), fk->parent,
+						ms_active_filter(t, "t", "d"));
 	return psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s"
 					" WHERE d.tab = %d%s",
 					t->id, ms_key_expr(t, "t"), from, t->qualified,
-					ms_cols_match(t, "t", fk->ncols, fk->by_parent_key, "d.key"),
+					cols_match(t, "t", fk->nby, fk->by_parent_key, "d.key"),
 					fk->parent, ms_active_filter(t, "t", "d"));
 }
 
@@ -308,14 +381,17 @@ close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows, const
 				/* a table left out is wanted whole: the rows pointed at are in it */
 				if (skip != NULL && skip[t->fkeys[f].parent])
 					continue;
-				round += add_rows(p, t, set, ms_parents_select(t, &t->fkeys[f], from), false,
+				round += add_rows(p, t, set, ms_parents_select(t, &t->fkeys[f], parent, from), false,
 								  parent != NULL && rounds[parent->id], into);
 				more = true;
 			}
 			/* the rows of t that follow new rows of its parent */
 			if (t->follows_fkey >= 0)
 			{
-				round += add_rows(p, t, set, ms_followers_select(t, from), false, rounds[t->id], into);
+				round += add_rows(p, t, set,
+								  ms_followers_select(t, ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent),
+													  from),
+								  false, rounds[t->id], into);
 				more = true;
 			}
 		}

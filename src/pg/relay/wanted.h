@@ -50,23 +50,42 @@ extern bool *ms_wanted_whole(List *tables);
  * assigned row its one replica), so the cost follows the rows and the
  * replicas they go to, never rows times replicas.
  *
- * ms_parents_select: the rows of fk's parent that the rows of t listed in
- * pg_temp.<from> (replica, tab, key) point at.
+ * ms_parents_select: the rows of fk's parent (the table parent) that the
+ * rows of t listed in pg_temp.<from> (replica, tab, key) point at.
  *
  * ms_followers_select: the rows of t that follow the rows of its parent
- * listed in pg_temp.<from>.
+ * (the table parent) listed in pg_temp.<from>.
  */
 struct ms_table;
 struct ms_fkey;
 extern char *ms_rule_select(const struct ms_table *t, const char *replicas, const char *cand);
 extern char *ms_rule_select_rows(const struct ms_table *t, const char *replicas, const char *rows);
-extern char *ms_parents_select(const struct ms_table *t, const struct ms_fkey *fk, const char *from);
-extern char *ms_followers_select(const struct ms_table *t, const char *from);
+extern char *ms_parents_select(const struct ms_table *t, const struct ms_fkey *fk,
+							   const struct ms_table *parent, const char *from);
+extern char *ms_followers_select(const struct ms_table *t, const struct ms_table *parent, const char *from);
 
-/* pieces of those: a key made of some columns, columns matching a key, the active view */
+/* pieces of those: a key made of some columns, the active view */
 extern char *ms_cols_key(const struct ms_table *t, const char *alias, int n, const int *cols);
-extern char *ms_cols_match(const struct ms_table *t, const char *alias, int n, const int *cols,
-						   const char *keyexpr);
 extern char *ms_active_filter(const struct ms_table *t, const char *alias, const char *by);
+
+/*
+ * Through a foreign key fk of t to the table parent:
+ *
+ * ms_fkey_key: the canonical key of the parent the row alias points at, or
+ * NULL when it points at none (a column of the foreign key is null).
+ *
+ * ms_fkey_noted: the text the noting trigger writes in a note's "pointed"
+ * for the row alias (its foreign key's columns, the parent's key first
+ * when they reference it), or NULL when it points at none.
+ *
+ * ms_fkey_pointed: the canonical key of the parent that such a text, the
+ * SQL expression noted, names: NULL when none has those values now (a
+ * foreign key to other unique columns than the key, whose parent changed
+ * them, or was deleted).
+ */
+extern char *ms_fkey_key(const struct ms_table *t, const struct ms_fkey *fk, const struct ms_table *parent,
+						 const char *alias);
+extern char *ms_fkey_noted(const struct ms_table *t, const struct ms_fkey *fk, const char *alias);
+extern char *ms_fkey_pointed(const struct ms_fkey *fk, const struct ms_table *parent, const char *noted);
 
 #endif

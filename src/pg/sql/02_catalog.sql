@@ -103,7 +103,7 @@ CREATE TABLE sync.notes (
 	part			text,						-- the row's partition
 	old_key			text COLLATE "C",			-- the key before the change, when it changed
 	old_part		text,						-- the partition it left, when it moved
-	pointed			jsonb,						-- FK constraint name -> parent's canonical key, before the change
+	pointed			jsonb,						-- FK constraint name -> its columns (the parent's key first) as a canonical key, before the change
 	replica			uuid,						-- a: the replica given or taken the group
 	grp				text,						-- m, a: the group
 	xid				xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),

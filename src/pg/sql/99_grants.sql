@@ -35,3 +35,9 @@ GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer, bytea) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.is_transient(text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.file(uuid, bytea, jsonb) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO PUBLIC;
+-- The signing key's private half is the extension's alone (32_signing.sql);
+-- the relay's role signs with it; anyone may read the public key a replica pins.
+REVOKE SELECT ON sync.signing_key FROM sync_admin;
+GRANT SELECT (id, public_key, made) ON sync.signing_key TO sync_admin;
+GRANT SELECT ON sync.signing_key TO sync_relay;
+GRANT EXECUTE ON FUNCTION sync.signing_key() TO PUBLIC;

@@ -25,6 +25,8 @@
 #include "decl.h"
 #include "file.h"
 #include "hlc_clock.h"
+#include "sha256.h"
+#include "signing.h"
 #include "utils/json.h"
 #include "wire.h"
 
@@ -68,31 +70,50 @@ ms_numbered_before(ms_filing *f, Sync__Up *up)
 	return up->seq <= f->last_seq;
 }
 
-/* queue: a Filed answer of the send, seen once the filing commits */
+/*
+ * queue: a Filed answer of the send, seen once the filing commits: its
+ * head, the installation's signature (signing.h), its body -- signed like
+ * every message, so that an answer forged from what an upload carries lets
+ * go of nothing on a replica that trusts the key
+ */
 static void
 queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 {
-	Sync__ToReplica m = SYNC__TO_REPLICA__INIT;
-	size_t		size;
+	ms_head		h;
+	size_t		headlen,
+				bodylen;
+	uint8	   *message;
 	bytea	   *bytes;
+	uint8		body_hash[32];
+	ms_signer  *signer = ms_signing_key();
 	Oid			types[4] = {UUIDOID, BYTEAOID, BYTEAOID, TEXTOID};
 	Datum		values[4];
 	bool		laned = ms_decl_laned();
 
-	m.protocol = MS_PROTOCOL;
-	m.epoch.data = f->epoch.id;
-	m.epoch.len = MS_EPOCH_BYTES;
+	memset(&h, 0, sizeof h);
+	h.protocol = MS_PROTOCOL;
+	h.epoch = f->epoch.id;
 	/* an old primary's answer is refused by a replica of a newer generation */
-	m.generation = f->epoch.generation;
-	m.replica.data = f->replica.data;
-	m.replica.len = MS_REPLICA_BYTES;
-	m.body_case = SYNC__TO_REPLICA__BODY_FILED;
-	m.filed = filed;
-	m.clock = ms_hlc_server_clock();
-	size = sync__to_replica__get_packed_size(&m);
-	bytes = palloc(VARHDRSZ + size);
-	SET_VARSIZE(bytes, VARHDRSZ + size);
-	sync__to_replica__pack(&m, (uint8_t *) VARDATA(bytes));
+	h.generation = f->epoch.generation;
+	h.replica = f->replica.data;
+	h.clock = ms_hlc_server_clock();
+	headlen = ms_head_packed_size(&h);
+	bodylen = ms_body_packed_size(NULL, NULL, filed);
+	bytes = palloc(VARHDRSZ + headlen + MS_SIGNATURE_FIELD_BYTES + bodylen);
+	message = (uint8 *) VARDATA(bytes);
+	ms_head_pack(&h, message);
+	if (signer != NULL)
+	{
+		uint8	   *body = palloc(bodylen);
+
+		ms_body_pack(NULL, NULL, filed, body);
+		ms_sha256(body, bodylen, body_hash);
+		headlen = ms_sign_head(signer, message, headlen, body_hash);
+		memcpy(message + headlen, body, bodylen);
+	}
+	else
+		ms_body_pack(NULL, NULL, filed, message + headlen);
+	SET_VARSIZE(bytes, VARHDRSZ + headlen + bodylen);
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len));
 	values[2] = PointerGetDatum(bytes);

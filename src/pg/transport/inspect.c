@@ -5,7 +5,8 @@
  *
  * Decoded with the same checks a replica applies (src/shared/wire.c); a
  * message sealed under an epoch this server knows says whether its seal is
- * one the server made.
+ * one the server made, and a signed one whether its signature verifies
+ * under the server's key (signed).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -21,7 +22,9 @@
 
 #include "epoch.h"
 #include "settings.h"
+#include "sign.h"
 #include "subxact.h"
+#include "updated.h"
 #include "wire.h"
 
 PG_FUNCTION_INFO_V1(ms_inspect);
@@ -229,9 +232,46 @@ sealed(const Sync__ToReplica *m)
 	return answer;
 }
 
+/*
+ * whether the message's signature is this server's, made with its key
+ * (docs/protocol.md 2.4): NULL when it carries none, false when it does not
+ * verify under the server's key (or the server has none)
+ */
+static const char *
+signed_here(const Sync__ToReplica *m, const uint8 *bytes, size_t len)
+{
+	size_t		at,
+				after;
+	const uint8_t *sig;
+	char		reason[MS_REASON_MAX];
+	uint8		digest[MS_SIGN_DIGEST_BYTES];
+	uint8		key[MS_SIGN_KEY_BYTES];
+	bool		has = false;
+
+	if (m->signature.len == 0)
+		return "null";
+	if (ms_sign_find(bytes, len, &at, &after, &sig, reason) != MS_SIGN_FOUND || !ms_catalog_has("signing_key"))
+		return "false";
+	SPI_connect();
+	if (SPI_execute("SELECT public_key FROM sync.signing_key", true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+	{
+		bool		isnull;
+		bytea	   *b = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
+		has = !isnull && VARSIZE_ANY_EXHDR(b) == MS_SIGN_KEY_BYTES;
+		if (has)
+			memcpy(key, VARDATA_ANY(b), MS_SIGN_KEY_BYTES);
+	}
+	SPI_finish();
+	if (!has)
+		return "false";
+	ms_sign_message_digest(bytes, len, at, after, digest);
+	return ms_sign_check(key, digest, sig, MS_SIGNATURE_BYTES) ? "true" : "false";
+}
+
 /* the message's head; a later protocol's is read only as far as this build can */
 static void
-head(StringInfo out, const Sync__ToReplica *m, ms_wire_status st)
+head(StringInfo out, const Sync__ToReplica *m, ms_wire_status st, const uint8 *bytes, size_t len)
 {
 	appendStringInfo(out, "{\"protocol\":%u,\"epoch\":", m->protocol);
 	hex(out, m->epoch);
@@ -249,6 +289,9 @@ head(StringInfo out, const Sync__ToReplica *m, ms_wire_status st)
 	else
 		hex(out, m->replica);
 	appendStringInfo(out, ",\"sealed\":%s", st == MS_WIRE_OK ? sealed(m) : "null");
+	/* only a signed message says: those of servers that signed none read as they did */
+	if (st == MS_WIRE_OK && m->signature.len > 0)
+		appendStringInfo(out, ",\"signed\":%s", signed_here(m, bytes, len));
 }
 
 /* the rows a Filed answer names, with why */
@@ -405,7 +448,7 @@ ms_inspect(PG_FUNCTION_ARGS)
 				 errmsg("the bytes are not a message to a replica"),
 				 errdetail("%s.", reason)));
 	initStringInfo(&out);
-	head(&out, m, st);
+	head(&out, m, st, (const uint8 *) VARDATA_ANY(in), VARSIZE_ANY_EXHDR(in));
 	if (st == MS_WIRE_LATER_PROTOCOL)
 		appendStringInfoString(&out, ",\"later_protocol\":true");
 	else
