@@ -93,7 +93,7 @@ CREATE VIEW sync.replica_states AS
 	-- a replica whose backlog says none is passed over by one jsonpath test
 	wr AS MATERIALIZED (
 		SELECT r.id AS replica,
-		       (SELECT sum((b.value ->> 'set_aside')::bigint) FROM jsonb_each(r.backlog) b) AS n,
+		       (SELECT sum((b.value ->> 'set_aside')::bigint)::bigint FROM jsonb_each(r.backlog) b) AS n,
 		       (SELECT to_timestamp(min((a.value ->> 'since')::bigint))
 		          FROM jsonb_each(r.backlog) b
 		          CROSS JOIN LATERAL jsonb_array_elements(b.value -> 'aside') a) AS since
@@ -549,7 +549,7 @@ BEGIN
 			  CROSS JOIN LATERAL (
 				SELECT (b.value ->> 'set_aside')::bigint AS n,
 				       coalesce((SELECT sum((a.value ->> 'rows')::bigint)
-				                   FROM jsonb_array_elements(b.value -> 'aside') a), 0) AS told) c
+				                   FROM jsonb_array_elements(b.value -> 'aside') a), 0)::bigint AS told) c
 			 WHERE s.backlog @? '$.* ? (@.set_aside > 0)' AND c.n > c.told)
 		SELECT i.kind, i.waits_on, i.replica, i.tab, i.key, i.count, i.since, i.reason, i.sqlstate, now()
 		  FROM items i
