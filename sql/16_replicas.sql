@@ -60,7 +60,6 @@ SELECT sync.replica_add('99999999-0000-4000-8000-000000000004', role => 'store_9
 COMMIT;
 SELECT sync.replica_drop(r) FROM unnest('{99999999-0000-4000-8000-000000000002,99999999-0000-4000-8000-000000000003,99999999-0000-4000-8000-000000000004}'::uuid[]) r;
 SELECT sync.replica_set('99999999-0000-4000-8000-000000000001', role => 'store_9');
-SELECT sync.replica_set('88888888-8888-4888-8888-888888888888', role => 'store_9');
 -- leave nothing behind for the next test
 DELETE FROM sync.replicas;
 DROP ROLE store_9;
