@@ -4,6 +4,8 @@
 
 EXTENSION = magic_sync
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+# The one version: the replica extension and the agent are built with it.
+MS_VERSION_FLAG = -DMS_VERSION='"$(EXTVERSION)"'
 # The newest script is put together from one part per concept (src/pg/sql);
 # every shipped script is frozen (sql/shipped.sha256): a change goes into an upgrade.
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
@@ -52,7 +54,8 @@ src/shared/sync.pb-c.c src/shared/sync.pb-c.h: src/shared/sync.proto
 	protoc-c --c_out=src/shared --proto_path=src/shared $<
 # An object is rebuilt when a header of its part changes, coarsely: a
 # struct's layout must never differ between two objects of one library.
-SHARED_HDRS = src/shared/sync.pb-c.h $(wildcard src/shared/*.h)
+# The control file too: its default_version is every build's (-DMS_VERSION).
+SHARED_HDRS = src/shared/sync.pb-c.h $(wildcard src/shared/*.h) $(EXTENSION).control
 $(OBJS): $(wildcard $(addsuffix /*.h,$(PG_DIRS))) $(SHARED_HDRS)
 
 # The replica extension and the agent, built without PostgreSQL's flags.
@@ -62,7 +65,7 @@ $(OBJS): $(wildcard $(addsuffix /*.h,$(PG_DIRS))) $(SHARED_HDRS)
 SQLITE_SRCS = $(wildcard src/sqlite/*.c)
 REPLICA_SHARED_SRCS = $(filter-out src/shared/seal.c src/shared/sign.c,$(ALL_SHARED_SRCS))
 AGENT_SRCS = $(wildcard src/agent/*.c)
-OWN_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O2 -g -fPIC -Isrc/shared
+OWN_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O2 -g -fPIC -Isrc/shared $(MS_VERSION_FLAG)
 SQLITE_LIBS = -lprotobuf-c -lsodium
 build/rel/%.o: %.c $(SHARED_HDRS) $(wildcard src/sqlite/*.h)
 	@mkdir -p $(dir $@)

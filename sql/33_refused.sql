@@ -161,13 +161,32 @@ SELECT t.refuse('b2');
 SELECT * FROM t.backoff();
 SELECT t.file('00000000-0000-0000-0000-000000000002', build => 'b2');
 SELECT due FROM t.backoff();
+-- another build within ten minutes of the one that made them due (issue
+-- 38.2: a replica saying a new build in every upload had its refused rows
+-- sent at every pass): recorded, but the rows are due no sooner than ten
+-- minutes after that one; a row due before then keeps its time
+SELECT t.file('00000000-0000-0000-0000-000000000002', build => 'b3');
+SELECT build FROM sync.replicas WHERE id = '00000000-0000-0000-0000-000000000002';
+SELECT times, waits, due FROM t.backoff();
+-- one that waits longer (here its wait moved by hand to an hour) is due then
+UPDATE sync.refused_rows SET due = now() + interval '1 hour'
+ WHERE replica = '00000000-0000-0000-0000-000000000002';
+SELECT t.file('00000000-0000-0000-0000-000000000002', build => 'b4');
+SELECT r.times, r.due = x.build_due AS at_build_due,
+       date_trunc('minute', r.due - now() + interval '30 seconds') AS due_in
+  FROM sync.refused_rows r JOIN sync.replicas x ON x.id = r.replica
+ WHERE r.replica = '00000000-0000-0000-0000-000000000002';
+SELECT rows_sent FROM sync.relay_pass();
+-- ten minutes later (the last build's time moved back by hand)
+UPDATE sync.replicas SET build_due = build_due - interval '20 minutes'
+ WHERE id = '00000000-0000-0000-0000-000000000002';
 -- a new protocol counts as a new build: written here by hand as an older one
 UPDATE sync.replicas SET protocol = 0 WHERE id = '00000000-0000-0000-0000-000000000002';
-SELECT t.file('00000000-0000-0000-0000-000000000002', build => 'b2');
+SELECT t.file('00000000-0000-0000-0000-000000000002', build => 'b4');
 SELECT due FROM t.backoff();
 SELECT rows_sent FROM sync.relay_pass();
 -- taken at last: refused no more, its count over
-SELECT t.file('00000000-0000-0000-0000-000000000002', build => 'b2');
+SELECT t.file('00000000-0000-0000-0000-000000000002', build => 'b4');
 SELECT count(*) FROM sync.refused_rows;
 SELECT count(*) FROM sync.held WHERE refused IS NOT NULL;
 SELECT count(*) FROM sync.health() WHERE kind = 'rows refused';

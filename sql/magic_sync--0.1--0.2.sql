@@ -91,6 +91,21 @@ COMMENT ON FUNCTION sync.inspect(bytea) IS
 -- and the wanted sets are read in one snapshot whatever the caller's level
 COMMENT ON FUNCTION sync.relay_pass() IS
 	'One relay pass in the caller''s transaction, which must be REPEATABLE READ, under the relay lock: observe the replicas, plan every note not done, record the messages and what they carry, NOTIFY magic_sync';
+
+-- snapshots are passes of their own, holding the rows of the replicas they
+-- provision alone (src/pg/relay/observe.c)
+CREATE FUNCTION sync.relay_snapshots(
+	OUT notes_read bigint, OUT provisioned bigint, OUT forgotten bigint,
+	OUT rows_sent bigint, OUT rows_taken bigint, OUT messages bigint, OUT quarantined bigint)
+	LANGUAGE c VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp
+	SET jit = off
+	AS 'MODULE_PATHNAME', 'ms_relay_snapshots_sql';
+COMMENT ON FUNCTION sync.relay_snapshots() IS
+	'A snapshot pass in the caller''s transaction, which must be REPEATABLE READ, under the relay lock: provisions the replicas waiting for a snapshot, holding their rows of sync.replicas alone (the others'' filings and pulls go on), and reads no note';
+REVOKE ALL ON FUNCTION sync.relay_snapshots() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.relay_snapshots() TO sync_admin;
+
 COMMENT ON FUNCTION sync.wanted(uuid) IS
 	'The rows a replica should hold, from scratch, in one snapshot: what its tables'' rules send it, closed over the rows they point at and the rows that follow them; (table, canonical key, its parts)';
 COMMENT ON FUNCTION sync.wanted_fill(uuid[]) IS
@@ -774,9 +789,13 @@ $$;
 
 -- A refused row comes back by itself (issue 19.6): each replica's build and
 -- protocol (Up.build), and when each row it refused goes to it again
-ALTER TABLE sync.replicas ADD COLUMN build text, ADD COLUMN protocol int;
+ALTER TABLE sync.replicas ADD COLUMN build text, ADD COLUMN protocol int, ADD COLUMN build_due timestamptz;
 COMMENT ON COLUMN sync.replicas.build IS 'The build its last upload said it runs (Up.build): a change sends the rows it refused again at once';
 COMMENT ON COLUMN sync.replicas.protocol IS 'The protocol of its last upload: a change sends the rows it refused again at once';
+COMMENT ON COLUMN sync.replicas.build_due IS 'When a change of its build or protocol last made the rows it refused due: the next makes them due ten minutes after, at the earliest';
+-- one refused row looked up in one descent of held_refused (issue 38.2)
+DROP INDEX sync.held_refused;
+CREATE INDEX held_refused ON sync.held (replica, tab, key) WHERE refused IS NOT NULL;
 -- Rows a replica refused, tried again (src/pg/relay/retry.c,
 -- transport/refused.c): one row per refused held row, kept apart from the
 -- held set so that no pass or acknowledgement pays for it.  A row refused is
@@ -1875,3 +1894,7 @@ GRANT INSERT, UPDATE, DELETE, SELECT ON sync.signing_key TO sync_relay;
 REVOKE ALL ON FUNCTION sync.signing_key() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.signing_key() TO sync_admin;
 GRANT EXECUTE ON FUNCTION sync.signing_key() TO PUBLIC;
+
+-- A snapshot whose held rows are recorded after its pass (src/pg/sql/77_held_due.sql)
+ALTER TABLE sync.replicas ADD COLUMN held_due bigint;
+COMMENT ON COLUMN sync.replicas.held_due IS 'The snapshot whose held rows of tables read whole the relay records after its pass; NULL once recorded';

@@ -12,7 +12,7 @@
 # Under AddressSanitizer and UBSan.
 SAN_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1 -g \
 	-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-	-Isrc/shared -Isrc/sqlite -Itests/unit
+	-Isrc/shared -Isrc/sqlite -Itests/unit $(MS_VERSION_FLAG)
 build/san/%.o: %.c $(SHARED_HDRS) $(wildcard src/sqlite/*.h tests/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -c $< -o $@

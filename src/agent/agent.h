@@ -67,7 +67,9 @@ typedef struct apply_result
 	int64_t		deletes;
 	int64_t		retired;
 	int64_t		refused;
+	int64_t		kept;
 	int64_t		let_go;
+	int64_t		begin_rows;		/* a snapshot's first message: the rows the snapshot carries */
 	int64_t		filed_rows;		/* a Filed answer: rows the server filed */
 	int64_t		notes;			/* a Filed answer: notes it let go of */
 	int64_t		set_aside;		/* a Filed answer: rows the server refused, set aside */
@@ -128,6 +130,9 @@ extern replica *replica_open(const char *path, const char *uuid, char err[AGENT_
 extern replica *replica_open_unstamped(const char *path, const char *uuid, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_stamp(replica *r, char err[AGENT_ERROR_MAX]);
 extern void replica_close(replica *r);
+/* replica_lazy: commits wait for no fsync; replica_sync makes them durable before an upload leaves */
+extern agent_status replica_lazy(replica *r, char err[AGENT_ERROR_MAX]);
+extern agent_status replica_sync(replica *r, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_applied(replica *r, int64_t *applied, bool *snapshot_open,
 									uint8_t *claim, size_t *claim_len, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
@@ -209,6 +214,15 @@ extern agent_status server_pull(server *s, const uint8_t replica[16], int64_t af
 								const uint8_t *claim, size_t claim_len, int max_bytes,
 								pulled **rows, int *n, char err[AGENT_ERROR_MAX]);
 extern void server_pull_done(server *s);
+/*
+ * the next pull sent ahead, claiming nothing, while the last one's rows are
+ * applied; then its rows (server_pull_next: *rows as server_pull's), or it
+ * let go of (server_pull_drop) before the connection serves anything else
+ */
+extern agent_status server_pull_ahead(server *s, const uint8_t replica[16], int64_t after, int max_bytes,
+									  char err[AGENT_ERROR_MAX]);
+extern agent_status server_pull_next(server *s, pulled **rows, int *n, char err[AGENT_ERROR_MAX]);
+extern void server_pull_drop(server *s);
 /* file: the filing's answer, a JSON text in out; the SQLSTATE of a failure in sqlstate */
 extern agent_status server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
 								char *out, size_t size, char sqlstate[6], char err[AGENT_ERROR_MAX]);
@@ -221,6 +235,8 @@ extern agent_status server_signing_key(server *s, uint8_t key[32], bool *has, bo
 extern agent_status server_acts_for_any(server *s, bool *any, char err[AGENT_ERROR_MAX]);
 /* the server's magic_sync.upload_bytes, or 0 when it does not say */
 extern int64_t server_upload_bound(server *s);
+/* server_bytes: a setting in bytes as SHOW writes it ("16MB", "1025B"); 0 when it is not one */
+extern int64_t server_bytes(const char *shown);
 
 typedef enum wake_reason
 {
@@ -319,6 +335,8 @@ extern void report_schema(const apply_result *res);
 extern void report_round(const round_stats *st, const backlog *b);
 /* report_refused: a row the replica wrote that never goes up, with why */
 extern void report_refused(const aside_row *row);
+/* report_rounds: whether rounds are reported (not --quiet): their figures are worth reading */
+extern bool report_rounds(void);
 extern void report_stop(const char *why, int code);
 /* report_trust: the replica trusts the server key key_hex now, and how it came to */
 extern void report_trust(const char *key_hex, const char *how);

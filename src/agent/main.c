@@ -34,7 +34,7 @@
 #include "sneakernet.h"
 #include "wire.h"
 
-#define AGENT_VERSION "0.1"
+#define AGENT_VERSION MS_VERSION	/* magic_sync.control's, from the Makefile */
 #define BACKOFF_FIRST_MS 1000
 #define BACKOFF_MAX_MS 30000
 #define ROUND_LINE_MS 5000		/* a long round says what it did at least this often */
@@ -44,6 +44,7 @@
 #define PULLS_MAX 8				/* --pull: standbys at most */
 #define ONCE_WAIT_MS (10 * 60 * 1000)	/* --once: the longest wait for the relay to plan */
 #define ONCE_POLL_MS 200		/* --once: how often it asks meanwhile */
+#define FILE_SOON_MS 200		/* a filing the relay had yet to take (55P03): filed again after */
 
 static volatile sig_atomic_t stop_signal;
 
@@ -114,7 +115,11 @@ typedef struct agent
 	bool		bound_looked;	/* looked at this round */
 	uint64_t	told[AGENT_ASIDE_MAX];	/* the rows set aside last listed, told already */
 	int			ntold;
+	char		lanes[AGENT_LANES_MAX][AGENT_LANE_BYTES];	/* sync_lanes(), read once a round ... */
+	int			nlanes;
+	bool		lanes_read;		/* ... and again after a message is applied (it may change a table's lane) */
 	bool		trusted;		/* the server's key is the one the replica trusts (trust()) */
+	bool		file_soon;		/* a filing waited on the relay recording a snapshot's held rows: again shortly */
 	int			fatal;			/* an exit code a step decided on (EXIT_CONFIG), 0 none */
 	char		fatal_why[AGENT_ERROR_MAX];
 } agent;
@@ -387,37 +392,6 @@ parse_options(int argc, char **argv, options *o)
 /* ---- one pass ----------------------------------------------------------- */
 
 /*
- * carried: what a message carries, for the bar: whether it begins a
- * snapshot and how many rows that snapshot carries, and its upserts.
- */
-static void
-carried(agent *a, const pulled *m, bool *begins, int64_t *of, int64_t *upserts)
-{
-	ms_wire_status st;
-	char		reason[MS_REASON_MAX];
-	Sync__ToReplica *msg;
-
-	*begins = false;
-	*of = 0;
-	*upserts = 0;
-	msg = ms_to_replica_decode(m->message, m->len, (size_t) replica_max_message_bytes(a->rep),
-							   NULL, &st, reason);
-	if (msg == NULL)
-		return;					/* sync_apply will say why */
-	if (st == MS_WIRE_OK && msg->body_case == SYNC__TO_REPLICA__BODY_DOWN)
-	{
-		if (msg->down->begin)
-		{
-			*begins = true;
-			*of = (int64_t) msg->down->begin->rows;
-		}
-		for (size_t i = 0; i < msg->down->n_tables; i++)
-			*upserts += (int64_t) msg->down->tables[i]->n_upserts;
-	}
-	sync__to_replica__free_unpacked(msg, NULL);
-}
-
-/*
  * file: sync.file of one upload.  An upload stamps what it carries in the
  * replica as sent; one whose filing failed for the infrastructure (the
  * connection broke, before or after the server committed it) is kept and
@@ -430,8 +404,22 @@ carried(agent *a, const pulled *m, bool *begins, int64_t *of, int64_t *upserts)
 static agent_status
 file(agent *a, uint8_t *up, size_t len, round_stats *st, char sqlstate[6], char err[AGENT_ERROR_MAX])
 {
-	agent_status rc = server_file(a->srv, a->uuid_bytes, up, len, a->answer, sizeof a->answer, sqlstate, err);
+	agent_status rc;
 	int64_t		acked;
+
+	/* what it acknowledges and what it stamped sent are durable before the server hears of them */
+	rc = replica_sync(a->rep, err);
+	if (rc != STEP_OK)
+	{
+		if (a->unfiled != up)
+		{
+			free(a->unfiled);
+			a->unfiled = up;
+			a->unfiled_len = len;
+		}
+		return rc;
+	}
+	rc = server_file(a->srv, a->uuid_bytes, up, len, a->answer, sizeof a->answer, sqlstate, err);
 
 	if (rc == STEP_TRANSIENT)
 	{
@@ -661,7 +649,7 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 {
 	agent_status rc;
 	char		sqlstate[6];
-	char		lanes[AGENT_LANES_MAX][AGENT_LANE_BYTES];
+	char		(*lanes)[AGENT_LANE_BYTES] = a->lanes;
 	bool		done[AGENT_LANES_MAX] = {false};
 	bool		refused_whole[AGENT_LANES_MAX] = {false};	/* the server takes nothing of it: asked no more */
 	char		failure[AGENT_ERROR_MAX] = "";
@@ -670,9 +658,14 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 	int			turn = 0;
 
 	bound(a);
-	rc = replica_lanes(a->rep, lanes, AGENT_LANES_MAX, &nlanes, err);
-	if (rc != STEP_OK)
-		return rc;
+	if (!a->lanes_read)
+	{
+		rc = replica_lanes(a->rep, a->lanes, AGENT_LANES_MAX, &a->nlanes, err);
+		if (rc != STEP_OK)
+			return rc;
+		a->lanes_read = true;
+	}
+	nlanes = a->nlanes;
 	for (int i = 0; i < UPLOADS_PER_PASS && !stop_signal; i++)
 	{
 		uint8_t    *up = a->unfiled;
@@ -699,6 +692,16 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 		/* a lane said something: the others are asked again in turn, so a busy one never keeps them waiting */
 		memcpy(done, refused_whole, sizeof done);
 		rc = file(a, up, len, st, sqlstate, err);
+		if (rc == STEP_TRANSIENT && strcmp(sqlstate, "55P03") == 0)
+		{
+			/*
+			 * The relay is recording what the replica's snapshot carries
+			 * (ack.c): the upload is kept and filed again shortly, the
+			 * connection kept, and the snapshot pulled meanwhile.
+			 */
+			a->file_soon = true;
+			break;
+		}
 		if (rc == STEP_FAILED)
 		{
 			rc = refused(a, up, len, sqlstate, st, err);
@@ -804,8 +807,11 @@ trust(agent *a, char err[AGENT_ERROR_MAX])
 }
 
 /*
- * pass: pull and apply, a batch at a time, acknowledging each batch; then
- * file what remains to say.  *moved: whether anything changed on either side.
+ * pass: pull and apply, a batch at a time, acknowledging each batch (a
+ * snapshot once it ends); then file what remains to say.  *moved: whether
+ * anything changed on either side.  In a snapshot, the next batch is pulled
+ * while this one applies (server_pull_ahead): the server reads and sends it
+ * meanwhile.
  */
 static agent_status
 pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
@@ -813,6 +819,8 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 	round_stats before = *st;
 	agent_status rc;
 	bool		halt = false;
+	server	   *from = NULL;
+	bool		ahead = false;	/* the next batch is on its way from `from` */
 
 	/* nothing is applied before the replica knows whose signatures to believe */
 	rc = trust(a, err);
@@ -826,45 +834,53 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 		size_t		claim_len = 0;
 		pulled	   *rows;
 		int			n;
-		server	   *from;
 		int			chained = 0;
 		bool		progressed = false;
 
-		rc = replica_applied(a->rep, &after, &open, claim, &claim_len, err);
-		if (rc != STEP_OK)
-			return rc;
-		if (open && !a->bar.open)
+		if (ahead)
 		{
-			/* a snapshot was under way when the agent started: its size is unknown */
-			a->bar.open = true;
-			a->bar.rows = 0;
-			a->bar.of = 0;
+			ahead = false;
+			rc = server_pull_next(from, &rows, &n, err);
+			if (rc != STEP_OK)
+				return rc;
 		}
-		rc = pull(a, after, claim, claim_len, &from, &rows, &n, err);
-		if (rc != STEP_OK)
-			return rc;
-		/* the server answered for the uuid: a new file is this replica's from now on */
-		rc = replica_stamp(a->rep, err);
-		if (rc != STEP_OK)
+		else
 		{
-			server_pull_done(from);
-			return rc;
+			rc = replica_applied(a->rep, &after, &open, claim, &claim_len, err);
+			if (rc != STEP_OK)
+				return rc;
+			if (open && !a->bar.open)
+			{
+				/* a snapshot was under way when the agent started: its size is unknown */
+				a->bar.open = true;
+				a->bar.rows = 0;
+				a->bar.of = 0;
+			}
+			rc = pull(a, after, claim, claim_len, &from, &rows, &n, err);
+			if (rc != STEP_OK)
+				return rc;
+			/* the server answered for the uuid: a new file is this replica's from now on */
+			rc = replica_stamp(a->rep, err);
+			if (rc != STEP_OK)
+			{
+				server_pull_done(from);
+				return rc;
+			}
 		}
 		for (int i = 0; i < n && !halt && !stop_signal; i++)
 		{
 			apply_result res;
-			bool		begins = false;
-			int64_t		of = 0,
-						upserts = 0;
 
 			if (rows[i].number != 0)
-			{
 				chained++;
-				carried(a, &rows[i], &begins, &of, &upserts);
-			}
 			rc = replica_apply(a->rep, rows[i].message, rows[i].len, &res, err);
+			if (rc == STEP_OK && i == 0 && a->bar.open && rows[n - 1].number > 0 &&
+				strcmp(res.result, "applied") == 0)
+				/* a snapshot's: its rest is pulled while this batch applies */
+				ahead = server_pull_ahead(from, a->uuid_bytes, rows[n - 1].number, a->opt.pull_bytes, err) == STEP_OK;
 			if (rc != STEP_OK)
 			{
+				server_pull_drop(from);
 				server_pull_done(from);
 				/* the primary counts a send that keeps failing: it serves the next try */
 				if (rc == STEP_FAILED)
@@ -877,9 +893,14 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 			}
 			if (strcmp(res.result, "applied") == 0)
 			{
+				/* for the bar, what sync_apply says of the message: decoded once, by it */
+				bool		begins = strcmp(res.snapshot, "begin") == 0;
 				bool		ended = strcmp(res.snapshot, "end") == 0;
+				int64_t		of = res.begin_rows;
+				int64_t		upserts = res.upserts + res.kept + res.refused;
 
 				progressed = true;
+				a->lanes_read = false;
 				st->messages++;
 				if (res.schema_changed > 0 || res.schema_let_go > 0 || res.schema_failed > 0)
 					report_schema(&res);
@@ -934,9 +955,23 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 			}
 		}
 		server_pull_done(from);
+		/* stopped short of the batch's end, or done: what was pulled ahead goes */
+		if (halt || stop_signal || !progressed || chained == 0 || !a->bar.open)
+		{
+			server_pull_drop(from);
+			ahead = false;
+		}
 		if (!progressed || chained == 0)
 			break;
-		/* acknowledge what this batch applied, so the server trims the outbox */
+
+		/*
+		 * acknowledge what this batch applied, so the server trims the
+		 * outbox; not in the middle of a snapshot, whose rest is waiting:
+		 * the relay may still be recording what it carries, and a filing
+		 * waits for that (src/pg/relay/record.c)
+		 */
+		if (a->bar.open)
+			continue;
 		rc = uploads(a, st, err);
 		if (rc != STEP_OK)
 			return rc;
@@ -944,6 +979,8 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 	rc = uploads(a, st, err);
 	if (rc != STEP_OK)
 		return rc;
+	/* for the round's line only: --quiet reads nothing it would not use */
+	if (report_rounds())
 	{
 		int64_t		applied;
 		bool		open;
@@ -1037,6 +1074,9 @@ say_round(agent *a, round_stats *st)
 	backlog		b;
 	char		err[AGENT_ERROR_MAX];
 
+	/* --quiet: the backlog (sync_progress reads every lane) for no line */
+	if (!report_rounds())
+		return;
 	if (replica_backlog(a->rep, &b, err) != STEP_OK)
 		memset(&b, 0, sizeof b);
 	report_round(st, &b);
@@ -1137,7 +1177,7 @@ main(int argc, char **argv)
 		report_error("cannot open the replica", err, -1);
 		return finish(&a, "cannot open the replica file", EXIT_NOINPUT);
 	}
-	if (replica_applied(a.rep, &applied, &open, NULL, NULL, err) != STEP_OK)
+	if (replica_lazy(a.rep, err) != STEP_OK || replica_applied(a.rep, &applied, &open, NULL, NULL, err) != STEP_OK)
 	{
 		report_error("cannot read the replica", err, -1);
 		return finish(&a, "cannot read the replica file", EXIT_NOINPUT);
@@ -1216,6 +1256,7 @@ main(int argc, char **argv)
 		/* a round: passes until nothing moves */
 		memset(&st, 0, sizeof st);
 		a.bound_looked = false;
+		a.lanes_read = false;
 		began = mono_ms();
 		while (moved && !stop_signal && passes++ < PASSES_MAX)
 		{
@@ -1326,6 +1367,12 @@ main(int argc, char **argv)
 			continue;
 		}
 
+		if (a.file_soon)
+		{
+			a.file_soon = false;
+			agent_sleep(FILE_SOON_MS, &stop_signal);
+			continue;
+		}
 		waiter_round(a.wait, passes > 1);
 		switch (waiter_wait(a.wait, a.srv, a.uuid, a.rep, &stop_signal, err))
 		{

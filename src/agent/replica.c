@@ -54,6 +54,8 @@ struct replica
 	int64_t		max_message;
 	int			lock;			/* FILE-agent.lock, flock'd while the file is open; -1: none */
 	char		unstamped[37];	/* the uuid replica_stamp gives the file; "": stamped already */
+	bool		lazy;			/* commits wait for no fsync: replica_sync before anything leaves */
+	bool		unsynced;		/* committed since the last fsync (lazy) */
 };
 
 static agent_status
@@ -115,7 +117,10 @@ commit(replica *r, const char *what, char err[AGENT_ERROR_MAX])
 
 	sqlite3_reset(r->commit);
 	if (rc == SQLITE_DONE)
+	{
+		r->unsynced = true;
 		return STEP_OK;
+	}
 	rc = (int) fail(r, rc, what, err);
 	rollback(r);
 	return rc;
@@ -385,6 +390,57 @@ replica_stamp(replica *r, char err[AGENT_ERROR_MAX])
 	return STEP_OK;
 }
 
+/*
+ * replica_lazy: the online agent's commits wait for no fsync (synchronous =
+ * NORMAL: the WAL is synced at checkpoints), so that a message shows in the
+ * file as soon as it is applied; replica_sync then makes everything
+ * committed durable before an upload leaves, the one place the server
+ * learns what the file holds.  A crash of the machine can take back what
+ * was applied since the last sync, never what was acknowledged: the replica
+ * pulls it again (it claims no less than it acknowledged); and no upload
+ * the server filed goes again under another's send number.
+ */
+agent_status
+replica_lazy(replica *r, char err[AGENT_ERROR_MAX])
+{
+	char	   *msg = NULL;
+	int			rc = sqlite3_exec(r->db, "PRAGMA synchronous = NORMAL", NULL, NULL, &msg);
+
+	if (rc != SQLITE_OK)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "cannot set the replica's synchronous mode: %s",
+				 msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		return STEP_FAILED;
+	}
+	r->lazy = true;
+	return STEP_OK;
+}
+
+/* replica_sync: with replica_lazy, what was committed since the last sync made durable (one fdatasync) */
+agent_status
+replica_sync(replica *r, char err[AGENT_ERROR_MAX])
+{
+	sqlite3_file *wal = NULL;
+	int			rc;
+
+	if (!r->lazy || !r->unsynced)
+		return STEP_OK;
+	/* in WAL mode the journal is the write-ahead log, open while the connection is */
+	rc = sqlite3_file_control(r->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal);
+	if (rc == SQLITE_OK && wal != NULL && wal->pMethods != NULL)
+		rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
+	else if (rc == SQLITE_OK)
+		rc = SQLITE_IOERR;
+	if (rc != SQLITE_OK)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "cannot sync the replica's write-ahead log: %s", sqlite3_errstr(rc));
+		return STEP_BUSY;
+	}
+	r->unsynced = false;
+	return STEP_OK;
+}
+
 void
 replica_close(replica *r)
 {
@@ -526,6 +582,8 @@ replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 	out->deletes = replica_json_int(r, json, "$.deletes");
 	out->retired = replica_json_int(r, json, "$.retired");
 	out->refused = replica_json_int(r, json, "$.refused");
+	out->kept = replica_json_int(r, json, "$.kept");
+	out->begin_rows = replica_json_int(r, json, "$.begin_rows");
 	out->let_go = replica_json_int(r, json, "$.let_go");
 	out->filed_rows = replica_json_int(r, json, "$.rows");
 	out->gap = replica_json_int(r, json, "$.gap");

@@ -62,6 +62,12 @@ report_init(report_mode m, const char *name)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 }
 
+bool
+report_rounds(void)
+{
+	return mode != REPORT_QUIET;
+}
+
 /* the bar, if one is drawn, gives its line back before anything is printed */
 static void
 clear_bar(void)

@@ -43,6 +43,7 @@ struct server
 	PGresult   *pulled;			/* the last pull's result, alive while its rows are read */
 	pulled	   *rows;
 	int			cap;
+	bool		ahead;			/* a pull sent ahead is on its way (server_pull_ahead) */
 	bool		no_claims;		/* the server's sync.pull takes no claim (an earlier version's) */
 };
 
@@ -307,6 +308,20 @@ get_be64(const uint8_t *b)
 	return (int64_t) v;
 }
 
+static agent_status take(server *s, PGresult *res, pulled **rows, int *n, char err[AGENT_ERROR_MAX]);
+
+/*
+ * The pull, in a transaction of its own whose commit waits for no flush:
+ * what it writes (the times each message went out, the answers given) is
+ * bookkeeping a crash may lose -- the answer goes again, a count is one
+ * short -- and a flush would hold back every message it returns by one
+ * fsync.  The messages themselves are flushed before they leave
+ * (src/pg/transport/pull.c).  set_config(..., true) lasts the transaction:
+ * no session state.
+ */
+#define PULL_SQL(args) "SELECT p.number, p.message FROM pg_catalog.set_config('synchronous_commit', 'off', true) s," \
+	" sync.pull(" args ") p"
+
 /*
  * server_pull: the Filed answers waiting for the replica, then the messages
  * of its outbox numbered after `after`, up to max_bytes (at least one).
@@ -326,7 +341,6 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 	const int	lengths[4] = {16, 8, 4, (int) claim_len};
 	const int	formats[4] = {1, 1, 1, 1};
 	PGresult   *res;
-	int			count;
 
 	*rows = NULL;
 	*n = 0;
@@ -334,16 +348,14 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 	be64(after_be, (uint64_t) after);
 	for (int i = 0; i < 4; i++)
 		bytes_be[i] = (uint8_t) ((uint32_t) max_bytes >> (24 - 8 * i));
-	res = PQexecParams(s->conn, s->no_claims ? "SELECT number, message FROM sync.pull($1, $2, $3)"
-					   : "SELECT number, message FROM sync.pull($1, $2, $3, $4)",
+	res = PQexecParams(s->conn, s->no_claims ? PULL_SQL("$1, $2, $3") : PULL_SQL("$1, $2, $3, $4"),
 					   s->no_claims ? 3 : 4, types, values, lengths, formats, 1);
 	if (!s->no_claims && undefined_function(res))
 	{
 		/* a server not updated yet (ALTER EXTENSION magic_sync UPDATE): pull as it takes it */
 		PQclear(res);
 		s->no_claims = true;
-		res = PQexecParams(s->conn, "SELECT number, message FROM sync.pull($1, $2, $3)",
-						   3, types, values, lengths, formats, 1);
+		res = PQexecParams(s->conn, PULL_SQL("$1, $2, $3"), 3, types, values, lengths, formats, 1);
 		if (undefined_function(res))
 		{
 			/* no sync.pull at all: a schema sync that is not magic_sync's */
@@ -354,6 +366,15 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 			return STEP_UNREADY;
 		}
 	}
+	return take(s, res, rows, n, err);
+}
+
+/* take: the rows of a pull's result, res, kept alive in s until server_pull_done */
+static agent_status
+take(server *s, PGresult *res, pulled **rows, int *n, char err[AGENT_ERROR_MAX])
+{
+	int			count;
+
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
 		agent_status st = result_status(s, res, "sync.pull", err);
@@ -386,6 +407,66 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 	*rows = s->rows;
 	*n = count;
 	return STEP_OK;
+}
+
+/*
+ * server_pull_ahead: the next pull, sent before the rows of the last one are
+ * applied, so that the server reads the next batch meanwhile (the rest of a
+ * snapshot).  It claims nothing: the pull before it did, and the server
+ * reads what waits after `after`.  STEP_OK when it is on its way.
+ */
+agent_status
+server_pull_ahead(server *s, const uint8_t replica[16], int64_t after, int max_bytes, char err[AGENT_ERROR_MAX])
+{
+	const Oid	types[3] = {UUIDOID, INT8OID, INT4OID};
+	uint8_t		after_be[8];
+	uint8_t		bytes_be[4];
+	const char *values[3] = {(const char *) replica, (const char *) after_be, (const char *) bytes_be};
+	const int	lengths[3] = {16, 8, 4};
+	const int	formats[3] = {1, 1, 1};
+
+	be64(after_be, (uint64_t) after);
+	for (int i = 0; i < 4; i++)
+		bytes_be[i] = (uint8_t) ((uint32_t) max_bytes >> (24 - 8 * i));
+	if (!PQsendQueryParams(s->conn, "SELECT number, message FROM sync.pull($1, $2, $3)",
+						   3, types, values, lengths, formats, 1))
+		return result_status(s, NULL, "sync.pull", err);
+	s->ahead = true;
+	return STEP_OK;
+}
+
+/* its result's rows, once the last pull's rows are applied (the same as server_pull's) */
+agent_status
+server_pull_next(server *s, pulled **rows, int *n, char err[AGENT_ERROR_MAX])
+{
+	PGresult   *res;
+	PGresult   *last = NULL;
+
+	*rows = NULL;
+	*n = 0;
+	server_pull_done(s);
+	s->ahead = false;
+	while ((res = PQgetResult(s->conn)) != NULL)
+	{
+		PQclear(last);
+		last = res;
+	}
+	if (last == NULL)
+		return result_status(s, NULL, "sync.pull", err);
+	return take(s, last, rows, n, err);
+}
+
+/* server_pull_drop: a pull sent ahead that is not wanted after all, received and let go */
+void
+server_pull_drop(server *s)
+{
+	PGresult   *res;
+
+	if (s == NULL || !s->ahead)
+		return;
+	while ((res = PQgetResult(s->conn)) != NULL)
+		PQclear(res);
+	s->ahead = false;
 }
 
 void
@@ -546,6 +627,34 @@ server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
 }
 
 /*
+ * server_bytes: a setting in bytes as SHOW writes it ("16MB", "4kB",
+ * "1025B": units of 1024); 0 when it is not one
+ */
+int64_t
+server_bytes(const char *shown)
+{
+	static const struct
+	{
+		const char *unit;
+		int64_t		times;
+	}			units[] = {{"B", 1}, {"kB", 1024}, {"MB", 1024 * 1024}, {"GB", (int64_t) 1024 * 1024 * 1024},
+	{"TB", (int64_t) 1024 * 1024 * 1024 * 1024}};
+	char	   *end;
+	long long	n;
+
+	errno = 0;
+	n = strtoll(shown, &end, 10);
+	if (errno != 0 || end == shown || n < 0)
+		return 0;
+	if (*end == '\0')
+		return (int64_t) n;
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+		if (strcmp(end, units[i].unit) == 0)
+			return n > INT64_MAX / units[i].times ? 0 : (int64_t) n * units[i].times;
+	return 0;
+}
+
+/*
  * server_upload_bound: the largest upload the server takes
  * (magic_sync.upload_bytes), so that rows too large for it are tried again
  * when it changes; 0 when the server does not say
@@ -553,11 +662,12 @@ server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
 int64_t
 server_upload_bound(server *s)
 {
-	PGresult   *res = PQexec(s->conn, "SELECT setting FROM pg_catalog.pg_settings WHERE name = 'magic_sync.upload_bytes'");
+	/* not pg_settings: that view shows every setting the server has, a millisecond's work */
+	PGresult   *res = PQexec(s->conn, "SELECT pg_catalog.current_setting('magic_sync.upload_bytes', true)");
 	int64_t		bound = 0;
 
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
-		bound = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		bound = server_bytes(PQgetvalue(res, 0, 0));
 	PQclear(res);
 	return bound;
 }

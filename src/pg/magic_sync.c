@@ -10,6 +10,7 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "claim.h"
 #include "owner.h"
 #include "settings.h"
 #include "wake.h"
@@ -27,6 +28,7 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress)
 	{
 		ms_wake_preload();
+		ms_alarm_preload();
 		ms_worker_register_static();
 	}
 }

@@ -24,6 +24,7 @@ int			ms_upload_bytes = 16 * 1024 * 1024;
 int			ms_prune_rows = 10000;
 bool		ms_full_plan = false;
 bool		ms_whole_tables = true;
+bool		ms_held_later = true;
 bool		ms_check_scans = false;
 int			ms_unreachable_after = 2 * 3600;
 int			ms_wishes_kept = 7 * 24 * 3600;
@@ -89,6 +90,10 @@ ms_settings_init(void)
 							 "A replica provisioned is sent each table it wants every row of by one read of the table.",
 							 "Off: those rows go through the plan's tables, as every other snapshot's do (slower, the same messages).",
 							 &ms_whole_tables, true, PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("magic_sync.held_later",
+							 "The worker records the held rows of the tables a snapshot reads whole after its pass commits.",
+							 "In a transaction of their own, while the replicas provisioned pull and apply; off: in the pass, before its messages go.",
+							 &ms_held_later, true, PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomBoolVariable("magic_sync.check_scans",
 							 "Each statement of a relay pass is explained first, and a warning names the tables it would read whole.",
 							 "For checking the planner: a one-row change should read no table of the application's whole.",

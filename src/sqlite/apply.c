@@ -31,7 +31,11 @@
 ** constraint refuses, or of a table the replica does not hold is refused
 ** (recorded in _sync_refused) and the rest goes on; then deletes, children
 ** first, let go of rows (letgo.c).  An EndSnapshot lets go of every row of
-** its tables the snapshot did not name (_sync_named).  The last applied
+** its tables the snapshot did not name (_sync_named).  A catalog table empty
+** when the snapshot began is named whole instead (the key '', which no row
+** has): only sync_apply adds its rows (its guards), so every row it has at
+** the end came with the snapshot, and neither its keys nor a scan of it at
+** the end cost anything.  The last applied
 ** number, nonce and seal are recorded, then retired rows nothing points at
 ** go for good in a savepoint of their own: a failure there is only noted
 ** in last_error.
@@ -101,6 +105,8 @@ static const char *const unrefuse_sql = "DELETE FROM _sync_refused WHERE tbl = ?
 static const char *const unretire_sql = "DELETE FROM _sync_retired WHERE tbl = ?1 AND key = ?2";
 static const char *const note_sql = "SELECT 1 FROM _sync_notes WHERE tbl = ?1 AND key = ?2";
 static const char *const named_sql = "INSERT OR IGNORE INTO _sync_named(tbl, key) VALUES (?1, ?2)";
+/* the key no row has: the open snapshot names the table whole (fresh_tables) */
+static const char *const whole_sql = "SELECT EXISTS (SELECT 1 FROM _sync_named WHERE tbl = ?1 AND key = '')";
 
 /* need: a statement, prepared the first time it is needed */
 static int
@@ -154,6 +160,28 @@ marks(applier *a, const char *table, bool *retired, bool *refused)
 		{
 			*retired = sqlite3_column_int(st, 0) != 0;
 			*refused = sqlite3_column_int(st, 1) != 0;
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* named_whole: whether the open snapshot names every row of the table (fresh_tables) */
+static int
+named_whole(applier *a, const char *table, bool *yes)
+{
+	sqlite3_stmt *st;
+	int			rc = ms_prepare(a->c, &st, "%s", whole_sql);
+
+	*yes = false;
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+		rc = ms_step(a->c, st);
+		if (rc == SQLITE_ROW)
+		{
+			*yes = sqlite3_column_int(st, 0) != 0;
 			rc = SQLITE_OK;
 		}
 	}
@@ -336,6 +364,7 @@ upserts(applier *a, const Sync__Rows *r)
 	size_t		scratch_cap = 0;
 	bool		retired_rows = false;
 	bool		refusals = false;
+	bool		name = a->c->st.snapshot != 0;	/* each row's key, for the snapshot's end */
 	int			rc = SQLITE_OK;
 	char	   *unheld = NULL;
 	bool		ok = true;
@@ -366,6 +395,13 @@ upserts(applier *a, const Sync__Rows *r)
 		rc = replaces_sorted(r, &replaces, &replace_bytes);
 	if (rc == SQLITE_OK)
 		rc = marks(a, t->name, &retired_rows, &refusals);
+	if (rc == SQLITE_OK && name)
+	{
+		bool		whole;
+
+		rc = named_whole(a, t->name, &whole);
+		name = !whole;
+	}
 	if (rc == SQLITE_OK && (vals = sqlite3_malloc64(sizeof(ms_val) * (size_t) t->ncols)) == NULL)
 		rc = SQLITE_NOMEM;
 	for (size_t i = 0; i < r->n_upserts && rc == SQLITE_OK; i++)
@@ -391,7 +427,7 @@ upserts(applier *a, const Sync__Rows *r)
 				break;
 			}
 		}
-		if (a->c->st.snapshot != 0)
+		if (name)
 			rc = keyed(a, &a->named, named_sql, t->name, a->key.data, a->key.len);
 		if (rc != SQLITE_OK)
 			break;
@@ -558,6 +594,15 @@ end_snapshot(applier *a, const Sync__EndSnapshot *e)
 
 		if (ends && (rc = usable(a, t, &ends)) != SQLITE_OK)
 			break;
+		if (ends)
+		{
+			bool		whole;
+
+			/* named whole: every row it has came with the snapshot */
+			if ((rc = named_whole(a, t->name, &whole)) != SQLITE_OK)
+				break;
+			ends = !whole;
+		}
 		if (!ends)
 			continue;
 		/* the keys first, then let go: never delete under a running SELECT */
@@ -604,6 +649,35 @@ end_snapshot(applier *a, const Sync__EndSnapshot *e)
 	return rc;
 }
 
+/*
+ * fresh_tables: each catalog table the snapshot begins with empty is named
+ * whole (the key '', which no row has).  Its guards let no one but
+ * sync_apply add rows to it, so at the snapshot's end it holds only rows the
+ * snapshot sent: naming each of them, and looking at each at the end for
+ * one not named, would double the cost of a first sync's rows.  A record
+ * takes rows of the replica's own: its rows are named one by one.
+ */
+static int
+fresh_tables(ms_ctx *c)
+{
+	int			rc = SQLITE_OK;
+
+	for (int i = 0; i < c->schema->n && rc == SQLITE_OK; i++)
+	{
+		const ms_tbl *t = &c->schema->t[i];
+		sqlite3_stmt *st = NULL;
+
+		if (t->record || t->broken != NULL)
+			continue;
+		rc = ms_prepare(c, &st, "INSERT OR IGNORE INTO _sync_named(tbl, key)"
+						" SELECT %s, '' WHERE NOT EXISTS (SELECT 1 FROM %s)", t->lit, t->q);
+		if (rc == SQLITE_OK)
+			rc = ms_done(c, st);
+		sqlite3_finalize(st);
+	}
+	return rc;
+}
+
 /* begin_snapshot: a new chain, perhaps a new epoch, and the schema */
 static int
 begin_snapshot(applier *a)
@@ -635,7 +709,8 @@ begin_snapshot(applier *a)
 	memcpy(c->st.epoch, m->epoch.data, MS_EPOCH_BYTES);
 	c->st.snapshot = m->number;
 	c->st.gap = 0;
-	return ms_schema_begin(c, m->down->begin);
+	rc = ms_schema_begin(c, m->down->begin);
+	return rc == SQLITE_OK ? fresh_tables(c) : rc;
 }
 
 static int
@@ -747,11 +822,14 @@ apply(applier *a, ms_buf *out)
 	a->n.let_go = let_go;
 	if (rc == SQLITE_OK)
 	{
+		/* a snapshot's first message says how many rows the snapshot carries (the agent's bar) */
 		ms_buf_printf(out, "{\"result\":\"applied\",\"number\":%llu,\"snapshot\":%s%s%s,"
 					  "\"upserts\":%d,\"deletes\":%d,\"retired\":%d,\"kept\":%d,\"refused\":%d,\"let_go\":%d%s",
 					  (unsigned long long) m->number, snapshot ? "\"" : "", snapshot ? snapshot : "null",
 					  snapshot ? "\"" : "", a->n.upserts, a->n.deletes, a->n.retired, a->n.kept,
 					  a->n.refused, a->n.let_go, a->evolved.len ? a->evolved.data : "");
+		if (begins)
+			ms_buf_printf(out, ",\"begin_rows\":%llu", (unsigned long long) m->down->begin->rows);
 		/* tables made now that the host renamed its own of their names */
 		ms_buf_printf(out, made ? ",\"made\":%d}" : "}", made);
 	}

@@ -214,8 +214,11 @@ extern const int ms_nsettings;
 
 #define MS_MAX_MESSAGE_DEFAULT ((int64_t) 64 << 20)
 #define MS_MAX_UPLOAD_DEFAULT ((int64_t) 1 << 20)
-/* The library's version, the first word of the build an upload carries (Up.build). */
-#define MS_SQLITE_VERSION "0.2"
+/*
+ * The library's version, the first word of the build an upload carries
+ * (Up.build): magic_sync.control's, which the Makefile passes (-DMS_VERSION).
+ */
+#define MS_SQLITE_VERSION MS_VERSION
 
 /*
  * hlc.c, the clock of version => 'hlc' tables (docs/protocol.md 12):

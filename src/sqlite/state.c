@@ -15,7 +15,7 @@
 **                  that carries it, or why it is set aside
 **   _sync_refused  rows from the server the replica could not take
 **   _sync_retired  retired rows of tables without a retired column
-**   _sync_named    keys the open snapshot named so far
+**   _sync_named    keys the open snapshot named so far ('': a table named whole, apply.c)
 **
 ** A state no build writes (a file edited by hand: a negative number, a
 ** message applied without its nonce, a setting outside its range) is

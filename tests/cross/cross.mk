@@ -26,7 +26,7 @@ CROSS_PBC_SRC = $(firstword $(wildcard $(CROSS_SRC)/protobuf-c-[0-9]*))
 CROSS_SODIUM_SRC = $(firstword $(wildcard $(CROSS_SRC)/libsodium-[0-9]*))
 CROSS_AMAL = build/cross-sqlite
 CROSS_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1 -g \
-	-Isrc/shared -Isrc/sqlite -Itests/unit
+	-Isrc/shared -Isrc/sqlite -Itests/unit $(MS_VERSION_FLAG)
 CROSS_TEST_SRCS = $(wildcard tests/sqlite/*.c) tests/unit/vectors.c $(SQLITE_SRCS) $(REPLICA_SHARED_SRCS)
 CROSS_EXT_SRCS = $(SQLITE_SRCS) $(REPLICA_SHARED_SRCS)
 

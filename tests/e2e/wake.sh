@@ -10,7 +10,7 @@ self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/../.." || exit 2
 . tests/e2e/lib.sh
 in_cluster "$self" -o magic_sync.database=later -o magic_sync.naptime=3600000 \
-	-o logging_collector=on -o log_directory=log
+	-o logging_collector=on -o log_directory=log -o track_functions=all
 DB=later
 logfile() { psql -XAtq -d postgres -c "SELECT pg_read_file(pg_current_logfile())"; }
 ms() { date +%s%3N; }
@@ -57,6 +57,39 @@ q $DB "INSERT INTO items SELECT g, 'many' FROM generate_series(1000, 1099) g"
 wait_for 2 $DB "SELECT count(*) = 100 FROM sync.held WHERE key IN (SELECT sync.key(ARRAY[g::text]) FROM generate_series(1000, 1099) g)" || true
 check "a transaction of a hundred notes is relayed at its commit" \
 	"$(q $DB "SELECT count(*) FROM sync.held WHERE key IN (SELECT sync.key(ARRAY[g::text]) FROM generate_series(1000, 1099) g)")" "100"
+
+# a stream of commits makes a pass each, and housekeeping once a second at
+# most: parsing and planning sync.prune after every pass cost as much again as
+# a pass of a few notes
+prunes() { q $DB "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE schemaname = 'sync' AND funcname = 'prune'"; }
+sleep 1.2
+before=$(prunes)
+passes=$(q $DB "SELECT last_value FROM sync.message_seq")
+start=$(ms)
+for i in $(seq 200 219); do
+	q $DB "INSERT INTO items VALUES ($i, 'stream')"
+	sleep 0.03
+done
+wait_for 2 $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)" || true
+took=$(($(ms) - start))
+sleep 0.3
+passes=$(($(q $DB "SELECT last_value FROM sync.message_seq") - passes))
+ran=$(($(prunes) - before))
+echo "20 commits 30 ms apart, in $took ms: $passes messages written (a pass each), housekeeping $ran times"
+check "twenty commits make several passes" "$([ $passes -ge 5 ] && echo yes || echo no)" "yes"
+check "and housekeeping once a second at most, not once a pass" \
+	"$([ $ran -le $((took / 1000 + 2)) ] && [ $ran -lt $passes ] && echo yes || echo no)" "yes"
+
+# a pass that found housekeeping not yet due leaves it for later: the worker
+# wakes for it within a second, though its naptime is an hour and nothing
+# commits (a done note, as an unmirrored table's are, pruned without a pass)
+q $DB "INSERT INTO items VALUES (300, 'due')"
+sleep 0.2
+q $DB "INSERT INTO sync.notes (tab, key, done) SELECT id, 'pruned later', true FROM sync.tables WHERE name = 'items'"
+q $DB "INSERT INTO items VALUES (301, 'due')"
+wait_for 3 $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE key = 'pruned later')" || true
+check "a done note left by a pass is pruned within seconds, naptime an hour" \
+	"$(q $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE key = 'pruned later')")" "t"
 
 # a 10^5-row change, then a one-row change: it is not held back by the pass or the pruning
 q $DB "INSERT INTO items SELECT g, 'bulk' FROM generate_series(100000, 199999) g"

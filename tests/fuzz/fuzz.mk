@@ -15,7 +15,7 @@ FUZZ_SECONDS ?= 30
 FUZZ_TARGETS ?= apply_raw apply_chain wire key up bundle
 FUZZ_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1 -g \
 	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-	-Isrc/shared -Isrc/sqlite -Itests/sqlite -Itests/unit -Itests/fuzz/targets
+	-Isrc/shared -Isrc/sqlite -Itests/sqlite -Itests/unit -Itests/fuzz/targets $(MS_VERSION_FLAG)
 FUZZ_LINK = -fsanitize=fuzzer,address,undefined
 
 # the replica's share of src/shared (no seal.c, no libcrypto), as the replica links it

@@ -359,9 +359,16 @@ file_database_restart(void)
 	remove(path);
 	db = t_open(path);
 	tm_server_init(&s, 0x20, 0x10);
+	/* a snapshot of tables that hold rows names them one by one (an empty one is named whole) */
+	tm_shop_snapshot(&s, &begin, &end);
+	r = tm_apply(db, begin);
+	r = tm_apply(db, end);
+	CHECK(t_has(r, "\"snapshot\":\"end\""), "a first snapshot: %s %s", S(r), tm_error());
 	tm_shop_snapshot(&s, &begin, &end);
 	r = tm_apply(db, begin);
 	CHECK(t_has(r, "\"applied\""), "begin on a file: %s %s", S(r), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl = 'customers' AND key <> ''") == 2,
+		  "its customers are named one by one");
 	sqlite3_close(db);
 	/* the process restarts between the messages of a snapshot */
 	db = t_open(path);
@@ -554,6 +561,73 @@ replaces_scale(void)
 	CHECK(large <= 2 * 4000UL * 14, "at most 2 n (log2 n + 2): %lu for 4000 rows", large);
 }
 
+/*
+ * A catalog table empty when a snapshot begins is named whole: its guards let
+ * no one but sync_apply add its rows, so it holds only what the snapshot
+ * sends, and no key of it is written down nor looked for at the end.  A
+ * record takes rows of the replica's own: its rows are named one by one,
+ * and a row of its own not sent stays.
+ */
+static void
+fresh_tables_named_whole(void)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_server	s;
+	Sync__Table *schema[4];
+	Sync__Down *d;
+	char	   *r;
+
+	tm_server_init(&s, 0x20, 0x10);
+	tm_shop(schema);
+	d = tm_begin(schema, 4);
+	tm_upsert(tm_rows(d, "customers"), "{\"id\":1,\"name\":\"Ada\",\"vip\":true}", -1, "1", NULL);
+	tm_upsert(tm_rows(d, "orders"), "{\"origin\":\"aaaaaaaa-0000-0000-0000-000000000001\",\"id\":1,"
+			  "\"customer\":1,\"total\":3}", -1, "aaaaaaaa-0000-0000-0000-000000000001", "1", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"applied\"") && t_has(r, "\"upserts\":2"), "a first snapshot begins: %s %s", S(r), tm_error());
+	CHECK(t_has(r, "\"begin_rows\":"), "its first message says how many rows it carries: %s", S(r));
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl IN ('customers', 'products')") == 2 &&
+		  t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl IN ('customers', 'products') AND key = ''") == 2,
+		  "its catalog tables are named whole, no key of theirs written");
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl = 'orders' AND key <> ''") == 1 &&
+		  t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl = 'orders' AND key = ''") == 0,
+		  "a record's rows are named one by one");
+	/* a row of the replica's own, written while the snapshot is open */
+	{
+		char		sql[256];
+
+		snprintf(sql, sizeof sql, "INSERT INTO orders(origin, id, customer, total) VALUES ('%s', 7, 1, 1)",
+				 tm_replica_text(&s));
+		t_exec(db, sql, NULL);
+	}
+	d = tm_down();
+	tm_upsert(tm_rows(d, "customers"), "{\"id\":2,\"name\":\"Bob\",\"vip\":false}", -1, "2", NULL);
+	tm_upsert(tm_rows(d, "products"), "{\"id\":1,\"name\":\"tea\",\"price\":2.5,\"stock\":10}", -1, "1", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"upserts\":2"), "the next message of the snapshot: %s %s", S(r), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl IN ('customers', 'products')") == 2,
+		  "still no key of a table named whole");
+	r = tm_apply(db, tm_next(&s, NULL, tm_end("customers", "products", "orders", "sales", NULL)));
+	CHECK(t_has(r, "\"snapshot\":\"end\"") && t_has(r, "\"deletes\":0"),
+		  "the end lets go of nothing: %s %s", S(r), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM customers") == 2 && t_int(db, "SELECT count(*) FROM products") == 1 &&
+		  t_int(db, "SELECT count(*) FROM orders") == 2, "every row sent is there, and the replica's own order");
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_named") == 0, "nothing named after the end");
+
+	/* the next snapshot finds the tables holding rows: each row is named, one not sent let go of */
+	tm_shop(schema);
+	d = tm_begin(schema, 4);
+	tm_upsert(tm_rows(d, "customers"), "{\"id\":1,\"name\":\"Ada\",\"vip\":true}", -1, "1", NULL);
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl = 'customers' AND key = ''") == 0 &&
+		  t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl = 'products' AND key = ''") == 0,
+		  "tables holding rows are not named whole: %s %s", S(r), tm_error());
+	r = tm_apply(db, tm_next(&s, NULL, tm_end("customers", "products", "orders", "sales", NULL)));
+	CHECK(t_int(db, "SELECT count(*) FROM customers") == 1 && t_int(db, "SELECT count(*) FROM products") == 0,
+		  "the rows it did not name are let go of: %s %s", S(r), tm_error());
+	sqlite3_close(db);
+}
+
 void
 test_apply(void)
 {
@@ -568,6 +642,7 @@ test_apply(void)
 	callers_transaction();
 	filed_during_gap();
 	file_database_restart();
+	fresh_tables_named_whole();
 	host_breaks_tables();
 	protocol_sample();
 	awkward_names();

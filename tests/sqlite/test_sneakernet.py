@@ -432,5 +432,16 @@ check("a link at FILE.part: the upload is written all the same", (rc, out.get("r
 check("not through the link", open(victim, "rb").read(), b"precious")
 check("the upload is a file of its own", (os.path.islink(vup2), read(open(vup2, "rb").read())[0]), (False, 2))
 
+# one version: the agent's and the replica extension's are magic_sync.control's
+control = open(os.path.join(top, "magic_sync.control")).read()
+version = control.split("default_version = '")[1].split("'")[0]
+p = subprocess.run([agent_bin, "--version"], capture_output=True, text=True, timeout=60)
+check("--version prints magic_sync.control's default_version",
+      (p.returncode, p.stdout.split()[:2]), (0, ["magic_sync_agent", version]))
+rc, out = agent("export", "--db", van, "--replica", UUID, "--to", os.path.join(tmp, "van-up3"))
+builds = {" ".join(v.decode().split()[:2]) for m in read(open(os.path.join(tmp, "van-up3"), "rb").read())[2]
+          for n, v in fields(m) if n == 14}
+check("an upload's build names magic_sync.control's version", (rc, builds), (0, {f"magic_sync_sqlite {version}"}))
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * decl.h
- *	  A declaration (seed section 3): what sync.mirror was told about a
+ *	  A declaration (docs/design.md 3): what sync.mirror was told about a
  *	  table, as one row of sync.tables holds it.
  *
  * One struct, whether sync.mirror is filling it from its arguments or the
@@ -19,7 +19,7 @@
 /* Which replicas hold which rows (rule.c reads and writes its text). */
 typedef enum ms_rule
 {
-	MS_RULE_NONE,				/* the seed's Referenced: only as a parent */
+	MS_RULE_NONE,				/* no rule: only as a parent (docs/design.md 3) */
 	MS_RULE_BROADCAST,			/* every replica (of the row's partition) */
 	MS_RULE_ASSIGNED,			/* the replica whose uuid is in rule_column */
 	MS_RULE_FOLLOWS,			/* wherever the parent rule_column points at goes */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * rule.h
- *	  The sync rule: which replicas hold which rows (seed section 3).
+ *	  The sync rule: which replicas hold which rows (docs/design.md 3).
  *
  *	  broadcast | assigned(col) | follows(col)
  *	  | grouped(members => table, assigned => table [, group => col] [, replica => col])

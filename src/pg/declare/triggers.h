@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * triggers.h
- *	  The triggers a declaration installs (seed 4.1): sync.mirror and
+ *	  The triggers a declaration installs (docs/design.md 4.1): sync.mirror and
  *	  sync.retrigger create them, sync.check compares pg_trigger with them,
  *	  sync.unmirror drops them.  The trigger function itself, sync.note, is
  *	  relay/notes.c: it reads what the arguments written here say.

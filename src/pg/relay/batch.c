@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * batch.c
- *	  The notes a pass reads (seed 4.2): a batch, oldest first.
+ *	  The notes a pass reads (docs/design.md 4.3): a batch, oldest first.
  *
  * The notes read are the oldest not done that the snapshot sees, up to
  * magic_sync.batch_notes, never "the notes after the last one read": ids are
@@ -66,12 +66,12 @@ ms_batch_read(ms_pass *p)
 			"INSERT INTO sync.notes (tab, key) SELECT tab, key FROM sync.quarantine"
 			" WHERE since < now() - interval '1 minute' ORDER BY since LIMIT $1",
 			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
-	ms_exec(p,
-			"WITH u AS (UPDATE sync.notes SET parked = NULL, parked_at = NULL WHERE ctid = ANY (ARRAY("
-			" SELECT ctid FROM sync.notes WHERE parked IS NOT NULL AND NOT done"
-			"  AND parked_at < now() - interval '1 minute' ORDER BY id LIMIT $1)) RETURNING id)"
-			" SELECT min(id) FROM u",
-			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
+	ms_exec_by_index(p,
+					 "WITH u AS (UPDATE sync.notes SET parked = NULL, parked_at = NULL WHERE ctid = ANY (ARRAY("
+					 " SELECT ctid FROM sync.notes WHERE parked IS NOT NULL AND NOT done"
+					 "  AND parked_at < now() - interval '1 minute' ORDER BY id LIMIT $1)) RETURNING id)"
+					 " SELECT min(id) FROM u",
+					 1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
 	/* a note read again lies under the floor, most likely: the read begins at it */
 	unparked = DatumGetInt64(ms_value(0, 1, &isnull));
 	if (!isnull && p->floor != NULL)

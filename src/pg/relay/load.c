@@ -11,8 +11,10 @@
 #include "magic_sync.h"
 
 #include "catalog/pg_type.h"
+#include "common/jsonapi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
@@ -51,11 +53,150 @@ columns_of(const ms_table *t, const char *alias)
 	return cols.data;
 }
 
-/* a row r of t's mirrored columns in its codec: its columns (proto), or its json */
+/*
+ * What row_to_json makes of a column of these types, written here rather
+ * than by row_to_json (json.c's datum_to_json): a boolean, a number (its
+ * text, or quoted when that is no JSON number: NaN, Infinity), a string
+ * (its text, quoted).  row_to_json looked each column's category up again
+ * for every row, and a first sync's pass spent a third of its reading in it.
+ */
+typedef enum json_kind
+{
+	JSON_OTHER,					/* row_to_json's */
+	JSON_BOOL,
+	JSON_NUMBER,
+	JSON_STRING
+} json_kind;
+
+static json_kind
+json_kind_of(Oid base_type)
+{
+	switch (base_type)
+	{
+		case BOOLOID:
+			return JSON_BOOL;
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case NUMERICOID:
+			return JSON_NUMBER;
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case UUIDOID:
+			return JSON_STRING;
+		default:
+			return JSON_OTHER;
+	}
+}
+
+/* whether load.c writes t's json rows itself: every mirrored column of a kind above */
+static bool
+json_written(const ms_table *t)
+{
+	if (t->proto)
+		return false;
+	for (int c = 0; c < t->ncolumns; c++)
+		if (json_kind_of(t->columns[c].base_type) == JSON_OTHER)
+			return false;
+	return true;
+}
+
+/* a row r of t's mirrored columns in its codec: its columns (proto, json written here), or its json */
 static char *
 payload(const ms_table *t)
 {
-	return t->proto ? columns_of(t, "r") : "pg_catalog.row_to_json(r)::pg_catalog.text";
+	return t->proto || json_written(t) ? columns_of(t, "r") : "pg_catalog.row_to_json(r)::pg_catalog.text";
+}
+
+/* How a chunk's json rows are written: each column's output function, and its name as a key. */
+typedef struct json_writer
+{
+	FmgrInfo   *out;
+	char	  **keys;			/* ,"name": (the first without its comma) */
+	json_kind  *kinds;
+} json_writer;
+
+static void
+json_writer_init(const ms_table *t, json_writer *w)
+{
+	w->out = palloc(sizeof(FmgrInfo) * t->ncolumns);
+	w->keys = palloc(sizeof(char *) * t->ncolumns);
+	w->kinds = palloc(sizeof(json_kind) * t->ncolumns);
+	for (int c = 0; c < t->ncolumns; c++)
+	{
+		StringInfoData key;
+		Oid			fn;
+		bool		varlena;
+
+		initStringInfo(&key);
+		if (c > 0)
+			appendStringInfoChar(&key, ',');
+		escape_json(&key, t->columns[c].name);
+		appendStringInfoChar(&key, ':');
+		w->keys[c] = key.data;
+		w->kinds[c] = json_kind_of(t->columns[c].base_type);
+		getTypeOutputInfo(t->columns[c].base_type, &fn, &varlena);
+		fmgr_info(fn, &w->out[c]);
+	}
+}
+
+/*
+ * escape_json's string: one with nothing to escape (no quote, backslash or
+ * control character) in one piece, rather than a character at a time
+ */
+static void
+json_string(StringInfo out, const char *s)
+{
+	const char *q = s;
+
+	while (*q != '\0' && (unsigned char) *q >= ' ' && *q != '"' && *q != '\\')
+		q++;
+	if (*q != '\0')
+	{
+		escape_json(out, s);
+		return;
+	}
+	enlargeStringInfo(out, (int) (q - s) + 2);
+	out->data[out->len++] = '"';
+	memcpy(out->data + out->len, s, q - s);
+	out->len += (int) (q - s);
+	out->data[out->len++] = '"';
+	out->data[out->len] = '\0';
+}
+
+/* the row as row_to_json writes it, of columns first.. of the result (json_written(t)) */
+static void
+encode_json(const ms_table *t, const json_writer *w, HeapTuple tup, TupleDesc desc, int first, StringInfo out)
+{
+	appendStringInfoChar(out, '{');
+	for (int c = 0; c < t->ncolumns; c++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(tup, desc, c + first, &isnull);
+		char	   *s;
+
+		appendStringInfoString(out, w->keys[c]);
+		if (isnull)
+		{
+			appendStringInfoString(out, "null");
+			continue;
+		}
+		if (w->kinds[c] == JSON_BOOL)
+		{
+			appendStringInfoString(out, DatumGetBool(d) ? "true" : "false");
+			continue;
+		}
+		s = OutputFunctionCall(&w->out[c], d);
+		if (w->kinds[c] == JSON_NUMBER && IsValidJsonNumber(s, strlen(s)))
+			appendStringInfoString(out, s);
+		else
+			json_string(out, s);
+		pfree(s);
+	}
+	appendStringInfoChar(out, '}');
 }
 
 /*
@@ -198,10 +339,14 @@ static void
 copy_chunk(ms_table *t, chunk *c)
 {
 	StringInfoData buf;
+	bool		json = json_written(t);
+	json_writer w;
 
 	c->n = (int) SPI_processed;
 	c->rows = palloc(sizeof(ms_row) * Max(c->n, 1));
 	initStringInfo(&buf);
+	if (json)
+		json_writer_init(t, &w);
 	for (int i = 0; i < c->n; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -224,6 +369,8 @@ copy_chunk(ms_table *t, chunk *c)
 		resetStringInfo(&buf);
 		if (t->proto)
 			ms_encode_proto(t, tup, desc, 4, &buf);
+		else if (json)
+			encode_json(t, &w, tup, desc, 4, &buf);
 		else
 		{
 			text	   *json = DatumGetTextPP(SPI_getbinval(tup, desc, 4, &isnull));

@@ -4,7 +4,10 @@
  *	  (seen_live, seen_partition).  A replica that became live, or moved to
  *	  another partition, is provisioned again from scratch; one that stopped
  *	  being live, or was dropped, is forgotten.  One whose mirrored tables
- *	  changed since it was sent them is sent the change (evolve.c).
+ *	  changed since it was sent them is sent the change (evolve.c).  One
+ *	  whose snapshot's held rows were left for after its pass (held_due,
+ *	  record.c) and never written -- the worker died in between -- is
+ *	  provisioned again.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -15,6 +18,10 @@
 #include "observe.h"
 #include "temp.h"
 #include "updated.h"
+
+/* a replica to provision; a snapshot that failed for good is tried again a minute later (park.c) */
+#define PROVISIONING "live AND provision" \
+	" AND (provision_failed_at IS NULL OR provision_failed_at < now() - interval '1 minute')"
 
 ArrayType *
 ms_observe(ms_pass *p)
@@ -38,9 +45,20 @@ ms_observe(ms_pass *p)
 	ms_temp_table(p, "ms_forget");
 	p->carried = ms_catalog_has("carried");
 	p->owed = ms_catalog_has_column("replicas", "owed_messages");
-	ms_exec(p, "INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
-			0, NULL, NULL, NULL, 0);
-	p->forgotten = (int64) SPI_processed;
+	p->held_due = ms_catalog_has_column("replicas", "held_due");
+	/* held rows after the pass need the column that says they are due */
+	p->held_later = p->held_later && p->held_due;
+	/*
+	 * A snapshot pass writes the rows of the replicas it provisions alone:
+	 * forgetting replicas and their schema changes are the other passes'
+	 * (relay.c), which hold sync.replicas whole.
+	 */
+	if (p->snapshots != MS_SNAPSHOTS_ONLY)
+	{
+		ms_exec(p, "INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
+				0, NULL, NULL, NULL, 0);
+		p->forgotten = (int64) SPI_processed;
+	}
 	/* most passes forget nobody: then none of it is asked, nor planned */
 	if (p->forgotten > 0)
 	{
@@ -56,19 +74,38 @@ ms_observe(ms_pass *p)
 			ms_exec(p, "UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0 WHERE id IN (SELECT id FROM ms_forget)",
 					0, NULL, NULL, NULL, 0);
 	}
-	ms_exec(p, "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
+	ms_exec(p, p->held_due
+			? "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition, held_due = NULL"
+			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition OR held_due IS NOT NULL)"
+			: "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
 			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
 			0, NULL, NULL, NULL, 0);
 	/* the mirrored tables changed since what it was sent: a schema change, or a snapshot */
-	ms_evolve_observe(p);
+	if (p->snapshots != MS_SNAPSHOTS_ONLY)
+		ms_evolve_observe(p);
 
-	/* a snapshot that failed for good is tried again a minute later (park.c) */
-	ms_exec(p, "SELECT array_agg(id) FROM sync.replicas WHERE live AND provision"
-			" AND (provision_failed_at IS NULL OR provision_failed_at < now() - interval '1 minute')",
+	/*
+	 * A snapshot pass takes the rows of the replicas it provisions: their
+	 * filings and pulls wait for it (its snapshot replaces what they would
+	 * change), the others' go on.  One filed since the pass's snapshot fails
+	 * it here, before it wrote anything, as a serialization failure.
+	 */
+	if (p->snapshots == MS_SNAPSHOTS_ONLY)
+		ms_exec(p, "SELECT id FROM sync.replicas WHERE " PROVISIONING " AND NOT dropped ORDER BY id FOR UPDATE",
+				0, NULL, NULL, NULL, 0);
+	ms_exec(p, p->snapshots == MS_SNAPSHOTS_ONLY ?
+			"SELECT array_agg(id) FROM sync.replicas WHERE " PROVISIONING " AND NOT dropped" :
+			"SELECT array_agg(id) FROM sync.replicas WHERE " PROVISIONING,
 			0, NULL, NULL, NULL, 0);
 	provisioning = ms_array();
 	if (provisioning == NULL)
 		return NULL;
+	/* the worker's pass that reads notes leaves them to a snapshot pass (relay.c) */
+	if (p->snapshots == MS_SNAPSHOTS_LEFT)
+	{
+		p->snapshots_left = true;
+		return NULL;
+	}
 	/* a snapshot replaces what the replica was owed: its outbox is dropped */
 	values[0] = PointerGetDatum(provisioning);
 	ms_exec(p,

@@ -275,6 +275,21 @@ ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 	return rc;
 }
 
+int
+ms_exec_by_index(ms_pass *p, const char *sql, int nargs, Oid *types,
+				 Datum *values, const char *nulls, long tcount)
+{
+	/* as a function's SET clause does: undone after it, or when it fails */
+	int			nest = NewGUCNestLevel();
+	int			rc;
+
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	rc = ms_exec(p, sql, nargs, types, values, nulls, tcount);
+	AtEOXact_GUC(true, nest);
+	return rc;
+}
+
 void
 ms_analyze(ms_pass *p, const char *tables, uint64 rows)
 {

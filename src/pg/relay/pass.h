@@ -70,6 +70,10 @@ typedef struct ms_pass
 	bool		whole_failed;	/* reading one whole failed for good: the pass plans again without (relay.c) */
 	bool		no_whole;		/* every table's rows go through the plan */
 	bool		noted;			/* pg_temp.ms_pending has rows: a held row of a table read whole looks up its note */
+	bool		held_due;		/* sync.replicas has held_due (77_held_due.sql; a catalog not updated has none) */
+	bool		held_later;		/* the worker's: the held rows of tables read whole are written once the pass commits */
+	struct ms_held_later *later;	/* those kept for then, in cxt (record.c) */
+	int64		held_deferred;	/* how many, written by ms_record_held_later */
 
 	/* what the pass did (sync.relay_pass returns it) */
 	int64		notes_read;
@@ -82,8 +86,22 @@ typedef struct ms_pass
 	int64		parked;			/* notes whose plan failed for good (park.c) */
 	bool		more;			/* a full batch was read: notes may wait for the next pass */
 	bool		bounds_later;	/* the caller checks the outbox bounds once the pass commits (ms_relay_bounds) */
+	int			snapshots;		/* MS_SNAPSHOTS_*: whether this pass provisions replicas */
+	bool		snapshots_left;	/* replicas wait for a snapshot pass (MS_SNAPSHOTS_LEFT) */
 	struct ms_floor *floor;		/* the worker's floor under the notes it reads (floor.h); NULL by hand */
 } ms_pass;
+
+/*
+ * What a pass does with the replicas to provision (observe.c).  A pass by
+ * hand, sync.relay_pass(), provisions them as it goes, holding sync.replicas
+ * whole.  The worker's passes that read notes leave them (LEFT) to a
+ * snapshot pass of their own (ONLY: sync.relay_snapshots()), which reads
+ * no note and holds the rows of the replicas it provisions alone, so that
+ * the others' filings and pulls never wait for a snapshot (issue 37).
+ */
+#define MS_SNAPSHOTS_ALL	0
+#define MS_SNAPSHOTS_LEFT	1
+#define MS_SNAPSHOTS_ONLY	2
 
 /*
  * ms_pass_begin / end: SPI connected by the caller.  Begin sets *p up empty,
@@ -125,6 +143,15 @@ extern int	ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls,
 /* ms_exec: prepare, run once, free. */
 extern int	ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 					Datum *values, const char *nulls, long tcount);
+
+/*
+ * ms_exec_by_index: ms_exec with sequential scans off.  For a statement that
+ * reads the few rows a partial index holds (parked notes): kept from a pass
+ * that planned it while the table was small, its plan read the table whole
+ * at every later pass once the table had grown (sql/34_relay_parked.sql).
+ */
+extern int	ms_exec_by_index(ms_pass *p, const char *sql, int nargs, Oid *types,
+							 Datum *values, const char *nulls, long tcount);
 
 /* ms_exec_all: statements without arguments, one after the other (NULL-terminated). */
 extern void ms_exec_all(ms_pass *p, const char *const *stmts);

@@ -108,9 +108,9 @@ plan_blocked(ms_pass *p)
 	if (p->blocked)
 		children_closure(p, "ms_blocked");
 	/* the rows of parked notes: their rules are not even evaluated (park.c) */
-	ms_exec(p, "INSERT INTO ms_unplanned SELECT DISTINCT tab, key FROM sync.notes"
-			" WHERE parked IS NOT NULL AND NOT done AND source = 'r' AND key IS NOT NULL",
-			0, NULL, NULL, NULL, 0);
+	ms_exec_by_index(p, "INSERT INTO ms_unplanned SELECT DISTINCT tab, key FROM sync.notes"
+					 " WHERE parked IS NOT NULL AND NOT done AND source = 'r' AND key IS NOT NULL",
+					 0, NULL, NULL, NULL, 0);
 }
 
 /*

@@ -11,6 +11,13 @@
  * it.  What a message carries is recorded as segments (table, first and last
  * key) and turned into sync.held rows set by set at the end, so a snapshot
  * of a million rows costs one INSERT, not a million.
+ *
+ * The worker writes the held rows of tables read whole once the pass
+ * committed, in a transaction of its own (ms_record_held_later): they are
+ * most of a first sync's pass, and its replica pulls and applies the
+ * snapshot meanwhile.  Until then the replica's held_due names the snapshot,
+ * and a pass that finds it set (the worker died in between) provisions the
+ * replica again (observe.c).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -37,6 +44,7 @@
 #include "settings.h"
 #include "signing.h"
 #include "hlc_clock.h"
+#include "heldrows.h"
 #include "wire.h"
 #include "wish.h"
 #include "temp.h"
@@ -263,6 +271,7 @@ store_body(recorder *r, StringInfo body, int upserts, int deletes, uint8 hash[PG
 }
 
 static void insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values);
+static bool insert_held_direct(recorder *r);
 
 /*
  * write_held: the held rows of tables read whole buffered so far.  A row
@@ -281,6 +290,15 @@ write_held(recorder *r)
 	if (r->nheld == 0)
 		return;
 	old = MemoryContextSwitchTo(r->held_cxt);
+	/* with no note to look up, a page at a time (heldrows.c) */
+	if (!r->p->noted && insert_held_direct(r))
+	{
+		r->held_whole += (uint64) r->nheld;
+		r->nheld = 0;
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(r->held_cxt);
+		return;
+	}
 	for (int c = 0; c < 4; c++)
 		arrays[c] = batch_array(r->held[c], r->nheld, elem[c]);
 	/* the arrays read in step, a row at a time (in FROM, unnest would gather them first) */
@@ -302,13 +320,113 @@ write_held(recorder *r)
 	MemoryContextReset(r->held_cxt);
 }
 
-/* held_of_whole: the held rows of tg's message number, of its whole segments, buffered */
+/* held_add: one held row of a table read whole, buffered; id is not copied */
+static void
+held_add(recorder *r, const pg_uuid_t *id, int tab, const char *key, int64 number)
+{
+	MemoryContext old;
+	int			i;
+
+	if (r->nheld == HELD_BATCH)
+		write_held(r);
+	old = MemoryContextSwitchTo(r->held_cxt);
+	i = r->nheld++;
+	r->held[0][i] = UUIDPGetDatum(id);
+	r->held[1][i] = Int32GetDatum(tab);
+	r->held[2][i] = CStringGetTextDatum(key);
+	r->held[3][i] = Int64GetDatum(number);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * A message's held rows of tables read whole, kept by a worker's pass for
+ * after its commit (ms_record_held_later): its keys as its target had them,
+ * copied once, and its whole segments' tables and rows.
+ */
+typedef struct later_message
+{
+	pg_uuid_t	replica;
+	int64		number;
+	int			nsegs;
+	int		   *tabs;
+	int		   *rows;
+	char	   *keys;			/* each ending in a NUL, in the segments' order */
+} later_message;
+
+/* what a message kept costs beside its keys: its struct, its list cell, their chunks' headers */
+#define LATER_OVERHEAD (sizeof(later_message) + 64)
+
+/* what a worker's pass keeps for after its commit, in its memory (p->cxt outlives the transaction) */
+struct ms_held_later
+{
+	List	   *messages;		/* later_message * */
+	Size		bytes;			/* their keys, bounded by magic_sync.fill_bytes */
+	bool		noted;			/* a held row looks up its note in pg_temp.ms_pending */
+};
+
+/*
+ * later_keep: tg's message number's held rows of tables read whole, kept
+ * for after the pass when it is the worker's and they fit under the bound
+ * (magic_sync.fill_bytes, as the messages being filled are); the rest are
+ * written in the pass.  True when kept.
+ */
+static bool
+later_keep(recorder *r, target *tg, int64 number)
+{
+	ms_pass    *p = r->p;
+	MemoryContext old;
+	later_message *m;
+	ListCell   *lc;
+	int			n = 0;
+	int64		rows = 0;
+
+	if (!p->held_later || tg->whole_keys.len == 0 ||
+		(p->later != NULL && p->later->bytes + tg->whole_keys.len + LATER_OVERHEAD > (Size) ms_fill_bytes * 1024))
+		return false;
+	old = MemoryContextSwitchTo(p->cxt);
+	if (p->later == NULL)
+	{
+		p->later = palloc0(sizeof(struct ms_held_later));
+		p->later->noted = p->noted;
+	}
+	m = palloc(sizeof(later_message));
+	m->replica = tg->id;
+	m->number = number;
+	foreach(lc, tg->segments)
+		n += ((segment *) lfirst(lc))->whole ? 1 : 0;
+	m->nsegs = 0;
+	m->tabs = palloc(sizeof(int) * n);
+	m->rows = palloc(sizeof(int) * n);
+	foreach(lc, tg->segments)
+	{
+		segment    *s = lfirst(lc);
+
+		if (!s->whole)
+			continue;
+		m->tabs[m->nsegs] = s->tab;
+		m->rows[m->nsegs++] = s->rows;
+		rows += s->rows;
+	}
+	m->keys = palloc(tg->whole_keys.len);
+	memcpy(m->keys, tg->whole_keys.data, tg->whole_keys.len);
+	p->later->messages = lappend(p->later->messages, m);
+	p->later->bytes += tg->whole_keys.len + LATER_OVERHEAD + 2 * sizeof(int) * n;
+	p->held_deferred += rows;
+	/* counted as recorded: the pass checks its segments against them (held_of_snapshots) */
+	r->held_whole += (uint64) rows;
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/* held_of_whole: the held rows of tg's message number, of its whole segments, buffered or kept */
 static void
 held_of_whole(recorder *r, target *tg, int64 number)
 {
 	const char *key = tg->whole_keys.data;
 	ListCell   *lc;
 
+	if (later_keep(r, tg, number))
+		return;
 	foreach(lc, tg->segments)
 	{
 		segment    *s = lfirst(lc);
@@ -317,19 +435,8 @@ held_of_whole(recorder *r, target *tg, int64 number)
 			continue;
 		for (int k = 0; k < s->rows; k++)
 		{
-			MemoryContext old;
-			int			i;
-
-			if (r->nheld == HELD_BATCH)
-				write_held(r);
-			old = MemoryContextSwitchTo(r->held_cxt);
-			i = r->nheld++;
 			/* the target's own id: a hash table's entries never move */
-			r->held[0][i] = UUIDPGetDatum(&tg->id);
-			r->held[1][i] = Int32GetDatum(s->tab);
-			r->held[2][i] = CStringGetTextDatum(key);
-			r->held[3][i] = Int64GetDatum(number);
-			MemoryContextSwitchTo(old);
+			held_add(r, &tg->id, s->tab, key, number);
 			key += strlen(key) + 1;
 		}
 	}
@@ -837,6 +944,29 @@ sent_again(const char *new, const char *old)
 					new, new, old, new, old);
 }
 
+/* a write of held rows: by SQL, or a recorder's buffered rows by heldrows.c */
+typedef struct held_write
+{
+	ms_pass    *p;
+	const char *sql;			/* by SQL, with these arguments; or */
+	int			nargs;
+	Oid		   *types;
+	Datum	   *values;
+	recorder   *r;				/* r's rows buffered, by heldrows.c */
+	bool		done;			/* heldrows.c wrote them */
+} held_write;
+
+static void
+held_write_run(held_write *w)
+{
+	if (w->r != NULL)
+		w->done = ms_held_insert(w->r->nheld, w->r->held[0], w->r->held[1], w->r->held[2], w->r->held[3]);
+	else
+		ms_exec(w->p, w->sql, w->nargs, w->types, w->values, NULL, 0);
+}
+
+static void insert_held_as(held_write *w);
+
 /*
  * The held rows of rows the plan found held by no replica, inserted: one
  * there now was recorded since the pass's snapshot (sync.file's of a row the
@@ -847,11 +977,29 @@ sent_again(const char *new, const char *old)
 static void
 insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values)
 {
+	held_write	w = {p, sql, nargs, types, values, NULL, false};
+
+	insert_held_as(&w);
+}
+
+/* r's buffered held rows, by heldrows.c: false when it cannot, and they go by SQL */
+static bool
+insert_held_direct(recorder *r)
+{
+	held_write	w = {r->p, NULL, 0, NULL, NULL, r, false};
+
+	insert_held_as(&w);
+	return w.done;
+}
+
+static void
+insert_held_as(held_write *w)
+{
 	MemoryContext cxt = CurrentMemoryContext;
 
 	PG_TRY();
 	{
-		ms_exec(p, sql, nargs, types, values, NULL, 0);
+		held_write_run(w);
 	}
 	PG_CATCH();
 	{
@@ -1146,6 +1294,8 @@ record_chains(recorder *r)
 	 * provisioned, and nothing owed beyond it (every message of the pass is
 	 * numbered up to its end).  Otherwise what the pass wrote is owed too
 	 * ($6, $7): relay.c's outbox_bounds reads it rather than the outbox.
+	 * A snapshot whose held rows are written once the pass committed
+	 * (ms_record_held_later): held_due names it until then.
 	 */
 	ms_exec(p, psprintf(
 			"UPDATE sync.replicas r SET last_number = w.last, last_nonce = w.nonce,"
@@ -1153,11 +1303,12 @@ record_chains(recorder *r)
 			" snapshot_end = coalesce(w.snap_end, r.snapshot_end),%s"
 			" schema_hash = CASE WHEN w.first IS NULL THEN r.schema_hash ELSE $8 END,"
 			" provision = CASE WHEN w.first IS NULL THEN r.provision ELSE false END,"
-			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END"
+			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END%s"
 			" FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
 			" WHERE r.id = w.id",
 			p->owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
-			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : ""),
+			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : "",
+			p->held_deferred > 0 ? ", held_due = w.first" : ""),
 			8, types, values, NULL, 0);
 }
 
@@ -1173,6 +1324,9 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	ms_wish_due_set *due;
 
 	recorder_init(&r, p);
+	/* a plan run again after rows were set aside starts over */
+	p->later = NULL;
+	p->held_deferred = 0;
 	load_targets(&r, replicas, provisioning);
 	p->one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
 	r.provisioning = (pg_uuid_t *) ARR_DATA_PTR(provisioning);
@@ -1222,4 +1376,34 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;
+}
+
+void
+ms_record_held_later(ms_pass *p)
+{
+	recorder	r;
+	ListCell   *lc;
+
+	memset(&r, 0, sizeof r);
+	r.p = p;
+	r.held_cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync held rows to write", ALLOCSET_DEFAULT_SIZES);
+	p->noted = p->later != NULL && p->later->noted;
+	foreach(lc, p->later != NULL ? p->later->messages : NIL)
+	{
+		later_message *m = lfirst(lc);
+		const char *key = m->keys;
+
+		for (int s = 0; s < m->nsegs; s++)
+			for (int k = 0; k < m->rows[s]; k++)
+			{
+				held_add(&r, &m->replica, m->tabs[s], key, m->number);
+				key += strlen(key) + 1;
+			}
+	}
+	write_held(&r);
+	if ((int64) r.held_whole != p->held_deferred)
+		elog(ERROR, "magic_sync: %llu held rows were recorded of %lld left for after the pass",
+			 (unsigned long long) r.held_whole, (long long) p->held_deferred);
+	ms_exec(p, "UPDATE sync.replicas SET held_due = NULL WHERE held_due IS NOT NULL", 0, NULL, NULL, NULL, 0);
+	MemoryContextDelete(r.held_cxt);
 }

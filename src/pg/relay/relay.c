@@ -47,6 +47,7 @@
 #include "wish.h"
 
 PG_FUNCTION_INFO_V1(ms_relay_pass_sql);
+PG_FUNCTION_INFO_V1(ms_relay_snapshots_sql);
 
 bool
 ms_relay_try_lock(bool session)
@@ -377,7 +378,10 @@ live_replicas(ms_pass *p)
 	bool		isnull;
 	ArrayType  *live;
 
-	ms_exec(p, "SELECT array_agg(id) FILTER (WHERE live AND NOT dropped"
+	/* those left to a snapshot pass are its alone (observe.c) */
+	ms_exec(p, p->snapshots_left ?
+			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped AND NOT provision), count(*) FROM sync.replicas" :
+			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped"
 			" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
 			" count(*) FROM sync.replicas",
 			0, NULL, NULL, NULL, 0);
@@ -393,6 +397,8 @@ ms_relay_pass(ms_pass *p)
 	ArrayType  *replicas = NULL;
 	int64		notes;
 	bool		bounds_later = p->bounds_later;
+	int			snapshots = p->snapshots;
+	bool		held_later = p->held_later;
 	struct ms_floor *floor = p->floor;
 
 	/* one snapshot for the whole pass, whose writes never land on newer versions (pass.h) */
@@ -405,6 +411,8 @@ ms_relay_pass(ms_pass *p)
 	SPI_connect();
 	ms_pass_begin(p, p->cxt);
 	p->bounds_later = bounds_later;
+	p->snapshots = snapshots;
+	p->held_later = held_later;
 	p->floor = floor;
 	/* the relay reads each table as its owner: its code runs with no other rights */
 	p->as_owners = true;
@@ -415,8 +423,22 @@ ms_relay_pass(ms_pass *p)
 	read_catalog(p);
 	ms_epoch_current(&p->epoch);
 	provisioning = ms_observe(p);
+	/* a snapshot pass reads no note: the next pass plans them for every replica */
+	if (snapshots == MS_SNAPSHOTS_ONLY && provisioning == NULL)
+	{
+		ms_pass_end(p);
+		SPI_finish();
+		return;
+	}
 	ms_plan_prepare(p);
-	notes = ms_batch_read(p);
+	if (snapshots == MS_SNAPSHOTS_ONLY)
+	{
+		ms_temp_table(p, "ms_notes_read");
+		ms_temp_table(p, "ms_pending");
+		notes = 0;
+	}
+	else
+		notes = ms_batch_read(p);
 	p->notes_read = notes;
 	/* a large batch or a snapshot: each statement planned for what it reads now */
 	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
@@ -426,7 +448,9 @@ ms_relay_pass(ms_pass *p)
 	 * every live replica may be moved by a note or a schema change; otherwise
 	 * only those provisioned, and those with refused rows due (retry.c)
 	 */
-	if (notes > 0 || ms_evolve_any(p))
+	if (snapshots == MS_SNAPSHOTS_ONLY)
+		replicas = provisioning;
+	else if (notes > 0 || ms_evolve_any(p))
 		replicas = live_replicas(p);
 	else
 		/* those provisioned, with refused rows due (retry.c), with wishes to send (wish_send.c) */
@@ -449,6 +473,33 @@ ms_relay_pass(ms_pass *p)
 	SPI_finish();
 }
 
+/*
+ * ms_relay_held: the held rows a pass of the worker left to write once it
+ * committed (record.c), in a transaction of their own, holding the rows of
+ * the replicas whose held rows are due alone (as a snapshot pass does): their
+ * filings wait for them, or are refused while held_due is set (ack.c), while
+ * every other replica files and pulls meanwhile, and the replicas provisioned
+ * pull and apply their snapshots.
+ */
+void
+ms_relay_held(ms_pass *p)
+{
+	MemoryContext cxt = p->cxt;
+	struct ms_held_later *later = p->later;
+	int64		rows = p->held_deferred;
+
+	SPI_connect();
+	ms_pass_begin(p, cxt);
+	ms_exec(p, "SELECT id FROM sync.replicas WHERE held_due IS NOT NULL ORDER BY id FOR UPDATE",
+			0, NULL, NULL, NULL, 0);
+	p->later = later;
+	p->held_deferred = rows;
+	ms_plans_keep(false);
+	ms_record_held_later(p);
+	ms_pass_end(p);
+	SPI_finish();
+}
+
 void
 ms_relay_bounds(ms_pass *p)
 {
@@ -463,11 +514,11 @@ ms_relay_bounds(ms_pass *p)
 }
 
 /*
- * ms_relay_pass_sql: sync.relay_pass() runs one pass in the caller's
- * transaction, under the relay lock, and says what it did.
+ * pass_sql: sync.relay_pass() and sync.relay_snapshots() run one pass in the
+ * caller's transaction, under the relay lock, and say what it did.
  */
-Datum
-ms_relay_pass_sql(PG_FUNCTION_ARGS)
+static Datum
+pass_sql(FunctionCallInfo fcinfo, int snapshots)
 {
 	ms_pass		p;
 	TupleDesc	desc;
@@ -487,10 +538,11 @@ ms_relay_pass_sql(PG_FUNCTION_ARGS)
 	 * caller's snapshot fails the pass as a serialization failure, to be run
 	 * again
 	 */
-	if (IsolationUsesXactSnapshot())
+	if (IsolationUsesXactSnapshot() && snapshots != MS_SNAPSHOTS_ONLY)
 		ms_relay_hold_replicas();
 	memset(&p, 0, sizeof p);
 	p.cxt = CurrentMemoryContext;
+	p.snapshots = snapshots;
 	ms_relay_pass(&p);
 	values[0] = Int64GetDatum(p.notes_read);
 	values[1] = Int64GetDatum(p.provisioned);
@@ -500,4 +552,17 @@ ms_relay_pass_sql(PG_FUNCTION_ARGS)
 	values[5] = Int64GetDatum(p.messages);
 	values[6] = Int64GetDatum(p.quarantined);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+Datum
+ms_relay_pass_sql(PG_FUNCTION_ARGS)
+{
+	return pass_sql(fcinfo, MS_SNAPSHOTS_ALL);
+}
+
+/* sync.relay_snapshots(): the replicas waiting for a snapshot provisioned, holding their rows alone */
+Datum
+ms_relay_snapshots_sql(PG_FUNCTION_ARGS)
+{
+	return pass_sql(fcinfo, MS_SNAPSHOTS_ONLY);
 }

@@ -21,7 +21,9 @@ extern bool ms_relay_try_lock(bool session);
 /*
  * ms_relay_hold_replicas: what a pass takes on sync.replicas before it reads,
  * so that sync.file and sync.pull, which write rows of sync.replicas,
- * sync.held and sync.outbox a pass writes too, wait for it.
+ * sync.held and sync.outbox a pass writes too, wait for it.  A snapshot
+ * pass (MS_SNAPSHOTS_ONLY) takes the rows of the replicas it provisions
+ * instead (observe.c).
  */
 extern void ms_relay_hold_replicas(void);
 
@@ -41,5 +43,12 @@ extern void ms_relay_pass(ms_pass *p);
  * count of each outbox is then not between the commit and its messages).
  */
 extern void ms_relay_bounds(ms_pass *p);
+
+/*
+ * ms_relay_held: the held rows the last pass of this session left to write
+ * once it committed (p->held_later, p->held_deferred), in the current
+ * transaction, under the lock a pass holds; SPI connected inside.
+ */
+extern void ms_relay_held(ms_pass *p);
 
 #endif

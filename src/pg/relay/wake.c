@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * wake.c
- *	  Waking the relay when notes commit.
+ *	  Waking the relay when notes commit; where its last pass's commit ends.
  *
  * A write is relayed as soon as the transaction that noted it commits, not
  * a naptime later, and without a NOTIFY per transaction (which would take
@@ -12,6 +12,14 @@
  * visible to the snapshot the worker's next pass takes.  Setting a latch
  * already set costs a read: commits that come while a pass runs make one
  * pass after it, however many they are.
+ *
+ * The same slot says where the WAL of the worker's last pass that wrote
+ * messages ends, and the last message number drawn before its commit: its
+ * passes commit without waiting for their flush, and sync.pull flushes up
+ * to there, not past WAL other sessions are still writing, before it
+ * returns one of them (transport/pull.c).  Passes commit one at a time,
+ * and numbers are drawn in order: a message numbered at or below it was
+ * written by that pass or one before.
  *
  * Readers take no lock: a slot's fields are atomics, and a latch set on a
  * process that reused a departed worker's PGPROC only wakes it for nothing.
@@ -40,6 +48,8 @@ typedef struct wake_slot
 {
 	pg_atomic_uint32 dboid;		/* InvalidOid: free */
 	pg_atomic_uint32 procno;	/* the worker's PGPROC number */
+	pg_atomic_uint64 committed;	/* where the commit of its last pass that wrote messages ends */
+	pg_atomic_uint64 through;	/* the last message number drawn before it (0: none yet) */
 } wake_slot;
 
 typedef struct wake_shared
@@ -82,6 +92,8 @@ wake_startup(void)
 		{
 			pg_atomic_init_u32(&shared->slots[i].dboid, InvalidOid);
 			pg_atomic_init_u32(&shared->slots[i].procno, 0);
+			pg_atomic_init_u64(&shared->slots[i].committed, 0);
+			pg_atomic_init_u64(&shared->slots[i].through, 0);
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -134,6 +146,10 @@ ms_wake_register(void)
 	}
 	if (free_slot != NULL)
 	{
+		/* what a worker before it committed is unknown to this one: pulls flush as without */
+		pg_atomic_write_u64(&free_slot->through, 0);
+		/* ... before the database is: a pull there never reads another database's numbers */
+		pg_write_barrier();
 		pg_atomic_write_u32(&free_slot->procno, (uint32) MyProc->pgprocno);
 		pg_atomic_write_u32(&free_slot->dboid, MyDatabaseId);
 	}
@@ -175,6 +191,44 @@ ms_wake_relay(Oid dboid)
 			if (procno < ProcGlobal->allProcCount)
 				SetLatch(&ProcGlobal->allProcs[procno].procLatch);
 			return true;
+		}
+	}
+	return false;
+}
+
+void
+ms_wake_passed(XLogRecPtr end, int64 through)
+{
+	if (my_slot == NULL)
+		return;
+	/* the end first: a reader that sees the number sees this end or a later one */
+	pg_atomic_write_u64(&my_slot->committed, end);
+	pg_write_barrier();
+	pg_atomic_write_u64(&my_slot->through, (uint64) through);
+}
+
+bool
+ms_wake_committed_by(int64 number, XLogRecPtr *end)
+{
+	if (!ms_wake_available())
+		return false;
+	for (int i = 0; i < WAKE_SLOTS; i++)
+	{
+		wake_slot  *s = &shared->slots[i];
+
+		if (pg_atomic_read_u32(&s->dboid) == MyDatabaseId)
+		{
+			uint64		through;
+
+			pg_read_barrier();
+			through = pg_atomic_read_u64(&s->through);
+			pg_read_barrier();
+			if (through == 0 || (uint64) number > through)
+				return false;
+			*end = pg_atomic_read_u64(&s->committed);
+			/* the slot still this database's: not freed and taken by another's worker meanwhile */
+			pg_read_barrier();
+			return pg_atomic_read_u32(&s->dboid) == MyDatabaseId;
 		}
 	}
 	return false;

@@ -3,13 +3,16 @@
  *	  Waking the relay when notes commit (docs/design.md 4.1): shared memory
  *	  the library requests at preload, naming the relay worker of each
  *	  database by its PGPROC, and a transaction callback that sets that
- *	  worker's latch when a transaction that wrote notes commits.
+ *	  worker's latch when a transaction that wrote notes commits; and where
+ *	  the commit of its last pass ends, for sync.pull to flush up to.
  *-------------------------------------------------------------------------
  */
 #ifndef MS_WAKE_H
 #define MS_WAKE_H
 
 #include "postgres.h"
+
+#include "access/xlogdefs.h"
 
 /* ms_wake_preload: from _PG_init while preloading: request the shared memory and its hooks. */
 extern void ms_wake_preload(void);
@@ -35,5 +38,19 @@ extern bool ms_wake_registered(Oid dboid);
 
 /* ms_wake_relay: set the latch of the relay worker of this database now; false when none is registered. */
 extern bool ms_wake_relay(Oid dboid);
+
+/*
+ * ms_wake_passed: the worker, once a pass that wrote messages committed:
+ * where its commit record ends, and the last message number drawn before.
+ */
+extern void ms_wake_passed(XLogRecPtr end, int64 through);
+
+/*
+ * ms_wake_committed_by: whether a message numbered `number` was written by
+ * this database's worker at or before its last pass it said of, and then
+ * (*end) where that pass's commit ends: flushed up to there, the message is
+ * durable.  False when it cannot say (no worker, another's pass, not yet).
+ */
+extern bool ms_wake_committed_by(int64 number, XLogRecPtr *end);
 
 #endif

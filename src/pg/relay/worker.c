@@ -37,6 +37,7 @@
 #include "magic_sync.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
@@ -53,6 +54,7 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/syncrep.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
@@ -84,6 +86,8 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 #define HOUSEKEEPING_BATCH 1000
 /* ... for at most this long, unless nothing waits for a pass */
 #define HOUSEKEEPING_MS 20
+/* ... and no sooner than this after the last began, unless it left more to do */
+#define HOUSEKEEPING_EVERY_MS 1000
 #define BACKOFF_MAX_MS (60 * 1000)
 /* commits arriving during a pass of part of a batch: the next pass waits at most this long (coalesce_until) */
 #ifndef COALESCE_MAX_MS
@@ -270,21 +274,108 @@ outbox_bounds(MemoryContext pass_cxt)
 }
 
 /*
+ * last_message: the last number sync.message_seq gave, in the pass's
+ * transaction: the pass's own last message, or a number a claim moved it to
+ * since (transport/claim.c), which no later message is numbered at or below.
+ */
+static int64
+last_message(void)
+{
+	static Oid	seq = InvalidOid;
+	Datum		d;
+	LOCAL_FCINFO(fcinfo, 1);
+
+	if (!OidIsValid(seq))
+		seq = get_relname_relid("message_seq", get_namespace_oid("sync", false));
+	if (!OidIsValid(seq))
+		return 0;
+	InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = ObjectIdGetDatum(seq);
+	fcinfo->args[0].isnull = false;
+	d = pg_sequence_last_value(fcinfo);
+	return fcinfo->isnull ? 0 : DatumGetInt64(d);
+}
+
+/*
+ * The held rows the pass left for after its commit (record.c), in a
+ * transaction of their own: the replicas it provisioned pull and apply their
+ * snapshots meanwhile.  A failure leaves their held_due set, and the next
+ * pass provisions them again (observe.c).
+ */
+static void
+held_later(MemoryContext pass_cxt, struct ms_held_later *later, int64 rows)
+{
+	ms_pass		h;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "magic_sync held rows of the pass");
+	MemoryContextSwitchTo(pass_cxt);
+	memset(&h, 0, sizeof h);
+	h.cxt = pass_cxt;
+	h.later = later;
+	h.held_deferred = rows;
+	ms_relay_held(&h);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
  * the floor under the notes the passes read (floor.h): the worker's own, for
  * as long as it holds the relay lock
  */
 static ms_floor notes_floor;
 
 /*
- * one pass in a REPEATABLE READ transaction; returns whether it did
- * anything, and *read the notes it read.  quiet: the naptime started it
- * (floor.h).
+ * The snapshots the pass before left (relay.c), in a REPEATABLE READ
+ * transaction of their own that holds the rows of the replicas provisioned
+ * alone: the other replicas' filings and pulls go on meanwhile, however
+ * long the snapshot.  Returns whether it provisioned any.
+ */
+static bool
+snapshot_pass(MemoryContext pass_cxt)
+{
+	ms_pass		p;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	XactIsoLevel = XACT_REPEATABLE_READ;
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "magic_sync snapshot pass");
+	MemoryContextSwitchTo(pass_cxt);
+	memset(&p, 0, sizeof p);
+	p.cxt = pass_cxt;
+	p.bounds_later = true;
+	p.snapshots = MS_SNAPSHOTS_ONLY;
+	/* a snapshot's held rows of tables read whole are written after it */
+	p.held_later = ms_held_later;
+	ms_relay_pass(&p);
+	if (p.provisioned > 0)
+		ereport(DEBUG1,
+				(errmsg("magic_sync snapshot pass: %lld provisioned, %lld rows sent, %lld messages, in %ld ms",
+						(long long) p.provisioned, (long long) p.rows_sent, (long long) p.messages,
+						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	if (p.held_deferred > 0)
+		held_later(pass_cxt, p.later, p.held_deferred);
+	if (p.messages > 0)
+		outbox_bounds(pass_cxt);
+	return p.provisioned > 0;
+}
+
+/*
+ * one pass in a REPEATABLE READ transaction, then the snapshots it left;
+ * returns whether it did anything, and *read the notes it read.  quiet: the
+ * naptime started it (floor.h).
  */
 static bool
 run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *full)
 {
 	ms_pass		p;
 	bool		busy = false;
+	int64		through;
 
 	*read = 0;
 	*full = false;
@@ -326,6 +417,10 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	p.floor = &notes_floor;
 	/* its messages go out first: the outbox bounds are checked after the commit */
 	p.bounds_later = true;
+	/* a snapshot, however long, is a pass of its own that holds no other replica (snapshot_pass) */
+	p.snapshots = MS_SNAPSHOTS_LEFT;
+	/* and a snapshot's held rows of tables read whole are written after it too */
+	p.held_later = ms_held_later;
 	ms_relay_pass(&p);
 	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0 || p.more;
 	*read = p.notes_read;
@@ -339,10 +434,31 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 						(long long) p.parked,
 						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
 	PopActiveSnapshot();
+	/*
+	 * The commit waits for no flush: its NOTIFY goes out at once, and the
+	 * flush, done just after it, runs while the agents wake and pull.
+	 * sync.pull flushes what it returns before it returns it
+	 * (transport/pull.c), so no replica applies a pass a crash could take
+	 * back; a crash before the flush loses the pass whole, and the next plans
+	 * its notes again, as after one that died before its commit.  With
+	 * synchronous standbys the commit waits for them as before: a standby
+	 * promoted then has every pass a replica pulled.
+	 */
+	if (SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
+		(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+	through = p.messages > 0 ? last_message() : 0;
 	CommitTransactionCommand();
+	if (through > 0)
+		ms_wake_passed(XactLastCommitEnd, through);
+	XLogFlush(XactLastCommitEnd);
 	ms_floor_committed(&notes_floor);
+	if (p.held_deferred > 0)
+		held_later(pass_cxt, p.later, p.held_deferred);
 	if (p.messages > 0)
 		outbox_bounds(pass_cxt);
+	if (p.snapshots_left)
+		busy = snapshot_pass(pass_cxt) || busy;
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return busy;
@@ -390,7 +506,10 @@ housekeeping_batch(int rows, bool inbox)
  * stops after HOUSEKEEPING_MS once a commit waits for a pass (the latch is
  * set), so a backlog a large change left never holds back the next small
  * one; the first batch always runs, so pruning keeps up under any load.
- * Returns whether more may wait.
+ * Returns whether more may wait.  It runs once a second at most while each
+ * run finds no more than a batch (housekeeping_due): a stream of commits
+ * makes passes many times a second, and parsing and planning sync.prune
+ * after each cost a pass of a few notes as much again.
  */
 static bool
 housekeeping(void)
@@ -411,6 +530,25 @@ housekeeping(void)
 	}
 	/* more may wait: the worker comes back at once, not a naptime later */
 	return true;
+}
+
+/*
+ * housekeeping_due: whether housekeeping runs after this pass (or, *wait_ms
+ * on, without one): when the last run left more to do, or began
+ * HOUSEKEEPING_EVERY_MS ago; a pass in between leaves it due later, and the
+ * worker wakes for it then however long its naptime.
+ */
+static bool
+housekeeping_due(TimestampTz last, bool more, long *wait_ms)
+{
+	TimestampTz due = TimestampTzPlusMilliseconds(last, HOUSEKEEPING_EVERY_MS);
+	TimestampTz now = GetCurrentTimestamp();
+
+	*wait_ms = 0;
+	if (more || last == 0 || now >= due)
+		return true;
+	*wait_ms = Max(1, (long) ((due - now + 999) / 1000));
+	return false;
 }
 
 /*
@@ -449,6 +587,8 @@ ms_worker_main(Datum arg)
 	volatile bool again = true;
 	volatile bool tidy = false;
 	volatile TimestampTz coalesce_until = 0;
+	volatile TimestampTz housekept = 0;	/* when housekeeping last began */
+	volatile bool untidy = false;	/* passes ran since (housekeeping_due) */
 	bool		woken;
 	volatile bool quiet = false;
 
@@ -486,8 +626,23 @@ ms_worker_main(Datum arg)
 		long		wait = backoff > 0 ? backoff : (again || tidy ? 0 : ms_naptime);
 		long		rest = coalesce_until == 0 ? 0 :
 			(long) ((coalesce_until - GetCurrentTimestamp()) / 1000);
+		long		tidy_in = 0;
+		bool		for_tidy = false;
+		volatile bool tidy_only = false;
 
 		quiet = false;
+		/* passes left housekeeping due later: the worker wakes for it then */
+		if (backoff == 0 && rest <= 0 && wait > 0 && untidy && holding)
+		{
+			if (housekeeping_due(housekept, false, &tidy_in))
+				tidy_in = 0;
+			if (tidy_in < wait)
+			{
+				wait = tidy_in;
+				for_tidy = true;
+				tidy_only = wait == 0;
+			}
+		}
 		if (backoff == 0 && rest > 0)
 			/* the commits it waits for set the latch: a timeout alone */
 			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(rest, COALESCE_MAX_MS),
@@ -500,12 +655,15 @@ ms_worker_main(Datum arg)
 			pgstat_report_stat(true);
 			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						   wait, PG_WAIT_EXTENSION);
+			/* woken for the housekeeping alone: no pass, nor a naptime's quiet one */
+			tidy_only = for_tidy && (rc & WL_TIMEOUT) && !(rc & WL_LATCH_SET);
 			/* nothing woke it for a naptime: that pass may read from the first note (floor.h) */
-			quiet = backoff == 0 && (rc & WL_TIMEOUT) && !(rc & WL_LATCH_SET);
+			quiet = !tidy_only && backoff == 0 && (rc & WL_TIMEOUT) && !(rc & WL_LATCH_SET);
 		}
 		coalesce_until = 0;
-		/* before the pass: a commit during it sets the latch again, for the next */
-		ResetLatch(MyLatch);
+		/* before the pass: a commit during it sets the latch again, for the next; housekeeping alone leaves it set */
+		if (!tidy_only)
+			ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
@@ -518,12 +676,24 @@ ms_worker_main(Datum arg)
 		PG_TRY();
 		{
 			bool		h = holding;
+			bool		more = tidy;
+			long		later;
 			TimestampTz until = 0;
 
-			again = run_pass_coalescing(pass_cxt, &h, quiet, &until);
-			holding = h;
-			coalesce_until = until;
-			tidy = holding && housekeeping();
+			if (!tidy_only)
+			{
+				again = run_pass_coalescing(pass_cxt, &h, quiet, &until);
+				holding = h;
+				coalesce_until = until;
+			}
+			untidy = holding;
+			tidy = false;
+			if (holding && (tidy_only || housekeeping_due(housekept, more, &later)))
+			{
+				housekept = GetCurrentTimestamp();
+				untidy = false;
+				tidy = housekeeping();
+			}
 			backoff = 0;
 		}
 		PG_CATCH();

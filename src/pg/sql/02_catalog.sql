@@ -182,9 +182,11 @@ CREATE INDEX held_row ON sync.held (tab, key, replica);
 -- has rows of a table on their way, and how many, is read of sync.carried
 -- (below); the rows letting go or refused, few and short-lived, have partial
 -- indexes of their own.  Filing an acknowledgement deletes the rows taken
--- through it by held_taken, not by a scan.
+-- through it by held_taken, not by a scan.  A lookup of one refused row
+-- (relay/retry.c) is one descent of held_refused too: by (replica, tab)
+-- alone it read every row the replica refused, once per row due.
 CREATE INDEX held_taken ON sync.held (replica, tab, taken) WHERE taken IS NOT NULL;
-CREATE INDEX held_refused ON sync.held (replica, tab) WHERE refused IS NOT NULL;
+CREATE INDEX held_refused ON sync.held (replica, tab, key) WHERE refused IS NOT NULL;
 -- rows whose next send replaces the replica's copy: few, looked up by every
 -- pass, and by a pass sending a table's rows again (a schema change's)
 CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;

@@ -12,6 +12,16 @@ CREATE FUNCTION sync.relay_pass(
 COMMENT ON FUNCTION sync.relay_pass() IS
 	'One relay pass in the caller''s transaction, which must be REPEATABLE READ, under the relay lock: observe the replicas, plan every note not done, record the messages and what they carry, NOTIFY magic_sync';
 
+CREATE FUNCTION sync.relay_snapshots(
+	OUT notes_read bigint, OUT provisioned bigint, OUT forgotten bigint,
+	OUT rows_sent bigint, OUT rows_taken bigint, OUT messages bigint, OUT quarantined bigint)
+	LANGUAGE c VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp
+	SET jit = off
+	AS 'MODULE_PATHNAME', 'ms_relay_snapshots_sql';
+COMMENT ON FUNCTION sync.relay_snapshots() IS
+	'A snapshot pass in the caller''s transaction, which must be REPEATABLE READ, under the relay lock: provisions the replicas waiting for a snapshot, holding their rows of sync.replicas alone (the others'' filings and pulls go on), and reads no note';
+
 CREATE FUNCTION sync.wake() RETURNS boolean
 	LANGUAGE c VOLATILE STRICT
 	SET search_path = pg_catalog, pg_temp

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  * ack.c
  *	  Acknowledgements and restores: what a replica says of itself in an
- *	  upload, besides its rows (seed 5).
+ *	  upload, besides its rows (docs/design.md 4.8, 4.10).
  *
  *   acknowledgement  the last message applied, its seal checked in constant
  *                    time: what it carried counts as held, the outbox is
@@ -37,14 +37,18 @@
 
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 #include "claim.h"
 #include "digest.h"
+#include "fields.h"
 #include "file.h"
 #include "seal.h"
+#include "upread.h"
 #include "wire.h"
 #include "updated.h"
 
@@ -83,7 +87,11 @@ read_replica(ms_filing *f, replica_row *r)
 	bool		isnull;
 	Datum		end;
 
-	if (SPI_execute_with_args("SELECT acked_number, provision, snapshot_end FROM sync.replicas"
+	/* held_due (77_held_due.sql): a catalog not updated has none */
+	if (SPI_execute_with_args(ms_catalog_has_column("replicas", "held_due")
+							  ? "SELECT acked_number, provision, snapshot_end, held_due FROM sync.replicas"
+							  " WHERE id = $1 FOR UPDATE"
+							  : "SELECT acked_number, provision, snapshot_end, NULL::bigint FROM sync.replicas"
 							  " WHERE id = $1 FOR UPDATE",
 							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.replicas");
@@ -100,7 +108,25 @@ read_replica(ms_filing *f, replica_row *r)
 	end = SPI_getbinval(tup, desc, 3, &isnull);
 	r->has_snapshot_end = !isnull;
 	r->snapshot_end = isnull ? 0 : DatumGetInt64(end);
+	end = SPI_getbinval(tup, desc, 4, &isnull);
 	SPI_freetuptable(SPI_tuptable);
+
+	/*
+	 * The held rows of its snapshot are not all recorded yet (the worker
+	 * records them once its pass committed, record.c): nothing is filed
+	 * against a held set that lacks them.  The worker holds this replica's
+	 * row while it records them, so a filing waits for it; this is the moment
+	 * between its two transactions, or a worker that died in between, whose
+	 * next pass provisions the replica again.  Transient: filed again later.
+	 */
+	if (!isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("replica %s cannot file yet: the relay is recording what its snapshot %lld carries",
+						f->replica_text, (long long) DatumGetInt64(end)),
+				 errdetail("Nothing of the upload was filed; the replica keeps it."),
+				 errhint("File it again in a moment; if the relay stopped before it recorded them, its next pass"
+						 " provisions the replica again.")));
 }
 
 /* whether the server has a record of sending message number with nonce: in the outbox, or acknowledged */
@@ -278,44 +304,72 @@ ms_gap(ms_filing *f, Sync__Up *up)
 void
 ms_refusals(ms_filing *f, Sync__Up *up)
 {
-	Oid			types[5] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID, INT8OID};
-	bool		retried = ms_catalog_has("refused_rows");
+	Oid			types[5] = {UUIDOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, INT8OID};
+	Datum		values[5];
+	Datum	   *tables;
+	Datum	   *keys;
+	Datum	   *reasons;
+	int			n = (int) up->n_refusals;
 
-	for (size_t i = 0; i < up->n_refusals; i++)
+	if (n == 0)
+		return;
+	tables = palloc(sizeof(Datum) * n);
+	keys = palloc(sizeof(Datum) * n);
+	reasons = palloc(sizeof(Datum) * n);
+	for (int i = 0; i < n; i++)
 	{
-		Datum		values[5];
-		char	   *key = ms_canonical_key(up->refusals[i]->key);
-
-		/* sent to it again later (refused.c) */
-		if (retried)
-			ms_refused_backoff(f, up->refusals[i]->table, key);
-		values[0] = UUIDPGetDatum(&f->replica);
-		values[1] = CStringGetTextDatum(up->refusals[i]->table);
-		values[2] = CStringGetTextDatum(key);
-		values[3] = CStringGetTextDatum(up->refusals[i]->reason);
-		values[4] = Int64GetDatum(f->acked);
-		/*
-		 * A version sent after what it applied is not the one it refused: a
-		 * refusal said again from before it was sent (its answer not applied
-		 * yet) would mark refused a row on its way.
-		 */
-		if (SPI_execute_with_args("UPDATE sync.held h SET refused = $4 FROM sync.tables t"
-								  " WHERE t.name = $2 AND h.tab = t.id AND h.replica = $1 AND h.key = $3"
-								  "   AND h.number <= $5",
-								  5, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not record a refusal");
+		tables[i] = CStringGetTextDatum(up->refusals[i]->table);
+		keys[i] = CStringGetTextDatum(ms_canonical_key(up->refusals[i]->key));
+		reasons[i] = CStringGetTextDatum(up->refusals[i]->reason);
 	}
+	values[0] = UUIDPGetDatum(&f->replica);
+	values[1] = PointerGetDatum(construct_array(tables, n, TEXTOID, -1, false, TYPALIGN_INT));
+	values[2] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
+	values[3] = PointerGetDatum(construct_array(reasons, n, TEXTOID, -1, false, TYPALIGN_INT));
+	values[4] = Int64GetDatum(f->acked);
+	/* sent to it again later (refused.c) */
+	if (ms_catalog_has("refused_rows"))
+		ms_refused_backoff(f, values[1], values[2]);
+
+	/*
+	 * A version sent after what it applied is not the one it refused: a
+	 * refusal said again from before it was sent (its answer not applied
+	 * yet) would mark refused a row on its way.  A refusal said again with
+	 * the same reason writes nothing; of a row refused twice in the chunk,
+	 * the last reason stays.  The chunk's rows (file.c: a few hundred) each
+	 * looked up by (replica, tab, key).
+	 */
+	if (SPI_execute_with_args("UPDATE sync.held h SET refused = x.reason"
+							  "  FROM (SELECT DISTINCT ON (t.id, a.k) t.id AS tab, a.k AS key, a.why AS reason"
+							  "          FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS a(n, k, why, o)"
+							  "          JOIN sync.tables t ON t.name = a.n"
+							  "         ORDER BY t.id, a.k, a.o DESC) x"
+							  " WHERE h.replica = $1 AND h.tab = x.tab AND h.key = x.key AND h.number <= $5"
+							  "   AND h.refused IS DISTINCT FROM x.reason",
+							  5, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record a refusal");
 }
 
-/* digest_differs: the first table whose digest differs from the server's, or NULL */
+/*
+ * digest_differs: the first table whose digest differs from the server's, or
+ * NULL.  The upload's digests are read one at a time (up to MS_UP_LIST_MAX
+ * of them, a name of up to 127 bytes each), each in memory of its own.
+ */
 static char *
-digest_differs(ms_filing *f, Sync__Up *up)
+digest_differs(ms_filing *f)
 {
 	Oid			types[1] = {UUIDOID};
 	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
 	bool		isnull;
-	SPITupleTable *tt;
 	uint64		n;
+	char	  **names;
+	uint64	   *counts;
+	uint64	   *fnvs;
+	size_t		pos = 0;
+	const uint8_t *p;
+	size_t		len;
+	char	   *differs = NULL;
+	MemoryContext old;
 
 	if (SPI_execute_with_args("SELECT t.name, (d).count, (d).fnv FROM ("
 							  "  SELECT h.tab, sync.digest(h.key) AS d FROM sync.held h"
@@ -323,25 +377,44 @@ digest_differs(ms_filing *f, Sync__Up *up)
 							  " JOIN sync.tables t ON t.id = s.tab",
 							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not compute the server's digests");
-	tt = SPI_tuptable;
 	n = SPI_processed;
-	for (size_t i = 0; i < up->n_digests; i++)
+	names = palloc(sizeof(char *) * Max(n, 1));
+	counts = palloc(sizeof(uint64) * Max(n, 1));
+	fnvs = palloc(sizeof(uint64) * Max(n, 1));
+	for (uint64 j = 0; j < n; j++)
 	{
-		Sync__Digest *d = up->digests[i];
+		HeapTuple	tup = SPI_tuptable->vals[j];
+
+		names[j] = TextDatumGetCString(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+		counts[j] = (uint64) DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
+		fnvs[j] = strtoull(TextDatumGetCString(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &isnull)), NULL, 16);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	old = MemoryContextSwitchTo(f->row_cxt);
+	while (differs == NULL && ms_up_next(f->upload, f->upload_len, MS_FIELD_UP_DIGESTS, &pos, &p, &len))
+	{
+		Sync__Digest *d = sync__digest__unpack(ms_pg_allocator(), len, p);
 		uint64		count = 0;
 		uint64		fnv = MS_FNV_OFFSET;
 
+		if (d == NULL)
+			elog(ERROR, "could not read a digest of an upload checked whole");
 		for (uint64 j = 0; j < n; j++)
-			if (strcmp(TextDatumGetCString(SPI_getbinval(tt->vals[j], tt->tupdesc, 1, &isnull)), d->table) == 0)
+			if (strcmp(names[j], d->table) == 0)
 			{
-				count = (uint64) DatumGetInt64(SPI_getbinval(tt->vals[j], tt->tupdesc, 2, &isnull));
-				fnv = strtoull(TextDatumGetCString(SPI_getbinval(tt->vals[j], tt->tupdesc, 3, &isnull)), NULL, 16);
+				count = counts[j];
+				fnv = fnvs[j];
 			}
 		if (count != d->count || fnv != d->fnv)
-			return psprintf("the digest of table \"%s\" differs: the replica holds %llu rows, the server records %llu (drift): provisioned again",
-							d->table, (unsigned long long) d->count, (unsigned long long) count);
+		{
+			MemoryContextSwitchTo(old);
+			differs = psprintf("the digest of table \"%s\" differs: the replica holds %llu rows, the server records %llu (drift): provisioned again",
+							   d->table, (unsigned long long) d->count, (unsigned long long) count);
+		}
+		MemoryContextReset(f->row_cxt);
 	}
-	return NULL;
+	MemoryContextSwitchTo(old);
+	return differs;
 }
 
 /*
@@ -349,14 +422,17 @@ digest_differs(ms_filing *f, Sync__Up *up)
  * for it, so a message on its way is never taken for drift.
  */
 const char *
-ms_digests(ms_filing *f, Sync__Up *up)
+ms_digests(ms_filing *f)
 {
 	Oid			types[1] = {UUIDOID};
 	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
 	bool		isnull;
 	char	   *differs;
+	size_t		pos = 0;
+	const uint8_t *p;
+	size_t		len;
 
-	if (up->n_digests == 0)
+	if (!ms_up_next(f->upload, f->upload_len, MS_FIELD_UP_DIGESTS, &pos, &p, &len))
 		return "none";
 	if (SPI_execute_with_args("SELECT provision OR acked_number < last_number FROM sync.replicas WHERE id = $1",
 							  1, types, values, NULL, false, 1) != SPI_OK_SELECT ||
@@ -365,7 +441,7 @@ ms_digests(ms_filing *f, Sync__Up *up)
 	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) ||
 		f->provisioning)
 		return "not compared: messages are on their way";
-	differs = digest_differs(f, up);
+	differs = digest_differs(f);
 	if (differs != NULL)
 	{
 		provision(f, differs);
@@ -403,12 +479,12 @@ answers_received(ms_filing *f, Sync__Up *up)
 	Oid			types[2] = {UUIDOID, BYTEAOID};
 	Datum		values[2];
 	uint64		carried = 0;
-	uint64		unfiled = 0;
+	uint64		unfiled;
 
 	for (size_t i = 0; i < up->n_rows; i++)
 		carried += up->rows[i]->n_upserts + up->rows[i]->n_deletes;
-	for (size_t i = 0; i < up->n_backlog; i++)
-		unfiled += up->backlog[i]->unfiled;
+	/* of every table the backlog names, kept or not (ms_backlog) */
+	unfiled = f->unfiled;
 	if (unfiled > carried || !received_recorded())
 		return;
 	values[0] = UUIDPGetDatum(&f->replica);
@@ -419,15 +495,56 @@ answers_received(ms_filing *f, Sync__Up *up)
 		elog(ERROR, "could not record answers received");
 }
 
+/*
+ * ms_backlog: the backlog entries read one at a time: of the tables the
+ * server mirrors, the last entry of each is kept (in sync.replicas.backlog,
+ * which sync.health reads); of every table, what it sent and has not had
+ * filed is summed.  An upload may carry MS_UP_LIST_MAX entries of names it
+ * makes up: the server keeps at most one per mirrored table (whole, with why
+ * its rows are set aside: aside.c), and reads one other entry at a time.
+ */
 void
 ms_backlog(ms_filing *f, Sync__Up *up)
 {
 	Oid			types[2] = {UUIDOID, TEXTOID};
 	Datum		values[2];
+	int			ntables = f->filer->ntables;
+	Sync__Backlog **kept = palloc0(sizeof(Sync__Backlog *) * Max(ntables, 1));
+	size_t		pos = 0;
+	const uint8_t *p;
+	size_t		len;
+	MemoryContext old = MemoryContextSwitchTo(f->row_cxt);
+
+	f->unfiled = 0;
+	while (ms_up_next(f->upload, f->upload_len, MS_FIELD_UP_BACKLOG, &pos, &p, &len))
+	{
+		Sync__Backlog *l = sync__backlog__unpack(ms_pg_allocator(), len, p);
+		ms_filed_table *ft;
+
+		if (l == NULL)
+			elog(ERROR, "could not read a backlog entry of an upload checked whole");
+		ft = ms_filed_table_named(f->filer, l->table);
+		f->unfiled += l->unfiled;
+		if (ft != NULL)
+		{
+			int			i = (int) (ft - f->filer->filed);
+
+			/* kept whole (why rows are set aside too, aside.c) beyond the entry's memory, the last only */
+			MemoryContextSwitchTo(old);
+			if (kept[i] != NULL)
+				sync__backlog__free_unpacked(kept[i], ms_pg_allocator());
+			kept[i] = sync__backlog__unpack(ms_pg_allocator(), len, p);
+			if (kept[i] == NULL)
+				elog(ERROR, "could not read a backlog entry of an upload checked whole");
+			MemoryContextSwitchTo(f->row_cxt);
+		}
+		MemoryContextReset(f->row_cxt);
+	}
+	MemoryContextSwitchTo(old);
 
 	values[0] = UUIDPGetDatum(&f->replica);
 	/* with why rows are set aside, and this filing's refusals among them (aside.c) */
-	values[1] = CStringGetTextDatum(ms_backlog_json(f, up));
+	values[1] = CStringGetTextDatum(ms_backlog_json(f, kept, ntables));
 	if (SPI_execute_with_args("UPDATE sync.replicas SET backlog = $2::jsonb, heard_at = now() WHERE id = $1",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record a backlog");

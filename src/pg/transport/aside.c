@@ -171,7 +171,7 @@ entry(StringInfo b, const ms_filing *f, const char *table, const Sync__Backlog *
 }
 
 char *
-ms_backlog_json(const ms_filing *f, const Sync__Up *up)
+ms_backlog_json(const ms_filing *f, Sync__Backlog *const *kept, int nkept)
 {
 	StringInfoData b;
 	ListCell   *lc;
@@ -179,11 +179,13 @@ ms_backlog_json(const ms_filing *f, const Sync__Up *up)
 
 	initStringInfo(&b);
 	appendStringInfoChar(&b, '{');
-	for (size_t i = 0; i < up->n_backlog; i++)
+	for (int i = 0; i < nkept; i++)
 	{
+		if (kept[i] == NULL)
+			continue;
 		if (n++)
 			appendStringInfoChar(&b, ',');
-		entry(&b, f, up->backlog[i]->table, up->backlog[i]);
+		entry(&b, f, kept[i]->table, kept[i]);
 	}
 	/* a table refused that the backlog does not name (a replica says every table it wrote) */
 	foreach(lc, f->tables)
@@ -193,8 +195,8 @@ ms_backlog_json(const ms_filing *f, const Sync__Up *up)
 
 		if (c->counts[MS_REFUSED] == 0)
 			continue;
-		for (size_t i = 0; i < up->n_backlog && !said; i++)
-			said = strcmp(up->backlog[i]->table, c->table) == 0;
+		for (int i = 0; i < nkept && !said; i++)
+			said = kept[i] != NULL && strcmp(kept[i]->table, c->table) == 0;
 		if (said)
 			continue;
 		if (n++)

@@ -93,9 +93,14 @@ extern void ms_claim_text(ms_claim_call call, ms_claim_refusal why, int64 number
  * ms_alarm: record a refused claim on the replica (sync.refused_claims, its
  * last_error) in a transaction of its own, in a background worker, so that
  * it stays when the caller's rolls back.  At most one a few seconds for the
- * same claim of the same replica; none on a standby.
+ * same claim of the same replica; none on a standby.  One worker per
+ * database records the last claim of each replica refused, and two at most
+ * run on the server (alarm.c).
  */
 extern void ms_alarm(const pg_uuid_t *replica, ms_claim_call call, ms_claim_refusal why,
 					 int64 number, int64 a, int64 b);
+
+/* ms_alarm_preload: at preload, the shared memory of the claims waiting to be recorded requested. */
+extern void ms_alarm_preload(void);
 
 #endif

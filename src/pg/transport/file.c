@@ -178,40 +178,14 @@ refusals(ms_filing *f, Sync__Up *up, const uint8 *bytes, size_t len)
 			some[chunk.n_refusals++] = sync__refusal__unpack(ms_pg_allocator(), n, p);
 		if (chunk.n_refusals == lengthof(some) || (!more && chunk.n_refusals > 0))
 		{
-			/* what filing them allocates goes with the chunk */
+			/* what filing them allocates goes with the chunk (SPI leaves its own context current) */
 			ms_refusals(f, &chunk);
+			MemoryContextSwitchTo(f->row_cxt);
 			MemoryContextReset(f->row_cxt);
 			chunk.n_refusals = 0;
 		}
 	}
 	MemoryContextSwitchTo(old);
-}
-
-/* list: the elements of one list of the upload (ms_up_read bounded it to MS_UP_LIST_MAX), unpacked */
-static void **
-list(const uint8 *bytes, size_t len, uint32 field, const ProtobufCMessageDescriptor *desc, size_t *count)
-{
-	const uint8_t *p;
-	size_t		n;
-	size_t		pos = 0;
-	void	  **out;
-
-	*count = 0;
-	while (ms_up_next(bytes, len, field, &pos, &p, &n))
-		(*count)++;
-	out = palloc(sizeof(void *) * Max(*count, 1));
-	pos = 0;
-	for (size_t i = 0; i < *count && ms_up_next(bytes, len, field, &pos, &p, &n); i++)
-		out[i] = protobuf_c_message_unpack(desc, ms_pg_allocator(), n, p);
-	return out;
-}
-
-/* lists: the digests and backlog entries, into up */
-static void
-lists(Sync__Up *up, const uint8 *bytes, size_t len)
-{
-	up->digests = (Sync__Digest **) list(bytes, len, MS_FIELD_UP_DIGESTS, &sync__digest__descriptor, &up->n_digests);
-	up->backlog = (Sync__Backlog **) list(bytes, len, MS_FIELD_UP_BACKLOG, &sync__backlog__descriptor, &up->n_backlog);
 }
 
 /*
@@ -264,6 +238,8 @@ ms_file(PG_FUNCTION_ARGS)
 		result = ms_duplicate_result(&f, !filed_before);
 		PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(result)));
 	}
+	f.upload = bytes;
+	f.upload_len = len;
 	f.row_cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync filing", ALLOCSET_DEFAULT_SIZES);
 	ms_filer_begin(&fr);
 	ms_epoch_current(&f.epoch);
@@ -280,14 +256,19 @@ ms_file(PG_FUNCTION_ARGS)
 	}
 	while (ms_up_next(bytes, len, MS_FIELD_UP_ROWS, &pos, &rows, &nrows))
 	{
+		MemoryContext old = MemoryContextSwitchTo(f.row_cxt);
+		bool		is_stale = up->applied != NULL && stale(&f, up, rows, nrows);
+
+		/* what the look allocated goes with it: an upload may carry tens of thousands of tables */
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(f.row_cxt);
 		/* rows written in a schema the replica has been sent a change of since: it sends them again */
-		if (up->applied != NULL && stale(&f, up, rows, nrows))
+		if (is_stale)
 			again(&f, rows, nrows);
 		else
 			ms_file_rows(&f, rows, nrows);
 	}
-	lists(up, bytes, len);
-	digests = ms_digests(&f, up);
+	digests = ms_digests(&f);
 	if (ms_lane_first(&f))
 		ms_backlog(&f, up);
 	ms_wish_fates(&f.replica, up);

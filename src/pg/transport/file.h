@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * file.h
- *	  What the parts of sync.file share (seed 5): the filing of one upload,
+ *	  What the parts of sync.file share (docs/design.md 5.2): the filing of one upload,
  *	  and what one call prepares once for every row it files.
  *
  *   file.c      sync.file itself: the upload verified whole (its length and
@@ -112,7 +112,9 @@ typedef struct ms_filing
 	int64		acked;			/* what the replica applied, after this upload's acknowledgement */
 	bool		provisioning;	/* it is being provisioned again: held rows are on their way */
 	int			counts[MS_OUTCOMES];
-	List	   *tables;			/* ms_filed_counts *, for the answer */
+	List	   *tables;			/* ms_filed_counts *, for the answer, in the order first named */
+	struct HTAB *table_counts;	/* the same, by name (filing.c) */
+	int			unmirrored_counted;	/* tables counted the server does not mirror: MS_ANSWER_NAMED_MAX at most */
 	List	   *named[MS_OUTCOMES];	/* Sync__Refusal *: the rows not filed, for the answer */
 	int			nnamed;
 	List	   *reasons[MS_OUTCOMES];	/* a few distinct reasons, for what sync.file says */
@@ -126,6 +128,9 @@ typedef struct ms_filing
 	List	   *again;			/* Sync__Refusal *: rows in an old schema, sent again (relay/evolve.c) */
 	List	   *again_tables;	/* ms_filed_counts *: how many of each table (counts[MS_FILED]) */
 	const char *lane;			/* the upload's lane (lanes.c): "" the first */
+	const uint8 *upload;		/* the upload, whose digests and backlog ack.c reads a piece at a time */
+	size_t		upload_len;
+	uint64		unfiled;		/* rows its backlog says were sent and not yet filed (ms_backlog) */
 } ms_filing;
 
 /* ---- filer.c ---- */
@@ -185,25 +190,33 @@ extern void ms_acknowledge(ms_filing *f, Sync__Applied *a);
 extern void ms_gap(ms_filing *f, Sync__Up *up);
 /* ms_refusals: rows the replica could not take are not counted as held. */
 extern void ms_refusals(ms_filing *f, Sync__Up *up);
-/* ms_digests: "none", "not compared: ...", "differ" or "match". */
-extern const char *ms_digests(ms_filing *f, Sync__Up *up);
-/* ms_backlog: what the replica has not sent, has not had filed, set aside, refused. */
+/* ms_digests: the upload's digests (f->upload): "none", "not compared: ...", "differ" or "match". */
+extern const char *ms_digests(ms_filing *f);
+/*
+ * ms_backlog: what the replica has not sent, has not had filed, set aside,
+ * refused (f->upload's backlog), of each table the server mirrors.
+ */
 extern void ms_backlog(ms_filing *f, Sync__Up *up);
 
 /* ---- aside.c ---- */
 
 /*
- * ms_backlog_json: the backlog the upload says (unsent, unfiled, set aside,
- * refused, and why rows are set aside, per table), the rows this filing
+ * ms_backlog_json: the backlog the upload says of the mirrored tables (kept:
+ * n entries, NULL for a table it does not name: unsent, unfiled, set aside,
+ * refused, and why rows are set aside), the rows this filing
  * refused moved to the rows set aside, as JSON for sync.replicas.backlog.
  * Call after the rows are filed.
  */
-extern char *ms_backlog_json(const ms_filing *f, const Sync__Up *up);
+extern char *ms_backlog_json(const ms_filing *f, Sync__Backlog *const *kept, int n);
 
 /* ---- refused.c ---- */
 
-/* ms_refused_backoff: a refusal of a held row, before it is marked: when the row goes again. */
-extern void ms_refused_backoff(ms_filing *f, const char *table, const char *key);
+/*
+ * ms_refused_backoff: refusals of held rows (tables and keys, text[] of
+ * wire names and canonical keys), before they are marked: when each row
+ * goes again.
+ */
+extern void ms_refused_backoff(ms_filing *f, Datum tables, Datum keys);
 /* ms_refused_settle: after the refusals, the counts of rows taken (or no longer held) end. */
 extern void ms_refused_settle(ms_filing *f);
 /* ms_refused_build: the replica's build and protocol recorded; a change makes its refused rows due. */

@@ -318,8 +318,14 @@ void
 ms_filer_run(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 			 long tcount, int expect, const char *what)
 {
+	MemoryContext cxt = CurrentMemoryContext;
 	int			rc = SPI_execute_plan(plan, values, nulls, read_only, tcount);
 
+	/*
+	 * SPI leaves the procedure's context current, which lives as long as the
+	 * call: what a row allocates after its statements goes with the row's
+	 */
+	MemoryContextSwitchTo(cxt);
 	if (rc != expect)
 		elog(ERROR, "could not %s: %s", what, SPI_result_code_string(rc));
 }

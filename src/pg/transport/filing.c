@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  * filing.c
- *	  Filing the rows of an upload (seed 5), trusting only what the server
+ *	  Filing the rows of an upload (docs/design.md 5.2), trusting only what the server
  *	  knows of the sender, never what the rows claim.
  *
  * Each row is filed in a subtransaction of its own (ms_file_row):
@@ -33,6 +33,7 @@
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 
 #include "file.h"
 #include "hlc_clock.h"
@@ -40,6 +41,7 @@
 #include "owner.h"
 #include "subxact.h"
 #include "upread.h"
+#include "wire.h"
 #include "utils/memutils.h"
 
 /*
@@ -473,24 +475,63 @@ named(ms_filing *f, ms_outcome out, const char *table, char **parts, int nparts,
 	f->named[i] = lappend(f->named[i], r);
 }
 
+/* The counts of one table, found by its name (an upload may name tens of thousands). */
+typedef struct counts_entry
+{
+	char		table[MS_NAME_MAX + 1];
+	ms_filed_counts counts;
+} counts_entry;
+
+/*
+ * counts_of: the counts of table, made the first time it is named, in the
+ * call's memory; NULL for a table the server does not mirror once
+ * MS_ANSWER_NAMED_MAX of those are counted (the answer does not account for
+ * its rows: the replica sends them again, docs/protocol.md 2.3)
+ */
+static ms_filed_counts *
+counts_of(ms_filing *f, const char *table, bool mirrored)
+{
+	counts_entry *e;
+	bool		found;
+
+	if (f->table_counts == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = MS_NAME_MAX + 1;
+		ctl.entrysize = sizeof(counts_entry);
+		ctl.hcxt = CurrentMemoryContext;
+		f->table_counts = hash_create("magic_sync filed tables", 16, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	/* a name is at most MS_NAME_MAX bytes (upread.c, and every name the catalog gives) */
+	if (strlen(table) > MS_NAME_MAX)
+		elog(ERROR, "a table name of %zu bytes", strlen(table));
+	if (!mirrored && f->unmirrored_counted >= MS_ANSWER_NAMED_MAX)
+	{
+		e = hash_search(f->table_counts, table, HASH_FIND, &found);
+		return found ? &e->counts : NULL;
+	}
+	e = hash_search(f->table_counts, table, HASH_ENTER, &found);
+	if (!found)
+	{
+		f->unmirrored_counted += mirrored ? 0 : 1;
+		memset(&e->counts, 0, sizeof e->counts);
+		e->counts.table = e->table;
+		f->tables = lappend(f->tables, &e->counts);
+	}
+	return &e->counts;
+}
+
 /* counted: one row more of table came out as out, and a few distinct reasons for sync.file's answer */
 static void
-counted(ms_filing *f, const char *table, ms_outcome out, const char *why)
+counted(ms_filing *f, const char *table, bool mirrored, ms_outcome out, const char *why)
 {
-	ms_filed_counts *c = NULL;
+	ms_filed_counts *c = counts_of(f, table, mirrored);
 	ListCell   *lc;
 
 	f->counts[out]++;
-	foreach(lc, f->tables)
-		if (strcmp(((ms_filed_counts *) lfirst(lc))->table, table) == 0)
-			c = lfirst(lc);
-	if (c == NULL)
-	{
-		c = palloc0(sizeof(ms_filed_counts));
-		c->table = pstrdup(table);
-		f->tables = lappend(f->tables, c);
-	}
-	c->counts[out]++;
+	if (c != NULL)
+		c->counts[out]++;
 	if (why == NULL || out == MS_FILED || list_length(f->reasons[out]) >= 3)
 		return;
 	foreach(lc, f->reasons[out])
@@ -585,7 +626,7 @@ one_row(ms_filing *f, const char *table, ms_filed_table *ft, Sync__Key *k, const
 	{
 		MemoryContext old = MemoryContextSwitchTo(f->filer->cxt);
 
-		counted(f, table, out, why);
+		counted(f, table, ft != NULL, out, why);
 		if (out != MS_FILED)
 			named(f, out, table, k->parts, (int) k->n_parts, why ? why : "", sqlstate);
 		MemoryContextSwitchTo(old);
@@ -610,6 +651,8 @@ ms_file_rows(ms_filing *f, const uint8 *rows, size_t len)
 	while (ms_rows_next(&r, ms_pg_allocator(), &k, &bytes, &n))
 	{
 		one_row(f, r.table, ft, k, bytes, n);
+		/* SPI leaves its procedure's context current, which lives as long as the call */
+		MemoryContextSwitchTo(f->row_cxt);
 		MemoryContextReset(f->row_cxt);
 	}
 	MemoryContextSwitchTo(old);

@@ -37,6 +37,7 @@
 #include "magic_sync.h"
 
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "access/xlogrecovery.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -53,6 +54,7 @@
 
 #include "access.h"
 #include "claim.h"
+#include "wake.h"
 #include "settings.h"
 #include "wire.h"
 
@@ -319,6 +321,23 @@ body_plan(void)
 }
 
 /*
+ * inserted: the end of the WAL inserted so far.  GetXLogInsertRecPtr()
+ * says where the next record goes, past the header of a page not written
+ * yet when the last one ended the page before: no flush reaches there.
+ */
+static XLogRecPtr
+inserted(void)
+{
+	XLogRecPtr	at = GetXLogInsertRecPtr();
+
+	if (XLogSegmentOffset(at, wal_segment_size) == SizeOfXLogLongPHD)
+		return at - SizeOfXLogLongPHD;
+	if (at % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+		return at - SizeOfXLogShortPHD;
+	return at;
+}
+
+/*
  * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int [, applied
  * bytea]) returns table(number bigint, message bytea).
  */
@@ -457,6 +476,24 @@ ms_pull(PG_FUNCTION_ARGS)
 		pfree(bytes);
 	}
 	SPI_cursor_close(cur);
+
+	/*
+	 * What it returns is flushed first: the worker's passes commit without
+	 * waiting for their flush (relay/worker.c), so that their NOTIFY goes out
+	 * at once, and the worker flushes just after.  Up to the end of the
+	 * worker's pass that wrote the last message returned (wake.h): this
+	 * waits for that flush, or finds it done, and for no WAL another session
+	 * is writing.  When wake.h cannot say (a pass by hand, or the worker has
+	 * yet to say), up to all the WAL inserted by now: every pass this
+	 * snapshot sees inserted its commit record before it became visible.  A
+	 * standby replays only what its primary flushed.
+	 */
+	if (last > after && !standby)
+	{
+		XLogRecPtr	end;
+
+		XLogFlush(ms_wake_committed_by(last, &end) ? end : inserted());
+	}
 
 	/*
 	 * each message counts the times it went out: a send that keeps failing

@@ -17,7 +17,11 @@
  *            of, provisioned again).
  *   build    the build and protocol it says it runs (Up.build): when either
  *            changed, every row it refused is due at once (a fix deployed
- *            on the replica lets them through), and the relay woken.
+ *            on the replica lets them through), and the relay woken.  At
+ *            most once in ten minutes (sync.replicas.build_due): a change
+ *            sooner makes them due ten minutes after the last, so a replica
+ *            saying a new build in every upload (a bug, or a role that means
+ *            it) cannot make every pass send them again.
  *
  * A catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) has no
  * sync.refused_rows: refusals are recorded as before, and rows refused are
@@ -35,35 +39,41 @@
 #include "wake.h"
 
 void
-ms_refused_backoff(ms_filing *f, const char *table, const char *key)
+ms_refused_backoff(ms_filing *f, Datum tables, Datum keys)
 {
-	Oid			types[4] = {UUIDOID, TEXTOID, TEXTOID, INT8OID};
-	Datum		values[4] = {UUIDPGetDatum(&f->replica), CStringGetTextDatum(table), CStringGetTextDatum(key),
-	Int64GetDatum(f->acked)};
+	Oid			types[4] = {UUIDOID, TEXTARRAYOID, TEXTARRAYOID, INT8OID};
+	Datum		values[4] = {UUIDPGetDatum(&f->replica), tables, keys, Int64GetDatum(f->acked)};
 
 	/*
-	 * Before ack.c marks the held row refused: a row not marked yet is a new
-	 * refusal (the first, or of a row sent again); one marked is a refusal
-	 * said again, which moves nothing but a count missing (a catalog updated
-	 * while the row was refused).
+	 * Before ack.c marks the held rows refused: a row not marked yet is a
+	 * new refusal (the first, or of a row sent again); one marked is a
+	 * refusal said again, which moves nothing but a count missing (a catalog
+	 * updated while the row was refused).  A chunk of refusals at a time,
+	 * each one's held and refused rows looked up alone (OFFSET 0 keeps them
+	 * subplans) by (replica, tab, key), planned for what the tables hold
+	 * now: sync.refused_rows grows as the upload is filed, and a statement
+	 * per refusal, prepared while it was small, read it whole for every one
+	 * (quadratic in the rows an upload refuses).
 	 */
-	if (SPI_execute_with_args("WITH h AS (SELECT h.replica, h.tab, h.key, h.note, h.refused IS NULL AS new"
-							  "   FROM sync.held h JOIN sync.tables t ON t.id = h.tab"
-							  "  WHERE t.name = $2 AND h.replica = $1 AND h.key = $3 AND h.taken IS NULL"
-							  "    AND h.number <= $4),"
-							  " c AS (SELECT h.*, CASE WHEN r.replica IS NULL OR h.note > r.note THEN 1"
-							  "                   ELSE r.times + 1 END AS times"
-							  "   FROM h LEFT JOIN sync.refused_rows r"
-							  "     ON r.replica = h.replica AND r.tab = h.tab AND r.key = h.key"
-							  "  WHERE h.new OR r.replica IS NULL)"
-							  " INSERT INTO sync.refused_rows AS r (replica, tab, key, note, times, refused_at, due)"
-							  " SELECT c.replica, c.tab, c.key, c.note, c.times, now(),"
+	if (SPI_execute_with_args("INSERT INTO sync.refused_rows AS r (replica, tab, key, note, times, refused_at, due)"
+							  " SELECT $1, c.tab, c.key, c.note, c.times, now(),"
 							  "        now() + least(interval '1 minute' * power(2, least(c.times - 1, 6)), interval '1 hour')"
-							  "   FROM c"
+							  "   FROM (SELECT x.tab, x.key, h.note, h.new, p.note AS was,"
+							  "                CASE WHEN p.note IS NULL OR h.note > p.note THEN 1 ELSE p.times + 1 END AS times"
+							  "           FROM (SELECT DISTINCT t.id AS tab, a.k AS key"
+							  "                   FROM unnest($2::text[], $3::text[]) AS a(n, k)"
+							  "                   JOIN sync.tables t ON t.name = a.n) x"
+							  "          CROSS JOIN LATERAL (SELECT h.note, h.refused IS NULL AS new FROM sync.held h"
+							  "                               WHERE h.replica = $1 AND h.tab = x.tab AND h.key = x.key"
+							  "                                 AND h.taken IS NULL AND h.number <= $4 OFFSET 0) h"
+							  "           LEFT JOIN LATERAL (SELECT p.note, p.times FROM sync.refused_rows p"
+							  "                               WHERE p.replica = $1 AND p.tab = x.tab AND p.key = x.key"
+							  "                              OFFSET 0) p ON true) c"
+							  "  WHERE c.new OR c.was IS NULL"
 							  " ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, times = EXCLUDED.times,"
 							  "   refused_at = EXCLUDED.refused_at, due = EXCLUDED.due",
 							  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record when a refused row goes again");
+		elog(ERROR, "could not record when refused rows go again");
 }
 
 void
@@ -72,11 +82,16 @@ ms_refused_settle(ms_filing *f)
 	Oid			types[2] = {UUIDOID, INT8OID};
 	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int64GetDatum(f->acked)};
 
-	/* few rows, by the primary key's prefix: nothing to do for a replica that refused none */
+	/*
+	 * by the primary key's prefix: nothing to do for a replica that refused
+	 * none; each row's held row looked up alone (OFFSET 0 keeps it a
+	 * subplan, never a join the planner may misjudge: relay/retry.c)
+	 */
 	if (SPI_execute_with_args("DELETE FROM sync.refused_rows r WHERE r.replica = $1"
 							  "   AND NOT EXISTS (SELECT FROM sync.held h"
 							  "                    WHERE h.replica = r.replica AND h.tab = r.tab AND h.key = r.key"
-							  "                      AND h.taken IS NULL AND (h.refused IS NOT NULL OR h.number > $2))",
+							  "                      AND h.taken IS NULL AND (h.refused IS NOT NULL OR h.number > $2)"
+							  "                    OFFSET 0)",
 							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not end the counts of rows taken");
 }
@@ -87,6 +102,7 @@ ms_refused_build(ms_filing *f, Sync__Up *up)
 	Oid			types[3] = {UUIDOID, TEXTOID, INT4OID};
 	Datum		values[3] = {UUIDPGetDatum(&f->replica),
 		CStringGetTextDatum(up->build != NULL ? up->build : ""), Int32GetDatum((int32) up->protocol)};
+	bool		isnull;
 
 	if (SPI_execute_with_args("UPDATE sync.replicas SET build = $2, protocol = $3 WHERE id = $1"
 							  " AND (build IS DISTINCT FROM $2 OR protocol IS DISTINCT FROM $3)",
@@ -94,17 +110,30 @@ ms_refused_build(ms_filing *f, Sync__Up *up)
 		elog(ERROR, "could not record a replica's build");
 	if (SPI_processed == 0)
 		return;
-	/* another build may take what this one refused: at once, and waiting a minute again if not */
-	if (SPI_execute_with_args("UPDATE sync.refused_rows SET due = now(), times = 0"
-							  " WHERE replica = $1 AND due IS NOT NULL",
-							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+
+	/*
+	 * Another build may take what this one refused: at once, and waiting a
+	 * minute again if not; but no sooner than ten minutes after a change
+	 * last made them due.  Rows due before then keep their time.
+	 */
+	if (SPI_execute_with_args("WITH b AS (SELECT greatest(now(), x.build_due + interval '10 minutes') AS at"
+							  "             FROM sync.replicas x WHERE x.id = $1),"
+							  " d AS (UPDATE sync.refused_rows r SET due = b.at, times = 0 FROM b"
+							  "        WHERE r.replica = $1 AND r.due > b.at RETURNING 1)"
+							  " UPDATE sync.replicas x SET build_due = b.at FROM b"
+							  "  WHERE x.id = $1 AND EXISTS (SELECT FROM d)"
+							  " RETURNING (SELECT count(*) FROM d), b.at <= now()",
+							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not make refused rows due");
-	if (SPI_processed > 0)
+	if (SPI_processed > 0 &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
 	{
+		int64		due = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
 		ereport(LOG,
 				(errmsg("magic_sync: replica %s runs %s (protocol %u) now: the %llu rows it refused are sent to it again",
 						f->replica_text, up->build != NULL && up->build[0] ? up->build : "a build that does not say",
-						up->protocol, (unsigned long long) SPI_processed)));
+						up->protocol, (unsigned long long) due)));
 		ms_wake_at_commit();
 	}
 }

@@ -1,0 +1,216 @@
+#!/bin/sh
+# The worker's first syncs (issue 37): a snapshot's messages commit with its
+# pass, and the held rows of the tables it reads whole follow in a
+# transaction of their own (src/pg/relay/record.c), while the replica pulls
+# and applies.  Until then the replica's held_due names the snapshot; a
+# worker that dies in between, or held rows that fail to record, leave it
+# set, and the next pass provisions the replica again.  A session's
+# uncommitted held row holds the worker between the two: the held rows wait
+# on it, the pass's messages do not.
+set -u
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+cd "$(dirname "$0")/../.." || exit 2
+. tests/e2e/lib.sh
+in_cluster "$self" -o magic_sync.database=postgres -o magic_sync.naptime=200
+DB=postgres
+ROWS=5000
+worker_pid() { q $DB "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'"; }
+
+q $DB "CREATE EXTENSION magic_sync" >/dev/null
+q $DB "CREATE TABLE items (id int PRIMARY KEY, v text NOT NULL)"
+q $DB "INSERT INTO items SELECT g, 'v' || g FROM generate_series(1, $ROWS) g"
+q $DB "SELECT sync.mirror('items', 'catalog', 'broadcast')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+wait_for 30 $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)" || true
+TAB=$(q $DB "SELECT id FROM sync.tables WHERE name = 'items'")
+
+# block REPLICA: a session of its own holds an uncommitted held row of the
+# replica's last row, which the held rows the worker writes wait on
+tmp=$(mktemp -d)
+trap 'exec 3>&- 2>/dev/null; rm -rf "$tmp"' EXIT
+block() {
+	mkfifo "$tmp/in"
+	psql -XAtq -d $DB <"$tmp/in" >/dev/null 2>&1 &
+	blocker=$!
+	exec 3>"$tmp/in"
+	echo "BEGIN; INSERT INTO sync.held (replica, tab, key, number) VALUES ('$1', $TAB, sync.key(ARRAY['$ROWS']), 0);" >&3
+	sleep 1
+}
+# unblock COMMIT|ROLLBACK
+unblock() {
+	echo "$1;" >&3
+	exec 3>&-
+	wait "$blocker"
+	rm -f "$tmp/in"
+}
+# due REPLICA: its snapshot's messages committed, its held rows not yet
+due() { wait_for 60 $DB "SELECT NOT provision AND held_due IS NOT NULL FROM sync.replicas WHERE id = '$1'"; }
+held() { q $DB "SELECT count(*) FROM sync.held WHERE replica = '$1'"; }
+snapshot() { q $DB "SELECT snapshot_number FROM sync.replicas WHERE id = '$1'"; }
+
+# 1. the pass commits the snapshot; its held rows follow once they can
+R1=eeeeeeee-0000-0000-0000-000000000001
+block $R1
+q $DB "SELECT sync.replica_add('$R1')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+due $R1 || true
+check "the snapshot's messages committed before its held rows" \
+	"$(q $DB "SELECT held_due = snapshot_number AND snapshot_end IS NOT NULL
+	           AND (SELECT count(*) FROM sync.outbox o WHERE o.replica = r.id AND NOT o.dropped) > 1
+	           FROM sync.replicas r WHERE id = '$R1'")" "t"
+check "no held row recorded yet" "$(held $R1)" "0"
+check "the worker waits to record them" \
+	"$(q $DB "SELECT wait_event_type FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")" "Lock"
+first=$(snapshot $R1)
+unblock ROLLBACK
+wait_for 30 $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R1'" || true
+check "then every row is recorded held" "$(held $R1)" "$ROWS"
+check "by the messages of its snapshot, with the version planned" \
+	"$(q $DB "SELECT count(*) FROM sync.held h JOIN sync.replicas r ON r.id = h.replica
+	           WHERE h.replica = '$R1' AND h.number BETWEEN r.snapshot_number AND r.snapshot_end
+	             AND h.since = h.number AND h.note = 0 AND h.taken IS NULL")" "$ROWS"
+check "and the snapshot is the one written" "$(snapshot $R1)" "$first"
+
+# 2. the worker dies between the two: the next pass provisions the replica again
+R2=eeeeeeee-0000-0000-0000-000000000002
+block $R2
+q $DB "SELECT sync.replica_add('$R2')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+due $R2 || true
+first=$(snapshot $R2)
+pid=$(worker_pid)
+q $DB "SELECT pg_terminate_backend($pid)" >/dev/null
+unblock ROLLBACK
+wait_for 60 $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0}
+                 FROM sync.replicas WHERE id = '$R2'" || true
+check "a worker that died before the held rows: the replica is provisioned again" \
+	"$(q $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0} FROM sync.replicas WHERE id = '$R2'")" "t"
+check "and every row recorded held, once" "$(held $R2)" "$ROWS"
+check "by its new snapshot" \
+	"$(q $DB "SELECT count(*) FROM sync.held h JOIN sync.replicas r ON r.id = h.replica
+	           WHERE h.replica = '$R2' AND h.number BETWEEN r.snapshot_number AND r.snapshot_end")" "$ROWS"
+check "its first snapshot's messages are dropped" \
+	"$(q $DB "SELECT count(*) FROM sync.outbox WHERE replica = '$R2' AND number < $first AND NOT dropped")" "0"
+check "the other replica is untouched" "$(held $R1)/$(snapshot $R1)" "$ROWS/$(snapshot $R1)"
+
+# 3. a row recorded held meanwhile (sync.file's, say): the held rows fail, the replica is provisioned again
+R3=eeeeeeee-0000-0000-0000-000000000003
+block $R3
+q $DB "SELECT sync.replica_add('$R3')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+due $R3 || true
+first=$(snapshot $R3)
+unblock COMMIT
+wait_for 60 $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0}
+                 FROM sync.replicas WHERE id = '$R3'" || true
+check "held rows that fail to record: the replica is provisioned again" \
+	"$(q $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0} FROM sync.replicas WHERE id = '$R3'")" "t"
+check "and every row recorded held, by the new snapshot" \
+	"$(q $DB "SELECT count(*) FROM sync.held h JOIN sync.replicas r ON r.id = h.replica
+	           WHERE h.replica = '$R3' AND h.number BETWEEN r.snapshot_number AND r.snapshot_end")" "$ROWS"
+
+# 6. a replica that applied the snapshot files while its held rows are not
+# recorded (the worker died in between, its next pass held back by a session):
+# nothing is filed against the held set that lacks them; the next pass
+# provisions the replica again, and it ends holding exactly what it wants,
+# the rows changed meanwhile included
+R6=eeeeeeee-0000-0000-0000-000000000006
+F6=$tmp/r6.db
+# rep ACTION: the replica R6 in F6 (tests/e2e/harness.py), as its agent would
+rep() {
+	/usr/bin/python3 - "$1" "$R6" "$F6" <<'PY'
+import sys
+sys.path.insert(0, "tests/e2e")
+import psycopg2
+from harness import Server, Replica
+action, rid, path = sys.argv[1:]
+s = Server("postgres", create=False)
+r = Replica(s, rid, path)
+if action == "apply":
+    while r.pull_apply(1 << 20):
+        pass
+    print(r.one("SELECT count(*) FROM items"))
+elif action == "file":
+    try:
+        print("filed" if r.upload() is not None else "nothing")
+    except psycopg2.Error as e:
+        print(e.pgcode)
+elif action == "sync":
+    for _ in range(20):
+        if not any(a or f for a, f in r.sync()):
+            break
+    wanted = s.wanted(rid).get("items", set())
+    have = r.keys("items", ["id"])
+    print(f"{len(have)}/{have == wanted}/{s.held(rid).get('items', set()) == wanted}/"
+          f"{r.one('SELECT v FROM items WHERE id = 12')}")
+PY
+}
+block $R6
+q $DB "SELECT sync.replica_add('$R6')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+due $R6 || true
+first=$(snapshot $R6)
+check "the replica applies the snapshot while its held rows wait" "$(rep apply)" "$ROWS"
+q $DB "DELETE FROM items WHERE id BETWEEN 2 AND 11; UPDATE items SET v = 'changed' WHERE id = 12;
+       INSERT INTO items VALUES (0, 'new')"
+# a session takes the relay lock as the dying worker lets it go: the next
+# one waits for it (src/pg/relay/relay.h, MS_RELAY_LOCK_KEY1 and 2)
+mkfifo "$tmp/hold"
+# not holding the blocker's fifo open (fd 3): it would never see its end
+psql -XAtq -d $DB <"$tmp/hold" >/dev/null 2>&1 3>&- &
+holder=$!
+exec 4>"$tmp/hold"
+echo "SELECT pg_advisory_lock(1835100009, 1668512110);" >&4
+pid=$(worker_pid)
+q $DB "SELECT pg_terminate_backend($pid)" >/dev/null
+unblock ROLLBACK
+wait_for 30 $DB "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND objid = 1668512110 AND granted AND pid <> $pid)" || true
+sleep 1
+check "its held rows are still due" "$(q $DB "SELECT held_due = snapshot_number FROM sync.replicas WHERE id = '$R6'")" "t"
+check "a filing meanwhile is refused, transiently" "$(rep file)" "55P03"
+check "and acknowledges nothing" "$(q $DB "SELECT acked_number FROM sync.replicas WHERE id = '$R6'")" "0"
+exec 4>&-
+wait "$holder"
+wait_for 60 $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0}
+                 FROM sync.replicas WHERE id = '$R6'" || true
+check "the next pass provisions it again" \
+	"$(q $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0} FROM sync.replicas WHERE id = '$R6'")" "t"
+check "the replica holds exactly what it wants, as the server records" "$(rep sync)" "$((ROWS - 9))/True/True/changed"
+
+# 4. magic_sync.held_later off: the pass records them itself, before its messages go
+q $DB "ALTER SYSTEM SET magic_sync.held_later = off" >/dev/null
+q $DB "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+R4=eeeeeeee-0000-0000-0000-000000000004
+q $DB "SELECT sync.replica_add('$R4')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+wait_for 30 $DB "SELECT NOT provision FROM sync.replicas WHERE id = '$R4'" || true
+check "off, the pass records the held rows with its messages" \
+	"$(q $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R4'")/$(held $R4)" "t/$((ROWS - 9))"
+
+# 5. more than magic_sync.fill_bytes of them: those past the bound are recorded in the pass
+q $DB "ALTER SYSTEM SET magic_sync.held_later = on" >/dev/null
+q $DB "ALTER SYSTEM SET magic_sync.fill_bytes = 64" >/dev/null
+q $DB "SELECT pg_reload_conf()" >/dev/null
+q $DB "INSERT INTO items SELECT g, 'v' || g FROM generate_series($((ROWS + 1)), 30000) g"
+q $DB "SELECT sync.wake()" >/dev/null
+wait_for 60 $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)" || true
+sleep 1
+R5=eeeeeeee-0000-0000-0000-000000000005
+# the first row's held row waits: it is among those kept for after the pass
+mkfifo "$tmp/in"
+psql -XAtq -d $DB <"$tmp/in" >/dev/null 2>&1 &
+blocker=$!
+exec 3>"$tmp/in"
+echo "BEGIN; INSERT INTO sync.held (replica, tab, key, number) VALUES ('$R5', $TAB, sync.key(ARRAY['1']), 0);" >&3
+sleep 1
+q $DB "SELECT sync.replica_add('$R5')" >/dev/null
+q $DB "SELECT sync.wake()" >/dev/null
+due $R5 || true
+check "past the bound, the rest are recorded by the pass" \
+	"$(q $DB "SELECT count(*) BETWEEN 1 AND 29999 FROM sync.held WHERE replica = '$R5'")" "t"
+unblock ROLLBACK
+wait_for 30 $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R5'" || true
+check "and every row is recorded held once the kept ones are" "$(held $R5)" "$((30000 - 9))"
+
+finish
