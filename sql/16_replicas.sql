@@ -48,5 +48,18 @@ SELECT sync.replica_set('66666666-6666-4666-8666-666666666666', live => false);
 SELECT id, partition, live FROM sync.replicas WHERE NOT dropped ORDER BY id;
 SELECT sync.unmirror('regions_t');
 DROP TABLE regions_t;
+-- one role given to two replicas: each could pull and file for the other,
+-- and the caller is warned, once a transaction and role (issue 39); a
+-- dropped replica's role is no longer shared
+CREATE ROLE store_9 LOGIN;
+SELECT sync.replica_add('99999999-0000-4000-8000-000000000001', role => 'store_9');
+SELECT sync.replica_add('99999999-0000-4000-8000-000000000002', role => 'store_9');
+BEGIN;
+SELECT sync.replica_add('99999999-0000-4000-8000-000000000003', role => 'store_9');
+SELECT sync.replica_add('99999999-0000-4000-8000-000000000004', role => 'store_9');
+COMMIT;
+SELECT sync.replica_drop(r) FROM unnest('{99999999-0000-4000-8000-000000000002,99999999-0000-4000-8000-000000000003,99999999-0000-4000-8000-000000000004}'::uuid[]) r;
+SELECT sync.replica_set('99999999-0000-4000-8000-000000000001', role => 'store_9');
 -- leave nothing behind for the next test
 DELETE FROM sync.replicas;
+DROP ROLE store_9;

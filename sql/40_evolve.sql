@@ -245,6 +245,14 @@ SELECT * FROM evt.agree();
 SELECT evt.ack();
 SELECT * FROM sync.check();
 
+-- a declaration made again with another key changes no column: its notice
+-- lists no change (issue 39: it said "the schema change ()")
+CREATE UNIQUE INDEX tasks_store_id ON ev.tasks (store, id);
+SELECT sync.mirror('ev.tasks', 'catalog', 'assigned(store)', key => '{store,id}');
+SELECT right(id::text, 1) AS replica, provision FROM sync.replicas ORDER BY 1;
+SELECT * FROM evt.pass();
+SELECT evt.ack();
+
 -- leave nothing behind
 \c contrib_regression
 SET client_min_messages = warning;

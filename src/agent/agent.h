@@ -26,7 +26,7 @@
 /* Exit codes (sysexits.h's numbers, documented in --help). */
 #define EXIT_USAGE			64	/* EX_USAGE: the command line is wrong */
 #define EXIT_NOINPUT		66	/* EX_NOINPUT: the replica file cannot be opened or is another's */
-#define EXIT_UNAVAILABLE	69	/* EX_UNAVAILABLE: the server cannot be reached (with --once) */
+#define EXIT_UNAVAILABLE	69	/* EX_UNAVAILABLE: the server cannot be reached, or has no magic_sync yet (with --once) */
 #define EXIT_SOFTWARE		70	/* EX_SOFTWARE: an error that retrying will not fix (with --once) */
 #define EXIT_IOERR			74	/* EX_IOERR: the replica file's disk is full (with --once) */
 #define EXIT_NOPERM			77	/* EX_NOPERM: the server refuses this replica or role */
@@ -39,7 +39,8 @@
  * out of reach, the file is locked by a writer): the same step may succeed
  * later.  Refused: the server will not act for this replica or role.
  * Failed: the data or the code failed; retried after a backoff, since the fix
- * it waits for is a deploy.
+ * it waits for is a deploy.  Unready: the server's database has no
+ * magic_sync (yet): CREATE EXTENSION, which the agent waits for.
  */
 typedef enum agent_status
 {
@@ -48,7 +49,8 @@ typedef enum agent_status
 	STEP_BUSY,					/* the replica file is locked by a writer */
 	STEP_FULL,					/* the replica file's disk is full: nothing written, room awaited */
 	STEP_REFUSED,
-	STEP_FAILED
+	STEP_FAILED,
+	STEP_UNREADY				/* the database has no schema sync: magic_sync is not created there */
 } agent_status;
 
 /* ---- replica.c ---------------------------------------------------------- */
@@ -88,6 +90,24 @@ typedef struct apply_result
 	}			failed[4];		/* the first of them */
 } apply_result;
 
+/*
+ * A row the replica wrote and set aside: it never goes up (the server
+ * refused it, or it cannot be sent), as sync_progress() lists it (the newest
+ * of each table).  id tells one row from another between listings.
+ */
+#define AGENT_ASIDE_MAX 64
+#define AGENT_ASIDE_PARTS 4
+typedef struct aside_row
+{
+	char		table[128];
+	char		parts[AGENT_ASIDE_PARTS][128];	/* its key, each part cut at 127 bytes */
+	int			nparts;
+	bool		more_parts;		/* the key has more parts than are kept */
+	char		reason[512];
+	char		sqlstate[6];	/* "" when none is known */
+	uint64_t	id;
+} aside_row;
+
 /* The replica's backlog: sync_progress() summed over its tables. */
 typedef struct backlog
 {
@@ -97,7 +117,18 @@ typedef struct backlog
 	int64_t		refused;
 } backlog;
 
+/*
+ * replica_open: the file, locked for this process (FILE-agent.lock: one
+ * agent, import or export at a time), created when missing, and stamped
+ * with uuid (sync_init) when it is not yet; NULL with why when it cannot
+ * be, or is another replica's, or another process works on it.
+ * replica_open_unstamped: the same, but a file not stamped yet is stamped
+ * only by replica_stamp, once the server said the uuid is this role's
+ * replica (a successful pull): a mistyped uuid never stamps a new file.
+ */
 extern replica *replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX]);
+extern replica *replica_open_unstamped(const char *path, const char *uuid, char err[AGENT_ERROR_MAX]);
+extern agent_status replica_stamp(replica *r, char err[AGENT_ERROR_MAX]);
 extern void replica_close(replica *r);
 /* replica_lazy: commits wait for no fsync; replica_sync makes them durable before an upload leaves */
 extern agent_status replica_lazy(replica *r, char err[AGENT_ERROR_MAX]);
@@ -123,9 +154,15 @@ extern agent_status replica_upload_lane(replica *r, const char *lane, int64_t ma
 										size_t *len, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_lanes(replica *r, char lanes[][AGENT_LANE_BYTES], int max, int *n,
 								  char err[AGENT_ERROR_MAX]);
-/* the server refused an upload for good: its rows go again, or (blame) are set aside */
+/*
+ * the server refused an upload for good: its rows go again, or (blame) are
+ * set aside with the reason and the server's SQLSTATE (NULL or "": none)
+ */
 extern agent_status replica_upload_refused(replica *r, const uint8_t *up, size_t len, const char *reason,
-										   bool blame, int64_t *rows, char err[AGENT_ERROR_MAX]);
+										   const char *sqlstate, bool blame, int64_t *rows,
+										   char err[AGENT_ERROR_MAX]);
+/* the rows set aside sync_progress() lists, at most max */
+extern agent_status replica_set_aside(replica *r, aside_row *rows, int max, int *n, char err[AGENT_ERROR_MAX]);
 /* rows set aside as too large go up again */
 extern agent_status replica_retry_too_large(replica *r, char err[AGENT_ERROR_MAX]);
 extern agent_status replica_backlog(replica *r, backlog *out, char err[AGENT_ERROR_MAX]);
@@ -280,6 +317,7 @@ typedef struct round_stats
 	const char *stopped;		/* gap, later_protocol, wrong_replica: why applying stopped */
 	char		dropped_reason[256];	/* why the server did not take an edit (the first of the round) */
 	char		blamed_reason[256];		/* why the server refused a row for good */
+	char		refused_reason[256];	/* why the server refused a row of an upload (the first of the round) */
 	int64_t		gap;
 	bool		provisioning;	/* the server provisions the replica again */
 } round_stats;
@@ -295,6 +333,8 @@ extern void report_snapshot(int64_t rows, int64_t of, bool begun, bool ended);
 /* report_schema: a message that changed the schema, and what of it the replica could not apply */
 extern void report_schema(const apply_result *res);
 extern void report_round(const round_stats *st, const backlog *b);
+/* report_refused: a row the replica wrote that never goes up, with why */
+extern void report_refused(const aside_row *row);
 /* report_rounds: whether rounds are reported (not --quiet): their figures are worth reading */
 extern bool report_rounds(void);
 extern void report_stop(const char *why, int code);

@@ -82,6 +82,7 @@ typedef struct narrowing
 	uint8_t    *suspect;		/* a one-row upload refused, kept until the control says whether to blame it */
 	size_t		suspect_len;
 	char		reason[AGENT_ERROR_MAX + 64];
+	char		sqlstate[6];	/* what the server refused it with */
 	char		lane[AGENT_LANE_BYTES];	/* the lane narrowed down: only it uploads meanwhile */
 } narrowing;
 
@@ -112,6 +113,8 @@ typedef struct agent
 	narrowing	narrow;
 	int64_t		bound;			/* the server's upload_bytes when last looked at; -1: not yet */
 	bool		bound_looked;	/* looked at this round */
+	uint64_t	told[AGENT_ASIDE_MAX];	/* the rows set aside last listed, told already */
+	int			ntold;
 	char		lanes[AGENT_LANES_MAX][AGENT_LANE_BYTES];	/* sync_lanes(), read once a round ... */
 	int			nlanes;
 	bool		lanes_read;		/* ... and again after a message is applied (it may change a table's lane) */
@@ -142,7 +145,9 @@ static const char usage_text[] =
 "                     The primary: uploads and acknowledgements go there.\n"
 "  --replica UUID     the replica's uuid, as registered with sync.replica_add\n"
 "  --db FILE          the replica's SQLite file; created when missing, put in\n"
-"                     WAL mode.  The application reads and writes it meanwhile.\n"
+"                     WAL mode, and stamped with UUID once the server answers\n"
+"                     for it.  The application reads and writes it meanwhile;\n"
+"                     one agent at a time works on it (FILE-agent.lock).\n"
 "\n"
 "Options:\n"
 "  --pull CONNINFO    a hot standby of the primary to pull from; given more\n"
@@ -190,9 +195,11 @@ static const char usage_text[] =
 "   0  stopped by SIGINT/SIGTERM, or (--once) nothing more moves\n"
 "  64  the command line is wrong (a connection string libpq cannot read\n"
 "      included)\n"
-"  66  the file cannot be opened, or belongs to another replica\n"
-"  69  the server cannot be reached, or its relay does not plan in 10\n"
-"      minutes (--once only; otherwise it retries)\n"
+"  66  the file cannot be opened, belongs to another replica, or another\n"
+"      agent (or import, export) works on it (FILE-agent.lock)\n"
+"  69  the server cannot be reached, its database has no magic_sync yet\n"
+"      (CREATE EXTENSION), or its relay does not plan in 10 minutes\n"
+"      (--once only; otherwise it retries)\n"
 "  70  an error retrying will not fix (--once only; otherwise it retries\n"
 "      after a backoff, since the fix is a deploy)\n"
 "  74  the replica file's disk is full (--once only; otherwise it retries\n"
@@ -439,6 +446,8 @@ file(agent *a, uint8_t *up, size_t len, round_stats *st, char sqlstate[6], char 
 	st->set_aside += replica_json_int(a->rep, a->answer, "$.set_aside");
 	if (st->dropped_reason[0] == '\0')
 		replica_json_text(a->rep, a->answer, "$.reasons.dropped[0]", st->dropped_reason, sizeof st->dropped_reason);
+	if (st->refused_reason[0] == '\0')
+		replica_json_text(a->rep, a->answer, "$.reasons.refused[0]", st->refused_reason, sizeof st->refused_reason);
 	acked = replica_json_int(a->rep, a->answer, "$.acknowledged");
 	if (acked > st->acknowledged)
 		st->acknowledged = acked;
@@ -491,7 +500,7 @@ static agent_status
 blame(agent *a, const uint8_t *up, size_t len, round_stats *st, char err[AGENT_ERROR_MAX])
 {
 	int64_t		rows = 0;
-	agent_status rc = replica_upload_refused(a->rep, up, len, a->narrow.reason, true, &rows, err);
+	agent_status rc = replica_upload_refused(a->rep, up, len, a->narrow.reason, a->narrow.sqlstate, true, &rows, err);
 
 	st->blamed += rows;
 	if (st->blamed_reason[0] == '\0')
@@ -520,16 +529,19 @@ refused(agent *a, uint8_t *up, size_t len, const char *sqlstate, round_stats *st
 	if (n->limit < 0)
 		lane_of(up, len, n->lane);
 	if (n->suspect == NULL)
+	{
 		snprintf(n->reason, sizeof n->reason, "%s%.*s",
 				 strcmp(sqlstate, "54000") == 0 ? "too large for the server: " : "refused by the server for good: ",
 				 AGENT_ERROR_MAX, err);
+		snprintf(n->sqlstate, sizeof n->sqlstate, "%s", sqlstate);
+	}
 	if (n->suspect != NULL || rows == 0)
 	{
 		/* the control, or an upload without rows, refused: nothing is to blame but the server */
 		if (n->suspect)
-			replica_upload_refused(a->rep, n->suspect, n->suspect_len, n->reason, false, &again, ignored);
+			replica_upload_refused(a->rep, n->suspect, n->suspect_len, n->reason, NULL, false, &again, ignored);
 		if (rows > 0)
-			replica_upload_refused(a->rep, up, len, n->reason, false, &again, ignored);
+			replica_upload_refused(a->rep, up, len, n->reason, NULL, false, &again, ignored);
 		free(up);
 		narrowing_ends(n);
 		return STEP_FAILED;
@@ -550,7 +562,7 @@ refused(agent *a, uint8_t *up, size_t len, const char *sqlstate, round_stats *st
 		n->limit = 0;
 		return STEP_OK;
 	}
-	rc = replica_upload_refused(a->rep, up, len, n->reason, false, &again, err);
+	rc = replica_upload_refused(a->rep, up, len, n->reason, NULL, false, &again, err);
 	free(up);
 	n->limit = rows / 2;
 	return rc;
@@ -847,6 +859,13 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 			rc = pull(a, after, claim, claim_len, &from, &rows, &n, err);
 			if (rc != STEP_OK)
 				return rc;
+			/* the server answered for the uuid: a new file is this replica's from now on */
+			rc = replica_stamp(a->rep, err);
+			if (rc != STEP_OK)
+			{
+				server_pull_done(from);
+				return rc;
+			}
 		}
 		for (int i = 0; i < n && !halt && !stop_signal; i++)
 		{
@@ -1020,6 +1039,35 @@ round_did_something(const round_stats *st)
 		st->provisioning || st->snapshots > 0 || st->narrowed > 0 || st->blamed > 0;
 }
 
+/*
+ * tell_aside: what the replica wrote and set aside -- it never goes up --
+ * told once per row (the rows sync_progress lists, the newest of each
+ * table): those set aside since the last listing, and at the start all of
+ * them.  Not told when the file cannot be read: the round says why.
+ */
+static void
+tell_aside(agent *a)
+{
+	aside_row	rows[AGENT_ASIDE_MAX];
+	int			n = 0;
+	char		err[AGENT_ERROR_MAX];
+
+	if (replica_set_aside(a->rep, rows, AGENT_ASIDE_MAX, &n, err) != STEP_OK)
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		bool		told = false;
+
+		for (int j = 0; j < a->ntold && !told; j++)
+			told = a->told[j] == rows[i].id;
+		if (!told)
+			report_refused(&rows[i]);
+	}
+	for (int i = 0; i < n; i++)
+		a->told[i] = rows[i].id;
+	a->ntold = n;
+}
+
 static void
 say_round(agent *a, round_stats *st)
 {
@@ -1068,6 +1116,9 @@ once_failed(agent *a, agent_status status, const char *err)
 		case STEP_TRANSIENT:
 			report_error("transient failure", err, -1);
 			return finish(a, "the server is unavailable", EXIT_UNAVAILABLE);
+		case STEP_UNREADY:
+			report_error("the server is not ready", err, -1);
+			return finish(a, "the server's database has no magic_sync", EXIT_UNAVAILABLE);
 		case STEP_FULL:
 			report_error("the replica file's disk is full", err, -1);
 			return finish(a, "the replica file's disk is full", EXIT_IOERR);
@@ -1119,7 +1170,8 @@ main(int argc, char **argv)
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
 
-	a.rep = replica_open(a.opt.db, a.uuid, err);
+	/* a new file is stamped with the uuid only once the server answered for it (pass) */
+	a.rep = replica_open_unstamped(a.opt.db, a.uuid, err);
 	if (a.rep == NULL)
 	{
 		report_error("cannot open the replica", err, -1);
@@ -1153,6 +1205,8 @@ main(int argc, char **argv)
 			report_trust(hex, "pinned by --server-key");
 		}
 	}
+	/* what the file holds that never goes up, told at every start */
+	tell_aside(&a);
 	/* rows set aside as too large go up again when the agent starts: the bound may have changed since */
 	if (replica_retry_too_large(a.rep, err) != STEP_OK)
 		report_error("cannot retry the rows set aside as too large", err, -1);
@@ -1220,6 +1274,9 @@ main(int argc, char **argv)
 		}
 		if (round_did_something(&st))
 			say_round(&a, &st);
+		/* a round that moved anything may have set rows aside: told once each */
+		if (passes > 1 || round_did_something(&st))
+			tell_aside(&a);
 		if (stop_signal)
 			break;
 		if (a.fatal)
@@ -1257,6 +1314,14 @@ main(int argc, char **argv)
 					return finish(&a, "the replica file stays busy", EXIT_SOFTWARE);
 				}
 				report_error("the replica file is busy", err, backoff);
+				agent_sleep(backoff, &stop_signal);
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+				continue;
+			case STEP_UNREADY:
+				/* CREATE EXTENSION is waited for, keeping the connection */
+				if (a.opt.once)
+					return once_failed(&a, status, err);
+				report_error("the server is not ready", err, backoff);
 				agent_sleep(backoff, &stop_signal);
 				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 				continue;

@@ -15,10 +15,15 @@
 
 #include "wire.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 /* the replica extension's entry point (src/sqlite/magic_sync_sqlite.c) */
 extern int	sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
@@ -34,7 +39,8 @@ struct replica
 	sqlite3_stmt *upload_some;	/* sync_upload(max_rows): narrowing down a refusal */
 	sqlite3_stmt *upload_lane;	/* sync_upload(max_rows or NULL, lane): another lane's */
 	sqlite3_stmt *lanes;		/* sync_lanes(): the lanes to upload, the first first */
-	sqlite3_stmt *refused;		/* sync_upload_refused(upload, reason, blame) */
+	sqlite3_stmt *refused;		/* sync_upload_refused(upload, reason, blame, sqlstate) */
+	sqlite3_stmt *aside;		/* the rows set aside sync_progress() lists, a key part a row */
 	sqlite3_stmt *retry_large;	/* sync_retry('too large') */
 	sqlite3_stmt *status;
 	sqlite3_stmt *progress;
@@ -46,6 +52,8 @@ struct replica
 	sqlite3_stmt *rollback;
 	int64_t		version;		/* PRAGMA data_version when last looked at */
 	int64_t		max_message;
+	int			lock;			/* FILE-agent.lock, flock'd while the file is open; -1: none */
+	char		unstamped[37];	/* the uuid replica_stamp gives the file; "": stamped already */
 	bool		lazy;			/* commits wait for no fsync: replica_sync before anything leaves */
 	bool		unsynced;		/* committed since the last fsync (lazy) */
 };
@@ -130,21 +138,127 @@ data_version(replica *r)
 }
 
 /*
- * replica_open: opens (or creates) the replica file in WAL mode, with the
- * replica extension registered, and tells the replica its uuid (sync_init:
- * an error when the file belongs to another replica).  NULL, with the
- * reason, when it cannot.
+ * lock_file: one process at a time works on a replica file -- two agents
+ * would both number sends and apply messages, and an import under a running
+ * agent would apply beside it.  The lock is an flock on FILE-agent.lock,
+ * beside the file (never on the file itself: SQLite's own locks are the
+ * application's, and on NFS an flock is one of them): the kernel releases
+ * it when the process ends, however it ends, so a crash leaves no stale
+ * lock; the lock file stays, meaning nothing without a process holding it.
+ * It holds the pid of the process that holds it, only to say who.
  */
-replica *
-replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
+static bool
+lock_file(replica *r, const char *path, char err[AGENT_ERROR_MAX])
+{
+	char		name[4096];
+	char		pid[32] = "";
+	ssize_t		n;
+
+	if (snprintf(name, sizeof name, "%s-agent.lock", path) >= (int) sizeof name)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "cannot lock %s: its name is too long", path);
+		return false;
+	}
+	r->lock = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (r->lock < 0)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "cannot lock %.300s-agent.lock: %s", path, strerror(errno));
+		return false;
+	}
+	if (flock(r->lock, LOCK_EX | LOCK_NB) != 0)
+	{
+		int			e = errno;
+
+		n = e == EWOULDBLOCK ? pread(r->lock, pid, sizeof pid - 1, 0) : -1;
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strspn(pid, "0123456789")] = '\0';
+		if (e == EWOULDBLOCK)
+			snprintf(err, AGENT_ERROR_MAX, "another process works on %.300s (magic_sync_agent%s%s holds"
+					 " its -agent.lock): one agent, import or export at a time per replica file", path,
+					 pid[0] ? " pid " : "", pid);
+		else
+			snprintf(err, AGENT_ERROR_MAX, "cannot lock %.300s-agent.lock: %s", path, strerror(e));
+		return false;
+	}
+	n = snprintf(pid, sizeof pid, "%ld\n", (long) getpid());
+	if (ftruncate(r->lock, 0) != 0 || pwrite(r->lock, pid, (size_t) n, 0) != n)
+	{
+		/* who holds it is only for the next one to say: nothing depends on it */
+	}
+	return true;
+}
+
+/*
+ * stamped: whether the file is stamped with uuid already (true), not
+ * stamped at all (false); an error when it is another replica's
+ */
+static bool
+stamped(replica *r, const char *path, const char *uuid, bool *ok, char err[AGENT_ERROR_MAX])
+{
+	sqlite3_stmt *stmt = NULL;
+	bool		yes = false;
+	int			rc = sqlite3_prepare_v2(r->db, "SELECT json_extract(sync_status(), '$.replica')", -1, &stmt, NULL);
+
+	*ok = false;
+	if (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW)
+	{
+		const char *has = (const char *) sqlite3_column_text(stmt, 0);
+
+		*ok = has == NULL || strcasecmp(has, uuid) == 0;
+		yes = has != NULL;
+		if (!*ok)
+			snprintf(err, AGENT_ERROR_MAX, "%s is not replica %s's file: it is replica %s's", path, uuid, has);
+	}
+	else
+		snprintf(err, AGENT_ERROR_MAX, "cannot read %s: %s", path, sqlite3_errmsg(r->db));
+	sqlite3_finalize(stmt);
+	return yes;
+}
+
+/* sync_init(uuid): the file is this replica's from now on */
+static bool
+stamp(replica *r, const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
+{
+	sqlite3_stmt *stmt = NULL;
+	int			rc = sqlite3_prepare_v2(r->db, "SELECT sync_init(?1)", -1, &stmt, NULL);
+
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_text(stmt, 1, uuid, -1, SQLITE_STATIC);
+		rc = sqlite3_step(stmt);
+		rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
+	}
+	if (rc != SQLITE_OK)
+		snprintf(err, AGENT_ERROR_MAX, "%s is not replica %s's file: %s", path, uuid,
+				 sqlite3_errmsg(r->db));
+	sqlite3_finalize(stmt);
+	return rc == SQLITE_OK;
+}
+
+/*
+ * open_file: opens (or creates) the replica file in WAL mode, locked for
+ * this process, with the replica extension registered; tells the replica
+ * its uuid (sync_init: an error when the file belongs to another replica),
+ * or with later, only checks that it is not another's and leaves a file
+ * not stamped yet to replica_stamp.  NULL, with the reason, when it cannot.
+ */
+static replica *
+open_file(const char *path, const char *uuid, bool later, char err[AGENT_ERROR_MAX])
 {
 	replica    *r = calloc(1, sizeof *r);
 	sqlite3_stmt *stmt = NULL;
 	int			rc;
+	bool		ok;
 
 	if (r == NULL)
 	{
 		snprintf(err, AGENT_ERROR_MAX, "out of memory");
+		return NULL;
+	}
+	r->lock = -1;
+	if (!lock_file(r, path, err))
+	{
+		replica_close(r);
 		return NULL;
 	}
 	sqlite3_auto_extension((void (*) (void)) sqlite3_magicsyncsqlite_init);
@@ -179,22 +293,21 @@ replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
 		return NULL;
 	}
 
-	rc = sqlite3_prepare_v2(r->db, "SELECT sync_init(?1)", -1, &stmt, NULL);
-	if (rc == SQLITE_OK)
+	if (later)
 	{
-		sqlite3_bind_text(stmt, 1, uuid, -1, SQLITE_STATIC);
-		rc = sqlite3_step(stmt);
-		rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
+		if (!stamped(r, path, uuid, &ok, err))
+			snprintf(r->unstamped, sizeof r->unstamped, "%s", uuid);
+		if (!ok)
+		{
+			replica_close(r);
+			return NULL;
+		}
 	}
-	if (rc != SQLITE_OK)
+	else if (!stamp(r, path, uuid, err))
 	{
-		snprintf(err, AGENT_ERROR_MAX, "%s is not replica %s's file: %s", path, uuid,
-				 sqlite3_errmsg(r->db));
-		sqlite3_finalize(stmt);
 		replica_close(r);
 		return NULL;
 	}
-	sqlite3_finalize(stmt);
 
 	rc = prepare(r, "SELECT sync_apply(?1)", &r->apply);
 	if (rc == SQLITE_OK)
@@ -206,7 +319,12 @@ replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
 	if (rc == SQLITE_OK)
 		rc = prepare(r, "SELECT json_extract(value, '$.lane') FROM json_each(sync_lanes()) ORDER BY key", &r->lanes);
 	if (rc == SQLITE_OK)
-		rc = prepare(r, "SELECT sync_upload_refused(?1, ?2, ?3)", &r->refused);
+		rc = prepare(r, "SELECT sync_upload_refused(?1, ?2, ?3, ?4)", &r->refused);
+	if (rc == SQLITE_OK)
+		rc = prepare(r, "SELECT t.key, a.key, json_extract(a.value, '$.reason'), json_extract(a.value, '$.sqlstate'),"
+					 " p.key, p.value, json_extract(a.value, '$.since') FROM json_each(sync_progress()) t"
+					 " JOIN json_each(t.value, '$.set_aside_rows') a"
+					 " LEFT JOIN json_each(a.value, '$.key') p ORDER BY t.key, a.key, p.key", &r->aside);
 	if (rc == SQLITE_OK)
 		rc = prepare(r, "SELECT sync_retry('too large')", &r->retry_large);
 	if (rc == SQLITE_OK)
@@ -246,6 +364,30 @@ replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
 	}
 	r->version = data_version(r);
 	return r;
+}
+
+replica *
+replica_open(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
+{
+	return open_file(path, uuid, false, err);
+}
+
+replica *
+replica_open_unstamped(const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
+{
+	return open_file(path, uuid, true, err);
+}
+
+/* replica_stamp: the file not stamped yet is stamped now (the server knows the uuid) */
+agent_status
+replica_stamp(replica *r, char err[AGENT_ERROR_MAX])
+{
+	if (r->unstamped[0] == '\0')
+		return STEP_OK;
+	if (!stamp(r, sqlite3_db_filename(r->db, "main"), r->unstamped, err))
+		return STEP_FAILED;
+	r->unstamped[0] = '\0';
+	return STEP_OK;
 }
 
 /*
@@ -310,6 +452,7 @@ replica_close(replica *r)
 	sqlite3_finalize(r->upload_lane);
 	sqlite3_finalize(r->lanes);
 	sqlite3_finalize(r->refused);
+	sqlite3_finalize(r->aside);
 	sqlite3_finalize(r->retry_large);
 	sqlite3_finalize(r->status);
 	sqlite3_finalize(r->progress);
@@ -321,6 +464,9 @@ replica_close(replica *r)
 	sqlite3_finalize(r->rollback);
 	if (r->db)
 		sqlite3_close(r->db);
+	/* the lock goes with its descriptor */
+	if (r->lock >= 0)
+		close(r->lock);
 	free(r);
 }
 
@@ -568,8 +714,8 @@ replica_lanes(replica *r, char lanes[][AGENT_LANE_BYTES], int max, int *n, char 
  * (sync_upload_refused); how many in *rows.
  */
 agent_status
-replica_upload_refused(replica *r, const uint8_t *up, size_t len, const char *reason, bool blame,
-					   int64_t *rows, char err[AGENT_ERROR_MAX])
+replica_upload_refused(replica *r, const uint8_t *up, size_t len, const char *reason, const char *sqlstate,
+					   bool blame, int64_t *rows, char err[AGENT_ERROR_MAX])
 {
 	int			rc = begin(r, "sync_upload_refused", err);
 
@@ -579,6 +725,10 @@ replica_upload_refused(replica *r, const uint8_t *up, size_t len, const char *re
 	sqlite3_bind_blob64(r->refused, 1, up, len, SQLITE_STATIC);
 	sqlite3_bind_text(r->refused, 2, reason, -1, SQLITE_STATIC);
 	sqlite3_bind_int(r->refused, 3, blame ? 1 : 0);
+	if (sqlstate != NULL && sqlstate[0] != '\0')
+		sqlite3_bind_text(r->refused, 4, sqlstate, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(r->refused, 4);
 	rc = sqlite3_step(r->refused);
 	if (rc != SQLITE_ROW)
 	{
@@ -600,6 +750,81 @@ replica_upload_refused(replica *r, const uint8_t *up, size_t len, const char *re
 		free(json);
 	}
 	return (agent_status) rc;
+}
+
+/* fnv: FNV-1a of n bytes, on from h */
+static uint64_t
+fnv(uint64_t h, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+	{
+		h ^= (unsigned char) p[i];
+		h *= UINT64_C(1099511628211);
+	}
+	return h;
+}
+
+/* column i as text, cut to fit out ("" when NULL) */
+static void
+column_text(sqlite3_stmt *st, int i, char *out, size_t size)
+{
+	const char *v = (const char *) sqlite3_column_text(st, i);
+
+	snprintf(out, size, "%s", v ? v : "");
+}
+
+/*
+ * replica_set_aside: the rows set aside sync_progress() lists (per table
+ * the newest), at most max; a row's id hashes its table, since when, and
+ * its key whole
+ */
+agent_status
+replica_set_aside(replica *r, aside_row *rows, int max, int *n, char err[AGENT_ERROR_MAX])
+{
+	int			rc;
+	char		table[128] = "";
+	int64_t		row = -1;
+
+	*n = 0;
+	while ((rc = sqlite3_step(r->aside)) == SQLITE_ROW)
+	{
+		aside_row  *a;
+		const char *t = (const char *) sqlite3_column_text(r->aside, 0);
+		int64_t		at = sqlite3_column_int64(r->aside, 1);
+		const char *part = (const char *) sqlite3_column_text(r->aside, 5);
+
+		if (t == NULL)
+			continue;
+		if (*n == 0 || at != row || strcmp(t, table) != 0)
+		{
+			/* a row begins */
+			if (*n == max)
+				break;
+			a = &rows[(*n)++];
+			memset(a, 0, sizeof *a);
+			snprintf(table, sizeof table, "%s", t);
+			row = at;
+			column_text(r->aside, 0, a->table, sizeof a->table);
+			column_text(r->aside, 2, a->reason, sizeof a->reason);
+			column_text(r->aside, 3, a->sqlstate, sizeof a->sqlstate);
+			/* since when: a row set aside again is told again */
+			a->id = fnv(UINT64_C(14695981039346656037), t, strlen(t) + 1);
+			a->id = fnv(a->id, (const char *) sqlite3_column_blob(r->aside, 6),
+						(size_t) sqlite3_column_bytes(r->aside, 6));
+		}
+		a = &rows[*n - 1];
+		if (sqlite3_column_type(r->aside, 4) == SQLITE_NULL)
+			continue;			/* a key not said */
+		a->id = fnv(a->id, part ? part : "", part ? strlen(part) + 1 : 0);
+		if (a->nparts < AGENT_ASIDE_PARTS)
+			column_text(r->aside, 5, a->parts[a->nparts++], sizeof a->parts[0]);
+		else
+			a->more_parts = true;
+	}
+	sqlite3_reset(r->aside);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return fail(r, rc, "sync_progress", err);
+	return STEP_OK;
 }
 
 /* replica_retry_too_large: rows set aside as too large go up again (sync_retry('too large')) */

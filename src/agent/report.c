@@ -13,10 +13,14 @@
  *	    schema     number, changed, let_go, failed [{table, statement, error,
  *	               rest_applied}]: a message that changed the schema
  *	    round      messages, rows, deletes, retired, refused, duplicates,
- *	               answers, uploads, filed, server_refused, dropped,
- *	               dropped_reason, waiting, set_aside, narrowed, blamed,
- *	               blamed_reason, applied, acknowledged, snapshots, stopped,
- *	               gap, provisioning, backlog {unsent, unfiled, set_aside, refused}
+ *	               answers, uploads, filed, server_refused, refused_reason,
+ *	               dropped, dropped_reason, waiting, set_aside, narrowed,
+ *	               blamed, blamed_reason, applied, acknowledged, snapshots,
+ *	               stopped, gap, provisioning, backlog {unsent, unfiled,
+ *	               set_aside, refused}
+ *	    refused    table, key [parts], reason, sqlstate: a row the replica
+ *	               wrote that never goes up (refused by the server, or set
+ *	               aside as it cannot be sent), told once per agent run
  *	    stop       reason, code
  *
  * People's lines go to stdout, errors to stderr; with --quiet only errors.
@@ -405,6 +409,11 @@ report_round(const round_stats *st, const backlog *b)
 			json_string(st->blamed_reason);
 		else
 			fputs("null", stdout);
+		fputs(",\"refused_reason\":", stdout);
+		if (st->refused_reason[0])
+			json_string(st->refused_reason);
+		else
+			fputs("null", stdout);
 		printf(",\"gap\":%lld,\"provisioning\":%s,\"backlog\":{\"unsent\":%lld,\"unfiled\":%lld,"
 			   "\"set_aside\":%lld,\"refused\":%lld}",
 			   (long long) st->gap, st->provisioning ? "true" : "false",
@@ -444,7 +453,10 @@ report_round(const round_stats *st, const backlog *b)
 			}
 			if (st->server_refused > 0)
 			{
-				ADD("%s%lld refused", sep, (long long) st->server_refused);
+				if (st->refused_reason[0])
+					ADD("%s%lld refused (%s)", sep, (long long) st->server_refused, st->refused_reason);
+				else
+					ADD("%s%lld refused", sep, (long long) st->server_refused);
 				sep = ", ";
 			}
 			if (st->waiting > 0)
@@ -483,6 +495,58 @@ report_round(const round_stats *st, const backlog *b)
 		ADD(", %lld refused", (long long) b->refused);
 #undef ADD
 	human(stdout, "%s", line);
+}
+
+void
+report_refused(const aside_row *row)
+{
+	char		key[AGENT_ASIDE_PARTS * 132 + 8] = "";
+	size_t		len;
+
+	if (mode == REPORT_JSON)
+	{
+		json_begin("refused");
+		fputs(",\"table\":", stdout);
+		json_string(row->table);
+		fputs(",\"key\":", stdout);
+		if (row->nparts == 0)
+			fputs("null", stdout);
+		else
+		{
+			putchar('[');
+			for (int i = 0; i < row->nparts; i++)
+			{
+				if (i)
+					putchar(',');
+				json_string(row->parts[i]);
+			}
+			putchar(']');
+		}
+		fputs(",\"reason\":", stdout);
+		json_string(row->reason);
+		fputs(",\"sqlstate\":", stdout);
+		if (row->sqlstate[0])
+			json_string(row->sqlstate);
+		else
+			fputs("null", stdout);
+		json_end();
+		return;
+	}
+	if (mode == REPORT_QUIET)
+		return;
+	for (int i = 0; i < row->nparts; i++)
+	{
+		len = strlen(key);
+		snprintf(key + len, sizeof key - len, "%s%s", i ? ", " : "", row->parts[i]);
+	}
+	if (row->more_parts)
+	{
+		len = strlen(key);
+		snprintf(key + len, sizeof key - len, ", ...");
+	}
+	human(stdout, "%s (%s) never goes up: %s%s%s%s; it stays in the file, set aside, until written again or sync_retry()",
+		  row->table, row->nparts > 0 ? key : "key not said", row->reason,
+		  row->sqlstate[0] ? " (SQLSTATE " : "", row->sqlstate, row->sqlstate[0] ? ")" : "");
 }
 
 void

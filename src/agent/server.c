@@ -16,8 +16,9 @@
  * them (sync.is_transient): classes 08, 40, 53, 57 and 55P03, and a broken
  * connection, are the infrastructure's; 28000 and 28P01 (authentication),
  * 3D000 (no such database), 42501 (not this replica's role) and 42704 (no
- * such replica) are refusals; anything else is a failure of the data or the
- * code.  A connection refused is sorted by the SQLSTATE the server sent,
+ * such replica) are refusals; 3F000 (no schema sync) is a database where
+ * magic_sync is not created yet, which the agent waits for; anything else
+ * is a failure of the data or the code.  A connection refused is sorted by the SQLSTATE the server sent,
  * never by its words (they may be in any language).
  *-------------------------------------------------------------------------
  */
@@ -79,7 +80,19 @@ sqlstate_status(const char *state)
 	if (strncmp(state, "28", 2) == 0 || strcmp(state, "3D000") == 0 ||
 		strcmp(state, "42501") == 0 || strcmp(state, "42704") == 0)
 		return STEP_REFUSED;
+	if (strcmp(state, "3F000") == 0)
+		return STEP_UNREADY;
 	return STEP_FAILED;
+}
+
+/* unready: what the agent waits for when the database has no magic_sync */
+static void
+unready(char err[AGENT_ERROR_MAX])
+{
+	size_t		n = strlen(err);
+
+	snprintf(err + n, AGENT_ERROR_MAX - n, " (the database has no magic_sync yet: CREATE EXTENSION magic_sync in it,"
+			 " or give --server the database it is in; the agent tries again meanwhile)");
 }
 
 /*
@@ -129,6 +142,8 @@ result_status(server *s, PGresult *res, const char *what, char err[AGENT_ERROR_M
 	trim(err);
 	if (PQstatus(s->conn) == CONNECTION_BAD || state == NULL)
 		return STEP_TRANSIENT;
+	if (sqlstate_status(state) == STEP_UNREADY)
+		unready(err);
 	return sqlstate_status(state);
 }
 
@@ -341,6 +356,15 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 		PQclear(res);
 		s->no_claims = true;
 		res = PQexecParams(s->conn, PULL_SQL("$1, $2, $3"), 3, types, values, lengths, formats, 1);
+		if (undefined_function(res))
+		{
+			/* no sync.pull at all: a schema sync that is not magic_sync's */
+			s->no_claims = false;
+			result_status(s, res, "sync.pull", err);
+			unready(err);
+			PQclear(res);
+			return STEP_UNREADY;
+		}
 	}
 	return take(s, res, rows, n, err);
 }

@@ -436,13 +436,53 @@ ms_wish_check(const Sync__Wish *w, char reason[MS_REASON_MAX])
 	return true;
 }
 
+/* check_sqlstate: "" (none said), or five digits and capital letters */
+static bool
+check_sqlstate(const char *s, const char *what, char reason[MS_REASON_MAX])
+{
+	if (!check_string(s, what, reason))
+		return false;
+	if (s[0] == '\0')
+		return true;
+	for (int i = 0; i < 5; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'A' && s[i] <= 'Z')))
+			return ms_refuse(reason, "%s is not a SQLSTATE", what);
+	if (s[5] != '\0')
+		return ms_refuse(reason, "%s is not a SQLSTATE", what);
+	return true;
+}
+
 static bool
 check_refusal(const Sync__Refusal *r, char reason[MS_REASON_MAX])
 {
 	if (!check_name(r->table, "a refused row's table", reason) ||
 		!check_key(r->key, r->table, reason) ||
-		!check_string(r->reason, "a refusal's reason", reason))
+		!check_string(r->reason, "a refusal's reason", reason) ||
+		!check_sqlstate(r->sqlstate, "a refusal's SQLSTATE", reason))
 		return false;
+	return true;
+}
+
+/* check_backlog: a table's backlog, its reasons for rows set aside few and short */
+static bool
+check_backlog(const Sync__Backlog *b, char reason[MS_REASON_MAX])
+{
+	if (!check_name(b->table, "a backlog's table", reason))
+		return false;
+	if (b->n_aside > MS_ASIDE_MAX)
+		return ms_refuse(reason, "the backlog of table \"%s\" gives more than %d reasons", b->table, MS_ASIDE_MAX);
+	for (size_t i = 0; i < b->n_aside; i++)
+	{
+		const Sync__SetAside *a = b->aside[i];
+
+		if (!check_string(a->reason, "a reason rows are set aside", reason) ||
+			!check_sqlstate(a->sqlstate, "the SQLSTATE rows are set aside with", reason) ||
+			(a->key != NULL && !check_key(a->key, b->table, reason)))
+			return false;
+		if (strlen(a->reason) > MS_ASIDE_REASON_MAX)
+			return ms_refuse(reason, "a reason rows of table \"%s\" are set aside is longer than %d bytes",
+							 b->table, MS_ASIDE_REASON_MAX);
+	}
 	return true;
 }
 
@@ -552,7 +592,7 @@ ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 		if (!check_name(m->digests[i]->table, "a digest's table", reason))
 			return false;
 	for (size_t i = 0; i < m->n_backlog; i++)
-		if (!check_name(m->backlog[i]->table, "a backlog's table", reason))
+		if (!check_backlog(m->backlog[i], reason))
 			return false;
 	if (m->n_wish_fates > MS_WISH_FATES_MAX)
 		return ms_refuse(reason, "the upload carries more than %d wish fates", MS_WISH_FATES_MAX);

@@ -90,6 +90,13 @@ extern Sync__Applied *ms_applied_decode(const uint8_t *buf, size_t len, ms_alloc
 extern bool ms_to_replica_check(const Sync__ToReplica *m, char reason[MS_REASON_MAX]);
 extern bool ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX]);
 
+/*
+ * A backlog entry's reasons for rows set aside (Backlog.aside): at most this
+ * many, each reason at most MS_ASIDE_REASON_MAX bytes.
+ */
+#define MS_ASIDE_MAX 8
+#define MS_ASIDE_REASON_MAX 500
+
 /* Wish fates an upload may carry (a replica decides few wishes at a time). */
 #define MS_WISH_FATES_MAX 4096
 

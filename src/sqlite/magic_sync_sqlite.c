@@ -70,9 +70,10 @@
 **       [{"lane":"","last_seq":N,"tables":[...]},{"lane":"sales",...}]
 **       The first lane, then each lane a table the replica writes is in.
 **
-**   sync_upload_refused(upload BLOB, reason TEXT[, blame INTEGER]) -> TEXT
+**   sync_upload_refused(upload BLOB, reason TEXT[, blame INTEGER[, sqlstate TEXT]]) -> TEXT
 **       The server refused this upload for good: its rows go again at once,
-**       or, blamed, are set aside with the reason.  {"rows":N,"set_aside":N}
+**       or, blamed, are set aside with the reason and the SQLSTATE the
+**       server refused it with.  {"rows":N,"set_aside":N}
 **
 **   sync_digest() -> TEXT (JSON)     {"products":{"count":3,"fnv":"..."},...}
 **   sync_digest(table TEXT)          {"count":3,"fnv":"..."}
@@ -86,6 +87,9 @@
 **       "not_held":"why" for a table not held as the snapshot made it (the
 **       host's own table has its name, or the host broke it)
 **       e.g. SELECT key, value->>'unsent' FROM json_each(sync_progress());
+**       A table with rows set aside (they never go up) lists the newest ten:
+**       "set_aside_rows":[{"key":["..."],"reason":"refused by the server: ...",
+**        "sqlstate":"42501"|null,"since":unix|null}]
 **       A setting table's newest wishes of the server's (wish.c), newest first:
 **       "wishes":[{"id":7,"fate":"applied","why":null,"apply":"always",
 **        "values":"{...}","got_at":...,"decided_at":...,"answered":true}]

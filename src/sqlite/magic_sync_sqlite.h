@@ -97,6 +97,8 @@ extern void ms_buf_hex(ms_buf *b, const uint8_t *p, size_t n);
 extern void ms_buf_free(ms_buf *b);
 
 extern void ms_hex(const uint8_t *p, size_t n, char *out);	/* 2n + 1 bytes */
+/* ms_sqlstate_ok: a SQLSTATE, five digits or capital letters */
+extern bool ms_sqlstate_ok(const char *s);
 extern void ms_uuid_text(const uint8_t u[16], char out[37]);
 extern bool ms_uuid_parse(const char *s, size_t n, uint8_t out[16]);
 

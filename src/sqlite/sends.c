@@ -19,7 +19,8 @@
 ** A Filed answer (ms_apply_filed) lets go of the notes still stamped with
 ** its send only when it accounts for them: for each table the send carried,
 ** its counts add up to the rows carried, and every row not filed is named
-** (refused: set aside; dropped: let go, and remembered; kept: waits;
+** (refused: set aside, with the server's reason and SQLSTATE; dropped: let
+** go, and remembered; kept: waits;
 ** again, written in a schema the replica has been sent a change of since:
 ** up again at once, in the new one).  Rows
 ** of an answer that does not account for them stay stamped and go again
@@ -29,10 +30,10 @@
 ** filed of the answer's lane (each lane numbers its own, lanes.c), and its
 ** rows go again at once.
 **
-** sync_upload_refused(upload, reason, blame) is for a host whose sync.file
-** refused an upload for good: the rows it carried go again at once (the
-** host narrows the failure down by sending fewer), or, blamed, are set aside
-** with the reason.
+** sync_upload_refused(upload, reason, blame[, sqlstate]) is for a host
+** whose sync.file refused an upload for good: the rows it carried go again
+** at once (the host narrows the failure down by sending fewer), or, blamed,
+** are set aside with the reason and the SQLSTATE the server refused it with.
 */
 #include "magic_sync_sqlite.h"
 
@@ -52,6 +53,25 @@ static const char *const sends_ddl =
 "CREATE TABLE IF NOT EXISTS _sync_dropped(tbl TEXT NOT NULL, key TEXT NOT NULL,"
 "  reason TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (tbl, key)) WITHOUT ROWID;";
 
+/*
+ * aside_columns: a note set aside says its SQLSTATE and since when; a file
+ * of an earlier build gains the columns (its notes set aside say neither)
+ */
+static int
+aside_columns(ms_ctx *c)
+{
+	sqlite3_stmt *st;
+	int			rc = ms_prepare(c, &st, "SELECT 1 FROM pragma_table_info('_sync_notes') WHERE name = 'aside_at'");
+
+	if (rc == SQLITE_OK)
+		rc = ms_step(c, st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return SQLITE_OK;
+	return rc == SQLITE_DONE ? ms_exec(c, "ALTER TABLE _sync_notes ADD COLUMN aside_sqlstate TEXT;"
+									   " ALTER TABLE _sync_notes ADD COLUMN aside_at INTEGER") : rc;
+}
+
 int
 ms_sends_ensure(ms_ctx *c)
 {
@@ -61,9 +81,11 @@ ms_sends_ensure(ms_ctx *c)
 	if (rc == SQLITE_OK)
 		rc = ms_step(c, st);
 	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return SQLITE_OK;
-	return rc == SQLITE_DONE ? ms_exec(c, "%s", sends_ddl) : rc;
+	if (rc == SQLITE_DONE)
+		rc = ms_exec(c, "%s", sends_ddl);
+	else if (rc == SQLITE_ROW)
+		rc = SQLITE_OK;
+	return rc == SQLITE_OK ? aside_columns(c) : rc;
 }
 
 int
@@ -159,12 +181,12 @@ on_note(answer *a, const char *sql, const char *table, const char *text, int *ch
 	return rc;
 }
 
-/* refused for good: the note is set aside with the server's reason */
+/* refused for good: the note is set aside with the server's reason and SQLSTATE, and since when */
 static int
 refused(answer *a, const Sync__Refusal *r)
 {
 	char	   *why = sqlite3_mprintf("refused by the server: %s", r->reason);
-	int			n = 0;
+	sqlite3_stmt *st = NULL;
 	int			rc;
 
 	if (why == NULL || !key_of(a, r->key))
@@ -172,9 +194,21 @@ refused(answer *a, const Sync__Refusal *r)
 		sqlite3_free(why);
 		return SQLITE_NOMEM;
 	}
-	rc = on_note(a, "UPDATE _sync_notes SET set_aside = ?4, send_id = NULL, sent_at = NULL"
-				 " WHERE tbl = ?1 AND key = ?2 AND send_id = ?3", r->table, why, &n);
-	a->set_aside += n;
+	rc = ms_prepare(a->c, &st, "UPDATE _sync_notes SET set_aside = ?4, aside_sqlstate = nullif(?5, ''), aside_at = ?6,"
+					" send_id = NULL, sent_at = NULL WHERE tbl = ?1 AND key = ?2 AND send_id = ?3");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_text(st, 1, r->table, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, a->key.data, (int) a->key.len, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 3, a->f->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, why, -1, SQLITE_STATIC);
+		/* checked by the wire (src/shared/wire.c): "" or a SQLSTATE; "" from a server before it */
+		sqlite3_bind_text(st, 5, r->sqlstate != NULL ? r->sqlstate : "", -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 6, a->c->now);
+		rc = ms_done(a->c, st);
+		a->set_aside += sqlite3_changes(a->c->db);
+	}
+	sqlite3_finalize(st);
 	sqlite3_free(why);
 	return rc;
 }
@@ -477,6 +511,8 @@ refused_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	char		reason[MS_REASON_MAX];
 	const char *why = sqlite3_value_type(argv[1]) == SQLITE_TEXT ? (const char *) sqlite3_value_text(argv[1]) : NULL;
 	bool		blame = argc > 2 && sqlite3_value_int(argv[2]) != 0;
+	const char *state = argc > 3 && sqlite3_value_type(argv[3]) == SQLITE_TEXT ?
+		(const char *) sqlite3_value_text(argv[3]) : NULL;
 	int			n = 0;
 	int			rc;
 
@@ -488,6 +524,8 @@ refused_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	if (up == NULL || why == NULL)
 		rc = ms_fail(&c, SQLITE_ERROR, "takes an upload sync_upload() returned (%s) and the reason the server refused it",
 					 up == NULL ? "this is none" : "the reason is missing");
+	else if (state != NULL && !ms_sqlstate_ok(state))
+		rc = ms_fail(&c, SQLITE_ERROR, "the SQLSTATE the server refused it with is five digits or capital letters");
 	else
 		rc = ms_begin(&c, "_sync_upload_refused");
 	if (up != NULL && why != NULL && rc == SQLITE_OK)
@@ -502,12 +540,15 @@ refused_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			sqlite3_stmt *st;
 
 			/* the server never takes it: set aside, counted in the backlog, until written again or sync_retry */
-			rc = ms_prepare(&c, &st, "UPDATE _sync_notes SET set_aside = ?2, send_id = NULL, sent_at = NULL"
-							" WHERE send_id = ?1");
+			rc = ms_prepare(&c, &st, "UPDATE _sync_notes SET set_aside = ?2, aside_sqlstate = ?3, aside_at = ?4,"
+							" send_id = NULL, sent_at = NULL WHERE send_id = ?1");
 			if (rc == SQLITE_OK)
 			{
 				sqlite3_bind_blob(st, 1, up->send_id.data, MS_SEND_ID_BYTES, SQLITE_STATIC);
 				sqlite3_bind_text(st, 2, why, -1, SQLITE_STATIC);
+				if (state != NULL)
+					sqlite3_bind_text(st, 3, state, -1, SQLITE_STATIC);
+				sqlite3_bind_int64(st, 4, c.now);
 				rc = ms_done(&c, st);
 				n = sqlite3_changes(c.db);
 			}
@@ -541,5 +582,7 @@ ms_sends_register(sqlite3 *db)
 
 	if (rc == SQLITE_OK)
 		rc = sqlite3_create_function(db, "sync_upload_refused", 3, flags, NULL, refused_func, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_upload_refused", 4, flags, NULL, refused_func, NULL, NULL);
 	return rc;
 }

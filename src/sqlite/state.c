@@ -64,6 +64,7 @@ static const char *const state_ddl =
 "  writes INTEGER NOT NULL DEFAULT 1,"
 "  send_id BLOB, sent_at INTEGER, set_aside TEXT,"
 "  written_after INTEGER,"
+"  aside_sqlstate TEXT, aside_at INTEGER,"
 "  PRIMARY KEY (tbl, key)) WITHOUT ROWID;"
 "CREATE INDEX IF NOT EXISTS _sync_notes_send ON _sync_notes(send_id)"
 "  WHERE send_id IS NOT NULL;"

@@ -8,7 +8,9 @@
 **                              dropped (edits the server did not take),
 **                              with the reasons of those dropped; why a
 **                              table is not held (not_held: the host's own
-**                              has its name, or it broke the table)
+**                              has its name, or it broke the table); the
+**                              rows set aside (the newest ten: key, reason,
+**                              SQLSTATE, since when)
 **   sync_init(uuid)            the replica's uuid, before anything arrives
 **   sync_config(name[, value]) a setting, read or set; a new
 **                              max_upload_bytes tries again the rows set
@@ -151,6 +153,60 @@ dropped_reasons(ms_ctx *c, const char *table, ms_buf *out)
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+/* the newest rows of table set aside, as a JSON array: key, reason, SQLSTATE, since when (Unix seconds) */
+static int
+aside_rows(ms_ctx *c, const char *table, ms_buf *out)
+{
+	sqlite3_stmt *st;
+	int			n = 0;
+	int			rc = ms_prepare(c, &st, "SELECT key, set_aside, aside_sqlstate, aside_at FROM _sync_notes"
+								" WHERE tbl = ?1 AND set_aside IS NOT NULL"
+								" ORDER BY coalesce(aside_at, 0) DESC, key LIMIT 10");
+
+	ms_buf_str(out, ",\"set_aside_rows\":[");
+	if (rc == SQLITE_OK)
+		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		const char *key = (const char *) sqlite3_column_text(st, 0);
+		const char *why = (const char *) sqlite3_column_text(st, 1);
+		const char *state = (const char *) sqlite3_column_text(st, 2);
+		const char **parts;
+		size_t	   *lens;
+		int			nparts = key ? ms_key_parts(c, key, (size_t) sqlite3_column_bytes(st, 0), &parts, &lens) : -1;
+
+		rc = nparts == -2 ? SQLITE_NOMEM : SQLITE_OK;
+		ms_buf_str(out, n++ ? ",{\"key\":" : "{\"key\":");
+		if (nparts < 0)
+			ms_buf_str(out, "null");
+		else
+		{
+			ms_buf_byte(out, '[');
+			for (int i = 0; i < nparts; i++)
+			{
+				if (i)
+					ms_buf_byte(out, ',');
+				ms_buf_json_string(out, parts[i], lens[i]);
+			}
+			ms_buf_byte(out, ']');
+		}
+		ms_buf_str(out, ",\"reason\":");
+		ms_buf_json_string(out, why ? why : "", why ? strlen(why) : 0);
+		ms_buf_str(out, ",\"sqlstate\":");
+		if (state != NULL && ms_sqlstate_ok(state))
+			ms_buf_printf(out, "\"%s\"", state);
+		else
+			ms_buf_str(out, "null");
+		if (sqlite3_column_type(st, 3) == SQLITE_NULL)
+			ms_buf_str(out, ",\"since\":null}");
+		else
+			ms_buf_printf(out, ",\"since\":%lld}", (long long) sqlite3_column_int64(st, 3));
+	}
+	sqlite3_finalize(st);
+	ms_buf_byte(out, ']');
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 static void
 progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
@@ -201,12 +257,15 @@ progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		/* a setting table's wishes, newest first (wish.c) */
 		if (name)
 			rc = ms_wish_progress(&c, name, &out);
-		/* the reasons, once the walk ends: a mark where they go */
-		if (sqlite3_column_int64(st, 6) > 0 && name)
+		/* the reasons and the rows set aside, once the walk ends: a mark where they go */
+		if ((sqlite3_column_int64(st, 6) > 0 || sqlite3_column_int64(st, 3) > 0) && name)
 		{
 			size_t		at = out.len;
+			uint8_t		what = (uint8_t) ((sqlite3_column_int64(st, 6) > 0 ? 1 : 0) |
+										  (sqlite3_column_int64(st, 3) > 0 ? 2 : 0));
 
 			ms_buf_add(&names, &at, sizeof at);
+			ms_buf_add(&names, &what, 1);
 			ms_buf_add(&names, name, strlen(name) + 1);
 		}
 		ms_buf_byte(&out, '}');
@@ -215,7 +274,7 @@ progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		rc = SQLITE_OK;
 	sqlite3_finalize(st);
 	ms_buf_byte(&out, '}');
-	/* each table with dropped edits says why, before its closing brace */
+	/* each table with dropped edits says why, and one with rows set aside which, before its closing brace */
 	if (rc == SQLITE_OK && names.len > 0 && !names.oom && !out.oom)
 	{
 		ms_buf		done = {0};
@@ -224,13 +283,18 @@ progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		for (size_t pos = 0; rc == SQLITE_OK && pos < names.len;)
 		{
 			size_t		at;
+			uint8_t		what;
 			const char *name;
 
 			memcpy(&at, names.data + pos, sizeof at);
-			name = names.data + pos + sizeof at;
-			pos += sizeof at + strlen(name) + 1;
+			what = (uint8_t) names.data[pos + sizeof at];
+			name = names.data + pos + sizeof at + 1;
+			pos += sizeof at + 1 + strlen(name) + 1;
 			ms_buf_add(&done, out.data + from, at - from);
-			rc = dropped_reasons(&c, name, &done);
+			if (what & 1)
+				rc = dropped_reasons(&c, name, &done);
+			if (rc == SQLITE_OK && (what & 2))
+				rc = aside_rows(&c, name, &done);
 			from = at;
 		}
 		ms_buf_add(&done, out.data + from, out.len - from);

@@ -20,7 +20,13 @@
 ** Notes and refusals sent and not filed go again after resend_after; rows
 ** the server keeps in its inbox go again after their backoff (sends.c).  A
 ** row that cannot be encoded, or that cannot fit even alone, is set aside
-** with the reason and counted; a write clears that.  A record's key is sent
+** with the reason and its SQLSTATE (54000 too large, 22P02 a key no value
+** of its type, 22021 not UTF-8, 22000 a value that does not encode, 23505
+** a key another row's once spelled as its types print it, 42P01 or 42703
+** a table the host broke) and counted; a write clears that.  The backlog
+** says why of each table's rows set aside: a few reasons, the most rows
+** first, each with its SQLSTATE, its rows, the newest key and since when
+** (left out when they would not fit).  A record's key is sent
 ** as its columns' types print it (src/shared/canon.h): a key spelled
 ** otherwise (an upper-case uuid) is spelled so in the row first, so that
 ** server and replica hold one key for it.  Everything carried is stamped
@@ -145,7 +151,7 @@ typedef struct uploader
 typedef enum later_kind
 {
 	LATER_DROP,
-	LATER_ASIDE,				/* text: why */
+	LATER_ASIDE,				/* text: the SQLSTATE's 5 characters, then why */
 	LATER_REKEY					/* text: the key as its types print it */
 } later_kind;
 
@@ -226,9 +232,16 @@ later(uploader *u, later_kind kind, const char *key, size_t len, const char *tex
 }
 
 static int
-set_aside(uploader *u, const char *key, size_t len, const char *why)
+set_aside(uploader *u, const char *key, size_t len, const char *sqlstate, const char *why)
 {
-	return later(u, LATER_ASIDE, key, len, why, strlen(why) + 1);
+	size_t		n = strlen(why);
+	char	   *text = ms_alloc(&u->c->arena, 5 + n + 1);
+
+	if (text == NULL)
+		return SQLITE_NOMEM;
+	memcpy(text, sqlstate, 5);
+	memcpy(text + 5, why, n + 1);
+	return later(u, LATER_ASIDE, key, len, text, 5 + n + 1);
 }
 
 static int
@@ -276,13 +289,15 @@ rekey(uploader *u, const ms_tbl *t, const char *key, size_t len, const char *can
 	{
 		sqlite3_stmt *aside;
 
-		rc = ms_prepare(c, &aside, "UPDATE _sync_notes SET set_aside = ?3 WHERE tbl = ?1 AND key = ?2");
+		rc = ms_prepare(c, &aside, "UPDATE _sync_notes SET set_aside = ?3, aside_sqlstate = '23505', aside_at = ?4"
+						" WHERE tbl = ?1 AND key = ?2");
 		if (rc == SQLITE_OK)
 		{
 			sqlite3_bind_text(aside, 1, t->name, -1, SQLITE_STATIC);
 			sqlite3_bind_text(aside, 2, key, (int) len, SQLITE_STATIC);
 			sqlite3_bind_text(aside, 3, "its key, spelled as its types print it, is another row's: one of the two must go",
 							  -1, SQLITE_STATIC);
+			sqlite3_bind_int64(aside, 4, c->now);
 			rc = ms_done(c, aside);
 		}
 		sqlite3_finalize(aside);
@@ -350,7 +365,11 @@ run_later(uploader *u, const ms_tbl *t)
 		sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, key, (int) len, SQLITE_STATIC);
 		if (kind == LATER_ASIDE)
-			sqlite3_bind_text(st, 3, text, -1, SQLITE_STATIC);
+		{
+			sqlite3_bind_text(st, 3, text + 5, -1, SQLITE_STATIC);
+			sqlite3_bind_text(st, 4, text, 5, SQLITE_STATIC);
+			sqlite3_bind_int64(st, 5, u->c->now);
+		}
 		rc = ms_done(u->c, st);
 	}
 	u->later.len = 0;
@@ -500,11 +519,11 @@ one_note(table_walk *w, const char *key, size_t len)
 
 	k = wire_key(c, key, len, &ksize, &why);
 	if (k == NULL)
-		return why == NULL ? SQLITE_NOMEM : set_aside(u, key, len, why);
+		return why == NULL ? SQLITE_NOMEM : set_aside(u, key, len, strstr(why, "UTF-8") ? "22021" : "22P02", why);
 	if (ms_bind_key(c, w->row, 1, t, key, len) != SQLITE_OK)
 		return drop(u, key, len);	/* a key of another shape: a note from before the key changed */
 	if (t->record && !canonical_key(t, key, len, &w->canon, &same, reason))
-		return w->canon.oom ? SQLITE_NOMEM : set_aside(u, key, len, reason);
+		return w->canon.oom ? SQLITE_NOMEM : set_aside(u, key, len, "22P02", reason);
 	if (!same)
 	{
 		u->rekeyed = true;
@@ -526,7 +545,7 @@ one_note(table_walk *w, const char *key, size_t len)
 	if (present && !ms_row_encode(t, w->row, w->cols, w->ncols, &w->enc, reason))
 	{
 		sqlite3_reset(w->row);
-		return w->enc.oom ? SQLITE_NOMEM : set_aside(u, key, len, reason);
+		return w->enc.oom ? SQLITE_NOMEM : set_aside(u, key, len, "22000", reason);
 	}
 	sqlite3_reset(w->row);
 	if (!present && !(t->record && t->origin_in_key))
@@ -544,7 +563,7 @@ one_note(table_walk *w, const char *key, size_t len)
 		char	   *msg = sqlite3_mprintf("too large: %llu bytes, over max_upload_bytes (%llu) with what an upload must carry",
 										  (unsigned long long) (w->enc.len + ksize), (unsigned long long) u->bound);
 
-		rc = msg ? set_aside(u, key, len, msg) : SQLITE_NOMEM;
+		rc = msg ? set_aside(u, key, len, "54000", msg) : SQLITE_NOMEM;
 		sqlite3_free(msg);
 		return rc;
 	}
@@ -585,8 +604,9 @@ rows_of(uploader *u, const ms_tbl *t, table_rows *tr)
 		char	   *why = sqlite3_mprintf("cannot be read: %s", t->broken);
 
 		ms_buf_free(&cl);
-		rc = why ? ms_prepare(c, &notes, "UPDATE _sync_notes SET set_aside = %Q, send_id = NULL, sent_at = NULL"
-							  " WHERE tbl = %Q AND set_aside IS NULL", why, t->name) : SQLITE_NOMEM;
+		rc = why ? ms_prepare(c, &notes, "UPDATE _sync_notes SET set_aside = %Q, aside_sqlstate = %Q, aside_at = %lld,"
+							  " send_id = NULL, sent_at = NULL WHERE tbl = %Q AND set_aside IS NULL", why,
+							  strstr(t->broken, "no column") ? "42703" : "42P01", (long long) c->now, t->name) : SQLITE_NOMEM;
 		if (rc == SQLITE_OK)
 			rc = ms_done(c, notes);
 		sqlite3_finalize(notes);
@@ -720,14 +740,90 @@ refusals(uploader *u)
 	return rc;
 }
 
-/* backlog: every table's, into the upload; fingerprint: what it says */
+/*
+ * Why a table's rows are set aside: a few reasons, the most rows first, each
+ * with its SQLSTATE, its rows, since when, and the newest of them.
+ */
+static const char *const aside_sql =
+"SELECT n.set_aside, coalesce(n.aside_sqlstate, ''), count(*), min(n.aside_at),"
+" (SELECT k.key FROM _sync_notes k WHERE k.tbl = n.tbl AND k.set_aside = n.set_aside"
+"   AND k.aside_sqlstate IS n.aside_sqlstate ORDER BY k.aside_at DESC, k.key DESC LIMIT 1)"
+" FROM _sync_notes n WHERE n.tbl = ?1 AND n.set_aside IS NOT NULL"
+" GROUP BY n.set_aside, n.aside_sqlstate ORDER BY 3 DESC, 4, 1 LIMIT 4";
+
+/* aside_of: why b's rows are set aside (st: aside_sql), into b and what the backlog says */
 static int
-backlog(uploader *u, ms_buf *fingerprint)
+aside_of(uploader *u, sqlite3_stmt *st, Sync__Backlog *b, ms_buf *fingerprint)
+{
+	ms_ctx	   *c = u->c;
+	int			rc;
+
+	b->aside = ms_alloc(&c->arena, sizeof(Sync__SetAside *) * MS_ASIDE_MAX);
+	if (b->aside == NULL)
+		return SQLITE_NOMEM;
+	sqlite3_bind_text(st, 1, b->table, -1, SQLITE_STATIC);
+	while ((rc = ms_step(c, st)) == SQLITE_ROW && b->n_aside < MS_ASIDE_MAX)
+	{
+		Sync__SetAside *a = ms_alloc(&c->arena, sizeof(Sync__SetAside));
+		const char *why = (const char *) sqlite3_column_text(st, 0);
+		const char *state = (const char *) sqlite3_column_text(st, 1);
+		const char *key = (const char *) sqlite3_column_text(st, 4);
+		size_t		klen = (size_t) sqlite3_column_bytes(st, 4);
+		const char **parts;
+		size_t	   *lens;
+		int			n;
+
+		if (a == NULL || why == NULL || state == NULL)
+			return SQLITE_NOMEM;
+		sync__set_aside__init(a);
+		/* at most MS_ASIDE_REASON_MAX bytes, cut where a character ends */
+		a->reason = ms_printf(&c->arena, "%.*s", MS_ASIDE_REASON_MAX, why);
+		if (a->reason == NULL)
+			return SQLITE_NOMEM;
+		clip(a->reason);
+		a->sqlstate = ms_sqlstate_ok(state) ? ms_strdup(&c->arena, state) : "";
+		a->rows = (uint64_t) sqlite3_column_int64(st, 2);
+		a->since = sqlite3_column_int64(st, 3);
+		n = key != NULL ? ms_key_parts(c, key, klen, &parts, &lens) : -1;
+		if (n == -2 || a->sqlstate == NULL)
+			return SQLITE_NOMEM;
+		if (n > 0)
+		{
+			a->key = ms_alloc(&c->arena, sizeof(Sync__Key));
+			if (a->key == NULL)
+				return SQLITE_NOMEM;
+			sync__key__init(a->key);
+			a->key->parts = ms_alloc(&c->arena, sizeof(char *) * (size_t) n);
+			if (a->key->parts == NULL)
+				return SQLITE_NOMEM;
+			for (int i = 0; i < n && a->key != NULL; i++)
+			{
+				/* a key that cannot travel is not told */
+				if (lens[i] > MS_KEY_PART_MAX || !ms_utf8_valid(parts[i], lens[i]))
+					a->key = NULL;
+				else if ((a->key->parts[a->key->n_parts++] = ms_printf(&c->arena, "%.*s", (int) lens[i], parts[i])) == NULL)
+					return SQLITE_NOMEM;
+			}
+		}
+		b->aside[b->n_aside++] = a;
+		ms_buf_printf(fingerprint, "/%s:%s:%llu", a->reason, a->sqlstate, (unsigned long long) a->rows);
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* backlog: every table's, into the upload (with_aside: and why rows are set aside); fingerprint: what it says */
+static int
+backlog(uploader *u, ms_buf *fingerprint, bool with_aside)
 {
 	ms_ctx	   *c = u->c;
 	sqlite3_stmt *st;
+	sqlite3_stmt *aside = NULL;
 	size_t		cap = 0;
 	int			rc = ms_prepare(c, &st, "%s", ms_backlog_sql);
+
+	if (rc == SQLITE_OK && with_aside)
+		rc = ms_prepare(c, &aside, "%s", aside_sql);
 
 	u->up.n_backlog = 0;
 	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
@@ -759,10 +855,13 @@ backlog(uploader *u, ms_buf *fingerprint)
 		ms_buf_printf(fingerprint, "|%s:%llu:%llu:%llu:%llu", name, (unsigned long long) b->unsent,
 					  (unsigned long long) b->unfiled, (unsigned long long) b->set_aside,
 					  (unsigned long long) b->refused);
+		if (with_aside && b->set_aside > 0)
+			rc = aside_of(u, aside, b, fingerprint);
 	}
 	if (rc == SQLITE_DONE)
 		rc = fingerprint->oom ? SQLITE_NOMEM : SQLITE_OK;
 	sqlite3_finalize(st);
+	sqlite3_finalize(aside);
 	return rc;
 }
 
@@ -924,8 +1023,8 @@ head(uploader *u)
 	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &u->stamp, "UPDATE _sync_notes SET send_id = ?3, sent_at = ?4 WHERE tbl = ?1 AND key = ?2");
 	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &u->aside, "UPDATE _sync_notes SET set_aside = ?3, send_id = NULL, sent_at = NULL"
-						" WHERE tbl = ?1 AND key = ?2");
+		rc = ms_prepare(c, &u->aside, "UPDATE _sync_notes SET set_aside = ?3, aside_sqlstate = ?4, aside_at = ?5,"
+						" send_id = NULL, sent_at = NULL WHERE tbl = ?1 AND key = ?2");
 	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &u->drop, "DELETE FROM _sync_notes WHERE tbl = ?1 AND key = ?2");
 	/* what the server keeps of rows that are gone (the server's delete won) waits for nothing */
@@ -944,7 +1043,7 @@ gather(uploader *u, ms_buf *fp, bool *with_digests)
 	table_rows *trs = NULL;
 	size_t		without;
 	size_t		cap = 0;
-	int			rc = u->first ? backlog(u, fp) : SQLITE_OK;
+	int			rc = u->first ? backlog(u, fp, false) : SQLITE_OK;
 
 	*with_digests = false;
 	if (rc == SQLITE_OK)
@@ -997,7 +1096,17 @@ gather(uploader *u, ms_buf *fp, bool *with_digests)
 			ms_buf_hex(fp, s->epoch, MS_EPOCH_BYTES);
 		/* a new build is news: the server tries again what the old one refused */
 		ms_buf_printf(fp, " %s ", u->build);
-		rc = backlog(u, fp);
+		rc = backlog(u, fp, true);
+	}
+	/*
+	 * why rows are set aside goes where it fits (the rows were fitted without
+	 * it): when it does not, the upload says without, and the next says again
+	 */
+	if (rc == SQLITE_OK && u->first && sync__up__get_packed_size(&u->up) + MS_UP_FRAME > u->bound)
+	{
+		for (size_t i = 0; i < u->up.n_backlog; i++)
+			u->up.backlog[i]->n_aside = 0;
+		ms_buf_str(fp, "|untold");
 	}
 	return rc;
 }

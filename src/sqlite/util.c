@@ -348,6 +348,15 @@ ms_buf_free(ms_buf *b)
 	memset(b, 0, sizeof *b);
 }
 
+bool
+ms_sqlstate_ok(const char *s)
+{
+	for (int i = 0; i < 5; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'A' && s[i] <= 'Z')))
+			return false;
+	return s[5] == '\0';
+}
+
 void
 ms_hex(const uint8_t *p, size_t n, char *out)
 {

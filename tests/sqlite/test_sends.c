@@ -6,7 +6,8 @@
  * after their backoff; edits the server drops are let go of and remembered
  * with why; a duplicate answer makes the replica number beyond the last
  * filed; narrowing down (sync_upload(max_rows), sync_upload_refused); a
- * record's key spelled as its types print it.
+ * record's key spelled as its types print it; a row refused is told, with
+ * its reason and SQLSTATE, in sync_progress() and to the server.
  */
 #include "harness.h"
 
@@ -233,6 +234,100 @@ dropped(void)
 	sqlite3_close(db);
 }
 
+/* the backlog entry of table in u, or NULL */
+static const Sync__Backlog *
+backlog_of(const Sync__Up *u, const char *table)
+{
+	for (size_t i = 0; u && i < u->n_backlog; i++)
+		if (strcmp(u->backlog[i]->table, table) == 0)
+			return u->backlog[i];
+	return NULL;
+}
+
+/*
+ * a row the server refused is set aside with the server's reason and
+ * SQLSTATE, listed by sync_progress() with its key, and told to the server
+ * in the next upload's backlog (issue 39: the reason was only in _sync_notes)
+ */
+static void
+refused_told(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_shop(&s);
+	Sync__Up   *u;
+	Sync__Filed *f;
+	const Sync__Backlog *b;
+	char	   *res;
+
+	tm_upload(db);
+	exec_mine(db, &s, "INSERT INTO orders VALUES ('%s', 1, 1, 1, NULL)");
+	exec_mine(db, &s, "INSERT INTO orders VALUES ('%s', 2, 1, 1, NULL)");
+	u = decode(tm_upload(db), "two orders");
+	f = tm_filed(u->send_id.data, 1);
+	tm_filed_table(f, "orders", 1, 1, 0, 0, 0);
+	tm_filed_refuse(f, "orders", tm_key(tm_replica_text(&s), "2", NULL),
+					"a replica writes and deletes only its own records");
+	f->refused[0]->sqlstate = tm_strdup("42501");
+	res = answer(db, &s, f);
+	CHECK(t_has(res, "\"set_aside\":1"), "one refused, set aside: %s", S(res));
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_notes WHERE aside_sqlstate = '42501' AND aside_at > 0"
+				" AND set_aside = 'refused by the server: a replica writes and deletes only its own records'") == 1,
+		  "with the server's reason, its SQLSTATE and since when");
+	res = t_text(db, "SELECT sync_progress() -> '$.orders.set_aside_rows'");
+	CHECK(res && t_has(res, "\"key\":[\"") && t_has(res, "\",\"2\"],\"reason\":\"refused by the server: a replica writes")
+		  && t_has(res, "\"sqlstate\":\"42501\""), "sync_progress lists it with its key: %s", S(res));
+	sqlite3_free(res);
+	u = decode(tm_upload(db), "the backlog changed");
+	b = backlog_of(u, "orders");
+	CHECK(b && b->set_aside == 1 && b->n_aside == 1 && b->aside[0]->rows == 1 &&
+		  strcmp(b->aside[0]->sqlstate, "42501") == 0 &&
+		  strcmp(b->aside[0]->reason, "refused by the server: a replica writes and deletes only its own records") == 0 &&
+		  b->aside[0]->key && b->aside[0]->key->n_parts == 2 && strcmp(b->aside[0]->key->parts[1], "2") == 0,
+		  "and the upload tells the server why, with the key");
+	/* an answer with no SQLSTATE (a server before it): set aside all the same, none said */
+	t_exec(db, "UPDATE orders SET note = 'again' WHERE id = 2", NULL);
+	u = decode(tm_upload(db), "written again");
+	f = tm_filed(u->send_id.data, 0);
+	tm_filed_table(f, "orders", 0, 1, 0, 0, 0);
+	tm_filed_refuse(f, "orders", tm_key(tm_replica_text(&s), "2", NULL), "no");
+	res = answer(db, &s, f);
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_notes WHERE set_aside IS NOT NULL AND aside_sqlstate IS NULL") == 1,
+		  "no SQLSTATE said, none kept: %s", S(res));
+	res = t_text(db, "SELECT sync_progress() ->> '$.orders.set_aside_rows[0].sqlstate'");
+	CHECK(res == NULL, "and none listed: %s", S(res));
+	sqlite3_free(res);
+	/* what is not a SQLSTATE refuses the answer, as any malformed message */
+	t_exec(db, "UPDATE orders SET note = 'and again' WHERE id = 2", NULL);
+	u = decode(tm_upload(db), "written again");
+	f = tm_filed(u->send_id.data, 0);
+	tm_filed_table(f, "orders", 0, 1, 0, 0, 0);
+	tm_filed_refuse(f, "orders", tm_key(tm_replica_text(&s), "2", NULL), "no");
+	f->refused[0]->sqlstate = tm_strdup("4250");
+	res = answer(db, &s, f);
+	CHECK(res == NULL && t_int(db, "SELECT count(*) FROM _sync_notes WHERE set_aside IS NOT NULL") == 0,
+		  "a SQLSTATE of four characters refuses the answer: %s", S(res));
+	/* a row the host blames (sync_upload_refused) keeps the SQLSTATE the server refused it with */
+	t_exec(db, "UPDATE orders SET note = 'once more' WHERE id = 2", NULL);
+	{
+		sqlite3_stmt *st;
+		tm_msg		m = tm_upload(db);
+
+		sqlite3_prepare_v2(db, "SELECT sync_upload_refused(?1, 'too large for the server: over upload_bytes', 1, ?2)",
+						   -1, &st, NULL);
+		sqlite3_bind_blob(st, 1, m.data, (int) m.len, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, "5400", -1, SQLITE_STATIC);
+		CHECK(sqlite3_step(st) == SQLITE_ERROR, "a SQLSTATE that is none is refused");
+		sqlite3_reset(st);
+		sqlite3_bind_text(st, 2, "54000", -1, SQLITE_STATIC);
+		CHECK(sqlite3_step(st) == SQLITE_ROW && t_has((const char *) sqlite3_column_text(st, 0), "\"set_aside\":1"),
+			  "blamed");
+		sqlite3_finalize(st);
+	}
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_notes WHERE set_aside IS NOT NULL AND aside_sqlstate = '54000'") == 1,
+		  "with the server's SQLSTATE");
+	sqlite3_close(db);
+}
+
 /* a duplicate answer: the replica numbers beyond the last filed, and its rows go again */
 static void
 duplicates(void)
@@ -453,6 +548,7 @@ test_sends(void)
 	narrowing();
 	canonical();
 	typed();
+	refused_told();
 	for (int i = 0; i < ndecoded; i++)
 		sync__up__free_unpacked(decoded[i], NULL);
 	ndecoded = 0;

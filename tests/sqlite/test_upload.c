@@ -268,6 +268,7 @@ size_bound(void)
 	Sync__Up   *u;
 	int			carried = 0;
 	int			uploads = 0;
+	bool		told = false;
 	char	   *res;
 
 	tm_upload(db);
@@ -293,6 +294,15 @@ size_bound(void)
 			break;
 		if (rows_of(u, "orders"))
 			carried += (int) rows_of(u, "orders")->n_upserts;
+		/* the backlog says why the row is set aside: its reason, SQLSTATE, rows and key */
+		for (size_t i = 0; i < u->n_backlog; i++)
+			if (strcmp(u->backlog[i]->table, "orders") == 0 && u->backlog[i]->n_aside == 1 &&
+				strncmp(u->backlog[i]->aside[0]->reason, "too large: ", 11) == 0 &&
+				strcmp(u->backlog[i]->aside[0]->sqlstate, "54000") == 0 && u->backlog[i]->aside[0]->rows == 1 &&
+				u->backlog[i]->aside[0]->since > 0 && u->backlog[i]->aside[0]->key != NULL &&
+				u->backlog[i]->aside[0]->key->n_parts == 2 &&
+				strcmp(u->backlog[i]->aside[0]->key->parts[1], "1000") == 0)
+				told = true;
 		filed(db, &s, u);
 		sync__up__free_unpacked(u, NULL);
 		if (uploads > 20)
@@ -301,9 +311,13 @@ size_bound(void)
 	CHECK(carried == 60 && uploads >= 3 && uploads <= 10, "every row that fits went, over %d uploads (%d rows)", uploads, carried);
 	CHECK(t_int(db, "SELECT count(*) FROM _sync_notes WHERE set_aside LIKE 'too large%'") == 1,
 		  "the row that can never fit is set aside");
+	CHECK(told, "an upload told the server why it is set aside");
 	res = t_text(db, "SELECT sync_progress()");
-	CHECK(t_has(res, "\"orders\":{\"unsent\":0,\"unfiled\":0,\"set_aside\":1,\"refused\":0,\"waiting\":0,\"dropped\":0}"),
+	CHECK(t_has(res, "\"orders\":{\"unsent\":0,\"unfiled\":0,\"set_aside\":1,\"refused\":0,\"waiting\":0,\"dropped\":0,"
+				"\"set_aside_rows\":[{\"key\":["),
 		  "and counted: %s", S(res));
+	CHECK(t_has(res, "\"1000\"],\"reason\":\"too large: ") && t_has(res, "\"sqlstate\":\"54000\",\"since\":"),
+		  "with its key, reason and SQLSTATE: %s", S(res));
 	sqlite3_free(res);
 	CHECK(t_int(db, "SELECT sync_retry()") == 1, "sync_retry puts it back");
 	tm_upload(db);

@@ -735,10 +735,14 @@ ms_follow_finish(ms_decl *d, List *decls, ms_follow *f, const char *cause)
 	if (f->reprovision != NULL)
 	{
 		n = reprovision(t, f->reprovision);
+		/* a key, mirror or codec made again changes no column: nothing to list then */
 		ereport(NOTICE,
 				(errmsg("magic_sync: %s of %s: %s, which a schema change cannot carry", cause, d->name, f->reprovision),
+				 f->what.len > 0 ?
 				 errdetail("Replicas holding its rows are provisioned again (%llu of them); the others are sent the schema change (%s).",
-						   (unsigned long long) n, f->what.data),
+						   (unsigned long long) n, f->what.data) :
+				 errdetail("Replicas holding its rows are provisioned again (%llu of them); the others, holding none, are sent its new schema.",
+						   (unsigned long long) n),
 				 errhint("sync.health() lists them until their snapshots are applied.")));
 	}
 	else if (f->what.len > 0)

@@ -11,6 +11,7 @@
  */
 #include "magic_sync.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -104,6 +105,47 @@ being_dropped(Datum id)
 			 errmsg("replica %s is dropped", uuid_text(id)),
 			 errdetail("The relay forgets it at its next pass."),
 			 errhint("Wait for the relay's next pass, then add it again.")));
+}
+
+/*
+ * shared_role: a role pulls and files for every replica that has it, so two
+ * replicas given one role can each act for the other: said with a WARNING
+ * (once per transaction and role: a fleet added in one statement is told
+ * once).  Not refused: a fleet whose devices share a pooled role does so by
+ * design (docs/scale.md), and so may one device's two files.
+ */
+static void
+shared_role(Datum id, Datum role)
+{
+	static TransactionId warned_xid = InvalidTransactionId;
+	static NameData warned_role;
+	Oid			argtypes[2] = {UUIDOID, NAMEOID};
+	Datum		args[2] = {id, role};
+	bool		isnull;
+	int64		others;
+	char	   *first;
+
+	if (TransactionIdEquals(warned_xid, GetCurrentTransactionId()) &&
+		strcmp(NameStr(warned_role), NameStr(*DatumGetName(role))) == 0)
+		return;
+	if (SPI_execute_with_args("SELECT pg_catalog.count(*), pg_catalog.min(r.id::pg_catalog.text) FROM sync.replicas r"
+							  " WHERE r.role OPERATOR(pg_catalog.=) $2 AND r.id OPERATOR(pg_catalog.<>) $1"
+							  "   AND NOT r.dropped",
+							  2, argtypes, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "reading sync.replicas failed");
+	others = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (others == 0)
+		return;
+	first = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	warned_xid = GetCurrentTransactionId();
+	namestrcpy(&warned_role, NameStr(*DatumGetName(role)));
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("replica %s shares role \"%s\" with %lld other replica%s (%s%s)", uuid_text(id),
+					NameStr(*DatumGetName(role)), (long long) others, others == 1 ? "" : "s", first,
+					others > 1 ? ", ..." : ""),
+			 errdetail("A replica's role may pull and file for every replica that has it: each of their agents can act for the others."),
+			 errhint("Give each replica a login role of its own (sync.replica_set(..., role => ...)), unless they share one by design: one device's files, or a fleet through one pooled role.")));
 }
 
 /* a mirrored table that declares a partition column */
@@ -287,6 +329,8 @@ ms_replica_add(PG_FUNCTION_ARGS)
 							   4, argtypes, args, nulls, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "adding the replica failed: %s", SPI_result_code_string(rc));
+	if (!PG_ARGISNULL(2))
+		shared_role(id, PG_GETARG_DATUM(2));
 	SPI_finish();
 	ms_definer_end(&owner);
 	PG_RETURN_VOID();
@@ -337,6 +381,8 @@ ms_replica_set(PG_FUNCTION_ARGS)
 							   4, argtypes, args, nulls, false, 0);
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "changing the replica failed: %s", SPI_result_code_string(rc));
+	if (role != NULL)
+		shared_role(id, PG_GETARG_DATUM(3));
 	SPI_finish();
 	ms_definer_end(&owner);
 	PG_RETURN_VOID();

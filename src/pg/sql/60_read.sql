@@ -21,10 +21,11 @@ CREATE TYPE sync.state AS ENUM (
 	'behind',			-- notes not yet planned (any may concern it)
 	'provisioning',		-- a snapshot is due, or on its way
 	'set_aside',		-- rows refused, uploads set aside, rows quarantined, notes parked
+	'writes_refused',	-- rows it wrote never go up: refused by the server, or unsendable (its backlog says)
 	'unreachable'		-- a send keeps failing to it, or not heard from since magic_sync.unreachable_after
 );
 COMMENT ON TYPE sync.state IS
-	'A replica''s state, in order of severity: caught_up, on_its_way, behind, provisioning, set_aside, unreachable (sync.overview, sync.listing)';
+	'A replica''s state, in order of severity: caught_up, on_its_way, behind, provisioning, set_aside, writes_refused, unreachable (sync.overview, sync.listing)';
 
 -- What is recorded without a replica, per table: it may concern any replica.
 CREATE VIEW sync.fleet_tables AS
@@ -87,12 +88,25 @@ CREATE VIEW sync.replica_states AS
 		       count(*) FILTER (WHERE i.sqlstate IS NULL) AS waiting,
 		       min(i.first_at) FILTER (WHERE i.sqlstate IS NOT NULL) AS since
 		  FROM sync.inbox i GROUP BY i.replica),
+	-- rows replicas wrote and can never send, as their backlogs last said
+	-- (the server's own refusals added at filing: src/pg/transport/aside.c):
+	-- a replica whose backlog says none is passed over by one jsonpath test
+	wr AS MATERIALIZED (
+		SELECT r.id AS replica,
+		       (SELECT sum((b.value ->> 'set_aside')::bigint)::bigint FROM jsonb_each(r.backlog) b) AS n,
+		       (SELECT to_timestamp(min((a.value ->> 'since')::bigint))
+		          FROM jsonb_each(r.backlog) b
+		          CROSS JOIN LATERAL jsonb_array_elements(b.value -> 'aside') a) AS since
+		  FROM sync.replicas r
+		 WHERE r.backlog @? '$.* ? (@.set_aside > 0)'),
 	v AS (
 		SELECT r.*, o.messages, o.bytes, o.oldest,
 		       coalesce(rf.n, 0) AS refused, coalesce(i.set_aside, 0) AS set_aside,
 		       coalesce(i.waiting, 0) AS waiting, i.since AS inbox_since,
 		       fleet.behind_since, fleet.aside_since,
+		       coalesce(wr.n, 0) AS writes, wr.since AS writes_since,
 		       CASE WHEN r.unreachable THEN 'unreachable'
+		            WHEN wr.n > 0 THEN 'writes_refused'
 		            WHEN rf.n > 0 OR i.set_aside > 0 OR fleet.aside THEN 'set_aside'
 		            WHEN r.provisioning THEN 'provisioning'
 		            WHEN fleet.behind THEN 'behind'
@@ -106,8 +120,12 @@ CREATE VIEW sync.replica_states AS
 			 WHERE r.last_number > r.acked_number
 			   AND o.replica = r.id AND o.number > r.acked_number AND NOT o.dropped) o
 		  LEFT JOIN rf ON rf.replica = r.id
-		  LEFT JOIN i ON i.replica = r.id)
+		  LEFT JOIN i ON i.replica = r.id
+		  LEFT JOIN wr ON wr.replica = r.id)
 	SELECT v.id AS replica, v.partition, v.state,
+	       -- the state compared as text where it is writes_refused: an update
+	       -- script may not name, in a view, a label it adds to sync.state
+	       CASE WHEN v.state::text = 'writes_refused' THEN coalesce(v.writes_since, v.heard_at) ELSE
 	       CASE v.state
 	         WHEN 'unreachable' THEN coalesce(v.heard_at, v.added)
 	         WHEN 'set_aside' THEN least(v.inbox_since, v.aside_since)
@@ -116,13 +134,14 @@ CREATE VIEW sync.replica_states AS
 	                                      AND NOT o.dropped AND NOT v.provision)
 	         WHEN 'behind' THEN v.behind_since
 	         WHEN 'on_its_way' THEN v.oldest
-	       END AS since,
+	       END END AS since,
 	       v.messages, v.bytes, v.refused AS rows_refused, v.set_aside AS uploads_set_aside,
 	       v.waiting AS uploads_waiting, v.acked_number, v.last_number, v.acked_at, v.heard_at,
-	       v.send_failures, v.last_error, v.last_error_at, v.unreachable, v.provisioning
+	       v.send_failures, v.last_error, v.last_error_at, v.unreachable, v.provisioning,
+	       v.writes AS writes_set_aside
 	  FROM v;
 COMMENT ON VIEW sync.replica_states IS
-	'Per live replica: its state (sync.state) and since when, its messages not acknowledged and their bytes, its rows refused, its uploads set aside and waiting, the columns of sync.replicas they are read from, and whether it is unreachable or provisioning (sync.live_replicas); counts no held row but refused ones';
+	'Per live replica: its state (sync.state) and since when, its messages not acknowledged and their bytes, its rows refused, its uploads set aside and waiting, the columns of sync.replicas they are read from, whether it is unreachable or provisioning (sync.live_replicas), and the rows it wrote and can never send (its backlog); counts no held row but refused ones';
 
 -- Per live replica and mirrored table: its state for that table.
 CREATE VIEW sync.table_states AS
@@ -140,9 +159,16 @@ CREATE VIEW sync.table_states AS
 		 WHERE h.refused IS NOT NULL GROUP BY h.replica, h.tab),
 	ib AS MATERIALIZED (
 		SELECT i.replica, i.tab, count(*) AS n FROM sync.inbox i
-		 WHERE i.sqlstate IS NOT NULL GROUP BY i.replica, i.tab)
+		 WHERE i.sqlstate IS NOT NULL GROUP BY i.replica, i.tab),
+	-- rows each replica wrote and can never send, per table, as its backlog says
+	wt AS MATERIALIZED (
+		SELECT r.id AS replica, t.id AS tab, (b.value ->> 'set_aside')::bigint AS n
+		  FROM sync.replicas r CROSS JOIN LATERAL jsonb_each(r.backlog) b
+		  JOIN sync.tables t ON t.name = b.key
+		 WHERE r.backlog @? '$.* ? (@.set_aside > 0)' AND (b.value ->> 'set_aside')::bigint > 0)
 	SELECT r.id AS replica, r.partition, f.tab,
 	       CASE WHEN r.unreachable THEN 'unreachable'
+	            WHEN wt.n > 0 THEN 'writes_refused'
 	            WHEN rf.n > 0 OR ib.n > 0 OR f.notes_parked + f.notes_later + f.quarantined > 0
 	                 THEN 'set_aside'
 	            WHEN r.provisioning THEN 'provisioning'
@@ -154,13 +180,14 @@ CREATE VIEW sync.table_states AS
 	                                             AND c.number > r.acked_number)) THEN 'on_its_way'
 	            ELSE 'caught_up' END::sync.state AS state,
 	       coalesce(tk.n, 0) AS rows_letting_go, coalesce(rf.n, 0) AS rows_refused,
-	       coalesce(ib.n, 0) AS uploads_set_aside
+	       coalesce(ib.n, 0) AS uploads_set_aside, coalesce(wt.n, 0) AS writes_set_aside
 	  FROM sync.live_replicas r CROSS JOIN f
 	  LEFT JOIN tk ON tk.replica = r.id AND tk.tab = f.id
 	  LEFT JOIN rf ON rf.replica = r.id AND rf.tab = f.id
-	  LEFT JOIN ib ON ib.replica = r.id AND ib.tab = f.id;
+	  LEFT JOIN ib ON ib.replica = r.id AND ib.tab = f.id
+	  LEFT JOIN wt ON wt.replica = r.id AND wt.tab = f.id;
 COMMENT ON VIEW sync.table_states IS
-	'Per live replica and mirrored table: its state for that table (unreachable and provisioning are the replica''s; the others are read of that table alone), its rows letting go and refused, its uploads set aside';
+	'Per live replica and mirrored table: its state for that table (unreachable and provisioning are the replica''s; the others are read of that table alone), its rows letting go and refused, its uploads set aside, the rows of it it wrote and can never send';
 
 -- A replica as sync.listing lists it (docs/operations.md says what each
 -- column means).
@@ -176,6 +203,7 @@ CREATE TYPE sync.listed AS (
 	rows_refused		bigint,
 	uploads_set_aside	bigint,
 	uploads_waiting		bigint,
+	writes_set_aside	bigint,
 	acked_number		bigint,
 	last_number			bigint,
 	acked_at			timestamptz,
@@ -198,7 +226,7 @@ BEGIN
 	RETURN QUERY
 		SELECT r.replica, r.partition, r.state, r.since, r.messages, r.bytes,
 		       c.on_its_way, c.letting_go, r.rows_refused, r.uploads_set_aside, r.uploads_waiting,
-		       r.acked_number, r.last_number, r.acked_at, r.heard_at, r.send_failures,
+		       r.writes_set_aside, r.acked_number, r.last_number, r.acked_at, r.heard_at, r.send_failures,
 		       r.last_error, r.last_error_at, now()
 		  FROM (SELECT * FROM sync.replica_states r
 		         WHERE ($1 IS NULL OR r.replica = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)
@@ -219,14 +247,15 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) IS
-	'Pages through the live replicas of the scope (in a state, or all), by uuid after `after`, up to `limit` (NULL: all): each replica''s state and since when, its messages, rows and uploads not where they should be (rows on their way: what the messages it has not acknowledged carry, a row sent twice meanwhile counted twice; rows letting go counted one by one), what it acknowledged and when it was heard from';
+	'Pages through the live replicas of the scope (in a state, or all), by uuid after `after`, up to `limit` (NULL: all): each replica''s state and since when, its messages, rows and uploads not where they should be (rows on their way: what the messages it has not acknowledged carry, a row sent twice meanwhile counted twice; rows letting go counted one by one), the rows it wrote and can never send, what it acknowledged and when it was heard from';
 
 CREATE FUNCTION sync.overview_tables(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
 	OUT tab regclass, OUT caught_up bigint, OUT on_its_way bigint, OUT behind bigint,
-	OUT provisioning bigint, OUT set_aside bigint, OUT unreachable bigint,
+	OUT provisioning bigint, OUT set_aside bigint, OUT writes_refused bigint, OUT unreachable bigint,
 	OUT notes_pending bigint, OUT pending_since timestamptz, OUT notes_parked bigint,
 	OUT notes_later bigint, OUT quarantined bigint, OUT rows_refused bigint,
-	OUT uploads_set_aside bigint, OUT rows_letting_go bigint, OUT now timestamptz)
+	OUT uploads_set_aside bigint, OUT writes_set_aside bigint, OUT rows_letting_go bigint,
+	OUT now timestamptz)
 	RETURNS SETOF record
 	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, pg_temp
@@ -241,10 +270,11 @@ BEGIN
 		       count(x.state) FILTER (WHERE x.state = 'behind'),
 		       count(x.state) FILTER (WHERE x.state = 'provisioning'),
 		       count(x.state) FILTER (WHERE x.state = 'set_aside'),
+		       count(x.state) FILTER (WHERE x.state = 'writes_refused'),
 		       count(x.state) FILTER (WHERE x.state = 'unreachable'),
 		       f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined,
 		       coalesce(sum(x.rows_refused), 0)::bigint, coalesce(sum(x.uploads_set_aside), 0)::bigint,
-		       coalesce(sum(x.rows_letting_go), 0)::bigint, now()
+		       coalesce(sum(x.writes_set_aside), 0)::bigint, coalesce(sum(x.rows_letting_go), 0)::bigint, now()
 		  FROM sync.fleet_tables f
 		  LEFT JOIN (SELECT * FROM sync.table_states x
 		              WHERE ($1 IS NULL OR x.replica = ANY ($1)) AND ($2 IS NULL OR x.partition = $2)) x
@@ -254,7 +284,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sync.overview_tables(uuid[], text) IS
-	'Per mirrored table, over the live replicas of the scope: how many are in each state for that table, its notes pending, parked and of a later build, its rows quarantined, refused and letting go, its uploads set aside';
+	'Per mirrored table, over the live replicas of the scope: how many are in each state for that table, its notes pending, parked and of a later build, its rows quarantined, refused and letting go, its uploads set aside, its rows replicas wrote and can never send';
 
 CREATE FUNCTION sync.overview_states(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
 	worst integer DEFAULT 10,
@@ -300,7 +330,7 @@ BEGIN
 		w AS (
 			SELECT r.replica, r.partition, r.state, r.since, r.messages, r.bytes,
 			       c.rows_on_its_way, c.rows_letting_go, r.rows_refused, r.uploads_set_aside,
-			       r.uploads_waiting, r.acked_number, r.last_number, r.acked_at, r.heard_at,
+			       r.uploads_waiting, r.writes_set_aside, r.acked_number, r.last_number, r.acked_at, r.heard_at,
 			       r.send_failures, r.last_error, r.last_error_at
 			  FROM (SELECT * FROM r ORDER BY r.state DESC, r.since NULLS LAST, r.replica LIMIT $3) r
 			  CROSS JOIN LATERAL (
@@ -315,12 +345,14 @@ BEGIN
 		s AS (SELECT r.state, count(*) AS n FROM r GROUP BY r.state),
 		-- per table, as sync.overview_tables (the tests hold them equal).  A
 		-- replica with nothing of its own to say of any table -- no message
-		-- on its way, no row refused, no upload set aside -- is in the same
-		-- state for every table but for what is recorded without a replica:
-		-- those are counted once, the others table by table.
+		-- on its way, no row refused, no upload set aside, no write it cannot
+		-- send -- is in the same state for every table but for what is
+		-- recorded without a replica: those are counted once, the others
+		-- table by table.
 		own AS MATERIALIZED (
 			SELECT r.replica FROM r
-			 WHERE r.last_number > r.acked_number OR r.rows_refused > 0 OR r.uploads_set_aside > 0),
+			 WHERE r.last_number > r.acked_number OR r.rows_refused > 0 OR r.uploads_set_aside > 0
+			    OR r.writes_set_aside > 0),
 		pl AS (
 			SELECT count(*) FILTER (WHERE r.unreachable) AS u,
 			       count(*) FILTER (WHERE NOT r.unreachable AND r.provisioning) AS p,
@@ -333,9 +365,10 @@ BEGIN
 			       count(*) FILTER (WHERE x.state = 'behind') AS behind,
 			       count(*) FILTER (WHERE x.state = 'provisioning') AS provisioning,
 			       count(*) FILTER (WHERE x.state = 'set_aside') AS set_aside,
+			       count(*) FILTER (WHERE x.state = 'writes_refused') AS writes_refused,
 			       count(*) FILTER (WHERE x.state = 'unreachable') AS unreachable,
 			       sum(x.rows_refused) AS rows_refused, sum(x.uploads_set_aside) AS uploads_set_aside,
-			       sum(x.rows_letting_go) AS rows_letting_go
+			       sum(x.writes_set_aside) AS writes_set_aside, sum(x.rows_letting_go) AS rows_letting_go
 			  FROM sync.table_states x WHERE x.replica IN (SELECT own.replica FROM own)
 			 GROUP BY x.tab),
 		t AS (
@@ -347,10 +380,12 @@ BEGIN
 			         + CASE WHEN NOT a.aside AND f.notes_pending > 0 THEN pl.c ELSE 0 END AS behind,
 			       coalesce(x.provisioning, 0) + CASE WHEN a.aside THEN 0 ELSE pl.p END AS provisioning,
 			       coalesce(x.set_aside, 0) + CASE WHEN a.aside THEN pl.p + pl.c ELSE 0 END AS set_aside,
+			       coalesce(x.writes_refused, 0) AS writes_refused,
 			       coalesce(x.unreachable, 0) + pl.u AS unreachable,
 			       f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined,
 			       coalesce(x.rows_refused, 0)::bigint AS rows_refused,
 			       coalesce(x.uploads_set_aside, 0)::bigint AS uploads_set_aside,
+			       coalesce(x.writes_set_aside, 0)::bigint AS writes_set_aside,
 			       coalesce(x.rows_letting_go, 0)::bigint AS rows_letting_go
 			  FROM f CROSS JOIN pl
 			  CROSS JOIN LATERAL (SELECT f.notes_parked + f.notes_later + f.quarantined > 0 AS aside) a
@@ -492,12 +527,30 @@ BEGIN
 			  LEFT JOIN sync.tables t ON t.name = b.key
 			 WHERE (b.value ->> 'unsent')::bigint + (b.value ->> 'unfiled')::bigint > 0
 			UNION ALL
-			SELECT 'backlog set aside', 'a fix', s.id, t.relid, NULL, (b.value ->> 'set_aside')::bigint, NULL,
-			       format('as it said at %s: %s rows it wrote can never go up (too large, or refused for good)',
-			              s.heard_at, b.value ->> 'set_aside'), NULL
+			-- what a replica wrote and can never send, by reason and SQLSTATE, as
+			-- its backlog last said (the server's own refusals added at filing:
+			-- src/pg/transport/aside.c): set aside in its file until written again
+			SELECT 'writes refused', 'a fix', s.id, t.relid,
+			       CASE WHEN jsonb_typeof(a.value -> 'key') = 'array'
+			            THEN sync.key(ARRAY(SELECT jsonb_array_elements_text(a.value -> 'key'))) END,
+			       (a.value ->> 'rows')::bigint, to_timestamp((a.value ->> 'since')::bigint),
+			       a.value ->> 'reason', nullif(a.value ->> 'sqlstate', '')
+			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
+			  CROSS JOIN LATERAL jsonb_array_elements(b.value -> 'aside') a
+			  LEFT JOIN sync.tables t ON t.name = b.key
+			 WHERE s.backlog @? '$.* ? (@.set_aside > 0)' AND (b.value ->> 'set_aside')::bigint > 0
+			UNION ALL
+			-- ... and those it gave no reason for (a replica of an earlier build, or more reasons than it lists)
+			SELECT 'writes refused', 'a fix', s.id, t.relid, NULL, c.n - c.told, NULL,
+			       format('%s rows it wrote can never go up; it did not say why (a replica of an earlier build, or more reasons than an upload lists)',
+			              c.n - c.told), NULL
 			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
 			  LEFT JOIN sync.tables t ON t.name = b.key
-			 WHERE (b.value ->> 'set_aside')::bigint > 0)
+			  CROSS JOIN LATERAL (
+				SELECT (b.value ->> 'set_aside')::bigint AS n,
+				       coalesce((SELECT sum((a.value ->> 'rows')::bigint)
+				                   FROM jsonb_array_elements(b.value -> 'aside') a), 0)::bigint AS told) c
+			 WHERE s.backlog @? '$.* ? (@.set_aside > 0)' AND c.n > c.told)
 		SELECT i.kind, i.waits_on, i.replica, i.tab, i.key, i.count, i.since, i.reason, i.sqlstate, now()
 		  FROM items i
 		 ORDER BY i.waits_on = 'infrastructure', i.kind, i.tab::text NULLS FIRST, i.replica NULLS FIRST,
@@ -505,7 +558,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION sync.health(uuid[], text) IS
-	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside, waiting and dropped, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
+	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside, waiting and dropped, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs, and the writes they can never send, by reason and SQLSTATE; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
 
 -- sync.progress and sync.row_progress (read.c): what should be, from scratch.
 CREATE FUNCTION sync.progress(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,

@@ -501,23 +501,20 @@ answers_received(ms_filing *f, Sync__Up *up)
  * server mirrors, the last entry of each is kept (in sync.replicas.backlog,
  * which sync.health reads); of every table, what it sent and has not had
  * filed is summed.  An upload may carry MS_UP_LIST_MAX entries of names it
- * makes up: the server keeps at most one per mirrored table, and its memory
- * is one entry's.
+ * makes up: the server keeps at most one per mirrored table (whole, with why
+ * its rows are set aside: aside.c), and reads one other entry at a time.
  */
 void
 ms_backlog(ms_filing *f, Sync__Up *up)
 {
-	StringInfoData b;
 	Oid			types[2] = {UUIDOID, TEXTOID};
 	Datum		values[2];
 	int			ntables = f->filer->ntables;
-	Sync__Backlog *kept = palloc0(sizeof(Sync__Backlog) * Max(ntables, 1));
-	bool	   *seen = palloc0(sizeof(bool) * Max(ntables, 1));
+	Sync__Backlog **kept = palloc0(sizeof(Sync__Backlog *) * Max(ntables, 1));
 	size_t		pos = 0;
 	const uint8_t *p;
 	size_t		len;
 	MemoryContext old = MemoryContextSwitchTo(f->row_cxt);
-	bool		first = true;
 
 	f->unfiled = 0;
 	while (ms_up_next(f->upload, f->upload_len, MS_FIELD_UP_BACKLOG, &pos, &p, &len))
@@ -533,34 +530,22 @@ ms_backlog(ms_filing *f, Sync__Up *up)
 		{
 			int			i = (int) (ft - f->filer->filed);
 
-			/* the name is the mirrored table's own, which lives as long as the call */
-			kept[i] = *l;
-			kept[i].table = ft->t->name;
-			seen[i] = true;
+			/* kept whole (why rows are set aside too, aside.c) beyond the entry's memory, the last only */
+			MemoryContextSwitchTo(old);
+			if (kept[i] != NULL)
+				sync__backlog__free_unpacked(kept[i], ms_pg_allocator());
+			kept[i] = sync__backlog__unpack(ms_pg_allocator(), len, p);
+			if (kept[i] == NULL)
+				elog(ERROR, "could not read a backlog entry of an upload checked whole");
+			MemoryContextSwitchTo(f->row_cxt);
 		}
 		MemoryContextReset(f->row_cxt);
 	}
 	MemoryContextSwitchTo(old);
 
-	initStringInfo(&b);
-	appendStringInfoChar(&b, '{');
-	for (int i = 0; i < ntables; i++)
-	{
-		Sync__Backlog *l = &kept[i];
-
-		if (!seen[i])
-			continue;
-		if (!first)
-			appendStringInfoChar(&b, ',');
-		first = false;
-		escape_json(&b, l->table);
-		appendStringInfo(&b, ":{\"unsent\":" UINT64_FORMAT ",\"unfiled\":" UINT64_FORMAT
-						 ",\"set_aside\":" UINT64_FORMAT ",\"refused\":" UINT64_FORMAT "}",
-						 (uint64) l->unsent, (uint64) l->unfiled, (uint64) l->set_aside, (uint64) l->refused);
-	}
-	appendStringInfoChar(&b, '}');
 	values[0] = UUIDPGetDatum(&f->replica);
-	values[1] = CStringGetTextDatum(b.data);
+	/* with why rows are set aside, and this filing's refusals among them (aside.c) */
+	values[1] = CStringGetTextDatum(ms_backlog_json(f, kept, ntables));
 	if (SPI_execute_with_args("UPDATE sync.replicas SET backlog = $2::jsonb, heard_at = now() WHERE id = $1",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record a backlog");

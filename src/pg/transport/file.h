@@ -22,6 +22,8 @@
  *   answers.c   the Filed answer queued for sync.pull (per table what became
  *               of its rows, each row not filed named), a send filed before
  *               or numbered at or below the last filed, what sync.file returns
+ *   aside.c     the backlog as recorded: each table's rows the replica can
+ *               never send, with why, and the rows this filing refused
  *-------------------------------------------------------------------------
  */
 #ifndef MS_FILE_H
@@ -201,6 +203,17 @@ extern const char *ms_digests(ms_filing *f);
  * refused (f->upload's backlog), of each table the server mirrors.
  */
 extern void ms_backlog(ms_filing *f, Sync__Up *up);
+
+/* ---- aside.c ---- */
+
+/*
+ * ms_backlog_json: the backlog the upload says of the mirrored tables (kept:
+ * n entries, NULL for a table it does not name: unsent, unfiled, set aside,
+ * refused, and why rows are set aside), the rows this filing
+ * refused moved to the rows set aside, as JSON for sync.replicas.backlog.
+ * Call after the rows are filed.
+ */
+extern char *ms_backlog_json(const ms_filing *f, Sync__Backlog *const *kept, int n);
 
 /* ---- refused.c ---- */
 

@@ -462,9 +462,10 @@ clip(const char *why)
 	return n <= 500 ? pstrdup(why) : pnstrdup(why, pg_mbcliplen(why, n, 500));
 }
 
-/* named: a row not filed, with why, for the Filed answer (MS_ANSWER_NAMED_MAX in all) */
+/* named: a row not filed, with why (and a refusal's SQLSTATE), for the Filed answer (MS_ANSWER_NAMED_MAX in all) */
 static void
-named(ms_filing *f, ms_outcome out, const char *table, char **parts, int nparts, const char *why)
+named(ms_filing *f, ms_outcome out, const char *table, char **parts, int nparts, const char *why,
+	  const char *sqlstate)
 {
 	Sync__Refusal *r;
 	Sync__Key  *k;
@@ -484,6 +485,9 @@ named(ms_filing *f, ms_outcome out, const char *table, char **parts, int nparts,
 	r->table = pstrdup(table);
 	r->key = k;
 	r->reason = clip(why);
+	/* a refusal is told with its SQLSTATE: 42501 (not the replica's to write) unless it says its own */
+	if (out == MS_REFUSED)
+		r->sqlstate = pstrdup(sqlstate ? sqlstate : "42501");
 	f->named[i] = lappend(f->named[i], r);
 }
 
@@ -608,15 +612,20 @@ one_row(ms_filing *f, const char *table, ms_filed_table *ft, Sync__Key *k, const
 	if (ft == NULL)
 	{
 		why = psprintf("table \"%s\" is not mirrored", table);
+		sqlstate = "42P01";
 		out = MS_REFUSED;
 	}
 	else if (k->n_parts != (size_t) ft->t->nkey)
 	{
 		why = psprintf("table \"%s\" has a key of %d parts, not %zu", ft->t->name, ft->t->nkey, k->n_parts);
+		sqlstate = "22023";
 		out = MS_REFUSED;
 	}
 	else if (!ms_key_canonical(ft->t, k, parts = palloc(sizeof(char *) * ft->t->nkey), &why))
+	{
+		sqlstate = "22P02";
 		out = MS_REFUSED;
+	}
 	else
 	{
 		Sync__Key	canon = *k;
@@ -635,7 +644,7 @@ one_row(ms_filing *f, const char *table, ms_filed_table *ft, Sync__Key *k, const
 
 		counted(f, table, ft != NULL, out, why);
 		if (out != MS_FILED)
-			named(f, out, table, k->parts, (int) k->n_parts, why ? why : "");
+			named(f, out, table, k->parts, (int) k->n_parts, why ? why : "", sqlstate);
 		MemoryContextSwitchTo(old);
 	}
 }
