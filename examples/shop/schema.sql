@@ -90,3 +90,12 @@ CREATE TABLE sales (
 	v			bigint NOT NULL,
 	PRIMARY KEY (store, id)
 );
+
+-- The relay looks up the rows pointing at a row by the foreign key's columns
+-- (docs/guide.md): each key it follows gets an index, or sync.mirror says so.
+CREATE INDEX ON stock (product);
+CREATE INDEX ON orders (customer);
+CREATE INDEX ON orders (store);
+CREATE INDEX ON order_lines (product);
+CREATE INDEX ON prices (product);
+CREATE INDEX ON sales (product);
