@@ -49,29 +49,11 @@ SQLITE_EXTENSION_INIT3
 _Static_assert(MS_HLC_COUNTER_BITS == 16 && MS_HLC_MAX_MS == INT64_C(140737488355327),
 			   "TICK_SQL spells the encoding of hlc.h");
 
-static int
-has_column(ms_ctx *c, const char *name, bool *yes)
-{
-	sqlite3_stmt *st;
-	int			rc = ms_prepare(c, &st, "SELECT 1 FROM pragma_table_info('_sync_state') WHERE name = %Q", name);
-
-	*yes = false;
-	if (rc == SQLITE_OK)
-	{
-		rc = ms_step(c, st);
-		*yes = rc == SQLITE_ROW;
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
-	return rc;
-}
-
 int
 ms_hlc_ensure(ms_ctx *c)
 {
 	bool		yes = true;
-	int			rc = has_column(c, "hlc", &yes);
+	int			rc = ms_has_column(c, "_sync_state", "hlc", &yes);
 
 	if (rc == SQLITE_OK && !yes)
 		rc = ms_exec(c, "ALTER TABLE _sync_state ADD COLUMN hlc INTEGER NOT NULL DEFAULT 0;"
@@ -145,7 +127,7 @@ int
 ms_hlc_current(ms_ctx *c, int64_t *clock)
 {
 	bool		yes = false;
-	int			rc = has_column(c, "hlc", &yes);
+	int			rc = ms_has_column(c, "_sync_state", "hlc", &yes);
 
 	*clock = 0;
 	if (rc == SQLITE_OK && yes)
@@ -209,7 +191,7 @@ hlc_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	ms_ctx_init(&c, ctx, "sync_hlc");
 	rc = ms_state_exists(&c);
 	if (rc == SQLITE_OK && c.have_state)
-		rc = has_column(&c, "hlc", &yes);
+		rc = ms_has_column(&c, "_sync_state", "hlc", &yes);
 	if (rc == SQLITE_OK && !yes)
 		rc = ms_fail(&c, SQLITE_ERROR, "this file has no clock yet: it is a replica once it applied its first snapshot");
 	if (rc == SQLITE_OK)
@@ -246,7 +228,7 @@ offset_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	else
 		rc = ms_state_exists(&c);
 	if (rc == SQLITE_OK && c.have_state)
-		rc = has_column(&c, "hlc", &yes);
+		rc = ms_has_column(&c, "_sync_state", "hlc", &yes);
 	if (rc == SQLITE_OK && !yes)
 		rc = ms_fail(&c, SQLITE_ERROR, "this file has no clock yet: it is a replica once it applied its first snapshot");
 	if (rc == SQLITE_OK)

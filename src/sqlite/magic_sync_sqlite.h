@@ -179,6 +179,11 @@ extern int	ms_prepare(ms_ctx *c, sqlite3_stmt **st, const char *fmt,...);
 extern int	ms_done(ms_ctx *c, sqlite3_stmt *st);
 /* ms_step: step; SQLITE_ROW or SQLITE_DONE, or an error recorded. */
 extern int	ms_step(ms_ctx *c, sqlite3_stmt *st);
+/*
+ * ms_has_column: whether table has column (NULL: whether the table exists),
+ * as files of earlier builds may lack one.
+ */
+extern int	ms_has_column(ms_ctx *c, const char *table, const char *column, bool *yes);
 
 /*
  * Savepoints: ms_begin opens one (a transaction of our own when the caller

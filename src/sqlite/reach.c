@@ -281,30 +281,11 @@ ms_reach_ensure(ms_ctx *c)
 
 /* ---- since when the replica's writes wait ---------------------------- */
 
-/* notes_dated: whether _sync_notes has its written_after (files of earlier builds do not) */
-static int
-notes_dated(ms_ctx *c, bool *has)
-{
-	sqlite3_stmt *st;
-	int			rc = ms_prepare(c, &st, "SELECT 1 FROM pragma_table_info('_sync_notes') WHERE name = 'written_after'");
-
-	*has = false;
-	if (rc == SQLITE_OK)
-	{
-		rc = ms_step(c, st);
-		*has = rc == SQLITE_ROW;
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
-	return rc;
-}
-
 int
 ms_reach_notes_ensure(ms_ctx *c)
 {
 	bool		has;
-	int			rc = notes_dated(c, &has);
+	int			rc = ms_has_column(c, "_sync_notes", "written_after", &has);
 
 	if (rc != SQLITE_OK || has)
 		return rc;
@@ -334,7 +315,7 @@ ms_reach_since(ms_ctx *c, uint64_t *since)
 {
 	sqlite3_stmt *st;
 	bool		has;
-	int			rc = notes_dated(c, &has);
+	int			rc = ms_has_column(c, "_sync_notes", "written_after", &has);
 
 	*since = c->st.number;
 	/* a file no message dated yet (sync_apply makes the column): what it applied */

@@ -60,16 +60,13 @@ static const char *const sends_ddl =
 static int
 aside_columns(ms_ctx *c)
 {
-	sqlite3_stmt *st;
-	int			rc = ms_prepare(c, &st, "SELECT 1 FROM pragma_table_info('_sync_notes') WHERE name = 'aside_at'");
+	bool		has;
+	int			rc = ms_has_column(c, "_sync_notes", "aside_at", &has);
 
-	if (rc == SQLITE_OK)
-		rc = ms_step(c, st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return SQLITE_OK;
-	return rc == SQLITE_DONE ? ms_exec(c, "ALTER TABLE _sync_notes ADD COLUMN aside_sqlstate TEXT;"
-									   " ALTER TABLE _sync_notes ADD COLUMN aside_at INTEGER") : rc;
+	if (rc != SQLITE_OK || has)
+		return rc;
+	return ms_exec(c, "ALTER TABLE _sync_notes ADD COLUMN aside_sqlstate TEXT;"
+				   " ALTER TABLE _sync_notes ADD COLUMN aside_at INTEGER");
 }
 
 int

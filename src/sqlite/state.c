@@ -133,44 +133,6 @@ ms_state_exists(ms_ctx *c)
 	return rc;
 }
 
-/* generation_column: whether _sync_state has its generation (files of earlier builds do not) */
-static int
-generation_column(ms_ctx *c, bool *yes)
-{
-	sqlite3_stmt *st;
-	int			rc = ms_prepare(c, &st, "SELECT 1 FROM pragma_table_info('_sync_state') WHERE name = 'generation'");
-
-	*yes = false;
-	if (rc == SQLITE_OK)
-	{
-		rc = ms_step(c, st);
-		*yes = rc == SQLITE_ROW;
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
-	return rc;
-}
-
-/* made_table: whether _sync_made exists (files of earlier builds lack it) */
-static int
-made_table(ms_ctx *c, bool *yes)
-{
-	sqlite3_stmt *st;
-	int			rc = ms_prepare(c, &st, "SELECT 1 FROM pragma_table_info('_sync_made')");
-
-	*yes = false;
-	if (rc == SQLITE_OK)
-	{
-		rc = ms_step(c, st);
-		*yes = rc == SQLITE_ROW;
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
-	return rc;
-}
-
 int
 ms_state_ensure(ms_ctx *c)
 {
@@ -186,11 +148,11 @@ ms_state_ensure(ms_ctx *c)
 		return rc;
 	}
 	if (rc == SQLITE_OK)
-		rc = generation_column(c, &has_generation);
+		rc = ms_has_column(c, "_sync_state", "generation", &has_generation);
 	if (rc == SQLITE_OK && !has_generation)
 		rc = ms_exec(c, "ALTER TABLE _sync_state ADD COLUMN generation INTEGER NOT NULL DEFAULT 0");
 	if (rc == SQLITE_OK)
-		rc = made_table(c, &has_made);
+		rc = ms_has_column(c, "_sync_made", NULL, &has_made);
 	if (rc == SQLITE_OK && !has_made)
 		rc = ms_exec(c, "%s", made_ddl);
 	/* notes dated by the message applied before them (reach.c) */
@@ -297,7 +259,7 @@ ms_state_load(ms_ctx *c)
 		rc = ms_state_exists(c);
 	if (rc != SQLITE_OK || !c->have_state)
 		return rc;
-	rc = generation_column(c, &has_generation);
+	rc = ms_has_column(c, "_sync_state", "generation", &has_generation);
 	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &st,
 						"SELECT replica, epoch, number, nonce, seal, gap, gap_epoch, snapshot,"

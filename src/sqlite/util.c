@@ -564,6 +564,23 @@ ms_step(ms_ctx *c, sqlite3_stmt *st)
 }
 
 int
+ms_has_column(ms_ctx *c, const char *table, const char *column, bool *yes)
+{
+	sqlite3_stmt *st;
+	int			rc = column != NULL
+		? ms_prepare(c, &st, "SELECT 1 FROM pragma_table_info(%Q) WHERE name = %Q", table, column)
+		: ms_prepare(c, &st, "SELECT 1 FROM pragma_table_info(%Q)", table);
+
+	*yes = false;
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = ms_step(c, st);
+	*yes = rc == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+int
 ms_done(ms_ctx *c, sqlite3_stmt *st)
 {
 	int			rc = sqlite3_step(st);
