@@ -104,11 +104,22 @@ ms_refused_build(ms_filing *f, Sync__Up *up)
 		CStringGetTextDatum(up->build != NULL ? up->build : ""), Int32GetDatum((int32) up->protocol)};
 	bool		isnull;
 
-	if (SPI_execute_with_args("UPDATE sync.replicas SET build = $2, protocol = $3 WHERE id = $1"
-							  " AND (build IS DISTINCT FROM $2 OR protocol IS DISTINCT FROM $3)",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+	if (SPI_execute_with_args("WITH o AS (SELECT build FROM sync.replicas WHERE id = $1 FOR UPDATE)"
+							  " UPDATE sync.replicas x SET build = $2, protocol = $3 FROM o WHERE x.id = $1"
+							  " AND (x.build IS DISTINCT FROM $2 OR x.protocol IS DISTINCT FROM $3)"
+							  " RETURNING o.build IS NULL",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not record a replica's build");
 	if (SPI_processed == 0)
+		return;
+
+	/*
+	 * The first build a replica says is no change: what it refused, it
+	 * refused running it (the refusals of the same upload are filed before
+	 * this), and saying it must not spend the ten minutes the next, real,
+	 * change may need.
+	 */
+	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
 		return;
 
 	/*
