@@ -111,13 +111,6 @@ COMMENT ON FUNCTION sync.wanted(uuid) IS
 COMMENT ON FUNCTION sync.wanted_fill(uuid[]) IS
 	'Fills pg_temp.ms_wanted (replica, tab, key) with the wanted sets of these replicas (NULL: every live replica), all at once, in one snapshot; returns its row count';
 
--- sync.mirror looks up a grouped rule's tables in the caller's search_path,
--- then becomes the function's owner with search_path pinned itself
--- (declare/declare.c): no SECURITY DEFINER, no SET clause
-ALTER FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
-		name, name, name[], regclass, name, text, name)
-	SECURITY INVOKER RESET search_path;
-
 -- sync.proto(table): the .proto of a table in the proto codec
 CREATE FUNCTION sync.proto(tab regclass) RETURNS text
 	LANGUAGE c STABLE STRICT
@@ -196,13 +189,15 @@ REVOKE ALL ON FUNCTION sync.pull(uuid, bigint, integer, bytea) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer, bytea) TO sync_admin;
 GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer, bytea) TO PUBLIC;
 -- uploads whole or refused, numbered, and honest (src/pg/transport): the
--- last send filed per replica; edits dropped for the replica to fix
+-- last send filed per replica and lane; edits dropped for the replica to fix
 CREATE TABLE sync.sends (
-	replica			uuid PRIMARY KEY,
+	replica			uuid NOT NULL,
 	filed_seq		bigint NOT NULL,
-	filed_at		timestamptz NOT NULL DEFAULT pg_catalog.now()
+	filed_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	lane			text COLLATE "C" NOT NULL DEFAULT '',
+	PRIMARY KEY (replica, lane)
 );
-COMMENT ON TABLE sync.sends IS 'The last send number filed per replica: one at or below it is a duplicate';
+COMMENT ON TABLE sync.sends IS 'The last send number filed per replica and lane: one at or below it is a duplicate';
 SELECT pg_catalog.pg_extension_config_dump('sync.sends', '');
 GRANT SELECT ON sync.sends TO sync_admin;
 CREATE TABLE sync.dropped (
@@ -218,128 +213,6 @@ SELECT pg_catalog.pg_extension_config_dump('sync.dropped', '');
 GRANT SELECT ON sync.dropped TO sync_admin;
 COMMENT ON FUNCTION sync.file(uuid, bytea, jsonb) IS
 	'Files one upload of a replica in one transaction, whole or not at all (its length and check verified first), once (a send numbered at or below the last filed is a duplicate): its acknowledgement, refusals, rows, digests and backlog; queues its Filed answer for sync.pull; says what became of it';
--- sync.health lists the uploads dropped
-CREATE OR REPLACE FUNCTION sync.health(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
-	OUT kind text, OUT waits_on text, OUT replica uuid, OUT tab regclass, OUT key text,
-	OUT count bigint, OUT since timestamptz, OUT reason text, OUT sqlstate text,
-	OUT now timestamptz)
-	RETURNS SETOF record
-	LANGUAGE plpgsql STABLE
-	SET search_path = pg_catalog, pg_temp
-	SET plan_cache_mode = force_generic_plan
-	AS $$
-#variable_conflict use_column
-BEGIN
-	RETURN QUERY
-		WITH s AS (
-			SELECT r.* FROM sync.live_replicas r
-			 WHERE ($1 IS NULL OR r.id = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)),
-		items AS (
-			-- the relay refuses to run while a declaration or trigger is wrong
-			SELECT 'declaration' AS kind, 'a fix' AS waits_on, NULL::uuid AS replica,
-			       (SELECT t.relid FROM sync.tables t WHERE t.name = c.tab) AS tab, NULL::text AS key,
-			       1::bigint AS count, NULL::timestamptz AS since,
-			       format('%s: %s: %s; the relay will not run until sync.mirror or sync.retrigger puts it right',
-			              c.tab, c.problem, c.detail) AS reason, NULL::text AS sqlstate
-			  FROM sync.check() c
-			UNION ALL
-			-- changes the relay has not planned yet: it plans them at its next pass
-			SELECT 'notes pending', 'infrastructure', NULL, t.relid, NULL, count(*), min(n.noted),
-			       'changes not planned yet: the relay plans them at its next pass (waiting long: is it running?)',
-			       NULL
-			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
-			 WHERE NOT n.done AND n.parked IS NULL AND n.build <= 1
-			 GROUP BY t.relid
-			UNION ALL
-			SELECT 'notes parked', 'a fix', NULL, t.relid, min(n.key), count(*), min(n.noted), n.parked, NULL
-			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
-			 WHERE NOT n.done AND n.parked IS NOT NULL
-			 GROUP BY t.relid, n.parked
-			UNION ALL
-			SELECT 'notes of a later build', 'a fix', NULL, t.relid, min(n.key), count(*), min(n.noted),
-			       format('noted by build %s, which plans them once it is deployed', n.build), NULL
-			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
-			 WHERE NOT n.done AND n.parked IS NULL AND n.build > 1
-			 GROUP BY t.relid, n.build
-			UNION ALL
-			-- rows that cannot go: tried again a minute after, and when they change
-			SELECT 'rows quarantined', 'a fix', NULL, t.relid, min(q.key), count(*), min(q.since),
-			       q.reason, q.sqlstate
-			  FROM sync.quarantine q JOIN sync.tables t ON t.id = q.tab
-			 GROUP BY t.relid, q.reason, q.sqlstate
-			UNION ALL
-			-- rows a replica could not take: sent again once they change
-			SELECT 'rows refused', 'a fix', h.replica, t.relid, min(h.key), count(*), NULL, h.refused, NULL
-			  FROM s JOIN sync.held h ON h.replica = s.id JOIN sync.tables t ON t.id = h.tab
-			 WHERE h.refused IS NOT NULL
-			 GROUP BY h.replica, t.relid, h.refused
-			UNION ALL
-			-- uploads set aside: failed for good (a SQLSTATE), retried by sync.inbox_retry;
-			-- or waiting until the replica holds the row again (none)
-			SELECT CASE WHEN i.sqlstate IS NULL THEN 'uploads waiting' ELSE 'uploads set aside' END,
-			       CASE WHEN i.sqlstate IS NULL THEN 'infrastructure' ELSE 'a fix' END,
-			       i.replica, t.relid, min(i.key), count(*), min(i.first_at), i.reason, i.sqlstate
-			  FROM s JOIN sync.inbox i ON i.replica = s.id JOIN sync.tables t ON t.id = i.tab
-			 GROUP BY i.replica, t.relid, i.reason, i.sqlstate
-			UNION ALL
-			-- what a replica said that the server would not believe, in the last
-			-- hour: refused with the call it came with (src/pg/transport/claim.c)
-			SELECT 'claim refused', 'a fix', c.replica, NULL, NULL, 1, c.at, c.claim || ': ' || c.reason, c.sqlstate
-			  FROM s JOIN sync.refused_claims c ON c.replica = s.id
-			 WHERE c.at > now() - interval '1 hour'
-			UNION ALL
-			-- edits a replica sent that the server did not take, its copy winning, for a
-			-- reason the replica's application must fix (a version not raised): until filed
-			SELECT 'uploads dropped', 'a fix', d.replica, t.relid, min(d.key), count(*), min(d.at), d.reason, NULL
-			  FROM s JOIN sync.dropped d ON d.replica = s.id JOIN sync.tables t ON t.id = d.tab
-			 GROUP BY d.replica, t.relid, d.reason
-			UNION ALL
-			SELECT 'unreachable', 'infrastructure', s.id, NULL, NULL, NULL, coalesce(s.heard_at, s.added),
-			       CASE WHEN s.send_failures >= 2
-			            THEN format('message %s went out %s times and it applied none of them', s.send_failing, s.send_failures + 1)
-			            WHEN s.heard_at IS NULL THEN 'never heard from since it was added'
-			            ELSE 'not heard from since its last upload' END,
-			       NULL
-			  FROM s WHERE s.unreachable
-			UNION ALL
-			-- a snapshot due or on its way: it goes as the replica takes its messages
-			-- (or, set aside when it failed for good, on a fix)
-			SELECT 'provisioning',
-			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL THEN 'a fix' ELSE 'infrastructure' END,
-			       s.id, NULL, NULL, NULL,
-			       (SELECT o.written FROM sync.outbox o WHERE o.replica = s.id
-			           AND o.number = s.snapshot_number AND NOT o.dropped AND NOT s.provision),
-			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL
-			            THEN 'its snapshot failed for good, and is tried again a minute later'
-			            WHEN s.provision OR NOT s.seen_live OR s.seen_partition IS DISTINCT FROM s.partition
-			            THEN 'a snapshot is due at the next pass'
-			            ELSE 'its snapshot is on its way' END
-			       || coalesce(' (its last alarm: ' || s.last_error || ')', ''), NULL
-			  FROM s WHERE s.provisioning
-			UNION ALL
-			-- what the replica last said it has not sent or filed (its backlog)
-			SELECT 'backlog', 'infrastructure', s.id, t.relid, NULL,
-			       (b.value ->> 'unsent')::bigint + (b.value ->> 'unfiled')::bigint, NULL,
-			       format('as it said at %s: %s rows written not yet sent, %s sent not yet filed',
-			              s.heard_at, b.value ->> 'unsent', b.value ->> 'unfiled'), NULL
-			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
-			  LEFT JOIN sync.tables t ON t.name = b.key
-			 WHERE (b.value ->> 'unsent')::bigint + (b.value ->> 'unfiled')::bigint > 0
-			UNION ALL
-			SELECT 'backlog set aside', 'a fix', s.id, t.relid, NULL, (b.value ->> 'set_aside')::bigint, NULL,
-			       format('as it said at %s: %s rows it wrote can never go up (too large, or refused for good)',
-			              s.heard_at, b.value ->> 'set_aside'), NULL
-			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
-			  LEFT JOIN sync.tables t ON t.name = b.key
-			 WHERE (b.value ->> 'set_aside')::bigint > 0)
-		SELECT i.kind, i.waits_on, i.replica, i.tab, i.key, i.count, i.since, i.reason, i.sqlstate, now()
-		  FROM items i
-		 ORDER BY i.waits_on = 'infrastructure', i.kind, i.tab::text NULLS FIRST, i.replica NULLS FIRST,
-		          i.reason, i.key;
-END
-$$;
-COMMENT ON FUNCTION sync.health(uuid[], text) IS
-	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside, waiting and dropped, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
 
 -- a pass finds the replicas holding a changed row by (tab, key), and one
 -- replica's held row in one descent by either index (issue 14)
@@ -349,280 +222,20 @@ CREATE INDEX held_replace ON sync.held (replica, tab, key) WHERE replace;
 -- pruning reads at most its batch, by an index, whatever a large change left (issue 14)
 CREATE INDEX answers_pulled ON sync.answers (pulled) WHERE pulled IS NOT NULL;
 
-CREATE OR REPLACE FUNCTION sync.prune(max integer DEFAULT 10000,
-	OUT notes bigint, OUT bodies bigint, OUT answers bigint)
-	LANGUAGE sql VOLATILE STRICT
-	SET search_path = pg_catalog, pg_temp
-	AS $$
-	-- the oldest done notes, by notes_done, deleted by their row's address
-	WITH n AS (
-		DELETE FROM sync.notes WHERE ctid = ANY (ARRAY(
-			SELECT ctid FROM sync.notes WHERE done ORDER BY id LIMIT max))
-		RETURNING 1),
-	-- bodies are numbered as they are stored: every body older than the
-	-- oldest one a message carries is carried by none (outbox_body)
-	b AS (
-		DELETE FROM sync.bodies WHERE id = ANY (ARRAY(
-			SELECT b.id FROM sync.bodies b
-			 WHERE b.id < coalesce((SELECT min(o.body) FROM sync.outbox o), 9223372036854775807)
-			 ORDER BY b.id LIMIT max))
-		RETURNING 1),
-	a AS (
-		DELETE FROM sync.answers WHERE ctid = ANY (ARRAY(
-			SELECT ctid FROM sync.answers
-			 WHERE pulled < now() - interval '1 hour' ORDER BY pulled LIMIT max))
-		RETURNING 1)
-	SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM b), (SELECT count(*) FROM a)
-$$;
-COMMENT ON FUNCTION sync.prune(integer) IS
-	'Removes up to max each of: notes done (oldest first), bodies older than any a message carries, answers pulled over an hour ago';
-
--- Every argument of sync.mirror named in its comment (PostgreSQL has no
--- comment per argument), and a comment on every catalog table (issue 17)
-COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
-		name, name, name[], regclass, name, text, name) IS
-	'Declares a mirrored table and installs its noting triggers. Its arguments (docs/design.md 3): '
-	'tab, the table; '
-	'mirror, catalog (written on the server, held by replicas) or record (written by replicas, keyed by the replica); '
-	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
-	'key, the columns that name a row (default: the primary key); '
-	'origin, a record''s uuid column naming the replica that wrote it, in its key; '
-	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); '
-	'replica_owned, a catalog''s columns the replicas write and send up (a two-way table); '
-	'unmirrored, columns that never travel; '
-	'retired, the column a replica''s copy of the table gets (no column of the table on the server) and sets when it keeps a row it was told to let go of because a row of its own points at it; '
-	'created, a record''s timestamp column the server sets to now() when it first files the row, never taken from an upload; '
-	'generated, columns the server fills itself when it files an upload (a default, a sequence, a generated column), never taken from an upload; '
-	'active, a view of the table: rows outside it are not wanted; '
-	'partition, the column naming a row''s partition: a broadcast row goes to the replicas of its partition; '
-	'codec, json (an object of columns) or proto (a protobuf message per row, its field numbers fixed per column: sync.proto); '
-	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row';
-
+-- a comment on every catalog table (issue 17)
 COMMENT ON TABLE sync.bodies IS 'Message bodies, each stored once however many replicas'' messages carry it (by its SHA-256)';
 COMMENT ON TABLE sync.answers IS 'The answer (a Filed message) to each upload filed, returned by sync.pull before the outbox; kept an hour after it was pulled, for a send that comes again';
 COMMENT ON TABLE sync.inbox IS 'Uploaded rows set aside: they failed for good (a SQLSTATE: filed again by sync.inbox_retry after a fix) or wait until the replica holds the row again (none)';
 COMMENT ON TABLE sync.quarantine IS 'Rows that cannot go to replicas (they do not encode, or no message can carry them): planned around, tried again a minute later, when they change, or on sync.quarantine_retry';
 
--- sync.replica_add and sync.replica_set refuse a partition the fleet does not know
-COMMENT ON FUNCTION sync.replica_set(uuid, boolean, text) IS
-	'Changes whether a replica is live, or its partition (one the fleet knows, as sync.replica_add takes); NULL leaves either as it is; the relay observes it at its next pass';
-COMMENT ON FUNCTION sync.replica_add(uuid, text, name, boolean) IS
-	'Adds a replica: its partition (one the fleet knows: a value of a mirrored table''s partition column, or one a replica has; any where no table declares a partition column), the role it authenticates as, and whether it is live; the relay provisions it at its next pass';
-
 -- The states are named in snake_case, as every JSON key is (sync.overview's
 -- "states" are keyed by them): sync.listing(state => 'on_its_way').  The
--- views and functions that name a state in their text are made again: a
--- CASE's text cast to sync.state, and plpgsql bodies, keep the old labels
+-- views and functions that name a state in their text are made again below
+-- (issue 39): a CASE's text cast to sync.state, and plpgsql bodies, keep the
+-- old labels
 ALTER TYPE sync.state RENAME VALUE 'caught up' TO 'caught_up';
 ALTER TYPE sync.state RENAME VALUE 'on its way' TO 'on_its_way';
 ALTER TYPE sync.state RENAME VALUE 'set aside' TO 'set_aside';
-COMMENT ON TYPE sync.state IS
-	'A replica''s state, in order of severity: caught_up, on_its_way, behind, provisioning, set_aside, unreachable (sync.overview, sync.listing)';
-CREATE OR REPLACE VIEW sync.replica_states AS
-	-- each read once, however the plan joins them
-	WITH fleet AS MATERIALIZED (
-		SELECT coalesce(sum(f.notes_pending), 0) > 0 AS behind, min(f.pending_since) AS behind_since,
-		       coalesce(sum(f.notes_parked + f.notes_later + f.quarantined), 0) > 0 AS aside,
-		       min(f.aside_since) AS aside_since
-		  FROM sync.fleet_tables f),
-	-- rows set aside are few: read once, all of them
-	rf AS MATERIALIZED (
-		SELECT h.replica, count(*) AS n FROM sync.held h WHERE h.refused IS NOT NULL GROUP BY h.replica),
-	i AS MATERIALIZED (
-		SELECT i.replica, count(*) FILTER (WHERE i.sqlstate IS NOT NULL) AS set_aside,
-		       count(*) FILTER (WHERE i.sqlstate IS NULL) AS waiting,
-		       min(i.first_at) FILTER (WHERE i.sqlstate IS NOT NULL) AS since
-		  FROM sync.inbox i GROUP BY i.replica),
-	v AS (
-		SELECT r.*, o.messages, o.bytes, o.oldest,
-		       coalesce(rf.n, 0) AS refused, coalesce(i.set_aside, 0) AS set_aside,
-		       coalesce(i.waiting, 0) AS waiting, i.since AS inbox_since,
-		       fleet.behind_since, fleet.aside_since,
-		       CASE WHEN r.unreachable THEN 'unreachable'
-		            WHEN rf.n > 0 OR i.set_aside > 0 OR fleet.aside THEN 'set_aside'
-		            WHEN r.provisioning THEN 'provisioning'
-		            WHEN fleet.behind THEN 'behind'
-		            WHEN r.last_number > r.acked_number THEN 'on_its_way'
-		            ELSE 'caught_up' END::sync.state AS state
-		  FROM sync.live_replicas r CROSS JOIN fleet
-		  -- its messages not acknowledged: none to read once it acknowledged its last
-		  CROSS JOIN LATERAL (
-			SELECT count(*) AS messages, coalesce(sum(o.bytes), 0) AS bytes, min(o.written) AS oldest
-			  FROM sync.outbox o
-			 WHERE r.last_number > r.acked_number
-			   AND o.replica = r.id AND o.number > r.acked_number AND NOT o.dropped) o
-		  LEFT JOIN rf ON rf.replica = r.id
-		  LEFT JOIN i ON i.replica = r.id)
-	SELECT v.id AS replica, v.partition, v.state,
-	       CASE v.state
-	         WHEN 'unreachable' THEN coalesce(v.heard_at, v.added)
-	         WHEN 'set_aside' THEN least(v.inbox_since, v.aside_since)
-	         WHEN 'provisioning' THEN (SELECT o.written FROM sync.outbox o
-	                                    WHERE o.replica = v.id AND o.number = v.snapshot_number
-	                                      AND NOT o.dropped AND NOT v.provision)
-	         WHEN 'behind' THEN v.behind_since
-	         WHEN 'on_its_way' THEN v.oldest
-	       END AS since,
-	       v.messages, v.bytes, v.refused AS rows_refused, v.set_aside AS uploads_set_aside,
-	       v.waiting AS uploads_waiting, v.acked_number, v.last_number, v.acked_at, v.heard_at,
-	       v.send_failures, v.last_error, v.last_error_at, v.unreachable, v.provisioning
-	  FROM v;
-CREATE OR REPLACE VIEW sync.table_states AS
-	-- each read once, however the plan joins them; rows letting go and set
-	-- aside are few: all of them
-	WITH f AS MATERIALIZED (
-		SELECT t.id, f.* FROM sync.tables t JOIN sync.fleet_tables f ON f.tab = t.relid),
-	tk AS MATERIALIZED (
-		SELECT h.replica, h.tab, count(*) AS n
-		  FROM sync.held h JOIN sync.replicas x ON x.id = h.replica
-		 WHERE h.taken IS NOT NULL AND h.taken > x.acked_number
-		 GROUP BY h.replica, h.tab),
-	rf AS MATERIALIZED (
-		SELECT h.replica, h.tab, count(*) AS n FROM sync.held h
-		 WHERE h.refused IS NOT NULL GROUP BY h.replica, h.tab),
-	ib AS MATERIALIZED (
-		SELECT i.replica, i.tab, count(*) AS n FROM sync.inbox i
-		 WHERE i.sqlstate IS NOT NULL GROUP BY i.replica, i.tab)
-	SELECT r.id AS replica, r.partition, f.tab,
-	       CASE WHEN r.unreachable THEN 'unreachable'
-	            WHEN rf.n > 0 OR ib.n > 0 OR f.notes_parked + f.notes_later + f.quarantined > 0
-	                 THEN 'set_aside'
-	            WHEN r.provisioning THEN 'provisioning'
-	            WHEN f.notes_pending > 0 THEN 'behind'
-	            -- one probe of held_number: does a message it has not acknowledged carry a row of it?
-	            WHEN r.last_number > r.acked_number
-	                 AND (tk.n > 0 OR EXISTS (SELECT FROM sync.held h
-	                                           WHERE h.replica = r.id AND h.tab = f.id
-	                                             AND h.number > r.acked_number)) THEN 'on_its_way'
-	            ELSE 'caught_up' END::sync.state AS state,
-	       coalesce(tk.n, 0) AS rows_letting_go, coalesce(rf.n, 0) AS rows_refused,
-	       coalesce(ib.n, 0) AS uploads_set_aside
-	  FROM sync.live_replicas r CROSS JOIN f
-	  LEFT JOIN tk ON tk.replica = r.id AND tk.tab = f.id
-	  LEFT JOIN rf ON rf.replica = r.id AND rf.tab = f.id
-	  LEFT JOIN ib ON ib.replica = r.id AND ib.tab = f.id;
-CREATE OR REPLACE FUNCTION sync.overview_tables(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
-	OUT tab regclass, OUT caught_up bigint, OUT on_its_way bigint, OUT behind bigint,
-	OUT provisioning bigint, OUT set_aside bigint, OUT unreachable bigint,
-	OUT notes_pending bigint, OUT pending_since timestamptz, OUT notes_parked bigint,
-	OUT notes_later bigint, OUT quarantined bigint, OUT rows_refused bigint,
-	OUT uploads_set_aside bigint, OUT rows_letting_go bigint, OUT now timestamptz)
-	RETURNS SETOF record
-	LANGUAGE plpgsql STABLE
-	SET search_path = pg_catalog, pg_temp
-	SET plan_cache_mode = force_generic_plan
-	AS $$
-#variable_conflict use_column
-BEGIN
-	RETURN QUERY
-		SELECT f.tab,
-		       count(x.state) FILTER (WHERE x.state = 'caught_up'),
-		       count(x.state) FILTER (WHERE x.state = 'on_its_way'),
-		       count(x.state) FILTER (WHERE x.state = 'behind'),
-		       count(x.state) FILTER (WHERE x.state = 'provisioning'),
-		       count(x.state) FILTER (WHERE x.state = 'set_aside'),
-		       count(x.state) FILTER (WHERE x.state = 'unreachable'),
-		       f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined,
-		       coalesce(sum(x.rows_refused), 0)::bigint, coalesce(sum(x.uploads_set_aside), 0)::bigint,
-		       coalesce(sum(x.rows_letting_go), 0)::bigint, now()
-		  FROM sync.fleet_tables f
-		  LEFT JOIN (SELECT * FROM sync.table_states x
-		              WHERE ($1 IS NULL OR x.replica = ANY ($1)) AND ($2 IS NULL OR x.partition = $2)) x
-		         ON x.tab = f.tab
-		 GROUP BY f.tab, f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined
-		 ORDER BY f.tab::text;
-END
-$$;
-CREATE OR REPLACE FUNCTION sync.overview(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
-	worst integer DEFAULT 10)
-	RETURNS jsonb
-	LANGUAGE plpgsql STABLE
-	SET search_path = pg_catalog, pg_temp
-	SET plan_cache_mode = force_generic_plan
-	AS $$
-BEGIN
-	RETURN (
-		WITH r AS MATERIALIZED (
-			SELECT * FROM sync.replica_states r
-			 WHERE ($1 IS NULL OR r.replica = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)),
-		f AS MATERIALIZED (SELECT * FROM sync.fleet_tables),
-		-- the worst, with their rows counted one by one (as sync.listing does)
-		w AS (
-			SELECT r.replica, r.partition, r.state, r.since, r.messages, r.bytes,
-			       c.rows_on_its_way, c.rows_letting_go, r.rows_refused, r.uploads_set_aside,
-			       r.uploads_waiting, r.acked_number, r.last_number, r.acked_at, r.heard_at,
-			       r.send_failures, r.last_error, r.last_error_at
-			  FROM (SELECT * FROM r ORDER BY r.state DESC, r.since NULLS LAST, r.replica LIMIT $3) r
-			  CROSS JOIN LATERAL (
-				SELECT (SELECT coalesce(sum(c.n), 0)::bigint FROM sync.tables t
-				          CROSS JOIN LATERAL (SELECT count(*) AS n FROM sync.held h
-				                               WHERE h.replica = r.replica AND h.tab = t.id
-				                                 AND h.number > r.acked_number) c
-				         WHERE r.last_number > r.acked_number) AS rows_on_its_way,
-				       (SELECT count(*) FROM sync.held h
-				         WHERE h.replica = r.replica AND h.taken IS NOT NULL
-				           AND h.taken > r.acked_number) AS rows_letting_go) c),
-		s AS (SELECT r.state, count(*) AS n FROM r GROUP BY r.state),
-		-- per table, as sync.overview_tables (the tests hold them equal).  A
-		-- replica with nothing of its own to say of any table -- no message
-		-- on its way, no row refused, no upload set aside -- is in the same
-		-- state for every table but for what is recorded without a replica:
-		-- those are counted once, the others table by table.
-		own AS MATERIALIZED (
-			SELECT r.replica FROM r
-			 WHERE r.last_number > r.acked_number OR r.rows_refused > 0 OR r.uploads_set_aside > 0),
-		pl AS (
-			SELECT count(*) FILTER (WHERE r.unreachable) AS u,
-			       count(*) FILTER (WHERE NOT r.unreachable AND r.provisioning) AS p,
-			       count(*) FILTER (WHERE NOT r.unreachable AND NOT r.provisioning) AS c
-			  FROM r WHERE r.replica NOT IN (SELECT own.replica FROM own)),
-		x AS (
-			SELECT x.tab,
-			       count(*) FILTER (WHERE x.state = 'caught_up') AS caught_up,
-			       count(*) FILTER (WHERE x.state = 'on_its_way') AS on_its_way,
-			       count(*) FILTER (WHERE x.state = 'behind') AS behind,
-			       count(*) FILTER (WHERE x.state = 'provisioning') AS provisioning,
-			       count(*) FILTER (WHERE x.state = 'set_aside') AS set_aside,
-			       count(*) FILTER (WHERE x.state = 'unreachable') AS unreachable,
-			       sum(x.rows_refused) AS rows_refused, sum(x.uploads_set_aside) AS uploads_set_aside,
-			       sum(x.rows_letting_go) AS rows_letting_go
-			  FROM sync.table_states x WHERE x.replica IN (SELECT own.replica FROM own)
-			 GROUP BY x.tab),
-		t AS (
-			SELECT f.tab,
-			       coalesce(x.caught_up, 0)
-			         + CASE WHEN a.aside OR f.notes_pending > 0 THEN 0 ELSE pl.c END AS caught_up,
-			       coalesce(x.on_its_way, 0) AS on_its_way,
-			       coalesce(x.behind, 0)
-			         + CASE WHEN NOT a.aside AND f.notes_pending > 0 THEN pl.c ELSE 0 END AS behind,
-			       coalesce(x.provisioning, 0) + CASE WHEN a.aside THEN 0 ELSE pl.p END AS provisioning,
-			       coalesce(x.set_aside, 0) + CASE WHEN a.aside THEN pl.p + pl.c ELSE 0 END AS set_aside,
-			       coalesce(x.unreachable, 0) + pl.u AS unreachable,
-			       f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined,
-			       coalesce(x.rows_refused, 0)::bigint AS rows_refused,
-			       coalesce(x.uploads_set_aside, 0)::bigint AS uploads_set_aside,
-			       coalesce(x.rows_letting_go, 0)::bigint AS rows_letting_go
-			  FROM f CROSS JOIN pl
-			  CROSS JOIN LATERAL (SELECT f.notes_parked + f.notes_later + f.quarantined > 0 AS aside) a
-			  LEFT JOIN x ON x.tab = f.tab)
-		SELECT jsonb_build_object(
-			'now', now(),
-			'scope', jsonb_build_object('replicas', $1, 'partition', $2),
-			'unreachable_after', current_setting('magic_sync.unreachable_after'),
-			'replicas', (SELECT count(*) FROM r),
-			'states', (SELECT jsonb_object_agg(e.state, coalesce(s.n, 0))
-			             FROM unnest(enum_range(NULL::sync.state)) e(state)
-			             LEFT JOIN s ON s.state = e.state),
-			'worst', (SELECT coalesce(jsonb_agg(to_jsonb(w) ORDER BY w.state DESC, w.since NULLS LAST, w.replica), '[]')
-			            FROM w),
-			'tables', (SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY t.tab::text), '[]') FROM t),
-			'notes_pending', (SELECT coalesce(sum(f.notes_pending), 0) FROM f),
-			'pending_since', (SELECT min(f.pending_since) FROM f),
-			'notes_parked', (SELECT coalesce(sum(f.notes_parked), 0) FROM f),
-			'notes_later', (SELECT coalesce(sum(f.notes_later), 0) FROM f),
-			'quarantined', (SELECT coalesce(sum(f.quarantined), 0) FROM f)));
-END
-$$;
 
 -- Schema evolution (issue 16): a migration changes the fleet by the table it
 -- touches.  What a declaration follows its table by -- its columns' ids,
@@ -669,29 +282,6 @@ SELECT pg_catalog.pg_extension_config_dump('sync.replica_tables', '');
 REVOKE ALL ON sync.replica_tables FROM PUBLIC;
 GRANT SELECT ON sync.replica_tables TO sync_admin;
 
--- sync.mirror declares a table again with other options; sync.unmirror's
--- replicas let the table go
-COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
-		name, name, name[], regclass, name, text, name) IS
-	'Declares a mirrored table and installs its noting triggers; a table declared already is declared again with these options, planned again from what each replica holds (no child unmirrored first). Its arguments (docs/design.md 3): '
-	'tab, the table; '
-	'mirror, catalog (written on the server, held by replicas) or record (written by replicas, keyed by the replica); '
-	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
-	'key, the columns that name a row (default: the primary key); '
-	'origin, a record''s uuid column naming the replica that wrote it, in its key; '
-	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); '
-	'replica_owned, a catalog''s columns the replicas write and send up (a two-way table); '
-	'unmirrored, columns that never travel; '
-	'retired, the column a replica''s copy of the table gets (no column of the table on the server) and sets when it keeps a row it was told to let go of because a row of its own points at it; '
-	'created, a record''s timestamp column the server sets to now() when it first files the row, never taken from an upload; '
-	'generated, columns the server fills itself when it files an upload (a default, a sequence, a generated column), never taken from an upload; '
-	'active, a view of the table: rows outside it are not wanted; '
-	'partition, the column naming a row''s partition: a broadcast row goes to the replicas of its partition; '
-	'codec, json (an object of columns) or proto (a protobuf message per row, its field numbers fixed per column: sync.proto); '
-	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row';
-COMMENT ON FUNCTION sync.unmirror(regclass) IS
-	'Takes back the declaration of a mirrored table and drops its triggers; its replicas let go of its rows, then of the table; refused while another mirrored table points at it';
-
 -- DDL followed as it runs (src/pg/declare/ddl.c)
 CREATE FUNCTION sync.ddl_end() RETURNS event_trigger
 	LANGUAGE c
@@ -724,11 +314,7 @@ GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO PUBLIC;
 
 -- The fleet's reads run without JIT (src/pg/sql/60_read.sql, docs/scale.md):
 -- compiling their plans took seconds at 10,000 replicas
-ALTER FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) SET jit = off;
-ALTER FUNCTION sync.overview_tables(uuid[], text) SET jit = off;
 ALTER FUNCTION sync.overview_states(uuid[], text, integer) SET jit = off;
-ALTER FUNCTION sync.overview(uuid[], text, integer) SET jit = off;
-ALTER FUNCTION sync.health(uuid[], text) SET jit = off;
 
 -- the relay worker's role, when not a superuser (magic_sync.role): sync_relay
 DO $$
@@ -822,136 +408,6 @@ GRANT INSERT, UPDATE, DELETE ON sync.refused_rows TO sync_relay;
 -- the rows refused before this update: sent to their replicas again at once
 INSERT INTO sync.refused_rows (replica, tab, key, note, due)
 	SELECT h.replica, h.tab, h.key, h.note, now() FROM sync.held h WHERE h.refused IS NOT NULL;
--- sync.health says when each refused row is sent again
-CREATE OR REPLACE FUNCTION sync.health(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
-	OUT kind text, OUT waits_on text, OUT replica uuid, OUT tab regclass, OUT key text,
-	OUT count bigint, OUT since timestamptz, OUT reason text, OUT sqlstate text,
-	OUT now timestamptz)
-	RETURNS SETOF record
-	LANGUAGE plpgsql STABLE
-	SET search_path = pg_catalog, pg_temp
-	SET plan_cache_mode = force_generic_plan
-	AS $$
-#variable_conflict use_column
-BEGIN
-	RETURN QUERY
-		WITH s AS (
-			SELECT r.* FROM sync.live_replicas r
-			 WHERE ($1 IS NULL OR r.id = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)),
-		items AS (
-			-- the relay refuses to run while a declaration or trigger is wrong
-			SELECT 'declaration' AS kind, 'a fix' AS waits_on, NULL::uuid AS replica,
-			       (SELECT t.relid FROM sync.tables t WHERE t.name = c.tab) AS tab, NULL::text AS key,
-			       1::bigint AS count, NULL::timestamptz AS since,
-			       format('%s: %s: %s; the relay will not run until sync.mirror or sync.retrigger puts it right',
-			              c.tab, c.problem, c.detail) AS reason, NULL::text AS sqlstate
-			  FROM sync.check() c
-			 WHERE c.problem <> 'foreign key not indexed'	-- it runs, reading a table whole
-			UNION ALL
-			-- changes the relay has not planned yet: it plans them at its next pass
-			SELECT 'notes pending', 'infrastructure', NULL, t.relid, NULL, count(*), min(n.noted),
-			       'changes not planned yet: the relay plans them at its next pass (waiting long: is it running?)',
-			       NULL
-			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
-			 WHERE NOT n.done AND n.parked IS NULL AND n.build <= 1
-			 GROUP BY t.relid
-			UNION ALL
-			SELECT 'notes parked', 'a fix', NULL, t.relid, min(n.key), count(*), min(n.noted), n.parked, NULL
-			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
-			 WHERE NOT n.done AND n.parked IS NOT NULL
-			 GROUP BY t.relid, n.parked
-			UNION ALL
-			SELECT 'notes of a later build', 'a fix', NULL, t.relid, min(n.key), count(*), min(n.noted),
-			       format('noted by build %s, which plans them once it is deployed', n.build), NULL
-			  FROM sync.notes n JOIN sync.tables t ON t.id = n.tab
-			 WHERE NOT n.done AND n.parked IS NULL AND n.build > 1
-			 GROUP BY t.relid, n.build
-			UNION ALL
-			-- rows that cannot go: tried again a minute after, and when they change
-			SELECT 'rows quarantined', 'a fix', NULL, t.relid, min(q.key), count(*), min(q.since),
-			       q.reason, q.sqlstate
-			  FROM sync.quarantine q JOIN sync.tables t ON t.id = q.tab
-			 GROUP BY t.relid, q.reason, q.sqlstate
-			UNION ALL
-			-- rows a replica could not take: sent again at once when they change or
-			-- it reports a new build, and otherwise when due (sync.refused_rows)
-			SELECT 'rows refused', 'a fix', h.replica, t.relid, min(h.key), count(*), min(r.refused_at),
-			       h.refused || CASE WHEN min(r.due) IS NOT NULL
-			                         THEN format(' (sent to it again at %s, or at once when it changes or the replica reports a new build)',
-			                                     min(r.due))
-			                         ELSE ' (sent again once it changes or the replica reports a new build)' END, NULL
-			  FROM s JOIN sync.held h ON h.replica = s.id JOIN sync.tables t ON t.id = h.tab
-			  LEFT JOIN sync.refused_rows r ON r.replica = h.replica AND r.tab = h.tab AND r.key = h.key
-			 WHERE h.refused IS NOT NULL
-			 GROUP BY h.replica, t.relid, h.refused
-			UNION ALL
-			-- uploads set aside: failed for good (a SQLSTATE), retried by sync.inbox_retry;
-			-- or waiting until the replica holds the row again (none)
-			SELECT CASE WHEN i.sqlstate IS NULL THEN 'uploads waiting' ELSE 'uploads set aside' END,
-			       CASE WHEN i.sqlstate IS NULL THEN 'infrastructure' ELSE 'a fix' END,
-			       i.replica, t.relid, min(i.key), count(*), min(i.first_at), i.reason, i.sqlstate
-			  FROM s JOIN sync.inbox i ON i.replica = s.id JOIN sync.tables t ON t.id = i.tab
-			 GROUP BY i.replica, t.relid, i.reason, i.sqlstate
-			UNION ALL
-			-- what a replica said that the server would not believe, in the last
-			-- hour: refused with the call it came with (src/pg/transport/claim.c)
-			SELECT 'claim refused', 'a fix', c.replica, NULL, NULL, 1, c.at, c.claim || ': ' || c.reason, c.sqlstate
-			  FROM s JOIN sync.refused_claims c ON c.replica = s.id
-			 WHERE c.at > now() - interval '1 hour'
-			UNION ALL
-			-- edits a replica sent that the server did not take, its copy winning, for a
-			-- reason the replica's application must fix (a version not raised): until filed
-			SELECT 'uploads dropped', 'a fix', d.replica, t.relid, min(d.key), count(*), min(d.at), d.reason, NULL
-			  FROM s JOIN sync.dropped d ON d.replica = s.id JOIN sync.tables t ON t.id = d.tab
-			 GROUP BY d.replica, t.relid, d.reason
-			UNION ALL
-			SELECT 'unreachable', 'infrastructure', s.id, NULL, NULL, NULL, coalesce(s.heard_at, s.added),
-			       CASE WHEN s.send_failures >= 2
-			            THEN format('message %s went out %s times and it applied none of them', s.send_failing, s.send_failures + 1)
-			            WHEN s.heard_at IS NULL THEN 'never heard from since it was added'
-			            ELSE 'not heard from since its last upload' END,
-			       NULL
-			  FROM s WHERE s.unreachable
-			UNION ALL
-			-- a snapshot due or on its way: it goes as the replica takes its messages
-			-- (or, set aside when it failed for good, on a fix)
-			SELECT 'provisioning',
-			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL THEN 'a fix' ELSE 'infrastructure' END,
-			       s.id, NULL, NULL, NULL,
-			       (SELECT o.written FROM sync.outbox o WHERE o.replica = s.id
-			           AND o.number = s.snapshot_number AND NOT o.dropped AND NOT s.provision),
-			       CASE WHEN s.provision AND s.provision_failed_at IS NOT NULL
-			            THEN 'its snapshot failed for good, and is tried again a minute later'
-			            WHEN s.provision OR NOT s.seen_live OR s.seen_partition IS DISTINCT FROM s.partition
-			            THEN 'a snapshot is due at the next pass'
-			            ELSE 'its snapshot is on its way' END
-			       || coalesce(' (its last alarm: ' || s.last_error || ')', ''), NULL
-			  FROM s WHERE s.provisioning
-			UNION ALL
-			-- what the replica last said it has not sent or filed (its backlog)
-			SELECT 'backlog', 'infrastructure', s.id, t.relid, NULL,
-			       (b.value ->> 'unsent')::bigint + (b.value ->> 'unfiled')::bigint, NULL,
-			       format('as it said at %s: %s rows written not yet sent, %s sent not yet filed',
-			              s.heard_at, b.value ->> 'unsent', b.value ->> 'unfiled'), NULL
-			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
-			  LEFT JOIN sync.tables t ON t.name = b.key
-			 WHERE (b.value ->> 'unsent')::bigint + (b.value ->> 'unfiled')::bigint > 0
-			UNION ALL
-			SELECT 'backlog set aside', 'a fix', s.id, t.relid, NULL, (b.value ->> 'set_aside')::bigint, NULL,
-			       format('as it said at %s: %s rows it wrote can never go up (too large, or refused for good)',
-			              s.heard_at, b.value ->> 'set_aside'), NULL
-			  FROM s CROSS JOIN LATERAL jsonb_each(s.backlog) b
-			  LEFT JOIN sync.tables t ON t.name = b.key
-			 WHERE (b.value ->> 'set_aside')::bigint > 0)
-		SELECT i.kind, i.waits_on, i.replica, i.tab, i.key, i.count, i.since, i.reason, i.sqlstate, now()
-		  FROM items i
-		 ORDER BY i.waits_on = 'infrastructure', i.kind, i.tab::text NULLS FIRST, i.replica NULLS FIRST,
-		          i.reason, i.key;
-END
-$$;
-COMMENT ON FUNCTION sync.health(uuid[], text) IS
-	'What the engine waits on over the scope, one row per kind, table, replica and reason: declarations the relay will not run with, notes pending and since when, notes parked or of a later build, rows quarantined and refused, uploads set aside, waiting and dropped, claims of replicas refused in the last hour, replicas unreachable or provisioning, the replicas'' backlogs; waits_on says whether it waits on the infrastructure (wait) or on a fix (deploy one). Healthy: no row waits on a fix';
-ALTER FUNCTION sync.health(uuid[], text) SET jit = off;
 
 -- Settings and wishes (issue 18.1): a third mirror kind, setting, one row per
 -- replica that the replica writes; sync.wish, sync.wish_list, sync.wishes
@@ -964,38 +420,6 @@ ALTER TABLE sync.tables ADD CONSTRAINT tables_mirror_check CHECK (mirror IN ('ca
 ALTER TABLE sync.tables ADD COLUMN hlc boolean;
 UPDATE sync.tables SET hlc = false;
 ALTER TABLE sync.tables ALTER COLUMN hlc SET DEFAULT false, ALTER COLUMN hlc SET NOT NULL;
-CREATE OR REPLACE VIEW sync.mirrors AS
-	SELECT t.id, t.relid AS "table", t.name, t.mirror,
-		CASE t.rule
-			WHEN 'assigned' THEN pg_catalog.format('assigned(%I)', t.rule_column)
-			WHEN 'follows' THEN pg_catalog.format('follows(%I)', t.rule_column)
-			WHEN 'grouped' THEN pg_catalog.format(
-				'grouped(members => %s, assigned => %s, group => %I, replica => %I)',
-				t.members, t.assignments, t.group_column, t.assignment_replica)
-			ELSE t.rule
-		END AS sync,
-		t.key, t.origin, t.version, t.replica_owned, t.unmirrored, t.retired,
-		t.created, t.generated, t.active, t.partition, t.codec, t.sender, t.declared,
-		t.hlc
-	  FROM sync.tables t;
-COMMENT ON FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
-		name, name, name[], regclass, name, text, name) IS
-	'Declares a mirrored table and installs its noting triggers; a table declared already is declared again with these options, planned again from what each replica holds (no child unmirrored first). Its arguments (docs/design.md 3): '
-	'tab, the table; '
-	'mirror, catalog (written on the server, held by replicas) record (written by replicas, keyed by the replica) or setting (one row per replica, keyed by its origin alone, written by the replica; the server may wish it changed: sync.wish); '
-	'sync, which replicas hold which rows: broadcast, assigned(col), grouped(members => t, assigned => u), follows(col), or NULL (the row travels only as a parent of a row a replica holds); '
-	'key, the columns that name a row (default: the primary key); '
-	'origin, a record''s uuid column naming the replica that wrote it, in its key; '
-	'version, a record''s column whose greater value wins when an upload is filed (without one a record is kept as first filed); ''hlc'' (a bigint column named hlc) or ''hlc(col)'': the replica stamps that column itself with its hybrid logical clock on every write, and equal stamps are ordered by the row (docs/protocol.md 12); a column named hlc kept as the host stamps it is written ''"hlc"''; '
-	'replica_owned, a catalog''s columns the replicas write and send up (a two-way table); '
-	'unmirrored, columns that never travel; '
-	'retired, the column a replica''s copy of the table gets (no column of the table on the server) and sets when it keeps a row it was told to let go of because a row of its own points at it; '
-	'created, a record''s timestamp column the server sets to now() when it first files the row, never taken from an upload; '
-	'generated, columns the server fills itself when it files an upload (a default, a sequence, a generated column), never taken from an upload; '
-	'active, a view of the table: rows outside it are not wanted; '
-	'partition, the column naming a row''s partition: a broadcast row goes to the replicas of its partition; '
-	'codec, json (an object of columns) or proto (a protobuf message per row, its field numbers fixed per column: sync.proto); '
-	'sender, a jsonb column stamped with the sender sync.file was given when it filed the row';
 CREATE TABLE sync.wish_list (
 	id				bigserial PRIMARY KEY,		-- never reused: a replica applies a wish once by it
 	replica			uuid NOT NULL REFERENCES sync.replicas (id) ON DELETE CASCADE,
@@ -1029,8 +453,6 @@ CREATE VIEW sync.wishes AS
 		w."values", w.apply, w.fate, w.why, w.made, w.decided,
 		w.number AS sent_in
 	FROM sync.wish_list w JOIN sync.tables t ON t.id = w.tab;
-COMMENT ON VIEW sync.wishes IS
-	'Every wish and its fate: pending (not decided yet; sent_in is the message that carried it down, NULL until the relay sends it), applied, declined (the replica changed its row first: it keeps its own), superseded (a newer wish for the row came first), with why, when made and when decided';
 REVOKE ALL ON sync.wish_list, sync.wishes FROM PUBLIC;
 GRANT SELECT ON sync.wish_list, sync.wishes TO sync_admin;
 GRANT INSERT, UPDATE, DELETE ON sync.wish_list, sync.wishes TO sync_relay;
@@ -1060,15 +482,13 @@ GRANT INSERT, UPDATE, DELETE ON TABLE sync.clock TO sync_relay;
 -- the column would be kept as its missing value, which a fresh install has not)
 ALTER TABLE sync.tables ADD COLUMN lane text COLLATE "C" CHECK (lane ~ '^([a-z][a-z0-9_]{0,62})?$');
 ALTER TABLE sync.answers ADD COLUMN lane text COLLATE "C";
-ALTER TABLE sync.sends ADD COLUMN lane text COLLATE "C";
 UPDATE sync.tables SET lane = '';
 UPDATE sync.answers SET lane = '';
-UPDATE sync.sends SET lane = '';
 ALTER TABLE sync.tables ALTER COLUMN lane SET DEFAULT '', ALTER COLUMN lane SET NOT NULL;
 ALTER TABLE sync.answers ALTER COLUMN lane SET DEFAULT '', ALTER COLUMN lane SET NOT NULL;
-ALTER TABLE sync.sends ALTER COLUMN lane SET DEFAULT '', ALTER COLUMN lane SET NOT NULL;
-ALTER TABLE sync.sends DROP CONSTRAINT sends_pkey, ADD CONSTRAINT sends_pkey PRIMARY KEY (replica, lane);
-COMMENT ON TABLE sync.sends IS 'The last send number filed per replica and lane: one at or below it is a duplicate';
+-- sync.mirror looks up a grouped rule's tables in the caller's search_path,
+-- then becomes the function's owner with search_path pinned itself
+-- (declare/declare.c): no SECURITY DEFINER, no SET clause
 DROP FUNCTION sync.mirror(regclass, text, text, name[], name, name, name[], name[],
 		name, name, name[], regclass, name, text, name);
 CREATE FUNCTION sync.mirror(tab regclass, mirror text, sync text DEFAULT NULL,
@@ -1158,166 +578,6 @@ INSERT INTO sync.carried (replica, tab, number, rows)
 	  FROM sync.held h JOIN sync.replicas r ON r.id OPERATOR(pg_catalog.=) h.replica
 	 WHERE h.number OPERATOR(pg_catalog.>) r.acked_number
 	 GROUP BY h.replica, h.tab, h.number;
-CREATE OR REPLACE VIEW sync.table_states AS
-	-- each read once, however the plan joins them; rows letting go and set
-	-- aside are few: all of them
-	WITH f AS MATERIALIZED (
-		SELECT t.id, f.* FROM sync.tables t JOIN sync.fleet_tables f ON f.tab = t.relid),
-	tk AS MATERIALIZED (
-		SELECT h.replica, h.tab, count(*) AS n
-		  FROM sync.held h JOIN sync.replicas x ON x.id = h.replica
-		 WHERE h.taken IS NOT NULL AND h.taken > x.acked_number
-		 GROUP BY h.replica, h.tab),
-	rf AS MATERIALIZED (
-		SELECT h.replica, h.tab, count(*) AS n FROM sync.held h
-		 WHERE h.refused IS NOT NULL GROUP BY h.replica, h.tab),
-	ib AS MATERIALIZED (
-		SELECT i.replica, i.tab, count(*) AS n FROM sync.inbox i
-		 WHERE i.sqlstate IS NOT NULL GROUP BY i.replica, i.tab)
-	SELECT r.id AS replica, r.partition, f.tab,
-	       CASE WHEN r.unreachable THEN 'unreachable'
-	            WHEN rf.n > 0 OR ib.n > 0 OR f.notes_parked + f.notes_later + f.quarantined > 0
-	                 THEN 'set_aside'
-	            WHEN r.provisioning THEN 'provisioning'
-	            WHEN f.notes_pending > 0 THEN 'behind'
-	            -- one probe of sync.carried: does a message it has not acknowledged carry a row of it?
-	            WHEN r.last_number > r.acked_number
-	                 AND (tk.n > 0 OR EXISTS (SELECT FROM sync.carried c
-	                                           WHERE c.replica = r.id AND c.tab = f.id
-	                                             AND c.number > r.acked_number)) THEN 'on_its_way'
-	            ELSE 'caught_up' END::sync.state AS state,
-	       coalesce(tk.n, 0) AS rows_letting_go, coalesce(rf.n, 0) AS rows_refused,
-	       coalesce(ib.n, 0) AS uploads_set_aside
-	  FROM sync.live_replicas r CROSS JOIN f
-	  LEFT JOIN tk ON tk.replica = r.id AND tk.tab = f.id
-	  LEFT JOIN rf ON rf.replica = r.id AND rf.tab = f.id
-	  LEFT JOIN ib ON ib.replica = r.id AND ib.tab = f.id;
-CREATE OR REPLACE FUNCTION sync.listing(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
-	state sync.state DEFAULT NULL, after uuid DEFAULT NULL, "limit" integer DEFAULT 100)
-	RETURNS SETOF sync.listed
-	LANGUAGE plpgsql STABLE
-	SET search_path = pg_catalog, pg_temp
-	SET plan_cache_mode = force_generic_plan
-	AS $$
-BEGIN
-	RETURN QUERY
-		SELECT r.replica, r.partition, r.state, r.since, r.messages, r.bytes,
-		       c.on_its_way, c.letting_go, r.rows_refused, r.uploads_set_aside, r.uploads_waiting,
-		       r.acked_number, r.last_number, r.acked_at, r.heard_at, r.send_failures,
-		       r.last_error, r.last_error_at, now()
-		  FROM (SELECT * FROM sync.replica_states r
-		         WHERE ($1 IS NULL OR r.replica = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)
-		           AND ($3 IS NULL OR r.state = $3) AND ($4 IS NULL OR r.replica > $4)
-		         ORDER BY r.replica LIMIT $5) r
-		  -- the rows of the page's replicas: per table, what the messages
-		  -- it has not acknowledged carry (sync.carried)
-		  CROSS JOIN LATERAL (
-			SELECT (SELECT coalesce(sum(c.n), 0)::bigint FROM sync.tables t
-			          CROSS JOIN LATERAL (SELECT sum(m.rows) AS n FROM sync.carried m
-			                               WHERE m.replica = r.replica AND m.tab = t.id
-			                                 AND m.number > r.acked_number) c
-			         WHERE r.last_number > r.acked_number) AS on_its_way,
-			       (SELECT count(*) FROM sync.held h
-			         WHERE h.replica = r.replica AND h.taken IS NOT NULL
-			           AND h.taken > r.acked_number) AS letting_go) c
-		 ORDER BY r.replica;
-END
-$$;
-COMMENT ON FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) IS
-	'Pages through the live replicas of the scope (in a state, or all), by uuid after `after`, up to `limit` (NULL: all): each replica''s state and since when, its messages, rows and uploads not where they should be (rows on their way: what the messages it has not acknowledged carry, a row sent twice meanwhile counted twice; rows letting go counted one by one), what it acknowledged and when it was heard from';
-CREATE OR REPLACE FUNCTION sync.overview(replicas uuid[] DEFAULT NULL, "partition" text DEFAULT NULL,
-	worst integer DEFAULT 10)
-	RETURNS jsonb
-	LANGUAGE plpgsql STABLE
-	SET search_path = pg_catalog, pg_temp
-	SET plan_cache_mode = force_generic_plan
-	AS $$
-BEGIN
-	RETURN (
-		WITH r AS MATERIALIZED (
-			SELECT * FROM sync.replica_states r
-			 WHERE ($1 IS NULL OR r.replica = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)),
-		f AS MATERIALIZED (SELECT * FROM sync.fleet_tables),
-		-- the worst, with their rows counted one by one (as sync.listing does)
-		w AS (
-			SELECT r.replica, r.partition, r.state, r.since, r.messages, r.bytes,
-			       c.rows_on_its_way, c.rows_letting_go, r.rows_refused, r.uploads_set_aside,
-			       r.uploads_waiting, r.acked_number, r.last_number, r.acked_at, r.heard_at,
-			       r.send_failures, r.last_error, r.last_error_at
-			  FROM (SELECT * FROM r ORDER BY r.state DESC, r.since NULLS LAST, r.replica LIMIT $3) r
-			  CROSS JOIN LATERAL (
-				SELECT (SELECT coalesce(sum(c.n), 0)::bigint FROM sync.tables t
-				          CROSS JOIN LATERAL (SELECT sum(m.rows) AS n FROM sync.carried m
-				                               WHERE m.replica = r.replica AND m.tab = t.id
-				                                 AND m.number > r.acked_number) c
-				         WHERE r.last_number > r.acked_number) AS rows_on_its_way,
-				       (SELECT count(*) FROM sync.held h
-				         WHERE h.replica = r.replica AND h.taken IS NOT NULL
-				           AND h.taken > r.acked_number) AS rows_letting_go) c),
-		s AS (SELECT r.state, count(*) AS n FROM r GROUP BY r.state),
-		-- per table, as sync.overview_tables (the tests hold them equal).  A
-		-- replica with nothing of its own to say of any table -- no message
-		-- on its way, no row refused, no upload set aside -- is in the same
-		-- state for every table but for what is recorded without a replica:
-		-- those are counted once, the others table by table.
-		own AS MATERIALIZED (
-			SELECT r.replica FROM r
-			 WHERE r.last_number > r.acked_number OR r.rows_refused > 0 OR r.uploads_set_aside > 0),
-		pl AS (
-			SELECT count(*) FILTER (WHERE r.unreachable) AS u,
-			       count(*) FILTER (WHERE NOT r.unreachable AND r.provisioning) AS p,
-			       count(*) FILTER (WHERE NOT r.unreachable AND NOT r.provisioning) AS c
-			  FROM r WHERE r.replica NOT IN (SELECT own.replica FROM own)),
-		x AS (
-			SELECT x.tab,
-			       count(*) FILTER (WHERE x.state = 'caught_up') AS caught_up,
-			       count(*) FILTER (WHERE x.state = 'on_its_way') AS on_its_way,
-			       count(*) FILTER (WHERE x.state = 'behind') AS behind,
-			       count(*) FILTER (WHERE x.state = 'provisioning') AS provisioning,
-			       count(*) FILTER (WHERE x.state = 'set_aside') AS set_aside,
-			       count(*) FILTER (WHERE x.state = 'unreachable') AS unreachable,
-			       sum(x.rows_refused) AS rows_refused, sum(x.uploads_set_aside) AS uploads_set_aside,
-			       sum(x.rows_letting_go) AS rows_letting_go
-			  FROM sync.table_states x WHERE x.replica IN (SELECT own.replica FROM own)
-			 GROUP BY x.tab),
-		t AS (
-			SELECT f.tab,
-			       coalesce(x.caught_up, 0)
-			         + CASE WHEN a.aside OR f.notes_pending > 0 THEN 0 ELSE pl.c END AS caught_up,
-			       coalesce(x.on_its_way, 0) AS on_its_way,
-			       coalesce(x.behind, 0)
-			         + CASE WHEN NOT a.aside AND f.notes_pending > 0 THEN pl.c ELSE 0 END AS behind,
-			       coalesce(x.provisioning, 0) + CASE WHEN a.aside THEN 0 ELSE pl.p END AS provisioning,
-			       coalesce(x.set_aside, 0) + CASE WHEN a.aside THEN pl.p + pl.c ELSE 0 END AS set_aside,
-			       coalesce(x.unreachable, 0) + pl.u AS unreachable,
-			       f.notes_pending, f.pending_since, f.notes_parked, f.notes_later, f.quarantined,
-			       coalesce(x.rows_refused, 0)::bigint AS rows_refused,
-			       coalesce(x.uploads_set_aside, 0)::bigint AS uploads_set_aside,
-			       coalesce(x.rows_letting_go, 0)::bigint AS rows_letting_go
-			  FROM f CROSS JOIN pl
-			  CROSS JOIN LATERAL (SELECT f.notes_parked + f.notes_later + f.quarantined > 0 AS aside) a
-			  LEFT JOIN x ON x.tab = f.tab)
-		SELECT jsonb_build_object(
-			'now', now(),
-			'scope', jsonb_build_object('replicas', $1, 'partition', $2),
-			'unreachable_after', current_setting('magic_sync.unreachable_after'),
-			'replicas', (SELECT count(*) FROM r),
-			'states', (SELECT jsonb_object_agg(e.state, coalesce(s.n, 0))
-			             FROM unnest(enum_range(NULL::sync.state)) e(state)
-			             LEFT JOIN s ON s.state = e.state),
-			'worst', (SELECT coalesce(jsonb_agg(to_jsonb(w) ORDER BY w.state DESC, w.since NULLS LAST, w.replica), '[]')
-			            FROM w),
-			'tables', (SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY t.tab::text), '[]') FROM t),
-			'notes_pending', (SELECT coalesce(sum(f.notes_pending), 0) FROM f),
-			'pending_since', (SELECT min(f.pending_since) FROM f),
-			'notes_parked', (SELECT coalesce(sum(f.notes_parked), 0) FROM f),
-			'notes_later', (SELECT coalesce(sum(f.notes_later), 0) FROM f),
-			'quarantined', (SELECT coalesce(sum(f.quarantined), 0) FROM f)));
-END
-$$;
--- CREATE OR REPLACE sets the options it names alone: JIT off again, as the parts leave it
-ALTER FUNCTION sync.listing(uuid[], text, sync.state, uuid, integer) SET jit = off;
-ALTER FUNCTION sync.overview(uuid[], text, integer) SET jit = off;
 
 -- Decided wishes are pruned after magic_sync.wishes_kept, by an index: the
 -- wish list no longer grows for ever (sync.prune returns their count too)
