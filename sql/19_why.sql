@@ -129,3 +129,19 @@ REVOKE SELECT ON ALL TABLES IN SCHEMA public FROM why_admin;
 SELECT p.proname, p.prosecdef FROM pg_proc p WHERE p.pronamespace = 'sync'::regnamespace AND p.proname LIKE 'why%' ORDER BY 1;
 DROP ROLE why_admin;
 DROP ROLE why_nobody;
+
+-- leave nothing behind for the next test
+DO $$
+DECLARE r regclass;
+BEGIN
+	FOR r IN SELECT relid FROM sync.tables ORDER BY id DESC LOOP
+		PERFORM sync.unmirror(r);
+	END LOOP;
+END
+$$;
+DROP VIEW open_orders;
+DROP TABLE cities, customers, products, stores, stock, orders, order_lines, price_lists,
+	price_list_groups, group_replicas, prices, sales CASCADE;
+DELETE FROM sync.held;
+DELETE FROM sync.replicas;
+TRUNCATE sync.notes;
