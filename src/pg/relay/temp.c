@@ -88,6 +88,17 @@ static const temp_table temp_tables[] = {
 	{"ms_provisioned", "id uuid PRIMARY KEY, number bigint"},
 };
 
+/*
+ * The reads' own (src/pg/read): created by the read that first uses one in a
+ * session, never by a pass, which has no use for them.
+ */
+static const temp_table read_tables[] = {
+	/* why.c: each wanted row reached from a rule, and the row it was reached from */
+	{"ms_why", "tab int, " KEY ", depth int, from_tab int, from_key text COLLATE \"C\", relation text,"
+	" PRIMARY KEY (tab, key)"},
+	{"ms_why_from", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica)"},
+};
+
 /* this session's pg_temp.name, InvalidOid when it has none */
 static Oid
 temp_relid(const char *name)
@@ -126,6 +137,9 @@ find(const char *name)
 	for (size_t i = 0; i < lengthof(temp_tables); i++)
 		if (strcmp(temp_tables[i].name, name) == 0)
 			return &temp_tables[i];
+	for (size_t i = 0; i < lengthof(read_tables); i++)
+		if (strcmp(read_tables[i].name, name) == 0)
+			return &read_tables[i];
 	elog(ERROR, "magic_sync: no temporary table \"%s\" is declared", name);
 	return NULL;				/* keep the compiler quiet */
 }

@@ -1,0 +1,260 @@
+/*-------------------------------------------------------------------------
+ * why.c
+ *	  sync.why(replica, tab, key): why a replica holds, should hold, or is
+ *	  letting go of a row -- the chain from a rule through parents and
+ *	  followers down to the row (docs/design.md 4.5).
+ *
+ * The replica's wanted set is computed once, as sync.wanted does
+ * (relay/wanted.c); then a walk from its rules' rows, round by round, over
+ * the same three steps the wanted set is closed under (a row's parents, a
+ * row's followers), each row reached remembering the row it was reached
+ * from, until the row in question is reached or a round adds nothing.  The
+ * first round that reaches a row is its shortest chain.
+ *
+ * Each step reuses the wanted set's own statements (ms_parents_select,
+ * ms_followers_select), which carry a replica's uuid through, not the row a
+ * step starts from: the walk gives each row of a round a uuid of its own,
+ * made of its table and key, and finds the row again by it.
+ *
+ * Runs as the caller, in one snapshot, as sync.wanted does.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/uuid.h"
+
+#include "catalog.h"
+#include "owner.h"
+#include "pass.h"
+#include "temp.h"
+#include "wanted.h"
+
+PG_FUNCTION_INFO_V1(ms_why);
+
+/* the uuid a row of a round goes by through a step's statement */
+#define ROW_UUID(tab, key) "pg_catalog.md5(" tab "::pg_catalog.text || ':' || " key ")::pg_catalog.uuid"
+
+/*
+ * step: add to pg_temp.ms_why the wanted rows select (rows of t's, reached
+ * from rows of pg_temp.ms_why_from) brings, with relation, at depth; the
+ * select runs as t's owner, as in the wanted set.
+ */
+static uint64
+step(ms_pass *p, const ms_table *t, const char *select, const char *relation, int depth)
+{
+	ms_as_owner as;
+
+	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+	ms_exec(p, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, from_tab, from_key, relation)"
+						" SELECT s.tab, s.key, %d, f.tab, f.key, %s"
+						"  FROM (%s) s(replica, tab, key) JOIN pg_temp.ms_why_from f ON f.replica = s.replica"
+						"  WHERE EXISTS (SELECT FROM pg_temp.ms_wanted w WHERE w.tab = s.tab AND w.key = s.key)"
+						" ON CONFLICT DO NOTHING",
+						depth, quote_literal_cstr(relation), select),
+			0, NULL, NULL, NULL, 0);
+	ms_owner_end(&as);
+	return SPI_processed;
+}
+
+/*
+ * rule_detail: an SQL expression naming, for the rule's row s.key of t's
+ * given to replica s.replica, what gave it: the replica's partition, the
+ * column naming it, the groups given to it the row is a member of.
+ */
+static char *
+rule_detail(const ms_table *t)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	if (t->rule == MS_RULE_BROADCAST)
+		return t->partition < 0 ? "'rule: broadcast'" :
+			psprintf("'rule: broadcast, partition ' || (SELECT pg_catalog.quote_literal(r.partition)"
+					 " FROM pg_temp.ms_wanted_replicas r WHERE r.id = s.replica)");
+	if (t->rule == MS_RULE_ASSIGNED)
+		return quote_literal_cstr(psprintf("rule: assigned(%s)", t->columns[t->rule_column].name));
+	/* grouped: the groups of the row's memberships given to the replica */
+	appendStringInfo(&buf, "'rule: grouped, group ' || (SELECT pg_catalog.string_agg(DISTINCT"
+					 " pg_catalog.quote_literal(a.%s::pg_catalog.text), ', ')"
+					 " FROM %s t JOIN %s m ON ", t->group_column, t->qualified, t->members_qualified);
+	for (int k = 0; k < t->nkey; k++)
+		appendStringInfo(&buf, "%sm.%s OPERATOR(pg_catalog.=) t.%s", k > 0 ? " AND " : "", t->member_key[k],
+						 t->columns[t->key[k]].quoted);
+	appendStringInfo(&buf, " JOIN %s a ON a.%s %s m.%s WHERE a.%s OPERATOR(pg_catalog.=) s.replica AND %s)",
+					 t->assignments_qualified, t->group_column,
+					 ms_eq_operator(get_atttype(t->assignments, get_attnum(t->assignments, t->group_column_name))),
+					 t->group_column, t->assignment_replica, ms_key_match(t, "t", "s.key"));
+	return buf.data;
+}
+
+/* rules: the rows t's rule and its records' origin give the replica, at depth 0 */
+static void
+rules(ms_pass *p, const ms_table *t)
+{
+	ms_table	rule = *t;
+	ms_table	own = *t;
+	ms_as_owner as;
+
+	rule.record = false;
+	own.rule = MS_RULE_NONE;
+	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+	for (int i = 0; i < 2; i++)
+	{
+		const ms_table *r = i == 0 ? &rule : &own;
+		char	   *select;
+
+		/* a follows rule gives no row of its own: its rows come as followers */
+		if (i == 0 && t->rule != MS_RULE_BROADCAST && t->rule != MS_RULE_ASSIGNED && t->rule != MS_RULE_GROUPED)
+			continue;
+		select = ms_rule_select(r, "ms_wanted_replicas", NULL);
+		if (select == NULL)
+			continue;
+		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, relation)"
+							" SELECT s.tab, s.key, 0, %s FROM (%s) s(replica, tab, key)"
+							" WHERE EXISTS (SELECT FROM pg_temp.ms_wanted w WHERE w.tab = s.tab AND w.key = s.key)"
+							" ON CONFLICT DO NOTHING",
+							i == 0 ? rule_detail(t) : "'rule: its own record'", select),
+				0, NULL, NULL, NULL, 0);
+	}
+	ms_owner_end(&as);
+}
+
+/* reached: whether the row (tab, key) is in pg_temp.ms_why yet */
+static bool
+reached(ms_pass *p, Datum tab, Datum key)
+{
+	ms_exec(p, "SELECT FROM pg_temp.ms_why WHERE tab = $1 AND key = $2", 2, (Oid[]) {INT4OID, TEXTOID},
+			(Datum[]) {tab, key}, NULL, 1);
+	return SPI_processed > 0;
+}
+
+/*
+ * walk: from the rules' rows, rounds of parents and followers of the rows
+ * the last round reached, until (tab, key) is reached or a round adds none.
+ */
+static void
+walk(ms_pass *p, Datum tab, Datum key)
+{
+	ListCell   *lc;
+
+	foreach(lc, p->tables)
+		rules(p, lfirst(lc));
+	for (int depth = 1; !reached(p, tab, key); depth++)
+	{
+		uint64		added = 0;
+
+		ms_temp_empty(p, "ms_why_from");
+		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_why_from SELECT %s, tab, key FROM pg_temp.ms_why"
+							" WHERE depth = $1 ON CONFLICT DO NOTHING", ROW_UUID("tab", "key")),
+				1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(depth - 1)}, NULL, 0);
+		if (SPI_processed == 0)
+			break;
+		foreach(lc, p->tables)
+		{
+			ms_table   *t = lfirst(lc);
+
+			for (int f = 0; f < t->nfkeys; f++)
+			{
+				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
+
+				if (parent != NULL)
+					added += step(p, parent, ms_parents_select(t, &t->fkeys[f], parent, "ms_why_from"),
+								  psprintf("parent of (%s)", t->fkeys[f].name), depth);
+			}
+			if (t->follows_fkey >= 0)
+			{
+				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent);
+
+				if (parent != NULL)
+					added += step(p, t, ms_followers_select(t, parent, "ms_why_from"),
+								  psprintf("follows (%s)", t->fkeys[t->follows_fkey].name), depth);
+			}
+		}
+		if (added == 0)
+			break;
+	}
+}
+
+/*
+ * ms_why: sync.why(replica, tab, key) returns (depth, tab, key, relation,
+ * wanted, held): the chain from a rule down to the row, the rule's row first;
+ * one line, at depth 0 and with no relation, when the replica should not
+ * hold the row.
+ */
+Datum
+ms_why(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		id = PG_GETARG_DATUM(0);
+	Oid			relid = PG_GETARG_OID(1);
+	Datum		key = PG_GETARG_DATUM(2);
+	Datum		elems[1] = {id};
+	ms_pass		p;
+	Datum		tab;
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	ms_pass_begin(&p, CurrentMemoryContext);
+	ms_exec(&p, "SELECT FROM sync.replicas WHERE id = $1", 1, (Oid[]) {UUIDOID}, elems, NULL, 0);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replica %s does not exist", DatumGetCString(DirectFunctionCall1(uuid_out, id))),
+				 errhint("sync.replicas lists the replicas.")));
+	ms_exec(&p, "SELECT id FROM sync.tables WHERE relid = $1", 1, (Oid[]) {REGCLASSOID},
+			(Datum[]) {ObjectIdGetDatum(relid)}, NULL, 0);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("table %s is not mirrored", DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(relid)))),
+				 errdetail("Only a table sync.declare mirrors is sent to replicas."),
+				 errhint("sync.mirrors lists the mirrored tables.")));
+	{
+		bool		isnull;
+
+		tab = ms_value(0, 1, &isnull);
+	}
+	p.tables = ms_catalog_tables();
+	ms_pass_read_as_owners(&p);
+	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
+	ms_temp_table(&p, "ms_why");
+	ms_temp_table(&p, "ms_why_from");
+	walk(&p, tab, key);
+
+	/* the chain, from the row back to its rule, read out rule first */
+	ms_exec(&p, "WITH RECURSIVE c AS ("
+			"  SELECT w.tab, w.key, w.depth, w.from_tab, w.from_key, w.relation FROM pg_temp.ms_why w"
+			"   WHERE w.tab = $1 AND w.key = $2"
+			"  UNION ALL"
+			"  SELECT w.tab, w.key, w.depth, w.from_tab, w.from_key, w.relation"
+			"   FROM c JOIN pg_temp.ms_why w ON w.tab = c.from_tab AND w.key = c.from_key),"
+			" chain AS (SELECT tab, key, depth, relation, true AS wanted FROM c"
+			"  UNION ALL SELECT $1, $2, 0, NULL, false WHERE NOT EXISTS (SELECT FROM c))"
+			" SELECT ch.depth, t.relid, ch.key, ch.relation, ch.wanted,"
+			"  CASE WHEN h.replica IS NULL THEN 'no' WHEN h.taken IS NOT NULL THEN 'letting go'"
+			"   WHEN h.number > r.acked_number THEN 'on its way' ELSE 'holds' END"
+			"  FROM chain ch JOIN sync.tables t ON t.id = ch.tab"
+			"  JOIN sync.replicas r ON r.id = $3"
+			"  LEFT JOIN sync.held h ON h.replica = $3 AND h.tab = ch.tab AND h.key = ch.key"
+			" ORDER BY ch.depth",
+			3, (Oid[]) {INT4OID, TEXTOID, UUIDOID}, (Datum[]) {tab, key, id}, NULL, 0);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Datum		values[6];
+		bool		nulls[6];
+
+		for (int c = 0; c < 6; c++)
+			values[c] = ms_value(i, c + 1, &nulls[c]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	ms_pass_end(&p);
+	SPI_finish();
+	return (Datum) 0;
+}
