@@ -321,8 +321,13 @@ ms_reach_since(ms_ctx *c, uint64_t *since)
 	/* a file no message dated yet (sync_apply makes the column): what it applied */
 	if (rc != SQLITE_OK || !has)
 		return rc;
-	/* a note not dated yet was written since the last message: the last applied dates it */
-	rc = ms_prepare(c, &st, "SELECT min(written_after) FROM _sync_notes WHERE set_aside IS NULL");
+	/*
+	 * A note not dated yet was written since the last message: the last
+	 * applied dates it.  Notes set aside count too: sync_retry, or the
+	 * narrowing down of a refused upload, sends them again, and the server
+	 * must still know what they may point at.
+	 */
+	rc = ms_prepare(c, &st, "SELECT min(written_after) FROM _sync_notes");
 	if (rc != SQLITE_OK)
 		return rc;
 	rc = ms_step(c, st);

@@ -469,6 +469,8 @@ def settle(segment):
               {t: d for t, d in digests.items() if d["count"]}, server)
         check(f"{tag}{r.id[-4:]} has nothing left to send", r.one("SELECT count(*) FROM _sync_notes"), 0)
         check(f"{tag}{r.id[-4:]} has nothing set aside", set_aside(r), set())
+        for k, why in r.q("SELECT key, set_aside FROM _sync_notes WHERE set_aside IS NOT NULL"):
+            print(f"  {r.id[-4:]} set aside {k}: {why}")
     check(tag + "no committed change is lost: every sale a store wrote is at the head office", *sales_everywhere())
     kept, counted = owed()
     check(tag + f"and after the calm (the storm ended owing {owed_at_storm_end} messages)", kept, counted)

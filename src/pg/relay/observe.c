@@ -108,6 +108,22 @@ ms_observe(ms_pass *p)
 	}
 	/* a snapshot replaces what the replica was owed: its outbox is dropped */
 	values[0] = PointerGetDatum(provisioning);
+
+	/*
+	 * What it held is taken back by the snapshot, at its end (the replica's
+	 * file keeps the rows a snapshot does not name until then): a row it
+	 * wrote before that end, not filed yet, may still point at one of them
+	 * (transport/reach.c), as at a row a message took back.  The end's
+	 * number is not known yet: MS_LET_GO_SNAPSHOT stands for it.
+	 */
+	if (ms_catalog_has("let_go"))
+		ms_exec(p,
+				"INSERT INTO sync.let_go (replica, tab, key, taken)"
+				" SELECT h.replica, h.tab, h.key, " CppAsString2(MS_LET_GO_SNAPSHOT)
+				"   FROM sync.held h"
+				"  WHERE h.replica = ANY ($1) AND h.refused IS NULL"
+				" ON CONFLICT (replica, tab, key) DO UPDATE SET taken = EXCLUDED.taken",
+				1, types, values, NULL, 0);
 	ms_exec(p,
 			"DELETE FROM sync.held WHERE replica = ANY ($1)",
 			1, types, values, NULL, 0);

@@ -42,7 +42,9 @@
 
 #include "file.h"
 #include "owner.h"
+#include "pass.h"
 #include "updated.h"
+#include "wanted.h"
 
 /* One foreign key a table's filed rows are checked through. */
 typedef struct reach_fk
@@ -72,6 +74,9 @@ struct ms_reach
 	reach_table *tables;		/* one per table of the filer */
 	SPIPlanPtr	held;			/* $1 replica, $2 tab, $3 key: the replica may point at it */
 	bool		let_go;			/* the catalog has sync.let_go */
+	bool		wanted_read;	/* wanted, nwanted: read (wanted_rows) */
+	char	  **wanted;			/* "tab:key" of the rows its rules give it, sorted */
+	int			nwanted;
 };
 
 /* checked: whether a foreign key is the replica's to write in this table */
@@ -301,17 +306,71 @@ parent_key(const reach_fk *rf, char **vals)
 	}
 }
 
-/* reachable: whether the replica may point at the row of table tab keyed key */
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * wanted_rows: the rows the replica's rules give it now, read once a filing
+ * (in the filer's memory: a row's subtransaction rolled back keeps them),
+ * as sync.wanted reads them: each table as its owner.  A row its rules give
+ * it is never a widening of its reach, whatever the server's record of what
+ * it holds says at that moment: being provisioned again, a row quarantined
+ * and not sent, a snapshot on its way.
+ */
+static void
+wanted_rows(ms_filing *f, struct ms_reach *r)
+{
+	MemoryContext cxt = f->filer->cxt;
+	Datum		elems[1] = {UUIDPGetDatum(&f->replica)};
+	ms_pass		p;
+
+	r->wanted_read = true;
+	SPI_connect();
+	ms_pass_begin(&p, CurrentMemoryContext);
+	p.tables = ms_catalog_tables();
+	ms_pass_read_as_owners(&p);
+	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
+	ms_exec(&p, "SELECT w.tab || ':' || w.key FROM pg_temp.ms_wanted w", 0, NULL, NULL, NULL, 0);
+	r->nwanted = (int) SPI_processed;
+	r->wanted = MemoryContextAlloc(cxt, sizeof(char *) * Max(r->nwanted, 1));
+	for (int i = 0; i < r->nwanted; i++)
+	{
+		char	   *v = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+		r->wanted[i] = MemoryContextStrdup(cxt, v);
+	}
+	ms_exec(&p, "DELETE FROM pg_temp.ms_wanted", 0, NULL, NULL, NULL, 0);
+	ms_pass_end(&p);
+	SPI_finish();
+	qsort(r->wanted, r->nwanted, sizeof(char *), cmp_str);
+}
+
+/*
+ * reachable: whether the replica may point at the row of table tab keyed
+ * key: one it holds or held when it wrote (sync.held, sync.let_go), or one
+ * its rules give it now (wanted_rows, read only when the first is not so)
+ */
 static bool
 reachable(ms_filing *f, struct ms_reach *r, int tab, const char *key)
 {
 	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int32GetDatum(tab), CStringGetTextDatum(key)};
 	bool		isnull;
 	bool		yes;
+	char	   *probe;
 
 	ms_filer_run(r->held, values, NULL, true, 1, SPI_OK_SELECT, "read sync.held");
 	yes = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_freetuptable(SPI_tuptable);
+	if (yes)
+		return true;
+	if (!r->wanted_read)
+		wanted_rows(f, r);
+	probe = psprintf("%d:%s", tab, key);
+	yes = bsearch(&probe, r->wanted, r->nwanted, sizeof(char *), cmp_str) != NULL;
+	pfree(probe);
 	return yes;
 }
 
@@ -485,7 +544,11 @@ ms_reach_forget(ms_filing *f)
 		floor = (int64) f->unfiled_since;
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = Int64GetDatum(floor);
-	if (SPI_execute_with_args("DELETE FROM sync.let_go WHERE replica = $1 AND taken <= $2",
+	/* taken by a snapshot (MS_LET_GO_SNAPSHOT): at its end, the replica's snapshot_end */
+	if (SPI_execute_with_args("DELETE FROM sync.let_go l WHERE l.replica = $1 AND (l.taken <= $2"
+							  " OR (l.taken = " CppAsString2(MS_LET_GO_SNAPSHOT)
+							  "     AND EXISTS (SELECT FROM sync.replicas x WHERE x.id = $1"
+							  "                 AND x.snapshot_end <= $2 AND NOT x.provision)))",
 							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not forget rows let go of");
 }
