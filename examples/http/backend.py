@@ -33,6 +33,7 @@ import hashlib
 import json
 import ssl
 import sys
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -92,6 +93,22 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+        if self.close_connection:
+            self.linger()
+
+    def linger(self):
+        """Before closing on a body left unread: read what the client still
+        sends, for a second at most, discarding it.  Closed with bytes unread,
+        the socket would reset the connection, and the client could lose the
+        answer it was sent (as HTTP servers linger)."""
+        self.wfile.flush()
+        try:
+            self.connection.settimeout(1.0)
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end and self.rfile.read1(65536):
+                pass
+        except OSError:
+            pass
 
     def do_GET(self):
         self.close_connection = True

@@ -127,6 +127,11 @@ class Store:
     def sell(self):
         if not self.has("products"):
             return
+        # as a till would: no sale before the device knows its own store (a
+        # first sync cut short may not have brought it yet; the file refuses
+        # a sale pointing at a store it does not hold)
+        if not self.has("stores") or not self.q("SELECT 1 FROM stores WHERE id = ?", (self.id,)):
+            return
         products = [r[0] for r in self.q("SELECT id FROM products")]
         if not products:
             return
