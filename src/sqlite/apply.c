@@ -735,6 +735,56 @@ finish(applier *a)
 	ms_buf_free(&a->evolved);
 }
 
+/*
+ * A Down of at least this many rows is applied with the connection's
+ * triggers off when every trigger of the file is ours (quiet_triggers).
+ */
+#define QUIET_ROWS 256
+
+/* how every trigger of ours begins: silent while sync_apply writes (schema.c, reach.c, hlc.c) */
+static const char *const ours_when = "WHEN (SELECT applying FROM _sync_state WHERE id = 1) = 0";
+
+/*
+ * quiet_triggers: turn the connection's triggers off for the rows of a
+ * large Down (SQLITE_DBCONFIG_ENABLE_TRIGGER), when each trigger of the
+ * file is one of ours, all silent while sync_apply writes: each row's guard
+ * or noting trigger would otherwise run a subprogram reading _sync_state
+ * for nothing, which was a third of a snapshot's apply.  A trigger of the
+ * host's (any other name or body, or any TEMP trigger) keeps them on, so it
+ * fires on every row as before.  Turning them off and on expires the
+ * connection's statements, as DDL does (util.c's sentinel covers an undo):
+ * only for many rows.  *off: they were turned off, and must be turned on.
+ */
+static int
+quiet_triggers(applier *a, const Sync__Down *d, bool *off)
+{
+	ms_ctx	   *c = a->c;
+	sqlite3_stmt *st = NULL;
+	size_t		rows = 0;
+	int			on = 0;
+	int			rc;
+
+	*off = false;
+	for (size_t i = 0; i < d->n_tables; i++)
+		rows += d->tables[i]->n_upserts + d->tables[i]->n_deletes;
+	if (rows < QUIET_ROWS || sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, -1, &on) != SQLITE_OK || !on)
+		return SQLITE_OK;
+	rc = ms_prepare(c, &st, "SELECT EXISTS (SELECT 1 FROM main.sqlite_master WHERE type = 'trigger'"
+					" AND NOT (name GLOB '_sync_*' AND instr(sql, %Q) > 0)"
+					" UNION ALL SELECT 1 FROM temp.sqlite_master WHERE type = 'trigger')", ours_when);
+	if (rc == SQLITE_OK)
+		rc = ms_step(c, st);
+	if (rc == SQLITE_ROW)
+	{
+		rc = SQLITE_OK;
+		if (sqlite3_column_int(st, 0) == 0 &&
+			sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, (int *) NULL) == SQLITE_OK)
+			*off = true;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
 /* apply: a message that follows the chain */
 static int
 apply(applier *a, ms_buf *out)
@@ -772,11 +822,15 @@ apply(applier *a, ms_buf *out)
 	if (rc == SQLITE_OK && m->body_case == SYNC__TO_REPLICA__BODY_DOWN)
 	{
 		const Sync__Down *d = m->down;
+		bool		off;
 
+		rc = quiet_triggers(a, d, &off);
 		for (size_t i = 0; i < d->n_tables && rc == SQLITE_OK; i++)
 			rc = upserts(a, d->tables[i]);
 		for (size_t i = d->n_tables; i > 0 && rc == SQLITE_OK; i--)
 			rc = deletes(a, d->tables[i - 1]);
+		if (off)
+			sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 1, (int *) NULL);
 		/* the server's wishes, kept to be decided at the next upload (wish.c) */
 		if (rc == SQLITE_OK)
 			rc = ms_wish_receive(c, d);

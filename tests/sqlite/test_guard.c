@@ -98,9 +98,73 @@ apply_still_writes(void)
 	sqlite3_close(db);
 }
 
+/* a Down of n new products from id first: many rows, applied with the triggers off when all are ours */
+static char *
+apply_many(sqlite3 *db, tm_server *s, int first, int n)
+{
+	Sync__Down *d = tm_down();
+
+	for (int i = first; i < first + n; i++)
+	{
+		char		row[128];
+		char		key[16];
+
+		snprintf(row, sizeof row, "{\"id\":%d,\"name\":\"p%d\",\"price\":1,\"stock\":1}", i, i);
+		snprintf(key, sizeof key, "%d", i);
+		tm_upsert(tm_rows(d, "products"), tm_strdup(row), -1, tm_strdup(key), NULL);
+	}
+	return tm_apply(db, tm_next(s, d, NULL));
+}
+
+/*
+ * A large Down runs with the connection's triggers off while every trigger
+ * is ours (apply.c's quiet_triggers): the host's own triggers, whatever
+ * their name, and TEMP ones, still fire on every row, and after it the
+ * guards are back.
+ */
+static void
+many_rows_keep_host_triggers(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_shop(&s);
+	char	   *err = NULL;
+	char	   *r;
+	int			on = 0;
+
+	r = apply_many(db, &s, 100, 300);
+	CHECK(t_has(r, "\"upserts\":300"), "300 rows applied: %s %s", S(r), tm_error());
+	CHECK(sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, -1, &on) == SQLITE_OK && on == 1,
+		  "the connection's triggers are on again");
+	CHECK(refused(db, "INSERT INTO products(id, name, price) VALUES (1000, 'mine', 1)",
+				  (const char *const[]) {"products", NULL}),
+		  "and the guard refuses a local row after it");
+	CHECK(t_exec(db, "CREATE TABLE host_log (id INTEGER, way TEXT);"
+				 " CREATE TRIGGER host_ins AFTER INSERT ON products BEGIN INSERT INTO host_log VALUES (NEW.id, 'host'); END",
+				 &err) == SQLITE_OK, "the host's trigger: %s", S(err));
+	sqlite3_free(err);
+	r = apply_many(db, &s, 400, 300);
+	CHECK(t_has(r, "\"upserts\":300") && t_int(db, "SELECT count(*) FROM host_log WHERE way = 'host'") == 300,
+		  "the host's trigger fired on each of 300 rows: %s %s", S(r), tm_error());
+	CHECK(t_exec(db, "DROP TRIGGER host_ins; CREATE TRIGGER \"_sync_mine\" AFTER INSERT ON products"
+				 " BEGIN INSERT INTO host_log VALUES (NEW.id, 'named'); END", &err) == SQLITE_OK, "%s", S(err));
+	sqlite3_free(err);
+	r = apply_many(db, &s, 700, 300);
+	CHECK(t_has(r, "\"upserts\":300") && t_int(db, "SELECT count(*) FROM host_log WHERE way = 'named'") == 300,
+		  "so did one named as ours but not silent while applying: %s %s", S(r), tm_error());
+	CHECK(t_exec(db, "DROP TRIGGER \"_sync_mine\"; CREATE TEMP TRIGGER host_temp AFTER INSERT ON main.products"
+				 " BEGIN INSERT INTO host_log VALUES (NEW.id, 'temp'); END", &err) == SQLITE_OK, "%s", S(err));
+	sqlite3_free(err);
+	r = apply_many(db, &s, 1000, 300);
+	CHECK(t_has(r, "\"upserts\":300") && t_int(db, "SELECT count(*) FROM host_log WHERE way = 'temp'") == 300,
+		  "and a TEMP one: %s %s", S(r), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM products WHERE id >= 100") == 1200, "every row is there");
+	sqlite3_close(db);
+}
+
 void
 test_guard(void)
 {
 	server_columns_refused();
 	apply_still_writes();
+	many_rows_keep_host_triggers();
 }
