@@ -30,15 +30,17 @@
 ** that does not decode, whose key columns are not its key, that a local
 ** constraint refuses, or of a table the replica does not hold is refused
 ** (recorded in _sync_refused) and the rest goes on; then deletes, children
-** first, let go of rows (letgo.c).  An EndSnapshot lets go of every row of
-** its tables the snapshot did not name (_sync_named).  A catalog table empty
-** when the snapshot began is named whole instead (the key '', which no row
-** has): only sync_apply adds its rows (its guards), so every row it has at
-** the end came with the snapshot, and neither its keys nor a scan of it at
-** the end cost anything.  The last applied
-** number, nonce and seal are recorded, then retired rows nothing points at
-** go for good in a savepoint of their own: a failure there is only noted
-** in last_error.
+** first, let go of rows (letgo.c); a Down of many rows runs with the
+** connection's triggers off while every trigger of the file is ours, each
+** silent while sync_apply writes (quiet_triggers).  An EndSnapshot lets
+** go of every row of its tables the snapshot did not name (_sync_named).
+** A catalog table empty when the snapshot began is named whole instead (the
+** key '', which no row has): only sync_apply adds its rows (its guards), so
+** every row it has at the end came with the snapshot, and neither its keys
+** nor a scan of it at the end cost anything.  The last applied number,
+** nonce and seal are recorded, then retired rows nothing points at go for
+** good in a savepoint of their own: a failure there is only noted in
+** last_error.
 */
 #include "magic_sync_sqlite.h"
 
