@@ -120,10 +120,13 @@ SELECT sync.mirror('shop', 'catalog', 'assigned(owner)')
   UNION ALL SELECT sync.mirror('letter', 'catalog', 'follows(email)')) m;
 SELECT * FROM sync.check();
 
--- keys no replica could spell as the server does: refused, saying what to do
--- a record keyed by citext: a replica writes its keys, and cannot fold case as the database does
+-- a record keyed by citext: its replicas spell its keys lowercase, as the
+-- server's locale folds them; a row in another case is refused when filed
+-- (tests/e2e/keys.py)
 CREATE TABLE inbox (origin uuid, email citext, PRIMARY KEY (origin, email));
 SELECT sync.mirror('inbox', 'record', key => '{origin,email}', origin => 'origin');
+SELECT sync.unmirror('inbox');
+-- keys no replica could spell as the server does: refused, saying what to do
 CREATE COLLATION folded (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 CREATE TABLE folder (name text COLLATE folded PRIMARY KEY);
 SELECT sync.mirror('folder', 'catalog', 'broadcast');
