@@ -34,25 +34,6 @@ SELECT count(*) AS returned FROM sync.pull('ffffffff-0000-0000-0000-000000000001
 COMMIT;
 SELECT pg_current_wal_flush_lsn() >= :'inserted'::pg_lsn AS flushed;
 
--- its own commit waits for no flush when all it wrote is bookkeeping (the
--- pulls counted, the answers given): a write reaches the device one fsync
--- sooner.  Decided at the commit: not when the transaction wrote anything
--- else, before the pull or after it.
-SET client_min_messages = debug1;
-SELECT count(*) AS returned FROM sync.pull('ffffffff-0000-0000-0000-000000000001', :provisioned_by, 1048576);
-BEGIN;
-SELECT count(*) AS returned FROM sync.pull('ffffffff-0000-0000-0000-000000000001', :provisioned_by, 1048576);
-UPDATE flushed.items SET v = 'b';
-COMMIT;
-BEGIN;
-UPDATE flushed.items SET v = 'c';
-SELECT count(*) AS returned FROM sync.pull('ffffffff-0000-0000-0000-000000000001', :provisioned_by, 1048576);
-COMMIT;
-BEGIN;
-SELECT count(*) AS returned FROM sync.pull('ffffffff-0000-0000-0000-000000000001', :provisioned_by, 1048576);
-COMMIT;
-SET client_min_messages = warning;
-
 -- clean up for the tests that follow
 SELECT sync.unmirror('flushed.items');
 SELECT sync.replica_drop('ffffffff-0000-0000-0000-000000000001');

@@ -36,7 +36,6 @@
  */
 #include "magic_sync.h"
 
-#include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
 #include "access/xlogrecovery.h"
@@ -46,10 +45,8 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "replication/syncrep.h"
 #include "replication/walreceiver.h"
 #include "utils/builtins.h"
-#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -341,52 +338,6 @@ inserted(void)
 }
 
 /*
- * A pull's own commit waits for no flush when all it wrote is bookkeeping:
- * how often messages went out (sync.outbox.pulls) and answers were given
- * (sync.answers.pulled).  What it returns was flushed before it returned it
- * (below); a crash that takes the bookkeeping back only has the next pull
- * count and give again what this one did.  Waiting for its own flush as
- * well cost a write a second fsync on its way to the device (issue 37).
- * Decided at the commit, at the transaction's own level (the function's SET
- * clause would undo a setting made inside it): only when the transaction
- * wrote nothing before the pull's bookkeeping (no claim moved anything, no
- * statement of the caller's) and nothing after it, and no synchronous
- * standby waits for the commit.
- */
-static XLogRecPtr bookkeeping_end = InvalidXLogRecPtr;
-
-static void
-commit_bookkeeping(XactEvent event, void *arg)
-{
-	(void) arg;
-	if (event == XACT_EVENT_PRE_COMMIT && !XLogRecPtrIsInvalid(bookkeeping_end) &&
-		XactLastRecEnd == bookkeeping_end &&
-		(SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0'))
-	{
-		(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_LOCAL, true, 0, false);
-		ereport(DEBUG1, (errmsg_internal("sync.pull commits its bookkeeping without waiting for its flush")));
-	}
-	if (event != XACT_EVENT_PRE_COMMIT && event != XACT_EVENT_PARALLEL_PRE_COMMIT)
-		bookkeeping_end = InvalidXLogRecPtr;
-}
-
-/* before the bookkeeping: whether the transaction wrote nothing so far */
-static bool
-nothing_written(bool standby)
-{
-	static bool registered = false;
-
-	if (!registered)
-	{
-		RegisterXactCallback(commit_bookkeeping, NULL);
-		registered = true;
-	}
-	bookkeeping_end = InvalidXLogRecPtr;
-	return !standby && !TransactionIdIsValid(GetTopTransactionIdIfAny());
-}
-
-/*
  * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int [, applied
  * bytea]) returns table(number bigint, message bytea).
  */
@@ -405,7 +356,6 @@ ms_pull(PG_FUNCTION_ARGS)
 	SPIPlanPtr	body;
 	Sync__Applied *applied;
 	bool		standby = RecoveryInProgress();
-	bool		bookkeeping_only;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -438,7 +388,6 @@ ms_pull(PG_FUNCTION_ARGS)
 	/* a standby's record lags: claims are the primary's to check */
 	if (!standby)
 		beyond_the_record(replica, after, applied);
-	bookkeeping_only = nothing_written(standby);
 	values[1] = Int64GetDatum(after);
 	last = after;
 
@@ -561,8 +510,6 @@ ms_pull(PG_FUNCTION_ARGS)
 								  3, utypes, uvalues, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not count the pulls of sync.outbox");
 	}
-	if (bookkeeping_only && TransactionIdIsValid(GetTopTransactionIdIfAny()))
-		bookkeeping_end = XactLastRecEnd;
 	SPI_finish();
 	return (Datum) 0;
 }
