@@ -13,7 +13,8 @@ and sync.pull, p50 and p99 (target: p99 <= 100 ms), in three runs:
             (10**6; a pass of its own: relay/observe.c)
   one-row   while a writer changes one row every 20 ms, each commit waking
             the worker for a one-row pass sent to A and B
-and beside each its ratio to the idle run.  Before issue 37 every pass held
+and beside each its ratio to the idle run, and what A's session was seen
+waiting on (pg_stat_activity's wait event, pg_locks' relation), sampled.  Before issue 37 every pass held
 sync.replicas whole until it committed: a filing or a pull waited for the
 whole snapshot (tests/e2e/file_during_snapshot.py: 55P03 under lock_timeout).
 
@@ -73,6 +74,36 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
 
 
+class Sampler:
+    """what A's session waits on while it files and pulls: its wait event, and the
+    relation of a lock it waits for (pg_locks), sampled every millisecond or so"""
+
+    def __init__(self, pid):
+        self.pid, self.counts, self.samples, self.stop = pid, {}, 0, False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        c = connect().cursor()
+        while not self.stop:
+            c.execute("SELECT a.wait_event_type || ':' || a.wait_event || coalesce(' on ' || (SELECT"
+                      " string_agg(DISTINCT coalesce(l.relation::regclass::text, l.locktype), ',') FROM pg_locks l"
+                      " WHERE l.pid = a.pid AND NOT l.granted), '') FROM pg_stat_activity a"
+                      " WHERE a.pid = %s AND a.state = 'active'", (self.pid,))
+            row = c.fetchone()
+            self.samples += 1
+            if row and row[0]:
+                self.counts[row[0]] = self.counts.get(row[0], 0) + 1
+            time.sleep(0.001)
+
+    def report(self):
+        self.stop = True
+        self.thread.join()
+        top = sorted(self.counts.items(), key=lambda kv: -kv[1])[:4]
+        print("            A's session waiting, of %d samples: %s" % (
+            self.samples, ", ".join(f"{k} {v}" for k, v in top) or "never"), flush=True)
+
+
 class Device:
     """replica A's agent: files an upload, then pulls and applies, each call timed (ms)"""
 
@@ -80,6 +111,7 @@ class Device:
         self.server = Server(DB, create=False)
         self.replica.server = self.server
         self.file, self.pull = [], []
+        self.sampler = Sampler(self.server.conn.get_backend_pid())
 
     replica = None
 
@@ -103,6 +135,7 @@ def report(name, d, base=None):
                  " the idle run)")
     print(f"  {name:9} {len(d.file):5} calls  file p50 {f50:7.1f} p99 {f99:7.1f} ms   pull p50 {p50:7.1f}"
           f" p99 {p99:7.1f} ms   max {max(d.file + d.pull):7.0f} ms{ratio}   load {load()}", flush=True)
+    d.sampler.report()
     return f50, f99, p50, p99
 
 

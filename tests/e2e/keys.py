@@ -23,6 +23,7 @@ rows it points at.
 
     tests/e2e/run keys.py          (SEED=n STEPS=n to vary)
 """
+import json
 import os
 import random
 
@@ -64,6 +65,7 @@ CREATE TABLE item (id bigint PRIMARY KEY, shelf code NOT NULL, n smallint NOT NU
                    qty int NOT NULL, FOREIGN KEY (shelf, n, at) REFERENCES slot);
 CREATE INDEX ON item (at, n, shelf);
 CREATE DOMAIN workday AS date CHECK (extract(isodow FROM VALUE) < 6);
+CREATE TABLE memo (origin uuid, email citext, body text NOT NULL, PRIMARY KEY (origin, email));
 CREATE TABLE mailbox (email citext PRIMARY KEY, "projectID" varchar NOT NULL REFERENCES project, note text);
 CREATE INDEX ON mailbox ("projectID");
 CREATE TABLE price (amount numeric PRIMARY KEY, "projectID" varchar NOT NULL REFERENCES project);
@@ -107,6 +109,7 @@ for t, rule in [("project", "assigned(owner)"), ("issue", 'follows("projectID")'
                 ("mailbox", 'follows("projectID")'), ("price", 'follows("projectID")'), ("visit", 'follows("projectID")'),
                 ("stage", 'follows("projectID")'), ("entry", 'follows("projectID")'), ("remark", "follows(amount)")]:
     srv.exec("SELECT sync.mirror(%s, 'catalog', %s)", (t, rule))
+srv.exec("SELECT sync.mirror('memo', 'record', key => '{origin,email}', origin => 'origin')")
 check("every foreign key has its index", srv.rows("SELECT * FROM sync.check()"), [])
 for r in (R1, R2):
     srv.exec("SELECT sync.replica_add(%s)", (r,))
@@ -256,4 +259,23 @@ check("prices rescaled and entries changed in sessions of other settings", srv.o
     "SELECT count(*) FROM entry WHERE extract(second FROM at) = 0 AND extract(minute FROM at) > 0") > 0, True)
 check("logins point at accounts in another case", srv.one(
     "SELECT count(*) > 0 FROM login l JOIN account a ON a.email = l.email WHERE a.email::text <> l.email::text"), True)
+# a record keyed by citext: a row its replica spells lowercase, as the
+# server's locale folds it, is filed and held; one in
+# another case (a second row on the replica, whose file compares bytes) is
+# refused, that row alone, saying why
+writer = replicas[0]
+writer.q("INSERT INTO memo (origin, email, body) VALUES (?, 'ärger@example.org', 'a')", (R1,))
+writer.q("INSERT INTO memo (origin, email, body) VALUES (?, 'Loud@Example.ORG', 'b')", (R1,))
+filed = writer.upload()
+check("a citext-keyed record in its key's spelling filed, one in another case refused",
+      (filed["filed"], filed["refused"]), (1, 1))
+check("the server holds the one", srv.rows("SELECT email::text, body FROM memo"), [("ärger@example.org", "a")])
+answer = srv.rows("SELECT message FROM sync.pull(%s, 0) WHERE number IS NULL", (R1,))
+check("the answer says why", "spelled lowercase" in json.dumps(
+    [srv.one("SELECT sync.inspect(%s)", (m[0],)) for m in answer], ensure_ascii=False), True)
+settle(srv, replicas)
+check("the writer's file keeps both, the server holds the one",
+      (writer.q("SELECT email, body FROM memo ORDER BY email"), srv.held(R1).get("memo")),
+      ([("Loud@Example.ORG", "b"), ("ärger@example.org", "a")], {f"36:{R1}18:ärger@example.org"}))
+check("the writer holds what it should of it", srv.held(R1).get("memo"), srv.wanted(R1).get("memo"))
 finish()

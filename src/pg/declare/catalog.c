@@ -78,6 +78,31 @@ ms_eq_operator(Oid type)
 	return OidIsValid(tc->eq_opr) ? ms_operator_sql(tc->eq_opr) : "OPERATOR(pg_catalog.=)";
 }
 
+char *
+ms_member_match(const ms_table *t, const char *m, const char *x)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int k = 0; k < t->nkey; k++)
+	{
+		const ms_column *c = &t->columns[t->key[k]];
+		Oid			type;
+		int32		typmod;
+		Oid			coll;
+		char	   *member = psprintf("%s.%s", m, t->member_key[k]);
+
+		get_atttypetypmodcoll(t->members, get_attnum(t->members, t->member_key_names[k]), &type, &typmod, &coll);
+		if (type != c->type)
+			member = psprintf("(%s)::%s", member, format_type_be_qualified(c->type));
+		if (OidIsValid(c->collation) && coll != c->collation)
+			member = psprintf("%s COLLATE %s", member, generate_collation_name(c->collation));
+		appendStringInfo(&buf, "%s%s %s %s.%s", k > 0 ? " AND " : "", member, ms_eq_operator(c->type), x,
+						 c->quoted);
+	}
+	return buf.data;
+}
+
 bool
 ms_key_type_ok(Oid type)
 {

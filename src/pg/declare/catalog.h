@@ -232,6 +232,15 @@ extern char *ms_operator_sql(Oid opno);
 extern char *ms_eq_operator(Oid type);
 
 /*
+ * ms_member_match: "m.k1 = x.c1 AND ...", a grouped table's member rows
+ * (alias m) joined to its rows (alias x), compared as the key columns' own
+ * types with their equality, under their collations, so that the table's
+ * key index serves the join (a member column of another type or collation
+ * is cast to the key's).
+ */
+extern char *ms_member_match(const ms_table *t, const char *m, const char *x);
+
+/*
  * ms_key_type_ok: smallint, integer, bigint, numeric, text, varchar, uuid,
  * date, time, timestamp, timestamptz, an enum (or a domain over one): a
  * type whose every value has one spelling (keys.h).

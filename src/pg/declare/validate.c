@@ -327,16 +327,6 @@ check_key(ms_vcx *v)
 				.why = "A key column is smallint, integer, bigint, numeric, text, varchar, citext, uuid, date, time, timestamp, timestamptz or an enum (or a domain over one): each of its values has one spelling on every replica.",
 				.hint = "Declare another key, or change the column's type."
 			});
-		else if (d->record && ms_key_kind_of(att->atttypid) == MS_KEY_FOLDED)
-			ms_v_report(v, (ms_problem) {
-				.sqlerrcode = ERRCODE_DATATYPE_MISMATCH,
-				.problem = "key type",
-				.message = psprintf("key column \"%s\" of record %s has type %s", d->key[k],
-									v->tabname, format_type_be(att->atttypid)),
-				.why = "A citext key part is spelled lowercase as the database's locale folds case, which no replica writing a record can do alike: two spellings of one key would be two rows.",
-				.hint = psprintf("Make the key column text, with a unique index on lower(%s) to keep one row per value in any case; a catalog may be keyed by citext.",
-								 quote_identifier(d->key[k]))
-			});
 		else if (v->declaring && OidIsValid(att->attcollation) && !get_collation_isdeterministic(att->attcollation))
 			ms_v_report(v, (ms_problem) {
 				.sqlerrcode = ERRCODE_DATATYPE_MISMATCH,

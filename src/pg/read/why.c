@@ -84,9 +84,7 @@ rule_detail(const ms_table *t)
 	appendStringInfo(&buf, "'rule: grouped, group ' || (SELECT pg_catalog.string_agg(DISTINCT"
 					 " pg_catalog.quote_literal(a.%s::pg_catalog.text), ', ')"
 					 " FROM %s t JOIN %s m ON ", t->group_column, t->qualified, t->members_qualified);
-	for (int k = 0; k < t->nkey; k++)
-		appendStringInfo(&buf, "%sm.%s OPERATOR(pg_catalog.=) t.%s", k > 0 ? " AND " : "", t->member_key[k],
-						 t->columns[t->key[k]].quoted);
+	appendStringInfoString(&buf, ms_member_match(t, "m", "t"));
 	appendStringInfo(&buf, " JOIN %s a ON a.%s %s m.%s WHERE a.%s OPERATOR(pg_catalog.=) s.replica AND %s)",
 					 t->assignments_qualified, t->group_column,
 					 ms_eq_operator(get_atttype(t->assignments, get_attnum(t->assignments, t->group_column_name))),

@@ -330,9 +330,7 @@ group_rows(ms_pass *p, const char *into, bool held)
 		if (t->rule != MS_RULE_GROUPED)
 			continue;
 		initStringInfo(&on);
-		for (int k = 0; k < t->nkey; k++)
-			appendStringInfo(&on, "%sm.%s OPERATOR(pg_catalog.=) x.%s", k ? " AND " : "", t->member_key[k],
-							 t->columns[t->key[k]].quoted);
+		appendStringInfoString(&on, ms_member_match(t, "m", "x"));
 		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 		ms_exec(p, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
 							" SELECT DISTINCT n.replica, %d, %s FROM " MS_BATCH_NOTES

@@ -208,9 +208,7 @@ rule_select(const ms_table *t, const char *replicas, const char *cand, bool ever
 		StringInfoData on;
 
 		initStringInfo(&on);
-		for (int k = 0; k < t->nkey; k++)
-			appendStringInfo(&on, "%sm.%s OPERATOR(pg_catalog.=) t.%s", k > 0 ? " AND " : "", t->member_key[k],
-							 t->columns[t->key[k]].quoted);
+		appendStringInfoString(&on, ms_member_match(t, "m", "t"));
 		/* the group column's own equality: it may be of any type */
 		appendStringInfo(&sql, "SELECT DISTINCT r.id, %d, %s FROM %s JOIN %s m ON %s"
 						 " JOIN %s a ON a.%s %s m.%s"

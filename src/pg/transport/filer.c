@@ -392,8 +392,22 @@ ms_key_canonical(const ms_table *t, const Sync__Key *k, char **parts, char **why
 		if (kind == MS_KEY_TEXT)
 			parts[i] = k->parts[i];
 		else if (kind == MS_KEY_FOLDED)
+		{
+			/*
+			 * A citext part as the key spells it, lowercase as the database's
+			 * locale folds it: the spelling the server sends the row in.  A
+			 * part in another case would be a second row on the replica (its
+			 * file compares bytes) of one row here: refused, that row alone.
+			 */
 			parts[i] = TextDatumGetCString(DirectFunctionCall1Coll(lower, DEFAULT_COLLATION_OID,
 																   CStringGetTextDatum(k->parts[i])));
+			if (strcmp(parts[i], k->parts[i]) != 0)
+			{
+				*why = psprintf("its key column \"%s\": a citext key part is spelled lowercase, as the server's locale folds it: \"%.40s\", not \"%.40s\"",
+								c->name, parts[i], k->parts[i]);
+				return false;
+			}
+		}
 		else if (!ms_key_canon(kind, k->parts[i], len, canon, &n, reason))
 		{
 			*why = psprintf("its key column \"%s\": %s", c->name, reason);
