@@ -1210,10 +1210,19 @@ CREATE FUNCTION sync.why_json(replica uuid, tab regclass, key text)
 	$$;
 COMMENT ON FUNCTION sync.why_json(uuid, regclass, text) IS
 	'sync.why as one jsonb object for a program: {replica, table, key, wanted, chain: [{depth, table, key, relation, wanted, held}, ...]}';
+CREATE FUNCTION sync.why_all(replica uuid)
+	RETURNS TABLE (tab regclass, key text, depth int, relation text, from_tab regclass, from_key text)
+	LANGUAGE c STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_why_all';
+COMMENT ON FUNCTION sync.why_all(uuid) IS
+	'sync.why for every row a replica should hold, from one walk of its wanted set (sync.why walks it once per row): each row with the link that first reached it, its relation as sync.why says it and the row one link up its shortest chain (from_tab, from_key; NULL at depth 0, a rule''s row); depth NULL for a wanted row no link reaches';
 REVOKE ALL ON FUNCTION sync.why(uuid, regclass, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.why(uuid, regclass, text) TO sync_admin;
 REVOKE ALL ON FUNCTION sync.why_json(uuid, regclass, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.why_json(uuid, regclass, text) TO sync_admin;
+REVOKE ALL ON FUNCTION sync.why_all(uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.why_all(uuid) TO sync_admin;
 
 -- A dry run of a statement: what each replica would be sent or let go of (src/pg/sql/19_why.sql)
 CREATE FUNCTION sync.would_send(statement text)

@@ -24,6 +24,14 @@ CREATE FUNCTION sync.why_json(replica uuid, tab regclass, key text)
 COMMENT ON FUNCTION sync.why_json(uuid, regclass, text) IS
 	'sync.why as one jsonb object for a program: {replica, table, key, wanted, chain: [{depth, table, key, relation, wanted, held}, ...]}';
 
+CREATE FUNCTION sync.why_all(replica uuid)
+	RETURNS TABLE (tab regclass, key text, depth int, relation text, from_tab regclass, from_key text)
+	LANGUAGE c STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_why_all';
+COMMENT ON FUNCTION sync.why_all(uuid) IS
+	'sync.why for every row a replica should hold, from one walk of its wanted set (sync.why walks it once per row): each row with the link that first reached it, its relation as sync.why says it and the row one link up its shortest chain (from_tab, from_key; NULL at depth 0, a rule''s row); depth NULL for a wanted row no link reaches';
+
 -- Its inverse, for the operator planning a change (src/pg/read/would_send.c): no SET
 -- search_path, the statement is the caller's, in the caller's search_path.
 CREATE FUNCTION sync.would_send(statement text)
