@@ -23,7 +23,7 @@ runs it (tests/e2e/long.sh), tests/e2e/run does not unless named.
     runs sends exactly that.  Then, for each of the two devices holding
     zero: sync.why_all explains every row it holds, from one walk; and
     sync.why, one call a row, explains the
-    rows of the move (ZBUGS_WHY_ROWS of them, default 200, spread over
+    rows of the move (ZBUGS_WHY_ROWS of them, default 20, spread over
     them; 0: all).  Timed, printed as `zbugs why...` lines.
 
 Run by tests/e2e/run zbugs_walk.py (inside pg_virtualenv)."""
@@ -40,7 +40,7 @@ from harness import EXTENSION, TOP, Server, check, finish
 AGENT = os.path.join(TOP, "magic_sync_agent")
 SCHEMA = os.path.join(TOP, "tests", "e2e", "realschema.sql")
 SCALE = float(os.environ.get("ZBUGS_SCALE", "1"))
-WHY_ROWS = int(os.environ.get("ZBUGS_WHY_ROWS", "200"))
+WHY_ROWS = int(os.environ.get("ZBUGS_WHY_ROWS", "20"))
 A = "39390000-0000-4000-8000-00000000000a"
 B = "39390000-0000-4000-8000-00000000000b"
 C = "39390000-0000-4000-8000-00000000000c"
