@@ -108,7 +108,9 @@ RESET ROLE;
 
 -- Every function of the extension pins search_path, but those in C that run
 -- no SQL through the caller's (sync.mirror and the DDL event triggers pin it
--- themselves; the noting trigger writes without SQL; keys and digests run none)
+-- themselves; the noting trigger writes without SQL; keys and digests run none),
+-- and sync.would_send, whose statement is the caller's, in the caller's (it pins
+-- it for its own), and its JSON face, which names everything qualified
 SELECT p.oid::regprocedure AS search_path_not_pinned
   FROM pg_catalog.pg_proc p
  WHERE p.pronamespace OPERATOR(pg_catalog.=) 'sync'::regnamespace AND p.prokind OPERATOR(pg_catalog.<>) 'a'

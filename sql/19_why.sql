@@ -103,6 +103,20 @@ SELECT count(*) AS rows, bool_and(c.ok) AS all_explained
                   AND max(y.depth) = count(*) - 1 AS ok
              FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', w.tab, w.key) y) c;
 
+-- sync.why_all: every row A should hold from one walk, each with the link
+-- sync.why ends its chain with (the same relation, depth and row before)
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.depth IS NULL) AS unreached,
+       (SELECT count(*) FROM sync.wanted('aaaaaaaa-0000-0000-0000-000000000000')) AS wanted,
+       bool_and(y.depth = a.depth AND y.relation = a.relation AND
+                (a.depth = 0 AND a.from_tab IS NULL OR (a.from_tab, a.from_key) = (x.tab, x.key))) AS as_why_says
+  FROM sync.why_all('aaaaaaaa-0000-0000-0000-000000000000') a,
+  LATERAL (SELECT * FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', a.tab, a.key)) y
+  LEFT JOIN LATERAL (SELECT * FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', a.tab, a.key)) x
+    ON x.depth = y.depth - 1
+ WHERE y.depth = (SELECT max(z.depth) FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', a.tab, a.key) z);
+SELECT * FROM sync.why_all('aaaaaaaa-0000-0000-0000-000000000000') WHERE tab IN ('cities'::regclass, 'products'::regclass);
+SELECT * FROM sync.why_all('dddddddd-0000-0000-0000-000000000000');
+
 -- refused: an unknown replica, a table not mirrored
 SELECT * FROM sync.why('dddddddd-0000-0000-0000-000000000000', 'products', sync.key('{1}'));
 SELECT * FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', 'group_replicas', sync.key('{city}'));

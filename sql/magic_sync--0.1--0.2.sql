@@ -1210,7 +1210,42 @@ CREATE FUNCTION sync.why_json(replica uuid, tab regclass, key text)
 	$$;
 COMMENT ON FUNCTION sync.why_json(uuid, regclass, text) IS
 	'sync.why as one jsonb object for a program: {replica, table, key, wanted, chain: [{depth, table, key, relation, wanted, held}, ...]}';
+CREATE FUNCTION sync.why_all(replica uuid)
+	RETURNS TABLE (tab regclass, key text, depth int, relation text, from_tab regclass, from_key text)
+	LANGUAGE c STRICT
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'ms_why_all';
+COMMENT ON FUNCTION sync.why_all(uuid) IS
+	'sync.why for every row a replica should hold, from one walk of its wanted set (sync.why walks it once per row): each row with the link that first reached it, its relation as sync.why says it and the row one link up its shortest chain (from_tab, from_key; NULL at depth 0, a rule''s row); depth NULL for a wanted row no link reaches';
 REVOKE ALL ON FUNCTION sync.why(uuid, regclass, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.why(uuid, regclass, text) TO sync_admin;
 REVOKE ALL ON FUNCTION sync.why_json(uuid, regclass, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.why_json(uuid, regclass, text) TO sync_admin;
+REVOKE ALL ON FUNCTION sync.why_all(uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.why_all(uuid) TO sync_admin;
+
+-- A dry run of a statement: what each replica would be sent or let go of (src/pg/sql/19_why.sql)
+CREATE FUNCTION sync.would_send(statement text)
+	RETURNS TABLE (replica uuid, tab regclass, sent bigint, let_go bigint)
+	LANGUAGE c STRICT
+	AS 'MODULE_PATHNAME', 'ms_would_send';
+COMMENT ON FUNCTION sync.would_send(text) IS
+	'A dry run of one INSERT, UPDATE, DELETE or MERGE: run as the caller in a subtransaction, its notes planned by the relay''s own planner for every live replica not waiting for a snapshot, against what each holds now, then all rolled back (nothing noted, held or sent; sequences stay drawn). Per replica and table, the rows a pass would send it and those it would let go of; none when the statement moves nothing';
+
+CREATE FUNCTION sync.would_send_json(statement text)
+	RETURNS jsonb
+	LANGUAGE sql STRICT
+	AS $$
+	SELECT pg_catalog.jsonb_build_object(
+		'sent', COALESCE(pg_catalog.sum(w.sent), 0), 'let_go', COALESCE(pg_catalog.sum(w.let_go), 0),
+		'by', COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+			'replica', w.replica, 'table', w.tab::pg_catalog.text, 'sent', w.sent, 'let_go', w.let_go)
+			ORDER BY w.replica, w.tab::pg_catalog.text), '[]'))
+	  FROM sync.would_send($1) w
+	$$;
+COMMENT ON FUNCTION sync.would_send_json(text) IS
+	'sync.would_send as one jsonb object for a program: {sent, let_go, by: [{replica, table, sent, let_go}, ...]}';
+REVOKE ALL ON FUNCTION sync.would_send(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.would_send(text) TO sync_admin;
+REVOKE ALL ON FUNCTION sync.would_send_json(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION sync.would_send_json(text) TO sync_admin;

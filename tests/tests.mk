@@ -6,8 +6,9 @@
 #   make bench-replica-schema  a snapshot of many tables or columns: its growth
 #   make installcheck   pg_regress and isolation specs (PGXS), against a running server
 #   make test           scripts/test, every suite;  make demo: scripts/demo
-#   make check-long     the long walk: the oracle walk and the storm for
-#                       CHECK_LONG_STEPS steps each (not in scripts/test)
+#   make check-long     the long walk: the oracle walk, the storm for
+#                       CHECK_LONG_STEPS steps each, and the zbugs walk
+#                       (ZBUGS_SCALE; not in scripts/test)
 
 # Under AddressSanitizer and UBSan.
 SAN_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1 -g \

@@ -37,6 +37,7 @@
 #include "wanted.h"
 
 PG_FUNCTION_INFO_V1(ms_why);
+PG_FUNCTION_INFO_V1(ms_why_all);
 
 /* the uuid a row of a round goes by through a step's statement */
 #define ROW_UUID(tab, key) "pg_catalog.md5(" tab "::pg_catalog.text || ':' || " key ")::pg_catalog.uuid"
@@ -135,16 +136,17 @@ reached(ms_pass *p, Datum tab, Datum key)
 
 /*
  * walk: from the rules' rows, rounds of parents and followers of the rows
- * the last round reached, until (tab, key) is reached or a round adds none.
+ * the last round reached, until (tab, key) is reached or a round adds none;
+ * every wanted row, with whole.
  */
 static void
-walk(ms_pass *p, Datum tab, Datum key)
+walk(ms_pass *p, Datum tab, Datum key, bool whole)
 {
 	ListCell   *lc;
 
 	foreach(lc, p->tables)
 		rules(p, lfirst(lc));
-	for (int depth = 1; !reached(p, tab, key); depth++)
+	for (int depth = 1; whole || !reached(p, tab, key); depth++)
 	{
 		uint64		added = 0;
 
@@ -224,7 +226,7 @@ ms_why(PG_FUNCTION_ARGS)
 	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
 	ms_temp_table(&p, "ms_why");
 	ms_temp_table(&p, "ms_why_from");
-	walk(&p, tab, key);
+	walk(&p, tab, key, false);
 
 	/* the chain, from the row back to its rule, read out rule first */
 	ms_exec(&p, "WITH RECURSIVE c AS ("
@@ -252,6 +254,66 @@ ms_why(PG_FUNCTION_ARGS)
 			values[c] = ms_value(i, c + 1, &nulls[c]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	ms_pass_end(&p);
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * ms_why_all: sync.why_all(replica) returns (tab, key, depth, relation,
+ * from_tab, from_key): every row the replica should hold, with the link that
+ * first reached it -- its rule's (depth 0, no row before it), or the row one
+ * link up its shortest chain -- from one walk of its whole wanted set, where
+ * sync.why walks it once for each row asked about.  A wanted row no link
+ * reaches (none should) is listed with depth and relation NULL.
+ */
+Datum
+ms_why_all(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		id = PG_GETARG_DATUM(0);
+	Datum		elems[1] = {id};
+	ms_pass		p;
+	Portal		portal;
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	ms_pass_begin(&p, CurrentMemoryContext);
+	ms_exec(&p, "SELECT FROM sync.replicas WHERE id = $1", 1, (Oid[]) {UUIDOID}, elems, NULL, 0);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replica %s does not exist", DatumGetCString(DirectFunctionCall1(uuid_out, id))),
+				 errhint("sync.replicas lists the replicas.")));
+	p.tables = ms_catalog_tables();
+	ms_pass_read_as_owners(&p);
+	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
+	ms_temp_table(&p, "ms_why");
+	ms_temp_table(&p, "ms_why_from");
+	walk(&p, (Datum) 0, (Datum) 0, true);
+	portal = ms_open(&p, "SELECT t.relid, w.key, y.depth, y.relation, f.relid, y.from_key"
+					 "  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
+					 "  LEFT JOIN pg_temp.ms_why y ON y.tab = w.tab AND y.key = w.key"
+					 "  LEFT JOIN sync.tables f ON f.id = y.from_tab"
+					 " ORDER BY t.relid::pg_catalog.regclass::pg_catalog.text, w.key",
+					 0, NULL, NULL, NULL);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, 1000);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			Datum		values[6];
+			bool		nulls[6];
+
+			for (int c = 0; c < 6; c++)
+				values[c] = ms_value(i, c + 1, &nulls[c]);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
 	ms_pass_end(&p);
 	SPI_finish();
 	return (Datum) 0;

@@ -90,19 +90,23 @@ children_closure(ms_pass *p, const char *set)
  * it: those rows have no note of their own, so they are planned as changed.
  */
 static void
-plan_blocked(ms_pass *p)
+plan_blocked(ms_pass *p, bool dry)
 {
 	ms_exec(p,
 			"INSERT INTO ms_released SELECT q.tab, q.key FROM sync.quarantine q JOIN ms_pending n"
 			"    ON n.tab = q.tab AND n.key = q.key WHERE n.note > q.note",
 			0, NULL, NULL, NULL, 0);
+	/* a dry run (ms_plan_dry) writes nothing of the catalog: released rows are left out instead */
 	if (SPI_processed > 0)
 	{
-		ms_exec(p, "DELETE FROM sync.quarantine q USING ms_released r WHERE r.tab = q.tab AND r.key = q.key",
-				0, NULL, NULL, NULL, 0);
+		if (!dry)
+			ms_exec(p, "DELETE FROM sync.quarantine q USING ms_released r WHERE r.tab = q.tab AND r.key = q.key",
+					0, NULL, NULL, NULL, 0);
 		children_closure(p, "ms_released");
 	}
-	ms_exec(p, "INSERT INTO ms_blocked SELECT tab, key FROM sync.quarantine",
+	ms_exec(p, dry ? "INSERT INTO ms_blocked SELECT q.tab, q.key FROM sync.quarantine q"
+			" WHERE NOT EXISTS (SELECT FROM ms_released r WHERE r.tab = q.tab AND r.key = q.key)"
+			: "INSERT INTO ms_blocked SELECT tab, key FROM sync.quarantine",
 			0, NULL, NULL, NULL, 0);
 	p->blocked = SPI_processed > 0;
 	if (p->blocked)
@@ -215,7 +219,7 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
 	ArrayType  *around;
 
-	plan_blocked(p);
+	plan_blocked(p, false);
 	p->snapshot_rows = -1;
 	p->whole = NULL;
 	p->whole_rows = 0;
@@ -244,4 +248,23 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 			0, NULL, NULL, NULL, 0);
 	p->planned = ms_int64();
 	ms_analyze(p, "ms_send, ms_take", (uint64) p->planned);
+}
+
+/*
+ * ms_plan_dry: the batch planned for these replicas (none being
+ * provisioned) as ms_plan plans it, but for the rows refused or marked to be
+ * replaced, which no note sends: what the batch alone moves, writing nothing
+ * but the plan's temporary tables (sync.would_send).
+ */
+void
+ms_plan_dry(ms_pass *p, ArrayType *replicas)
+{
+	plan_blocked(p, true);
+	p->snapshot_rows = -1;
+	p->whole = NULL;
+	p->whole_rows = 0;
+	if (!ms_full_plan)
+		ms_plan_question(p, replicas);
+	else
+		plan_whole(p, replicas);
 }

@@ -29,6 +29,14 @@ extern void ms_plan_prepare(ms_pass *p);
 extern void ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning);
 
 /*
+ * ms_plan_dry: what ms_plan does for these replicas (uuid[]), none being
+ * provisioned, of the batch's notes alone: nothing of the catalog written
+ * (a quarantined row the batch changed is left out of what is blocked,
+ * not taken out of sync.quarantine); rows refused, due again, not added.
+ */
+extern void ms_plan_dry(ms_pass *p, ArrayType *replicas);
+
+/*
  * ms_whole_filter: " WHERE the row t (of table t) is not blocked", or ""
  * when no row is: what a read of a table sent whole (p->whole) leaves out.
  */
