@@ -236,8 +236,9 @@ COMMENT ON TABLE sync.refused_rows IS 'Rows a replica refused: how often, and wh
 -- change of due is a new one), which a probe of the earliest walked until
 -- vacuum: a replica refusing 60,000 rows again and again made every other
 -- replica's pass read them.  One row per replica, updated in place; kept by
--- the statement triggers below whatever writes sync.refused_rows, and made
--- exact again by the pass that sends that replica its rows.
+-- the statement triggers below whatever writes sync.refused_rows (a
+-- restore's too: it is not dumped), and made exact again by the pass that
+-- sends that replica its rows.
 CREATE TABLE sync.refused_due (
 	replica			uuid PRIMARY KEY,
 	due				timestamptz NOT NULL		-- at or before its first refused row due
@@ -373,7 +374,6 @@ SELECT pg_catalog.pg_extension_config_dump('sync.outbox', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.held', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.carried', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.refused_rows', '');
-SELECT pg_catalog.pg_extension_config_dump('sync.refused_due', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.answers', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox_id_seq', '');
