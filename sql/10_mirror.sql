@@ -34,7 +34,7 @@ SELECT name, fields, columns, foreign_keys FROM sync.tables ORDER BY id;
 SELECT c.relname, t.tgname, t.tgtype, t.tgenabled,
 	translate(encode(t.tgargs, 'escape'), E'\\000', '|') AS args
   FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
- WHERE NOT t.tgisinternal ORDER BY 1, 2;
+ WHERE NOT t.tgisinternal AND c.relnamespace <> 'sync'::regnamespace ORDER BY 1, 2;
 
 -- misuses
 SELECT sync.mirror(NULL, 'catalog');

@@ -236,6 +236,15 @@ SELECT times, date_trunc('hour', due - now() + interval '1 minute') AS waits
 RESET t.broken;
 ALTER TABLE products DISABLE ROW LEVEL SECURITY;
 
+-- a replica no longer live is forgotten, its held rows let go: the counts of
+-- its refused rows end with them (before: due forever, and every pass asked)
+SELECT (SELECT count(*) FROM sync.refused_rows WHERE replica = '00000000-0000-0000-0000-000000000002') AS refused,
+       (SELECT count(*) FROM sync.refused_due WHERE replica = '00000000-0000-0000-0000-000000000002') AS due;
+SELECT sync.replica_set('00000000-0000-0000-0000-000000000002', live => false);
+SELECT rows_sent FROM sync.relay_pass();
+SELECT (SELECT count(*) FROM sync.refused_rows WHERE replica = '00000000-0000-0000-0000-000000000002') AS refused,
+       (SELECT count(*) FROM sync.refused_due WHERE replica = '00000000-0000-0000-0000-000000000002') AS due;
+
 \c contrib_regression
 SET client_min_messages = warning;
 DROP DATABASE contrib_regression_refused;

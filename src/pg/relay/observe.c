@@ -67,6 +67,15 @@ ms_observe(ms_pass *p)
 			ms_exec(p, "DELETE FROM sync.refused_claims WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped)",
 					0, NULL, NULL, NULL, 0);
 		ms_exec_all(p, forget);
+		/*
+		 * its rows held no more: their refusals' counts end with them (else
+		 * due forever, every pass asked whether they are)
+		 */
+		if (ms_catalog_has("refused_rows"))
+		{
+			ms_exec(p, "DELETE FROM sync.refused_rows WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
+			ms_exec(p, "DELETE FROM sync.refused_due WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
+		}
 		/* what its messages carried goes with them, and nothing is owed it */
 		if (p->carried)
 			ms_exec(p, "DELETE FROM sync.carried WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);

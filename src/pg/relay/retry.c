@@ -51,15 +51,16 @@
 #include "updated.h"
 
 /*
- * whether a refused row is due: the first entry of refused_rows_due (min()
- * is read from the index whatever the statistics say; EXISTS was a scan of
- * every refused row when they said many were due), in a statement kept
- * across passes
+ * whether a refused row is due: sync.refused_due, a row per replica with
+ * refused rows waiting (never later than the first of them), in a statement
+ * kept across passes.  Not refused_rows_due: its entries of rows sent or
+ * refused again stay until vacuum, and the earliest was found past them,
+ * every pass, for every replica.
  */
 static bool
 any_due(ms_pass *p)
 {
-	ms_run(p, ms_prepare_kept(p, "SELECT coalesce(min(due) <= now(), false)::int::int8 FROM sync.refused_rows",
+	ms_run(p, ms_prepare_kept(p, "SELECT coalesce(min(due) <= now(), false)::int::int8 FROM sync.refused_due",
 							  0, NULL), NULL, NULL, 0);
 	return ms_int64() != 0;
 }
@@ -120,7 +121,7 @@ ms_retry_replicas(ms_pass *p, ArrayType *provisioning)
 		return provisioning;
 	/* by refused_rows_due and held_replace: the rows due are few, or none */
 	ms_exec(p, !replaced ?
-			"SELECT array_agg(DISTINCT r.replica) FROM sync.refused_rows r"
+			"SELECT array_agg(DISTINCT r.replica) FROM sync.refused_due r"
 			" JOIN sync.replicas x ON x.id = r.replica"
 			" WHERE r.due <= now() AND x.live AND NOT x.dropped AND NOT x.provision" :
 			!refused ?
@@ -128,7 +129,7 @@ ms_retry_replicas(ms_pass *p, ArrayType *provisioning)
 			" JOIN sync.replicas x ON x.id = h.replica"
 			" WHERE h.replace AND h.taken IS NULL AND x.live AND NOT x.dropped AND NOT x.provision" :
 			"SELECT array_agg(DISTINCT d.replica) FROM ("
-			" SELECT r.replica FROM sync.refused_rows r WHERE r.due <= now()"
+			" SELECT r.replica FROM sync.refused_due r WHERE r.due <= now()"
 			" UNION SELECT h.replica FROM sync.held h WHERE h.replace AND h.taken IS NULL) d"
 			" JOIN sync.replicas x ON x.id = d.replica"
 			" WHERE x.live AND NOT x.dropped AND NOT x.provision",
@@ -160,26 +161,41 @@ gone(ms_pass *p, ms_table *t)
 	ms_owner_end(&as);
 }
 
-/* the rows due of the replicas $1, by refused_rows_due (a subquery's condition on one, r) */
+/* the rows due of the replicas $1 (those sync.refused_due says), by refused_rows_due (a subquery's condition on one, r) */
 #define DUE "r.replica = ANY ($1) AND r.due <= now()"
 /* r's held row, still refused and not being taken, looked up alone (held_pkey, held_row or held_refused) */
 #define HELD_REFUSED "SELECT %s FROM sync.held h WHERE h.replica = r.replica AND h.tab = r.tab AND h.key = r.key" \
 	" AND h.taken IS NULL AND h.refused IS NOT NULL OFFSET 0"
 
-void
-ms_plan_refused(ms_pass *p, ArrayType *replicas)
+/*
+ * sync.refused_due of the replicas $1 made exact again: when their first
+ * refused row is due now, if any is (their rows due were just sent, or
+ * looked at again later).  Their entries of refused_rows_due alone are read.
+ * No filing of theirs writes meanwhile: sync.file waits for the pass
+ * (relay.c holds sync.replicas).
+ */
+static void
+due_again(ms_pass *p, Datum *values)
 {
 	Oid			types[1] = {UUIDARRAYOID};
-	Datum		values[1] = {PointerGetDatum(replicas)};
+
+	ms_exec(p, "WITH m AS (SELECT d.replica, (SELECT min(r.due) FROM sync.refused_rows r"
+			"                                 WHERE r.replica = d.replica AND r.due IS NOT NULL) AS due"
+			"             FROM sync.refused_due d WHERE d.replica = ANY ($1)),"
+			" u AS (UPDATE sync.refused_due d SET due = m.due FROM m"
+			"        WHERE d.replica = m.replica AND m.due IS NOT NULL AND d.due IS DISTINCT FROM m.due)"
+			" DELETE FROM sync.refused_due d USING m WHERE d.replica = m.replica AND m.due IS NULL",
+			1, types, values, NULL, 0);
+}
+
+/* the work of ms_plan_refused for the replicas $1 that have refused rows due */
+static void
+plan_due(ms_pass *p, Datum *values)
+{
+	Oid			types[1] = {UUIDARRAYOID};
 	uint64		n;
 	int		   *tabs;
 
-	p->resent = 0;
-	if (!ms_catalog_has("refused_rows"))
-		return;
-	/* most passes: none due, one probe of refused_rows_due */
-	if (!any_due(p))
-		return;
 	if (p->resend_held)
 	{
 		/* sending them failed for good this pass (relay.c): an hour, and the rest goes on */
@@ -240,6 +256,30 @@ ms_plan_refused(ms_pass *p, ArrayType *replicas)
 	/* what could not go now is looked at again a minute later, not every pass */
 	ms_exec(p, "UPDATE sync.refused_rows r SET due = now() + interval '1 minute' WHERE " DUE,
 			1, types, values, NULL, 0);
+}
+
+void
+ms_plan_refused(ms_pass *p, ArrayType *replicas)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {PointerGetDatum(replicas)};
+	ArrayType  *due;
+
+	p->resent = 0;
+	if (!ms_catalog_has("refused_rows"))
+		return;
+	/* most passes: none due, one read of sync.refused_due */
+	if (!any_due(p))
+		return;
+	/* the replicas it says are due: only their entries of refused_rows_due are read */
+	ms_exec(p, "SELECT array_agg(d.replica) FROM sync.refused_due d WHERE d.due <= now() AND d.replica = ANY ($1)",
+			1, types, values, NULL, 0);
+	due = ms_array();
+	if (due == NULL)
+		return;
+	values[0] = PointerGetDatum(due);
+	plan_due(p, values);
+	due_again(p, values);
 }
 
 void

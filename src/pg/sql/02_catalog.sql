@@ -227,8 +227,43 @@ CREATE TABLE sync.refused_rows (
 	due				timestamptz,				-- when it is sent again; NULL: sent, its answer awaited
 	PRIMARY KEY (replica, tab, key)
 );
-CREATE INDEX refused_rows_due ON sync.refused_rows (due) WHERE due IS NOT NULL;
+CREATE INDEX refused_rows_due ON sync.refused_rows (replica, due) WHERE due IS NOT NULL;
 COMMENT ON TABLE sync.refused_rows IS 'Rows a replica refused: how often, and when each is sent to it again';
+-- When each replica's first refused row is due, or sooner (never later):
+-- what every pass reads to know whether any is due (relay/retry.c), kept
+-- apart so that no pass reads sync.refused_rows for it.  That table's due
+-- index fills with the entries of rows sent again or refused again (every
+-- change of due is a new one), which a probe of the earliest walked until
+-- vacuum: a replica refusing 60,000 rows again and again made every other
+-- replica's pass read them.  One row per replica, updated in place; kept by
+-- the statement triggers below whatever writes sync.refused_rows (a
+-- restore's too: it is not dumped), and made exact again by the pass that
+-- sends that replica its rows.
+CREATE TABLE sync.refused_due (
+	replica			uuid PRIMARY KEY,
+	due				timestamptz NOT NULL		-- at or before its first refused row due
+);
+COMMENT ON TABLE sync.refused_due IS 'When each replica''s first refused row is due, or sooner: what a pass reads to know whether any is';
+CREATE FUNCTION sync.refused_due_keep() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+BEGIN
+	INSERT INTO sync.refused_due AS d (replica, due)
+	SELECT c.replica, min(c.due) FROM changed c WHERE c.due IS NOT NULL GROUP BY c.replica
+	ON CONFLICT (replica) DO UPDATE SET due = EXCLUDED.due WHERE EXCLUDED.due < d.due;
+	RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION sync.refused_due_keep() IS 'Keeps sync.refused_due no later than the rows written to sync.refused_rows';
+-- (a trigger with a transition table has one event)
+CREATE TRIGGER refused_due_inserted AFTER INSERT ON sync.refused_rows
+	REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION sync.refused_due_keep();
+CREATE TRIGGER refused_due_updated AFTER UPDATE ON sync.refused_rows
+	REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION sync.refused_due_keep();
+-- under session_replication_role = replica too (a restore, a logical replica's apply)
+ALTER TABLE sync.refused_rows ENABLE ALWAYS TRIGGER refused_due_inserted;
+ALTER TABLE sync.refused_rows ENABLE ALWAYS TRIGGER refused_due_updated;
 
 -- The schema of each mirrored table as each replica was last sent it
 -- (src/pg/relay/evolve.c): by its snapshot, or by a schema change since.  A

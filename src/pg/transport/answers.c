@@ -104,12 +104,20 @@ queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 	ms_head_pack(&h, message);
 	if (signer != NULL)
 	{
-		uint8	   *body = palloc(bodylen);
+		/*
+		 * packed past the room its signature takes, then moved up to where
+		 * the signed head ends: one copy of an answer that may name a
+		 * thousand rows, not two (issue 38.7)
+		 */
+		uint8	   *body = message + headlen + MS_SIGNATURE_FIELD_BYTES;
+		size_t		signed_len;
 
 		ms_body_pack(NULL, NULL, filed, body);
 		ms_sha256(body, bodylen, body_hash);
-		headlen = ms_sign_head(signer, message, headlen, body_hash);
-		memcpy(message + headlen, body, bodylen);
+		signed_len = ms_sign_head(signer, message, headlen, body_hash);
+		if (signed_len != headlen + MS_SIGNATURE_FIELD_BYTES)
+			memmove(message + signed_len, body, bodylen);
+		headlen = signed_len;
 	}
 	else
 		ms_body_pack(NULL, NULL, filed, message + headlen);

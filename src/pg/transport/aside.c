@@ -176,6 +176,7 @@ ms_backlog_json(const ms_filing *f, Sync__Backlog *const *kept, int nkept)
 	StringInfoData b;
 	ListCell   *lc;
 	int			n = 0;
+	int			unmirrored = 0;
 
 	initStringInfo(&b);
 	appendStringInfoChar(&b, '{');
@@ -187,13 +188,21 @@ ms_backlog_json(const ms_filing *f, Sync__Backlog *const *kept, int nkept)
 			appendStringInfoChar(&b, ',');
 		entry(&b, f, kept[i]->table, kept[i]);
 	}
-	/* a table refused that the backlog does not name (a replica says every table it wrote) */
+	/*
+	 * a table refused that the backlog does not name (a replica says every
+	 * table it wrote); of those the server does not mirror, the first
+	 * MS_BACKLOG_UNMIRRORED_MAX: an upload naming a thousand such tables made
+	 * a backlog of a thousand entries, parsed as jsonb and stored, several
+	 * times the upload's size in memory (issue 38.7)
+	 */
 	foreach(lc, f->tables)
 	{
 		const ms_filed_counts *c = lfirst(lc);
 		bool		said = false;
 
 		if (c->counts[MS_REFUSED] == 0)
+			continue;
+		if (ms_filed_table_named(f->filer, c->table) == NULL && unmirrored++ >= MS_BACKLOG_UNMIRRORED_MAX)
 			continue;
 		for (int i = 0; i < nkept && !said; i++)
 			said = kept[i] != NULL && strcmp(kept[i]->table, c->table) == 0;

@@ -106,6 +106,9 @@ typedef struct ms_filed_counts
 /* Rows an answer names (refused, dropped, kept): at most this many in all. */
 #define MS_ANSWER_NAMED_MAX 1000
 
+/* Tables the server does not mirror whose rows it refused, in the backlog it keeps (aside.c): at most. */
+#define MS_BACKLOG_UNMIRRORED_MAX 8
+
 /* The filing of one upload (or of one inbox row) of one replica. */
 typedef struct ms_filing
 {

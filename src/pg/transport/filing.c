@@ -462,10 +462,14 @@ clip(const char *why)
 	return n <= 500 ? pstrdup(why) : pnstrdup(why, pg_mbcliplen(why, n, 500));
 }
 
-/* named: a row not filed, with why (and a refusal's SQLSTATE), for the Filed answer (MS_ANSWER_NAMED_MAX in all) */
+/*
+ * named: a row not filed, with why (and a refusal's SQLSTATE), for the Filed
+ * answer (MS_ANSWER_NAMED_MAX in all); counted_as, its table's name as its
+ * counts keep it, or NULL
+ */
 static void
-named(ms_filing *f, ms_outcome out, const char *table, char **parts, int nparts, const char *why,
-	  const char *sqlstate)
+named(ms_filing *f, ms_outcome out, const char *table, const char *counted_as, char **parts, int nparts,
+	  const char *why, const char *sqlstate)
 {
 	Sync__Refusal *r;
 	Sync__Key  *k;
@@ -482,7 +486,8 @@ named(ms_filing *f, ms_outcome out, const char *table, char **parts, int nparts,
 	k->parts = palloc(sizeof(char *) * Max(nparts, 1));
 	for (int p = 0; p < nparts; p++)
 		k->parts[p] = pstrdup(parts[p]);
-	r->table = pstrdup(table);
+	/* the name its counts keep, when they do (as long as the call): not a copy per row */
+	r->table = counted_as != NULL ? (char *) counted_as : pstrdup(table);
 	r->key = k;
 	r->reason = clip(why);
 	/* a refusal is told with its SQLSTATE: 42501 (not the replica's to write) unless it says its own */
@@ -538,8 +543,11 @@ counts_of(ms_filing *f, const char *table, bool mirrored)
 	return &e->counts;
 }
 
-/* counted: one row more of table came out as out, and a few distinct reasons for sync.file's answer */
-static void
+/*
+ * counted: one row more of table came out as out, and a few distinct reasons
+ * for sync.file's answer; the table's name as its counts keep it, or NULL
+ */
+static const char *
 counted(ms_filing *f, const char *table, bool mirrored, ms_outcome out, const char *why)
 {
 	ms_filed_counts *c = counts_of(f, table, mirrored);
@@ -549,11 +557,12 @@ counted(ms_filing *f, const char *table, bool mirrored, ms_outcome out, const ch
 	if (c != NULL)
 		c->counts[out]++;
 	if (why == NULL || out == MS_FILED || list_length(f->reasons[out]) >= 3)
-		return;
+		return c != NULL ? c->table : NULL;
 	foreach(lc, f->reasons[out])
 		if (strcmp(lfirst(lc), why) == 0)
-			return;
+			return c != NULL ? c->table : NULL;
 	f->reasons[out] = lappend(f->reasons[out], clip(why));
+	return c != NULL ? c->table : NULL;
 }
 
 /* afterwards: what the server keeps of the row besides it: the inbox, and an edit it dropped */
@@ -642,9 +651,10 @@ one_row(ms_filing *f, const char *table, ms_filed_table *ft, Sync__Key *k, const
 	{
 		MemoryContext old = MemoryContextSwitchTo(f->filer->cxt);
 
-		counted(f, table, ft != NULL, out, why);
+		const char *counted_as = counted(f, table, ft != NULL, out, why);
+
 		if (out != MS_FILED)
-			named(f, out, table, k->parts, (int) k->n_parts, why ? why : "", sqlstate);
+			named(f, out, table, counted_as, k->parts, (int) k->n_parts, why ? why : "", sqlstate);
 		MemoryContextSwitchTo(old);
 	}
 }
