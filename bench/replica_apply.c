@@ -345,10 +345,12 @@ main(int argc, char **argv)
 	schema[1] = tm_table("pitems", "catalog", "proto", "id", "id INTEGER, name TEXT, price REAL, qty INTEGER, note TEXT");
 	apply(ours, tm_next(&s, tm_begin(schema, 2), NULL));
 	apply(ours, tm_next(&s, NULL, tm_end("items", "pitems", NULL)));
-	sql = sqlite3_mprintf("BEGIN;"
+	/* filled as sync_apply fills it: the guards let only it write the server's rows */
+	sql = sqlite3_mprintf("BEGIN; UPDATE _sync_state SET applying = 1 WHERE id = 1;"
 						  "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %lld)"
 						  " INSERT INTO items SELECT i, 'item ' || i, i / 100.0, i %% 1000, 'note ' || i FROM n;"
-						  "INSERT INTO pitems SELECT * FROM items; COMMIT; PRAGMA wal_checkpoint(TRUNCATE);",
+						  "INSERT INTO pitems SELECT * FROM items; UPDATE _sync_state SET applying = 0 WHERE id = 1;"
+						  " COMMIT; PRAGMA wal_checkpoint(TRUNCATE);",
 						  existing);
 	exec(ours, sql);
 	sqlite3_free(sql);

@@ -105,8 +105,8 @@ behind_its_back("items", "UPDATE items SET photo = x'ffff', weight = 0.5 WHERE i
 behind_its_back("items", "UPDATE items SET n = 1 WHERE id = 6")
 check("proto: the next digest catches it", digest_round(), "values differ: rows sent again")
 settle(srv, [r])
-check("proto: the file holds the server's row again", r.q("SELECT hex(photo), n FROM items WHERE id IN (3, 6) ORDER BY id"),
-      [("0003", 3000000000000), ("0006", None)])
+check("proto: the file holds the server's rows again", r.q("SELECT hex(photo), n FROM items WHERE id IN (3, 6) ORDER BY id"),
+      [("0003", None), ("0006", None)])
 check("proto: the digests match again", digest_round(), "match")
 no_snapshot()
 
