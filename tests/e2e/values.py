@@ -32,7 +32,13 @@ S1 = "11111111-1111-4111-8111-111111111111"
 tmp = tempfile.mkdtemp()
 
 srv = Server("values")
-srv.exec("""
+# as roles, not a superuser: the tables' owner, and the replica's role filing
+srv.exec("CREATE ROLE values_owner LOGIN PASSWORD 'owner-pw' IN ROLE sync_admin")
+srv.exec("CREATE ROLE values_store LOGIN PASSWORD 'store-pw'")
+srv.exec("CREATE SCHEMA app AUTHORIZATION values_owner")
+owner = Server("values", create=False, user="values_owner", password="owner-pw")
+owner.exec("SET search_path = app")
+owner.exec("""
 CREATE TABLE products (id int PRIMARY KEY, name text NOT NULL, price numeric, made timestamptz,
                        tags jsonb, photo bytea, weight real, ok boolean, n bigint);
 CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, price numeric, made timestamptz,
@@ -50,7 +56,9 @@ INSERT INTO items SELECT * FROM products;
 INSERT INTO shelves SELECT g, 'shelf ' || g, NULL FROM generate_series(1, 5) g;
 """)
 srv.exec("SELECT sync.replica_add(%s)", (S1,))
-r = Replica(srv, S1, os.path.join(tmp, "1.db"))
+srv.exec("UPDATE sync.replicas SET role = 'values_store' WHERE id = %s", (S1,))
+store = Server("values", create=False, user="values_store", password="store-pw")
+r = Replica(store, S1, os.path.join(tmp, "1.db"))
 settle(srv, [r])
 check("the replica is provisioned", r.status()["applied"] > 0, True)
 snapshot = srv.one("SELECT snapshot_number FROM sync.replicas WHERE id = %s", (S1,))
@@ -84,7 +92,7 @@ check("every table's digest carries its values", sorted(t for t, v in d.items() 
 check("the first digests match the server's, values included", digest_round(), "match")
 
 # ---- json: a price drifted in the file ---------------------------------------
-before = srv.one("SELECT price::text FROM products WHERE id = 7")
+before = srv.one("SELECT price::text FROM app.products WHERE id = 7")
 behind_its_back("products", "UPDATE products SET price = '99.99' WHERE id = 7")
 check("the drift left no note: nothing of it goes up", r.one("SELECT count(*) FROM _sync_notes"), 0)
 check("its keys still agree", {t: (v["count"], v["fnv"]) for t, v in r.digest().items()} ==
@@ -113,7 +121,7 @@ no_snapshot()
 # ---- a column it owns, and a write not sent yet ------------------------------
 r.q("UPDATE shelves SET counted = 12 WHERE id = 1")
 settle(srv, [r])
-check("its count went up", srv.one("SELECT counted FROM shelves WHERE id = 1"), 12)
+check("its count went up", srv.one("SELECT counted FROM app.shelves WHERE id = 1"), 12)
 check("a column it owns counts in no digest: the digests match", digest_round(), "match")
 behind_its_back("shelves", "UPDATE shelves SET label = 'drifted' WHERE id = 2")
 check("a label drifted: caught", digest_round(), "values differ: rows sent again")
@@ -125,7 +133,7 @@ r.pull_apply()
 check("the rows sent again put the label back", r.one("SELECT label FROM shelves WHERE id = 2"), "shelf 2")
 check("and leave its write, not sent yet, as it is", r.one("SELECT counted FROM shelves WHERE id = 2"), 42)
 settle(srv, [r])
-check("its write reached the server", srv.one("SELECT counted FROM shelves WHERE id = 2"), 42)
+check("its write reached the server", srv.one("SELECT counted FROM app.shelves WHERE id = 2"), 42)
 check("the digests match", digest_round(), "match")
 no_snapshot()
 
@@ -135,14 +143,14 @@ d = r.digest()
 old = wire.up(S1, ack=r.applied(), seq=r.take_seq(),
               digests=[(t, v["count"], int(v["fnv"], 16)) for t, v in d.items()])
 check("keys only: compared by keys, as before (the drift unseen)",
-      srv.file(S1, old)["digests"], "match")
+      store.file(S1, old)["digests"], "match")
 body = (wire.field(1, 1) + wire.field(2, uuid.UUID(S1).bytes) + wire.field(3, os.urandom(16))
         + wire.field(4, r.applied())
         + wire.field(7, wire.field(1, "products") + wire.field(2, d["products"]["count"])
                      + wire.fixed64(3, int(d["products"]["fnv"], 16)) + wire.field(4, b"\x01\x02\x03\x04"))
         + wire.field(11, r.take_seq()))
 try:
-    srv.file(S1, wire.checked(body))
+    store.file(S1, wire.checked(body))
     refused = None
 except psycopg2.Error as e:
     refused = str(e)
