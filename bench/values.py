@@ -63,7 +63,7 @@ def values_upload():
 
 def keys_upload():
     d = r.digest()
-    up = wire.up(S1, ack=r.applied(), seq=r.take_seq(),
+    up = wire.up(S1, ack=r.applied(),
                  digests=[(t, v["count"], int(v["fnv"], 16)) for t, v in d.items()])
     return srv.file(S1, up)["digests"]
 

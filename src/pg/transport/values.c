@@ -128,24 +128,35 @@ proto_value(void *arg, int column, const ms_row_value *rv, char reason[MS_REASON
 	return true;
 }
 
-/* the statement reading each row the replica $1 holds of table $2, as a send reads it */
+/*
+ * the statement reading each row the replica $1 holds of table $2, as a send
+ * reads it: joined by the row's canonical key, which the planner may hash
+ * rather than look each held row up by its key (bench/values.py)
+ */
 static char *
 rows_sql(const ms_table *t)
 {
 	StringInfoData sql;
 
+	StringInfoData names;
+
 	initStringInfo(&sql);
+	initStringInfo(&names);
 	appendStringInfoString(&sql, "SELECT h.key");
-	if (t->proto)
-		appendStringInfoString(&sql, ", r.*");
-	else
-		for (int c = 0; c < t->ncolumns; c++)
-			if (counted(t, c))
-				appendStringInfo(&sql, ", pg_catalog.json_extract_path_text(pg_catalog.to_json(r.%s),"
-								 " VARIADIC '{}'::pg_catalog.text[])", t->columns[c].quoted);
-	appendStringInfo(&sql, " FROM sync.held h CROSS JOIN LATERAL (SELECT %s FROM %s t WHERE %s OFFSET 0) r"
+	/* the subquery's columns renamed k, c0, c1 ...: no column's name can take the key's */
+	appendStringInfoString(&names, "k");
+	for (int c = 0; c < t->ncolumns; c++)
+	{
+		appendStringInfo(&names, ", c%d", c);
+		if (t->proto)
+			appendStringInfo(&sql, ", r.c%d", c);
+		else if (counted(t, c))
+			appendStringInfo(&sql, ", pg_catalog.json_extract_path_text(pg_catalog.to_json(r.c%d),"
+							 " VARIADIC '{}'::pg_catalog.text[])", c);
+	}
+	appendStringInfo(&sql, " FROM sync.held h JOIN (SELECT %s, %s FROM %s t) r(%s) ON r.k = h.key"
 					 " WHERE h.replica = $1 AND h.tab = $2 AND h.refused IS NULL AND h.taken IS NULL",
-					 ms_load_columns(t, "t"), t->qualified, ms_key_match(t, "t", "h.key"));
+					 ms_key_expr(t, "t"), ms_load_columns(t, "t"), t->qualified, names.data);
 	return sql.data;
 }
 
