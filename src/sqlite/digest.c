@@ -149,27 +149,35 @@ row_hash(const ms_tbl *t, sqlite3_stmt *st, int first, const char *key, size_t l
 	{
 		ms_digest_value v = {MS_DV_NULL, 0, 0, NULL, 0};
 
+		sqlite3_value *sv;
+
 		if (!ms_digest_counted(t, i))
 			continue;
-		switch (sqlite3_column_type(st, at))
+		/*
+		 * one call that takes the connection's mutex a column, not three;
+		 * the value is read under that mutex, which sync_digest's caller's
+		 * sqlite3_step holds throughout
+		 */
+		sv = sqlite3_column_value(st, at);
+		switch (sqlite3_value_type(sv))
 		{
 			case SQLITE_INTEGER:
 				v.tag = MS_DV_INTEGER;
-				v.i = sqlite3_column_int64(st, at);
+				v.i = sqlite3_value_int64(sv);
 				break;
 			case SQLITE_FLOAT:
 				v.tag = MS_DV_REAL;
-				v.d = sqlite3_column_double(st, at);
+				v.d = sqlite3_value_double(sv);
 				break;
 			case SQLITE_TEXT:
 				v.tag = MS_DV_TEXT;
-				v.p = sqlite3_column_text(st, at);
-				v.n = (size_t) sqlite3_column_bytes(st, at);
+				v.p = sqlite3_value_text(sv);
+				v.n = (size_t) sqlite3_value_bytes(sv);
 				break;
 			case SQLITE_BLOB:
 				v.tag = MS_DV_BLOB;
-				v.p = sqlite3_column_blob(st, at);
-				v.n = (size_t) sqlite3_column_bytes(st, at);
+				v.p = sqlite3_value_blob(sv);
+				v.n = (size_t) sqlite3_value_bytes(sv);
 				break;
 			default:
 				break;
