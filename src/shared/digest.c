@@ -7,6 +7,7 @@
 #include "key.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 uint64_t
 ms_fnv1a(uint64_t h, const void *bytes, size_t len)
@@ -59,6 +60,85 @@ ms_digest_keys(ms_digest *d, ms_keyref *refs, size_t n)
 	ms_keyref_sort(refs, n);
 	for (size_t i = 0; i < n; i++)
 		ms_digest_add(d, refs[i].key, refs[i].len);
+}
+
+uint64_t
+ms_digest_row_begin(const char *key, size_t keylen)
+{
+	return ms_fnv1a(ms_fnv1a(MS_FNV_OFFSET, key, keylen), "\n", 1);
+}
+
+static uint64_t
+fnv_be64(uint64_t h, uint64_t v)
+{
+	unsigned char b[8];
+
+	for (int i = 7; i >= 0; i--)
+	{
+		b[i] = (unsigned char) (v & 0xff);
+		v >>= 8;
+	}
+	return ms_fnv1a(h, b, 8);
+}
+
+uint64_t
+ms_digest_row_value(uint64_t h, const ms_digest_value *v)
+{
+	unsigned char tag = (unsigned char) v->tag;
+
+	h = ms_fnv1a(h, &tag, 1);
+	switch (v->tag)
+	{
+		case MS_DV_NULL:
+			break;
+		case MS_DV_INTEGER:
+			h = fnv_be64(h, (uint64_t) v->i);
+			break;
+		case MS_DV_REAL:
+			{
+				double		d = v->d == 0 ? 0.0 : v->d; /* -0 is stored as 0 */
+				uint64_t	bits;
+
+				memcpy(&bits, &d, sizeof bits);
+				h = fnv_be64(h, bits);
+				break;
+			}
+		case MS_DV_TEXT:
+		case MS_DV_BLOB:
+			{
+				unsigned char len[4] = {
+					(unsigned char) (v->n >> 24), (unsigned char) (v->n >> 16),
+					(unsigned char) (v->n >> 8), (unsigned char) v->n
+				};
+
+				h = ms_fnv1a(h, len, 4);
+				h = ms_fnv1a(h, v->p, v->n);
+				break;
+			}
+	}
+	return h;
+}
+
+uint64_t
+ms_digest_row_end(uint64_t h)
+{
+	/* MurmurHash3's fmix64 */
+	h ^= h >> 33;
+	h *= UINT64_C(0xff51afd7ed558ccd);
+	h ^= h >> 33;
+	h *= UINT64_C(0xc4ceb9fe1a85ec53);
+	h ^= h >> 33;
+	return h;
+}
+
+uint64_t
+ms_digest_row(const char *key, size_t keylen, const ms_digest_value *vals, int n)
+{
+	uint64_t	h = ms_digest_row_begin(key, keylen);
+
+	for (int i = 0; i < n; i++)
+		h = ms_digest_row_value(h, &vals[i]);
+	return ms_digest_row_end(h);
 }
 
 void

@@ -589,8 +589,13 @@ ms_up_check(const Sync__Up *m, char reason[MS_REASON_MAX])
 		if (!check_refusal(m->refusals[i], reason))
 			return false;
 	for (size_t i = 0; i < m->n_digests; i++)
+	{
 		if (!check_name(m->digests[i]->table, "a digest's table", reason))
 			return false;
+		if (m->digests[i]->values.len != 0 && m->digests[i]->values.len != 8)
+			return ms_refuse(reason, "the values digest of table \"%s\" is %zu bytes, not 8",
+							 m->digests[i]->table, m->digests[i]->values.len);
+	}
 	for (size_t i = 0; i < m->n_backlog; i++)
 		if (!check_backlog(m->backlog[i], reason))
 			return false;

@@ -2,7 +2,10 @@
 ** digest.c - what the replica holds of each table, in a count and an FNV-1a
 ** fingerprint of its canonical keys in ascending order (docs/protocol.md 8),
 ** byte for byte as the server's sync.digest(key) computes it.  Retired rows
-** and refused rows are left out.
+** and refused rows are left out.  The values digest is the sum of each row's
+** hash (src/shared ms_digest_row) over its values as the file stores them,
+** read in the same scan: the columns the replica owns and its retired
+** column do not count, as the server's messages never overwrite them.
 **
 ** The keys are read in the table's key order, made canonical and sorted
 ** with a natural merge sort: the canonical order ("<length>:<bytes>") is the
@@ -129,6 +132,62 @@ excluded(const ms_keyref *ex, size_t nex, const char *key, size_t len)
 	return false;
 }
 
+bool
+ms_digest_counted(const ms_tbl *t, int i)
+{
+	return !t->cols[i].retired && !(t->cols[i].owned && !t->cols[i].key);
+}
+
+/* the hash of the row st holds: its key (key, len) and its values from column first on */
+static uint64_t
+row_hash(const ms_tbl *t, sqlite3_stmt *st, int first, const char *key, size_t len)
+{
+	uint64_t	h = ms_digest_row_begin(key, len);
+	int			at = first;
+
+	for (int i = 0; i < t->ncols; i++)
+	{
+		ms_digest_value v = {MS_DV_NULL, 0, 0, NULL, 0};
+
+		sqlite3_value *sv;
+
+		if (!ms_digest_counted(t, i))
+			continue;
+		/*
+		 * one call that takes the connection's mutex a column, not three;
+		 * the value is read under that mutex, which sync_digest's caller's
+		 * sqlite3_step holds throughout
+		 */
+		sv = sqlite3_column_value(st, at);
+		switch (sqlite3_value_type(sv))
+		{
+			case SQLITE_INTEGER:
+				v.tag = MS_DV_INTEGER;
+				v.i = sqlite3_value_int64(sv);
+				break;
+			case SQLITE_FLOAT:
+				v.tag = MS_DV_REAL;
+				v.d = sqlite3_value_double(sv);
+				break;
+			case SQLITE_TEXT:
+				v.tag = MS_DV_TEXT;
+				v.p = sqlite3_value_text(sv);
+				v.n = (size_t) sqlite3_value_bytes(sv);
+				break;
+			case SQLITE_BLOB:
+				v.tag = MS_DV_BLOB;
+				v.p = sqlite3_value_blob(sv);
+				v.n = (size_t) sqlite3_value_bytes(sv);
+				break;
+			default:
+				break;
+		}
+		h = ms_digest_row_value(h, &v);
+		at++;
+	}
+	return ms_digest_row_end(h);
+}
+
 int
 ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 {
@@ -143,6 +202,8 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 	sqlite3_stmt *st = NULL;
 	int			rc;
 	ms_digest	dg;
+	ms_buf		vcols = {0};
+	uint64_t	values = 0;
 
 	rc = keys_of(c, "SELECT key FROM _sync_retired WHERE tbl = ?1"
 				 " UNION SELECT key FROM _sync_refused WHERE tbl = ?1 ORDER BY 1",
@@ -162,13 +223,20 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 			pos += ex[i].len;
 		}
 	}
+	for (int i = 0; i < t->ncols; i++)
+		if (ms_digest_counted(t, i))
+			ms_buf_printf(&vcols, ", %s", t->cols[i].q);
+	ms_buf_byte(&vcols, '\0');
+	if (rc == SQLITE_OK && vcols.oom)
+		rc = SQLITE_NOMEM;
 	if (rc == SQLITE_OK)
 	{
 		if (t->retired >= 0)
-			rc = ms_prepare(c, &st, "SELECT %s FROM %s WHERE %s IS NULL ORDER BY %s",
-							t->keycols, t->q, t->cols[t->retired].q, t->keycols);
+			rc = ms_prepare(c, &st, "SELECT %s%s FROM %s WHERE %s IS NULL ORDER BY %s",
+							t->keycols, vcols.data, t->q, t->cols[t->retired].q, t->keycols);
 		else
-			rc = ms_prepare(c, &st, "SELECT %s FROM %s ORDER BY %s", t->keycols, t->q, t->keycols);
+			rc = ms_prepare(c, &st, "SELECT %s%s FROM %s ORDER BY %s", t->keycols, vcols.data, t->q,
+							t->keycols);
 	}
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
 	{
@@ -204,6 +272,7 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 			keys.len = start;	/* a NULL key part names no row the server knows */
 			continue;
 		}
+		values += row_hash(t, st, t->nkey, keys.data + start, keys.len - start);
 		if (n == cap)
 		{
 			size_t		ncap = cap ? cap * 2 : 1024;
@@ -249,12 +318,14 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 			ms_digest_add(&dg, refs[i].key, refs[i].len);
 		d->count = dg.count;
 		d->fnv = dg.fnv;
+		d->values = values;
 	}
 	sqlite3_free(refs);
 	sqlite3_free(ends);
 	sqlite3_free(ex);
 	ms_buf_free(&keys);
 	ms_buf_free(&exbuf);
+	ms_buf_free(&vcols);
 	return rc;
 }
 
@@ -302,7 +373,9 @@ digest_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		if (rc == SQLITE_OK)
 		{
 			ms_digest_hex(d.fnv, hex);
-			ms_buf_printf(&out, "{\"count\":%llu,\"fnv\":\"%s\"}", (unsigned long long) d.count, hex);
+			ms_buf_printf(&out, "{\"count\":%llu,\"fnv\":\"%s\"", (unsigned long long) d.count, hex);
+			ms_digest_hex(d.values, hex);
+			ms_buf_printf(&out, ",\"values\":\"%s\"}", hex);
 		}
 	}
 	else if (rc == SQLITE_OK)
@@ -323,7 +396,9 @@ digest_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			if (out.len > 1)
 				ms_buf_byte(&out, ',');
 			ms_buf_json_string(&out, t->name, strlen(t->name));
-			ms_buf_printf(&out, ":{\"count\":%llu,\"fnv\":\"%s\"}", (unsigned long long) d.count, hex);
+			ms_buf_printf(&out, ":{\"count\":%llu,\"fnv\":\"%s\"", (unsigned long long) d.count, hex);
+			ms_digest_hex(d.values, hex);
+			ms_buf_printf(&out, ",\"values\":\"%s\"}", hex);
 		}
 		ms_buf_byte(&out, '}');
 	}

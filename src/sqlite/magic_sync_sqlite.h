@@ -527,9 +527,13 @@ typedef struct ms_table_digest
 {
 	uint64_t	count;
 	uint64_t	fnv;
+	uint64_t	values;			/* the sum of its rows' ms_digest_row */
 } ms_table_digest;
 
-/* ms_digest_table: count and FNV-1a of what the replica holds of t. */
+/* ms_digest_counted: whether t's column i counts in a row's hash (not owned, not retired) */
+extern bool ms_digest_counted(const ms_tbl *t, int i);
+
+/* ms_digest_table: count and FNV-1a of what the replica holds of t, and its values digest. */
 extern int	ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d);
 
 /* ---- shared helpers ---------------------------------------------------- */

@@ -915,6 +915,16 @@ digests(uploader *u, bool *carried)
 		dg->table = (char *) t->name;
 		dg->count = d.count;
 		dg->fnv = d.fnv;
+		/* the values digest, big-endian (docs/protocol.md 8) */
+		dg->values.data = ms_alloc(&c->arena, 8);
+		if (dg->values.data == NULL)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		for (int b = 0; b < 8; b++)
+			dg->values.data[b] = (uint8_t) (d.values >> (56 - 8 * b));
+		dg->values.len = 8;
 		u->up.digests[u->up.n_digests++] = dg;
 	}
 	sqlite3_finalize(pending);

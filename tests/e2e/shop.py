@@ -373,7 +373,7 @@ for name, s in stores.items():
         "          WHERE h.replica = %s AND h.tab = t.id AND h.taken IS NULL AND h.refused IS NULL"
         "            AND h.number <= r.acked_number) x WHERE (d).count > 0", (s.id,))}
     check(f"{name}'s digests agree with the server's record",
-          {t: d for t, d in digest.items() if d["count"] > 0}, server)
+          {t: {"count": d["count"], "fnv": d["fnv"]} for t, d in digest.items() if d["count"] > 0}, server)
 
 for name, s in stores.items():
     check(f"{name}'s agent stops cleanly at the end", s.stop(), 0)

@@ -466,7 +466,7 @@ def settle(segment):
             " WHERE replica = %s AND taken IS NULL AND refused IS NULL GROUP BY tab) s"
             " JOIN sync.tables t ON t.id = s.tab", (r.id,))}
         check(f"{tag}{r.id[-4:]} digests equal the server's record",
-              {t: d for t, d in digests.items() if d["count"]}, server)
+              {t: {"count": d["count"], "fnv": d["fnv"]} for t, d in digests.items() if d["count"]}, server)
         check(f"{tag}{r.id[-4:]} has nothing left to send", r.one("SELECT count(*) FROM _sync_notes"), 0)
         check(f"{tag}{r.id[-4:]} has nothing set aside", set_aside(r), set())
         for k, why in r.q("SELECT key, set_aside FROM _sync_notes WHERE set_aside IS NOT NULL"):

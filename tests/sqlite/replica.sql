@@ -12,7 +12,7 @@ select 'rows', (select count(*) from customers) = 2 and (select count(*) from pr
 select 'status', sync_status() ->> 'applied' = 2 and sync_status() ->> 'gap' = 0
   and sync_status() ->> 'replica' = '10111213-1415-4617-1819-1a1b1c1d1e1f';
 select 'duplicate', sync_apply(readfile('tests/fuzz/seeds/01_end.bin')) ->> 'result' = 'duplicate';
-select 'digest-products', sync_digest('products') = (select sync_digest_keys(sync_key(id)) from products);
+select 'digest-products', (select json_object('count', json_extract(d, '$.count'), 'fnv', json_extract(d, '$.fnv')) from (select sync_digest('products') as d)) = (select sync_digest_keys(sync_key(id)) from products);
 select 'digest-all', json_extract(sync_digest(), '$.customers.count') = 2;
 select 'apply-json', sync_apply(readfile('tests/fuzz/seeds/02_down_json.bin')) ->> 'upserts' = 3;
 select 'customer-3', name = 'Cy é' from customers where id = 3;

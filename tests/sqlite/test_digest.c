@@ -2,7 +2,9 @@
  * test_digest.c - sync_digest() against the vectors of docs/protocol.md
  * (tests/unit/vectors.c) on tables a snapshot created, and after changes:
  * the same as sync_digest_keys over the same keys (another sort), retired
- * and refused rows left out.
+ * and refused rows left out; its values digest against its vector, and
+ * what changes it (a value drifted) and what does not (a column the replica
+ * owns).
  */
 #include "harness.h"
 
@@ -11,6 +13,10 @@
 #include "vectors.h"
 
 void		test_digest(void);
+
+/* sync_digest(table)'s keys half, {"count":N,"fnv":"..."}: as sync_digest_keys says it */
+#define KEYS_OF(table) \
+	"SELECT substr(d, 1, instr(d, ',\"values\"') - 1) || '}' FROM (SELECT sync_digest('" table "') AS d)"
 
 static void
 vectors(void)
@@ -69,17 +75,21 @@ vectors(void)
 			continue;			/* spelled parts: tests/unit's digest of them, test_sends' typed() */
 		q = sqlite3_mprintf("SELECT sync_digest(%Q)", vd->name);
 		r = t_text(db, q);
-		snprintf(expected, sizeof expected, "{\"count\":%llu,\"fnv\":\"%s\"}", (unsigned long long) vd->count, vd->fnv);
-		CHECK(r && strcmp(r, expected) == 0, "vector %s: %s, expected %s", vd->name, S(r), expected);
+		snprintf(expected, sizeof expected, "{\"count\":%llu,\"fnv\":\"%s\",\"values\":\"", (unsigned long long) vd->count, vd->fnv);
+		CHECK(r && strncmp(r, expected, strlen(expected)) == 0, "vector %s: %s, expected %s", vd->name, S(r), expected);
 		sqlite3_free(r);
 		sqlite3_free(q);
 	}
-	r = t_text(db, "SELECT sync_digest()");
+	r = t_text(db, "SELECT json_group_object(key, json_object('count', json_extract(value, '$.count'),"
+			   " 'fnv', json_extract(value, '$.fnv'))) FROM json_each(sync_digest())");
 	CHECK(r && strcmp(r, "{\"empty\":{\"count\":0,\"fnv\":\"cbf29ce484222325\"},"
 					  "\"ints\":{\"count\":3,\"fnv\":\"20ea5df0c6c56817\"},"
 					  "\"composite\":{\"count\":3,\"fnv\":\"c68dde8d6a76a47e\"},"
 					  "\"uuid\":{\"count\":2,\"fnv\":\"77eeeb7c8686dc0a\"}}") == 0,
 		  "every table at once: %s", S(r));
+	sqlite3_free(r);
+	r = t_text(db, "SELECT json_extract(sync_digest(), '$.empty.values')");
+	CHECK(r && strcmp(r, "0000000000000000") == 0, "an empty table's values digest: %s", S(r));
 	sqlite3_free(r);
 	sqlite3_close(db);
 }
@@ -121,18 +131,18 @@ after_changes(void)
 	}
 	t_exec(db, "INSERT INTO nums VALUES (-9223372036854775807 - 1), (9223372036854775807), (0)", NULL);
 	t_exec(db, "COMMIT", NULL);
-	r = t_text(db, "SELECT sync_digest('nums')");
+	r = t_text(db, KEYS_OF("nums"));
 	r2 = t_text(db, "SELECT sync_digest_keys(sync_key(k)) FROM nums");
 	CHECK(r && r2 && strcmp(r, r2) == 0, "the digest of 5000 numbers is the canonical one: %s %s", S(r), S(r2));
 	sqlite3_free(r);
 	sqlite3_free(r2);
-	r = t_text(db, "SELECT sync_digest('words')");
+	r = t_text(db, KEYS_OF("words"));
 	r2 = t_text(db, "SELECT sync_digest_keys(sync_key(a, b)) FROM words");
 	CHECK(r && r2 && strcmp(r, r2) == 0, "and of composite keys: %s %s", S(r), S(r2));
 	sqlite3_free(r);
 	sqlite3_free(r2);
 	t_exec(db, "DELETE FROM nums WHERE k % 3 = 0", NULL);
-	r = t_text(db, "SELECT sync_digest('nums')");
+	r = t_text(db, KEYS_OF("nums"));
 	r2 = t_text(db, "SELECT sync_digest_keys(sync_key(k)) FROM nums");
 	CHECK(r && r2 && strcmp(r, r2) == 0, "after deletes: %s %s", S(r), S(r2));
 	sqlite3_free(r);
@@ -143,7 +153,7 @@ after_changes(void)
 	tm_upsert(tm_rows(d, "nums"), "{\"k\":\"not a number\"}", -1, "123456789", NULL);
 	r = tm_apply(db, tm_next(&s, d, NULL));
 	CHECK(t_has(r, "\"refused\":1"), "refused: %s", S(r));
-	r = t_text(db, "SELECT sync_digest('nums')");
+	r = t_text(db, KEYS_OF("nums"));
 	r2 = t_text(db, "SELECT sync_digest_keys(sync_key(k)) FROM nums WHERE k <> 123456789");
 	CHECK(r && r2 && strcmp(r, r2) == 0, "the refused row is left out: %s %s", S(r), S(r2));
 	sqlite3_free(r);
@@ -152,9 +162,92 @@ after_changes(void)
 	sqlite3_close(db);
 }
 
+/*
+ * values: the values digest of the vector's rows (tests/unit/vectors.c), as
+ * a snapshot of each codec makes them; a value drifted changes it, the keys
+ * half not; a column the replica owns and its retired column do not count.
+ */
+static void
+values(void)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_server	s;
+	Sync__Table *schema[2];
+	Sync__Down *d;
+	char	   *r,
+			   *before,
+			   *keys;
+
+	tm_server_init(&s, 0x20, 0x10);
+	schema[0] = tm_table("items", "catalog", "json", "id",
+						 "id INTEGER, name TEXT, price REAL, photo BLOB, note TEXT, stock INTEGER owned");
+	schema[1] = tm_table("pitems", "catalog", "proto", "id",
+						 "id INTEGER, name TEXT, price REAL, photo BLOB, note TEXT");
+	d = tm_begin(schema, 2);
+	tm_upsert(tm_rows(d, "items"), "{\"id\":7,\"name\":\"tea\",\"price\":2.5,\"photo\":\"\\\\x0102\",\"note\":null,\"stock\":4}",
+			  -1, "7", NULL);
+	tm_upsert(tm_rows(d, "items"), "{\"id\":-3,\"name\":\"\xc3\xa9\",\"price\":-0.0,\"photo\":\"\\\\x\",\"note\":\"n\"}",
+			  -1, "-3", NULL);
+	{
+		tm_buf		b;
+
+		memset(&b, 0, sizeof b);
+		tm_pb_int(&b, 1, 7);
+		tm_pb_bytes(&b, 2, "tea", 3);
+		tm_pb_double(&b, 3, 2.5);
+		tm_pb_bytes(&b, 4, "\x01\x02", 2);
+		tm_upsert(tm_rows(d, "pitems"), b.data, (long) b.len, "7", NULL);
+		memset(&b, 0, sizeof b);
+		tm_pb_int(&b, 1, -3);
+		tm_pb_bytes(&b, 2, "\xc3\xa9", 2);
+		tm_pb_double(&b, 3, -0.0);
+		tm_pb_bytes(&b, 4, "", 0);
+		tm_pb_bytes(&b, 5, "n", 1);
+		tm_upsert(tm_rows(d, "pitems"), b.data, (long) b.len, "-3", NULL);
+	}
+	r = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(r, "\"upserts\":4"), "the vector's rows, both codecs: %s %s", S(r), tm_error());
+	r = t_text(db, "SELECT json_extract(sync_digest('items'), '$.values')");
+	CHECK(r && strcmp(r, ms_vector_values) == 0, "json: the values vector: %s, expected %s", S(r), ms_vector_values);
+	sqlite3_free(r);
+	r = t_text(db, "SELECT json_extract(sync_digest('pitems'), '$.values')");
+	CHECK(r && strcmp(r, ms_vector_values) == 0, "proto: the values vector: %s, expected %s", S(r), ms_vector_values);
+	sqlite3_free(r);
+	before = t_text(db, "SELECT sync_digest('items')");
+	keys = t_text(db, KEYS_OF("items"));
+	/* the column it owns is its own: not drift */
+	CHECK(t_exec(db, "UPDATE items SET stock = 99 WHERE id = 7", NULL) == SQLITE_OK, "its own column written");
+	r = t_text(db, "SELECT sync_digest('items')");
+	CHECK(r && before && strcmp(r, before) == 0, "an owned column does not count: %s %s", S(r), S(before));
+	sqlite3_free(r);
+	/* a value drifted, written in the file behind the triggers' back */
+	CHECK(t_exec(db, "UPDATE items SET price = 2.75 WHERE id = 7", NULL) != SQLITE_OK, "the guards refuse it");
+	t_exec(db, "UPDATE _sync_state SET applying = 1 WHERE id = 1", NULL);
+	CHECK(t_exec(db, "UPDATE items SET price = 2.75 WHERE id = 7", NULL) == SQLITE_OK, "written in the file");
+	r = t_text(db, "SELECT sync_digest('items')");
+	CHECK(r && before && strcmp(r, before) != 0, "a drifted price changes the digest: %s", S(r));
+	sqlite3_free(r);
+	r = t_text(db, KEYS_OF("items"));
+	CHECK(r && keys && strcmp(r, keys) == 0, "its keys half stays: %s %s", S(r), S(keys));
+	sqlite3_free(r);
+	CHECK(t_exec(db, "UPDATE items SET price = 2.5 WHERE id = 7", NULL) == SQLITE_OK, "put back");
+	r = t_text(db, "SELECT sync_digest('items')");
+	CHECK(r && before && strcmp(r, before) == 0, "put back, the same again: %s", S(r));
+	sqlite3_free(r);
+	/* a type changed, the value alike: '7' is not 7 */
+	CHECK(t_exec(db, "UPDATE items SET name = CAST(x'746561' AS BLOB) WHERE id = 7", NULL) == SQLITE_OK, "a BLOB");
+	r = t_text(db, "SELECT sync_digest('items')");
+	CHECK(r && before && strcmp(r, before) != 0, "'tea' as a BLOB is drift: %s", S(r));
+	sqlite3_free(r);
+	sqlite3_free(before);
+	sqlite3_free(keys);
+	sqlite3_close(db);
+}
+
 void
 test_digest(void)
 {
 	vectors();
 	after_changes();
+	values();
 }

@@ -24,6 +24,47 @@ def digest(keys):
             h = (h * 0x100000001b3) & 0xffffffffffffffff
     return len(ks), h
 
+M64 = 0xffffffffffffffff
+
+def fnv(h, data):
+    for byte in data:
+        h ^= byte
+        h = (h * 0x100000001b3) & M64
+    return h
+
+def fmix64(h):
+    h ^= h >> 33
+    h = (h * 0xff51afd7ed558ccd) & M64
+    h ^= h >> 33
+    h = (h * 0xc4ceb9fe1a85ec53) & M64
+    return h ^ (h >> 33)
+
+def row_hash(key, values):
+    """A row's contribution to a values digest (docs/protocol.md 8)."""
+    import struct
+    h = fnv(0xcbf29ce484222325, canonical(key) + b"\n")
+    for v in values:
+        if v is None:
+            h = fnv(h, b"\x00")
+        elif isinstance(v, bool):
+            raise ValueError("no booleans in SQLite")
+        elif isinstance(v, int):
+            h = fnv(h, b"\x01" + struct.pack(">q", v))
+        elif isinstance(v, float):
+            h = fnv(h, b"\x02" + struct.pack(">d", 0.0 if v == 0 else v))
+        elif isinstance(v, str):
+            b = v.encode("utf-8")
+            h = fnv(h, b"\x03" + struct.pack(">I", len(b)) + b)
+        else:
+            h = fnv(h, b"\x04" + struct.pack(">I", len(v)) + bytes(v))
+    return fmix64(h)
+
+# Values digests: table (id INTEGER key, name TEXT, price REAL, photo BLOB, note TEXT)
+ROWS = [
+    (["7"], [7, "tea", 2.5, b"\x01\x02", None]),
+    (["-3"], [-3, "\u00e9", -0.0, b"", "n"]),
+]
+
 def varint(n):
     out = b""
     while True:
@@ -356,3 +397,9 @@ if __name__ == "__main__":
     print("filed digest", d.hex())
     print("filed signature", ed_sign(SIGN_SEED, d).hex())
     print("signed filed", m.hex())
+    total = 0
+    for key, values in ROWS:
+        h = row_hash(key, values)
+        total = (total + h) & M64
+        print("row", key, "%016x" % h)
+    print("values", "%016x" % total)

@@ -103,6 +103,60 @@ test_digests(void)
 	CHECK(ms_fnv1a(MS_FNV_OFFSET, "a", 1) == UINT64_C(0xaf63dc4c8601ec8c), "FNV-1a 64 of \"a\"");
 }
 
+/* a row's hash and a values digest: the vectors, and that every value counts */
+static void
+test_row_hashes(void)
+{
+	ms_digest_value rows[2][5] = {
+		{{MS_DV_INTEGER, 7, 0, NULL, 0}, {MS_DV_TEXT, 0, 0, "tea", 3}, {MS_DV_REAL, 0, 2.5, NULL, 0},
+		{MS_DV_BLOB, 0, 0, "\x01\x02", 2}, {MS_DV_NULL, 0, 0, NULL, 0}},
+		{{MS_DV_INTEGER, -3, 0, NULL, 0}, {MS_DV_TEXT, 0, 0, "\xc3\xa9", 2}, {MS_DV_REAL, 0, -0.0, NULL, 0},
+		{MS_DV_BLOB, 0, 0, "", 0}, {MS_DV_TEXT, 0, 0, "n", 1}},
+	};
+	const char *keys[2] = {"1:7", "2:-3"};
+	uint64_t	sum = 0;
+	uint64_t	base;
+	char		hex[17];
+
+	for (int r = 0; r < 2; r++)
+	{
+		uint64_t	h = ms_digest_row(keys[r], strlen(keys[r]), rows[r], 5);
+		uint64_t	step = ms_digest_row_begin(keys[r], strlen(keys[r]));
+
+		ms_digest_hex(h, hex);
+		CHECK(strcmp(hex, ms_vector_row_hashes[r]) == 0, "row %d hash %s, expected %s", r, hex,
+			  ms_vector_row_hashes[r]);
+		for (int c = 0; c < 5; c++)
+			step = ms_digest_row_value(step, &rows[r][c]);
+		CHECK(ms_digest_row_end(step) == h, "row %d a value at a time", r);
+		sum += h;
+	}
+	ms_digest_hex(sum, hex);
+	CHECK(strcmp(hex, ms_vector_values) == 0, "values digest %s, expected %s", hex, ms_vector_values);
+	/* drift anywhere changes it: a value, a type, a NULL moved, the key */
+	base = ms_digest_row(keys[0], 3, rows[0], 5);
+	rows[0][2].d = 2.25;
+	CHECK(ms_digest_row(keys[0], 3, rows[0], 5) != base, "another price");
+	rows[0][2].d = 2.5;
+	rows[0][0].tag = MS_DV_REAL;
+	rows[0][0].d = 7;
+	CHECK(ms_digest_row(keys[0], 3, rows[0], 5) != base, "7 as a REAL is not 7");
+	rows[0][0].tag = MS_DV_INTEGER;
+	rows[0][1].tag = MS_DV_BLOB;
+	CHECK(ms_digest_row(keys[0], 3, rows[0], 5) != base, "'tea' as a BLOB is not TEXT");
+	rows[0][1].tag = MS_DV_TEXT;
+	CHECK(ms_digest_row("1:8", 3, rows[0], 5) != base, "another key");
+	{
+		ms_digest_value a[2] = {{MS_DV_NULL, 0, 0, NULL, 0}, {MS_DV_TEXT, 0, 0, "x", 1}};
+		ms_digest_value b[2] = {{MS_DV_TEXT, 0, 0, "x", 1}, {MS_DV_NULL, 0, 0, NULL, 0}};
+		ms_digest_value c[2] = {{MS_DV_TEXT, 0, 0, "ab", 2}, {MS_DV_TEXT, 0, 0, "c", 1}};
+		ms_digest_value d[2] = {{MS_DV_TEXT, 0, 0, "a", 1}, {MS_DV_TEXT, 0, 0, "bc", 2}};
+
+		CHECK(ms_digest_row("1:1", 3, a, 2) != ms_digest_row("1:1", 3, b, 2), "a NULL in another column");
+		CHECK(ms_digest_row("1:1", 3, c, 2) != ms_digest_row("1:1", 3, d, 2), "bytes moved between columns");
+	}
+}
+
 static void
 test_seals(void)
 {
@@ -850,6 +904,7 @@ main(void)
 {
 	test_keys();
 	test_digests();
+	test_row_hashes();
 	test_seals();
 	test_vector_message();
 	test_vector_evolve();

@@ -23,6 +23,13 @@ typedef struct ms_vector_digest
 extern const ms_vector_digest ms_vector_digests[];
 extern const int ms_vector_ndigests;
 
+/*
+ * Values digests: rows of (id INTEGER key, name TEXT, price REAL, photo
+ * BLOB, note TEXT), each row's hash and the table's sum (docs/protocol.md 10)
+ */
+extern const char *ms_vector_row_hashes[2];
+extern const char *ms_vector_values;
+
 /* a key part of a kind (a Column's key_type), as written, and its one spelling (NULL: refused) */
 typedef struct ms_vector_spelling
 {

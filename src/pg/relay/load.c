@@ -69,6 +69,12 @@ columns_of(const ms_table *t, const char *alias, bool spell)
 	return cols.data;
 }
 
+char *
+ms_load_columns(const ms_table *t, const char *alias)
+{
+	return columns_of(t, alias, true);
+}
+
 /*
  * What row_to_json makes of a column of these types, written here rather
  * than by row_to_json (json.c's datum_to_json): a boolean, a number (its

@@ -64,6 +64,13 @@ extern void ms_load_whole(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List
  */
 extern void ms_encode_proto(const ms_table *t, HeapTuple tup, TupleDesc desc, int first, StringInfo out);
 
+/*
+ * ms_load_columns: t's mirrored columns of the row named alias as a select
+ * list, as the loads read a row before they encode it (a key column in its
+ * key spelling), each named as its column
+ */
+extern char *ms_load_columns(const ms_table *t, const char *alias);
+
 /* ms_encode_key: append a wire Key (its parts as field 1 strings) of a canonical key. */
 extern void ms_encode_key(StringInfo out, const char *key, int keylen);
 

@@ -19,7 +19,9 @@
  *   refusals         rows the replica could not take are not counted as held,
  *                    and go to it again later (refused.c).
  *   digests          compared with what the server records, once the replica
- *                    applied every message recorded for it.
+ *                    applied every message recorded for it: keys that differ
+ *                    provision it again; values that differ send the
+ *                    table's rows again (values.c).
  *   backlog          what it has not sent, and not had filed, as it says.
  *                    When no row of it waits for an answer but this
  *                    upload's, every answer queued for it before was
@@ -357,7 +359,7 @@ ms_refusals(ms_filing *f, Sync__Up *up)
  * of them, a name of up to 127 bytes each), each in memory of its own.
  */
 static char *
-digest_differs(ms_filing *f)
+digest_differs(ms_filing *f, int *repaired)
 {
 	Oid			types[1] = {UUIDOID};
 	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
@@ -412,6 +414,23 @@ digest_differs(ms_filing *f)
 			differs = psprintf("the digest of table \"%s\" differs: the replica holds %llu rows, the server records %llu (drift): provisioned again",
 							   d->table, (unsigned long long) d->count, (unsigned long long) count);
 		}
+		else if (d->values.len == 8 && count > 0)
+		{
+			/* its keys agree: its values, from a replica that gives them (values.c) */
+			ms_filed_table *ft = ms_filed_table_named(f->filer, d->table);
+			uint64		theirs = 0;
+			uint64		ours;
+
+			for (int b = 0; b < 8; b++)
+				theirs = theirs << 8 | d->values.data[b];
+			if (ft != NULL && ms_values_digest(f, ft, count, &ours) && ours != theirs)
+			{
+				ereport(LOG, (errmsg("magic_sync: replica %s holds other values of table \"%s\" than the server sent (drift): its rows go again",
+									 f->replica_text, d->table)));
+				ms_values_repair(f, ft);
+				(*repaired)++;
+			}
+		}
 		MemoryContextReset(f->row_cxt);
 	}
 	MemoryContextSwitchTo(old);
@@ -429,6 +448,7 @@ ms_digests(ms_filing *f)
 	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
 	bool		isnull;
 	char	   *differs;
+	int			repaired = 0;
 	size_t		pos = 0;
 	const uint8_t *p;
 	size_t		len;
@@ -442,12 +462,14 @@ ms_digests(ms_filing *f)
 	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) ||
 		f->provisioning)
 		return "not compared: messages are on their way";
-	differs = digest_differs(f);
+	differs = digest_differs(f, &repaired);
 	if (differs != NULL)
 	{
 		provision(f, differs);
 		return "differ";
 	}
+	if (repaired > 0)
+		return "values differ: rows sent again";
 	if (SPI_execute_with_args("UPDATE sync.replicas SET digests_at = now() WHERE id = $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record a digest");

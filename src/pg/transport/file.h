@@ -24,6 +24,8 @@
  *               or numbered at or below the last filed, what sync.file returns
  *   aside.c     the backlog as recorded: each table's rows the replica can
  *               never send, with why, and the rows this filing refused
+ *   values.c    the values digest of a table as the server holds it for a
+ *               replica, and its repair: the rows sent again
  *-------------------------------------------------------------------------
  */
 #ifndef MS_FILE_H
@@ -201,6 +203,18 @@ extern void ms_gap(ms_filing *f, Sync__Up *up);
 extern void ms_refusals(ms_filing *f, Sync__Up *up);
 /* ms_digests: the upload's digests (f->upload): "none", "not compared: ...", "differ" or "match". */
 extern const char *ms_digests(ms_filing *f);
+
+/* ---- values.c ---- */
+
+/*
+ * ms_values_digest: the values digest of what the replica holds of ft's
+ * table (docs/protocol.md 8), over the server's current rows, into *out;
+ * false when it cannot be known now (a change of the table on its way, or
+ * not count rows read)
+ */
+extern bool ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out);
+/* ms_values_repair: every row the replica holds of ft's table goes to it again */
+extern void ms_values_repair(ms_filing *f, ms_filed_table *ft);
 /*
  * ms_backlog: what the replica has not sent, has not had filed, set aside,
  * refused (f->upload's backlog), of each table the server mirrors.

@@ -1,0 +1,271 @@
+/*-------------------------------------------------------------------------
+ * values.c
+ *	  The server's values digest of what a replica holds of a table, and
+ *	  its repair (docs/protocol.md 8).
+ *
+ * A replica's digest covers each row's values: the sum of each row's hash
+ * (src/shared ms_digest_row) over its values as the file stores them.  The
+ * server keeps no hash of what it sent: it computes the same over its
+ * current rows, each read and made into the values a replica stores as a
+ * send makes it (relay/load.c's columns; proto: the very bytes a message
+ * carries, walked by src/shared/row.c; json: each column's to_json, read as
+ * the replica's codec reads it).  Its current rows are what the replica
+ * holds only when nothing of the table is on its way: ack.c compares once
+ * the replica applied every message recorded for it, and here no note of
+ * the table may wait (nor a row be quarantined), else nothing is compared.
+ *
+ * A difference is repaired, not only recorded: each row the replica holds
+ * of the table goes to it again, as a row it refused does (relay/retry.c),
+ * rebuilt from the current row, to it alone, as an upsert -- never a
+ * replacement, so a write it made since and has not had filed keeps its
+ * columns, as any upsert leaves them.  Range digests narrow which rows go.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "digest.h"
+#include "file.h"
+#include "load.h"
+#include "owner.h"
+#include "wake.h"
+
+/* rows read a fetch at a time, in memory of their own */
+#define FETCH_ROWS 1000
+
+/* whether column c of t counts in a row's hash: a replica overwrites it (digest.h) */
+static bool
+counted(const ms_table *t, int c)
+{
+	return !t->columns[c].replica_owned || t->columns[c].key;
+}
+
+static int
+hex_digit(char ch)
+{
+	return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 :
+		ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+}
+
+/* hex digits of a "\x..." BLOB as the json codec carries it, decoded in place; false: none */
+static bool
+unhex(char *s, size_t *n)
+{
+	size_t		len = strlen(s);
+
+	if (len < 2 || s[0] != '\\' || s[1] != 'x' || len % 2 != 0)
+		return false;
+	for (size_t i = 2; i < len; i += 2)
+	{
+		int			hi = hex_digit(s[i]),
+					lo = hex_digit(s[i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return false;
+		s[(i - 2) / 2] = (char) (hi << 4 | lo);
+	}
+	*n = (len - 2) / 2;
+	return true;
+}
+
+/*
+ * json_value: what a replica's json codec stores of a column of type type
+ * given s, the column's to_json as text (a string unquoted, anything else
+ * its JSON text); NULL is NULL.  src/sqlite/codec.c reads the same.
+ */
+static ms_digest_value
+json_value(ms_type type, char *s)
+{
+	ms_digest_value v = {MS_DV_NULL, 0, 0, NULL, 0};
+	char	   *end;
+
+	if (s == NULL)
+		return v;
+	switch (type)
+	{
+		case MS_INTEGER:
+			v.tag = MS_DV_INTEGER;
+			v.i = strcmp(s, "true") == 0 ? 1 : strcmp(s, "false") == 0 ? 0 : strtoll(s, &end, 10);
+			break;
+		case MS_REAL:
+			v.tag = MS_DV_REAL;
+			v.d = strtod(s, &end);
+			break;
+		case MS_BLOB:
+			v.tag = MS_DV_BLOB;
+			v.p = s;
+			if (!unhex(s, &v.n))
+				v.n = strlen(s);
+			break;
+		case MS_TEXT:
+			v.tag = MS_DV_TEXT;
+			v.p = s;
+			v.n = strlen(s);
+			break;
+	}
+	return v;
+}
+
+/* proto: the walker's values, by column */
+static bool
+proto_value(void *arg, int column, const ms_row_value *rv, char reason[MS_REASON_MAX])
+{
+	ms_digest_value *vals = arg;
+	ms_digest_value *v = &vals[column];
+
+	(void) reason;
+	v->tag = rv->type == MS_INTEGER ? MS_DV_INTEGER : rv->type == MS_REAL ? MS_DV_REAL :
+		rv->type == MS_TEXT ? MS_DV_TEXT : MS_DV_BLOB;
+	v->i = rv->i;
+	v->d = rv->d;
+	v->p = rv->p;
+	v->n = rv->n;
+	return true;
+}
+
+/*
+ * the statement reading each row the replica $1 holds of table $2, as a send
+ * reads it: joined by the row's canonical key, which the planner may hash
+ * rather than look each held row up by its key (bench/values.py)
+ */
+static char *
+rows_sql(const ms_table *t)
+{
+	StringInfoData sql;
+
+	StringInfoData names;
+
+	initStringInfo(&sql);
+	initStringInfo(&names);
+	appendStringInfoString(&sql, "SELECT h.key");
+	/* the subquery's columns renamed k, c0, c1 ...: no column's name can take the key's */
+	appendStringInfoString(&names, "k");
+	for (int c = 0; c < t->ncolumns; c++)
+	{
+		appendStringInfo(&names, ", c%d", c);
+		if (t->proto)
+			appendStringInfo(&sql, ", r.c%d", c);
+		else if (counted(t, c))
+			appendStringInfo(&sql, ", pg_catalog.json_extract_path_text(pg_catalog.to_json(r.c%d),"
+							 " VARIADIC '{}'::pg_catalog.text[])", c);
+	}
+	appendStringInfo(&sql, " FROM sync.held h JOIN (SELECT %s, %s FROM %s t) r(%s) ON r.k = h.key"
+					 " WHERE h.replica = $1 AND h.tab = $2 AND h.refused IS NULL AND h.taken IS NULL",
+					 ms_key_expr(t, "t"), ms_load_columns(t, "t"), t->qualified, names.data);
+	return sql.data;
+}
+
+/* whether a note of t waits, or a row of it is quarantined: its rows may not be what went */
+static bool
+on_its_way(const ms_table *t)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(t->id)};
+	bool		isnull;
+
+	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.notes WHERE NOT done AND tab = $1)"
+							  " OR EXISTS (SELECT FROM sync.quarantine WHERE tab = $1)",
+							  1, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read the notes of table \"%s\"", t->name);
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+bool
+ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
+{
+	const ms_table *t = ft->t;
+	Oid			types[2] = {UUIDOID, INT4OID};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync values digest",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = CurrentMemoryContext;
+	ms_digest_value *vals = palloc(sizeof(ms_digest_value) * Max(t->ncolumns, 1));
+	SPIPlanPtr	plan;
+	Portal		portal;
+	ms_as_owner as;
+	uint64		sum = 0;
+	uint64		rows = 0;
+	bool		unwalked = false;
+
+	if (on_its_way(t))
+		return false;
+	/* sync.held checked as sync.file's owner, the table read as its own (owner.h) */
+	plan = ms_owner_prepare(rows_sql(t), 2, types, GetUserId());
+	ms_owner_begin(&as, t->relid);
+	portal = SPI_cursor_open(NULL, plan, values, NULL, true);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, FETCH_ROWS);
+		if (SPI_processed == 0)
+			break;
+		MemoryContextSwitchTo(cxt);
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[i];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			char	   *key = SPI_getvalue(tup, desc, 1);
+			uint64_t	h = ms_digest_row_begin(key, strlen(key));
+			int			at = 2;
+
+			if (t->proto)
+			{
+				StringInfoData row;
+				char		reason[MS_REASON_MAX];
+
+				initStringInfo(&row);
+				ms_encode_proto(t, tup, desc, 2, &row);
+				for (int c = 0; c < t->ncolumns; c++)
+					vals[c] = (ms_digest_value) {MS_DV_NULL, 0, 0, NULL, 0};
+				/* a row no replica takes (TEXT not UTF-8 in a SQL_ASCII database): refused, or to be */
+				if (!ms_row_walk(&ft->shape, (const uint8_t *) row.data, (size_t) row.len,
+								 proto_value, vals, reason))
+					unwalked = true;
+			}
+			for (int c = 0; c < t->ncolumns; c++)
+			{
+				if (!counted(t, c))
+					continue;
+				if (!t->proto)
+					vals[c] = json_value(t->columns[c].sqlite_type, SPI_getvalue(tup, desc, at++));
+				h = ms_digest_row_value(h, &vals[c]);
+			}
+			sum += ms_digest_row_end(h);
+			rows++;
+			MemoryContextReset(cxt);
+		}
+		MemoryContextSwitchTo(old);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	ms_owner_end(&as);
+	MemoryContextDelete(cxt);
+	*out = sum;
+	/* a held row the table no longer has: a change on its way after all */
+	return rows == count && !unwalked;
+}
+
+void
+ms_values_repair(ms_filing *f, ms_filed_table *ft)
+{
+	Oid			types[2] = {UUIDOID, INT4OID};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(ft->t->id)};
+
+	/*
+	 * Held as refused, due at once: the next pass sends each to this replica
+	 * alone, and its acknowledgement ends it (relay/retry.c, record.c).
+	 */
+	if (SPI_execute_with_args("WITH h AS (UPDATE sync.held SET refused = 'its values differ from the server''s (digest)'"
+							  "            WHERE replica = $1 AND tab = $2 AND refused IS NULL AND taken IS NULL"
+							  "            RETURNING key, note)"
+							  " INSERT INTO sync.refused_rows AS r (replica, tab, key, note, due)"
+							  " SELECT $1, $2, h.key, h.note, pg_catalog.now() FROM h"
+							  " ON CONFLICT (replica, tab, key) DO UPDATE SET due = pg_catalog.now(), note = excluded.note",
+							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not mark the rows of table \"%s\" to send again", ft->t->name);
+	ms_wake_at_commit();
+}
