@@ -91,8 +91,9 @@ check("store 1's tag waits in the inbox, unfiled, its note kept",
       (root.one("SELECT count(*) FROM sync.inbox WHERE replica = %s", (S1,)),
        root.one("SELECT count(*) FROM tag WHERE store = %s", (S1,)),
        r1.one("SELECT count(*) FROM _sync_notes WHERE tbl = 'tag'")), (1, 0, 1))
-check("the replica added meanwhile waits for its snapshot",
-      (root.one("SELECT provision FROM sync.replicas WHERE id = %s", (S3,)), r3.provisioned()), (True, False))
+check("the replica added meanwhile waits for its snapshot, sent nothing",
+      (root.one("SELECT provision FROM sync.replicas WHERE id = %s", (S3,)), r3.provisioned(),
+       root.one("SELECT count(*) FROM sync.outbox WHERE replica = %s", (S3,))), (True, False, 0))
 health = root.rows("SELECT kind, reason FROM sync.health() ORDER BY kind")
 check("sync.health says what waits and why",
       sorted({why.split(":")[0] for k, why in health if k == "declaration" and "held back" in why}), ["issue", "tag"])

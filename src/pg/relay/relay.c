@@ -427,8 +427,8 @@ live_replicas(ms_pass *p)
 	bool		isnull;
 	ArrayType  *live;
 
-	/* those left to a snapshot pass are its alone (observe.c) */
-	ms_exec(p, p->snapshots_left ?
+	/* those left to a snapshot pass are its alone, and those waiting while a table is held back (observe.c) */
+	ms_exec(p, p->snapshots_left || p->held != NIL ?
 			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped AND NOT provision), count(*) FROM sync.replicas" :
 			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped"
 			" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
@@ -472,9 +472,6 @@ ms_relay_pass(ms_pass *p)
 	read_catalog(p);
 	ms_epoch_current(&p->epoch);
 	provisioning = ms_observe(p);
-	/* a snapshot would leave a table held back out: the replicas it would provision wait */
-	if (p->held != NIL)
-		provisioning = NULL;
 	/* a snapshot pass reads no note: the next pass plans them for every replica */
 	if (snapshots == MS_SNAPSHOTS_ONLY && provisioning == NULL)
 	{
