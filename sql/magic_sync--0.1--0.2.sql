@@ -1042,11 +1042,13 @@ BEGIN
 			SELECT r.* FROM sync.live_replicas r
 			 WHERE ($1 IS NULL OR r.id = ANY ($1)) AND ($2 IS NULL OR r.partition = $2)),
 		items AS (
-			-- the relay refuses to run while a declaration or trigger is wrong
+			-- a table whose declaration or trigger is wrong is held back, with those joined to it
 			SELECT 'declaration' AS kind, 'a fix' AS waits_on, NULL::uuid AS replica,
 			       (SELECT t.relid FROM sync.tables t WHERE t.name = c.tab) AS tab, NULL::text AS key,
 			       1::bigint AS count, NULL::timestamptz AS since,
-			       format('%s: %s: %s; the relay will not run until sync.mirror or sync.retrigger puts it right',
+			       format('%s: %s: %s; it is held back, with every table joined to it by a foreign key'
+			              ' (its changes, their filing, snapshots), until sync.mirror or sync.retrigger puts it right;'
+			              ' every other table flows',
 			              c.tab, c.problem, c.detail) AS reason, NULL::text AS sqlstate
 			  FROM sync.check() c
 			 WHERE c.problem <> 'foreign key not indexed'	-- it runs, reading a table whole

@@ -687,6 +687,8 @@ begin_snapshot(applier *a)
 	ms_ctx	   *c = a->c;
 	Sync__ToReplica *m = a->m;
 	sqlite3_stmt *st;
+	ms_backfill backfill = {0};
+	bool		first = !c->st.has_epoch;	/* a file's first snapshot: its rows are backfilled */
 	int			rc;
 
 	rc = ms_prepare(c, &st, "UPDATE _sync_state SET replica = coalesce(replica, ?1), epoch = ?2,"
@@ -711,7 +713,11 @@ begin_snapshot(applier *a)
 	memcpy(c->st.epoch, m->epoch.data, MS_EPOCH_BYTES);
 	c->st.snapshot = m->number;
 	c->st.gap = 0;
+	c->backfill = first ? &backfill : NULL;
 	rc = ms_schema_begin(c, m->down->begin);
+	c->backfill = NULL;
+	if (rc == SQLITE_OK && backfill.n > 0)
+		rc = ms_backfill_rows(c, &backfill);
 	return rc == SQLITE_OK ? fresh_tables(c) : rc;
 }
 

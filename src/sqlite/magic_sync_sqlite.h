@@ -132,6 +132,14 @@ typedef struct ms_state
 typedef struct ms_schema ms_schema;
 typedef struct ms_catalog ms_catalog;
 
+/* the tables a first snapshot took from the host, to backfill (backfill.c) */
+typedef struct ms_backfill
+{
+	int			n;
+	int			cap;
+	const char **names;
+} ms_backfill;
+
 typedef struct ms_ctx
 {
 	sqlite3    *db;
@@ -159,6 +167,8 @@ typedef struct ms_ctx
 	 * memory, when it ends SQLite rolls the transaction back (util.c)
 	 */
 	sqlite3_stmt *sentinel;
+	/* set while a file's first snapshot applies its schema: what it takes to backfill */
+	ms_backfill *backfill;
 } ms_ctx;
 
 extern void ms_ctx_init(ms_ctx *c, sqlite3_context *ctx, const char *fn);
@@ -376,6 +386,18 @@ extern int	ms_table_finish(ms_ctx *c, Sync__Table *m, const ms_tbl *t, int posit
 extern int	ms_table_store(ms_ctx *c, Sync__Table *m, int position);
 extern int	ms_table_untrigger(ms_ctx *c, const char *name);
 extern bool ms_table_failure(int rc);
+
+/* ---- backfill.c ------------------------------------------------------- */
+
+/*
+ * ms_backfill_fits: whether a table of the host's fits the declaration
+ * closely enough to be the replica's at a first snapshot; ms_backfill_take
+ * marks it made and remembers it; ms_backfill_rows notes (and, for a
+ * record, names in the open snapshot) the rows of every table taken.
+ */
+extern int	ms_backfill_fits(ms_ctx *c, const struct ms_tbl *t, bool *fits);
+extern int	ms_backfill_take(ms_ctx *c, const char *name);
+extern int	ms_backfill_rows(ms_ctx *c, const ms_backfill *b);
 
 /* ---- catalog.c -------------------------------------------------------- */
 

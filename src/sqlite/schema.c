@@ -987,6 +987,17 @@ take(ms_ctx *c, const ms_tbl *t, char **host)
 	if (rc != SQLITE_OK)
 		return rc;
 	o = ms_cat_object(cat, t->name);
+	/* a file's first snapshot takes a table of the app's that fits the declaration (backfill.c) */
+	if (o != NULL && o->type == ms_object_types[0] && !o->made && c->backfill != NULL)
+	{
+		bool		fits;
+
+		rc = ms_backfill_fits(c, t, &fits);
+		if (rc == SQLITE_OK && fits && (rc = ms_backfill_take(c, t->name)) == SQLITE_OK)
+			o->made = true;
+		if (rc != SQLITE_OK)
+			return rc;
+	}
 	if (o != NULL && !(o->type == ms_object_types[0] && o->made))
 	{
 		*host = host_has(c, o, t->name);

@@ -33,6 +33,7 @@ extern void test_hlc(void);
 extern void test_lanes(void);
 extern void test_sign(void);
 extern void test_host(void);
+extern void test_backfill(void);
 extern void test_full(void);
 extern void test_many(void);
 
@@ -151,6 +152,7 @@ main(void)
 	run("lanes", test_lanes);
 	run("sign", test_sign);
 	run("host", test_host);
+	run("backfill", test_backfill);
 	run("full", test_full);
 	run("many", test_many);
 	tm_free_all();

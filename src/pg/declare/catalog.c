@@ -14,6 +14,7 @@
 #include "catalog/pg_index.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "nodes/value.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
@@ -343,9 +344,108 @@ ms_catalog_tables(void)
 	List	   *problems = NIL;
 	List	   *tables = ms_catalog_read(&problems);
 
-	if (problems != NIL)
-		ms_catalog_refuse(linitial(problems), "SELECT * FROM sync.check() lists every problem.");
-	return tables;
+	return ms_catalog_hold(tables, problems, NULL);
+}
+
+/* the place of the table of this id in tables, or -1 */
+static int
+place_of(List *tables, int id)
+{
+	ListCell   *lc;
+
+	foreach(lc, tables)
+		if (((ms_table *) lfirst(lc))->id == id)
+			return foreach_current_index(lc);
+	return -1;
+}
+
+List *
+ms_catalog_hold(List *tables, List *problems, List **held)
+{
+	int			n = list_length(tables);
+	char	  **why = palloc0(sizeof(char *) * Max(n, 1));
+	List	   *flowing = NIL;
+	List	   *gone = NIL;		/* troubled tables not described: their names */
+	ListCell   *lc;
+	bool		changed = true;
+
+	foreach(lc, problems)
+	{
+		ms_problem *p = lfirst(lc);
+		bool		found = false;
+		ListCell   *tc;
+
+		if (p->table == NULL || p->table[0] == '\0')
+			ms_catalog_refuse(p, "SELECT * FROM sync.check() lists every problem.");
+		if (strcmp(p->problem, MS_CHECK_UNINDEXED) == 0)
+			continue;
+		foreach(tc, tables)
+		{
+			ms_table   *t = lfirst(tc);
+
+			if (strcmp(t->name, p->table) == 0)
+			{
+				found = true;
+				if (why[foreach_current_index(tc)] == NULL)
+					why[foreach_current_index(tc)] = psprintf("%s: %s", p->problem, p->detail);
+			}
+		}
+		if (!found && !list_member(gone, makeString(p->table)))
+		{
+			gone = lappend(gone, makeString(p->table));
+			if (held != NULL)
+			{
+				ms_held    *h = palloc0(sizeof(ms_held));
+
+				h->name = p->table;
+				h->why = psprintf("%s: %s", p->problem, p->detail);
+				*held = lappend(*held, h);
+			}
+		}
+	}
+	/* every table joined to one held back, either way, until none is added */
+	while (changed)
+	{
+		changed = false;
+		foreach(lc, tables)
+		{
+			ms_table   *t = lfirst(lc);
+			int			i = foreach_current_index(lc);
+
+			for (int f = 0; f < t->nfkeys; f++)
+			{
+				int			j = place_of(tables, t->fkeys[f].parent);
+				ms_table   *parent = j >= 0 ? list_nth(tables, j) : NULL;
+
+				if (why[i] == NULL && (j < 0 || why[j] != NULL))
+					why[i] = psprintf("its foreign key %s points at %s, which is held back",
+									  t->fkeys[f].name, parent ? parent->name : "a table no longer described");
+				else if (why[i] != NULL && j >= 0 && why[j] == NULL)
+					why[j] = psprintf("%s, which points at it, is held back", t->name);
+				else
+					continue;
+				changed = true;
+			}
+		}
+	}
+	foreach(lc, tables)
+	{
+		ms_table   *t = lfirst(lc);
+		int			i = foreach_current_index(lc);
+
+		if (why[i] == NULL)
+			flowing = lappend(flowing, t);
+		else if (held != NULL)
+		{
+			ms_held    *h = palloc0(sizeof(ms_held));
+
+			h->t = t;
+			h->name = t->name;
+			h->why = why[i];
+			*held = lappend(*held, h);
+		}
+	}
+	return flowing;
 }
 
 void

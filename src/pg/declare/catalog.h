@@ -129,10 +129,12 @@ typedef struct ms_table
 } ms_table;
 
 /*
- * ms_catalog_tables: every declared table, parents first (by depth, then id).
- * SPI must be connected; everything is allocated in CurrentMemoryContext.
- * Errors (ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE) when a declaration no
- * longer matches its table: sync.check() says which.
+ * ms_catalog_tables: every declared table that flows, parents first (by
+ * depth, then id).  SPI must be connected; everything is allocated in
+ * CurrentMemoryContext.  A table whose declaration no longer matches it
+ * (sync.check() says which) is held back, with every table joined to it by
+ * foreign keys (ms_catalog_hold), and left out; a problem of no one table
+ * (a foreign key cycle) errors (ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE).
  */
 extern List *ms_catalog_tables(void);
 
@@ -158,6 +160,24 @@ typedef struct ms_problem
  * that still exists as far as it can (a column that is gone is left out).
  */
 extern List *ms_catalog_read(List **problems);
+
+/* A table held back (ms_catalog_hold): why it waits. */
+typedef struct ms_held
+{
+	ms_table   *t;				/* as far as it is described; NULL: not at all (dropped) */
+	char	   *name;			/* wire name */
+	char	   *why;			/* a sentence */
+} ms_held;
+
+/*
+ * ms_catalog_hold: the tables of ms_catalog_read that flow while those the
+ * problems name (sync.check()'s rows, a foreign key not indexed aside) do
+ * not: each of those, and every table joined to one by a foreign key either
+ * way (a child follows its parent; a parent is wanted through its
+ * children), is held back; *held (when not NULL) gets an ms_held for each.
+ * A problem of no one table (a cycle) errors, as it did.
+ */
+extern List *ms_catalog_hold(List *tables, List *problems, List **held);
 
 /* ms_catalog_find: the table of this id in a list from ms_catalog_tables, or NULL. */
 extern ms_table *ms_catalog_find(List *tables, int id);

@@ -6,9 +6,10 @@
  *	  replication subscriber, a restore) or not as sync.mirror writes it could
  *	  let a change go unnoted; a declaration that no longer
  *	  matches its table could send replicas rows they cannot read.  The
- *	  relay refuses to run while this returns anything (docs/design.md 3)
- *	  but a foreign key with no index on its columns, which only makes the
- *	  relay read a table whole where it would look rows up.
+ *	  relay holds back a table this names, with the tables joined to it
+ *	  (declare/catalog.c, ms_catalog_hold), but for a foreign key with no
+ *	  index on its columns, which only makes the relay read a table whole
+ *	  where it would look rows up.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"

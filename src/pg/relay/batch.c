@@ -74,6 +74,15 @@ ms_batch_read(ms_pass *p)
 					 1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
 	/* a note read again lies under the floor, most likely: the read begins at it */
 	unparked = DatumGetInt64(ms_value(0, 1, &isnull));
+	/*
+	 * The notes of a table held back (relay.c) are parked: read again a
+	 * minute later, as any parked note, and planned once the table flows.
+	 */
+	if (p->held_ids != NULL)
+		ms_exec(p,
+				"UPDATE sync.notes SET parked = 'its table is held back: SELECT * FROM sync.check() says why',"
+				" parked_at = now() WHERE tab = ANY ($1) AND parked IS NULL AND NOT done",
+				1, (Oid[]) {INT4ARRAYOID}, (Datum[]) {PointerGetDatum(p->held_ids)}, NULL, 0);
 	if (!isnull && p->floor != NULL)
 		p->floor->floor = Min(p->floor->floor, unparked);
 	from = p->floor != NULL ? p->floor->floor : 0;

@@ -276,8 +276,11 @@ ms_evolve_observe(ms_pass *p)
 	Oid			types[1] = {BYTEAOID};
 	Datum		values[1] = {PointerGetDatum(p->schema_hash)};
 
+	/* a table held back is left out of the pass's schema: no replica is sent a change, nor provisioned, for it */
 	if (p->evolve->before)
 	{
+		if (p->held != NIL)
+			return;
 		/* as before schema changes: the mirrored tables changed since its snapshot, it is provisioned */
 		ms_exec(p,
 				"UPDATE sync.replicas SET provision = true"
@@ -293,6 +296,8 @@ ms_evolve_observe(ms_pass *p)
 	if (p->forgotten > 0)
 		ms_exec(p, "DELETE FROM sync.replica_tables WHERE replica IN (SELECT id FROM pg_temp.ms_forget)",
 				0, NULL, NULL, NULL, 0);
+	if (p->held != NIL)
+		return;
 	ms_exec(p, "SELECT EXISTS (SELECT FROM sync.replicas WHERE live AND NOT provision"
 			" AND schema_hash IS DISTINCT FROM $1)", 1, types, values, NULL, 0);
 	if (!DatumGetBool(ms_value(0, 1, &(bool) {false})))

@@ -109,6 +109,12 @@ ms_observe(ms_pass *p)
 	provisioning = ms_array();
 	if (provisioning == NULL)
 		return NULL;
+	/*
+	 * A table held back (relay.c): a snapshot would leave it out, so the
+	 * replicas waiting for one wait, their outboxes and held rows as they are
+	 */
+	if (p->held != NIL)
+		return NULL;
 	/* the worker's pass that reads notes leaves them to a snapshot pass (relay.c) */
 	if (p->snapshots == MS_SNAPSHOTS_LEFT)
 	{

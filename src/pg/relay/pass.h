@@ -48,6 +48,8 @@ typedef struct ms_pass
 	MemoryContext cxt;			/* everything the pass allocates */
 	Snapshot	snapshot;		/* registered for the pass */
 	List	   *tables;			/* ms_table *, parents first: the catalog, read once */
+	List	   *held;			/* ms_held *: the tables held back, with why (declare/catalog.h) */
+	ArrayType  *held_ids;		/* their ids (int[]); NULL: none */
 	ms_epoch	epoch;
 	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once) */
 	bytea	   *schema_hash;	/* its SHA-256 */

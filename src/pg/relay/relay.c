@@ -64,24 +64,56 @@ ms_relay_hold_replicas(void)
 	LockRelationOid(get_relname_relid("replicas", get_namespace_oid("sync", false)), ExclusiveLock);
 }
 
-/* the relay refuses to run while sync.check() reports a problem, but a foreign key not indexed */
-static void
-refuse_unless_checked(ms_pass *p)
+/*
+ * troubled: what sync.check() reports, but a foreign key not indexed.  The
+ * tables it names, and those joined to them, are held back (ms_catalog_hold);
+ * the relay runs for every other table.  A problem of no one table (a cycle)
+ * still stops it.
+ */
+static List *
+troubled(ms_pass *p)
 {
-	bool		isnull;
-	Datum		d;
+	List	   *problems = NIL;
 
-	ms_exec(p, "SELECT string_agg(c.detail, ' ') FROM sync.check() c WHERE c.problem <> '" MS_CHECK_UNINDEXED "'",
+	ms_exec(p, "SELECT c.tab, c.problem, c.detail FROM sync.check() c WHERE c.problem <> '" MS_CHECK_UNINDEXED "'",
 			0, NULL, NULL, NULL, 0);
-	d = ms_value(0, 1, &isnull);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		ms_problem *pr = palloc0(sizeof(ms_problem));
+		bool		isnull;
+
+		pr->table = TextDatumGetCString(ms_value(i, 1, &isnull));
+		pr->problem = TextDatumGetCString(ms_value(i, 2, &isnull));
+		pr->detail = TextDatumGetCString(ms_value(i, 3, &isnull));
+		if (pr->table[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the relay will not run while sync.check() reports a problem"),
+					 errdetail("%s", pr->detail),
+					 errhint("SELECT * FROM sync.check() says what to fix.")));
+		problems = lappend(problems, pr);
+	}
 	/* a problem of a declaration written after the snapshot is the pass's: it runs again */
 	ms_evolve_check_race(p);
-	if (!isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the relay will not run while sync.check() reports a problem"),
-				 errdetail("%s", TextDatumGetCString(d)),
-				 errhint("SELECT * FROM sync.check() says what to fix; sync.retrigger(table) writes its triggers again.")));
+	return problems;
+}
+
+/* the ids of the tables held back, as an int[] (sync.health says why each waits) */
+static ArrayType *
+held_ids(List *held)
+{
+	Datum	   *ids = palloc(sizeof(Datum) * Max(list_length(held), 1));
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, held)
+	{
+		ms_held    *h = lfirst(lc);
+
+		if (h->t != NULL)
+			ids[n++] = Int32GetDatum(h->t->id);
+	}
+	return construct_array(ids, n, INT4OID, sizeof(int32), true, TYPALIGN_INT);
 }
 
 /* set aside rows that cannot go, until a change or a fix lets them through */
@@ -264,6 +296,8 @@ static MemoryContext catalog_cxt = NULL;
 static bool catalog_valid = false;
 static char *catalog_text = NULL;
 static List *catalog_tables = NIL;
+static List *catalog_held = NIL;
+static ArrayType *catalog_held_ids = NULL;
 static StringInfoData catalog_begin;
 static bytea *catalog_schema_hash = NULL;
 static ms_evolve *catalog_evolve = NULL;
@@ -330,6 +364,7 @@ read_catalog(ms_pass *p)
 {
 	char	   *decls = declarations(p);
 	MemoryContext old;
+	List	   *problems;
 
 	ms_plans_catalog(decls);
 	if (!catalog_valid || catalog_text == NULL || strcmp(catalog_text, decls) != 0)
@@ -344,10 +379,18 @@ read_catalog(ms_pass *p)
 			catalog_cxt = AllocSetContextCreate(TopMemoryContext, "magic_sync catalog", ALLOCSET_DEFAULT_SIZES);
 		MemoryContextReset(catalog_cxt);
 		catalog_text = NULL;
-		refuse_unless_checked(p);
+		problems = troubled(p);
 		old = MemoryContextSwitchTo(catalog_cxt);
 		/* the catalog, read once: every part of the pass is handed this list */
-		p->tables = ms_catalog_tables();
+		{
+			List	   *ignored = NIL;	/* sync.check() said them, and more */
+
+			p->held = NIL;
+			p->tables = ms_catalog_hold(ms_catalog_read(&ignored), problems, &p->held);
+			p->held_ids = p->held != NIL ? held_ids(p->held) : NULL;
+		}
+		catalog_held = p->held;
+		catalog_held_ids = p->held_ids;
 		ms_evolve_schema(p);
 		catalog_tables = p->tables;
 		catalog_begin = p->begin;
@@ -356,13 +399,19 @@ read_catalog(ms_pass *p)
 		watch(p->tables);
 		catalog_text = pstrdup(decls);
 		MemoryContextSwitchTo(old);
-		/* an invalidation while it was read leaves it invalid: the next pass reads again */
-		catalog_valid = true;
+		/*
+		 * an invalidation while it was read leaves it invalid: the next pass
+		 * reads again; so does a table held back, which a fix may put right
+		 * in many ways (sync.check() says them)
+		 */
+		catalog_valid = p->held == NIL;
 		/* what the pass finds of each replica is its own, the schemas are kept */
 		p->evolve = ms_evolve_kept(catalog_evolve);
 		return;
 	}
 	p->tables = catalog_tables;
+	p->held = catalog_held;
+	p->held_ids = catalog_held_ids;
 	p->begin = catalog_begin;
 	p->schema_hash = catalog_schema_hash;
 	p->evolve = ms_evolve_kept(catalog_evolve);
@@ -378,8 +427,8 @@ live_replicas(ms_pass *p)
 	bool		isnull;
 	ArrayType  *live;
 
-	/* those left to a snapshot pass are its alone (observe.c) */
-	ms_exec(p, p->snapshots_left ?
+	/* those left to a snapshot pass are its alone, and those waiting while a table is held back (observe.c) */
+	ms_exec(p, p->snapshots_left || p->held != NIL ?
 			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped AND NOT provision), count(*) FROM sync.replicas" :
 			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped"
 			" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"

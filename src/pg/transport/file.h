@@ -62,6 +62,7 @@ extern const char *const ms_outcome_names[MS_OUTCOMES];
 typedef struct ms_filed_table
 {
 	ms_table   *t;
+	char	   *held;			/* held back (declare/catalog.h): why; its rows wait in the inbox */
 	bool		owned;			/* the replica owns a column of it */
 	ms_row_column *cols;		/* proto codec: the walker's view of its columns */
 	ms_row_shape shape;

@@ -138,14 +138,27 @@ ms_filer_begin(ms_filer *fr)
 {
 	ListCell   *lc;
 	int			i = 0;
+	List	   *problems = NIL;
+	List	   *held = NIL;
 
 	memset(fr, 0, sizeof *fr);
 	fr->cxt = CurrentMemoryContext;
-	fr->tables = ms_catalog_tables();
-	fr->ntables = list_length(fr->tables);
-	fr->filed = palloc(sizeof(ms_filed_table) * Max(fr->ntables, 1));
+	/* a table held back is known, so that its rows wait in the inbox; it is not in tables */
+	fr->tables = ms_catalog_read(&problems);
+	fr->tables = ms_catalog_hold(fr->tables, problems, &held);
+	fr->filed = palloc(sizeof(ms_filed_table) * Max(list_length(fr->tables) + list_length(held), 1));
 	foreach(lc, fr->tables)
 		filed_table_init(&fr->filed[i++], lfirst(lc));
+	foreach(lc, held)
+	{
+		ms_held    *h = lfirst(lc);
+
+		if (h->t == NULL)
+			continue;
+		filed_table_init(&fr->filed[i], h->t);
+		fr->filed[i++].held = h->why;
+	}
+	fr->ntables = i;
 	prepare_catalog(fr);
 }
 

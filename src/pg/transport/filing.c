@@ -641,7 +641,16 @@ one_row(ms_filing *f, const char *table, ms_filed_table *ft, Sync__Key *k, const
 
 		canon.parts = parts;
 		key = ms_canonical_key(&canon);
-		out = ms_file_row(f, ft, parts, key, bytes, len, del, &why, &sqlstate);
+		if (ft->held != NULL)
+		{
+			/* the rest of the upload is filed: this table's rows wait until it is put right */
+			why = psprintf("table \"%s\" is held back (%s): its rows wait until it is put right",
+						   ft->t->name, ft->held);
+			sqlstate = "55000";
+			out = MS_WAITS;
+		}
+		else
+			out = ms_file_row(f, ft, parts, key, bytes, len, del, &why, &sqlstate);
 	}
 	if (out == MS_WAITS || out == MS_SET_ASIDE)
 		ms_inbox_keep(f, ft, key, bytes, len, del, why, sqlstate);

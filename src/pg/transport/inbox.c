@@ -128,8 +128,8 @@ retry_one(ms_filer *fr, SPITupleTable *tt, uint64 i)
 	ft = ms_filed_table_named(fr, TextDatumGetCString(SPI_getbinval(tup, tt->tupdesc, 3, &isnull)));
 	key = TextDatumGetCString(SPI_getbinval(tup, tt->tupdesc, 4, &isnull));
 	nparts = ms_key_count_parts(key, strlen(key));
-	/* a table no longer mirrored, or whose key changed: the row waits for a declaration that takes it */
-	if (ft == NULL || nparts != ft->t->nkey)
+	/* a table no longer mirrored, held back, or whose key changed: the row waits for a declaration that takes it */
+	if (ft == NULL || ft->held != NULL || nparts != ft->t->nkey)
 		return false;
 	f.acked = acked_of(&f);
 	row = SPI_getbinval(tup, tt->tupdesc, 5, &isnull);
