@@ -67,6 +67,12 @@ provision(ms_filing *f, const char *why)
 	ereport(LOG, (errmsg("magic_sync: replica %s is provisioned again: %s", f->replica_text, why)));
 }
 
+void
+ms_provision_again(ms_filing *f, const char *why)
+{
+	provision(f, why);
+}
+
 /* What sync.replicas says of the replica as the upload is filed. */
 typedef struct replica_row
 {
@@ -408,7 +414,16 @@ digest_differs(ms_filing *f)
 			}
 		if (count != d->count || fnv != d->fnv)
 		{
+			ms_filed_table *ft = ms_filed_table_named(f->filer, d->table);
+
 			MemoryContextSwitchTo(old);
+			/* narrowed down by ranges (range.c), when the replica can be asked */
+			if (ft != NULL && ms_range_start(f, ft->t))
+			{
+				f->range_started++;
+				MemoryContextReset(f->row_cxt);
+				continue;
+			}
 			differs = psprintf("the digest of table \"%s\" differs: the replica holds %llu rows, the server records %llu (drift): provisioned again",
 							   d->table, (unsigned long long) d->count, (unsigned long long) count);
 		}
@@ -435,7 +450,10 @@ ms_digests(ms_filing *f)
 
 	if (!ms_up_next(f->upload, f->upload_len, MS_FIELD_UP_DIGESTS, &pos, &p, &len))
 		return "none";
-	if (SPI_execute_with_args("SELECT provision OR acked_number < last_number FROM sync.replicas WHERE id = $1",
+	/* rows marked replace (a refused write answered, a range repaired) are on their way too */
+	if (SPI_execute_with_args("SELECT provision OR acked_number < last_number"
+							  " OR EXISTS (SELECT FROM sync.held h WHERE h.replica = $1 AND h.replace AND h.taken IS NULL)"
+							  " FROM sync.replicas WHERE id = $1",
 							  1, types, values, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not read sync.replicas");	/* its row is locked since ms_acknowledge */
@@ -448,6 +466,8 @@ ms_digests(ms_filing *f)
 		provision(f, differs);
 		return "differ";
 	}
+	if (f->range_started > 0)
+		return "differ: narrowed down by ranges";
 	if (SPI_execute_with_args("UPDATE sync.replicas SET digests_at = now() WHERE id = $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record a digest");

@@ -269,6 +269,10 @@ ms_file(PG_FUNCTION_ARGS)
 		else
 			ms_file_rows(&f, rows, nrows);
 	}
+	/* range answers before the digests: a repair they conclude has rows on their way (range.c) */
+	f.range_repair = up->range_repair != 0;
+	if (ms_lane_first(&f))
+		ms_range_answers(&f, up);
 	digests = ms_digests(&f);
 	if (ms_lane_first(&f))
 		ms_backlog(&f, up);
