@@ -7,6 +7,15 @@
     of the few buckets that differ, and sends the lost row again and the
     deletion of the made-up one.  No snapshot: snapshot_number unchanged,
     never provisioned, and the replica holds exactly its wanted set.
+  - L1 a message to it is lost: the next opens a gap.  Its outbox still
+    holds what follows what it acknowledged: the server does not provision
+    it; its next pull brings the lost message again, which closes the gap,
+    and the one after.  No snapshot.
+  - R1 its file is restored from an older copy, after which rows were
+    changed, made and deleted: the server takes its record back to the
+    copy's last message and sends what went after it (the deletions found
+    by the next digest, by ranges).  No snapshot, and the chain follows on
+    from the copy's last message.
   - D2 most of a table differs: the tree says so, and the replica is
     provisioned again (the fallback).
 
@@ -68,6 +77,54 @@ check("D1: the made-up row is gone", r1.one("SELECT count(*) FROM products WHERE
 check("D1: the replica holds its wanted set", r1.one("SELECT count(*) FROM products"), N)
 check("D1: the server records it so", srv.held(S1), srv.wanted(S1))
 check("D1: no question stays open", srv.one("SELECT count(*) FROM sync.ranges"), 0)
+
+# ---- L1: a lost message, a gap: sent again from the outbox -----------------
+before = snapshots()
+srv.exec("UPDATE products SET name = 'lost ' || id WHERE id BETWEEN 1 AND 40")
+srv.relay()
+srv.exec("UPDATE products SET name = 'later ' || id WHERE id BETWEEN 41 AND 50")
+srv.relay()
+msgs = srv.pull(S1, r1.status()["applied"], 1 << 24, r1.applied())
+check("L1: two messages wait for it", len(msgs), 2)
+res = r1.apply(bytes(msgs[1][1]))
+check("L1: the second, without the first, opens a gap", res["result"], "gap")
+r1.upload()
+check("L1: the server does not provision it for the gap", provisioned(), False)
+results = r1.pull_apply()
+check("L1: its next pull brings the lost message again, then the next",
+      [x["result"] for x in results if x["result"] != "filed"], ["applied", "applied"])
+check("L1: the gap is closed", r1.status()["gap"], 0)
+check("L1: the lost rows are in its file", r1.one("SELECT count(*) FROM products WHERE name LIKE 'lost %'"), 40)
+check("L1: and the later ones", r1.one("SELECT count(*) FROM products WHERE name LIKE 'later %'"), 10)
+said = repair()
+check("L1: its digest matches", said[-1], "match")
+check("L1: no snapshot was taken", (snapshots(), provisioned()), (before, False))
+check("L1: the server records what it should hold", srv.held(S1), srv.wanted(S1))
+
+# ---- R1: its file restored from an older copy --------------------------------
+copy = os.path.join(tempfile.mkdtemp(), "copy.db")
+r1.q("VACUUM INTO ?", (copy,))
+srv.exec("UPDATE products SET name = 'newer ' || id WHERE id BETWEEN 100 AND 129")
+srv.exec("DELETE FROM products WHERE id BETWEEN 200 AND 204")
+srv.exec(f"INSERT INTO products SELECT g, 'new ' || g FROM generate_series({N + 1}, {N + 10}) g")
+settle(srv, [r1])
+check("R1: the replica took the changes", r1.one("SELECT count(*) FROM products"), N + 5)
+acked = srv.one("SELECT acked_number FROM sync.replicas WHERE id = %s", (S1,))
+before = snapshots()
+r1.close()
+os.replace(copy, r1.path)
+r1.open()
+check("R1: the copy says less than it acknowledged", r1.status()["applied"] < acked, True)
+said = repair()
+check("R1: its digest matches at last", said[-1], "match")
+check("R1: no snapshot was taken", (snapshots(), provisioned()), (before, False))
+check("R1: the changed rows are as the server has them",
+      r1.one("SELECT count(*) FROM products WHERE name LIKE 'newer %'"), 30)
+check("R1: the deleted rows are gone", r1.one("SELECT count(*) FROM products WHERE id BETWEEN 200 AND 204"), 0)
+check("R1: the new rows came", r1.one("SELECT count(*) FROM products WHERE id > ?", (N,)), 10)
+check("R1: it holds what the server has", r1.one("SELECT count(*) FROM products"), N + 5)
+check("R1: the server records what it should hold", srv.held(S1), srv.wanted(S1))
+N += 5
 
 # ---- D2: most of it differs: a snapshot is the fallback ----------------------
 for (name,) in r1.q("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'products'"):
