@@ -6,7 +6,8 @@
 ** differed): each is kept in _sync_range_asks, the newest of a table
 ** replacing the one before, and answered by the next upload of the first
 ** lane (Up.ranges), then forgotten -- an answer lost is asked again when
-** the next digest differs.  An answer covers the rows the table digest
+** the next digest differs.  A table with a row written and not filed is
+** not answered until it is filed, as it has no digest until then.  An answer covers the rows the table digest
 ** counts (digest.c): retired and refused rows are left out.  Per row, its
 ** bucket is the top bits of FNV-1a of its canonical key, its hash
 ** ms_range_row (src/shared/range.h): no sort, no collation.
@@ -316,10 +317,20 @@ ms_range_answers(ms_ctx *c, Sync__Up *up)
 	size_t		cap = 0;
 	int			rc;
 
+	sqlite3_stmt *pending = NULL;
+	sqlite3_stmt *answered = NULL;
+
 	up->range_repair = 1;
-	rc = ensure(c);
+	/* none asked yet: no table (made by the first ask, never by an upload) */
+	if (sqlite3_prepare_v2(c->db, "SELECT tbl, round, depth, split, buckets FROM _sync_range_asks ORDER BY tbl",
+						   -1, &st, NULL) != SQLITE_OK)
+	{
+		sqlite3_finalize(st);
+		return SQLITE_OK;
+	}
+	rc = ms_prepare(c, &pending, "SELECT 1 FROM _sync_notes WHERE tbl = ?1 LIMIT 1");
 	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "SELECT tbl, round, depth, split, buckets FROM _sync_range_asks ORDER BY tbl");
+		rc = ms_prepare(c, &answered, "DELETE FROM _sync_range_asks WHERE tbl = ?1");
 	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
 	{
 		const char *name = (const char *) sqlite3_column_text(st, 0);
@@ -327,8 +338,28 @@ ms_range_answers(ms_ctx *c, Sync__Up *up)
 		Sync__RangeAnswer *ans;
 
 		rc = SQLITE_OK;
+		if (t != NULL && t->broken == NULL && !t->host)
+		{
+			/* a row written and not filed is not drift: asked again once it is (as digests) */
+			sqlite3_bind_text(pending, 1, t->name, -1, SQLITE_STATIC);
+			rc = ms_step(c, pending);
+			sqlite3_reset(pending);
+			if (rc == SQLITE_ROW)
+			{
+				rc = SQLITE_OK;
+				continue;
+			}
+			if (rc != SQLITE_DONE)
+				break;
+			rc = SQLITE_OK;
+		}
+		/* answered once, or of a table it does not hold (nothing to say): forgotten */
+		sqlite3_bind_text(answered, 1, name, -1, SQLITE_TRANSIENT);
+		rc = ms_done(c, answered);
+		if (rc != SQLITE_OK)
+			break;
 		if (t == NULL || t->broken != NULL || t->host)
-			continue;			/* a table it does not hold: nothing to say */
+			continue;
 		ans = ms_alloc(&c->arena, sizeof(Sync__RangeAnswer));
 		up->ranges = grow(c, up->ranges, sizeof(Sync__RangeAnswer *), up->n_ranges, &cap);
 		if (ans == NULL || up->ranges == NULL)
@@ -345,8 +376,7 @@ ms_range_answers(ms_ctx *c, Sync__Up *up)
 	if (rc == SQLITE_DONE)
 		rc = SQLITE_OK;
 	sqlite3_finalize(st);
-	/* answered once: the server asks again when its next digest differs */
-	if (rc == SQLITE_OK)
-		rc = ms_exec(c, "DELETE FROM _sync_range_asks");
+	sqlite3_finalize(pending);
+	sqlite3_finalize(answered);
 	return rc;
 }

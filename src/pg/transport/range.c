@@ -217,7 +217,8 @@ mark(ms_filing *f, ms_table *t, List *resend, List *extra)
 
 /* rows: the answer's keys against the server's; every row that differs marked */
 static void
-compare_rows(ms_filing *f, ms_table *t, Sync__RangeAnswer *a, held_row *h, size_t nh)
+compare_rows(ms_filing *f, ms_table *t, Sync__RangeAnswer *a, held_row *h, size_t nh,
+			 uint32 depth, const uint64 *buckets, size_t nb)
 {
 	held_row   *r = palloc(sizeof(held_row) * Max(a->n_keys, 1));
 	size_t		nr = 0;
@@ -245,7 +246,9 @@ compare_rows(ms_filing *f, ms_table *t, Sync__RangeAnswer *a, held_row *h, size_
 		ms_key_write(r[nr].key, (size_t) t->nkey, (const char *const *) parts, lens);
 		r[nr].key[r[nr].len] = '\0';
 		r[nr].hash = a->hashes[k];
-		nr++;
+		/* a row of a bucket not asked about says nothing of those asked */
+		if (ms_range_member(buckets, nb, ms_range_bucket(ms_range_key_hash(r[nr].key, r[nr].len), depth)))
+			nr++;
 	}
 	qsort(h, nh, sizeof(held_row), held_cmp);
 	qsort(r, nr, sizeof(held_row), held_cmp);
@@ -448,7 +451,7 @@ ms_range_answers(ms_filing *f, Sync__Up *up)
 		h = held(f, ft->t, depth, buckets, nb, split, &nh, &total);
 		if (split == 0)
 		{
-			compare_rows(f, ft->t, a, h, nh);
+			compare_rows(f, ft->t, a, h, nh, depth, buckets, nb);
 			forget(f, ft->t);
 		}
 		else
