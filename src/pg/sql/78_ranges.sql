@@ -7,7 +7,7 @@ CREATE TABLE sync.ranges (
 	tab				int NOT NULL,
 	round			bigint NOT NULL,			-- said back by the answer
 	depth			int NOT NULL,				-- of the buckets asked about
-	split			int NOT NULL,				-- 0: their rows
+	split			int NOT NULL,				-- 0: their rows; -1: the whole table matched
 	buckets			bigint[] NOT NULL,			-- ascending, as unsigned
 	asked_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (replica, tab)

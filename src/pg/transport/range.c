@@ -15,8 +15,9 @@
  * the server's record goes to it again, alone, as the server has it; a row
  * it holds that the server never recorded is held at number 0 and note 0,
  * and its deletion goes.  The chain goes on: no snapshot.  When the
- * buckets that differ hold most of the table, or the tree cannot split
- * further, the replica is provisioned again, as before.
+ * buckets that differ hold most of the table, or its digest differs again
+ * after the whole table's buckets matched (what differs is what a row hash
+ * does not cover), the replica is provisioned again, as before.
  *
  * An answer is compared only once the replica applied every message
  * recorded for it, as a digest is; before, the question is asked again.
@@ -115,7 +116,7 @@ ms_range_start(ms_filing *f, ms_table *t)
 
 	if (!f->range_repair || !ms_catalog_has("ranges"))
 		return false;
-	if (SPI_execute_with_args("SELECT round, asked_at > now() - interval '10 minutes' FROM sync.ranges"
+	if (SPI_execute_with_args("SELECT round, asked_at > now() - interval '10 minutes', split < 0 FROM sync.ranges"
 							  " WHERE replica = $1 AND tab = $2",
 							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.ranges");
@@ -123,6 +124,13 @@ ms_range_start(ms_filing *f, ms_table *t)
 	{
 		bool		isnull;
 		int64		round = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
+		/* the last narrowing found nothing, and it differs again: beyond what ranges see */
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)))
+		{
+			forget(f, t);
+			return false;
+		}
 
 		/* a question open: its answer is on its way */
 		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
@@ -349,8 +357,25 @@ compare_buckets(ms_filing *f, ms_table *t, int64 round, Sync__RangeAnswer *a, he
 	}
 	if (nd == 0)
 	{
-		/* nothing differs here (the rows moved on since): done */
-		forget(f, t);
+		/*
+		 * Nothing differs (the rows moved on since: a change of the server's
+		 * sent the row again): done.  Of the whole table, marked so: should
+		 * its digest differ again, what differs is what a row hash does not
+		 * cover (ms_range_row), and ms_range_start has it provisioned again
+		 * rather than narrowed down for good.
+		 */
+		if (a->depth == RANGE_FIRST_SPLIT)
+		{
+			Oid			types[2] = {UUIDOID, INT4OID};
+			Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
+
+			if (SPI_execute_with_args("UPDATE sync.ranges SET split = -1, buckets = '{}', asked_at = now()"
+									  " WHERE replica = $1 AND tab = $2",
+									  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+				elog(ERROR, "could not record a range repair that found nothing");
+		}
+		else
+			forget(f, t);
 		return;
 	}
 	/* the buckets that differ hold most of the table: a snapshot costs less */
@@ -427,7 +452,8 @@ ms_range_answers(ms_filing *f, Sync__Up *up)
 		if (SPI_execute_with_args("SELECT round, depth, split, buckets FROM sync.ranges WHERE replica = $1 AND tab = $2",
 								  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not read sync.ranges");
-		if (SPI_processed == 0)
+		if (SPI_processed == 0 ||
+			DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) < 0)
 			continue;			/* no question of ours */
 		round = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		depth = (uint32) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
