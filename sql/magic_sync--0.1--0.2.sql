@@ -1219,7 +1219,8 @@ GRANT EXECUTE ON FUNCTION sync.why_json(uuid, regclass, text) TO sync_admin;
 -- Range repair (src/pg/transport/range.c, docs/protocol.md 8.1): the open
 -- question of the server's about what a replica holds of a table, narrowing
 -- down a digest that differs; one per replica and table, gone once the rows
--- that differ are marked to go again (sync.held.replace).
+-- that differ are marked to go again (sync.held.replace), or left split -1
+-- when the whole table matched (its digest differing again is a snapshot).
 CREATE TABLE sync.ranges (
 	replica			uuid NOT NULL,
 	tab				int NOT NULL,
@@ -1232,4 +1233,4 @@ CREATE TABLE sync.ranges (
 );
 COMMENT ON TABLE sync.ranges IS 'Range repair: the open question to each replica about a table whose digest differs';
 GRANT SELECT ON sync.ranges TO sync_admin;
-GRANT SELECT ON sync.ranges TO sync_admin;
+GRANT INSERT, UPDATE, DELETE ON sync.ranges TO sync_relay;

@@ -1,7 +1,8 @@
 -- Range repair (src/pg/transport/range.c, docs/protocol.md 8.1): the open
 -- question of the server's about what a replica holds of a table, narrowing
 -- down a digest that differs; one per replica and table, gone once the rows
--- that differ are marked to go again (sync.held.replace).
+-- that differ are marked to go again (sync.held.replace), or left split -1
+-- when the whole table matched (its digest differing again is a snapshot).
 CREATE TABLE sync.ranges (
 	replica			uuid NOT NULL,
 	tab				int NOT NULL,
