@@ -1290,3 +1290,23 @@ REVOKE ALL ON FUNCTION sync.would_send(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.would_send(text) TO sync_admin;
 REVOKE ALL ON FUNCTION sync.would_send_json(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.would_send_json(text) TO sync_admin;
+
+-- 78_ranges.sql
+-- Range repair (src/pg/transport/range.c, docs/protocol.md 8.1): the open
+-- question of the server's about what a replica holds of a table, narrowing
+-- down a digest that differs; one per replica and table, gone once the rows
+-- that differ are marked to go again (sync.held.replace), or left split -1
+-- when the whole table matched (its digest differing again is a snapshot).
+CREATE TABLE sync.ranges (
+	replica			uuid NOT NULL,
+	tab				int NOT NULL,
+	round			bigint NOT NULL,			-- said back by the answer
+	depth			int NOT NULL,				-- of the buckets asked about
+	split			int NOT NULL,				-- 0: their rows; -1: the whole table matched
+	buckets			bigint[] NOT NULL,			-- ascending, as unsigned
+	asked_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (replica, tab)
+);
+COMMENT ON TABLE sync.ranges IS 'Range repair: the open question to each replica about a table whose digest differs';
+GRANT SELECT ON sync.ranges TO sync_admin;
+GRANT INSERT, UPDATE, DELETE ON sync.ranges TO sync_relay;

@@ -16,7 +16,9 @@
 **                begins with a snapshot; within a generation, a number at
 **                or below the last is a duplicate; a message that does not
 **                follow the last applied opens a gap, and nothing but a
-**                snapshot's start is applied until one begins.
+**                snapshot's start is applied until one begins -- or, for a
+**                gap a lost message opened, the message that follows the
+**                last applied, sent again.
 **
 ** A Filed answer of an older generation is refused too: it answers for a
 ** server whose history was lost (an old primary), and its notes go again.
@@ -964,6 +966,7 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	ms_state   *s = &c->st;
 	bool		begins = m->body_case == SYNC__TO_REPLICA__BODY_DOWN && m->down->begin != NULL;
 	bool		same_epoch = s->has_epoch && memcmp(s->epoch, m->epoch.data, MS_EPOCH_BYTES) == 0;
+	bool		follows;
 	applier		a;
 	int			rc;
 
@@ -1015,11 +1018,28 @@ chain(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 	}
 	if (begins)
 		return apply(&a, out);
-	if (s->gap != 0)
+	follows = same_epoch && m->previous == s->number && m->previous_nonce.len == MS_NONCE_BYTES &&
+		memcmp(m->previous_nonce.data, s->nonce, MS_NONCE_BYTES) == 0;
+	/*
+	 * A gap a lost message opened (a later one came: its number is beyond the
+	 * next) closes when the message that follows the last applied comes after
+	 * all, sent again (docs/protocol.md 8.1); a gap sync_resync() opened (the
+	 * next number) waits for a snapshot.
+	 */
+	if (s->gap != 0 && !(follows && s->gap > s->number + 1))
 		return open_gap(c, m, "a gap is open", out);
-	if (m->previous == s->number && m->previous_nonce.len == MS_NONCE_BYTES &&
-		memcmp(m->previous_nonce.data, s->nonce, MS_NONCE_BYTES) == 0)
+	if (follows)
+	{
+		if (s->gap != 0)
+		{
+			rc = ms_exec(c, "UPDATE _sync_state SET gap = 0, gap_epoch = NULL WHERE id = 1");
+			if (rc != SQLITE_OK)
+				return rc;
+			s->gap = 0;
+			s->has_gap_epoch = false;
+		}
 		return apply(&a, out);
+	}
 	return open_gap(c, m, "it does not follow the last applied", out);
 }
 

@@ -529,6 +529,10 @@ extern int	ms_sends_ensure(ms_ctx *c);
 extern int	ms_send_seq(ms_ctx *c, const char *lane, uint64_t *seq);
 /* ms_send_carried: what an upload carried of each table, for its answer to account for. */
 extern int	ms_send_carried(ms_ctx *c, const uint8_t send_id[MS_SEND_ID_BYTES], const Sync__Up *up);
+/* range.c: the server's RangeAsks kept from a Filed answer, answered by the next upload */
+extern int	ms_range_asked(ms_ctx *c, const Sync__Filed *f);
+extern int	ms_range_answers(ms_ctx *c, Sync__Up *up);
+
 /* ms_apply_filed: a Filed answer (sync_apply, outside the chain). */
 extern int	ms_apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out);
 

@@ -464,6 +464,9 @@ ms_apply_filed(ms_ctx *c, Sync__ToReplica *m, ms_buf *out)
 		return ms_state_error(c, "a Filed answer (send %s) is for replica %s, not this one", send, other);
 	}
 	rc = ms_sends_ensure(c);
+	/* the server's questions about what it holds (range.c), whatever the answer says besides */
+	if (rc == SQLITE_OK)
+		rc = ms_range_asked(c, f);
 	if (rc != SQLITE_OK)
 		return rc;
 	if (f->duplicate)

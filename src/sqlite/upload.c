@@ -1064,6 +1064,13 @@ gather(uploader *u, ms_buf *fp, bool *with_digests)
 		/* narrowing down (max_rows): rows only, so that what is blamed is a row */
 		if (u->max_rows < 0 && u->first)
 			rc = digests(u, with_digests);
+		/* answers to the server's range questions (range.c): left out when they do not fit */
+		if (rc == SQLITE_OK && u->max_rows < 0 && u->first)
+		{
+			rc = ms_range_answers(c, &u->up);
+			if (rc == SQLITE_OK && u->minimal + (sync__up__get_packed_size(&u->up) - without) > u->bound)
+				u->up.n_ranges = 0;
+		}
 	}
 	if (rc == SQLITE_OK)
 	{
@@ -1193,6 +1200,7 @@ upload(uploader *u, uint8_t **blob, size_t *blob_len)
 	if (rc == SQLITE_OK && fp.oom)
 		rc = SQLITE_NOMEM;
 	say = u->rows > 0 || u->refusals > 0 || with_digests || u->max_rows == 0 || u->up.n_wish_fates > 0 ||
+		u->up.n_ranges > 0 ||
 		(u->first && (s->report == NULL || (rc == SQLITE_OK && strcmp(s->report, fp.data) != 0) ||
 					  (!s->report_filed && c->now - s->report_at >= u->resend_after)));
 	if (rc == SQLITE_OK && say)

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "digest.h"
+#include "range.h"
 #include "key.h"
 #include "row.h"
 #include "seal.h"
@@ -899,12 +900,65 @@ test_wide_table(void)
 		  "a foreign key on the column past the last: %s", reason);
 }
 
+/* range repair's buckets and messages: the vectors of docs/protocol.md 10 */
+static void
+test_ranges(void)
+{
+	ms_range_sum s[4] = {{3, 1, 10}, {1, 1, 5}, {3, 1, 7}, {1, 1, UINT64_MAX}};
+	uint64_t	zero = 0,
+				b27 = 27,
+				one = 1,
+				sum = UINT64_C(0xda55ea5f46f524c3);
+	uint64_t	buckets[3] = {2, 5, 9};
+	Sync__RangeAsk ask = SYNC__RANGE_ASK__INIT;
+	Sync__RangeAnswer ans = SYNC__RANGE_ANSWER__INIT;
+	uint8_t		out[128];
+	char		hex[257];
+	size_t		n;
+
+	CHECK(ms_range_key_hash("2:42", 4) == UINT64_C(0x6ecf420b669028bb), "key hash of [42]");
+	CHECK(ms_range_bucket(UINT64_C(0x6ecf420b669028bb), 6) == 27, "[42] at depth 6: 27");
+	CHECK(ms_range_bucket(UINT64_C(0x6ecf420b669028bb), 12) == 1772, "[42] at depth 12: 1772");
+	CHECK(ms_range_bucket(UINT64_C(0x6ecf420b669028bb), 0) == 0, "depth 0: the whole table");
+	CHECK(ms_range_row("2:42", 4) == sum, "row hash of [42]");
+	CHECK(ms_range_row("1:a2:bc", 7) == UINT64_C(0xd2bf8cb44c3c8f2c), "row hash of [a,bc]");
+	CHECK(ms_range_bucket(ms_range_key_hash("4:1234", 6), 6) == 51, "[1234] at depth 6: 51");
+	n = ms_range_aggregate(s, 4);
+	CHECK(n == 2 && s[0].bucket == 1 && s[0].count == 2 && s[0].sum == 4 &&
+		  s[1].bucket == 3 && s[1].count == 2 && s[1].sum == 17, "aggregated by bucket, sums mod 2^64");
+	CHECK(ms_range_find(s, n, 3) == &s[1] && ms_range_find(s, n, 2) == NULL, "found by bucket");
+	CHECK(ms_range_member(buckets, 3, 5) && !ms_range_member(buckets, 3, 6) && !ms_range_member(buckets, 0, 2),
+		  "member of ascending buckets");
+
+	ask.table = "products";
+	ask.round = 1;
+	ask.n_buckets = 1;
+	ask.buckets = &zero;
+	ask.split = 6;
+	n = sync__range_ask__pack(&ask, out);
+	for (size_t i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", out[i]);
+	CHECK(strcmp(hex, "0a0870726f647563747310012201002806") == 0, "RangeAsk vector: %s", hex);
+	ans.table = "products";
+	ans.round = 2;
+	ans.depth = 6;
+	ans.n_buckets = ans.n_counts = ans.n_sums = 1;
+	ans.buckets = &b27;
+	ans.counts = &one;
+	ans.sums = &sum;
+	n = sync__range_answer__pack(&ans, out);
+	for (size_t i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", out[i]);
+	CHECK(strcmp(hex, "0a0870726f64756374731002180622011b2a01013208c324f5465fea55da") == 0, "RangeAnswer vector: %s", hex);
+}
+
 int
 main(void)
 {
 	test_keys();
 	test_digests();
 	test_row_hashes();
+	test_ranges();
 	test_seals();
 	test_vector_message();
 	test_vector_evolve();

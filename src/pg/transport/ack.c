@@ -46,6 +46,7 @@
 #include "utils/memutils.h"
 
 #include "claim.h"
+#include "rewind.h"
 #include "digest.h"
 #include "fields.h"
 #include "file.h"
@@ -67,6 +68,12 @@ provision(ms_filing *f, const char *why)
 		elog(ERROR, "could not mark a replica to provision");
 	f->provisioning = true;
 	ereport(LOG, (errmsg("magic_sync: replica %s is provisioned again: %s", f->replica_text, why)));
+}
+
+void
+ms_provision_again(ms_filing *f, const char *why)
+{
+	provision(f, why);
 }
 
 /* What sync.replicas says of the replica as the upload is filed. */
@@ -201,6 +208,16 @@ restored(Sync__Applied *a, int64 acked)
 					(unsigned long long) a->number, (long long) acked);
 }
 
+/* restored from an older copy: what went after it goes again (rewind.c), or a snapshot */
+static void
+rewind_or_provision(ms_filing *f, Sync__Applied *a, replica_row *r)
+{
+	if (!r->provision && ms_rewind(&f->replica, f->replica_text, a))
+		f->acked = (int64) a->number;
+	else
+		provision(f, restored(a, r->acked));
+}
+
 /*
  * claimed: what the seal of the acknowledgement says, and what follows from
  * it.  Returns whether the acknowledgement goes on to count (a message of
@@ -228,7 +245,7 @@ claimed(ms_filing *f, Sync__Applied *a, replica_row *r)
 	if (!recorded(f, a))
 	{
 		if ((int64) a->number < r->acked)
-			provision(f, restored(a, r->acked));
+			rewind_or_provision(f, a, r);
 		else
 		{
 			/* history this server lost: what it writes next is numbered beyond it */
@@ -241,7 +258,7 @@ claimed(ms_filing *f, Sync__Applied *a, replica_row *r)
 	}
 	if ((int64) a->number < r->acked)
 	{
-		provision(f, restored(a, r->acked));
+		rewind_or_provision(f, a, r);
 		return false;
 	}
 	return (int64) a->number > r->acked;
@@ -282,8 +299,8 @@ ms_acknowledge(ms_filing *f, Sync__Applied *a)
 void
 ms_gap(ms_filing *f, Sync__Up *up)
 {
-	Oid			types[3] = {UUIDOID, INT8OID, BYTEAOID};
-	Datum		values[3];
+	Oid			types[4] = {UUIDOID, INT8OID, BYTEAOID, BOOLOID};
+	Datum		values[4];
 	bool		isnull;
 
 	if (up->gap == 0)
@@ -291,12 +308,24 @@ ms_gap(ms_filing *f, Sync__Up *up)
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = Int64GetDatum((int64) up->gap);
 	values[2] = PointerGetDatum(ms_to_bytea(up->gap_epoch.data, up->gap_epoch.len));
-	if (SPI_execute_with_args("UPDATE sync.replicas SET gap = $2 WHERE id = $1 RETURNING"
+	/*
+	 * A lost message (a later one came: the gap is beyond the next number,
+	 * docs/protocol.md 8.1) whose outbox still holds what follows the last
+	 * acknowledged: that goes again as the replica pulls after it, and closes
+	 * the gap, for a replica that knows to (Up.range_repair).  No snapshot.
+	 */
+	values[3] = BoolGetDatum(f->range_repair);
+	if (SPI_execute_with_args("UPDATE sync.replicas r SET gap = $2 WHERE id = $1 RETURNING"
 							  " provision OR (snapshot_number > $2 AND acked_number < snapshot_number"
 							  "   AND $3 = (SELECT id FROM sync.epoch WHERE ended IS NULL))"
 							  " OR ($3 <> (SELECT id FROM sync.epoch WHERE ended IS NULL)"
-							  "   AND snapshot_number IS NOT NULL AND acked_number < snapshot_number)",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING ||
+							  "   AND snapshot_number IS NOT NULL AND acked_number < snapshot_number)"
+							  " OR ($4 AND $2 > r.acked_number + 1 AND r.acked_number > 0"
+							  "   AND $3 = (SELECT id FROM sync.epoch WHERE ended IS NULL)"
+							  "   AND r.acked_epoch = $3 AND coalesce(r.snapshot_end, 0) <= r.acked_number"
+							  "   AND EXISTS (SELECT FROM sync.outbox o WHERE o.replica = r.id AND o.number > r.acked_number"
+							  "                 AND o.number < $2 AND NOT o.dropped))",
+							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING ||
 		SPI_processed != 1)
 		elog(ERROR, "could not record a gap");
 	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
@@ -410,7 +439,17 @@ digest_differs(ms_filing *f, int *repaired)
 			}
 		if (count != d->count || fnv != d->fnv)
 		{
+			ms_filed_table *ft = ms_filed_table_named(f->filer, d->table);
+
 			MemoryContextSwitchTo(old);
+			/* narrowed down by ranges (range.c), when the replica can be asked */
+			if (ft != NULL && ms_range_start(f, ft->t))
+			{
+				f->range_started++;
+				MemoryContextReset(f->row_cxt);
+				MemoryContextSwitchTo(f->row_cxt);
+				continue;
+			}
 			differs = psprintf("the digest of table \"%s\" differs: the replica holds %llu rows, the server records %llu (drift): provisioned again",
 							   d->table, (unsigned long long) d->count, (unsigned long long) count);
 		}
@@ -455,7 +494,10 @@ ms_digests(ms_filing *f)
 
 	if (!ms_up_next(f->upload, f->upload_len, MS_FIELD_UP_DIGESTS, &pos, &p, &len))
 		return "none";
-	if (SPI_execute_with_args("SELECT provision OR acked_number < last_number FROM sync.replicas WHERE id = $1",
+	/* rows marked replace (a refused write answered, a range repaired) are on their way too */
+	if (SPI_execute_with_args("SELECT provision OR acked_number < last_number"
+							  " OR EXISTS (SELECT FROM sync.held h WHERE h.replica = $1 AND h.replace AND h.taken IS NULL)"
+							  " FROM sync.replicas WHERE id = $1",
 							  1, types, values, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "could not read sync.replicas");	/* its row is locked since ms_acknowledge */
@@ -468,6 +510,8 @@ ms_digests(ms_filing *f)
 		provision(f, differs);
 		return "differ";
 	}
+	if (f->range_started > 0)
+		return "differ: narrowed down by ranges";
 	if (repaired > 0)
 		return "values differ: rows sent again";
 	if (SPI_execute_with_args("UPDATE sync.replicas SET digests_at = now() WHERE id = $1",

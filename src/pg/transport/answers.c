@@ -200,6 +200,11 @@ ms_answer(ms_filing *f, Sync__Up *up)
 		}
 		t->again = (uint32) c->counts[MS_FILED];
 	}
+	/* range questions (range.c), answered by the replica's next upload */
+	filed.n_ranges = list_length(f->range_asks);
+	filed.ranges = palloc(sizeof(Sync__RangeAsk *) * Max(filed.n_ranges, 1));
+	for (size_t i = 0; i < filed.n_ranges; i++)
+		filed.ranges[i] = list_nth(f->range_asks, (int) i);
 	/* the server's clock is never behind what it filed: the answer carries it */
 	ms_hlc_merge_upload(up->clock);
 	queue(f, up, &filed);

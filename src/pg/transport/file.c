@@ -244,6 +244,8 @@ ms_file(PG_FUNCTION_ARGS)
 	ms_filer_begin(&fr);
 	ms_epoch_current(&f.epoch);
 	f.unfiled_since = up->unfiled_since;
+	/* the replica knows range repair: a gap, a digest that differs are repaired without a snapshot */
+	f.range_repair = up->range_repair != 0;
 	ms_acknowledge(&f, up->applied);
 	/* the replica's gap and backlog are the first lane's to say (lanes.c) */
 	if (ms_lane_first(&f))
@@ -269,6 +271,9 @@ ms_file(PG_FUNCTION_ARGS)
 		else
 			ms_file_rows(&f, rows, nrows);
 	}
+	/* range answers before the digests: a repair they conclude has rows on their way (range.c) */
+	if (ms_lane_first(&f))
+		ms_range_answers(&f, up);
 	digests = ms_digests(&f);
 	if (ms_lane_first(&f))
 		ms_backlog(&f, up);

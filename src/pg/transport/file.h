@@ -143,6 +143,11 @@ typedef struct ms_filing
 	size_t		upload_len;
 	uint64		unfiled;		/* rows its backlog says were sent and not yet filed (ms_backlog) */
 	uint64		unfiled_since;	/* the message the replica applied before its oldest write not filed (reach.c); 0: not said */
+	bool		range_repair;	/* the replica answers range questions (range.c) */
+	List	   *range_asks;		/* Sync__RangeAsk *: range questions for the answer */
+	int			range_resent;	/* rows range repair marked to go again */
+	int			range_let_go;	/* rows range repair marked to be let go of */
+	int			range_started;	/* digests that differ, narrowed down by ranges */
 } ms_filing;
 
 /* ---- filer.c ---- */
@@ -202,6 +207,11 @@ extern void ms_acknowledge(ms_filing *f, Sync__Applied *a);
 extern void ms_gap(ms_filing *f, Sync__Up *up);
 /* ms_refusals: rows the replica could not take are not counted as held. */
 extern void ms_refusals(ms_filing *f, Sync__Up *up);
+/* ms_provision_again: the replica is provisioned again, for why. */
+extern void ms_provision_again(ms_filing *f, const char *why);
+/* range.c: a digest that differs narrowed down (false: the replica cannot be asked); the answers compared */
+extern bool ms_range_start(ms_filing *f, ms_table *t);
+extern void ms_range_answers(ms_filing *f, Sync__Up *up);
 /* ms_digests: the upload's digests (f->upload): "none", "not compared: ...", "differ" or "match". */
 extern const char *ms_digests(ms_filing *f);
 

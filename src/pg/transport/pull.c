@@ -54,6 +54,7 @@
 
 #include "access.h"
 #include "claim.h"
+#include "rewind.h"
 #include "wake.h"
 #include "settings.h"
 #include "wire.h"
@@ -175,6 +176,8 @@ beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
 	read_record(replica, id, true, &r);
 	if (after > r.last)
 		why = ahead(replica, id, after, r.last, a);
+	else if (after < r.acked && !r.snapshot_due && after > 0 && ms_rewind(replica, id, a))
+		return;					/* restored: what went after its copy goes again (rewind.c) */
 	else if (after < r.acked && !r.snapshot_due)
 		why = after == 0
 			? psprintf("replica %s pulls having applied nothing, before the " INT64_FORMAT " it acknowledged:"

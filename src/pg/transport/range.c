@@ -1,0 +1,486 @@
+/*-------------------------------------------------------------------------
+ * range.c
+ *	  Range repair (docs/protocol.md 8.1): a table digest that differs is
+ *	  narrowed down by digests of buckets of keys, not answered with a
+ *	  snapshot.
+ *
+ * A digest of a replica that answers range questions (Up.range_repair)
+ * differs: the server asks, in the upload's Filed answer, for the digests of
+ * the table's buckets (sync.ranges keeps the question, one per replica and
+ * table).  Each answer is compared with the same buckets of what the server
+ * records the replica holds (sync.held, the rows its table digest counts);
+ * the buckets that differ are split again, until they are small enough to
+ * ask for their rows, keys and hashes.  Then each row that differs is
+ * marked replace (relay/retry.c): a row the replica lacks or holds unlike
+ * the server's record goes to it again, alone, as the server has it; a row
+ * it holds that the server never recorded is held at number 0 and note 0,
+ * and its deletion goes.  The chain goes on: no snapshot.  When the
+ * buckets that differ hold most of the table, or its digest differs again
+ * after the whole table's buckets matched (what differs is what a row hash
+ * does not cover), the replica is provisioned again, as before.
+ *
+ * An answer is compared only once the replica applied every message
+ * recorded for it, as a digest is; before, the question is asked again.
+ * Everything an answer says is untrusted: its buckets, counts and keys
+ * steer only its own replica's repair, a key is checked as the table's key
+ * before it is held, and the rows a repair sends are only rows the replica
+ * is recorded to hold (or their deletion).
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+
+#include "file.h"
+#include "key.h"
+#include "range.h"
+#include "updated.h"
+#include "wake.h"
+
+/* the first question splits the whole table by this; later ones aim at RANGE_LEAF rows a bucket */
+#define RANGE_FIRST_SPLIT 6
+#define RANGE_LEAF 16
+
+/* one held row of the buckets asked about: its key, hash and bucket at the answer's depth */
+typedef struct held_row
+{
+	char	   *key;
+	size_t		len;
+	uint64		hash;
+	uint64		bucket;
+} held_row;
+
+static int
+held_cmp(const void *a, const void *b)
+{
+	const held_row *x = a;
+	const held_row *y = b;
+
+	return ms_key_cmp(x->key, x->len, y->key, y->len);
+}
+
+/* ask: a question for the Filed answer, and kept in sync.ranges */
+static void
+ask(ms_filing *f, ms_table *t, int64 round, uint32 depth, uint64 *buckets, size_t n, uint32 split)
+{
+	Oid			types[6] = {UUIDOID, INT4OID, INT8OID, INT4OID, INT4OID, INT8ARRAYOID};
+	Datum		values[6];
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+	Sync__RangeAsk *a = palloc(sizeof(Sync__RangeAsk));
+
+	for (size_t i = 0; i < n; i++)
+		elems[i] = Int64GetDatum((int64) buckets[i]);
+	values[0] = UUIDPGetDatum(&f->replica);
+	values[1] = Int32GetDatum(t->id);
+	values[2] = Int64GetDatum(round);
+	values[3] = Int32GetDatum((int32) depth);
+	values[4] = Int32GetDatum((int32) split);
+	values[5] = PointerGetDatum(construct_array(elems, (int) n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	if (SPI_execute_with_args("INSERT INTO sync.ranges (replica, tab, round, depth, split, buckets)"
+							  " VALUES ($1, $2, $3, $4, $5, $6)"
+							  " ON CONFLICT (replica, tab) DO UPDATE SET round = EXCLUDED.round, depth = EXCLUDED.depth,"
+							  "   split = EXCLUDED.split, buckets = EXCLUDED.buckets, asked_at = now()",
+							  6, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record a range question");
+	sync__range_ask__init(a);
+	a->table = pstrdup(t->name);
+	a->round = (uint64) round;
+	a->depth = depth;
+	a->split = split;
+	a->n_buckets = n;
+	a->buckets = palloc(sizeof(uint64_t) * Max(n, 1));
+	if (n > 0)
+		memcpy(a->buckets, buckets, sizeof(uint64_t) * n);
+	f->range_asks = lappend(f->range_asks, a);
+}
+
+static void
+forget(ms_filing *f, ms_table *t)
+{
+	Oid			types[2] = {UUIDOID, INT4OID};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
+
+	if (SPI_execute_with_args("DELETE FROM sync.ranges WHERE replica = $1 AND tab = $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not forget a range question");
+}
+
+bool
+ms_range_start(ms_filing *f, ms_table *t)
+{
+	Oid			types[2] = {UUIDOID, INT4OID};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
+	uint64		whole = 0;
+
+	if (!f->range_repair || !ms_catalog_has("ranges"))
+		return false;
+	if (SPI_execute_with_args("SELECT round, asked_at > now() - interval '10 minutes', split < 0 FROM sync.ranges"
+							  " WHERE replica = $1 AND tab = $2",
+							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.ranges");
+	if (SPI_processed > 0)
+	{
+		bool		isnull;
+		int64		round = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
+		/* the last narrowing found nothing, and it differs again: beyond what ranges see */
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)))
+		{
+			forget(f, t);
+			return false;
+		}
+
+		/* a question open: its answer is on its way */
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
+			return true;
+		/* asked long ago and not answered (lost): asked again from the top */
+		ask(f, t, round + 1, 0, &whole, 1, RANGE_FIRST_SPLIT);
+		return true;
+	}
+	ask(f, t, 1, 0, &whole, 1, RANGE_FIRST_SPLIT);
+	return true;
+}
+
+/* held: what the server records the replica holds of t in the buckets asked about */
+static held_row *
+held(ms_filing *f, ms_table *t, uint32 depth, const uint64 *buckets, size_t nb, uint32 split, size_t *n,
+	 uint64 *total)
+{
+	Oid			types[2] = {UUIDOID, INT4OID};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
+	held_row   *rows;
+
+	if (SPI_execute_with_args("SELECT key FROM sync.held WHERE replica = $1 AND tab = $2"
+							  " AND refused IS NULL AND taken IS NULL",
+							  2, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the held rows of a range");
+	rows = palloc(sizeof(held_row) * Max(SPI_processed, 1));
+	*n = 0;
+	*total = SPI_processed;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		text	   *k = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		const char *key = VARDATA_ANY(k);
+		size_t		len = VARSIZE_ANY_EXHDR(k);
+		uint64		h = ms_range_key_hash(key, len);
+
+		if (!ms_range_member(buckets, nb, ms_range_bucket(h, depth)))
+			continue;
+		rows[*n].key = pnstrdup(key, len);
+		rows[*n].len = len;
+		rows[*n].hash = ms_range_row(key, len);
+		rows[*n].bucket = ms_range_bucket(h, depth + split);
+		(*n)++;
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return rows;
+}
+
+/* mark: the rows that differ go again (or their deletion), to this replica alone */
+static void
+mark(ms_filing *f, ms_table *t, List *resend, List *extra)
+{
+	Oid			types[3] = {UUIDOID, INT4OID, TEXTARRAYOID};
+	Datum		values[3];
+	ListCell   *lc;
+	Datum	   *e;
+	int			n;
+
+	values[0] = UUIDPGetDatum(&f->replica);
+	values[1] = Int32GetDatum(t->id);
+	if (resend != NIL)
+	{
+		e = palloc(sizeof(Datum) * list_length(resend));
+		n = 0;
+		foreach(lc, resend)
+			e[n++] = CStringGetTextDatum(lfirst(lc));
+		values[2] = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
+		if (SPI_execute_with_args("UPDATE sync.held SET replace = true WHERE replica = $1 AND tab = $2"
+								  " AND key = ANY ($3) AND NOT replace",
+								  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not mark the rows a range repair sends");
+	}
+	if (extra != NIL)
+	{
+		e = palloc(sizeof(Datum) * list_length(extra));
+		n = 0;
+		foreach(lc, extra)
+			e[n++] = CStringGetTextDatum(lfirst(lc));
+		values[2] = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
+		/* never sent it: held at number 0 and note 0, its deletion goes (relay/retry.c) */
+		if (SPI_execute_with_args("INSERT INTO sync.held (replica, tab, key, note, number, replace)"
+								  " SELECT $1, $2, k, 0, 0, true FROM unnest($3::text[]) k"
+								  " ON CONFLICT (replica, tab, key) DO NOTHING",
+								  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not mark the rows a range repair lets go of");
+	}
+	if (resend != NIL || extra != NIL)
+		ms_wake_at_commit();
+	f->range_resent += list_length(resend);
+	f->range_let_go += list_length(extra);
+}
+
+/* rows: the answer's keys against the server's; every row that differs marked */
+static void
+compare_rows(ms_filing *f, ms_table *t, Sync__RangeAnswer *a, held_row *h, size_t nh,
+			 uint32 depth, const uint64 *buckets, size_t nb)
+{
+	held_row   *r = palloc(sizeof(held_row) * Max(a->n_keys, 1));
+	size_t		nr = 0;
+	List	   *resend = NIL;
+	List	   *extra = NIL;
+	char	  **parts = palloc(sizeof(char *) * Max(t->nkey, 1));
+	size_t	   *lens = palloc(sizeof(size_t) * Max(t->nkey, 1));
+	size_t		i = 0,
+				j = 0;
+
+	if (a->n_hashes != a->n_keys)
+		return;
+	for (size_t k = 0; k < a->n_keys; k++)
+	{
+		Sync__Key  *key = a->keys[k];
+		char	   *why;
+
+		/* a key that is no key of the table names no row it may hold */
+		if (key == NULL || key->n_parts != (size_t) t->nkey || !ms_key_canonical(t, key, parts, &why))
+			continue;
+		for (int p = 0; p < t->nkey; p++)
+			lens[p] = strlen(parts[p]);
+		r[nr].len = ms_key_size((size_t) t->nkey, (const char *const *) parts, lens);
+		r[nr].key = palloc(r[nr].len + 1);
+		ms_key_write(r[nr].key, (size_t) t->nkey, (const char *const *) parts, lens);
+		r[nr].key[r[nr].len] = '\0';
+		r[nr].hash = a->hashes[k];
+		/* a row of a bucket not asked about says nothing of those asked */
+		if (ms_range_member(buckets, nb, ms_range_bucket(ms_range_key_hash(r[nr].key, r[nr].len), depth)))
+			nr++;
+	}
+	qsort(h, nh, sizeof(held_row), held_cmp);
+	qsort(r, nr, sizeof(held_row), held_cmp);
+	while (i < nh || j < nr)
+	{
+		int			cmp = i == nh ? 1 : j == nr ? -1 : ms_key_cmp(h[i].key, h[i].len, r[j].key, r[j].len);
+
+		if (cmp < 0)
+			resend = lappend(resend, h[i++].key);	/* the replica lacks it */
+		else if (cmp > 0)
+		{
+			/* a row the server never recorded sending (a duplicate key said once) */
+			if (extra == NIL || strcmp(llast(extra), r[j].key) != 0)
+				extra = lappend(extra, r[j].key);
+			j++;
+		}
+		else
+		{
+			if (h[i].hash != r[j].hash)
+				resend = lappend(resend, h[i].key);
+			i++;
+			while (j < nr && ms_key_cmp(h[i - 1].key, h[i - 1].len, r[j].key, r[j].len) == 0)
+				j++;
+		}
+	}
+	mark(f, t, resend, extra);
+}
+
+/*
+ * compare_buckets: the answer's bucket digests against the server's; the
+ * buckets that differ asked about again, split or row by row, or the replica
+ * provisioned again when they hold most of the table
+ */
+static void
+compare_buckets(ms_filing *f, ms_table *t, int64 round, Sync__RangeAnswer *a, held_row *h, size_t nh,
+				uint64 total)
+{
+	ms_range_sum *s = palloc(sizeof(ms_range_sum) * Max(nh, 1));
+	size_t		ns;
+	uint64	   *differ = palloc(sizeof(uint64) * Max(nh + a->n_buckets, 1));
+	size_t		nd = 0;
+	uint64		most = 0,
+				rows_differ = 0,
+				rows_replica = 0;
+	size_t		i = 0,
+				j = 0;
+	uint32		split;
+
+	if (a->n_counts != a->n_buckets || a->n_sums != a->n_buckets)
+		return;
+	for (size_t k = 0; k < nh; k++)
+	{
+		s[k].bucket = h[k].bucket;
+		s[k].count = 1;
+		s[k].sum = h[k].hash;
+	}
+	ns = ms_range_aggregate(s, nh);
+	for (size_t k = 0; k < a->n_buckets; k++)
+	{
+		/* ascending, as the protocol says: anything else is not an answer */
+		if (k > 0 && a->buckets[k] <= a->buckets[k - 1])
+			return;
+		rows_replica += a->counts[k];
+	}
+	while (i < ns || j < a->n_buckets)
+	{
+		uint64		b,
+					cs = 0,
+					cr = 0;
+		bool		same;
+
+		if (j == a->n_buckets || (i < ns && s[i].bucket < a->buckets[j]))
+		{
+			b = s[i].bucket;
+			cs = s[i++].count;
+			same = false;
+		}
+		else if (i == ns || a->buckets[j] < s[i].bucket)
+		{
+			b = a->buckets[j];
+			cr = a->counts[j++];
+			same = false;
+		}
+		else
+		{
+			b = s[i].bucket;
+			cs = s[i].count;
+			cr = a->counts[j];
+			same = cs == cr && s[i].sum == a->sums[j];
+			i++;
+			j++;
+		}
+		if (same)
+			continue;
+		differ[nd++] = b;
+		most = Max(most, Max(cs, cr));
+		rows_differ += Max(cs, cr);
+	}
+	if (nd == 0)
+	{
+		/*
+		 * Nothing differs (the rows moved on since: a change of the server's
+		 * sent the row again): done.  Of the whole table, marked so: should
+		 * its digest differ again, what differs is what a row hash does not
+		 * cover (ms_range_row), and ms_range_start has it provisioned again
+		 * rather than narrowed down for good.
+		 */
+		if (a->depth == RANGE_FIRST_SPLIT)
+		{
+			Oid			types[2] = {UUIDOID, INT4OID};
+			Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
+
+			if (SPI_execute_with_args("UPDATE sync.ranges SET split = -1, buckets = '{}', asked_at = now()"
+									  " WHERE replica = $1 AND tab = $2",
+									  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+				elog(ERROR, "could not record a range repair that found nothing");
+		}
+		else
+			forget(f, t);
+		return;
+	}
+	/* the buckets that differ hold most of the table: a snapshot costs less */
+	if (rows_differ * 2 > total && most <= RANGE_LEAF * 4)
+	{
+		forget(f, t);
+		ms_provision_again(f, psprintf("range repair of table \"%s\": most of it differs (%llu of the %llu rows held): provisioned again",
+									   t->name, (unsigned long long) rows_differ, (unsigned long long) total));
+		return;
+	}
+	if (most <= RANGE_LEAF || a->depth >= MS_RANGE_DEPTH_MAX)
+	{
+		ask(f, t, round + 1, a->depth, differ, Min(nd, MS_RANGE_ASK_MAX), 0);
+		return;
+	}
+	/* split so that a bucket holds about RANGE_LEAF rows */
+	for (split = 1; split < MS_RANGE_SPLIT_MAX && (most >> split) > RANGE_LEAF; split++)
+		;
+	split = Min(split, MS_RANGE_DEPTH_MAX - a->depth);
+	ask(f, t, round + 1, a->depth, differ, Min(nd, MS_RANGE_ASK_MAX), split);
+}
+
+/* the rows an answer counts */
+static uint64
+rows_replica_of(const Sync__RangeAnswer *a)
+{
+	uint64		n = 0;
+
+	for (size_t i = 0; i < a->n_counts; i++)
+		n += a->counts[i];
+	return n;
+}
+
+void
+ms_range_answers(ms_filing *f, Sync__Up *up)
+{
+	Oid			types[2] = {UUIDOID, INT4OID};
+	bool		caught_up;
+	bool		isnull;
+
+	if (up->n_ranges == 0 || !ms_catalog_has("ranges"))
+		return;
+	{
+		Oid			rtypes[1] = {UUIDOID};
+		Datum		rvalues[1] = {UUIDPGetDatum(&f->replica)};
+
+		if (SPI_execute_with_args("SELECT NOT (provision OR acked_number < last_number) FROM sync.replicas WHERE id = $1",
+								  1, rtypes, rvalues, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "could not read sync.replicas");
+		caught_up = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) &&
+			!f->provisioning;
+	}
+	for (size_t k = 0; k < up->n_ranges; k++)
+	{
+		Sync__RangeAnswer *a = up->ranges[k];
+		ms_filed_table *ft = ms_filed_table_named(f->filer, a->table);
+		Datum		values[2];
+		int64		round;
+		uint32		depth,
+					split;
+		uint64	   *buckets;
+		size_t		nb;
+		ArrayType  *arr;
+		Datum	   *elems;
+		int			nelems;
+		held_row   *h;
+		size_t		nh;
+		uint64		total;
+
+		if (ft == NULL)
+			continue;
+		values[0] = UUIDPGetDatum(&f->replica);
+		values[1] = Int32GetDatum(ft->t->id);
+		if (SPI_execute_with_args("SELECT round, depth, split, buckets FROM sync.ranges WHERE replica = $1 AND tab = $2",
+								  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not read sync.ranges");
+		if (SPI_processed == 0 ||
+			DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) < 0)
+			continue;			/* no question of ours */
+		round = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		depth = (uint32) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		split = (uint32) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+		arr = DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+		deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, NULL, &nelems);
+		nb = (size_t) nelems;
+		buckets = palloc(sizeof(uint64) * Max(nb, 1));
+		for (size_t i = 0; i < nb; i++)
+			buckets[i] = (uint64) DatumGetInt64(elems[i]);
+		SPI_freetuptable(SPI_tuptable);
+		/* an answer to another question, or of another depth: not ours */
+		if ((int64) a->round != round || a->depth != depth + split)
+			continue;
+		if (!caught_up)
+		{
+			/* messages on their way are not drift: asked again */
+			ask(f, ft->t, round + 1, depth, buckets, nb, split);
+			continue;
+		}
+		h = held(f, ft->t, depth, buckets, nb, split, &nh, &total);
+		if (split == 0)
+		{
+			compare_rows(f, ft->t, a, h, nh, depth, buckets, nb);
+			forget(f, ft->t);
+		}
+		else
+			compare_buckets(f, ft->t, round, a, h, nh, Max(total, rows_replica_of(a)));
+	}
+}

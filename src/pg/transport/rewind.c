@@ -1,0 +1,99 @@
+/*-------------------------------------------------------------------------
+ * rewind.c
+ *	  A replica restored from an older copy, repaired by what went after
+ *	  the copy, not by a snapshot (docs/design.md 4.8, docs/protocol.md 8.1).
+ *
+ * The replica says (a pull's `applied`, an upload's acknowledgement) it
+ * applied message N, before the M it acknowledged: its file was restored.
+ * When N is a message this server sealed for it in the current epoch and
+ * generation, after the snapshot it follows (so the copy holds that snapshot
+ * whole), the server knows what the copy lacks: every held row sent after N
+ * (sync.held.number > N) is marked replace, and every row taken back after N
+ * (sync.held.taken > N) is held at number 0 and note 0, marked the same:
+ * the next pass sends the rows as the server has them, and the deletions
+ * (relay/retry.c).  The messages written after N leave the outbox (their
+ * rows go again that way), and the record is taken back to N: acknowledged
+ * and last written, with N's nonce, so the next message follows the copy's
+ * last (its `previous` is N).  No snapshot.  What was deleted after N and
+ * acknowledged is no longer recorded: the copy still holds those rows, and
+ * its next digest, narrowed down by ranges (range.c), lets go of them.
+ *
+ * Anything else -- another epoch or generation, a seal the server did not
+ * make, a snapshot after N, one due -- is provisioned again, as before.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+
+#include "claim.h"
+#include "rewind.h"
+#include "seal.h"
+#include "updated.h"
+#include "wake.h"
+
+bool
+ms_rewind(const pg_uuid_t *replica, const char *replica_text, const Sync__Applied *a)
+{
+	Oid			types[3] = {UUIDOID, INT8OID, BYTEAOID};
+	Datum		values[3];
+	ms_epoch	e;
+	bool		isnull;
+	bytea	   *nonce;
+	bool		owed = ms_catalog_has_column("replicas", "owed_messages");
+
+	if (a == NULL || a->number == 0 || a->nonce.len != MS_NONCE_BYTES || !ms_catalog_has("ranges") ||
+		!ms_epoch_read(&e) || a->generation != e.generation ||
+		ms_claim_check(replica, a, (int64) a->number) != MS_SEAL_CURRENT)
+		return false;
+	nonce = palloc(VARHDRSZ + MS_NONCE_BYTES);
+	SET_VARSIZE(nonce, VARHDRSZ + MS_NONCE_BYTES);
+	memcpy(VARDATA(nonce), a->nonce.data, MS_NONCE_BYTES);
+	values[0] = UUIDPGetDatum(replica);
+	values[1] = Int64GetDatum((int64) a->number);
+	values[2] = PointerGetDatum(nonce);
+	/* the snapshot it follows is in the copy whole, and none is due */
+	if (SPI_execute_with_args("SELECT NOT provision AND snapshot_end IS NOT NULL AND snapshot_end <= $2"
+							  "   AND held_due IS NULL AND acked_number > $2"
+							  "   AND acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL)"
+							  "  FROM sync.replicas WHERE id = $1 FOR UPDATE",
+							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read sync.replicas");
+	if (SPI_processed != 1 ||
+		!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) || isnull)
+		return false;
+	/* the messages after N leave the outbox, owed no more (as ack.c's leave_outbox) */
+	if (SPI_execute_with_args(owed ?
+							  "WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number > $2"
+							  "            RETURNING number, bytes, dropped)"
+							  " UPDATE sync.replicas r SET owed_messages = greatest(r.owed_messages - o.n, 0),"
+							  "        owed_bytes = greatest(r.owed_bytes - o.b, 0)"
+							  "   FROM (SELECT count(*) AS n, coalesce(sum(d.bytes), 0) AS b FROM d, sync.replicas x"
+							  "          WHERE x.id = $1 AND NOT d.dropped AND d.number > coalesce(x.snapshot_end, 0)) o"
+							  "  WHERE r.id = $1 AND o.n > 0" :
+							  "DELETE FROM sync.outbox WHERE replica = $1 AND number > $2",
+							  2, types, values, NULL, false, 0) < 0 ||
+		SPI_execute_with_args("DELETE FROM sync.carried WHERE replica = $1 AND number > $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not take the outbox of a restored replica back");
+	/* taken back after N: the copy still holds it, its deletion goes again */
+	if (SPI_execute_with_args("UPDATE sync.held SET taken = NULL, number = 0, note = 0, replace = true"
+							  " WHERE replica = $1 AND taken > $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
+		/* sent after N: the copy lacks it, or holds an older version */
+		SPI_execute_with_args("UPDATE sync.held SET replace = true WHERE replica = $1 AND number > $2 AND NOT replace",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not mark the rows a restored replica lacks");
+	if (SPI_execute_with_args("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
+							  " acked_number = $2, acked_nonce = $3, acked_at = now(), last_number = $2, last_nonce = $3"
+							  " WHERE id = $1",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not take the record of a restored replica back");
+	ms_wake_at_commit();
+	ereport(LOG, (errmsg("magic_sync: replica %s was restored from an older copy (it applied message %llu):"
+						 " what went after it goes again, without a snapshot",
+						 replica_text, (unsigned long long) a->number)));
+	return true;
+}

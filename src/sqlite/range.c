@@ -1,0 +1,382 @@
+/*
+** range.c - range repair (docs/protocol.md 8.1): the server's questions
+** about what the replica holds of a table, and their answers.
+**
+** A Filed answer may carry RangeAsks (a table digest of the replica's
+** differed): each is kept in _sync_range_asks, the newest of a table
+** replacing the one before, and answered by the next upload of the first
+** lane (Up.ranges), then forgotten -- an answer lost is asked again when
+** the next digest differs.  A table with a row written and not filed is
+** not answered until it is filed, as it has no digest until then.  An answer covers the rows the table digest
+** counts (digest.c): retired and refused rows are left out.  Per row, its
+** bucket is the top bits of FNV-1a of its canonical key, its hash
+** ms_range_row (src/shared/range.h): no sort, no collation.
+**
+** What the server sends is untrusted: depth, split and the buckets are
+** bounded before anything is kept; an ask of a table the replica does not
+** hold is answered with nothing.
+*/
+#include "magic_sync_sqlite.h"
+
+SQLITE_EXTENSION_INIT3
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "key.h"
+#include "range.h"
+
+static int
+ensure(ms_ctx *c)
+{
+	return ms_exec(c, "CREATE TABLE IF NOT EXISTS _sync_range_asks (tbl TEXT PRIMARY KEY, round INTEGER NOT NULL,"
+				   " depth INTEGER NOT NULL, split INTEGER NOT NULL, buckets BLOB NOT NULL)");
+}
+
+static int
+u64_cmp(const void *a, const void *b)
+{
+	uint64_t	x = *(const uint64_t *) a;
+	uint64_t	y = *(const uint64_t *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+int
+ms_range_asked(ms_ctx *c, const Sync__Filed *f)
+{
+	sqlite3_stmt *st = NULL;
+	int			rc;
+
+	if (f->n_ranges == 0)
+		return SQLITE_OK;
+	rc = ensure(c);
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "INSERT OR REPLACE INTO _sync_range_asks VALUES (?1, ?2, ?3, ?4, ?5)");
+	for (size_t i = 0; i < f->n_ranges && rc == SQLITE_OK; i++)
+	{
+		Sync__RangeAsk *a = f->ranges[i];
+		uint64_t   *b;
+
+		/* out of bounds: not asked (the server's next digest asks again) */
+		if (a->depth > MS_RANGE_DEPTH_MAX || a->split > MS_RANGE_SPLIT_MAX ||
+			a->depth + a->split > MS_RANGE_DEPTH_MAX || a->n_buckets > MS_RANGE_ASK_MAX ||
+			a->table == NULL || strlen(a->table) > 127)
+			continue;
+		b = sqlite3_malloc64(sizeof(uint64_t) * (a->n_buckets + 1));
+		if (b == NULL)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		if (a->n_buckets > 0)
+			memcpy(b, a->buckets, sizeof(uint64_t) * a->n_buckets);
+		qsort(b, a->n_buckets, sizeof(uint64_t), u64_cmp);
+		sqlite3_bind_text(st, 1, a->table, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, (sqlite3_int64) a->round);
+		sqlite3_bind_int(st, 3, (int) a->depth);
+		sqlite3_bind_int(st, 4, (int) a->split);
+		sqlite3_bind_blob(st, 5, b, (int) (sizeof(uint64_t) * a->n_buckets), SQLITE_TRANSIENT);
+		rc = ms_done(c, st);
+		sqlite3_reset(st);
+		sqlite3_free(b);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* the keys the table digest leaves out (retired, refused), in canonical order */
+typedef struct excluded
+{
+	ms_buf		bytes;
+	size_t	   *ends;
+	size_t		n;
+} excluded;
+
+static int
+load_excluded(ms_ctx *c, const ms_tbl *t, excluded *ex)
+{
+	sqlite3_stmt *st = NULL;
+	size_t		cap = 0;
+	int			rc = ms_prepare(c, &st, "SELECT key FROM _sync_retired WHERE tbl = ?1"
+								" UNION SELECT key FROM _sync_refused WHERE tbl = ?1 ORDER BY 1");
+
+	memset(ex, 0, sizeof *ex);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
+	while ((rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		if (ex->n == cap)
+		{
+			size_t		ncap = cap ? cap * 2 : 64;
+			size_t	   *e = sqlite3_realloc64(ex->ends, sizeof(size_t) * ncap);
+
+			if (e == NULL)
+			{
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			ex->ends = e;
+			cap = ncap;
+		}
+		ms_buf_add(&ex->bytes, sqlite3_column_blob(st, 0), (size_t) sqlite3_column_bytes(st, 0));
+		ex->ends[ex->n++] = ex->bytes.len;
+	}
+	if (rc == SQLITE_DONE)
+		rc = ex->bytes.oom ? SQLITE_NOMEM : SQLITE_OK;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static bool
+is_excluded(const excluded *ex, const char *key, size_t len)
+{
+	size_t		lo = 0,
+				hi = ex->n;
+
+	while (lo < hi)
+	{
+		size_t		mid = lo + (hi - lo) / 2;
+		size_t		start = mid ? ex->ends[mid - 1] : 0;
+		int			cmp = ms_key_cmp(ex->bytes.data + start, ex->ends[mid] - start, key, len);
+
+		if (cmp == 0)
+			return true;
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* grow: an arena array of n entries of size to room for one more */
+static void *
+grow(ms_ctx *c, void *arr, size_t size, size_t n, size_t *cap)
+{
+	void	   *bigger;
+
+	if (n < *cap)
+		return arr;
+	*cap = *cap ? *cap * 2 : 16;
+	bigger = ms_alloc(&c->arena, size * *cap);
+	if (bigger != NULL && n > 0)
+		memcpy(bigger, arr, size * n);
+	return bigger;
+}
+
+/* answer: one ask, over the rows of t the table digest counts */
+static int
+answer(ms_ctx *c, const ms_tbl *t, sqlite3_stmt *ask, Sync__RangeAnswer *ans)
+{
+	unsigned	depth = (unsigned) sqlite3_column_int(ask, 2);
+	unsigned	split = (unsigned) sqlite3_column_int(ask, 3);
+	size_t		nb = (size_t) sqlite3_column_bytes(ask, 4) / sizeof(uint64_t);
+	uint64_t   *b = NULL;
+	excluded	ex;
+	ms_buf		key = {0};
+	ms_range_sum *sums = NULL;
+	size_t		nsums = 0,
+				capsums = 0,
+				capkeys = 0;
+	sqlite3_stmt *st = NULL;
+	int			rc;
+
+	ans->round = (uint64_t) sqlite3_column_int64(ask, 1);
+	ans->depth = depth + split;
+	if (nb > 0 && (b = sqlite3_malloc64(sizeof(uint64_t) * nb)) == NULL)
+		return SQLITE_NOMEM;
+	if (nb > 0)
+		memcpy(b, sqlite3_column_blob(ask, 4), sizeof(uint64_t) * nb);
+	rc = load_excluded(c, t, &ex);
+	if (rc == SQLITE_OK)
+	{
+		if (t->retired >= 0)
+			rc = ms_prepare(c, &st, "SELECT %s FROM %s WHERE %s IS NULL", t->keycols, t->q, t->cols[t->retired].q);
+		else
+			rc = ms_prepare(c, &st, "SELECT %s FROM %s", t->keycols, t->q);
+	}
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+	{
+		bool		null = false;
+		uint64_t	h;
+
+		rc = SQLITE_OK;
+		key.len = 0;
+		for (int k = 0; k < t->nkey; k++)
+		{
+			if (sqlite3_column_type(st, k) == SQLITE_NULL)
+				null = true;
+			else if (sqlite3_column_type(st, k) == SQLITE_INTEGER)
+				ms_key_append_int(&key, sqlite3_column_int64(st, k));
+			else
+			{
+				const char *p = (const char *) sqlite3_column_text(st, k);
+
+				ms_key_append(&key, p ? p : "", (size_t) sqlite3_column_bytes(st, k));
+			}
+		}
+		if (key.oom)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		if (null || (ex.n > 0 && is_excluded(&ex, key.data, key.len)))
+			continue;
+		h = ms_range_key_hash(key.data, key.len);
+		if (nb > 0 && !ms_range_member(b, nb, ms_range_bucket(h, depth)))
+			continue;
+		if (split > 0)
+		{
+			if (nsums == capsums)
+			{
+				size_t		ncap = capsums ? capsums * 2 : 1024;
+				ms_range_sum *s = sqlite3_realloc64(sums, sizeof(ms_range_sum) * ncap);
+
+				if (s == NULL)
+				{
+					rc = SQLITE_NOMEM;
+					break;
+				}
+				sums = s;
+				capsums = ncap;
+			}
+			sums[nsums].bucket = ms_range_bucket(h, depth + split);
+			sums[nsums].count = 1;
+			sums[nsums++].sum = ms_range_row(key.data, key.len);
+		}
+		else
+		{
+			/* the row itself: its key's parts as the table digest spelled them, and its hash */
+			Sync__Key  *kp = ms_alloc(&c->arena, sizeof(Sync__Key));
+			char	  **parts = ms_alloc(&c->arena, sizeof(char *) * (size_t) t->nkey);
+			size_t		cap = capkeys;
+
+			ans->keys = grow(c, ans->keys, sizeof(Sync__Key *), ans->n_keys, &cap);
+			ans->hashes = grow(c, ans->hashes, sizeof(uint64_t), ans->n_hashes, &capkeys);
+			if (kp == NULL || parts == NULL || ans->keys == NULL || ans->hashes == NULL)
+			{
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			sync__key__init(kp);
+			kp->n_parts = (size_t) t->nkey;
+			kp->parts = parts;
+			for (int k = 0; k < t->nkey; k++)
+			{
+				const char *p = (const char *) sqlite3_column_text(st, k);
+				size_t		n = (size_t) sqlite3_column_bytes(st, k);
+
+				parts[k] = ms_alloc(&c->arena, n + 1);
+				if (parts[k] == NULL)
+				{
+					rc = SQLITE_NOMEM;
+					break;
+				}
+				memcpy(parts[k], p ? p : "", n);
+			}
+			ans->keys[ans->n_keys++] = kp;
+			ans->hashes[ans->n_hashes++] = ms_range_row(key.data, key.len);
+		}
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	else if (rc != SQLITE_OK && rc != SQLITE_NOMEM)
+		ms_dberr(c, rc);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_OK && split > 0)
+	{
+		nsums = ms_range_aggregate(sums, nsums);
+		ans->buckets = ms_alloc(&c->arena, sizeof(uint64_t) * (nsums + 1));
+		ans->counts = ms_alloc(&c->arena, sizeof(uint64_t) * (nsums + 1));
+		ans->sums = ms_alloc(&c->arena, sizeof(uint64_t) * (nsums + 1));
+		if (ans->buckets == NULL || ans->counts == NULL || ans->sums == NULL)
+			rc = SQLITE_NOMEM;
+		for (size_t i = 0; rc == SQLITE_OK && i < nsums; i++)
+		{
+			ans->buckets[i] = sums[i].bucket;
+			ans->counts[i] = sums[i].count;
+			ans->sums[i] = sums[i].sum;
+		}
+		if (rc == SQLITE_OK)
+			ans->n_buckets = ans->n_counts = ans->n_sums = nsums;
+	}
+	sqlite3_free(sums);
+	sqlite3_free(b);
+	sqlite3_free(ex.ends);
+	ms_buf_free(&ex.bytes);
+	ms_buf_free(&key);
+	return rc;
+}
+
+int
+ms_range_answers(ms_ctx *c, Sync__Up *up)
+{
+	sqlite3_stmt *st = NULL;
+	size_t		cap = 0;
+	int			rc;
+
+	sqlite3_stmt *pending = NULL;
+	sqlite3_stmt *answered = NULL;
+
+	up->range_repair = 1;
+	/* none asked yet: no table (made by the first ask, never by an upload) */
+	if (sqlite3_prepare_v2(c->db, "SELECT tbl, round, depth, split, buckets FROM _sync_range_asks ORDER BY tbl",
+						   -1, &st, NULL) != SQLITE_OK)
+	{
+		sqlite3_finalize(st);
+		return SQLITE_OK;
+	}
+	rc = ms_prepare(c, &pending, "SELECT 1 FROM _sync_notes WHERE tbl = ?1 LIMIT 1");
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &answered, "DELETE FROM _sync_range_asks WHERE tbl = ?1");
+	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		const char *name = (const char *) sqlite3_column_text(st, 0);
+		ms_tbl	   *t = name ? ms_schema_find(c, name) : NULL;
+		Sync__RangeAnswer *ans;
+
+		rc = SQLITE_OK;
+		if (t != NULL && t->broken == NULL && !t->host)
+		{
+			/* a row written and not filed is not drift: asked again once it is (as digests) */
+			sqlite3_bind_text(pending, 1, t->name, -1, SQLITE_STATIC);
+			rc = ms_step(c, pending);
+			sqlite3_reset(pending);
+			if (rc == SQLITE_ROW)
+			{
+				rc = SQLITE_OK;
+				continue;
+			}
+			if (rc != SQLITE_DONE)
+				break;
+			rc = SQLITE_OK;
+		}
+		/* answered once, or of a table it does not hold (nothing to say): forgotten */
+		sqlite3_bind_text(answered, 1, name, -1, SQLITE_TRANSIENT);
+		rc = ms_done(c, answered);
+		if (rc != SQLITE_OK)
+			break;
+		if (t == NULL || t->broken != NULL || t->host)
+			continue;
+		ans = ms_alloc(&c->arena, sizeof(Sync__RangeAnswer));
+		up->ranges = grow(c, up->ranges, sizeof(Sync__RangeAnswer *), up->n_ranges, &cap);
+		if (ans == NULL || up->ranges == NULL)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		sync__range_answer__init(ans);
+		ans->table = (char *) t->name;
+		rc = answer(c, t, st, ans);
+		if (rc == SQLITE_OK)
+			up->ranges[up->n_ranges++] = ans;
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_finalize(st);
+	sqlite3_finalize(pending);
+	sqlite3_finalize(answered);
+	return rc;
+}

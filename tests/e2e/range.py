@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""range.py - repair by range, not by snapshot (issue 40, docs/protocol.md 8.1).
+
+  - D1 a replica's copy drifted behind the engine's back (its guards
+    dropped): a row deleted, a row made up.  Its digest differs; the
+    server narrows the difference down by bucket digests, asks for the keys
+    of the few buckets that differ, and sends the lost row again and the
+    deletion of the made-up one.  No snapshot: snapshot_number unchanged,
+    never provisioned, and the replica holds exactly its wanted set.
+  - D3 the buckets of the whole table match while its digest differed (the
+    row put back meanwhile), then it differs again: what differs is beyond
+    what ranges see, and the replica is provisioned again.
+  - L1 a message to it is lost: the next opens a gap.  Its outbox still
+    holds what follows what it acknowledged: the server does not provision
+    it; its next pull brings the lost message again, which closes the gap,
+    and the one after.  No snapshot.
+  - R1 its file is restored from an older copy, after which rows were
+    changed, made and deleted: the server takes its record back to the
+    copy's last message and sends what went after it (the deletions found
+    by the next digest, by ranges).  No snapshot, and the chain follows on
+    from the copy's last message.
+  - D2 most of a table differs: the tree says so, and the replica is
+    provisioned again (the fallback).
+
+Run by tests/e2e/run (inside pg_virtualenv)."""
+import os
+import tempfile
+
+from harness import Replica, Server, check, finish, settle
+
+S1 = "40404040-1111-4111-8111-111111111111"
+N = 3000
+
+srv = Server("range")
+srv.exec(f"""
+CREATE TABLE products (id bigint PRIMARY KEY, name text NOT NULL);
+SELECT sync.mirror('products', 'catalog', 'broadcast');
+INSERT INTO products SELECT g, 'p' || g FROM generate_series(1, {N}) g;
+""")
+srv.exec("SELECT sync.replica_add(%s)", (S1,))
+r1 = Replica(srv, S1, os.path.join(tempfile.mkdtemp(), "s1.db"))
+settle(srv, [r1])
+check("provisioned", r1.one("SELECT count(*) FROM products"), N)
+r1.q("SELECT sync_config('digest_interval', 0)")
+
+
+def snapshots():
+    return srv.one("SELECT coalesce(snapshot_number, 0) FROM sync.replicas WHERE id = %s", (S1,))
+
+
+def provisioned():
+    return srv.one("SELECT provision FROM sync.replicas WHERE id = %s", (S1,))
+
+
+def repair(rounds=8):
+    """upload (digests, then answers), relay, pull: until the digests match; what each filing said of them"""
+    said = []
+    for _ in range(rounds):
+        filed = r1.upload()
+        said.append(filed.get("digests") if filed else None)
+        srv.relay()
+        r1.pull_apply()
+        if filed and filed.get("digests") == "match":
+            break
+    return said
+
+
+# ---- D1: a row lost, a row made up ------------------------------------------
+for (name,) in r1.q("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'products'"):
+    r1.q(f'DROP TRIGGER "{name}"')
+r1.q("DELETE FROM products WHERE id = 1234")
+r1.q("INSERT INTO products VALUES (99999, 'made up')")
+before = snapshots()
+said = repair()
+check("D1: the digest differed, was narrowed down, then matched",
+      (said[0], said[-1]), ("differ: narrowed down by ranges", "match"))
+check("D1: no snapshot was taken", (snapshots(), provisioned()), (before, False))
+check("D1: the lost row is back", r1.one("SELECT name FROM products WHERE id = 1234"), "p1234")
+check("D1: the made-up row is gone", r1.one("SELECT count(*) FROM products WHERE id = 99999"), 0)
+check("D1: the replica holds its wanted set", r1.one("SELECT count(*) FROM products"), N)
+check("D1: the server records it so", srv.held(S1), srv.wanted(S1))
+check("D1: no question stays open", srv.one("SELECT count(*) FROM sync.ranges"), 0)
+
+# ---- D3: ranges find nothing, yet the digest differs again: a snapshot ---------
+# (what differs then is what a row's hash does not cover: never narrowed down for good)
+before = snapshots()
+r1.q("DELETE FROM products WHERE id = 77")
+r1.upload()                                   # the digest differs: the first question
+r1.pull_apply()                               # its answer carries it
+r1.q("INSERT INTO products VALUES (77, 'p77')")   # put back behind the engine's back
+r1.upload()                                   # the answer: every bucket matches
+check("D3: the narrowing found nothing, and said so",
+      srv.one("SELECT split FROM sync.ranges WHERE replica = %s", (S1,)), -1)
+check("D3: not provisioned for it", (snapshots(), provisioned()), (before, False))
+r1.q("DELETE FROM products WHERE id = 77")
+r1.upload()                                   # differs again
+check("D3: its digest differs again: provisioned again", provisioned(), True)
+settle(srv, [r1])
+check("D3: the snapshot brought the row back", r1.one("SELECT name FROM products WHERE id = 77"), "p77")
+check("D3: no question stays open", srv.one("SELECT count(*) FROM sync.ranges"), 0)
+for (name,) in r1.q("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'products'"):
+    r1.q(f'DROP TRIGGER "{name}"')
+
+# ---- L1: a lost message, a gap: sent again from the outbox -----------------
+settle(srv, [r1])
+before = snapshots()
+srv.exec("UPDATE products SET name = 'lost ' || id WHERE id BETWEEN 1 AND 40")
+srv.relay()
+srv.exec("UPDATE products SET name = 'later ' || id WHERE id BETWEEN 41 AND 50")
+srv.relay()
+msgs = [m for m in srv.pull(S1, r1.status()["applied"], 1 << 24, r1.applied()) if m[0]]
+check("L1: two messages wait for it", len(msgs), 2)
+res = r1.apply(bytes(msgs[1][1]))
+check("L1: the second, without the first, opens a gap", res["result"], "gap")
+r1.upload()
+check("L1: the server does not provision it for the gap", provisioned(), False)
+results = r1.pull_apply()
+check("L1: its next pull brings the lost message again, then the next",
+      [x["result"] for x in results if x["result"] != "filed"], ["applied", "applied"])
+check("L1: the gap is closed", r1.status()["gap"], 0)
+check("L1: the lost rows are in its file", r1.one("SELECT count(*) FROM products WHERE name LIKE 'lost %'"), 40)
+check("L1: and the later ones", r1.one("SELECT count(*) FROM products WHERE name LIKE 'later %'"), 10)
+said = repair()
+check("L1: its digest matches", said[-1], "match")
+check("L1: no snapshot was taken", (snapshots(), provisioned()), (before, False))
+check("L1: the server records what it should hold", srv.held(S1), srv.wanted(S1))
+
+# ---- R1: its file restored from an older copy --------------------------------
+copy = os.path.join(tempfile.mkdtemp(), "copy.db")
+r1.q("VACUUM INTO ?", (copy,))
+srv.exec("UPDATE products SET name = 'newer ' || id WHERE id BETWEEN 100 AND 129")
+srv.exec("DELETE FROM products WHERE id BETWEEN 200 AND 204")
+srv.exec(f"INSERT INTO products SELECT g, 'new ' || g FROM generate_series({N + 1}, {N + 10}) g")
+settle(srv, [r1])
+check("R1: the replica took the changes", r1.one("SELECT count(*) FROM products"), N + 5)
+acked = srv.one("SELECT acked_number FROM sync.replicas WHERE id = %s", (S1,))
+before = snapshots()
+r1.close()
+os.replace(copy, r1.path)
+r1.open()
+check("R1: the copy says less than it acknowledged", r1.status()["applied"] < acked, True)
+said = repair()
+check("R1: its digest matches at last", said[-1], "match")
+check("R1: no snapshot was taken", (snapshots(), provisioned()), (before, False))
+check("R1: the changed rows are as the server has them",
+      r1.one("SELECT count(*) FROM products WHERE name LIKE 'newer %'"), 30)
+check("R1: the deleted rows are gone", r1.one("SELECT count(*) FROM products WHERE id BETWEEN 200 AND 204"), 0)
+check("R1: the new rows came", r1.one("SELECT count(*) FROM products WHERE id > ?", (N,)), 10)
+check("R1: it holds what the server has", r1.one("SELECT count(*) FROM products"), N + 5)
+check("R1: the server records what it should hold", srv.held(S1), srv.wanted(S1))
+N += 5
+
+# ---- D2: most of it differs: a snapshot is the fallback ----------------------
+for (name,) in r1.q("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'products'"):
+    r1.q(f'DROP TRIGGER "{name}"')
+r1.q("DELETE FROM products WHERE id % 3 <> 0")
+before = snapshots()
+said = repair()
+check("D2: most of it differs: provisioned again", snapshots() > before, True)
+settle(srv, [r1])
+check("D2: the snapshot brought it back", r1.one("SELECT count(*) FROM products"), N)
+finish()
