@@ -8,7 +8,9 @@
  * (or waits on LISTEN magic_sync, on a connection of its own).  It uses libpq, SQLite and the SQL surface of
  * both sides; it decodes a pulled message only to count it (README.md).
  *
- *   main.c     options, signals, the loop and its backoff, exit codes
+ *   main.c     signals, the loop and its backoff, a pass, exit codes
+ *   options.c  the command line
+ *   uploads.c  a pass's uploads, narrowing down one the server refuses
  *   replica.c  the SQLite side: opening the file, the replica's functions
  *   server.c   the libpq side: connecting, pulling, filing, waiting
  *   pulls.c    where pulls go: hot standbys (--pull) in turn, the primary
