@@ -25,11 +25,11 @@
 ** trade names in one change never collide.
 **
 ** A table made by a change goes where no table, view or index of the
-** host's own has its name (schema.c): when one has, the table waits,
+** host's own has its name (ddl.c): when one has, the table waits,
 ** unmade, reported and its rows refused, until the host renames its own;
 ** a change of a table that waits is a new Table for it to wait with.
 **
-** Unique indexes that travel (schema.c makes them): an upsert that
+** Unique indexes that travel (ddl.c makes them): an upsert that
 ** conflicts on one makes room, the other row taking NULL in the index's
 ** columns, since the server's index held when the message was written and
 ** that row's change is on its way (ms_unique_make_room).
@@ -384,7 +384,7 @@ held_clash(held_names *h, size_t i)
 /*
  * rebuild: the table made again with its rows (a key or a column's type
  * changed); the replica's own indexes and triggers of it made again after,
- * each reported when it no longer fits (schema.c makes it again without
+ * each reported when it no longer fits (ddl.c makes it again without
  * renaming a table, so SQLite checks no view against it while it is gone).
  */
 static int
