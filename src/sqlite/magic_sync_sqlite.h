@@ -18,6 +18,7 @@
  *   apply.c    sync_apply
  *   digest.c   sync_digest, and the digests of an upload
  *   upload.c   sync_upload
+ *   uprows.c   an upload's rows, as they are now
  *   sends.c    send numbers, what each send carried, Filed answers, sync_upload_refused
  *   status.c   sync_status, sync_progress, sync_init, sync_config, sync_retry
  *   keys.c     sync_key, sync_digest_keys
