@@ -15,6 +15,7 @@
  *   codec.c    a row in its codec (json, proto), both ways
  *   letgo.c    letting go of rows: delete or retire, and retired rows for good
  *   evolve.c   schema changes: tables made, altered, let go of, before a message's rows
+ *   alter.c    a Down's schema: each Table matched, the table changed to it
  *   apply.c    sync_apply
  *   digest.c   sync_digest, and the digests of an upload
  *   upload.c   sync_upload
