@@ -12,6 +12,7 @@
  *   options.c  the command line
  *   uploads.c  a pass's uploads, narrowing down one the server refuses
  *   replica.c  the SQLite side: opening the file, the replica's functions
+ *   replica_up.c  what goes up: uploads, lanes, rows set aside, the backlog
  *   server.c   the libpq side: connecting, pulling, filing, waiting
  *   pulls.c    where pulls go: hot standbys (--pull) in turn, the primary
  *   poll.c     between rounds: the poll interval, the --listen connection
