@@ -89,7 +89,6 @@ extern volatile sig_atomic_t stop_signal;
 
 /* options.c */
 extern int	usage_error(const char *fmt, const char *arg);
-extern bool parse_uuid(const char *in, char text[37], uint8_t bytes[16]);
 extern int	parse_options(int argc, char **argv, options *o);
 
 /* uploads.c */

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "sneakernet.h"
+#include "uuid.h"
 #include "wire.h"
 
 #define BACKOFF_FIRST_MS 1000
@@ -475,8 +476,9 @@ main(int argc, char **argv)
 	rc = parse_options(argc, argv, &a.opt);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
-	if (!parse_uuid(a.opt.replica, a.uuid, a.uuid_bytes))
+	if (!ms_uuid_parse(a.opt.replica, strlen(a.opt.replica), a.uuid_bytes))
 		return usage_error("--replica takes a uuid (8-4-4-4-12 hexadecimal digits), not '%s'", a.opt.replica);
+	ms_uuid_text(a.uuid_bytes, a.uuid);
 	report_init(a.opt.mode, a.opt.name);
 	a.from = pulls_new(a.opt.pull, a.opt.npull);
 	a.wait = waiter_new(a.opt.listen, a.opt.interval_ms);

@@ -6,8 +6,8 @@
  */
 #include "loop.h"
 
-#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,38 +109,6 @@ usage_error(const char *fmt, const char *arg)
 	fprintf(stderr, fmt, arg);
 	fprintf(stderr, "\nTry 'magic_sync_agent --help'.\n");
 	return EXIT_USAGE;
-}
-
-/* parse_uuid: a uuid in its 36-character form, any case; lowercased into text */
-bool
-parse_uuid(const char *in, char text[37], uint8_t bytes[16])
-{
-	int			b = 0;
-
-	if (strlen(in) != 36)
-		return false;
-	for (int i = 0; i < 36; i++)
-	{
-		bool		dash = i == 8 || i == 13 || i == 18 || i == 23;
-
-		if (dash ? in[i] != '-' : !isxdigit((unsigned char) in[i]))
-			return false;
-		text[i] = (char) tolower((unsigned char) in[i]);
-	}
-	text[36] = '\0';
-	for (int i = 0; i < 36; i++)
-	{
-		if (text[i] == '-')
-			continue;
-		{
-			int			hi = isdigit((unsigned char) text[i]) ? text[i] - '0' : text[i] - 'a' + 10;
-			int			lo = isdigit((unsigned char) text[i + 1]) ? text[i + 1] - '0' : text[i + 1] - 'a' + 10;
-
-			bytes[b++] = (uint8_t) (hi * 16 + lo);
-			i++;
-		}
-	}
-	return b == 16;
 }
 
 static bool

@@ -25,14 +25,16 @@
  */
 #include "sneakernet.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "uuid.h"
 
 static void *
 sneak_alloc(void *data, size_t size)
@@ -114,43 +116,6 @@ usage(const char *fmt, const char *arg)
 	fprintf(stderr, fmt, arg);
 	fprintf(stderr, "\nTry 'magic_sync_agent %s --help'.\n", "export");
 	return EXIT_USAGE;
-}
-
-static bool
-parse_uuid(const char *s, uint8_t out[16])
-{
-	static const int dashes[] = {8, 13, 18, 23};
-	int			d = 0,
-				n = 0;
-
-	if (strlen(s) != 36)
-		return false;
-	for (int i = 0; i < 36; i++)
-	{
-		if (d < 4 && i == dashes[d])
-		{
-			if (s[i] != '-')
-				return false;
-			d++;
-			continue;
-		}
-		if (!isxdigit((unsigned char) s[i]) || !isxdigit((unsigned char) s[i + 1]))
-			return false;
-		{
-			char		hex[3] = {s[i], s[i + 1], 0};
-
-			out[n++] = (uint8_t) strtoul(hex, NULL, 16);
-		}
-		i++;
-	}
-	return n == 16;
-}
-
-void
-sneak_uuid_text(const uint8_t b[16], char out[37])
-{
-	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
 /*
@@ -457,9 +422,9 @@ do_export(const sneak_options *o, sneak_result *r)
 	if ((o->server == NULL) == (o->db == NULL) || o->replica == NULL || o->to == NULL || o->from)
 		return usage("export takes --server CONNINFO --replica UUID --to FILE, or --db FILE.db --replica UUID"
 					 " --to UPLOAD%s", "");
-	if (!parse_uuid(o->replica, uuid))
+	if (!ms_uuid_parse(o->replica, strlen(o->replica), uuid))
 		return usage("--replica takes a uuid (8-4-4-4-12 hexadecimal digits), not '%s'", o->replica);
-	sneak_uuid_text(uuid, r->replica);
+	ms_uuid_text(uuid, r->replica);
 	if (o->db)
 	{
 		r->upload = o->to;
@@ -487,7 +452,7 @@ do_import(const sneak_options *o, sneak_result *r)
 	if (o->from == NULL || (o->server == NULL) == (o->db == NULL) || (server_side && o->to))
 		return usage("import takes --db FILE.db --from BUNDLE [--to UPLOAD], or --server CONNINFO --from UPLOAD%s",
 					 "");
-	if (o->replica && !parse_uuid(o->replica, want))
+	if (o->replica && !ms_uuid_parse(o->replica, strlen(o->replica), want))
 		return usage("--replica takes a uuid (8-4-4-4-12 hexadecimal digits), not '%s'", o->replica);
 	if (o->server_key && (server_side || !agent_key_parse(o->server_key, key)))
 		return usage("--server-key is for import --db, and takes the server's key as 64 hexadecimal digits"
@@ -503,7 +468,7 @@ do_import(const sneak_options *o, sneak_result *r)
 		free(buf);
 		return code;
 	}
-	sneak_uuid_text(b.replica, r->replica);
+	ms_uuid_text(b.replica, r->replica);
 	if (server_side && b.kind != MS_BUNDLE_FROM_REPLICA)
 		code = refuse(o, r, "wrong_kind", EXIT_DATAERR,
 					  "%s is a bundle to replica %s, made by export for its file: import it with --db, not --server",

@@ -39,6 +39,7 @@
 #include "row.h"
 #include "seal.h"
 #include "sync.pb-c.h"
+#include "uuid.h"
 #include "wire.h"
 
 /* ms_sqlite_allocator: a protobuf-c allocator on sqlite3_malloc64. */
@@ -103,8 +104,6 @@ extern void ms_buf_free(ms_buf *b);
 extern void ms_hex(const uint8_t *p, size_t n, char *out);	/* 2n + 1 bytes */
 /* ms_sqlstate_ok: a SQLSTATE, five digits or capital letters */
 extern bool ms_sqlstate_ok(const char *s);
-extern void ms_uuid_text(const uint8_t u[16], char out[37]);
-extern bool ms_uuid_parse(const char *s, size_t n, uint8_t out[16]);
 
 /* The context of one SQL function call. */
 typedef struct ms_state
