@@ -236,28 +236,10 @@ sneak_write(const char *path, const uint8_t *buf, size_t len, char err[AGENT_ERR
 /* ---- what a command says ------------------------------------------------ */
 
 static void
-json_string(const char *s)
-{
-	putchar('"');
-	for (; s && *s; s++)
-	{
-		unsigned char c = (unsigned char) *s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
-static void
 json_field(const char *key, const char *value)
 {
 	printf(",\"%s\":", key);
-	json_string(value);
+	agent_json_string(value);
 }
 
 static void

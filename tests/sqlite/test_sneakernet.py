@@ -432,6 +432,19 @@ check("a link at FILE.part: the upload is written all the same", (rc, out.get("r
 check("not through the link", open(victim, "rb").read(), b"precious")
 check("the upload is a file of its own", (os.path.islink(vup2), read(open(vup2, "rb").read())[0]), (False, 2))
 
+# the one line --json prints is JSON, UTF-8 whatever bytes a path holds: a byte that is not is U+FFFD
+odd = os.path.join(os.fsencode(tmp), b"van-up-\xff\xfe-\xc3\xa9")
+p = subprocess.run([os.fsencode(agent_bin), b"export", b"--db", os.fsencode(van), b"--replica", UUID.encode(),
+                    b"--to", odd, b"--json"], capture_output=True, timeout=60)
+try:
+    said = json.loads(p.stdout.decode("utf-8"))
+except ValueError as e:  # UnicodeDecodeError included
+    said = {"not JSON": f"{e}: {p.stdout!r}"}
+check("a path that is not UTF-8: the JSON line is UTF-8, each odd byte U+FFFD, the rest as it is",
+      (p.returncode, said.get("result"), said.get("bundle")),
+      (0, "written", tmp + "/van-up-\ufffd\ufffd-\u00e9"))
+check("... and the file is written under the path as given", os.path.exists(odd), True)
+
 # one version: the agent's and the replica extension's are magic_sync.control's
 control = open(os.path.join(top, "magic_sync.control")).read()
 version = control.split("default_version = '")[1].split("'")[0]
