@@ -147,95 +147,159 @@ check_pulls(const options *o)
 	return 0;
 }
 
+/*
+ * agent_getopt: the next option of a command line (getopt_long, long
+ * options only but shorts' letters), its val; -1 at the end; '?' with why
+ * when the command line is wrong: an argument that is no option, an option
+ * unknown or abbreviated (only a whole name is taken, so that a new option
+ * never changes what an old command line means), one that needs a value
+ * and has none, or one given a value (--name=value) that takes none.
+ * Values come as --name VALUE or --name=VALUE.
+ */
+int
+agent_getopt(int argc, char **argv, const char *shorts, const struct option *opts, char *why, size_t size)
+{
+	char		optstring[16];
+	int			at = optind;	/* the argument this call reads */
+	int			index = -1;
+	int			c;
+	const char *arg;
+	const char *eq;
+	int			len;
+
+	snprintf(optstring, sizeof optstring, "+:%s", shorts);
+	opterr = 0;
+	if (at < argc && argv[at][0] == '-' && argv[at][1] != '-' && argv[at][1] != '\0' &&
+		(shorts[0] == '\0' || strchr(shorts, argv[at][1]) == NULL || argv[at][2] != '\0'))
+	{
+		snprintf(why, size, "unexpected argument '%s'", argv[at]);
+		return '?';
+	}
+	c = getopt_long(argc, argv, optstring, opts, &index);
+	if (c == -1)
+	{
+		if (optind == at + 1 && strcmp(argv[at], "--") == 0)
+			snprintf(why, size, "unknown option %s", "--");
+		else if (optind < argc)
+			snprintf(why, size, "unexpected argument '%s'", argv[optind]);
+		else
+			return -1;
+		return '?';
+	}
+	arg = argv[at];
+	eq = strchr(arg, '=');
+	len = eq ? (int) (eq - arg) : (int) strlen(arg);
+	if (len > 31)
+		len = 31;
+	if (c == ':')
+		snprintf(why, size, "option %.*s needs a value", len, arg);
+	else if (c == '?' && optopt != 0 && eq != NULL)
+		snprintf(why, size, "option %.*s takes no value", len, arg);
+	else if (c == '?' || (index >= 0 && (strncmp(arg, "--", 2) != 0 || strlen(opts[index].name) != (size_t) len - 2 ||
+										  strncmp(arg + 2, opts[index].name, (size_t) len - 2) != 0)))
+		snprintf(why, size, "unknown option %.*s", len, arg);
+	else
+		return c;
+	return '?';
+}
+
+enum
+{
+	OPT_SERVER = 1, OPT_PULL, OPT_LISTEN, OPT_REPLICA, OPT_DB, OPT_NAME, OPT_SERVER_KEY, OPT_ONCE,
+	OPT_JSON, OPT_QUIET, OPT_INTERVAL, OPT_PULL_BYTES, OPT_HELP, OPT_VERSION
+};
+
+static const struct option long_options[] = {
+	{"server", required_argument, NULL, OPT_SERVER},
+	{"pull", required_argument, NULL, OPT_PULL},
+	{"listen", required_argument, NULL, OPT_LISTEN},
+	{"replica", required_argument, NULL, OPT_REPLICA},
+	{"db", required_argument, NULL, OPT_DB},
+	{"name", required_argument, NULL, OPT_NAME},
+	{"server-key", required_argument, NULL, OPT_SERVER_KEY},
+	{"once", no_argument, NULL, OPT_ONCE},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"quiet", no_argument, NULL, OPT_QUIET},
+	{"interval", required_argument, NULL, OPT_INTERVAL},
+	{"pull-bytes", required_argument, NULL, OPT_PULL_BYTES},
+	{"help", no_argument, NULL, OPT_HELP},
+	{"version", no_argument, NULL, OPT_VERSION},
+	{NULL, 0, NULL, 0}
+};
+
 /* parse_options: 0 to run, -1 to exit 0 (--help, --version), else an exit code */
 int
 parse_options(int argc, char **argv, options *o)
 {
+	int			c;
+	char		why[256];
+
 	memset(o, 0, sizeof *o);
 	o->interval_ms = 10000;
 	o->pull_bytes = 4 << 20;
 	o->mode = REPORT_HUMAN;
-	for (int i = 1; i < argc; i++)
+	while ((c = agent_getopt(argc, argv, "", long_options, why, sizeof why)) != -1)
 	{
-		const char *arg = argv[i];
-		const char *value = NULL;
-		const char *eq = strchr(arg, '=');
-		char		name[32];
-		bool		takes;
+		const char *value = optarg;
 
-		if (strncmp(arg, "--", 2) != 0)
-			return usage_error("unexpected argument '%s'", arg);
-		snprintf(name, sizeof name, "%.*s", eq ? (int) (eq - arg) : (int) strlen(arg), arg);
-		takes = strcmp(name, "--server") == 0 || strcmp(name, "--replica") == 0 ||
-			strcmp(name, "--pull") == 0 || strcmp(name, "--listen") == 0 ||
-			strcmp(name, "--db") == 0 || strcmp(name, "--interval") == 0 ||
-			strcmp(name, "--pull-bytes") == 0 || strcmp(name, "--name") == 0 ||
-			strcmp(name, "--server-key") == 0;
-		if (takes)
+		switch (c)
 		{
-			if (eq)
-				value = eq + 1;
-			else if (i + 1 < argc)
-				value = argv[++i];
-			else
-				return usage_error("option %s needs a value", name);
-		}
-		else if (eq)
-			return usage_error("option %s takes no value", name);
+			case OPT_HELP:
+				fputs(usage_text, stdout);
+				return -1;
+			case OPT_VERSION:
+				printf("magic_sync_agent %s (protocol %d)\n", AGENT_VERSION, MS_PROTOCOL);
+				return -1;
+			case OPT_SERVER:
+				o->server = value;
+				break;
+			case OPT_PULL:
+				if (o->npull == PULLS_MAX)
+					return usage_error("--pull is given at most %s times", "8");
+				o->pull[o->npull++] = value;
+				break;
+			case OPT_LISTEN:
+				o->listen = value;
+				break;
+			case OPT_REPLICA:
+				o->replica = value;
+				break;
+			case OPT_DB:
+				o->db = value;
+				break;
+			case OPT_NAME:
+				o->name = value;
+				break;
+			case OPT_SERVER_KEY:
+				{
+					uint8_t		key[32];
 
-		if (strcmp(name, "--help") == 0)
-		{
-			fputs(usage_text, stdout);
-			return -1;
+					if (!agent_key_parse(value, key))
+						return usage_error("--server-key takes the server's key as 64 hexadecimal digits"
+										   " (sync.signing_key()), not '%s'", value);
+					o->server_key = value;
+				}
+				break;
+			case OPT_ONCE:
+				o->once = true;
+				break;
+			case OPT_JSON:
+				o->mode = REPORT_JSON;
+				break;
+			case OPT_QUIET:
+				o->mode = REPORT_QUIET;
+				break;
+			case OPT_INTERVAL:
+				if (!parse_int(value, 10, 3600 * 1000, &o->interval_ms))
+					return usage_error("--interval takes milliseconds from 10 to 3600000, not '%s'", value);
+				break;
+			case OPT_PULL_BYTES:
+				if (!parse_int(value, 1024, 1 << 30, &o->pull_bytes))
+					return usage_error("--pull-bytes takes a number of bytes from 1024 to 1073741824, not '%s'", value);
+				break;
+			default:
+				return usage_error("%s", why);
 		}
-		else if (strcmp(name, "--version") == 0)
-		{
-			printf("magic_sync_agent %s (protocol %d)\n", AGENT_VERSION, MS_PROTOCOL);
-			return -1;
-		}
-		else if (strcmp(name, "--server") == 0)
-			o->server = value;
-		else if (strcmp(name, "--pull") == 0)
-		{
-			if (o->npull == PULLS_MAX)
-				return usage_error("--pull is given at most %s times", "8");
-			o->pull[o->npull++] = value;
-		}
-		else if (strcmp(name, "--listen") == 0)
-			o->listen = value;
-		else if (strcmp(name, "--replica") == 0)
-			o->replica = value;
-		else if (strcmp(name, "--db") == 0)
-			o->db = value;
-		else if (strcmp(name, "--name") == 0)
-			o->name = value;
-		else if (strcmp(name, "--server-key") == 0)
-		{
-			uint8_t		key[32];
-
-			if (!agent_key_parse(value, key))
-				return usage_error("--server-key takes the server's key as 64 hexadecimal digits"
-								   " (sync.signing_key()), not '%s'", value);
-			o->server_key = value;
-		}
-		else if (strcmp(name, "--once") == 0)
-			o->once = true;
-		else if (strcmp(name, "--json") == 0)
-			o->mode = REPORT_JSON;
-		else if (strcmp(name, "--quiet") == 0)
-			o->mode = REPORT_QUIET;
-		else if (strcmp(name, "--interval") == 0)
-		{
-			if (!parse_int(value, 10, 3600 * 1000, &o->interval_ms))
-				return usage_error("--interval takes milliseconds from 10 to 3600000, not '%s'", value);
-		}
-		else if (strcmp(name, "--pull-bytes") == 0)
-		{
-			if (!parse_int(value, 1024, 1 << 30, &o->pull_bytes))
-				return usage_error("--pull-bytes takes a number of bytes from 1024 to 1073741824, not '%s'", value);
-		}
-		else
-			return usage_error("unknown option %s", name);
 	}
 	if (o->server == NULL)
 		return usage_error("%s", "--server is required (a libpq connection string; '' for the PG* environment)");

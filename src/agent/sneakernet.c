@@ -321,64 +321,83 @@ sneak_say(const sneak_options *o, const sneak_result *r, int code)
 
 /* ---- the commands -------------------------------------------------------- */
 
+enum
+{
+	OPT_SERVER = 1, OPT_REPLICA, OPT_DB, OPT_FROM, OPT_TO, OPT_NAME, OPT_SERVER_KEY, OPT_PULL_BYTES,
+	OPT_JSON, OPT_QUIET, OPT_HELP = 'h'
+};
+
+static const struct option long_options[] = {
+	{"server", required_argument, NULL, OPT_SERVER},
+	{"replica", required_argument, NULL, OPT_REPLICA},
+	{"db", required_argument, NULL, OPT_DB},
+	{"from", required_argument, NULL, OPT_FROM},
+	{"to", required_argument, NULL, OPT_TO},
+	{"name", required_argument, NULL, OPT_NAME},
+	{"server-key", required_argument, NULL, OPT_SERVER_KEY},
+	{"pull-bytes", required_argument, NULL, OPT_PULL_BYTES},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"quiet", no_argument, NULL, OPT_QUIET},
+	{"help", no_argument, NULL, OPT_HELP},
+	{NULL, 0, NULL, 0}
+};
+
 static int
 parse(int argc, char **argv, sneak_options *o)
 {
+	int			c;
+	char		why[256];
+
 	memset(o, 0, sizeof *o);
 	o->pull_bytes = 4 << 20;
 	o->mode = REPORT_HUMAN;
-	for (int i = 1; i < argc; i++)
+	while ((c = agent_getopt(argc, argv, "h", long_options, why, sizeof why)) != -1)
 	{
-		const char *arg = argv[i];
-		const char **slot = NULL;
+		switch (c)
+		{
+			case OPT_HELP:
+				fputs(usage_text, stdout);
+				return -1;
+			case OPT_JSON:
+				o->mode = REPORT_JSON;
+				break;
+			case OPT_QUIET:
+				o->mode = REPORT_QUIET;
+				break;
+			case OPT_SERVER:
+				o->server = optarg;
+				break;
+			case OPT_REPLICA:
+				o->replica = optarg;
+				break;
+			case OPT_DB:
+				o->db = optarg;
+				break;
+			case OPT_FROM:
+				o->from = optarg;
+				break;
+			case OPT_TO:
+				o->to = optarg;
+				break;
+			case OPT_NAME:
+				o->name = optarg;
+				break;
+			case OPT_SERVER_KEY:
+				o->server_key = optarg;
+				break;
+			case OPT_PULL_BYTES:
+				{
+					char	   *end;
+					long		v = strtol(optarg, &end, 10);
 
-		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
-		{
-			fputs(usage_text, stdout);
-			return -1;
+					if (*end || v < 1024 || v > (1L << 30))
+						return usage("--pull-bytes takes 1024 to 1073741824 bytes, not '%s'", optarg);
+					o->pull_bytes = (int) v;
+				}
+				break;
+			default:
+				return usage("%s", why);
 		}
-		if (strcmp(arg, "--json") == 0)
-		{
-			o->mode = REPORT_JSON;
-			continue;
-		}
-		if (strcmp(arg, "--quiet") == 0)
-		{
-			o->mode = REPORT_QUIET;
-			continue;
-		}
-		if (strcmp(arg, "--server") == 0)
-			slot = &o->server;
-		else if (strcmp(arg, "--replica") == 0)
-			slot = &o->replica;
-		else if (strcmp(arg, "--db") == 0)
-			slot = &o->db;
-		else if (strcmp(arg, "--from") == 0)
-			slot = &o->from;
-		else if (strcmp(arg, "--to") == 0)
-			slot = &o->to;
-		else if (strcmp(arg, "--name") == 0)
-			slot = &o->name;
-		else if (strcmp(arg, "--server-key") == 0)
-			slot = &o->server_key;
-		else if (strcmp(arg, "--pull-bytes") == 0)
-		{
-			char	   *end;
-			long		v;
-
-			if (i + 1 >= argc)
-				return usage("--pull-bytes takes a number of bytes", "");
-			v = strtol(argv[++i], &end, 10);
-			if (*end || v < 1024 || v > (1L << 30))
-				return usage("--pull-bytes takes 1024 to 1073741824 bytes, not '%s'", argv[i]);
-			o->pull_bytes = (int) v;
-			continue;
-		}
-		else
-			return usage("unknown option '%s'", arg);
-		if (i + 1 >= argc)
-			return usage("%s takes a value", arg);
-		*slot = argv[++i];
 	}
 	return 0;
 }
