@@ -70,7 +70,7 @@ SQLITE_LIBS = -lprotobuf-c -lsodium
 build/rel/%.o: %.c $(SHARED_HDRS) $(wildcard src/sqlite/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(OWN_CFLAGS) -c $< -o $@
-build/rel/src/agent/%.o: src/agent/%.c src/agent/agent.h $(SHARED_HDRS)
+build/rel/src/agent/%.o: src/agent/%.c $(wildcard src/agent/*.h) $(SHARED_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(OWN_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -c $< -o $@
 magic_sync_sqlite.so: $(addprefix build/rel/,$(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))

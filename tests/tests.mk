@@ -29,7 +29,7 @@ build/test_sqlite: $(patsubst %.c,build/san/%.o,$(wildcard tests/sqlite/*.c) tes
 build/fuzz_seeds: $(patsubst %.c,build/san/%.o,$(wildcard tests/fuzz/*.c) tests/sqlite/msgs.c tests/sqlite/seal.c tests/unit/vectors.c $(SQLITE_SRCS) $(REPLICA_SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 # the agent under the sanitizers, for tests/sqlite/test_sneakernet.py (AGENT=build/agent_san)
-build/san/src/agent/%.o: src/agent/%.c src/agent/agent.h src/agent/sneakernet.h $(SHARED_HDRS)
+build/san/src/agent/%.o: src/agent/%.c $(wildcard src/agent/*.h) $(SHARED_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -c $< -o $@
 build/agent_san: $(patsubst %.c,build/san/%.o,$(AGENT_SRCS) $(SQLITE_SRCS) $(REPLICA_SHARED_SRCS))

@@ -8,12 +8,16 @@
  * (or waits on LISTEN magic_sync, on a connection of its own).  It uses libpq, SQLite and the SQL surface of
  * both sides; it decodes a pulled message only to count it (README.md).
  *
- *   main.c     options, signals, the loop and its backoff, exit codes
+ *   main.c     signals, the loop and its backoff, a pass, exit codes
+ *   options.c  the command line
+ *   uploads.c  a pass's uploads, narrowing down one the server refuses
  *   replica.c  the SQLite side: opening the file, the replica's functions
+ *   replica_up.c  what goes up: uploads, lanes, rows set aside, the backlog
  *   server.c   the libpq side: connecting, pulling, filing, waiting
  *   pulls.c    where pulls go: hot standbys (--pull) in turn, the primary
  *   poll.c     between rounds: the poll interval, the --listen connection
  *   report.c   what people and machines see: lines, the snapshot's bar, JSON
+ *   json.c     the one JSON string writer: valid UTF-8 whatever it is given
  *-------------------------------------------------------------------------
  */
 #ifndef MS_AGENT_H
@@ -321,6 +325,14 @@ typedef struct round_stats
 	int64_t		gap;
 	bool		provisioning;	/* the server provisions the replica again */
 } round_stats;
+
+/* options.c: the next option of a command line, getopt_long's way; '?' with why when it is wrong */
+struct option;
+extern int	agent_getopt(int argc, char **argv, const char *shorts, const struct option *opts, char *why,
+						 size_t size);
+
+/* json.c: s as a JSON string on stdout, valid UTF-8 whatever s holds (U+FFFD for a byte that is not) */
+extern void agent_json_string(const char *s);
 
 extern void report_init(report_mode mode, const char *name);
 extern void report_start(const char *replica, const char *db, int64_t applied);

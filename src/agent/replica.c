@@ -11,7 +11,7 @@
  * steps, and the file stays usable while the server is out of reach.
  *-------------------------------------------------------------------------
  */
-#include "agent.h"
+#include "replica.h"
 
 #include "wire.h"
 
@@ -31,35 +31,9 @@ extern int	sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
 
 #define BUSY_TIMEOUT_MS 5000
 
-struct replica
-{
-	sqlite3    *db;
-	sqlite3_stmt *apply;
-	sqlite3_stmt *upload;
-	sqlite3_stmt *upload_some;	/* sync_upload(max_rows): narrowing down a refusal */
-	sqlite3_stmt *upload_lane;	/* sync_upload(max_rows or NULL, lane): another lane's */
-	sqlite3_stmt *lanes;		/* sync_lanes(): the lanes to upload, the first first */
-	sqlite3_stmt *refused;		/* sync_upload_refused(upload, reason, blame, sqlstate) */
-	sqlite3_stmt *aside;		/* the rows set aside sync_progress() lists, a key part a row */
-	sqlite3_stmt *retry_large;	/* sync_retry('too large') */
-	sqlite3_stmt *status;
-	sqlite3_stmt *progress;
-	sqlite3_stmt *json_int;
-	sqlite3_stmt *json_text;
-	sqlite3_stmt *data_version;
-	sqlite3_stmt *begin;
-	sqlite3_stmt *commit;
-	sqlite3_stmt *rollback;
-	int64_t		version;		/* PRAGMA data_version when last looked at */
-	int64_t		max_message;
-	int			lock;			/* FILE-agent.lock, flock'd while the file is open; -1: none */
-	char		unstamped[37];	/* the uuid replica_stamp gives the file; "": stamped already */
-	bool		lazy;			/* commits wait for no fsync: replica_sync before anything leaves */
-	bool		unsynced;		/* committed since the last fsync (lazy) */
-};
 
-static agent_status
-fail(replica *r, int rc, const char *what, char err[AGENT_ERROR_MAX])
+agent_status
+replica_fail(replica *r, int rc, const char *what, char err[AGENT_ERROR_MAX])
 {
 	const char *message = sqlite3_errmsg(r->db);
 
@@ -78,8 +52,8 @@ fail(replica *r, int rc, const char *what, char err[AGENT_ERROR_MAX])
 	return STEP_FAILED;
 }
 
-static void
-rollback(replica *r)
+void
+replica_rollback(replica *r)
 {
 	if (!sqlite3_get_autocommit(r->db))
 	{
@@ -101,17 +75,17 @@ prepare(replica *r, const char *sql, sqlite3_stmt **stmt)
  * between (SQLITE_BUSY_SNAPSHOT, at once).  The functions work in a
  * savepoint inside it.
  */
-static int
-begin(replica *r, const char *what, char err[AGENT_ERROR_MAX])
+int
+replica_begin(replica *r, const char *what, char err[AGENT_ERROR_MAX])
 {
 	int			rc = sqlite3_step(r->begin);
 
 	sqlite3_reset(r->begin);
-	return rc == SQLITE_DONE ? STEP_OK : (int) fail(r, rc, what, err);
+	return rc == SQLITE_DONE ? STEP_OK : (int) replica_fail(r, rc, what, err);
 }
 
-static int
-commit(replica *r, const char *what, char err[AGENT_ERROR_MAX])
+int
+replica_commit(replica *r, const char *what, char err[AGENT_ERROR_MAX])
 {
 	int			rc = sqlite3_step(r->commit);
 
@@ -121,8 +95,8 @@ commit(replica *r, const char *what, char err[AGENT_ERROR_MAX])
 		r->unsynced = true;
 		return STEP_OK;
 	}
-	rc = (int) fail(r, rc, what, err);
-	rollback(r);
+	rc = (int) replica_fail(r, rc, what, err);
+	replica_rollback(r);
 	return rc;
 }
 
@@ -483,7 +457,7 @@ replica_applied(replica *r, int64_t *applied, bool *snapshot_open, uint8_t *clai
 
 	if (rc != SQLITE_ROW)
 	{
-		agent_status st = fail(r, rc, "sync_status", err);
+		agent_status st = replica_fail(r, rc, "sync_status", err);
 
 		sqlite3_reset(r->status);
 		return st;
@@ -547,24 +521,24 @@ replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 	char	   *json;
 
 	memset(out, 0, sizeof *out);
-	rc = begin(r, "sync_apply", err);
+	rc = replica_begin(r, "sync_apply", err);
 	if (rc != STEP_OK)
 		return (agent_status) rc;
 	sqlite3_bind_blob64(r->apply, 1, msg, len, SQLITE_STATIC);
 	rc = sqlite3_step(r->apply);
 	if (rc != SQLITE_ROW)
 	{
-		agent_status st = fail(r, rc, "sync_apply", err);
+		agent_status st = replica_fail(r, rc, "sync_apply", err);
 
 		sqlite3_reset(r->apply);
 		sqlite3_clear_bindings(r->apply);
-		rollback(r);
+		replica_rollback(r);
 		return st;
 	}
 	json = strdup((const char *) sqlite3_column_text(r->apply, 0));
 	sqlite3_reset(r->apply);
 	sqlite3_clear_bindings(r->apply);
-	rc = commit(r, "sync_apply", err);
+	rc = replica_commit(r, "sync_apply", err);
 	if (rc != STEP_OK)
 	{
 		free(json);
@@ -614,261 +588,6 @@ replica_apply(replica *r, const uint8_t *msg, size_t len, apply_result *out,
 	return STEP_OK;
 }
 
-/*
- * replica_upload: the next upload (sync_upload), or *up NULL: nothing to
- * say; with max_rows >= 0, of at most that many rows (sync_upload(max_rows):
- * narrowing down an upload the server refused).
- */
-agent_status
-replica_upload(replica *r, int64_t max_rows, uint8_t **up, size_t *len, char err[AGENT_ERROR_MAX])
-{
-	return replica_upload_lane(r, "", max_rows, up, len, err);
-}
-
-agent_status
-replica_upload_lane(replica *r, const char *lane, int64_t max_rows, uint8_t **up, size_t *len,
-					char err[AGENT_ERROR_MAX])
-{
-	sqlite3_stmt *st = lane[0] != '\0' ? r->upload_lane : max_rows >= 0 ? r->upload_some : r->upload;
-	int			rc;
-
-	*up = NULL;
-	*len = 0;
-	rc = begin(r, "sync_upload", err);
-	if (rc != STEP_OK)
-		return (agent_status) rc;
-	if (lane[0] != '\0')
-	{
-		if (max_rows >= 0)
-			sqlite3_bind_int64(st, 1, max_rows);
-		else
-			sqlite3_bind_null(st, 1);
-		sqlite3_bind_text(st, 2, lane, -1, SQLITE_TRANSIENT);
-	}
-	else if (max_rows >= 0)
-		sqlite3_bind_int64(st, 1, max_rows);
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW)
-	{
-		agent_status status = fail(r, rc, "sync_upload", err);
-
-		sqlite3_reset(st);
-		rollback(r);
-		return status;
-	}
-	if (sqlite3_column_type(st, 0) != SQLITE_NULL)
-	{
-		const void *blob = sqlite3_column_blob(st, 0);
-		int			n = sqlite3_column_bytes(st, 0);
-
-		*up = malloc(n > 0 ? (size_t) n : 1);
-		if (*up == NULL)
-		{
-			sqlite3_reset(st);
-			rollback(r);
-			snprintf(err, AGENT_ERROR_MAX, "out of memory");
-			return STEP_FAILED;
-		}
-		memcpy(*up, blob, (size_t) n);
-		*len = (size_t) n;
-	}
-	sqlite3_reset(st);
-	rc = commit(r, "sync_upload", err);
-	if (rc != STEP_OK)
-	{
-		free(*up);
-		*up = NULL;
-		*len = 0;
-	}
-	return (agent_status) rc;
-}
-
-/*
- * replica_lanes: the lanes the replica uploads in (sync_lanes()), the first
- * ("") first; at most max of them, each cut at AGENT_LANE_BYTES.
- */
-agent_status
-replica_lanes(replica *r, char lanes[][AGENT_LANE_BYTES], int max, int *n, char err[AGENT_ERROR_MAX])
-{
-	int			rc;
-
-	*n = 0;
-	while ((rc = sqlite3_step(r->lanes)) == SQLITE_ROW)
-	{
-		const char *lane = (const char *) sqlite3_column_text(r->lanes, 0);
-
-		if (*n < max)
-			snprintf(lanes[(*n)++], AGENT_LANE_BYTES, "%s", lane ? lane : "");
-	}
-	sqlite3_reset(r->lanes);
-	if (rc != SQLITE_DONE)
-		return fail(r, rc, "sync_lanes", err);
-	if (*n == 0)
-		snprintf(lanes[(*n)++], AGENT_LANE_BYTES, "%s", "");
-	return STEP_OK;
-}
-
-/*
- * replica_upload_refused: the server refused an upload for good: its rows
- * go again at once, or, blamed, are set aside with the reason
- * (sync_upload_refused); how many in *rows.
- */
-agent_status
-replica_upload_refused(replica *r, const uint8_t *up, size_t len, const char *reason, const char *sqlstate,
-					   bool blame, int64_t *rows, char err[AGENT_ERROR_MAX])
-{
-	int			rc = begin(r, "sync_upload_refused", err);
-
-	*rows = 0;
-	if (rc != STEP_OK)
-		return (agent_status) rc;
-	sqlite3_bind_blob64(r->refused, 1, up, len, SQLITE_STATIC);
-	sqlite3_bind_text(r->refused, 2, reason, -1, SQLITE_STATIC);
-	sqlite3_bind_int(r->refused, 3, blame ? 1 : 0);
-	if (sqlstate != NULL && sqlstate[0] != '\0')
-		sqlite3_bind_text(r->refused, 4, sqlstate, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(r->refused, 4);
-	rc = sqlite3_step(r->refused);
-	if (rc != SQLITE_ROW)
-	{
-		agent_status status = fail(r, rc, "sync_upload_refused", err);
-
-		sqlite3_reset(r->refused);
-		sqlite3_clear_bindings(r->refused);
-		rollback(r);
-		return status;
-	}
-	{
-		char	   *json = strdup((const char *) sqlite3_column_text(r->refused, 0));
-
-		sqlite3_reset(r->refused);
-		sqlite3_clear_bindings(r->refused);
-		rc = commit(r, "sync_upload_refused", err);
-		if (json != NULL && rc == STEP_OK)
-			*rows = replica_json_int(r, json, "$.rows");
-		free(json);
-	}
-	return (agent_status) rc;
-}
-
-/* fnv: FNV-1a of n bytes, on from h */
-static uint64_t
-fnv(uint64_t h, const char *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-	{
-		h ^= (unsigned char) p[i];
-		h *= UINT64_C(1099511628211);
-	}
-	return h;
-}
-
-/* column i as text, cut to fit out ("" when NULL) */
-static void
-column_text(sqlite3_stmt *st, int i, char *out, size_t size)
-{
-	const char *v = (const char *) sqlite3_column_text(st, i);
-
-	snprintf(out, size, "%s", v ? v : "");
-}
-
-/*
- * replica_set_aside: the rows set aside sync_progress() lists (per table
- * the newest), at most max; a row's id hashes its table, since when, and
- * its key whole
- */
-agent_status
-replica_set_aside(replica *r, aside_row *rows, int max, int *n, char err[AGENT_ERROR_MAX])
-{
-	int			rc;
-	char		table[128] = "";
-	int64_t		row = -1;
-
-	*n = 0;
-	while ((rc = sqlite3_step(r->aside)) == SQLITE_ROW)
-	{
-		aside_row  *a;
-		const char *t = (const char *) sqlite3_column_text(r->aside, 0);
-		int64_t		at = sqlite3_column_int64(r->aside, 1);
-		const char *part = (const char *) sqlite3_column_text(r->aside, 5);
-
-		if (t == NULL)
-			continue;
-		if (*n == 0 || at != row || strcmp(t, table) != 0)
-		{
-			/* a row begins */
-			if (*n == max)
-				break;
-			a = &rows[(*n)++];
-			memset(a, 0, sizeof *a);
-			snprintf(table, sizeof table, "%s", t);
-			row = at;
-			column_text(r->aside, 0, a->table, sizeof a->table);
-			column_text(r->aside, 2, a->reason, sizeof a->reason);
-			column_text(r->aside, 3, a->sqlstate, sizeof a->sqlstate);
-			/* since when: a row set aside again is told again */
-			a->id = fnv(UINT64_C(14695981039346656037), t, strlen(t) + 1);
-			a->id = fnv(a->id, (const char *) sqlite3_column_blob(r->aside, 6),
-						(size_t) sqlite3_column_bytes(r->aside, 6));
-		}
-		a = &rows[*n - 1];
-		if (sqlite3_column_type(r->aside, 4) == SQLITE_NULL)
-			continue;			/* a key not said */
-		a->id = fnv(a->id, part ? part : "", part ? strlen(part) + 1 : 0);
-		if (a->nparts < AGENT_ASIDE_PARTS)
-			column_text(r->aside, 5, a->parts[a->nparts++], sizeof a->parts[0]);
-		else
-			a->more_parts = true;
-	}
-	sqlite3_reset(r->aside);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return fail(r, rc, "sync_progress", err);
-	return STEP_OK;
-}
-
-/* replica_retry_too_large: rows set aside as too large go up again (sync_retry('too large')) */
-agent_status
-replica_retry_too_large(replica *r, char err[AGENT_ERROR_MAX])
-{
-	int			rc = begin(r, "sync_retry", err);
-
-	if (rc != STEP_OK)
-		return (agent_status) rc;
-	rc = sqlite3_step(r->retry_large);
-	sqlite3_reset(r->retry_large);
-	if (rc != SQLITE_ROW)
-	{
-		agent_status status = fail(r, rc, "sync_retry", err);
-
-		rollback(r);
-		return status;
-	}
-	return (agent_status) commit(r, "sync_retry", err);
-}
-
-/* replica_backlog: sync_progress() summed over the replica's tables */
-agent_status
-replica_backlog(replica *r, backlog *out, char err[AGENT_ERROR_MAX])
-{
-	int			rc = sqlite3_step(r->progress);
-
-	memset(out, 0, sizeof *out);
-	if (rc != SQLITE_ROW)
-	{
-		agent_status st = fail(r, rc, "sync_progress", err);
-
-		sqlite3_reset(r->progress);
-		return st;
-	}
-	out->unsent = sqlite3_column_int64(r->progress, 0);
-	out->unfiled = sqlite3_column_int64(r->progress, 1);
-	out->set_aside = sqlite3_column_int64(r->progress, 2);
-	out->refused = sqlite3_column_int64(r->progress, 3);
-	sqlite3_reset(r->progress);
-	return STEP_OK;
-}
-
 int64_t
 replica_max_message_bytes(replica *r)
 {
@@ -901,7 +620,7 @@ replica_trusted(replica *r, uint8_t key[32], bool *has, char err[AGENT_ERROR_MAX
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW)
-		out = fail(r, rc, "sync_trust_key", err);
+		out = replica_fail(r, rc, "sync_trust_key", err);
 	else if (sqlite3_column_type(st, 0) == SQLITE_TEXT && sqlite3_column_bytes(st, 0) == 64)
 	{
 		const char *hex = (const char *) sqlite3_column_text(st, 0);
@@ -934,7 +653,7 @@ replica_trust(replica *r, const uint8_t key[32], bool replace, char err[AGENT_ER
 		rc = sqlite3_step(st);
 	}
 	if (rc != SQLITE_ROW)
-		out = fail(r, rc, "sync_trust_key", err);
+		out = replica_fail(r, rc, "sync_trust_key", err);
 	sqlite3_finalize(st);
 	return out;
 }
@@ -955,7 +674,7 @@ replica_verify(replica *r, const uint8_t *msg, size_t len, bool *ok, char *why, 
 		rc = sqlite3_step(st);
 	}
 	if (rc != SQLITE_ROW)
-		out = fail(r, rc, "sync_verify", err);
+		out = replica_fail(r, rc, "sync_verify", err);
 	else if (sqlite3_column_type(st, 0) == SQLITE_NULL)
 		*ok = true;
 	else

@@ -98,74 +98,6 @@ human(FILE *f, const char *fmt,...)
 	fflush(f);
 }
 
-/*
- * utf8_length: the length of the well-formed UTF-8 sequence at s (RFC 3629:
- * no overlong form, no surrogate, nothing past U+10FFFF), 0 when it is not
- * one.  A file path, or a message, may hold any bytes; JSON is UTF-8.
- */
-static int
-utf8_length(const unsigned char *s)
-{
-	int			n;
-	uint32_t	cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xC2 && s[0] <= 0xDF)
-		n = 2, cp = s[0] & 0x1F;
-	else if (s[0] >= 0xE0 && s[0] <= 0xEF)
-		n = 3, cp = s[0] & 0x0F;
-	else if (s[0] >= 0xF0 && s[0] <= 0xF4)
-		n = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	for (int i = 1; i < n; i++)
-	{
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3F);
-	}
-	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-		(cp >= 0xD800 && cp <= 0xDFFF))
-		return 0;
-	return n;
-}
-
-/* json_string: s as a JSON string; a byte that is not UTF-8 is U+FFFD */
-static void
-json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++)
-	{
-		unsigned char c = (unsigned char) *s;
-		int			n = utf8_length((const unsigned char *) s);
-
-		if (n == 0)
-		{
-			fputs("\\ufffd", stdout);
-			continue;
-		}
-		if (n > 1)
-		{
-			fwrite(s, 1, (size_t) n, stdout);
-			s += n - 1;
-			continue;
-		}
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c == '\n')
-			fputs("\\n", stdout);
-		else if (c == '\t')
-			fputs("\\t", stdout);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
 /* the start of a JSON line: {"time":"...","event":"..." */
 static void
 json_begin(const char *event)
@@ -181,7 +113,7 @@ json_begin(const char *event)
 	if (*label)
 	{
 		fputs(",\"name\":", stdout);
-		json_string(label);
+		agent_json_string(label);
 	}
 }
 
@@ -199,9 +131,9 @@ report_start(const char *replica, const char *db, int64_t applied)
 	{
 		json_begin("start");
 		fputs(",\"replica\":", stdout);
-		json_string(replica);
+		agent_json_string(replica);
 		fputs(",\"db\":", stdout);
-		json_string(db);
+		agent_json_string(db);
 		printf(",\"applied\":%lld", (long long) applied);
 		json_end();
 	}
@@ -231,10 +163,10 @@ trouble(const char *event, const char *what, const char *why, int retry_ms)
 		if (what)
 		{
 			fputs(",\"what\":", stdout);
-			json_string(what);
+			agent_json_string(what);
 		}
 		fputs(",\"error\":", stdout);
-		json_string(why);
+		agent_json_string(why);
 		printf(",\"retry_ms\":%d", retry_ms);
 		json_end();
 		return;
@@ -273,7 +205,7 @@ report_notice(const char *message)
 	{
 		json_begin("notice");
 		fputs(",\"message\":", stdout);
-		json_string(message);
+		agent_json_string(message);
 		json_end();
 	}
 	else
@@ -291,11 +223,11 @@ report_schema(const apply_result *res)
 		for (int i = 0; i < res->schema_failed; i++)
 		{
 			fputs(i ? ",{\"table\":" : "{\"table\":", stdout);
-			json_string(res->failed[i].table);
+			agent_json_string(res->failed[i].table);
 			fputs(",\"statement\":", stdout);
-			json_string(res->failed[i].statement);
+			agent_json_string(res->failed[i].statement);
 			fputs(",\"error\":", stdout);
-			json_string(res->failed[i].error);
+			agent_json_string(res->failed[i].error);
 			printf(",\"rest_applied\":%s}", res->failed[i].rest_applied ? "true" : "false");
 		}
 		putchar(']');
@@ -395,23 +327,23 @@ report_round(const round_stats *st, const backlog *b)
 			   (long long) st->set_aside, (long long) st->applied, (long long) st->acknowledged,
 			   (long long) st->snapshots);
 		if (st->stopped)
-			json_string(st->stopped);
+			agent_json_string(st->stopped);
 		else
 			fputs("null", stdout);
 		printf(",\"narrowed\":%lld,\"blamed\":%lld,\"dropped_reason\":",
 			   (long long) st->narrowed, (long long) st->blamed);
 		if (st->dropped_reason[0])
-			json_string(st->dropped_reason);
+			agent_json_string(st->dropped_reason);
 		else
 			fputs("null", stdout);
 		fputs(",\"blamed_reason\":", stdout);
 		if (st->blamed_reason[0])
-			json_string(st->blamed_reason);
+			agent_json_string(st->blamed_reason);
 		else
 			fputs("null", stdout);
 		fputs(",\"refused_reason\":", stdout);
 		if (st->refused_reason[0])
-			json_string(st->refused_reason);
+			agent_json_string(st->refused_reason);
 		else
 			fputs("null", stdout);
 		printf(",\"gap\":%lld,\"provisioning\":%s,\"backlog\":{\"unsent\":%lld,\"unfiled\":%lld,"
@@ -507,7 +439,7 @@ report_refused(const aside_row *row)
 	{
 		json_begin("refused");
 		fputs(",\"table\":", stdout);
-		json_string(row->table);
+		agent_json_string(row->table);
 		fputs(",\"key\":", stdout);
 		if (row->nparts == 0)
 			fputs("null", stdout);
@@ -518,15 +450,15 @@ report_refused(const aside_row *row)
 			{
 				if (i)
 					putchar(',');
-				json_string(row->parts[i]);
+				agent_json_string(row->parts[i]);
 			}
 			putchar(']');
 		}
 		fputs(",\"reason\":", stdout);
-		json_string(row->reason);
+		agent_json_string(row->reason);
 		fputs(",\"sqlstate\":", stdout);
 		if (row->sqlstate[0])
-			json_string(row->sqlstate);
+			agent_json_string(row->sqlstate);
 		else
 			fputs("null", stdout);
 		json_end();
@@ -556,7 +488,7 @@ report_stop(const char *why, int code)
 	{
 		json_begin("stop");
 		fputs(",\"reason\":", stdout);
-		json_string(why);
+		agent_json_string(why);
 		printf(",\"code\":%d", code);
 		json_end();
 	}
@@ -571,9 +503,9 @@ report_trust(const char *key_hex, const char *how)
 	{
 		json_begin("trust");
 		fputs(",\"key\":", stdout);
-		json_string(key_hex);
+		agent_json_string(key_hex);
 		fputs(",\"how\":", stdout);
-		json_string(how);
+		agent_json_string(how);
 		json_end();
 	}
 	else if (mode == REPORT_HUMAN)

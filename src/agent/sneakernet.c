@@ -25,14 +25,16 @@
  */
 #include "sneakernet.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "uuid.h"
 
 static void *
 sneak_alloc(void *data, size_t size)
@@ -114,43 +116,6 @@ usage(const char *fmt, const char *arg)
 	fprintf(stderr, fmt, arg);
 	fprintf(stderr, "\nTry 'magic_sync_agent %s --help'.\n", "export");
 	return EXIT_USAGE;
-}
-
-static bool
-parse_uuid(const char *s, uint8_t out[16])
-{
-	static const int dashes[] = {8, 13, 18, 23};
-	int			d = 0,
-				n = 0;
-
-	if (strlen(s) != 36)
-		return false;
-	for (int i = 0; i < 36; i++)
-	{
-		if (d < 4 && i == dashes[d])
-		{
-			if (s[i] != '-')
-				return false;
-			d++;
-			continue;
-		}
-		if (!isxdigit((unsigned char) s[i]) || !isxdigit((unsigned char) s[i + 1]))
-			return false;
-		{
-			char		hex[3] = {s[i], s[i + 1], 0};
-
-			out[n++] = (uint8_t) strtoul(hex, NULL, 16);
-		}
-		i++;
-	}
-	return n == 16;
-}
-
-void
-sneak_uuid_text(const uint8_t b[16], char out[37])
-{
-	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
 /*
@@ -271,28 +236,10 @@ sneak_write(const char *path, const uint8_t *buf, size_t len, char err[AGENT_ERR
 /* ---- what a command says ------------------------------------------------ */
 
 static void
-json_string(const char *s)
-{
-	putchar('"');
-	for (; s && *s; s++)
-	{
-		unsigned char c = (unsigned char) *s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
-static void
 json_field(const char *key, const char *value)
 {
 	printf(",\"%s\":", key);
-	json_string(value);
+	agent_json_string(value);
 }
 
 static void
@@ -374,64 +321,83 @@ sneak_say(const sneak_options *o, const sneak_result *r, int code)
 
 /* ---- the commands -------------------------------------------------------- */
 
+enum
+{
+	OPT_SERVER = 1, OPT_REPLICA, OPT_DB, OPT_FROM, OPT_TO, OPT_NAME, OPT_SERVER_KEY, OPT_PULL_BYTES,
+	OPT_JSON, OPT_QUIET, OPT_HELP = 'h'
+};
+
+static const struct option long_options[] = {
+	{"server", required_argument, NULL, OPT_SERVER},
+	{"replica", required_argument, NULL, OPT_REPLICA},
+	{"db", required_argument, NULL, OPT_DB},
+	{"from", required_argument, NULL, OPT_FROM},
+	{"to", required_argument, NULL, OPT_TO},
+	{"name", required_argument, NULL, OPT_NAME},
+	{"server-key", required_argument, NULL, OPT_SERVER_KEY},
+	{"pull-bytes", required_argument, NULL, OPT_PULL_BYTES},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"quiet", no_argument, NULL, OPT_QUIET},
+	{"help", no_argument, NULL, OPT_HELP},
+	{NULL, 0, NULL, 0}
+};
+
 static int
 parse(int argc, char **argv, sneak_options *o)
 {
+	int			c;
+	char		why[256];
+
 	memset(o, 0, sizeof *o);
 	o->pull_bytes = 4 << 20;
 	o->mode = REPORT_HUMAN;
-	for (int i = 1; i < argc; i++)
+	while ((c = agent_getopt(argc, argv, "h", long_options, why, sizeof why)) != -1)
 	{
-		const char *arg = argv[i];
-		const char **slot = NULL;
+		switch (c)
+		{
+			case OPT_HELP:
+				fputs(usage_text, stdout);
+				return -1;
+			case OPT_JSON:
+				o->mode = REPORT_JSON;
+				break;
+			case OPT_QUIET:
+				o->mode = REPORT_QUIET;
+				break;
+			case OPT_SERVER:
+				o->server = optarg;
+				break;
+			case OPT_REPLICA:
+				o->replica = optarg;
+				break;
+			case OPT_DB:
+				o->db = optarg;
+				break;
+			case OPT_FROM:
+				o->from = optarg;
+				break;
+			case OPT_TO:
+				o->to = optarg;
+				break;
+			case OPT_NAME:
+				o->name = optarg;
+				break;
+			case OPT_SERVER_KEY:
+				o->server_key = optarg;
+				break;
+			case OPT_PULL_BYTES:
+				{
+					char	   *end;
+					long		v = strtol(optarg, &end, 10);
 
-		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
-		{
-			fputs(usage_text, stdout);
-			return -1;
+					if (*end || v < 1024 || v > (1L << 30))
+						return usage("--pull-bytes takes 1024 to 1073741824 bytes, not '%s'", optarg);
+					o->pull_bytes = (int) v;
+				}
+				break;
+			default:
+				return usage("%s", why);
 		}
-		if (strcmp(arg, "--json") == 0)
-		{
-			o->mode = REPORT_JSON;
-			continue;
-		}
-		if (strcmp(arg, "--quiet") == 0)
-		{
-			o->mode = REPORT_QUIET;
-			continue;
-		}
-		if (strcmp(arg, "--server") == 0)
-			slot = &o->server;
-		else if (strcmp(arg, "--replica") == 0)
-			slot = &o->replica;
-		else if (strcmp(arg, "--db") == 0)
-			slot = &o->db;
-		else if (strcmp(arg, "--from") == 0)
-			slot = &o->from;
-		else if (strcmp(arg, "--to") == 0)
-			slot = &o->to;
-		else if (strcmp(arg, "--name") == 0)
-			slot = &o->name;
-		else if (strcmp(arg, "--server-key") == 0)
-			slot = &o->server_key;
-		else if (strcmp(arg, "--pull-bytes") == 0)
-		{
-			char	   *end;
-			long		v;
-
-			if (i + 1 >= argc)
-				return usage("--pull-bytes takes a number of bytes", "");
-			v = strtol(argv[++i], &end, 10);
-			if (*end || v < 1024 || v > (1L << 30))
-				return usage("--pull-bytes takes 1024 to 1073741824 bytes, not '%s'", argv[i]);
-			o->pull_bytes = (int) v;
-			continue;
-		}
-		else
-			return usage("unknown option '%s'", arg);
-		if (i + 1 >= argc)
-			return usage("%s takes a value", arg);
-		*slot = argv[++i];
 	}
 	return 0;
 }
@@ -457,9 +423,9 @@ do_export(const sneak_options *o, sneak_result *r)
 	if ((o->server == NULL) == (o->db == NULL) || o->replica == NULL || o->to == NULL || o->from)
 		return usage("export takes --server CONNINFO --replica UUID --to FILE, or --db FILE.db --replica UUID"
 					 " --to UPLOAD%s", "");
-	if (!parse_uuid(o->replica, uuid))
+	if (!ms_uuid_parse(o->replica, strlen(o->replica), uuid))
 		return usage("--replica takes a uuid (8-4-4-4-12 hexadecimal digits), not '%s'", o->replica);
-	sneak_uuid_text(uuid, r->replica);
+	ms_uuid_text(uuid, r->replica);
 	if (o->db)
 	{
 		r->upload = o->to;
@@ -487,7 +453,7 @@ do_import(const sneak_options *o, sneak_result *r)
 	if (o->from == NULL || (o->server == NULL) == (o->db == NULL) || (server_side && o->to))
 		return usage("import takes --db FILE.db --from BUNDLE [--to UPLOAD], or --server CONNINFO --from UPLOAD%s",
 					 "");
-	if (o->replica && !parse_uuid(o->replica, want))
+	if (o->replica && !ms_uuid_parse(o->replica, strlen(o->replica), want))
 		return usage("--replica takes a uuid (8-4-4-4-12 hexadecimal digits), not '%s'", o->replica);
 	if (o->server_key && (server_side || !agent_key_parse(o->server_key, key)))
 		return usage("--server-key is for import --db, and takes the server's key as 64 hexadecimal digits"
@@ -503,7 +469,7 @@ do_import(const sneak_options *o, sneak_result *r)
 		free(buf);
 		return code;
 	}
-	sneak_uuid_text(b.replica, r->replica);
+	ms_uuid_text(b.replica, r->replica);
 	if (server_side && b.kind != MS_BUNDLE_FROM_REPLICA)
 		code = refuse(o, r, "wrong_kind", EXIT_DATAERR,
 					  "%s is a bundle to replica %s, made by export for its file: import it with --db, not --server",

@@ -66,7 +66,6 @@ extern int	sneakernet_main(int argc, char **argv);
 extern void sneak_say(const sneak_options *o, const sneak_result *r, int code);
 extern uint8_t *sneak_read(const char *path, size_t *len, bool *damaged, char err[AGENT_ERROR_MAX]);
 extern bool sneak_write(const char *path, const uint8_t *buf, size_t len, char err[AGENT_ERROR_MAX]);
-extern void sneak_uuid_text(const uint8_t b[16], char out[37]);
 extern ms_allocator sneak_malloc;
 
 /* sneak_down.c */

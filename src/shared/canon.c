@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "uuid.h"
+
 static bool
 named(const char *type, const char *name)
 {
@@ -79,18 +81,6 @@ word_at(const char *p, size_t n, size_t i, const char *word)
 /* the part as it was given, cut short, for a reason */
 #define SHOWN(p, n) (int) ((n) > 40 ? 40 : (n)), (p)
 
-static int
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* an integer: spaces, a sign, digits, spaces; within the kind's range */
 static bool
 canon_int(ms_key_kind kind, const char *p, size_t n, char *out, size_t *out_len,
@@ -131,39 +121,12 @@ canon_int(ms_key_kind kind, const char *p, size_t n, char *out, size_t *out_len,
 static bool
 canon_uuid(const char *p, size_t n, char *out, size_t *out_len, char reason[MS_REASON_MAX])
 {
-	static const char digits[] = "0123456789abcdef";
 	uint8_t		b[16];
-	size_t		i = 0;
-	bool		braces = n > 0 && p[0] == '{';
-	size_t		o = 0;
 
-	if (braces)
-		i++;
-	for (int k = 0; k < 16; k++)
-	{
-		int			hi = i < n ? hex_value(p[i]) : -1;
-		int			lo = i + 1 < n ? hex_value(p[i + 1]) : -1;
-
-		if (hi < 0 || lo < 0)
-			return ms_refuse(reason, "key part \"%.*s\" is not a uuid", SHOWN(p, n));
-		b[k] = (uint8_t) (hi << 4 | lo);
-		i += 2;
-		if (i < n && p[i] == '-' && k % 2 == 1 && k < 15)
-			i++;
-	}
-	if (braces && (i >= n || p[i++] != '}'))
+	if (!ms_uuid_parse_loose(p, n, b))
 		return ms_refuse(reason, "key part \"%.*s\" is not a uuid", SHOWN(p, n));
-	if (i != n)
-		return ms_refuse(reason, "key part \"%.*s\" is not a uuid", SHOWN(p, n));
-	for (int k = 0; k < 16; k++)
-	{
-		if (k == 4 || k == 6 || k == 8 || k == 10)
-			out[o++] = '-';
-		out[o++] = digits[b[k] >> 4];
-		out[o++] = digits[b[k] & 15];
-	}
-	out[o] = '\0';
-	*out_len = o;
+	ms_uuid_text(b, out);
+	*out_len = MS_UUID_TEXT - 1;
 	return true;
 }
 

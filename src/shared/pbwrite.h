@@ -173,4 +173,69 @@ ms_pb_read_fixed64(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out)
 	return true;
 }
 
+/* One field of a message, as ms_pb_next read it. */
+typedef struct ms_pb_field
+{
+	uint64_t	number;			/* the tag's field number, as read: 0 or past 2^29 - 1 included */
+	int			wire;			/* the tag's wire type, as read: any of 0 to 7 */
+	uint64_t	value;			/* MS_PB_VARINT, MS_PB_FIXED64, MS_PB_FIXED32: its value */
+	const uint8_t *bytes;		/* MS_PB_LEN: its bytes, within the buffer ... */
+	size_t		len;			/* ... and how many */
+} ms_pb_field;
+
+typedef enum ms_pb_next_result
+{
+	MS_PB_FIELD,				/* a field, whole: *pos is past it */
+	MS_PB_END,					/* *pos was at the end: nothing read */
+	MS_PB_BROKEN_TAG,			/* its tag is truncated, or longer than 64 bits */
+	MS_PB_BROKEN_VALUE			/* number and wire are read; the value runs past the end, or the wire type is none of the four */
+} ms_pb_next_result;
+
+/*
+ * ms_pb_next: the field at *pos of buf (len bytes), advancing *pos past
+ * it; the one walk over a message's fields that every reader of untrusted
+ * bytes in src/shared makes (wire.c's scan, upcheck.c, upread.c,
+ * sign_digest.c), each saying what broke in its own words.  On a broken
+ * tag or value *pos is wherever the read stopped.
+ */
+static inline ms_pb_next_result
+ms_pb_next(const uint8_t *buf, size_t len, size_t *pos, ms_pb_field *f)
+{
+	uint64_t	tag;
+	uint64_t	v;
+
+	f->value = 0;
+	f->bytes = NULL;
+	f->len = 0;
+	if (*pos >= len)
+		return MS_PB_END;
+	if (!ms_pb_read_varint(buf, len, pos, &tag))
+		return MS_PB_BROKEN_TAG;
+	f->number = tag >> 3;
+	f->wire = (int) (tag & 7);
+	switch (f->wire)
+	{
+		case MS_PB_VARINT:
+			return ms_pb_read_varint(buf, len, pos, &f->value) ? MS_PB_FIELD : MS_PB_BROKEN_VALUE;
+		case MS_PB_FIXED64:
+			return ms_pb_read_fixed64(buf, len, pos, &f->value) ? MS_PB_FIELD : MS_PB_BROKEN_VALUE;
+		case MS_PB_FIXED32:
+			if (len - *pos < 4)
+				return MS_PB_BROKEN_VALUE;
+			f->value = (uint64_t) buf[*pos] | (uint64_t) buf[*pos + 1] << 8 |
+				(uint64_t) buf[*pos + 2] << 16 | (uint64_t) buf[*pos + 3] << 24;
+			*pos += 4;
+			return MS_PB_FIELD;
+		case MS_PB_LEN:
+			if (!ms_pb_read_varint(buf, len, pos, &v) || v > len - *pos)
+				return MS_PB_BROKEN_VALUE;
+			f->bytes = buf + *pos;
+			f->len = (size_t) v;
+			*pos += (size_t) v;
+			return MS_PB_FIELD;
+		default:
+			return MS_PB_BROKEN_VALUE;
+	}
+}
+
 #endif

@@ -46,65 +46,51 @@ ms_sign_find(const uint8_t *msg, size_t len, size_t *at, size_t *after, const ui
 	while (pos < len)
 	{
 		size_t		start = pos;
-		uint64_t	tag;
-		uint64_t	n;
+		ms_pb_field f;
+		ms_pb_next_result r = ms_pb_next(msg, len, &pos, &f);
 
-		if (!ms_pb_read_varint(msg, len, &pos, &tag))
+		if (r == MS_PB_BROKEN_TAG)
 		{
 			ms_refuse(reason, "truncated field tag at byte %zu", start);
 			return MS_SIGN_MALFORMED;
 		}
-		if ((tag >> 3) == MS_FIELD_TO_REPLICA_SIGNATURE)
+		if (f.number == MS_FIELD_TO_REPLICA_SIGNATURE)
 		{
 			if (found)
 			{
 				ms_refuse(reason, "the message carries two signatures");
 				return MS_SIGN_MALFORMED;
 			}
-			if ((tag & 7) != MS_PB_LEN || !ms_pb_read_varint(msg, len, &pos, &n) ||
-				n != MS_SIGNATURE_BYTES || len - pos < MS_SIGNATURE_BYTES)
+			if (r != MS_PB_FIELD || f.wire != MS_PB_LEN || f.len != MS_SIGNATURE_BYTES)
 			{
 				ms_refuse(reason, "its signature (field 14 at byte %zu) is not %d bytes", start, MS_SIGNATURE_BYTES);
 				return MS_SIGN_MALFORMED;
 			}
 			found = true;
 			*at = start;
-			*signature = msg + pos;
-			pos += MS_SIGNATURE_BYTES;
+			*signature = f.bytes;
 			*after = pos;
 			continue;
 		}
-		switch (tag & 7)
+		if (r == MS_PB_FIELD)
+			continue;
+		switch (f.wire)
 		{
 			case MS_PB_VARINT:
-				if (!ms_pb_read_varint(msg, len, &pos, &n))
-				{
-					ms_refuse(reason, "truncated varint at byte %zu", start);
-					return MS_SIGN_MALFORMED;
-				}
+				ms_refuse(reason, "truncated varint at byte %zu", start);
 				break;
 			case MS_PB_FIXED64:
 			case MS_PB_FIXED32:
-				n = (tag & 7) == MS_PB_FIXED64 ? 8 : 4;
-				if (len - pos < n)
-				{
-					ms_refuse(reason, "truncated field at byte %zu", start);
-					return MS_SIGN_MALFORMED;
-				}
-				pos += (size_t) n;
+				ms_refuse(reason, "truncated field at byte %zu", start);
 				break;
 			case MS_PB_LEN:
-				if (!ms_pb_read_varint(msg, len, &pos, &n) || n > len - pos)
-				{
-					ms_refuse(reason, "truncated field at byte %zu: its length runs past the end", start);
-					return MS_SIGN_MALFORMED;
-				}
-				pos += (size_t) n;
+				ms_refuse(reason, "truncated field at byte %zu: its length runs past the end", start);
 				break;
 			default:
-				ms_refuse(reason, "a field at byte %zu has unsupported wire type %u", start, (unsigned) (tag & 7));
-				return MS_SIGN_MALFORMED;
+				ms_refuse(reason, "a field at byte %zu has unsupported wire type %u", start, (unsigned) f.wire);
+				break;
 		}
+		return MS_SIGN_MALFORMED;
 	}
 	return found ? MS_SIGN_FOUND : MS_SIGN_NONE;
 }

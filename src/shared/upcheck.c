@@ -39,60 +39,33 @@ ms_up_verify(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
 
 	while (pos < len)
 	{
-		uint64_t	tag;
-		uint64_t	n;
 		size_t		at = pos;
+		ms_pb_field f;
+		ms_pb_next_result r = ms_pb_next(buf, len, &pos, &f);
 
-		if (!ms_pb_read_varint(buf, len, &pos, &tag))
+		if (r == MS_PB_BROKEN_TAG)
 			break;
 		last = at;
-		last_field = tag >> 3;
-		if ((tag & 7) == MS_PB_LEN)
-		{
-			if (!ms_pb_read_varint(buf, len, &pos, &n) || n > len - pos)
-			{
-				pos = SIZE_MAX;
-				break;
-			}
-			if (last_field == MS_FIELD_UP_CHECK)
-			{
-				checks++;
-				check_at = at;
-				if (n != MS_UP_CHECK_BYTES)
-					return ms_refuse(reason, "the upload's check has %llu bytes, not %d",
-									 (unsigned long long) n, MS_UP_CHECK_BYTES);
-			}
-			pos += (size_t) n;
-		}
-		else if ((tag & 7) == MS_PB_FIXED64)
-		{
-			if (!ms_pb_read_fixed64(buf, len, &pos, &n))
-			{
-				pos = SIZE_MAX;
-				break;
-			}
-			if (last_field == MS_FIELD_UP_LENGTH)
-			{
-				if (has_length)
-					return ms_refuse(reason, "the upload says its length twice");
-				has_length = true;
-				length = n;
-			}
-		}
-		else if ((tag & 7) == MS_PB_VARINT)
-		{
-			if (!ms_pb_read_varint(buf, len, &pos, &n))
-			{
-				pos = SIZE_MAX;
-				break;
-			}
-		}
-		else if ((tag & 7) == MS_PB_FIXED32 && len - pos >= 4)
-			pos += 4;
-		else
+		last_field = f.number;
+		if (r == MS_PB_BROKEN_VALUE)
 		{
 			pos = SIZE_MAX;
 			break;
+		}
+		if (f.wire == MS_PB_LEN && f.number == MS_FIELD_UP_CHECK)
+		{
+			checks++;
+			check_at = at;
+			if (f.len != MS_UP_CHECK_BYTES)
+				return ms_refuse(reason, "the upload's check has %llu bytes, not %d",
+								 (unsigned long long) f.len, MS_UP_CHECK_BYTES);
+		}
+		else if (f.wire == MS_PB_FIXED64 && f.number == MS_FIELD_UP_LENGTH)
+		{
+			if (has_length)
+				return ms_refuse(reason, "the upload says its length twice");
+			has_length = true;
+			length = f.value;
 		}
 	}
 	if (has_length && length != (uint64_t) len)

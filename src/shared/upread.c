@@ -19,49 +19,19 @@
 #include "pbwrite.h"
 #include "seal.h"
 
-/* One field of a message: its number, wire type and, length-delimited, its bytes. */
-typedef struct pb_field
-{
-	uint32_t	number;
-	int			wire;
-	const uint8_t *bytes;		/* MS_PB_LEN */
-	size_t		len;
-} pb_field;
-
-/* next_field: the field at *pos; false at the end or (for bytes a scan passed, never) on bad bytes */
+/*
+ * next_field: the field at *pos (ms_pb_next), whole; false at the end or
+ * (for bytes a scan passed, never) on bad bytes.  Its number is read as 32
+ * bits, as this reader always read it.
+ */
 static bool
-next_field(const uint8_t *buf, size_t len, size_t *pos, pb_field *f)
+next_field(const uint8_t *buf, size_t len, size_t *pos, ms_pb_field *f)
 {
-	uint64_t	tag;
-	uint64_t	v;
+	ms_pb_next_result r = ms_pb_next(buf, len, pos, f);
 
-	if (*pos >= len || !ms_pb_read_varint(buf, len, pos, &tag))
-		return false;
-	f->number = (uint32_t) (tag >> 3);
-	f->wire = (int) (tag & 7);
-	f->bytes = NULL;
-	f->len = 0;
-	switch (f->wire)
-	{
-		case MS_PB_VARINT:
-			return ms_pb_read_varint(buf, len, pos, &v);
-		case MS_PB_FIXED64:
-			return ms_pb_read_fixed64(buf, len, pos, &v);
-		case MS_PB_FIXED32:
-			if (len - *pos < 4)
-				return false;
-			*pos += 4;
-			return true;
-		case MS_PB_LEN:
-			if (!ms_pb_read_varint(buf, len, pos, &v) || v > len - *pos)
-				return false;
-			f->bytes = buf + *pos;
-			f->len = (size_t) v;
-			*pos += (size_t) v;
-			return true;
-		default:
-			return false;
-	}
+	if (r == MS_PB_FIELD || r == MS_PB_BROKEN_VALUE)
+		f->number = (uint32_t) f->number;
+	return r == MS_PB_FIELD;
 }
 
 /* a message's bytes, walked whole: every field well formed */
@@ -69,7 +39,7 @@ static bool
 scan(const uint8_t *buf, size_t len, const char *what, char reason[MS_REASON_MAX])
 {
 	size_t		pos = 0;
-	pb_field	f;
+	ms_pb_field f;
 
 	while (pos < len)
 	{
@@ -99,7 +69,7 @@ key_ok(const uint8_t *buf, size_t len, const char *table, char reason[MS_REASON_
 {
 	size_t		pos = 0;
 	size_t		parts = 0;
-	pb_field	f;
+	ms_pb_field f;
 
 	if (!scan(buf, len, "a key", reason))
 		return false;
@@ -125,7 +95,7 @@ static bool
 rows_table(const uint8_t *buf, size_t len, char table[MS_NAME_MAX + 1], char reason[MS_REASON_MAX])
 {
 	size_t		pos = 0;
-	pb_field	f;
+	ms_pb_field f;
 	const uint8_t *name = NULL;
 	size_t		n = 0;
 
@@ -152,7 +122,7 @@ rows_ok(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
 	size_t		pos = 0;
 	size_t		upserts = 0;
 	size_t		keys = 0;
-	pb_field	f;
+	ms_pb_field f;
 
 	if (!scan(buf, len, "a table's rows", reason) || !rows_table(buf, len, table, reason))
 		return false;
@@ -162,7 +132,7 @@ rows_ok(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
 			continue;
 		if (f.wire != MS_PB_LEN)
 			return ms_refuse(reason, "field %u of the rows of table \"%s\" has the wrong wire type",
-							 f.number, table);
+							 (unsigned) f.number, table);
 		if (f.number == MS_FIELD_ROWS_UPSERTS)
 			upserts++;
 		else if (!key_ok(f.bytes, f.len, table, reason))
@@ -228,7 +198,7 @@ lists_ok(const uint8_t *buf, size_t len, ms_allocator *alloc, ms_wire_status *st
 {
 	size_t		pos = 0;
 	size_t		counts[MS_FIELD_UP_BACKLOG + 1] = {0};
-	pb_field	f;
+	ms_pb_field f;
 
 	while (next_field(buf, len, &pos, &f))
 	{
@@ -237,7 +207,8 @@ lists_ok(const uint8_t *buf, size_t len, ms_allocator *alloc, ms_wire_status *st
 		if (f.wire != MS_PB_LEN)
 		{
 			*status = MS_WIRE_MALFORMED;
-			return ms_refuse(reason, "the bytes are not a well-formed Up (field %u has the wrong wire type)", f.number);
+			return ms_refuse(reason, "the bytes are not a well-formed Up (field %u has the wrong wire type)",
+							 (unsigned) f.number);
 		}
 		if (f.number != MS_FIELD_UP_ROWS && ++counts[f.number] > MS_UP_LIST_MAX)
 		{
@@ -262,7 +233,7 @@ head(const uint8_t *buf, size_t len, ms_allocator *alloc, char reason[MS_REASON_
 	uint8_t    *copy = alloc->alloc(alloc->allocator_data, len ? len : 1);
 	size_t		pos = 0;
 	size_t		n = 0;
-	pb_field	f;
+	ms_pb_field f;
 	Sync__Up   *up;
 
 	if (copy == NULL)
@@ -330,7 +301,7 @@ bool
 ms_up_next(const uint8_t *buf, size_t len, uint32_t field, size_t *pos,
 		   const uint8_t **elem, size_t *elem_len)
 {
-	pb_field	f;
+	ms_pb_field f;
 
 	while (next_field(buf, len, pos, &f))
 		if (f.number == field && f.wire == MS_PB_LEN)

@@ -43,47 +43,39 @@ scan(const ProtobufCMessageDescriptor *desc, const uint8_t *buf, size_t start, s
 	while (pos < end)
 	{
 		size_t		at = pos;
-		uint64_t	tag;
-		uint64_t	n;
+		ms_pb_field f;
+		ms_pb_next_result r = ms_pb_next(buf, end, &pos, &f);
 		const ProtobufCFieldDescriptor *field;
 
-		if (!ms_pb_read_varint(buf, end, &pos, &tag))
+		if (r == MS_PB_BROKEN_TAG)
 			return ms_refuse(reason, "truncated field tag at byte %zu", at);
-		if ((tag >> 3) == 0 || (tag >> 3) > 536870911)
+		if (f.number == 0 || f.number > 536870911)
 			return ms_refuse(reason, "invalid field number at byte %zu", at);
-		switch (tag & 7)
-		{
-			case MS_PB_VARINT:
-				if (!ms_pb_read_varint(buf, end, &pos, &n))
+		if (r == MS_PB_BROKEN_VALUE)
+			switch (f.wire)
+			{
+				case MS_PB_VARINT:
 					return ms_refuse(reason, "truncated varint of field %llu at byte %zu",
-								(unsigned long long) (tag >> 3), at);
-				break;
-			case MS_PB_FIXED64:
-				if (end - pos < 8)
+									 (unsigned long long) f.number, at);
+				case MS_PB_FIXED64:
 					return ms_refuse(reason, "truncated 64-bit field %llu at byte %zu",
-								(unsigned long long) (tag >> 3), at);
-				pos += 8;
-				break;
-			case MS_PB_LEN:
-				if (!ms_pb_read_varint(buf, end, &pos, &n) || n > end - pos)
+									 (unsigned long long) f.number, at);
+				case MS_PB_LEN:
 					return ms_refuse(reason, "truncated field %llu at byte %zu: its length runs past the end",
-								(unsigned long long) (tag >> 3), at);
-				field = desc ? protobuf_c_message_descriptor_get_field(desc, (unsigned) (tag >> 3)) : NULL;
-				if (field != NULL && field->type == PROTOBUF_C_TYPE_MESSAGE &&
-					!scan(field->descriptor, buf, pos, pos + (size_t) n, reason))
-					return false;
-				pos += (size_t) n;
-				break;
-			case MS_PB_FIXED32:
-				if (end - pos < 4)
+									 (unsigned long long) f.number, at);
+				case MS_PB_FIXED32:
 					return ms_refuse(reason, "truncated 32-bit field %llu at byte %zu",
-								(unsigned long long) (tag >> 3), at);
-				pos += 4;
-				break;
-			default:
-				return ms_refuse(reason, "field %llu at byte %zu has unsupported wire type %u",
-							(unsigned long long) (tag >> 3), at, (unsigned) (tag & 7));
-		}
+									 (unsigned long long) f.number, at);
+				default:
+					return ms_refuse(reason, "field %llu at byte %zu has unsupported wire type %u",
+									 (unsigned long long) f.number, at, (unsigned) f.wire);
+			}
+		if (f.wire != MS_PB_LEN)
+			continue;
+		field = desc ? protobuf_c_message_descriptor_get_field(desc, (unsigned) f.number) : NULL;
+		if (field != NULL && field->type == PROTOBUF_C_TYPE_MESSAGE &&
+			!scan(field->descriptor, buf, (size_t) (f.bytes - buf), (size_t) (f.bytes - buf) + f.len, reason))
+			return false;
 	}
 	return true;
 }

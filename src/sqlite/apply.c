@@ -25,7 +25,7 @@
 ** A state found impossible as it is loaded (state.c) is written back as a
 ** chain that applied nothing with a gap open, before anything else.
 **
-** Applying a Down: a Begin applies the schema (schema.c) and opens the
+** Applying a Down: a Begin applies the schema (tables.c) and opens the
 ** snapshot; upserts of every table, parents first, overwrite the row except
 ** the columns the replica owns (a record of its own origin with a pending
 ** note is kept whole), make a retired row live, clear its refusal; a row
@@ -751,7 +751,7 @@ finish(applier *a)
  */
 #define QUIET_ROWS 256
 
-/* how every trigger of ours begins: silent while sync_apply writes (schema.c, reach.c, hlc.c) */
+/* how every trigger of ours begins: silent while sync_apply writes (ddl.c, reach.c, hlc.c) */
 static const char *const ours_when = "WHEN (SELECT applying FROM _sync_state WHERE id = 1) = 0";
 
 /*
@@ -814,7 +814,7 @@ apply(applier *a, ms_buf *out)
 	/* rows written since the last message are dated by it (reach.c) */
 	if (rc == SQLITE_OK)
 		rc = ms_reach_date(c);
-	/* a table that waited for a name the host had is made once the host renamed its own (schema.c) */
+	/* a table that waited for a name the host had is made once the host renamed its own (tables.c) */
 	if (rc == SQLITE_OK && !begins)
 		rc = ms_schema_host(c, &made);
 	/* the foreign-key triggers read their parents: gone while the tables change */

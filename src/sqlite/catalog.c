@@ -6,7 +6,7 @@
 ** making N tables costs SQLite more than N times one.  What the replica
 ** adds must not: sqlite_master is read once into the catalog (tables,
 ** views, indexes, triggers, by name as SQLite compares names, and each
-** table's indexes and triggers), which schema.c keeps in step with what it
+** table's indexes and triggers), which ddl.c keeps in step with what it
 ** does (ms_ddl, ms_cat_add, an object marked gone); it is read again
 ** whenever the schema's version is not the one it is in step with (DDL of
 ** anyone else's, evolve.c's included), and after a savepoint is rolled

@@ -8,14 +8,18 @@
  *
  *   util.c     arena, byte buffer, errors, statements, savepoints, hex, JSON text
  *   state.c    the _sync_ tables, the state row, settings
- *   schema.c   the tables as the snapshot declared them; creating, altering, triggers
+ *   schema.c   the tables as the snapshot declared them, read back; keys
+ *   tables.c   a snapshot's schema applied; tables that waited for the host's name
+ *   ddl.c      a table made, altered, rebuilt; its indexes and triggers
  *   catalog.c  the file's objects read once, kept in step; the tables the replica made
  *   codec.c    a row in its codec (json, proto), both ways
  *   letgo.c    letting go of rows: delete or retire, and retired rows for good
  *   evolve.c   schema changes: tables made, altered, let go of, before a message's rows
+ *   alter.c    a Down's schema: each Table matched, the table changed to it
  *   apply.c    sync_apply
  *   digest.c   sync_digest, and the digests of an upload
  *   upload.c   sync_upload
+ *   uprows.c   an upload's rows, as they are now
  *   sends.c    send numbers, what each send carried, Filed answers, sync_upload_refused
  *   status.c   sync_status, sync_progress, sync_init, sync_config, sync_retry
  *   keys.c     sync_key, sync_digest_keys
@@ -35,6 +39,7 @@
 #include "row.h"
 #include "seal.h"
 #include "sync.pb-c.h"
+#include "uuid.h"
 #include "wire.h"
 
 /* ms_sqlite_allocator: a protobuf-c allocator on sqlite3_malloc64. */
@@ -99,8 +104,6 @@ extern void ms_buf_free(ms_buf *b);
 extern void ms_hex(const uint8_t *p, size_t n, char *out);	/* 2n + 1 bytes */
 /* ms_sqlstate_ok: a SQLSTATE, five digits or capital letters */
 extern bool ms_sqlstate_ok(const char *s);
-extern void ms_uuid_text(const uint8_t u[16], char out[37]);
-extern bool ms_uuid_parse(const char *s, size_t n, uint8_t out[16]);
 
 /* The context of one SQL function call. */
 typedef struct ms_state
@@ -269,7 +272,7 @@ extern const ms_setting *ms_setting_find(const char *name);
 /* ms_backlog_sql: per table: name, unsent, unfiled, set aside, refused, waiting, dropped (upload.c). */
 extern const char *const ms_backlog_sql;
 
-/* ---- schema.c -------------------------------------------------------- */
+/* ---- schema.c, tables.c, ddl.c ---------------------------------------- */
 
 /* ms_type (row.h): INTEGER, REAL, TEXT, BLOB, as server and replica name them */
 
@@ -375,7 +378,8 @@ extern int	ms_schema_host(ms_ctx *c, int *made);
  * own columns kept); ms_table_finish makes its indexes and triggers and
  * stores its Table at a position (ms_table_store: the Table only, for one
  * that waits); ms_table_untrigger drops its noting triggers;
- * ms_table_failure: an error the table's own savepoint absorbs.
+ * ms_table_failure: an error the table's own savepoint absorbs;
+ * ms_table_indexes and ms_table_triggers: a table's own (tables.c).
  */
 extern int	ms_tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t);
 extern char *ms_why_not_held(ms_ctx *c, const Sync__Table *m, const char *clash);
@@ -386,6 +390,8 @@ extern int	ms_table_finish(ms_ctx *c, Sync__Table *m, const ms_tbl *t, int posit
 extern int	ms_table_store(ms_ctx *c, Sync__Table *m, int position);
 extern int	ms_table_untrigger(ms_ctx *c, const char *name);
 extern bool ms_table_failure(int rc);
+extern int	ms_table_indexes(ms_ctx *c, const ms_tbl *t);
+extern int	ms_table_triggers(ms_ctx *c, const ms_tbl *t);
 
 /* ---- backfill.c ------------------------------------------------------- */
 
@@ -413,6 +419,24 @@ typedef struct ms_object
 	struct ms_object *next;		/* the next index or trigger of its table */
 } ms_object;
 extern const char *const ms_object_types[4];
+
+/*
+ * What schema.c lends ddl.c: a set of names as SQLite compares them (case
+ * folded), for matching the columns of a Table against the file's (a list,
+ * or a map once it is long), with the slot of a name or -1; the canonical
+ * key of a row in SQL (alias "NEW.", "OLD." or ""); why a table waits for
+ * an object of the host's that has its name.
+ */
+typedef struct ms_names
+{
+	int			n;
+	const char **name;
+	ms_map	   *map;			/* name -> its slot in name */
+} ms_names;
+extern int	ms_names_make(ms_ctx *c, ms_names *ns, const char **list, int n);
+extern int	ms_names_find(const ms_names *ns, const char *name);
+extern char *ms_key_sql(ms_ctx *c, const ms_tbl *t, const char *alias);
+extern char *ms_host_has(ms_ctx *c, const ms_object *o, const char *table);
 
 /* ms_catalog_get: the file's objects as they are now (read once, kept in step). */
 extern int	ms_catalog_get(ms_ctx *c, ms_catalog **cat);

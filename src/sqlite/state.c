@@ -9,7 +9,7 @@
 **                  the clock of version => 'hlc' tables (hlc.c)
 **   _sync_config   settings changed with sync_config(name, value)
 **   _sync_tables   the Table message of every table of the last snapshot
-**   _sync_made     the tables the replica made (schema.c): the only ones it
+**   _sync_made     the tables the replica made (ddl.c): the only ones it
 **                  alters; gone once it found one dropped
 **   _sync_notes    one per row the replica wrote: writes counted, the send
 **                  that carries it, or why it is set aside, the message

@@ -370,62 +370,6 @@ ms_hex(const uint8_t *p, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-void
-ms_uuid_text(const uint8_t u[16], char out[37])
-{
-	char		h[33];
-	int			o = 0;
-
-	ms_hex(u, 16, h);
-	for (int i = 0; i < 32; i++)
-	{
-		if (i == 8 || i == 12 || i == 16 || i == 20)
-			out[o++] = '-';
-		out[o++] = h[i];
-	}
-	out[o] = '\0';
-}
-
-static int
-hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
-bool
-ms_uuid_parse(const char *s, size_t n, uint8_t out[16])
-{
-	size_t		i = 0;
-
-	if (n != 36)
-		return false;
-	for (int k = 0; k < 16; k++)
-	{
-		int			hi,
-					lo;
-
-		if (i == 8 || i == 13 || i == 18 || i == 23)
-		{
-			if (s[i] != '-')
-				return false;
-			i++;
-		}
-		hi = hexval(s[i]);
-		lo = hexval(s[i + 1]);
-		if (hi < 0 || lo < 0)
-			return false;
-		out[k] = (uint8_t) (hi << 4 | lo);
-		i += 2;
-	}
-	return i == 36;
-}
-
 /* ---- context and errors --------------------------------------------- */
 
 void

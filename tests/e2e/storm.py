@@ -157,7 +157,7 @@ def relay(storm):
 class Transport:
     """The way up of one replica: it refuses for good every upload carrying a
     sale of the POISON total (while `fixed` is false), and the replica narrows
-    the refusal down as its agent does (src/agent/main.c, refused()): the rows
+    the refusal down as its agent does (src/agent/uploads.c, refused()): the rows
     go again half as many at a time (sync_upload(max_rows)), and a row alone
     still refused is set aside (sync_upload_refused(upload, reason, 1)) only
     once the server took another upload meanwhile, or the control (an

@@ -432,6 +432,42 @@ check("a link at FILE.part: the upload is written all the same", (rc, out.get("r
 check("not through the link", open(victim, "rb").read(), b"precious")
 check("the upload is a file of its own", (os.path.islink(vup2), read(open(vup2, "rb").read())[0]), (False, 2))
 
+# the one line --json prints is JSON, UTF-8 whatever bytes a path holds: a byte that is not is U+FFFD
+odd = os.path.join(os.fsencode(tmp), b"van-up-\xff\xfe-\xc3\xa9")
+p = subprocess.run([os.fsencode(agent_bin), b"export", b"--db", os.fsencode(van), b"--replica", UUID.encode(),
+                    b"--to", odd, b"--json"], capture_output=True, timeout=60)
+try:
+    said = json.loads(p.stdout.decode("utf-8"))
+except ValueError as e:  # UnicodeDecodeError included
+    said = {"not JSON": f"{e}: {p.stdout!r}"}
+check("a path that is not UTF-8: the JSON line is UTF-8, each odd byte U+FFFD, the rest as it is",
+      (p.returncode, said.get("result"), said.get("bundle")),
+      (0, "written", tmp + "/van-up-\ufffd\ufffd-\u00e9"))
+check("... and the file is written under the path as given", os.path.exists(odd), True)
+
+# both command lines read options one way (getopt_long): --name VALUE or --name=VALUE; a
+# wrong command line is exit 64 before anything is read or written
+rc, out = agent("export", "--db=" + van, "--replica=" + UUID, "--to=" + os.path.join(tmp, "van-up-eq"))
+check("export --name=VALUE as --name VALUE", (rc, out.get("result")), (0, "written"))
+for args, why in ((["export", "--db", van, "--replica", UUID, "--to"], "a value missing"),
+                  (["export", "--db", van, "--repl", UUID, "--to", os.path.join(tmp, "nx")], "an abbreviation"),
+                  (["export", "--db", van, "--replica", UUID, "--to", os.path.join(tmp, "nx"), "--bogus"], "unknown"),
+                  (["export", "--db", van, "--replica", UUID, "--to", os.path.join(tmp, "nx"), "extra"], "an argument"),
+                  (["export", "--db", van, "--replica", UUID, "--to", os.path.join(tmp, "nx"), "--json=1"], "a value given"),
+                  (["export", "--db", van, "--replica", "nope", "--to", os.path.join(tmp, "nx")], "no uuid"),
+                  (["--server=", "--replica=" + UUID, "--db", os.path.join(tmp, "nx.db"), "--interval", "5"], "a bound"),
+                  (["--server=", "--replica", UUID, "--db"], "the agent: a value missing"),
+                  (["--server=", "--replica", UUID, "--db", os.path.join(tmp, "nx.db"), "--onc"], "the agent: an abbreviation"),
+                  (["--server=", "--replica", UUID, "--db", os.path.join(tmp, "nx.db"), "-x"], "the agent: a short option"),
+                  (["--server=", "--replica", "nope", "--db", os.path.join(tmp, "nx.db")], "the agent: no uuid")):
+    p = subprocess.run([agent_bin] + args, capture_output=True, text=True, timeout=60)
+    check(f"command line, {why}: exit 64, saying so, nothing written",
+          (p.returncode, p.stderr.startswith("magic_sync_agent: "), os.path.exists(os.path.join(tmp, "nx")),
+           os.path.exists(os.path.join(tmp, "nx.db"))), (64, True, False, False))
+for args in (["--help"], ["export", "--help"], ["import", "-h"]):
+    p = subprocess.run([agent_bin] + args, capture_output=True, text=True, timeout=60)
+    check(f"{' '.join(args)}: the help, exit 0", (p.returncode, p.stdout.startswith("Usage: magic_sync_agent")), (0, True))
+
 # one version: the agent's and the replica extension's are magic_sync.control's
 control = open(os.path.join(top, "magic_sync.control")).read()
 version = control.split("default_version = '")[1].split("'")[0]

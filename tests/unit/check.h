@@ -31,5 +31,6 @@ extern void test_sha256(void);
 extern void test_bundle(void);
 extern void test_hlc(void);
 extern void test_sign(void);
+extern void test_uuid(void);
 
 #endif

@@ -974,6 +974,7 @@ main(void)
 	test_bundle();
 	test_hlc();
 	test_sign();
+	test_uuid();
 	printf("%d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
 	return ms_unit_failed == 0 ? 0 : 1;
 }
