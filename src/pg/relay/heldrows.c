@@ -1,16 +1,19 @@
 /*-------------------------------------------------------------------------
  * heldrows.c
- *	  The held rows of a table read whole, written to sync.held a page at a
- *	  time, as COPY writes rows (heap_multi_insert), and then to its
- *	  indexes.
+ *	  What the messages a pass records carry, recorded as held (sync.held,
+ *	  sync.carried): from the segments set by set; the held rows of a table
+ *	  read whole buffered as their messages are written, or kept by the
+ *	  worker for after its pass (ms_record_held_later), and written to
+ *	  sync.held a page at a time, as COPY writes rows (heap_multi_insert),
+ *	  and then to its indexes.
  *
  * An INSERT ... SELECT of them wrote a heap record and ran the executor for
  * each row: a million rows of a first sync's were two fifths of what
- * recording them cost.  Only for rows with no note to look up (record.c
+ * recording them cost.  Only for rows with no note to look up (this file
  * asks the batch's notes by a join otherwise), and only while sync.held is
  * as this build knows it (its columns, no trigger, no rule); else the
  * caller writes them by SQL.  A row held already fails its unique index as
- * the INSERT's would (record.c makes that a serialization failure).
+ * the INSERT's would (insert_held makes that a serialization failure).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -27,9 +30,13 @@
 #include "nodes/makefuncs.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "heldrows.h"
+#include "recorder.h"
+#include "settings.h"
 
 /* rows buffered for one heap_multi_insert: as COPY's MAX_BUFFERED_TUPLES */
 #define HELD_PAGE_ROWS 1000
@@ -146,4 +153,428 @@ ms_held_insert(int n, const Datum *replicas, const Datum *tabs, const Datum *key
 	FreeExecutorState(estate);
 	table_close(rel, NoLock);
 	return true;
+}
+
+static void insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values);
+static bool insert_held_direct(recorder *r);
+
+/*
+ * write_held: the held rows of tables read whole buffered so far.  A row
+ * held already is one recorded since the pass's snapshot: insert_held
+ * makes it a serialization failure.  Its note is the newest the batch has
+ * of it, as the plan's rows' (plan.c).
+ */
+void
+ms_write_held(recorder *r)
+{
+	static const Oid elem[4] = {UUIDOID, INT4OID, TEXTOID, INT8OID};
+	Oid			types[4] = {UUIDARRAYOID, INT4ARRAYOID, TEXTARRAYOID, INT8ARRAYOID};
+	Datum		arrays[4];
+	MemoryContext old;
+
+	if (r->nheld == 0)
+		return;
+	old = MemoryContextSwitchTo(r->held_cxt);
+	/* with no note to look up, a page at a time (heldrows.c) */
+	if (!r->p->noted && insert_held_direct(r))
+	{
+		r->held_whole += (uint64) r->nheld;
+		r->nheld = 0;
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(r->held_cxt);
+		return;
+	}
+	for (int c = 0; c < 4; c++)
+		arrays[c] = ms_batch_array(r->held[c], r->nheld, elem[c]);
+	/* the arrays read in step, a row at a time (in FROM, unnest would gather them first) */
+	insert_held(r->p, r->p->noted
+				? "INSERT INTO sync.held (replica, tab, key, note, number, since)"
+				" SELECT u.replica, u.tab, u.key, coalesce(n.note, 0), u.number, u.number"
+				"   FROM (SELECT unnest($1) AS replica, unnest($2) AS tab, unnest($3) COLLATE \"C\" AS key,"
+				"                unnest($4) AS number) u"
+				"   LEFT JOIN pg_temp.ms_pending n ON n.tab = u.tab AND n.key = u.key"
+				: "INSERT INTO sync.held (replica, tab, key, number, since)"
+				" SELECT unnest($1), unnest($2), unnest($3), unnest($4), unnest($4)",
+				4, types, arrays);
+	if (SPI_processed != (uint64) r->nheld)
+		elog(ERROR, "magic_sync: %llu held rows were recorded of %d rows sent whole",
+			 (unsigned long long) SPI_processed, r->nheld);
+	r->held_whole += SPI_processed;
+	r->nheld = 0;
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(r->held_cxt);
+}
+
+/* held_add: one held row of a table read whole, buffered; id is not copied */
+static void
+held_add(recorder *r, const pg_uuid_t *id, int tab, const char *key, int64 number)
+{
+	MemoryContext old;
+	int			i;
+
+	if (r->nheld == HELD_BATCH)
+		ms_write_held(r);
+	old = MemoryContextSwitchTo(r->held_cxt);
+	i = r->nheld++;
+	r->held[0][i] = UUIDPGetDatum(id);
+	r->held[1][i] = Int32GetDatum(tab);
+	r->held[2][i] = CStringGetTextDatum(key);
+	r->held[3][i] = Int64GetDatum(number);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * A message's held rows of tables read whole, kept by a worker's pass for
+ * after its commit (ms_record_held_later): its keys as its target had them,
+ * copied once, and its whole segments' tables and rows.
+ */
+typedef struct later_message
+{
+	pg_uuid_t	replica;
+	int64		number;
+	int			nsegs;
+	int		   *tabs;
+	int		   *rows;
+	char	   *keys;			/* each ending in a NUL, in the segments' order */
+} later_message;
+
+/* what a message kept costs beside its keys: its struct, its list cell, their chunks' headers */
+#define LATER_OVERHEAD (sizeof(later_message) + 64)
+
+/* what a worker's pass keeps for after its commit, in its memory (p->cxt outlives the transaction) */
+struct ms_held_later
+{
+	List	   *messages;		/* later_message * */
+	Size		bytes;			/* their keys, bounded by magic_sync.fill_bytes */
+	bool		noted;			/* a held row looks up its note in pg_temp.ms_pending */
+};
+
+/*
+ * later_keep: tg's message number's held rows of tables read whole, kept
+ * for after the pass when it is the worker's and they fit under the bound
+ * (magic_sync.fill_bytes, as the messages being filled are); the rest are
+ * written in the pass.  True when kept.
+ */
+static bool
+later_keep(recorder *r, target *tg, int64 number)
+{
+	ms_pass    *p = r->p;
+	MemoryContext old;
+	later_message *m;
+	ListCell   *lc;
+	int			n = 0;
+	int64		rows = 0;
+
+	if (!p->held_later || tg->whole_keys.len == 0 ||
+		(p->later != NULL && p->later->bytes + tg->whole_keys.len + LATER_OVERHEAD > (Size) ms_fill_bytes * 1024))
+		return false;
+	old = MemoryContextSwitchTo(p->cxt);
+	if (p->later == NULL)
+	{
+		p->later = palloc0(sizeof(struct ms_held_later));
+		p->later->noted = p->noted;
+	}
+	m = palloc(sizeof(later_message));
+	m->replica = tg->id;
+	m->number = number;
+	foreach(lc, tg->segments)
+		n += ((segment *) lfirst(lc))->whole ? 1 : 0;
+	m->nsegs = 0;
+	m->tabs = palloc(sizeof(int) * n);
+	m->rows = palloc(sizeof(int) * n);
+	foreach(lc, tg->segments)
+	{
+		segment    *s = lfirst(lc);
+
+		if (!s->whole)
+			continue;
+		m->tabs[m->nsegs] = s->tab;
+		m->rows[m->nsegs++] = s->rows;
+		rows += s->rows;
+	}
+	m->keys = palloc(tg->whole_keys.len);
+	memcpy(m->keys, tg->whole_keys.data, tg->whole_keys.len);
+	p->later->messages = lappend(p->later->messages, m);
+	p->later->bytes += tg->whole_keys.len + LATER_OVERHEAD + 2 * sizeof(int) * n;
+	p->held_deferred += rows;
+	/* counted as recorded: the pass checks its segments against them (held_of_snapshots) */
+	r->held_whole += (uint64) rows;
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/* held_of_whole: the held rows of tg's message number, of its whole segments, buffered or kept */
+void
+ms_held_of_whole(recorder *r, target *tg, int64 number)
+{
+	const char *key = tg->whole_keys.data;
+	ListCell   *lc;
+
+	if (later_keep(r, tg, number))
+		return;
+	foreach(lc, tg->segments)
+	{
+		segment    *s = lfirst(lc);
+
+		if (!s->whole)
+			continue;
+		for (int k = 0; k < s->rows; k++)
+		{
+			/* the target's own id: a hash table's entries never move */
+			held_add(r, &tg->id, s->tab, key, number);
+			key += strlen(key) + 1;
+		}
+	}
+	Assert(key == tg->whole_keys.data + tg->whole_keys.len);
+}
+
+/*
+ * What a held row (old) of a row sent again (new: its note and message
+ * number) is set to.  A row coming back after it was being let go is a row
+ * made again: since now.
+ */
+static char *
+sent_again(const char *new, const char *old)
+{
+	return psprintf("note = %s.note, number = %s.number, taken = NULL, refused = NULL, replace = false,"
+					" since = CASE WHEN %s.taken IS NOT NULL THEN %s.number ELSE %s.since END",
+					new, new, old, new, old);
+}
+
+/* a write of held rows: by SQL, or a recorder's buffered rows by heldrows.c */
+typedef struct held_write
+{
+	ms_pass    *p;
+	const char *sql;			/* by SQL, with these arguments; or */
+	int			nargs;
+	Oid		   *types;
+	Datum	   *values;
+	recorder   *r;				/* r's rows buffered, by heldrows.c */
+	bool		done;			/* heldrows.c wrote them */
+} held_write;
+
+static void
+held_write_run(held_write *w)
+{
+	if (w->r != NULL)
+		w->done = ms_held_insert(w->r->nheld, w->r->held[0], w->r->held[1], w->r->held[2], w->r->held[3]);
+	else
+		ms_exec(w->p, w->sql, w->nargs, w->types, w->values, NULL, 0);
+}
+
+static void insert_held_as(held_write *w);
+
+/*
+ * The held rows of rows the plan found held by no replica, inserted: one
+ * there now was recorded since the pass's snapshot (sync.file's of a row the
+ * replica uploaded, while a pass by hand ran on an older snapshot), a write
+ * the pass did not see.  As an update of a row changed since is, it is a
+ * serialization failure, transient: the pass is run again, nothing parked.
+ */
+static void
+insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values)
+{
+	held_write	w = {p, sql, nargs, types, values, NULL, false};
+
+	insert_held_as(&w);
+}
+
+/* r's buffered held rows, by heldrows.c: false when it cannot, and they go by SQL */
+static bool
+insert_held_direct(recorder *r)
+{
+	held_write	w = {r->p, NULL, 0, NULL, NULL, r, false};
+
+	insert_held_as(&w);
+	return w.done;
+}
+
+static void
+insert_held_as(held_write *w)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		held_write_run(w);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		e = CopyErrorData();
+		if (e->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("magic_sync: a row the pass found held by no replica was recorded held since the pass's snapshot"),
+				 errdetail("%s", e->detail != NULL ? e->detail : e->message),
+				 errhint("Run the pass again: it sees the held row then.")));
+	}
+	PG_END_TRY();
+}
+
+/* what each message carries per table, (replica, tab, number, rows) as select gives them, added to sync.carried */
+#define CARRIED_ADD(select) \
+	"INSERT INTO sync.carried (replica, tab, number, rows) " select \
+	" ON CONFLICT (replica, tab, number) DO UPDATE SET rows = sync.carried.rows + EXCLUDED.rows"
+
+/*
+ * The held rows of the replicas provisioned: every row of their segments,
+ * inserted, and what each message carries per table counted as it was
+ * packed (segment.rows), not again from the rows inserted: a RETURNING
+ * of every row of a snapshot, grouped, held work_mem twice over (4 of a 10^6
+ * row snapshot's 13 MB) and took a fifth of the insert's time at 3 x 10^5.
+ * The two counts are checked against each other.
+ */
+static void
+held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows, uint64 whole)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {PointerGetDatum(provisioning)};
+	uint64		inserted;
+	int64		packed;
+	bool		isnull;
+
+	insert_held(p, psprintf("INSERT INTO sync.held (replica, tab, key, note, number, since) "
+							"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number %s"
+							"   AND g.replica = ANY ($1)", segment_rows),
+				1, types, values);
+	inserted = SPI_processed + whole;
+	ms_exec(p, psprintf("WITH c AS (SELECT replica, tab, number, sum(rows) AS rows FROM pg_temp.ms_segments"
+						"  WHERE kind = 'u' AND replica = ANY ($1) GROUP BY replica, tab, number)%s"
+						" SELECT coalesce(sum(rows), 0)::bigint FROM c",
+						p->carried ? ", i AS (" CARRIED_ADD("SELECT * FROM c") ")" : ""),
+			1, types, values, NULL, 0);
+	packed = DatumGetInt64(ms_value(0, 1, &isnull));
+	if ((int64) inserted != packed)
+		elog(ERROR, "magic_sync: a snapshot's messages carry %lld rows, and %llu held rows were recorded of them",
+			 (long long) packed, (unsigned long long) inserted);
+}
+
+/*
+ * sync.held from the segments: what each message carries, set by set.  A
+ * replica being provisioned holds nothing yet, and a row the plan found no
+ * held version of for its replica (fresh, fast.c) is held by it nowhere:
+ * their rows go in without the cost of looking for a conflict.  A row sent
+ * again updates only columns no index has (a HOT update): by the address the
+ * plan found its held row at, where it looked one up (question.c, fast.c),
+ * with no descent of held_pkey and no lock taken before the update, as an
+ * upsert's is; otherwise (a plan of rows compared whole, rows refused sent
+ * again) by an upsert.  The plan and the recording see one snapshot and
+ * nothing in between writes held rows, so the address is the row's: a
+ * concurrent write of it fails the update, as it fails the upsert.  What
+ * each message carries per table goes to sync.carried, which the reads count
+ * instead of the held rows.
+ */
+void
+ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {PointerGetDatum(provisioning)};
+	const char *carried = p->carried
+		? CARRIED_ADD("SELECT replica, tab, number, count(*) FROM h GROUP BY replica, tab, number")
+		: "SELECT count(*) FROM h";
+	const char *segment_rows = "FROM pg_temp.ms_segments g"
+		"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key"
+		"   AND s.key <= g.last_key AND s.replica = g.replica"
+		" WHERE g.kind = 'u'";
+	bool		isnull;
+	bool		provisioned = ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0;
+	bool		fresh,
+				addressed,
+				unaddressed;
+
+	/* a few segments, each a range of ms_send's key index: the planner must know, when ms_send is large */
+	ms_analyze(p, "pg_temp.ms_segments", p->planned >= MS_ANALYZE_ROWS ? Max(segments, MS_ANALYZE_ROWS) : segments);
+	/* which of the three kinds the plan has: a read of ms_send spares the others a read of every segment's rows */
+	ms_exec(p, "SELECT coalesce(bool_or(fresh), false), coalesce(bool_or(held IS NOT NULL), false),"
+			" coalesce(bool_or(NOT fresh AND held IS NULL), false) FROM pg_temp.ms_send",
+			0, NULL, NULL, NULL, 0);
+	fresh = DatumGetBool(ms_value(0, 1, &isnull));
+	addressed = DatumGetBool(ms_value(0, 2, &isnull));
+	unaddressed = DatumGetBool(ms_value(0, 3, &isnull));
+	if (provisioned)
+		held_of_snapshots(p, provisioning, segment_rows, whole);
+	if (fresh)
+		insert_held(p, psprintf(
+				"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
+				"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number %s"
+				"   AND NOT g.replica = ANY ($1) AND s.fresh RETURNING replica, tab, number) %s",
+				segment_rows, carried),
+				1, types, values);
+	if (addressed)
+	{
+		int64		expected,
+					updated;
+
+		ms_exec(p, psprintf(
+				"WITH e AS MATERIALIZED (SELECT s.held, s.replica, s.tab, s.key, s.note, g.number %s"
+				"   AND NOT g.replica = ANY ($1) AND NOT s.fresh AND s.held IS NOT NULL),"
+				" h AS (UPDATE sync.held h SET %s FROM e"
+				"  WHERE h.ctid = e.held AND h.replica = e.replica AND h.tab = e.tab AND h.key = e.key"
+				"  RETURNING h.replica, h.tab, e.number),"
+				" c AS (%s)"
+				" SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM h)",
+				segment_rows, sent_again("e", "h"), carried),
+				1, types, values, NULL, 0);
+		expected = DatumGetInt64(ms_value(0, 1, &isnull));
+		updated = DatumGetInt64(ms_value(0, 2, &isnull));
+		if (updated != expected)
+			elog(ERROR, "magic_sync: %lld of %lld held rows were where the plan found them",
+				 (long long) updated, (long long) expected);
+	}
+	if (unaddressed)
+		ms_exec(p, psprintf(
+				"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
+				"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number %s"
+				"   AND NOT g.replica = ANY ($1) AND NOT s.fresh AND s.held IS NULL "
+				"ON CONFLICT (replica, tab, key) DO UPDATE SET %s"
+				" RETURNING replica, tab, number) %s", segment_rows, sent_again("EXCLUDED", "sync.held"), carried),
+				1, types, values, NULL, 0);
+	ms_exec(p,
+			"UPDATE sync.held h SET taken = g.number FROM pg_temp.ms_segments g "
+			"  JOIN pg_temp.ms_take t ON t.tab = g.tab AND t.key >= g.first_key "
+			"   AND t.key <= g.last_key AND t.replica = g.replica "
+			" WHERE g.kind = 'd' AND h.replica = t.replica AND h.tab = t.tab AND h.key = t.key",
+			0, NULL, NULL, NULL, 0);
+	/* what the messages it acknowledged carried, for the replicas written to: by the primary key's prefix */
+	if (p->carried)
+		ms_exec(p,
+				"DELETE FROM sync.carried c USING sync.replicas r"
+				" WHERE r.id IN (SELECT DISTINCT g.replica FROM pg_temp.ms_segments g)"
+				"   AND c.replica = r.id AND c.number <= r.acked_number",
+				0, NULL, NULL, NULL, 0);
+}
+
+void
+ms_record_held_later(ms_pass *p)
+{
+	recorder	r;
+	ListCell   *lc;
+
+	memset(&r, 0, sizeof r);
+	r.p = p;
+	r.held_cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync held rows to write", ALLOCSET_DEFAULT_SIZES);
+	p->noted = p->later != NULL && p->later->noted;
+	foreach(lc, p->later != NULL ? p->later->messages : NIL)
+	{
+		later_message *m = lfirst(lc);
+		const char *key = m->keys;
+
+		for (int s = 0; s < m->nsegs; s++)
+			for (int k = 0; k < m->rows[s]; k++)
+			{
+				held_add(&r, &m->replica, m->tabs[s], key, m->number);
+				key += strlen(key) + 1;
+			}
+	}
+	ms_write_held(&r);
+	if ((int64) r.held_whole != p->held_deferred)
+		elog(ERROR, "magic_sync: %llu held rows were recorded of %lld left for after the pass",
+			 (unsigned long long) r.held_whole, (long long) p->held_deferred);
+	ms_exec(p, "UPDATE sync.replicas SET held_due = NULL WHERE held_due IS NOT NULL", 0, NULL, NULL, NULL, 0);
+	MemoryContextDelete(r.held_cxt);
 }

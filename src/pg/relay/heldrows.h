@@ -1,12 +1,14 @@
 /*-------------------------------------------------------------------------
  * heldrows.h
- *	  Held rows of a table read whole written a page at a time (heldrows.c).
+ *	  What a pass's messages carry, recorded as held (heldrows.c).
  *-------------------------------------------------------------------------
  */
 #ifndef MS_HELDROWS_H
 #define MS_HELDROWS_H
 
 #include "postgres.h"
+
+#include "pass.h"
 
 /*
  * ms_held_insert: n rows (replica, tab, key, number) into sync.held, with no
@@ -16,5 +18,12 @@
  */
 extern bool ms_held_insert(int n, const Datum *replicas, const Datum *tabs, const Datum *keys,
 						   const Datum *numbers);
+
+/*
+ * ms_record_held_later: the held rows of tables read whole that a pass of
+ * the worker (p->held_later) kept in its memory (p->later), written to
+ * sync.held once it committed; their replicas' held_due cleared.
+ */
+extern void ms_record_held_later(ms_pass *p);
 
 #endif

@@ -6,7 +6,7 @@
  *	  being live, or was dropped, is forgotten.  One whose mirrored tables
  *	  changed since it was sent them is sent the change (evolve.c).  One
  *	  whose snapshot's held rows were left for after its pass (held_due,
- *	  record.c) and never written -- the worker died in between -- is
+ *	  heldrows.c) and never written -- the worker died in between -- is
  *	  provisioned again.
  *-------------------------------------------------------------------------
  */

@@ -74,7 +74,7 @@ typedef struct ms_pass
 	bool		noted;			/* pg_temp.ms_pending has rows: a held row of a table read whole looks up its note */
 	bool		held_due;		/* sync.replicas has held_due (77_held_due.sql; a catalog not updated has none) */
 	bool		held_later;		/* the worker's: the held rows of tables read whole are written once the pass commits */
-	struct ms_held_later *later;	/* those kept for then, in cxt (record.c) */
+	struct ms_held_later *later;	/* those kept for then, in cxt (heldrows.c) */
 	int64		held_deferred;	/* how many, written by ms_record_held_later */
 
 	/* what the pass did (sync.relay_pass returns it) */

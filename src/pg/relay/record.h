@@ -20,11 +20,4 @@
  */
 extern List *ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning);
 
-/*
- * ms_record_held_later: the held rows of tables read whole that a pass of
- * the worker (p->held_later) kept in its memory (p->later), written to
- * sync.held once it committed; their replicas' held_due cleared.
- */
-extern void ms_record_held_later(ms_pass *p);
-
 #endif

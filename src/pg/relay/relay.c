@@ -34,6 +34,7 @@
 #include "batch.h"
 #include "catalog.h"
 #include "evolve.h"
+#include "heldrows.h"
 #include "load.h"
 #include "observe.h"
 #include "park.h"
@@ -524,7 +525,7 @@ ms_relay_pass(ms_pass *p)
 
 /*
  * ms_relay_held: the held rows a pass of the worker left to write once it
- * committed (record.c), in a transaction of their own, holding the rows of
+ * committed (heldrows.c), in a transaction of their own, holding the rows of
  * the replicas whose held rows are due alone (as a snapshot pass does): their
  * filings wait for them, or are refused while held_due is set (ack.c), while
  * every other replica files and pulls meanwhile, and the replicas provisioned

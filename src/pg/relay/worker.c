@@ -297,7 +297,7 @@ last_message(void)
 }
 
 /*
- * The held rows the pass left for after its commit (record.c), in a
+ * The held rows the pass left for after its commit (heldrows.c), in a
  * transaction of their own: the replicas it provisioned pull and apply their
  * snapshots meanwhile.  A failure leaves their held_due set, and the next
  * pass provisions them again (observe.c).

@@ -1,0 +1,141 @@
+/*-------------------------------------------------------------------------
+ * recorder.h
+ *	  What the recording of a plan shares between its files: the recorder,
+ *	  its targets (one replica written to, and the message being filled for
+ *	  it) and their segments.  record.c writes the messages, pack.c fills
+ *	  them, heldrows.c records what they carry as held.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_RECORDER_H
+#define MS_RECORDER_H
+
+#include "postgres.h"
+
+#include "common/sha2.h"
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "utils/array.h"
+#include "utils/hsearch.h"
+#include "utils/uuid.h"
+
+#include "catalog.h"
+#include "load.h"
+#include "pass.h"
+#include "seal.h"
+#include "signing.h"
+
+/* room for a head: protocol, epoch, number, nonce, previous, its nonce, seal, replica, generation, clock; signature */
+#define HEAD_MAX (160 + MS_SIGNATURE_FIELD_BYTES)
+/* messages and segments written to the catalog in one statement */
+#define WRITE_BATCH 256
+#define OUTBOX_COLS 8
+#define SEGMENT_COLS 7
+/* held rows of tables sent whole written in one statement */
+#define HELD_BATCH 8192
+
+/* A run of one table's upserts or deletes in one message. */
+typedef struct segment
+{
+	int			tab;
+	char		kind;			/* 'u' upserts, 'd' deletes */
+	char	   *first;
+	char	   *last;
+	int			rows;			/* rows it carries */
+	bool		whole;			/* of a table read whole: its keys are the target's whole_keys */
+} segment;
+
+/* One replica the pass writes to, and the message being filled for it. */
+typedef struct target
+{
+	pg_uuid_t	id;				/* hash key */
+	uint64		last_number;
+	uint8		last_nonce[MS_NONCE_BYTES];
+	bool		has_last;
+	bool		snapshot;		/* provisioned this pass */
+	bool		begun;			/* its snapshot's first message is written */
+	uint64		first_number;
+	bool		written;		/* it has new messages */
+	int64		snapshot_rows;	/* rows its snapshot carries */
+	int64		owed_messages;	/* written this pass, and their bytes: */
+	int64		owed_bytes;		/* added to sync.replicas.owed_* */
+
+	StringInfoData down;		/* Down's fields so far: Begin, complete Rows */
+	StringInfoData rows;		/* the Rows being filled */
+	int			rows_tab;
+	char		rows_kind;
+	char		last_kind;		/* of the last row appended to this message, or 0 */
+	int			upserts;
+	int			deletes;
+	List	   *segments;
+	segment    *seg;
+	StringInfoData whole_keys;	/* the keys of its whole segments, in order, each ending in a NUL;
+								 * no buffer (NULL) until a row of a table read whole comes */
+} target;
+
+typedef struct body_entry
+{
+	uint8		hash[PG_SHA256_DIGEST_LENGTH];
+	int64		id;
+} body_entry;
+
+typedef struct recorder
+{
+	ms_pass    *p;
+	HTAB	   *targets;
+	HTAB	   *bodies;			/* bodies stored this pass, by hash */
+	MemoryContext cxt;
+	MemoryContext scratch;		/* one message's copies, reset after each */
+	MemoryContext fill;			/* the messages being filled (target's down, rows, whole_keys) */
+	ms_signer  *signer;			/* the installation's key (signing.h); NULL: the catalog has none yet */
+	Size		fill_empty;		/* what it holds with every one of them empty */
+	StringInfoData begin;		/* the packed Begin of a snapshot */
+	StringInfoData key;			/* scratch: the wire Key of the current row */
+	Oid			message_seq;	/* sync.message_seq: numbers drawn as nextval() draws them */
+	SPIPlanPtr	store_body;
+	SPIPlanPtr	store_messages;
+	SPIPlanPtr	store_segments;
+	uint64		segments;		/* rows of pg_temp.ms_segments */
+
+	/*
+	 * Messages and segments not yet written: a broadcast to many replicas is
+	 * a few statements, not one per message.  Their values live in batch,
+	 * reset after each write.
+	 */
+	MemoryContext batch;
+	int			nmessages;
+	Datum		messages[OUTBOX_COLS][WRITE_BATCH];
+	int			nsegments;
+	Datum		segs[SEGMENT_COLS][WRITE_BATCH];
+
+	/*
+	 * The held rows of the rows of tables read whole, as their messages are
+	 * written: (replica, tab, key, number), HELD_BATCH at a time.
+	 */
+	MemoryContext held_cxt;
+	int			nheld;
+	Datum		held[4][HELD_BATCH];
+	uint64		held_whole;		/* written so far */
+	pg_uuid_t  *provisioning;	/* the replicas provisioned, who get every row of those tables */
+	int			nprovisioning;
+} recorder;
+
+/* record.c */
+extern Datum ms_batch_array(Datum *values, int n, Oid type);
+extern void ms_write_batch(recorder *r);
+extern target *ms_find_target(recorder *r, const pg_uuid_t *id);
+extern void ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
+							 int upserts, int deletes);
+
+/* pack.c */
+extern void ms_fill_init(MemoryContext cxt, StringInfo s);
+extern void ms_flush(recorder *r, target *tg);
+extern void ms_bound_fill(recorder *r, const pg_uuid_t *ids, int n, char kind);
+extern void ms_append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
+					  const char *bytes, int len, bool replace, bool whole);
+
+/* heldrows.c */
+extern void ms_write_held(recorder *r);
+extern void ms_held_of_whole(recorder *r, target *tg, int64 number);
+extern void ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole);
+
+#endif
