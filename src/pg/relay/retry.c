@@ -87,8 +87,9 @@ any_replaced(ms_pass *p)
 	HeapTuple	tup;
 	bool		found = false;
 
+	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) marks none */
 	if (!OidIsValid(index) || replace == InvalidAttrNumber)
-		elog(ERROR, "magic_sync: sync.held or its index held_replace is missing");
+		return false;
 	held = table_open(relid, AccessShareLock);
 	CommandCounterIncrement();
 	PushCopiedSnapshot(p->snapshot);
