@@ -188,6 +188,7 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 	SPIPlanPtr	plan;
 	Portal		portal;
 	ms_as_owner as;
+	int			nest;
 	uint64		sum = 0;
 	uint64		rows = 0;
 	bool		unwalked = false;
@@ -196,6 +197,8 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 		return false;
 	/* sync.held checked as sync.file's owner, the table read as its own (owner.h) */
 	plan = ms_owner_prepare(rows_sql(t), 2, types, GetUserId());
+	/* values written as the relay writes them, not as this filing session would (load.h) */
+	nest = ms_output_pin();
 	ms_owner_begin(&as, t->relid);
 	portal = SPI_cursor_open(NULL, plan, values, NULL, true);
 	for (;;)
@@ -243,6 +246,7 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 	}
 	SPI_cursor_close(portal);
 	ms_owner_end(&as);
+	AtEOXact_GUC(true, nest);
 	MemoryContextDelete(cxt);
 	*out = sum;
 	/* a held row the table no longer has: a change on its way after all */
