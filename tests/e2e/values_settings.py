@@ -8,10 +8,19 @@ one repair at a time (docs/protocol.md 8).
     columns are compared as the relay sends them (both pin the settings
     output functions read), so the digests match round after round and
     nothing is sent again.
+  - One replica's weight: a false values digest starts a repair of the
+    table; another right after it, while the rows are on their way, is not
+    compared (the table is not read) and starts none; once they are
+    acknowledged, none is started again within
+    magic_sync.values_repair_interval either, nor the table read.
 
 Run by tests/e2e/run (inside pg_virtualenv)."""
 import os
+import re
 import tempfile
+import uuid
+
+import wire
 
 from harness import Replica, Server, check, finish, settle
 
@@ -62,4 +71,60 @@ for i in range(3):
     settle(srv, [r])
 check("nothing is provisioned again", srv.one(
     "SELECT provision OR snapshot_number IS DISTINCT FROM %s FROM sync.replicas WHERE id = %s", (snapshot, S1)), False)
+
+# ---- one replica's weight: false values digests ------------------------------
+
+
+def lie(values=True):
+    """an upload whose digest of readings has the right keys and false values (or none:
+    a build before values digests); what the filing said, and the rows its values digests read"""
+    d = r.digest()["readings"]
+    body = (wire.field(1, 1) + wire.field(2, uuid.UUID(S1).bytes) + wire.field(3, os.urandom(16))
+            + wire.field(4, r.applied()))
+    body += wire.field(7, wire.field(1, "readings") + wire.field(2, d["count"]) + wire.fixed64(3, int(d["fnv"], 16))
+                       + (wire.field(4, os.urandom(8)) if values else b""))
+    body += wire.field(11, wire.now_seq())
+    del store.conn.notices[:]
+    store.exec("SET client_min_messages = debug1")
+    try:
+        filed = store.file(S1, wire.checked(body))
+    finally:
+        store.exec("SET client_min_messages = error")
+    # values.c says each comparison and the rows it read
+    reads = sum(int(re.search(r": (\d+) rows read", n).group(1)) for n in store.conn.notices
+                if 'values of table "readings" compared' in n)
+    return filed["digests"] if filed else None, reads
+
+
+said, reads = lie(values=False)
+check("keys alone: they match", said, "match")
+check("keys alone: the values are not read", reads, 0)
+said, reads = lie()
+check("a false values digest starts a repair of the table", said, "values differ: rows sent again")
+check("which read the table", reads, 10)
+check("its rows are marked to go again", due(), 10)
+said, reads = lie()
+check("another right after it is not compared", said, "not compared: rows of a values repair are on their way")
+check("and reads nothing of the table", reads, 0)
+check("nor marks anything more", srv.one(
+    "SELECT count(*) FROM sync.refused_rows WHERE replica = %s AND due IS NOT NULL", (S1,)), 10)
+settle(srv, [r])
+check("the repair is acknowledged", srv.one(
+    "SELECT count(*) FROM sync.held WHERE replica = %s AND refused IS NOT NULL", (S1,)), 0)
+matched = srv.one("SELECT digests_at FROM sync.replicas WHERE id = %s", (S1,))
+said, reads = lie()
+check("within magic_sync.values_repair_interval the values are not compared", said,
+      "keys match; values not compared: repaired less than magic_sync.values_repair_interval ago")
+check("nor the table read", reads, 0)
+check("nor anything marked", due(), 0)
+check("nor a match recorded", srv.one("SELECT digests_at FROM sync.replicas WHERE id = %s", (S1,)), matched)
+# after the interval (0 here: a new session of the role), a false digest repairs again
+srv.exec("ALTER ROLE vs_store SET magic_sync.values_repair_interval = 0")
+store = Server("values_settings", create=False, user="vs_store", password="store-pw")
+r.server = store
+said, reads = lie()
+check("after the interval a false digest is compared again", said, "values differ: rows sent again")
+check("and reads the table", reads, 10)
+settle(srv, [r])
+check("the honest digest matches", digest_round(), "match")
 finish()
