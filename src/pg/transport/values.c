@@ -19,6 +19,12 @@
  * rebuilt from the current row, to it alone, as an upsert -- never a
  * replacement, so a write it made since and has not had filed keeps its
  * columns, as any upsert leaves them.  Range digests narrow which rows go.
+ *
+ * Both sides write values with the same output settings (load.h
+ * ms_output_pin), whatever the filing session's.  A replica that says false
+ * values digests costs a read of the table and a resend of its rows: none
+ * is compared while a repair's rows are on their way, nor a table's again
+ * for magic_sync.values_repair_interval after one started.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -34,6 +40,7 @@
 #include "load.h"
 #include "owner.h"
 #include "settings.h"
+#include "updated.h"
 #include "wake.h"
 
 /* why the rows of a values repair are held as refused (and known by) */
@@ -190,9 +197,12 @@ rested(ms_filing *f, const ms_table *t)
 {
 	Oid			types[3] = {UUIDOID, INT4OID, FLOAT8OID};
 	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id),
-	Float8GetDatum((double) ms_values_repair_interval)};
+								 Float8GetDatum((double) ms_values_repair_interval)};
 	bool		isnull;
 
+	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) keeps no time: ms_values_repairing alone bounds */
+	if (!ms_catalog_has_column("replica_tables", "values_repaired"))
+		return true;
 	if (SPI_execute_with_args("SELECT NOT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1 AND tab = $2"
 							  "   AND values_repaired > pg_catalog.now() - pg_catalog.make_interval(secs => $3))",
 							  3, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
@@ -321,7 +331,8 @@ ms_values_repair(ms_filing *f, ms_filed_table *ft)
 							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not mark the rows of table \"%s\" to send again", ft->t->name);
 	/* a replica without the table's row (provisioned by 0.1) is not rested: ms_values_repairing bounds it */
-	if (SPI_execute_with_args("UPDATE sync.replica_tables SET values_repaired = pg_catalog.now() WHERE replica = $1 AND tab = $2",
+	if (ms_catalog_has_column("replica_tables", "values_repaired") &&
+		SPI_execute_with_args("UPDATE sync.replica_tables SET values_repaired = pg_catalog.now() WHERE replica = $1 AND tab = $2",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record when table \"%s\" was repaired", ft->t->name);
 	ms_wake_at_commit();
