@@ -275,6 +275,7 @@ CREATE TABLE sync.replica_tables (
 	was				text,						-- the name it knew before, when the last change renamed it
 	hash			bytea,						-- SHA-256 of the Table sent; NULL: sent by a 0.1 snapshot
 	number			bigint NOT NULL,			-- the message that carried it
+	values_repaired	timestamptz,				-- when a values digest last started a repair (transport/values.c)
 	PRIMARY KEY (replica, tab)
 );
 COMMENT ON TABLE sync.replica_tables IS 'The schema of each mirrored table as each replica was last sent it';

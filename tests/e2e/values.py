@@ -56,6 +56,8 @@ INSERT INTO shelves SELECT g, 'shelf ' || g, NULL FROM generate_series(1, 5) g;
 """)
 srv.exec("SELECT sync.replica_add(%s)", (S1,))
 srv.exec("UPDATE sync.replicas SET role = 'values_store' WHERE id = %s", (S1,))
+# a table's values repaired again at once (values_settings.py bounds how often)
+srv.exec("ALTER DATABASE values SET magic_sync.values_repair_interval = 0")
 store = Server("values", create=False, user="values_store", password="store-pw")
 r = Replica(store, S1, os.path.join(tmp, "1.db"))
 settle(srv, [r])

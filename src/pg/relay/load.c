@@ -268,6 +268,20 @@ whole_query(ms_pass *p, ms_table *t)
 					ms_whole_filter(p, t));
 }
 
+int
+ms_output_pin(void)
+{
+	int			nest = NewGUCNestLevel();
+
+	(void) set_config_option("DateStyle", "ISO, YMD", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("bytea_output", "hex", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("lc_monetary", "C", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest;
+}
+
 /* proto codec: the row as a message whose fields are its columns (NULL: absent) */
 void
 ms_encode_proto(const ms_table *t, HeapTuple tup, TupleDesc desc, int first, StringInfo out)
@@ -422,6 +436,7 @@ load_chunk(ms_pass *p, ms_table *t, Portal cur, SPIPlanPtr plan, const char *aft
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ms_as_owner as;
+	int			nest = ms_output_pin();
 
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 	if (cur != NULL)
@@ -440,6 +455,7 @@ load_chunk(ms_pass *p, ms_table *t, Portal cur, SPIPlanPtr plan, const char *aft
 	}
 	ms_owner_end(&as);
 	copy_chunk(t, c);
+	AtEOXact_GUC(true, nest);
 }
 
 /* a chunk to load, for ms_try */

@@ -65,6 +65,15 @@ extern void ms_load_whole(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List
 extern void ms_encode_proto(const ms_table *t, HeapTuple tup, TupleDesc desc, int first, StringInfo out);
 
 /*
+ * ms_output_pin: the settings output functions read (DateStyle,
+ * IntervalStyle, TimeZone, extra_float_digits, bytea_output, lc_monetary)
+ * pinned, whatever the session's, until AtEOXact_GUC(true, the level
+ * returned): a row's values are written the same by the relay, whichever
+ * session runs it, and by the values digest of a filing (transport/values.c).
+ */
+extern int	ms_output_pin(void);
+
+/*
  * ms_load_columns: t's mirrored columns of the row named alias as a select
  * list, as the loads read a row before they encode it (a key column in its
  * key spelling), each named as its column

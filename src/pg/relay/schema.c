@@ -118,6 +118,7 @@ fill_row(ms_pass *p, const ms_table *t, StringInfo out)
 	Oid		   *types;
 	Datum	   *values;
 	int			n = 0;
+	int			nest;
 	MemoryContext cxt;
 
 	sub.columns = palloc0(sizeof(ms_column) * (t->ncolumns + 1));
@@ -147,6 +148,8 @@ fill_row(ms_pass *p, const ms_table *t, StringInfo out)
 	if (!t->proto)
 		appendStringInfoString(&sql, ") r");
 	cxt = CurrentMemoryContext;
+	/* read and written as the rows are (load.h), so a filled row is one the values digest expects */
+	nest = ms_output_pin();
 	ms_exec(p, sql.data, n, types, values, NULL, 1);
 	/* SPI_prepare leaves SPI's procedure context current: the catalog kept across passes is not in it */
 	MemoryContextSwitchTo(cxt);
@@ -156,6 +159,7 @@ fill_row(ms_pass *p, const ms_table *t, StringInfo out)
 		ms_encode_proto(&sub, SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, out);
 	else
 		appendStringInfoString(out, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	AtEOXact_GUC(true, nest);
 	SPI_freetuptable(SPI_tuptable);
 }
 

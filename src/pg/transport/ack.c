@@ -504,6 +504,9 @@ ms_digests(ms_filing *f)
 	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) ||
 		f->provisioning)
 		return "not compared: messages are on their way";
+	/* nor the rows of a values repair, before the pass sends them: nothing compared, nothing read */
+	if (ms_values_repairing(f))
+		return "not compared: rows of a values repair are on their way";
 	differs = digest_differs(f, &repaired);
 	if (differs != NULL)
 	{
@@ -514,6 +517,9 @@ ms_digests(ms_filing *f)
 		return "differ: narrowed down by ranges";
 	if (repaired > 0)
 		return "values differ: rows sent again";
+	/* keys that agree, values not looked at: no match recorded */
+	if (f->values_rested > 0)
+		return "keys match; values not compared: repaired less than magic_sync.values_repair_interval ago";
 	if (SPI_execute_with_args("UPDATE sync.replicas SET digests_at = now() WHERE id = $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record a digest");

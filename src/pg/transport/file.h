@@ -148,6 +148,7 @@ typedef struct ms_filing
 	int			range_resent;	/* rows range repair marked to go again */
 	int			range_let_go;	/* rows range repair marked to be let go of */
 	int			range_started;	/* digests that differ, narrowed down by ranges */
+	int			values_rested;	/* values digests not compared: a repair of the table started lately */
 } ms_filing;
 
 /* ---- filer.c ---- */
@@ -224,7 +225,15 @@ extern const char *ms_digests(ms_filing *f);
  * not count rows read)
  */
 extern bool ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out);
-/* ms_values_repair: every row the replica holds of ft's table goes to it again */
+/*
+ * ms_values_repairing: whether a values repair of the replica is on its way
+ * (rows it marked, not acknowledged yet): its digests are not compared then.
+ */
+extern bool ms_values_repairing(ms_filing *f);
+/*
+ * ms_values_repair: every row the replica holds of ft's table goes to it
+ * again; its values are not compared again for magic_sync.values_repair_interval
+ */
 extern void ms_values_repair(ms_filing *f, ms_filed_table *ft);
 /*
  * ms_backlog: what the replica has not sent, has not had filed, set aside,

@@ -19,6 +19,12 @@
  * rebuilt from the current row, to it alone, as an upsert -- never a
  * replacement, so a write it made since and has not had filed keeps its
  * columns, as any upsert leaves them.  Range digests narrow which rows go.
+ *
+ * Both sides write values with the same output settings (load.h
+ * ms_output_pin), whatever the filing session's.  A replica that says false
+ * values digests costs a read of the table and a resend of its rows: none
+ * is compared while a repair's rows are on their way, nor a table's again
+ * for magic_sync.values_repair_interval after one started.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -33,7 +39,12 @@
 #include "file.h"
 #include "load.h"
 #include "owner.h"
+#include "settings.h"
+#include "updated.h"
 #include "wake.h"
+
+/* why the rows of a values repair are held as refused (and known by) */
+#define REPAIR_REASON "'its values differ from the server''s (digest)'"
 
 /* rows read a fetch at a time, in memory of their own */
 #define FETCH_ROWS 1000
@@ -175,6 +186,45 @@ on_its_way(const ms_table *t)
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
+/*
+ * rested: whether t's values of this replica may be compared: no repair of
+ * them started less than magic_sync.values_repair_interval ago.  A replica
+ * that says false values digests makes the server read the table and send
+ * every row it holds: this bounds how often.
+ */
+static bool
+rested(ms_filing *f, const ms_table *t)
+{
+	Oid			types[3] = {UUIDOID, INT4OID, FLOAT8OID};
+	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id),
+								 Float8GetDatum((double) ms_values_repair_interval)};
+	bool		isnull;
+
+	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) keeps no time: ms_values_repairing alone bounds */
+	if (!ms_catalog_has_column("replica_tables", "values_repaired"))
+		return true;
+	if (SPI_execute_with_args("SELECT NOT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1 AND tab = $2"
+							  "   AND values_repaired > pg_catalog.now() - pg_catalog.make_interval(secs => $3))",
+							  3, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read when table \"%s\" was last repaired", t->name);
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+bool
+ms_values_repairing(ms_filing *f)
+{
+	Oid			types[1] = {UUIDOID};
+	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
+	bool		isnull;
+
+	/* by held_refused: the rows the replica refused or are sent again, few */
+	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.held WHERE replica = $1 AND refused IS NOT NULL"
+							  "   AND refused = " REPAIR_REASON " AND taken IS NULL)",
+							  1, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read the rows held as refused");
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
 bool
 ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 {
@@ -188,14 +238,23 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 	SPIPlanPtr	plan;
 	Portal		portal;
 	ms_as_owner as;
+	int			nest;
 	uint64		sum = 0;
 	uint64		rows = 0;
 	bool		unwalked = false;
 
 	if (on_its_way(t))
 		return false;
+	/* its CPU is what a false digest costs: not spent while a repair rests */
+	if (!rested(f, t))
+	{
+		f->values_rested++;
+		return false;
+	}
 	/* sync.held checked as sync.file's owner, the table read as its own (owner.h) */
 	plan = ms_owner_prepare(rows_sql(t), 2, types, GetUserId());
+	/* values written as the relay writes them, not as this filing session would (load.h) */
+	nest = ms_output_pin();
 	ms_owner_begin(&as, t->relid);
 	portal = SPI_cursor_open(NULL, plan, values, NULL, true);
 	for (;;)
@@ -243,8 +302,12 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 	}
 	SPI_cursor_close(portal);
 	ms_owner_end(&as);
+	AtEOXact_GUC(true, nest);
 	MemoryContextDelete(cxt);
 	*out = sum;
+	/* what a values digest cost (tests/e2e/values_settings.py counts them) */
+	ereport(DEBUG1, (errmsg("magic_sync: values of table \"%s\" compared for replica %s: %llu rows read",
+							t->name, f->replica_text, (unsigned long long) rows)));
 	/* a held row the table no longer has: a change on its way after all */
 	return rows == count && !unwalked;
 }
@@ -259,7 +322,7 @@ ms_values_repair(ms_filing *f, ms_filed_table *ft)
 	 * Held as refused, due at once: the next pass sends each to this replica
 	 * alone, and its acknowledgement ends it (relay/retry.c, record.c).
 	 */
-	if (SPI_execute_with_args("WITH h AS (UPDATE sync.held SET refused = 'its values differ from the server''s (digest)'"
+	if (SPI_execute_with_args("WITH h AS (UPDATE sync.held SET refused = " REPAIR_REASON
 							  "            WHERE replica = $1 AND tab = $2 AND refused IS NULL AND taken IS NULL"
 							  "            RETURNING key, note)"
 							  " INSERT INTO sync.refused_rows AS r (replica, tab, key, note, due)"
@@ -267,5 +330,10 @@ ms_values_repair(ms_filing *f, ms_filed_table *ft)
 							  " ON CONFLICT (replica, tab, key) DO UPDATE SET due = pg_catalog.now(), note = excluded.note",
 							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not mark the rows of table \"%s\" to send again", ft->t->name);
+	/* a replica without the table's row (provisioned by 0.1) is not rested: ms_values_repairing bounds it */
+	if (ms_catalog_has_column("replica_tables", "values_repaired") &&
+		SPI_execute_with_args("UPDATE sync.replica_tables SET values_repaired = pg_catalog.now() WHERE replica = $1 AND tab = $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record when table \"%s\" was repaired", ft->t->name);
 	ms_wake_at_commit();
 }
