@@ -4,17 +4,23 @@
  *	  letting go of a row -- the chain from a rule through parents and
  *	  followers down to the row (docs/design.md 4.5).
  *
- * The replica's wanted set is computed once, as sync.wanted does
- * (relay/wanted.c); then a walk from its rules' rows, round by round, over
- * the same three steps the wanted set is closed under (a row's parents, a
- * row's followers), each row reached remembering the row it was reached
- * from, until the row in question is reached or a round adds nothing.  The
+ * sync.why_all computes the replica's wanted set once, as sync.wanted does
+ * (relay/wanted.c); then walks from its rules' rows, round by round, over
+ * the same steps the wanted set is closed under (a row's parents, a row's
+ * followers), each row reached remembering the row it was reached from.  The
  * first round that reaches a row is its shortest chain.
  *
+ * sync.why does not compute the wanted set: it walks back from the row
+ * (back()) to the nearest rules' rows, then forward from those, over the rows
+ * found back only: the chain the whole walk gives, at the cost of the rows
+ * leading to the row.  A row of the walk back is wanted when the walk goes on
+ * to a rule's row; none found, the row is not wanted.
+ *
  * Each step reuses the wanted set's own statements (ms_parents_select,
- * ms_followers_select), which carry a replica's uuid through, not the row a
- * step starts from: the walk gives each row of a round a uuid of its own,
- * made of its table and key, and finds the row again by it.
+ * ms_followers_select, ms_children_select, ms_rule_select), which carry a
+ * replica's uuid through, not the row a step starts from: the walk gives each
+ * row of a round a uuid of its own, made of its table and key, and finds the
+ * row again by it.
  *
  * Runs as the caller, in one snapshot, as sync.wanted does.
  *-------------------------------------------------------------------------
