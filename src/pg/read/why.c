@@ -231,18 +231,30 @@ walk_whole(ms_pass *p, ArrayType *replicas, Datum tab, Datum key, bool whole)
 /* a walk back that lists more rows than this leaves the question to the whole walk */
 #define BACK_ROWS 20000
 
-/* back_step: add the rows select (rows of t's, reached back from pg_temp.ms_why_from) lists at level */
-static uint64
-back_step(ms_pass *p, const ms_table *t, const char *select, int level)
+/*
+ * back_step: add the rows select (rows of t's, reached back from
+ * pg_temp.ms_why_from) lists at level, but no more than limit of them (a
+ * row very many rows point at is left to the whole walk before they are all
+ * read): false when select lists limit rows or more.
+ */
+static bool
+back_step(ms_pass *p, const ms_table *t, const char *select, int level, uint64 *rows, uint64 limit)
 {
 	ms_as_owner as;
+	bool		isnull;
+	int64		listed;
 
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	ms_exec(p, psprintf("INSERT INTO pg_temp.ms_why_back (tab, key, level) SELECT s.tab, s.key, %d"
-						" FROM (%s) s(replica, tab, key) ON CONFLICT DO NOTHING", level, select),
+	ms_exec(p, psprintf("WITH s AS MATERIALIZED (%s LIMIT " UINT64_FORMAT "),"
+						" i AS (INSERT INTO pg_temp.ms_why_back (tab, key, level) SELECT s.tab, s.key, %d"
+						"  FROM s s(replica, tab, key) ON CONFLICT DO NOTHING RETURNING 1)"
+						" SELECT (SELECT pg_catalog.count(*) FROM s), (SELECT pg_catalog.count(*) FROM i)",
+						select, limit, level),
 			0, NULL, NULL, NULL, 0);
 	ms_owner_end(&as);
-	return SPI_processed;
+	listed = DatumGetInt64(ms_value(0, 1, &isnull));
+	*rows += (uint64) DatumGetInt64(ms_value(0, 2, &isnull));
+	return (uint64) listed < limit;
 }
 
 /*
@@ -267,8 +279,9 @@ back(ms_pass *p, Datum id, Datum tab, Datum key)
 			(Datum[]) {tab, key}, NULL, 0);
 	for (int level = 0;; level++)
 	{
-		uint64		added = 0;
+		uint64		before = rows;
 		uint64		given = 0;
+		bool		fits = true;
 		ListCell   *lc;
 
 		ms_temp_table(p, "ms_why_cand");
@@ -287,26 +300,26 @@ back(ms_pass *p, Datum id, Datum tab, Datum key)
 			{
 				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
 
-				if (parent != NULL)
-					added += back_step(p, t, ms_children_select(t, &t->fkeys[f], parent, "ms_why_from"), level + 1);
+				if (parent != NULL && fits)
+					fits = back_step(p, t, ms_children_select(t, &t->fkeys[f], parent, "ms_why_from"), level + 1,
+									 &rows, BACK_ROWS + 1 - rows);
 			}
 			if (t->follows_fkey >= 0)
 			{
 				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent);
 
 				/* the followed row, of an active follower (as ms_followers_select asks) */
-				if (parent != NULL)
-					added += back_step(p, t, psprintf("%s%s", ms_parents_select(t, &t->fkeys[t->follows_fkey], parent,
-																				"ms_why_from"),
-													  ms_active_filter(t, "t", "d")),
-									   level + 1);
+				if (parent != NULL && fits)
+					fits = back_step(p, t, psprintf("%s%s", ms_parents_select(t, &t->fkeys[t->follows_fkey], parent,
+																			  "ms_why_from"),
+													ms_active_filter(t, "t", "d")),
+									 level + 1, &rows, BACK_ROWS + 1 - rows);
 			}
 		}
-		if (added == 0)
-			return -1;
-		rows += added;
-		if (rows > BACK_ROWS)
+		if (!fits || rows > BACK_ROWS)
 			return -2;
+		if (rows == before)
+			return -1;
 	}
 }
 
