@@ -117,6 +117,43 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE a.depth IS NULL) AS unreached,
 SELECT * FROM sync.why_all('aaaaaaaa-0000-0000-0000-000000000000') WHERE tab IN ('cities'::regclass, 'products'::regclass);
 SELECT * FROM sync.why_all('dddddddd-0000-0000-0000-000000000000');
 
+-- sync.why walks back from the row to the rules' rows, then forward along
+-- the chains it found: the same chain sync.why_all's walk gives, where a row
+-- is reached by several.  Customer 10 is the parent of A's open orders 100
+-- and 105 (one step, two rows: the first by key), customer 13 of order 104
+-- (assigned) and of A's own sale (a record): two steps at one depth.
+INSERT INTO orders VALUES (104, 'aaaaaaaa-0000-0000-0000-000000000000', 13, 'open'),
+	(105, 'aaaaaaaa-0000-0000-0000-000000000000', 10, 'open');
+SELECT depth, tab, key, relation FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', 'cities', sync.key('{1}'));
+SELECT depth, tab, key, relation FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', 'cities', sync.key('{3}'));
+-- product 3 is a rule's row (north) and the parent of order 100's line: the rule's
+SELECT depth, tab, key, relation FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', 'products', sync.key('{3}'));
+-- customer 11: the parent of a closed order of A's and of B's sale, no chain from A's rules
+SELECT * FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', 'customers', sync.key('{11}'));
+-- held, no longer wanted: order 100 closed, its line still held by A (the relay lets it go)
+INSERT INTO sync.held (replica, tab, key, number)
+SELECT 'aaaaaaaa-0000-0000-0000-000000000000', t.id, sync.key('{100,1}'), 0
+  FROM sync.tables t WHERE t.relid = 'order_lines'::regclass;
+SELECT depth, key, relation, wanted, held
+  FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', 'order_lines', sync.key('{100,1}'));
+UPDATE orders SET status = 'closed' WHERE id = 100;
+SELECT depth, key, relation, wanted, held
+  FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', 'order_lines', sync.key('{100,1}'));
+-- and product 3 still, by its rule; city 1 now through order 105
+SELECT depth, tab, key, relation FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', 'cities', sync.key('{1}'));
+-- every row as sync.why_all says, again, for both replicas
+SELECT r.id, count(*) AS rows, count(*) FILTER (WHERE a.depth IS NULL) AS unreached,
+       bool_and(y.depth = a.depth AND y.relation = a.relation AND
+                (a.depth = 0 AND a.from_tab IS NULL OR (a.from_tab, a.from_key) = (x.tab, x.key))) AS as_why_says
+  FROM (VALUES ('aaaaaaaa-0000-0000-0000-000000000000'::uuid), ('bbbbbbbb-0000-0000-0000-000000000000')) r(id),
+  LATERAL sync.why_all(r.id) a,
+  LATERAL (SELECT * FROM sync.why(r.id, a.tab, a.key)) y
+  LEFT JOIN LATERAL (SELECT * FROM sync.why(r.id, a.tab, a.key)) x ON x.depth = y.depth - 1
+ WHERE y.depth = (SELECT max(z.depth) FROM sync.why(r.id, a.tab, a.key) z)
+ GROUP BY r.id ORDER BY r.id;
+UPDATE orders SET status = 'open' WHERE id = 100;
+DELETE FROM orders WHERE id IN (104, 105);
+
 -- refused: an unknown replica, a table not mirrored
 SELECT * FROM sync.why('dddddddd-0000-0000-0000-000000000000', 'products', sync.key('{1}'));
 SELECT * FROM sync.why('aaaaaaaa-0000-0000-0000-000000000000', 'group_replicas', sync.key('{city}'));

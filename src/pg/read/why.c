@@ -4,17 +4,23 @@
  *	  letting go of a row -- the chain from a rule through parents and
  *	  followers down to the row (docs/design.md 4.5).
  *
- * The replica's wanted set is computed once, as sync.wanted does
- * (relay/wanted.c); then a walk from its rules' rows, round by round, over
- * the same three steps the wanted set is closed under (a row's parents, a
- * row's followers), each row reached remembering the row it was reached
- * from, until the row in question is reached or a round adds nothing.  The
+ * sync.why_all computes the replica's wanted set once, as sync.wanted does
+ * (relay/wanted.c); then walks from its rules' rows, round by round, over
+ * the same steps the wanted set is closed under (a row's parents, a row's
+ * followers), each row reached remembering the row it was reached from.  The
  * first round that reaches a row is its shortest chain.
  *
+ * sync.why does not compute the wanted set: it walks back from the row
+ * (back()) to the nearest rules' rows, then forward from those, over the rows
+ * found back only: the chain the whole walk gives, at the cost of the rows
+ * leading to the row.  A row of the walk back is wanted when the walk goes on
+ * to a rule's row; none found, the row is not wanted.
+ *
  * Each step reuses the wanted set's own statements (ms_parents_select,
- * ms_followers_select), which carry a replica's uuid through, not the row a
- * step starts from: the walk gives each row of a round a uuid of its own,
- * made of its table and key, and finds the row again by it.
+ * ms_followers_select, ms_children_select, ms_rule_select), which carry a
+ * replica's uuid through, not the row a step starts from: the walk gives each
+ * row of a round a uuid of its own, made of its table and key, and finds the
+ * row again by it.
  *
  * Runs as the caller, in one snapshot, as sync.wanted does.
  *-------------------------------------------------------------------------
@@ -43,12 +49,27 @@ PG_FUNCTION_INFO_V1(ms_why_all);
 #define ROW_UUID(tab, key) "pg_catalog.md5(" tab "::pg_catalog.text || ':' || " key ")::pg_catalog.uuid"
 
 /*
- * step: add to pg_temp.ms_why the wanted rows select (rows of t's, reached
- * from rows of pg_temp.ms_why_from) brings, with relation, at depth; the
- * select runs as t's owner, as in the wanted set.
+ * within: the condition a row s a step reaches meets to be kept at depth:
+ * wanted, in a full walk (back < 0); else on a shortest chain to the row
+ * asked about, back links long -- found back from it depth links before it.
+ */
+static char *
+within(int back, int depth)
+{
+	if (back < 0)
+		return "EXISTS (SELECT FROM pg_temp.ms_wanted w WHERE w.tab = s.tab AND w.key = s.key)";
+	return psprintf("EXISTS (SELECT FROM pg_temp.ms_why_back w WHERE w.tab = s.tab AND w.key = s.key"
+					" AND w.level = %d)", back - depth);
+}
+
+/*
+ * step: add to pg_temp.ms_why the rows select (rows of t's, reached from
+ * rows of pg_temp.ms_why_from) brings, with relation, at depth; the select
+ * runs as t's owner, as in the wanted set.  A row reached from several rows
+ * keeps the first by key, so that a walk back (back()) finds the same link.
  */
 static uint64
-step(ms_pass *p, const ms_table *t, const char *select, const char *relation, int depth)
+step(ms_pass *p, const ms_table *t, const char *select, const char *relation, int depth, int back)
 {
 	ms_as_owner as;
 
@@ -56,9 +77,9 @@ step(ms_pass *p, const ms_table *t, const char *select, const char *relation, in
 	ms_exec(p, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, from_tab, from_key, relation)"
 						" SELECT s.tab, s.key, %d, f.tab, f.key, %s"
 						"  FROM (%s) s(replica, tab, key) JOIN pg_temp.ms_why_from f ON f.replica = s.replica"
-						"  WHERE EXISTS (SELECT FROM pg_temp.ms_wanted w WHERE w.tab = s.tab AND w.key = s.key)"
+						"  WHERE %s ORDER BY f.key"
 						" ON CONFLICT DO NOTHING",
-						depth, quote_literal_cstr(relation), select),
+						depth, quote_literal_cstr(relation), select, within(back, depth)),
 			0, NULL, NULL, NULL, 0);
 	ms_owner_end(&as);
 	return SPI_processed;
@@ -93,13 +114,18 @@ rule_detail(const ms_table *t)
 	return buf.data;
 }
 
-/* rules: the rows t's rule and its records' origin give the replica, at depth 0 */
-static void
-rules(ms_pass *p, const ms_table *t)
+/*
+ * rules: the rows t's rule and its records' origin give the replica, at
+ * depth 0: every one that is wanted (cand NULL), or those of the rows
+ * pg_temp.<cand> lists (replica, tab, key).  Returns how many.
+ */
+static uint64
+rules(ms_pass *p, const ms_table *t, const char *cand)
 {
 	ms_table	rule = *t;
 	ms_table	own = *t;
 	ms_as_owner as;
+	uint64		added = 0;
 
 	rule.record = false;
 	own.rule = MS_RULE_NONE;
@@ -112,17 +138,19 @@ rules(ms_pass *p, const ms_table *t)
 		/* a follows rule gives no row of its own: its rows come as followers */
 		if (i == 0 && t->rule != MS_RULE_BROADCAST && t->rule != MS_RULE_ASSIGNED && t->rule != MS_RULE_GROUPED)
 			continue;
-		select = ms_rule_select(r, "ms_wanted_replicas", NULL);
+		select = ms_rule_select(r, "ms_wanted_replicas", cand);
 		if (select == NULL)
 			continue;
 		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, relation)"
 							" SELECT s.tab, s.key, 0, %s FROM (%s) s(replica, tab, key)"
-							" WHERE EXISTS (SELECT FROM pg_temp.ms_wanted w WHERE w.tab = s.tab AND w.key = s.key)"
-							" ON CONFLICT DO NOTHING",
-							i == 0 ? rule_detail(t) : "'rule: its own record'", select),
+							" WHERE %s ON CONFLICT DO NOTHING",
+							i == 0 ? rule_detail(t) : "'rule: its own record'", select,
+							cand == NULL ? within(-1, 0) : "true"),
 				0, NULL, NULL, NULL, 0);
+		added += SPI_processed;
 	}
 	ms_owner_end(&as);
+	return added;
 }
 
 /* reached: whether the row (tab, key) is in pg_temp.ms_why yet */
@@ -134,27 +162,32 @@ reached(ms_pass *p, Datum tab, Datum key)
 	return SPI_processed > 0;
 }
 
+/* from: pg_temp.ms_why_from made of the rows select (tab, key, with $1 = arg) lists, each with a uuid of its own */
+static uint64
+from(ms_pass *p, const char *select, int arg)
+{
+	ms_temp_empty(p, "ms_why_from");
+	ms_exec(p, psprintf("INSERT INTO pg_temp.ms_why_from SELECT %s, tab, key FROM (%s) s"
+						" ON CONFLICT DO NOTHING", ROW_UUID("tab", "key"), select),
+			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(arg)}, NULL, 0);
+	return SPI_processed;
+}
+
 /*
- * walk: from the rules' rows, rounds of parents and followers of the rows
- * the last round reached, until (tab, key) is reached or a round adds none;
- * every wanted row, with whole.
+ * walk: from the rules' rows in pg_temp.ms_why, rounds of parents and
+ * followers of the rows the last round reached, until (tab, key) is reached
+ * or a round adds none; every wanted row, with whole.  back: see within().
  */
 static void
-walk(ms_pass *p, Datum tab, Datum key, bool whole)
+walk(ms_pass *p, Datum tab, Datum key, bool whole, int back)
 {
 	ListCell   *lc;
 
-	foreach(lc, p->tables)
-		rules(p, lfirst(lc));
 	for (int depth = 1; whole || !reached(p, tab, key); depth++)
 	{
 		uint64		added = 0;
 
-		ms_temp_empty(p, "ms_why_from");
-		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_why_from SELECT %s, tab, key FROM pg_temp.ms_why"
-							" WHERE depth = $1 ON CONFLICT DO NOTHING", ROW_UUID("tab", "key")),
-				1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(depth - 1)}, NULL, 0);
-		if (SPI_processed == 0)
+		if (from(p, "SELECT tab, key FROM pg_temp.ms_why WHERE depth = $1", depth - 1) == 0)
 			break;
 		foreach(lc, p->tables)
 		{
@@ -166,7 +199,7 @@ walk(ms_pass *p, Datum tab, Datum key, bool whole)
 
 				if (parent != NULL)
 					added += step(p, parent, ms_parents_select(t, &t->fkeys[f], parent, "ms_why_from"),
-								  psprintf("parent of (%s)", t->fkeys[f].name), depth);
+								  psprintf("parent of (%s)", t->fkeys[f].name), depth, back);
 			}
 			if (t->follows_fkey >= 0)
 			{
@@ -174,11 +207,119 @@ walk(ms_pass *p, Datum tab, Datum key, bool whole)
 
 				if (parent != NULL)
 					added += step(p, t, ms_followers_select(t, parent, "ms_why_from"),
-								  psprintf("follows (%s)", t->fkeys[t->follows_fkey].name), depth);
+								  psprintf("follows (%s)", t->fkeys[t->follows_fkey].name), depth, back);
 			}
 		}
 		if (added == 0)
 			break;
+	}
+}
+
+/* walk_whole: the walk from every rule's row, over the wanted set (ms_wanted_fill) */
+static void
+walk_whole(ms_pass *p, ArrayType *replicas, Datum tab, Datum key, bool whole)
+{
+	ListCell   *lc;
+
+	ms_wanted_fill(p, replicas);
+	ms_temp_table(p, "ms_why");
+	foreach(lc, p->tables)
+		rules(p, lfirst(lc), NULL);
+	walk(p, tab, key, whole, -1);
+}
+
+/* a walk back that lists more rows than this leaves the question to the whole walk */
+#define BACK_ROWS 20000
+
+/*
+ * back_step: add the rows select (rows of t's, reached back from
+ * pg_temp.ms_why_from) lists at level, but no more than limit of them (a
+ * row very many rows point at is left to the whole walk before they are all
+ * read): false when select lists limit rows or more.
+ */
+static bool
+back_step(ms_pass *p, const ms_table *t, const char *select, int level, uint64 *rows, uint64 limit)
+{
+	ms_as_owner as;
+	bool		isnull;
+	int64		listed;
+
+	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+	ms_exec(p, psprintf("WITH s AS MATERIALIZED (%s LIMIT " UINT64_FORMAT "),"
+						" i AS (INSERT INTO pg_temp.ms_why_back (tab, key, level) SELECT s.tab, s.key, %d"
+						"  FROM s s(replica, tab, key) ON CONFLICT DO NOTHING RETURNING 1)"
+						" SELECT (SELECT pg_catalog.count(*) FROM s), (SELECT pg_catalog.count(*) FROM i)",
+						select, limit, level),
+			0, NULL, NULL, NULL, 0);
+	ms_owner_end(&as);
+	listed = DatumGetInt64(ms_value(0, 1, &isnull));
+	*rows += (uint64) DatumGetInt64(ms_value(0, 2, &isnull));
+	return (uint64) listed < limit;
+}
+
+/*
+ * back: the walk back from the row (tab, key) to the rules' rows, level by
+ * level over the three steps reversed -- the rows pointing at a row (it is
+ * their parent), the row a row follows (when it is active) -- until a rule
+ * gives the replica a row of the level; those rows are put in pg_temp.ms_why
+ * at depth 0 and the level returned, the length of the shortest chains.
+ * Every row on one is in pg_temp.ms_why_back, at the level of its distance
+ * from the row, so that the walk forward from them, kept to those rows
+ * (within()), is the whole walk's, at the cost of the chains.  -1: no row
+ * leads to it, the replica should not hold it; -2: too many rows lead to it
+ * (BACK_ROWS) to say.
+ */
+static int
+back(ms_pass *p, Datum id, Datum tab, Datum key)
+{
+	uint64		rows = 1;
+
+	ms_temp_table(p, "ms_why_back");
+	ms_exec(p, "INSERT INTO pg_temp.ms_why_back VALUES ($1, $2, 0)", 2, (Oid[]) {INT4OID, TEXTOID},
+			(Datum[]) {tab, key}, NULL, 0);
+	for (int level = 0;; level++)
+	{
+		uint64		before = rows;
+		uint64		given = 0;
+		bool		fits = true;
+		ListCell   *lc;
+
+		ms_temp_table(p, "ms_why_cand");
+		ms_exec(p, "INSERT INTO pg_temp.ms_why_cand SELECT $1, tab, key FROM pg_temp.ms_why_back WHERE level = $2",
+				2, (Oid[]) {UUIDOID, INT4OID}, (Datum[]) {id, Int32GetDatum(level)}, NULL, 0);
+		foreach(lc, p->tables)
+			given += rules(p, lfirst(lc), "ms_why_cand");
+		if (given > 0)
+			return level;
+		from(p, "SELECT tab, key FROM pg_temp.ms_why_back WHERE level = $1", level);
+		foreach(lc, p->tables)
+		{
+			ms_table   *t = lfirst(lc);
+
+			for (int f = 0; f < t->nfkeys; f++)
+			{
+				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
+
+				if (parent != NULL && fits)
+					fits = back_step(p, t, ms_children_select(t, &t->fkeys[f], parent, "ms_why_from"), level + 1,
+									 &rows, BACK_ROWS + 1 - rows);
+			}
+			if (t->follows_fkey >= 0)
+			{
+				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent);
+
+				/* the followed row, of an active follower (as ms_followers_select asks) */
+				if (parent != NULL && fits)
+					fits = back_step(p, t, psprintf("%s%s", ms_parents_select(t, &t->fkeys[t->follows_fkey], parent,
+																			  "ms_why_from"),
+													ms_active_filter(t, "t", "d")),
+									 level + 1, &rows, BACK_ROWS + 1 - rows);
+			}
+		}
+		if (!fits || rows > BACK_ROWS)
+			return -2;
+		if (rows == before)
+			return -1;
 	}
 }
 
@@ -198,6 +339,7 @@ ms_why(PG_FUNCTION_ARGS)
 	Datum		elems[1] = {id};
 	ms_pass		p;
 	Datum		tab;
+	int			back_len;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
@@ -223,10 +365,17 @@ ms_why(PG_FUNCTION_ARGS)
 	}
 	p.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
-	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
 	ms_temp_table(&p, "ms_why");
 	ms_temp_table(&p, "ms_why_from");
-	walk(&p, tab, key, false);
+	ms_temp_table(&p, "ms_wanted_replicas");
+	ms_exec(&p, "INSERT INTO pg_temp.ms_wanted_replicas SELECT id, partition FROM sync.replicas WHERE id = $1",
+			1, (Oid[]) {UUIDOID}, elems, NULL, 0);
+	back_len = back(&p, id, tab, key);
+	/* the chain forward from the rules' rows found; the whole walk when that cannot say */
+	if (back_len >= 0)
+		walk(&p, tab, key, false, back_len);
+	if (back_len == -2 || (back_len >= 0 && !reached(&p, tab, key)))
+		walk_whole(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR), tab, key, false);
 
 	/* the chain, from the row back to its rule, read out rule first */
 	ms_exec(&p, "WITH RECURSIVE c AS ("
@@ -287,10 +436,8 @@ ms_why_all(PG_FUNCTION_ARGS)
 				 errhint("sync.replicas lists the replicas.")));
 	p.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
-	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
-	ms_temp_table(&p, "ms_why");
 	ms_temp_table(&p, "ms_why_from");
-	walk(&p, (Datum) 0, (Datum) 0, true);
+	walk_whole(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR), (Datum) 0, (Datum) 0, true);
 	portal = ms_open(&p, "SELECT t.relid, w.key, y.depth, y.relation, f.relid, y.from_key"
 					 "  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
 					 "  LEFT JOIN pg_temp.ms_why y ON y.tab = w.tab AND y.key = w.key"

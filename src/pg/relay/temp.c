@@ -97,6 +97,9 @@ static const temp_table read_tables[] = {
 	{"ms_why", "tab int, " KEY ", depth int, from_tab int, from_key text COLLATE \"C\", relation text,"
 	" PRIMARY KEY (tab, key)"},
 	{"ms_why_from", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica)"},
+	/* why.c: the rows the row asked about is reached from, by how many links back */
+	{"ms_why_back", "tab int, " KEY ", level int, PRIMARY KEY (tab, key)"},
+	{"ms_why_cand", "replica uuid, tab int, " KEY ", PRIMARY KEY (replica, tab, key)"},
 };
 
 /* this session's pg_temp.name, InvalidOid when it has none */

@@ -255,28 +255,40 @@ ms_parents_select(const ms_table *t, const ms_fkey *fk, const ms_table *parent, 
 					cols_not_null(t, "t", fk->ncols, fk->cols));
 }
 
-char *
-ms_followers_select(const ms_table *t, const ms_table *parent, const char *from)
+/*
+ * children_select: the rows of t pointing by fk at the rows of parent in
+ * from, looked up by their foreign key's columns: an index on them serves
+ * it.  Through the parent's row when they are more than its key's: an index
+ * on all of them serves it, or on those referencing the key, in any order
+ * (catalog.h: ms_fkey_unindexed).  active: only those in t's active view.
+ */
+static char *
+children_select(const ms_table *t, const ms_fkey *fk, const ms_table *parent, const char *from, bool active)
 {
-	ms_fkey    *fk = &t->fkeys[t->follows_fkey];
+	const char *filter = active ? ms_active_filter(t, "t", "d") : "";
 
-	/*
-	 * The followers of a row looked up by their foreign key's columns: an
-	 * index on them serves it.  Through the parent's row when they are more
-	 * than its key's: an index on all of them serves it, or on those
-	 * referencing the key, in any order (catalog.h: ms_fkey_unindexed).
-	 */
 	if (!fk->keyed || fk->nby < fk->ncols)
 		return psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s fp ON %s JOIN %s t ON %s"
 						" WHERE d.tab = %d%s",
 						t->id, ms_key_expr(t, "t"), from, parent->qualified, ms_key_match(parent, "fp", "d.key"),
-						t->qualified, ms_fkey_match(t, fk, "t", "fp", true), fk->parent,
-						ms_active_filter(t, "t", "d"));
+						t->qualified, ms_fkey_match(t, fk, "t", "fp", true), fk->parent, filter);
 	return psprintf("SELECT d.replica, %d, %s FROM pg_temp.%s d JOIN %s t ON %s"
 					" WHERE d.tab = %d%s",
 					t->id, ms_key_expr(t, "t"), from, t->qualified,
 					cols_match(t, "t", fk->nby, fk->by_parent_key, "d.key"),
-					fk->parent, ms_active_filter(t, "t", "d"));
+					fk->parent, filter);
+}
+
+char *
+ms_followers_select(const ms_table *t, const ms_table *parent, const char *from)
+{
+	return children_select(t, &t->fkeys[t->follows_fkey], parent, from, true);
+}
+
+char *
+ms_children_select(const ms_table *t, const ms_fkey *fk, const ms_table *parent, const char *from)
+{
+	return children_select(t, fk, parent, from, false);
 }
 
 /*

@@ -55,6 +55,10 @@ extern bool *ms_wanted_whole(List *tables);
  *
  * ms_followers_select: the rows of t that follow the rows of its parent
  * (the table parent) listed in pg_temp.<from>.
+ *
+ * ms_children_select: the rows of t pointing by fk at the rows of parent
+ * listed in pg_temp.<from>, active or not: the parents step walked back
+ * (sync.why).
  */
 struct ms_table;
 struct ms_fkey;
@@ -63,6 +67,8 @@ extern char *ms_rule_select_rows(const struct ms_table *t, const char *replicas,
 extern char *ms_parents_select(const struct ms_table *t, const struct ms_fkey *fk,
 							   const struct ms_table *parent, const char *from);
 extern char *ms_followers_select(const struct ms_table *t, const struct ms_table *parent, const char *from);
+extern char *ms_children_select(const struct ms_table *t, const struct ms_fkey *fk,
+								const struct ms_table *parent, const char *from);
 
 /* pieces of those: a key made of some columns, the active view */
 extern char *ms_cols_key(const struct ms_table *t, const char *alias, int n, const int *cols);
