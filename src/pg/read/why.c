@@ -344,12 +344,7 @@ ms_why(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
 	ms_pass_begin(&p, CurrentMemoryContext);
-	ms_exec(&p, "SELECT FROM sync.replicas WHERE id = $1", 1, (Oid[]) {UUIDOID}, elems, NULL, 0);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("replica %s does not exist", DatumGetCString(DirectFunctionCall1(uuid_out, id))),
-				 errhint("sync.replicas lists the replicas.")));
+	ms_replica_must_exist(&p, id);
 	ms_exec(&p, "SELECT id FROM sync.tables WHERE relid = $1", 1, (Oid[]) {REGCLASSOID},
 			(Datum[]) {ObjectIdGetDatum(relid)}, NULL, 0);
 	if (SPI_processed == 0)
@@ -428,12 +423,7 @@ ms_why_all(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
 	ms_pass_begin(&p, CurrentMemoryContext);
-	ms_exec(&p, "SELECT FROM sync.replicas WHERE id = $1", 1, (Oid[]) {UUIDOID}, elems, NULL, 0);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("replica %s does not exist", DatumGetCString(DirectFunctionCall1(uuid_out, id))),
-				 errhint("sync.replicas lists the replicas.")));
+	ms_replica_must_exist(&p, id);
 	p.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
 	ms_temp_table(&p, "ms_why_from");

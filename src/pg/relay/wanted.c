@@ -499,6 +499,18 @@ ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set, const bool *ski
 	return fill(p, replicas, set, false, skip);
 }
 
+/* ms_replica_must_exist: an error, for a person, unless replica id exists */
+void
+ms_replica_must_exist(ms_pass *p, Datum id)
+{
+	ms_exec(p, "SELECT FROM sync.replicas WHERE id = $1", 1, (Oid[]) {UUIDOID}, &id, NULL, 0);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replica %s does not exist", DatumGetCString(DirectFunctionCall1(uuid_out, id))),
+				 errhint("sync.replicas lists the replicas.")));
+}
+
 /*
  * ms_wanted: sync.wanted(replica) returns (tab, key, parts), the rows the
  * replica should hold, ordered by table (parents first) and key, in one
@@ -515,12 +527,7 @@ ms_wanted(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
 	ms_pass_begin(&p, CurrentMemoryContext);
-	ms_exec(&p, "SELECT FROM sync.replicas WHERE id = $1", 1, (Oid[]) {UUIDOID}, elems, NULL, 0);
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("replica %s does not exist", DatumGetCString(DirectFunctionCall1(uuid_out, id))),
-				 errhint("sync.replicas lists the replicas.")));
+	ms_replica_must_exist(&p, id);
 	p.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
 	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));

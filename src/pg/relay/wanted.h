@@ -21,6 +21,8 @@
  * p->tables.  Returns the number of rows.
  */
 extern uint64 ms_wanted_fill(ms_pass *p, ArrayType *replicas);
+/* ms_replica_must_exist: an error (42704), for a person, unless replica id exists */
+extern void ms_replica_must_exist(ms_pass *p, Datum id);
 
 /*
  * ms_wanted_into: the same, into pg_temp.<set> (columns replica, tab, key;
