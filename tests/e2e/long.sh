@@ -7,7 +7,8 @@
 # prints the steps, the faults of each kind and the mismatches, which must
 # be 0.  And the zbugs walk (zbugs_walk.py: issue 39's experiments at the
 # published sizes, ZBUGS_SCALE, with sync.why timed over a move; not in
-# tests/e2e/run's list).  Each walk holds the machine's lock only until its shop is loaded
+# tests/e2e/run's list), and the drift walk (drift_walk.py: issue 40's refused
+# delete and corrupted value repaired).  Each walk holds the machine's lock only until its shop is loaded
 # (walk.py, release_lock).
 #   tests/e2e/long.sh                               100000 steps each
 #   CHECK_LONG_STEPS=5000 CHECK_LONG_WALKS=storm.py tests/e2e/long.sh
@@ -23,7 +24,7 @@ fi
 steps=${CHECK_LONG_STEPS:-100000}
 segment=${CHECK_LONG_SEGMENT:-1000}
 [ "$segment" -gt "$steps" ] && segment=$steps
-walks=${CHECK_LONG_WALKS:-oracle.py realwalk.py storm.py zbugs_walk.py}
+walks=${CHECK_LONG_WALKS:-oracle.py realwalk.py storm.py zbugs_walk.py drift_walk.py}
 # a script above us holding the lock for longer (scripts/test) keeps it, and
 # an isolated run has a lock of its own
 [ -z "${MAGIC_SYNC_LOCKED:-}" ] && [ -z "${MAGIC_SYNC_ISOLATED:-}" ] && MAGIC_SYNC_LONG_UNLOCK=1 &&
