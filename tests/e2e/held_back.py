@@ -11,8 +11,15 @@ the declaration was put right.
     inbox, a replica added meanwhile waits for its snapshot;
   - label (a catalog) and visits (a record) flow: the server's label goes to
     both stores, a visit one store writes is filed and reaches the other;
+  - votes (a record) has its noting triggers disabled too: a vote a store
+    writes waits in the inbox (before, it was filed with no note and never
+    reached another store), and so does a comment (joined to issue);
   - put right (its triggers enabled as sync.mirror wrote them), everything that waited goes: the changes, the
-    comment filed, the new replica provisioned; each holds what it should.
+    comment and the vote filed, the new replica provisioned; each holds what it should.
+  - a foreign key cycle made after the tables were declared (ALTER TABLE ADD
+    FOREIGN KEY) holds back the tables on it, as a group, and those joined
+    to them; the relay runs for every other table (before, it stopped), and
+    sync.check() names each; the cycle broken, they flow again.
 
 Run by tests/e2e/run (inside pg_virtualenv)."""
 import os
@@ -38,11 +45,24 @@ CREATE INDEX ON comment (issue);
 CREATE TABLE label (id int PRIMARY KEY, name text NOT NULL);
 CREATE TABLE visits (store uuid, id int, note text NOT NULL, PRIMARY KEY (store, id));
 CREATE TABLE tag (store uuid, id int, name text NOT NULL, PRIMARY KEY (store, id));
+CREATE TABLE votes (store uuid, id int, up boolean NOT NULL, PRIMARY KEY (store, id));
+CREATE TABLE shelf (id int PRIMARY KEY, box int);
+CREATE TABLE box (id int PRIMARY KEY, shelf int REFERENCES shelf);
+CREATE INDEX ON box (shelf);
+CREATE TABLE item (id int PRIMARY KEY, box int REFERENCES box);
+CREATE INDEX ON item (box);
 SELECT sync.mirror('issue', 'catalog', 'broadcast');
 SELECT sync.mirror('comment', 'record', 'broadcast', origin => 'store');
 SELECT sync.mirror('label', 'catalog', 'broadcast');
 SELECT sync.mirror('visits', 'record', 'broadcast', origin => 'store');
 SELECT sync.mirror('tag', 'record', 'broadcast', origin => 'store');
+SELECT sync.mirror('votes', 'record', 'broadcast', origin => 'store');
+SELECT sync.mirror('shelf', 'catalog', 'broadcast');
+SELECT sync.mirror('box', 'catalog', 'broadcast');
+SELECT sync.mirror('item', 'catalog', 'broadcast');
+INSERT INTO shelf VALUES (1, NULL);
+INSERT INTO box VALUES (1, 1);
+INSERT INTO item VALUES (1, 1);
 INSERT INTO issue VALUES (1, 'slow'), (2, 'crash');
 INSERT INTO comment VALUES ('{S2}', 1, 1, 'me too');
 INSERT INTO label VALUES (1, 'bug');
@@ -65,8 +85,10 @@ check("provisioned", [(r.one("SELECT count(*) FROM issue"), r.one("SELECT count(
 root.exec("ALTER TABLE issue DISABLE TRIGGER USER")
 # and tag's key changed: no unique index on its declared key
 root.exec("ALTER TABLE tag DROP CONSTRAINT tag_pkey, ADD PRIMARY KEY (store, name)")
+# and votes' noting triggers are disabled: what a store files there would never be noted
+root.exec("ALTER TABLE votes DISABLE TRIGGER USER")
 check("sync.check() says so", sorted({tuple(r[:2]) for r in root.rows("SELECT tab, problem FROM sync.check()")}),
-      [("issue", "trigger disabled"), ("tag", "key changed")])
+      [("issue", "trigger disabled"), ("tag", "key changed"), ("votes", "trigger disabled")])
 root.exec(f"INSERT INTO comment VALUES ('{S2}', 2, 2, 'crashes here too')")
 root.exec("INSERT INTO label VALUES (2, 'perf')")
 did = root.relay()
@@ -74,9 +96,11 @@ check("the relay runs, and sends", did["messages"] > 0, True)
 r1.q("INSERT INTO visits VALUES (?, 1, 'opened')", (S1,))
 r1.q("INSERT INTO comment VALUES (?, 5, 1, 'from store 1')", (S1,))
 r1.q("INSERT INTO tag VALUES (?, 1, 'urgent')", (S1,))
+r1.q("INSERT INTO votes VALUES (?, 1, 1)", (S1,))
 filed = r1.upload()
-check("store 1's upload is filed: its visit and comment filed, its tag waits",
-      (filed["filed"], filed["waiting"]), (2, 1))
+check("store 1's upload is filed: its visit filed, its comment, tag and vote wait",
+      (filed["filed"], filed["waiting"]), (1, 3))
+check("its vote is not written where no note would send it", root.one("SELECT count(*) FROM votes"), 0)
 root.exec("SELECT sync.replica_add(%s, role => 'held_3')", (S3,))
 r3 = store(S3, 3)
 settle(root, [r1, r2, r3])
@@ -90,19 +114,21 @@ check("comment waits: the server's change, and store 1's comment, are not sent",
 check("store 1's tag waits in the inbox, unfiled, its note kept",
       (root.one("SELECT count(*) FROM sync.inbox WHERE replica = %s", (S1,)),
        root.one("SELECT count(*) FROM tag WHERE store = %s", (S1,)),
-       r1.one("SELECT count(*) FROM _sync_notes WHERE tbl = 'tag'")), (1, 0, 1))
+       r1.one("SELECT count(*) FROM _sync_notes WHERE tbl = 'tag'")), (3, 0, 1))
 check("the replica added meanwhile waits for its snapshot, sent nothing",
       (root.one("SELECT provision FROM sync.replicas WHERE id = %s", (S3,)), r3.provisioned(),
        root.one("SELECT count(*) FROM sync.outbox WHERE replica = %s", (S3,))), (True, False, 0))
 health = root.rows("SELECT kind, reason FROM sync.health() ORDER BY kind")
 check("sync.health says what waits and why",
-      sorted({why.split(":")[0] for k, why in health if k == "declaration" and "held back" in why}), ["issue", "tag"])
+      sorted({why.split(":")[0] for k, why in health if k == "declaration" and "held back" in why}),
+      ["issue", "tag", "votes"])
 check("and that issue's notes are parked",
       any(k == "notes parked" or "held back" in why for k, why in health if k != "declaration"), True)
 
 # put right: everything that waited goes
 root.exec("ALTER TABLE issue ENABLE ALWAYS TRIGGER magic_sync_note, ENABLE ALWAYS TRIGGER magic_sync_truncate")
 root.exec("ALTER TABLE tag DROP CONSTRAINT tag_pkey, ADD PRIMARY KEY (store, id)")
+root.exec("SELECT sync.retrigger('votes')")
 root.exec("UPDATE issue SET title = 'very slow' WHERE id = 1")
 check("sync.check() has nothing to say", root.rows("SELECT * FROM sync.check()"), [])
 root.exec("UPDATE sync.notes SET parked_at = now() - interval '2 minutes' WHERE parked IS NOT NULL")
@@ -115,9 +141,40 @@ check("the server's changes of issue and comment arrive",
 check("store 1's tag is filed, and reaches store 2",
       (root.one("SELECT name FROM tag WHERE store = %s AND id = 1", (S1,)), r2.one("SELECT count(*) FROM tag")),
       ("urgent", 1))
+check("store 1's vote is filed, and reaches store 2",
+      (root.one("SELECT up FROM votes WHERE store = %s AND id = 1", (S1,)), r2.one("SELECT count(*) FROM votes")),
+      (True, 1))
 check("the replica added meanwhile is provisioned", (r3.one("SELECT count(*) FROM issue"),
                                                      r3.one("SELECT count(*) FROM label")), (2, 2))
 for r, s in ((r1, S1), (r2, S2), (r3, S3)):
     check(f"{s[:8]}...{s[-2:]} holds what it should", root.held(s), root.wanted(s))
 check("nothing waits", root.rows("SELECT kind, reason FROM sync.health()"), [])
+
+# ---- a foreign key cycle, made after the tables were declared --------------------------
+root.exec("CREATE INDEX ON shelf (box)")
+root.exec("ALTER TABLE shelf ADD CONSTRAINT shelf_box_fkey FOREIGN KEY (box) REFERENCES box")
+check("sync.check() names each table on the cycle",
+      sorted((t, p) for t, p, _ in root.rows("SELECT * FROM sync.check()")),
+      [("box", "foreign key cycle"), ("shelf", "foreign key cycle")])
+root.exec("INSERT INTO label VALUES (3, 'ux')")
+root.exec("INSERT INTO item VALUES (2, 1)")
+try:
+    settle(root, [r1, r2, r3])
+    ran = None
+except Exception as e:   # the relay refused to run
+    ran = str(e).splitlines()[0]
+check("the relay runs", ran, None)
+check("label flows to every store, while the cycle waits",
+      [r.one("SELECT count(*) FROM label") for r in (r1, r2, r3)], [3, 3, 3])
+check("the tables of the cycle, and item joined to them, are held back: item's row is not sent",
+      [r.one("SELECT count(*) FROM item") for r in (r1, r2, r3)], [1, 1, 1])
+check("sync.health says why box and shelf wait (and those joined to them)",
+      sorted({why.split(":")[0] for k, why in root.rows("SELECT kind, reason FROM sync.health()")
+              if k == "declaration" and "held back" in why}), ["box", "shelf"])
+root.exec("ALTER TABLE shelf DROP CONSTRAINT shelf_box_fkey")
+root.exec("UPDATE sync.notes SET parked_at = now() - interval '2 minutes' WHERE parked IS NOT NULL")
+settle(root, [r1, r2, r3], passes=8)
+check("the cycle broken, item's row goes", [r.one("SELECT count(*) FROM item") for r in (r1, r2, r3)], [2, 2, 2])
+for r, s in ((r1, S1), (r2, S2), (r3, S3)):
+    check(f"{s[:8]}...{s[-2:]} holds what it should", root.held(s), root.wanted(s))
 finish()

@@ -3,8 +3,8 @@
  *	  Reading declarations: sync.tables (what was declared, decl.c) against
  *	  pg_catalog (what each table is now, validate.c), into one ms_table
  *	  per mirrored table, parents first.  Every mismatch is an ms_problem;
- *	  sync.check() lists them and ms_catalog_tables() refuses to describe a
- *	  catalog that has any.
+ *	  sync.check() lists them and ms_catalog_tables() holds back the tables
+ *	  they name, with the tables joined to them (ms_catalog_hold).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -269,6 +269,66 @@ table_order(const ListCell *a, const ListCell *b)
 	return x->id < y->id ? -1 : (x->id > y->id ? 1 : 0);
 }
 
+/* whether from's foreign keys lead, through mirrored tables, to the table of id to */
+static bool
+leads_to(List *tables, const ms_table *from, int to, bool *seen)
+{
+	for (int f = 0; f < from->nfkeys; f++)
+	{
+		int			parent = from->fkeys[f].parent;
+		ListCell   *lc;
+
+		if (parent == from->id)
+			continue;			/* a self-reference orders nothing */
+		if (parent == to)
+			return true;
+		foreach(lc, tables)
+		{
+			ms_table   *p = lfirst(lc);
+			int			i = foreach_current_index(lc);
+
+			if (p->id == parent && !seen[i])
+			{
+				seen[i] = true;
+				if (leads_to(tables, p, to, seen))
+					return true;
+			}
+		}
+	}
+	return false;
+}
+
+/*
+ * name_cycles: a cycle made after the tables were declared (ALTER TABLE ADD
+ * FOREIGN KEY) is a problem of each table on it, so that they are held back
+ * together, with the tables joined to them (ms_catalog_hold), while every
+ * other table flows.
+ */
+static void
+name_cycles(List *tables, List **problems)
+{
+	bool	   *seen = palloc(sizeof(bool) * Max(list_length(tables), 1));
+	ListCell   *lc;
+
+	foreach(lc, tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		memset(seen, 0, sizeof(bool) * list_length(tables));
+		if (leads_to(tables, t, t->id, seen))
+		{
+			ms_problem *p = palloc0(sizeof(ms_problem));
+
+			p->table = t->name;
+			p->problem = "foreign key cycle";
+			p->detail = psprintf("Mirrored table %s points, through its foreign keys, back at itself: no order sends parents first.",
+								 t->name);
+			*problems = lappend(*problems, p);
+		}
+	}
+	pfree(seen);
+}
+
 List *
 ms_catalog_read(List **problems)
 {
@@ -326,14 +386,7 @@ ms_catalog_read(List **problems)
 		}
 	}
 	if (changed)
-	{
-		ms_problem *p = palloc0(sizeof(ms_problem));
-
-		p->table = "";
-		p->problem = "foreign key cycle";
-		p->detail = "Mirrored tables point at each other in a cycle: no order sends parents first.";
-		*problems = lappend(*problems, p);
-	}
+		name_cycles(tables, problems);
 	list_sort(tables, table_order);
 	return tables;
 }

@@ -133,8 +133,8 @@ typedef struct ms_table
  * depth, then id).  SPI must be connected; everything is allocated in
  * CurrentMemoryContext.  A table whose declaration no longer matches it
  * (sync.check() says which) is held back, with every table joined to it by
- * foreign keys (ms_catalog_hold), and left out; a problem of no one table
- * (a foreign key cycle) errors (ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE).
+ * foreign keys (ms_catalog_hold), and left out; so are the tables of a
+ * foreign key cycle made after they were declared, each named a problem.
  */
 extern List *ms_catalog_tables(void);
 
@@ -175,9 +175,17 @@ typedef struct ms_held
  * not: each of those, and every table joined to one by a foreign key either
  * way (a child follows its parent; a parent is wanted through its
  * children), is held back; *held (when not NULL) gets an ms_held for each.
- * A problem of no one table (a cycle) errors, as it did.
+ * A problem of no one table errors.
  */
 extern List *ms_catalog_hold(List *tables, List *problems, List **held);
+
+/*
+ * ms_check_triggers: appends to *problems what sync.check() says of the
+ * triggers of tables (declare/check.c): one missing, disabled, not ENABLE
+ * ALWAYS or altered lets a write go unnoted.  Filing holds back such a table
+ * as the relay does, so that no row is filed that no note would send.
+ */
+extern void ms_check_triggers(List *tables, List **problems);
 
 /* ms_catalog_find: the table of this id in a list from ms_catalog_tables, or NULL. */
 extern ms_table *ms_catalog_find(List *tables, int id);

@@ -132,6 +132,27 @@ check_trigger(List **problems, const ms_table *t, const ms_trigger *tg, Oid note
 		check_one(problems, t, tg, lfirst_oid(lc), note_fn);
 }
 
+void
+ms_check_triggers(List *tables, List **problems)
+{
+	Oid			note_fn = DatumGetObjectId(DirectFunctionCall1(regprocedurein, CStringGetDatum("sync.note()")));
+	ListCell   *lc;
+
+	foreach(lc, tables)
+	{
+		ms_table   *t = lfirst(lc);
+		ListCell   *tc;
+
+		foreach(tc, ms_triggers_of(t))
+		{
+			ms_trigger *tg = lfirst(tc);
+
+			if (get_rel_name(tg->relid) != NULL)
+				check_trigger(problems, t, tg, note_fn);
+		}
+	}
+}
+
 /*
  * ms_check: sync.check() returns (tab, problem, detail), one row per
  * problem, ordered by table and problem.
@@ -143,24 +164,15 @@ ms_check(PG_FUNCTION_ARGS)
 	List	   *problems = NIL;
 	List	   *tables;
 	ListCell   *lc;
-	Oid			note_fn;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	note_fn = DatumGetObjectId(DirectFunctionCall1(regprocedurein, CStringGetDatum("sync.note()")));
 	tables = ms_catalog_read(&problems);
+	ms_check_triggers(tables, &problems);
 	foreach(lc, tables)
 	{
 		ms_table   *t = lfirst(lc);
-		ListCell   *tc;
 
-		foreach(tc, ms_triggers_of(t))
-		{
-			ms_trigger *tg = lfirst(tc);
-
-			if (get_rel_name(tg->relid) != NULL)
-				check_trigger(&problems, t, tg, note_fn);
-		}
 		/* not a reason to stop the relay (relay.c): a reason it is slow */
 		for (int f = 0; f < t->nfkeys && get_rel_name(t->relid) != NULL; f++)
 		{

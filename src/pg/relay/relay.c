@@ -68,8 +68,8 @@ ms_relay_hold_replicas(void)
 /*
  * troubled: what sync.check() reports, but a foreign key not indexed.  The
  * tables it names, and those joined to them, are held back (ms_catalog_hold);
- * the relay runs for every other table.  A problem of no one table (a cycle)
- * still stops it.
+ * the relay runs for every other table (the tables of a foreign key cycle
+ * are each named: declare/catalog.c).  A problem of no one table stops it.
  */
 static List *
 troubled(ms_pass *p)

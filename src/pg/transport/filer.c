@@ -145,6 +145,8 @@ ms_filer_begin(ms_filer *fr)
 	fr->cxt = CurrentMemoryContext;
 	/* a table held back is known, so that its rows wait in the inbox; it is not in tables */
 	fr->tables = ms_catalog_read(&problems);
+	/* a table whose triggers would not note what is filed waits as the relay holds it back */
+	ms_check_triggers(fr->tables, &problems);
 	fr->tables = ms_catalog_hold(fr->tables, problems, &held);
 	fr->filed = palloc(sizeof(ms_filed_table) * Max(list_length(fr->tables) + list_length(held), 1));
 	foreach(lc, fr->tables)
