@@ -22,6 +22,7 @@ int			ms_outbox_messages = 10000;
 int			ms_outbox_bytes = 256 * 1024;
 int			ms_upload_bytes = 16 * 1024 * 1024;
 int			ms_values_repair_interval = 300;
+int			ms_digest_repair_interval = 300;
 int			ms_prune_rows = 10000;
 bool		ms_full_plan = false;
 bool		ms_whole_tables = true;
@@ -83,6 +84,11 @@ ms_settings_init(void)
 							"Time a replica's values digest of a table is not compared again after it started a repair of the table.",
 							"A replica that reports false values digests costs the server a read of the table and a resend of its rows at most this often.",
 							&ms_values_repair_interval, 300, 0, 7 * 24 * 3600, PGC_SUSET,
+							GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.digest_repair_interval",
+							"Time a replica's key digests that differ are not acted on after one was answered with a snapshot and ranges found nothing since.",
+							"A replica that reports false key digests costs the server a range question and a snapshot at most this often.",
+							&ms_digest_repair_interval, 300, 0, 7 * 24 * 3600, PGC_SUSET,
 							GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomIntVariable("magic_sync.prune_rows",
 							"Rows the worker removes per pruning batch (done notes, unused bodies, delivered answers).",

@@ -17,6 +17,7 @@ extern int	ms_outbox_messages; /* magic_sync.outbox_messages: bound of one repli
 extern int	ms_outbox_bytes;	/* magic_sync.outbox_bytes (kB): bound of one replica's outbox */
 extern int	ms_upload_bytes;	/* magic_sync.upload_bytes: bound of one upload */
 extern int	ms_values_repair_interval;	/* magic_sync.values_repair_interval: s between a table's values repairs */
+extern int	ms_digest_repair_interval;	/* magic_sync.digest_repair_interval: s between a replica's key repairs that found nothing */
 extern int	ms_prune_rows;		/* magic_sync.prune_rows: rows the worker prunes per batch */
 extern bool ms_full_plan;		/* magic_sync.full_plan: compare whole wanted sets */
 extern bool ms_whole_tables;	/* magic_sync.whole_tables: a snapshot reads a table it sends whole once */

@@ -277,6 +277,7 @@ CREATE TABLE sync.replica_tables (
 	hash			bytea,						-- SHA-256 of the Table sent; NULL: sent by a 0.1 snapshot
 	number			bigint NOT NULL,			-- the message that carried it
 	values_repaired	timestamptz,				-- when a values digest last started a repair (transport/values.c)
+	keys_repaired	timestamptz,				-- when a key digest that ranges could not narrow was answered with a snapshot (transport/ack.c)
 	PRIMARY KEY (replica, tab)
 );
 COMMENT ON TABLE sync.replica_tables IS 'The schema of each mirrored table as each replica was last sent it';

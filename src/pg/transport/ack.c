@@ -51,6 +51,7 @@
 #include "fields.h"
 #include "file.h"
 #include "seal.h"
+#include "settings.h"
 #include "upread.h"
 #include "wire.h"
 #include "updated.h"
@@ -383,6 +384,50 @@ ms_refusals(ms_filing *f, Sync__Up *up)
 }
 
 /*
+ * keys_rested: a key digest of t that differs is not acted on while the
+ * last narrowing of t found nothing (sync.ranges, split < 0; or the replica
+ * answers no range questions) and a digest of the replica was answered with
+ * a snapshot less than magic_sync.digest_repair_interval ago.  A replica
+ * reporting false key digests costs a question and a snapshot at most that
+ * often, not one each round; drift found meanwhile waits for the interval.
+ */
+static bool
+keys_rested(ms_filing *f, const ms_table *t)
+{
+	Oid			types[3] = {UUIDOID, INT4OID, FLOAT8OID};
+	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id),
+	Float8GetDatum((double) ms_digest_repair_interval)};
+	bool		isnull;
+
+	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) keeps no time */
+	if (ms_digest_repair_interval <= 0 || !ms_catalog_has_column("replica_tables", "keys_repaired"))
+		return false;
+	if (SPI_execute_with_args(f->range_repair ?
+							  "SELECT EXISTS (SELECT FROM sync.ranges WHERE replica = $1 AND tab = $2 AND split < 0)"
+							  "   AND EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
+							  "                  AND keys_repaired > pg_catalog.now() - pg_catalog.make_interval(secs => $3))" :
+							  "SELECT $2 IS NOT NULL AND EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
+							  "                  AND keys_repaired > pg_catalog.now() - pg_catalog.make_interval(secs => $3))",
+							  3, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read when the replica's keys were last repaired");
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* keys_repaired: a digest of t that ranges could not narrow is answered with a snapshot now */
+static void
+keys_repaired(ms_filing *f, const ms_table *t)
+{
+	Oid			types[2] = {UUIDOID, INT4OID};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
+
+	if (!ms_catalog_has_column("replica_tables", "keys_repaired"))
+		return;
+	if (SPI_execute_with_args("UPDATE sync.replica_tables SET keys_repaired = pg_catalog.now() WHERE replica = $1 AND tab = $2",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record a repair of keys");
+}
+
+/*
  * digest_differs: the first table whose digest differs from the server's, or
  * NULL.  The upload's digests are read one at a time (up to MS_UP_LIST_MAX
  * of them, a name of up to 127 bytes each), each in memory of its own.
@@ -442,6 +487,14 @@ digest_differs(ms_filing *f, int *repaired)
 			ms_filed_table *ft = ms_filed_table_named(f->filer, d->table);
 
 			MemoryContextSwitchTo(old);
+			/* ranges found nothing, and a snapshot answered one lately: not again yet */
+			if (ft != NULL && keys_rested(f, ft->t))
+			{
+				f->keys_rested++;
+				MemoryContextReset(f->row_cxt);
+				MemoryContextSwitchTo(f->row_cxt);
+				continue;
+			}
 			/* narrowed down by ranges (range.c), when the replica can be asked */
 			if (ft != NULL && ms_range_start(f, ft->t))
 			{
@@ -450,6 +503,8 @@ digest_differs(ms_filing *f, int *repaired)
 				MemoryContextSwitchTo(f->row_cxt);
 				continue;
 			}
+			if (ft != NULL)
+				keys_repaired(f, ft->t);
 			differs = psprintf("the digest of table \"%s\" differs: the replica holds %llu rows, the server records %llu (drift): provisioned again",
 							   d->table, (unsigned long long) d->count, (unsigned long long) count);
 		}
@@ -517,6 +572,8 @@ ms_digests(ms_filing *f)
 		return "differ: narrowed down by ranges";
 	if (repaired > 0)
 		return "values differ: rows sent again";
+	if (f->keys_rested > 0)
+		return "keys differ; not repaired: ranges found nothing since a snapshot less than magic_sync.digest_repair_interval ago";
 	/* keys that agree, values not looked at: no match recorded */
 	if (f->values_rested > 0)
 		return "keys match; values not compared: repaired less than magic_sync.values_repair_interval ago";

@@ -149,6 +149,7 @@ typedef struct ms_filing
 	int			range_let_go;	/* rows range repair marked to be let go of */
 	int			range_started;	/* digests that differ, narrowed down by ranges */
 	int			values_rested;	/* values digests not compared: a repair of the table started lately */
+	int			keys_rested;	/* key digests that differ, not acted on: ranges found nothing, a snapshot lately (ack.c) */
 } ms_filing;
 
 /* ---- filer.c ---- */
