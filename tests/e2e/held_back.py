@@ -10,7 +10,8 @@ the declaration was put right.
     wait: the server's changes of comment are not sent, a comment a store writes waits in the
     inbox, a replica added meanwhile waits for its snapshot;
   - label (a catalog) and visits (a record) flow: the server's label goes to
-    both stores, a visit one store writes is filed and reaches the other;
+    both stores, and so does a column added to label (a schema change: before,
+    every schema change waited), a visit one store writes is filed and reaches the other;
   - votes (a record) has its noting triggers disabled too: a vote a store
     writes waits in the inbox (before, it was filed with no note and never
     reached another store), and so does a comment (joined to issue);
@@ -91,6 +92,8 @@ check("sync.check() says so", sorted({tuple(r[:2]) for r in root.rows("SELECT ta
       [("issue", "trigger disabled"), ("tag", "key changed"), ("votes", "trigger disabled")])
 root.exec(f"INSERT INTO comment VALUES ('{S2}', 2, 2, 'crashes here too')")
 root.exec("INSERT INTO label VALUES (2, 'perf')")
+# a schema change of a table that flows goes while issue is held back
+root.exec("ALTER TABLE label ADD COLUMN color text NOT NULL DEFAULT 'red'")
 did = root.relay()
 check("the relay runs, and sends", did["messages"] > 0, True)
 r1.q("INSERT INTO visits VALUES (?, 1, 'opened')", (S1,))
@@ -106,6 +109,11 @@ r3 = store(S3, 3)
 settle(root, [r1, r2, r3])
 check("label flows to every store", [r.q("SELECT id, name FROM label ORDER BY id") for r in (r1, r2)],
       [[(1, 'bug'), (2, 'perf')]] * 2)
+check("label's new column reaches both stores, with its values",
+      [r.q("SELECT id, color FROM label ORDER BY id") if "color" in [c[1] for c in r.q("PRAGMA table_info(label)")]
+       else None for r in (r1, r2)], [[(1, 'red'), (2, 'red')]] * 2)
+check("the tables held back stay in their files, not let go of",
+      [(r.one("SELECT count(*) FROM issue"), r.one("SELECT count(*) FROM votes")) for r in (r1, r2)], [(2, 1), (2, 0)])
 check("store 1's visit is filed and reaches store 2",
       (root.one("SELECT note FROM visits WHERE store = %s AND id = 1", (S1,)),
        r2.q("SELECT note FROM visits WHERE store = ? AND id = 1", (S1,))), ("opened", [("opened",)]))

@@ -276,7 +276,15 @@ ms_evolve_observe(ms_pass *p)
 	Oid			types[1] = {BYTEAOID};
 	Datum		values[1] = {PointerGetDatum(p->schema_hash)};
 
-	/* a table held back is left out of the pass's schema: no replica is sent a change, nor provisioned, for it */
+	/*
+	 * A table held back is left out of the pass's schema: no replica is sent
+	 * a change of it, nor told to let it go (it is still declared), nor
+	 * provisioned (observe.c); the other tables' changes go.
+	 */
+	const char *kept = p->held == NIL ? "" :
+		/* a replica provisioned before schema changes (legacy) waits: its tables are compared whole */
+		"    AND EXISTS (SELECT FROM sync.replica_tables x WHERE x.replica = r.id)";
+
 	if (p->evolve->before)
 	{
 		if (p->held != NIL)
@@ -296,15 +304,14 @@ ms_evolve_observe(ms_pass *p)
 	if (p->forgotten > 0)
 		ms_exec(p, "DELETE FROM sync.replica_tables WHERE replica IN (SELECT id FROM pg_temp.ms_forget)",
 				0, NULL, NULL, NULL, 0);
-	if (p->held != NIL)
-		return;
-	ms_exec(p, "SELECT EXISTS (SELECT FROM sync.replicas WHERE live AND NOT provision"
-			" AND schema_hash IS DISTINCT FROM $1)", 1, types, values, NULL, 0);
+	ms_exec(p, psprintf("SELECT EXISTS (SELECT FROM sync.replicas r WHERE live AND NOT provision"
+						" AND schema_hash IS DISTINCT FROM $1%s)", kept), 1, types, values, NULL, 0);
 	if (!DatumGetBool(ms_value(0, 1, &(bool) {false})))
 		return;
 
 	schemas_now(p);
-	legacy(p);
+	if (p->held == NIL)
+		legacy(p);
 
 	/*
 	 * Per replica whose schema is not the pass's: the tables it was sent
@@ -312,24 +319,27 @@ ms_evolve_observe(ms_pass *p)
 	 * ('l'), with the last message written for it before this pass.
 	 */
 	ms_temp_table(p, "ms_evolve");
-	ms_exec(p,
-			"INSERT INTO pg_temp.ms_evolve"
-			" SELECT r.id, 'c', s.tab, s.name, s.ord, r.last_number"
-			"   FROM sync.replicas r CROSS JOIN pg_temp.ms_schemas_now s"
-			"   LEFT JOIN sync.replica_tables t ON t.replica = r.id AND t.tab = s.tab"
-			"  WHERE r.live AND NOT r.provision AND r.schema_hash IS DISTINCT FROM $1"
-			"    AND t.hash IS DISTINCT FROM s.hash"
-			" UNION ALL"
-			" SELECT r.id, 'l', t.tab, t.name, 0, r.last_number"
-			"   FROM sync.replicas r JOIN sync.replica_tables t ON t.replica = r.id"
-			"  WHERE r.live AND NOT r.provision AND r.schema_hash IS DISTINCT FROM $1"
-			"    AND NOT EXISTS (SELECT FROM pg_temp.ms_schemas_now s WHERE s.tab = t.tab)",
+	ms_exec(p, psprintf(
+						"INSERT INTO pg_temp.ms_evolve"
+						" SELECT r.id, 'c', s.tab, s.name, s.ord, r.last_number"
+						"   FROM sync.replicas r CROSS JOIN pg_temp.ms_schemas_now s"
+						"   LEFT JOIN sync.replica_tables t ON t.replica = r.id AND t.tab = s.tab"
+						"  WHERE r.live AND NOT r.provision AND r.schema_hash IS DISTINCT FROM $1"
+						"    AND t.hash IS DISTINCT FROM s.hash%s"
+						" UNION ALL"
+						" SELECT r.id, 'l', t.tab, t.name, 0, r.last_number"
+						"   FROM sync.replicas r JOIN sync.replica_tables t ON t.replica = r.id"
+						"  WHERE r.live AND NOT r.provision AND r.schema_hash IS DISTINCT FROM $1"
+						"    AND NOT EXISTS (SELECT FROM pg_temp.ms_schemas_now s WHERE s.tab = t.tab)"
+						"    AND NOT EXISTS (SELECT FROM sync.tables d WHERE d.id = t.tab)",
+						kept),
 			1, types, values, NULL, 0);
 	/* a replica with nothing to be sent has the schema already */
-	ms_exec(p,
-			"UPDATE sync.replicas r SET schema_hash = $1"
-			" WHERE live AND NOT provision AND schema_hash IS DISTINCT FROM $1"
-			"   AND NOT EXISTS (SELECT FROM pg_temp.ms_evolve e WHERE e.replica = r.id)",
+	ms_exec(p, psprintf(
+						"UPDATE sync.replicas r SET schema_hash = $1"
+						" WHERE live AND NOT provision AND schema_hash IS DISTINCT FROM $1"
+						"   AND NOT EXISTS (SELECT FROM pg_temp.ms_evolve e WHERE e.replica = r.id)%s",
+						kept),
 			1, types, values, NULL, 0);
 	downs(p);
 }
