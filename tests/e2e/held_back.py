@@ -8,7 +8,9 @@ the declaration was put right.
 
   - issue (its triggers disabled) and comment (a record pointing at it)
     wait: the server's changes of comment are not sent, a comment a store writes waits in the
-    inbox, a replica added meanwhile waits for its snapshot;
+    inbox; a replica added meanwhile is provisioned with the other tables
+    (before, it waited), and again, with them, once they flow; so is one
+    provisioned again meanwhile;
   - label (a catalog) and visits (a record) flow: the server's label goes to
     both stores, and so does a column added to label (a schema change: before,
     every schema change waited), a visit one store writes is filed and reaches the other;
@@ -123,15 +125,26 @@ check("store 1's tag waits in the inbox, unfiled, its note kept",
       (root.one("SELECT count(*) FROM sync.inbox WHERE replica = %s", (S1,)),
        root.one("SELECT count(*) FROM tag WHERE store = %s", (S1,)),
        r1.one("SELECT count(*) FROM _sync_notes WHERE tbl = 'tag'")), (3, 0, 1))
-check("the replica added meanwhile waits for its snapshot, sent nothing",
+check("the replica added meanwhile is provisioned with the tables that flow (before, it waited)",
       (root.one("SELECT provision FROM sync.replicas WHERE id = %s", (S3,)), r3.provisioned(),
-       root.one("SELECT count(*) FROM sync.outbox WHERE replica = %s", (S3,))), (True, False, 0))
+       r3.q("SELECT id, name FROM label ORDER BY id") if r3.provisioned() else None),
+      (False, True, [(1, 'bug'), (2, 'perf')]))
+check("the tables held back left out of its file",
+      sorted(n for (n,) in r3.q("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN"
+                                " ('issue', 'comment', 'tag', 'votes', 'label', 'visits')")), ["label", "visits"])
 health = root.rows("SELECT kind, reason FROM sync.health() ORDER BY kind")
 check("sync.health says what waits and why",
       sorted({why.split(":")[0] for k, why in health if k == "declaration" and "held back" in why}),
       ["issue", "tag", "votes"])
 check("and that issue's notes are parked",
       any(k == "notes parked" or "held back" in why for k, why in health if k != "declaration"), True)
+
+# store 2 provisioned again while issue is held back: with the tables that flow
+root.exec("SELECT sync.replica_reprovision(%s)", (S2,))
+settle(root, [r1, r2, r3])
+check("store 2, provisioned again meanwhile, has the tables that flow",
+      (root.one("SELECT provision FROM sync.replicas WHERE id = %s", (S2,)), r2.q("SELECT id, color FROM label ORDER BY id"),
+       r2.one("SELECT count(*) FROM visits")), (False, [(1, 'red'), (2, 'red')], 1))
 
 # put right: everything that waited goes
 root.exec("ALTER TABLE issue ENABLE ALWAYS TRIGGER magic_sync_note, ENABLE ALWAYS TRIGGER magic_sync_truncate")

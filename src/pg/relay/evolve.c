@@ -42,6 +42,12 @@
 #include "schema.h"
 #include "temp.h"
 
+/*
+ * The hash sync.replica_tables records of a table held back when the
+ * replica was provisioned, left out of its snapshot: no Table hashes so.
+ */
+#define MS_LEFT_OUT "pg_catalog.decode('00', 'hex')"
+
 /* One table's Table this pass, packed, and its hash. */
 typedef struct table_schema
 {
@@ -312,6 +318,15 @@ ms_evolve_observe(ms_pass *p)
 	schemas_now(p);
 	if (p->held == NIL)
 		legacy(p);
+	/* a table left out of a replica's snapshot, held back then, flows: it is provisioned again with it */
+	ms_exec(p, "UPDATE sync.replicas r SET provision = true WHERE live AND NOT provision"
+			" AND EXISTS (SELECT FROM sync.replica_tables t JOIN pg_temp.ms_schemas_now s ON s.tab = t.tab"
+			"              WHERE t.replica = r.id AND t.hash = " MS_LEFT_OUT ")",
+			0, NULL, NULL, NULL, 0);
+	if (SPI_processed > 0)
+		ereport(LOG,
+				(errmsg("magic_sync: %llu replicas are provisioned again: a table held back at their snapshot flows",
+						(unsigned long long) SPI_processed)));
 
 	/*
 	 * Per replica whose schema is not the pass's: the tables it was sent
@@ -407,6 +422,19 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 			tv[1] = CStringGetTextDatum(t->name);
 			tv[2] = PointerGetDatum(((table_schema *) list_nth(p->evolve->schemas, ord++))->hash);
 			ms_run(p, plan, tv, NULL, 0);
+		}
+		/* a table held back was left out of its snapshot: marked, to provision it again once it flows */
+		foreach(lc, p->held)
+		{
+			ms_held    *h = lfirst(lc);
+
+			if (h->t == NULL)
+				continue;
+			ms_exec(p, "INSERT INTO sync.replica_tables (replica, tab, name, hash, number)"
+					" SELECT v.id, $1, $2, " MS_LEFT_OUT ", v.number FROM pg_temp.ms_provisioned v"
+					" ON CONFLICT (replica, tab) DO UPDATE SET hash = EXCLUDED.hash, number = EXCLUDED.number",
+					2, (Oid[]) {INT4OID, TEXTOID}, (Datum[]) {Int32GetDatum(h->t->id), CStringGetTextDatum(h->name)},
+					NULL, 0);
 		}
 	}
 	if (!ms_evolve_any(p))

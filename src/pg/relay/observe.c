@@ -110,11 +110,10 @@ ms_observe(ms_pass *p)
 	if (provisioning == NULL)
 		return NULL;
 	/*
-	 * A table held back (relay.c): a snapshot would leave it out, so the
-	 * replicas waiting for one wait, their outboxes and held rows as they are
+	 * A table held back (relay.c) is left out of the snapshot: the replica
+	 * is provisioned with the tables that flow, and again once it flows
+	 * (evolve.c, MS_LEFT_OUT)
 	 */
-	if (p->held != NIL)
-		return NULL;
 	/* the worker's pass that reads notes leaves them to a snapshot pass (relay.c) */
 	if (p->snapshots == MS_SNAPSHOTS_LEFT)
 	{

@@ -428,8 +428,8 @@ live_replicas(ms_pass *p)
 	bool		isnull;
 	ArrayType  *live;
 
-	/* those left to a snapshot pass are its alone, and those waiting while a table is held back (observe.c) */
-	ms_exec(p, p->snapshots_left || p->held != NIL ?
+	/* those left to a snapshot pass are its alone */
+	ms_exec(p, p->snapshots_left ?
 			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped AND NOT provision), count(*) FROM sync.replicas" :
 			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped"
 			" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
