@@ -95,6 +95,18 @@ check("its digests that differ are then not repaired, and no match recorded",
       said[-1].startswith("keys differ; not repaired"), True)
 check("store 1 holds what it should all along", root.held(S1), root.wanted(S1))
 
+
+def lie_of(table):
+    """a digest of a table the server does not mirror, holding a row"""
+    body = wire.up(S1, ack=r1.applied(), check=False, digests=[(table, 1, 0)])
+    return stores[1].file(S1, wire.checked(body + wire.field(20, 1)))["digests"]
+
+
+said = [lie_of("nothing_here") for _ in range(3)]
+check("a digest of a table not mirrored, three times: no snapshot",
+      ([s.startswith("keys differ; not repaired") for s in said], len(seen), snapshots() in seen,
+       root.one("SELECT provision FROM sync.replicas WHERE id = %s", (S1,))), ([True] * 3, 2, True, False))
+
 # ---- an honest replica meanwhile: repaired at once -------------------------------
 lost_row(r2, 7)
 said2 = [digest_round(r2)]

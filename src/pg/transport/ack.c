@@ -390,19 +390,21 @@ ms_refusals(ms_filing *f, Sync__Up *up)
  * a snapshot less than magic_sync.digest_repair_interval ago.  A replica
  * reporting false key digests costs a question and a snapshot at most that
  * often, not one each round; drift found meanwhile waits for the interval.
+ * A digest of a table the server does not mirror (t NULL) answers to the
+ * last snapshot of any.
  */
 static bool
 keys_rested(ms_filing *f, const ms_table *t)
 {
 	Oid			types[3] = {UUIDOID, INT4OID, FLOAT8OID};
-	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id),
+	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t ? t->id : 0),
 	Float8GetDatum((double) ms_digest_repair_interval)};
 	bool		isnull;
 
 	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) keeps no time */
 	if (ms_digest_repair_interval <= 0 || !ms_catalog_has_column("replica_tables", "keys_repaired"))
 		return false;
-	if (SPI_execute_with_args(f->range_repair ?
+	if (SPI_execute_with_args(f->range_repair && t != NULL ?
 							  "SELECT EXISTS (SELECT FROM sync.ranges WHERE replica = $1 AND tab = $2 AND split < 0)"
 							  "   AND EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
 							  "                  AND keys_repaired > pg_catalog.now() - pg_catalog.make_interval(secs => $3))" :
@@ -413,16 +415,17 @@ keys_rested(ms_filing *f, const ms_table *t)
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-/* keys_repaired: a digest of t that ranges could not narrow is answered with a snapshot now */
+/* keys_repaired: a digest of t (NULL: of no mirrored table) that ranges could not narrow is answered with a snapshot now */
 static void
 keys_repaired(ms_filing *f, const ms_table *t)
 {
 	Oid			types[2] = {UUIDOID, INT4OID};
-	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t ? t->id : 0)};
 
 	if (!ms_catalog_has_column("replica_tables", "keys_repaired"))
 		return;
-	if (SPI_execute_with_args("UPDATE sync.replica_tables SET keys_repaired = pg_catalog.now() WHERE replica = $1 AND tab = $2",
+	if (SPI_execute_with_args("UPDATE sync.replica_tables SET keys_repaired = pg_catalog.now()"
+							  " WHERE replica = $1 AND (tab = $2 OR $2 = 0)",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record a repair of keys");
 }
@@ -488,7 +491,7 @@ digest_differs(ms_filing *f, int *repaired)
 
 			MemoryContextSwitchTo(old);
 			/* ranges found nothing, and a snapshot answered one lately: not again yet */
-			if (ft != NULL && keys_rested(f, ft->t))
+			if (keys_rested(f, ft ? ft->t : NULL))
 			{
 				f->keys_rested++;
 				MemoryContextReset(f->row_cxt);
@@ -503,8 +506,7 @@ digest_differs(ms_filing *f, int *repaired)
 				MemoryContextSwitchTo(f->row_cxt);
 				continue;
 			}
-			if (ft != NULL)
-				keys_repaired(f, ft->t);
+			keys_repaired(f, ft ? ft->t : NULL);
 			differs = psprintf("the digest of table \"%s\" differs: the replica holds %llu rows, the server records %llu (drift): provisioned again",
 							   d->table, (unsigned long long) d->count, (unsigned long long) count);
 		}
