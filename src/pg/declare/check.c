@@ -73,13 +73,24 @@ check_one(List **problems, const ms_table *t, const ms_trigger *tg, Oid relid,
 	bool		same;
 	int			rc;
 
+	/* kept across calls: sync.file checks every table's triggers at each filing (ms_check_triggers) */
+	static SPIPlanPtr plan = NULL;
+
+	if (plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(
+									"SELECT g.tgfoid, g.tgtype, g.tgenabled, g.tgargs, g.tgnargs,"
+									"       coalesce(pg_catalog.array_length(g.tgattr::int2[], 1), 0) = 0, g.tgqual IS NULL"
+									"  FROM pg_catalog.pg_trigger g WHERE g.tgrelid OPERATOR(pg_catalog.=) $1 AND g.tgname OPERATOR(pg_catalog.=) $2",
+									2, argtypes);
+
+		if (p == NULL || SPI_keepplan(p) != 0)
+			elog(ERROR, "could not prepare the reading of triggers: %s", SPI_result_code_string(SPI_result));
+		plan = p;
+	}
 	args[0] = ObjectIdGetDatum(relid);
 	args[1] = CStringGetTextDatum(tg->name);
-	rc = SPI_execute_with_args(
-		"SELECT g.tgfoid, g.tgtype, g.tgenabled, g.tgargs, g.tgnargs,"
-		"       coalesce(pg_catalog.array_length(g.tgattr::int2[], 1), 0) = 0, g.tgqual IS NULL"
-		"  FROM pg_catalog.pg_trigger g WHERE g.tgrelid OPERATOR(pg_catalog.=) $1 AND g.tgname OPERATOR(pg_catalog.=) $2",
-		2, argtypes, args, NULL, true, 0);
+	rc = SPI_execute_plan(plan, args, NULL, true, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "reading triggers failed: %s", SPI_result_code_string(rc));
 	if (SPI_processed == 0)
