@@ -136,6 +136,45 @@ class States(threading.Thread):
         return " ".join(f"{k} {100 * v / n:.0f}%" for k, v in sorted(self.seen.items()))
 
 
+class Waits(threading.Thread):
+    """what the relay worker and the agent's backends were doing, sampled every 20 ms
+    (pg_stat_activity): running, idle (waiting on the agent), or the wait event they
+    waited on (a lock, the WAL, I/O)"""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.done, self.seen, self.last, self.t0 = False, {}, {}, time.monotonic()
+
+    def run(self):
+        c = connect()
+        cur = c.cursor()
+        while not self.done:
+            cur.execute("SELECT CASE WHEN backend_type = 'magic_sync relay' THEN 'worker' ELSE 'agent backends' END,"
+                        " CASE WHEN state = 'idle' THEN 'idle' WHEN wait_event IS NULL THEN 'running'"
+                        " WHEN wait_event_type = 'Lock' THEN 'Lock (' || left(regexp_replace(query, '\\s+', ' ', 'g'), 40) || ')'"
+                        " ELSE wait_event_type || '/' || wait_event END"
+                        "  FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'"
+                        "    OR application_name = 'magic_sync_agent'")
+            for who, what in cur.fetchall():
+                d = self.seen.setdefault(who, {})
+                d[what] = d.get(what, 0) + 1
+                self.last[(who, what)] = time.monotonic() - self.t0
+            time.sleep(0.02)
+        c.close()
+
+    def stop(self):
+        self.done = True
+        self.join()
+        out = []
+        for who, d in sorted(self.seen.items()):
+            n = sum(d.values()) or 1
+            top = sorted(d.items(), key=lambda kv: -kv[1])[:4]
+            out.append(who + " " + " ".join(f"{k} {100 * v / n:.0f}%"
+                                            + (f" (last at {self.last[(who, k)]:.1f} s)" if k.startswith("Lock") else "")
+                                            for k, v in top))
+        return "; ".join(out)
+
+
 def children(ppid):
     """the processes whose parent is ppid: the postmaster's are the server's"""
     out = []
@@ -312,11 +351,14 @@ def ms_round(cur, cpu, tmp):
                               "--listen", f"dbname={DB}", "--replica", rid, "--db", path, "--quiet"])
     states = States(agent.pid)
     states.start()
+    waits = Waits()
+    waits.start()
     try:
         t1 = wait("the file to hold every row", check, 1800, nap=0.01)
         agent_cpu = cpu_of(agent.pid)
         by = cpu.stop(roles(cur))
         by["agent states"] = states.stop()
+        by["waits"] = waits.stop()
     finally:
         close()
         committed.done = True
@@ -463,10 +505,12 @@ def main():
                 total, committed, held, by = ms_round(cur, cpu, tmp)
                 ms.append(total)
                 states = by.pop("agent states")
+                waits = by.pop("waits")
                 print(f"  round {r + 1} magic_sync  {total:6.2f} s  (pass committed at {committed or 0:5.2f} s,"
                       f" held rows at {held:5.2f} s)"
                       f"  CPU s: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(by.items()))
                       + f"; the agent: {states}  load {load()}")
+                print(f"    sampled (pg_stat_activity): {waits}")
             else:
                 total, by = floor_round(cur, cpu)
                 floors.append(total)
