@@ -495,7 +495,7 @@ def main():
         postmaster = int(f.readline())
     cpu = ServerCpu(cur, postmaster)
     tmp = tempfile.mkdtemp(prefix="ms_firstsync_")
-    ms, floors, splits = [], [], []
+    ms, floors, splits, f_cpu = [], [], [], []
     print(f"first sync of {N:,} rows (items: id bigint, store uuid, name text), {ROUNDS} rounds;"
           f" load {load()}")
     for r in range(ROUNDS):
@@ -514,6 +514,7 @@ def main():
             else:
                 total, by = floor_round(cur, cpu)
                 floors.append(total)
+                f_cpu.append(sum(by.values()))
                 print(f"  round {r + 1} floor       {total:6.2f} s  CPU s: "
                       + ", ".join(f"{k} {v:.2f}" for k, v in sorted(by.items())) + f"  load {load()}")
         s = split_round(cur, cpu, tmp)
@@ -523,6 +524,17 @@ def main():
               f" pull {s['pull']:5.2f} s (backend CPU {s['pull_cpu']:.2f}),"
               f" apply {s['apply']:5.2f} s (CPU {s['apply_cpu']:.2f});"
               f" {s['messages']} messages, {s['bytes'] / 1e6:.1f} MB  load {load()}")
+        # where the CPU went, step by step: the pass (the worker's CPU until it committed; its
+        # statements' time by pg_stat_statements beside it, wall clock: the read of the table,
+        # the bodies and outbox written), the held rows after it, the pull, the apply
+        read = sum(t for t, _, _, q in s["statements"] if "octet_length" in q) / 1000
+        write = sum(t for t, _, _, q in s["statements"] if "sync.bodies" in q or "sync.outbox" in q) / 1000
+        total = s["pass_cpu"] + s["held_cpu"] + s["pull_cpu"] + s["apply_cpu"]
+        floor_cpu = statistics.median(f_cpu) if f_cpu else 0.0
+        print(f"  round {r + 1} where the CPU went (s): the pass {s['pass_cpu']:.2f} (its statements' time: the read"
+              f" {read:.2f}, bodies and outbox {write:.2f}), held rows {s['held_cpu']:.2f},"
+              f" pull {s['pull_cpu']:.2f}, apply {s['apply_cpu']:.2f}; in all {total:.2f},"
+              f" {total / floor_cpu if floor_cpu else 0:.2f} x the floor's {floor_cpu:.2f} (its server's CPU)")
     print("  the provisioning pass's statements (last split round, pg_stat_statements):")
     for ms_, calls, rows, q in splits[-1]["statements"]:
         print(f"    {ms_ / 1000:6.2f} s  {calls:6} calls  {rows:8} rows  {q}")
