@@ -20,9 +20,11 @@
  * held_pkey and held_row, (replica, tab, key) in "C" order, not in the
  * table's key order (a bigint's text is not in its numeric order), so that
  * each insert lands next to the one before, on a page still in the CPU's
- * caches, and a page fills before it splits (half the pages and a fifth
- * less WAL at 10^6; the snapshot's rows kept for after the pass are sorted
- * whole, ms_record_held_later).  And a partial index whose predicate reads
+ * caches, and a page fills before it splits (an INSERT ... SELECT of 10^6
+ * such rows, ordered so: 6,072 pages of held_pkey instead of 10,725, 308 MB
+ * of WAL instead of 379, a third less CPU; the snapshot's rows kept for
+ * after the pass are sorted whole, ms_record_held_later; those written in
+ * the pass, a batch at a time).  And a partial index whose predicate reads
  * only columns every row written here has alike (held_taken, held_refused,
  * held_replace: none of these rows is in them) is asked once, not per row.
  *-------------------------------------------------------------------------
