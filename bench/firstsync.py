@@ -136,6 +136,45 @@ class States(threading.Thread):
         return " ".join(f"{k} {100 * v / n:.0f}%" for k, v in sorted(self.seen.items()))
 
 
+class Waits(threading.Thread):
+    """what the relay worker and the agent's backends were doing, sampled every 20 ms
+    (pg_stat_activity): running, idle (waiting on the agent), or the wait event they
+    waited on (a lock, the WAL, I/O)"""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.done, self.seen, self.last, self.t0 = False, {}, {}, time.monotonic()
+
+    def run(self):
+        c = connect()
+        cur = c.cursor()
+        while not self.done:
+            cur.execute("SELECT CASE WHEN backend_type = 'magic_sync relay' THEN 'worker' ELSE 'agent backends' END,"
+                        " CASE WHEN state = 'idle' THEN 'idle' WHEN wait_event IS NULL THEN 'running'"
+                        " WHEN wait_event_type = 'Lock' THEN 'Lock (' || left(regexp_replace(query, '\\s+', ' ', 'g'), 40) || ')'"
+                        " ELSE wait_event_type || '/' || wait_event END"
+                        "  FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'"
+                        "    OR application_name = 'magic_sync_agent'")
+            for who, what in cur.fetchall():
+                d = self.seen.setdefault(who, {})
+                d[what] = d.get(what, 0) + 1
+                self.last[(who, what)] = time.monotonic() - self.t0
+            time.sleep(0.02)
+        c.close()
+
+    def stop(self):
+        self.done = True
+        self.join()
+        out = []
+        for who, d in sorted(self.seen.items()):
+            n = sum(d.values()) or 1
+            top = sorted(d.items(), key=lambda kv: -kv[1])[:4]
+            out.append(who + " " + " ".join(f"{k} {100 * v / n:.0f}%"
+                                            + (f" (last at {self.last[(who, k)]:.1f} s)" if k.startswith("Lock") else "")
+                                            for k, v in top))
+        return "; ".join(out)
+
+
 def children(ppid):
     """the processes whose parent is ppid: the postmaster's are the server's"""
     out = []
@@ -312,11 +351,14 @@ def ms_round(cur, cpu, tmp):
                               "--listen", f"dbname={DB}", "--replica", rid, "--db", path, "--quiet"])
     states = States(agent.pid)
     states.start()
+    waits = Waits()
+    waits.start()
     try:
         t1 = wait("the file to hold every row", check, 1800, nap=0.01)
         agent_cpu = cpu_of(agent.pid)
         by = cpu.stop(roles(cur))
         by["agent states"] = states.stop()
+        by["waits"] = waits.stop()
     finally:
         close()
         committed.done = True
@@ -453,7 +495,7 @@ def main():
         postmaster = int(f.readline())
     cpu = ServerCpu(cur, postmaster)
     tmp = tempfile.mkdtemp(prefix="ms_firstsync_")
-    ms, floors, splits = [], [], []
+    ms, floors, splits, f_cpu = [], [], [], []
     print(f"first sync of {N:,} rows (items: id bigint, store uuid, name text), {ROUNDS} rounds;"
           f" load {load()}")
     for r in range(ROUNDS):
@@ -463,13 +505,16 @@ def main():
                 total, committed, held, by = ms_round(cur, cpu, tmp)
                 ms.append(total)
                 states = by.pop("agent states")
+                waits = by.pop("waits")
                 print(f"  round {r + 1} magic_sync  {total:6.2f} s  (pass committed at {committed or 0:5.2f} s,"
                       f" held rows at {held:5.2f} s)"
                       f"  CPU s: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(by.items()))
                       + f"; the agent: {states}  load {load()}")
+                print(f"    sampled (pg_stat_activity): {waits}")
             else:
                 total, by = floor_round(cur, cpu)
                 floors.append(total)
+                f_cpu.append(sum(by.values()))
                 print(f"  round {r + 1} floor       {total:6.2f} s  CPU s: "
                       + ", ".join(f"{k} {v:.2f}" for k, v in sorted(by.items())) + f"  load {load()}")
         s = split_round(cur, cpu, tmp)
@@ -479,6 +524,17 @@ def main():
               f" pull {s['pull']:5.2f} s (backend CPU {s['pull_cpu']:.2f}),"
               f" apply {s['apply']:5.2f} s (CPU {s['apply_cpu']:.2f});"
               f" {s['messages']} messages, {s['bytes'] / 1e6:.1f} MB  load {load()}")
+        # where the CPU went, step by step: the pass (the worker's CPU until it committed; its
+        # statements' time by pg_stat_statements beside it, wall clock: the read of the table,
+        # the bodies and outbox written), the held rows after it, the pull, the apply
+        read = sum(t for t, _, _, q in s["statements"] if "octet_length" in q) / 1000
+        write = sum(t for t, _, _, q in s["statements"] if "sync.bodies" in q or "sync.outbox" in q) / 1000
+        total = s["pass_cpu"] + s["held_cpu"] + s["pull_cpu"] + s["apply_cpu"]
+        floor_cpu = statistics.median(f_cpu) if f_cpu else 0.0
+        print(f"  round {r + 1} where the CPU went (s): the pass {s['pass_cpu']:.2f} (its statements' time: the read"
+              f" {read:.2f}, bodies and outbox {write:.2f}), held rows {s['held_cpu']:.2f},"
+              f" pull {s['pull_cpu']:.2f}, apply {s['apply_cpu']:.2f}; in all {total:.2f},"
+              f" {total / floor_cpu if floor_cpu else 0:.2f} x the floor's {floor_cpu:.2f} (its server's CPU)")
     print("  the provisioning pass's statements (last split round, pg_stat_statements):")
     for ms_, calls, rows, q in splits[-1]["statements"]:
         print(f"    {ms_ / 1000:6.2f} s  {calls:6} calls  {rows:8} rows  {q}")

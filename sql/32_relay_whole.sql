@@ -176,6 +176,27 @@ SELECT count(*) AS rows_differ
         UNION ALL (SELECT * FROM sent('00000000-0000-0000-0000-000000000014') WHERE tab = 'kinds'
          EXCEPT ALL SELECT * FROM sent('00000000-0000-0000-0000-000000000013') WHERE tab = 'kinds')) d;
 
+-- The held rows of a table read whole, written a page at a time in the
+-- indexes' order (heldrows.c), are in every index of sync.held: a partial
+-- index whose predicate reads only columns all of them have alike is asked
+-- once (true here: every row goes in), any other per row (amcheck: every
+-- heap row its predicate admits is in the index, and the index in order)
+CREATE EXTENSION amcheck;
+CREATE TABLE many (id int PRIMARY KEY, v text NOT NULL);
+INSERT INTO many SELECT g, 'v' || g FROM generate_series(1, 3000) g;
+SELECT sync.mirror('many', 'catalog', 'broadcast') IS NOT NULL AS mirrored;
+SELECT rows_sent > 0 AS sent FROM sync.relay_pass();
+CREATE INDEX held_untaken ON sync.held (replica, tab, key) WHERE taken IS NULL AND NOT replace;
+CREATE INDEX held_sevens ON sync.held (key) WHERE key LIKE '%7%';
+SELECT sync.replica_add('00000000-0000-0000-0000-000000000015');
+SELECT provisioned FROM sync.relay_pass();
+SELECT count(*) AS held FROM sync.held h JOIN sync.tables t ON t.id = h.tab
+ WHERE h.replica = '00000000-0000-0000-0000-000000000015' AND t.name = 'many';
+SELECT count(*) AS checked
+  FROM unnest(ARRAY['sync.held_pkey', 'sync.held_row', 'sync.held_untaken', 'sync.held_sevens']) i,
+       LATERAL (SELECT bt_index_check(i::regclass, true)) c;
+DROP INDEX sync.held_untaken, sync.held_sevens;
+
 \c contrib_regression
 SET client_min_messages = warning;
 DROP DATABASE contrib_regression_whole;

@@ -48,6 +48,48 @@ due() { wait_for 60 $DB "SELECT NOT provision AND held_due IS NOT NULL FROM sync
 held() { q $DB "SELECT count(*) FROM sync.held WHERE replica = '$1'"; }
 snapshot() { q $DB "SELECT snapshot_number FROM sync.replicas WHERE id = '$1'"; }
 
+R6=eeeeeeee-0000-0000-0000-000000000006
+F6=$tmp/r6.db
+# rep ACTION: the replica $REP (R6 unless set) in $REPF (F6), as its agent would (tests/e2e/harness.py)
+rep() {
+	/usr/bin/python3 - "$1" "${REP:-$R6}" "${REPF:-$F6}" <<'PY'
+import sys
+sys.path.insert(0, "tests/e2e")
+import psycopg2
+from harness import Server, Replica
+action, rid, path = sys.argv[1:]
+s = Server("postgres", create=False)
+r = Replica(s, rid, path)
+if action == "apply":
+    while r.pull_apply(1 << 20):
+        pass
+    print(r.one("SELECT count(*) FROM items"))
+elif action == "file":
+    try:
+        print("filed" if r.upload() is not None else "nothing")
+    except psycopg2.Error as e:
+        print(e.pgcode)
+elif action == "file_waiting":
+    # applied, then filed with a bound on waiting for a lock: refused at once,
+    # or after lock_timeout had it wait (both 55P03, told apart by the message)
+    while r.pull_apply(1 << 20):
+        pass
+    s.exec("SET lock_timeout = '5s'")
+    try:
+        print("filed" if r.upload() is not None else "nothing")
+    except psycopg2.Error as e:
+        print(e.pgcode, "recording" if "cannot file yet" in str(e) else "waited")
+elif action == "sync":
+    for _ in range(20):
+        if not any(a or f for a, f in r.sync()):
+            break
+    wanted = s.wanted(rid).get("items", set())
+    have = r.keys("items", ["id"])
+    print(f"{len(have)}/{have == wanted}/{s.held(rid).get('items', set()) == wanted}/"
+          f"{r.one('SELECT v FROM items WHERE id = 12')}")
+PY
+}
+
 # 1. the pass commits the snapshot; its held rows follow once they can
 R1=eeeeeeee-0000-0000-0000-000000000001
 block $R1
@@ -61,6 +103,8 @@ check "the snapshot's messages committed before its held rows" \
 check "no held row recorded yet" "$(held $R1)" "0"
 check "the worker waits to record them" \
 	"$(q $DB "SELECT wait_event_type FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")" "Lock"
+check "its filing meanwhile is refused at once, transiently, not made to wait for them" \
+	"$(REP=$R1 REPF=$tmp/r1.db rep file_waiting)" "55P03 recording"
 first=$(snapshot $R1)
 unblock ROLLBACK
 wait_for 30 $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R1'" || true
@@ -114,37 +158,6 @@ check "and every row recorded held, by the new snapshot" \
 # nothing is filed against the held set that lacks them; the next pass
 # provisions the replica again, and it ends holding exactly what it wants,
 # the rows changed meanwhile included
-R6=eeeeeeee-0000-0000-0000-000000000006
-F6=$tmp/r6.db
-# rep ACTION: the replica R6 in F6 (tests/e2e/harness.py), as its agent would
-rep() {
-	/usr/bin/python3 - "$1" "$R6" "$F6" <<'PY'
-import sys
-sys.path.insert(0, "tests/e2e")
-import psycopg2
-from harness import Server, Replica
-action, rid, path = sys.argv[1:]
-s = Server("postgres", create=False)
-r = Replica(s, rid, path)
-if action == "apply":
-    while r.pull_apply(1 << 20):
-        pass
-    print(r.one("SELECT count(*) FROM items"))
-elif action == "file":
-    try:
-        print("filed" if r.upload() is not None else "nothing")
-    except psycopg2.Error as e:
-        print(e.pgcode)
-elif action == "sync":
-    for _ in range(20):
-        if not any(a or f for a, f in r.sync()):
-            break
-    wanted = s.wanted(rid).get("items", set())
-    have = r.keys("items", ["id"])
-    print(f"{len(have)}/{have == wanted}/{s.held(rid).get('items', set()) == wanted}/"
-          f"{r.one('SELECT v FROM items WHERE id = 12')}")
-PY
-}
 block $R6
 q $DB "SELECT sync.replica_add('$R6')" >/dev/null
 q $DB "SELECT sync.wake()" >/dev/null

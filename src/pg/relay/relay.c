@@ -525,11 +525,15 @@ ms_relay_pass(ms_pass *p)
 
 /*
  * ms_relay_held: the held rows a pass of the worker left to write once it
- * committed (heldrows.c), in a transaction of their own, holding the rows of
- * the replicas whose held rows are due alone (as a snapshot pass does): their
- * filings wait for them, or are refused while held_due is set (ack.c), while
- * every other replica files and pulls meanwhile, and the replicas provisioned
- * pull and apply their snapshots.
+ * committed (heldrows.c), in a transaction of their own, while the replicas
+ * provisioned pull and apply their snapshots.  Their filings are refused,
+ * transiently, while held_due is set (ack.c), at once: this transaction holds
+ * no replica's row until it clears held_due at its end.  It held them from
+ * its start once, and the agent's first filing, sent as its snapshot's pass
+ * began, waited for every held row before it pulled a message
+ * (bench/firstsync.py: 63-70 % of its backend's time at 10^6).  Passes,
+ * which may provision a replica whose held_due is set, take the relay lock,
+ * as this worker holds it.
  */
 void
 ms_relay_held(ms_pass *p)
@@ -540,8 +544,6 @@ ms_relay_held(ms_pass *p)
 
 	SPI_connect();
 	ms_pass_begin(p, cxt);
-	ms_exec(p, "SELECT id FROM sync.replicas WHERE held_due IS NOT NULL ORDER BY id FOR UPDATE",
-			0, NULL, NULL, NULL, 0);
 	p->later = later;
 	p->held_deferred = rows;
 	ms_plans_keep(false);
