@@ -16,10 +16,14 @@
 #include "magic_sync.h"
 
 #include "access/relation.h"
+#include "access/xact.h"
+#include "catalog/heap.h"
 #include "catalog/namespace.h"
 #include "nodes/makefuncs.h"
 #include "storage/bufmgr.h"
+#include "utils/inval.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "pass.h"
 #include "temp.h"
@@ -178,6 +182,23 @@ empty(ms_pass *p, const char *name, Oid relid)
 		ms_exec(p, psprintf("TRUNCATE pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
 	else if (pages > 0)
 		ms_exec(p, psprintf("DELETE FROM pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
+
+	/*
+	 * The statistics a large pass took of what it put here (ms_analyze) go
+	 * with its rows.  They describe that pass alone -- one replica's 60,000
+	 * refused rows sent again: every row of one replica and one table -- and
+	 * neither TRUNCATE nor DELETE forgets them: every small pass after it
+	 * was planned by them (another replica's rows "never there"), until the
+	 * next large one, its one-row changes costing a third more
+	 * (bench/refused.py).  The table is planned again as a session's first
+	 * pass plans it: unanalysed, as large as its pages hold.
+	 */
+	if (SearchSysCacheExists3(STATRELATTINH, ObjectIdGetDatum(relid), Int16GetDatum(1), BoolGetDatum(false)))
+	{
+		RemoveStatistics(relid, 0);
+		CacheInvalidateRelcacheByRelid(relid);
+		CommandCounterIncrement();
+	}
 }
 
 void

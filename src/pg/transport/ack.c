@@ -271,7 +271,7 @@ ms_acknowledge(ms_filing *f, Sync__Applied *a)
 	replica_row r;
 
 	read_replica(f, &r);
-	f->acked = r.acked;
+	f->acked = f->acked_before = r.acked;
 	/* rows let go of before every write still pending: no row it files points at them */
 	ms_reach_forget(f);
 	/* held rows are on their way while its snapshot is */

@@ -121,6 +121,7 @@ typedef struct ms_filing
 	Datum		sender;			/* jsonb, or 0 */
 	ms_epoch	epoch;
 	int64		acked;			/* what the replica applied, after this upload's acknowledgement */
+	int64		acked_before;	/* and before it */
 	bool		provisioning;	/* it is being provisioned again: held rows are on their way */
 	int			counts[MS_OUTCOMES];
 	List	   *tables;			/* ms_filed_counts *, for the answer, in the order first named */
