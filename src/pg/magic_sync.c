@@ -1,37 +1,12 @@
 /*-------------------------------------------------------------------------
  * magic_sync.c
- *	  The server extension's module: its magic, its settings, its parse
- *	  analysis hook (owner.h) and worker at load, and the allocator it lends to src/shared.
+ *	  What the server extension's modules share: the allocator it lends to
+ *	  src/shared.  The module's entry is module.c.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
-#include "fmgr.h"
-#include "miscadmin.h"
 #include "utils/memutils.h"
-
-#include "claim.h"
-#include "owner.h"
-#include "settings.h"
-#include "wake.h"
-#include "worker.h"
-
-PG_MODULE_MAGIC;
-
-void		_PG_init(void);
-
-void
-_PG_init(void)
-{
-	ms_settings_init();
-	ms_owner_init();
-	if (process_shared_preload_libraries_in_progress)
-	{
-		ms_wake_preload();
-		ms_alarm_preload();
-		ms_worker_register_static();
-	}
-}
 
 static void *
 pg_alloc(void *data, size_t size)

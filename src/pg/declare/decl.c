@@ -16,7 +16,27 @@
 #include "catalog/namespace.h"
 
 #include "decl.h"
-#include "rule.h"
+
+/* The words of the rules, by ms_rule. */
+static const char *const rule_names[] = {NULL, "broadcast", "assigned", "follows", "grouped"};
+
+const char *
+ms_rule_name(ms_rule rule)
+{
+	return rule_names[rule];
+}
+
+ms_rule
+ms_rule_of_name(const char *word)
+{
+	if (word == NULL)
+		return MS_RULE_NONE;
+	for (int r = MS_RULE_BROADCAST; r <= MS_RULE_GROUPED; r++)
+		if (strcmp(rule_names[r], word) == 0)
+			return (ms_rule) r;
+	elog(ERROR, "sync.tables holds an unknown rule \"%s\"", word);
+	return MS_RULE_NONE;		/* keep the compiler quiet */
+}
 
 /* The columns of sync.tables in the order read_sql selects them. */
 enum

@@ -15,8 +15,8 @@
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
 
-#include "catalog.h"
 #include "keys.h"
+#include "table.h"
 #include "validate_int.h"
 
 /* has_column: whether relid has a live column name. */

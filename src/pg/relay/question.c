@@ -59,7 +59,6 @@
 #include "catalog.h"
 #include "fast.h"
 #include "owner.h"
-#include "plan.h"
 #include "question.h"
 #include "temp.h"
 #include "wanted.h"

@@ -29,7 +29,6 @@
 #include "keys.h"
 #include "owner.h"
 #include "pass.h"
-#include "plan.h"
 #include "temp.h"
 #include "wanted.h"
 
