@@ -26,6 +26,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "bytes.h"
 #include "epoch.h"
 #include "updated.h"
 
@@ -42,16 +43,6 @@ copy_bytea(Datum d, uint8 *out, size_t n)
 		elog(ERROR, "sync.epoch holds a value of %zu bytes, not %zu",
 			 (size_t) VARSIZE_ANY_EXHDR(b), n);
 	memcpy(out, VARDATA_ANY(b), n);
-}
-
-static bytea *
-make_bytea(const uint8 *bytes, size_t n)
-{
-	bytea	   *b = palloc(VARHDRSZ + n);
-
-	SET_VARSIZE(b, VARHDRSZ + n);
-	memcpy(VARDATA(b), bytes, n);
-	return b;
 }
 
 static const char *const current_sql = "SELECT id, secret FROM sync.epoch WHERE ended IS NULL";
@@ -141,7 +132,7 @@ generation_begin(ms_epoch *e, const char *reason)
 		return;
 
 	values[0] = Int64GetDatum(GetCurrentTimestamp());
-	values[1] = PointerGetDatum(make_bytea(e->id, MS_EPOCH_BYTES));
+	values[1] = PointerGetDatum(ms_to_bytea(e->id, MS_EPOCH_BYTES));
 	values[2] = Int32GetDatum((int32) GetWALInsertionTimeLine());
 	values[3] = CStringGetTextDatum(psprintf(UINT64_FORMAT, GetSystemIdentifier()));
 	values[4] = ObjectIdGetDatum(MyDatabaseId);
@@ -212,8 +203,8 @@ ms_epoch_begin(const char *reason, ms_epoch *e)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not draw random bytes for a new epoch")));
-	values[0] = PointerGetDatum(make_bytea(e->id, MS_EPOCH_BYTES));
-	values[1] = PointerGetDatum(make_bytea(e->secret, MS_SECRET_BYTES));
+	values[0] = PointerGetDatum(ms_to_bytea(e->id, MS_EPOCH_BYTES));
+	values[1] = PointerGetDatum(ms_to_bytea(e->secret, MS_SECRET_BYTES));
 	values[2] = CStringGetTextDatum(reason);
 	if (SPI_execute("UPDATE sync.epoch SET ended = now() WHERE ended IS NULL", false, 0) < 0 ||
 		SPI_execute_with_args("INSERT INTO sync.epoch (id, secret, reason) VALUES ($1, $2, $3)",
@@ -234,7 +225,7 @@ ms_epoch_find(const uint8 *id, ms_epoch *e, bool *current)
 	Datum		values[1];
 	bool		isnull;
 
-	values[0] = PointerGetDatum(make_bytea(id, MS_EPOCH_BYTES));
+	values[0] = PointerGetDatum(ms_to_bytea(id, MS_EPOCH_BYTES));
 	if (SPI_execute_with_args("SELECT secret, ended IS NULL FROM sync.epoch WHERE id = $1",
 							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.epoch");
@@ -262,7 +253,7 @@ ms_epoch_begin_sql(PG_FUNCTION_ARGS)
 	SPI_connect();
 	ms_epoch_begin(reason, &e);
 	SPI_finish();
-	out = make_bytea(e.id, MS_EPOCH_BYTES);
+	out = ms_to_bytea(e.id, MS_EPOCH_BYTES);
 	PG_RETURN_BYTEA_P(out);
 }
 

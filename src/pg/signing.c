@@ -12,6 +12,7 @@
 #include "executor/spi.h"
 #include "utils/builtins.h"
 
+#include "bytes.h"
 #include "seal.h"
 #include "signing.h"
 #include "updated.h"
@@ -39,16 +40,6 @@ read_seed(uint8 seed[MS_SIGN_SEED_BYTES])
 	return true;
 }
 
-static bytea *
-make_bytea(const uint8 *bytes, size_t n)
-{
-	bytea	   *b = palloc(VARHDRSZ + n);
-
-	SET_VARSIZE(b, VARHDRSZ + n);
-	memcpy(VARDATA(b), bytes, n);
-	return b;
-}
-
 /* make_key: the installation's first key, drawn from the CSPRNG and recorded */
 static void
 make_key(uint8 seed[MS_SIGN_SEED_BYTES])
@@ -65,8 +56,8 @@ make_key(uint8 seed[MS_SIGN_SEED_BYTES])
 	if (s == NULL)
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not make a signing key")));
 	ms_signer_free(s);
-	values[0] = PointerGetDatum(make_bytea(seed, MS_SIGN_SEED_BYTES));
-	values[1] = PointerGetDatum(make_bytea(public_key, MS_SIGN_KEY_BYTES));
+	values[0] = PointerGetDatum(ms_to_bytea(seed, MS_SIGN_SEED_BYTES));
+	values[1] = PointerGetDatum(ms_to_bytea(public_key, MS_SIGN_KEY_BYTES));
 	if (SPI_execute_with_args("INSERT INTO sync.signing_key (private_key, public_key) VALUES ($1, $2)"
 							  " ON CONFLICT DO NOTHING",
 							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)

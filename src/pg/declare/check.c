@@ -24,6 +24,7 @@
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 
+#include "bytes.h"
 #include "catalog.h"
 #include "triggers.h"
 
@@ -45,15 +46,11 @@ static bytea *
 tgargs_of(const ms_trigger *tg)
 {
 	StringInfoData buf;
-	bytea	   *out;
 
 	initStringInfo(&buf);
 	for (int i = 0; i < tg->nargs; i++)
 		appendBinaryStringInfo(&buf, tg->args[i], strlen(tg->args[i]) + 1);
-	out = palloc(VARHDRSZ + buf.len);
-	SET_VARSIZE(out, VARHDRSZ + buf.len);
-	memcpy(VARDATA(out), buf.data, buf.len);
-	return out;
+	return ms_to_bytea(buf.data, buf.len);
 }
 
 /* check_one: compare one expected trigger with pg_trigger on relid. */

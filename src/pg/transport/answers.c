@@ -25,7 +25,6 @@
 #include "decl.h"
 #include "file.h"
 #include "hlc_clock.h"
-#include "sha256.h"
 #include "signing.h"
 #include "utils/json.h"
 #include "wire.h"
@@ -84,7 +83,7 @@ queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 				bodylen;
 	uint8	   *message;
 	bytea	   *bytes;
-	uint8		body_hash[32];
+	uint8		body_hash[PG_SHA256_DIGEST_LENGTH];
 	ms_signer  *signer = ms_signing_key();
 	Oid			types[4] = {UUIDOID, BYTEAOID, BYTEAOID, TEXTOID};
 	Datum		values[4];
@@ -113,7 +112,7 @@ queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 		size_t		signed_len;
 
 		ms_body_pack(NULL, NULL, filed, body);
-		ms_sha256(body, bodylen, body_hash);
+		ms_pg_sha256(body, bodylen, body_hash, "an answer's body");
 		signed_len = ms_sign_head(signer, message, headlen, body_hash);
 		if (signed_len != headlen + MS_SIGNATURE_FIELD_BYTES)
 			memmove(message + signed_len, body, bodylen);

@@ -345,17 +345,6 @@ ms_filer_run(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 		elog(ERROR, "could not %s: %s", what, SPI_result_code_string(rc));
 }
 
-bytea *
-ms_to_bytea(const void *data, size_t len)
-{
-	bytea	   *b = palloc(VARHDRSZ + len);
-
-	SET_VARSIZE(b, VARHDRSZ + len);
-	if (len > 0)
-		memcpy(VARDATA(b), data, len);
-	return b;
-}
-
 /*
  * within_typmod: whether a spelled key part is a value of its column as its
  * typmod bounds it (numeric(p,s), time(p), timestamp(p)): one the column

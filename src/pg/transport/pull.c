@@ -53,6 +53,7 @@
 #include "utils/uuid.h"
 
 #include "access.h"
+#include "bytes.h"
 #include "claim.h"
 #include "rewind.h"
 #include "wake.h"
@@ -461,8 +462,7 @@ ms_pull(PG_FUNCTION_ARGS)
 		/* always at least one message, then only what fits */
 		if (total > 0 && total + (int64) (VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes)) > max_bytes)
 			break;
-		m = palloc(VARHDRSZ + VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes));
-		SET_VARSIZE(m, VARHDRSZ + VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes));
+		m = ms_bytea_new(VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes));
 		memcpy(VARDATA(m), VARDATA_ANY(head), VARSIZE_ANY_EXHDR(head));
 		memcpy(VARDATA(m) + VARSIZE_ANY_EXHDR(head), VARDATA_ANY(bytes), VARSIZE_ANY_EXHDR(bytes));
 		total += VARSIZE_ANY_EXHDR(m);

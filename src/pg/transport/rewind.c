@@ -28,6 +28,7 @@
 #include "executor/spi.h"
 #include "utils/builtins.h"
 
+#include "bytes.h"
 #include "claim.h"
 #include "rewind.h"
 #include "seal.h"
@@ -41,19 +42,15 @@ ms_rewind(const pg_uuid_t *replica, const char *replica_text, const Sync__Applie
 	Datum		values[3];
 	ms_epoch	e;
 	bool		isnull;
-	bytea	   *nonce;
 	bool		owed = ms_catalog_has_column("replicas", "owed_messages");
 
 	if (a == NULL || a->number == 0 || a->nonce.len != MS_NONCE_BYTES || !ms_catalog_has("ranges") ||
 		!ms_epoch_read(&e) || a->generation != e.generation ||
 		ms_claim_check(replica, a, (int64) a->number) != MS_SEAL_CURRENT)
 		return false;
-	nonce = palloc(VARHDRSZ + MS_NONCE_BYTES);
-	SET_VARSIZE(nonce, VARHDRSZ + MS_NONCE_BYTES);
-	memcpy(VARDATA(nonce), a->nonce.data, MS_NONCE_BYTES);
 	values[0] = UUIDPGetDatum(replica);
 	values[1] = Int64GetDatum((int64) a->number);
-	values[2] = PointerGetDatum(nonce);
+	values[2] = PointerGetDatum(ms_to_bytea(a->nonce.data, MS_NONCE_BYTES));
 	/* the snapshot it follows is in the copy whole, and none is due */
 	if (SPI_execute_with_args("SELECT NOT provision AND snapshot_end IS NOT NULL AND snapshot_end <= $2"
 							  "   AND held_due IS NULL AND acked_number > $2"
