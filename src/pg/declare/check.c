@@ -26,6 +26,7 @@
 
 #include "bytes.h"
 #include "catalog.h"
+#include "spi_check.h"
 #include "triggers.h"
 
 PG_FUNCTION_INFO_V1(ms_check);
@@ -77,8 +78,7 @@ check_one(List **problems, const ms_table *t, const ms_trigger *tg, Oid relid,
 		"       coalesce(pg_catalog.array_length(g.tgattr::int2[], 1), 0) = 0, g.tgqual IS NULL"
 		"  FROM pg_catalog.pg_trigger g WHERE g.tgrelid OPERATOR(pg_catalog.=) $1 AND g.tgname OPERATOR(pg_catalog.=) $2",
 		2, argtypes, args, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading triggers failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading triggers failed");
 	if (SPI_processed == 0)
 	{
 		problem(problems, t->name, "trigger missing",

@@ -41,6 +41,7 @@
 
 #include "follow.h"
 #include "owner.h"
+#include "spi_check.h"
 #include "triggers.h"
 #include "validate.h"
 #include "wake.h"
@@ -611,13 +612,12 @@ inbox_renamed(const ms_decl *d, List *renamed)
 		Datum		values[3] = {Int32GetDatum(d->id), CStringGetTextDatum(lfirst(lc)),
 		CStringGetTextDatum(lfirst(lnext(renamed, lc)))};
 
-		if (SPI_execute_with_args("UPDATE sync.inbox SET row = pg_catalog.convert_to((j - $2"
-								  "   || pg_catalog.jsonb_build_object($3, j -> $2))::text, 'UTF8')"
-								  "  FROM (SELECT id AS i, pg_catalog.convert_from(row, 'UTF8')::jsonb AS j"
-								  "          FROM sync.inbox WHERE tab = $1 AND row IS NOT NULL) r"
-								  " WHERE id = r.i AND r.j ? $2",
-								  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "renaming a column in the inbox failed");
+		ms_spi_check(SPI_execute_with_args("UPDATE sync.inbox SET row = pg_catalog.convert_to((j - $2"
+										   "   || pg_catalog.jsonb_build_object($3, j -> $2))::text, 'UTF8')"
+										   "  FROM (SELECT id AS i, pg_catalog.convert_from(row, 'UTF8')::jsonb AS j"
+										   "          FROM sync.inbox WHERE tab = $1 AND row IS NOT NULL) r"
+										   " WHERE id = r.i AND r.j ? $2",
+										   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "renaming a column in the inbox failed");
 	}
 }
 

@@ -15,6 +15,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "spi_check.h"
 #include "triggers.h"
 
 #define ROW_TRIGGER (TRIGGER_TYPE_ROW | TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE)
@@ -196,8 +197,7 @@ ms_partitions(Oid relid)
 		return NIL;
 	rc = SPI_execute_with_args("SELECT r.relid FROM pg_catalog.pg_partition_tree($1) r WHERE r.level > 0"
 							   " ORDER BY r.relid::regclass::text", 1, argtypes, args, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading partitions failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading partitions failed");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;

@@ -40,6 +40,7 @@
 #include "fields.h"
 #include "pbwrite.h"
 #include "schema.h"
+#include "spi_check.h"
 #include "temp.h"
 
 /* One table's Table this pass, packed, and its hash. */
@@ -133,8 +134,7 @@ ms_evolve_check_race(ms_pass *p)
 	char	   *seen;
 	bool		isnull;
 
-	if (SPI_execute_snapshot(plan, NULL, NULL, latest, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.tables");
+	ms_spi_check(SPI_execute_snapshot(plan, NULL, NULL, latest, InvalidSnapshot, true, false, 1), SPI_OK_SELECT, "could not read sync.tables");
 	now = TextDatumGetCString(ms_value(0, 1, &isnull));
 	UnregisterSnapshot(latest);
 	ms_run(p, plan, NULL, NULL, 1);
@@ -428,10 +428,9 @@ ms_evolve_stale(const pg_uuid_t *replica, const char *table, uint64 applied)
 
 	if (!ms_decl_evolving())
 		return false;
-	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
-							  " AND (name = $2 OR was = $2) AND number > $3)",
-							  3, types, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replica_tables");
+	ms_spi_check(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
+									   " AND (name = $2 OR was = $2) AND number > $3)",
+									   3, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.replica_tables");
 	stale = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_freetuptable(SPI_tuptable);
 	return stale;

@@ -51,6 +51,7 @@
 
 #include "claim.h"
 #include "settings.h"
+#include "spi_check.h"
 #include "updated.h"
 
 PGDLLEXPORT void ms_alarm_main(Datum arg);
@@ -172,10 +173,9 @@ recorded_lately(const pg_uuid_t *replica, const char *claim, const char *reason)
 	Oid			types[3] = {UUIDOID, TEXTOID, TEXTOID};
 	Datum		values[3] = {UUIDPGetDatum(replica), CStringGetTextDatum(claim), CStringGetTextDatum(reason)};
 
-	if (SPI_execute_with_args("SELECT FROM sync.refused_claims WHERE replica = $1 AND claim = $2 AND reason = $3"
-							  " AND at > pg_catalog.clock_timestamp() - interval '10 seconds'",
-							  3, types, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.refused_claims");
+	ms_spi_check(SPI_execute_with_args("SELECT FROM sync.refused_claims WHERE replica = $1 AND claim = $2 AND reason = $3"
+									   " AND at > pg_catalog.clock_timestamp() - interval '10 seconds'",
+									   3, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.refused_claims");
 	return SPI_processed > 0;
 }
 

@@ -27,6 +27,7 @@
 #include "hlc_clock.h"
 #include "signing.h"
 #include "utils/json.h"
+#include "spi_check.h"
 #include "wire.h"
 
 bool
@@ -37,9 +38,8 @@ ms_already_filed(ms_filing *f, Sync__Up *up)
 	PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len))};
 	bool		found;
 
-	if (SPI_execute_with_args("SELECT FROM sync.answers WHERE replica = $1 AND send_id = $2",
-							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.answers");
+	ms_spi_check(SPI_execute_with_args("SELECT FROM sync.answers WHERE replica = $1 AND send_id = $2",
+									   2, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.answers");
 	found = SPI_processed > 0;
 	SPI_freetuptable(SPI_tuptable);
 	return found;
@@ -53,16 +53,15 @@ ms_numbered_before(ms_filing *f, Sync__Up *up)
 	bool		isnull;
 
 	/* the replica's row, locked: two filings of one replica, of any lanes, take turns from here */
-	if (SPI_execute_with_args(ms_decl_laned() ?
-							  "SELECT coalesce((SELECT s.filed_seq FROM sync.sends s WHERE s.replica = r.id"
-							  "   AND s.lane = $2), 0)"
-							  "  FROM sync.replicas r WHERE r.id = $1 FOR UPDATE OF r" :
-							  ms_uploads_catalog() ?
-							  "SELECT coalesce((SELECT s.filed_seq FROM sync.sends s WHERE s.replica = r.id), 0)"
-							  "  FROM sync.replicas r WHERE r.id = $1 FOR UPDATE OF r" :
-							  "SELECT 0::bigint FROM sync.replicas WHERE id = $1 FOR UPDATE",
-							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args(ms_decl_laned() ?
+									   "SELECT coalesce((SELECT s.filed_seq FROM sync.sends s WHERE s.replica = r.id"
+									   "   AND s.lane = $2), 0)"
+									   "  FROM sync.replicas r WHERE r.id = $1 FOR UPDATE OF r" :
+									   ms_uploads_catalog() ?
+									   "SELECT coalesce((SELECT s.filed_seq FROM sync.sends s WHERE s.replica = r.id), 0)"
+									   "  FROM sync.replicas r WHERE r.id = $1 FOR UPDATE OF r" :
+									   "SELECT 0::bigint FROM sync.replicas WHERE id = $1 FOR UPDATE",
+									   2, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	f->last_seq = SPI_processed == 1 ?
 		(uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) : 0;
 	SPI_freetuptable(SPI_tuptable);
@@ -125,13 +124,12 @@ queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 	values[1] = PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len));
 	values[2] = PointerGetDatum(bytes);
 	values[3] = CStringGetTextDatum(filed->lane);
-	if (SPI_execute_with_args(laned ?
-							  "INSERT INTO sync.answers (replica, send_id, message, lane) VALUES ($1, $2, $3, $4)"
-							  " ON CONFLICT DO NOTHING" :
-							  "INSERT INTO sync.answers (replica, send_id, message) VALUES ($1, $2, $3)"
-							  " ON CONFLICT DO NOTHING",
-							  laned ? 4 : 3, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not queue an answer");
+	ms_spi_check(SPI_execute_with_args(laned ?
+									   "INSERT INTO sync.answers (replica, send_id, message, lane) VALUES ($1, $2, $3, $4)"
+									   " ON CONFLICT DO NOTHING" :
+									   "INSERT INTO sync.answers (replica, send_id, message) VALUES ($1, $2, $3)"
+									   " ON CONFLICT DO NOTHING",
+									   laned ? 4 : 3, types, values, NULL, false, 0), SPI_OK_INSERT, "could not queue an answer");
 }
 
 /* a list of the answer's Refusals */

@@ -27,6 +27,7 @@
 #include "file.h"
 #include "hlc_file.h"
 #include "keys.h"
+#include "spi_check.h"
 #include "wire.h"
 
 const char *const ms_outcome_names[MS_OUTCOMES] = {"filed", "refused", "dropped", "waiting", "set_aside"};
@@ -341,8 +342,7 @@ ms_filer_run(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 	 * call: what a row allocates after its statements goes with the row's
 	 */
 	MemoryContextSwitchTo(cxt);
-	if (rc != expect)
-		elog(ERROR, "could not %s: %s", what, SPI_result_code_string(rc));
+	ms_spi_check(rc, expect, what);
 }
 
 /*

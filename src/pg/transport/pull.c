@@ -56,6 +56,7 @@
 #include "bytes.h"
 #include "claim.h"
 #include "rewind.h"
+#include "spi_check.h"
 #include "wake.h"
 #include "settings.h"
 #include "wire.h"
@@ -80,14 +81,13 @@ read_record(pg_uuid_t *replica, const char *id, bool lock, pull_record *r)
 	TupleDesc	desc;
 	bool		isnull;
 
-	if (SPI_execute_with_args(lock ? "SELECT last_number, acked_number, provision,"
-							  " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
-							  " WHERE id = $1 FOR UPDATE"
-							  : "SELECT last_number, acked_number, provision,"
-							  " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
-							  " WHERE id = $1",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args(lock ? "SELECT last_number, acked_number, provision,"
+									   " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
+									   " WHERE id = $1 FOR UPDATE"
+									   : "SELECT last_number, acked_number, provision,"
+									   " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
+									   " WHERE id = $1",
+									   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	/* dropped, and forgotten by a pass, since ms_replica_access found it */
 	if (SPI_processed != 1)
 		ereport(ERROR,
@@ -188,10 +188,9 @@ beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
 	if (why == NULL || r.provision)
 		return;
 	values[2] = CStringGetTextDatum(why);
-	if (SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $3,"
-							  " last_error_at = now() WHERE id = $1",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not mark a replica to provision");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $3,"
+									   " last_error_at = now() WHERE id = $1",
+									   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not mark a replica to provision");
 	ereport(LOG, (errmsg("magic_sync: %s", why)));
 }
 
@@ -405,9 +404,8 @@ ms_pull(PG_FUNCTION_ARGS)
 	 * give it (an agent pulls from the primary when it starts or reconnects,
 	 * and every 10 minutes).
 	 */
-	if (SPI_execute_with_args(answers_sql(standby, received_recorded()),
-							  1, types, values, NULL, standby, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.answers");
+	ms_spi_check(SPI_execute_with_args(answers_sql(standby, received_recorded()),
+									   1, types, values, NULL, standby, 0), SPI_OK_SELECT, "could not read sync.answers");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		Datum		out[2];
@@ -508,10 +506,9 @@ ms_pull(PG_FUNCTION_ARGS)
 		Oid			utypes[3] = {UUIDOID, INT8OID, INT8OID};
 		Datum		uvalues[3] = {values[0], values[1], Int64GetDatum(last)};
 
-		if (SPI_execute_with_args("UPDATE sync.outbox SET pulls = pulls + 1"
-								  " WHERE replica = $1 AND number > $2 AND number <= $3 AND NOT dropped",
-								  3, utypes, uvalues, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not count the pulls of sync.outbox");
+		ms_spi_check(SPI_execute_with_args("UPDATE sync.outbox SET pulls = pulls + 1"
+										   " WHERE replica = $1 AND number > $2 AND number <= $3 AND NOT dropped",
+										   3, utypes, uvalues, NULL, false, 0), SPI_OK_UPDATE, "could not count the pulls of sync.outbox");
 	}
 	SPI_finish();
 	return (Datum) 0;

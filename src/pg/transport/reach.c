@@ -43,6 +43,7 @@
 #include "file.h"
 #include "owner.h"
 #include "pass.h"
+#include "spi_check.h"
 #include "updated.h"
 #include "wanted.h"
 
@@ -522,8 +523,7 @@ ms_reach_acknowledged(ms_filing *f, int64 acked)
 	else
 		rc = SPI_execute_with_args("DELETE FROM sync.held WHERE replica = $1 AND taken <= $2",
 								   2, types, values, NULL, false, 0);
-	if (rc != SPI_OK_DELETE)
-		elog(ERROR, "could not record an acknowledgement");
+	ms_spi_check(rc, SPI_OK_DELETE, "could not record an acknowledgement");
 }
 
 /*
@@ -545,10 +545,9 @@ ms_reach_forget(ms_filing *f)
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = Int64GetDatum(floor);
 	/* taken by a snapshot (MS_LET_GO_SNAPSHOT): at its end, the replica's snapshot_end */
-	if (SPI_execute_with_args("DELETE FROM sync.let_go l WHERE l.replica = $1 AND (l.taken <= $2"
-							  " OR (l.taken = " CppAsString2(MS_LET_GO_SNAPSHOT)
-							  "     AND EXISTS (SELECT FROM sync.replicas x WHERE x.id = $1"
-							  "                 AND x.snapshot_end <= $2 AND NOT x.provision)))",
-							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not forget rows let go of");
+	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.let_go l WHERE l.replica = $1 AND (l.taken <= $2"
+									   " OR (l.taken = " CppAsString2(MS_LET_GO_SNAPSHOT)
+									   "     AND EXISTS (SELECT FROM sync.replicas x WHERE x.id = $1"
+									   "                 AND x.snapshot_end <= $2 AND NOT x.provision)))",
+									   2, types, values, NULL, false, 0), SPI_OK_DELETE, "could not forget rows let go of");
 }

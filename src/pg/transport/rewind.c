@@ -32,6 +32,7 @@
 #include "claim.h"
 #include "rewind.h"
 #include "seal.h"
+#include "spi_check.h"
 #include "updated.h"
 #include "wake.h"
 
@@ -52,12 +53,11 @@ ms_rewind(const pg_uuid_t *replica, const char *replica_text, const Sync__Applie
 	values[1] = Int64GetDatum((int64) a->number);
 	values[2] = PointerGetDatum(ms_to_bytea(a->nonce.data, MS_NONCE_BYTES));
 	/* the snapshot it follows is in the copy whole, and none is due */
-	if (SPI_execute_with_args("SELECT NOT provision AND snapshot_end IS NOT NULL AND snapshot_end <= $2"
-							  "   AND held_due IS NULL AND acked_number > $2"
-							  "   AND acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL)"
-							  "  FROM sync.replicas WHERE id = $1 FOR UPDATE",
-							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args("SELECT NOT provision AND snapshot_end IS NOT NULL AND snapshot_end <= $2"
+									   "   AND held_due IS NULL AND acked_number > $2"
+									   "   AND acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL)"
+									   "  FROM sync.replicas WHERE id = $1 FOR UPDATE",
+									   2, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	if (SPI_processed != 1 ||
 		!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) || isnull)
 		return false;
@@ -83,11 +83,10 @@ ms_rewind(const pg_uuid_t *replica, const char *replica_text, const Sync__Applie
 		SPI_execute_with_args("UPDATE sync.held SET replace = true WHERE replica = $1 AND number > $2 AND NOT replace",
 							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not mark the rows a restored replica lacks");
-	if (SPI_execute_with_args("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
-							  " acked_number = $2, acked_nonce = $3, acked_at = now(), last_number = $2, last_nonce = $3"
-							  " WHERE id = $1",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not take the record of a restored replica back");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
+									   " acked_number = $2, acked_nonce = $3, acked_at = now(), last_number = $2, last_nonce = $3"
+									   " WHERE id = $1",
+									   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not take the record of a restored replica back");
 	ms_wake_at_commit();
 	ereport(LOG, (errmsg("magic_sync: replica %s was restored from an older copy (it applied message %llu):"
 						 " what went after it goes again, without a snapshot",

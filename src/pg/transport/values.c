@@ -40,6 +40,7 @@
 #include "load.h"
 #include "owner.h"
 #include "settings.h"
+#include "spi_check.h"
 #include "updated.h"
 #include "wake.h"
 
@@ -218,10 +219,9 @@ ms_values_repairing(ms_filing *f)
 	bool		isnull;
 
 	/* by held_refused: the rows the replica refused or are sent again, few */
-	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.held WHERE replica = $1 AND refused IS NOT NULL"
-							  "   AND refused = " REPAIR_REASON " AND taken IS NULL)",
-							  1, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read the rows held as refused");
+	ms_spi_check_one(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.held WHERE replica = $1 AND refused IS NOT NULL"
+										   "   AND refused = " REPAIR_REASON " AND taken IS NULL)",
+										   1, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read the rows held as refused");
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 

@@ -18,6 +18,7 @@
 #include "utils/builtins.h"
 #include "utils/uuid.h"
 
+#include "spi_check.h"
 #include "wish.h"
 
 void
@@ -45,8 +46,7 @@ ms_wish_fates(const pg_uuid_t *replica, const Sync__Up *up)
 		values[1] = UUIDPGetDatum(replica);
 		values[2] = CStringGetTextDatum(f->fate);
 		values[3] = CStringGetTextDatum(f->why);
-		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not file a wish's fate");
+		ms_spi_check(SPI_execute_plan(plan, values, NULL, false, 0), SPI_OK_UPDATE, "could not file a wish's fate");
 	}
 	SPI_freeplan(plan);
 }

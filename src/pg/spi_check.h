@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ * spi_check.h
+ *	  The one check of what an SPI call returned, for the statements whose
+ *	  failure can't happen (the extension's own, on its own catalog): a
+ *	  statement that fails raises its own error before it returns.
+ *-------------------------------------------------------------------------
+ */
+#ifndef MS_SPI_CHECK_H
+#define MS_SPI_CHECK_H
+
+#include "postgres.h"
+
+/*
+ * ms_spi_check: rc, what an SPI_execute* call returned, is expect; else
+ * elog(ERROR) with what ("could not read sync.clock") and SPI's word for rc.
+ */
+extern void ms_spi_check(int rc, int expect, const char *what);
+
+/* ms_spi_check_one: the same, and the statement returned or touched one row exactly */
+extern void ms_spi_check_one(int rc, int expect, const char *what);
+
+#endif
