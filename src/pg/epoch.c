@@ -106,9 +106,9 @@ ms_epoch_current(ms_epoch *e)
 	if (read_current(e))
 		return true;
 	/* the first epoch: one transaction begins it, whoever comes first (a pass, a filing) */
-	if (SPI_execute("LOCK TABLE sync.epoch IN SHARE ROW EXCLUSIVE MODE", false, 0) < 0 ||
-		SPI_execute(current_sql, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.epoch");
+	ms_spi_check(SPI_execute("LOCK TABLE sync.epoch IN SHARE ROW EXCLUSIVE MODE", false, 0), SPI_OK_UTILITY,
+				 "could not read sync.epoch");
+	ms_spi_check(SPI_execute(current_sql, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (read_current(e))
 		return true;
 	ms_epoch_begin("the first relay pass", e);
@@ -201,11 +201,12 @@ ms_epoch_begin(const char *reason, ms_epoch *e)
 	values[0] = PointerGetDatum(ms_to_bytea(e->id, MS_EPOCH_BYTES));
 	values[1] = PointerGetDatum(ms_to_bytea(e->secret, MS_SECRET_BYTES));
 	values[2] = CStringGetTextDatum(reason);
-	if (SPI_execute("UPDATE sync.epoch SET ended = now() WHERE ended IS NULL", false, 0) < 0 ||
-		SPI_execute_with_args("INSERT INTO sync.epoch (id, secret, reason) VALUES ($1, $2, $3)",
-							  3, types, values, NULL, false, 0) != SPI_OK_INSERT ||
-		SPI_execute("UPDATE sync.replicas SET provision = true WHERE NOT dropped", false, 0) < 0)
-		elog(ERROR, "could not begin a new epoch");
+	ms_spi_check(SPI_execute("UPDATE sync.epoch SET ended = now() WHERE ended IS NULL", false, 0), SPI_OK_UPDATE,
+				 "could not begin a new epoch");
+	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.epoch (id, secret, reason) VALUES ($1, $2, $3)",
+									   3, types, values, NULL, false, 0), SPI_OK_INSERT, "could not begin a new epoch");
+	ms_spi_check(SPI_execute("UPDATE sync.replicas SET provision = true WHERE NOT dropped", false, 0), SPI_OK_UPDATE,
+				 "could not begin a new epoch");
 	ereport(LOG,
 			(errmsg("magic_sync: a new epoch begins: %s", reason),
 			 errdetail("Every replica is provisioned again.")));

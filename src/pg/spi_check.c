@@ -6,20 +6,55 @@
 #include "magic_sync.h"
 
 #include "executor/spi.h"
+#include "lib/stringinfo.h"
 
 #include "spi_check.h"
 
-void
-ms_spi_check(int rc, int expect, const char *what)
+/* what: fmt's sentence, formatted (only on the way to an error) */
+static char *what_of(const char *fmt, va_list args) pg_attribute_printf(1, 0);
+
+static char *
+what_of(const char *fmt, va_list args)
 {
-	if (rc != expect)
-		elog(ERROR, "%s: %s", what, SPI_result_code_string(rc));
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (;;)
+	{
+		va_list		copy;
+		int			needed;
+
+		va_copy(copy, args);
+		needed = appendStringInfoVA(&buf, fmt, copy);
+		va_end(copy);
+		if (needed == 0)
+			return buf.data;
+		enlargeStringInfo(&buf, needed);
+	}
 }
 
 void
-ms_spi_check_one(int rc, int expect, const char *what)
+ms_spi_check(int rc, int expect, const char *fmt,...)
 {
-	ms_spi_check(rc, expect, what);
-	if (SPI_processed != 1)
-		elog(ERROR, "%s: " UINT64_FORMAT " rows, not one", what, SPI_processed);
+	va_list		args;
+
+	if (rc == expect)
+		return;
+	va_start(args, fmt);
+	elog(ERROR, "%s: %s", what_of(fmt, args), SPI_result_code_string(rc));
+	va_end(args);
+}
+
+void
+ms_spi_check_one(int rc, int expect, const char *fmt,...)
+{
+	va_list		args;
+
+	if (rc == expect && SPI_processed == 1)
+		return;
+	va_start(args, fmt);
+	if (rc != expect)
+		elog(ERROR, "%s: %s", what_of(fmt, args), SPI_result_code_string(rc));
+	elog(ERROR, "%s: " UINT64_FORMAT " rows, not one", what_of(fmt, args), SPI_processed);
+	va_end(args);
 }

@@ -12,11 +12,12 @@
 
 /*
  * ms_spi_check: rc, what an SPI_execute* call returned, is expect; else
- * elog(ERROR) with what ("could not read sync.clock") and SPI's word for rc.
+ * elog(ERROR) saying what was done ("could not read sync.clock", printf
+ * formats, formatted only then) and SPI's word for rc.
  */
-extern void ms_spi_check(int rc, int expect, const char *what);
+extern void ms_spi_check(int rc, int expect, const char *fmt,...) pg_attribute_printf(3, 4);
 
 /* ms_spi_check_one: the same, and the statement returned or touched one row exactly */
-extern void ms_spi_check_one(int rc, int expect, const char *what);
+extern void ms_spi_check_one(int rc, int expect, const char *fmt,...) pg_attribute_printf(3, 4);
 
 #endif

@@ -562,8 +562,7 @@ ms_follow_note_rows(const ms_table *t, char source)
 			values[3] = PointerGetDatum(construct_md_array(parts, part_nulls, 1, dims, lbs, TEXTOID, -1, false,
 														   TYPALIGN_INT));
 		}
-		if (SPI_execute_plan(write, values, nulls, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "noting the rows of %s failed: %s", t->name, SPI_result_code_string(SPI_result));
+		ms_spi_check(SPI_execute_plan(write, values, nulls, false, 0), SPI_OK_INSERT, "noting the rows of %s failed", t->name);
 		n += got;
 		SPI_freetuptable(tt);
 		pfree(keys);
@@ -584,11 +583,12 @@ ms_follow_unmirrored(int id)
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(id)};
 
-	if (SPI_execute_with_args("UPDATE sync.notes SET done = true WHERE tab = $1 AND NOT done",
-							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
-		SPI_execute_with_args("DELETE FROM sync.quarantine WHERE tab = $1",
-							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "letting go of the notes of a table no longer mirrored failed");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.notes SET done = true WHERE tab = $1 AND NOT done",
+									   1, types, values, NULL, false, 0), SPI_OK_UPDATE,
+				 "letting go of the notes of a table no longer mirrored failed");
+	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.quarantine WHERE tab = $1",
+									   1, types, values, NULL, false, 0), SPI_OK_DELETE,
+				 "letting go of the notes of a table no longer mirrored failed");
 	/* its replicas let it go at the next pass */
 	ms_wake_at_commit();
 }
@@ -630,11 +630,10 @@ reprovision(const ms_table *t, const char *why)
 		CStringGetTextDatum(psprintf("table %s: %s, which a schema change cannot carry: provisioned again",
 									 t->name, why))};
 
-	if (SPI_execute_with_args("UPDATE sync.replicas r SET provision = true, last_error = $2, last_error_at = now()"
-							  " WHERE live AND NOT dropped AND EXISTS (SELECT FROM sync.held h"
-							  "   WHERE h.replica = r.id AND h.tab = $1)",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "provisioning the replicas of %s failed", t->name);
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas r SET provision = true, last_error = $2, last_error_at = now()"
+									   " WHERE live AND NOT dropped AND EXISTS (SELECT FROM sync.held h"
+									   "   WHERE h.replica = r.id AND h.tab = $1)",
+									   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "provisioning the replicas of %s failed", t->name);
 	return SPI_processed;
 }
 

@@ -195,8 +195,7 @@ table_partitions(const part_table *t, const char *sql, Datum partition)
 	rc = SPI_execute_with_args(psprintf(sql, t->column, t->name, t->column), partition ? 1 : 0,
 							   argtypes, args, NULL, true, 0);
 	ms_owner_end(&as);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading the partitions of %s failed: %s", t->name, SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading the partitions of %s failed", t->name);
 }
 
 /* whether partition is one some mirrored table's partition column holds, or a replica has */

@@ -488,12 +488,10 @@ ms_digests(ms_filing *f)
 	if (!ms_up_next(f->upload, f->upload_len, MS_FIELD_UP_DIGESTS, &pos, &p, &len))
 		return "none";
 	/* rows marked replace (a refused write answered, a range repaired) are on their way too */
-	if (SPI_execute_with_args("SELECT provision OR acked_number < last_number"
-							  " OR EXISTS (SELECT FROM sync.held h WHERE h.replica = $1 AND h.replace AND h.taken IS NULL)"
-							  " FROM sync.replicas WHERE id = $1",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not read sync.replicas");	/* its row is locked since ms_acknowledge */
+	ms_spi_check_one(SPI_execute_with_args("SELECT provision OR acked_number < last_number"
+										   " OR EXISTS (SELECT FROM sync.held h WHERE h.replica = $1 AND h.replace AND h.taken IS NULL)"
+										   " FROM sync.replicas WHERE id = $1",
+										   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");	/* its row is locked since ms_acknowledge */
 	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) ||
 		f->provisioning)
 		return "not compared: messages are on their way";

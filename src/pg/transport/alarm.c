@@ -352,15 +352,14 @@ record(const alarm_args *args)
 	values[1] = CStringGetTextDatum(claim);
 	values[2] = CStringGetTextDatum(reason);
 	values[3] = CStringGetTextDatum(sqlstate((ms_claim_refusal) args->why));
-	if (SPI_execute_with_args("INSERT INTO sync.refused_claims (replica, claim, reason, sqlstate)"
-							  " SELECT $1, $2, $3, $4 FROM sync.replicas WHERE id = $1"
-							  " ON CONFLICT (replica) DO UPDATE SET claim = EXCLUDED.claim, reason = EXCLUDED.reason,"
-							  "   sqlstate = EXCLUDED.sqlstate, at = EXCLUDED.at",
-							  4, types, values, NULL, false, 0) != SPI_OK_INSERT ||
-		SPI_execute_with_args("UPDATE sync.replicas SET last_error = $2 || ': ' || $3, last_error_at = now()"
-							  " WHERE id = $1",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record a refused claim");
+	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.refused_claims (replica, claim, reason, sqlstate)"
+									   " SELECT $1, $2, $3, $4 FROM sync.replicas WHERE id = $1"
+									   " ON CONFLICT (replica) DO UPDATE SET claim = EXCLUDED.claim, reason = EXCLUDED.reason,"
+									   "   sqlstate = EXCLUDED.sqlstate, at = EXCLUDED.at",
+									   4, types, values, NULL, false, 0), SPI_OK_INSERT, "could not record a refused claim");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET last_error = $2 || ': ' || $3, last_error_at = now()"
+									   " WHERE id = $1",
+									   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record a refused claim");
 
 	SPI_finish();
 	PopActiveSnapshot();

@@ -206,16 +206,16 @@ ms_answer(ms_filing *f, Sync__Up *up)
 	ms_hlc_merge_upload(up->clock);
 	queue(f, up, &filed);
 	/* the last send filed: one numbered at or below it is a duplicate from now on */
-	if (f->filer->updated &&
-		SPI_execute_with_args(laned ?
-							  "INSERT INTO sync.sends (replica, filed_seq, lane) VALUES ($1, $2, $3)"
-							  " ON CONFLICT (replica, lane) DO UPDATE"
-							  "   SET filed_seq = greatest(sync.sends.filed_seq, EXCLUDED.filed_seq), filed_at = now()" :
-							  "INSERT INTO sync.sends (replica, filed_seq) VALUES ($1, $2)"
-							  " ON CONFLICT (replica) DO UPDATE SET filed_seq = greatest(sync.sends.filed_seq, EXCLUDED.filed_seq),"
-							  "   filed_at = now()",
-							  laned ? 3 : 2, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record the last send filed");
+	if (f->filer->updated)
+		ms_spi_check(SPI_execute_with_args(laned ?
+										   "INSERT INTO sync.sends (replica, filed_seq, lane) VALUES ($1, $2, $3)"
+										   " ON CONFLICT (replica, lane) DO UPDATE"
+										   "   SET filed_seq = greatest(sync.sends.filed_seq, EXCLUDED.filed_seq), filed_at = now()" :
+										   "INSERT INTO sync.sends (replica, filed_seq) VALUES ($1, $2)"
+										   " ON CONFLICT (replica) DO UPDATE SET filed_seq = greatest(sync.sends.filed_seq, EXCLUDED.filed_seq),"
+										   "   filed_at = now()",
+										   laned ? 3 : 2, types, values, NULL, false, 0), SPI_OK_INSERT,
+					 "could not record the last send filed");
 }
 
 void

@@ -342,7 +342,7 @@ ms_filer_run(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 	 * call: what a row allocates after its statements goes with the row's
 	 */
 	MemoryContextSwitchTo(cxt);
-	ms_spi_check(rc, expect, what);
+	ms_spi_check(rc, expect, "%s", what);
 }
 
 /*

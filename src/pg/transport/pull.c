@@ -453,8 +453,7 @@ ms_pull(PG_FUNCTION_ARGS)
 		/* what it says it weighs (its head and body, record.c): one that cannot fit is not read */
 		if (total > 0 && total + (int64) size > max_bytes)
 			break;
-		if (SPI_execute_plan(body, &id, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "message %lld has no body", (long long) DatumGetInt64(number));
+		ms_spi_check_one(SPI_execute_plan(body, &id, NULL, true, 1), SPI_OK_SELECT, "message %lld has no body", (long long) DatumGetInt64(number));
 		bytes = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		SPI_freetuptable(SPI_tuptable);
 		/* always at least one message, then only what fits */

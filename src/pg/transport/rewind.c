@@ -62,27 +62,29 @@ ms_rewind(const pg_uuid_t *replica, const char *replica_text, const Sync__Applie
 		!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) || isnull)
 		return false;
 	/* the messages after N leave the outbox, owed no more (as ack.c's leave_outbox) */
-	if (SPI_execute_with_args(owed ?
-							  "WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number > $2"
-							  "            RETURNING number, bytes, dropped)"
-							  " UPDATE sync.replicas r SET owed_messages = greatest(r.owed_messages - o.n, 0),"
-							  "        owed_bytes = greatest(r.owed_bytes - o.b, 0)"
-							  "   FROM (SELECT count(*) AS n, coalesce(sum(d.bytes), 0) AS b FROM d, sync.replicas x"
-							  "          WHERE x.id = $1 AND NOT d.dropped AND d.number > coalesce(x.snapshot_end, 0)) o"
-							  "  WHERE r.id = $1 AND o.n > 0" :
-							  "DELETE FROM sync.outbox WHERE replica = $1 AND number > $2",
-							  2, types, values, NULL, false, 0) < 0 ||
-		SPI_execute_with_args("DELETE FROM sync.carried WHERE replica = $1 AND number > $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not take the outbox of a restored replica back");
+	ms_spi_check(SPI_execute_with_args(owed ?
+									   "WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number > $2"
+									   "            RETURNING number, bytes, dropped)"
+									   " UPDATE sync.replicas r SET owed_messages = greatest(r.owed_messages - o.n, 0),"
+									   "        owed_bytes = greatest(r.owed_bytes - o.b, 0)"
+									   "   FROM (SELECT count(*) AS n, coalesce(sum(d.bytes), 0) AS b FROM d, sync.replicas x"
+									   "          WHERE x.id = $1 AND NOT d.dropped AND d.number > coalesce(x.snapshot_end, 0)) o"
+									   "  WHERE r.id = $1 AND o.n > 0" :
+									   "DELETE FROM sync.outbox WHERE replica = $1 AND number > $2",
+									   2, types, values, NULL, false, 0), owed ? SPI_OK_UPDATE : SPI_OK_DELETE,
+				 "could not take the outbox of a restored replica back");
+	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.carried WHERE replica = $1 AND number > $2",
+									   2, types, values, NULL, false, 0), SPI_OK_DELETE,
+				 "could not take the outbox of a restored replica back");
 	/* taken back after N: the copy still holds it, its deletion goes again */
-	if (SPI_execute_with_args("UPDATE sync.held SET taken = NULL, number = 0, note = 0, replace = true"
-							  " WHERE replica = $1 AND taken > $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
-		/* sent after N: the copy lacks it, or holds an older version */
-		SPI_execute_with_args("UPDATE sync.held SET replace = true WHERE replica = $1 AND number > $2 AND NOT replace",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not mark the rows a restored replica lacks");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.held SET taken = NULL, number = 0, note = 0, replace = true"
+									   " WHERE replica = $1 AND taken > $2",
+									   2, types, values, NULL, false, 0), SPI_OK_UPDATE,
+				 "could not mark the rows a restored replica lacks");
+	/* sent after N: the copy lacks it, or holds an older version */
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.held SET replace = true WHERE replica = $1 AND number > $2 AND NOT replace",
+									   2, types, values, NULL, false, 0), SPI_OK_UPDATE,
+				 "could not mark the rows a restored replica lacks");
 	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
 									   " acked_number = $2, acked_nonce = $3, acked_at = now(), last_number = $2, last_nonce = $3"
 									   " WHERE id = $1",
