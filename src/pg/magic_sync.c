@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  * magic_sync.c
  *	  What the server extension's modules share: the allocator it lends to
- *	  src/shared.  The module's entry is module.c.
+ *	  src/shared, two lists of strings compared.  The module's entry is
+ *	  module.c.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -30,4 +31,15 @@ ms_allocator *
 ms_pg_allocator(void)
 {
 	return &pg_allocator;
+}
+
+bool
+ms_same_strings(char **a, int na, char **b, int nb)
+{
+	if (na != nb)
+		return false;
+	for (int i = 0; i < na; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return false;
+	return true;
 }

@@ -1,12 +1,14 @@
 /*-------------------------------------------------------------------------
  * spi_check.c
- *	  The one check of what an SPI call returned (spi_check.h).
+ *	  What every use of SPI repeated, written once (spi_check.h).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
+#include "access/htup_details.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
+#include "utils/tuplestore.h"
 
 #include "spi_check.h"
 
@@ -57,4 +59,30 @@ ms_spi_check_one(int rc, int expect, const char *fmt,...)
 		elog(ERROR, "%s: %s", what_of(fmt, args), SPI_result_code_string(rc));
 	elog(ERROR, "%s: " UINT64_FORMAT " rows, not one", what_of(fmt, args), SPI_processed);
 	va_end(args);
+}
+
+SPIPlanPtr
+ms_spi_prepare(const char *sql, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	return plan;
+}
+
+void
+ms_spi_rows_out(ReturnSetInfo *rsinfo)
+{
+	int			n = SPI_tuptable->tupdesc->natts;
+	Datum	   *values = palloc(sizeof(Datum) * n);
+	bool	   *nulls = palloc(sizeof(bool) * n);
+
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	pfree(values);
+	pfree(nulls);
 }

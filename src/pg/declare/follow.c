@@ -413,17 +413,6 @@ ms_follow_table(ms_decl *d, List *decls, ms_follow *f)
 /* ---- a declaration made again ------------------------------------------- */
 
 static bool
-same_list(char **a, int na, char **b, int nb)
-{
-	if (na != nb)
-		return false;
-	for (int i = 0; i < na; i++)
-		if (strcmp(a[i], b[i]) != 0)
-			return false;
-	return true;
-}
-
-static bool
 same_text(const char *a, const char *b)
 {
 	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
@@ -437,7 +426,7 @@ ms_follow_redeclare(ms_decl *d, const ms_decl *old, ms_follow *f)
 		f->reprovision = "its mirror changed";
 	else if (d->proto != old->proto)
 		f->reprovision = "its codec changed";
-	else if (!same_list(d->key, d->nkey, old->key, old->nkey))
+	else if (!ms_same_strings(d->key, d->nkey, old->key, old->nkey))
 		f->reprovision = "its key changed";
 	d->last_id = old->last_id;
 	for (int c = 0; c < d->ncolumns; c++)
@@ -474,7 +463,7 @@ ms_follow_redeclare(ms_decl *d, const ms_decl *old, ms_follow *f)
 		d->members != old->members || d->assignments != old->assignments ||
 		!same_text(d->group_column, old->group_column) ||
 		!same_text(d->assignment_replica, old->assignment_replica) ||
-		!same_list(d->member_key, d->nmember_key, old->member_key, old->nmember_key))
+		!ms_same_strings(d->member_key, d->nmember_key, old->member_key, old->nmember_key))
 	{
 		said(f, "another rule");
 		f->replan = true;
@@ -516,12 +505,10 @@ ms_follow_note_rows(const ms_table *t, char source)
 	ms_as_owner as;
 	uint64		n = 0;
 
-	read = SPI_prepare(psprintf("SELECT %s, %s FROM %s x", ms_key_expr(t, "x"), part, t->qualified), 0, NULL);
-	write = SPI_prepare("INSERT INTO sync.notes (tab, source, key, part)"
-						" SELECT $1, $2, u.key, u.part FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(key, part)",
-						4, types);
-	if (read == NULL || write == NULL)
-		elog(ERROR, "could not prepare the noting of the rows of %s: %s", t->name, SPI_result_code_string(SPI_result));
+	read = ms_spi_prepare(psprintf("SELECT %s, %s FROM %s x", ms_key_expr(t, "x"), part, t->qualified), 0, NULL);
+	write = ms_spi_prepare("INSERT INTO sync.notes (tab, source, key, part)"
+						   " SELECT $1, $2, u.key, u.part FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(key, part)",
+						   4, types);
 	ms_owner_begin(&as, t->relid);
 	portal = SPI_cursor_open(NULL, read, NULL, NULL, true);
 	ms_owner_end(&as);

@@ -39,6 +39,7 @@
 #include "catalog.h"
 #include "owner.h"
 #include "pass.h"
+#include "spi_check.h"
 #include "temp.h"
 #include "wanted.h"
 
@@ -383,15 +384,7 @@ ms_why(PG_FUNCTION_ARGS)
 			"  LEFT JOIN sync.held h ON h.replica = $3 AND h.tab = ch.tab AND h.key = ch.key"
 			" ORDER BY ch.depth",
 			3, (Oid[]) {INT4OID, TEXTOID, UUIDOID}, (Datum[]) {tab, key, id}, NULL, 0);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		Datum		values[6];
-		bool		nulls[6];
-
-		for (int c = 0; c < 6; c++)
-			values[c] = ms_value(i, c + 1, &nulls[c]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
+	ms_spi_rows_out(rsinfo);
 	ms_pass_end(&p);
 	SPI_finish();
 	return (Datum) 0;
@@ -433,15 +426,7 @@ ms_why_all(PG_FUNCTION_ARGS)
 		SPI_cursor_fetch(portal, true, 1000);
 		if (SPI_processed == 0)
 			break;
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			Datum		values[6];
-			bool		nulls[6];
-
-			for (int c = 0; c < 6; c++)
-				values[c] = ms_value(i, c + 1, &nulls[c]);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		}
+		ms_spi_rows_out(rsinfo);
 		SPI_freetuptable(SPI_tuptable);
 	}
 	SPI_cursor_close(portal);

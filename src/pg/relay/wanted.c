@@ -29,6 +29,7 @@
 #include "keys.h"
 #include "owner.h"
 #include "pass.h"
+#include "spi_check.h"
 #include "temp.h"
 #include "wanted.h"
 
@@ -565,15 +566,7 @@ ms_wanted(PG_FUNCTION_ARGS)
 	ms_exec(&p, "SELECT t.relid, w.key, sync.key_parts(w.key)"
 			"  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
 			" ORDER BY t.id, w.key", 0, NULL, NULL, NULL, 0);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		Datum		values[3];
-		bool		nulls[3];
-
-		for (int c = 0; c < 3; c++)
-			values[c] = ms_value(i, c + 1, &nulls[c]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
+	ms_spi_rows_out(rsinfo);
 	ms_pass_end(&p);
 	SPI_finish();
 	return (Datum) 0;

@@ -283,18 +283,10 @@ static int64
 last_message(void)
 {
 	static Oid	seq = InvalidOid;
-	Datum		d;
-	LOCAL_FCINFO(fcinfo, 1);
 
 	if (!OidIsValid(seq))
 		seq = get_relname_relid("message_seq", get_namespace_oid("sync", false));
-	if (!OidIsValid(seq))
-		return 0;
-	InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
-	fcinfo->args[0].value = ObjectIdGetDatum(seq);
-	fcinfo->args[0].isnull = false;
-	d = pg_sequence_last_value(fcinfo);
-	return fcinfo->isnull ? 0 : DatumGetInt64(d);
+	return OidIsValid(seq) ? ms_seq_last_value(seq) : 0;
 }
 
 /*

@@ -314,9 +314,9 @@ body_plan(void)
 
 	if (plan == NULL)
 	{
-		SPIPlanPtr	p = SPI_prepare("SELECT b.bytes FROM sync.bodies b WHERE b.id = $1", 1, (Oid[]) {INT8OID});
+		SPIPlanPtr	p = ms_spi_prepare("SELECT b.bytes FROM sync.bodies b WHERE b.id = $1", 1, (Oid[]) {INT8OID});
 
-		if (p == NULL || SPI_keepplan(p) != 0)
+		if (SPI_keepplan(p) != 0)
 			elog(ERROR, "could not prepare the read of sync.bodies: %s", SPI_result_code_string(SPI_result));
 		plan = p;
 	}

@@ -29,12 +29,10 @@ ms_wish_fates(const pg_uuid_t *replica, const Sync__Up *up)
 
 	if (up->n_wish_fates == 0)
 		return;
-	plan = SPI_prepare("UPDATE sync.wish_list SET fate = $3, why = NULLIF($4, ''), decided = now()"
-					   " WHERE id = $1 AND replica = $2 AND (fate = 'pending'"
-					   "  OR (fate = 'superseded' AND number IS NOT NULL AND $3 <> 'superseded'))",
-					   4, types);
-	if (plan == NULL)
-		elog(ERROR, "could not prepare the filing of wish fates");
+	plan = ms_spi_prepare("UPDATE sync.wish_list SET fate = $3, why = NULLIF($4, ''), decided = now()"
+						  " WHERE id = $1 AND replica = $2 AND (fate = 'pending'"
+						  "  OR (fate = 'superseded' AND number IS NOT NULL AND $3 <> 'superseded'))",
+						  4, types);
 	for (size_t i = 0; i < up->n_wish_fates; i++)
 	{
 		const Sync__WishFate *f = up->wish_fates[i];
