@@ -1,4 +1,4 @@
--- Settings and wishes (src/pg/wish.c, wish_send.c, wish_fates.c; docs/
+-- Settings and wishes (src/pg/relay/wish.c, wish_send.c, transport/wish_fates.c; docs/
 -- protocol.md 5.4): a setting table is a record of one row per replica,
 -- keyed by its origin alone; sync.wish, for the table's owner, records a
 -- wish for one replica's row, refuses every misuse with its own SQLSTATE,

@@ -500,7 +500,7 @@ GRANT INSERT, UPDATE, DELETE ON sync.wish_list, sync.wishes TO sync_relay;
 GRANT USAGE, SELECT, UPDATE ON SEQUENCE sync.wish_list_id_seq TO sync_relay;
 REVOKE ALL ON FUNCTION sync.wish(regclass, uuid, jsonb, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.wish(regclass, uuid, jsonb, text) TO sync_admin;
--- The server's hybrid logical clock (src/pg/transport/hlc_clock.c,
+-- The server's hybrid logical clock (src/pg/hlc_clock.c,
 -- docs/protocol.md 12): one row once a clock is stored (none before: 0), the greatest clock any upload brought that
 -- was ahead of the server's physical time, and not too far ahead.  Every message to a
 -- replica carries the greater of it and the physical time (ToReplica.clock),

@@ -25,6 +25,7 @@
 #include "utils/syscache.h"
 
 #include "access.h"
+#include "spi_check.h"
 
 void
 ms_replica_access(pg_uuid_t *replica, const char *what)
@@ -39,9 +40,8 @@ ms_replica_access(pg_uuid_t *replica, const char *what)
 	bool		dropped = false;
 	char	   *id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
 
-	if (SPI_execute_with_args("SELECT role, dropped FROM sync.replicas WHERE id OPERATOR(pg_catalog.=) $1",
-							  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args("SELECT role, dropped FROM sync.replicas WHERE id OPERATOR(pg_catalog.=) $1",
+									   1, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	found = SPI_processed > 0;
 	if (found)
 	{

@@ -26,7 +26,9 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "bytes.h"
 #include "epoch.h"
+#include "spi_check.h"
 #include "updated.h"
 
 PG_FUNCTION_INFO_V1(ms_epoch_begin_sql);
@@ -42,16 +44,6 @@ copy_bytea(Datum d, uint8 *out, size_t n)
 		elog(ERROR, "sync.epoch holds a value of %zu bytes, not %zu",
 			 (size_t) VARSIZE_ANY_EXHDR(b), n);
 	memcpy(out, VARDATA_ANY(b), n);
-}
-
-static bytea *
-make_bytea(const uint8 *bytes, size_t n)
-{
-	bytea	   *b = palloc(VARHDRSZ + n);
-
-	SET_VARSIZE(b, VARHDRSZ + n);
-	memcpy(VARDATA(b), bytes, n);
-	return b;
 }
 
 static const char *const current_sql = "SELECT id, secret FROM sync.epoch WHERE ended IS NULL";
@@ -76,8 +68,7 @@ current_generation(void)
 
 	if (!recorded())
 		return 0;
-	if (SPI_execute("SELECT max(generation) FROM sync.generations", true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.generations");
+	ms_spi_check(SPI_execute("SELECT max(generation) FROM sync.generations", true, 1), SPI_OK_SELECT, "could not read sync.generations");
 	g = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : (uint64) DatumGetInt64(g);
 }
@@ -101,8 +92,7 @@ read_current(ms_epoch *e)
 bool
 ms_epoch_read(ms_epoch *e)
 {
-	if (SPI_execute(current_sql, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.epoch");
+	ms_spi_check(SPI_execute(current_sql, true, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (read_current(e))
 		return true;
 	memset(e, 0, sizeof *e);
@@ -112,14 +102,13 @@ ms_epoch_read(ms_epoch *e)
 bool
 ms_epoch_current(ms_epoch *e)
 {
-	if (SPI_execute(current_sql, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.epoch");
+	ms_spi_check(SPI_execute(current_sql, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (read_current(e))
 		return true;
 	/* the first epoch: one transaction begins it, whoever comes first (a pass, a filing) */
-	if (SPI_execute("LOCK TABLE sync.epoch IN SHARE ROW EXCLUSIVE MODE", false, 0) < 0 ||
-		SPI_execute(current_sql, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.epoch");
+	ms_spi_check(SPI_execute("LOCK TABLE sync.epoch IN SHARE ROW EXCLUSIVE MODE", false, 0), SPI_OK_UTILITY,
+				 "could not read sync.epoch");
+	ms_spi_check(SPI_execute(current_sql, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (read_current(e))
 		return true;
 	ms_epoch_begin("the first relay pass", e);
@@ -141,17 +130,15 @@ generation_begin(ms_epoch *e, const char *reason)
 		return;
 
 	values[0] = Int64GetDatum(GetCurrentTimestamp());
-	values[1] = PointerGetDatum(make_bytea(e->id, MS_EPOCH_BYTES));
+	values[1] = PointerGetDatum(ms_to_bytea(e->id, MS_EPOCH_BYTES));
 	values[2] = Int32GetDatum((int32) GetWALInsertionTimeLine());
 	values[3] = CStringGetTextDatum(psprintf(UINT64_FORMAT, GetSystemIdentifier()));
 	values[4] = ObjectIdGetDatum(MyDatabaseId);
 	values[5] = CStringGetTextDatum(reason);
-	if (SPI_execute_with_args("INSERT INTO sync.generations (generation, epoch, timeline, system, database, reason)"
-							  " SELECT greatest(coalesce(max(generation), 0) + 1, $1), $2, $3, $4, $5, $6"
-							  "   FROM sync.generations RETURNING generation",
-							  6, types, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING ||
-		SPI_processed != 1)
-		elog(ERROR, "could not begin a generation");
+	ms_spi_check_one(SPI_execute_with_args("INSERT INTO sync.generations (generation, epoch, timeline, system, database, reason)"
+										   " SELECT greatest(coalesce(max(generation), 0) + 1, $1), $2, $3, $4, $5, $6"
+										   "   FROM sync.generations RETURNING generation",
+										   6, types, values, NULL, false, 0), SPI_OK_INSERT_RETURNING, "could not begin a generation");
 	e->generation = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	ereport(LOG,
 			(errmsg("magic_sync: generation " UINT64_FORMAT " begins: %s", e->generation, reason),
@@ -172,9 +159,8 @@ ms_generation_observe(ms_epoch *e)
 	/* a standby neither writes nor follows a timeline of its own */
 	if (RecoveryInProgress() || !recorded())
 		return;
-	if (SPI_execute("SELECT generation, timeline, system, database FROM sync.generations"
-					" ORDER BY generation DESC LIMIT 1", false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.generations");
+	ms_spi_check(SPI_execute("SELECT generation, timeline, system, database FROM sync.generations"
+							 " ORDER BY generation DESC LIMIT 1", false, 1), SPI_OK_SELECT, "could not read sync.generations");
 	if (SPI_processed == 0)
 	{
 		/* an installation upgraded from a build that numbered none */
@@ -212,14 +198,15 @@ ms_epoch_begin(const char *reason, ms_epoch *e)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not draw random bytes for a new epoch")));
-	values[0] = PointerGetDatum(make_bytea(e->id, MS_EPOCH_BYTES));
-	values[1] = PointerGetDatum(make_bytea(e->secret, MS_SECRET_BYTES));
+	values[0] = PointerGetDatum(ms_to_bytea(e->id, MS_EPOCH_BYTES));
+	values[1] = PointerGetDatum(ms_to_bytea(e->secret, MS_SECRET_BYTES));
 	values[2] = CStringGetTextDatum(reason);
-	if (SPI_execute("UPDATE sync.epoch SET ended = now() WHERE ended IS NULL", false, 0) < 0 ||
-		SPI_execute_with_args("INSERT INTO sync.epoch (id, secret, reason) VALUES ($1, $2, $3)",
-							  3, types, values, NULL, false, 0) != SPI_OK_INSERT ||
-		SPI_execute("UPDATE sync.replicas SET provision = true WHERE NOT dropped", false, 0) < 0)
-		elog(ERROR, "could not begin a new epoch");
+	ms_spi_check(SPI_execute("UPDATE sync.epoch SET ended = now() WHERE ended IS NULL", false, 0), SPI_OK_UPDATE,
+				 "could not begin a new epoch");
+	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.epoch (id, secret, reason) VALUES ($1, $2, $3)",
+									   3, types, values, NULL, false, 0), SPI_OK_INSERT, "could not begin a new epoch");
+	ms_spi_check(SPI_execute("UPDATE sync.replicas SET provision = true WHERE NOT dropped", false, 0), SPI_OK_UPDATE,
+				 "could not begin a new epoch");
 	ereport(LOG,
 			(errmsg("magic_sync: a new epoch begins: %s", reason),
 			 errdetail("Every replica is provisioned again.")));
@@ -234,10 +221,9 @@ ms_epoch_find(const uint8 *id, ms_epoch *e, bool *current)
 	Datum		values[1];
 	bool		isnull;
 
-	values[0] = PointerGetDatum(make_bytea(id, MS_EPOCH_BYTES));
-	if (SPI_execute_with_args("SELECT secret, ended IS NULL FROM sync.epoch WHERE id = $1",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.epoch");
+	values[0] = PointerGetDatum(ms_to_bytea(id, MS_EPOCH_BYTES));
+	ms_spi_check(SPI_execute_with_args("SELECT secret, ended IS NULL FROM sync.epoch WHERE id = $1",
+									   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (SPI_processed == 0)
 		return false;
 	memcpy(e->id, id, MS_EPOCH_BYTES);
@@ -262,7 +248,7 @@ ms_epoch_begin_sql(PG_FUNCTION_ARGS)
 	SPI_connect();
 	ms_epoch_begin(reason, &e);
 	SPI_finish();
-	out = make_bytea(e.id, MS_EPOCH_BYTES);
+	out = ms_to_bytea(e.id, MS_EPOCH_BYTES);
 	PG_RETURN_BYTEA_P(out);
 }
 
@@ -292,9 +278,8 @@ ms_replica_reprovision(PG_FUNCTION_ARGS)
 				   GetUserNameFromId(GetOuterUserId(), false));
 	values[1] = CStringGetTextDatum(why);
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT dropped FROM sync.replicas WHERE id = $1 FOR UPDATE",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args("SELECT dropped FROM sync.replicas WHERE id = $1 FOR UPDATE",
+									   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -306,10 +291,9 @@ ms_replica_reprovision(PG_FUNCTION_ARGS)
 				 errmsg("replica %s is dropped", id),
 				 errdetail("The relay forgets it at its next pass."),
 				 errhint("Add it again with sync.replica_add: it is provisioned from scratch.")));
-	if (SPI_execute_with_args("UPDATE sync.replicas SET provision = true, provision_failed_at = NULL,"
-							  " last_error = $2, last_error_at = now() WHERE id = $1",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not mark a replica to provision");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET provision = true, provision_failed_at = NULL,"
+									   " last_error = $2, last_error_at = now() WHERE id = $1",
+									   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not mark a replica to provision");
 	SPI_finish();
 	ereport(LOG, (errmsg("magic_sync: replica %s is %s", id, why)));
 	PG_RETURN_VOID();

@@ -18,6 +18,7 @@
 #include "utils/json.h"
 #include "utils/memutils.h"
 
+#include "bytes.h"
 #include "digest.h"
 #include "key.h"
 #include "keys.h"
@@ -200,8 +201,7 @@ ms_key(PG_FUNCTION_ARGS)
 		lens[i] = VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i]));
 	}
 	size = ms_key_size(n, parts, lens);
-	out = palloc(VARHDRSZ + size);
-	SET_VARSIZE(out, VARHDRSZ + size);
+	out = ms_bytea_new(size);
 	ms_key_write(VARDATA(out), n, parts, lens);
 	PG_RETURN_TEXT_P(out);
 }

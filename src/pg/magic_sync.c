@@ -1,37 +1,13 @@
 /*-------------------------------------------------------------------------
  * magic_sync.c
- *	  The server extension's module: its magic, its settings, its parse
- *	  analysis hook (owner.h) and worker at load, and the allocator it lends to src/shared.
+ *	  What the server extension's modules share: the allocator it lends to
+ *	  src/shared, two lists of strings compared.  The module's entry is
+ *	  module.c.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
 
-#include "fmgr.h"
-#include "miscadmin.h"
 #include "utils/memutils.h"
-
-#include "claim.h"
-#include "owner.h"
-#include "settings.h"
-#include "wake.h"
-#include "worker.h"
-
-PG_MODULE_MAGIC;
-
-void		_PG_init(void);
-
-void
-_PG_init(void)
-{
-	ms_settings_init();
-	ms_owner_init();
-	if (process_shared_preload_libraries_in_progress)
-	{
-		ms_wake_preload();
-		ms_alarm_preload();
-		ms_worker_register_static();
-	}
-}
 
 static void *
 pg_alloc(void *data, size_t size)
@@ -55,4 +31,15 @@ ms_allocator *
 ms_pg_allocator(void)
 {
 	return &pg_allocator;
+}
+
+bool
+ms_same_strings(char **a, int na, char **b, int nb)
+{
+	if (na != nb)
+		return false;
+	for (int i = 0; i < na; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return false;
+	return true;
 }

@@ -13,6 +13,9 @@
 /* ms_pg_allocator: a protobuf-c allocator on palloc, in CurrentMemoryContext. */
 extern ms_allocator *ms_pg_allocator(void);
 
+/* ms_same_strings: whether two lists of strings are the same, in the same order */
+extern bool ms_same_strings(char **a, int na, char **b, int nb);
+
 /*
  * sync.let_go.taken of the rows a replica held when it was provisioned
  * again: taken back at its snapshot's end, whose number is not known when

@@ -12,8 +12,10 @@
 #include "executor/spi.h"
 #include "utils/builtins.h"
 
+#include "bytes.h"
 #include "seal.h"
 #include "signing.h"
+#include "spi_check.h"
 #include "updated.h"
 
 /* the key the backend signs with, made once from the seed it was read as */
@@ -27,8 +29,7 @@ read_seed(uint8 seed[MS_SIGN_SEED_BYTES])
 	bool		isnull;
 	bytea	   *b;
 
-	if (SPI_execute("SELECT private_key FROM sync.signing_key", false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.signing_key");
+	ms_spi_check(SPI_execute("SELECT private_key FROM sync.signing_key", false, 1), SPI_OK_SELECT, "could not read sync.signing_key");
 	if (SPI_processed == 0)
 		return false;
 	b = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -37,16 +38,6 @@ read_seed(uint8 seed[MS_SIGN_SEED_BYTES])
 		elog(ERROR, "sync.signing_key holds a private key that is not %d bytes", MS_SIGN_SEED_BYTES);
 	memcpy(seed, VARDATA_ANY(b), MS_SIGN_SEED_BYTES);
 	return true;
-}
-
-static bytea *
-make_bytea(const uint8 *bytes, size_t n)
-{
-	bytea	   *b = palloc(VARHDRSZ + n);
-
-	SET_VARSIZE(b, VARHDRSZ + n);
-	memcpy(VARDATA(b), bytes, n);
-	return b;
 }
 
 /* make_key: the installation's first key, drawn from the CSPRNG and recorded */
@@ -65,12 +56,11 @@ make_key(uint8 seed[MS_SIGN_SEED_BYTES])
 	if (s == NULL)
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not make a signing key")));
 	ms_signer_free(s);
-	values[0] = PointerGetDatum(make_bytea(seed, MS_SIGN_SEED_BYTES));
-	values[1] = PointerGetDatum(make_bytea(public_key, MS_SIGN_KEY_BYTES));
-	if (SPI_execute_with_args("INSERT INTO sync.signing_key (private_key, public_key) VALUES ($1, $2)"
-							  " ON CONFLICT DO NOTHING",
-							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record the signing key");
+	values[0] = PointerGetDatum(ms_to_bytea(seed, MS_SIGN_SEED_BYTES));
+	values[1] = PointerGetDatum(ms_to_bytea(public_key, MS_SIGN_KEY_BYTES));
+	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.signing_key (private_key, public_key) VALUES ($1, $2)"
+									   " ON CONFLICT DO NOTHING",
+									   2, types, values, NULL, false, 0), SPI_OK_INSERT, "could not record the signing key");
 	/* another transaction, begun before this one's snapshot was taken, made it first */
 	if (SPI_processed != 1)
 		ereport(ERROR,

@@ -14,6 +14,20 @@
 #include "subxact.h"
 #include "transient.h"
 
+ErrorData *
+ms_subxact_undo(MemoryContext cxt, ResourceOwner owner)
+{
+	ErrorData  *e;
+
+	MemoryContextSwitchTo(cxt);
+	e = CopyErrorData();
+	FlushErrorState();
+	RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return e;
+}
+
 static bool
 attempt(void (*fn) (void *arg), void *arg, ErrorData **err, bool keep)
 {
@@ -35,15 +49,8 @@ attempt(void (*fn) (void *arg), void *arg, ErrorData **err, bool keep)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *e;
+		ErrorData  *e = ms_subxact_undo(cxt, owner);
 
-		MemoryContextSwitchTo(cxt);
-		e = CopyErrorData();
-		FlushErrorState();
-		/* never let an error out with the subtransaction open */
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
 		if (ms_transient(e->sqlerrcode))
 			ReThrowError(e);
 		*err = e;

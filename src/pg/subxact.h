@@ -8,6 +8,8 @@
 
 #include "postgres.h"
 
+#include "utils/resowner.h"
+
 /*
  * ms_try: run fn(arg) in a subtransaction of its own.  True when it went
  * through; false, with the error in *err, when it failed for good (all it did
@@ -21,5 +23,13 @@ extern bool ms_try(void (*fn) (void *arg), void *arg, ErrorData **err);
  * only says whether the work would go through.
  */
 extern bool ms_trial(void (*fn) (void *arg), void *arg, ErrorData **err);
+
+/*
+ * ms_subxact_undo: in the PG_CATCH of work begun with
+ * BeginInternalSubTransaction: the error copied, the subtransaction rolled
+ * back (never an error let out with it open), cxt and owner, as they were
+ * before it began, current again; returns the error.
+ */
+extern ErrorData *ms_subxact_undo(MemoryContext cxt, ResourceOwner owner);
 
 #endif

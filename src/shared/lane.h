@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "wire.h"
+#include "reason.h"
 
 #define MS_LANE_MAX 63
 

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "alloc.h"
-#include "wire.h"
+#include "reason.h"
 
 /* The four SQLite types a column travels as (Column.type). */
 typedef enum ms_type

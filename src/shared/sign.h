@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire.h"
+#include "reason.h"
 
 #define MS_SIGN_KEY_BYTES 32		/* an Ed25519 public key */
 #define MS_SIGN_SEED_BYTES 32		/* an Ed25519 private key: its seed */

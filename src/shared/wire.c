@@ -16,17 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool
-ms_refuse(char reason[MS_REASON_MAX], const char *fmt,...)
-{
-	va_list		ap;
-
-	va_start(ap, fmt);
-	vsnprintf(reason, MS_REASON_MAX, fmt, ap);
-	va_end(ap);
-	return false;
-}
-
 /*
  * scan: the fields of buf[start, end), and of every field the descriptor
  * (when given) says is a message, so a field number 0 is refused however
@@ -84,59 +73,6 @@ bool
 ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX])
 {
 	return scan(NULL, buf, 0, len, reason);
-}
-
-bool
-ms_utf8_valid(const char *s, size_t len)
-{
-	const unsigned char *p = (const unsigned char *) s;
-	size_t		i = 0;
-
-	while (i < len)
-	{
-		unsigned char c = p[i];
-		size_t		n;
-		uint32_t	cp;
-
-		if (c < 0x80)
-		{
-			if (c == 0)
-				return false;
-			i++;
-			continue;
-		}
-		else if ((c & 0xe0) == 0xc0)
-		{
-			n = 1;
-			cp = c & 0x1f;
-		}
-		else if ((c & 0xf0) == 0xe0)
-		{
-			n = 2;
-			cp = c & 0x0f;
-		}
-		else if ((c & 0xf8) == 0xf0)
-		{
-			n = 3;
-			cp = c & 0x07;
-		}
-		else
-			return false;
-		if (len - i <= n)
-			return false;
-		for (size_t k = 1; k <= n; k++)
-		{
-			if ((p[i + k] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (p[i + k] & 0x3f);
-		}
-		/* overlong forms, surrogates and beyond U+10FFFF */
-		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-			(cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-			return false;
-		i += n + 1;
-	}
-	return true;
 }
 
 static bool

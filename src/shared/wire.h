@@ -21,10 +21,10 @@
 #include <stdint.h>
 
 #include "alloc.h"
+#include "reason.h"
 #include "sync.pb-c.h"
 
 #define MS_PROTOCOL 1
-#define MS_REASON_MAX 160
 /* Longest table or column name: schema.relname, each at most 63 bytes. */
 #define MS_NAME_MAX 127
 /* An Up's build (field 14): the replica library's, at most this many bytes. */
@@ -44,21 +44,6 @@ typedef enum ms_wire_status
  * the reason, when a field is truncated or has no valid tag.
  */
 extern bool ms_wire_scan(const uint8_t *buf, size_t len, char reason[MS_REASON_MAX]);
-
-extern bool ms_utf8_valid(const char *s, size_t len);
-
-/*
- * ms_refuse: say why in reason (printf formats, cut at MS_REASON_MAX); returns
- * false.  On Windows the C99 formats (%zu) are mingw's own stdio's
- * (__USE_MINGW_ANSI_STDIO), checked as GNU's rather than msvcrt's.
- */
-#ifdef __MINGW32__
-#define MS_PRINTF gnu_printf
-#else
-#define MS_PRINTF printf
-#endif
-extern bool ms_refuse(char reason[MS_REASON_MAX], const char *fmt,...)
-	__attribute__((format(MS_PRINTF, 2, 3)));
 
 /*
  * ms_to_replica_decode: decode and check a message to a replica.  NULL, with

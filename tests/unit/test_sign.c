@@ -14,6 +14,7 @@
 #include "sha256.h"
 #include "sign.h"
 #include "vectors.h"
+#include "wire.h"
 
 /* openssl_takes: whether OpenSSL's Ed25519 takes the signature of digest under key */
 static bool

@@ -24,7 +24,9 @@
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
 
+#include "bytes.h"
 #include "catalog.h"
+#include "spi_check.h"
 #include "triggers.h"
 
 PG_FUNCTION_INFO_V1(ms_check);
@@ -45,15 +47,11 @@ static bytea *
 tgargs_of(const ms_trigger *tg)
 {
 	StringInfoData buf;
-	bytea	   *out;
 
 	initStringInfo(&buf);
 	for (int i = 0; i < tg->nargs; i++)
 		appendBinaryStringInfo(&buf, tg->args[i], strlen(tg->args[i]) + 1);
-	out = palloc(VARHDRSZ + buf.len);
-	SET_VARSIZE(out, VARHDRSZ + buf.len);
-	memcpy(VARDATA(out), buf.data, buf.len);
-	return out;
+	return ms_to_bytea(buf.data, buf.len);
 }
 
 /* check_one: compare one expected trigger with pg_trigger on relid. */
@@ -91,8 +89,7 @@ check_one(List **problems, const ms_table *t, const ms_trigger *tg, Oid relid,
 	args[0] = ObjectIdGetDatum(relid);
 	args[1] = CStringGetTextDatum(tg->name);
 	rc = SPI_execute_plan(plan, args, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading triggers failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading triggers failed");
 	if (SPI_processed == 0)
 	{
 		problem(problems, t->name, "trigger missing",

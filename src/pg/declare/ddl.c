@@ -42,6 +42,7 @@
 
 #include "follow.h"
 #include "owner.h"
+#include "spi_check.h"
 #include "validate.h"
 
 PG_FUNCTION_INFO_V1(ms_ddl_end);
@@ -70,8 +71,7 @@ touched(void)
 		" WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND NOT d.in_extension"
 		"   AND c.relpersistence <> 't'", true, 0);
 
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading the DDL's commands failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading the DDL's commands failed");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
@@ -105,15 +105,14 @@ in_service(const ms_decl *d)
 	bool		isnull;
 	bool		yes;
 
-	if (SPI_execute_with_args("SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_class WHERE oid = $1)"
-							  " OR ((SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $1"
-							  "       AND tgname IN ('magic_sync_note', 'magic_sync_truncate')) = 2"
-							  "     AND ($2 = 0 OR (SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $2"
-							  "       AND tgname IN ('magic_sync_member_' || $4, 'magic_sync_member_' || $4 || '_truncate')) = 2)"
-							  "     AND ($3 = 0 OR (SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $3"
-							  "       AND tgname IN ('magic_sync_assignment_' || $4, 'magic_sync_assignment_' || $4 || '_truncate')) = 2))",
-							  4, types, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "reading the triggers of a mirrored table failed");
+	ms_spi_check(SPI_execute_with_args("SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_class WHERE oid = $1)"
+									   " OR ((SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $1"
+									   "       AND tgname IN ('magic_sync_note', 'magic_sync_truncate')) = 2"
+									   "     AND ($2 = 0 OR (SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $2"
+									   "       AND tgname IN ('magic_sync_member_' || $4, 'magic_sync_member_' || $4 || '_truncate')) = 2)"
+									   "     AND ($3 = 0 OR (SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $3"
+									   "       AND tgname IN ('magic_sync_assignment_' || $4, 'magic_sync_assignment_' || $4 || '_truncate')) = 2))",
+									   4, types, values, NULL, true, 1), SPI_OK_SELECT, "reading the triggers of a mirrored table failed");
 	yes = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_freetuptable(SPI_tuptable);
 	return yes;
@@ -181,10 +180,9 @@ enum_renamed(FunctionCallInfo fcinfo)
 	if (trig->parsetree == NULL || !IsA(trig->parsetree, AlterEnumStmt) ||
 		((AlterEnumStmt *) trig->parsetree)->oldVal == NULL)
 		return InvalidOid;
-	if (SPI_execute("SELECT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() d"
-					" WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND NOT d.in_extension",
-					true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "reading the DDL's commands failed");
+	ms_spi_check(SPI_execute("SELECT d.objid FROM pg_catalog.pg_event_trigger_ddl_commands() d"
+							 " WHERE d.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND NOT d.in_extension",
+							 true, 0), SPI_OK_SELECT, "reading the DDL's commands failed");
 	if (SPI_processed == 1)
 	{
 		bool		isnull;
@@ -275,8 +273,7 @@ ms_ddl_drop(PG_FUNCTION_ARGS)
 	rc = SPI_execute("SELECT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects()"
 					 "  WHERE NOT is_temporary AND object_type IN ('table', 'table column',"
 					 "   'table constraint', 'index', 'view', 'materialized view'))", true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading the objects dropped failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading the objects dropped failed");
 	{
 		bool		isnull;
 

@@ -16,7 +16,28 @@
 #include "catalog/namespace.h"
 
 #include "decl.h"
-#include "rule.h"
+#include "spi_check.h"
+
+/* The words of the rules, by ms_rule. */
+static const char *const rule_names[] = {NULL, "broadcast", "assigned", "follows", "grouped"};
+
+const char *
+ms_rule_name(ms_rule rule)
+{
+	return rule_names[rule];
+}
+
+ms_rule
+ms_rule_of_name(const char *word)
+{
+	if (word == NULL)
+		return MS_RULE_NONE;
+	for (int r = MS_RULE_BROADCAST; r <= MS_RULE_GROUPED; r++)
+		if (strcmp(rule_names[r], word) == 0)
+			return (ms_rule) r;
+	elog(ERROR, "sync.tables holds an unknown rule \"%s\"", word);
+	return MS_RULE_NONE;		/* keep the compiler quiet */
+}
 
 /* The columns of sync.tables in the order read_sql selects them. */
 enum
@@ -222,8 +243,7 @@ ms_decl_read_all(void)
 	rc = SPI_execute(psprintf(read_sql, ms_decl_evolving() ? evolving_sql : before_sql,
 							  psprintf("%s%s", ms_hlc_decl_read_sql(),
 									   ms_decl_laned() ? ", t.lane" : ", ''::text")), false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading sync.tables failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading sync.tables failed");
 	MemoryContextSwitchTo(cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 		out = lappend(out, decl_of_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc));
@@ -344,9 +364,7 @@ next_id(void)
 {
 	bool		isnull;
 
-	if (SPI_execute("SELECT pg_catalog.nextval('sync.tables_id_seq')::int", false, 0) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "reading sync.tables_id_seq failed");
+	ms_spi_check_one(SPI_execute("SELECT pg_catalog.nextval('sync.tables_id_seq')::int", false, 0), SPI_OK_SELECT, "reading sync.tables_id_seq failed");
 	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -445,8 +463,7 @@ ms_decl_store(ms_decl *d)
 										" fills = EXCLUDED.fills, last_id = EXCLUDED.last_id") :
 							   psprintf(STORE_COLUMNS, "", "", ""),
 							   evolving ? NPARAMS : NPARAMS - 4, types, values, nulls, false, 0);
-	if (rc != SPI_OK_INSERT || SPI_processed != 1)
-		elog(ERROR, "storing the declaration failed: %s", SPI_result_code_string(rc));
+	ms_spi_check_one(rc, SPI_OK_INSERT, "storing the declaration failed");
 	ms_hlc_decl_store(d);
 	/* the lane, apart: a catalog not yet updated has none, and every table is in the first */
 	if (ms_decl_laned())
@@ -454,10 +471,9 @@ ms_decl_store(ms_decl *d)
 		Oid			ltypes[2] = {INT4OID, TEXTOID};
 		Datum		lvalues[2] = {Int32GetDatum(d->id), CStringGetTextDatum(d->lane ? d->lane : "")};
 
-		if (SPI_execute_with_args("UPDATE sync.tables SET lane = $2 WHERE id OPERATOR(pg_catalog.=) $1"
-								  " AND lane OPERATOR(pg_catalog.<>) $2",
-								  2, ltypes, lvalues, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "storing the declaration's lane failed");
+		ms_spi_check(SPI_execute_with_args("UPDATE sync.tables SET lane = $2 WHERE id OPERATOR(pg_catalog.=) $1"
+										   " AND lane OPERATOR(pg_catalog.<>) $2",
+										   2, ltypes, lvalues, NULL, false, 0), SPI_OK_UPDATE, "storing the declaration's lane failed");
 	}
 }
 
@@ -467,7 +483,6 @@ ms_decl_delete(int id)
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(id)};
 
-	if (SPI_execute_with_args("DELETE FROM sync.tables WHERE id OPERATOR(pg_catalog.=) $1", 1, types, args,
-							  NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "deleting the declaration failed");
+	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.tables WHERE id OPERATOR(pg_catalog.=) $1", 1, types, args,
+									   NULL, false, 0), SPI_OK_DELETE, "deleting the declaration failed");
 }

@@ -16,7 +16,7 @@
 
 #include "nodes/pg_list.h"
 
-/* Which replicas hold which rows (rule.c reads and writes its text). */
+/* Which replicas hold which rows (rule.c reads its text). */
 typedef enum ms_rule
 {
 	MS_RULE_NONE,				/* no rule: only as a parent (docs/design.md 3) */
@@ -101,6 +101,12 @@ typedef struct ms_decl
 	/* the lane replicas upload its rows in (lane.h): "" the first */
 	char	   *lane;
 } ms_decl;
+
+/* ms_rule_name: the word of a rule as sync.tables stores it; NULL for none. */
+extern const char *ms_rule_name(ms_rule rule);
+
+/* ms_rule_of_name: the rule of a stored word (NULL: none). */
+extern ms_rule ms_rule_of_name(const char *word);
 
 /*
  * ms_decl_read_all: every row of sync.tables, by id, as ms_decls allocated

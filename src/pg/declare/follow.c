@@ -41,6 +41,7 @@
 
 #include "follow.h"
 #include "owner.h"
+#include "spi_check.h"
 #include "triggers.h"
 #include "validate.h"
 #include "wake.h"
@@ -412,17 +413,6 @@ ms_follow_table(ms_decl *d, List *decls, ms_follow *f)
 /* ---- a declaration made again ------------------------------------------- */
 
 static bool
-same_list(char **a, int na, char **b, int nb)
-{
-	if (na != nb)
-		return false;
-	for (int i = 0; i < na; i++)
-		if (strcmp(a[i], b[i]) != 0)
-			return false;
-	return true;
-}
-
-static bool
 same_text(const char *a, const char *b)
 {
 	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
@@ -436,7 +426,7 @@ ms_follow_redeclare(ms_decl *d, const ms_decl *old, ms_follow *f)
 		f->reprovision = "its mirror changed";
 	else if (d->proto != old->proto)
 		f->reprovision = "its codec changed";
-	else if (!same_list(d->key, d->nkey, old->key, old->nkey))
+	else if (!ms_same_strings(d->key, d->nkey, old->key, old->nkey))
 		f->reprovision = "its key changed";
 	d->last_id = old->last_id;
 	for (int c = 0; c < d->ncolumns; c++)
@@ -473,7 +463,7 @@ ms_follow_redeclare(ms_decl *d, const ms_decl *old, ms_follow *f)
 		d->members != old->members || d->assignments != old->assignments ||
 		!same_text(d->group_column, old->group_column) ||
 		!same_text(d->assignment_replica, old->assignment_replica) ||
-		!same_list(d->member_key, d->nmember_key, old->member_key, old->nmember_key))
+		!ms_same_strings(d->member_key, d->nmember_key, old->member_key, old->nmember_key))
 	{
 		said(f, "another rule");
 		f->replan = true;
@@ -515,12 +505,10 @@ ms_follow_note_rows(const ms_table *t, char source)
 	ms_as_owner as;
 	uint64		n = 0;
 
-	read = SPI_prepare(psprintf("SELECT %s, %s FROM %s x", ms_key_expr(t, "x"), part, t->qualified), 0, NULL);
-	write = SPI_prepare("INSERT INTO sync.notes (tab, source, key, part)"
-						" SELECT $1, $2, u.key, u.part FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(key, part)",
-						4, types);
-	if (read == NULL || write == NULL)
-		elog(ERROR, "could not prepare the noting of the rows of %s: %s", t->name, SPI_result_code_string(SPI_result));
+	read = ms_spi_prepare(psprintf("SELECT %s, %s FROM %s x", ms_key_expr(t, "x"), part, t->qualified), 0, NULL);
+	write = ms_spi_prepare("INSERT INTO sync.notes (tab, source, key, part)"
+						   " SELECT $1, $2, u.key, u.part FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(key, part)",
+						   4, types);
 	ms_owner_begin(&as, t->relid);
 	portal = SPI_cursor_open(NULL, read, NULL, NULL, true);
 	ms_owner_end(&as);
@@ -561,8 +549,7 @@ ms_follow_note_rows(const ms_table *t, char source)
 			values[3] = PointerGetDatum(construct_md_array(parts, part_nulls, 1, dims, lbs, TEXTOID, -1, false,
 														   TYPALIGN_INT));
 		}
-		if (SPI_execute_plan(write, values, nulls, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "noting the rows of %s failed: %s", t->name, SPI_result_code_string(SPI_result));
+		ms_spi_check(SPI_execute_plan(write, values, nulls, false, 0), SPI_OK_INSERT, "noting the rows of %s failed", t->name);
 		n += got;
 		SPI_freetuptable(tt);
 		pfree(keys);
@@ -583,11 +570,12 @@ ms_follow_unmirrored(int id)
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(id)};
 
-	if (SPI_execute_with_args("UPDATE sync.notes SET done = true WHERE tab = $1 AND NOT done",
-							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
-		SPI_execute_with_args("DELETE FROM sync.quarantine WHERE tab = $1",
-							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "letting go of the notes of a table no longer mirrored failed");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.notes SET done = true WHERE tab = $1 AND NOT done",
+									   1, types, values, NULL, false, 0), SPI_OK_UPDATE,
+				 "letting go of the notes of a table no longer mirrored failed");
+	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.quarantine WHERE tab = $1",
+									   1, types, values, NULL, false, 0), SPI_OK_DELETE,
+				 "letting go of the notes of a table no longer mirrored failed");
 	/* its replicas let it go at the next pass */
 	ms_wake_at_commit();
 }
@@ -611,13 +599,12 @@ inbox_renamed(const ms_decl *d, List *renamed)
 		Datum		values[3] = {Int32GetDatum(d->id), CStringGetTextDatum(lfirst(lc)),
 		CStringGetTextDatum(lfirst(lnext(renamed, lc)))};
 
-		if (SPI_execute_with_args("UPDATE sync.inbox SET row = pg_catalog.convert_to((j - $2"
-								  "   || pg_catalog.jsonb_build_object($3, j -> $2))::text, 'UTF8')"
-								  "  FROM (SELECT id AS i, pg_catalog.convert_from(row, 'UTF8')::jsonb AS j"
-								  "          FROM sync.inbox WHERE tab = $1 AND row IS NOT NULL) r"
-								  " WHERE id = r.i AND r.j ? $2",
-								  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "renaming a column in the inbox failed");
+		ms_spi_check(SPI_execute_with_args("UPDATE sync.inbox SET row = pg_catalog.convert_to((j - $2"
+										   "   || pg_catalog.jsonb_build_object($3, j -> $2))::text, 'UTF8')"
+										   "  FROM (SELECT id AS i, pg_catalog.convert_from(row, 'UTF8')::jsonb AS j"
+										   "          FROM sync.inbox WHERE tab = $1 AND row IS NOT NULL) r"
+										   " WHERE id = r.i AND r.j ? $2",
+										   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "renaming a column in the inbox failed");
 	}
 }
 
@@ -630,11 +617,10 @@ reprovision(const ms_table *t, const char *why)
 		CStringGetTextDatum(psprintf("table %s: %s, which a schema change cannot carry: provisioned again",
 									 t->name, why))};
 
-	if (SPI_execute_with_args("UPDATE sync.replicas r SET provision = true, last_error = $2, last_error_at = now()"
-							  " WHERE live AND NOT dropped AND EXISTS (SELECT FROM sync.held h"
-							  "   WHERE h.replica = r.id AND h.tab = $1)",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "provisioning the replicas of %s failed", t->name);
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas r SET provision = true, last_error = $2, last_error_at = now()"
+									   " WHERE live AND NOT dropped AND EXISTS (SELECT FROM sync.held h"
+									   "   WHERE h.replica = r.id AND h.tab = $1)",
+									   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "provisioning the replicas of %s failed", t->name);
 	return SPI_processed;
 }
 

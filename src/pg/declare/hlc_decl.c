@@ -22,6 +22,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "spi_check.h"
 #include "updated.h"
 #include "validate_int.h"
 
@@ -74,9 +75,8 @@ ms_hlc_decl_store(const ms_decl *d)
 					 errhint("ALTER EXTENSION magic_sync UPDATE.")));
 		return;
 	}
-	if (SPI_execute_with_args("UPDATE sync.tables SET hlc = $2 WHERE id OPERATOR(pg_catalog.=) $1",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE || SPI_processed != 1)
-		elog(ERROR, "storing the declaration's clock failed");
+	ms_spi_check_one(SPI_execute_with_args("UPDATE sync.tables SET hlc = $2 WHERE id OPERATOR(pg_catalog.=) $1",
+										   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "storing the declaration's clock failed");
 }
 
 /*

@@ -24,6 +24,7 @@
 
 #include "access.h"
 #include "owner.h"
+#include "spi_check.h"
 
 PG_FUNCTION_INFO_V1(ms_replica_add);
 PG_FUNCTION_INFO_V1(ms_replica_set);
@@ -59,8 +60,7 @@ replica_state(Datum id)
 
 	rc = SPI_execute_with_args("SELECT dropped FROM sync.replicas WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 							   1, argtypes, args, NULL, false, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading sync.replicas failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading sync.replicas failed");
 	if (SPI_processed == 0)
 		return 0;
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) ? 2 : 1;
@@ -128,11 +128,10 @@ shared_role(Datum id, Datum role)
 	if (TransactionIdEquals(warned_xid, GetCurrentTransactionId()) &&
 		strcmp(NameStr(warned_role), NameStr(*DatumGetName(role))) == 0)
 		return;
-	if (SPI_execute_with_args("SELECT pg_catalog.count(*), pg_catalog.min(r.id::pg_catalog.text) FROM sync.replicas r"
-							  " WHERE r.role OPERATOR(pg_catalog.=) $2 AND r.id OPERATOR(pg_catalog.<>) $1"
-							  "   AND NOT r.dropped",
-							  2, argtypes, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "reading sync.replicas failed");
+	ms_spi_check_one(SPI_execute_with_args("SELECT pg_catalog.count(*), pg_catalog.min(r.id::pg_catalog.text) FROM sync.replicas r"
+										   " WHERE r.role OPERATOR(pg_catalog.=) $2 AND r.id OPERATOR(pg_catalog.<>) $1"
+										   "   AND NOT r.dropped",
+										   2, argtypes, args, NULL, true, 1), SPI_OK_SELECT, "reading sync.replicas failed");
 	others = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	if (others == 0)
 		return;
@@ -165,8 +164,7 @@ partition_tables(void)
 
 	rc = SPI_execute("SELECT t.relid::pg_catalog.oid, t.relid::pg_catalog.text, t.partition FROM sync.tables t"
 					 " WHERE t.partition IS NOT NULL ORDER BY t.id", true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading sync.tables failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading sync.tables failed");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		part_table *t = palloc(sizeof(part_table));
@@ -197,8 +195,7 @@ table_partitions(const part_table *t, const char *sql, Datum partition)
 	rc = SPI_execute_with_args(psprintf(sql, t->column, t->name, t->column), partition ? 1 : 0,
 							   argtypes, args, NULL, true, 0);
 	ms_owner_end(&as);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading the partitions of %s failed: %s", t->name, SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading the partitions of %s failed", t->name);
 }
 
 /* whether partition is one some mirrored table's partition column holds, or a replica has */
@@ -217,10 +214,9 @@ partition_known(List *tables, Datum partition)
 		if (SPI_processed > 0)
 			return true;
 	}
-	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.replicas r WHERE NOT r.dropped"
-							  " AND r.partition OPERATOR(pg_catalog.=) $1)",
-							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "reading sync.replicas failed");
+	ms_spi_check_one(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.replicas r WHERE NOT r.dropped"
+										   " AND r.partition OPERATOR(pg_catalog.=) $1)",
+										   1, argtypes, args, NULL, true, 0), SPI_OK_SELECT, "reading sync.replicas failed");
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -247,12 +243,11 @@ partitions_listed(List *tables)
 		}
 	}
 	args[0] = makeArrayResult(known, CurrentMemoryContext);
-	if (SPI_execute_with_args("SELECT pg_catalog.string_agg(pg_catalog.quote_literal(l.p), ', ') FROM"
-							  " (SELECT k.p FROM (SELECT pg_catalog.unnest($1) UNION"
-							  "  SELECT r.partition FROM sync.replicas r WHERE NOT r.dropped) k(p)"
-							  "  WHERE k.p IS NOT NULL ORDER BY k.p LIMIT 10) l",
-							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "reading the partitions failed");
+	ms_spi_check_one(SPI_execute_with_args("SELECT pg_catalog.string_agg(pg_catalog.quote_literal(l.p), ', ') FROM"
+										   " (SELECT k.p FROM (SELECT pg_catalog.unnest($1) UNION"
+										   "  SELECT r.partition FROM sync.replicas r WHERE NOT r.dropped) k(p)"
+										   "  WHERE k.p IS NOT NULL ORDER BY k.p LIMIT 10) l",
+										   1, argtypes, args, NULL, true, 0), SPI_OK_SELECT, "reading the partitions failed");
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 }
 
@@ -327,8 +322,7 @@ ms_replica_add(PG_FUNCTION_ARGS)
 	rc = SPI_execute_with_args("INSERT INTO sync.replicas (id, partition, role, live)"
 							   " VALUES ($1, $2, $3, $4)",
 							   4, argtypes, args, nulls, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "adding the replica failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_INSERT, "adding the replica failed");
 	if (!PG_ARGISNULL(2))
 		shared_role(id, PG_GETARG_DATUM(2));
 	SPI_finish();
@@ -379,8 +373,7 @@ ms_replica_set(PG_FUNCTION_ARGS)
 							   "       role = coalesce($4, role)"
 							   " WHERE id OPERATOR(pg_catalog.=) $1",
 							   4, argtypes, args, nulls, false, 0);
-	if (rc != SPI_OK_UPDATE)
-		elog(ERROR, "changing the replica failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_UPDATE, "changing the replica failed");
 	if (role != NULL)
 		shared_role(id, PG_GETARG_DATUM(3));
 	SPI_finish();
@@ -418,8 +411,7 @@ ms_replica_drop(PG_FUNCTION_ARGS)
 	args[0] = id;
 	rc = SPI_execute_with_args("UPDATE sync.replicas SET dropped = true, live = false WHERE id OPERATOR(pg_catalog.=) $1",
 							   1, argtypes, args, NULL, false, 0);
-	if (rc != SPI_OK_UPDATE)
-		elog(ERROR, "dropping the replica failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_UPDATE, "dropping the replica failed");
 	SPI_finish();
 	PG_RETURN_VOID();
 }

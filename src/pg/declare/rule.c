@@ -25,27 +25,6 @@
 
 #include "rule.h"
 
-/* The words of the rules, by ms_rule. */
-static const char *const rule_names[] = {NULL, "broadcast", "assigned", "follows", "grouped"};
-
-const char *
-ms_rule_name(ms_rule rule)
-{
-	return rule_names[rule];
-}
-
-ms_rule
-ms_rule_of_name(const char *word)
-{
-	if (word == NULL)
-		return MS_RULE_NONE;
-	for (int r = MS_RULE_BROADCAST; r <= MS_RULE_GROUPED; r++)
-		if (strcmp(rule_names[r], word) == 0)
-			return (ms_rule) r;
-	elog(ERROR, "sync.tables holds an unknown rule \"%s\"", word);
-	return MS_RULE_NONE;		/* keep the compiler quiet */
-}
-
 static void malformed(const char *text, const char *fmt,...) pg_attribute_printf(2, 3) pg_attribute_noreturn();
 
 /* malformed: the error of a rule whose shape is wrong; fmt gives the detail. */
@@ -286,7 +265,7 @@ ms_rule_parse(const char *text, ms_decl *d)
 	names = names_of(text, trimmed(word, word_end - word));
 	d->rule = MS_RULE_NONE;
 	for (int r = MS_RULE_BROADCAST; r <= MS_RULE_GROUPED && list_length(names) == 1; r++)
-		if (strcmp(rule_names[r], strVal(linitial(names))) == 0)
+		if (strcmp(ms_rule_name((ms_rule) r), strVal(linitial(names))) == 0)
 			d->rule = (ms_rule) r;
 	if (d->rule == MS_RULE_NONE)
 		ereport(ERROR,
@@ -305,10 +284,10 @@ ms_rule_parse(const char *text, ms_decl *d)
 		case MS_RULE_ASSIGNED:
 		case MS_RULE_FOLLOWS:
 			if (inner == NULL || inner[0] == '\0')
-				malformed(text, "%s needs a column in parentheses", rule_names[d->rule]);
+				malformed(text, "%s needs a column in parentheses", ms_rule_name(d->rule));
 			if (list_length(split(inner)) != 1)
-				malformed(text, "%s takes one column", rule_names[d->rule]);
-			d->rule_column = column_of(text, inner, rule_names[d->rule]);
+				malformed(text, "%s takes one column", ms_rule_name(d->rule));
+			d->rule_column = column_of(text, inner, ms_rule_name(d->rule));
 			break;
 		case MS_RULE_GROUPED:
 			parse_grouped(text, inner, d);

@@ -22,12 +22,6 @@
  */
 extern void ms_rule_parse(const char *text, ms_decl *d);
 
-/* ms_rule_name: the word of a rule as sync.tables stores it; NULL for none. */
-extern const char *ms_rule_name(ms_rule rule);
-
-/* ms_rule_of_name: the rule of a stored word (NULL: none). */
-extern ms_rule ms_rule_of_name(const char *word);
-
 /* The hint of every malformed rule. */
 #define MS_RULE_HINT "Write 'broadcast', 'assigned(col)', 'follows(col)' or " \
 	"'grouped(members => table, assigned => table)'."

@@ -15,6 +15,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "spi_check.h"
 #include "triggers.h"
 
 #define ROW_TRIGGER (TRIGGER_TYPE_ROW | TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE)
@@ -148,8 +149,7 @@ drop_on(const char *name, Oid relid)
 	int			rc = SPI_execute(psprintf("DROP TRIGGER IF EXISTS %s ON %s", quote_identifier(name),
 										  qualified_name(relid)), false, 0);
 
-	if (rc != SPI_OK_UTILITY)
-		elog(ERROR, "dropping trigger %s failed: %s", name, SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_UTILITY, "dropping trigger %s failed", name);
 }
 
 /* create_on: CREATE TRIGGER for tg on relid, replacing one of its name. */
@@ -170,8 +170,7 @@ create_on(const ms_trigger *tg, Oid relid, bool replace)
 		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "", quote_literal_cstr(tg->args[i]));
 	appendStringInfoChar(&sql, ')');
 	rc = SPI_execute(sql.data, false, 0);
-	if (rc != SPI_OK_UTILITY)
-		elog(ERROR, "creating trigger %s failed: %s", tg->name, SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_UTILITY, "creating trigger %s failed", tg->name);
 	/*
 	 * Every change is noted, under session_replication_role = replica too (a
 	 * logical replication subscriber applying, a restore without triggers):
@@ -180,8 +179,7 @@ create_on(const ms_trigger *tg, Oid relid, bool replace)
 	 */
 	rc = SPI_execute(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", qualified_name(relid),
 							  quote_identifier(tg->name)), false, 0);
-	if (rc != SPI_OK_UTILITY)
-		elog(ERROR, "enabling trigger %s failed: %s", tg->name, SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_UTILITY, "enabling trigger %s failed", tg->name);
 }
 
 List *
@@ -196,8 +194,7 @@ ms_partitions(Oid relid)
 		return NIL;
 	rc = SPI_execute_with_args("SELECT r.relid FROM pg_catalog.pg_partition_tree($1) r WHERE r.level > 0"
 							   " ORDER BY r.relid::regclass::text", 1, argtypes, args, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading partitions failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading partitions failed");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;

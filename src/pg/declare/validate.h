@@ -9,7 +9,7 @@
 #ifndef MS_VALIDATE_H
 #define MS_VALIDATE_H
 
-#include "catalog.h"
+#include "table.h"
 
 /*
  * ms_validate: d checked against its table and described as an ms_table;

@@ -15,8 +15,9 @@
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
 
-#include "catalog.h"
 #include "keys.h"
+#include "spi_check.h"
+#include "table.h"
 #include "validate_int.h"
 
 /* has_column: whether relid has a live column name. */
@@ -41,8 +42,7 @@ ms_v_read_fks(Oid relid)
 		"  FROM pg_catalog.pg_constraint c"
 		" WHERE c.conrelid OPERATOR(pg_catalog.=) $1 AND c.contype OPERATOR(pg_catalog.=) 'f' ORDER BY c.conname",
 		1, argtypes, args, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading foreign keys failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading foreign keys failed");
 	MemoryContextSwitchTo(cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -420,8 +420,7 @@ ms_member_keys(Oid members, Oid relid, int nkey, char **key)
 		"  FROM pg_catalog.pg_constraint c"
 		" WHERE c.conrelid OPERATOR(pg_catalog.=) $1 AND c.confrelid OPERATOR(pg_catalog.=) $2 AND c.contype OPERATOR(pg_catalog.=) 'f' ORDER BY c.conname",
 		2, argtypes, args, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "reading foreign keys failed: %s", SPI_result_code_string(rc));
+	ms_spi_check(rc, SPI_OK_SELECT, "reading foreign keys failed");
 	MemoryContextSwitchTo(cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{

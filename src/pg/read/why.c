@@ -39,6 +39,7 @@
 #include "catalog.h"
 #include "owner.h"
 #include "pass.h"
+#include "spi_check.h"
 #include "temp.h"
 #include "wanted.h"
 
@@ -173,6 +174,23 @@ from(ms_pass *p, const char *select, int arg)
 	return SPI_processed;
 }
 
+/* what walk hands ms_links_round's step */
+typedef struct walk_arg
+{
+	int			depth;
+	int			back;
+} walk_arg;
+
+static uint64
+walk_step(ms_pass *p, const ms_table *t, const ms_table *to, const ms_fkey *fk, bool follows,
+		  const char *select, void *arg)
+{
+	walk_arg   *a = arg;
+
+	(void) t;
+	return step(p, to, select, psprintf(follows ? "follows (%s)" : "parent of (%s)", fk->name), a->depth, a->back);
+}
+
 /*
  * walk: from the rules' rows in pg_temp.ms_why, rounds of parents and
  * followers of the rows the last round reached, until (tab, key) is reached
@@ -181,36 +199,13 @@ from(ms_pass *p, const char *select, int arg)
 static void
 walk(ms_pass *p, Datum tab, Datum key, bool whole, int back)
 {
-	ListCell   *lc;
-
 	for (int depth = 1; whole || !reached(p, tab, key); depth++)
 	{
-		uint64		added = 0;
+		walk_arg	a = {depth, back};
 
 		if (from(p, "SELECT tab, key FROM pg_temp.ms_why WHERE depth = $1", depth - 1) == 0)
 			break;
-		foreach(lc, p->tables)
-		{
-			ms_table   *t = lfirst(lc);
-
-			for (int f = 0; f < t->nfkeys; f++)
-			{
-				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
-
-				if (parent != NULL)
-					added += step(p, parent, ms_parents_select(t, &t->fkeys[f], parent, "ms_why_from"),
-								  psprintf("parent of (%s)", t->fkeys[f].name), depth, back);
-			}
-			if (t->follows_fkey >= 0)
-			{
-				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent);
-
-				if (parent != NULL)
-					added += step(p, t, ms_followers_select(t, parent, "ms_why_from"),
-								  psprintf("follows (%s)", t->fkeys[t->follows_fkey].name), depth, back);
-			}
-		}
-		if (added == 0)
+		if (ms_links_round(p, "ms_why_from", NULL, true, walk_step, &a, NULL) == 0)
 			break;
 	}
 }
@@ -389,15 +384,7 @@ ms_why(PG_FUNCTION_ARGS)
 			"  LEFT JOIN sync.held h ON h.replica = $3 AND h.tab = ch.tab AND h.key = ch.key"
 			" ORDER BY ch.depth",
 			3, (Oid[]) {INT4OID, TEXTOID, UUIDOID}, (Datum[]) {tab, key, id}, NULL, 0);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		Datum		values[6];
-		bool		nulls[6];
-
-		for (int c = 0; c < 6; c++)
-			values[c] = ms_value(i, c + 1, &nulls[c]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
+	ms_spi_rows_out(rsinfo);
 	ms_pass_end(&p);
 	SPI_finish();
 	return (Datum) 0;
@@ -439,15 +426,7 @@ ms_why_all(PG_FUNCTION_ARGS)
 		SPI_cursor_fetch(portal, true, 1000);
 		if (SPI_processed == 0)
 			break;
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			Datum		values[6];
-			bool		nulls[6];
-
-			for (int c = 0; c < 6; c++)
-				values[c] = ms_value(i, c + 1, &nulls[c]);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		}
+		ms_spi_rows_out(rsinfo);
 		SPI_freetuptable(SPI_tuptable);
 	}
 	SPI_cursor_close(portal);

@@ -44,6 +44,7 @@
 #include "catalog.h"
 #include "pass.h"
 #include "plan.h"
+#include "subxact.h"
 #include "temp.h"
 
 PG_FUNCTION_INFO_V1(ms_would_send);
@@ -214,15 +215,7 @@ ms_would_send(PG_FUNCTION_ARGS)
 	PG_CATCH();
 	{
 		/* never let an error out with the subtransaction open: the caller's own would roll back ours */
-		ErrorData  *failure;
-
-		MemoryContextSwitchTo(cxt);
-		failure = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		ReThrowError(failure);
+		ReThrowError(ms_subxact_undo(cxt, owner));
 	}
 	PG_END_TRY();
 	/* whatever the statement did, its notes, the plan: all undone */

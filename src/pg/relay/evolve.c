@@ -27,7 +27,6 @@
 #include "magic_sync.h"
 
 #include "catalog/pg_type.h"
-#include "common/cryptohash.h"
 #include "common/sha2.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
@@ -35,11 +34,13 @@
 #include "utils/snapmgr.h"
 #include "utils/uuid.h"
 
+#include "bytes.h"
 #include "decl.h"
 #include "evolve.h"
 #include "fields.h"
 #include "pbwrite.h"
 #include "schema.h"
+#include "spi_check.h"
 #include "temp.h"
 
 /*
@@ -72,21 +73,6 @@ struct ms_evolve
 	bool		any;			/* a replica is sent a change this pass */
 };
 
-static bytea *
-sha256(const char *data, int len)
-{
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
-	bytea	   *out = palloc(VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
-
-	SET_VARSIZE(out, VARHDRSZ + PG_SHA256_DIGEST_LENGTH);
-	if (ctx == NULL || pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) data, len) < 0 ||
-		pg_cryptohash_final(ctx, (uint8 *) VARDATA(out), PG_SHA256_DIGEST_LENGTH) < 0)
-		elog(ERROR, "could not compute a SHA-256 of the schema");
-	pg_cryptohash_free(ctx);
-	return out;
-}
-
 void
 ms_evolve_schema(ms_pass *p)
 {
@@ -108,11 +94,11 @@ ms_evolve_schema(ms_pass *p)
 		ms_schema_table(p, p->tables, t, e->before, &ts->packed);
 		/* what is packed here is kept with the catalog (relay.c), whatever SPI made current */
 		MemoryContextSwitchTo(cxt);
-		ts->hash = sha256(ts->packed.data, ts->packed.len);
+		ts->hash = ms_pg_sha256_bytea(ts->packed.data, ts->packed.len, "a table's schema");
 		ms_schema_field(&p->begin, MS_FIELD_BEGIN_SCHEMA, &ts->packed);
 		e->schemas = lappend(e->schemas, ts);
 	}
-	p->schema_hash = sha256(p->begin.data, p->begin.len);
+	p->schema_hash = ms_pg_sha256_bytea(p->begin.data, p->begin.len, "the schema");
 }
 
 ms_evolve *
@@ -141,7 +127,7 @@ legacy_hash(ms_pass *p)
 		ms_schema_table(p, p->tables, lfirst(lc), true, &t);
 		ms_schema_field(&begin, MS_FIELD_BEGIN_SCHEMA, &t);
 	}
-	return sha256(begin.data, begin.len);
+	return ms_pg_sha256_bytea(begin.data, begin.len, "the schema");
 }
 
 void
@@ -154,8 +140,7 @@ ms_evolve_check_race(ms_pass *p)
 	char	   *seen;
 	bool		isnull;
 
-	if (SPI_execute_snapshot(plan, NULL, NULL, latest, InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.tables");
+	ms_spi_check(SPI_execute_snapshot(plan, NULL, NULL, latest, InvalidSnapshot, true, false, 1), SPI_OK_SELECT, "could not read sync.tables");
 	now = TextDatumGetCString(ms_value(0, 1, &isnull));
 	UnregisterSnapshot(latest);
 	ms_run(p, plan, NULL, NULL, 1);
@@ -481,10 +466,9 @@ ms_evolve_stale(const pg_uuid_t *replica, const char *table, uint64 applied)
 
 	if (!ms_decl_evolving())
 		return false;
-	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
-							  " AND (name = $2 OR was = $2) AND number > $3)",
-							  3, types, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replica_tables");
+	ms_spi_check(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
+									   " AND (name = $2 OR was = $2) AND number > $3)",
+									   3, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.replica_tables");
 	stale = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_freetuptable(SPI_tuptable);
 	return stale;

@@ -49,8 +49,8 @@ note_seq(void)
 }
 
 /* the last value the sequence gave, read from its page (no snapshot); 0 before its first */
-static int64
-last_value(Oid seq)
+int64
+ms_seq_last_value(Oid seq)
 {
 	LOCAL_FCINFO(fcinfo, 1);
 	Datum		d;
@@ -88,7 +88,7 @@ void
 ms_floor_before_snapshot(ms_floor *f, bool quiet)
 {
 	Oid			seq = note_seq();
-	int64		last = OidIsValid(seq) ? last_value(seq) : 0;
+	int64		last = OidIsValid(seq) ? ms_seq_last_value(seq) : 0;
 
 	/* numbered otherwise than the floor assumes, or anew: nothing is known */
 	if (!OidIsValid(seq) || seq != f->seq || last < f->candidate || last < f->settled)

@@ -61,4 +61,7 @@ extern void ms_floor_before_snapshot(ms_floor *f, bool quiet);
 /* ms_floor_committed: the pass committed; its reads begin at f->next from now on. */
 extern void ms_floor_committed(ms_floor *f);
 
+/* ms_seq_last_value: the last value the sequence seq gave (pg_sequence_last_value), 0 before its first */
+extern int64 ms_seq_last_value(Oid seq);
+
 #endif

@@ -37,6 +37,7 @@
 #include "utils/resowner.h"
 #include "utils/xid8.h"
 
+#include "bytes.h"
 #include "key.h"
 #include "keys.h"
 #include "triggers.h"
@@ -404,8 +405,7 @@ slot_key(TupleTableSlot *slot, int n, note_col *cols)
 		lens[k] = strlen(parts[k]);
 	}
 	size = ms_key_size(n, parts, lens);
-	out = palloc(VARHDRSZ + size);
-	SET_VARSIZE(out, VARHDRSZ + size);
+	out = ms_bytea_new(size);
 	ms_key_write(VARDATA(out), n, parts, lens);
 	return out;
 }

@@ -22,6 +22,7 @@
 #include "owner.h"
 #include "pass.h"
 #include "settings.h"
+#include "spi_check.h"
 
 /*
  * The statements a pass runs, prepared once per session and kept
@@ -234,8 +235,7 @@ check_scans(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls)
 			"   AND n ->> 'Schema' OPERATOR(pg_catalog.<>) 'sync'"
 			"   AND n ->> 'Schema' NOT LIKE 'pg\\_temp%'",
 			1, (Oid[]) {SPI_gettypeid(SPI_tuptable->tupdesc, 1)}, &json, NULL, true, 1);
-		if (rc != SPI_OK_SELECT)
-			elog(ERROR, "could not read the plan of a statement of the relay pass: %s", SPI_result_code_string(rc));
+		ms_spi_check(rc, SPI_OK_SELECT, "could not read the plan of a statement of the relay pass");
 		json = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		if (!isnull)
 			ereport(WARNING,

@@ -7,6 +7,7 @@
  * time by what records it:
  *
  *   pg_temp.ms_blocked(tab, key)            rows that cannot go, and what points at them
+ *                                           (temp.h's MS_NOT_BLOCKED reads it)
  *   pg_temp.ms_send(replica, tab, key, note) rows to send (note: newest the snapshot sees)
  *   pg_temp.ms_take(replica, tab, key)      rows to take back
  *-------------------------------------------------------------------------
@@ -42,13 +43,5 @@ extern void ms_plan_dry(ms_pass *p, ArrayType *replicas);
  */
 struct ms_table;
 extern char *ms_whole_filter(ms_pass *p, struct ms_table *t);
-
-/*
- * MS_NOT_BLOCKED(s): the row s (tab, key) is not in pg_temp.ms_blocked.  A
- * wanted set is closed over the rows that go only: a row that cannot go is
- * left out before its parents are looked for (p->blocked says when any is).
- */
-#define MS_NOT_BLOCKED(s) \
-	"NOT EXISTS (SELECT FROM pg_temp.ms_blocked b WHERE b.tab = " s ".tab AND b.key = " s ".key)"
 
 #endif

@@ -59,7 +59,6 @@
 #include "catalog.h"
 #include "fast.h"
 #include "owner.h"
-#include "plan.h"
 #include "question.h"
 #include "temp.h"
 #include "wanted.h"
@@ -113,6 +112,26 @@ add(ms_pass *p, const ms_table *t, const char *set, const char *select, const ch
 	return SPI_processed;
 }
 
+/* what add's callers hand ms_links_round's step: add(p, t, set, select, where, delta) */
+typedef struct add_arg
+{
+	const char *set;
+	const char *where;
+	const char *delta;
+} add_arg;
+
+static uint64
+add_step(ms_pass *p, const ms_table *t, const ms_table *to, const ms_fkey *fk, bool follows,
+		 const char *select, void *arg)
+{
+	add_arg    *a = arg;
+
+	(void) to;
+	(void) fk;
+	(void) follows;
+	return add(p, t, a->set, select, a->where, a->delta);
+}
+
 /*
  * close_over: rounds from pg_temp.<d0>: the parents and the followers of the
  * rows the last round added, filtered by where, into set; until a round adds
@@ -126,25 +145,13 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
 
 	for (;;)
 	{
-		ListCell   *lc;
-		uint64		added = 0;
+		add_arg		a = {set, where, into};
+		uint64		added;
 
 		if (rows == 0)
 			return;
 		ms_analyze(p, psprintf("pg_temp.%s", from), rows);
-		foreach(lc, p->tables)
-		{
-			ms_table   *t = lfirst(lc);
-
-			for (int f = 0; f < t->nfkeys; f++)
-				added += add(p, t, set,
-							 ms_parents_select(t, &t->fkeys[f], ms_catalog_find(p->tables, t->fkeys[f].parent), from),
-							 where, into);
-			if (t->follows_fkey >= 0)
-				added += add(p, t, set,
-							 ms_followers_select(t, ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent), from),
-							 where, into);
-		}
+		added = ms_links_round(p, from, NULL, true, add_step, &a, NULL);
 		ms_temp_empty(p, from);
 		if (added == 0)
 			return;
@@ -472,25 +479,12 @@ in_question(ms_pass *p)
 	 */
 	while (rows > 0)
 	{
-		ListCell   *lc;
-		uint64		cand = 0;
-		const char *where = "NOT " IN_QUESTION("s") " AND NOT " CERTAIN("s") " AND " HELD("s");
+		add_arg		a = {"ms_qc", "NOT " IN_QUESTION("s") " AND NOT " CERTAIN("s") " AND " HELD("s"), NULL};
+		uint64		cand;
 		const char *swap;
 
 		ms_analyze(p, psprintf("pg_temp.%s", from), rows);
-		foreach(lc, p->tables)
-		{
-			ms_table   *t = lfirst(lc);
-
-			for (int f = 0; f < t->nfkeys; f++)
-				cand += add(p, t, "ms_qc",
-							ms_parents_select(t, &t->fkeys[f], ms_catalog_find(p->tables, t->fkeys[f].parent), from),
-							where, NULL);
-			if (t->follows_fkey >= 0)
-				cand += add(p, t, "ms_qc",
-							ms_followers_select(t, ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent), from),
-							where, NULL);
-		}
+		cand = ms_links_round(p, from, NULL, true, add_step, &a, NULL);
 		ms_temp_empty(p, from);
 		rows = question(p, cand, into);
 		swap = from;
@@ -740,19 +734,13 @@ kept(ms_pass *p, uint64 inplace)
 	}
 	if (rows > 0)
 	{
+		add_arg		a = {"ms_n", not_stable, "ms_nd0"};
+
 		ms_exec(p, "INSERT INTO pg_temp.ms_n SELECT * FROM pg_temp.ms_kd ON CONFLICT DO NOTHING",
 				0, NULL, NULL, NULL, 0);
 		ms_analyze(p, "pg_temp.ms_kd", rows);
-		foreach(lc, p->tables)
-		{
-			ms_table   *t = lfirst(lc);
-
-			for (int f = 0; f < t->nfkeys; f++)
-				added += add(p, t, "ms_n",
-							 ms_parents_select(t, &t->fkeys[f], ms_catalog_find(p->tables, t->fkeys[f].parent),
-											   "ms_kd"),
-							 not_stable, "ms_nd0");
-		}
+		/* the rows they point at (not their followers) */
+		added += ms_links_round(p, "ms_kd", NULL, false, add_step, &a, NULL);
 	}
 	/* then what those need, a round at a time, up to the stable rows (never a blocked row) */
 	close_over(p, "ms_n", "ms_nd0", "ms_nd1", not_stable, added);

@@ -25,7 +25,6 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
-#include "common/cryptohash.h"
 #include "common/sha2.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
@@ -34,6 +33,7 @@
 #include "utils/memutils.h"
 #include "utils/uuid.h"
 
+#include "bytes.h"
 #include "catalog.h"
 #include "evolve.h"
 #include "fields.h"
@@ -104,28 +104,6 @@ ms_find_target(recorder *r, const pg_uuid_t *id)
 	return tg;
 }
 
-static void
-sha256(const char *data, int len, uint8 out[PG_SHA256_DIGEST_LENGTH])
-{
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
-
-	if (ctx == NULL || pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) data, len) < 0 ||
-		pg_cryptohash_final(ctx, out, PG_SHA256_DIGEST_LENGTH) < 0)
-		elog(ERROR, "could not compute a SHA-256 of a message body");
-	pg_cryptohash_free(ctx);
-}
-
-static bytea *
-to_bytea(const void *data, size_t len)
-{
-	bytea	   *b = palloc(VARHDRSZ + len);
-
-	SET_VARSIZE(b, VARHDRSZ + len);
-	memcpy(VARDATA(b), data, len);
-	return b;
-}
-
 /* store a body once: by its hash (into hash: what a message's signature covers), in this pass and in sync.bodies */
 static int64
 store_body(recorder *r, StringInfo body, int upserts, int deletes, uint8 hash[PG_SHA256_DIGEST_LENGTH])
@@ -134,12 +112,12 @@ store_body(recorder *r, StringInfo body, int upserts, int deletes, uint8 hash[PG
 	body_entry *e;
 	Datum		values[4];
 
-	sha256(body->data, body->len, hash);
+	ms_pg_sha256(body->data, body->len, hash, "a message body");
 	e = hash_search(r->bodies, hash, HASH_ENTER, &found);
 	if (found)
 		return e->id;
-	values[0] = PointerGetDatum(to_bytea(hash, PG_SHA256_DIGEST_LENGTH));
-	values[1] = PointerGetDatum(to_bytea(body->data, body->len));
+	values[0] = PointerGetDatum(ms_to_bytea(hash, PG_SHA256_DIGEST_LENGTH));
+	values[1] = PointerGetDatum(ms_to_bytea(body->data, body->len));
 	values[2] = Int32GetDatum(upserts);
 	values[3] = Int32GetDatum(deletes);
 	ms_run(r->p, r->store_body, values, NULL, 1);
@@ -196,9 +174,9 @@ ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 		memcpy(id, &tg->id, sizeof(pg_uuid_t));
 		r->messages[0][i] = UUIDPGetDatum(id);
 		r->messages[1][i] = Int64GetDatum((int64) number);
-		r->messages[2][i] = PointerGetDatum(to_bytea(p->epoch.id, MS_EPOCH_BYTES));
-		r->messages[3][i] = PointerGetDatum(to_bytea(nonce, sizeof nonce));
-		r->messages[4][i] = PointerGetDatum(to_bytea(head, headlen));
+		r->messages[2][i] = PointerGetDatum(ms_to_bytea(p->epoch.id, MS_EPOCH_BYTES));
+		r->messages[3][i] = PointerGetDatum(ms_to_bytea(nonce, sizeof nonce));
+		r->messages[4][i] = PointerGetDatum(ms_to_bytea(head, headlen));
 		r->messages[5][i] = Int64GetDatum(body_id);
 		r->messages[6][i] = Int32GetDatum((int32) (headlen + body->len));
 		r->messages[7][i] = BoolGetDatum(snapshot_start);
@@ -514,7 +492,7 @@ record_chains(recorder *r)
 			continue;
 		cols[0][k] = UUIDPGetDatum(&tg->id);
 		cols[1][k] = Int64GetDatum((int64) tg->last_number);
-		cols[2][k] = PointerGetDatum(to_bytea(tg->last_nonce, MS_NONCE_BYTES));
+		cols[2][k] = PointerGetDatum(ms_to_bytea(tg->last_nonce, MS_NONCE_BYTES));
 		cols[3][k] = Int64GetDatum((int64) tg->first_number);
 		cols[4][k] = Int64GetDatum((int64) tg->last_number);
 		nulls[3][k] = nulls[4][k] = !tg->snapshot;

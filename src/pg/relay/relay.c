@@ -43,6 +43,7 @@
 #include "relay.h"
 #include "retry.h"
 #include "settings.h"
+#include "subxact.h"
 #include "temp.h"
 #include "transient.h"
 #include "wish.h"
@@ -181,12 +182,7 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		PG_CATCH();
 		{
 			/* never let an error out with the subtransaction open: the caller's session would be left aborted */
-			MemoryContextSwitchTo(cxt);
-			failure = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = owner;
+			failure = ms_subxact_undo(cxt, owner);
 		}
 		PG_END_TRY();
 		if (failure != NULL)

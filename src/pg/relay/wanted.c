@@ -29,7 +29,7 @@
 #include "keys.h"
 #include "owner.h"
 #include "pass.h"
-#include "plan.h"
+#include "spi_check.h"
 #include "temp.h"
 #include "wanted.h"
 
@@ -359,6 +359,65 @@ rounds_of(List *tables)
 	return rounds;
 }
 
+uint64
+ms_links_round(ms_pass *p, const char *from, const bool *skip, bool followers,
+			   ms_link_step step, void *arg, bool *links)
+{
+	uint64		n = 0;
+	ListCell   *lc;
+
+	if (links != NULL)
+		*links = false;
+	foreach(lc, p->tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		/* the rows the rows of t in from point at */
+		for (int f = 0; f < t->nfkeys; f++)
+		{
+			ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
+
+			/* a table left out is wanted whole: the rows pointed at are in it */
+			if (parent == NULL || (skip != NULL && skip[t->fkeys[f].parent]))
+				continue;
+			n += step(p, t, parent, &t->fkeys[f], false, ms_parents_select(t, &t->fkeys[f], parent, from), arg);
+			if (links != NULL)
+				*links = true;
+		}
+		/* the rows of t that follow rows of its parent in from */
+		if (followers && t->follows_fkey >= 0)
+		{
+			ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent);
+
+			if (parent == NULL)
+				continue;
+			n += step(p, t, t, &t->fkeys[t->follows_fkey], true, ms_followers_select(t, parent, from), arg);
+			if (links != NULL)
+				*links = true;
+		}
+	}
+	return n;
+}
+
+/* what close_rounds hands ms_links_round's step */
+typedef struct round_arg
+{
+	const char *set;
+	const bool *rounds;
+	const char *into;
+} round_arg;
+
+static uint64
+round_step(ms_pass *p, const ms_table *t, const ms_table *to, const ms_fkey *fk, bool follows,
+		   const char *select, void *arg)
+{
+	round_arg  *a = arg;
+
+	(void) fk;
+	(void) follows;
+	return add_rows(p, t, a->set, select, false, to != NULL && a->rounds[to->id], a->into);
+}
+
 /*
  * close_rounds: rounds from ms_wanted_delta0: the parents and the followers
  * of what the last round added, into set, until a round adds nothing.
@@ -372,41 +431,14 @@ close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows, const
 	for (;;)
 	{
 		const char *from = cur == 0 ? "ms_wanted_delta0" : "ms_wanted_delta1";
-		const char *into = cur == 0 ? "ms_wanted_delta1" : "ms_wanted_delta0";
-		bool		more = false;
-		ListCell   *lc;
-
-		uint64		round = 0;
+		round_arg	a = {set, rounds, cur == 0 ? "ms_wanted_delta1" : "ms_wanted_delta0"};
+		bool		more;
+		uint64		round;
 
 		if (rows == 0)
 			break;
 		ms_analyze(p, psprintf("pg_temp.%s", from), rows);
-		foreach(lc, p->tables)
-		{
-			ms_table   *t = lfirst(lc);
-
-			/* the rows the new rows of t point at */
-			for (int f = 0; f < t->nfkeys; f++)
-			{
-				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
-
-				/* a table left out is wanted whole: the rows pointed at are in it */
-				if (skip != NULL && skip[t->fkeys[f].parent])
-					continue;
-				round += add_rows(p, t, set, ms_parents_select(t, &t->fkeys[f], parent, from), false,
-								  parent != NULL && rounds[parent->id], into);
-				more = true;
-			}
-			/* the rows of t that follow new rows of its parent */
-			if (t->follows_fkey >= 0)
-			{
-				round += add_rows(p, t, set,
-								  ms_followers_select(t, ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent),
-													  from),
-								  false, rounds[t->id], into);
-				more = true;
-			}
-		}
+		round = ms_links_round(p, from, skip, true, round_step, &a, &more);
 		ms_temp_empty(p, from);
 		added += round;
 		rows = round;
@@ -534,15 +566,7 @@ ms_wanted(PG_FUNCTION_ARGS)
 	ms_exec(&p, "SELECT t.relid, w.key, sync.key_parts(w.key)"
 			"  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
 			" ORDER BY t.id, w.key", 0, NULL, NULL, NULL, 0);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		Datum		values[3];
-		bool		nulls[3];
-
-		for (int c = 0; c < 3; c++)
-			values[c] = ms_value(i, c + 1, &nulls[c]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
+	ms_spi_rows_out(rsinfo);
 	ms_pass_end(&p);
 	SPI_finish();
 	return (Datum) 0;

@@ -72,6 +72,22 @@ extern char *ms_followers_select(const struct ms_table *t, const struct ms_table
 extern char *ms_children_select(const struct ms_table *t, const struct ms_fkey *fk,
 								const struct ms_table *parent, const char *from);
 
+/*
+ * ms_links_round: one round of a closure over foreign keys, the one walk
+ * the wanted set, the rows in question, the batch's closure and sync.why
+ * share: for each table t of the pass, the rows of each parent t's foreign
+ * keys point at from t's rows in pg_temp.<from> (to: the parent; unless
+ * skip[its id]), and, with followers, the rows of t following the rows of
+ * its parent in from (to: t), each SELECT handed to step with the foreign
+ * key it walks (follows: the rule's); the sum of what step returns.  A
+ * parent the pass does not describe is passed over.  *links (when not
+ * NULL): whether there was any such link to walk.
+ */
+typedef uint64 (*ms_link_step) (ms_pass *p, const struct ms_table *t, const struct ms_table *to,
+								const struct ms_fkey *fk, bool follows, const char *select, void *arg);
+extern uint64 ms_links_round(ms_pass *p, const char *from, const bool *skip, bool followers,
+							 ms_link_step step, void *arg, bool *links);
+
 /* pieces of those: a key made of some columns, the active view */
 extern char *ms_cols_key(const struct ms_table *t, const char *alias, int n, const int *cols);
 extern char *ms_active_filter(const struct ms_table *t, const char *alias, const char *by);

@@ -71,6 +71,7 @@
 #include "floor.h"
 #include "relay.h"
 #include "settings.h"
+#include "spi_check.h"
 #include "transient.h"
 #include "wake.h"
 #include "worker.h"
@@ -282,18 +283,10 @@ static int64
 last_message(void)
 {
 	static Oid	seq = InvalidOid;
-	Datum		d;
-	LOCAL_FCINFO(fcinfo, 1);
 
 	if (!OidIsValid(seq))
 		seq = get_relname_relid("message_seq", get_namespace_oid("sync", false));
-	if (!OidIsValid(seq))
-		return 0;
-	InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
-	fcinfo->args[0].value = ObjectIdGetDatum(seq);
-	fcinfo->args[0].isnull = false;
-	d = pg_sequence_last_value(fcinfo);
-	return fcinfo->isnull ? 0 : DatumGetInt64(d);
+	return OidIsValid(seq) ? ms_seq_last_value(seq) : 0;
 }
 
 /*
@@ -478,9 +471,8 @@ housekeeping_batch(int rows, bool inbox)
 	if (inbox && SPI_execute("SELECT sync.inbox_retry(100) WHERE EXISTS (SELECT FROM sync.inbox)", false, 0) < 0)
 		elog(ERROR, "could not retry the inbox");
 	/* every count it returns, whatever the catalog's version (0.1 prunes no wishes) */
-	if (SPI_execute_with_args("SELECT * FROM sync.prune($1)", 1, (Oid[]) {INT4OID},
-							  (Datum[]) {Int32GetDatum(rows)}, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not prune");
+	ms_spi_check(SPI_execute_with_args("SELECT * FROM sync.prune($1)", 1, (Oid[]) {INT4OID},
+									   (Datum[]) {Int32GetDatum(rows)}, NULL, false, 0), SPI_OK_SELECT, "could not prune");
 	for (int c = 1; SPI_processed == 1 && c <= SPI_tuptable->tupdesc->natts && !found; c++)
 	{
 		bool		isnull;

@@ -1,4 +1,4 @@
--- The server's hybrid logical clock (src/pg/transport/hlc_clock.c,
+-- The server's hybrid logical clock (src/pg/hlc_clock.c,
 -- docs/protocol.md 12): one row once a clock is stored (none before: 0), the greatest clock any upload brought that
 -- was ahead of the server's physical time, and not too far ahead.  Every message to a
 -- replica carries the greater of it and the physical time (ToReplica.clock),

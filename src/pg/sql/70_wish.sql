@@ -1,4 +1,4 @@
--- Settings and wishes (src/pg/wish.c, wish_send.c, wish_fates.c).  A
+-- Settings and wishes (src/pg/relay/wish.c, wish_send.c, src/pg/transport/wish_fates.c).  A
 -- setting table (sync.mirror(..., 'setting', origin => col)) is a record of
 -- one row per replica, keyed by its origin alone, that the replica writes;
 -- the server may wish one replica's row changed.  A wish is kept here: the

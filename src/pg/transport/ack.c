@@ -52,6 +52,7 @@
 #include "file.h"
 #include "seal.h"
 #include "settings.h"
+#include "spi_check.h"
 #include "upread.h"
 #include "wire.h"
 #include "updated.h"
@@ -63,10 +64,9 @@ provision(ms_filing *f, const char *why)
 	Oid			types[2] = {UUIDOID, TEXTOID};
 	Datum		values[2] = {UUIDPGetDatum(&f->replica), CStringGetTextDatum(why)};
 
-	if (SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $2,"
-							  " last_error_at = now() WHERE id = $1",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not mark a replica to provision");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $2,"
+									   " last_error_at = now() WHERE id = $1",
+									   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not mark a replica to provision");
 	f->provisioning = true;
 	ereport(LOG, (errmsg("magic_sync: replica %s is provisioned again: %s", f->replica_text, why)));
 }
@@ -98,13 +98,12 @@ read_replica(ms_filing *f, replica_row *r)
 	Datum		end;
 
 	/* held_due (77_held_due.sql): a catalog not updated has none */
-	if (SPI_execute_with_args(ms_catalog_has_column("replicas", "held_due")
-							  ? "SELECT acked_number, provision, snapshot_end, held_due FROM sync.replicas"
-							  " WHERE id = $1 FOR UPDATE"
-							  : "SELECT acked_number, provision, snapshot_end, NULL::bigint FROM sync.replicas"
-							  " WHERE id = $1 FOR UPDATE",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args(ms_catalog_has_column("replicas", "held_due")
+									   ? "SELECT acked_number, provision, snapshot_end, held_due FROM sync.replicas"
+									   " WHERE id = $1 FOR UPDATE"
+									   : "SELECT acked_number, provision, snapshot_end, NULL::bigint FROM sync.replicas"
+									   " WHERE id = $1 FOR UPDATE",
+									   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -149,10 +148,9 @@ recorded(ms_filing *f, Sync__Applied *a)
 	bool		isnull;
 	bool		found;
 
-	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.outbox WHERE replica = $1 AND number = $2 AND nonce = $3)"
-							  " OR EXISTS (SELECT FROM sync.replicas WHERE id = $1 AND acked_number = $2 AND acked_nonce = $3)",
-							  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.outbox");
+	ms_spi_check(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.outbox WHERE replica = $1 AND number = $2 AND nonce = $3)"
+									   " OR EXISTS (SELECT FROM sync.replicas WHERE id = $1 AND acked_number = $2 AND acked_nonce = $3)",
+									   3, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.outbox");
 	found = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_freetuptable(SPI_tuptable);
 	return found;
@@ -193,10 +191,9 @@ acknowledged(ms_filing *f, Sync__Applied *a)
 	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int64GetDatum((int64) a->number),
 	PointerGetDatum(ms_to_bytea(a->nonce.data, a->nonce.len))};
 
-	if (SPI_execute_with_args("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
-							  " acked_number = $2, acked_nonce = $3, acked_at = now() WHERE id = $1",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record an acknowledgement");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
+									   " acked_number = $2, acked_nonce = $3, acked_at = now() WHERE id = $1",
+									   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record an acknowledgement");
 	leave_outbox(types, values);
 	/* what they took back is gone, but what a write still pending may point at (reach.c) */
 	ms_reach_acknowledged(f, (int64) a->number);
@@ -316,19 +313,17 @@ ms_gap(ms_filing *f, Sync__Up *up)
 	 * the gap, for a replica that knows to (Up.range_repair).  No snapshot.
 	 */
 	values[3] = BoolGetDatum(f->range_repair);
-	if (SPI_execute_with_args("UPDATE sync.replicas r SET gap = $2 WHERE id = $1 RETURNING"
-							  " provision OR (snapshot_number > $2 AND acked_number < snapshot_number"
-							  "   AND $3 = (SELECT id FROM sync.epoch WHERE ended IS NULL))"
-							  " OR ($3 <> (SELECT id FROM sync.epoch WHERE ended IS NULL)"
-							  "   AND snapshot_number IS NOT NULL AND acked_number < snapshot_number)"
-							  " OR ($4 AND $2 > r.acked_number + 1 AND r.acked_number > 0"
-							  "   AND $3 = (SELECT id FROM sync.epoch WHERE ended IS NULL)"
-							  "   AND r.acked_epoch = $3 AND coalesce(r.snapshot_end, 0) <= r.acked_number"
-							  "   AND EXISTS (SELECT FROM sync.outbox o WHERE o.replica = r.id AND o.number > r.acked_number"
-							  "                 AND o.number < $2 AND NOT o.dropped))",
-							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING ||
-		SPI_processed != 1)
-		elog(ERROR, "could not record a gap");
+	ms_spi_check_one(SPI_execute_with_args("UPDATE sync.replicas r SET gap = $2 WHERE id = $1 RETURNING"
+										   " provision OR (snapshot_number > $2 AND acked_number < snapshot_number"
+										   "   AND $3 = (SELECT id FROM sync.epoch WHERE ended IS NULL))"
+										   " OR ($3 <> (SELECT id FROM sync.epoch WHERE ended IS NULL)"
+										   "   AND snapshot_number IS NOT NULL AND acked_number < snapshot_number)"
+										   " OR ($4 AND $2 > r.acked_number + 1 AND r.acked_number > 0"
+										   "   AND $3 = (SELECT id FROM sync.epoch WHERE ended IS NULL)"
+										   "   AND r.acked_epoch = $3 AND coalesce(r.snapshot_end, 0) <= r.acked_number"
+										   "   AND EXISTS (SELECT FROM sync.outbox o WHERE o.replica = r.id AND o.number > r.acked_number"
+										   "                 AND o.number < $2 AND NOT o.dropped))",
+										   4, types, values, NULL, false, 0), SPI_OK_UPDATE_RETURNING, "could not record a gap");
 	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
 		provision(f, psprintf("the replica could not follow message %llu (a gap): a message was lost, or its file restored",
 							  (unsigned long long) up->gap));
@@ -372,15 +367,14 @@ ms_refusals(ms_filing *f, Sync__Up *up)
 	 * the last reason stays.  The chunk's rows (file.c: a few hundred) each
 	 * looked up by (replica, tab, key).
 	 */
-	if (SPI_execute_with_args("UPDATE sync.held h SET refused = x.reason"
-							  "  FROM (SELECT DISTINCT ON (t.id, a.k) t.id AS tab, a.k AS key, a.why AS reason"
-							  "          FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS a(n, k, why, o)"
-							  "          JOIN sync.tables t ON t.name = a.n"
-							  "         ORDER BY t.id, a.k, a.o DESC) x"
-							  " WHERE h.replica = $1 AND h.tab = x.tab AND h.key = x.key AND h.number <= $5"
-							  "   AND h.refused IS DISTINCT FROM x.reason",
-							  5, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record a refusal");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.held h SET refused = x.reason"
+									   "  FROM (SELECT DISTINCT ON (t.id, a.k) t.id AS tab, a.k AS key, a.why AS reason"
+									   "          FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS a(n, k, why, o)"
+									   "          JOIN sync.tables t ON t.name = a.n"
+									   "         ORDER BY t.id, a.k, a.o DESC) x"
+									   " WHERE h.replica = $1 AND h.tab = x.tab AND h.key = x.key AND h.number <= $5"
+									   "   AND h.refused IS DISTINCT FROM x.reason",
+									   5, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record a refusal");
 }
 
 /*
@@ -404,14 +398,14 @@ keys_rested(ms_filing *f, const ms_table *t)
 	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) keeps no time */
 	if (ms_digest_repair_interval <= 0 || !ms_catalog_has_column("replica_tables", "keys_repaired"))
 		return false;
-	if (SPI_execute_with_args(f->range_repair && t != NULL ?
+	ms_spi_check_one(SPI_execute_with_args(f->range_repair && t != NULL ?
 							  "SELECT EXISTS (SELECT FROM sync.ranges WHERE replica = $1 AND tab = $2 AND split < 0)"
 							  "   AND EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
 							  "                  AND keys_repaired > pg_catalog.now() - pg_catalog.make_interval(secs => $3))" :
 							  "SELECT $2 IS NOT NULL AND EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
 							  "                  AND keys_repaired > pg_catalog.now() - pg_catalog.make_interval(secs => $3))",
-							  3, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read when the replica's keys were last repaired");
+							  3, types, values, NULL, true, 1), SPI_OK_SELECT,
+					 "could not read when the replica's keys were last repaired");
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -424,10 +418,10 @@ keys_repaired(ms_filing *f, const ms_table *t)
 
 	if (!ms_catalog_has_column("replica_tables", "keys_repaired"))
 		return;
-	if (SPI_execute_with_args("UPDATE sync.replica_tables SET keys_repaired = pg_catalog.now()"
-							  " WHERE replica = $1 AND (tab = $2 OR $2 = 0)",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record a repair of keys");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replica_tables SET keys_repaired = pg_catalog.now()"
+									   " WHERE replica = $1 AND (tab = $2 OR $2 = 0)",
+									   2, types, values, NULL, false, 0),
+				 SPI_OK_UPDATE, "could not record a repair of keys");
 }
 
 /*
@@ -451,12 +445,11 @@ digest_differs(ms_filing *f, int *repaired)
 	char	   *differs = NULL;
 	MemoryContext old;
 
-	if (SPI_execute_with_args("SELECT t.name, (d).count, (d).fnv FROM ("
-							  "  SELECT h.tab, sync.digest(h.key) AS d FROM sync.held h"
-							  "   WHERE h.replica = $1 AND h.refused IS NULL AND h.taken IS NULL GROUP BY h.tab) s"
-							  " JOIN sync.tables t ON t.id = s.tab",
-							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not compute the server's digests");
+	ms_spi_check(SPI_execute_with_args("SELECT t.name, (d).count, (d).fnv FROM ("
+									   "  SELECT h.tab, sync.digest(h.key) AS d FROM sync.held h"
+									   "   WHERE h.replica = $1 AND h.refused IS NULL AND h.taken IS NULL GROUP BY h.tab) s"
+									   " JOIN sync.tables t ON t.id = s.tab",
+									   1, types, values, NULL, false, 0), SPI_OK_SELECT, "could not compute the server's digests");
 	n = SPI_processed;
 	names = palloc(sizeof(char *) * Max(n, 1));
 	counts = palloc(sizeof(uint64) * Max(n, 1));
@@ -552,12 +545,10 @@ ms_digests(ms_filing *f)
 	if (!ms_up_next(f->upload, f->upload_len, MS_FIELD_UP_DIGESTS, &pos, &p, &len))
 		return "none";
 	/* rows marked replace (a refused write answered, a range repaired) are on their way too */
-	if (SPI_execute_with_args("SELECT provision OR acked_number < last_number"
-							  " OR EXISTS (SELECT FROM sync.held h WHERE h.replica = $1 AND h.replace AND h.taken IS NULL)"
-							  " FROM sync.replicas WHERE id = $1",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not read sync.replicas");	/* its row is locked since ms_acknowledge */
+	ms_spi_check_one(SPI_execute_with_args("SELECT provision OR acked_number < last_number"
+										   " OR EXISTS (SELECT FROM sync.held h WHERE h.replica = $1 AND h.replace AND h.taken IS NULL)"
+										   " FROM sync.replicas WHERE id = $1",
+										   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");	/* its row is locked since ms_acknowledge */
 	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) ||
 		f->provisioning)
 		return "not compared: messages are on their way";
@@ -579,9 +570,8 @@ ms_digests(ms_filing *f)
 	/* keys that agree, values not looked at: no match recorded */
 	if (f->values_rested > 0)
 		return "keys match; values not compared: repaired less than magic_sync.values_repair_interval ago";
-	if (SPI_execute_with_args("UPDATE sync.replicas SET digests_at = now() WHERE id = $1",
-							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record a digest");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET digests_at = now() WHERE id = $1",
+									   1, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record a digest");
 	return "match";
 }
 
@@ -621,10 +611,9 @@ answers_received(ms_filing *f, Sync__Up *up)
 		return;
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len));
-	if (SPI_execute_with_args("UPDATE sync.answers SET received = now(), pulled = coalesce(pulled, now())"
-							  " WHERE replica = $1 AND received IS NULL AND send_id <> $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record answers received");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.answers SET received = now(), pulled = coalesce(pulled, now())"
+									   " WHERE replica = $1 AND received IS NULL AND send_id <> $2",
+									   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record answers received");
 }
 
 /*
@@ -677,8 +666,7 @@ ms_backlog(ms_filing *f, Sync__Up *up)
 	values[0] = UUIDPGetDatum(&f->replica);
 	/* with why rows are set aside, and this filing's refusals among them (aside.c) */
 	values[1] = CStringGetTextDatum(ms_backlog_json(f, kept, ntables));
-	if (SPI_execute_with_args("UPDATE sync.replicas SET backlog = $2::jsonb, heard_at = now() WHERE id = $1",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record a backlog");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET backlog = $2::jsonb, heard_at = now() WHERE id = $1",
+									   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record a backlog");
 	answers_received(f, up);
 }

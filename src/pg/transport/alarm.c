@@ -51,6 +51,7 @@
 
 #include "claim.h"
 #include "settings.h"
+#include "spi_check.h"
 #include "updated.h"
 
 PGDLLEXPORT void ms_alarm_main(Datum arg);
@@ -172,10 +173,9 @@ recorded_lately(const pg_uuid_t *replica, const char *claim, const char *reason)
 	Oid			types[3] = {UUIDOID, TEXTOID, TEXTOID};
 	Datum		values[3] = {UUIDPGetDatum(replica), CStringGetTextDatum(claim), CStringGetTextDatum(reason)};
 
-	if (SPI_execute_with_args("SELECT FROM sync.refused_claims WHERE replica = $1 AND claim = $2 AND reason = $3"
-							  " AND at > pg_catalog.clock_timestamp() - interval '10 seconds'",
-							  3, types, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.refused_claims");
+	ms_spi_check(SPI_execute_with_args("SELECT FROM sync.refused_claims WHERE replica = $1 AND claim = $2 AND reason = $3"
+									   " AND at > pg_catalog.clock_timestamp() - interval '10 seconds'",
+									   3, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.refused_claims");
 	return SPI_processed > 0;
 }
 
@@ -352,15 +352,14 @@ record(const alarm_args *args)
 	values[1] = CStringGetTextDatum(claim);
 	values[2] = CStringGetTextDatum(reason);
 	values[3] = CStringGetTextDatum(sqlstate((ms_claim_refusal) args->why));
-	if (SPI_execute_with_args("INSERT INTO sync.refused_claims (replica, claim, reason, sqlstate)"
-							  " SELECT $1, $2, $3, $4 FROM sync.replicas WHERE id = $1"
-							  " ON CONFLICT (replica) DO UPDATE SET claim = EXCLUDED.claim, reason = EXCLUDED.reason,"
-							  "   sqlstate = EXCLUDED.sqlstate, at = EXCLUDED.at",
-							  4, types, values, NULL, false, 0) != SPI_OK_INSERT ||
-		SPI_execute_with_args("UPDATE sync.replicas SET last_error = $2 || ': ' || $3, last_error_at = now()"
-							  " WHERE id = $1",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record a refused claim");
+	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.refused_claims (replica, claim, reason, sqlstate)"
+									   " SELECT $1, $2, $3, $4 FROM sync.replicas WHERE id = $1"
+									   " ON CONFLICT (replica) DO UPDATE SET claim = EXCLUDED.claim, reason = EXCLUDED.reason,"
+									   "   sqlstate = EXCLUDED.sqlstate, at = EXCLUDED.at",
+									   4, types, values, NULL, false, 0), SPI_OK_INSERT, "could not record a refused claim");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET last_error = $2 || ': ' || $3, last_error_at = now()"
+									   " WHERE id = $1",
+									   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record a refused claim");
 
 	SPI_finish();
 	PopActiveSnapshot();

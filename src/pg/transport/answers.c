@@ -25,9 +25,9 @@
 #include "decl.h"
 #include "file.h"
 #include "hlc_clock.h"
-#include "sha256.h"
 #include "signing.h"
 #include "utils/json.h"
+#include "spi_check.h"
 #include "wire.h"
 
 bool
@@ -38,9 +38,8 @@ ms_already_filed(ms_filing *f, Sync__Up *up)
 	PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len))};
 	bool		found;
 
-	if (SPI_execute_with_args("SELECT FROM sync.answers WHERE replica = $1 AND send_id = $2",
-							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.answers");
+	ms_spi_check(SPI_execute_with_args("SELECT FROM sync.answers WHERE replica = $1 AND send_id = $2",
+									   2, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.answers");
 	found = SPI_processed > 0;
 	SPI_freetuptable(SPI_tuptable);
 	return found;
@@ -54,16 +53,15 @@ ms_numbered_before(ms_filing *f, Sync__Up *up)
 	bool		isnull;
 
 	/* the replica's row, locked: two filings of one replica, of any lanes, take turns from here */
-	if (SPI_execute_with_args(ms_decl_laned() ?
-							  "SELECT coalesce((SELECT s.filed_seq FROM sync.sends s WHERE s.replica = r.id"
-							  "   AND s.lane = $2), 0)"
-							  "  FROM sync.replicas r WHERE r.id = $1 FOR UPDATE OF r" :
-							  ms_uploads_catalog() ?
-							  "SELECT coalesce((SELECT s.filed_seq FROM sync.sends s WHERE s.replica = r.id), 0)"
-							  "  FROM sync.replicas r WHERE r.id = $1 FOR UPDATE OF r" :
-							  "SELECT 0::bigint FROM sync.replicas WHERE id = $1 FOR UPDATE",
-							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args(ms_decl_laned() ?
+									   "SELECT coalesce((SELECT s.filed_seq FROM sync.sends s WHERE s.replica = r.id"
+									   "   AND s.lane = $2), 0)"
+									   "  FROM sync.replicas r WHERE r.id = $1 FOR UPDATE OF r" :
+									   ms_uploads_catalog() ?
+									   "SELECT coalesce((SELECT s.filed_seq FROM sync.sends s WHERE s.replica = r.id), 0)"
+									   "  FROM sync.replicas r WHERE r.id = $1 FOR UPDATE OF r" :
+									   "SELECT 0::bigint FROM sync.replicas WHERE id = $1 FOR UPDATE",
+									   2, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	f->last_seq = SPI_processed == 1 ?
 		(uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) : 0;
 	SPI_freetuptable(SPI_tuptable);
@@ -84,7 +82,7 @@ queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 				bodylen;
 	uint8	   *message;
 	bytea	   *bytes;
-	uint8		body_hash[32];
+	uint8		body_hash[PG_SHA256_DIGEST_LENGTH];
 	ms_signer  *signer = ms_signing_key();
 	Oid			types[4] = {UUIDOID, BYTEAOID, BYTEAOID, TEXTOID};
 	Datum		values[4];
@@ -113,7 +111,7 @@ queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 		size_t		signed_len;
 
 		ms_body_pack(NULL, NULL, filed, body);
-		ms_sha256(body, bodylen, body_hash);
+		ms_pg_sha256(body, bodylen, body_hash, "an answer's body");
 		signed_len = ms_sign_head(signer, message, headlen, body_hash);
 		if (signed_len != headlen + MS_SIGNATURE_FIELD_BYTES)
 			memmove(message + signed_len, body, bodylen);
@@ -126,13 +124,12 @@ queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 	values[1] = PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len));
 	values[2] = PointerGetDatum(bytes);
 	values[3] = CStringGetTextDatum(filed->lane);
-	if (SPI_execute_with_args(laned ?
-							  "INSERT INTO sync.answers (replica, send_id, message, lane) VALUES ($1, $2, $3, $4)"
-							  " ON CONFLICT DO NOTHING" :
-							  "INSERT INTO sync.answers (replica, send_id, message) VALUES ($1, $2, $3)"
-							  " ON CONFLICT DO NOTHING",
-							  laned ? 4 : 3, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not queue an answer");
+	ms_spi_check(SPI_execute_with_args(laned ?
+									   "INSERT INTO sync.answers (replica, send_id, message, lane) VALUES ($1, $2, $3, $4)"
+									   " ON CONFLICT DO NOTHING" :
+									   "INSERT INTO sync.answers (replica, send_id, message) VALUES ($1, $2, $3)"
+									   " ON CONFLICT DO NOTHING",
+									   laned ? 4 : 3, types, values, NULL, false, 0), SPI_OK_INSERT, "could not queue an answer");
 }
 
 /* a list of the answer's Refusals */
@@ -209,16 +206,16 @@ ms_answer(ms_filing *f, Sync__Up *up)
 	ms_hlc_merge_upload(up->clock);
 	queue(f, up, &filed);
 	/* the last send filed: one numbered at or below it is a duplicate from now on */
-	if (f->filer->updated &&
-		SPI_execute_with_args(laned ?
-							  "INSERT INTO sync.sends (replica, filed_seq, lane) VALUES ($1, $2, $3)"
-							  " ON CONFLICT (replica, lane) DO UPDATE"
-							  "   SET filed_seq = greatest(sync.sends.filed_seq, EXCLUDED.filed_seq), filed_at = now()" :
-							  "INSERT INTO sync.sends (replica, filed_seq) VALUES ($1, $2)"
-							  " ON CONFLICT (replica) DO UPDATE SET filed_seq = greatest(sync.sends.filed_seq, EXCLUDED.filed_seq),"
-							  "   filed_at = now()",
-							  laned ? 3 : 2, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record the last send filed");
+	if (f->filer->updated)
+		ms_spi_check(SPI_execute_with_args(laned ?
+										   "INSERT INTO sync.sends (replica, filed_seq, lane) VALUES ($1, $2, $3)"
+										   " ON CONFLICT (replica, lane) DO UPDATE"
+										   "   SET filed_seq = greatest(sync.sends.filed_seq, EXCLUDED.filed_seq), filed_at = now()" :
+										   "INSERT INTO sync.sends (replica, filed_seq) VALUES ($1, $2)"
+										   " ON CONFLICT (replica) DO UPDATE SET filed_seq = greatest(sync.sends.filed_seq, EXCLUDED.filed_seq),"
+										   "   filed_at = now()",
+										   laned ? 3 : 2, types, values, NULL, false, 0), SPI_OK_INSERT,
+					 "could not record the last send filed");
 }
 
 void

@@ -21,6 +21,7 @@
 
 #include "claim.h"
 #include "seal.h"
+#include "spi_check.h"
 
 static const char *
 call_name(ms_claim_call call)
@@ -145,18 +146,14 @@ ms_claim_believe(const pg_uuid_t *replica, ms_claim_call call, int64 number)
 	int64		seq;
 
 	/* the sequence as it is, not as the caller's snapshot saw it: it is not transactional */
-	if (SPI_execute("SELECT last_value FROM sync.message_seq", false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not read sync.message_seq");
+	ms_spi_check_one(SPI_execute("SELECT last_value FROM sync.message_seq", false, 1), SPI_OK_SELECT, "could not read sync.message_seq");
 	seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	if (number <= seq)
 		return;
 	if (number - seq > MS_CLAIM_REACH)
 		ms_claim_refuse(replica, call, MS_CLAIM_OUT_OF_REACH, number, seq, MS_CLAIM_REACH);
 	/* numbers beyond what it applied, for whatever is written next */
-	if (SPI_execute_with_args("SELECT setval('sync.message_seq', $1)", 1, types, values, NULL, false, 0)
-		!= SPI_OK_SELECT)
-		elog(ERROR, "could not move sync.message_seq");
+	ms_spi_check(SPI_execute_with_args("SELECT setval('sync.message_seq', $1)", 1, types, values, NULL, false, 0), SPI_OK_SELECT, "could not move sync.message_seq");
 	ereport(LOG,
 			(errmsg("magic_sync: sync.message_seq moves to " INT64_FORMAT ", past what a replica applied", number),
 			 errdetail("The replica applied a message this server sealed and has no record of writing: "

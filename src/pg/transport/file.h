@@ -37,6 +37,7 @@
 #include "nodes/pg_list.h"
 #include "utils/uuid.h"
 
+#include "bytes.h"
 #include "catalog.h"
 #include "epoch.h"
 #include "row.h"
@@ -186,8 +187,7 @@ extern void ms_filer_run(SPIPlanPtr plan, Datum *values, const char *nulls, bool
 extern bool ms_key_canonical(const ms_table *t, const Sync__Key *k, char **parts, char **why);
 /* ms_row_json: a row in its table's codec as a JSON object; NULL with *why when it does not decode. */
 extern char *ms_row_json(ms_filed_table *ft, const uint8 *bytes, size_t len, char **why);
-/* ms_to_bytea / ms_canonical_key: bytes as a bytea; a wire Key's canonical bytes. */
-extern bytea *ms_to_bytea(const void *data, size_t len);
+/* ms_canonical_key: a wire Key's canonical bytes. */
 extern char *ms_canonical_key(const Sync__Key *k);
 
 /* ---- lanes.c ---- */

@@ -27,6 +27,7 @@
 #include "file.h"
 #include "hlc_file.h"
 #include "keys.h"
+#include "spi_check.h"
 #include "wire.h"
 
 const char *const ms_outcome_names[MS_OUTCOMES] = {"filed", "refused", "dropped", "waiting", "set_aside"};
@@ -65,16 +66,6 @@ ms_uploads_catalog(void)
 	return OidIsValid(sync) && OidIsValid(get_relname_relid("dropped", sync));
 }
 
-static SPIPlanPtr
-prepare(const char *sql, int nargs, Oid *types)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
-
-	if (plan == NULL)
-		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
-	return plan;
-}
-
 /* the statements on sync.* every row may use */
 static void
 prepare_catalog(ms_filer *fr)
@@ -85,32 +76,32 @@ prepare_catalog(ms_filer *fr)
 	Oid			note[2] = {INT4OID, TEXTOID};
 	Oid			keep[7] = {UUIDOID, INT4OID, TEXTOID, BYTEAOID, JSONBOID, TEXTOID, TEXTOID};
 
-	fr->check = prepare(check_sql, 5, check);
-	fr->held = prepare("SELECT number, taken IS NOT NULL, since FROM sync.held"
-					   " WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+	fr->check = ms_spi_prepare(check_sql, 5, check);
+	fr->held = ms_spi_prepare("SELECT number, taken IS NOT NULL, since FROM sync.held"
+							  " WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
 	/* the write just made drew the newest note of the row: the session's last */
-	fr->mark_held = prepare("INSERT INTO sync.held (replica, tab, key, note, number)"
-							" VALUES ($1, $2, $3, currval('sync.note_seq'), 0)"
-							" ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note,"
-							"   number = 0, taken = NULL, refused = NULL", 3, held);
-	fr->note = prepare("INSERT INTO sync.notes (tab, key) VALUES ($1, $2)", 2, note);
-	fr->replace = prepare("UPDATE sync.held SET replace = true"
-						  " WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
-	fr->unhold = prepare("DELETE FROM sync.held WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
-	fr->keep = prepare("INSERT INTO sync.inbox (replica, tab, key, row, sender, reason, sqlstate)"
-					   " VALUES ($1, $2, $3, $4, $5, $6, $7)"
-					   " ON CONFLICT (replica, tab, key) DO UPDATE SET row = EXCLUDED.row,"
-					   "   sender = EXCLUDED.sender, reason = EXCLUDED.reason,"
-					   "   sqlstate = EXCLUDED.sqlstate, tries = sync.inbox.tries + 1, last_at = now()",
-					   7, keep);
-	fr->unkeep = prepare("DELETE FROM sync.inbox WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+	fr->mark_held = ms_spi_prepare("INSERT INTO sync.held (replica, tab, key, note, number)"
+								   " VALUES ($1, $2, $3, currval('sync.note_seq'), 0)"
+								   " ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note,"
+								   "   number = 0, taken = NULL, refused = NULL", 3, held);
+	fr->note = ms_spi_prepare("INSERT INTO sync.notes (tab, key) VALUES ($1, $2)", 2, note);
+	fr->replace = ms_spi_prepare("UPDATE sync.held SET replace = true"
+								 " WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+	fr->unhold = ms_spi_prepare("DELETE FROM sync.held WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+	fr->keep = ms_spi_prepare("INSERT INTO sync.inbox (replica, tab, key, row, sender, reason, sqlstate)"
+							  " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+							  " ON CONFLICT (replica, tab, key) DO UPDATE SET row = EXCLUDED.row,"
+							  "   sender = EXCLUDED.sender, reason = EXCLUDED.reason,"
+							  "   sqlstate = EXCLUDED.sqlstate, tries = sync.inbox.tries + 1, last_at = now()",
+							  7, keep);
+	fr->unkeep = ms_spi_prepare("DELETE FROM sync.inbox WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
 	fr->updated = ms_uploads_catalog();
 	if (!fr->updated)
 		return;
-	fr->drop_note = prepare("INSERT INTO sync.dropped (replica, tab, key, reason) VALUES ($1, $2, $3, $4)"
-							" ON CONFLICT (replica, tab, key) DO UPDATE SET reason = EXCLUDED.reason, at = now()",
-							4, dropped);
-	fr->drop_forget = prepare("DELETE FROM sync.dropped WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+	fr->drop_note = ms_spi_prepare("INSERT INTO sync.dropped (replica, tab, key, reason) VALUES ($1, $2, $3, $4)"
+								   " ON CONFLICT (replica, tab, key) DO UPDATE SET reason = EXCLUDED.reason, at = now()",
+								   4, dropped);
+	fr->drop_forget = ms_spi_prepare("DELETE FROM sync.dropped WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
 }
 
 static void
@@ -314,17 +305,17 @@ ms_filed_plan(ms_filer *fr, ms_filed_table *ft, SPIPlanPtr *slot)
 	/* a row's subtransaction may be where it is first needed: the plan is the call's */
 	old = MemoryContextSwitchTo(fr->cxt);
 	if (slot == &ft->exists)
-		*slot = prepare(psprintf("SELECT 1 FROM %s t WHERE %s", t->qualified,
-								 ms_key_match(t, "t", "$1")), 1, key);
+		*slot = ms_spi_prepare(psprintf("SELECT 1 FROM %s t WHERE %s", t->qualified,
+										ms_key_match(t, "t", "$1")), 1, key);
 	else if (slot == &ft->record)
-		*slot = prepare(record_sql(t), 2, record);
+		*slot = ms_spi_prepare(record_sql(t), 2, record);
 	else if (slot == &ft->compare)
-		*slot = prepare(compare_sql(t), 2, two_way);
+		*slot = ms_spi_prepare(compare_sql(t), 2, two_way);
 	else if (slot == &ft->two_way)
-		*slot = prepare(two_way_sql(t), 2, two_way);
+		*slot = ms_spi_prepare(two_way_sql(t), 2, two_way);
 	else if (slot == &ft->delete_row)
-		*slot = prepare(psprintf("DELETE FROM %s t WHERE %s", t->qualified,
-								 ms_key_match(t, "t", "$1")), 1, key);
+		*slot = ms_spi_prepare(psprintf("DELETE FROM %s t WHERE %s", t->qualified,
+										ms_key_match(t, "t", "$1")), 1, key);
 	else
 		elog(ERROR, "no statement of table \"%s\" is prepared there", t->name);
 	MemoryContextSwitchTo(old);
@@ -343,19 +334,7 @@ ms_filer_run(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only,
 	 * call: what a row allocates after its statements goes with the row's
 	 */
 	MemoryContextSwitchTo(cxt);
-	if (rc != expect)
-		elog(ERROR, "could not %s: %s", what, SPI_result_code_string(rc));
-}
-
-bytea *
-ms_to_bytea(const void *data, size_t len)
-{
-	bytea	   *b = palloc(VARHDRSZ + len);
-
-	SET_VARSIZE(b, VARHDRSZ + len);
-	if (len > 0)
-		memcpy(VARDATA(b), data, len);
-	return b;
+	ms_spi_check(rc, expect, "%s", what);
 }
 
 /*

@@ -43,6 +43,7 @@
 #include "hlc_clock.h"
 #include "hlc_file.h"
 #include "owner.h"
+#include "spi_check.h"
 #include "subxact.h"
 #include "upread.h"
 #include "wire.h"
@@ -595,12 +596,11 @@ kept_before(ms_filing *f)
 	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
 	bool		isnull;
 
-	if (SPI_execute_with_args(f->filer->updated ?
-							  "SELECT EXISTS (SELECT FROM sync.inbox WHERE replica = $1),"
-							  " EXISTS (SELECT FROM sync.dropped WHERE replica = $1)" :
-							  "SELECT EXISTS (SELECT FROM sync.inbox WHERE replica = $1), false",
-							  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.inbox");
+	ms_spi_check(SPI_execute_with_args(f->filer->updated ?
+									   "SELECT EXISTS (SELECT FROM sync.inbox WHERE replica = $1),"
+									   " EXISTS (SELECT FROM sync.dropped WHERE replica = $1)" :
+									   "SELECT EXISTS (SELECT FROM sync.inbox WHERE replica = $1), false",
+									   1, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.inbox");
 	f->has_inbox = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	f->has_dropped = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	f->kept_known = true;

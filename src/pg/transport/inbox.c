@@ -15,6 +15,7 @@
 
 #include "file.h"
 #include "key.h"
+#include "spi_check.h"
 
 PG_FUNCTION_INFO_V1(ms_inbox_retry);
 
@@ -68,9 +69,8 @@ acked_of(ms_filing *f)
 	bool		isnull;
 	int64		acked = 0;
 
-	if (SPI_execute_with_args("SELECT acked_number FROM sync.replicas WHERE id = $1",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args("SELECT acked_number FROM sync.replicas WHERE id = $1",
+									   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	if (SPI_processed == 1)
 		acked = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_freetuptable(SPI_tuptable);
@@ -88,14 +88,12 @@ tried(int64 id, ms_outcome out, const char *why, const char *sqlstate)
 
 	if (out == MS_WAITS || out == MS_SET_ASIDE)
 	{
-		if (SPI_execute_with_args("UPDATE sync.inbox SET tries = tries + 1, last_at = now(),"
-								  " reason = $2, sqlstate = $3 WHERE id = $1",
-								  3, types, values, nulls, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not update sync.inbox");
+		ms_spi_check(SPI_execute_with_args("UPDATE sync.inbox SET tries = tries + 1, last_at = now(),"
+										   " reason = $2, sqlstate = $3 WHERE id = $1",
+										   3, types, values, nulls, false, 0), SPI_OK_UPDATE, "could not update sync.inbox");
 		return;
 	}
-	if (SPI_execute_with_args("DELETE FROM sync.inbox WHERE id = $1", 1, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not update sync.inbox");
+	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.inbox WHERE id = $1", 1, types, values, NULL, false, 0), SPI_OK_DELETE, "could not update sync.inbox");
 }
 
 /*
@@ -168,14 +166,13 @@ ms_inbox_retry(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	ms_filer_begin(&fr);
-	if (SPI_execute_with_args("SELECT i.id, i.replica, t.name, i.key, i.row, i.sender, r.provision"
-							  "  FROM sync.inbox i JOIN sync.tables t ON t.id = i.tab"
-							  "  JOIN sync.replicas r ON r.id = i.replica"
-							  " WHERE NOT r.dropped AND i.last_at < now() - least(interval '1 hour',"
-							  "       interval '1 second' * power(2, least(i.tries, 12)))"
-							  " ORDER BY i.last_at LIMIT $1",
-							  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.inbox");
+	ms_spi_check(SPI_execute_with_args("SELECT i.id, i.replica, t.name, i.key, i.row, i.sender, r.provision"
+									   "  FROM sync.inbox i JOIN sync.tables t ON t.id = i.tab"
+									   "  JOIN sync.replicas r ON r.id = i.replica"
+									   " WHERE NOT r.dropped AND i.last_at < now() - least(interval '1 hour',"
+									   "       interval '1 second' * power(2, least(i.tries, 12)))"
+									   " ORDER BY i.last_at LIMIT $1",
+									   1, types, values, NULL, false, 0), SPI_OK_SELECT, "could not read sync.inbox");
 	tt = SPI_tuptable;
 	n = SPI_processed;
 	for (uint64 i = 0; i < n; i++)

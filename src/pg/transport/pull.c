@@ -53,8 +53,10 @@
 #include "utils/uuid.h"
 
 #include "access.h"
+#include "bytes.h"
 #include "claim.h"
 #include "rewind.h"
+#include "spi_check.h"
 #include "wake.h"
 #include "settings.h"
 #include "wire.h"
@@ -79,14 +81,13 @@ read_record(pg_uuid_t *replica, const char *id, bool lock, pull_record *r)
 	TupleDesc	desc;
 	bool		isnull;
 
-	if (SPI_execute_with_args(lock ? "SELECT last_number, acked_number, provision,"
-							  " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
-							  " WHERE id = $1 FOR UPDATE"
-							  : "SELECT last_number, acked_number, provision,"
-							  " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
-							  " WHERE id = $1",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args(lock ? "SELECT last_number, acked_number, provision,"
+									   " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
+									   " WHERE id = $1 FOR UPDATE"
+									   : "SELECT last_number, acked_number, provision,"
+									   " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
+									   " WHERE id = $1",
+									   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	/* dropped, and forgotten by a pass, since ms_replica_access found it */
 	if (SPI_processed != 1)
 		ereport(ERROR,
@@ -187,10 +188,9 @@ beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
 	if (why == NULL || r.provision)
 		return;
 	values[2] = CStringGetTextDatum(why);
-	if (SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $3,"
-							  " last_error_at = now() WHERE id = $1",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not mark a replica to provision");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $3,"
+									   " last_error_at = now() WHERE id = $1",
+									   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not mark a replica to provision");
 	ereport(LOG, (errmsg("magic_sync: %s", why)));
 }
 
@@ -314,9 +314,9 @@ body_plan(void)
 
 	if (plan == NULL)
 	{
-		SPIPlanPtr	p = SPI_prepare("SELECT b.bytes FROM sync.bodies b WHERE b.id = $1", 1, (Oid[]) {INT8OID});
+		SPIPlanPtr	p = ms_spi_prepare("SELECT b.bytes FROM sync.bodies b WHERE b.id = $1", 1, (Oid[]) {INT8OID});
 
-		if (p == NULL || SPI_keepplan(p) != 0)
+		if (SPI_keepplan(p) != 0)
 			elog(ERROR, "could not prepare the read of sync.bodies: %s", SPI_result_code_string(SPI_result));
 		plan = p;
 	}
@@ -404,9 +404,8 @@ ms_pull(PG_FUNCTION_ARGS)
 	 * give it (an agent pulls from the primary when it starts or reconnects,
 	 * and every 10 minutes).
 	 */
-	if (SPI_execute_with_args(answers_sql(standby, received_recorded()),
-							  1, types, values, NULL, standby, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.answers");
+	ms_spi_check(SPI_execute_with_args(answers_sql(standby, received_recorded()),
+									   1, types, values, NULL, standby, 0), SPI_OK_SELECT, "could not read sync.answers");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		Datum		out[2];
@@ -454,15 +453,13 @@ ms_pull(PG_FUNCTION_ARGS)
 		/* what it says it weighs (its head and body, record.c): one that cannot fit is not read */
 		if (total > 0 && total + (int64) size > max_bytes)
 			break;
-		if (SPI_execute_plan(body, &id, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "message %lld has no body", (long long) DatumGetInt64(number));
+		ms_spi_check_one(SPI_execute_plan(body, &id, NULL, true, 1), SPI_OK_SELECT, "message %lld has no body", (long long) DatumGetInt64(number));
 		bytes = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		SPI_freetuptable(SPI_tuptable);
 		/* always at least one message, then only what fits */
 		if (total > 0 && total + (int64) (VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes)) > max_bytes)
 			break;
-		m = palloc(VARHDRSZ + VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes));
-		SET_VARSIZE(m, VARHDRSZ + VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes));
+		m = ms_bytea_new(VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes));
 		memcpy(VARDATA(m), VARDATA_ANY(head), VARSIZE_ANY_EXHDR(head));
 		memcpy(VARDATA(m) + VARSIZE_ANY_EXHDR(head), VARDATA_ANY(bytes), VARSIZE_ANY_EXHDR(bytes));
 		total += VARSIZE_ANY_EXHDR(m);
@@ -508,10 +505,9 @@ ms_pull(PG_FUNCTION_ARGS)
 		Oid			utypes[3] = {UUIDOID, INT8OID, INT8OID};
 		Datum		uvalues[3] = {values[0], values[1], Int64GetDatum(last)};
 
-		if (SPI_execute_with_args("UPDATE sync.outbox SET pulls = pulls + 1"
-								  " WHERE replica = $1 AND number > $2 AND number <= $3 AND NOT dropped",
-								  3, utypes, uvalues, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not count the pulls of sync.outbox");
+		ms_spi_check(SPI_execute_with_args("UPDATE sync.outbox SET pulls = pulls + 1"
+										   " WHERE replica = $1 AND number > $2 AND number <= $3 AND NOT dropped",
+										   3, utypes, uvalues, NULL, false, 0), SPI_OK_UPDATE, "could not count the pulls of sync.outbox");
 	}
 	SPI_finish();
 	return (Datum) 0;

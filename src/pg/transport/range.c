@@ -36,6 +36,7 @@
 #include "file.h"
 #include "key.h"
 #include "range.h"
+#include "spi_check.h"
 #include "updated.h"
 #include "wake.h"
 
@@ -78,12 +79,11 @@ ask(ms_filing *f, ms_table *t, int64 round, uint32 depth, uint64 *buckets, size_
 	values[3] = Int32GetDatum((int32) depth);
 	values[4] = Int32GetDatum((int32) split);
 	values[5] = PointerGetDatum(construct_array(elems, (int) n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	if (SPI_execute_with_args("INSERT INTO sync.ranges (replica, tab, round, depth, split, buckets)"
-							  " VALUES ($1, $2, $3, $4, $5, $6)"
-							  " ON CONFLICT (replica, tab) DO UPDATE SET round = EXCLUDED.round, depth = EXCLUDED.depth,"
-							  "   split = EXCLUDED.split, buckets = EXCLUDED.buckets, asked_at = now()",
-							  6, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record a range question");
+	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.ranges (replica, tab, round, depth, split, buckets)"
+									   " VALUES ($1, $2, $3, $4, $5, $6)"
+									   " ON CONFLICT (replica, tab) DO UPDATE SET round = EXCLUDED.round, depth = EXCLUDED.depth,"
+									   "   split = EXCLUDED.split, buckets = EXCLUDED.buckets, asked_at = now()",
+									   6, types, values, NULL, false, 0), SPI_OK_INSERT, "could not record a range question");
 	sync__range_ask__init(a);
 	a->table = pstrdup(t->name);
 	a->round = (uint64) round;
@@ -102,9 +102,8 @@ forget(ms_filing *f, ms_table *t)
 	Oid			types[2] = {UUIDOID, INT4OID};
 	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
 
-	if (SPI_execute_with_args("DELETE FROM sync.ranges WHERE replica = $1 AND tab = $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not forget a range question");
+	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.ranges WHERE replica = $1 AND tab = $2",
+									   2, types, values, NULL, false, 0), SPI_OK_DELETE, "could not forget a range question");
 }
 
 bool
@@ -116,10 +115,9 @@ ms_range_start(ms_filing *f, ms_table *t)
 
 	if (!f->range_repair || !ms_catalog_has("ranges"))
 		return false;
-	if (SPI_execute_with_args("SELECT round, asked_at > now() - interval '10 minutes', split < 0 FROM sync.ranges"
-							  " WHERE replica = $1 AND tab = $2",
-							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.ranges");
+	ms_spi_check(SPI_execute_with_args("SELECT round, asked_at > now() - interval '10 minutes', split < 0 FROM sync.ranges"
+									   " WHERE replica = $1 AND tab = $2",
+									   2, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.ranges");
 	if (SPI_processed > 0)
 	{
 		bool		isnull;
@@ -152,10 +150,9 @@ held(ms_filing *f, ms_table *t, uint32 depth, const uint64 *buckets, size_t nb, 
 	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
 	held_row   *rows;
 
-	if (SPI_execute_with_args("SELECT key FROM sync.held WHERE replica = $1 AND tab = $2"
-							  " AND refused IS NULL AND taken IS NULL",
-							  2, types, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the held rows of a range");
+	ms_spi_check(SPI_execute_with_args("SELECT key FROM sync.held WHERE replica = $1 AND tab = $2"
+									   " AND refused IS NULL AND taken IS NULL",
+									   2, types, values, NULL, true, 0), SPI_OK_SELECT, "could not read the held rows of a range");
 	rows = palloc(sizeof(held_row) * Max(SPI_processed, 1));
 	*n = 0;
 	*total = SPI_processed;
@@ -198,10 +195,9 @@ mark(ms_filing *f, ms_table *t, List *resend, List *extra)
 		foreach(lc, resend)
 			e[n++] = CStringGetTextDatum(lfirst(lc));
 		values[2] = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
-		if (SPI_execute_with_args("UPDATE sync.held SET replace = true WHERE replica = $1 AND tab = $2"
-								  " AND key = ANY ($3) AND NOT replace",
-								  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not mark the rows a range repair sends");
+		ms_spi_check(SPI_execute_with_args("UPDATE sync.held SET replace = true WHERE replica = $1 AND tab = $2"
+										   " AND key = ANY ($3) AND NOT replace",
+										   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not mark the rows a range repair sends");
 	}
 	if (extra != NIL)
 	{
@@ -211,11 +207,10 @@ mark(ms_filing *f, ms_table *t, List *resend, List *extra)
 			e[n++] = CStringGetTextDatum(lfirst(lc));
 		values[2] = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
 		/* never sent it: held at number 0 and note 0, its deletion goes (relay/retry.c) */
-		if (SPI_execute_with_args("INSERT INTO sync.held (replica, tab, key, note, number, replace)"
-								  " SELECT $1, $2, k, 0, 0, true FROM unnest($3::text[]) k"
-								  " ON CONFLICT (replica, tab, key) DO NOTHING",
-								  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
-			elog(ERROR, "could not mark the rows a range repair lets go of");
+		ms_spi_check(SPI_execute_with_args("INSERT INTO sync.held (replica, tab, key, note, number, replace)"
+										   " SELECT $1, $2, k, 0, 0, true FROM unnest($3::text[]) k"
+										   " ON CONFLICT (replica, tab, key) DO NOTHING",
+										   3, types, values, NULL, false, 0), SPI_OK_INSERT, "could not mark the rows a range repair lets go of");
 	}
 	if (resend != NIL || extra != NIL)
 		ms_wake_at_commit();
@@ -369,10 +364,9 @@ compare_buckets(ms_filing *f, ms_table *t, int64 round, Sync__RangeAnswer *a, he
 			Oid			types[2] = {UUIDOID, INT4OID};
 			Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
 
-			if (SPI_execute_with_args("UPDATE sync.ranges SET split = -1, buckets = '{}', asked_at = now()"
-									  " WHERE replica = $1 AND tab = $2",
-									  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-				elog(ERROR, "could not record a range repair that found nothing");
+			ms_spi_check(SPI_execute_with_args("UPDATE sync.ranges SET split = -1, buckets = '{}', asked_at = now()"
+											   " WHERE replica = $1 AND tab = $2",
+											   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record a range repair that found nothing");
 		}
 		else
 			forget(f, t);
@@ -422,9 +416,8 @@ ms_range_answers(ms_filing *f, Sync__Up *up)
 		Oid			rtypes[1] = {UUIDOID};
 		Datum		rvalues[1] = {UUIDPGetDatum(&f->replica)};
 
-		if (SPI_execute_with_args("SELECT NOT (provision OR acked_number < last_number) FROM sync.replicas WHERE id = $1",
-								  1, rtypes, rvalues, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "could not read sync.replicas");
+		ms_spi_check_one(SPI_execute_with_args("SELECT NOT (provision OR acked_number < last_number) FROM sync.replicas WHERE id = $1",
+											   1, rtypes, rvalues, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 		caught_up = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) &&
 			!f->provisioning;
 	}
@@ -449,9 +442,8 @@ ms_range_answers(ms_filing *f, Sync__Up *up)
 			continue;
 		values[0] = UUIDPGetDatum(&f->replica);
 		values[1] = Int32GetDatum(ft->t->id);
-		if (SPI_execute_with_args("SELECT round, depth, split, buckets FROM sync.ranges WHERE replica = $1 AND tab = $2",
-								  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not read sync.ranges");
+		ms_spi_check(SPI_execute_with_args("SELECT round, depth, split, buckets FROM sync.ranges WHERE replica = $1 AND tab = $2",
+										   2, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.ranges");
 		if (SPI_processed == 0 ||
 			DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) < 0)
 			continue;			/* no question of ours */

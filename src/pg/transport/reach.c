@@ -43,6 +43,7 @@
 #include "file.h"
 #include "owner.h"
 #include "pass.h"
+#include "spi_check.h"
 #include "updated.h"
 #include "wanted.h"
 
@@ -170,16 +171,6 @@ lookup_sql(const reach_fk *rf, Oid *types)
 	return sql.data;
 }
 
-static SPIPlanPtr
-prepare(const char *sql, int nargs, Oid *types)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
-
-	if (plan == NULL)
-		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
-	return plan;
-}
-
 /* build: what the check of t needs, in the call's memory */
 static void
 build(ms_filer *fr, const ms_table *t, reach_table *rt)
@@ -225,11 +216,11 @@ build(ms_filer *fr, const ms_table *t, reach_table *rt)
 			Oid		   *ltypes = palloc(sizeof(Oid) * Max(fk->ncols, 1));
 			char	   *sql = lookup_sql(rf, ltypes);
 
-			rf->lookup = prepare(sql, fk->ncols, ltypes);
+			rf->lookup = ms_spi_prepare(sql, fk->ncols, ltypes);
 		}
 	}
 	if (rt->nfks > 0)
-		rt->points = prepare(points_sql(t, rt), 2, types);
+		rt->points = ms_spi_prepare(points_sql(t, rt), 2, types);
 	MemoryContextSwitchTo(old);
 }
 
@@ -245,11 +236,11 @@ reach_of(ms_filer *fr)
 
 		r->tables = palloc0(sizeof(reach_table) * Max(fr->ntables, 1));
 		r->let_go = ms_catalog_has("let_go");
-		r->held = prepare(r->let_go ?
-						  "SELECT EXISTS (SELECT FROM sync.held WHERE replica = $1 AND tab = $2 AND key = $3)"
-						  " OR EXISTS (SELECT FROM sync.let_go WHERE replica = $1 AND tab = $2 AND key = $3)" :
-						  "SELECT EXISTS (SELECT FROM sync.held WHERE replica = $1 AND tab = $2 AND key = $3)",
-						  3, types);
+		r->held = ms_spi_prepare(r->let_go ?
+								 "SELECT EXISTS (SELECT FROM sync.held WHERE replica = $1 AND tab = $2 AND key = $3)"
+								 " OR EXISTS (SELECT FROM sync.let_go WHERE replica = $1 AND tab = $2 AND key = $3)" :
+								 "SELECT EXISTS (SELECT FROM sync.held WHERE replica = $1 AND tab = $2 AND key = $3)",
+								 3, types);
 		fr->reach = r;
 		MemoryContextSwitchTo(old);
 	}
@@ -417,18 +408,6 @@ why_refused(ms_filing *f, const ms_table *t, const reach_fk *rf, char **vals)
 	return s.data;
 }
 
-/* same: whether a foreign key's values are those the server's copy has */
-static bool
-same(char **a, int na, char **b, int nb)
-{
-	if (na != nb)
-		return false;
-	for (int i = 0; i < na; i++)
-		if (strcmp(a[i], b[i]) != 0)
-			return false;
-	return true;
-}
-
 bool
 ms_reach_refused(ms_filing *f, ms_filed_table *ft, const char *key, const char *json,
 				 char **why, char **sqlstate)
@@ -485,7 +464,7 @@ ms_reach_refused(ms_filing *f, ms_filed_table *ft, const char *key, const char *
 		if (!oldnull)
 			olds = elements(od, &nold);
 		/* where the server's copy points already: nothing new */
-		if (olds != NULL && same(vals, n, olds, nold))
+		if (olds != NULL && ms_same_strings(vals, n, olds, nold))
 			continue;
 		/* a record of its own: it reaches it anyway */
 		if (rf->own_part >= 0 && pg_strcasecmp(vals[rf->own_part], f->replica_text) == 0)
@@ -522,8 +501,7 @@ ms_reach_acknowledged(ms_filing *f, int64 acked)
 	else
 		rc = SPI_execute_with_args("DELETE FROM sync.held WHERE replica = $1 AND taken <= $2",
 								   2, types, values, NULL, false, 0);
-	if (rc != SPI_OK_DELETE)
-		elog(ERROR, "could not record an acknowledgement");
+	ms_spi_check(rc, SPI_OK_DELETE, "could not record an acknowledgement");
 }
 
 /*
@@ -545,10 +523,9 @@ ms_reach_forget(ms_filing *f)
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = Int64GetDatum(floor);
 	/* taken by a snapshot (MS_LET_GO_SNAPSHOT): at its end, the replica's snapshot_end */
-	if (SPI_execute_with_args("DELETE FROM sync.let_go l WHERE l.replica = $1 AND (l.taken <= $2"
-							  " OR (l.taken = " CppAsString2(MS_LET_GO_SNAPSHOT)
-							  "     AND EXISTS (SELECT FROM sync.replicas x WHERE x.id = $1"
-							  "                 AND x.snapshot_end <= $2 AND NOT x.provision)))",
-							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not forget rows let go of");
+	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.let_go l WHERE l.replica = $1 AND (l.taken <= $2"
+									   " OR (l.taken = " CppAsString2(MS_LET_GO_SNAPSHOT)
+									   "     AND EXISTS (SELECT FROM sync.replicas x WHERE x.id = $1"
+									   "                 AND x.snapshot_end <= $2 AND NOT x.provision)))",
+									   2, types, values, NULL, false, 0), SPI_OK_DELETE, "could not forget rows let go of");
 }

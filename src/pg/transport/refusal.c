@@ -23,6 +23,7 @@
 #include "utils/builtins.h"
 
 #include "file.h"
+#include "spi_check.h"
 #include "wake.h"
 
 /* the row is one the replica can never own: a catalog's, or a record in another's name */
@@ -45,14 +46,12 @@ ms_refusal_answer(ms_filing *f, ms_filed_table *ft, char **parts, const char *ke
 
 	/* prepared at the call's first refusal, kept for the call (SPI's procedure context) */
 	if (f->filer->answer == NULL)
-		f->filer->answer = SPI_prepare(
+		f->filer->answer = ms_spi_prepare(
 			"WITH u AS (UPDATE sync.held SET replace = true"
 			"            WHERE replica = $1 AND tab = $2 AND key = $3 RETURNING 1)"
 			" INSERT INTO sync.held (replica, tab, key, note, number, replace)"
 			" SELECT $1, $2, $3, 0, 0, true WHERE $4 AND NOT EXISTS (SELECT FROM u)"
 			" ON CONFLICT (replica, tab, key) DO NOTHING", 4, types);
-	if (f->filer->answer == NULL)
-		elog(ERROR, "could not prepare the answer to a refused write: %s", SPI_result_code_string(SPI_result));
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = Int32GetDatum(ft->t->id);
 	values[2] = CStringGetTextDatum(key);

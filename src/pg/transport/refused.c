@@ -36,6 +36,7 @@
 #include "utils/lsyscache.h"
 
 #include "file.h"
+#include "spi_check.h"
 #include "wake.h"
 
 void
@@ -55,25 +56,24 @@ ms_refused_backoff(ms_filing *f, Datum tables, Datum keys)
 	 * per refusal, prepared while it was small, read it whole for every one
 	 * (quadratic in the rows an upload refuses).
 	 */
-	if (SPI_execute_with_args("INSERT INTO sync.refused_rows AS r (replica, tab, key, note, times, refused_at, due)"
-							  " SELECT $1, c.tab, c.key, c.note, c.times, now(),"
-							  "        now() + least(interval '1 minute' * power(2, least(c.times - 1, 6)), interval '1 hour')"
-							  "   FROM (SELECT x.tab, x.key, h.note, h.new, p.note AS was,"
-							  "                CASE WHEN p.note IS NULL OR h.note > p.note THEN 1 ELSE p.times + 1 END AS times"
-							  "           FROM (SELECT DISTINCT t.id AS tab, a.k AS key"
-							  "                   FROM unnest($2::text[], $3::text[]) AS a(n, k)"
-							  "                   JOIN sync.tables t ON t.name = a.n) x"
-							  "          CROSS JOIN LATERAL (SELECT h.note, h.refused IS NULL AS new FROM sync.held h"
-							  "                               WHERE h.replica = $1 AND h.tab = x.tab AND h.key = x.key"
-							  "                                 AND h.taken IS NULL AND h.number <= $4 OFFSET 0) h"
-							  "           LEFT JOIN LATERAL (SELECT p.note, p.times FROM sync.refused_rows p"
-							  "                               WHERE p.replica = $1 AND p.tab = x.tab AND p.key = x.key"
-							  "                              OFFSET 0) p ON true) c"
-							  "  WHERE c.new OR c.was IS NULL"
-							  " ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, times = EXCLUDED.times,"
-							  "   refused_at = EXCLUDED.refused_at, due = EXCLUDED.due",
-							  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record when refused rows go again");
+	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.refused_rows AS r (replica, tab, key, note, times, refused_at, due)"
+									   " SELECT $1, c.tab, c.key, c.note, c.times, now(),"
+									   "        now() + least(interval '1 minute' * power(2, least(c.times - 1, 6)), interval '1 hour')"
+									   "   FROM (SELECT x.tab, x.key, h.note, h.new, p.note AS was,"
+									   "                CASE WHEN p.note IS NULL OR h.note > p.note THEN 1 ELSE p.times + 1 END AS times"
+									   "           FROM (SELECT DISTINCT t.id AS tab, a.k AS key"
+									   "                   FROM unnest($2::text[], $3::text[]) AS a(n, k)"
+									   "                   JOIN sync.tables t ON t.name = a.n) x"
+									   "          CROSS JOIN LATERAL (SELECT h.note, h.refused IS NULL AS new FROM sync.held h"
+									   "                               WHERE h.replica = $1 AND h.tab = x.tab AND h.key = x.key"
+									   "                                 AND h.taken IS NULL AND h.number <= $4 OFFSET 0) h"
+									   "           LEFT JOIN LATERAL (SELECT p.note, p.times FROM sync.refused_rows p"
+									   "                               WHERE p.replica = $1 AND p.tab = x.tab AND p.key = x.key"
+									   "                              OFFSET 0) p ON true) c"
+									   "  WHERE c.new OR c.was IS NULL"
+									   " ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note, times = EXCLUDED.times,"
+									   "   refused_at = EXCLUDED.refused_at, due = EXCLUDED.due",
+									   4, types, values, NULL, false, 0), SPI_OK_INSERT, "could not record when refused rows go again");
 }
 
 void
@@ -99,13 +99,12 @@ ms_refused_settle(ms_filing *f)
 	 * none; each row's held row looked up alone (OFFSET 0 keeps it a
 	 * subplan, never a join the planner may misjudge: relay/retry.c)
 	 */
-	if (SPI_execute_with_args("DELETE FROM sync.refused_rows r WHERE r.replica = $1"
-							  "   AND NOT EXISTS (SELECT FROM sync.held h"
-							  "                    WHERE h.replica = r.replica AND h.tab = r.tab AND h.key = r.key"
-							  "                      AND h.taken IS NULL AND (h.refused IS NOT NULL OR h.number > $2)"
-							  "                    OFFSET 0)",
-							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not end the counts of rows taken");
+	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.refused_rows r WHERE r.replica = $1"
+									   "   AND NOT EXISTS (SELECT FROM sync.held h"
+									   "                    WHERE h.replica = r.replica AND h.tab = r.tab AND h.key = r.key"
+									   "                      AND h.taken IS NULL AND (h.refused IS NOT NULL OR h.number > $2)"
+									   "                    OFFSET 0)",
+									   2, types, values, NULL, false, 0), SPI_OK_DELETE, "could not end the counts of rows taken");
 }
 
 void
@@ -116,12 +115,11 @@ ms_refused_build(ms_filing *f, Sync__Up *up)
 		CStringGetTextDatum(up->build != NULL ? up->build : ""), Int32GetDatum((int32) up->protocol)};
 	bool		isnull;
 
-	if (SPI_execute_with_args("WITH o AS (SELECT build FROM sync.replicas WHERE id = $1 FOR UPDATE)"
-							  " UPDATE sync.replicas x SET build = $2, protocol = $3 FROM o WHERE x.id = $1"
-							  " AND (x.build IS DISTINCT FROM $2 OR x.protocol IS DISTINCT FROM $3)"
-							  " RETURNING o.build IS NULL",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
-		elog(ERROR, "could not record a replica's build");
+	ms_spi_check(SPI_execute_with_args("WITH o AS (SELECT build FROM sync.replicas WHERE id = $1 FOR UPDATE)"
+									   " UPDATE sync.replicas x SET build = $2, protocol = $3 FROM o WHERE x.id = $1"
+									   " AND (x.build IS DISTINCT FROM $2 OR x.protocol IS DISTINCT FROM $3)"
+									   " RETURNING o.build IS NULL",
+									   3, types, values, NULL, false, 0), SPI_OK_UPDATE_RETURNING, "could not record a replica's build");
 	if (SPI_processed == 0)
 		return;
 
@@ -139,15 +137,14 @@ ms_refused_build(ms_filing *f, Sync__Up *up)
 	 * minute again if not; but no sooner than ten minutes after a change
 	 * last made them due.  Rows due before then keep their time.
 	 */
-	if (SPI_execute_with_args("WITH b AS (SELECT greatest(now(), x.build_due + interval '10 minutes') AS at"
-							  "             FROM sync.replicas x WHERE x.id = $1),"
-							  " d AS (UPDATE sync.refused_rows r SET due = b.at, times = 0 FROM b"
-							  "        WHERE r.replica = $1 AND r.due > b.at RETURNING 1)"
-							  " UPDATE sync.replicas x SET build_due = b.at FROM b"
-							  "  WHERE x.id = $1 AND EXISTS (SELECT FROM d)"
-							  " RETURNING (SELECT count(*) FROM d), b.at <= now()",
-							  1, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
-		elog(ERROR, "could not make refused rows due");
+	ms_spi_check(SPI_execute_with_args("WITH b AS (SELECT greatest(now(), x.build_due + interval '10 minutes') AS at"
+									   "             FROM sync.replicas x WHERE x.id = $1),"
+									   " d AS (UPDATE sync.refused_rows r SET due = b.at, times = 0 FROM b"
+									   "        WHERE r.replica = $1 AND r.due > b.at RETURNING 1)"
+									   " UPDATE sync.replicas x SET build_due = b.at FROM b"
+									   "  WHERE x.id = $1 AND EXISTS (SELECT FROM d)"
+									   " RETURNING (SELECT count(*) FROM d), b.at <= now()",
+									   1, types, values, NULL, false, 0), SPI_OK_UPDATE_RETURNING, "could not make refused rows due");
 	if (SPI_processed > 0 &&
 		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
 	{

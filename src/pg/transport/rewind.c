@@ -28,9 +28,11 @@
 #include "executor/spi.h"
 #include "utils/builtins.h"
 
+#include "bytes.h"
 #include "claim.h"
 #include "rewind.h"
 #include "seal.h"
+#include "spi_check.h"
 #include "updated.h"
 #include "wake.h"
 
@@ -41,56 +43,52 @@ ms_rewind(const pg_uuid_t *replica, const char *replica_text, const Sync__Applie
 	Datum		values[3];
 	ms_epoch	e;
 	bool		isnull;
-	bytea	   *nonce;
 	bool		owed = ms_catalog_has_column("replicas", "owed_messages");
 
 	if (a == NULL || a->number == 0 || a->nonce.len != MS_NONCE_BYTES || !ms_catalog_has("ranges") ||
 		!ms_epoch_read(&e) || a->generation != e.generation ||
 		ms_claim_check(replica, a, (int64) a->number) != MS_SEAL_CURRENT)
 		return false;
-	nonce = palloc(VARHDRSZ + MS_NONCE_BYTES);
-	SET_VARSIZE(nonce, VARHDRSZ + MS_NONCE_BYTES);
-	memcpy(VARDATA(nonce), a->nonce.data, MS_NONCE_BYTES);
 	values[0] = UUIDPGetDatum(replica);
 	values[1] = Int64GetDatum((int64) a->number);
-	values[2] = PointerGetDatum(nonce);
+	values[2] = PointerGetDatum(ms_to_bytea(a->nonce.data, MS_NONCE_BYTES));
 	/* the snapshot it follows is in the copy whole, and none is due */
-	if (SPI_execute_with_args("SELECT NOT provision AND snapshot_end IS NOT NULL AND snapshot_end <= $2"
-							  "   AND held_due IS NULL AND acked_number > $2"
-							  "   AND acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL)"
-							  "  FROM sync.replicas WHERE id = $1 FOR UPDATE",
-							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args("SELECT NOT provision AND snapshot_end IS NOT NULL AND snapshot_end <= $2"
+									   "   AND held_due IS NULL AND acked_number > $2"
+									   "   AND acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL)"
+									   "  FROM sync.replicas WHERE id = $1 FOR UPDATE",
+									   2, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	if (SPI_processed != 1 ||
 		!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) || isnull)
 		return false;
 	/* the messages after N leave the outbox, owed no more (as ack.c's leave_outbox) */
-	if (SPI_execute_with_args(owed ?
-							  "WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number > $2"
-							  "            RETURNING number, bytes, dropped)"
-							  " UPDATE sync.replicas r SET owed_messages = greatest(r.owed_messages - o.n, 0),"
-							  "        owed_bytes = greatest(r.owed_bytes - o.b, 0)"
-							  "   FROM (SELECT count(*) AS n, coalesce(sum(d.bytes), 0) AS b FROM d, sync.replicas x"
-							  "          WHERE x.id = $1 AND NOT d.dropped AND d.number > coalesce(x.snapshot_end, 0)) o"
-							  "  WHERE r.id = $1 AND o.n > 0" :
-							  "DELETE FROM sync.outbox WHERE replica = $1 AND number > $2",
-							  2, types, values, NULL, false, 0) < 0 ||
-		SPI_execute_with_args("DELETE FROM sync.carried WHERE replica = $1 AND number > $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not take the outbox of a restored replica back");
+	ms_spi_check(SPI_execute_with_args(owed ?
+									   "WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number > $2"
+									   "            RETURNING number, bytes, dropped)"
+									   " UPDATE sync.replicas r SET owed_messages = greatest(r.owed_messages - o.n, 0),"
+									   "        owed_bytes = greatest(r.owed_bytes - o.b, 0)"
+									   "   FROM (SELECT count(*) AS n, coalesce(sum(d.bytes), 0) AS b FROM d, sync.replicas x"
+									   "          WHERE x.id = $1 AND NOT d.dropped AND d.number > coalesce(x.snapshot_end, 0)) o"
+									   "  WHERE r.id = $1 AND o.n > 0" :
+									   "DELETE FROM sync.outbox WHERE replica = $1 AND number > $2",
+									   2, types, values, NULL, false, 0), owed ? SPI_OK_UPDATE : SPI_OK_DELETE,
+				 "could not take the outbox of a restored replica back");
+	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.carried WHERE replica = $1 AND number > $2",
+									   2, types, values, NULL, false, 0), SPI_OK_DELETE,
+				 "could not take the outbox of a restored replica back");
 	/* taken back after N: the copy still holds it, its deletion goes again */
-	if (SPI_execute_with_args("UPDATE sync.held SET taken = NULL, number = 0, note = 0, replace = true"
-							  " WHERE replica = $1 AND taken > $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE ||
-		/* sent after N: the copy lacks it, or holds an older version */
-		SPI_execute_with_args("UPDATE sync.held SET replace = true WHERE replica = $1 AND number > $2 AND NOT replace",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not mark the rows a restored replica lacks");
-	if (SPI_execute_with_args("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
-							  " acked_number = $2, acked_nonce = $3, acked_at = now(), last_number = $2, last_nonce = $3"
-							  " WHERE id = $1",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not take the record of a restored replica back");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.held SET taken = NULL, number = 0, note = 0, replace = true"
+									   " WHERE replica = $1 AND taken > $2",
+									   2, types, values, NULL, false, 0), SPI_OK_UPDATE,
+				 "could not mark the rows a restored replica lacks");
+	/* sent after N: the copy lacks it, or holds an older version */
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.held SET replace = true WHERE replica = $1 AND number > $2 AND NOT replace",
+									   2, types, values, NULL, false, 0), SPI_OK_UPDATE,
+				 "could not mark the rows a restored replica lacks");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
+									   " acked_number = $2, acked_nonce = $3, acked_at = now(), last_number = $2, last_nonce = $3"
+									   " WHERE id = $1",
+									   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not take the record of a restored replica back");
 	ms_wake_at_commit();
 	ereport(LOG, (errmsg("magic_sync: replica %s was restored from an older copy (it applied message %llu):"
 						 " what went after it goes again, without a snapshot",

@@ -28,6 +28,7 @@
 
 #include "access.h"
 #include "relay.h"
+#include "spi_check.h"
 
 PG_FUNCTION_INFO_V1(ms_settled);
 
@@ -55,8 +56,7 @@ ms_settled(PG_FUNCTION_ARGS)
 				   "           AND l.database = %u AND l.classid = %u AND l.objid = %u AND l.objsubid = 2)"
 				   " FROM sync.replicas r WHERE r.id = $1",
 				   MyDatabaseId, (uint32) MS_RELAY_LOCK_KEY1, (uint32) MS_RELAY_LOCK_KEY2);
-	if (SPI_execute_with_args(sql, 2, types, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args(sql, 2, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	if (SPI_processed == 1)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[0];

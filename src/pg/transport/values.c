@@ -40,6 +40,7 @@
 #include "load.h"
 #include "owner.h"
 #include "settings.h"
+#include "spi_check.h"
 #include "updated.h"
 #include "wake.h"
 
@@ -179,10 +180,9 @@ on_its_way(const ms_table *t)
 	Datum		values[1] = {Int32GetDatum(t->id)};
 	bool		isnull;
 
-	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.notes WHERE NOT done AND tab = $1)"
-							  " OR EXISTS (SELECT FROM sync.quarantine WHERE tab = $1)",
-							  1, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read the notes of table \"%s\"", t->name);
+	ms_spi_check_one(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.notes WHERE NOT done AND tab = $1)"
+										   " OR EXISTS (SELECT FROM sync.quarantine WHERE tab = $1)",
+										   1, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read the notes of table \"%s\"", t->name);
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -203,10 +203,9 @@ rested(ms_filing *f, const ms_table *t)
 	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) keeps no time: ms_values_repairing alone bounds */
 	if (!ms_catalog_has_column("replica_tables", "values_repaired"))
 		return true;
-	if (SPI_execute_with_args("SELECT NOT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1 AND tab = $2"
-							  "   AND values_repaired > pg_catalog.now() - pg_catalog.make_interval(secs => $3))",
-							  3, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read when table \"%s\" was last repaired", t->name);
+	ms_spi_check_one(SPI_execute_with_args("SELECT NOT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1 AND tab = $2"
+										   "   AND values_repaired > pg_catalog.now() - pg_catalog.make_interval(secs => $3))",
+										   3, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read when table \"%s\" was last repaired", t->name);
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -218,10 +217,9 @@ ms_values_repairing(ms_filing *f)
 	bool		isnull;
 
 	/* by held_refused: the rows the replica refused or are sent again, few */
-	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.held WHERE replica = $1 AND refused IS NOT NULL"
-							  "   AND refused = " REPAIR_REASON " AND taken IS NULL)",
-							  1, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not read the rows held as refused");
+	ms_spi_check_one(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.held WHERE replica = $1 AND refused IS NOT NULL"
+										   "   AND refused = " REPAIR_REASON " AND taken IS NULL)",
+										   1, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read the rows held as refused");
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -322,18 +320,18 @@ ms_values_repair(ms_filing *f, ms_filed_table *ft)
 	 * Held as refused, due at once: the next pass sends each to this replica
 	 * alone, and its acknowledgement ends it (relay/retry.c, record.c).
 	 */
-	if (SPI_execute_with_args("WITH h AS (UPDATE sync.held SET refused = " REPAIR_REASON
-							  "            WHERE replica = $1 AND tab = $2 AND refused IS NULL AND taken IS NULL"
-							  "            RETURNING key, note)"
-							  " INSERT INTO sync.refused_rows AS r (replica, tab, key, note, due)"
-							  " SELECT $1, $2, h.key, h.note, pg_catalog.now() FROM h"
-							  " ON CONFLICT (replica, tab, key) DO UPDATE SET due = pg_catalog.now(), note = excluded.note",
-							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not mark the rows of table \"%s\" to send again", ft->t->name);
+	ms_spi_check(SPI_execute_with_args("WITH h AS (UPDATE sync.held SET refused = " REPAIR_REASON
+									   "            WHERE replica = $1 AND tab = $2 AND refused IS NULL AND taken IS NULL"
+									   "            RETURNING key, note)"
+									   " INSERT INTO sync.refused_rows AS r (replica, tab, key, note, due)"
+									   " SELECT $1, $2, h.key, h.note, pg_catalog.now() FROM h"
+									   " ON CONFLICT (replica, tab, key) DO UPDATE SET due = pg_catalog.now(), note = excluded.note",
+									   2, types, values, NULL, false, 0), SPI_OK_INSERT, "could not mark the rows of table \"%s\" to send again", ft->t->name);
 	/* a replica without the table's row (provisioned by 0.1) is not rested: ms_values_repairing bounds it */
-	if (ms_catalog_has_column("replica_tables", "values_repaired") &&
-		SPI_execute_with_args("UPDATE sync.replica_tables SET values_repaired = pg_catalog.now() WHERE replica = $1 AND tab = $2",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record when table \"%s\" was repaired", ft->t->name);
+	if (ms_catalog_has_column("replica_tables", "values_repaired"))
+		ms_spi_check(SPI_execute_with_args("UPDATE sync.replica_tables SET values_repaired = pg_catalog.now()"
+										   " WHERE replica = $1 AND tab = $2",
+										   2, types, values, NULL, false, 0), SPI_OK_UPDATE,
+					 "could not record when table \"%s\" was repaired", ft->t->name);
 	ms_wake_at_commit();
 }

@@ -34,6 +34,7 @@
 #include "catalog.h"
 #include "decl.h"
 #include "owner.h"
+#include "spi_check.h"
 #include "wake.h"
 #include "wish.h"
 
@@ -47,8 +48,7 @@ refuse_replica_role(Oid caller)
 	Datum		values[1];
 
 	values[0] = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(caller, false)));
-	if (SPI_execute_with_args("SELECT 1 FROM sync.replicas WHERE role = $1", 1, types, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args("SELECT 1 FROM sync.replicas WHERE role = $1", 1, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	if (SPI_processed > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -88,8 +88,7 @@ require_replica(pg_uuid_t *replica, const char *text)
 	Datum		values[1] = {UUIDPGetDatum(replica)};
 	bool		isnull;
 
-	if (SPI_execute_with_args("SELECT dropped FROM sync.replicas WHERE id = $1", 1, types, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.replicas");
+	ms_spi_check(SPI_execute_with_args("SELECT dropped FROM sync.replicas WHERE id = $1", 1, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -181,9 +180,8 @@ as_owner(ms_decl *d, pg_uuid_t *replica, Datum values, bool if_unchanged, bool *
 	ms_owner_begin(&o, d->relid);
 	PG_TRY();
 	{
-		if (SPI_execute_with_args(psprintf("SELECT pg_catalog.jsonb_populate_record(NULL::%s, $1) IS NULL", qualified),
-								  1, types, args, NULL, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not check a wish's values");
+		ms_spi_check(SPI_execute_with_args(psprintf("SELECT pg_catalog.jsonb_populate_record(NULL::%s, $1) IS NULL", qualified),
+										   1, types, args, NULL, true, 1), SPI_OK_SELECT, "could not check a wish's values");
 	}
 	PG_CATCH();
 	{
@@ -206,8 +204,7 @@ as_owner(ms_decl *d, pg_uuid_t *replica, Datum values, bool if_unchanged, bool *
 								   " FROM pg_catalog.jsonb_object_keys($1) k) FROM %s t WHERE t.%s OPERATOR(pg_catalog.=) $2",
 								   qualified, quote_identifier(d->origin));
 
-		if (SPI_execute_with_args(sql, 2, types, args, NULL, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not read a setting row");
+		ms_spi_check(SPI_execute_with_args(sql, 2, types, args, NULL, true, 1), SPI_OK_SELECT, "could not read a setting row");
 		if (SPI_processed > 0)
 			expected = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		if (!isnull)
@@ -270,18 +267,16 @@ ms_wish(PG_FUNCTION_ARGS)
 	values[3] = CStringGetTextDatum(apply);
 	values[4] = expected;
 	nulls[4] = no_row ? 'n' : ' ';
-	if (SPI_execute_with_args("INSERT INTO sync.wish_list (replica, tab, \"values\", apply, expected)"
-							  " VALUES ($1, $2, $3, $4, $5) RETURNING id",
-							  5, types, values, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "could not record a wish");
+	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.wish_list (replica, tab, \"values\", apply, expected)"
+									   " VALUES ($1, $2, $3, $4, $5) RETURNING id",
+									   5, types, values, nulls, false, 1), SPI_OK_INSERT_RETURNING, "could not record a wish");
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &no_row));
 	/* the pending ones for the row are superseded; one sent already may still be applied first (wish_fates.c) */
 	values[5] = Int64GetDatum(id);
-	if (SPI_execute_with_args("UPDATE sync.wish_list SET fate = 'superseded', decided = now(),"
-							  " why = pg_catalog.format('wish %s was made for the row before this one was applied', $6)"
-							  " WHERE replica = $1 AND tab = $2 AND fate = 'pending' AND id < $6",
-							  6, types, values, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not supersede wishes");
+	ms_spi_check(SPI_execute_with_args("UPDATE sync.wish_list SET fate = 'superseded', decided = now(),"
+									   " why = pg_catalog.format('wish %s was made for the row before this one was applied', $6)"
+									   " WHERE replica = $1 AND tab = $2 AND fate = 'pending' AND id < $6",
+									   6, types, values, nulls, false, 0), SPI_OK_UPDATE, "could not supersede wishes");
 	SPI_finish();
 	ms_definer_end(&owner);
 	/* the relay sends it at its next pass: now, once this commits */

@@ -18,6 +18,7 @@
 #include "utils/builtins.h"
 #include "utils/uuid.h"
 
+#include "spi_check.h"
 #include "wish.h"
 
 void
@@ -28,12 +29,10 @@ ms_wish_fates(const pg_uuid_t *replica, const Sync__Up *up)
 
 	if (up->n_wish_fates == 0)
 		return;
-	plan = SPI_prepare("UPDATE sync.wish_list SET fate = $3, why = NULLIF($4, ''), decided = now()"
-					   " WHERE id = $1 AND replica = $2 AND (fate = 'pending'"
-					   "  OR (fate = 'superseded' AND number IS NOT NULL AND $3 <> 'superseded'))",
-					   4, types);
-	if (plan == NULL)
-		elog(ERROR, "could not prepare the filing of wish fates");
+	plan = ms_spi_prepare("UPDATE sync.wish_list SET fate = $3, why = NULLIF($4, ''), decided = now()"
+						  " WHERE id = $1 AND replica = $2 AND (fate = 'pending'"
+						  "  OR (fate = 'superseded' AND number IS NOT NULL AND $3 <> 'superseded'))",
+						  4, types);
 	for (size_t i = 0; i < up->n_wish_fates; i++)
 	{
 		const Sync__WishFate *f = up->wish_fates[i];
@@ -45,8 +44,7 @@ ms_wish_fates(const pg_uuid_t *replica, const Sync__Up *up)
 		values[1] = UUIDPGetDatum(replica);
 		values[2] = CStringGetTextDatum(f->fate);
 		values[3] = CStringGetTextDatum(f->why);
-		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not file a wish's fate");
+		ms_spi_check(SPI_execute_plan(plan, values, NULL, false, 0), SPI_OK_UPDATE, "could not file a wish's fate");
 	}
 	SPI_freeplan(plan);
 }

@@ -15,6 +15,7 @@
 
 #include "hlc.h"
 #include "hlc_clock.h"
+#include "spi_check.h"
 
 /* sync.clock as read in this transaction: whether there is one, its value */
 static LocalTransactionId read_in = InvalidLocalTransactionId;
@@ -49,8 +50,7 @@ read_stored(void)
 	stored = 0;
 	if (!has_clock)
 		return false;
-	if (SPI_execute("SELECT hlc FROM sync.clock", true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read sync.clock");
+	ms_spi_check(SPI_execute("SELECT hlc FROM sync.clock", true, 1), SPI_OK_SELECT, "could not read sync.clock");
 	if (SPI_processed == 1)
 	{
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -127,9 +127,8 @@ ms_hlc_merge_upload(uint64 clock)
 		return;
 	values[0] = Int64GetDatum(merged);
 	/* the row is made by the first clock stored, never by CREATE EXTENSION: a dump restored brings its own */
-	if (SPI_execute_with_args("INSERT INTO sync.clock AS c (one, hlc) VALUES (true, $1)"
-							  " ON CONFLICT (one) DO UPDATE SET hlc = EXCLUDED.hlc WHERE c.hlc < EXCLUDED.hlc",
-							  1, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not advance sync.clock");
+	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.clock AS c (one, hlc) VALUES (true, $1)"
+									   " ON CONFLICT (one) DO UPDATE SET hlc = EXCLUDED.hlc WHERE c.hlc < EXCLUDED.hlc",
+									   1, types, values, NULL, false, 0), SPI_OK_INSERT, "could not advance sync.clock");
 	stored = merged;
 }
