@@ -45,6 +45,7 @@
 #include "settings.h"
 #include "temp.h"
 #include "transient.h"
+#include "updated.h"
 #include "wish.h"
 
 PG_FUNCTION_INFO_V1(ms_relay_pass_sql);
@@ -60,9 +61,10 @@ ms_relay_try_lock(bool session)
 }
 
 void
-ms_relay_hold_replicas(void)
+ms_relay_hold_replicas(bool whole)
 {
-	LockRelationOid(get_relname_relid("replicas", get_namespace_oid("sync", false)), ExclusiveLock);
+	LockRelationOid(get_relname_relid("replicas", get_namespace_oid("sync", false)),
+					whole ? ExclusiveLock : RowExclusiveLock);
 }
 
 /*
@@ -550,6 +552,29 @@ ms_relay_held(ms_pass *p)
 	SPI_finish();
 }
 
+/*
+ * The chains a worker's pass wrote, and what it made each replica owed,
+ * copied into sync.replicas after its commit (record.c), under READ
+ * COMMITTED: a filing of the replica meanwhile is waited for, never failed
+ * on.  Where each chain is comes from the outbox (MS_HEAD), so a copy after
+ * a rewind that took the pass's messages back, or after an acknowledgement
+ * that trimmed them, says where the chain is now; what is owed is added,
+ * and taken off by acknowledgements in any order (ack.c).
+ */
+static void
+copy_chains(ms_pass *p)
+{
+	ms_exec(p, psprintf(
+			"UPDATE sync.replicas r SET (last_number, last_nonce) = (SELECT x.number, x.nonce FROM ("
+			"   SELECT r.last_number, r.last_nonce UNION ALL SELECT r.acked_number, r.acked_nonce"
+			"   UNION ALL (SELECT o.number, o.nonce FROM sync.outbox o WHERE o.replica = r.id"
+			"              ORDER BY o.number DESC LIMIT 1)) x(number, nonce)"
+			"   ORDER BY x.number DESC LIMIT 1)%s"
+			"  FROM pg_temp.ms_written w WHERE r.id = w.id AND w.messages IS NOT NULL",
+			p->owed ? ", owed_messages = r.owed_messages + w.messages, owed_bytes = r.owed_bytes + w.bytes" : ""),
+			0, NULL, NULL, NULL, 0);
+}
+
 void
 ms_relay_bounds(ms_pass *p)
 {
@@ -558,6 +583,8 @@ ms_relay_bounds(ms_pass *p)
 	SPI_connect();
 	ms_pass_begin(p, cxt);
 	ms_plans_keep(true);
+	p->owed = ms_catalog_has_column("replicas", "owed_messages");
+	copy_chains(p);
 	outbox_bounds(p);
 	ms_pass_end(p);
 	SPI_finish();
@@ -584,12 +611,13 @@ pass_sql(FunctionCallInfo fcinfo, int snapshots)
 				 errdetail("One relay runs at a time in a database: the background worker, or another sync.relay_pass()."),
 				 errhint("Wait for it, or wake it with SELECT sync.wake().")));
 	/*
-	 * as the worker's passes do; what a file or a pull committed since the
-	 * caller's snapshot fails the pass as a serialization failure, to be run
-	 * again
+	 * as a worker's pass run again after it failed to serialize (worker.c):
+	 * its chains are written in the caller's transaction, so filings and
+	 * pulls wait for it; what one committed since the caller's snapshot
+	 * fails the pass as a serialization failure, to be run again
 	 */
 	if (IsolationUsesXactSnapshot() && snapshots != MS_SNAPSHOTS_ONLY)
-		ms_relay_hold_replicas();
+		ms_relay_hold_replicas(true);
 	memset(&p, 0, sizeof p);
 	p.cxt = CurrentMemoryContext;
 	p.snapshots = snapshots;

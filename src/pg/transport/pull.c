@@ -79,11 +79,12 @@ read_record(pg_uuid_t *replica, const char *id, bool lock, pull_record *r)
 	TupleDesc	desc;
 	bool		isnull;
 
-	if (SPI_execute_with_args(lock ? "SELECT last_number, acked_number, provision,"
-							  " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
+	/* where its chain is: a worker's pass copies it after its commit (MS_HEAD) */
+	if (SPI_execute_with_args(lock ? "SELECT " MS_HEAD("r") ", acked_number, provision,"
+							  " coalesce(snapshot_number > acked_number, false) FROM sync.replicas r"
 							  " WHERE id = $1 FOR UPDATE"
-							  : "SELECT last_number, acked_number, provision,"
-							  " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
+							  : "SELECT " MS_HEAD("r") ", acked_number, provision,"
+							  " coalesce(snapshot_number > acked_number, false) FROM sync.replicas r"
 							  " WHERE id = $1",
 							  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read sync.replicas");
