@@ -314,13 +314,13 @@ ms_evolve_observe(ms_pass *p)
 	ms_temp_table(p, "ms_evolve");
 	ms_exec(p,
 			"INSERT INTO pg_temp.ms_evolve"
-			" SELECT r.id, 'c', s.tab, s.name, s.ord, " MS_HEAD("r")
+			" SELECT r.id, 'c', s.tab, s.name, s.ord, r.last_number"
 			"   FROM sync.replicas r CROSS JOIN pg_temp.ms_schemas_now s"
 			"   LEFT JOIN sync.replica_tables t ON t.replica = r.id AND t.tab = s.tab"
 			"  WHERE r.live AND NOT r.provision AND r.schema_hash IS DISTINCT FROM $1"
 			"    AND t.hash IS DISTINCT FROM s.hash"
 			" UNION ALL"
-			" SELECT r.id, 'l', t.tab, t.name, 0, " MS_HEAD("r")
+			" SELECT r.id, 'l', t.tab, t.name, 0, r.last_number"
 			"   FROM sync.replicas r JOIN sync.replica_tables t ON t.replica = r.id"
 			"  WHERE r.live AND NOT r.provision AND r.schema_hash IS DISTINCT FROM $1"
 			"    AND NOT EXISTS (SELECT FROM pg_temp.ms_schemas_now s WHERE s.tab = t.tab)",

@@ -367,15 +367,8 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
 	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
 
-	/* where each chain is: a worker's pass copies its own after its commit (MS_HEAD, magic_sync.h) */
 	ms_exec(r->p,
-			"SELECT r.id, h.number, h.nonce, r.id = ANY ($2) FROM sync.replicas r"
-			" CROSS JOIN LATERAL (SELECT x.number, x.nonce FROM ("
-			"   SELECT r.last_number, r.last_nonce UNION ALL SELECT r.acked_number, r.acked_nonce"
-			"   UNION ALL (SELECT o.number, o.nonce FROM sync.outbox o WHERE o.replica = r.id"
-			"              ORDER BY o.number DESC LIMIT 1)) x(number, nonce)"
-			"   ORDER BY x.number DESC LIMIT 1) h"
-			" WHERE r.id = ANY ($1)",
+			"SELECT id, last_number, last_nonce, id = ANY ($2) FROM sync.replicas WHERE id = ANY ($1)",
 			2, types, values, NULL, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -550,8 +543,9 @@ record_chains(recorder *r)
 	 * sync.replicas: every filing and pull writes its replica's row, and the
 	 * pass, which does not hold them off (worker.c), would fail to serialize
 	 * on it.  ms_relay_bounds copies them after its commit, from the
-	 * messages and bytes kept here; meanwhile the outbox says where each
-	 * chain is (MS_HEAD).
+	 * messages and bytes kept here, before the worker's next pass reads
+	 * them (worker.c); meanwhile the outbox says where each chain is
+	 * (MS_HEAD).
 	 */
 	ms_exec(p, p->bounds_later
 			? "INSERT INTO pg_temp.ms_written SELECT w.id, CASE WHEN w.first IS NULL THEN w.messages END,"

@@ -576,6 +576,35 @@ copy_chains(ms_pass *p)
 }
 
 void
+ms_relay_chains(ms_pass *p)
+{
+	MemoryContext cxt = p->cxt;
+	bool		owed = ms_catalog_has_column("replicas", "owed_messages");
+
+	SPI_connect();
+	ms_pass_begin(p, cxt);
+	ms_plans_keep(false);
+	ms_exec(p, psprintf(
+			"UPDATE sync.replicas r SET (last_number, last_nonce) = (SELECT x.number, x.nonce FROM ("
+			"   SELECT r.acked_number, r.acked_nonce"
+			"   UNION ALL (SELECT o.number, o.nonce FROM sync.outbox o WHERE o.replica = r.id"
+			"              ORDER BY o.number DESC LIMIT 1)) x(number, nonce)"
+			"   ORDER BY x.number DESC LIMIT 1)%s"
+			" WHERE r.last_number < " MS_HEAD("r"),
+			owed ? ", owed_messages = (SELECT count(*) FROM sync.outbox o WHERE o.replica = r.id AND NOT o.dropped"
+			"   AND o.number > coalesce(r.snapshot_end, 0)),"
+			" owed_bytes = (SELECT coalesce(sum(o.bytes), 0) FROM sync.outbox o WHERE o.replica = r.id AND NOT o.dropped"
+			"   AND o.number > coalesce(r.snapshot_end, 0))" : ""),
+			0, NULL, NULL, NULL, 0);
+	if (SPI_processed > 0)
+		ereport(LOG,
+				(errmsg("magic_sync: the chains of %llu replicas were copied after a pass that did not copy them",
+						(unsigned long long) SPI_processed)));
+	ms_pass_end(p);
+	SPI_finish();
+}
+
+void
 ms_relay_bounds(ms_pass *p)
 {
 	MemoryContext cxt = p->cxt;

@@ -50,6 +50,15 @@ extern void ms_relay_pass(ms_pass *p);
 extern void ms_relay_bounds(ms_pass *p);
 
 /*
+ * ms_relay_chains: the chains a worker's pass left uncopied (its relay died,
+ * or the transaction after its commit failed: ms_relay_bounds) copied into
+ * sync.replicas from the outbox, what each replica is owed counted again;
+ * in the current transaction, SPI connected inside.  The worker runs it
+ * before its first pass, and before a pass after such a failure.
+ */
+extern void ms_relay_chains(ms_pass *p);
+
+/*
  * ms_relay_held: the held rows the last pass of this session left to write
  * once it committed (p->held_later, p->held_deferred), in the current
  * transaction, under the lock a pass holds; SPI connected inside.

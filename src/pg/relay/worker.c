@@ -331,6 +331,31 @@ static ms_floor notes_floor;
 static bool hold_whole = false;
 
 /*
+ * A pass committed and its chains may not be copied into sync.replicas
+ * (relay.c): copied before the next pass reads them.  So too before the
+ * first pass of this worker: a relay before it may have died in between.
+ */
+static bool chains_pending = true;
+
+static void
+copy_chains(MemoryContext pass_cxt)
+{
+	ms_pass		c;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "magic_sync chains");
+	MemoryContextSwitchTo(pass_cxt);
+	memset(&c, 0, sizeof c);
+	c.cxt = pass_cxt;
+	ms_relay_chains(&c);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	chains_pending = false;
+}
+
+/*
  * The snapshots the pass before left (relay.c), in a REPEATABLE READ
  * transaction of their own that holds the rows of the replicas provisioned
  * alone: the other replicas' filings and pulls go on meanwhile, however
@@ -382,6 +407,8 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 
 	*read = 0;
 	*full = false;
+	if (*holding && chains_pending)
+		copy_chains(pass_cxt);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	XactIsoLevel = XACT_REPEATABLE_READ;
@@ -400,6 +427,12 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 			return false;
 		}
 		ereport(LOG, (errmsg("magic_sync: the relay lock is taken; relaying")));
+		/* the chains a relay before it left, before its pass's snapshot */
+		CommitTransactionCommand();
+		copy_chains(pass_cxt);
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		XactIsoLevel = XACT_REPEATABLE_READ;
 	}
 	/*
 	 * Before the pass's snapshot.  Under REPEATABLE READ, a pass that writes
@@ -455,6 +488,8 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	through = p.messages > 0 ? last_message() : 0;
 	CommitTransactionCommand();
 	hold_whole = false;
+	/* until ms_relay_bounds copied its chains (an error on the way leaves it set) */
+	chains_pending = p.messages > 0;
 	if (through > 0)
 		ms_wake_passed(XactLastCommitEnd, through);
 	XLogFlush(XactLastCommitEnd);
@@ -463,6 +498,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 		held_later(pass_cxt, p.later, p.held_deferred);
 	if (p.messages > 0)
 		outbox_bounds(pass_cxt);
+	chains_pending = false;
 	if (p.snapshots_left)
 		busy = snapshot_pass(pass_cxt) || busy;
 	pgstat_report_stat(false);
