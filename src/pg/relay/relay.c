@@ -564,6 +564,8 @@ ms_relay_held(ms_pass *p)
 static void
 copy_chains(ms_pass *p)
 {
+	bool		owed = ms_catalog_has_column("replicas", "owed_messages");
+
 	ms_exec(p, psprintf(
 			"UPDATE sync.replicas r SET (last_number, last_nonce) = (SELECT x.number, x.nonce FROM ("
 			"   SELECT r.last_number, r.last_nonce UNION ALL SELECT r.acked_number, r.acked_nonce"
@@ -571,7 +573,7 @@ copy_chains(ms_pass *p)
 			"              ORDER BY o.number DESC LIMIT 1)) x(number, nonce)"
 			"   ORDER BY x.number DESC LIMIT 1)%s"
 			"  FROM pg_temp.ms_written w WHERE r.id = w.id AND w.messages IS NOT NULL",
-			p->owed ? ", owed_messages = r.owed_messages + w.messages, owed_bytes = r.owed_bytes + w.bytes" : ""),
+			owed ? ", owed_messages = r.owed_messages + w.messages, owed_bytes = r.owed_bytes + w.bytes" : ""),
 			0, NULL, NULL, NULL, 0);
 }
 
@@ -612,7 +614,6 @@ ms_relay_bounds(ms_pass *p)
 	SPI_connect();
 	ms_pass_begin(p, cxt);
 	ms_plans_keep(true);
-	p->owed = ms_catalog_has_column("replicas", "owed_messages");
 	copy_chains(p);
 	outbox_bounds(p);
 	ms_pass_end(p);
