@@ -90,9 +90,13 @@ class Sampler:
     def run(self):
         c = connect().cursor()
         while not self.stop:
+            # and, waiting for a lock, behind what (the blocker's activity: a pass, its chains' copy, ...)
             c.execute("SELECT a.wait_event_type || ':' || a.wait_event || coalesce(' on ' || (SELECT"
                       " string_agg(DISTINCT coalesce(l.relation::regclass::text, l.locktype), ',') FROM pg_locks l"
-                      " WHERE l.pid = a.pid AND NOT l.granted), '') FROM pg_stat_activity a"
+                      " WHERE l.pid = a.pid AND NOT l.granted), '') || coalesce(' behind ' || (SELECT"
+                      " string_agg(DISTINCT coalesce(nullif(b.backend_type, 'client backend') || ': ', '')"
+                      "   || left(b.query, 40), ',') FROM pg_stat_activity b"
+                      " WHERE b.pid = ANY (pg_blocking_pids(a.pid))), '') FROM pg_stat_activity a"
                       " WHERE a.pid = %s AND a.state = 'active'", (self.pid,))
             row = c.fetchone()
             self.samples += 1

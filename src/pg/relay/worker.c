@@ -265,6 +265,14 @@ outbox_bounds(MemoryContext pass_cxt)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "magic_sync outbox bounds");
+	/*
+	 * It holds the rows of the replicas written to from the copy of their
+	 * chains to its commit: a filing of one waits for no flush of it.  A
+	 * crash may lose it; the next worker copies them again (copy_chains).
+	 */
+	if (SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
+		(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&b, 0, sizeof b);
 	b.cxt = pass_cxt;
