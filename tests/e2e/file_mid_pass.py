@@ -17,7 +17,8 @@ lock_timeout set: neither waits (before: 55P03).  Then the pass goes on; A
 applies what it sent (the chain unbroken), and sync.replicas says where A's
 chain is and what it is owed.  Last, the pass is failed to serialize (the
 held row it waits on is written): the worker runs it again, and both
-replicas get the row.
+replicas get the row.  And the copy of a pass's chains is lost: A pulls on
+regardless, and the next worker copies them before its first pass.
 
 Run by tests/e2e/run (inside pg_virtualenv)."""
 import os
@@ -158,5 +159,42 @@ ra.upload()
 check("A acknowledged it: owed nothing",
       srv.rows("SELECT acked_number = last_number, owed_messages, owed_bytes FROM sync.replicas WHERE id = %s", (A,)),
       [(True, 0, 0)])
+
+# 3. the copy of a pass's chains is lost (the worker dies waiting to make
+# it): A pulls and applies the pass's message meanwhile, and is not taken
+# for a replica ahead of its record (the pull reads where its chain is from
+# the outbox); the next worker copies the chains before its first pass
+t = psycopg2.connect(dbname=DB)
+tc = t.cursor()
+tc.execute("SELECT FROM sync.replicas WHERE id = %s FOR UPDATE", (A,))
+srv.exec("UPDATE items SET name = 'changed a third time' WHERE id = 3")
+check("the pass commits", wait("SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)"), True)
+check("its chains' copy waits for A's row",
+      wait("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'"
+           " AND query = 'magic_sync outbox bounds' AND wait_event_type = 'Lock')"), True)
+srv.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")
+check("the worker is gone", wait("SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE backend_type = 'magic_sync relay')"),
+      True)
+t.rollback()
+t.close()
+check("A's chain was not copied",
+      srv.one("SELECT r.last_number < (SELECT max(number) FROM sync.outbox o WHERE o.replica = r.id)"
+              " FROM sync.replicas r WHERE r.id = %s", (A,)), True)
+results = ra.pull_apply()
+check("A applies the pass's message", sorted({r["result"] for r in results} - {"filed"}), ["applied"])
+check("A holds the third change", ra.one("SELECT name FROM items WHERE id = 3"), "changed a third time")
+ra.pull_apply()
+ra.upload()
+check("A pulled after it and filed: neither took it for ahead of the record (not provisioned again)",
+      srv.rows("SELECT provision, acked_number > last_number FROM sync.replicas WHERE id = %s", (A,)), [(False, True)])
+srv.exec("SELECT sync.relay_start()")
+check("the next worker copies the chains: A's is where it acknowledged, owed nothing",
+      wait("SELECT last_number = acked_number AND last_nonce = acked_nonce AND owed_messages = 0 AND owed_bytes = 0"
+           " FROM sync.replicas WHERE id = %s", (A,)), True)
+srv.exec("UPDATE items SET name = 'changed a fourth time' WHERE id = 4")
+check("and its next pass chains on from there",
+      wait("SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)") and
+      sorted({r["result"] for r in ra.pull_apply()} - {"filed"}), ["applied"])
+check("A holds the fourth change", ra.one("SELECT name FROM items WHERE id = 4"), "changed a fourth time")
 a.close()
 finish()
