@@ -268,7 +268,7 @@ outbox_bounds(MemoryContext pass_cxt)
 	/*
 	 * It holds the rows of the replicas written to from the copy of their
 	 * chains to its commit: a filing of one waits for no flush of it.  A
-	 * crash may lose it; the next worker copies them again (copy_chains).
+	 * crash may lose it; the next worker copies them again (chains_left).
 	 */
 	if (SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
 		(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
@@ -346,7 +346,7 @@ static bool hold_whole = false;
 static bool chains_pending = true;
 
 static void
-copy_chains(MemoryContext pass_cxt)
+chains_left(MemoryContext pass_cxt)
 {
 	ms_pass		c;
 
@@ -416,7 +416,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	*read = 0;
 	*full = false;
 	if (*holding && chains_pending)
-		copy_chains(pass_cxt);
+		chains_left(pass_cxt);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	XactIsoLevel = XACT_REPEATABLE_READ;
@@ -437,7 +437,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 		ereport(LOG, (errmsg("magic_sync: the relay lock is taken; relaying")));
 		/* the chains a relay before it left, before its pass's snapshot */
 		CommitTransactionCommand();
-		copy_chains(pass_cxt);
+		chains_left(pass_cxt);
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		XactIsoLevel = XACT_REPEATABLE_READ;
