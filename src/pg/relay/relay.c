@@ -614,8 +614,13 @@ ms_relay_bounds(ms_pass *p)
 	SPI_connect();
 	ms_pass_begin(p, cxt);
 	ms_plans_keep(true);
-	copy_chains(p);
+	/*
+	 * the copy last: the rows it writes are held only to the commit (the
+	 * bounds' look at a replica's numbers sees them a pass late; what they
+	 * count is the outbox's)
+	 */
 	outbox_bounds(p);
+	copy_chains(p);
 	ms_pass_end(p);
 	SPI_finish();
 }
