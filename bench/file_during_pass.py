@@ -16,7 +16,11 @@ and sync.pull, p50 and p99 (target: p99 <= 100 ms), in three runs:
 and beside each its ratio to the idle run, and what A's session was seen
 waiting on (pg_stat_activity's wait event, pg_locks' relation), sampled.  Before issue 37 every pass held
 sync.replicas whole until it committed: a filing or a pull waited for the
-whole snapshot (tests/e2e/file_during_snapshot.py: 55P03 under lock_timeout).
+whole snapshot (tests/e2e/file_during_snapshot.py: 55P03 under lock_timeout);
+then the worker's passes that read notes still held it, and A waited for each
+one-row pass (Lock:relation on sync.replicas); now they copy their chains into
+sync.replicas after their commit and hold it whole no more
+(tests/e2e/file_mid_pass.py).
 
 Wall-clock times on a shared machine are its load as much as the engine's:
 the load average is printed beside them.
@@ -86,9 +90,13 @@ class Sampler:
     def run(self):
         c = connect().cursor()
         while not self.stop:
+            # and, waiting for a lock, behind what (the blocker's activity: a pass, its chains' copy, ...)
             c.execute("SELECT a.wait_event_type || ':' || a.wait_event || coalesce(' on ' || (SELECT"
                       " string_agg(DISTINCT coalesce(l.relation::regclass::text, l.locktype), ',') FROM pg_locks l"
-                      " WHERE l.pid = a.pid AND NOT l.granted), '') FROM pg_stat_activity a"
+                      " WHERE l.pid = a.pid AND NOT l.granted), '') || coalesce(' behind ' || (SELECT"
+                      " string_agg(DISTINCT coalesce(nullif(b.backend_type, 'client backend') || ': ', '')"
+                      "   || left(b.query, 40), ',') FROM pg_stat_activity b"
+                      " WHERE b.pid = ANY (pg_blocking_pids(a.pid))), '') FROM pg_stat_activity a"
                       " WHERE a.pid = %s AND a.state = 'active'", (self.pid,))
             row = c.fetchone()
             self.samples += 1

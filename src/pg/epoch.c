@@ -246,6 +246,8 @@ ms_epoch_begin_sql(PG_FUNCTION_ARGS)
 	bytea	   *out;
 
 	SPI_connect();
+	/* not beside a pass, which seals with the epoch its snapshot saw */
+	ms_spi_check(SPI_execute(MS_LOCK_PASSES, false, 0), SPI_OK_UTILITY, "could not lock sync.replicas");
 	ms_epoch_begin(reason, &e);
 	SPI_finish();
 	out = ms_to_bytea(e.id, MS_EPOCH_BYTES);

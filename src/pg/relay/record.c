@@ -479,6 +479,7 @@ record_chains(recorder *r)
 	INT8ARRAYOID, BYTEAOID};
 	Datum		values[8];
 	static const Oid elem[7] = {UUIDOID, INT8OID, BYTEAOID, INT8OID, INT8OID, INT8OID, INT8OID};
+	bool		snapshots = false;
 
 	for (int c = 0; c < 7; c++)
 	{
@@ -496,6 +497,7 @@ record_chains(recorder *r)
 		cols[3][k] = Int64GetDatum((int64) tg->first_number);
 		cols[4][k] = Int64GetDatum((int64) tg->last_number);
 		nulls[3][k] = nulls[4][k] = !tg->snapshot;
+		snapshots = snapshots || tg->snapshot;
 		cols[5][k] = Int64GetDatum(tg->owed_messages);
 		cols[6][k] = Int64GetDatum(tg->owed_bytes);
 		k++;
@@ -514,7 +516,22 @@ record_chains(recorder *r)
 		values[c] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs, elem[c], len, byval, align));
 	}
 	values[7] = PointerGetDatum(p->schema_hash);
-	ms_exec(p, "INSERT INTO pg_temp.ms_written SELECT unnest($1)", 1, types, values, NULL, 0);
+	/*
+	 * A worker's pass (bounds_later) writes no chain but a snapshot's into
+	 * sync.replicas: every filing and pull writes its replica's row, and the
+	 * pass, which does not hold them off (worker.c), would fail to serialize
+	 * on it.  ms_relay_bounds copies them after its commit, from the
+	 * messages and bytes kept here, before the worker's next pass reads
+	 * them (worker.c); meanwhile the outbox says where each chain is
+	 * (MS_HEAD).
+	 */
+	ms_exec(p, p->bounds_later
+			? "INSERT INTO pg_temp.ms_written SELECT w.id, CASE WHEN w.first IS NULL THEN w.messages END,"
+			"  CASE WHEN w.first IS NULL THEN w.bytes END"
+			"  FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
+			: "INSERT INTO pg_temp.ms_written (id) SELECT unnest($1)", p->bounds_later ? 7 : 1, types, values, NULL, 0);
+	if (p->bounds_later && !snapshots)
+		return;
 	/*
 	 * A snapshot written ($4 not null): its numbers, its schema, the replica
 	 * provisioned, and nothing owed beyond it (every message of the pass is
@@ -531,10 +548,11 @@ record_chains(recorder *r)
 			" provision = CASE WHEN w.first IS NULL THEN r.provision ELSE false END,"
 			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END%s"
 			" FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
-			" WHERE r.id = w.id",
+			" WHERE r.id = w.id%s",
 			p->owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
 			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : "",
-			p->held_deferred > 0 ? ", held_due = w.first" : ""),
+			p->held_deferred > 0 ? ", held_due = w.first" : "",
+			p->bounds_later ? " AND w.first IS NOT NULL" : ""),
 			8, types, values, NULL, 0);
 }
 

@@ -46,6 +46,7 @@
 #include "subxact.h"
 #include "temp.h"
 #include "transient.h"
+#include "updated.h"
 #include "wish.h"
 
 PG_FUNCTION_INFO_V1(ms_relay_pass_sql);
@@ -61,9 +62,10 @@ ms_relay_try_lock(bool session)
 }
 
 void
-ms_relay_hold_replicas(void)
+ms_relay_hold_replicas(bool whole)
 {
-	LockRelationOid(get_relname_relid("replicas", get_namespace_oid("sync", false)), ExclusiveLock);
+	LockRelationOid(get_relname_relid("replicas", get_namespace_oid("sync", false)),
+					whole ? ExclusiveLock : RowExclusiveLock);
 }
 
 /*
@@ -548,6 +550,60 @@ ms_relay_held(ms_pass *p)
 	SPI_finish();
 }
 
+/*
+ * The chains a worker's pass wrote, and what it made each replica owed,
+ * copied into sync.replicas after its commit (record.c), under READ
+ * COMMITTED: a filing of the replica meanwhile is waited for, never failed
+ * on.  Where each chain is comes from the outbox (MS_HEAD), so a copy after
+ * a rewind that took the pass's messages back, or after an acknowledgement
+ * that trimmed them, says where the chain is now; what is owed is added,
+ * and taken off by acknowledgements in any order (ack.c).
+ */
+static void
+copy_chains(ms_pass *p)
+{
+	bool		owed = ms_catalog_has_column("replicas", "owed_messages");
+
+	ms_exec(p, psprintf(
+			"UPDATE sync.replicas r SET (last_number, last_nonce) = (SELECT x.number, x.nonce FROM ("
+			"   SELECT r.last_number, r.last_nonce UNION ALL SELECT r.acked_number, r.acked_nonce"
+			"   UNION ALL (SELECT o.number, o.nonce FROM sync.outbox o WHERE o.replica = r.id"
+			"              ORDER BY o.number DESC LIMIT 1)) x(number, nonce)"
+			"   ORDER BY x.number DESC LIMIT 1)%s"
+			"  FROM pg_temp.ms_written w WHERE r.id = w.id AND w.messages IS NOT NULL",
+			owed ? ", owed_messages = r.owed_messages + w.messages, owed_bytes = r.owed_bytes + w.bytes" : ""),
+			0, NULL, NULL, NULL, 0);
+}
+
+void
+ms_relay_chains(ms_pass *p)
+{
+	MemoryContext cxt = p->cxt;
+	bool		owed = ms_catalog_has_column("replicas", "owed_messages");
+
+	SPI_connect();
+	ms_pass_begin(p, cxt);
+	ms_plans_keep(false);
+	ms_exec(p, psprintf(
+			"UPDATE sync.replicas r SET (last_number, last_nonce) = (SELECT x.number, x.nonce FROM ("
+			"   SELECT r.acked_number, r.acked_nonce"
+			"   UNION ALL (SELECT o.number, o.nonce FROM sync.outbox o WHERE o.replica = r.id"
+			"              ORDER BY o.number DESC LIMIT 1)) x(number, nonce)"
+			"   ORDER BY x.number DESC LIMIT 1)%s"
+			" WHERE r.last_number < " MS_HEAD("r"),
+			owed ? ", owed_messages = (SELECT count(*) FROM sync.outbox o WHERE o.replica = r.id AND NOT o.dropped"
+			"   AND o.number > coalesce(r.snapshot_end, 0)),"
+			" owed_bytes = (SELECT coalesce(sum(o.bytes), 0) FROM sync.outbox o WHERE o.replica = r.id AND NOT o.dropped"
+			"   AND o.number > coalesce(r.snapshot_end, 0))" : ""),
+			0, NULL, NULL, NULL, 0);
+	if (SPI_processed > 0)
+		ereport(LOG,
+				(errmsg("magic_sync: the chains of %llu replicas were copied after a pass that did not copy them",
+						(unsigned long long) SPI_processed)));
+	ms_pass_end(p);
+	SPI_finish();
+}
+
 void
 ms_relay_bounds(ms_pass *p)
 {
@@ -556,7 +612,13 @@ ms_relay_bounds(ms_pass *p)
 	SPI_connect();
 	ms_pass_begin(p, cxt);
 	ms_plans_keep(true);
+	/*
+	 * the copy last: the rows it writes are held only to the commit (the
+	 * bounds' look at a replica's numbers sees them a pass late; what they
+	 * count is the outbox's)
+	 */
 	outbox_bounds(p);
+	copy_chains(p);
 	ms_pass_end(p);
 	SPI_finish();
 }
@@ -582,12 +644,13 @@ pass_sql(FunctionCallInfo fcinfo, int snapshots)
 				 errdetail("One relay runs at a time in a database: the background worker, or another sync.relay_pass()."),
 				 errhint("Wait for it, or wake it with SELECT sync.wake().")));
 	/*
-	 * as the worker's passes do; what a file or a pull committed since the
-	 * caller's snapshot fails the pass as a serialization failure, to be run
-	 * again
+	 * as a worker's pass run again after it failed to serialize (worker.c):
+	 * its chains are written in the caller's transaction, so filings and
+	 * pulls wait for it; what one committed since the caller's snapshot
+	 * fails the pass as a serialization failure, to be run again
 	 */
 	if (IsolationUsesXactSnapshot() && snapshots != MS_SNAPSHOTS_ONLY)
-		ms_relay_hold_replicas();
+		ms_relay_hold_replicas(true);
 	memset(&p, 0, sizeof p);
 	p.cxt = CurrentMemoryContext;
 	p.snapshots = snapshots;

@@ -19,13 +19,18 @@
 extern bool ms_relay_try_lock(bool session);
 
 /*
- * ms_relay_hold_replicas: what a pass takes on sync.replicas before it reads,
- * so that sync.file and sync.pull, which write rows of sync.replicas,
- * sync.held and sync.outbox a pass writes too, wait for it.  A snapshot
+ * ms_relay_hold_replicas: what a pass takes on sync.replicas before its
+ * snapshot.  whole: an ExclusiveLock, so that sync.file and sync.pull, which
+ * write rows of sync.replicas, sync.held and sync.outbox a pass writes too,
+ * wait for it (sync.relay_pass(), and a worker's pass after one that failed
+ * to serialize).  Otherwise a RowExclusiveLock: filings and pulls go on (the
+ * worker's pass writes no row of sync.replicas they write: its chains are
+ * copied after its commit, ms_relay_bounds), and what must not run beside a
+ * pass (MS_LOCK_PASSES: a rewind, a new epoch) waits for it.  A snapshot
  * pass (MS_SNAPSHOTS_ONLY) takes the rows of the replicas it provisions
  * instead (observe.c).
  */
-extern void ms_relay_hold_replicas(void);
+extern void ms_relay_hold_replicas(bool whole);
 
 /*
  * ms_relay_pass: one pass in the current transaction, which must hold the
@@ -43,6 +48,15 @@ extern void ms_relay_pass(ms_pass *p);
  * count of each outbox is then not between the commit and its messages).
  */
 extern void ms_relay_bounds(ms_pass *p);
+
+/*
+ * ms_relay_chains: the chains a worker's pass left uncopied (its relay died,
+ * or the transaction after its commit failed: ms_relay_bounds) copied into
+ * sync.replicas from the outbox, what each replica is owed counted again;
+ * in the current transaction, SPI connected inside.  The worker runs it
+ * before its first pass, and before a pass after such a failure.
+ */
+extern void ms_relay_chains(ms_pass *p);
 
 /*
  * ms_relay_held: the held rows the last pass of this session left to write

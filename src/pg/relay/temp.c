@@ -85,7 +85,7 @@ static const temp_table temp_tables[] = {
 	/* retry.c: refused rows due again */
 	{"ms_retry", "replica uuid, tab int, " KEY ", note bigint, PRIMARY KEY (tab, key, replica)"},
 	/* relay.c, record.c: the replicas written to, and each message's rows */
-	{"ms_written", "id uuid PRIMARY KEY"},
+	{"ms_written", "id uuid PRIMARY KEY, messages bigint, bytes bigint"},
 	{"ms_segments", "replica uuid, tab int, kind \"char\","
 	" first_key text COLLATE \"C\", last_key text COLLATE \"C\", number bigint, rows int"},
 	/* evolve.c: the replicas a snapshot provisioned */

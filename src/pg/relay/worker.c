@@ -266,6 +266,14 @@ outbox_bounds(MemoryContext pass_cxt)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "magic_sync outbox bounds");
+	/*
+	 * It holds the rows of the replicas written to from the copy of their
+	 * chains to its commit: a filing of one waits for no flush of it.  A
+	 * crash may lose it; the next worker copies them again (chains_left).
+	 */
+	if (SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
+		(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&b, 0, sizeof b);
 	b.cxt = pass_cxt;
@@ -320,6 +328,34 @@ held_later(MemoryContext pass_cxt, struct ms_held_later *later, int64 rows)
  */
 static ms_floor notes_floor;
 
+/* the last pass failed to serialize: the next holds sync.replicas whole (run_pass) */
+static bool hold_whole = false;
+
+/*
+ * A pass committed and its chains may not be copied into sync.replicas
+ * (relay.c): copied before the next pass reads them.  So too before the
+ * first pass of this worker: a relay before it may have died in between.
+ */
+static bool chains_pending = true;
+
+static void
+chains_left(MemoryContext pass_cxt)
+{
+	ms_pass		c;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "magic_sync chains");
+	MemoryContextSwitchTo(pass_cxt);
+	memset(&c, 0, sizeof c);
+	c.cxt = pass_cxt;
+	ms_relay_chains(&c);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	chains_pending = false;
+}
+
 /*
  * The snapshots the pass before left (relay.c), in a REPEATABLE READ
  * transaction of their own that holds the rows of the replicas provisioned
@@ -372,6 +408,8 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 
 	*read = 0;
 	*full = false;
+	if (*holding && chains_pending)
+		chains_left(pass_cxt);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	XactIsoLevel = XACT_REPEATABLE_READ;
@@ -390,16 +428,24 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 			return false;
 		}
 		ereport(LOG, (errmsg("magic_sync: the relay lock is taken; relaying")));
+		/* the chains a relay before it left, before its pass's snapshot */
+		CommitTransactionCommand();
+		chains_left(pass_cxt);
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		XactIsoLevel = XACT_REPEATABLE_READ;
 	}
 	/*
-	 * Before the pass's snapshot: sync.file and sync.pull write the rows of
-	 * sync.replicas (and then of sync.held and sync.outbox) that a pass
-	 * writes too.  Under REPEATABLE READ, a pass whose replica an agent
-	 * acknowledged meanwhile would fail to serialize, again and again under
-	 * load; they wait for the pass instead (a small one takes milliseconds),
-	 * and the pass sees what they committed.
+	 * Before the pass's snapshot.  Under REPEATABLE READ, a pass that writes
+	 * a row a filing or a pull wrote since its snapshot fails to serialize;
+	 * the row every acknowledgement writes, its replica's in sync.replicas,
+	 * the pass leaves to a transaction after its commit (ms_relay_bounds:
+	 * the chain, what is owed), so filings and pulls go on beside it.  What
+	 * is left (a held row both write) is rare: the pass that failed on it is
+	 * run again holding sync.replicas whole, so that they wait for it, and
+	 * no pass fails again and again under load.
 	 */
-	ms_relay_hold_replicas();
+	ms_relay_hold_replicas(hold_whole);
 	/* before the snapshot: it must see what the transactions it waited for committed */
 	ms_floor_before_snapshot(&notes_floor, quiet);
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -442,6 +488,9 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 								 GUC_ACTION_LOCAL, true, 0, false);
 	through = p.messages > 0 ? last_message() : 0;
 	CommitTransactionCommand();
+	hold_whole = false;
+	/* until ms_relay_bounds copied its chains (an error on the way leaves it set) */
+	chains_pending = p.messages > 0;
 	if (through > 0)
 		ms_wake_passed(XactLastCommitEnd, through);
 	XLogFlush(XactLastCommitEnd);
@@ -450,6 +499,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 		held_later(pass_cxt, p.later, p.held_deferred);
 	if (p.messages > 0)
 		outbox_bounds(pass_cxt);
+	chains_pending = false;
 	if (p.snapshots_left)
 		busy = snapshot_pass(pass_cxt) || busy;
 	pgstat_report_stat(false);
@@ -700,13 +750,22 @@ ms_worker_main(Datum arg)
 			AbortOutOfAnyTransaction();
 			transient = ms_transient(e->sqlerrcode);
 			backoff = backoff == 0 ? ms_naptime : Min(backoff * 2, BACKOFF_MAX_MS);
+			/*
+			 * a filing or a pull wrote what the pass writes: run again at
+			 * once, holding sync.replicas whole (run_pass)
+			 */
+			if (e->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE && !hold_whole)
+			{
+				hold_whole = true;
+				backoff = 0;
+			}
 			ereport(transient ? LOG : WARNING,
 					(errmsg("magic_sync: the relay pass failed (%s): %s",
 							transient ? "transient, retried" : "permanent, waiting for a fix", e->message),
 					 e->detail ? errdetail_internal("%s", e->detail) : 0,
 					 errhint("The next pass runs in %ld ms; nothing it planned was committed.", backoff)));
 			FreeErrorData(e);
-			again = false;
+			again = backoff == 0;
 			tidy = false;
 			pgstat_report_activity(STATE_IDLE, NULL);
 		}

@@ -159,7 +159,9 @@ recorded(ms_filing *f, Sync__Applied *a)
 /*
  * The messages through number leave the outbox; those that were owed
  * (beyond the latest snapshot, not dropped: 76_owed.sql) are owed no more.
- * A catalog not updated yet keeps no such figure.
+ * Not held at zero: a worker's pass adds what it wrote after its commit
+ * (relay.c), maybe after they were acknowledged, and the sum comes right in
+ * either order.  A catalog not updated yet keeps no such figure.
  */
 static void
 leave_outbox(Oid *types, Datum *values)
@@ -170,8 +172,8 @@ leave_outbox(Oid *types, Datum *values)
 	if (owed)
 		rc = SPI_execute_with_args("WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number <= $2"
 								   "            RETURNING number, bytes, dropped)"
-								   " UPDATE sync.replicas r SET owed_messages = greatest(r.owed_messages - o.n, 0),"
-								   "        owed_bytes = greatest(r.owed_bytes - o.b, 0)"
+								   " UPDATE sync.replicas r SET owed_messages = r.owed_messages - o.n,"
+								   "        owed_bytes = r.owed_bytes - o.b"
 								   "   FROM (SELECT count(*) AS n, coalesce(sum(d.bytes), 0) AS b FROM d, sync.replicas x"
 								   "          WHERE x.id = $1 AND NOT d.dropped AND d.number > coalesce(x.snapshot_end, 0)) o"
 								   "  WHERE r.id = $1 AND o.n > 0",
@@ -545,9 +547,9 @@ ms_digests(ms_filing *f)
 	if (!ms_up_next(f->upload, f->upload_len, MS_FIELD_UP_DIGESTS, &pos, &p, &len))
 		return "none";
 	/* rows marked replace (a refused write answered, a range repaired) are on their way too */
-	ms_spi_check_one(SPI_execute_with_args("SELECT provision OR acked_number < last_number"
+	ms_spi_check_one(SPI_execute_with_args("SELECT provision OR acked_number < " MS_HEAD("r")
 										   " OR EXISTS (SELECT FROM sync.held h WHERE h.replica = $1 AND h.replace AND h.taken IS NULL)"
-										   " FROM sync.replicas WHERE id = $1",
+										   " FROM sync.replicas r WHERE id = $1",
 										   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");	/* its row is locked since ms_acknowledge */
 	if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) ||
 		f->provisioning)

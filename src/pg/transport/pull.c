@@ -81,11 +81,12 @@ read_record(pg_uuid_t *replica, const char *id, bool lock, pull_record *r)
 	TupleDesc	desc;
 	bool		isnull;
 
-	ms_spi_check(SPI_execute_with_args(lock ? "SELECT last_number, acked_number, provision,"
-									   " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
+	/* where its chain is: a worker's pass copies it after its commit (MS_HEAD) */
+	ms_spi_check(SPI_execute_with_args(lock ? "SELECT " MS_HEAD("r") ", acked_number, provision,"
+									   " coalesce(snapshot_number > acked_number, false) FROM sync.replicas r"
 									   " WHERE id = $1 FOR UPDATE"
-									   : "SELECT last_number, acked_number, provision,"
-									   " coalesce(snapshot_number > acked_number, false) FROM sync.replicas"
+									   : "SELECT " MS_HEAD("r") ", acked_number, provision,"
+									   " coalesce(snapshot_number > acked_number, false) FROM sync.replicas r"
 									   " WHERE id = $1",
 									   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	/* dropped, and forgotten by a pass, since ms_replica_access found it */

@@ -416,7 +416,7 @@ ms_range_answers(ms_filing *f, Sync__Up *up)
 		Oid			rtypes[1] = {UUIDOID};
 		Datum		rvalues[1] = {UUIDPGetDatum(&f->replica)};
 
-		ms_spi_check_one(SPI_execute_with_args("SELECT NOT (provision OR acked_number < last_number) FROM sync.replicas WHERE id = $1",
+		ms_spi_check_one(SPI_execute_with_args("SELECT NOT (provision OR acked_number < " MS_HEAD("r") ") FROM sync.replicas r WHERE id = $1",
 											   1, rtypes, rvalues, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 		caught_up = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) &&
 			!f->provisioning;

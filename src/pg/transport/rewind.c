@@ -61,12 +61,17 @@ ms_rewind(const pg_uuid_t *replica, const char *replica_text, const Sync__Applie
 	if (SPI_processed != 1 ||
 		!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) || isnull)
 		return false;
+	/*
+	 * Not beside a pass: one in progress chains on from where the record is
+	 * now (MS_LOCK_PASSES waits for it, and the next pass for this).
+	 */
+	ms_spi_check(SPI_execute(MS_LOCK_PASSES, false, 0), SPI_OK_UTILITY, "could not lock sync.replicas");
 	/* the messages after N leave the outbox, owed no more (as ack.c's leave_outbox) */
 	ms_spi_check(SPI_execute_with_args(owed ?
 									   "WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number > $2"
 									   "            RETURNING number, bytes, dropped)"
-									   " UPDATE sync.replicas r SET owed_messages = greatest(r.owed_messages - o.n, 0),"
-									   "        owed_bytes = greatest(r.owed_bytes - o.b, 0)"
+									   " UPDATE sync.replicas r SET owed_messages = r.owed_messages - o.n,"
+									   "        owed_bytes = r.owed_bytes - o.b"
 									   "   FROM (SELECT count(*) AS n, coalesce(sum(d.bytes), 0) AS b FROM d, sync.replicas x"
 									   "          WHERE x.id = $1 AND NOT d.dropped AND d.number > coalesce(x.snapshot_end, 0)) o"
 									   "  WHERE r.id = $1 AND o.n > 0" :

@@ -48,7 +48,7 @@ ms_settled(PG_FUNCTION_ARGS)
 	SPI_connect();
 	ms_replica_access(replica, "ask how far to apply");
 	/* the pending notes are few, by notes_pending; the replica's row by its key */
-	sql = psprintf("SELECT r.last_number,"
+	sql = psprintf("SELECT " MS_HEAD("r") ","
 				   " NOT r.provision AND r.seen_live AND r.seen_partition IS NOT DISTINCT FROM r.partition"
 				   "   AND NOT EXISTS (SELECT FROM sync.notes n WHERE NOT n.done AND n.parked IS NULL"
 				   "                     AND n.build <= 1 AND pg_catalog.pg_visible_in_snapshot(n.xid, $2)),"
