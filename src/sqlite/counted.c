@@ -6,6 +6,11 @@
 ** hash (src/shared ms_digest_row) over the columns that count.  The table
 ** digest (digest.c) and range repair's answers (range.c) both walk them
 ** here, so that both speak of the same rows.
+**
+** A digest reads every row of a table: SQLite reads each into the arguments
+** of _sync_counted, the walk's own function, which makes the key and hashes
+** the values where they are (no sqlite3_column_* call, each of which takes
+** the connection's mutex), into a buffer of the caller's that keeps them.
 */
 #include "magic_sync_sqlite.h"
 
@@ -98,69 +103,138 @@ ms_digest_counted(const ms_tbl *t, int i)
 	return !t->cols[i].retired && !(t->cols[i].owned && !t->cols[i].key);
 }
 
-/* the hash of the row st holds: its key (key, len) and its values from column first on */
-static uint64_t
-row_hash(const ms_tbl *t, sqlite3_stmt *st, int first, const char *key, size_t len)
+/* one walk: what its rows are checked against, and where they go */
+typedef struct walk
 {
-	uint64_t	h = ms_digest_row_begin(key, len);
-	int			at = first;
+	const ms_tbl *t;
+	excluded	ex;
+	ms_buf	   *keys;			/* where each key is written: kept (the caller's) or not */
+	bool		keep;
+	bool		values;
+	ms_counted_row row;
+	void	   *arg;
+	int			rc;				/* the first error row gave */
+} walk;
 
-	for (int i = 0; i < t->ncols; i++)
+#define WALK_POINTER "magic_sync counted walk"
+
+/*
+ * _sync_counted(walk, key parts..., values...): one row of the walk bound
+ * as its first argument (sqlite3_bind_pointer: no SQL can make one), read
+ * by SQLite into its arguments -- no sqlite3_column_* call, each of which
+ * takes the connection's mutex, and no copy.  Called by the host: NULL.
+ */
+static void
+counted_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	walk	   *w = argc > 0 ? sqlite3_value_pointer(argv[0], WALK_POINTER) : NULL;
+	const ms_tbl *t;
+	ms_buf	   *keys;
+	size_t		start;
+	uint64_t	h = 0;
+
+	if (w == NULL || w->rc != SQLITE_OK)
+		return;
+	t = w->t;
+	keys = w->keys;
+	start = keys->len;
+	if (argc < 1 + t->nkey)
+		return;
+	for (int k = 0; k < t->nkey; k++)
 	{
-		ms_digest_value v = {MS_DV_NULL, 0, 0, NULL, 0};
+		sqlite3_value *v = argv[1 + k];
 
-		sqlite3_value *sv;
-
-		if (!ms_digest_counted(t, i))
-			continue;
-		/*
-		 * one call that takes the connection's mutex a column, not three;
-		 * the value is read under that mutex, which sync_digest's caller's
-		 * sqlite3_step holds throughout
-		 */
-		sv = sqlite3_column_value(st, at);
-		switch (sqlite3_value_type(sv))
+		switch (sqlite3_value_type(v))
 		{
 			case SQLITE_INTEGER:
-				v.tag = MS_DV_INTEGER;
-				v.i = sqlite3_value_int64(sv);
+				ms_key_append_int(keys, sqlite3_value_int64(v));
 				break;
-			case SQLITE_FLOAT:
-				v.tag = MS_DV_REAL;
-				v.d = sqlite3_value_double(sv);
-				break;
-			case SQLITE_TEXT:
-				v.tag = MS_DV_TEXT;
-				v.p = sqlite3_value_text(sv);
-				v.n = (size_t) sqlite3_value_bytes(sv);
-				break;
-			case SQLITE_BLOB:
-				v.tag = MS_DV_BLOB;
-				v.p = sqlite3_value_blob(sv);
-				v.n = (size_t) sqlite3_value_bytes(sv);
-				break;
+			case SQLITE_NULL:
+				keys->len = start;
+				return;			/* a NULL key part names no row the server knows */
 			default:
-				break;
+				{
+					const char *p = (const char *) sqlite3_value_text(v);
+
+					ms_key_append(keys, p ? p : "", (size_t) sqlite3_value_bytes(v));
+				}
 		}
-		h = ms_digest_row_value(h, &v);
-		at++;
 	}
-	return ms_digest_row_end(h);
+	if (keys->oom)
+		w->rc = SQLITE_NOMEM;
+	else if (w->ex.n > 0 && is_excluded(&w->ex, keys->data + start, keys->len - start))
+	{
+		keys->len = start;
+		return;
+	}
+	if (w->rc == SQLITE_OK && w->values)
+	{
+		h = ms_digest_row_begin(keys->data + start, keys->len - start);
+		for (int i = 1 + t->nkey; i < argc; i++)
+		{
+			sqlite3_value *sv = argv[i];
+			ms_digest_value v = {MS_DV_NULL, 0, 0, NULL, 0};
+
+			switch (sqlite3_value_type(sv))
+			{
+				case SQLITE_INTEGER:
+					v.tag = MS_DV_INTEGER;
+					v.i = sqlite3_value_int64(sv);
+					break;
+				case SQLITE_FLOAT:
+					v.tag = MS_DV_REAL;
+					v.d = sqlite3_value_double(sv);
+					break;
+				case SQLITE_TEXT:
+					v.tag = MS_DV_TEXT;
+					v.p = sqlite3_value_text(sv);
+					v.n = (size_t) sqlite3_value_bytes(sv);
+					break;
+				case SQLITE_BLOB:
+					v.tag = MS_DV_BLOB;
+					v.p = sqlite3_value_blob(sv);
+					v.n = (size_t) sqlite3_value_bytes(sv);
+					break;
+				default:
+					break;
+			}
+			h = ms_digest_row_value(h, &v);
+		}
+		h = ms_digest_row_end(h);
+	}
+	if (w->rc == SQLITE_OK)
+		w->rc = w->row(w->arg, keys->data + start, keys->len - start, h);
+	if (!w->keep)
+		keys->len = start;
+	if (w->rc != SQLITE_OK)
+		sqlite3_result_error_code(ctx, w->rc);
 }
 
 int
-ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_counted_row row, void *arg)
+ms_counted_register(sqlite3 *db)
 {
-	excluded	ex;
+	return sqlite3_create_function(db, "_sync_counted", -1, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+								   NULL, counted_func, NULL, NULL);
+}
+
+int
+ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_buf *keys, ms_counted_row row, void *arg)
+{
+	walk		w = {0};
+	ms_buf		own = {0};
 	ms_buf		vcols = {0};
-	ms_buf		key = {0};
 	sqlite3_stmt *st = NULL;
-	bool		values = (flags & MS_COUNTED_VALUES) != 0;
 	const char *order = (flags & MS_COUNTED_ORDERED) ? " ORDER BY " : "";
 	int			rc;
 
-	rc = load_excluded(c, t, &ex);
-	for (int i = 0; values && i < t->ncols; i++)
+	w.t = t;
+	w.values = (flags & MS_COUNTED_VALUES) != 0;
+	w.row = row;
+	w.arg = arg;
+	w.keys = keys != NULL ? keys : &own;
+	w.keep = keys != NULL;
+	rc = load_excluded(c, t, &w.ex);
+	for (int i = 0; w.values && i < t->ncols; i++)
 		if (ms_digest_counted(t, i))
 			ms_buf_printf(&vcols, ", %s", t->cols[i].q);
 	ms_buf_byte(&vcols, '\0');
@@ -169,57 +243,27 @@ ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_counted_row row, 
 	if (rc == SQLITE_OK)
 	{
 		if (t->retired >= 0)
-			rc = ms_prepare(c, &st, "SELECT %s%s FROM %s WHERE %s IS NULL%s%s", t->keycols, vcols.data, t->q,
-							t->cols[t->retired].q, order, *order ? t->keycols : "");
+			rc = ms_prepare(c, &st, "SELECT _sync_counted(?1, %s%s) FROM %s WHERE %s IS NULL%s%s", t->keycols,
+							vcols.data, t->q, t->cols[t->retired].q, order, *order ? t->keycols : "");
 		else
-			rc = ms_prepare(c, &st, "SELECT %s%s FROM %s%s%s", t->keycols, vcols.data, t->q,
+			rc = ms_prepare(c, &st, "SELECT _sync_counted(?1, %s%s) FROM %s%s%s", t->keycols, vcols.data, t->q,
 							order, *order ? t->keycols : "");
 	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_pointer(st, 1, &w, WALK_POINTER, NULL);
 	while (rc == SQLITE_OK)
 	{
 		int			step = sqlite3_step(st);
-		bool		null = false;
 
 		if (step == SQLITE_DONE)
 			break;
 		if (step != SQLITE_ROW)
-		{
-			rc = ms_dberr(c, step);
-			break;
-		}
-		key.len = 0;
-		for (int k = 0; k < t->nkey; k++)
-		{
-			switch (sqlite3_column_type(st, k))
-			{
-				case SQLITE_INTEGER:
-					ms_key_append_int(&key, sqlite3_column_int64(st, k));
-					break;
-				case SQLITE_NULL:
-					null = true;
-					break;
-				default:
-					{
-						const char *p = (const char *) sqlite3_column_text(st, k);
-
-						ms_key_append(&key, p ? p : "", (size_t) sqlite3_column_bytes(st, k));
-					}
-			}
-		}
-		if (key.oom)
-		{
-			rc = SQLITE_NOMEM;
-			break;
-		}
-		/* a NULL key part names no row the server knows */
-		if (null || (ex.n > 0 && is_excluded(&ex, key.data, key.len)))
-			continue;
-		rc = row(arg, key.data, key.len, values ? row_hash(t, st, t->nkey, key.data, key.len) : 0);
+			rc = w.rc != SQLITE_OK ? w.rc : ms_dberr(c, step);
 	}
 	sqlite3_finalize(st);
-	sqlite3_free(ex.ends);
-	ms_buf_free(&ex.bytes);
+	sqlite3_free(w.ex.ends);
+	ms_buf_free(&w.ex.bytes);
 	ms_buf_free(&vcols);
-	ms_buf_free(&key);
+	ms_buf_free(&own);
 	return rc;
 }

@@ -8,10 +8,12 @@
 ** and its retired column do not count, as the server's messages never
 ** overwrite them.
 **
-** The keys are read in the table's key order and sorted with a natural merge
-** sort: the canonical order ("<length>:<bytes>") is the
-** key order within each run of keys of one length, so a table read in key
-** order is a few runs merged in a few passes, not a full sort.
+** The keys are read in the table's key order.  While each comes after the
+** one before in canonical order (an integer key of one sign, a key of one
+** length), the fingerprint is made as they come; else they are sorted with
+** a natural merge sort: the canonical order ("<length>:<bytes>") is the key
+** order within each run of keys of one length, so a table read in key order
+** is a few runs merged in a few passes, not a full sort.
 */
 #include "magic_sync_sqlite.h"
 
@@ -94,6 +96,8 @@ typedef struct gathered
 	size_t		n;
 	size_t		cap;
 	uint64_t	values;
+	bool		unsorted;		/* a key came before the one read before it */
+	ms_digest	dg;				/* while none did: the digest, as they come */
 } gathered;
 
 static int
@@ -105,9 +109,15 @@ gather(void *arg, const char *key, size_t len, uint64_t hash)
 	if (e == NULL)
 		return SQLITE_NOMEM;
 	g->ends = e;
-	ms_buf_add(&g->keys, key, len);
-	if (g->keys.oom)
-		return SQLITE_NOMEM;
+	/* the key is in g->keys already: the walk wrote it there */
+	if (!g->unsorted && g->n > 0)
+	{
+		size_t		start = g->n > 1 ? g->ends[g->n - 2] : 0;
+
+		g->unsorted = ms_key_cmp(g->keys.data + start, g->ends[g->n - 1] - start, key, len) > 0;
+	}
+	if (!g->unsorted)
+		ms_digest_add(&g->dg, key, len);
 	g->ends[g->n++] = g->keys.len;
 	g->values += hash;
 	return SQLITE_OK;
@@ -121,8 +131,16 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 	ms_digest	dg;
 	int			rc;
 
-	rc = ms_counted_walk(c, t, MS_COUNTED_VALUES | MS_COUNTED_ORDERED, gather, &g);
-	if (rc == SQLITE_OK && g.n > 0)
+	ms_digest_init(&g.dg);
+	rc = ms_counted_walk(c, t, MS_COUNTED_VALUES | MS_COUNTED_ORDERED, &g.keys, gather, &g);
+	/* read in canonical order (an integer key, mostly): digested as they came */
+	if (rc == SQLITE_OK && !g.unsorted)
+	{
+		d->count = g.dg.count;
+		d->fnv = g.dg.fnv;
+		d->values = g.values;
+	}
+	else if (rc == SQLITE_OK && g.n > 0)
 	{
 		/* two arrays of n: the keys, and the merge sort's scratch */
 		refs = sqlite3_malloc64(sizeof(ms_keyref) * g.n * 2);
@@ -140,7 +158,7 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 			merge_sort(refs, refs + g.n, g.n);
 		}
 	}
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK && g.unsorted)
 	{
 		ms_digest_init(&dg);
 		for (size_t i = 0; i < g.n; i++)
@@ -245,7 +263,9 @@ ms_digest_register(sqlite3 *db)
 {
 	int			rc;
 
-	rc = sqlite3_create_function(db, "sync_digest", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+	rc = ms_counted_register(db);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_digest", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
 								 NULL, digest_func, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_create_function(db, "sync_digest", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY,

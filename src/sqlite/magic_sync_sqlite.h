@@ -596,9 +596,15 @@ typedef int (*ms_counted_row) (void *arg, const char *key, size_t len, uint64_t 
 
 /*
  * ms_counted_walk: each row of t a digest counts (not retired, no NULL key
- * part, its key neither retired nor refused), given to row.
+ * part, its key neither retired nor refused), given to row.  keys: NULL, or
+ * a buffer each row's key is appended to and left in (one after the other,
+ * with no separator: row sees where each ends from keys->len).
  */
-extern int	ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_counted_row row, void *arg);
+extern int	ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_buf *keys,
+							ms_counted_row row, void *arg);
+
+/* ms_counted_register: _sync_counted, the walk's own function (a host's call of it does nothing) */
+extern int	ms_counted_register(sqlite3 *db);
 
 /* ms_counted_room: a sqlite3_malloc'd array of n entries of size, with room for one more (NULL: none, arr kept) */
 extern void *ms_counted_room(void *arr, size_t size, size_t n, size_t *cap);

@@ -194,7 +194,7 @@ answer(ms_ctx *c, const ms_tbl *t, sqlite3_stmt *ask, Sync__RangeAnswer *ans)
 	if (a.nb > 0)
 		memcpy(b, sqlite3_column_blob(ask, 4), sizeof(uint64_t) * a.nb);
 	a.b = b;
-	rc = ms_counted_walk(c, t, 0, answer_row, &a);
+	rc = ms_counted_walk(c, t, 0, NULL, answer_row, &a);
 	if (rc == SQLITE_OK && a.split > 0)
 	{
 		size_t		nsums = ms_range_aggregate(a.sums, a.nsums);
