@@ -70,12 +70,15 @@ typedef struct ms_digest_value
 
 /*
  * ms_digest_row: one row's contribution to its table's values digest
- * (docs/protocol.md 8): FNV-1a 64 over its canonical key, '\n', and each
- * value hashed in the table's column order -- a tag byte, then an INTEGER's
- * 8 bytes and a REAL's IEEE 754 bits (big-endian; -0 as 0), a TEXT's or
- * BLOB's length (4 bytes, big-endian) and bytes -- then mixed (MurmurHash3's
- * fmix64) so that a sum of rows spreads every bit.  Which columns count is
- * the caller's: the columns a replica owns and its retired column do not.
+ * (docs/protocol.md 8), taken a 64-bit word w at a time, h = rotl(h ^ w, 31)
+ * * 0x9e3779b97f4a7c15, from the FNV offset basis: the canonical key's
+ * length, its bytes; then each value in the table's column order -- its tag,
+ * then an INTEGER's 64 bits or a REAL's IEEE 754 bits (-0 as 0); a TEXT's or
+ * BLOB's tag and length together (tag | length << 8), then its bytes --
+ * bytes as little-endian words, the last padded with zero bytes; then mixed
+ * (MurmurHash3's fmix64) so that a sum of rows spreads every bit.  Which
+ * columns count is the caller's: the columns a replica owns and its retired
+ * column do not.
  */
 extern uint64_t ms_digest_row(const char *key, size_t keylen,
 							  const ms_digest_value *vals, int n);

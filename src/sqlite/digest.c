@@ -1,16 +1,19 @@
 /*
 ** digest.c - what the replica holds of each table, in a count and an FNV-1a
 ** fingerprint of its canonical keys in ascending order (docs/protocol.md 8),
-** byte for byte as the server's sync.digest(key) computes it.  Retired rows
-** and refused rows are left out.  The values digest is the sum of each row's
-** hash (src/shared ms_digest_row) over its values as the file stores them,
-** read in the same scan: the columns the replica owns and its retired
-** column do not count, as the server's messages never overwrite them.
+** byte for byte as the server's sync.digest(key) computes it, over the rows
+** counted.c walks (retired and refused rows left out).  The values digest is
+** the sum of each row's hash (src/shared ms_digest_row) over its values as
+** the file stores them, read in the same scan: the columns the replica owns
+** and its retired column do not count, as the server's messages never
+** overwrite them.
 **
-** The keys are read in the table's key order, made canonical and sorted
-** with a natural merge sort: the canonical order ("<length>:<bytes>") is the
-** key order within each run of keys of one length, so a table read in key
-** order is a few runs merged in a few passes, not a full sort.
+** The keys are read in the table's key order.  While each comes after the
+** one before in canonical order (an integer key of one sign, a key of one
+** length), the fingerprint is made as they come; else they are sorted with
+** a natural merge sort: the canonical order ("<length>:<bytes>") is the key
+** order within each run of keys of one length, so a table read in key order
+** is a few runs merged in a few passes, not a full sort.
 */
 #include "magic_sync_sqlite.h"
 
@@ -85,247 +88,88 @@ merge_sort(ms_keyref *a, ms_keyref *tmp, size_t n)
 	}
 }
 
-/* keys_of: copies of the canonical keys of a query's rows ("SELECT key ...") */
+/* the keys and the values sum of a table's counted rows, as the walk gives them */
+typedef struct gathered
+{
+	ms_buf		keys;
+	size_t	   *ends;			/* where each key ends in keys */
+	size_t		n;
+	size_t		cap;
+	uint64_t	values;
+	bool		unsorted;		/* a key came before the one read before it */
+	ms_digest	dg;				/* while none did: the digest, as they come */
+} gathered;
+
 static int
-keys_of(ms_ctx *c, const char *sql, const char *table, ms_buf *buf, size_t *n)
+gather(void *arg, const char *key, size_t len, uint64_t hash)
 {
-	sqlite3_stmt *st;
-	int			rc = ms_prepare(c, &st, "%s", sql);
+	gathered   *g = arg;
+	size_t	   *e = ms_counted_room(g->ends, sizeof(size_t), g->n, &g->cap);
 
-	*n = 0;
-	if (rc == SQLITE_OK)
+	if (e == NULL)
+		return SQLITE_NOMEM;
+	g->ends = e;
+	/* the key is in g->keys already: the walk wrote it there */
+	if (!g->unsorted && g->n > 0)
 	{
-		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-		while ((rc = ms_step(c, st)) == SQLITE_ROW)
-		{
-			size_t		len = (size_t) sqlite3_column_bytes(st, 0);
+		size_t		start = g->n > 1 ? g->ends[g->n - 2] : 0;
 
-			ms_buf_add(buf, &len, sizeof len);
-			ms_buf_add(buf, sqlite3_column_text(st, 0), len);
-			(*n)++;
-		}
-		if (rc == SQLITE_DONE)
-			rc = buf->oom ? SQLITE_NOMEM : SQLITE_OK;
+		g->unsorted = ms_key_cmp(g->keys.data + start, g->ends[g->n - 1] - start, key, len) > 0;
 	}
-	sqlite3_finalize(st);
-	return rc;
-}
-
-static bool
-excluded(const ms_keyref *ex, size_t nex, const char *key, size_t len)
-{
-	size_t		lo = 0,
-				hi = nex;
-
-	while (lo < hi)
-	{
-		size_t		mid = lo + (hi - lo) / 2;
-		int			cmp = ms_key_cmp(ex[mid].key, ex[mid].len, key, len);
-
-		if (cmp == 0)
-			return true;
-		if (cmp < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
-}
-
-bool
-ms_digest_counted(const ms_tbl *t, int i)
-{
-	return !t->cols[i].retired && !(t->cols[i].owned && !t->cols[i].key);
-}
-
-/* the hash of the row st holds: its key (key, len) and its values from column first on */
-static uint64_t
-row_hash(const ms_tbl *t, sqlite3_stmt *st, int first, const char *key, size_t len)
-{
-	uint64_t	h = ms_digest_row_begin(key, len);
-	int			at = first;
-
-	for (int i = 0; i < t->ncols; i++)
-	{
-		ms_digest_value v = {MS_DV_NULL, 0, 0, NULL, 0};
-
-		sqlite3_value *sv;
-
-		if (!ms_digest_counted(t, i))
-			continue;
-		/*
-		 * one call that takes the connection's mutex a column, not three;
-		 * the value is read under that mutex, which sync_digest's caller's
-		 * sqlite3_step holds throughout
-		 */
-		sv = sqlite3_column_value(st, at);
-		switch (sqlite3_value_type(sv))
-		{
-			case SQLITE_INTEGER:
-				v.tag = MS_DV_INTEGER;
-				v.i = sqlite3_value_int64(sv);
-				break;
-			case SQLITE_FLOAT:
-				v.tag = MS_DV_REAL;
-				v.d = sqlite3_value_double(sv);
-				break;
-			case SQLITE_TEXT:
-				v.tag = MS_DV_TEXT;
-				v.p = sqlite3_value_text(sv);
-				v.n = (size_t) sqlite3_value_bytes(sv);
-				break;
-			case SQLITE_BLOB:
-				v.tag = MS_DV_BLOB;
-				v.p = sqlite3_value_blob(sv);
-				v.n = (size_t) sqlite3_value_bytes(sv);
-				break;
-			default:
-				break;
-		}
-		h = ms_digest_row_value(h, &v);
-		at++;
-	}
-	return ms_digest_row_end(h);
+	if (!g->unsorted)
+		ms_digest_add(&g->dg, key, len);
+	g->ends[g->n++] = g->keys.len;
+	g->values += hash;
+	return SQLITE_OK;
 }
 
 int
 ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 {
-	ms_buf		exbuf = {0};
-	ms_buf		keys = {0};
-	ms_keyref  *ex = NULL;
+	gathered	g = {0};
 	ms_keyref  *refs = NULL;
-	size_t	   *ends = NULL;
-	size_t		nex = 0;
-	size_t		n = 0;
-	size_t		cap = 0;
-	sqlite3_stmt *st = NULL;
-	int			rc;
 	ms_digest	dg;
-	ms_buf		vcols = {0};
-	uint64_t	values = 0;
+	int			rc;
 
-	rc = keys_of(c, "SELECT key FROM _sync_retired WHERE tbl = ?1"
-				 " UNION SELECT key FROM _sync_refused WHERE tbl = ?1 ORDER BY 1",
-				 t->name, &exbuf, &nex);
-	if (rc == SQLITE_OK && nex > 0)
+	ms_digest_init(&g.dg);
+	rc = ms_counted_walk(c, t, MS_COUNTED_VALUES | MS_COUNTED_ORDERED, &g.keys, gather, &g);
+	/* read in canonical order (an integer key, mostly): digested as they came */
+	if (rc == SQLITE_OK && !g.unsorted)
 	{
-		size_t		pos = 0;
-
-		ex = sqlite3_malloc64(sizeof(ms_keyref) * nex);
-		if (ex == NULL)
-			rc = SQLITE_NOMEM;
-		for (size_t i = 0; ex && i < nex; i++)
-		{
-			memcpy(&ex[i].len, exbuf.data + pos, sizeof(size_t));
-			pos += sizeof(size_t);
-			ex[i].key = exbuf.data + pos;
-			pos += ex[i].len;
-		}
+		d->count = g.dg.count;
+		d->fnv = g.dg.fnv;
+		d->values = g.values;
 	}
-	for (int i = 0; i < t->ncols; i++)
-		if (ms_digest_counted(t, i))
-			ms_buf_printf(&vcols, ", %s", t->cols[i].q);
-	ms_buf_byte(&vcols, '\0');
-	if (rc == SQLITE_OK && vcols.oom)
-		rc = SQLITE_NOMEM;
-	if (rc == SQLITE_OK)
-	{
-		if (t->retired >= 0)
-			rc = ms_prepare(c, &st, "SELECT %s%s FROM %s WHERE %s IS NULL ORDER BY %s",
-							t->keycols, vcols.data, t->q, t->cols[t->retired].q, t->keycols);
-		else
-			rc = ms_prepare(c, &st, "SELECT %s%s FROM %s ORDER BY %s", t->keycols, vcols.data, t->q,
-							t->keycols);
-	}
-	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
-	{
-		size_t		start = keys.len;
-		bool		null = false;
-
-		rc = SQLITE_OK;
-		for (int k = 0; k < t->nkey; k++)
-		{
-			switch (sqlite3_column_type(st, k))
-			{
-				case SQLITE_INTEGER:
-					ms_key_append_int(&keys, sqlite3_column_int64(st, k));
-					break;
-				case SQLITE_NULL:
-					null = true;
-					break;
-				default:
-					{
-						const char *p = (const char *) sqlite3_column_text(st, k);
-
-						ms_key_append(&keys, p ? p : "", (size_t) sqlite3_column_bytes(st, k));
-					}
-			}
-		}
-		if (keys.oom)
-		{
-			rc = SQLITE_NOMEM;
-			break;
-		}
-		if (null || (nex > 0 && excluded(ex, nex, keys.data + start, keys.len - start)))
-		{
-			keys.len = start;	/* a NULL key part names no row the server knows */
-			continue;
-		}
-		values += row_hash(t, st, t->nkey, keys.data + start, keys.len - start);
-		if (n == cap)
-		{
-			size_t		ncap = cap ? cap * 2 : 1024;
-			size_t	   *e = sqlite3_realloc64(ends, sizeof(size_t) * ncap);
-
-			if (e == NULL)
-			{
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			ends = e;
-			cap = ncap;
-		}
-		ends[n++] = keys.len;
-	}
-	if (rc == SQLITE_DONE)
-		rc = SQLITE_OK;
-	else if (rc != SQLITE_OK)
-		ms_dberr(c, rc);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_OK && n > 0)
+	else if (rc == SQLITE_OK && g.n > 0)
 	{
 		/* two arrays of n: the keys, and the merge sort's scratch */
-		refs = sqlite3_malloc64(sizeof(ms_keyref) * n * 2);
+		refs = sqlite3_malloc64(sizeof(ms_keyref) * g.n * 2);
 		if (refs == NULL)
 			rc = SQLITE_NOMEM;
 		else
 		{
-			for (size_t i = 0; i < n; i++)
+			for (size_t i = 0; i < g.n; i++)
 			{
-				size_t		start = i ? ends[i - 1] : 0;
+				size_t		start = i ? g.ends[i - 1] : 0;
 
-				refs[i].key = keys.data + start;
-				refs[i].len = ends[i] - start;
+				refs[i].key = g.keys.data + start;
+				refs[i].len = g.ends[i] - start;
 			}
-			merge_sort(refs, refs + n, n);
+			merge_sort(refs, refs + g.n, g.n);
 		}
 	}
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK && g.unsorted)
 	{
 		ms_digest_init(&dg);
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < g.n; i++)
 			ms_digest_add(&dg, refs[i].key, refs[i].len);
 		d->count = dg.count;
 		d->fnv = dg.fnv;
-		d->values = values;
+		d->values = g.values;
 	}
 	sqlite3_free(refs);
-	sqlite3_free(ends);
-	sqlite3_free(ex);
-	ms_buf_free(&keys);
-	ms_buf_free(&exbuf);
-	ms_buf_free(&vcols);
+	sqlite3_free(g.ends);
+	ms_buf_free(&g.keys);
 	return rc;
 }
 
@@ -419,7 +263,9 @@ ms_digest_register(sqlite3 *db)
 {
 	int			rc;
 
-	rc = sqlite3_create_function(db, "sync_digest", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+	rc = ms_counted_register(db);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function(db, "sync_digest", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
 								 NULL, digest_func, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_create_function(db, "sync_digest", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY,

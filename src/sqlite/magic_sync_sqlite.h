@@ -580,11 +580,34 @@ typedef struct ms_table_digest
 	uint64_t	values;			/* the sum of its rows' ms_digest_row */
 } ms_table_digest;
 
+/* ms_digest_table: count and FNV-1a of what the replica holds of t, and its values digest. */
+extern int	ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d);
+
+/* ---- counted.c ------------------------------------------------------- */
+
 /* ms_digest_counted: whether t's column i counts in a row's hash (not owned, not retired) */
 extern bool ms_digest_counted(const ms_tbl *t, int i);
 
-/* ms_digest_table: count and FNV-1a of what the replica holds of t, and its values digest. */
-extern int	ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d);
+#define MS_COUNTED_VALUES 1		/* each row's hash (ms_digest_row) given too */
+#define MS_COUNTED_ORDERED 2	/* read in the table's key order (else as SQLite finds them) */
+
+/* one row a digest counts: its canonical key and (MS_COUNTED_VALUES) its hash; not SQLITE_OK stops */
+typedef int (*ms_counted_row) (void *arg, const char *key, size_t len, uint64_t hash);
+
+/*
+ * ms_counted_walk: each row of t a digest counts (not retired, no NULL key
+ * part, its key neither retired nor refused), given to row.  keys: NULL, or
+ * a buffer each row's key is appended to and left in (one after the other,
+ * with no separator: row sees where each ends from keys->len).
+ */
+extern int	ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_buf *keys,
+							ms_counted_row row, void *arg);
+
+/* ms_counted_register: _sync_counted, the walk's own function (a host's call of it does nothing) */
+extern int	ms_counted_register(sqlite3 *db);
+
+/* ms_counted_room: a sqlite3_malloc'd array of n entries of size, with room for one more (NULL: none, arr kept) */
+extern void *ms_counted_room(void *arr, size_t size, size_t n, size_t *cap);
 
 /* ---- shared helpers ---------------------------------------------------- */
 

@@ -7,8 +7,9 @@
 ** replacing the one before, and answered by the next upload of the first
 ** lane (Up.ranges), then forgotten -- an answer lost is asked again when
 ** the next digest differs.  A table with a row written and not filed is
-** not answered until it is filed, as it has no digest until then.  An answer covers the rows the table digest
-** counts (digest.c): retired and refused rows are left out.  Per row, its
+** not answered until it is filed, as it has no digest until then.  An answer
+** covers the rows the table digest counts (counted.c): retired and refused
+** rows are left out.  Per row, its
 ** bucket is the top bits of FNV-1a of its canonical key, its hash
 ** ms_range_row (src/shared/range.h): no sort, no collation.
 **
@@ -85,72 +86,6 @@ ms_range_asked(ms_ctx *c, const Sync__Filed *f)
 	return rc;
 }
 
-/* the keys the table digest leaves out (retired, refused), in canonical order */
-typedef struct excluded
-{
-	ms_buf		bytes;
-	size_t	   *ends;
-	size_t		n;
-} excluded;
-
-static int
-load_excluded(ms_ctx *c, const ms_tbl *t, excluded *ex)
-{
-	sqlite3_stmt *st = NULL;
-	size_t		cap = 0;
-	int			rc = ms_prepare(c, &st, "SELECT key FROM _sync_retired WHERE tbl = ?1"
-								" UNION SELECT key FROM _sync_refused WHERE tbl = ?1 ORDER BY 1");
-
-	memset(ex, 0, sizeof *ex);
-	if (rc != SQLITE_OK)
-		return rc;
-	sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
-	while ((rc = ms_step(c, st)) == SQLITE_ROW)
-	{
-		if (ex->n == cap)
-		{
-			size_t		ncap = cap ? cap * 2 : 64;
-			size_t	   *e = sqlite3_realloc64(ex->ends, sizeof(size_t) * ncap);
-
-			if (e == NULL)
-			{
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			ex->ends = e;
-			cap = ncap;
-		}
-		ms_buf_add(&ex->bytes, sqlite3_column_blob(st, 0), (size_t) sqlite3_column_bytes(st, 0));
-		ex->ends[ex->n++] = ex->bytes.len;
-	}
-	if (rc == SQLITE_DONE)
-		rc = ex->bytes.oom ? SQLITE_NOMEM : SQLITE_OK;
-	sqlite3_finalize(st);
-	return rc;
-}
-
-static bool
-is_excluded(const excluded *ex, const char *key, size_t len)
-{
-	size_t		lo = 0,
-				hi = ex->n;
-
-	while (lo < hi)
-	{
-		size_t		mid = lo + (hi - lo) / 2;
-		size_t		start = mid ? ex->ends[mid - 1] : 0;
-		int			cmp = ms_key_cmp(ex->bytes.data + start, ex->ends[mid] - start, key, len);
-
-		if (cmp == 0)
-			return true;
-		if (cmp < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
-}
-
 /* grow: an arena array of n entries of size to room for one more */
 static void *
 grow(ms_ctx *c, void *arr, size_t size, size_t n, size_t *cap)
@@ -166,128 +101,104 @@ grow(ms_ctx *c, void *arr, size_t size, size_t n, size_t *cap)
 	return bigger;
 }
 
+/* one ask's answer, gathered row by row */
+typedef struct answering
+{
+	ms_ctx	   *c;
+	const ms_tbl *t;
+	unsigned	depth;
+	unsigned	split;
+	const uint64_t *b;			/* the buckets asked, ascending (none: all) */
+	size_t		nb;
+	ms_range_sum *sums;			/* split > 0: each row's child bucket and hash */
+	size_t		nsums;
+	size_t		capsums;
+	size_t		capkeys;
+	Sync__RangeAnswer *ans;		/* split 0: the rows themselves */
+} answering;
+
+static int
+answer_row(void *arg, const char *key, size_t len, uint64_t hash)
+{
+	answering  *a = arg;
+	ms_ctx	   *c = a->c;
+	Sync__RangeAnswer *ans = a->ans;
+	uint64_t	h = ms_range_key_hash(key, len);
+
+	(void) hash;
+	if (a->nb > 0 && !ms_range_member(a->b, a->nb, ms_range_bucket(h, a->depth)))
+		return SQLITE_OK;
+	if (a->split > 0)
+	{
+		ms_range_sum *s = ms_counted_room(a->sums, sizeof(ms_range_sum), a->nsums, &a->capsums);
+
+		if (s == NULL)
+			return SQLITE_NOMEM;
+		a->sums = s;
+		a->sums[a->nsums].bucket = ms_range_bucket(h, a->depth + a->split);
+		a->sums[a->nsums].count = 1;
+		a->sums[a->nsums++].sum = ms_range_row(key, len);
+	}
+	else
+	{
+		/* the row itself: its key's parts as the table digest spelled them, and its hash */
+		Sync__Key  *kp = ms_alloc(&c->arena, sizeof(Sync__Key));
+		char	  **parts = ms_alloc(&c->arena, sizeof(char *) * (size_t) a->t->nkey);
+		size_t		cap = a->capkeys;
+		size_t		pos = 0;
+
+		ans->keys = grow(c, ans->keys, sizeof(Sync__Key *), ans->n_keys, &cap);
+		ans->hashes = grow(c, ans->hashes, sizeof(uint64_t), ans->n_hashes, &a->capkeys);
+		if (kp == NULL || parts == NULL || ans->keys == NULL || ans->hashes == NULL)
+			return SQLITE_NOMEM;
+		sync__key__init(kp);
+		kp->n_parts = (size_t) a->t->nkey;
+		kp->parts = parts;
+		for (int k = 0; k < a->t->nkey; k++)
+		{
+			const char *p = "";
+			size_t		n = 0;
+
+			/* the walk made the key of nkey parts: each is there */
+			if (ms_key_next_part(key, len, &pos, &p, &n) != 1)
+				return ms_fail(c, SQLITE_INTERNAL, "a key of table \"%s\" not canonical", a->t->name);
+			parts[k] = ms_alloc(&c->arena, n + 1);
+			if (parts[k] == NULL)
+				return SQLITE_NOMEM;
+			memcpy(parts[k], p, n);
+		}
+		ans->keys[ans->n_keys++] = kp;
+		ans->hashes[ans->n_hashes++] = ms_range_row(key, len);
+	}
+	return SQLITE_OK;
+}
+
 /* answer: one ask, over the rows of t the table digest counts */
 static int
 answer(ms_ctx *c, const ms_tbl *t, sqlite3_stmt *ask, Sync__RangeAnswer *ans)
 {
-	unsigned	depth = (unsigned) sqlite3_column_int(ask, 2);
-	unsigned	split = (unsigned) sqlite3_column_int(ask, 3);
-	size_t		nb = (size_t) sqlite3_column_bytes(ask, 4) / sizeof(uint64_t);
+	answering	a = {0};
 	uint64_t   *b = NULL;
-	excluded	ex;
-	ms_buf		key = {0};
-	ms_range_sum *sums = NULL;
-	size_t		nsums = 0,
-				capsums = 0,
-				capkeys = 0;
-	sqlite3_stmt *st = NULL;
 	int			rc;
 
+	a.c = c;
+	a.t = t;
+	a.ans = ans;
+	a.depth = (unsigned) sqlite3_column_int(ask, 2);
+	a.split = (unsigned) sqlite3_column_int(ask, 3);
+	a.nb = (size_t) sqlite3_column_bytes(ask, 4) / sizeof(uint64_t);
 	ans->round = (uint64_t) sqlite3_column_int64(ask, 1);
-	ans->depth = depth + split;
-	if (nb > 0 && (b = sqlite3_malloc64(sizeof(uint64_t) * nb)) == NULL)
+	ans->depth = a.depth + a.split;
+	if (a.nb > 0 && (b = sqlite3_malloc64(sizeof(uint64_t) * a.nb)) == NULL)
 		return SQLITE_NOMEM;
-	if (nb > 0)
-		memcpy(b, sqlite3_column_blob(ask, 4), sizeof(uint64_t) * nb);
-	rc = load_excluded(c, t, &ex);
-	if (rc == SQLITE_OK)
+	if (a.nb > 0)
+		memcpy(b, sqlite3_column_blob(ask, 4), sizeof(uint64_t) * a.nb);
+	a.b = b;
+	rc = ms_counted_walk(c, t, 0, NULL, answer_row, &a);
+	if (rc == SQLITE_OK && a.split > 0)
 	{
-		if (t->retired >= 0)
-			rc = ms_prepare(c, &st, "SELECT %s FROM %s WHERE %s IS NULL", t->keycols, t->q, t->cols[t->retired].q);
-		else
-			rc = ms_prepare(c, &st, "SELECT %s FROM %s", t->keycols, t->q);
-	}
-	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
-	{
-		bool		null = false;
-		uint64_t	h;
+		size_t		nsums = ms_range_aggregate(a.sums, a.nsums);
 
-		rc = SQLITE_OK;
-		key.len = 0;
-		for (int k = 0; k < t->nkey; k++)
-		{
-			if (sqlite3_column_type(st, k) == SQLITE_NULL)
-				null = true;
-			else if (sqlite3_column_type(st, k) == SQLITE_INTEGER)
-				ms_key_append_int(&key, sqlite3_column_int64(st, k));
-			else
-			{
-				const char *p = (const char *) sqlite3_column_text(st, k);
-
-				ms_key_append(&key, p ? p : "", (size_t) sqlite3_column_bytes(st, k));
-			}
-		}
-		if (key.oom)
-		{
-			rc = SQLITE_NOMEM;
-			break;
-		}
-		if (null || (ex.n > 0 && is_excluded(&ex, key.data, key.len)))
-			continue;
-		h = ms_range_key_hash(key.data, key.len);
-		if (nb > 0 && !ms_range_member(b, nb, ms_range_bucket(h, depth)))
-			continue;
-		if (split > 0)
-		{
-			if (nsums == capsums)
-			{
-				size_t		ncap = capsums ? capsums * 2 : 1024;
-				ms_range_sum *s = sqlite3_realloc64(sums, sizeof(ms_range_sum) * ncap);
-
-				if (s == NULL)
-				{
-					rc = SQLITE_NOMEM;
-					break;
-				}
-				sums = s;
-				capsums = ncap;
-			}
-			sums[nsums].bucket = ms_range_bucket(h, depth + split);
-			sums[nsums].count = 1;
-			sums[nsums++].sum = ms_range_row(key.data, key.len);
-		}
-		else
-		{
-			/* the row itself: its key's parts as the table digest spelled them, and its hash */
-			Sync__Key  *kp = ms_alloc(&c->arena, sizeof(Sync__Key));
-			char	  **parts = ms_alloc(&c->arena, sizeof(char *) * (size_t) t->nkey);
-			size_t		cap = capkeys;
-
-			ans->keys = grow(c, ans->keys, sizeof(Sync__Key *), ans->n_keys, &cap);
-			ans->hashes = grow(c, ans->hashes, sizeof(uint64_t), ans->n_hashes, &capkeys);
-			if (kp == NULL || parts == NULL || ans->keys == NULL || ans->hashes == NULL)
-			{
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			sync__key__init(kp);
-			kp->n_parts = (size_t) t->nkey;
-			kp->parts = parts;
-			for (int k = 0; k < t->nkey; k++)
-			{
-				const char *p = (const char *) sqlite3_column_text(st, k);
-				size_t		n = (size_t) sqlite3_column_bytes(st, k);
-
-				parts[k] = ms_alloc(&c->arena, n + 1);
-				if (parts[k] == NULL)
-				{
-					rc = SQLITE_NOMEM;
-					break;
-				}
-				memcpy(parts[k], p ? p : "", n);
-			}
-			ans->keys[ans->n_keys++] = kp;
-			ans->hashes[ans->n_hashes++] = ms_range_row(key.data, key.len);
-		}
-	}
-	if (rc == SQLITE_DONE)
-		rc = SQLITE_OK;
-	else if (rc != SQLITE_OK && rc != SQLITE_NOMEM)
-		ms_dberr(c, rc);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_OK && split > 0)
-	{
-		nsums = ms_range_aggregate(sums, nsums);
 		ans->buckets = ms_alloc(&c->arena, sizeof(uint64_t) * (nsums + 1));
 		ans->counts = ms_alloc(&c->arena, sizeof(uint64_t) * (nsums + 1));
 		ans->sums = ms_alloc(&c->arena, sizeof(uint64_t) * (nsums + 1));
@@ -295,18 +206,15 @@ answer(ms_ctx *c, const ms_tbl *t, sqlite3_stmt *ask, Sync__RangeAnswer *ans)
 			rc = SQLITE_NOMEM;
 		for (size_t i = 0; rc == SQLITE_OK && i < nsums; i++)
 		{
-			ans->buckets[i] = sums[i].bucket;
-			ans->counts[i] = sums[i].count;
-			ans->sums[i] = sums[i].sum;
+			ans->buckets[i] = a.sums[i].bucket;
+			ans->counts[i] = a.sums[i].count;
+			ans->sums[i] = a.sums[i].sum;
 		}
 		if (rc == SQLITE_OK)
 			ans->n_buckets = ans->n_counts = ans->n_sums = nsums;
 	}
-	sqlite3_free(sums);
+	sqlite3_free(a.sums);
 	sqlite3_free(b);
-	sqlite3_free(ex.ends);
-	ms_buf_free(&ex.bytes);
-	ms_buf_free(&key);
 	return rc;
 }
 

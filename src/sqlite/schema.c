@@ -544,12 +544,13 @@ ms_key_append(ms_buf *out, const char *part, size_t n)
 	ms_buf_add(out, part, n);
 }
 
-/* in decimal, by hand: a digest writes one for every row it counts */
+/* in decimal, by hand, head and digits in one: a digest writes one for every row it counts */
 void
 ms_key_append_int(ms_buf *out, sqlite3_int64 i)
 {
-	char		num[24];
-	int			k = 24;
+	char		num[32];
+	int			k = 32;
+	int			n;
 	uint64_t	v = i < 0 ? (uint64_t) 0 - (uint64_t) i : (uint64_t) i;
 
 	do
@@ -559,7 +560,12 @@ ms_key_append_int(ms_buf *out, sqlite3_int64 i)
 	} while (v > 0);
 	if (i < 0)
 		num[--k] = '-';
-	ms_key_append(out, num + k, (size_t) (24 - k));
+	n = 32 - k;					/* at most 20: the part's length, as key.h spells it */
+	num[--k] = ':';
+	if (n >= 10)
+		num[--k] = (char) ('0' + n % 10);
+	num[--k] = (char) ('0' + (n >= 10 ? n / 10 : n));
+	ms_buf_add(out, num + k, (size_t) (32 - k));
 }
 
 int

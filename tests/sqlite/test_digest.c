@@ -159,6 +159,11 @@ after_changes(void)
 	sqlite3_free(r);
 	sqlite3_free(r2);
 	CHECK(t_exec(db, "SELECT sync_digest('nowhere')", NULL) == SQLITE_ERROR, "a table not held is an error");
+	/* the walk's own function, called by the host: no walk bound, nothing done */
+	r = t_text(db, "SELECT coalesce(_sync_counted(), 'null') || coalesce(_sync_counted(1, 2, 3), 'null')"
+			   " || coalesce(_sync_counted(x'00', 'a'), 'null')");
+	CHECK(r && strcmp(r, "nullnullnull") == 0, "_sync_counted of the host's: %s", S(r));
+	sqlite3_free(r);
 	sqlite3_close(db);
 }
 
@@ -184,7 +189,7 @@ values(void)
 	schema[1] = tm_table("pitems", "catalog", "proto", "id",
 						 "id INTEGER, name TEXT, price REAL, photo BLOB, note TEXT");
 	d = tm_begin(schema, 2);
-	tm_upsert(tm_rows(d, "items"), "{\"id\":7,\"name\":\"tea\",\"price\":2.5,\"photo\":\"\\\\x0102\",\"note\":null,\"stock\":4}",
+	tm_upsert(tm_rows(d, "items"), "{\"id\":7,\"name\":\"tea, green\",\"price\":2.5,\"photo\":\"\\\\x0102\",\"note\":null,\"stock\":4}",
 			  -1, "7", NULL);
 	tm_upsert(tm_rows(d, "items"), "{\"id\":-3,\"name\":\"\xc3\xa9\",\"price\":-0.0,\"photo\":\"\\\\x\",\"note\":\"n\"}",
 			  -1, "-3", NULL);
@@ -193,7 +198,7 @@ values(void)
 
 		memset(&b, 0, sizeof b);
 		tm_pb_int(&b, 1, 7);
-		tm_pb_bytes(&b, 2, "tea", 3);
+		tm_pb_bytes(&b, 2, "tea, green", 10);
 		tm_pb_double(&b, 3, 2.5);
 		tm_pb_bytes(&b, 4, "\x01\x02", 2);
 		tm_upsert(tm_rows(d, "pitems"), b.data, (long) b.len, "7", NULL);
@@ -235,7 +240,7 @@ values(void)
 	CHECK(r && before && strcmp(r, before) == 0, "put back, the same again: %s", S(r));
 	sqlite3_free(r);
 	/* a type changed, the value alike: '7' is not 7 */
-	CHECK(t_exec(db, "UPDATE items SET name = CAST(x'746561' AS BLOB) WHERE id = 7", NULL) == SQLITE_OK, "a BLOB");
+	CHECK(t_exec(db, "UPDATE items SET name = CAST(x'7465612c20677265656e' AS BLOB) WHERE id = 7", NULL) == SQLITE_OK, "a BLOB");
 	r = t_text(db, "SELECT sync_digest('items')");
 	CHECK(r && before && strcmp(r, before) != 0, "'tea' as a BLOB is drift: %s", S(r));
 	sqlite3_free(r);

@@ -39,29 +39,45 @@ def fmix64(h):
     h = (h * 0xc4ceb9fe1a85ec53) & M64
     return h ^ (h >> 33)
 
+ROW_MULT = 0x9e3779b97f4a7c15
+
+def absorb(h, w):
+    """One 64-bit word into a row's hash: rotated left 31, multiplied."""
+    h ^= w
+    h = ((h << 31) | (h >> 33)) & M64
+    return (h * ROW_MULT) & M64
+
+def absorb_bytes(h, b):
+    """Bytes as little-endian words, the last padded with zero bytes."""
+    for i in range(0, len(b), 8):
+        h = absorb(h, int.from_bytes(b[i:i + 8], "little"))
+    return h
+
 def row_hash(key, values):
     """A row's contribution to a values digest (docs/protocol.md 8)."""
     import struct
-    h = fnv(0xcbf29ce484222325, canonical(key) + b"\n")
+    k = canonical(key)
+    h = absorb_bytes(absorb(0xcbf29ce484222325, len(k)), k)
     for v in values:
         if v is None:
-            h = fnv(h, b"\x00")
+            h = absorb(h, 0)
         elif isinstance(v, bool):
             raise ValueError("no booleans in SQLite")
         elif isinstance(v, int):
-            h = fnv(h, b"\x01" + struct.pack(">q", v))
+            h = absorb(absorb(h, 1), v & M64)
         elif isinstance(v, float):
-            h = fnv(h, b"\x02" + struct.pack(">d", 0.0 if v == 0 else v))
+            bits = struct.unpack("<Q", struct.pack("<d", 0.0 if v == 0 else v))[0]
+            h = absorb(absorb(h, 2), bits)
         elif isinstance(v, str):
             b = v.encode("utf-8")
-            h = fnv(h, b"\x03" + struct.pack(">I", len(b)) + b)
+            h = absorb_bytes(absorb(h, 3 | len(b) << 8), b)
         else:
-            h = fnv(h, b"\x04" + struct.pack(">I", len(v)) + bytes(v))
+            h = absorb_bytes(absorb(h, 4 | len(v) << 8), bytes(v))
     return fmix64(h)
 
 # Values digests: table (id INTEGER key, name TEXT, price REAL, photo BLOB, note TEXT)
 ROWS = [
-    (["7"], [7, "tea", 2.5, b"\x01\x02", None]),
+    (["7"], [7, "tea, green", 2.5, b"\x01\x02", None]),
     (["-3"], [-3, "\u00e9", -0.0, b"", "n"]),
 ]
 

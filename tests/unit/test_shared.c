@@ -109,7 +109,7 @@ static void
 test_row_hashes(void)
 {
 	ms_digest_value rows[2][5] = {
-		{{MS_DV_INTEGER, 7, 0, NULL, 0}, {MS_DV_TEXT, 0, 0, "tea", 3}, {MS_DV_REAL, 0, 2.5, NULL, 0},
+		{{MS_DV_INTEGER, 7, 0, NULL, 0}, {MS_DV_TEXT, 0, 0, "tea, green", 10}, {MS_DV_REAL, 0, 2.5, NULL, 0},
 		{MS_DV_BLOB, 0, 0, "\x01\x02", 2}, {MS_DV_NULL, 0, 0, NULL, 0}},
 		{{MS_DV_INTEGER, -3, 0, NULL, 0}, {MS_DV_TEXT, 0, 0, "\xc3\xa9", 2}, {MS_DV_REAL, 0, -0.0, NULL, 0},
 		{MS_DV_BLOB, 0, 0, "", 0}, {MS_DV_TEXT, 0, 0, "n", 1}},
@@ -155,6 +155,16 @@ test_row_hashes(void)
 
 		CHECK(ms_digest_row("1:1", 3, a, 2) != ms_digest_row("1:1", 3, b, 2), "a NULL in another column");
 		CHECK(ms_digest_row("1:1", 3, c, 2) != ms_digest_row("1:1", 3, d, 2), "bytes moved between columns");
+	}
+	{
+		/* a word at a time: the padding is no byte, and high bits of two words do not cancel */
+		ms_digest_value a = {MS_DV_BLOB, 0, 0, "a", 1};
+		ms_digest_value b = {MS_DV_BLOB, 0, 0, "a\0", 2};
+		ms_digest_value c = {MS_DV_BLOB, 0, 0, "0123456701234567", 16};
+		ms_digest_value d = {MS_DV_BLOB, 0, 0, "0123456\xb7" "0123456\xb7", 16};
+
+		CHECK(ms_digest_row("1:1", 3, &a, 1) != ms_digest_row("1:1", 3, &b, 1), "a zero byte is not padding");
+		CHECK(ms_digest_row("1:1", 3, &c, 1) != ms_digest_row("1:1", 3, &d, 1), "the top bits of two words");
 	}
 }
 

@@ -1,0 +1,269 @@
+/*
+** counted.c - the rows a digest counts (docs/protocol.md 8, 8.1): of a
+** table, each row not retired, whose key has no NULL part, and whose
+** canonical key is neither retired nor refused (_sync_retired,
+** _sync_refused); each given with its canonical key and, when asked, its
+** hash (src/shared ms_digest_row) over the columns that count.  The table
+** digest (digest.c) and range repair's answers (range.c) both walk them
+** here, so that both speak of the same rows.
+**
+** A digest reads every row of a table: SQLite reads each into the arguments
+** of _sync_counted, the walk's own function, which makes the key and hashes
+** the values where they are (no sqlite3_column_* call, each of which takes
+** the connection's mutex), into a buffer of the caller's that keeps them.
+*/
+#include "magic_sync_sqlite.h"
+
+SQLITE_EXTENSION_INIT3
+
+#include <string.h>
+
+#include "digest.h"
+#include "key.h"
+
+void *
+ms_counted_room(void *arr, size_t size, size_t n, size_t *cap)
+{
+	void	   *bigger;
+	size_t		ncap;
+
+	if (n < *cap)
+		return arr;
+	ncap = *cap ? *cap * 2 : 1024;
+	bigger = sqlite3_realloc64(arr, size * ncap);
+	if (bigger != NULL)
+		*cap = ncap;
+	return bigger;
+}
+
+/* the keys a digest leaves out (retired, refused), in canonical order */
+typedef struct excluded
+{
+	ms_buf		bytes;
+	size_t	   *ends;
+	size_t		n;
+} excluded;
+
+static int
+load_excluded(ms_ctx *c, const ms_tbl *t, excluded *ex)
+{
+	sqlite3_stmt *st = NULL;
+	size_t		cap = 0;
+	int			rc = ms_prepare(c, &st, "SELECT key FROM _sync_retired WHERE tbl = ?1"
+								" UNION SELECT key FROM _sync_refused WHERE tbl = ?1 ORDER BY 1");
+
+	memset(ex, 0, sizeof *ex);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
+	while ((rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		size_t	   *e = ms_counted_room(ex->ends, sizeof(size_t), ex->n, &cap);
+
+		if (e == NULL)
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		ex->ends = e;
+		ms_buf_add(&ex->bytes, sqlite3_column_blob(st, 0), (size_t) sqlite3_column_bytes(st, 0));
+		ex->ends[ex->n++] = ex->bytes.len;
+	}
+	if (rc == SQLITE_DONE)
+		rc = ex->bytes.oom ? SQLITE_NOMEM : SQLITE_OK;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static bool
+is_excluded(const excluded *ex, const char *key, size_t len)
+{
+	size_t		lo = 0,
+				hi = ex->n;
+
+	while (lo < hi)
+	{
+		size_t		mid = lo + (hi - lo) / 2;
+		size_t		start = mid ? ex->ends[mid - 1] : 0;
+		int			cmp = ms_key_cmp(ex->bytes.data + start, ex->ends[mid] - start, key, len);
+
+		if (cmp == 0)
+			return true;
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+bool
+ms_digest_counted(const ms_tbl *t, int i)
+{
+	return !t->cols[i].retired && !(t->cols[i].owned && !t->cols[i].key);
+}
+
+/* one walk: what its rows are checked against, and where they go */
+typedef struct walk
+{
+	const ms_tbl *t;
+	excluded	ex;
+	ms_buf	   *keys;			/* where each key is written: kept (the caller's) or not */
+	bool		keep;
+	bool		values;
+	ms_counted_row row;
+	void	   *arg;
+	int			rc;				/* the first error row gave */
+} walk;
+
+#define WALK_POINTER "magic_sync counted walk"
+
+/*
+ * _sync_counted(walk, key parts..., values...): one row of the walk bound
+ * as its first argument (sqlite3_bind_pointer: no SQL can make one), read
+ * by SQLite into its arguments -- no sqlite3_column_* call, each of which
+ * takes the connection's mutex, and no copy.  Called by the host: NULL.
+ */
+static void
+counted_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	walk	   *w = argc > 0 ? sqlite3_value_pointer(argv[0], WALK_POINTER) : NULL;
+	const ms_tbl *t;
+	ms_buf	   *keys;
+	size_t		start;
+	uint64_t	h = 0;
+
+	if (w == NULL || w->rc != SQLITE_OK)
+		return;
+	t = w->t;
+	keys = w->keys;
+	start = keys->len;
+	if (argc < 1 + t->nkey)
+		return;
+	for (int k = 0; k < t->nkey; k++)
+	{
+		sqlite3_value *v = argv[1 + k];
+
+		switch (sqlite3_value_type(v))
+		{
+			case SQLITE_INTEGER:
+				ms_key_append_int(keys, sqlite3_value_int64(v));
+				break;
+			case SQLITE_NULL:
+				keys->len = start;
+				return;			/* a NULL key part names no row the server knows */
+			default:
+				{
+					const char *p = (const char *) sqlite3_value_text(v);
+
+					ms_key_append(keys, p ? p : "", (size_t) sqlite3_value_bytes(v));
+				}
+		}
+	}
+	if (keys->oom)
+		w->rc = SQLITE_NOMEM;
+	else if (w->ex.n > 0 && is_excluded(&w->ex, keys->data + start, keys->len - start))
+	{
+		keys->len = start;
+		return;
+	}
+	if (w->rc == SQLITE_OK && w->values)
+	{
+		h = ms_digest_row_begin(keys->data + start, keys->len - start);
+		for (int i = 1 + t->nkey; i < argc; i++)
+		{
+			sqlite3_value *sv = argv[i];
+			ms_digest_value v = {MS_DV_NULL, 0, 0, NULL, 0};
+
+			switch (sqlite3_value_type(sv))
+			{
+				case SQLITE_INTEGER:
+					v.tag = MS_DV_INTEGER;
+					v.i = sqlite3_value_int64(sv);
+					break;
+				case SQLITE_FLOAT:
+					v.tag = MS_DV_REAL;
+					v.d = sqlite3_value_double(sv);
+					break;
+				case SQLITE_TEXT:
+					v.tag = MS_DV_TEXT;
+					v.p = sqlite3_value_text(sv);
+					v.n = (size_t) sqlite3_value_bytes(sv);
+					break;
+				case SQLITE_BLOB:
+					v.tag = MS_DV_BLOB;
+					v.p = sqlite3_value_blob(sv);
+					v.n = (size_t) sqlite3_value_bytes(sv);
+					break;
+				default:
+					break;
+			}
+			h = ms_digest_row_value(h, &v);
+		}
+		h = ms_digest_row_end(h);
+	}
+	if (w->rc == SQLITE_OK)
+		w->rc = w->row(w->arg, keys->data + start, keys->len - start, h);
+	if (!w->keep)
+		keys->len = start;
+	if (w->rc != SQLITE_OK)
+		sqlite3_result_error_code(ctx, w->rc);
+}
+
+int
+ms_counted_register(sqlite3 *db)
+{
+	return sqlite3_create_function(db, "_sync_counted", -1, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+								   NULL, counted_func, NULL, NULL);
+}
+
+int
+ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_buf *keys, ms_counted_row row, void *arg)
+{
+	walk		w = {0};
+	ms_buf		own = {0};
+	ms_buf		vcols = {0};
+	sqlite3_stmt *st = NULL;
+	const char *order = (flags & MS_COUNTED_ORDERED) ? " ORDER BY " : "";
+	int			rc;
+
+	w.t = t;
+	w.values = (flags & MS_COUNTED_VALUES) != 0;
+	w.row = row;
+	w.arg = arg;
+	w.keys = keys != NULL ? keys : &own;
+	w.keep = keys != NULL;
+	rc = load_excluded(c, t, &w.ex);
+	for (int i = 0; w.values && i < t->ncols; i++)
+		if (ms_digest_counted(t, i))
+			ms_buf_printf(&vcols, ", %s", t->cols[i].q);
+	ms_buf_byte(&vcols, '\0');
+	if (rc == SQLITE_OK && vcols.oom)
+		rc = SQLITE_NOMEM;
+	if (rc == SQLITE_OK)
+	{
+		if (t->retired >= 0)
+			rc = ms_prepare(c, &st, "SELECT _sync_counted(?1, %s%s) FROM %s WHERE %s IS NULL%s%s", t->keycols,
+							vcols.data, t->q, t->cols[t->retired].q, order, *order ? t->keycols : "");
+		else
+			rc = ms_prepare(c, &st, "SELECT _sync_counted(?1, %s%s) FROM %s%s%s", t->keycols, vcols.data, t->q,
+							order, *order ? t->keycols : "");
+	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_pointer(st, 1, &w, WALK_POINTER, NULL);
+	while (rc == SQLITE_OK)
+	{
+		int			step = sqlite3_step(st);
+
+		if (step == SQLITE_DONE)
+			break;
+		if (step != SQLITE_ROW)
+			rc = w.rc != SQLITE_OK ? w.rc : ms_dberr(c, step);
+	}
+	sqlite3_finalize(st);
+	sqlite3_free(w.ex.ends);
+	ms_buf_free(&w.ex.bytes);
+	ms_buf_free(&vcols);
+	ms_buf_free(&own);
+	return rc;
+}
