@@ -4,6 +4,7 @@
 #   make sqlite-test    the replica extension: C suite, then SQL through sqlite3
 #   make bench-replica  the replica's benchmark (ratios against plain SQLite)
 #   make bench-replica-schema  a snapshot of many tables or columns: its growth
+#   make bench-apply-fixed  the agent's calls a message, against plain upserts
 #   make installcheck   pg_regress and isolation specs (PGXS), against a running server
 #   make test           scripts/test, every suite;  make demo: scripts/demo
 #   make check-long     the long walk: the oracle walk, the storm for
@@ -36,12 +37,14 @@ build/agent_san: $(patsubst %.c,build/san/%.o,$(AGENT_SRCS) $(SQLITE_SRCS) $(REP
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -L$(shell $(PG_CONFIG) --libdir) -lpq -lsqlite3 $(SQLITE_LIBS)
 build/bench_replica_apply: $(addprefix build/rel/,bench/replica_apply.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
+build/bench_apply_fixed: $(addprefix build/rel/,bench/apply_fixed.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
+	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 build/bench_replica_schema: $(addprefix build/rel/,bench/replica_schema.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 
 EXTRA_CLEAN += results regression.diffs regression.out tests/isolation/output_iso
 
-.PHONY: test unit-test sqlite-test demo bench-replica bench-replica-schema check-long
+.PHONY: test unit-test sqlite-test demo bench-replica bench-replica-schema bench-apply-fixed check-long
 unit-test: build/test_shared
 	build/test_shared
 sqlite-test: build/test_sqlite magic_sync_sqlite.so
@@ -51,6 +54,8 @@ bench-replica: build/bench_replica_apply
 	build/bench_replica_apply
 bench-replica-schema: build/bench_replica_schema
 	build/bench_replica_schema
+bench-apply-fixed: build/bench_apply_fixed
+	build/bench_apply_fixed
 test:
 	scripts/test
 demo:

@@ -345,7 +345,9 @@ static int
 schema_check(ms_ctx *c, ms_schema *s)
 {
 	sqlite3_stmt *st = NULL;
-	int			rc = ms_prepare(c, &st, "SELECT name FROM pragma_table_info(?1)");
+	/* columns looked up in the schema SQLite holds, without a statement (ms_has_column says why) */
+	bool		direct = sqlite3_api->table_column_metadata != NULL;
+	int			rc = direct ? SQLITE_OK : ms_prepare(c, &st, "SELECT name FROM pragma_table_info(?1)");
 	const char **have = NULL;
 	int			cap = 0;
 
@@ -373,6 +375,25 @@ schema_check(ms_ctx *c, ms_schema *s)
 				rc = SQLITE_NOMEM;
 			continue;
 		}
+		for (int k = 0; direct && k < t->ncols; k++)
+		{
+			int			r = sqlite3_table_column_metadata(c->db, NULL, t->name, t->cols[k].name,
+														  NULL, NULL, NULL, NULL, NULL);
+
+			if (r == SQLITE_OK)
+				present++;
+			else if (r != SQLITE_ERROR)
+			{
+				rc = ms_dberr(c, r);
+				break;
+			}
+			else if (missing < 0)
+				missing = k;
+		}
+		if (rc != SQLITE_OK)
+			break;
+		if (direct)
+			goto checked;
 		sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
 		while ((rc = ms_step(c, st)) == SQLITE_ROW)
 		{
@@ -408,6 +429,7 @@ schema_check(ms_ctx *c, ms_schema *s)
 			else if (missing < 0)
 				missing = k;
 		}
+checked:
 		t->absent = present == 0;
 		if (present == 0)
 			t->broken = ms_printf(&c->arena, "table \"%s\" is not in the file", t->name);

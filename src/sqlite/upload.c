@@ -288,9 +288,13 @@ aside_of(uploader *u, sqlite3_stmt *st, Sync__Backlog *b, ms_buf *fingerprint)
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* backlog: every table's, into the upload (with_aside: and why rows are set aside); fingerprint: what it says */
+/*
+ * backlog: every table's, into the upload (with_aside: and why rows are set
+ * aside); fingerprint: what it says; *noteless: the replica has no note at
+ * all (none unsent, unfiled, set aside or waiting)
+ */
 static int
-backlog(uploader *u, ms_buf *fingerprint, bool with_aside)
+backlog(uploader *u, ms_buf *fingerprint, bool with_aside, bool *noteless)
 {
 	ms_ctx	   *c = u->c;
 	sqlite3_stmt *st;
@@ -302,6 +306,7 @@ backlog(uploader *u, ms_buf *fingerprint, bool with_aside)
 		rc = ms_prepare(c, &aside, "%s", aside_sql);
 
 	u->up.n_backlog = 0;
+	*noteless = true;
 	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
 	{
 		Sync__Backlog *b = ms_alloc(&c->arena, sizeof(Sync__Backlog));
@@ -321,6 +326,8 @@ backlog(uploader *u, ms_buf *fingerprint, bool with_aside)
 		b->unfiled = (uint64_t) sqlite3_column_int64(st, 2);
 		b->set_aside = (uint64_t) sqlite3_column_int64(st, 3);
 		b->refused = (uint64_t) sqlite3_column_int64(st, 4);
+		if (b->unsent > 0 || b->unfiled > 0 || b->set_aside > 0 || sqlite3_column_int64(st, 5) > 0)
+			*noteless = false;
 		u->up.backlog = ms_up_grow(c, u->up.backlog, sizeof(Sync__Backlog *), u->up.n_backlog, &cap);
 		if (b->table == NULL || u->up.backlog == NULL)
 		{
@@ -529,7 +536,18 @@ gather(uploader *u, ms_buf *fp, bool *with_digests)
 	table_rows *trs = NULL;
 	size_t		without;
 	size_t		cap = 0;
-	int			rc = u->first ? backlog(u, fp, false) : SQLITE_OK;
+	size_t		fp_from = fp->len;
+	bool		noteless = false;
+	int			rc = u->first ? backlog(u, fp, false, &noteless) : SQLITE_OK;
+	ms_buf		said = {0};
+
+	/* what the backlog said, for when nothing can have moved it (below) */
+	if (rc == SQLITE_OK && u->first && noteless && fp->len > fp_from)
+	{
+		ms_buf_add(&said, fp->data + fp_from, fp->len - fp_from);
+		if (said.oom)
+			rc = SQLITE_NOMEM;
+	}
 
 	*with_digests = false;
 	if (rc == SQLITE_OK)
@@ -589,8 +607,21 @@ gather(uploader *u, ms_buf *fp, bool *with_digests)
 			ms_buf_hex(fp, s->epoch, MS_EPOCH_BYTES);
 		/* a new build is news: the server tries again what the old one refused */
 		ms_buf_printf(fp, " %s ", u->build);
-		rc = backlog(u, fp, true);
+		/*
+		 * With no note at all and no row carried, the walk changed no note:
+		 * the backlog is the one read above, with nothing set aside to say
+		 * why of (an acknowledgement's upload, each message applied)
+		 */
+		if (noteless && u->up.n_rows == 0)
+		{
+			ms_buf_add(fp, said.data, said.len);
+			if (fp->oom)
+				rc = SQLITE_NOMEM;
+		}
+		else
+			rc = backlog(u, fp, true, &noteless);
 	}
+	ms_buf_free(&said);
 	/*
 	 * why rows are set aside goes where it fits (the rows were fitted without
 	 * it): when it does not, the upload says without, and the next says again

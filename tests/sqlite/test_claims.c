@@ -357,6 +357,56 @@ old_file(void)
 	sqlite3_close(db);
 }
 
+/*
+ * what another connection changed in the file's schema is seen by this
+ * one's next call: the replica reads its tables' columns from the schema
+ * SQLite holds (util.c, schema.c), never from one older than the file's
+ */
+static void
+other_connection(void)
+{
+	const char *path = "/tmp/ms_test_claims_other.db";
+	tm_server	s;
+	tm_msg		begin,
+				end;
+	sqlite3    *db;
+	sqlite3    *other;
+	char	   *r;
+
+	remove(path);
+	db = t_open(path);
+	tm_server_init(&s, 0x20, 0x10);
+	tm_shop_snapshot(&s, &begin, &end);
+	tm_apply(db, begin);
+	r = tm_apply(db, end);
+	CHECK(t_has(r, "\"snapshot\":\"end\""), "the snapshot ends: %s %s", S(r), tm_error());
+	r = t_text(db, "SELECT sync_status()");
+	CHECK(t_has(r, "\"applied\":2") && t_has(r, "\"tables\":4"), "its status, read once: %s", S(r));
+	sqlite3_free(r);
+	r = t_text(db, "SELECT sync_progress() ->> '$.customers.not_held'");
+	CHECK(r == NULL, "customers is held: %s", S(r));
+	sqlite3_free(r);
+
+	other = t_open(path);
+	CHECK(t_exec(other, "ALTER TABLE _sync_state DROP COLUMN generation", NULL) == SQLITE_OK &&
+		  t_exec(other, "DROP TABLE customers", NULL) == SQLITE_OK,
+		  "another connection drops a column of the state and a table");
+	r = t_text(db, "SELECT sync_status()");
+	CHECK(t_has(r, "\"applied\":2") && t_has(r, "\"generation\":0"),
+		  "the state reads without the column: %s", S(r));
+	sqlite3_free(r);
+	r = t_text(db, "SELECT sync_progress() ->> '$.customers.not_held'");
+	CHECK(t_has(r, "customers"), "the table is not held: %s", S(r));
+	sqlite3_free(r);
+	r = tm_apply(db, renamed(&s, "1", "next", 50));
+	CHECK(t_has(r, "\"result\":\"applied\""), "a message applies: %s %s", S(r), tm_error());
+	CHECK(t_int(db, "SELECT generation FROM _sync_state") == 50, "the column made again, the file follows it");
+	CHECK(t_int(other, "SELECT generation FROM _sync_state") == 50, "as the other connection sees");
+	sqlite3_close(other);
+	sqlite3_close(db);
+	remove(path);
+}
+
 void
 test_claims(void)
 {
@@ -368,4 +418,5 @@ test_claims(void)
 	tampered_number();
 	tampered_config();
 	old_file();
+	other_connection();
 }

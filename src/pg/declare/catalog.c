@@ -455,6 +455,35 @@ ms_key_match(const ms_table *t, const char *alias, const char *keyexpr)
 }
 
 char *
+ms_key_parts_out(const ms_table *t, const char *keyexpr)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int k = 0; k < t->nkey; k++)
+		appendStringInfo(&buf, ", %s AS kp%d", ms_key_part(&t->columns[t->key[k]], keyexpr, k + 1), k + 1);
+	return buf.data;
+}
+
+char *
+ms_key_match_parts(const ms_table *t, const char *alias, const char *parts)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '(');
+	for (int k = 0; k < t->nkey; k++)
+	{
+		const ms_column *c = &t->columns[t->key[k]];
+
+		appendStringInfo(&buf, "%s%s.%s %s %s.kp%d", k > 0 ? " AND " : "", alias, c->quoted,
+						 ms_eq_operator(c->type), parts, k + 1);
+	}
+	appendStringInfoChar(&buf, ')');
+	return buf.data;
+}
+
+char *
 ms_key_part(const ms_column *c, const char *keyexpr, int i)
 {
 	/* the cast keeps the key's "C": the column's own collation, said explicitly, wins */

@@ -80,6 +80,18 @@ extern char *ms_key_expr(const ms_table *t, const char *alias);
 extern char *ms_key_match(const ms_table *t, const char *alias, const char *keyexpr);
 
 /*
+ * ms_key_parts_out / ms_key_match_parts: the same match in two halves, for
+ * a key read in a subquery: its parts as values of the key columns, listed
+ * as output columns ("..., (sync.key_parts(s.key))[1]::int AS kp1"), and
+ * alias's key columns compared with them ("t.a = k.kp1 AND ...").  Each part
+ * is then computed once per key, not once per row compared with it: a
+ * small table the planner reads whole otherwise parses the key again for
+ * every row it reads.
+ */
+extern char *ms_key_parts_out(const ms_table *t, const char *keyexpr);
+extern char *ms_key_match_parts(const ms_table *t, const char *alias, const char *parts);
+
+/*
  * ms_key_part: part i (from 1) of the canonical key in keyexpr as a value of
  * column c: of its type, under its collation, so that c's own index serves a
  * comparison with it (a key is text COLLATE "C", which a column under

@@ -76,14 +76,16 @@ ms_fast_find(ms_pass *p)
 		/* the row itself, read as its table's owner */
 		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_fast (tab, key, note)"
-							" SELECT c.tab, c.key, c.note FROM pg_temp.ms_pending c"
-							/* OFFSET 0: a test of each row by its key, never a semi-join over the table */
-							" WHERE c.tab = $1 AND EXISTS (SELECT FROM %s x WHERE %s OFFSET 0)"
-							"   AND NOT c.moved"
+							/* the key's parts computed once a row (OFFSET 0), not once a row of a small table read whole */
+							" SELECT c.tab, c.key, c.note FROM (SELECT c.tab, c.key, c.note%s FROM pg_temp.ms_pending c"
+							"   WHERE c.tab = $1 AND NOT c.moved"
 							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_blocked b WHERE b.tab = c.tab AND b.key = c.key)"
 							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_released b WHERE b.tab = c.tab AND b.key = c.key)"
-							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_unplanned b WHERE b.tab = c.tab AND b.key = c.key)",
-							t->qualified, ms_key_match(t, "x", "c.key")),
+							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_unplanned b WHERE b.tab = c.tab AND b.key = c.key)"
+							"   OFFSET 0) c"
+							/* OFFSET 0: a test of each row by its key, never a semi-join over the table */
+							" WHERE EXISTS (SELECT FROM %s x WHERE %s OFFSET 0)",
+							ms_key_parts_out(t, "c.key"), t->qualified, ms_key_match_parts(t, "x", "c")),
 				1, types, values, NULL, 0);
 		ms_owner_end(&as);
 		n += SPI_processed;
@@ -114,7 +116,12 @@ ms_fast_find(ms_pass *p)
 void
 ms_fast_send(ms_pass *p)
 {
-	bool		by_row = 2 * p->replicas_around >= p->replicas_all;
+	/*
+	 * One replica around: one descent of held_pkey a row, as held_row's
+	 * would be, without the hash by replica and the holders counted per row
+	 * that the lookup by row needs for many
+	 */
+	bool		by_row = p->replicas_around > 1 && 2 * p->replicas_around >= p->replicas_all;
 	bool		planned;
 	const char *conflict;
 

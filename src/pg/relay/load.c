@@ -233,21 +233,22 @@ load_query(ms_table *t, bool limited, bool one_replica)
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT k.key, k.replicas, k.replacing, %s", payload(t));
 	/* one replica planned: a row of ms_send per key, nothing to group */
+	/* the key's parts computed once a key (kp1, ...), not once a row of a table read whole */
 	if (one_replica)
 		appendStringInfo(&sql,
 						 " FROM (SELECT s.key, ARRAY[s.replica] AS replicas,"
-						 " CASE WHEN s.replace THEN ARRAY[s.replica] END AS replacing FROM pg_temp.ms_send s"
+						 " CASE WHEN s.replace THEN ARRAY[s.replica] END AS replacing%s FROM pg_temp.ms_send s"
 						 " WHERE s.tab = $1 AND s.key > $2 ORDER BY s.key%s) k",
-						 limited ? " LIMIT $3" : "");
+						 ms_key_parts_out(t, "s.key"), limited ? " LIMIT $3" : "");
 	else
 		appendStringInfo(&sql,
 						 " FROM (SELECT s.key, array_agg(s.replica) AS replicas,"
-						 " array_agg(s.replica) FILTER (WHERE s.replace) AS replacing FROM pg_temp.ms_send s"
+						 " array_agg(s.replica) FILTER (WHERE s.replace) AS replacing%s FROM pg_temp.ms_send s"
 						 " WHERE s.tab = $1 AND s.key > $2 GROUP BY s.key ORDER BY s.key%s) k",
-						 limited ? " LIMIT $3" : "");
+						 ms_key_parts_out(t, "s.key"), limited ? " LIMIT $3" : "");
 	/* the mirrored columns only, looked up by key in key order: no hash, no sort */
 	appendStringInfo(&sql, " CROSS JOIN LATERAL (SELECT %s FROM %s t WHERE %s OFFSET 0) r",
-					 columns_of(t, "t", true), t->qualified, ms_key_match(t, "t", "k.key"));
+					 columns_of(t, "t", true), t->qualified, ms_key_match_parts(t, "t", "k"));
 	appendStringInfoString(&sql, " ORDER BY k.key");
 	return sql.data;
 }
