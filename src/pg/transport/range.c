@@ -585,8 +585,8 @@ ms_range_answers(ms_filing *f, Sync__Up *up)
 		for (size_t i = 0; i < nb; i++)
 			buckets[i] = (uint64) DatumGetInt64(elems[i]);
 		SPI_freetuptable(SPI_tuptable);
-		/* an answer to another question, or of another depth: not ours */
-		if ((int64) a->round != round || a->depth != depth + split)
+		/* an answer to another question, of another depth, or of values to one of keys: not ours */
+		if ((int64) a->round != round || a->depth != depth + split || (a->values && !of_values))
 			continue;
 		if (!caught_up)
 		{

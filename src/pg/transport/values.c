@@ -218,10 +218,14 @@ ms_values_repairing(ms_filing *f)
 	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
 	bool		isnull;
 
-	/* by held_refused: the rows the replica refused or are sent again, few */
+	/*
+	 * by held_refused: the rows the replica refused or are sent again, few;
+	 * not read-only, so that rows range repair marked in this very filing
+	 * (range.c, before the digests) are seen
+	 */
 	ms_spi_check_one(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.held WHERE replica = $1 AND refused IS NOT NULL"
 										   "   AND refused = " REPAIR_REASON " AND taken IS NULL)",
-										   1, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read the rows held as refused");
+										   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read the rows held as refused");
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
