@@ -1306,6 +1306,7 @@ CREATE TABLE sync.ranges (
 	depth			int NOT NULL,				-- of the buckets asked about
 	split			int NOT NULL,				-- 0: their rows; -1: the whole table matched
 	buckets			bigint[] NOT NULL,			-- ascending, as unsigned
+	of_values		boolean NOT NULL DEFAULT false,	-- of the rows' values hashes: a values digest narrowed
 	asked_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (replica, tab)
 );

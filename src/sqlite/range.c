@@ -11,7 +11,9 @@
 ** covers the rows the table digest counts (counted.c): retired and refused
 ** rows are left out.  Per row, its
 ** bucket is the top bits of FNV-1a of its canonical key, its hash
-** ms_range_row (src/shared/range.h): no sort, no collation.
+** ms_range_row (src/shared/range.h): no sort, no collation.  An ask of
+** values (RangeAsk.values) is answered with each row's values hash instead,
+** the one its values digest sums (counted.c, MS_COUNTED_VALUES).
 **
 ** What the server sends is untrusted: depth, split and the buckets are
 ** bounded before anything is kept; an ask of a table the replica does not
@@ -30,8 +32,17 @@ SQLITE_EXTENSION_INIT3
 static int
 ensure(ms_ctx *c)
 {
-	return ms_exec(c, "CREATE TABLE IF NOT EXISTS _sync_range_asks (tbl TEXT PRIMARY KEY, round INTEGER NOT NULL,"
-				   " depth INTEGER NOT NULL, split INTEGER NOT NULL, buckets BLOB NOT NULL)");
+	bool		has = false;
+	int			rc = ms_exec(c, "CREATE TABLE IF NOT EXISTS _sync_range_asks (tbl TEXT PRIMARY KEY, round INTEGER NOT NULL,"
+							 " depth INTEGER NOT NULL, split INTEGER NOT NULL, buckets BLOB NOT NULL,"
+							 " vals INTEGER NOT NULL DEFAULT 0)");
+
+	if (rc == SQLITE_OK)
+		rc = ms_has_column(c, "_sync_range_asks", "vals", &has);
+	/* a file from before values asks: its asks were of keys */
+	if (rc == SQLITE_OK && !has)
+		rc = ms_exec(c, "ALTER TABLE _sync_range_asks ADD COLUMN vals INTEGER NOT NULL DEFAULT 0");
+	return rc;
 }
 
 static int
@@ -53,7 +64,8 @@ ms_range_asked(ms_ctx *c, const Sync__Filed *f)
 		return SQLITE_OK;
 	rc = ensure(c);
 	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "INSERT OR REPLACE INTO _sync_range_asks VALUES (?1, ?2, ?3, ?4, ?5)");
+		rc = ms_prepare(c, &st, "INSERT OR REPLACE INTO _sync_range_asks (tbl, round, depth, split, buckets, vals)"
+						" VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
 	for (size_t i = 0; i < f->n_ranges && rc == SQLITE_OK; i++)
 	{
 		Sync__RangeAsk *a = f->ranges[i];
@@ -78,6 +90,7 @@ ms_range_asked(ms_ctx *c, const Sync__Filed *f)
 		sqlite3_bind_int(st, 3, (int) a->depth);
 		sqlite3_bind_int(st, 4, (int) a->split);
 		sqlite3_bind_blob(st, 5, b, (int) (sizeof(uint64_t) * a->n_buckets), SQLITE_TRANSIENT);
+		sqlite3_bind_int(st, 6, a->values ? 1 : 0);
 		rc = ms_done(c, st);
 		sqlite3_reset(st);
 		sqlite3_free(b);
@@ -114,6 +127,7 @@ typedef struct answering
 	size_t		nsums;
 	size_t		capsums;
 	size_t		capkeys;
+	bool		values;			/* each row's hash its values hash (the walk's), not its key's */
 	Sync__RangeAnswer *ans;		/* split 0: the rows themselves */
 } answering;
 
@@ -124,8 +138,8 @@ answer_row(void *arg, const char *key, size_t len, uint64_t hash)
 	ms_ctx	   *c = a->c;
 	Sync__RangeAnswer *ans = a->ans;
 	uint64_t	h = ms_range_key_hash(key, len);
+	uint64_t	row = a->values ? hash : ms_range_row(key, len);
 
-	(void) hash;
 	if (a->nb > 0 && !ms_range_member(a->b, a->nb, ms_range_bucket(h, a->depth)))
 		return SQLITE_OK;
 	if (a->split > 0)
@@ -137,7 +151,7 @@ answer_row(void *arg, const char *key, size_t len, uint64_t hash)
 		a->sums = s;
 		a->sums[a->nsums].bucket = ms_range_bucket(h, a->depth + a->split);
 		a->sums[a->nsums].count = 1;
-		a->sums[a->nsums++].sum = ms_range_row(key, len);
+		a->sums[a->nsums++].sum = row;
 	}
 	else
 	{
@@ -168,7 +182,7 @@ answer_row(void *arg, const char *key, size_t len, uint64_t hash)
 			memcpy(parts[k], p, n);
 		}
 		ans->keys[ans->n_keys++] = kp;
-		ans->hashes[ans->n_hashes++] = ms_range_row(key, len);
+		ans->hashes[ans->n_hashes++] = row;
 	}
 	return SQLITE_OK;
 }
@@ -187,6 +201,8 @@ answer(ms_ctx *c, const ms_tbl *t, sqlite3_stmt *ask, Sync__RangeAnswer *ans)
 	a.depth = (unsigned) sqlite3_column_int(ask, 2);
 	a.split = (unsigned) sqlite3_column_int(ask, 3);
 	a.nb = (size_t) sqlite3_column_bytes(ask, 4) / sizeof(uint64_t);
+	a.values = sqlite3_column_int(ask, 5) != 0;
+	ans->values = a.values;
 	ans->round = (uint64_t) sqlite3_column_int64(ask, 1);
 	ans->depth = a.depth + a.split;
 	if (a.nb > 0 && (b = sqlite3_malloc64(sizeof(uint64_t) * a.nb)) == NULL)
@@ -194,7 +210,7 @@ answer(ms_ctx *c, const ms_tbl *t, sqlite3_stmt *ask, Sync__RangeAnswer *ans)
 	if (a.nb > 0)
 		memcpy(b, sqlite3_column_blob(ask, 4), sizeof(uint64_t) * a.nb);
 	a.b = b;
-	rc = ms_counted_walk(c, t, 0, NULL, answer_row, &a);
+	rc = ms_counted_walk(c, t, a.values ? MS_COUNTED_VALUES : 0, NULL, answer_row, &a);
 	if (rc == SQLITE_OK && a.split > 0)
 	{
 		size_t		nsums = ms_range_aggregate(a.sums, a.nsums);
@@ -227,10 +243,16 @@ ms_range_answers(ms_ctx *c, Sync__Up *up)
 
 	sqlite3_stmt *pending = NULL;
 	sqlite3_stmt *answered = NULL;
+	bool		vals = false;
 
 	up->range_repair = 1;
+	/* asks kept by a build before values asks: of keys (the column made by the next ask) */
+	rc = ms_has_column(c, "_sync_range_asks", "vals", &vals);
+	if (rc != SQLITE_OK)
+		return rc;
 	/* none asked yet: no table (made by the first ask, never by an upload) */
-	if (sqlite3_prepare_v2(c->db, "SELECT tbl, round, depth, split, buckets FROM _sync_range_asks ORDER BY tbl",
+	if (sqlite3_prepare_v2(c->db, vals ? "SELECT tbl, round, depth, split, buckets, vals FROM _sync_range_asks ORDER BY tbl" :
+						   "SELECT tbl, round, depth, split, buckets, 0 FROM _sync_range_asks ORDER BY tbl",
 						   -1, &st, NULL) != SQLITE_OK)
 	{
 		sqlite3_finalize(st);

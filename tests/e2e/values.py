@@ -1,21 +1,26 @@
 #!/usr/bin/python3
 """values.py - a value that drifted in a replica's file is caught by its
-next digest and repaired by sending the table's rows again (issue 40,
-"Value digests"; docs/protocol.md 8).
+next digest and repaired by sending the rows whose values differ, found by
+range repair of values hashes (issue 40, "Value digests", "Repair by
+range"; docs/protocol.md 8, 8.1).
 
   - A replica's digest covers each row's values (json and proto codecs, every
     kind of value: numeric, timestamptz, jsonb, bytea, real, boolean, NULL),
     and the server computes the same: the first digests match.
   - A value written in the file behind the replica's back (no note) is
-    caught by the next digest ("values differ"), and the table's rows go to
-    it again as upserts, by the path a refused row takes: after one more
-    round the file holds the server's value again, and the digests match.
-    Nothing is provisioned again: no snapshot.
+    caught by the next digest, narrowed down by ranges of values hashes
+    (RangeAsk.values), and only the rows whose values differ go to it again
+    as upserts, by the path a refused row takes (one row of 20, where a
+    whole-table repair sent 20): after one more round the file holds the
+    server's value again, and the digests match.  No snapshot.
   - A column the replica owns is its own: its value counts in no digest. A
     row it wrote and has not sent yet keeps its write through a repair of
     its table: the repair is an upsert, which leaves the columns it owns.
   - An upload of a replica before values digests (keys only) is compared by
     keys, as before; a values digest of another length than 8 bytes is refused.
+  - A replica before values range answers (RangeAnswer without values)
+    answering a values question: its table's rows all go again, as before.
+    A file whose table of asks is from before values asks gains the column.
 
 Run by tests/e2e/run (inside pg_virtualenv)."""
 import json
@@ -82,6 +87,28 @@ def behind_its_back(table, sql):
         r.q(made)
 
 
+def refused(table):
+    """the rows of table marked to go again to the replica"""
+    return srv.one("SELECT count(*) FROM sync.refused_rows x JOIN sync.tables t ON t.id = x.tab"
+                   " WHERE x.replica = %s AND t.name = %s", (S1, table))
+
+
+def narrow(table, rounds=6):
+    """digests due, then uploads (the answers) until rows of table are marked to go again:
+    what the first filing said of the digests, and how many rows are marked"""
+    first = digest_round()
+    for _ in range(rounds):
+        if refused(table) > 0:
+            break
+        srv.relay()
+        r.pull_apply()
+        # digests in every upload too: the one that carries the rows' answer must not take
+        # the rows marked in its own filing for a difference of keys
+        r.q("UPDATE _sync_state SET digest_due = 1 WHERE id = 1")
+        r.upload()
+    return first, refused(table)
+
+
 def no_snapshot():
     check("nothing is provisioned again", srv.one(
         "SELECT provision OR snapshot_number IS DISTINCT FROM %s FROM sync.replicas WHERE id = %s", (snapshot, S1)), False)
@@ -98,13 +125,15 @@ behind_its_back("products", "UPDATE products SET price = '99.99' WHERE id = 7")
 check("the drift left no note: nothing of it goes up", r.one("SELECT count(*) FROM _sync_notes"), 0)
 check("its keys still agree", {t: (v["count"], v["fnv"]) for t, v in r.digest().items()} ==
       {t: (v["count"], v["fnv"]) for t, v in d.items()}, True)
-check("the next digest catches it", digest_round(), "values differ: rows sent again")
-check("the table's rows go to it again, as refused rows do", srv.one(
-    "SELECT count(*) FROM sync.refused_rows x JOIN sync.tables t ON t.id = x.tab"
-    " WHERE x.replica = %s AND t.name = 'products' AND x.due <= now()", (S1,)), 20)
+check("the next digest catches it, narrowed down by ranges; only that row goes again, as refused rows do",
+      narrow("products"), ("differ: narrowed down by ranges", 1))
+check("the row marked is the drifted one", srv.one(
+    "SELECT x.key FROM sync.refused_rows x JOIN sync.tables t ON t.id = x.tab"
+    " WHERE x.replica = %s AND t.name = 'products' AND x.due <= now()", (S1,)), "1:7")
 settle(srv, [r])
 check("the file holds the server's price again", r.one("SELECT price FROM products WHERE id = 7"), before)
 check("and the digests match again", digest_round(), "match")
+check("no question stays open, of values or keys", srv.one("SELECT count(*) FROM sync.ranges"), 0)
 check("the rows sent again are held, refused no more", srv.one(
     "SELECT count(*) FROM sync.held WHERE replica = %s AND refused IS NOT NULL", (S1,)), 0)
 no_snapshot()
@@ -112,7 +141,8 @@ no_snapshot()
 # ---- proto: a blob and a real drifted, a NULL filled -----------------------
 behind_its_back("items", "UPDATE items SET photo = x'ffff', weight = 0.5 WHERE id = 3")
 behind_its_back("items", "UPDATE items SET n = 1 WHERE id = 6")
-check("proto: the next digest catches it", digest_round(), "values differ: rows sent again")
+check("proto: the next digest catches it; the two rows alone go again", narrow("items"),
+      ("differ: narrowed down by ranges", 2))
 settle(srv, [r])
 check("proto: the file holds the server's rows again", r.q("SELECT hex(photo), n FROM items WHERE id IN (3, 6) ORDER BY id"),
       [("0003", None), ("0006", None)])
@@ -125,7 +155,7 @@ settle(srv, [r])
 check("its count went up", srv.one("SELECT counted FROM shelves WHERE id = 1"), 12)
 check("a column it owns counts in no digest: the digests match", digest_round(), "match")
 behind_its_back("shelves", "UPDATE shelves SET label = 'drifted' WHERE id = 2")
-check("a label drifted: caught", digest_round(), "values differ: rows sent again")
+check("a label drifted: caught, that row alone goes again", narrow("shelves"), ("differ: narrowed down by ranges", 1))
 srv.relay()
 # the replica counts shelf 2 before the rows sent again reach it, and has not sent it yet
 r.q("UPDATE shelves SET counted = 42 WHERE id = 2")
@@ -152,12 +182,42 @@ body = (wire.field(1, 1) + wire.field(2, uuid.UUID(S1).bytes) + wire.field(3, os
         + wire.field(11, wire.now_seq()))
 try:
     store.file(S1, wire.checked(body))
-    refused = None
+    refusal = None
 except psycopg2.Error as e:
-    refused = str(e)
-check("a values digest of 4 bytes is refused", refused is not None and "not 8" in refused, True)
-check("the replica's own next digest catches the name", digest_round(), "values differ: rows sent again")
+    refusal = str(e)
+check("a values digest of 4 bytes is refused", refusal is not None and "not 8" in refusal, True)
+check("the replica's own next digest catches the name", narrow("products"), ("differ: narrowed down by ranges", 1))
 settle(srv, [r])
 check("and it is repaired", r.one("SELECT name FROM products WHERE id = 9"), "p9")
+no_snapshot()
+
+# ---- a replica before values range answers: the whole table, as before ---------
+settle(srv, [r])
+check("the digests match", digest_round(), "match")
+behind_its_back("products", "UPDATE products SET name = 'drifted' WHERE id = 11")
+check("the drift is caught and a values question asked", digest_round(), "differ: narrowed down by ranges")
+asked = srv.rows("SELECT round, depth + split, of_values FROM sync.ranges WHERE replica = %s", (S1,))
+check("the question is of values", [a[2] for a in asked], [True])
+# its answer as a build before values answers would give it: of keys, no values field
+answer = wire.field(1, "products") + wire.field(2, asked[0][0]) + wire.field(3, asked[0][1])
+body = wire.up(S1, ack=r.applied(), check=False) + wire.field(19, answer) + wire.field(20, 1)
+store.file(S1, wire.checked(body))
+check("an answer without values: every row of the table goes again", refused("products"), 20)
+check("and the question is forgotten", srv.one("SELECT count(*) FROM sync.ranges WHERE replica = %s", (S1,)), 0)
+settle(srv, [r])
+check("and it is repaired", r.one("SELECT name FROM products WHERE id = 11"), "p11")
+check("the digests match", digest_round(), "match")
+no_snapshot()
+
+# ---- a file from before values asks: its table of asks without their kind ------
+r.q("DROP TABLE IF EXISTS _sync_range_asks")
+r.q("CREATE TABLE _sync_range_asks (tbl TEXT PRIMARY KEY, round INTEGER NOT NULL,"
+    " depth INTEGER NOT NULL, split INTEGER NOT NULL, buckets BLOB NOT NULL)")
+r.upload()   # reads the old table of asks (none kept): no error
+behind_its_back("products", "UPDATE products SET name = 'drifted' WHERE id = 13")
+check("old asks table: the drift narrowed down to its row", narrow("products"), ("differ: narrowed down by ranges", 1))
+check("the column of values asks is added", "vals" in [c[1] for c in r.q("PRAGMA table_info(_sync_range_asks)")], True)
+settle(srv, [r])
+check("and it is repaired", r.one("SELECT name FROM products WHERE id = 13"), "p13")
 no_snapshot()
 finish()

@@ -419,3 +419,14 @@ if __name__ == "__main__":
         total = (total + h) & M64
         print("row", key, "%016x" % h)
     print("values", "%016x" % total)
+    # range repair of values (docs/protocol.md 8.1): the first ask, of values;
+    # the answer of a replica holding only the row [42] = (42, 'tea') of a
+    # table (id INTEGER key, name TEXT): bucket 27 at depth 6, its values hash
+    ask = (field(1, 2, b"products") + field(2, 0, 1) + field(4, 2, varint(0))
+           + field(5, 0, 6) + field(6, 0, 1))
+    vh = row_hash(["42"], [42, "tea"])
+    answer = (field(1, 2, b"products") + field(2, 0, 2) + field(3, 0, 6) + field(4, 2, varint(27))
+              + field(5, 2, varint(1)) + field(6, 2, vh.to_bytes(8, "little")) + field(9, 0, 1))
+    print("values range row hash", "%016x" % vh)
+    print("values range ask", ask.hex())
+    print("values range answer", answer.hex())

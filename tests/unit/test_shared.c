@@ -960,6 +960,27 @@ test_ranges(void)
 	for (size_t i = 0; i < n; i++)
 		snprintf(hex + 2 * i, 3, "%02x", out[i]);
 	CHECK(strcmp(hex, "0a0870726f64756374731002180622011b2a01013208c324f5465fea55da") == 0, "RangeAnswer vector: %s", hex);
+
+	/* of values: the ask says so, the answer's sums are values hashes (8.1) */
+	{
+		ms_digest_value v42 = {MS_DV_INTEGER, 42, 0, NULL, 0};
+		ms_digest_value tea = {MS_DV_TEXT, 0, 0, "tea", 3};
+		uint64_t	vh = ms_digest_row_end(ms_digest_row_value(ms_digest_row_value(ms_digest_row_begin("2:42", 4), &v42), &tea));
+
+		CHECK(vh == UINT64_C(0xfa20d9c9d4eded91), "values hash of [42] = (42, 'tea'): %016llx", (unsigned long long) vh);
+		ask.values = 1;
+		n = sync__range_ask__pack(&ask, out);
+		for (size_t i = 0; i < n; i++)
+			snprintf(hex + 2 * i, 3, "%02x", out[i]);
+		CHECK(strcmp(hex, "0a0870726f6475637473100122010028063001") == 0, "values RangeAsk vector: %s", hex);
+		ans.sums = &vh;
+		ans.values = 1;
+		n = sync__range_answer__pack(&ans, out);
+		for (size_t i = 0; i < n; i++)
+			snprintf(hex + 2 * i, 3, "%02x", out[i]);
+		CHECK(strcmp(hex, "0a0870726f64756374731002180622011b2a0101320891ededd4c9d920fa4801") == 0,
+			  "values RangeAnswer vector: %s", hex);
+	}
 }
 
 int

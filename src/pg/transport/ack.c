@@ -20,8 +20,9 @@
  *                    and go to it again later (refused.c).
  *   digests          compared with what the server records, once the replica
  *                    applied every message recorded for it: keys that differ
- *                    provision it again; values that differ send the
- *                    table's rows again (values.c).
+ *                    provision it again; values that differ are
+ *                    narrowed down by ranges too, or send the table's
+ *                    rows again (values.c).
  *   backlog          what it has not sent, and not had filed, as it says.
  *                    When no row of it waits for an answer but this
  *                    upload's, every answer queued for it before was
@@ -516,10 +517,20 @@ digest_differs(ms_filing *f, int *repaired)
 				theirs = theirs << 8 | d->values.data[b];
 			if (ft != NULL && ms_values_digest(f, ft, count, &ours) && ours != theirs)
 			{
-				ereport(LOG, (errmsg("magic_sync: replica %s holds other values of table \"%s\" than the server sent (drift): its rows go again",
-									 f->replica_text, d->table)));
-				ms_values_repair(f, ft);
-				(*repaired)++;
+				/* narrowed down by ranges of values hashes, when the replica can be asked (range.c) */
+				if (ms_range_start_values(f, ft))
+				{
+					ereport(LOG, (errmsg("magic_sync: replica %s holds other values of table \"%s\" than the server sent (drift): narrowed down by ranges",
+										 f->replica_text, d->table)));
+					f->range_started++;
+				}
+				else
+				{
+					ereport(LOG, (errmsg("magic_sync: replica %s holds other values of table \"%s\" than the server sent (drift): its rows go again",
+										 f->replica_text, d->table)));
+					ms_values_repair(f, ft);
+					(*repaired)++;
+				}
 			}
 		}
 		MemoryContextReset(f->row_cxt);

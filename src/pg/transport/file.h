@@ -214,6 +214,8 @@ extern void ms_refusals(ms_filing *f, Sync__Up *up);
 extern void ms_provision_again(ms_filing *f, const char *why);
 /* range.c: a digest that differs narrowed down (false: the replica cannot be asked); the answers compared */
 extern bool ms_range_start(ms_filing *f, ms_table *t);
+/* the same of a values digest that differs (keys that agree): false, repaired whole */
+extern bool ms_range_start_values(ms_filing *f, ms_filed_table *ft);
 extern void ms_range_answers(ms_filing *f, Sync__Up *up);
 /* ms_digests: the upload's digests (f->upload): "none", "not compared: ...", "differ" or "match". */
 extern const char *ms_digests(ms_filing *f);
@@ -237,6 +239,20 @@ extern bool ms_values_repairing(ms_filing *f);
  * again; its values are not compared again for magic_sync.values_repair_interval
  */
 extern void ms_values_repair(ms_filing *f, ms_filed_table *ft);
+/* ms_values_repair_keys: the same, of the held rows whose keys are in keys (a text[]) */
+extern void ms_values_repair_keys(ms_filing *f, ms_filed_table *ft, Datum keys);
+/* ms_values_rest: ft's values of the replica not compared for magic_sync.values_repair_interval */
+extern void ms_values_rest(ms_filing *f, ms_filed_table *ft);
+/*
+ * ms_values_walk: each row the replica holds of ft's table, its canonical
+ * key and its values hash (docs/protocol.md 8) as the server's current row
+ * makes it, given to fn in the caller's memory; *rows the rows read; false
+ * when a row could not be walked (its hash not the replica's)
+ */
+/* ms_values_on_its_way: a note of t waits, or a row of it is quarantined: values not comparable */
+extern bool ms_values_on_its_way(const ms_table *t);
+typedef void (*ms_values_row) (void *arg, const char *key, size_t len, uint64 hash);
+extern bool ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, uint64 *rows);
 /*
  * ms_backlog: what the replica has not sent, has not had filed, set aside,
  * refused (f->upload's backlog), of each table the server mirrors.

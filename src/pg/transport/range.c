@@ -19,6 +19,14 @@
  * after the whole table's buckets matched (what differs is what a row hash
  * does not cover), the replica is provisioned again, as before.
  *
+ * A values digest that differs while the keys agree is narrowed down the
+ * same way (sync.ranges.of_values, RangeAsk.values): each row's hash is then
+ * its values hash, the server's made by values.c's walk over its current
+ * rows, and a row whose values differ goes again by the values repair's
+ * path (an upsert to this replica alone); when most of the table differs,
+ * or the replica answers by keys (a build before it), every row of the table
+ * goes so (values.c), never a snapshot: the keys agree.
+ *
  * An answer is compared only once the replica applied every message
  * recorded for it, as a digest is; before, the question is asked again.
  * Everything an answer says is untrusted: its buckets, counts and keys
@@ -64,10 +72,11 @@ held_cmp(const void *a, const void *b)
 
 /* ask: a question for the Filed answer, and kept in sync.ranges */
 static void
-ask(ms_filing *f, ms_table *t, int64 round, uint32 depth, uint64 *buckets, size_t n, uint32 split)
+ask(ms_filing *f, ms_table *t, int64 round, uint32 depth, uint64 *buckets, size_t n, uint32 split,
+	bool of_values)
 {
-	Oid			types[6] = {UUIDOID, INT4OID, INT8OID, INT4OID, INT4OID, INT8ARRAYOID};
-	Datum		values[6];
+	Oid			types[7] = {UUIDOID, INT4OID, INT8OID, INT4OID, INT4OID, INT8ARRAYOID, BOOLOID};
+	Datum		values[7];
 	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
 	Sync__RangeAsk *a = palloc(sizeof(Sync__RangeAsk));
 
@@ -79,16 +88,19 @@ ask(ms_filing *f, ms_table *t, int64 round, uint32 depth, uint64 *buckets, size_
 	values[3] = Int32GetDatum((int32) depth);
 	values[4] = Int32GetDatum((int32) split);
 	values[5] = PointerGetDatum(construct_array(elems, (int) n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.ranges (replica, tab, round, depth, split, buckets)"
-									   " VALUES ($1, $2, $3, $4, $5, $6)"
+	values[6] = BoolGetDatum(of_values);
+	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.ranges (replica, tab, round, depth, split, buckets, of_values)"
+									   " VALUES ($1, $2, $3, $4, $5, $6, $7)"
 									   " ON CONFLICT (replica, tab) DO UPDATE SET round = EXCLUDED.round, depth = EXCLUDED.depth,"
-									   "   split = EXCLUDED.split, buckets = EXCLUDED.buckets, asked_at = now()",
-									   6, types, values, NULL, false, 0), SPI_OK_INSERT, "could not record a range question");
+									   "   split = EXCLUDED.split, buckets = EXCLUDED.buckets, of_values = EXCLUDED.of_values,"
+									   "   asked_at = now()",
+									   7, types, values, NULL, false, 0), SPI_OK_INSERT, "could not record a range question");
 	sync__range_ask__init(a);
 	a->table = pstrdup(t->name);
 	a->round = (uint64) round;
 	a->depth = depth;
 	a->split = split;
+	a->values = of_values;
 	a->n_buckets = n;
 	a->buckets = palloc(sizeof(uint64_t) * Max(n, 1));
 	if (n > 0)
@@ -106,8 +118,13 @@ forget(ms_filing *f, ms_table *t)
 									   2, types, values, NULL, false, 0), SPI_OK_DELETE, "could not forget a range question");
 }
 
-bool
-ms_range_start(ms_filing *f, ms_table *t)
+/*
+ * start: a question about t's keys, or (of_values) its values; false when
+ * there is none to ask (the replica cannot be asked, or the whole table
+ * matched last time)
+ */
+static bool
+start(ms_filing *f, ms_table *t, bool of_values)
 {
 	Oid			types[2] = {UUIDOID, INT4OID};
 	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
@@ -126,7 +143,9 @@ ms_range_start(ms_filing *f, ms_table *t)
 		/* the last narrowing found nothing, and it differs again: beyond what ranges see */
 		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)))
 		{
-			forget(f, t);
+			/* values: repaired whole, the mark left for the keys' next difference */
+			if (!of_values)
+				forget(f, t);
 			return false;
 		}
 
@@ -134,22 +153,96 @@ ms_range_start(ms_filing *f, ms_table *t)
 		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)))
 			return true;
 		/* asked long ago and not answered (lost): asked again from the top */
-		ask(f, t, round + 1, 0, &whole, 1, RANGE_FIRST_SPLIT);
+		ask(f, t, round + 1, 0, &whole, 1, RANGE_FIRST_SPLIT, of_values);
 		return true;
 	}
-	ask(f, t, 1, 0, &whole, 1, RANGE_FIRST_SPLIT);
+	ask(f, t, 1, 0, &whole, 1, RANGE_FIRST_SPLIT, of_values);
 	return true;
 }
 
-/* held: what the server records the replica holds of t in the buckets asked about */
-static held_row *
-held(ms_filing *f, ms_table *t, uint32 depth, const uint64 *buckets, size_t nb, uint32 split, size_t *n,
-	 uint64 *total)
+bool
+ms_range_start(ms_filing *f, ms_table *t)
 {
+	return start(f, t, false);
+}
+
+bool
+ms_range_start_values(ms_filing *f, ms_filed_table *ft)
+{
+	if (!start(f, ft->t, true))
+		return false;
+	/* a replica saying false values digests costs a question and reads of the table: not again for a while */
+	ms_values_rest(f, ft);
+	return true;
+}
+
+/* the held rows of the buckets asked about, gathered by values.c's walk */
+typedef struct gathering
+{
+	uint32		depth;
+	uint32		split;
+	const uint64 *buckets;
+	size_t		nb;
+	held_row   *rows;
+	size_t		n;
+	size_t		cap;
+} gathering;
+
+static void
+gather(void *arg, const char *key, size_t len, uint64 hash)
+{
+	gathering  *g = arg;
+	uint64		h = ms_range_key_hash(key, len);
+
+	if (!ms_range_member(g->buckets, g->nb, ms_range_bucket(h, g->depth)))
+		return;
+	if (g->n == g->cap)
+	{
+		g->cap = g->cap ? g->cap * 2 : 1024;
+		g->rows = g->rows ? repalloc_huge(g->rows, sizeof(held_row) * g->cap) :
+			palloc_extended(sizeof(held_row) * g->cap, MCXT_ALLOC_HUGE);
+	}
+	g->rows[g->n].key = pnstrdup(key, len);
+	g->rows[g->n].len = len;
+	g->rows[g->n].hash = hash;
+	g->rows[g->n].bucket = ms_range_bucket(h, g->depth + g->split);
+	g->n++;
+}
+
+/*
+ * held: what the server records the replica holds of t in the buckets asked
+ * about; of_values, each row's hash its values hash (values.c), NULL when
+ * they cannot be known now (a change of the table on its way)
+ */
+static held_row *
+held(ms_filing *f, ms_filed_table *ft, uint32 depth, const uint64 *buckets, size_t nb, uint32 split, size_t *n,
+	 uint64 *total, bool of_values)
+{
+	ms_table   *t = ft->t;
 	Oid			types[2] = {UUIDOID, INT4OID};
 	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
 	held_row   *rows;
 
+	if (of_values)
+	{
+		gathering	g = {depth, split, buckets, nb, NULL, 0, 0};
+		uint64		count;
+
+		ms_spi_check_one(SPI_execute_with_args("SELECT pg_catalog.count(*) FROM sync.held WHERE replica = $1 AND tab = $2"
+											   " AND refused IS NULL AND taken IS NULL",
+											   2, types, values, NULL, true, 1), SPI_OK_SELECT, "could not count the held rows of a range");
+		{
+			bool		isnull;
+
+			count = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		}
+		SPI_freetuptable(SPI_tuptable);
+		/* a held row the table no longer has, or one not walked: a change on its way, asked again */
+		if (ms_values_on_its_way(ft->t) || !ms_values_walk(f, ft, gather, &g, total) || *total != count)
+			return NULL;
+		*n = g.n;
+		return g.rows ? g.rows : palloc(sizeof(held_row));
+	}
 	ms_spi_check(SPI_execute_with_args("SELECT key FROM sync.held WHERE replica = $1 AND tab = $2"
 									   " AND refused IS NULL AND taken IS NULL",
 									   2, types, values, NULL, true, 0), SPI_OK_SELECT, "could not read the held rows of a range");
@@ -220,9 +313,11 @@ mark(ms_filing *f, ms_table *t, List *resend, List *extra)
 
 /* rows: the answer's keys against the server's; every row that differs marked */
 static void
-compare_rows(ms_filing *f, ms_table *t, Sync__RangeAnswer *a, held_row *h, size_t nh,
-			 uint32 depth, const uint64 *buckets, size_t nb)
+compare_rows(ms_filing *f, ms_filed_table *ft, Sync__RangeAnswer *a, held_row *h, size_t nh,
+			 uint32 depth, const uint64 *buckets, size_t nb, bool of_values)
 {
+	ms_table   *t = ft->t;
+	List	   *differ = NIL;
 	held_row   *r = palloc(sizeof(held_row) * Max(a->n_keys, 1));
 	size_t		nr = 0;
 	List	   *resend = NIL;
@@ -270,14 +365,31 @@ compare_rows(ms_filing *f, ms_table *t, Sync__RangeAnswer *a, held_row *h, size_
 		}
 		else
 		{
+			/* values: an upsert of the row alone, the columns the replica owns kept (values.c) */
 			if (h[i].hash != r[j].hash)
-				resend = lappend(resend, h[i].key);
+			{
+				if (of_values)
+					differ = lappend(differ, h[i].key);
+				else
+					resend = lappend(resend, h[i].key);
+			}
 			i++;
 			while (j < nr && ms_key_cmp(h[i - 1].key, h[i - 1].len, r[j].key, r[j].len) == 0)
 				j++;
 		}
 	}
 	mark(f, t, resend, extra);
+	if (differ != NIL)
+	{
+		Datum	   *e = palloc(sizeof(Datum) * list_length(differ));
+		int			n = 0;
+		ListCell   *lc;
+
+		foreach(lc, differ)
+			e[n++] = CStringGetTextDatum(lfirst(lc));
+		ms_values_repair_keys(f, ft, PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT)));
+		f->range_resent += n;
+	}
 }
 
 /*
@@ -286,9 +398,10 @@ compare_rows(ms_filing *f, ms_table *t, Sync__RangeAnswer *a, held_row *h, size_
  * provisioned again when they hold most of the table
  */
 static void
-compare_buckets(ms_filing *f, ms_table *t, int64 round, Sync__RangeAnswer *a, held_row *h, size_t nh,
-				uint64 total)
+compare_buckets(ms_filing *f, ms_filed_table *ft, int64 round, Sync__RangeAnswer *a, held_row *h, size_t nh,
+				uint64 total, bool of_values)
 {
+	ms_table   *t = ft->t;
 	ms_range_sum *s = palloc(sizeof(ms_range_sum) * Max(nh, 1));
 	size_t		ns;
 	uint64	   *differ = palloc(sizeof(uint64) * Max(nh + a->n_buckets, 1));
@@ -359,7 +472,7 @@ compare_buckets(ms_filing *f, ms_table *t, int64 round, Sync__RangeAnswer *a, he
 		 * cover (ms_range_row), and ms_range_start has it provisioned again
 		 * rather than narrowed down for good.
 		 */
-		if (a->depth == RANGE_FIRST_SPLIT)
+		if (a->depth == RANGE_FIRST_SPLIT && !of_values)
 		{
 			Oid			types[2] = {UUIDOID, INT4OID};
 			Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
@@ -372,24 +485,37 @@ compare_buckets(ms_filing *f, ms_table *t, int64 round, Sync__RangeAnswer *a, he
 			forget(f, t);
 		return;
 	}
-	/* the buckets that differ hold most of the table: a snapshot costs less */
-	if (rows_differ * 2 > total && most <= RANGE_LEAF * 4)
+	/*
+	 * The buckets that differ hold most of the table: a snapshot costs less.
+	 * Of values, a few rows are asked for row by row all the same: their keys
+	 * and hashes cost less than sending them (a small table's keys share a
+	 * bucket or two).
+	 */
+	if (rows_differ * 2 > total && most <= RANGE_LEAF * 4 && !(of_values && rows_differ <= RANGE_LEAF))
 	{
 		forget(f, t);
+		if (of_values)
+		{
+			/* its values: every row held goes again, as an upsert, no snapshot needed */
+			ereport(LOG, (errmsg("magic_sync: range repair of the values of table \"%s\" for replica %s: most of it differs (%llu of the %llu rows held): its rows go again",
+								 t->name, f->replica_text, (unsigned long long) rows_differ, (unsigned long long) total)));
+			ms_values_repair(f, ft);
+			return;
+		}
 		ms_provision_again(f, psprintf("range repair of table \"%s\": most of it differs (%llu of the %llu rows held): provisioned again",
 									   t->name, (unsigned long long) rows_differ, (unsigned long long) total));
 		return;
 	}
 	if (most <= RANGE_LEAF || a->depth >= MS_RANGE_DEPTH_MAX)
 	{
-		ask(f, t, round + 1, a->depth, differ, Min(nd, MS_RANGE_ASK_MAX), 0);
+		ask(f, t, round + 1, a->depth, differ, Min(nd, MS_RANGE_ASK_MAX), 0, of_values);
 		return;
 	}
 	/* split so that a bucket holds about RANGE_LEAF rows */
 	for (split = 1; split < MS_RANGE_SPLIT_MAX && (most >> split) > RANGE_LEAF; split++)
 		;
 	split = Min(split, MS_RANGE_DEPTH_MAX - a->depth);
-	ask(f, t, round + 1, a->depth, differ, Min(nd, MS_RANGE_ASK_MAX), split);
+	ask(f, t, round + 1, a->depth, differ, Min(nd, MS_RANGE_ASK_MAX), split, of_values);
 }
 
 /* the rows an answer counts */
@@ -437,12 +563,13 @@ ms_range_answers(ms_filing *f, Sync__Up *up)
 		held_row   *h;
 		size_t		nh;
 		uint64		total;
+		bool		of_values;
 
 		if (ft == NULL)
 			continue;
 		values[0] = UUIDPGetDatum(&f->replica);
 		values[1] = Int32GetDatum(ft->t->id);
-		ms_spi_check(SPI_execute_with_args("SELECT round, depth, split, buckets FROM sync.ranges WHERE replica = $1 AND tab = $2",
+		ms_spi_check(SPI_execute_with_args("SELECT round, depth, split, buckets, of_values FROM sync.ranges WHERE replica = $1 AND tab = $2",
 										   2, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.ranges");
 		if (SPI_processed == 0 ||
 			DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) < 0)
@@ -450,6 +577,7 @@ ms_range_answers(ms_filing *f, Sync__Up *up)
 		round = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		depth = (uint32) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 		split = (uint32) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+		of_values = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
 		arr = DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
 		deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, NULL, &nelems);
 		nb = (size_t) nelems;
@@ -457,22 +585,37 @@ ms_range_answers(ms_filing *f, Sync__Up *up)
 		for (size_t i = 0; i < nb; i++)
 			buckets[i] = (uint64) DatumGetInt64(elems[i]);
 		SPI_freetuptable(SPI_tuptable);
-		/* an answer to another question, or of another depth: not ours */
-		if ((int64) a->round != round || a->depth != depth + split)
+		/* an answer to another question, of another depth, or of values to one of keys: not ours */
+		if ((int64) a->round != round || a->depth != depth + split || (a->values && !of_values))
 			continue;
 		if (!caught_up)
 		{
 			/* messages on their way are not drift: asked again */
-			ask(f, ft->t, round + 1, depth, buckets, nb, split);
+			ask(f, ft->t, round + 1, depth, buckets, nb, split, of_values);
 			continue;
 		}
-		h = held(f, ft->t, depth, buckets, nb, split, &nh, &total);
+		if (of_values && !a->values)
+		{
+			/* a replica before values range repair answered by keys: its table's rows go again whole */
+			forget(f, ft->t);
+			ereport(LOG, (errmsg("magic_sync: replica %s answers range questions by keys only: the rows of table \"%s\" go again",
+								 f->replica_text, ft->t->name)));
+			ms_values_repair(f, ft);
+			continue;
+		}
+		h = held(f, ft, depth, buckets, nb, split, &nh, &total, of_values);
+		if (h == NULL)
+		{
+			/* its rows not what went yet: asked again */
+			ask(f, ft->t, round + 1, depth, buckets, nb, split, of_values);
+			continue;
+		}
 		if (split == 0)
 		{
-			compare_rows(f, ft->t, a, h, nh, depth, buckets, nb);
+			compare_rows(f, ft, a, h, nh, depth, buckets, nb, of_values);
 			forget(f, ft->t);
 		}
 		else
-			compare_buckets(f, ft->t, round, a, h, nh, Max(total, rows_replica_of(a)));
+			compare_buckets(f, ft, round, a, h, nh, Max(total, rows_replica_of(a)), of_values);
 	}
 }

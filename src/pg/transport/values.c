@@ -18,7 +18,9 @@
  * of the table goes to it again, as a row it refused does (relay/retry.c),
  * rebuilt from the current row, to it alone, as an upsert -- never a
  * replacement, so a write it made since and has not had filed keeps its
- * columns, as any upsert leaves them.  Range digests narrow which rows go.
+ * columns, as any upsert leaves them.  A replica that answers range
+ * questions has the difference narrowed down first (range.c, values mode):
+ * then only the rows whose values differ go, by the same path.
  *
  * Both sides write values with the same output settings (load.h
  * ms_output_pin), whatever the filing session's.  A replica that says false
@@ -173,8 +175,8 @@ rows_sql(const ms_table *t)
 }
 
 /* whether a note of t waits, or a row of it is quarantined: its rows may not be what went */
-static bool
-on_its_way(const ms_table *t)
+bool
+ms_values_on_its_way(const ms_table *t)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(t->id)};
@@ -216,15 +218,53 @@ ms_values_repairing(ms_filing *f)
 	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
 	bool		isnull;
 
-	/* by held_refused: the rows the replica refused or are sent again, few */
+	/*
+	 * by held_refused: the rows the replica refused or are sent again, few;
+	 * not read-only, so that rows range repair marked in this very filing
+	 * (range.c, before the digests) are seen
+	 */
 	ms_spi_check_one(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.held WHERE replica = $1 AND refused IS NOT NULL"
 										   "   AND refused = " REPAIR_REASON " AND taken IS NULL)",
-										   1, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read the rows held as refused");
+										   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read the rows held as refused");
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* the values digest's walk: each row's hash summed */
+static void
+sum_row(void *arg, const char *key, size_t len, uint64 hash)
+{
+	(void) key;
+	(void) len;
+	*(uint64 *) arg += hash;
 }
 
 bool
 ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
+{
+	const ms_table *t = ft->t;
+	uint64		sum = 0;
+	uint64		rows = 0;
+	bool		walked;
+
+	if (ms_values_on_its_way(t))
+		return false;
+	/* its CPU is what a false digest costs: not spent while a repair rests */
+	if (!rested(f, t))
+	{
+		f->values_rested++;
+		return false;
+	}
+	walked = ms_values_walk(f, ft, sum_row, &sum, &rows);
+	*out = sum;
+	/* what a values digest cost (tests/e2e/values_settings.py counts them) */
+	ereport(DEBUG1, (errmsg("magic_sync: values of table \"%s\" compared for replica %s: %llu rows read",
+							t->name, f->replica_text, (unsigned long long) rows)));
+	/* a held row the table no longer has: a change on its way after all */
+	return rows == count && walked;
+}
+
+bool
+ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, uint64 *nrows)
 {
 	const ms_table *t = ft->t;
 	Oid			types[2] = {UUIDOID, INT4OID};
@@ -237,18 +277,9 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 	Portal		portal;
 	ms_as_owner as;
 	int			nest;
-	uint64		sum = 0;
 	uint64		rows = 0;
 	bool		unwalked = false;
 
-	if (on_its_way(t))
-		return false;
-	/* its CPU is what a false digest costs: not spent while a repair rests */
-	if (!rested(f, t))
-	{
-		f->values_rested++;
-		return false;
-	}
 	/* sync.held checked as sync.file's owner, the table read as its own (owner.h) */
 	plan = ms_owner_prepare(rows_sql(t), 2, types, GetUserId());
 	/* values written as the relay writes them, not as this filing session would (load.h) */
@@ -266,7 +297,8 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 			HeapTuple	tup = SPI_tuptable->vals[i];
 			TupleDesc	desc = SPI_tuptable->tupdesc;
 			char	   *key = SPI_getvalue(tup, desc, 1);
-			uint64_t	h = ms_digest_row_begin(key, strlen(key));
+			size_t		klen = strlen(key);
+			uint64_t	h = ms_digest_row_begin(key, klen);
 			int			at = 2;
 
 			if (t->proto)
@@ -291,7 +323,10 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 					vals[c] = json_value(t->columns[c].sqlite_type, SPI_getvalue(tup, desc, at++));
 				h = ms_digest_row_value(h, &vals[c]);
 			}
-			sum += ms_digest_row_end(h);
+			/* the caller's memory, not the row's */
+			MemoryContextSwitchTo(old);
+			fn(arg, key, klen, ms_digest_row_end(h));
+			MemoryContextSwitchTo(cxt);
 			rows++;
 			MemoryContextReset(cxt);
 		}
@@ -302,36 +337,58 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 	ms_owner_end(&as);
 	AtEOXact_GUC(true, nest);
 	MemoryContextDelete(cxt);
-	*out = sum;
-	/* what a values digest cost (tests/e2e/values_settings.py counts them) */
-	ereport(DEBUG1, (errmsg("magic_sync: values of table \"%s\" compared for replica %s: %llu rows read",
-							t->name, f->replica_text, (unsigned long long) rows)));
-	/* a held row the table no longer has: a change on its way after all */
-	return rows == count && !unwalked;
+	*nrows = rows;
+	return !unwalked;
 }
 
+/* rest: t's values of this replica not compared again for magic_sync.values_repair_interval */
 void
-ms_values_repair(ms_filing *f, ms_filed_table *ft)
+ms_values_rest(ms_filing *f, ms_filed_table *ft)
 {
 	Oid			types[2] = {UUIDOID, INT4OID};
 	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(ft->t->id)};
 
-	/*
-	 * Held as refused, due at once: the next pass sends each to this replica
-	 * alone, and its acknowledgement ends it (relay/retry.c, record.c).
-	 */
-	ms_spi_check(SPI_execute_with_args("WITH h AS (UPDATE sync.held SET refused = " REPAIR_REASON
-									   "            WHERE replica = $1 AND tab = $2 AND refused IS NULL AND taken IS NULL"
-									   "            RETURNING key, note)"
-									   " INSERT INTO sync.refused_rows AS r (replica, tab, key, note, due)"
-									   " SELECT $1, $2, h.key, h.note, pg_catalog.now() FROM h"
-									   " ON CONFLICT (replica, tab, key) DO UPDATE SET due = pg_catalog.now(), note = excluded.note",
-									   2, types, values, NULL, false, 0), SPI_OK_INSERT, "could not mark the rows of table \"%s\" to send again", ft->t->name);
 	/* a replica without the table's row (provisioned by 0.1) is not rested: ms_values_repairing bounds it */
 	if (ms_catalog_has_column("replica_tables", "values_repaired"))
 		ms_spi_check(SPI_execute_with_args("UPDATE sync.replica_tables SET values_repaired = pg_catalog.now()"
 										   " WHERE replica = $1 AND tab = $2",
 										   2, types, values, NULL, false, 0), SPI_OK_UPDATE,
 					 "could not record when table \"%s\" was repaired", ft->t->name);
+}
+
+void
+ms_values_repair(ms_filing *f, ms_filed_table *ft)
+{
+	ms_values_repair_keys(f, ft, (Datum) 0);
+}
+
+void
+ms_values_repair_keys(ms_filing *f, ms_filed_table *ft, Datum keys)
+{
+	Oid			types[3] = {UUIDOID, INT4OID, TEXTARRAYOID};
+	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int32GetDatum(ft->t->id), keys};
+
+	/*
+	 * Held as refused, due at once: the next pass sends each to this replica
+	 * alone, and its acknowledgement ends it (relay/retry.c, record.c).
+	 * Range repair (range.c) names the rows whose values differ; otherwise
+	 * every row held.
+	 */
+	ms_spi_check(SPI_execute_with_args(keys != (Datum) 0 ?
+									   "WITH h AS (UPDATE sync.held SET refused = " REPAIR_REASON
+									   "            WHERE replica = $1 AND tab = $2 AND key = ANY ($3) AND refused IS NULL AND taken IS NULL"
+									   "            RETURNING key, note)"
+									   " INSERT INTO sync.refused_rows AS r (replica, tab, key, note, due)"
+									   " SELECT $1, $2, h.key, h.note, pg_catalog.now() FROM h"
+									   " ON CONFLICT (replica, tab, key) DO UPDATE SET due = pg_catalog.now(), note = excluded.note" :
+									   "WITH h AS (UPDATE sync.held SET refused = " REPAIR_REASON
+									   "            WHERE replica = $1 AND tab = $2 AND refused IS NULL AND taken IS NULL"
+									   "            RETURNING key, note)"
+									   " INSERT INTO sync.refused_rows AS r (replica, tab, key, note, due)"
+									   " SELECT $1, $2, h.key, h.note, pg_catalog.now() FROM h"
+									   " ON CONFLICT (replica, tab, key) DO UPDATE SET due = pg_catalog.now(), note = excluded.note",
+									   keys != (Datum) 0 ? 3 : 2, types, values, NULL, false, 0), SPI_OK_INSERT,
+				 "could not mark the rows of table \"%s\" to send again", ft->t->name);
+	ms_values_rest(f, ft);
 	ms_wake_at_commit();
 }
