@@ -75,7 +75,7 @@ ms_fast_find(ms_pass *p)
 			continue;
 		/* the row itself, read as its table's owner */
 		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_fast (tab, key, note)"
+		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_fast (tab, key, note)"
 							" SELECT c.tab, c.key, c.note FROM pg_temp.ms_pending c"
 							/* OFFSET 0: a test of each row by its key, never a semi-join over the table */
 							" WHERE c.tab = $1 AND EXISTS (SELECT FROM %s x WHERE %s OFFSET 0)"
@@ -120,7 +120,7 @@ ms_fast_send(ms_pass *p)
 
 	if (p->fast_rows == 0)
 		return;
-	ms_exec(p, "SELECT EXISTS (SELECT FROM pg_temp.ms_send)", 0, NULL, NULL, NULL, 0);
+	ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_send)", 0, NULL, NULL, NULL, 0);
 	planned = DatumGetBool(ms_value(0, 1, &(bool) {false}));
 	conflict = planned ? " ON CONFLICT DO NOTHING" : "";
 	if (by_row)
@@ -137,7 +137,7 @@ ms_fast_send(ms_pass *p)
 		Oid			types[1] = {INT8OID};
 		Datum		values[1] = {Int64GetDatum(p->replicas_around)};
 
-		ms_exec(p, psprintf(
+		ms_exec(&p->exec, psprintf(
 				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key, f.note, x.kept, x.held FROM pg_temp.ms_fast f"
 				"  CROSS JOIN LATERAL (SELECT h.replica, h.taken IS NULL AND h.note >= f.note AS kept, h.ctid AS held"
 				"       FROM sync.held h WHERE h.tab = f.tab AND h.key = f.key OFFSET 0) x"
@@ -158,7 +158,7 @@ ms_fast_send(ms_pass *p)
 				1, types, values, NULL, 0);
 	}
 	else
-		ms_exec(p, psprintf(
+		ms_exec(&p->exec, psprintf(
 				"INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held)"
 				" SELECT i.id, f.tab, f.key, f.note, h.note IS NULL, h.ctid"
 				"  FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
@@ -171,10 +171,10 @@ ms_fast_send(ms_pass *p)
 									 (unsigned long long) p->fast_rows, by_row ? "held_row" : "held_pkey")));
 	if (message_level_is_interesting(DEBUG1))
 	{
-		ms_exec(p, "SELECT count(*) FROM pg_temp.ms_send WHERE fresh", 0, NULL, NULL, NULL, 0);
+		ms_exec(&p->exec, "SELECT count(*) FROM pg_temp.ms_send WHERE fresh", 0, NULL, NULL, NULL, 0);
 		ereport(DEBUG1, (errmsg_internal("magic_sync: %lld rows sent to replicas holding no version of them",
 										 (long long) DatumGetInt64(ms_value(0, 1, &(bool) {false})))));
-		ms_exec(p, "SELECT count(*) FROM pg_temp.ms_fast f"
+		ms_exec(&p->exec, "SELECT count(*) FROM pg_temp.ms_fast f"
 				" WHERE EXISTS (SELECT FROM pg_temp.ms_send s WHERE s.tab = f.tab AND s.key = f.key AND s.fresh)"
 				"   AND EXISTS (SELECT FROM sync.held h JOIN pg_temp.ms_inc_replicas i ON i.id = h.replica"
 				"                WHERE h.tab = f.tab AND h.key = f.key)",

@@ -43,10 +43,22 @@
 
 typedef struct ms_evolve ms_evolve;
 
-typedef struct ms_pass
+/*
+ * ms_executor: what runs the statements of a pass or a read, and nothing
+ * else: its memory, its snapshot, and as whom.  (The plans kept across
+ * passes are pass.c's own.)
+ */
+typedef struct ms_executor
 {
 	MemoryContext cxt;			/* everything the pass allocates */
 	Snapshot	snapshot;		/* registered for the pass */
+	Oid			self;			/* who began it: its statements' sync.* and pg_temp relations are checked as this role (owner.h) */
+	bool		as_owners;		/* a relay pass: a table's rows are read as its owner (MS_OWNER_OF) */
+} ms_executor;
+
+typedef struct ms_pass
+{
+	ms_executor exec;			/* runs every statement of the pass */
 	List	   *tables;			/* ms_table *, parents first: the catalog, read once */
 	List	   *held;			/* ms_held *: the tables held back, with why (declare/catalog.h) */
 	ArrayType  *held_ids;		/* their ids (int[]); NULL: none */
@@ -60,8 +72,6 @@ typedef struct ms_pass
 	int64		replicas_around;	/* those planned around what changed (question.c): fast.c's choice */
 	uint64		fast_rows;		/* rows of pg_temp.ms_fast (fast.c) */
 	int64		planned;		/* rows of the larger of ms_send and ms_take (plan.c) */
-	Oid			self;			/* who began it: its statements' sync.* and pg_temp relations are checked as this role (owner.h) */
-	bool		as_owners;		/* a relay pass: a table's rows are read as its owner (MS_OWNER_OF) */
 	int64		resent;			/* rows refused sent again by the plan (retry.c) */
 	bool		resend_held;	/* sending them failed for good: held back instead (retry.c) */
 	bool		carried;		/* sync.carried exists (observe.c; a 0.1 catalog not updated yet has none) */
@@ -118,7 +128,7 @@ extern void ms_pass_end(ms_pass *p);
  * the statements that read it: relid in a relay pass, and in a read once
  * ms_pass_read_as_owners checked its caller; otherwise none.
  */
-#define MS_OWNER_OF(p, relid) ((p)->as_owners ? (relid) : InvalidOid)
+#define MS_OWNER_OF(p, relid) ((p)->exec.as_owners ? (relid) : InvalidOid)
 
 /*
  * ms_pass_read_as_owners: a read (sync.wanted, sync.progress) runs each
@@ -140,10 +150,10 @@ extern SPIPlanPtr ms_prepare(const char *sql, int nargs, Oid *types);
  * ms_run: execute a plan in the pass's snapshot; nulls as SPI takes them
  * (NULL: none).  Errors when SPI fails; returns the SPI result code.
  */
-extern int	ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls, long tcount);
+extern int	ms_run(ms_executor *x, SPIPlanPtr plan, Datum *values, const char *nulls, long tcount);
 
 /* ms_exec: prepare, run once, free. */
-extern int	ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
+extern int	ms_exec(ms_executor *x, const char *sql, int nargs, Oid *types,
 					Datum *values, const char *nulls, long tcount);
 
 /*
@@ -152,14 +162,14 @@ extern int	ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
  * that planned it while the table was small, its plan read the table whole
  * at every later pass once the table had grown (sql/34_relay_parked.sql).
  */
-extern int	ms_exec_by_index(ms_pass *p, const char *sql, int nargs, Oid *types,
+extern int	ms_exec_by_index(ms_executor *x, const char *sql, int nargs, Oid *types,
 							 Datum *values, const char *nulls, long tcount);
 
 /* ms_exec_all: statements without arguments, one after the other (NULL-terminated). */
-extern void ms_exec_all(ms_pass *p, const char *const *stmts);
+extern void ms_exec_all(ms_executor *x, const char *const *stmts);
 
 /* ms_open: a read-only cursor over sql in the pass's snapshot, seeing the pass's writes. */
-extern Portal ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
+extern Portal ms_open(ms_executor *x, const char *sql, int nargs, Oid *types,
 					  Datum *values, const char *nulls);
 
 /*
@@ -169,7 +179,7 @@ extern Portal ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
  * small sample keeps the memory of ANALYZE from growing with them.
  */
 #define MS_ANALYZE_ROWS 1000
-extern void ms_analyze(ms_pass *p, const char *tables, uint64 rows);
+extern void ms_analyze(ms_executor *x, const char *tables, uint64 rows);
 
 /*
  * Kept plans.  ms_plans_keep(true): until the pass ends, ms_exec, ms_open
@@ -184,10 +194,10 @@ extern void ms_plans_catalog(const char *catalog);
 /*
  * ms_prepare_kept: a kept plan for sql (never freed by the caller), or, not
  * keeping, a plan of the pass; its sync.* and pg_temp relations checked as
- * p->self wherever it runs (owner.h), so it may be prepared within
+ * x->self wherever it runs (owner.h), so it may be prepared within
  * ms_owner_begin, as a statement naming a user's table must be.
  */
-extern SPIPlanPtr ms_prepare_kept(ms_pass *p, const char *sql, int nargs, Oid *types);
+extern SPIPlanPtr ms_prepare_kept(ms_executor *x, const char *sql, int nargs, Oid *types);
 
 /* ms_value: column col (from 1) of row `row` of the last result. */
 extern Datum ms_value(uint64 row, int col, bool *isnull);

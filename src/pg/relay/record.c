@@ -76,7 +76,7 @@ ms_write_batch(recorder *r)
 
 		for (int c = 0; c < OUTBOX_COLS; c++)
 			arrays[c] = ms_batch_array(r->messages[c], r->nmessages, outbox_types[c]);
-		ms_run(r->p, r->store_messages, arrays, NULL, 0);
+		ms_run(&r->p->exec, r->store_messages, arrays, NULL, 0);
 		r->nmessages = 0;
 	}
 	if (r->nsegments > 0)
@@ -85,7 +85,7 @@ ms_write_batch(recorder *r)
 
 		for (int c = 0; c < SEGMENT_COLS; c++)
 			arrays[c] = ms_batch_array(r->segs[c], r->nsegments, segment_types[c]);
-		ms_run(r->p, r->store_segments, arrays, NULL, 0);
+		ms_run(&r->p->exec, r->store_segments, arrays, NULL, 0);
 		r->segments += r->nsegments;
 		r->nsegments = 0;
 	}
@@ -120,7 +120,7 @@ store_body(recorder *r, StringInfo body, int upserts, int deletes, uint8 hash[PG
 	values[1] = PointerGetDatum(ms_to_bytea(body->data, body->len));
 	values[2] = Int32GetDatum(upserts);
 	values[3] = Int32GetDatum(deletes);
-	ms_run(r->p, r->store_body, values, NULL, 1);
+	ms_run(&r->p->exec, r->store_body, values, NULL, 1);
 	e->id = ms_int64();
 	return e->id;
 }
@@ -279,7 +279,7 @@ record_deletes(recorder *r, ms_table *t)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(t->id)};
-	Portal		cur = ms_open(r->p,
+	Portal		cur = ms_open(&r->p->exec,
 							  "SELECT key, array_agg(replica) FROM pg_temp.ms_take"
 							  " WHERE tab = $1 GROUP BY key ORDER BY key",
 							  1, types, values, NULL);
@@ -345,7 +345,7 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
 	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
 
-	ms_exec(r->p,
+	ms_exec(&r->p->exec,
 			"SELECT id, last_number, last_nonce, id = ANY ($2) FROM sync.replicas WHERE id = ANY ($1)",
 			2, types, values, NULL, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -424,13 +424,13 @@ recorder_init(recorder *r, ms_pass *p)
 	initStringInfo(&r->key);
 
 	ms_temp_table(p, "ms_segments");
-	r->store_body = ms_prepare_kept(p, "INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
+	r->store_body = ms_prepare_kept(&p->exec, "INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
 							   " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
 							   4, btypes);
-	r->store_messages = ms_prepare_kept(p, "INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
+	r->store_messages = ms_prepare_kept(&p->exec, "INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
 										" SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8)",
 										OUTBOX_COLS, mtypes);
-	r->store_segments = ms_prepare_kept(p, "INSERT INTO pg_temp.ms_segments SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7)",
+	r->store_segments = ms_prepare_kept(&p->exec, "INSERT INTO pg_temp.ms_segments SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7)",
 										SEGMENT_COLS, stypes);
 }
 
@@ -453,7 +453,7 @@ snapshot_rows(recorder *r, ArrayType *provisioning)
 	/* every one of them gets every row of the tables read whole (plan.c) */
 	for (int i = 0; i < ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)); i++)
 		ms_find_target(r, (pg_uuid_t *) ARR_DATA_PTR(provisioning) + i)->snapshot_rows = p->whole_rows;
-	ms_exec(p, "SELECT replica, count(*) FROM pg_temp.ms_send WHERE replica = ANY ($1) GROUP BY replica",
+	ms_exec(&p->exec, "SELECT replica, count(*) FROM pg_temp.ms_send WHERE replica = ANY ($1) GROUP BY replica",
 			1, types, values, NULL, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -525,7 +525,7 @@ record_chains(recorder *r)
 	 * them (worker.c); meanwhile the outbox says where each chain is
 	 * (MS_HEAD).
 	 */
-	ms_exec(p, p->bounds_later
+	ms_exec(&p->exec, p->bounds_later
 			? "INSERT INTO pg_temp.ms_written SELECT w.id, CASE WHEN w.first IS NULL THEN w.messages END,"
 			"  CASE WHEN w.first IS NULL THEN w.bytes END"
 			"  FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
@@ -540,7 +540,7 @@ record_chains(recorder *r)
 	 * A snapshot whose held rows are written once the pass committed
 	 * (ms_record_held_later): held_due names it until then.
 	 */
-	ms_exec(p, psprintf(
+	ms_exec(&p->exec, psprintf(
 			"UPDATE sync.replicas r SET last_number = w.last, last_nonce = w.nonce,"
 			" snapshot_number = coalesce(w.first, r.snapshot_number),"
 			" snapshot_end = coalesce(w.snap_end, r.snapshot_end),%s"

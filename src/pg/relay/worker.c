@@ -276,7 +276,7 @@ outbox_bounds(MemoryContext pass_cxt)
 								 GUC_ACTION_LOCAL, true, 0, false);
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&b, 0, sizeof b);
-	b.cxt = pass_cxt;
+	b.exec.cxt = pass_cxt;
 	ms_relay_bounds(&b);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -314,7 +314,7 @@ held_later(MemoryContext pass_cxt, struct ms_held_later *later, int64 rows)
 	pgstat_report_activity(STATE_RUNNING, "magic_sync held rows of the pass");
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&h, 0, sizeof h);
-	h.cxt = pass_cxt;
+	h.exec.cxt = pass_cxt;
 	h.later = later;
 	h.held_deferred = rows;
 	ms_relay_held(&h);
@@ -349,7 +349,7 @@ chains_left(MemoryContext pass_cxt)
 	pgstat_report_activity(STATE_RUNNING, "magic_sync chains");
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&c, 0, sizeof c);
-	c.cxt = pass_cxt;
+	c.exec.cxt = pass_cxt;
 	ms_relay_chains(&c);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -374,7 +374,7 @@ snapshot_pass(MemoryContext pass_cxt)
 	pgstat_report_activity(STATE_RUNNING, "magic_sync snapshot pass");
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&p, 0, sizeof p);
-	p.cxt = pass_cxt;
+	p.exec.cxt = pass_cxt;
 	p.bounds_later = true;
 	p.snapshots = MS_SNAPSHOTS_ONLY;
 	/* a snapshot's held rows of tables read whole are written after it */
@@ -452,7 +452,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	pgstat_report_activity(STATE_RUNNING, "magic_sync relay pass");
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&p, 0, sizeof p);
-	p.cxt = pass_cxt;
+	p.exec.cxt = pass_cxt;
 	p.floor = &notes_floor;
 	/* its messages go out first: the outbox bounds are checked after the commit */
 	p.bounds_later = true;
