@@ -150,7 +150,7 @@ dry_run(const char *sql, MemoryContext out)
 		ms_temp_table(&p, "ms_notes_read");
 		ms_temp_table(&p, "ms_pending");
 		ms_batch_only(&p, notes);
-		p.notes_read = ArrayGetNItems(ARR_NDIM(notes), ARR_DIMS(notes));
+		p.did.notes_read = ArrayGetNItems(ARR_NDIM(notes), ARR_DIMS(notes));
 		ms_plan_prepare(&p);
 		ms_plan_dry(&p, replicas);
 		ms_exec(&p.exec, "SELECT c.replica, t.relid, sum(c.sent)::bigint, sum(c.let_go)::bigint FROM ("

@@ -33,7 +33,7 @@ raise_floor(ms_pass *p, int64 from)
 {
 	int64		next = p->floor->settled + 1;
 
-	if (p->more)
+	if (p->did.more)
 	{
 		bool		isnull;
 		int64		last;
@@ -98,7 +98,7 @@ ms_batch_read(ms_pass *p)
 			2, (Oid[]) {INT4OID, INT8OID}, (Datum[]) {Int32GetDatum(ms_batch_notes), Int64GetDatum(from)},
 			ms_full_plan ? "n " : NULL, 0);
 	n = (int64) SPI_processed;
-	p->more = !ms_full_plan && n == ms_batch_notes;
+	p->did.more = !ms_full_plan && n == ms_batch_notes;
 	if (p->floor != NULL)
 		raise_floor(p, from);
 	if (n == 0)

@@ -262,7 +262,7 @@ downs(ms_pass *p)
 }
 
 void
-ms_evolve_observe(ms_pass *p)
+ms_evolve_observe(ms_pass *p, int64 forgotten)
 {
 	Oid			types[1] = {BYTEAOID};
 	Datum		values[1] = {PointerGetDatum(p->schema_hash)};
@@ -292,7 +292,7 @@ ms_evolve_observe(ms_pass *p)
 		return;
 	}
 	/* forgotten replicas: what they were sent goes with them */
-	if (p->forgotten > 0)
+	if (forgotten > 0)
 		ms_exec(&p->exec, "DELETE FROM sync.replica_tables WHERE replica IN (SELECT id FROM pg_temp.ms_forget)",
 				0, NULL, NULL, NULL, 0);
 	ms_exec(&p->exec, psprintf("SELECT EXISTS (SELECT FROM sync.replicas r WHERE live AND NOT provision"

@@ -24,7 +24,7 @@
 	" AND (provision_failed_at IS NULL OR provision_failed_at < now() - interval '1 minute')"
 
 ArrayType *
-ms_observe(ms_pass *p)
+ms_observe(ms_pass *p, ms_observed *did)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1];
@@ -41,6 +41,7 @@ ms_observe(ms_pass *p)
 		NULL
 	};
 
+	memset(did, 0, sizeof *did);
 	ms_generation_observe(&p->epoch);
 	ms_temp_table(p, "ms_forget");
 	p->carried = ms_catalog_has("carried");
@@ -57,10 +58,10 @@ ms_observe(ms_pass *p)
 	{
 		ms_exec(&p->exec, "INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
 				0, NULL, NULL, NULL, 0);
-		p->forgotten = (int64) SPI_processed;
+		did->forgotten = (int64) SPI_processed;
 	}
 	/* most passes forget nobody: then none of it is asked, nor planned */
-	if (p->forgotten > 0)
+	if (did->forgotten > 0)
 	{
 		/* a dropped replica's refused claims go with it (an extension not updated yet has none) */
 		if (ms_catalog_has("refused_claims"))
@@ -91,7 +92,7 @@ ms_observe(ms_pass *p)
 			0, NULL, NULL, NULL, 0);
 	/* the mirrored tables changed since what it was sent: a schema change, or a snapshot */
 	if (p->snapshots != MS_SNAPSHOTS_ONLY)
-		ms_evolve_observe(p);
+		ms_evolve_observe(p, did->forgotten);
 
 	/*
 	 * A snapshot pass takes the rows of the replicas it provisions: their
@@ -117,7 +118,7 @@ ms_observe(ms_pass *p)
 	/* the worker's pass that reads notes leaves them to a snapshot pass (relay.c) */
 	if (p->snapshots == MS_SNAPSHOTS_LEFT)
 	{
-		p->snapshots_left = true;
+		did->snapshots_left = true;
 		return NULL;
 	}
 	/* a snapshot replaces what the replica was owed: its outbox is dropped */

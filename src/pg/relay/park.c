@@ -76,10 +76,11 @@ static void
 plan_part(void *arg)
 {
 	trial	   *t = arg;
+	ms_recorded did;
 
 	ms_batch_only(t->p, ids_array(t->ids, t->n));
 	ms_plan(t->p, t->replicas, t->provisioning);
-	(void) ms_record(t->p, t->replicas, t->provisioning);
+	(void) ms_record(t->p, t->replicas, t->provisioning, &did);
 }
 
 /* whether planning these notes alone fails for good; why, when it does */
@@ -312,7 +313,7 @@ snapshots(narrowing *w, ArrayType **replicas, ArrayType **provisioning)
 }
 
 bool
-ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
+ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, int64 *nparked)
 {
 	narrowing	w;
 	char	   *why = NULL;
@@ -321,6 +322,7 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
 	int			parked = 0;
 	bool		failed_alone = false;
 
+	*nparked = 0;
 	memset(&w, 0, sizeof w);
 	w.t.p = p;
 	w.t.replicas = *replicas;
@@ -381,7 +383,6 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
 		}
 	}
 	ms_batch_only(p, ids_array(rest, nrest));
-	p->notes_read -= parked;
-	p->parked += parked;
+	*nparked = parked;
 	return parked > 0;
 }

@@ -56,6 +56,26 @@ typedef struct ms_executor
 	bool		as_owners;		/* a relay pass: a table's rows are read as its owner (MS_OWNER_OF) */
 } ms_executor;
 
+/*
+ * ms_pass_counts: what a pass did (sync.relay_pass returns it, the worker
+ * logs it).  relay.c fills it from what each part returns (ms_observe,
+ * ms_record, ms_park); batch.c and question.c count the notes read, and
+ * whether more wait, as the batch grows.
+ */
+typedef struct ms_pass_counts
+{
+	int64		notes_read;
+	int64		provisioned;
+	int64		forgotten;
+	int64		rows_sent;
+	int64		rows_taken;
+	int64		messages;
+	int64		quarantined;
+	int64		parked;			/* notes whose plan failed for good (park.c) */
+	bool		more;			/* a full batch was read: notes may wait for the next pass */
+	bool		snapshots_left;	/* replicas wait for a snapshot pass (MS_SNAPSHOTS_LEFT) */
+} ms_pass_counts;
+
 typedef struct ms_pass
 {
 	ms_executor exec;			/* runs every statement of the pass */
@@ -87,19 +107,11 @@ typedef struct ms_pass
 	struct ms_held_later *later;	/* those kept for then, in cxt (heldrows.c) */
 	int64		held_deferred;	/* how many, written by ms_record_held_later */
 
-	/* what the pass did (sync.relay_pass returns it) */
-	int64		notes_read;
-	int64		provisioned;
-	int64		forgotten;
-	int64		rows_sent;
-	int64		rows_taken;
-	int64		messages;
-	int64		quarantined;
-	int64		parked;			/* notes whose plan failed for good (park.c) */
-	bool		more;			/* a full batch was read: notes may wait for the next pass */
+	ms_pass_counts did;			/* what the pass did */
+
+	/* set by the caller before ms_relay_pass */
 	bool		bounds_later;	/* the caller checks the outbox bounds once the pass commits (ms_relay_bounds) */
 	int			snapshots;		/* MS_SNAPSHOTS_*: whether this pass provisions replicas */
-	bool		snapshots_left;	/* replicas wait for a snapshot pass (MS_SNAPSHOTS_LEFT) */
 	struct ms_floor *floor;		/* the worker's floor under the notes it reads (floor.h); NULL by hand */
 } ms_pass;
 

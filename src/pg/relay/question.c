@@ -594,7 +594,7 @@ close_batch(ms_pass *p)
 			ms_owner_end(&as);
 		}
 	}
-	p->notes_read += (int64) added;
+	p->did.notes_read += (int64) added;
 	return added;
 }
 
@@ -779,7 +779,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	inplace = in_place(p);
 	in_question(p);
 	kept(p, inplace);
-	while (p->more && close_batch(p))
+	while (p->did.more && close_batch(p))
 	{
 		/* planned again, around the notes the batch took in */
 		static const char *const tables[] = {

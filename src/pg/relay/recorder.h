@@ -21,6 +21,7 @@
 #include "catalog.h"
 #include "load.h"
 #include "pass.h"
+#include "record.h"
 #include "seal.h"
 #include "signing.h"
 
@@ -81,6 +82,7 @@ typedef struct body_entry
 typedef struct recorder
 {
 	ms_pass    *p;
+	ms_recorded did;			/* what it wrote (ms_record returns it) */
 	HTAB	   *targets;
 	HTAB	   *bodies;			/* bodies stored this pass, by hash */
 	MemoryContext cxt;

@@ -151,7 +151,7 @@ quarantine(ms_pass *p, List *bad)
 				 errdetail("Key %s: %s", b->key, b->reason),
 				 errhint("It goes once it changes or a fix lets it through; SELECT * FROM sync.quarantine lists it.")));
 	}
-	p->quarantined += list_length(bad);
+	p->did.quarantined += list_length(bad);
 }
 
 /*
@@ -172,14 +172,15 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		List	   *volatile bad = NIL;
 		ErrorData  *volatile failure = NULL;
 		ms_pass		before = *p;
+		ms_recorded did;
+		int64		parked;
 
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(cxt);
 		PG_TRY();
 		{
-			p->rows_sent = p->rows_taken = p->messages = 0;
 			ms_plan(p, replicas, provisioning);
-			bad = ms_record(p, replicas, provisioning);
+			bad = ms_record(p, replicas, provisioning, &did);
 		}
 		PG_CATCH();
 		{
@@ -211,8 +212,10 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 				FreeErrorData(failure);
 				continue;
 			}
-			if (ms_transient(failure->sqlerrcode) || !ms_park(p, &replicas, &provisioning))
+			if (ms_transient(failure->sqlerrcode) || !ms_park(p, &replicas, &provisioning, &parked))
 				ReThrowError(failure);
+			p->did.notes_read -= parked;
+			p->did.parked += parked;
 			FreeErrorData(failure);
 			continue;
 		}
@@ -221,12 +224,15 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(cxt);
 			CurrentResourceOwner = owner;
+			p->did.provisioned += did.provisioned;
+			p->did.rows_sent = did.rows_sent;
+			p->did.rows_taken = did.rows_taken;
+			p->did.messages = did.messages;
 			return;
 		}
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		p->provisioned = before.provisioned;
 		quarantine(p, bad);
 	}
 }
@@ -427,7 +433,7 @@ live_replicas(ms_pass *p)
 	ArrayType  *live;
 
 	/* those left to a snapshot pass are its alone */
-	ms_exec(&p->exec, p->snapshots_left ?
+	ms_exec(&p->exec, p->did.snapshots_left ?
 			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped AND NOT provision), count(*) FROM sync.replicas" :
 			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped"
 			" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
@@ -444,6 +450,7 @@ ms_relay_pass(ms_pass *p)
 	ArrayType  *provisioning;
 	ArrayType  *replicas = NULL;
 	int64		notes;
+	ms_observed observed;
 	bool		bounds_later = p->bounds_later;
 	int			snapshots = p->snapshots;
 	bool		held_later = p->held_later;
@@ -470,7 +477,9 @@ ms_relay_pass(ms_pass *p)
 	ms_temp_tables(p);
 	read_catalog(p);
 	ms_epoch_current(&p->epoch);
-	provisioning = ms_observe(p);
+	provisioning = ms_observe(p, &observed);
+	p->did.forgotten = observed.forgotten;
+	p->did.snapshots_left = observed.snapshots_left;
 	/* a snapshot pass reads no note: the next pass plans them for every replica */
 	if (snapshots == MS_SNAPSHOTS_ONLY && provisioning == NULL)
 	{
@@ -487,7 +496,7 @@ ms_relay_pass(ms_pass *p)
 	}
 	else
 		notes = ms_batch_read(p);
-	p->notes_read = notes;
+	p->did.notes_read = notes;
 	/* a large batch or a snapshot: each statement planned for what it reads now */
 	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
 		ms_plans_keep(false);
@@ -655,13 +664,13 @@ pass_sql(FunctionCallInfo fcinfo, int snapshots)
 	p.exec.cxt = CurrentMemoryContext;
 	p.snapshots = snapshots;
 	ms_relay_pass(&p);
-	values[0] = Int64GetDatum(p.notes_read);
-	values[1] = Int64GetDatum(p.provisioned);
-	values[2] = Int64GetDatum(p.forgotten);
-	values[3] = Int64GetDatum(p.rows_sent);
-	values[4] = Int64GetDatum(p.rows_taken);
-	values[5] = Int64GetDatum(p.messages);
-	values[6] = Int64GetDatum(p.quarantined);
+	values[0] = Int64GetDatum(p.did.notes_read);
+	values[1] = Int64GetDatum(p.did.provisioned);
+	values[2] = Int64GetDatum(p.did.forgotten);
+	values[3] = Int64GetDatum(p.did.rows_sent);
+	values[4] = Int64GetDatum(p.did.rows_taken);
+	values[5] = Int64GetDatum(p.did.messages);
+	values[6] = Int64GetDatum(p.did.quarantined);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 

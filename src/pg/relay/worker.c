@@ -380,18 +380,18 @@ snapshot_pass(MemoryContext pass_cxt)
 	/* a snapshot's held rows of tables read whole are written after it */
 	p.held_later = ms_held_later;
 	ms_relay_pass(&p);
-	if (p.provisioned > 0)
+	if (p.did.provisioned > 0)
 		ereport(DEBUG1,
 				(errmsg("magic_sync snapshot pass: %lld provisioned, %lld rows sent, %lld messages, in %ld ms",
-						(long long) p.provisioned, (long long) p.rows_sent, (long long) p.messages,
+						(long long) p.did.provisioned, (long long) p.did.rows_sent, (long long) p.did.messages,
 						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	if (p.held_deferred > 0)
 		held_later(pass_cxt, p.later, p.held_deferred);
-	if (p.messages > 0)
+	if (p.did.messages > 0)
 		outbox_bounds(pass_cxt);
-	return p.provisioned > 0;
+	return p.did.provisioned > 0;
 }
 
 /*
@@ -461,16 +461,16 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	/* and a snapshot's held rows of tables read whole are written after it too */
 	p.held_later = ms_held_later;
 	ms_relay_pass(&p);
-	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0 || p.more;
-	*read = p.notes_read;
-	*full = p.more;
+	busy = p.did.messages > 0 || p.did.provisioned > 0 || p.did.forgotten > 0 || p.did.more;
+	*read = p.did.notes_read;
+	*full = p.did.more;
 	/* how long it took, from its transaction's start to its commit: most of what its notes waited */
-	if (busy || p.quarantined > 0 || p.parked > 0)
+	if (busy || p.did.quarantined > 0 || p.did.parked > 0)
 		ereport(DEBUG1,
 				(errmsg("magic_sync pass: %lld notes, %lld provisioned, %lld rows sent, %lld taken back, %lld messages, %lld quarantined, %lld parked, in %ld ms",
-						(long long) p.notes_read, (long long) p.provisioned, (long long) p.rows_sent,
-						(long long) p.rows_taken, (long long) p.messages, (long long) p.quarantined,
-						(long long) p.parked,
+						(long long) p.did.notes_read, (long long) p.did.provisioned, (long long) p.did.rows_sent,
+						(long long) p.did.rows_taken, (long long) p.did.messages, (long long) p.did.quarantined,
+						(long long) p.did.parked,
 						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
 	PopActiveSnapshot();
 	/*
@@ -486,21 +486,21 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	if (SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
 		(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_LOCAL, true, 0, false);
-	through = p.messages > 0 ? last_message() : 0;
+	through = p.did.messages > 0 ? last_message() : 0;
 	CommitTransactionCommand();
 	hold_whole = false;
 	/* until ms_relay_bounds copied its chains (an error on the way leaves it set) */
-	chains_pending = p.messages > 0;
+	chains_pending = p.did.messages > 0;
 	if (through > 0)
 		ms_wake_passed(XactLastCommitEnd, through);
 	XLogFlush(XactLastCommitEnd);
 	ms_floor_committed(&notes_floor);
 	if (p.held_deferred > 0)
 		held_later(pass_cxt, p.later, p.held_deferred);
-	if (p.messages > 0)
+	if (p.did.messages > 0)
 		outbox_bounds(pass_cxt);
 	chains_pending = false;
-	if (p.snapshots_left)
+	if (p.did.snapshots_left)
 		busy = snapshot_pass(pass_cxt) || busy;
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
