@@ -554,7 +554,7 @@ held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows,
 	ms_exec(&p->exec, psprintf("WITH c AS (SELECT replica, tab, number, sum(rows) AS rows FROM pg_temp.ms_segments"
 						"  WHERE kind = 'u' AND replica = ANY ($1) GROUP BY replica, tab, number)%s"
 						" SELECT coalesce(sum(rows), 0)::bigint FROM c",
-						p->carried ? ", i AS (" CARRIED_ADD("SELECT * FROM c") ")" : ""),
+						p->has.carried ? ", i AS (" CARRIED_ADD("SELECT * FROM c") ")" : ""),
 			1, types, values, NULL, 0);
 	packed = DatumGetInt64(ms_value(0, 1, &isnull));
 	if ((int64) inserted != packed)
@@ -582,7 +582,7 @@ ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whol
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
-	const char *carried = p->carried
+	const char *carried = p->has.carried
 		? CARRIED_ADD("SELECT replica, tab, number, count(*) FROM h GROUP BY replica, tab, number")
 		: "SELECT count(*) FROM h";
 	const char *segment_rows = "FROM pg_temp.ms_segments g"
@@ -649,7 +649,7 @@ ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whol
 			" WHERE g.kind = 'd' AND h.replica = t.replica AND h.tab = t.tab AND h.key = t.key",
 			0, NULL, NULL, NULL, 0);
 	/* what the messages it acknowledged carried, for the replicas written to: by the primary key's prefix */
-	if (p->carried)
+	if (p->has.carried)
 		ms_exec(&p->exec,
 				"DELETE FROM sync.carried c USING sync.replicas r"
 				" WHERE r.id IN (SELECT DISTINCT g.replica FROM pg_temp.ms_segments g)"

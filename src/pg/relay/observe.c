@@ -29,6 +29,7 @@ ms_observe(ms_pass *p, ms_observed *did)
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1];
 	ArrayType  *provisioning;
+	bool		held_due;
 
 	/* what a replica dropped, or no longer live, was sent goes with it */
 	static const char *const forget[] = {
@@ -44,11 +45,12 @@ ms_observe(ms_pass *p, ms_observed *did)
 	memset(did, 0, sizeof *did);
 	ms_generation_observe(&p->epoch);
 	ms_temp_table(p, "ms_forget");
-	p->carried = ms_catalog_has("carried");
-	p->owed = ms_catalog_has_column("replicas", "owed_messages");
-	p->held_due = ms_catalog_has_column("replicas", "held_due");
+	p->has.carried = ms_catalog_has("carried");
+	p->has.owed = ms_catalog_has_column("replicas", "owed_messages");
+	/* sync.replicas has held_due (77_held_due.sql; a catalog not updated has none) */
+	held_due = ms_catalog_has_column("replicas", "held_due");
 	/* held rows after the pass need the column that says they are due */
-	p->held_later = p->held_later && p->held_due;
+	p->held_later = p->held_later && held_due;
 	/*
 	 * A snapshot pass writes the rows of the replicas it provisions alone:
 	 * forgetting replicas and their schema changes are the other passes'
@@ -78,13 +80,13 @@ ms_observe(ms_pass *p, ms_observed *did)
 			ms_exec(&p->exec, "DELETE FROM sync.refused_due WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
 		}
 		/* what its messages carried goes with them, and nothing is owed it */
-		if (p->carried)
+		if (p->has.carried)
 			ms_exec(&p->exec, "DELETE FROM sync.carried WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
-		if (p->owed)
+		if (p->has.owed)
 			ms_exec(&p->exec, "UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0 WHERE id IN (SELECT id FROM ms_forget)",
 					0, NULL, NULL, NULL, 0);
 	}
-	ms_exec(&p->exec, p->held_due
+	ms_exec(&p->exec, held_due
 			? "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition, held_due = NULL"
 			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition OR held_due IS NOT NULL)"
 			: "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
@@ -142,13 +144,13 @@ ms_observe(ms_pass *p, ms_observed *did)
 	ms_exec(&p->exec,
 			"DELETE FROM sync.held WHERE replica = ANY ($1)",
 			1, types, values, NULL, 0);
-	if (p->carried)
+	if (p->has.carried)
 		ms_exec(&p->exec, "DELETE FROM sync.carried WHERE replica = ANY ($1)", 1, types, values, NULL, 0);
 	ms_exec(&p->exec,
 			"UPDATE sync.outbox SET dropped = true, body = NULL WHERE replica = ANY ($1) AND NOT dropped",
 			1, types, values, NULL, 0);
 	/* a dropped message is owed no more (76_owed.sql) */
-	if (p->owed)
+	if (p->has.owed)
 		ms_exec(&p->exec,
 				"UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0"
 				" WHERE id = ANY ($1) AND (owed_messages <> 0 OR owed_bytes <> 0)",

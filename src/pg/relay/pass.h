@@ -76,6 +76,16 @@ typedef struct ms_pass_counts
 	bool		snapshots_left;	/* replicas wait for a snapshot pass (MS_SNAPSHOTS_LEFT) */
 } ms_pass_counts;
 
+/*
+ * ms_pass_has: what a catalog updated to this version has, and a 0.1
+ * catalog not updated yet has not; observe.c reads it once per pass.
+ */
+typedef struct ms_pass_has
+{
+	bool		carried;		/* sync.carried exists */
+	bool		owed;			/* sync.replicas has owed_messages and owed_bytes (76_owed.sql) */
+} ms_pass_has;
+
 typedef struct ms_pass
 {
 	ms_executor exec;			/* runs every statement of the pass */
@@ -94,15 +104,13 @@ typedef struct ms_pass
 	int64		planned;		/* rows of the larger of ms_send and ms_take (plan.c) */
 	int64		resent;			/* rows refused sent again by the plan (retry.c) */
 	bool		resend_held;	/* sending them failed for good: held back instead (retry.c) */
-	bool		carried;		/* sync.carried exists (observe.c; a 0.1 catalog not updated yet has none) */
-	bool		owed;			/* sync.replicas has owed_messages and owed_bytes (76_owed.sql; the same) */
+	ms_pass_has has;			/* what the catalog has (observe.c) */
 	bool		blocked;		/* pg_temp.ms_blocked has rows: no wanted set grows through them (plan.c) */
 	bool	   *whole;			/* by table id: sent whole to the replicas provisioned, read once (plan.c); or NULL */
 	int64		whole_rows;		/* the rows of those tables each of them is sent */
 	bool		whole_failed;	/* reading one whole failed for good: the pass plans again without (relay.c) */
 	bool		no_whole;		/* every table's rows go through the plan */
 	bool		noted;			/* pg_temp.ms_pending has rows: a held row of a table read whole looks up its note */
-	bool		held_due;		/* sync.replicas has held_due (77_held_due.sql; a catalog not updated has none) */
 	bool		held_later;		/* the worker's: the held rows of tables read whole are written once the pass commits */
 	struct ms_held_later *later;	/* those kept for then, in cxt (heldrows.c) */
 	int64		held_deferred;	/* how many, written by ms_record_held_later */

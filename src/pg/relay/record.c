@@ -549,7 +549,7 @@ record_chains(recorder *r)
 			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END%s"
 			" FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
 			" WHERE r.id = w.id%s",
-			p->owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
+			p->has.owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
 			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : "",
 			p->held_deferred > 0 ? ", held_due = w.first" : "",
 			p->bounds_later ? " AND w.first IS NOT NULL" : ""),

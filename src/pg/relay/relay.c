@@ -257,7 +257,7 @@ outbox_bounds(ms_pass *p)
 	 * numbered from one sequence, so they count its own from above) has its
 	 * outbox counted.
 	 */
-	const char *owed = p->owed ? "x.owed_messages > $1 OR x.owed_bytes > $2"
+	const char *owed = p->has.owed ? "x.owed_messages > $1 OR x.owed_bytes > $2"
 		: "x.last_number - greatest(x.acked_number, coalesce(x.snapshot_end, 0)) > least($1, $2 / $3)";
 
 	ms_exec(&p->exec, psprintf(
