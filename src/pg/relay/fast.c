@@ -112,13 +112,13 @@ ms_fast_find(ms_pass *p)
  * conflict looked for in ms_send.
  */
 void
-ms_fast_send(ms_pass *p)
+ms_fast_send(ms_pass *p, uint64 fast_rows, int64 replicas_around, int64 replicas_all)
 {
-	bool		by_row = 2 * p->replicas_around >= p->replicas_all;
+	bool		by_row = 2 * replicas_around >= replicas_all;
 	bool		planned;
 	const char *conflict;
 
-	if (p->fast_rows == 0)
+	if (fast_rows == 0)
 		return;
 	ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_send)", 0, NULL, NULL, NULL, 0);
 	planned = DatumGetBool(ms_value(0, 1, &(bool) {false}));
@@ -135,7 +135,7 @@ ms_fast_send(ms_pass *p)
 		 * left to a filter compares every replica with every other.
 		 */
 		Oid			types[1] = {INT8OID};
-		Datum		values[1] = {Int64GetDatum(p->replicas_around)};
+		Datum		values[1] = {Int64GetDatum(replicas_around)};
 
 		ms_exec(&p->exec, psprintf(
 				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key, f.note, x.kept, x.held FROM pg_temp.ms_fast f"
@@ -168,7 +168,7 @@ ms_fast_send(ms_pass *p)
 				0, NULL, NULL, NULL, 0);
 	/* tests/e2e/fast.py walks both, and counts the fresh */
 	ereport(DEBUG1, (errmsg_internal("magic_sync: %llu rows' held versions looked up by %s",
-									 (unsigned long long) p->fast_rows, by_row ? "held_row" : "held_pkey")));
+									 (unsigned long long) fast_rows, by_row ? "held_row" : "held_pkey")));
 	if (message_level_is_interesting(DEBUG1))
 	{
 		ms_exec(&p->exec, "SELECT count(*) FROM pg_temp.ms_send WHERE fresh", 0, NULL, NULL, NULL, 0);

@@ -578,7 +578,7 @@ held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows,
  * instead of the held rows.
  */
 void
-ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole)
+ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole, int64 planned)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
@@ -596,7 +596,7 @@ ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whol
 				unaddressed;
 
 	/* a few segments, each a range of ms_send's key index: the planner must know, when ms_send is large */
-	ms_analyze(&p->exec, "pg_temp.ms_segments", p->planned >= MS_ANALYZE_ROWS ? Max(segments, MS_ANALYZE_ROWS) : segments);
+	ms_analyze(&p->exec, "pg_temp.ms_segments", planned >= MS_ANALYZE_ROWS ? Max(segments, MS_ANALYZE_ROWS) : segments);
 	/* which of the three kinds the plan has: a read of ms_send spares the others a read of every segment's rows */
 	ms_exec(&p->exec, "SELECT coalesce(bool_or(fresh), false), coalesce(bool_or(held IS NOT NULL), false),"
 			" coalesce(bool_or(NOT fresh AND held IS NULL), false) FROM pg_temp.ms_send",

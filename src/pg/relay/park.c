@@ -76,11 +76,12 @@ static void
 plan_part(void *arg)
 {
 	trial	   *t = arg;
+	ms_planned	plan;
 	ms_recorded did;
 
 	ms_batch_only(t->p, ids_array(t->ids, t->n));
-	ms_plan(t->p, t->replicas, t->provisioning);
-	(void) ms_record(t->p, t->replicas, t->provisioning, &did);
+	ms_plan(t->p, t->replicas, t->provisioning, &plan);
+	(void) ms_record(t->p, t->replicas, t->provisioning, &plan, &did);
 }
 
 /* whether planning these notes alone fails for good; why, when it does */

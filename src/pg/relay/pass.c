@@ -154,7 +154,6 @@ ms_pass_begin(ms_pass *p, MemoryContext cxt)
 {
 	memset(p, 0, sizeof *p);
 	p->exec.cxt = cxt;
-	p->snapshot_rows = -1;
 	p->exec.self = GetUserId();
 	/* a relay pass keeps its plans (ms_plans_keep); a read plans afresh */
 	keeping = false;

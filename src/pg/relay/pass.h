@@ -96,18 +96,12 @@ typedef struct ms_pass
 	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once) */
 	bytea	   *schema_hash;	/* its SHA-256 */
 	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c) */
-	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
 	bool		one_replica;	/* the pass plans for one replica only */
-	int64		replicas_all;	/* the replicas there are (relay.c), and */
-	int64		replicas_around;	/* those planned around what changed (question.c): fast.c's choice */
-	uint64		fast_rows;		/* rows of pg_temp.ms_fast (fast.c) */
-	int64		planned;		/* rows of the larger of ms_send and ms_take (plan.c) */
+	int64		replicas_all;	/* the replicas there are (relay.c): fast.c's choice */
 	int64		resent;			/* rows refused sent again by the plan (retry.c) */
 	bool		resend_held;	/* sending them failed for good: held back instead (retry.c) */
 	ms_pass_has has;			/* what the catalog has (observe.c) */
 	bool		blocked;		/* pg_temp.ms_blocked has rows: no wanted set grows through them (plan.c) */
-	bool	   *whole;			/* by table id: sent whole to the replicas provisioned, read once (plan.c); or NULL */
-	int64		whole_rows;		/* the rows of those tables each of them is sent */
 	bool		whole_failed;	/* reading one whole failed for good: the pass plans again without (relay.c) */
 	bool		no_whole;		/* every table's rows go through the plan */
 	bool		noted;			/* pg_temp.ms_pending has rows: a held row of a table read whole looks up its note */

@@ -141,16 +141,16 @@ whole_rows(ms_pass *p, ms_table *t)
  * than writing one key per row here, and reading them back by key.
  */
 static void
-plan_provisioned(ms_pass *p, ArrayType *provisioning)
+plan_provisioned(ms_pass *p, ArrayType *provisioning, ms_planned *out)
 {
 	int64		rows;
 	ListCell   *lc;
 	bool		isnull;
 
-	p->whole = ms_whole_tables && !p->no_whole ? ms_wanted_whole(p->tables) : NULL;
+	out->whole = ms_whole_tables && !p->no_whole ? ms_wanted_whole(p->tables) : NULL;
 	/* straight into what is sent: it is all of it (never a blocked row: wanted.c) */
-	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", p->whole);
-	if (p->whole != NULL)
+	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", out->whole);
+	if (out->whole != NULL)
 	{
 		/* whether a held row of theirs looks up a note (record.c) */
 		ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_pending)", 0, NULL, NULL, NULL, 0);
@@ -159,14 +159,14 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning)
 		{
 			ms_table   *t = lfirst(lc);
 
-			if (p->whole[t->id])
-				p->whole_rows += whole_rows(p, t);
+			if (out->whole[t->id])
+				out->whole_rows += whole_rows(p, t);
 		}
 	}
 
 	/* one replica: what its snapshot's Begin says, without counting again */
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 1)
-		p->snapshot_rows = rows + p->whole_rows;
+		out->snapshot_rows = rows + out->whole_rows;
 	ms_exec(&p->exec, "UPDATE ms_send s SET note = n.note FROM ms_pending n WHERE n.tab = s.tab AND n.key = s.key",
 			0, NULL, NULL, NULL, 0);
 }
@@ -213,18 +213,19 @@ ms_whole_filter(ms_pass *p, ms_table *t)
 }
 
 void
-ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
+ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_planned *out)
 {
 	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
 	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
 	ArrayType  *around;
 
 	plan_blocked(p, false);
-	p->snapshot_rows = -1;
-	p->whole = NULL;
-	p->whole_rows = 0;
+	out->snapshot_rows = -1;
+	out->whole = NULL;
+	out->whole_rows = 0;
+	out->planned = 0;
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
-		plan_provisioned(p, provisioning);
+		plan_provisioned(p, provisioning, out);
 
 	/* every other: around what changed, or (magic_sync.full_plan) compared whole */
 	ms_exec(&p->exec, "SELECT array_agg(r) FROM unnest($1::uuid[]) r WHERE r <> ALL ($2)", 2, types, values, NULL, 0);
@@ -246,8 +247,8 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 			0, NULL, NULL, NULL, 0);
 	ms_exec(&p->exec, "SELECT greatest((SELECT count(*) FROM ms_send), (SELECT count(*) FROM ms_take))",
 			0, NULL, NULL, NULL, 0);
-	p->planned = ms_int64();
-	ms_analyze(&p->exec, "ms_send, ms_take", (uint64) p->planned);
+	out->planned = ms_int64();
+	ms_analyze(&p->exec, "ms_send, ms_take", (uint64) out->planned);
 }
 
 /*
@@ -260,9 +261,6 @@ void
 ms_plan_dry(ms_pass *p, ArrayType *replicas)
 {
 	plan_blocked(p, true);
-	p->snapshot_rows = -1;
-	p->whole = NULL;
-	p->whole_rows = 0;
 	if (!ms_full_plan)
 		ms_plan_question(p, replicas);
 	else

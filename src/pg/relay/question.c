@@ -752,6 +752,8 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 	uint64		inplace;
+	int64		around;
+	uint64		fast_rows;
 
 	ms_temp_table(p, "ms_inc_replicas");
 	ms_temp_table(p, "ms_changed");
@@ -772,9 +774,9 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	ms_exec(&p->exec, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
 			" JOIN sync.replicas r ON r.id = u.id",
 			1, types, values, NULL, 0);
-	p->replicas_around = (int64) SPI_processed;
+	around = (int64) SPI_processed;
 
-	p->fast_rows = ms_fast_find(p);
+	fast_rows = ms_fast_find(p);
 	changed(p);
 	inplace = in_place(p);
 	in_question(p);
@@ -789,7 +791,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 		ms_batch_rows(p);
 		for (const char *const *t = tables; *t != NULL; t++)
 			ms_temp_empty(p, *t);
-		p->fast_rows = ms_fast_find(p);
+		fast_rows = ms_fast_find(p);
 		changed(p);
 		inplace = in_place(p);
 		in_question(p);
@@ -809,7 +811,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 			"       AND h.tab = n.tab AND h.key = n.key OFFSET 0) h ON true"
 			" WHERE h.note IS NULL OR h.taken IS NOT NULL OR c.note > h.note",
 			0, NULL, NULL, NULL, 0);
-	ms_fast_send(p);
+	ms_fast_send(p, fast_rows, around, p->replicas_all);
 	ms_exec(&p->exec,
 			"INSERT INTO ms_take (replica, tab, key) SELECT q.replica, q.tab, q.key FROM ms_q q"
 			" WHERE NOT EXISTS (SELECT FROM ms_n n WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)",

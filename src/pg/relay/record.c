@@ -443,16 +443,16 @@ snapshot_rows(recorder *r, ArrayType *provisioning)
 	Datum		values[1] = {PointerGetDatum(provisioning)};
 
 	/* one replica provisioned: the plan counted them (plan.c) */
-	if (p->snapshot_rows >= 0)
+	if (r->plan->snapshot_rows >= 0)
 	{
-		ms_find_target(r, (pg_uuid_t *) ARR_DATA_PTR(provisioning))->snapshot_rows = p->snapshot_rows;
+		ms_find_target(r, (pg_uuid_t *) ARR_DATA_PTR(provisioning))->snapshot_rows = r->plan->snapshot_rows;
 		return;
 	}
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 0)
 		return;
 	/* every one of them gets every row of the tables read whole (plan.c) */
 	for (int i = 0; i < ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)); i++)
-		ms_find_target(r, (pg_uuid_t *) ARR_DATA_PTR(provisioning) + i)->snapshot_rows = p->whole_rows;
+		ms_find_target(r, (pg_uuid_t *) ARR_DATA_PTR(provisioning) + i)->snapshot_rows = r->plan->whole_rows;
 	ms_exec(&p->exec, "SELECT replica, count(*) FROM pg_temp.ms_send WHERE replica = ANY ($1) GROUP BY replica",
 			1, types, values, NULL, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -557,7 +557,8 @@ record_chains(recorder *r)
 }
 
 List *
-ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_recorded *did)
+ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
+		  const ms_planned *plan, ms_recorded *did)
 {
 	recorder	r;
 	HASH_SEQ_STATUS seq;
@@ -568,6 +569,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_recorded 
 	ms_wish_due_set *due;
 
 	recorder_init(&r, p);
+	r.plan = plan;
 	/* a plan run again after rows were set aside starts over */
 	p->later = NULL;
 	p->held_deferred = 0;
@@ -584,7 +586,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_recorded 
 
 		ms_load_table(p, t, emit_upsert, &r, &bad);
 		/* a table the replicas provisioned want whole: read once, for all of them (plan.c) */
-		if (p->whole != NULL && p->whole[t->id])
+		if (plan->whole != NULL && plan->whole[t->id])
 			ms_load_whole(p, t, emit_whole, &r, &bad);
 	}
 	if (bad != NIL)
@@ -616,7 +618,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_recorded 
 	}
 	ms_write_batch(&r);
 	ms_write_held(&r);
-	ms_record_held(p, provisioning, r.segments, r.held_whole);
+	ms_record_held(p, provisioning, r.segments, r.held_whole, plan->planned);
 	record_chains(&r);
 	*did = r.did;
 	MemoryContextDelete(r.cxt);

@@ -82,6 +82,7 @@ typedef struct body_entry
 typedef struct recorder
 {
 	ms_pass    *p;
+	const ms_planned *plan;		/* what ms_plan planned */
 	ms_recorded did;			/* what it wrote (ms_record returns it) */
 	HTAB	   *targets;
 	HTAB	   *bodies;			/* bodies stored this pass, by hash */
@@ -138,6 +139,6 @@ extern void ms_append(recorder *r, target *tg, ms_table *t, char kind, const cha
 /* heldrows.c */
 extern void ms_write_held(recorder *r);
 extern void ms_held_of_whole(recorder *r, target *tg, int64 number);
-extern void ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole);
+extern void ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole, int64 planned);
 
 #endif

@@ -172,6 +172,7 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		List	   *volatile bad = NIL;
 		ErrorData  *volatile failure = NULL;
 		ms_pass		before = *p;
+		ms_planned	plan;
 		ms_recorded did;
 		int64		parked;
 
@@ -179,8 +180,8 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		MemoryContextSwitchTo(cxt);
 		PG_TRY();
 		{
-			ms_plan(p, replicas, provisioning);
-			bad = ms_record(p, replicas, provisioning, &did);
+			ms_plan(p, replicas, provisioning, &plan);
+			bad = ms_record(p, replicas, provisioning, &plan, &did);
 		}
 		PG_CATCH();
 		{
