@@ -284,7 +284,7 @@ ms_write_held(recorder *r)
 		return;
 	old = MemoryContextSwitchTo(r->held_cxt);
 	/* with no note to look up, a page at a time (heldrows.c) */
-	if (!r->p->noted && insert_held_direct(r))
+	if (!r->noted && insert_held_direct(r))
 	{
 		r->held_whole += (uint64) r->nheld;
 		r->nheld = 0;
@@ -295,7 +295,7 @@ ms_write_held(recorder *r)
 	for (int c = 0; c < 4; c++)
 		arrays[c] = ms_batch_array(r->held[c], r->nheld, elem[c]);
 	/* the arrays read in step, a row at a time (in FROM, unnest would gather them first) */
-	insert_held(r->p, r->p->noted
+	insert_held(r->p, r->noted
 				? "INSERT INTO sync.held (replica, tab, key, note, number, since)"
 				" SELECT u.replica, u.tab, u.key, coalesce(n.note, 0), u.number, u.number"
 				"   FROM (SELECT unnest($1) AS replica, unnest($2) AS tab, unnest($3) COLLATE \"C\" AS key,"
@@ -380,7 +380,7 @@ later_keep(recorder *r, target *tg, int64 number)
 	if (p->later == NULL)
 	{
 		p->later = palloc0(sizeof(struct ms_held_later));
-		p->later->noted = p->noted;
+		p->later->noted = r->noted;
 	}
 	m = palloc(sizeof(later_message));
 	m->replica = tg->id;
@@ -712,7 +712,7 @@ ms_record_held_later(ms_pass *p)
 	memset(&r, 0, sizeof r);
 	r.p = p;
 	r.held_cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync held rows to write", ALLOCSET_DEFAULT_SIZES);
-	p->noted = p->later != NULL && p->later->noted;
+	r.noted = p->later != NULL && p->later->noted;
 	m = palloc(sizeof(later_message *) * Max(list_length(p->later != NULL ? p->later->messages : NIL), 1));
 	rows = palloc(sizeof(later_row) * cap);
 	foreach(lc, p->later != NULL ? p->later->messages : NIL)

@@ -104,7 +104,6 @@ typedef struct ms_pass
 	bool		blocked;		/* pg_temp.ms_blocked has rows: no wanted set grows through them (plan.c) */
 	bool		whole_failed;	/* reading one whole failed for good: the pass plans again without (relay.c) */
 	bool		no_whole;		/* every table's rows go through the plan */
-	bool		noted;			/* pg_temp.ms_pending has rows: a held row of a table read whole looks up its note */
 	bool		held_later;		/* the worker's: the held rows of tables read whole are written once the pass commits */
 	struct ms_held_later *later;	/* those kept for then, in cxt (heldrows.c) */
 	int64		held_deferred;	/* how many, written by ms_record_held_later */

@@ -154,7 +154,7 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning, ms_planned *out)
 	{
 		/* whether a held row of theirs looks up a note (record.c) */
 		ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_pending)", 0, NULL, NULL, NULL, 0);
-		p->noted = DatumGetBool(ms_value(0, 1, &isnull));
+		out->noted = DatumGetBool(ms_value(0, 1, &isnull));
 		foreach(lc, p->tables)
 		{
 			ms_table   *t = lfirst(lc);
@@ -224,6 +224,7 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_planned *ou
 	out->whole = NULL;
 	out->whole_rows = 0;
 	out->planned = 0;
+	out->noted = false;
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
 		plan_provisioned(p, provisioning, out);
 

@@ -29,6 +29,7 @@ typedef struct ms_planned
 	bool	   *whole;			/* by table id: sent whole to the replicas provisioned, read once; or NULL */
 	int64		whole_rows;		/* the rows of those tables each of them is sent */
 	int64		planned;		/* rows of the larger of ms_send and ms_take */
+	bool		noted;			/* tables read whole, and pg_temp.ms_pending has rows: a held row of theirs looks up its note */
 } ms_planned;
 
 /*

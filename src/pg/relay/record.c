@@ -570,6 +570,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 
 	recorder_init(&r, p);
 	r.plan = plan;
+	r.noted = plan->noted;
 	/* a plan run again after rows were set aside starts over */
 	p->later = NULL;
 	p->held_deferred = 0;

@@ -83,6 +83,7 @@ typedef struct recorder
 {
 	ms_pass    *p;
 	const ms_planned *plan;		/* what ms_plan planned */
+	bool		noted;			/* a held row of a table read whole looks up its note (ms_planned) */
 	ms_recorded did;			/* what it wrote (ms_record returns it) */
 	HTAB	   *targets;
 	HTAB	   *bodies;			/* bodies stored this pass, by hash */
