@@ -551,10 +551,10 @@ load_cursor(ms_pass *p, ms_table *t, const char *sql, int nargs, Oid *types, Dat
 }
 
 void
-ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
+ms_load_table(ms_pass *p, ms_table *t, bool one_replica, ms_emit emit, void *arg, List **bad)
 {
 	Oid			types[3] = {INT4OID, TEXTOID, INT8OID};
-	char	   *all = load_query(t, false, p->one_replica);
+	char	   *all = load_query(t, false, one_replica);
 	SPIPlanPtr	one;
 	ms_as_owner as_one;
 	SPIPlanPtr	keys = ms_prepare_kept(&p->exec, "SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
@@ -566,7 +566,7 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 
 	/* it names the table: analysed as the owner, who may see its schema */
 	ms_owner_begin(&as_one, MS_OWNER_OF(p, t->relid));
-	one = ms_prepare_kept(&p->exec, load_query(t, true, p->one_replica), 3, types);
+	one = ms_prepare_kept(&p->exec, load_query(t, true, one_replica), 3, types);
 	ms_owner_end(&as_one);
 	old = MemoryContextSwitchTo(cxt);
 	for (;;)
@@ -626,7 +626,7 @@ ms_load_whole(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 	if (!loaded)
 	{
 		/* which row fails is found row by row, through the plan: the pass plans again without */
-		p->whole_failed = true;
+		p->fault.whole_failed = true;
 		ReThrowError(err);		/* the error is in cxt, freed with the pass */
 	}
 	MemoryContextDelete(cxt);

@@ -86,6 +86,19 @@ typedef struct ms_pass_has
 	bool		owed;			/* sync.replicas has owed_messages and owed_bytes (76_owed.sql) */
 } ms_pass_has;
 
+/*
+ * ms_pass_fault: what a failure of the plan and record is about, written
+ * before the statements that may fail and read by relay.c once they did
+ * (so no return value can say it); and what relay.c plans again without.
+ */
+typedef struct ms_pass_fault
+{
+	int64		resent;			/* rows refused sent again by the plan (retry.c) */
+	bool		whole_failed;	/* reading a table whole failed for good (load.c) */
+	bool		resend_held;	/* relay.c: sending them failed for good: held back instead (retry.c) */
+	bool		no_whole;		/* relay.c: every table's rows go through the plan (plan.c) */
+} ms_pass_fault;
+
 typedef struct ms_pass
 {
 	ms_executor exec;			/* runs every statement of the pass */
@@ -96,14 +109,10 @@ typedef struct ms_pass
 	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once) */
 	bytea	   *schema_hash;	/* its SHA-256 */
 	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c) */
-	bool		one_replica;	/* the pass plans for one replica only */
 	int64		replicas_all;	/* the replicas there are (relay.c): fast.c's choice */
-	int64		resent;			/* rows refused sent again by the plan (retry.c) */
-	bool		resend_held;	/* sending them failed for good: held back instead (retry.c) */
 	ms_pass_has has;			/* what the catalog has (observe.c) */
 	bool		blocked;		/* pg_temp.ms_blocked has rows: no wanted set grows through them (plan.c) */
-	bool		whole_failed;	/* reading one whole failed for good: the pass plans again without (relay.c) */
-	bool		no_whole;		/* every table's rows go through the plan */
+	ms_pass_fault fault;		/* what a failure is about, and what is planned again without */
 	bool		held_later;		/* the worker's: the held rows of tables read whole are written once the pass commits */
 	struct ms_held_later *later;	/* those kept for then, in cxt (heldrows.c) */
 	int64		held_deferred;	/* how many, written by ms_record_held_later */

@@ -147,7 +147,7 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning, ms_planned *out)
 	ListCell   *lc;
 	bool		isnull;
 
-	out->whole = ms_whole_tables && !p->no_whole ? ms_wanted_whole(p->tables) : NULL;
+	out->whole = ms_whole_tables && !p->fault.no_whole ? ms_wanted_whole(p->tables) : NULL;
 	/* straight into what is sent: it is all of it (never a blocked row: wanted.c) */
 	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", out->whole);
 	if (out->whole != NULL)

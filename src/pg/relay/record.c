@@ -567,6 +567,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	ListCell   *lc;
 	StringInfoData end;
 	ms_wish_due_set *due;
+	bool		one_replica;
 
 	recorder_init(&r, p);
 	r.plan = plan;
@@ -575,7 +576,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	p->later = NULL;
 	p->held_deferred = 0;
 	load_targets(&r, replicas, provisioning);
-	p->one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
+	one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
 	r.provisioning = (pg_uuid_t *) ARR_DATA_PTR(provisioning);
 	r.nprovisioning = ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning));
 	snapshot_rows(&r, provisioning);
@@ -585,7 +586,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	{
 		ms_table   *t = lfirst(lc);
 
-		ms_load_table(p, t, emit_upsert, &r, &bad);
+		ms_load_table(p, t, one_replica, emit_upsert, &r, &bad);
 		/* a table the replicas provisioned want whole: read once, for all of them (plan.c) */
 		if (plan->whole != NULL && plan->whole[t->id])
 			ms_load_whole(p, t, emit_whole, &r, &bad);

@@ -191,25 +191,25 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		PG_END_TRY();
 		if (failure != NULL)
 		{
-			bool		resent = p->resent > 0;
-			bool		whole_failed = p->whole_failed;
+			bool		resent = p->fault.resent > 0;
+			bool		whole_failed = p->fault.whole_failed;
 
 			*p = before;
 			/* a table read whole failed for good: planned again, its rows through the plan (load.c) */
 			if (whole_failed && !ms_transient(failure->sqlerrcode))
 			{
-				p->no_whole = true;
+				p->fault.no_whole = true;
 				FreeErrorData(failure);
 				continue;
 			}
 			/* rows refused sent again are no notes to park: they wait an hour, the rest goes on (retry.c) */
-			if (resent && !p->resend_held && !ms_transient(failure->sqlerrcode))
+			if (resent && !p->fault.resend_held && !ms_transient(failure->sqlerrcode))
 			{
 				ereport(WARNING,
 						(errmsg("magic_sync: rows replicas refused could not be sent again: they wait an hour"),
 						 errdetail("%s", failure->message),
 						 errhint("SELECT * FROM sync.health() lists them.")));
-				p->resend_held = true;
+				p->fault.resend_held = true;
 				FreeErrorData(failure);
 				continue;
 			}

@@ -197,7 +197,7 @@ plan_due(ms_pass *p, Datum *values)
 	uint64		n;
 	int		   *tabs;
 
-	if (p->resend_held)
+	if (p->fault.resend_held)
 	{
 		/* sending them failed for good this pass (relay.c): an hour, and the rest goes on */
 		ms_exec(&p->exec, "UPDATE sync.refused_rows r SET due = now() + interval '1 hour' WHERE " DUE,
@@ -220,7 +220,7 @@ plan_due(ms_pass *p, Datum *values)
 	if (SPI_processed == 0)
 		return;
 	/* from here a failure is theirs (relay.c) */
-	p->resent = (int64) SPI_processed;
+	p->fault.resent = (int64) SPI_processed;
 	ms_exec(&p->exec, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
 	n = SPI_processed;
 	tabs = palloc(sizeof(int) * n);
@@ -266,7 +266,7 @@ ms_plan_refused(ms_pass *p, ArrayType *replicas)
 	Datum		values[1] = {PointerGetDatum(replicas)};
 	ArrayType  *due;
 
-	p->resent = 0;
+	p->fault.resent = 0;
 	if (!ms_catalog_has("refused_rows"))
 		return;
 	/* most passes: none due, one read of sync.refused_due */
@@ -292,7 +292,7 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas)
 	int		   *tabs;
 
 	/* most passes: none marked, one probe of held_replace */
-	if (!any_replaced(p) || p->resend_held)
+	if (!any_replaced(p) || p->fault.resend_held)
 		return;
 	/* ms_retry again (ms_plan_refused is done with it): note -1 for a row it made up */
 	ms_temp_table(p, "ms_retry");
@@ -308,7 +308,7 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas)
 	if (SPI_processed == 0)
 		return;
 	/* from here a failure is theirs, as the refused rows' (relay.c) */
-	p->resent += (int64) SPI_processed;
+	p->fault.resent += (int64) SPI_processed;
 	ms_exec(&p->exec, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
 	n = SPI_processed;
 	tabs = palloc(sizeof(int) * n);
