@@ -218,7 +218,7 @@ ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 		tg->first_number = number;
 		tg->begun = true;
 	}
-	r->did.messages++;
+	r->did->messages++;
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(r->scratch);
 }
@@ -250,7 +250,7 @@ emit_rows(void *arg, ms_table *t, ms_row *row, bool whole)
 			replace = memcmp(&row->replacing[j], &row->replicas[i], sizeof(pg_uuid_t)) == 0;
 		ms_append(r, ms_find_target(r, &row->replicas[i]), t, 'u', key, row->bytes, row->len, replace, whole);
 	}
-	r->did.rows_sent += row->nreplicas;
+	r->did->rows_sent += row->nreplicas;
 	pfree(key);
 	return NULL;
 }
@@ -308,7 +308,7 @@ record_deletes(recorder *r, ms_table *t)
 			ms_bound_fill(r, ids, nreps, 'd');
 			for (int j = 0; j < nreps; j++)
 				ms_append(r, ms_find_target(r, &ids[j]), t, 'd', key, NULL, 0, false, false);
-			r->did.rows_taken += nreps;
+			r->did->rows_taken += nreps;
 		}
 		SPI_freetuptable(tt);
 	}
@@ -572,6 +572,8 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	recorder_init(&r, p);
 	r.plan = plan;
 	r.noted = plan->noted;
+	r.did = did;
+	memset(did, 0, sizeof *did);
 	/* a plan run again after rows were set aside starts over */
 	p->later = NULL;
 	p->held_deferred = 0;
@@ -609,7 +611,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 		if (tg->snapshot)
 		{
 			end_snapshot(&r, tg, &end);
-			r.did.provisioned++;
+			did->provisioned++;
 		}
 		/* the server's wishes last, in a message of their own (wish_send.c) */
 		if (ms_wish_due_for(due, &tg->id) && ms_wish_pack(p, &tg->id, &tg->down))
@@ -622,7 +624,6 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	ms_write_held(&r);
 	ms_record_held(p, provisioning, r.segments, r.held_whole, plan->planned);
 	record_chains(&r);
-	*did = r.did;
 	MemoryContextDelete(r.cxt);
 	return NIL;
 }

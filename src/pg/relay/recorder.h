@@ -21,7 +21,7 @@
 #include "catalog.h"
 #include "load.h"
 #include "pass.h"
-#include "record.h"
+#include "plan.h"
 #include "seal.h"
 #include "signing.h"
 
@@ -84,7 +84,7 @@ typedef struct recorder
 	ms_pass    *p;
 	const ms_planned *plan;		/* what ms_plan planned */
 	bool		noted;			/* a held row of a table read whole looks up its note (ms_planned) */
-	ms_recorded did;			/* what it wrote (ms_record returns it) */
+	struct ms_recorded *did;	/* what it wrote (record.h), for ms_record's caller; NULL: not counted */
 	HTAB	   *targets;
 	HTAB	   *bodies;			/* bodies stored this pass, by hash */
 	MemoryContext cxt;
