@@ -160,7 +160,7 @@ scope(ms_pass *p, FunctionCallInfo fcinfo, int arg)
 	values[1] = PG_ARGISNULL(arg + 1) ? (Datum) 0 : PG_GETARG_DATUM(arg + 1);
 	nulls[0] = PG_ARGISNULL(arg) ? 'n' : ' ';
 	nulls[1] = PG_ARGISNULL(arg + 1) ? 'n' : ' ';
-	ms_exec(p, SCOPE_SQL, 2, types, values, nulls, 1);
+	ms_exec(&p->exec, SCOPE_SQL, 2, types, values, nulls, 1);
 	return ms_array();
 }
 
@@ -178,7 +178,7 @@ emit(ms_pass *p, ReturnSetInfo *rsinfo, const char *sql, int nargs, Oid *types, 
 	Datum	   *out = palloc(sizeof(Datum) * natts);
 	bool	   *outnull = palloc(sizeof(bool) * natts);
 
-	ms_exec(p, sql, nargs, types, values, NULL, 0);
+	ms_exec(&p->exec, sql, nargs, types, values, NULL, 0);
 	if (SPI_tuptable->tupdesc->natts != natts)
 		elog(ERROR, "a read returns %d columns, not %d", SPI_tuptable->tupdesc->natts, natts);
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -310,7 +310,7 @@ table_key(ms_pass *p, Oid tab, Datum parts, int32 *id, char **key)
 	int32		nparts;
 	Datum		keytypes;
 
-	ms_exec(p, "SELECT t.id, cardinality(t.key), cardinality($2),"
+	ms_exec(&p->exec, "SELECT t.id, cardinality(t.key), cardinality($2),"
 			"       array(SELECT a.atttypid FROM unnest(t.key) WITH ORDINALITY AS k(name, i)"
 			"               JOIN pg_catalog.pg_attribute a ON a.attrelid = t.relid AND a.attname = k.name"
 			"              ORDER BY k.i)"
@@ -340,7 +340,7 @@ table_key(ms_pass *p, Oid tab, Datum parts, int32 *id, char **key)
 static ArrayType *
 unsure(ms_pass *p, int nargs, Oid *types, Datum *values)
 {
-	ms_exec(p, "SELECT array_agg(r.id) FROM sync.replicas r"
+	ms_exec(&p->exec, "SELECT array_agg(r.id) FROM sync.replicas r"
 			" WHERE r.id = ANY ($1)"
 			"   AND NOT EXISTS (SELECT FROM sync.held h WHERE h.replica = r.id"
 			"                    AND h.tab = $2 AND h.key = $3 AND h.taken IS NULL)"

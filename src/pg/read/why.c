@@ -75,7 +75,7 @@ step(ms_pass *p, const ms_table *t, const char *select, const char *relation, in
 	ms_as_owner as;
 
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	ms_exec(p, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, from_tab, from_key, relation)"
+	ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, from_tab, from_key, relation)"
 						" SELECT s.tab, s.key, %d, f.tab, f.key, %s"
 						"  FROM (%s) s(replica, tab, key) JOIN pg_temp.ms_why_from f ON f.replica = s.replica"
 						"  WHERE %s ORDER BY f.key"
@@ -142,7 +142,7 @@ rules(ms_pass *p, const ms_table *t, const char *cand)
 		select = ms_rule_select(r, "ms_wanted_replicas", cand);
 		if (select == NULL)
 			continue;
-		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, relation)"
+		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, relation)"
 							" SELECT s.tab, s.key, 0, %s FROM (%s) s(replica, tab, key)"
 							" WHERE %s ON CONFLICT DO NOTHING",
 							i == 0 ? rule_detail(t) : "'rule: its own record'", select,
@@ -158,7 +158,7 @@ rules(ms_pass *p, const ms_table *t, const char *cand)
 static bool
 reached(ms_pass *p, Datum tab, Datum key)
 {
-	ms_exec(p, "SELECT FROM pg_temp.ms_why WHERE tab = $1 AND key = $2", 2, (Oid[]) {INT4OID, TEXTOID},
+	ms_exec(&p->exec, "SELECT FROM pg_temp.ms_why WHERE tab = $1 AND key = $2", 2, (Oid[]) {INT4OID, TEXTOID},
 			(Datum[]) {tab, key}, NULL, 1);
 	return SPI_processed > 0;
 }
@@ -168,7 +168,7 @@ static uint64
 from(ms_pass *p, const char *select, int arg)
 {
 	ms_temp_empty(p, "ms_why_from");
-	ms_exec(p, psprintf("INSERT INTO pg_temp.ms_why_from SELECT %s, tab, key FROM (%s) s"
+	ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_why_from SELECT %s, tab, key FROM (%s) s"
 						" ON CONFLICT DO NOTHING", ROW_UUID("tab", "key"), select),
 			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(arg)}, NULL, 0);
 	return SPI_processed;
@@ -240,7 +240,7 @@ back_step(ms_pass *p, const ms_table *t, const char *select, int level, uint64 *
 	int64		listed;
 
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	ms_exec(p, psprintf("WITH s AS MATERIALIZED (%s LIMIT " UINT64_FORMAT "),"
+	ms_exec(&p->exec, psprintf("WITH s AS MATERIALIZED (%s LIMIT " UINT64_FORMAT "),"
 						" i AS (INSERT INTO pg_temp.ms_why_back (tab, key, level) SELECT s.tab, s.key, %d"
 						"  FROM s s(replica, tab, key) ON CONFLICT DO NOTHING RETURNING 1)"
 						" SELECT (SELECT pg_catalog.count(*) FROM s), (SELECT pg_catalog.count(*) FROM i)",
@@ -270,7 +270,7 @@ back(ms_pass *p, Datum id, Datum tab, Datum key)
 	uint64		rows = 1;
 
 	ms_temp_table(p, "ms_why_back");
-	ms_exec(p, "INSERT INTO pg_temp.ms_why_back VALUES ($1, $2, 0)", 2, (Oid[]) {INT4OID, TEXTOID},
+	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_why_back VALUES ($1, $2, 0)", 2, (Oid[]) {INT4OID, TEXTOID},
 			(Datum[]) {tab, key}, NULL, 0);
 	for (int level = 0;; level++)
 	{
@@ -280,7 +280,7 @@ back(ms_pass *p, Datum id, Datum tab, Datum key)
 		ListCell   *lc;
 
 		ms_temp_table(p, "ms_why_cand");
-		ms_exec(p, "INSERT INTO pg_temp.ms_why_cand SELECT $1, tab, key FROM pg_temp.ms_why_back WHERE level = $2",
+		ms_exec(&p->exec, "INSERT INTO pg_temp.ms_why_cand SELECT $1, tab, key FROM pg_temp.ms_why_back WHERE level = $2",
 				2, (Oid[]) {UUIDOID, INT4OID}, (Datum[]) {id, Int32GetDatum(level)}, NULL, 0);
 		foreach(lc, p->tables)
 			given += rules(p, lfirst(lc), "ms_why_cand");
@@ -340,7 +340,7 @@ ms_why(PG_FUNCTION_ARGS)
 	SPI_connect();
 	ms_pass_begin(&p, CurrentMemoryContext);
 	ms_replica_must_exist(&p, id);
-	ms_exec(&p, "SELECT id FROM sync.tables WHERE relid = $1", 1, (Oid[]) {REGCLASSOID},
+	ms_exec(&p.exec, "SELECT id FROM sync.tables WHERE relid = $1", 1, (Oid[]) {REGCLASSOID},
 			(Datum[]) {ObjectIdGetDatum(relid)}, NULL, 0);
 	if (SPI_processed == 0)
 		ereport(ERROR,
@@ -358,7 +358,7 @@ ms_why(PG_FUNCTION_ARGS)
 	ms_temp_table(&p, "ms_why");
 	ms_temp_table(&p, "ms_why_from");
 	ms_temp_table(&p, "ms_wanted_replicas");
-	ms_exec(&p, "INSERT INTO pg_temp.ms_wanted_replicas SELECT id, partition FROM sync.replicas WHERE id = $1",
+	ms_exec(&p.exec, "INSERT INTO pg_temp.ms_wanted_replicas SELECT id, partition FROM sync.replicas WHERE id = $1",
 			1, (Oid[]) {UUIDOID}, elems, NULL, 0);
 	back_len = back(&p, id, tab, key);
 	/* the chain forward from the rules' rows found; the whole walk when that cannot say */
@@ -368,7 +368,7 @@ ms_why(PG_FUNCTION_ARGS)
 		walk_whole(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR), tab, key, false);
 
 	/* the chain, from the row back to its rule, read out rule first */
-	ms_exec(&p, "WITH RECURSIVE c AS ("
+	ms_exec(&p.exec, "WITH RECURSIVE c AS ("
 			"  SELECT w.tab, w.key, w.depth, w.from_tab, w.from_key, w.relation FROM pg_temp.ms_why w"
 			"   WHERE w.tab = $1 AND w.key = $2"
 			"  UNION ALL"
@@ -415,7 +415,7 @@ ms_why_all(PG_FUNCTION_ARGS)
 	ms_pass_read_as_owners(&p);
 	ms_temp_table(&p, "ms_why_from");
 	walk_whole(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR), (Datum) 0, (Datum) 0, true);
-	portal = ms_open(&p, "SELECT t.relid, w.key, y.depth, y.relation, f.relid, y.from_key"
+	portal = ms_open(&p.exec, "SELECT t.relid, w.key, y.depth, y.relation, f.relid, y.from_key"
 					 "  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
 					 "  LEFT JOIN pg_temp.ms_why y ON y.tab = w.tab AND y.key = w.key"
 					 "  LEFT JOIN sync.tables f ON f.id = y.from_tab"

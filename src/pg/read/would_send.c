@@ -126,7 +126,7 @@ dry_run(const char *sql, MemoryContext out)
 	SPI_connect();
 	nest = pin_search_path();
 	ms_pass_begin(&p, CurrentMemoryContext);
-	ms_exec(&p, "SELECT max(id) FROM sync.notes", 0, NULL, NULL, NULL, 0);
+	ms_exec(&p.exec, "SELECT max(id) FROM sync.notes", 0, NULL, NULL, NULL, 0);
 	before = ms_int64();
 	AtEOXact_GUC(true, nest);
 
@@ -137,11 +137,11 @@ dry_run(const char *sql, MemoryContext out)
 	(void) pin_search_path();
 	p.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
-	ms_exec(&p, "SELECT array_agg(id ORDER BY id) FROM sync.notes WHERE id > $1 AND NOT done",
+	ms_exec(&p.exec, "SELECT array_agg(id ORDER BY id) FROM sync.notes WHERE id > $1 AND NOT done",
 			1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(before)}, NULL, 0);
 	notes = ms_array();
 	/* the replicas a pass plans around what changed: live ones, none waiting for its snapshot */
-	ms_exec(&p, "SELECT array_agg(id) FILTER (WHERE live AND NOT dropped AND NOT provision), count(*)"
+	ms_exec(&p.exec, "SELECT array_agg(id) FILTER (WHERE live AND NOT dropped AND NOT provision), count(*)"
 			" FROM sync.replicas", 0, NULL, NULL, NULL, 0);
 	p.replicas_all = DatumGetInt64(ms_value(0, 2, &isnull));
 	replicas = ms_array();
@@ -150,10 +150,10 @@ dry_run(const char *sql, MemoryContext out)
 		ms_temp_table(&p, "ms_notes_read");
 		ms_temp_table(&p, "ms_pending");
 		ms_batch_only(&p, notes);
-		p.notes_read = ArrayGetNItems(ARR_NDIM(notes), ARR_DIMS(notes));
+		p.did.notes_read = ArrayGetNItems(ARR_NDIM(notes), ARR_DIMS(notes));
 		ms_plan_prepare(&p);
 		ms_plan_dry(&p, replicas);
-		ms_exec(&p, "SELECT c.replica, t.relid, sum(c.sent)::bigint, sum(c.let_go)::bigint FROM ("
+		ms_exec(&p.exec, "SELECT c.replica, t.relid, sum(c.sent)::bigint, sum(c.let_go)::bigint FROM ("
 				"  SELECT replica, tab, 1 AS sent, 0 AS let_go FROM pg_temp.ms_send"
 				"  UNION ALL SELECT replica, tab, 0, 1 FROM pg_temp.ms_take) c"
 				" JOIN sync.tables t ON t.id = c.tab"

@@ -33,12 +33,12 @@ raise_floor(ms_pass *p, int64 from)
 {
 	int64		next = p->floor->settled + 1;
 
-	if (p->more)
+	if (p->did.more)
 	{
 		bool		isnull;
 		int64		last;
 
-		ms_exec(p, "SELECT max(id) FROM ms_notes_read", 0, NULL, NULL, NULL, 0);
+		ms_exec(&p->exec, "SELECT max(id) FROM ms_notes_read", 0, NULL, NULL, NULL, 0);
 		last = DatumGetInt64(ms_value(0, 1, &isnull));
 		next = Min(next, last + 1);
 	}
@@ -62,11 +62,11 @@ ms_batch_read(ms_pass *p)
 	 * per pass (a row tried again and set aside again waits another minute),
 	 * so many set aside at once never make one pass of them all.
 	 */
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"INSERT INTO sync.notes (tab, key) SELECT tab, key FROM sync.quarantine"
 			" WHERE since < now() - interval '1 minute' ORDER BY since LIMIT $1",
 			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
-	ms_exec_by_index(p,
+	ms_exec_by_index(&p->exec,
 					 "WITH u AS (UPDATE sync.notes SET parked = NULL, parked_at = NULL WHERE ctid = ANY (ARRAY("
 					 " SELECT ctid FROM sync.notes WHERE parked IS NOT NULL AND NOT done"
 					 "  AND parked_at < now() - interval '1 minute' ORDER BY id LIMIT $1)) RETURNING id)"
@@ -79,7 +79,7 @@ ms_batch_read(ms_pass *p)
 	 * minute later, as any parked note, and planned once the table flows.
 	 */
 	if (p->held_ids != NULL)
-		ms_exec(p,
+		ms_exec(&p->exec,
 				"UPDATE sync.notes SET parked = 'its table is held back: SELECT * FROM sync.check() says why',"
 				" parked_at = now() WHERE tab = ANY ($1) AND parked IS NULL AND NOT done",
 				1, (Oid[]) {INT4ARRAYOID}, (Datum[]) {PointerGetDatum(p->held_ids)}, NULL, 0);
@@ -93,18 +93,18 @@ ms_batch_read(ms_pass *p)
 	 * touches); the whole plan compares whole sets as they are now, and so
 	 * reads every note (LIMIT NULL).
 	 */
-	ms_exec(p, "INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes WHERE NOT done AND build <= 1"
+	ms_exec(&p->exec, "INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes WHERE NOT done AND build <= 1"
 			" AND parked IS NULL AND id >= $2 ORDER BY id LIMIT $1",
 			2, (Oid[]) {INT4OID, INT8OID}, (Datum[]) {Int32GetDatum(ms_batch_notes), Int64GetDatum(from)},
 			ms_full_plan ? "n " : NULL, 0);
 	n = (int64) SPI_processed;
-	p->more = !ms_full_plan && n == ms_batch_notes;
+	p->did.more = !ms_full_plan && n == ms_batch_notes;
 	if (p->floor != NULL)
 		raise_floor(p, from);
 	if (n == 0)
 		return 0;
 	ms_batch_rows(p);
-	ms_analyze(p, "ms_notes_read, ms_pending", (uint64) n);
+	ms_analyze(&p->exec, "ms_notes_read, ms_pending", (uint64) n);
 	return n;
 }
 
@@ -117,13 +117,13 @@ ms_batch_floor(ms_pass *p)
 void
 ms_batch_rows(ms_pass *p)
 {
-	ms_exec(p, "DELETE FROM ms_pending", 0, NULL, NULL, NULL, 0);
+	ms_exec(&p->exec, "DELETE FROM ms_pending", 0, NULL, NULL, NULL, 0);
 	/*
 	 * Only a row's own notes make a held version older; group notes move
 	 * sets.  A row a note of the batch moved (its key changed, to it or from
 	 * it) is never on the fast path (fast.c).
 	 */
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"INSERT INTO ms_pending (tab, key, note, moved) "
 			"SELECT tab, key, max(id), bool_or(moved) FROM ("
 			"  SELECT n.tab, n.key, n.id, n.old_key IS NOT NULL FROM " MS_BATCH_NOTES
@@ -141,8 +141,8 @@ ms_batch_only(ms_pass *p, ArrayType *ids)
 	Oid			types[1] = {INT8ARRAYOID};
 	Datum		values[1] = {PointerGetDatum(ids)};
 
-	ms_exec(p, "DELETE FROM ms_notes_read", 0, NULL, NULL, NULL, 0);
-	ms_exec(p, "INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes"
+	ms_exec(&p->exec, "DELETE FROM ms_notes_read", 0, NULL, NULL, NULL, 0);
+	ms_exec(&p->exec, "INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes"
 			" WHERE id = ANY ($1::bigint[]) AND NOT done",
 			1, types, values, NULL, 0);
 	ms_batch_rows(p);
@@ -153,7 +153,7 @@ ms_batch_by_table(ms_pass *p, int64 **ids, int **tabs)
 {
 	int			n;
 
-	ms_exec(p, "SELECT n.id, n.tab FROM " MS_BATCH_NOTES " ORDER BY n.tab, n.id",
+	ms_exec(&p->exec, "SELECT n.id, n.tab FROM " MS_BATCH_NOTES " ORDER BY n.tab, n.id",
 			0, NULL, NULL, NULL, 0);
 	n = (int) SPI_processed;
 	*ids = palloc(sizeof(int64) * Max(n, 1));
@@ -192,7 +192,7 @@ ms_batch_done(ms_pass *p)
 	 * large change (none of the batch is done: marked since the snapshot,
 	 * it would fail the pass).
 	 */
-	ms_exec(p, "DELETE FROM sync.notes n USING pg_temp.ms_notes_read r"
+	ms_exec(&p->exec, "DELETE FROM sync.notes n USING pg_temp.ms_notes_read r"
 			" WHERE n.ctid = ANY (ARRAY(SELECT at FROM pg_temp.ms_notes_read))"
 			"   AND n.id = r.id",
 			0, NULL, NULL, NULL, 0);

@@ -143,7 +143,7 @@ ms_evolve_check_race(ms_pass *p)
 	ms_spi_check(SPI_execute_snapshot(plan, NULL, NULL, latest, InvalidSnapshot, true, false, 1), SPI_OK_SELECT, "could not read sync.tables");
 	now = TextDatumGetCString(ms_value(0, 1, &isnull));
 	UnregisterSnapshot(latest);
-	ms_run(p, plan, NULL, NULL, 1);
+	ms_run(&p->exec, plan, NULL, NULL, 1);
 	seen = TextDatumGetCString(ms_value(0, 1, &isnull));
 	SPI_freeplan(plan);
 	/*
@@ -182,7 +182,7 @@ schemas_now(ms_pass *p)
 		v[1] = CStringGetTextDatum(t->name);
 		v[2] = PointerGetDatum(((table_schema *) list_nth(p->evolve->schemas, ord))->hash);
 		v[3] = Int32GetDatum(ord++);
-		ms_run(p, plan, v, NULL, 0);
+		ms_run(&p->exec, plan, v, NULL, 0);
 	}
 	SPI_freeplan(plan);
 	p->evolve->listed = true;
@@ -198,19 +198,19 @@ legacy(ms_pass *p)
 		" live AND NOT provision AND schema_hash IS DISTINCT FROM $1"
 		" AND NOT EXISTS (SELECT FROM sync.replica_tables t WHERE t.replica = r.id)";
 
-	ms_exec(p, psprintf("SELECT EXISTS (SELECT FROM sync.replicas r WHERE %s)", which),
+	ms_exec(&p->exec, psprintf("SELECT EXISTS (SELECT FROM sync.replicas r WHERE %s)", which),
 			1, types, values, NULL, 0);
 	if (!DatumGetBool(ms_value(0, 1, &(bool) {false})))
 		return;
 	values[1] = PointerGetDatum(legacy_hash(p));
-	ms_exec(p, psprintf("UPDATE sync.replicas r SET provision = true WHERE %s AND schema_hash IS DISTINCT FROM $2", which),
+	ms_exec(&p->exec, psprintf("UPDATE sync.replicas r SET provision = true WHERE %s AND schema_hash IS DISTINCT FROM $2", which),
 			2, types, values, NULL, 0);
 	if (SPI_processed > 0)
 		ereport(LOG,
 				(errmsg("magic_sync: the mirrored tables changed: %llu replicas are provisioned again with the new schema",
 						(unsigned long long) SPI_processed)));
 	/* they hold the tables as the schema is now: every table goes as a change, no row */
-	ms_exec(p, psprintf("INSERT INTO sync.replica_tables (replica, tab, name, hash, number)"
+	ms_exec(&p->exec, psprintf("INSERT INTO sync.replica_tables (replica, tab, name, hash, number)"
 						" SELECT r.id, s.tab, s.name, NULL, coalesce(r.snapshot_number, 0)"
 						" FROM sync.replicas r CROSS JOIN pg_temp.ms_schemas_now s WHERE %s", which),
 			1, types, values, NULL, 0);
@@ -229,7 +229,7 @@ downs(ms_pass *p)
 	ctl.entrysize = sizeof(replica_down);
 	ctl.hcxt = CurrentMemoryContext;
 	e->downs = hash_create("magic_sync schema changes", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	ms_exec(p, "SELECT replica, kind, tab, name FROM pg_temp.ms_evolve ORDER BY replica, kind, ord",
+	ms_exec(&p->exec, "SELECT replica, kind, tab, name FROM pg_temp.ms_evolve ORDER BY replica, kind, ord",
 			0, NULL, NULL, NULL, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -262,7 +262,7 @@ downs(ms_pass *p)
 }
 
 void
-ms_evolve_observe(ms_pass *p)
+ms_evolve_observe(ms_pass *p, int64 forgotten)
 {
 	Oid			types[1] = {BYTEAOID};
 	Datum		values[1] = {PointerGetDatum(p->schema_hash)};
@@ -281,7 +281,7 @@ ms_evolve_observe(ms_pass *p)
 		if (p->held != NIL)
 			return;
 		/* as before schema changes: the mirrored tables changed since its snapshot, it is provisioned */
-		ms_exec(p,
+		ms_exec(&p->exec,
 				"UPDATE sync.replicas SET provision = true"
 				" WHERE live AND NOT provision AND schema_hash IS DISTINCT FROM $1",
 				1, types, values, NULL, 0);
@@ -292,10 +292,10 @@ ms_evolve_observe(ms_pass *p)
 		return;
 	}
 	/* forgotten replicas: what they were sent goes with them */
-	if (p->forgotten > 0)
-		ms_exec(p, "DELETE FROM sync.replica_tables WHERE replica IN (SELECT id FROM pg_temp.ms_forget)",
+	if (forgotten > 0)
+		ms_exec(&p->exec, "DELETE FROM sync.replica_tables WHERE replica IN (SELECT id FROM pg_temp.ms_forget)",
 				0, NULL, NULL, NULL, 0);
-	ms_exec(p, psprintf("SELECT EXISTS (SELECT FROM sync.replicas r WHERE live AND NOT provision"
+	ms_exec(&p->exec, psprintf("SELECT EXISTS (SELECT FROM sync.replicas r WHERE live AND NOT provision"
 						" AND schema_hash IS DISTINCT FROM $1%s)", kept), 1, types, values, NULL, 0);
 	if (!DatumGetBool(ms_value(0, 1, &(bool) {false})))
 		return;
@@ -304,7 +304,7 @@ ms_evolve_observe(ms_pass *p)
 	if (p->held == NIL)
 		legacy(p);
 	/* a table left out of a replica's snapshot, held back then, flows: it is provisioned again with it */
-	ms_exec(p, "UPDATE sync.replicas r SET provision = true WHERE live AND NOT provision"
+	ms_exec(&p->exec, "UPDATE sync.replicas r SET provision = true WHERE live AND NOT provision"
 			" AND EXISTS (SELECT FROM sync.replica_tables t JOIN pg_temp.ms_schemas_now s ON s.tab = t.tab"
 			"              WHERE t.replica = r.id AND t.hash = " MS_LEFT_OUT ")",
 			0, NULL, NULL, NULL, 0);
@@ -319,7 +319,7 @@ ms_evolve_observe(ms_pass *p)
 	 * ('l'), with the last message written for it before this pass.
 	 */
 	ms_temp_table(p, "ms_evolve");
-	ms_exec(p, psprintf(
+	ms_exec(&p->exec, psprintf(
 						"INSERT INTO pg_temp.ms_evolve"
 						" SELECT r.id, 'c', s.tab, s.name, s.ord, r.last_number"
 						"   FROM sync.replicas r CROSS JOIN pg_temp.ms_schemas_now s"
@@ -335,7 +335,7 @@ ms_evolve_observe(ms_pass *p)
 						kept),
 			1, types, values, NULL, 0);
 	/* a replica with nothing to be sent has the schema already */
-	ms_exec(p, psprintf(
+	ms_exec(&p->exec, psprintf(
 						"UPDATE sync.replicas r SET schema_hash = $1"
 						" WHERE live AND NOT provision AND schema_hash IS DISTINCT FROM $1"
 						"   AND NOT EXISTS (SELECT FROM pg_temp.ms_evolve e WHERE e.replica = r.id)%s",
@@ -375,7 +375,7 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 		return;
 	/* a replica provisioned: its snapshot carried every table as it is now */
 	ms_temp_table(p, "ms_provisioned");
-	ms_exec(p, "INSERT INTO pg_temp.ms_provisioned SELECT r.id, r.snapshot_number FROM sync.replicas r"
+	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_provisioned SELECT r.id, r.snapshot_number FROM sync.replicas r"
 			" JOIN pg_temp.ms_written w ON w.id = r.id WHERE r.id = ANY ($2) AND NOT r.provision",
 			2, types, values, NULL, 0);
 	if (SPI_processed > 0)
@@ -389,7 +389,7 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 		 * only for a table that changed (whose notes the replica sends again,
 		 * schema.c), and only until it applied it.
 		 */
-		ms_exec(p, "DELETE FROM sync.replica_tables t USING pg_temp.ms_provisioned v"
+		ms_exec(&p->exec, "DELETE FROM sync.replica_tables t USING pg_temp.ms_provisioned v"
 				" WHERE t.replica = v.id AND NOT t.tab IN (SELECT tab FROM pg_temp.ms_schemas_now)",
 				0, NULL, NULL, NULL, 0);
 		plan = ms_prepare("INSERT INTO sync.replica_tables (replica, tab, name, hash, number)"
@@ -406,7 +406,7 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 			tv[0] = Int32GetDatum(t->id);
 			tv[1] = CStringGetTextDatum(t->name);
 			tv[2] = PointerGetDatum(((table_schema *) list_nth(p->evolve->schemas, ord++))->hash);
-			ms_run(p, plan, tv, NULL, 0);
+			ms_run(&p->exec, plan, tv, NULL, 0);
 		}
 		/* a table held back was left out of its snapshot: marked, to provision it again once it flows */
 		foreach(lc, p->held)
@@ -415,7 +415,7 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 
 			if (h->t == NULL)
 				continue;
-			ms_exec(p, "INSERT INTO sync.replica_tables (replica, tab, name, hash, number)"
+			ms_exec(&p->exec, "INSERT INTO sync.replica_tables (replica, tab, name, hash, number)"
 					" SELECT v.id, $1, $2, " MS_LEFT_OUT ", v.number FROM pg_temp.ms_provisioned v"
 					" ON CONFLICT (replica, tab) DO UPDATE SET hash = EXCLUDED.hash, number = EXCLUDED.number",
 					2, (Oid[]) {INT4OID, TEXTOID}, (Datum[]) {Int32GetDatum(h->t->id), CStringGetTextDatum(h->name)},
@@ -426,15 +426,15 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 		return;
 
 	/* a replica sent changes: by the first message written for it this pass */
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"UPDATE pg_temp.ms_evolve e SET before = (SELECT min(o.number) FROM sync.outbox o"
 			"  WHERE o.replica = e.replica AND o.number > e.before)"
 			" WHERE e.replica IN (SELECT id FROM pg_temp.ms_written)"
 			"   AND e.replica NOT IN (SELECT id FROM pg_temp.ms_provisioned)",
 			0, NULL, NULL, NULL, 0);
-	ms_exec(p, "DELETE FROM pg_temp.ms_evolve e WHERE e.replica NOT IN (SELECT id FROM pg_temp.ms_written)"
+	ms_exec(&p->exec, "DELETE FROM pg_temp.ms_evolve e WHERE e.replica NOT IN (SELECT id FROM pg_temp.ms_written)"
 			" OR e.replica IN (SELECT id FROM pg_temp.ms_provisioned)", 0, NULL, NULL, NULL, 0);
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"INSERT INTO sync.replica_tables (replica, tab, name, hash, number)"
 			" SELECT e.replica, e.tab, e.name, s.hash, e.before FROM pg_temp.ms_evolve e"
 			"   JOIN pg_temp.ms_schemas_now s ON s.tab = e.tab WHERE e.kind = 'c'"
@@ -444,15 +444,15 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 			"   name = EXCLUDED.name",
 			0, NULL, NULL, NULL, 0);
 	/* a table let go of: its rows are taken back by that message */
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"UPDATE sync.held h SET taken = e.before FROM pg_temp.ms_evolve e"
 			" WHERE e.kind = 'l' AND h.replica = e.replica AND h.tab = e.tab AND h.taken IS NULL",
 			0, NULL, NULL, NULL, 0);
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"DELETE FROM sync.replica_tables t USING pg_temp.ms_evolve e"
 			" WHERE e.kind = 'l' AND t.replica = e.replica AND t.tab = e.tab",
 			0, NULL, NULL, NULL, 0);
-	ms_exec(p, "UPDATE sync.replicas SET schema_hash = $1 WHERE id IN (SELECT replica FROM pg_temp.ms_evolve)",
+	ms_exec(&p->exec, "UPDATE sync.replicas SET schema_hash = $1 WHERE id IN (SELECT replica FROM pg_temp.ms_evolve)",
 			1, types, values, NULL, 0);
 }
 

@@ -38,8 +38,9 @@ extern void ms_evolve_check_race(ms_pass *p);
  * ms_evolve_observe: part of observe (pg_temp.ms_forget filled): what each
  * live replica not provisioned is to be sent of the schema this pass; a
  * replica a 0.1 server provisioned with another schema is provisioned.
+ * forgotten: how many replicas observe forgot.
  */
-extern void ms_evolve_observe(ms_pass *p);
+extern void ms_evolve_observe(ms_pass *p, int64 forgotten);
 
 /* ms_evolve_any: whether a replica is sent a schema change this pass. */
 extern bool ms_evolve_any(ms_pass *p);

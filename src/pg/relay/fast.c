@@ -75,7 +75,7 @@ ms_fast_find(ms_pass *p)
 			continue;
 		/* the row itself, read as its table's owner */
 		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_fast (tab, key, note)"
+		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_fast (tab, key, note)"
 							/* the key's parts computed once a row (OFFSET 0), not once a row of a small table read whole */
 							" SELECT c.tab, c.key, c.note FROM (SELECT c.tab, c.key, c.note%s FROM pg_temp.ms_pending c"
 							"   WHERE c.tab = $1 AND NOT c.moved"
@@ -114,20 +114,20 @@ ms_fast_find(ms_pass *p)
  * conflict looked for in ms_send.
  */
 void
-ms_fast_send(ms_pass *p)
+ms_fast_send(ms_pass *p, uint64 fast_rows, int64 replicas_around, int64 replicas_all)
 {
 	/*
 	 * One replica around: one descent of held_pkey a row, as held_row's
 	 * would be, without the hash by replica and the holders counted per row
 	 * that the lookup by row needs for many
 	 */
-	bool		by_row = p->replicas_around > 1 && 2 * p->replicas_around >= p->replicas_all;
+	bool		by_row = replicas_around > 1 && 2 * replicas_around >= replicas_all;
 	bool		planned;
 	const char *conflict;
 
-	if (p->fast_rows == 0)
+	if (fast_rows == 0)
 		return;
-	ms_exec(p, "SELECT EXISTS (SELECT FROM pg_temp.ms_send)", 0, NULL, NULL, NULL, 0);
+	ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_send)", 0, NULL, NULL, NULL, 0);
 	planned = DatumGetBool(ms_value(0, 1, &(bool) {false}));
 	conflict = planned ? " ON CONFLICT DO NOTHING" : "";
 	if (by_row)
@@ -142,9 +142,9 @@ ms_fast_send(ms_pass *p)
 		 * left to a filter compares every replica with every other.
 		 */
 		Oid			types[1] = {INT8OID};
-		Datum		values[1] = {Int64GetDatum(p->replicas_around)};
+		Datum		values[1] = {Int64GetDatum(replicas_around)};
 
-		ms_exec(p, psprintf(
+		ms_exec(&p->exec, psprintf(
 				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key, f.note, x.kept, x.held FROM pg_temp.ms_fast f"
 				"  CROSS JOIN LATERAL (SELECT h.replica, h.taken IS NULL AND h.note >= f.note AS kept, h.ctid AS held"
 				"       FROM sync.held h WHERE h.tab = f.tab AND h.key = f.key OFFSET 0) x"
@@ -165,7 +165,7 @@ ms_fast_send(ms_pass *p)
 				1, types, values, NULL, 0);
 	}
 	else
-		ms_exec(p, psprintf(
+		ms_exec(&p->exec, psprintf(
 				"INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held)"
 				" SELECT i.id, f.tab, f.key, f.note, h.note IS NULL, h.ctid"
 				"  FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
@@ -175,13 +175,13 @@ ms_fast_send(ms_pass *p)
 				0, NULL, NULL, NULL, 0);
 	/* tests/e2e/fast.py walks both, and counts the fresh */
 	ereport(DEBUG1, (errmsg_internal("magic_sync: %llu rows' held versions looked up by %s",
-									 (unsigned long long) p->fast_rows, by_row ? "held_row" : "held_pkey")));
+									 (unsigned long long) fast_rows, by_row ? "held_row" : "held_pkey")));
 	if (message_level_is_interesting(DEBUG1))
 	{
-		ms_exec(p, "SELECT count(*) FROM pg_temp.ms_send WHERE fresh", 0, NULL, NULL, NULL, 0);
+		ms_exec(&p->exec, "SELECT count(*) FROM pg_temp.ms_send WHERE fresh", 0, NULL, NULL, NULL, 0);
 		ereport(DEBUG1, (errmsg_internal("magic_sync: %lld rows sent to replicas holding no version of them",
 										 (long long) DatumGetInt64(ms_value(0, 1, &(bool) {false})))));
-		ms_exec(p, "SELECT count(*) FROM pg_temp.ms_fast f"
+		ms_exec(&p->exec, "SELECT count(*) FROM pg_temp.ms_fast f"
 				" WHERE EXISTS (SELECT FROM pg_temp.ms_send s WHERE s.tab = f.tab AND s.key = f.key AND s.fresh)"
 				"   AND EXISTS (SELECT FROM sync.held h JOIN pg_temp.ms_inc_replicas i ON i.id = h.replica"
 				"                WHERE h.tab = f.tab AND h.key = f.key)",

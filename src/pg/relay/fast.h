@@ -19,7 +19,11 @@
  */
 extern uint64 ms_fast_find(ms_pass *p);
 
-/* ms_fast_send: what the plan sends of them, into pg_temp.ms_send; it takes back none. */
-extern void ms_fast_send(ms_pass *p);
+/*
+ * ms_fast_send: what the plan sends of the fast_rows rows ms_fast_find
+ * found, into pg_temp.ms_send, for the replicas_around replicas planned
+ * around them of replicas_all; it takes back none.
+ */
+extern void ms_fast_send(ms_pass *p, uint64 fast_rows, int64 replicas_around, int64 replicas_all);
 
 #endif

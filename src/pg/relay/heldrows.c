@@ -284,7 +284,7 @@ ms_write_held(recorder *r)
 		return;
 	old = MemoryContextSwitchTo(r->held_cxt);
 	/* with no note to look up, a page at a time (heldrows.c) */
-	if (!r->p->noted && insert_held_direct(r))
+	if (!r->noted && insert_held_direct(r))
 	{
 		r->held_whole += (uint64) r->nheld;
 		r->nheld = 0;
@@ -295,7 +295,7 @@ ms_write_held(recorder *r)
 	for (int c = 0; c < 4; c++)
 		arrays[c] = ms_batch_array(r->held[c], r->nheld, elem[c]);
 	/* the arrays read in step, a row at a time (in FROM, unnest would gather them first) */
-	insert_held(r->p, r->p->noted
+	insert_held(r->p, r->noted
 				? "INSERT INTO sync.held (replica, tab, key, note, number, since)"
 				" SELECT u.replica, u.tab, u.key, coalesce(n.note, 0), u.number, u.number"
 				"   FROM (SELECT unnest($1) AS replica, unnest($2) AS tab, unnest($3) COLLATE \"C\" AS key,"
@@ -349,7 +349,7 @@ typedef struct later_message
 /* what a message kept costs beside its keys: its struct, its list cell, their chunks' headers */
 #define LATER_OVERHEAD (sizeof(later_message) + 64)
 
-/* what a worker's pass keeps for after its commit, in its memory (p->cxt outlives the transaction) */
+/* what a worker's pass keeps for after its commit, in its memory (p->exec.cxt outlives the transaction) */
 struct ms_held_later
 {
 	List	   *messages;		/* later_message * */
@@ -376,11 +376,11 @@ later_keep(recorder *r, target *tg, int64 number)
 	if (!p->held_later || tg->whole_keys.len == 0 ||
 		(p->later != NULL && p->later->bytes + tg->whole_keys.len + LATER_OVERHEAD > (Size) ms_fill_bytes * 1024))
 		return false;
-	old = MemoryContextSwitchTo(p->cxt);
+	old = MemoryContextSwitchTo(p->exec.cxt);
 	if (p->later == NULL)
 	{
 		p->later = palloc0(sizeof(struct ms_held_later));
-		p->later->noted = p->noted;
+		p->later->noted = r->noted;
 	}
 	m = palloc(sizeof(later_message));
 	m->replica = tg->id;
@@ -467,7 +467,7 @@ held_write_run(held_write *w)
 	if (w->r != NULL)
 		w->done = ms_held_insert(w->r->nheld, w->r->held[0], w->r->held[1], w->r->held[2], w->r->held[3]);
 	else
-		ms_exec(w->p, w->sql, w->nargs, w->types, w->values, NULL, 0);
+		ms_exec(&w->p->exec, w->sql, w->nargs, w->types, w->values, NULL, 0);
 }
 
 static void insert_held_as(held_write *w);
@@ -551,10 +551,10 @@ held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows,
 							"   AND g.replica = ANY ($1)", segment_rows),
 				1, types, values);
 	inserted = SPI_processed + whole;
-	ms_exec(p, psprintf("WITH c AS (SELECT replica, tab, number, sum(rows) AS rows FROM pg_temp.ms_segments"
+	ms_exec(&p->exec, psprintf("WITH c AS (SELECT replica, tab, number, sum(rows) AS rows FROM pg_temp.ms_segments"
 						"  WHERE kind = 'u' AND replica = ANY ($1) GROUP BY replica, tab, number)%s"
 						" SELECT coalesce(sum(rows), 0)::bigint FROM c",
-						p->carried ? ", i AS (" CARRIED_ADD("SELECT * FROM c") ")" : ""),
+						p->has.carried ? ", i AS (" CARRIED_ADD("SELECT * FROM c") ")" : ""),
 			1, types, values, NULL, 0);
 	packed = DatumGetInt64(ms_value(0, 1, &isnull));
 	if ((int64) inserted != packed)
@@ -578,11 +578,11 @@ held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows,
  * instead of the held rows.
  */
 void
-ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole)
+ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole, int64 planned)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
-	const char *carried = p->carried
+	const char *carried = p->has.carried
 		? CARRIED_ADD("SELECT replica, tab, number, count(*) FROM h GROUP BY replica, tab, number")
 		: "SELECT count(*) FROM h";
 	const char *segment_rows = "FROM pg_temp.ms_segments g"
@@ -596,9 +596,9 @@ ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whol
 				unaddressed;
 
 	/* a few segments, each a range of ms_send's key index: the planner must know, when ms_send is large */
-	ms_analyze(p, "pg_temp.ms_segments", p->planned >= MS_ANALYZE_ROWS ? Max(segments, MS_ANALYZE_ROWS) : segments);
+	ms_analyze(&p->exec, "pg_temp.ms_segments", planned >= MS_ANALYZE_ROWS ? Max(segments, MS_ANALYZE_ROWS) : segments);
 	/* which of the three kinds the plan has: a read of ms_send spares the others a read of every segment's rows */
-	ms_exec(p, "SELECT coalesce(bool_or(fresh), false), coalesce(bool_or(held IS NOT NULL), false),"
+	ms_exec(&p->exec, "SELECT coalesce(bool_or(fresh), false), coalesce(bool_or(held IS NOT NULL), false),"
 			" coalesce(bool_or(NOT fresh AND held IS NULL), false) FROM pg_temp.ms_send",
 			0, NULL, NULL, NULL, 0);
 	fresh = DatumGetBool(ms_value(0, 1, &isnull));
@@ -618,7 +618,7 @@ ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whol
 		int64		expected,
 					updated;
 
-		ms_exec(p, psprintf(
+		ms_exec(&p->exec, psprintf(
 				"WITH e AS MATERIALIZED (SELECT s.held, s.replica, s.tab, s.key, s.note, g.number %s"
 				"   AND NOT g.replica = ANY ($1) AND NOT s.fresh AND s.held IS NOT NULL),"
 				" h AS (UPDATE sync.held h SET %s FROM e"
@@ -635,22 +635,22 @@ ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whol
 				 (long long) updated, (long long) expected);
 	}
 	if (unaddressed)
-		ms_exec(p, psprintf(
+		ms_exec(&p->exec, psprintf(
 				"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
 				"SELECT s.replica, s.tab, s.key, s.note, g.number, g.number %s"
 				"   AND NOT g.replica = ANY ($1) AND NOT s.fresh AND s.held IS NULL "
 				"ON CONFLICT (replica, tab, key) DO UPDATE SET %s"
 				" RETURNING replica, tab, number) %s", segment_rows, sent_again("EXCLUDED", "sync.held"), carried),
 				1, types, values, NULL, 0);
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"UPDATE sync.held h SET taken = g.number FROM pg_temp.ms_segments g "
 			"  JOIN pg_temp.ms_take t ON t.tab = g.tab AND t.key >= g.first_key "
 			"   AND t.key <= g.last_key AND t.replica = g.replica "
 			" WHERE g.kind = 'd' AND h.replica = t.replica AND h.tab = t.tab AND h.key = t.key",
 			0, NULL, NULL, NULL, 0);
 	/* what the messages it acknowledged carried, for the replicas written to: by the primary key's prefix */
-	if (p->carried)
-		ms_exec(p,
+	if (p->has.carried)
+		ms_exec(&p->exec,
 				"DELETE FROM sync.carried c USING sync.replicas r"
 				" WHERE r.id IN (SELECT DISTINCT g.replica FROM pg_temp.ms_segments g)"
 				"   AND c.replica = r.id AND c.number <= r.acked_number",
@@ -712,7 +712,7 @@ ms_record_held_later(ms_pass *p)
 	memset(&r, 0, sizeof r);
 	r.p = p;
 	r.held_cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync held rows to write", ALLOCSET_DEFAULT_SIZES);
-	p->noted = p->later != NULL && p->later->noted;
+	r.noted = p->later != NULL && p->later->noted;
 	m = palloc(sizeof(later_message *) * Max(list_length(p->later != NULL ? p->later->messages : NIL), 1));
 	rows = palloc(sizeof(later_row) * cap);
 	foreach(lc, p->later != NULL ? p->later->messages : NIL)
@@ -743,6 +743,6 @@ ms_record_held_later(ms_pass *p)
 	if ((int64) r.held_whole != p->held_deferred)
 		elog(ERROR, "magic_sync: %llu held rows were recorded of %lld left for after the pass",
 			 (unsigned long long) r.held_whole, (long long) p->held_deferred);
-	ms_exec(p, "UPDATE sync.replicas SET held_due = NULL WHERE held_due IS NOT NULL", 0, NULL, NULL, NULL, 0);
+	ms_exec(&p->exec, "UPDATE sync.replicas SET held_due = NULL WHERE held_due IS NOT NULL", 0, NULL, NULL, NULL, 0);
 	MemoryContextDelete(r.held_cxt);
 }

@@ -452,7 +452,7 @@ load_chunk(ms_pass *p, ms_table *t, Portal cur, SPIPlanPtr plan, const char *aft
 		values[0] = Int32GetDatum(t->id);
 		values[1] = CStringGetTextDatum(after);
 		values[2] = Int64GetDatum(limit);
-		ms_run(p, plan, values, NULL, 0);
+		ms_run(&p->exec, plan, values, NULL, 0);
 	}
 	ms_owner_end(&as);
 	copy_chunk(t, c);
@@ -492,7 +492,7 @@ try_chunk(ms_pass *p, ms_table *t, Portal cur, SPIPlanPtr plan, const char *afte
 static void
 add_bad(ms_pass *p, List **bad, int tab, const char *key, const char *reason, int sqlerrcode)
 {
-	MemoryContext old = MemoryContextSwitchTo(p->cxt);
+	MemoryContext old = MemoryContextSwitchTo(p->exec.cxt);
 	ms_bad	   *b = palloc(sizeof(ms_bad));
 
 	b->tab = tab;
@@ -520,7 +520,7 @@ emit_chunk(ms_pass *p, ms_table *t, chunk *c, ms_emit emit, void *arg, List **ba
  * load_cursor: open sql (with these arguments) as t's owner, and emit its
  * rows a chunk at a time, each loaded in cxt, reset before each; false, with
  * *err (in cxt), when a chunk failed for good.  *last, when last is not
- * NULL, is then the last key of the rows emitted (in p->cxt).
+ * NULL, is then the last key of the rows emitted (in p->exec.cxt).
  */
 static bool
 load_cursor(ms_pass *p, ms_table *t, const char *sql, int nargs, Oid *types, Datum *values,
@@ -531,7 +531,7 @@ load_cursor(ms_pass *p, ms_table *t, const char *sql, int nargs, Oid *types, Dat
 
 	/* planned and started as the owner, as each chunk is read */
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	cur = ms_open(p, sql, nargs, types, values, NULL);
+	cur = ms_open(&p->exec, sql, nargs, types, values, NULL);
 	ms_owner_end(&as);
 	for (;;)
 	{
@@ -545,20 +545,20 @@ load_cursor(ms_pass *p, ms_table *t, const char *sql, int nargs, Oid *types, Dat
 			break;
 		emit_chunk(p, t, &c, emit, arg, bad);
 		if (last != NULL)
-			*last = MemoryContextStrdup(p->cxt, c.last);
+			*last = MemoryContextStrdup(p->exec.cxt, c.last);
 	}
 	SPI_cursor_close(cur);
 	return *err == NULL;
 }
 
 void
-ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
+ms_load_table(ms_pass *p, ms_table *t, bool one_replica, ms_emit emit, void *arg, List **bad)
 {
 	Oid			types[3] = {INT4OID, TEXTOID, INT8OID};
-	char	   *all = load_query(t, false, p->one_replica);
+	char	   *all = load_query(t, false, one_replica);
 	SPIPlanPtr	one;
 	ms_as_owner as_one;
-	SPIPlanPtr	keys = ms_prepare_kept(p, "SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
+	SPIPlanPtr	keys = ms_prepare_kept(&p->exec, "SELECT DISTINCT key FROM pg_temp.ms_send WHERE tab = $1 AND key > $2"
 								  " ORDER BY key LIMIT $3", 3, types);
 	char	   *after = "";
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync load chunk",
@@ -567,7 +567,7 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 
 	/* it names the table: analysed as the owner, who may see its schema */
 	ms_owner_begin(&as_one, MS_OWNER_OF(p, t->relid));
-	one = ms_prepare_kept(p, load_query(t, true, p->one_replica), 3, types);
+	one = ms_prepare_kept(&p->exec, load_query(t, true, one_replica), 3, types);
 	ms_owner_end(&as_one);
 	old = MemoryContextSwitchTo(cxt);
 	for (;;)
@@ -586,7 +586,7 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 		/* the chunk failed for good: find the rows that do not encode, one by one */
 		values[1] = CStringGetTextDatum(after);
 		values[2] = Int64GetDatum(ms_chunk_rows);
-		ms_run(p, keys, values, NULL, 0);
+		ms_run(&p->exec, keys, values, NULL, 0);
 		n = (int) SPI_processed;
 		if (n == 0)
 			ReThrowError(err);
@@ -607,7 +607,7 @@ ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 				add_bad(p, bad, t->id, chunk_keys[i],
 						rowerr->message ? rowerr->message : "it does not encode", rowerr->sqlerrcode);
 		}
-		after = MemoryContextStrdup(p->cxt, chunk_keys[n - 1]);
+		after = MemoryContextStrdup(p->exec.cxt, chunk_keys[n - 1]);
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
@@ -627,7 +627,7 @@ ms_load_whole(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
 	if (!loaded)
 	{
 		/* which row fails is found row by row, through the plan: the pass plans again without */
-		p->whole_failed = true;
+		p->fault.whole_failed = true;
 		ReThrowError(err);		/* the error is in cxt, freed with the pass */
 	}
 	MemoryContextDelete(cxt);

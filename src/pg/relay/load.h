@@ -43,9 +43,10 @@ typedef const char *(*ms_emit) (void *arg, ms_table *t, ms_row *row);
 /*
  * ms_load_table: every row of table t in pg_temp.ms_send, in key order, a
  * chunk at a time.  A row that fails to encode for good is appended to *bad
- * and skipped; a transient failure is raised.
+ * and skipped; a transient failure is raised.  one_replica: the pass records
+ * for one replica only.
  */
-extern void ms_load_table(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad);
+extern void ms_load_table(ms_pass *p, ms_table *t, bool one_replica, ms_emit emit, void *arg, List **bad);
 
 /*
  * ms_load_whole: every row of table t not blocked, in the order the table

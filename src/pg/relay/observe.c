@@ -24,11 +24,12 @@
 	" AND (provision_failed_at IS NULL OR provision_failed_at < now() - interval '1 minute')"
 
 ArrayType *
-ms_observe(ms_pass *p)
+ms_observe(ms_pass *p, ms_observed *did)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1];
 	ArrayType  *provisioning;
+	bool		held_due;
 
 	/* what a replica dropped, or no longer live, was sent goes with it */
 	static const char *const forget[] = {
@@ -41,13 +42,15 @@ ms_observe(ms_pass *p)
 		NULL
 	};
 
+	memset(did, 0, sizeof *did);
 	ms_generation_observe(&p->epoch);
 	ms_temp_table(p, "ms_forget");
-	p->carried = ms_catalog_has("carried");
-	p->owed = ms_catalog_has_column("replicas", "owed_messages");
-	p->held_due = ms_catalog_has_column("replicas", "held_due");
+	p->has.carried = ms_catalog_has("carried");
+	p->has.owed = ms_catalog_has_column("replicas", "owed_messages");
+	/* sync.replicas has held_due (77_held_due.sql; a catalog not updated has none) */
+	held_due = ms_catalog_has_column("replicas", "held_due");
 	/* held rows after the pass need the column that says they are due */
-	p->held_later = p->held_later && p->held_due;
+	p->held_later = p->held_later && held_due;
 	/*
 	 * A snapshot pass writes the rows of the replicas it provisions alone:
 	 * forgetting replicas and their schema changes are the other passes'
@@ -55,35 +58,35 @@ ms_observe(ms_pass *p)
 	 */
 	if (p->snapshots != MS_SNAPSHOTS_ONLY)
 	{
-		ms_exec(p, "INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
+		ms_exec(&p->exec, "INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
 				0, NULL, NULL, NULL, 0);
-		p->forgotten = (int64) SPI_processed;
+		did->forgotten = (int64) SPI_processed;
 	}
 	/* most passes forget nobody: then none of it is asked, nor planned */
-	if (p->forgotten > 0)
+	if (did->forgotten > 0)
 	{
 		/* a dropped replica's refused claims go with it (an extension not updated yet has none) */
 		if (ms_catalog_has("refused_claims"))
-			ms_exec(p, "DELETE FROM sync.refused_claims WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped)",
+			ms_exec(&p->exec, "DELETE FROM sync.refused_claims WHERE replica IN (SELECT r.id FROM sync.replicas r WHERE r.dropped)",
 					0, NULL, NULL, NULL, 0);
-		ms_exec_all(p, forget);
+		ms_exec_all(&p->exec, forget);
 		/*
 		 * its rows held no more: their refusals' counts end with them (else
 		 * due forever, every pass asked whether they are)
 		 */
 		if (ms_catalog_has("refused_rows"))
 		{
-			ms_exec(p, "DELETE FROM sync.refused_rows WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
-			ms_exec(p, "DELETE FROM sync.refused_due WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
+			ms_exec(&p->exec, "DELETE FROM sync.refused_rows WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
+			ms_exec(&p->exec, "DELETE FROM sync.refused_due WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
 		}
 		/* what its messages carried goes with them, and nothing is owed it */
-		if (p->carried)
-			ms_exec(p, "DELETE FROM sync.carried WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
-		if (p->owed)
-			ms_exec(p, "UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0 WHERE id IN (SELECT id FROM ms_forget)",
+		if (p->has.carried)
+			ms_exec(&p->exec, "DELETE FROM sync.carried WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
+		if (p->has.owed)
+			ms_exec(&p->exec, "UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0 WHERE id IN (SELECT id FROM ms_forget)",
 					0, NULL, NULL, NULL, 0);
 	}
-	ms_exec(p, p->held_due
+	ms_exec(&p->exec, held_due
 			? "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition, held_due = NULL"
 			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition OR held_due IS NOT NULL)"
 			: "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
@@ -91,7 +94,7 @@ ms_observe(ms_pass *p)
 			0, NULL, NULL, NULL, 0);
 	/* the mirrored tables changed since what it was sent: a schema change, or a snapshot */
 	if (p->snapshots != MS_SNAPSHOTS_ONLY)
-		ms_evolve_observe(p);
+		ms_evolve_observe(p, did->forgotten);
 
 	/*
 	 * A snapshot pass takes the rows of the replicas it provisions: their
@@ -100,9 +103,9 @@ ms_observe(ms_pass *p)
 	 * it here, before it wrote anything, as a serialization failure.
 	 */
 	if (p->snapshots == MS_SNAPSHOTS_ONLY)
-		ms_exec(p, "SELECT id FROM sync.replicas WHERE " PROVISIONING " AND NOT dropped ORDER BY id FOR UPDATE",
+		ms_exec(&p->exec, "SELECT id FROM sync.replicas WHERE " PROVISIONING " AND NOT dropped ORDER BY id FOR UPDATE",
 				0, NULL, NULL, NULL, 0);
-	ms_exec(p, p->snapshots == MS_SNAPSHOTS_ONLY ?
+	ms_exec(&p->exec, p->snapshots == MS_SNAPSHOTS_ONLY ?
 			"SELECT array_agg(id) FROM sync.replicas WHERE " PROVISIONING " AND NOT dropped" :
 			"SELECT array_agg(id) FROM sync.replicas WHERE " PROVISIONING,
 			0, NULL, NULL, NULL, 0);
@@ -117,7 +120,7 @@ ms_observe(ms_pass *p)
 	/* the worker's pass that reads notes leaves them to a snapshot pass (relay.c) */
 	if (p->snapshots == MS_SNAPSHOTS_LEFT)
 	{
-		p->snapshots_left = true;
+		did->snapshots_left = true;
 		return NULL;
 	}
 	/* a snapshot replaces what the replica was owed: its outbox is dropped */
@@ -131,24 +134,24 @@ ms_observe(ms_pass *p)
 	 * number is not known yet: MS_LET_GO_SNAPSHOT stands for it.
 	 */
 	if (ms_catalog_has("let_go"))
-		ms_exec(p,
+		ms_exec(&p->exec,
 				"INSERT INTO sync.let_go (replica, tab, key, taken)"
 				" SELECT h.replica, h.tab, h.key, " CppAsString2(MS_LET_GO_SNAPSHOT)
 				"   FROM sync.held h"
 				"  WHERE h.replica = ANY ($1) AND h.refused IS NULL"
 				" ON CONFLICT (replica, tab, key) DO UPDATE SET taken = EXCLUDED.taken",
 				1, types, values, NULL, 0);
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"DELETE FROM sync.held WHERE replica = ANY ($1)",
 			1, types, values, NULL, 0);
-	if (p->carried)
-		ms_exec(p, "DELETE FROM sync.carried WHERE replica = ANY ($1)", 1, types, values, NULL, 0);
-	ms_exec(p,
+	if (p->has.carried)
+		ms_exec(&p->exec, "DELETE FROM sync.carried WHERE replica = ANY ($1)", 1, types, values, NULL, 0);
+	ms_exec(&p->exec,
 			"UPDATE sync.outbox SET dropped = true, body = NULL WHERE replica = ANY ($1) AND NOT dropped",
 			1, types, values, NULL, 0);
 	/* a dropped message is owed no more (76_owed.sql) */
-	if (p->owed)
-		ms_exec(p,
+	if (p->has.owed)
+		ms_exec(&p->exec,
 				"UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0"
 				" WHERE id = ANY ($1) AND (owed_messages <> 0 OR owed_bytes <> 0)",
 				1, types, values, NULL, 0);

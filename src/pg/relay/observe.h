@@ -14,8 +14,16 @@
  * ms_observe: forget replicas dropped or no longer live (nothing held,
  * nothing sent); mark those that became live or moved partition to be
  * provisioned; for every replica to provision, clear what it holds and drop
- * its outbox.  Returns the replicas to provision (uuid[]), or NULL.
+ * its outbox.  Returns the replicas to provision (uuid[]), or NULL; *did:
+ * how many replicas it forgot, and whether it left replicas to a snapshot
+ * pass (MS_SNAPSHOTS_LEFT).
  */
-extern ArrayType *ms_observe(ms_pass *p);
+typedef struct ms_observed
+{
+	int64		forgotten;
+	bool		snapshots_left;
+} ms_observed;
+
+extern ArrayType *ms_observe(ms_pass *p, ms_observed *did);
 
 #endif

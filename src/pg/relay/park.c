@@ -76,10 +76,12 @@ static void
 plan_part(void *arg)
 {
 	trial	   *t = arg;
+	ms_planned	plan;
+	ms_recorded did;
 
 	ms_batch_only(t->p, ids_array(t->ids, t->n));
-	ms_plan(t->p, t->replicas, t->provisioning);
-	(void) ms_record(t->p, t->replicas, t->provisioning);
+	ms_plan(t->p, t->replicas, t->provisioning, &plan);
+	(void) ms_record(t->p, t->replicas, t->provisioning, &plan, &did);
 }
 
 /* whether planning these notes alone fails for good; why, when it does */
@@ -171,7 +173,7 @@ check_keys(void *arg)
 						 format_type_be_qualified(t->columns[t->key[k]].type));
 	/* a cast to a domain of the owner's runs its check: as the owner */
 	ms_owner_begin(&as, MS_OWNER_OF(k->p, t->relid));
-	ms_exec(k->p, sql.data, 1, types, values, NULL, 0);
+	ms_exec(&k->p->exec, sql.data, 1, types, values, NULL, 0);
 	ms_owner_end(&as);
 	if (DatumGetInt64(ms_value(0, 1, &isnull)) != ArrayGetNItems(ARR_NDIM(keys), ARR_DIMS(keys)))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
@@ -205,7 +207,7 @@ quarantine_rows(ms_pass *p, int64 *ids, int n, char *why)
 	int64	   *notes;
 
 	/* copied out: what runs next replaces SPI_tuptable */
-	ms_exec(p, "SELECT tab, key, min(id) FROM sync.notes WHERE id = ANY ($1) AND source = 'r' AND key IS NOT NULL"
+	ms_exec(&p->exec, "SELECT tab, key, min(id) FROM sync.notes WHERE id = ANY ($1) AND source = 'r' AND key IS NOT NULL"
 			" GROUP BY tab, key ORDER BY tab, key", 1, types, values, NULL, 0);
 	rows = (int) SPI_processed;
 	tabs = palloc(sizeof(int) * Max(rows, 1));
@@ -235,7 +237,7 @@ quarantine_rows(ms_pass *p, int64 *ids, int n, char *why)
 
 			if (!all && (t == NULL || to - from > KEYS_ONE_BY_ONE || !keys_parse(p, t, keys + i, 1)))
 				continue;
-			ms_exec(p, "INSERT INTO sync.quarantine (tab, key, note, reason, sqlstate)"
+			ms_exec(&p->exec, "INSERT INTO sync.quarantine (tab, key, note, reason, sqlstate)"
 					" VALUES ($1, $2, $3, 'planning failed: ' || $4, NULL)"
 					" ON CONFLICT (tab, key) DO UPDATE SET note = EXCLUDED.note, reason = EXCLUDED.reason,"
 					" sqlstate = EXCLUDED.sqlstate, since = now()",
@@ -251,7 +253,7 @@ minus(ms_pass *p, ArrayType *a, ArrayType *b)
 	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
 	Datum		values[2] = {PointerGetDatum(a), PointerGetDatum(b)};
 
-	ms_exec(p, "SELECT coalesce(array_agg(x), '{}') FROM unnest($1::uuid[]) x WHERE x <> ALL ($2)",
+	ms_exec(&p->exec, "SELECT coalesce(array_agg(x), '{}') FROM unnest($1::uuid[]) x WHERE x <> ALL ($2)",
 			2, types, values, NULL, 0);
 	return ms_array();
 }
@@ -297,7 +299,7 @@ snapshots(narrowing *w, ArrayType **replicas, ArrayType **provisioning)
 		Oid			types[2] = {UUIDOID, TEXTOID};
 		Datum		values[2] = {bad[i], CStringGetTextDatum(why[i])};
 
-		ms_exec(p, "UPDATE sync.replicas SET provision_failed_at = now(), last_error_at = now(),"
+		ms_exec(&p->exec, "UPDATE sync.replicas SET provision_failed_at = now(), last_error_at = now(),"
 				" last_error = 'its snapshot cannot be planned: ' || $2 WHERE id = $1",
 				2, types, values, NULL, 0);
 		ereport(WARNING,
@@ -312,7 +314,7 @@ snapshots(narrowing *w, ArrayType **replicas, ArrayType **provisioning)
 }
 
 bool
-ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
+ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, int64 *nparked)
 {
 	narrowing	w;
 	char	   *why = NULL;
@@ -321,6 +323,7 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
 	int			parked = 0;
 	bool		failed_alone = false;
 
+	*nparked = 0;
 	memset(&w, 0, sizeof w);
 	w.t.p = p;
 	w.t.replicas = *replicas;
@@ -369,7 +372,7 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
 			Datum		values[2] = {PointerGetDatum(ids_array(w.ids + lo, hi - lo)), CStringGetTextDatum(w.why[lo])};
 			ms_table   *t = ms_catalog_find(p->tables, w.tabs[lo]);
 
-			ms_exec(p, "UPDATE sync.notes SET parked = $2, parked_at = now() WHERE id = ANY ($1)",
+			ms_exec(&p->exec, "UPDATE sync.notes SET parked = $2, parked_at = now() WHERE id = ANY ($1)",
 					2, types, values, NULL, 0);
 			quarantine_rows(p, w.ids + lo, hi - lo, w.why[lo]);
 			parked += hi - lo;
@@ -381,7 +384,6 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning)
 		}
 	}
 	ms_batch_only(p, ids_array(rest, nrest));
-	p->notes_read -= parked;
-	p->parked += parked;
+	*nparked = parked;
 	return parked > 0;
 }

@@ -18,8 +18,8 @@
  * ms_notes_read; or, when it fails without any note, the snapshots that fail
  * alone, which it sets aside and leaves out of *replicas and *provisioning.
  * True when it set anything aside; false when the failure is about neither,
- * and nothing is changed.
+ * and nothing is changed.  *nparked: the notes it parked.
  */
-extern bool ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning);
+extern bool ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, int64 *nparked);
 
 #endif

@@ -141,25 +141,24 @@ plan_for(const char *sql, int nargs, Oid *types, Oid self, bool *kept)
 }
 
 SPIPlanPtr
-ms_prepare_kept(ms_pass *p, const char *sql, int nargs, Oid *types)
+ms_prepare_kept(ms_executor *x, const char *sql, int nargs, Oid *types)
 {
 	bool		kept;
 
 	/* not keeping: a plan of the pass, freed with the pass's SPI memory */
-	return plan_for(sql, nargs, types, p->self, &kept);
+	return plan_for(sql, nargs, types, x->self, &kept);
 }
 
 void
 ms_pass_begin(ms_pass *p, MemoryContext cxt)
 {
 	memset(p, 0, sizeof *p);
-	p->cxt = cxt;
-	p->snapshot_rows = -1;
-	p->self = GetUserId();
+	p->exec.cxt = cxt;
+	p->exec.self = GetUserId();
 	/* a relay pass keeps its plans (ms_plans_keep); a read plans afresh */
 	keeping = false;
 	/* under REPEATABLE READ, the transaction's snapshot; else one taken now */
-	p->snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	p->exec.snapshot = RegisterSnapshot(GetTransactionSnapshot());
 }
 
 void
@@ -171,23 +170,23 @@ ms_pass_read_as_owners(ms_pass *p)
 	{
 		ms_table   *t = lfirst(lc);
 
-		ms_require_select(t->relid, p->self);
+		ms_require_select(t->relid, p->exec.self);
 		if (OidIsValid(t->members))
-			ms_require_select(t->members, p->self);
+			ms_require_select(t->members, p->exec.self);
 		if (OidIsValid(t->assignments))
-			ms_require_select(t->assignments, p->self);
+			ms_require_select(t->assignments, p->exec.self);
 		if (OidIsValid(t->active))
-			ms_require_select(t->active, p->self);
+			ms_require_select(t->active, p->exec.self);
 	}
-	p->as_owners = true;
+	p->exec.as_owners = true;
 }
 
 void
 ms_pass_end(ms_pass *p)
 {
-	if (p->snapshot != NULL)
-		UnregisterSnapshot(p->snapshot);
-	p->snapshot = NULL;
+	if (p->exec.snapshot != NULL)
+		UnregisterSnapshot(p->exec.snapshot);
+	p->exec.snapshot = NULL;
 	keeping = false;
 }
 
@@ -206,7 +205,7 @@ ms_prepare(const char *sql, int nargs, Oid *types)
  * then is one no index of it could serve.
  */
 static void
-check_scans(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls)
+check_scans(ms_executor *x, SPIPlanPtr plan, Datum *values, const char *nulls)
 {
 	ListCell   *lc;
 
@@ -222,8 +221,8 @@ check_scans(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls)
 		if (tag != T_SelectStmt && tag != T_InsertStmt && tag != T_UpdateStmt && tag != T_DeleteStmt)
 			continue;
 		explain = ms_owner_prepare(psprintf("EXPLAIN (VERBOSE, FORMAT JSON) %s", ps->query_string),
-								   ps->num_params, ps->param_types, p->self);
-		rc = SPI_execute_snapshot(explain, values, nulls, p->snapshot, InvalidSnapshot, false, false, 0);
+								   ps->num_params, ps->param_types, x->self);
+		rc = SPI_execute_snapshot(explain, values, nulls, x->snapshot, InvalidSnapshot, false, false, 0);
 		if (rc < 0 || SPI_processed != 1)
 			elog(ERROR, "could not explain a statement of the relay pass: %s", SPI_result_code_string(rc));
 		json = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -246,14 +245,14 @@ check_scans(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls)
 }
 
 int
-ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls, long tcount)
+ms_run(ms_executor *x, SPIPlanPtr plan, Datum *values, const char *nulls, long tcount)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	int			rc;
 
 	if (ms_check_scans)
-		check_scans(p, plan, values, nulls);
-	rc = SPI_execute_snapshot(plan, values, nulls, p->snapshot, InvalidSnapshot, false, true, tcount);
+		check_scans(x, plan, values, nulls);
+	rc = SPI_execute_snapshot(plan, values, nulls, x->snapshot, InvalidSnapshot, false, true, tcount);
 
 	/* SPI leaves its procedure's context current: a chunk's copies belong to the chunk */
 	MemoryContextSwitchTo(cxt);
@@ -263,12 +262,12 @@ ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls, long tcoun
 }
 
 int
-ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
+ms_exec(ms_executor *x, const char *sql, int nargs, Oid *types,
 		Datum *values, const char *nulls, long tcount)
 {
 	bool		kept;
-	SPIPlanPtr	plan = plan_for(sql, nargs, types, p->self, &kept);
-	int			rc = ms_run(p, plan, values, nulls, tcount);
+	SPIPlanPtr	plan = plan_for(sql, nargs, types, x->self, &kept);
+	int			rc = ms_run(x, plan, values, nulls, tcount);
 
 	if (!kept)
 		SPI_freeplan(plan);
@@ -276,7 +275,7 @@ ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
 }
 
 int
-ms_exec_by_index(ms_pass *p, const char *sql, int nargs, Oid *types,
+ms_exec_by_index(ms_executor *x, const char *sql, int nargs, Oid *types,
 				 Datum *values, const char *nulls, long tcount)
 {
 	/* as a function's SET clause does: undone after it, or when it fails */
@@ -285,13 +284,13 @@ ms_exec_by_index(ms_pass *p, const char *sql, int nargs, Oid *types,
 
 	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	rc = ms_exec(p, sql, nargs, types, values, nulls, tcount);
+	rc = ms_exec(x, sql, nargs, types, values, nulls, tcount);
 	AtEOXact_GUC(true, nest);
 	return rc;
 }
 
 void
-ms_analyze(ms_pass *p, const char *tables, uint64 rows)
+ms_analyze(ms_executor *x, const char *tables, uint64 rows)
 {
 	/* as a function's SET clause does: undone when ANALYZE is, or after it */
 	int			nest;
@@ -306,29 +305,29 @@ ms_analyze(ms_pass *p, const char *tables, uint64 rows)
 	nest = NewGUCNestLevel();
 	(void) set_config_option("default_statistics_target", "10", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	ms_exec(p, psprintf("ANALYZE %s", tables), 0, NULL, NULL, NULL, 0);
+	ms_exec(x, psprintf("ANALYZE %s", tables), 0, NULL, NULL, NULL, 0);
 	AtEOXact_GUC(true, nest);
 }
 
 void
-ms_exec_all(ms_pass *p, const char *const *stmts)
+ms_exec_all(ms_executor *x, const char *const *stmts)
 {
 	/* one at a time: each statement is analysed after the one before it ran */
 	for (; *stmts != NULL; stmts++)
-		ms_exec(p, *stmts, 0, NULL, NULL, NULL, 0);
+		ms_exec(x, *stmts, 0, NULL, NULL, NULL, 0);
 }
 
 Portal
-ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
+ms_open(ms_executor *x, const char *sql, int nargs, Oid *types,
 		Datum *values, const char *nulls)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	SPIPlanPtr	plan = ms_prepare_kept(p, sql, nargs, types);
+	SPIPlanPtr	plan = ms_prepare_kept(x, sql, nargs, types);
 	Portal		portal;
 
 	/* a copy of the pass's snapshot, at the current command id */
 	CommandCounterIncrement();
-	PushCopiedSnapshot(p->snapshot);
+	PushCopiedSnapshot(x->snapshot);
 	UpdateActiveSnapshotCommandId();
 	portal = SPI_cursor_open(NULL, plan, values, nulls, true);
 	PopActiveSnapshot();

@@ -43,41 +43,27 @@
 
 typedef struct ms_evolve ms_evolve;
 
-typedef struct ms_pass
+/*
+ * ms_executor: what runs the statements of a pass or a read, and nothing
+ * else: its memory, its snapshot, and as whom.  (The plans kept across
+ * passes are pass.c's own.)
+ */
+typedef struct ms_executor
 {
 	MemoryContext cxt;			/* everything the pass allocates */
 	Snapshot	snapshot;		/* registered for the pass */
-	List	   *tables;			/* ms_table *, parents first: the catalog, read once */
-	List	   *held;			/* ms_held *: the tables held back, with why (declare/catalog.h) */
-	ArrayType  *held_ids;		/* their ids (int[]); NULL: none */
-	ms_epoch	epoch;
-	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once) */
-	bytea	   *schema_hash;	/* its SHA-256 */
-	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c) */
-	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
-	bool		one_replica;	/* the pass plans for one replica only */
-	int64		replicas_all;	/* the replicas there are (relay.c), and */
-	int64		replicas_around;	/* those planned around what changed (question.c): fast.c's choice */
-	uint64		fast_rows;		/* rows of pg_temp.ms_fast (fast.c) */
-	int64		planned;		/* rows of the larger of ms_send and ms_take (plan.c) */
 	Oid			self;			/* who began it: its statements' sync.* and pg_temp relations are checked as this role (owner.h) */
 	bool		as_owners;		/* a relay pass: a table's rows are read as its owner (MS_OWNER_OF) */
-	int64		resent;			/* rows refused sent again by the plan (retry.c) */
-	bool		resend_held;	/* sending them failed for good: held back instead (retry.c) */
-	bool		carried;		/* sync.carried exists (observe.c; a 0.1 catalog not updated yet has none) */
-	bool		owed;			/* sync.replicas has owed_messages and owed_bytes (76_owed.sql; the same) */
-	bool		blocked;		/* pg_temp.ms_blocked has rows: no wanted set grows through them (plan.c) */
-	bool	   *whole;			/* by table id: sent whole to the replicas provisioned, read once (plan.c); or NULL */
-	int64		whole_rows;		/* the rows of those tables each of them is sent */
-	bool		whole_failed;	/* reading one whole failed for good: the pass plans again without (relay.c) */
-	bool		no_whole;		/* every table's rows go through the plan */
-	bool		noted;			/* pg_temp.ms_pending has rows: a held row of a table read whole looks up its note */
-	bool		held_due;		/* sync.replicas has held_due (77_held_due.sql; a catalog not updated has none) */
-	bool		held_later;		/* the worker's: the held rows of tables read whole are written once the pass commits */
-	struct ms_held_later *later;	/* those kept for then, in cxt (heldrows.c) */
-	int64		held_deferred;	/* how many, written by ms_record_held_later */
+} ms_executor;
 
-	/* what the pass did (sync.relay_pass returns it) */
+/*
+ * ms_pass_counts: what a pass did (sync.relay_pass returns it, the worker
+ * logs it).  relay.c fills it from what each part returns (ms_observe,
+ * ms_record, ms_park); batch.c and question.c count the notes read, and
+ * whether more wait, as the batch grows.
+ */
+typedef struct ms_pass_counts
+{
 	int64		notes_read;
 	int64		provisioned;
 	int64		forgotten;
@@ -87,9 +73,55 @@ typedef struct ms_pass
 	int64		quarantined;
 	int64		parked;			/* notes whose plan failed for good (park.c) */
 	bool		more;			/* a full batch was read: notes may wait for the next pass */
+	bool		snapshots_left;	/* replicas wait for a snapshot pass (MS_SNAPSHOTS_LEFT) */
+} ms_pass_counts;
+
+/*
+ * ms_pass_has: what a catalog updated to this version has, and a 0.1
+ * catalog not updated yet has not; observe.c reads it once per pass.
+ */
+typedef struct ms_pass_has
+{
+	bool		carried;		/* sync.carried exists */
+	bool		owed;			/* sync.replicas has owed_messages and owed_bytes (76_owed.sql) */
+} ms_pass_has;
+
+/*
+ * ms_pass_fault: what a failure of the plan and record is about, written
+ * before the statements that may fail and read by relay.c once they did
+ * (so no return value can say it); and what relay.c plans again without.
+ */
+typedef struct ms_pass_fault
+{
+	int64		resent;			/* rows refused sent again by the plan (retry.c) */
+	bool		whole_failed;	/* reading a table whole failed for good (load.c) */
+	bool		resend_held;	/* relay.c: sending them failed for good: held back instead (retry.c) */
+	bool		no_whole;		/* relay.c: every table's rows go through the plan (plan.c) */
+} ms_pass_fault;
+
+typedef struct ms_pass
+{
+	ms_executor exec;			/* runs every statement of the pass */
+	List	   *tables;			/* ms_table *, parents first: the catalog, read once */
+	List	   *held;			/* ms_held *: the tables held back, with why (declare/catalog.h) */
+	ArrayType  *held_ids;		/* their ids (int[]); NULL: none */
+	ms_epoch	epoch;
+	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once) */
+	bytea	   *schema_hash;	/* its SHA-256 */
+	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c) */
+	int64		replicas_all;	/* the replicas there are (relay.c): fast.c's choice */
+	ms_pass_has has;			/* what the catalog has (observe.c) */
+	bool		blocked;		/* pg_temp.ms_blocked has rows: no wanted set grows through them (plan.c) */
+	ms_pass_fault fault;		/* what a failure is about, and what is planned again without */
+	bool		held_later;		/* the worker's: the held rows of tables read whole are written once the pass commits */
+	struct ms_held_later *later;	/* those kept for then, in cxt (heldrows.c) */
+	int64		held_deferred;	/* how many, written by ms_record_held_later */
+
+	ms_pass_counts did;			/* what the pass did */
+
+	/* set by the caller before ms_relay_pass */
 	bool		bounds_later;	/* the caller checks the outbox bounds once the pass commits (ms_relay_bounds) */
 	int			snapshots;		/* MS_SNAPSHOTS_*: whether this pass provisions replicas */
-	bool		snapshots_left;	/* replicas wait for a snapshot pass (MS_SNAPSHOTS_LEFT) */
 	struct ms_floor *floor;		/* the worker's floor under the notes it reads (floor.h); NULL by hand */
 } ms_pass;
 
@@ -118,7 +150,7 @@ extern void ms_pass_end(ms_pass *p);
  * the statements that read it: relid in a relay pass, and in a read once
  * ms_pass_read_as_owners checked its caller; otherwise none.
  */
-#define MS_OWNER_OF(p, relid) ((p)->as_owners ? (relid) : InvalidOid)
+#define MS_OWNER_OF(p, relid) ((p)->exec.as_owners ? (relid) : InvalidOid)
 
 /*
  * ms_pass_read_as_owners: a read (sync.wanted, sync.progress) runs each
@@ -140,10 +172,10 @@ extern SPIPlanPtr ms_prepare(const char *sql, int nargs, Oid *types);
  * ms_run: execute a plan in the pass's snapshot; nulls as SPI takes them
  * (NULL: none).  Errors when SPI fails; returns the SPI result code.
  */
-extern int	ms_run(ms_pass *p, SPIPlanPtr plan, Datum *values, const char *nulls, long tcount);
+extern int	ms_run(ms_executor *x, SPIPlanPtr plan, Datum *values, const char *nulls, long tcount);
 
 /* ms_exec: prepare, run once, free. */
-extern int	ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
+extern int	ms_exec(ms_executor *x, const char *sql, int nargs, Oid *types,
 					Datum *values, const char *nulls, long tcount);
 
 /*
@@ -152,14 +184,14 @@ extern int	ms_exec(ms_pass *p, const char *sql, int nargs, Oid *types,
  * that planned it while the table was small, its plan read the table whole
  * at every later pass once the table had grown (sql/34_relay_parked.sql).
  */
-extern int	ms_exec_by_index(ms_pass *p, const char *sql, int nargs, Oid *types,
+extern int	ms_exec_by_index(ms_executor *x, const char *sql, int nargs, Oid *types,
 							 Datum *values, const char *nulls, long tcount);
 
 /* ms_exec_all: statements without arguments, one after the other (NULL-terminated). */
-extern void ms_exec_all(ms_pass *p, const char *const *stmts);
+extern void ms_exec_all(ms_executor *x, const char *const *stmts);
 
 /* ms_open: a read-only cursor over sql in the pass's snapshot, seeing the pass's writes. */
-extern Portal ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
+extern Portal ms_open(ms_executor *x, const char *sql, int nargs, Oid *types,
 					  Datum *values, const char *nulls);
 
 /*
@@ -169,7 +201,7 @@ extern Portal ms_open(ms_pass *p, const char *sql, int nargs, Oid *types,
  * small sample keeps the memory of ANALYZE from growing with them.
  */
 #define MS_ANALYZE_ROWS 1000
-extern void ms_analyze(ms_pass *p, const char *tables, uint64 rows);
+extern void ms_analyze(ms_executor *x, const char *tables, uint64 rows);
 
 /*
  * Kept plans.  ms_plans_keep(true): until the pass ends, ms_exec, ms_open
@@ -184,10 +216,10 @@ extern void ms_plans_catalog(const char *catalog);
 /*
  * ms_prepare_kept: a kept plan for sql (never freed by the caller), or, not
  * keeping, a plan of the pass; its sync.* and pg_temp relations checked as
- * p->self wherever it runs (owner.h), so it may be prepared within
+ * x->self wherever it runs (owner.h), so it may be prepared within
  * ms_owner_begin, as a statement naming a user's table must be.
  */
-extern SPIPlanPtr ms_prepare_kept(ms_pass *p, const char *sql, int nargs, Oid *types);
+extern SPIPlanPtr ms_prepare_kept(ms_executor *x, const char *sql, int nargs, Oid *types);
 
 /* ms_value: column col (from 1) of row `row` of the last result. */
 extern Datum ms_value(uint64 row, int col, bool *isnull);

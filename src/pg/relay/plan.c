@@ -75,7 +75,7 @@ children_closure(ms_pass *p, const char *set)
 								 child->qualified, ms_fkey_match(child, fk, "c", "p", true));
 				/* the child's rows, read as the child's owner */
 				ms_owner_begin(&as, MS_OWNER_OF(p, child->relid));
-				ms_exec(p, sql.data, 1, types, values, NULL, 0);
+				ms_exec(&p->exec, sql.data, 1, types, values, NULL, 0);
 				ms_owner_end(&as);
 				grew |= SPI_processed > 0;
 			}
@@ -92,7 +92,7 @@ children_closure(ms_pass *p, const char *set)
 static void
 plan_blocked(ms_pass *p, bool dry)
 {
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"INSERT INTO ms_released SELECT q.tab, q.key FROM sync.quarantine q JOIN ms_pending n"
 			"    ON n.tab = q.tab AND n.key = q.key WHERE n.note > q.note",
 			0, NULL, NULL, NULL, 0);
@@ -100,11 +100,11 @@ plan_blocked(ms_pass *p, bool dry)
 	if (SPI_processed > 0)
 	{
 		if (!dry)
-			ms_exec(p, "DELETE FROM sync.quarantine q USING ms_released r WHERE r.tab = q.tab AND r.key = q.key",
+			ms_exec(&p->exec, "DELETE FROM sync.quarantine q USING ms_released r WHERE r.tab = q.tab AND r.key = q.key",
 					0, NULL, NULL, NULL, 0);
 		children_closure(p, "ms_released");
 	}
-	ms_exec(p, dry ? "INSERT INTO ms_blocked SELECT q.tab, q.key FROM sync.quarantine q"
+	ms_exec(&p->exec, dry ? "INSERT INTO ms_blocked SELECT q.tab, q.key FROM sync.quarantine q"
 			" WHERE NOT EXISTS (SELECT FROM ms_released r WHERE r.tab = q.tab AND r.key = q.key)"
 			: "INSERT INTO ms_blocked SELECT tab, key FROM sync.quarantine",
 			0, NULL, NULL, NULL, 0);
@@ -112,7 +112,7 @@ plan_blocked(ms_pass *p, bool dry)
 	if (p->blocked)
 		children_closure(p, "ms_blocked");
 	/* the rows of parked notes: their rules are not even evaluated (park.c) */
-	ms_exec_by_index(p, "INSERT INTO ms_unplanned SELECT DISTINCT tab, key FROM sync.notes"
+	ms_exec_by_index(&p->exec, "INSERT INTO ms_unplanned SELECT DISTINCT tab, key FROM sync.notes"
 					 " WHERE parked IS NOT NULL AND NOT done AND source = 'r' AND key IS NOT NULL",
 					 0, NULL, NULL, NULL, 0);
 }
@@ -128,7 +128,7 @@ whole_rows(ms_pass *p, ms_table *t)
 	ms_as_owner as;
 
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	ms_exec(p, psprintf("SELECT count(*) FROM %s t%s", t->qualified, ms_whole_filter(p, t)),
+	ms_exec(&p->exec, psprintf("SELECT count(*) FROM %s t%s", t->qualified, ms_whole_filter(p, t)),
 			0, NULL, NULL, NULL, 0);
 	ms_owner_end(&as);
 	return ms_int64();
@@ -141,33 +141,33 @@ whole_rows(ms_pass *p, ms_table *t)
  * than writing one key per row here, and reading them back by key.
  */
 static void
-plan_provisioned(ms_pass *p, ArrayType *provisioning)
+plan_provisioned(ms_pass *p, ArrayType *provisioning, ms_planned *out)
 {
 	int64		rows;
 	ListCell   *lc;
 	bool		isnull;
 
-	p->whole = ms_whole_tables && !p->no_whole ? ms_wanted_whole(p->tables) : NULL;
+	out->whole = ms_whole_tables && !p->fault.no_whole ? ms_wanted_whole(p->tables) : NULL;
 	/* straight into what is sent: it is all of it (never a blocked row: wanted.c) */
-	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", p->whole);
-	if (p->whole != NULL)
+	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", out->whole);
+	if (out->whole != NULL)
 	{
 		/* whether a held row of theirs looks up a note (record.c) */
-		ms_exec(p, "SELECT EXISTS (SELECT FROM pg_temp.ms_pending)", 0, NULL, NULL, NULL, 0);
-		p->noted = DatumGetBool(ms_value(0, 1, &isnull));
+		ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_pending)", 0, NULL, NULL, NULL, 0);
+		out->noted = DatumGetBool(ms_value(0, 1, &isnull));
 		foreach(lc, p->tables)
 		{
 			ms_table   *t = lfirst(lc);
 
-			if (p->whole[t->id])
-				p->whole_rows += whole_rows(p, t);
+			if (out->whole[t->id])
+				out->whole_rows += whole_rows(p, t);
 		}
 	}
 
 	/* one replica: what its snapshot's Begin says, without counting again */
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 1)
-		p->snapshot_rows = rows + p->whole_rows;
-	ms_exec(p, "UPDATE ms_send s SET note = n.note FROM ms_pending n WHERE n.tab = s.tab AND n.key = s.key",
+		out->snapshot_rows = rows + out->whole_rows;
+	ms_exec(&p->exec, "UPDATE ms_send s SET note = n.note FROM ms_pending n WHERE n.tab = s.tab AND n.key = s.key",
 			0, NULL, NULL, NULL, 0);
 }
 
@@ -185,7 +185,7 @@ plan_whole(ms_pass *p, ArrayType *replicas)
 	 * A held row is sent again when a note of this snapshot is newer than
 	 * the version it holds; one it refused, only once the row changed since.
 	 */
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"INSERT INTO ms_send (replica, tab, key, note) "
 			"SELECT w.replica, w.tab, w.key, coalesce(n.note, 0) "
 			"  FROM pg_temp.ms_wanted w "
@@ -194,7 +194,7 @@ plan_whole(ms_pass *p, ArrayType *replicas)
 			"  LEFT JOIN ms_pending n ON n.tab = w.tab AND n.key = w.key "
 			" WHERE h.replica IS NULL OR n.note > h.note",
 			0, NULL, NULL, NULL, 0);
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"INSERT INTO ms_take (replica, tab, key) "
 			"SELECT h.replica, h.tab, h.key FROM sync.held h "
 			" WHERE h.replica = ANY ($1) AND h.taken IS NULL "
@@ -213,21 +213,23 @@ ms_whole_filter(ms_pass *p, ms_table *t)
 }
 
 void
-ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
+ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_planned *out)
 {
 	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
 	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
 	ArrayType  *around;
 
 	plan_blocked(p, false);
-	p->snapshot_rows = -1;
-	p->whole = NULL;
-	p->whole_rows = 0;
+	out->snapshot_rows = -1;
+	out->whole = NULL;
+	out->whole_rows = 0;
+	out->planned = 0;
+	out->noted = false;
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
-		plan_provisioned(p, provisioning);
+		plan_provisioned(p, provisioning, out);
 
 	/* every other: around what changed, or (magic_sync.full_plan) compared whole */
-	ms_exec(p, "SELECT array_agg(r) FROM unnest($1::uuid[]) r WHERE r <> ALL ($2)", 2, types, values, NULL, 0);
+	ms_exec(&p->exec, "SELECT array_agg(r) FROM unnest($1::uuid[]) r WHERE r <> ALL ($2)", 2, types, values, NULL, 0);
 	around = ms_array();
 	if (around != NULL && !ms_full_plan)
 		ms_plan_question(p, around);
@@ -241,13 +243,13 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		ms_plan_replaced(p, around);
 	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
 	/* few rows are marked (held_replace): read by that index, never the held set whole */
-	ms_exec(p, "UPDATE ms_send s SET replace = true FROM sync.held h"
+	ms_exec(&p->exec, "UPDATE ms_send s SET replace = true FROM sync.held h"
 			" WHERE h.replace AND h.replica = s.replica AND h.tab = s.tab AND h.key = s.key",
 			0, NULL, NULL, NULL, 0);
-	ms_exec(p, "SELECT greatest((SELECT count(*) FROM ms_send), (SELECT count(*) FROM ms_take))",
+	ms_exec(&p->exec, "SELECT greatest((SELECT count(*) FROM ms_send), (SELECT count(*) FROM ms_take))",
 			0, NULL, NULL, NULL, 0);
-	p->planned = ms_int64();
-	ms_analyze(p, "ms_send, ms_take", (uint64) p->planned);
+	out->planned = ms_int64();
+	ms_analyze(&p->exec, "ms_send, ms_take", (uint64) out->planned);
 }
 
 /*
@@ -260,9 +262,6 @@ void
 ms_plan_dry(ms_pass *p, ArrayType *replicas)
 {
 	plan_blocked(p, true);
-	p->snapshot_rows = -1;
-	p->whole = NULL;
-	p->whole_rows = 0;
 	if (!ms_full_plan)
 		ms_plan_question(p, replicas);
 	else

@@ -22,12 +22,22 @@
 /* ms_plan_prepare: create the plan's temporary tables if missing, empty them. */
 extern void ms_plan_prepare(ms_pass *p);
 
+/* what ms_plan planned, for record.c (and heldrows.c) to record */
+typedef struct ms_planned
+{
+	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
+	bool	   *whole;			/* by table id: sent whole to the replicas provisioned, read once; or NULL */
+	int64		whole_rows;		/* the rows of those tables each of them is sent */
+	int64		planned;		/* rows of the larger of ms_send and ms_take */
+	bool		noted;			/* tables read whole, and pg_temp.ms_pending has rows: a held row of theirs looks up its note */
+} ms_planned;
+
 /*
  * ms_plan: plan the batch for these replicas (uuid[]): those being
  * provisioned (provisioning, a subset) from scratch; the others around what
- * changed.
+ * changed.  *out: what it planned beyond ms_send and ms_take.
  */
-extern void ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning);
+extern void ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_planned *out);
 
 /*
  * ms_plan_dry: what ms_plan does for these replicas (uuid[]), none being
@@ -39,7 +49,7 @@ extern void ms_plan_dry(ms_pass *p, ArrayType *replicas);
 
 /*
  * ms_whole_filter: " WHERE the row t (of table t) is not blocked", or ""
- * when no row is: what a read of a table sent whole (p->whole) leaves out.
+ * when no row is: what a read of a table sent whole (ms_planned) leaves out.
  */
 struct ms_table;
 extern char *ms_whole_filter(ms_pass *p, struct ms_table *t);

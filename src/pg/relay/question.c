@@ -96,13 +96,13 @@ add(ms_pass *p, const ms_table *t, const char *set, const char *select, const ch
 
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 	if (delta == NULL)
-		ms_exec(p, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
+		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
 							" SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE %s"
 							" ON CONFLICT DO NOTHING",
 							set, select, where ? where : "true"),
 				0, NULL, NULL, NULL, 0);
 	else
-		ms_exec(p, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key)"
+		ms_exec(&p->exec, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key)"
 							" SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE %s"
 							" ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
 							" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n",
@@ -150,7 +150,7 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
 
 		if (rows == 0)
 			return;
-		ms_analyze(p, psprintf("pg_temp.%s", from), rows);
+		ms_analyze(&p->exec, psprintf("pg_temp.%s", from), rows);
 		added = ms_links_round(p, from, NULL, true, add_step, &a, NULL);
 		ms_temp_empty(p, from);
 		if (added == 0)
@@ -199,14 +199,14 @@ changed(ms_pass *p)
 	ListCell   *lc;
 
 	/* but not a row on the fast path: its change moves no set (fast.c) */
-	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending c WHERE NOT EXISTS"
+	ms_exec(&p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending c WHERE NOT EXISTS"
 			" (SELECT FROM pg_temp.ms_fast f WHERE f.tab = c.tab AND f.key = c.key) ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
 	/* rows blocked because of a row that was quarantined and goes now */
-	ms_exec(p, "INSERT INTO ms_changed SELECT tab, key FROM ms_released ON CONFLICT DO NOTHING",
+	ms_exec(&p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_released ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
 	/* a member joining or leaving a group: the grouped row's place moved */
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"INSERT INTO ms_changed SELECT n.tab, n.key FROM " MS_BATCH_NOTES
 			" WHERE n.source = 'm' AND n.key IS NOT NULL ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
@@ -234,7 +234,7 @@ changed(ms_pass *p)
 			 * changed or went: it is a changed row itself.
 			 */
 			ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-			ms_exec(p, psprintf("INSERT INTO ms_changed_parents"
+			ms_exec(&p->exec, psprintf("INSERT INTO ms_changed_parents"
 								" SELECT DISTINCT %d, k.key FROM " MS_BATCH_NOTES
 								" CROSS JOIN LATERAL (SELECT %s AS key) k"
 								" WHERE n.source = 'r' AND n.tab = %d AND n.pointed ? %s AND k.key IS NOT NULL"
@@ -273,7 +273,7 @@ in_place(ms_pass *p)
 	ListCell   *lc;
 
 	/* the tables with changed rows: most passes have one or two */
-	ms_exec(p, "SELECT DISTINCT tab FROM pg_temp.ms_changed", 0, NULL, NULL, NULL, 0);
+	ms_exec(&p->exec, "SELECT DISTINCT tab FROM pg_temp.ms_changed", 0, NULL, NULL, NULL, 0);
 	ntabs = SPI_processed;
 	if (ntabs == 0)
 		return 0;
@@ -304,7 +304,7 @@ in_place(ms_pass *p)
 							 quote_literal_cstr(t->fkeys[f].name), ms_fkey_noted(t, &t->fkeys[f], "x"));
 		/* t's rows, read as t's owner */
 		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-		ms_exec(p, psprintf("INSERT INTO pg_temp.ms_inplace SELECT c.tab, c.key FROM pg_temp.ms_pending c"
+		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_inplace SELECT c.tab, c.key FROM pg_temp.ms_pending c"
 							" JOIN %s x ON %s WHERE c.tab = %d AND NOT c.moved%s"
 							" AND EXISTS (SELECT FROM pg_temp.ms_changed h WHERE h.tab = c.tab AND h.key = c.key)"
 							" AND NOT EXISTS (SELECT FROM " MS_BATCH_NOTES " WHERE n.tab = c.tab AND n.key = c.key"
@@ -339,7 +339,7 @@ group_rows(ms_pass *p, const char *into, bool held)
 		initStringInfo(&on);
 		appendStringInfoString(&on, ms_member_match(t, "m", "x"));
 		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-		ms_exec(p, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
+		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
 							" SELECT DISTINCT n.replica, %d, %s FROM " MS_BATCH_NOTES
 							" JOIN %s m ON (m.%s)::pg_catalog.text OPERATOR(pg_catalog.=) n.grp JOIN %s x ON %s"
 							" JOIN pg_temp.ms_inc_replicas i ON i.id = n.replica"
@@ -372,7 +372,7 @@ certain(ms_pass *p, uint64 rows)
 	char	   *ok = p->blocked ? "NOT " UNPLANNED("c") " AND " MS_NOT_BLOCKED("c") : "NOT " UNPLANNED("c");
 	ListCell   *lc;
 
-	ms_analyze(p, "pg_temp.ms_chain", rows);
+	ms_analyze(&p->exec, "pg_temp.ms_chain", rows);
 	/* up: each row's parent, the row it follows, for the rows not known to be kept */
 	for (int i = list_length(p->tables) - 1; i >= 0; i--)
 	{
@@ -436,10 +436,10 @@ question(ms_pass *p, uint64 rows, const char *delta)
 		return 0;
 	ms_temp_empty(p, "ms_chain");
 	/* a row of a parked note: its rules are not even evaluated (park.c), it is in question */
-	ms_exec(p, "INSERT INTO pg_temp.ms_chain SELECT * FROM pg_temp.ms_qc c WHERE NOT " UNPLANNED("c"),
+	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_chain SELECT * FROM pg_temp.ms_qc c WHERE NOT " UNPLANNED("c"),
 			0, NULL, NULL, NULL, 0);
 	certain(p, rows);
-	ms_exec(p, psprintf("WITH n AS (INSERT INTO pg_temp.ms_q SELECT c.replica, c.tab, c.key FROM pg_temp.ms_qc c"
+	ms_exec(&p->exec, psprintf("WITH n AS (INSERT INTO pg_temp.ms_q SELECT c.replica, c.tab, c.key FROM pg_temp.ms_qc c"
 						" WHERE NOT " CERTAIN("c") " ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
 						" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n", delta),
 			0, NULL, NULL, NULL, 0);
@@ -457,7 +457,7 @@ in_question(ms_pass *p)
 	uint64		rows;
 
 	/* each row looked up by its key (held_row): the plan never reads the held set whole */
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"INSERT INTO ms_qc SELECT h.replica, h.tab, h.key"
 			"  FROM (SELECT tab, key FROM ms_changed c WHERE NOT EXISTS (SELECT FROM ms_inplace i"
 			"         WHERE i.tab = c.tab AND i.key = c.key)"
@@ -483,7 +483,7 @@ in_question(ms_pass *p)
 		uint64		cand;
 		const char *swap;
 
-		ms_analyze(p, psprintf("pg_temp.%s", from), rows);
+		ms_analyze(&p->exec, psprintf("pg_temp.%s", from), rows);
 		cand = ms_links_round(p, from, NULL, true, add_step, &a, NULL);
 		ms_temp_empty(p, from);
 		rows = question(p, cand, into);
@@ -514,7 +514,7 @@ close_batch_by(ms_pass *p, const char *touched)
 	nest = NewGUCNestLevel();
 	(void) set_config_option("enable_nestloop", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	ms_exec(p, psprintf(
+	ms_exec(&p->exec, psprintf(
 						"WITH u AS MATERIALIZED ("
 						"  SELECT n.id, n.tab, k.key, n.pointed FROM sync.notes n"
 						"  CROSS JOIN LATERAL (VALUES (n.key), (n.old_key)) k(key)"
@@ -594,7 +594,7 @@ close_batch(ms_pass *p)
 			ms_owner_end(&as);
 		}
 	}
-	p->notes_read += (int64) added;
+	p->did.notes_read += (int64) added;
 	return added;
 }
 
@@ -623,18 +623,18 @@ kept(ms_pass *p, uint64 inplace)
 	 * rows times the replicas, which a batch of 10^4 rows and 200 replicas
 	 * made 2 * 10^6 candidates (bench/incremental.py --batch).
 	 */
-	ms_exec(p, "INSERT INTO ms_cand SELECT * FROM ms_q", 0, NULL, NULL, NULL, 0);
+	ms_exec(&p->exec, "INSERT INTO ms_cand SELECT * FROM ms_q", 0, NULL, NULL, NULL, 0);
 	cand += SPI_processed;
 	cand += group_rows(p, "ms_cand", false);
 	/* a row whose note is parked is quarantined, and its rules are not evaluated: they failed */
-	ms_exec(p, "DELETE FROM ms_cand c USING ms_unplanned u WHERE u.tab = c.tab AND u.key = c.key",
+	ms_exec(&p->exec, "DELETE FROM ms_cand c USING ms_unplanned u WHERE u.tab = c.tab AND u.key = c.key",
 			0, NULL, NULL, NULL, 0);
-	ms_exec(p, "INSERT INTO ms_cand_rows SELECT c.tab, c.key FROM ms_changed c"
+	ms_exec(&p->exec, "INSERT INTO ms_cand_rows SELECT c.tab, c.key FROM ms_changed c"
 			" WHERE NOT EXISTS (SELECT FROM ms_unplanned u WHERE u.tab = c.tab AND u.key = c.key)",
 			0, NULL, NULL, NULL, 0);
 	rows = SPI_processed;
 	cand += rows;
-	ms_analyze(p, "ms_cand, ms_cand_rows", cand);
+	ms_analyze(&p->exec, "ms_cand, ms_cand_rows", cand);
 
 	foreach(lc, p->tables)
 	{
@@ -718,11 +718,11 @@ kept(ms_pass *p, uint64 inplace)
 	 * stable.  Not what follows them: they were held, and their followers
 	 * with them.
 	 */
-	ms_exec(p, "SELECT EXISTS (SELECT FROM pg_temp.ms_certain)", 0, NULL, NULL, NULL, 0);
+	ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_certain)", 0, NULL, NULL, NULL, 0);
 	rows = 0;
 	if (inplace > 0 || DatumGetBool(ms_value(0, 1, &(bool) {false})))
 	{
-		ms_exec(p, "INSERT INTO pg_temp.ms_kd SELECT k.replica, k.tab, k.key FROM pg_temp.ms_certain k"
+		ms_exec(&p->exec, "INSERT INTO pg_temp.ms_kd SELECT k.replica, k.tab, k.key FROM pg_temp.ms_certain k"
 				" WHERE EXISTS (SELECT FROM pg_temp.ms_changed c WHERE c.tab = k.tab AND c.key = k.key)"
 				" UNION SELECT h.replica, h.tab, h.key FROM pg_temp.ms_inplace c"
 				"  CROSS JOIN LATERAL (SELECT h.replica, h.tab, h.key FROM sync.held h"
@@ -736,9 +736,9 @@ kept(ms_pass *p, uint64 inplace)
 	{
 		add_arg		a = {"ms_n", not_stable, "ms_nd0"};
 
-		ms_exec(p, "INSERT INTO pg_temp.ms_n SELECT * FROM pg_temp.ms_kd ON CONFLICT DO NOTHING",
+		ms_exec(&p->exec, "INSERT INTO pg_temp.ms_n SELECT * FROM pg_temp.ms_kd ON CONFLICT DO NOTHING",
 				0, NULL, NULL, NULL, 0);
-		ms_analyze(p, "pg_temp.ms_kd", rows);
+		ms_analyze(&p->exec, "pg_temp.ms_kd", rows);
 		/* the rows they point at (not their followers) */
 		added += ms_links_round(p, "ms_kd", NULL, false, add_step, &a, NULL);
 	}
@@ -752,6 +752,8 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 	uint64		inplace;
+	int64		around;
+	uint64		fast_rows;
 
 	ms_temp_table(p, "ms_inc_replicas");
 	ms_temp_table(p, "ms_changed");
@@ -769,17 +771,17 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	ms_temp_table(p, "ms_nd0");
 	ms_temp_table(p, "ms_nd1");
 	ms_temp_table(p, "ms_kd");
-	ms_exec(p, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
+	ms_exec(&p->exec, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
 			" JOIN sync.replicas r ON r.id = u.id",
 			1, types, values, NULL, 0);
-	p->replicas_around = (int64) SPI_processed;
+	around = (int64) SPI_processed;
 
-	p->fast_rows = ms_fast_find(p);
+	fast_rows = ms_fast_find(p);
 	changed(p);
 	inplace = in_place(p);
 	in_question(p);
 	kept(p, inplace);
-	while (p->more && close_batch(p))
+	while (p->did.more && close_batch(p))
 	{
 		/* planned again, around the notes the batch took in */
 		static const char *const tables[] = {
@@ -789,7 +791,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 		ms_batch_rows(p);
 		for (const char *const *t = tables; *t != NULL; t++)
 			ms_temp_empty(p, *t);
-		p->fast_rows = ms_fast_find(p);
+		fast_rows = ms_fast_find(p);
 		changed(p);
 		inplace = in_place(p);
 		in_question(p);
@@ -801,7 +803,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 	 * each kept row's held version looked up by its key, never the held set
 	 * whole; fresh where the replica holds no version at all (fast.c)
 	 */
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"INSERT INTO ms_send (replica, tab, key, note, fresh, held) "
 			"SELECT n.replica, n.tab, n.key, coalesce(c.note, 0), h.note IS NULL, h.ctid FROM ms_n n"
 			"  LEFT JOIN ms_pending c ON c.tab = n.tab AND c.key = n.key"
@@ -809,8 +811,8 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 			"       AND h.tab = n.tab AND h.key = n.key OFFSET 0) h ON true"
 			" WHERE h.note IS NULL OR h.taken IS NOT NULL OR c.note > h.note",
 			0, NULL, NULL, NULL, 0);
-	ms_fast_send(p);
-	ms_exec(p,
+	ms_fast_send(p, fast_rows, around, p->replicas_all);
+	ms_exec(&p->exec,
 			"INSERT INTO ms_take (replica, tab, key) SELECT q.replica, q.tab, q.key FROM ms_q q"
 			" WHERE NOT EXISTS (SELECT FROM ms_n n WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)",
 			0, NULL, NULL, NULL, 0);

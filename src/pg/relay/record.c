@@ -76,7 +76,7 @@ ms_write_batch(recorder *r)
 
 		for (int c = 0; c < OUTBOX_COLS; c++)
 			arrays[c] = ms_batch_array(r->messages[c], r->nmessages, outbox_types[c]);
-		ms_run(r->p, r->store_messages, arrays, NULL, 0);
+		ms_run(&r->p->exec, r->store_messages, arrays, NULL, 0);
 		r->nmessages = 0;
 	}
 	if (r->nsegments > 0)
@@ -85,7 +85,7 @@ ms_write_batch(recorder *r)
 
 		for (int c = 0; c < SEGMENT_COLS; c++)
 			arrays[c] = ms_batch_array(r->segs[c], r->nsegments, segment_types[c]);
-		ms_run(r->p, r->store_segments, arrays, NULL, 0);
+		ms_run(&r->p->exec, r->store_segments, arrays, NULL, 0);
 		r->segments += r->nsegments;
 		r->nsegments = 0;
 	}
@@ -120,7 +120,7 @@ store_body(recorder *r, StringInfo body, int upserts, int deletes, uint8 hash[PG
 	values[1] = PointerGetDatum(ms_to_bytea(body->data, body->len));
 	values[2] = Int32GetDatum(upserts);
 	values[3] = Int32GetDatum(deletes);
-	ms_run(r->p, r->store_body, values, NULL, 1);
+	ms_run(&r->p->exec, r->store_body, values, NULL, 1);
 	e->id = ms_int64();
 	return e->id;
 }
@@ -218,7 +218,7 @@ ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 		tg->first_number = number;
 		tg->begun = true;
 	}
-	p->messages++;
+	r->did->messages++;
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(r->scratch);
 }
@@ -250,7 +250,7 @@ emit_rows(void *arg, ms_table *t, ms_row *row, bool whole)
 			replace = memcmp(&row->replacing[j], &row->replicas[i], sizeof(pg_uuid_t)) == 0;
 		ms_append(r, ms_find_target(r, &row->replicas[i]), t, 'u', key, row->bytes, row->len, replace, whole);
 	}
-	r->p->rows_sent += row->nreplicas;
+	r->did->rows_sent += row->nreplicas;
 	pfree(key);
 	return NULL;
 }
@@ -279,7 +279,7 @@ record_deletes(recorder *r, ms_table *t)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(t->id)};
-	Portal		cur = ms_open(r->p,
+	Portal		cur = ms_open(&r->p->exec,
 							  "SELECT key, array_agg(replica) FROM pg_temp.ms_take"
 							  " WHERE tab = $1 GROUP BY key ORDER BY key",
 							  1, types, values, NULL);
@@ -308,7 +308,7 @@ record_deletes(recorder *r, ms_table *t)
 			ms_bound_fill(r, ids, nreps, 'd');
 			for (int j = 0; j < nreps; j++)
 				ms_append(r, ms_find_target(r, &ids[j]), t, 'd', key, NULL, 0, false, false);
-			r->p->rows_taken += nreps;
+			r->did->rows_taken += nreps;
 		}
 		SPI_freetuptable(tt);
 	}
@@ -345,7 +345,7 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
 	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
 
-	ms_exec(r->p,
+	ms_exec(&r->p->exec,
 			"SELECT id, last_number, last_nonce, id = ANY ($2) FROM sync.replicas WHERE id = ANY ($1)",
 			2, types, values, NULL, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -424,13 +424,13 @@ recorder_init(recorder *r, ms_pass *p)
 	initStringInfo(&r->key);
 
 	ms_temp_table(p, "ms_segments");
-	r->store_body = ms_prepare_kept(p, "INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
+	r->store_body = ms_prepare_kept(&p->exec, "INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
 							   " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
 							   4, btypes);
-	r->store_messages = ms_prepare_kept(p, "INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
+	r->store_messages = ms_prepare_kept(&p->exec, "INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
 										" SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8)",
 										OUTBOX_COLS, mtypes);
-	r->store_segments = ms_prepare_kept(p, "INSERT INTO pg_temp.ms_segments SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7)",
+	r->store_segments = ms_prepare_kept(&p->exec, "INSERT INTO pg_temp.ms_segments SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7)",
 										SEGMENT_COLS, stypes);
 }
 
@@ -443,17 +443,17 @@ snapshot_rows(recorder *r, ArrayType *provisioning)
 	Datum		values[1] = {PointerGetDatum(provisioning)};
 
 	/* one replica provisioned: the plan counted them (plan.c) */
-	if (p->snapshot_rows >= 0)
+	if (r->plan->snapshot_rows >= 0)
 	{
-		ms_find_target(r, (pg_uuid_t *) ARR_DATA_PTR(provisioning))->snapshot_rows = p->snapshot_rows;
+		ms_find_target(r, (pg_uuid_t *) ARR_DATA_PTR(provisioning))->snapshot_rows = r->plan->snapshot_rows;
 		return;
 	}
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) == 0)
 		return;
 	/* every one of them gets every row of the tables read whole (plan.c) */
 	for (int i = 0; i < ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)); i++)
-		ms_find_target(r, (pg_uuid_t *) ARR_DATA_PTR(provisioning) + i)->snapshot_rows = p->whole_rows;
-	ms_exec(p, "SELECT replica, count(*) FROM pg_temp.ms_send WHERE replica = ANY ($1) GROUP BY replica",
+		ms_find_target(r, (pg_uuid_t *) ARR_DATA_PTR(provisioning) + i)->snapshot_rows = r->plan->whole_rows;
+	ms_exec(&p->exec, "SELECT replica, count(*) FROM pg_temp.ms_send WHERE replica = ANY ($1) GROUP BY replica",
 			1, types, values, NULL, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -525,7 +525,7 @@ record_chains(recorder *r)
 	 * them (worker.c); meanwhile the outbox says where each chain is
 	 * (MS_HEAD).
 	 */
-	ms_exec(p, p->bounds_later
+	ms_exec(&p->exec, p->bounds_later
 			? "INSERT INTO pg_temp.ms_written SELECT w.id, CASE WHEN w.first IS NULL THEN w.messages END,"
 			"  CASE WHEN w.first IS NULL THEN w.bytes END"
 			"  FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
@@ -540,7 +540,7 @@ record_chains(recorder *r)
 	 * A snapshot whose held rows are written once the pass committed
 	 * (ms_record_held_later): held_due names it until then.
 	 */
-	ms_exec(p, psprintf(
+	ms_exec(&p->exec, psprintf(
 			"UPDATE sync.replicas r SET last_number = w.last, last_nonce = w.nonce,"
 			" snapshot_number = coalesce(w.first, r.snapshot_number),"
 			" snapshot_end = coalesce(w.snap_end, r.snapshot_end),%s"
@@ -549,7 +549,7 @@ record_chains(recorder *r)
 			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END%s"
 			" FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
 			" WHERE r.id = w.id%s",
-			p->owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
+			p->has.owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
 			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : "",
 			p->held_deferred > 0 ? ", held_due = w.first" : "",
 			p->bounds_later ? " AND w.first IS NOT NULL" : ""),
@@ -557,7 +557,8 @@ record_chains(recorder *r)
 }
 
 List *
-ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
+ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
+		  const ms_planned *plan, ms_recorded *did)
 {
 	recorder	r;
 	HASH_SEQ_STATUS seq;
@@ -566,13 +567,18 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	ListCell   *lc;
 	StringInfoData end;
 	ms_wish_due_set *due;
+	bool		one_replica;
 
 	recorder_init(&r, p);
+	r.plan = plan;
+	r.noted = plan->noted;
+	r.did = did;
+	memset(did, 0, sizeof *did);
 	/* a plan run again after rows were set aside starts over */
 	p->later = NULL;
 	p->held_deferred = 0;
 	load_targets(&r, replicas, provisioning);
-	p->one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
+	one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
 	r.provisioning = (pg_uuid_t *) ARR_DATA_PTR(provisioning);
 	r.nprovisioning = ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning));
 	snapshot_rows(&r, provisioning);
@@ -582,9 +588,9 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	{
 		ms_table   *t = lfirst(lc);
 
-		ms_load_table(p, t, emit_upsert, &r, &bad);
+		ms_load_table(p, t, one_replica, emit_upsert, &r, &bad);
 		/* a table the replicas provisioned want whole: read once, for all of them (plan.c) */
-		if (p->whole != NULL && p->whole[t->id])
+		if (plan->whole != NULL && plan->whole[t->id])
 			ms_load_whole(p, t, emit_whole, &r, &bad);
 	}
 	if (bad != NIL)
@@ -605,7 +611,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		if (tg->snapshot)
 		{
 			end_snapshot(&r, tg, &end);
-			p->provisioned++;
+			did->provisioned++;
 		}
 		/* the server's wishes last, in a message of their own (wish_send.c) */
 		if (ms_wish_due_for(due, &tg->id) && ms_wish_pack(p, &tg->id, &tg->down))
@@ -616,7 +622,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	}
 	ms_write_batch(&r);
 	ms_write_held(&r);
-	ms_record_held(p, provisioning, r.segments, r.held_whole);
+	ms_record_held(p, provisioning, r.segments, r.held_whole, plan->planned);
 	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;

@@ -21,6 +21,7 @@
 #include "catalog.h"
 #include "load.h"
 #include "pass.h"
+#include "plan.h"
 #include "seal.h"
 #include "signing.h"
 
@@ -81,6 +82,9 @@ typedef struct body_entry
 typedef struct recorder
 {
 	ms_pass    *p;
+	const ms_planned *plan;		/* what ms_plan planned */
+	bool		noted;			/* a held row of a table read whole looks up its note (ms_planned) */
+	struct ms_recorded *did;	/* what it wrote (record.h), for ms_record's caller; NULL: not counted */
 	HTAB	   *targets;
 	HTAB	   *bodies;			/* bodies stored this pass, by hash */
 	MemoryContext cxt;
@@ -136,6 +140,6 @@ extern void ms_append(recorder *r, target *tg, ms_table *t, char kind, const cha
 /* heldrows.c */
 extern void ms_write_held(recorder *r);
 extern void ms_held_of_whole(recorder *r, target *tg, int64 number);
-extern void ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole);
+extern void ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole, int64 planned);
 
 #endif

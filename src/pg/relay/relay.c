@@ -79,7 +79,7 @@ troubled(ms_pass *p)
 {
 	List	   *problems = NIL;
 
-	ms_exec(p, "SELECT c.tab, c.problem, c.detail FROM sync.check() c WHERE c.problem <> '" MS_CHECK_UNINDEXED "'",
+	ms_exec(&p->exec, "SELECT c.tab, c.problem, c.detail FROM sync.check() c WHERE c.problem <> '" MS_CHECK_UNINDEXED "'",
 			0, NULL, NULL, NULL, 0);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -125,7 +125,7 @@ static void
 quarantine(ms_pass *p, List *bad)
 {
 	Oid			types[4] = {INT4OID, TEXTOID, TEXTOID, TEXTOID};
-	SPIPlanPtr	plan = ms_prepare_kept(p,
+	SPIPlanPtr	plan = ms_prepare_kept(&p->exec,
 								  "INSERT INTO sync.quarantine (tab, key, note, reason, sqlstate)"
 								  " VALUES ($1, $2, coalesce((SELECT note FROM ms_pending WHERE tab = $1 AND key = $2), 0), $3, $4)"
 								  " ON CONFLICT (tab, key) DO UPDATE SET note = EXCLUDED.note,"
@@ -143,7 +143,7 @@ quarantine(ms_pass *p, List *bad)
 		values[1] = CStringGetTextDatum(b->key);
 		values[2] = CStringGetTextDatum(b->reason);
 		values[3] = CStringGetTextDatum(unpack_sql_state(b->sqlerrcode));
-		ms_run(p, plan, values, NULL, 0);
+		ms_run(&p->exec, plan, values, NULL, 0);
 		t = ms_catalog_find(p->tables, b->tab);
 		ereport(WARNING,
 				(errmsg("magic_sync: a row of table \"%s\" cannot go and is quarantined",
@@ -151,7 +151,7 @@ quarantine(ms_pass *p, List *bad)
 				 errdetail("Key %s: %s", b->key, b->reason),
 				 errhint("It goes once it changes or a fix lets it through; SELECT * FROM sync.quarantine lists it.")));
 	}
-	p->quarantined += list_length(bad);
+	p->did.quarantined += list_length(bad);
 }
 
 /*
@@ -172,14 +172,16 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		List	   *volatile bad = NIL;
 		ErrorData  *volatile failure = NULL;
 		ms_pass		before = *p;
+		ms_planned	plan;
+		ms_recorded did;
+		int64		parked;
 
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(cxt);
 		PG_TRY();
 		{
-			p->rows_sent = p->rows_taken = p->messages = 0;
-			ms_plan(p, replicas, provisioning);
-			bad = ms_record(p, replicas, provisioning);
+			ms_plan(p, replicas, provisioning, &plan);
+			bad = ms_record(p, replicas, provisioning, &plan, &did);
 		}
 		PG_CATCH();
 		{
@@ -189,30 +191,32 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		PG_END_TRY();
 		if (failure != NULL)
 		{
-			bool		resent = p->resent > 0;
-			bool		whole_failed = p->whole_failed;
+			bool		resent = p->fault.resent > 0;
+			bool		whole_failed = p->fault.whole_failed;
 
 			*p = before;
 			/* a table read whole failed for good: planned again, its rows through the plan (load.c) */
 			if (whole_failed && !ms_transient(failure->sqlerrcode))
 			{
-				p->no_whole = true;
+				p->fault.no_whole = true;
 				FreeErrorData(failure);
 				continue;
 			}
 			/* rows refused sent again are no notes to park: they wait an hour, the rest goes on (retry.c) */
-			if (resent && !p->resend_held && !ms_transient(failure->sqlerrcode))
+			if (resent && !p->fault.resend_held && !ms_transient(failure->sqlerrcode))
 			{
 				ereport(WARNING,
 						(errmsg("magic_sync: rows replicas refused could not be sent again: they wait an hour"),
 						 errdetail("%s", failure->message),
 						 errhint("SELECT * FROM sync.health() lists them.")));
-				p->resend_held = true;
+				p->fault.resend_held = true;
 				FreeErrorData(failure);
 				continue;
 			}
-			if (ms_transient(failure->sqlerrcode) || !ms_park(p, &replicas, &provisioning))
+			if (ms_transient(failure->sqlerrcode) || !ms_park(p, &replicas, &provisioning, &parked))
 				ReThrowError(failure);
+			p->did.notes_read -= parked;
+			p->did.parked += parked;
 			FreeErrorData(failure);
 			continue;
 		}
@@ -221,12 +225,15 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(cxt);
 			CurrentResourceOwner = owner;
+			p->did.provisioned += did.provisioned;
+			p->did.rows_sent = did.rows_sent;
+			p->did.rows_taken = did.rows_taken;
+			p->did.messages = did.messages;
 			return;
 		}
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		p->provisioned = before.provisioned;
 		quarantine(p, bad);
 	}
 }
@@ -251,10 +258,10 @@ outbox_bounds(ms_pass *p)
 	 * numbered from one sequence, so they count its own from above) has its
 	 * outbox counted.
 	 */
-	const char *owed = p->owed ? "x.owed_messages > $1 OR x.owed_bytes > $2"
+	const char *owed = p->has.owed ? "x.owed_messages > $1 OR x.owed_bytes > $2"
 		: "x.last_number - greatest(x.acked_number, coalesce(x.snapshot_end, 0)) > least($1, $2 / $3)";
 
-	ms_exec(p, psprintf(
+	ms_exec(&p->exec, psprintf(
 			"UPDATE sync.replicas r SET provision = true, last_error_at = now(),"
 			" last_error = format('the outbox outgrew its bounds (%%s messages, %%s bytes beyond its snapshot;"
 			" magic_sync.outbox_messages = %%s, magic_sync.outbox_bytes = %%s kB): provisioned again',"
@@ -277,7 +284,7 @@ static void
 publish(ms_pass *p)
 {
 	/* a NOTIFY payload holds fewer than 8000 bytes: 200 uuids at a time */
-	ms_exec(p,
+	ms_exec(&p->exec,
 			"SELECT pg_notify('magic_sync', string_agg(id::text, ',')) FROM ("
 			"  SELECT id, (row_number() OVER (ORDER BY id) - 1) / 200 AS g FROM pg_temp.ms_written) s"
 			" GROUP BY g",
@@ -324,7 +331,7 @@ declarations(ms_pass *p)
 	bool		isnull;
 	Datum		d;
 
-	ms_exec(p, "SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t.id), '')) FROM sync.tables t",
+	ms_exec(&p->exec, "SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t.id), '')) FROM sync.tables t",
 			0, NULL, NULL, NULL, 0);
 	d = ms_value(0, 1, &isnull);
 	return TextDatumGetCString(d);
@@ -427,7 +434,7 @@ live_replicas(ms_pass *p)
 	ArrayType  *live;
 
 	/* those left to a snapshot pass are its alone */
-	ms_exec(p, p->snapshots_left ?
+	ms_exec(&p->exec, p->did.snapshots_left ?
 			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped AND NOT provision), count(*) FROM sync.replicas" :
 			"SELECT array_agg(id) FILTER (WHERE live AND NOT dropped"
 			" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
@@ -444,6 +451,7 @@ ms_relay_pass(ms_pass *p)
 	ArrayType  *provisioning;
 	ArrayType  *replicas = NULL;
 	int64		notes;
+	ms_observed observed;
 	bool		bounds_later = p->bounds_later;
 	int			snapshots = p->snapshots;
 	bool		held_later = p->held_later;
@@ -457,20 +465,22 @@ ms_relay_pass(ms_pass *p)
 				 errdetail("A pass plans and records in one snapshot; under READ COMMITTED, what it records over a row changed since would land on the newer version."),
 				 errhint("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM sync.relay_pass(); COMMIT;")));
 	SPI_connect();
-	ms_pass_begin(p, p->cxt);
+	ms_pass_begin(p, p->exec.cxt);
 	p->bounds_later = bounds_later;
 	p->snapshots = snapshots;
 	p->held_later = held_later;
 	p->floor = floor;
 	/* the relay reads each table as its owner: its code runs with no other rights */
-	p->as_owners = true;
+	p->exec.as_owners = true;
 	/* a small pass runs statements prepared by the passes before it (pass.h) */
 	ms_plans_keep(true);
 	/* the session's first pass creates every temporary table: no later one runs DDL (temp.c) */
 	ms_temp_tables(p);
 	read_catalog(p);
 	ms_epoch_current(&p->epoch);
-	provisioning = ms_observe(p);
+	provisioning = ms_observe(p, &observed);
+	p->did.forgotten = observed.forgotten;
+	p->did.snapshots_left = observed.snapshots_left;
 	/* a snapshot pass reads no note: the next pass plans them for every replica */
 	if (snapshots == MS_SNAPSHOTS_ONLY && provisioning == NULL)
 	{
@@ -487,7 +497,7 @@ ms_relay_pass(ms_pass *p)
 	}
 	else
 		notes = ms_batch_read(p);
-	p->notes_read = notes;
+	p->did.notes_read = notes;
 	/* a large batch or a snapshot: each statement planned for what it reads now */
 	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
 		ms_plans_keep(false);
@@ -536,7 +546,7 @@ ms_relay_pass(ms_pass *p)
 void
 ms_relay_held(ms_pass *p)
 {
-	MemoryContext cxt = p->cxt;
+	MemoryContext cxt = p->exec.cxt;
 	struct ms_held_later *later = p->later;
 	int64		rows = p->held_deferred;
 
@@ -564,7 +574,7 @@ copy_chains(ms_pass *p)
 {
 	bool		owed = ms_catalog_has_column("replicas", "owed_messages");
 
-	ms_exec(p, psprintf(
+	ms_exec(&p->exec, psprintf(
 			"UPDATE sync.replicas r SET (last_number, last_nonce) = (SELECT x.number, x.nonce FROM ("
 			"   SELECT r.last_number, r.last_nonce UNION ALL SELECT r.acked_number, r.acked_nonce"
 			"   UNION ALL (SELECT o.number, o.nonce FROM sync.outbox o WHERE o.replica = r.id"
@@ -578,13 +588,13 @@ copy_chains(ms_pass *p)
 void
 ms_relay_chains(ms_pass *p)
 {
-	MemoryContext cxt = p->cxt;
+	MemoryContext cxt = p->exec.cxt;
 	bool		owed = ms_catalog_has_column("replicas", "owed_messages");
 
 	SPI_connect();
 	ms_pass_begin(p, cxt);
 	ms_plans_keep(false);
-	ms_exec(p, psprintf(
+	ms_exec(&p->exec, psprintf(
 			"UPDATE sync.replicas r SET (last_number, last_nonce) = (SELECT x.number, x.nonce FROM ("
 			"   SELECT r.acked_number, r.acked_nonce"
 			"   UNION ALL (SELECT o.number, o.nonce FROM sync.outbox o WHERE o.replica = r.id"
@@ -607,7 +617,7 @@ ms_relay_chains(ms_pass *p)
 void
 ms_relay_bounds(ms_pass *p)
 {
-	MemoryContext cxt = p->cxt;
+	MemoryContext cxt = p->exec.cxt;
 
 	SPI_connect();
 	ms_pass_begin(p, cxt);
@@ -652,16 +662,16 @@ pass_sql(FunctionCallInfo fcinfo, int snapshots)
 	if (IsolationUsesXactSnapshot() && snapshots != MS_SNAPSHOTS_ONLY)
 		ms_relay_hold_replicas(true);
 	memset(&p, 0, sizeof p);
-	p.cxt = CurrentMemoryContext;
+	p.exec.cxt = CurrentMemoryContext;
 	p.snapshots = snapshots;
 	ms_relay_pass(&p);
-	values[0] = Int64GetDatum(p.notes_read);
-	values[1] = Int64GetDatum(p.provisioned);
-	values[2] = Int64GetDatum(p.forgotten);
-	values[3] = Int64GetDatum(p.rows_sent);
-	values[4] = Int64GetDatum(p.rows_taken);
-	values[5] = Int64GetDatum(p.messages);
-	values[6] = Int64GetDatum(p.quarantined);
+	values[0] = Int64GetDatum(p.did.notes_read);
+	values[1] = Int64GetDatum(p.did.provisioned);
+	values[2] = Int64GetDatum(p.did.forgotten);
+	values[3] = Int64GetDatum(p.did.rows_sent);
+	values[4] = Int64GetDatum(p.did.rows_taken);
+	values[5] = Int64GetDatum(p.did.messages);
+	values[6] = Int64GetDatum(p.did.quarantined);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 

@@ -60,7 +60,7 @@
 static bool
 any_due(ms_pass *p)
 {
-	ms_run(p, ms_prepare_kept(p, "SELECT coalesce(min(due) <= now(), false)::int::int8 FROM sync.refused_due",
+	ms_run(&p->exec, ms_prepare_kept(&p->exec, "SELECT coalesce(min(due) <= now(), false)::int::int8 FROM sync.refused_due",
 							  0, NULL), NULL, NULL, 0);
 	return ms_int64() != 0;
 }
@@ -92,7 +92,7 @@ any_replaced(ms_pass *p)
 		return false;
 	held = table_open(relid, AccessShareLock);
 	CommandCounterIncrement();
-	PushCopiedSnapshot(p->snapshot);
+	PushCopiedSnapshot(p->exec.snapshot);
 	UpdateActiveSnapshotCommandId();
 	scan = systable_beginscan(held, index, true, GetActiveSnapshot(), 0, NULL);
 	while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
@@ -121,7 +121,7 @@ ms_retry_replicas(ms_pass *p, ArrayType *provisioning)
 	if (!refused && !replaced)
 		return provisioning;
 	/* by refused_rows_due and held_replace: the rows due are few, or none */
-	ms_exec(p, !replaced ?
+	ms_exec(&p->exec, !replaced ?
 			"SELECT array_agg(DISTINCT r.replica) FROM sync.refused_due r"
 			" JOIN sync.replicas x ON x.id = r.replica"
 			" WHERE r.due <= now() AND x.live AND NOT x.dropped AND NOT x.provision" :
@@ -140,7 +140,7 @@ ms_retry_replicas(ms_pass *p, ArrayType *provisioning)
 		return due != NULL ? due : provisioning;
 	values[0] = PointerGetDatum(provisioning);
 	values[1] = PointerGetDatum(due);
-	ms_exec(p, "SELECT array_agg(DISTINCT u) FROM unnest($1 || $2) u", 2, types, values, NULL, 0);
+	ms_exec(&p->exec, "SELECT array_agg(DISTINCT u) FROM unnest($1 || $2) u", 2, types, values, NULL, 0);
 	return ms_array();
 }
 
@@ -158,7 +158,7 @@ gone(ms_pass *p, ms_table *t)
 					 " AND NOT EXISTS (SELECT FROM %s t WHERE %s OFFSET 0)",
 					 t->qualified, ms_key_match(t, "t", "k.key"));
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	ms_exec(p, sql.data, 1, types, values, NULL, 0);
+	ms_exec(&p->exec, sql.data, 1, types, values, NULL, 0);
 	ms_owner_end(&as);
 }
 
@@ -180,7 +180,7 @@ due_again(ms_pass *p, Datum *values)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 
-	ms_exec(p, "WITH m AS (SELECT d.replica, (SELECT min(r.due) FROM sync.refused_rows r"
+	ms_exec(&p->exec, "WITH m AS (SELECT d.replica, (SELECT min(r.due) FROM sync.refused_rows r"
 			"                                 WHERE r.replica = d.replica AND r.due IS NOT NULL) AS due"
 			"             FROM sync.refused_due d WHERE d.replica = ANY ($1)),"
 			" u AS (UPDATE sync.refused_due d SET due = m.due FROM m"
@@ -197,19 +197,19 @@ plan_due(ms_pass *p, Datum *values)
 	uint64		n;
 	int		   *tabs;
 
-	if (p->resend_held)
+	if (p->fault.resend_held)
 	{
 		/* sending them failed for good this pass (relay.c): an hour, and the rest goes on */
-		ms_exec(p, "UPDATE sync.refused_rows r SET due = now() + interval '1 hour' WHERE " DUE,
+		ms_exec(&p->exec, "UPDATE sync.refused_rows r SET due = now() + interval '1 hour' WHERE " DUE,
 				1, types, values, NULL, 0);
 		return;
 	}
 	/* a count whose row is held no more, or held not refused (it changed, and went): over */
-	ms_exec(p, psprintf("DELETE FROM sync.refused_rows r WHERE " DUE " AND NOT EXISTS (" HELD_REFUSED ")", ""),
+	ms_exec(&p->exec, psprintf("DELETE FROM sync.refused_rows r WHERE " DUE " AND NOT EXISTS (" HELD_REFUSED ")", ""),
 			1, types, values, NULL, 0);
 	ms_temp_table(p, "ms_retry");
 	/* each due row's marks looked up alone, as its held row: the temporary tables' keys lead with (tab, key) */
-	ms_exec(p, psprintf("INSERT INTO pg_temp.ms_retry SELECT r.replica, r.tab, r.key, (" HELD_REFUSED ")"
+	ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_retry SELECT r.replica, r.tab, r.key, (" HELD_REFUSED ")"
 						"  FROM sync.refused_rows r WHERE " DUE
 						"   AND NOT EXISTS (SELECT FROM ms_blocked b WHERE b.tab = r.tab AND b.key = r.key OFFSET 0)"
 						"   AND NOT EXISTS (SELECT FROM ms_unplanned u WHERE u.tab = r.tab AND u.key = r.key OFFSET 0)"
@@ -220,8 +220,8 @@ plan_due(ms_pass *p, Datum *values)
 	if (SPI_processed == 0)
 		return;
 	/* from here a failure is theirs (relay.c) */
-	p->resent = (int64) SPI_processed;
-	ms_exec(p, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
+	p->fault.resent = (int64) SPI_processed;
+	ms_exec(&p->exec, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
 	n = SPI_processed;
 	tabs = palloc(sizeof(int) * n);
 	for (uint64 i = 0; i < n; i++)
@@ -242,20 +242,20 @@ plan_due(ms_pass *p, Datum *values)
 			Datum		ivalues[1] = {Int32GetDatum(tabs[i])};
 
 			/* a table no longer mirrored: its rows go with it */
-			ms_exec(p, "DELETE FROM pg_temp.ms_retry WHERE tab = $1", 1, itypes, ivalues, NULL, 0);
+			ms_exec(&p->exec, "DELETE FROM pg_temp.ms_retry WHERE tab = $1", 1, itypes, ivalues, NULL, 0);
 		}
 	}
 	pfree(tabs);
 	/* to the replica that refused it alone; a row a note sends already goes once */
-	ms_exec(p, "INSERT INTO ms_send (replica, tab, key, note)"
+	ms_exec(&p->exec, "INSERT INTO ms_send (replica, tab, key, note)"
 			" SELECT replica, tab, key, note FROM pg_temp.ms_retry ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
-	ms_exec(p, "UPDATE sync.refused_rows r SET due = NULL WHERE " DUE
+	ms_exec(&p->exec, "UPDATE sync.refused_rows r SET due = NULL WHERE " DUE
 			" AND EXISTS (SELECT FROM pg_temp.ms_retry k WHERE k.tab = r.tab AND k.key = r.key"
 			"               AND k.replica = r.replica OFFSET 0)",
 			1, types, values, NULL, 0);
 	/* what could not go now is looked at again a minute later, not every pass */
-	ms_exec(p, "UPDATE sync.refused_rows r SET due = now() + interval '1 minute' WHERE " DUE,
+	ms_exec(&p->exec, "UPDATE sync.refused_rows r SET due = now() + interval '1 minute' WHERE " DUE,
 			1, types, values, NULL, 0);
 }
 
@@ -266,14 +266,14 @@ ms_plan_refused(ms_pass *p, ArrayType *replicas)
 	Datum		values[1] = {PointerGetDatum(replicas)};
 	ArrayType  *due;
 
-	p->resent = 0;
+	p->fault.resent = 0;
 	if (!ms_catalog_has("refused_rows"))
 		return;
 	/* most passes: none due, one read of sync.refused_due */
 	if (!any_due(p))
 		return;
 	/* the replicas it says are due: only their entries of refused_rows_due are read */
-	ms_exec(p, "SELECT array_agg(d.replica) FROM sync.refused_due d WHERE d.due <= now() AND d.replica = ANY ($1)",
+	ms_exec(&p->exec, "SELECT array_agg(d.replica) FROM sync.refused_due d WHERE d.due <= now() AND d.replica = ANY ($1)",
 			1, types, values, NULL, 0);
 	due = ms_array();
 	if (due == NULL)
@@ -292,11 +292,11 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas)
 	int		   *tabs;
 
 	/* most passes: none marked, one probe of held_replace */
-	if (!any_replaced(p) || p->resend_held)
+	if (!any_replaced(p) || p->fault.resend_held)
 		return;
 	/* ms_retry again (ms_plan_refused is done with it): note -1 for a row it made up */
 	ms_temp_table(p, "ms_retry");
-	ms_exec(p, "INSERT INTO pg_temp.ms_retry"
+	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_retry"
 			" SELECT h.replica, h.tab, h.key, CASE WHEN h.number = 0 AND h.note = 0 THEN -1 ELSE h.note END"
 			"  FROM sync.held h"
 			" WHERE h.replace AND h.taken IS NULL AND h.replica = ANY ($1)"
@@ -308,8 +308,8 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas)
 	if (SPI_processed == 0)
 		return;
 	/* from here a failure is theirs, as the refused rows' (relay.c) */
-	p->resent += (int64) SPI_processed;
-	ms_exec(p, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
+	p->fault.resent += (int64) SPI_processed;
+	ms_exec(&p->exec, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
 	n = SPI_processed;
 	tabs = palloc(sizeof(int) * n);
 	for (uint64 i = 0; i < n; i++)
@@ -327,7 +327,7 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas)
 		if (t == NULL)
 		{
 			/* a table no longer mirrored: its rows go with it */
-			ms_exec(p, "DELETE FROM pg_temp.ms_retry WHERE tab = $1", 1, itypes, ivalues, NULL, 0);
+			ms_exec(&p->exec, "DELETE FROM pg_temp.ms_retry WHERE tab = $1", 1, itypes, ivalues, NULL, 0);
 			continue;
 		}
 		/* a row the server has not (or that it never sent): its deletion goes instead */
@@ -342,13 +342,13 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas)
 							 " INSERT INTO ms_take (replica, tab, key) SELECT * FROM g ON CONFLICT DO NOTHING",
 							 t->qualified, ms_key_match(t, "t", "k.key"));
 			ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-			ms_exec(p, sql.data, 1, itypes, ivalues, NULL, 0);
+			ms_exec(&p->exec, sql.data, 1, itypes, ivalues, NULL, 0);
 			ms_owner_end(&as);
 		}
 	}
 	pfree(tabs);
 	/* the rest: the row as the server has it, to that replica alone (plan.c marks it a replacement) */
-	ms_exec(p, "INSERT INTO ms_send (replica, tab, key, note)"
+	ms_exec(&p->exec, "INSERT INTO ms_send (replica, tab, key, note)"
 			" SELECT replica, tab, key, note FROM pg_temp.ms_retry ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
 }

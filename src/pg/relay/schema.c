@@ -150,7 +150,7 @@ fill_row(ms_pass *p, const ms_table *t, StringInfo out)
 	cxt = CurrentMemoryContext;
 	/* read and written as the rows are (load.h), so a filled row is one the values digest expects */
 	nest = ms_output_pin();
-	ms_exec(p, sql.data, n, types, values, NULL, 1);
+	ms_exec(&p->exec, sql.data, n, types, values, NULL, 1);
 	/* SPI_prepare leaves SPI's procedure context current: the catalog kept across passes is not in it */
 	MemoryContextSwitchTo(cxt);
 	if (SPI_processed != 1)

@@ -154,7 +154,7 @@ find(const char *name)
 static void
 create(ms_pass *p, const temp_table *t)
 {
-	ms_exec(p, psprintf("CREATE TEMP TABLE %s (%s)", t->name, t->columns), 0, NULL, NULL, NULL, 0);
+	ms_exec(&p->exec, psprintf("CREATE TEMP TABLE %s (%s)", t->name, t->columns), 0, NULL, NULL, NULL, 0);
 }
 
 void
@@ -179,9 +179,9 @@ empty(ms_pass *p, const char *name, Oid relid)
 	 * vacuums a temporary table.
 	 */
 	if (pages > MS_TEMP_PAGES)
-		ms_exec(p, psprintf("TRUNCATE pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
+		ms_exec(&p->exec, psprintf("TRUNCATE pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
 	else if (pages > 0)
-		ms_exec(p, psprintf("DELETE FROM pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
+		ms_exec(&p->exec, psprintf("DELETE FROM pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
 
 	/*
 	 * The statistics a large pass took of what it put here (ms_analyze) go

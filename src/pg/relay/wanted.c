@@ -312,13 +312,13 @@ add_rows(ms_pass *p, const ms_table *t, const char *set, const char *select, boo
 						  select);
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
 	if (delta)
-		ms_exec(p, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key) %s%s"
+		ms_exec(&p->exec, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key) %s%s"
 							" RETURNING replica, tab, key)"
 							" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n",
 							set, select, conflict, into),
 				0, NULL, NULL, NULL, 0);
 	else
-		ms_exec(p, psprintf("INSERT INTO pg_temp.%s (replica, tab, key) %s%s", set, select, conflict),
+		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.%s (replica, tab, key) %s%s", set, select, conflict),
 				0, NULL, NULL, NULL, 0);
 	ms_owner_end(&as);
 	/* the rows added to set (with a delta, as many go into it) */
@@ -437,7 +437,7 @@ close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows, const
 
 		if (rows == 0)
 			break;
-		ms_analyze(p, psprintf("pg_temp.%s", from), rows);
+		ms_analyze(&p->exec, psprintf("pg_temp.%s", from), rows);
 		round = ms_links_round(p, from, skip, true, round_step, &a, &more);
 		ms_temp_empty(p, from);
 		added += round;
@@ -495,7 +495,7 @@ fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first, const b
 	ListCell   *lc;
 
 	wanted_tables(p, empty_first);
-	ms_exec(p, "INSERT INTO pg_temp.ms_wanted_replicas"
+	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_wanted_replicas"
 			" SELECT id, partition FROM sync.replicas"
 			"  WHERE CASE WHEN $1 IS NULL THEN live AND NOT dropped ELSE id = ANY ($1) END",
 			1, (Oid[]) {UUIDARRAYOID}, (Datum[]) {PointerGetDatum(replicas)},
@@ -535,7 +535,7 @@ ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set, const bool *ski
 void
 ms_replica_must_exist(ms_pass *p, Datum id)
 {
-	ms_exec(p, "SELECT FROM sync.replicas WHERE id = $1", 1, (Oid[]) {UUIDOID}, &id, NULL, 0);
+	ms_exec(&p->exec, "SELECT FROM sync.replicas WHERE id = $1", 1, (Oid[]) {UUIDOID}, &id, NULL, 0);
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -563,7 +563,7 @@ ms_wanted(PG_FUNCTION_ARGS)
 	p.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
 	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
-	ms_exec(&p, "SELECT t.relid, w.key, sync.key_parts(w.key)"
+	ms_exec(&p.exec, "SELECT t.relid, w.key, sync.key_parts(w.key)"
 			"  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
 			" ORDER BY t.id, w.key", 0, NULL, NULL, NULL, 0);
 	ms_spi_rows_out(rsinfo);

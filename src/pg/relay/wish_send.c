@@ -39,7 +39,7 @@ ms_wish_replicas(ms_pass *p, ArrayType *provisioning)
 	if (!has_wishes())
 		return provisioning;
 	values[0] = PointerGetDatum(provisioning != NULL ? provisioning : construct_empty_array(UUIDOID));
-	ms_exec(p, "SELECT array_agg(id) FROM (SELECT w.replica AS id FROM sync.wish_list w"
+	ms_exec(&p->exec, "SELECT array_agg(id) FROM (SELECT w.replica AS id FROM sync.wish_list w"
 			" JOIN sync.replicas r ON r.id = w.replica"
 			" WHERE w.fate = 'pending' AND w.number IS NULL AND r.live AND NOT r.dropped"
 			" UNION SELECT unnest($1)) u",
@@ -66,7 +66,7 @@ ms_wish_due(ms_pass *p)
 
 	if (!has_wishes())
 		return NULL;
-	ms_exec(p, "SELECT DISTINCT replica FROM sync.wish_list WHERE fate = 'pending' AND number IS NULL",
+	ms_exec(&p->exec, "SELECT DISTINCT replica FROM sync.wish_list WHERE fate = 'pending' AND number IS NULL",
 			0, NULL, NULL, NULL, 0);
 	if (SPI_processed == 0)
 		return NULL;
@@ -99,7 +99,7 @@ ms_wish_pack(ms_pass *p, const pg_uuid_t *replica, StringInfo down)
 
 	if (!has_wishes())
 		return false;
-	ms_exec(p, "SELECT w.id, t.name, w.\"values\"::text, w.apply, coalesce(w.expected::text, '')"
+	ms_exec(&p->exec, "SELECT w.id, t.name, w.\"values\"::text, w.apply, coalesce(w.expected::text, '')"
 			" FROM sync.wish_list w JOIN sync.tables t ON t.id = w.tab"
 			" WHERE w.replica = $1 AND w.fate = 'pending' AND w.number IS NULL ORDER BY w.id",
 			1, types, values, NULL, 0);
@@ -136,6 +136,6 @@ ms_wish_sent(ms_pass *p, const pg_uuid_t *replica, uint64 number)
 	Oid			types[2] = {UUIDOID, INT8OID};
 	Datum		values[2] = {UUIDPGetDatum(replica), Int64GetDatum((int64) number)};
 
-	ms_exec(p, "UPDATE sync.wish_list SET number = $2 WHERE replica = $1 AND fate = 'pending' AND number IS NULL",
+	ms_exec(&p->exec, "UPDATE sync.wish_list SET number = $2 WHERE replica = $1 AND fate = 'pending' AND number IS NULL",
 			2, types, values, NULL, 0);
 }

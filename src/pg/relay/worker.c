@@ -276,7 +276,7 @@ outbox_bounds(MemoryContext pass_cxt)
 								 GUC_ACTION_LOCAL, true, 0, false);
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&b, 0, sizeof b);
-	b.cxt = pass_cxt;
+	b.exec.cxt = pass_cxt;
 	ms_relay_bounds(&b);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -314,7 +314,7 @@ held_later(MemoryContext pass_cxt, struct ms_held_later *later, int64 rows)
 	pgstat_report_activity(STATE_RUNNING, "magic_sync held rows of the pass");
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&h, 0, sizeof h);
-	h.cxt = pass_cxt;
+	h.exec.cxt = pass_cxt;
 	h.later = later;
 	h.held_deferred = rows;
 	ms_relay_held(&h);
@@ -349,7 +349,7 @@ chains_left(MemoryContext pass_cxt)
 	pgstat_report_activity(STATE_RUNNING, "magic_sync chains");
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&c, 0, sizeof c);
-	c.cxt = pass_cxt;
+	c.exec.cxt = pass_cxt;
 	ms_relay_chains(&c);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -374,24 +374,24 @@ snapshot_pass(MemoryContext pass_cxt)
 	pgstat_report_activity(STATE_RUNNING, "magic_sync snapshot pass");
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&p, 0, sizeof p);
-	p.cxt = pass_cxt;
+	p.exec.cxt = pass_cxt;
 	p.bounds_later = true;
 	p.snapshots = MS_SNAPSHOTS_ONLY;
 	/* a snapshot's held rows of tables read whole are written after it */
 	p.held_later = ms_held_later;
 	ms_relay_pass(&p);
-	if (p.provisioned > 0)
+	if (p.did.provisioned > 0)
 		ereport(DEBUG1,
 				(errmsg("magic_sync snapshot pass: %lld provisioned, %lld rows sent, %lld messages, in %ld ms",
-						(long long) p.provisioned, (long long) p.rows_sent, (long long) p.messages,
+						(long long) p.did.provisioned, (long long) p.did.rows_sent, (long long) p.did.messages,
 						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	if (p.held_deferred > 0)
 		held_later(pass_cxt, p.later, p.held_deferred);
-	if (p.messages > 0)
+	if (p.did.messages > 0)
 		outbox_bounds(pass_cxt);
-	return p.provisioned > 0;
+	return p.did.provisioned > 0;
 }
 
 /*
@@ -452,7 +452,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	pgstat_report_activity(STATE_RUNNING, "magic_sync relay pass");
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&p, 0, sizeof p);
-	p.cxt = pass_cxt;
+	p.exec.cxt = pass_cxt;
 	p.floor = &notes_floor;
 	/* its messages go out first: the outbox bounds are checked after the commit */
 	p.bounds_later = true;
@@ -461,16 +461,16 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	/* and a snapshot's held rows of tables read whole are written after it too */
 	p.held_later = ms_held_later;
 	ms_relay_pass(&p);
-	busy = p.messages > 0 || p.provisioned > 0 || p.forgotten > 0 || p.more;
-	*read = p.notes_read;
-	*full = p.more;
+	busy = p.did.messages > 0 || p.did.provisioned > 0 || p.did.forgotten > 0 || p.did.more;
+	*read = p.did.notes_read;
+	*full = p.did.more;
 	/* how long it took, from its transaction's start to its commit: most of what its notes waited */
-	if (busy || p.quarantined > 0 || p.parked > 0)
+	if (busy || p.did.quarantined > 0 || p.did.parked > 0)
 		ereport(DEBUG1,
 				(errmsg("magic_sync pass: %lld notes, %lld provisioned, %lld rows sent, %lld taken back, %lld messages, %lld quarantined, %lld parked, in %ld ms",
-						(long long) p.notes_read, (long long) p.provisioned, (long long) p.rows_sent,
-						(long long) p.rows_taken, (long long) p.messages, (long long) p.quarantined,
-						(long long) p.parked,
+						(long long) p.did.notes_read, (long long) p.did.provisioned, (long long) p.did.rows_sent,
+						(long long) p.did.rows_taken, (long long) p.did.messages, (long long) p.did.quarantined,
+						(long long) p.did.parked,
 						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
 	PopActiveSnapshot();
 	/*
@@ -486,21 +486,21 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	if (SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
 		(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_LOCAL, true, 0, false);
-	through = p.messages > 0 ? last_message() : 0;
+	through = p.did.messages > 0 ? last_message() : 0;
 	CommitTransactionCommand();
 	hold_whole = false;
 	/* until ms_relay_bounds copied its chains (an error on the way leaves it set) */
-	chains_pending = p.messages > 0;
+	chains_pending = p.did.messages > 0;
 	if (through > 0)
 		ms_wake_passed(XactLastCommitEnd, through);
 	XLogFlush(XactLastCommitEnd);
 	ms_floor_committed(&notes_floor);
 	if (p.held_deferred > 0)
 		held_later(pass_cxt, p.later, p.held_deferred);
-	if (p.messages > 0)
+	if (p.did.messages > 0)
 		outbox_bounds(pass_cxt);
 	chains_pending = false;
-	if (p.snapshots_left)
+	if (p.did.snapshots_left)
 		busy = snapshot_pass(pass_cxt) || busy;
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);

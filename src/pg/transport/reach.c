@@ -324,7 +324,7 @@ wanted_rows(ms_filing *f, struct ms_reach *r)
 	p.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
 	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
-	ms_exec(&p, "SELECT w.tab || ':' || w.key FROM pg_temp.ms_wanted w", 0, NULL, NULL, NULL, 0);
+	ms_exec(&p.exec, "SELECT w.tab || ':' || w.key FROM pg_temp.ms_wanted w", 0, NULL, NULL, NULL, 0);
 	r->nwanted = (int) SPI_processed;
 	r->wanted = MemoryContextAlloc(cxt, sizeof(char *) * Max(r->nwanted, 1));
 	for (int i = 0; i < r->nwanted; i++)
@@ -333,7 +333,7 @@ wanted_rows(ms_filing *f, struct ms_reach *r)
 
 		r->wanted[i] = MemoryContextStrdup(cxt, v);
 	}
-	ms_exec(&p, "DELETE FROM pg_temp.ms_wanted", 0, NULL, NULL, NULL, 0);
+	ms_exec(&p.exec, "DELETE FROM pg_temp.ms_wanted", 0, NULL, NULL, NULL, 0);
 	ms_pass_end(&p);
 	SPI_finish();
 	qsort(r->wanted, r->nwanted, sizeof(char *), cmp_str);
