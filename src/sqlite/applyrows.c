@@ -551,22 +551,7 @@ ms_end_snapshot(applier *a, const Sync__EndSnapshot *e)
 						t->keyexpr, t->q);
 		if (rc == SQLITE_OK)
 			sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
-		while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
-		{
-			size_t		n = (size_t) sqlite3_column_bytes(st, 0);
-			const char *k = (const char *) sqlite3_column_text(st, 0);
-
-			rc = SQLITE_OK;
-			if (k == NULL)
-				continue;
-			ms_buf_add(&keys, &n, sizeof n);
-			ms_buf_add(&keys, k, n);
-			if (keys.oom)
-				rc = SQLITE_NOMEM;
-		}
-		if (rc == SQLITE_DONE)
-			rc = SQLITE_OK;
-		sqlite3_finalize(st);
+		rc = ms_keys_read(c, st, rc, &keys);
 		while (rc == SQLITE_OK && pos < keys.len)
 		{
 			size_t		n;

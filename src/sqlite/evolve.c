@@ -165,22 +165,7 @@ let_go_table(evolver *e, ms_letgo *lg, ms_tbl *t)
 	/* the keys first, then let go: never delete under a running SELECT */
 	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &st, "SELECT %s FROM %s", t->keyexpr, t->q);
-	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
-	{
-		size_t		n = (size_t) sqlite3_column_bytes(st, 0);
-		const char *k = (const char *) sqlite3_column_text(st, 0);
-
-		rc = SQLITE_OK;
-		if (k == NULL)
-			continue;
-		ms_buf_add(&keys, &n, sizeof n);
-		ms_buf_add(&keys, k, n);
-		if (keys.oom)
-			rc = SQLITE_NOMEM;
-	}
-	if (rc == SQLITE_DONE)
-		rc = SQLITE_OK;
-	sqlite3_finalize(st);
+	rc = ms_keys_read(c, st, rc, &keys);
 	while (rc == SQLITE_OK && pos < keys.len)
 	{
 		size_t		n;

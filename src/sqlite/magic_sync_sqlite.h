@@ -193,6 +193,13 @@ extern int	ms_done(ms_ctx *c, sqlite3_stmt *st);
 /* ms_step: step; SQLITE_ROW or SQLITE_DONE, or an error recorded. */
 extern int	ms_step(ms_ctx *c, sqlite3_stmt *st);
 /*
+ * ms_keys_read: when rc is SQLITE_OK, every non-NULL text of st's first column
+ * into keys, each as its length (size_t) then its bytes; st finalized either
+ * way.  Keys are read whole first so that nothing is deleted under a running
+ * SELECT.
+ */
+extern int	ms_keys_read(ms_ctx *c, sqlite3_stmt *st, int rc, ms_buf *keys);
+/*
  * ms_has_column: whether table has column (NULL: whether the table exists),
  * as files of earlier builds may lack one.
  */

@@ -508,6 +508,28 @@ ms_step(ms_ctx *c, sqlite3_stmt *st)
 }
 
 int
+ms_keys_read(ms_ctx *c, sqlite3_stmt *st, int rc, ms_buf *keys)
+{
+	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		size_t		n = (size_t) sqlite3_column_bytes(st, 0);
+		const char *k = (const char *) sqlite3_column_text(st, 0);
+
+		rc = SQLITE_OK;
+		if (k == NULL)
+			continue;
+		ms_buf_add(keys, &n, sizeof n);
+		ms_buf_add(keys, k, n);
+		if (keys->oom)
+			rc = SQLITE_NOMEM;
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
 ms_has_column(ms_ctx *c, const char *table, const char *column, bool *yes)
 {
 	sqlite3_stmt *st;
