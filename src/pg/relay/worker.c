@@ -298,6 +298,30 @@ last_message(void)
 }
 
 /*
+ * step_begin / step_end: a step of the relay after a pass (its held rows,
+ * its chains) in a transaction of its own, with an empty pass in the pass's
+ * memory
+ */
+static void
+step_begin(ms_pass *p, MemoryContext pass_cxt, const char *activity)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, activity);
+	MemoryContextSwitchTo(pass_cxt);
+	memset(p, 0, sizeof *p);
+	p->exec.cxt = pass_cxt;
+}
+
+static void
+step_end(void)
+{
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
  * The held rows the pass left for after its commit (heldrows.c), in a
  * transaction of their own: the replicas it provisioned pull and apply their
  * snapshots meanwhile.  A failure leaves their held_due set, and the next
@@ -308,18 +332,11 @@ held_later(MemoryContext pass_cxt, struct ms_held_later *later, int64 rows)
 {
 	ms_pass		h;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "magic_sync held rows of the pass");
-	MemoryContextSwitchTo(pass_cxt);
-	memset(&h, 0, sizeof h);
-	h.exec.cxt = pass_cxt;
+	step_begin(&h, pass_cxt, "magic_sync held rows of the pass");
 	h.later = later;
 	h.held_deferred = rows;
 	ms_relay_held(&h);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	step_end();
 }
 
 /*
@@ -343,16 +360,9 @@ chains_left(MemoryContext pass_cxt)
 {
 	ms_pass		c;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "magic_sync chains");
-	MemoryContextSwitchTo(pass_cxt);
-	memset(&c, 0, sizeof c);
-	c.exec.cxt = pass_cxt;
+	step_begin(&c, pass_cxt, "magic_sync chains");
 	ms_relay_chains(&c);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	step_end();
 	chains_pending = false;
 }
 
