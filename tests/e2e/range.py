@@ -19,6 +19,15 @@
     copy's last message and sends what went after it (the deletions found
     by the next digest, by ranges).  No snapshot, and the chain follows on
     from the copy's last message.
+  - L2 a snapshot's own message is lost (the storm's snapshots beyond the
+    first): its Begin, for a new replica; a message in its middle, for one
+    provisioned again.  The outbox still holds the snapshot whole: the gap
+    provisions nothing, the next pull brings the snapshot again, no second
+    one is written.
+  - K1 a small table (short keys share a bucket or two, so its differing
+    buckets hold most of it): one key lost, one made up -- the table's rows
+    are asked for one by one and only those two repaired; most of it lost --
+    its rows go again, not a snapshot of the whole replica.
   - D2 most of a table differs: the tree says so, and the replica is
     provisioned again (the fallback).
 
@@ -149,6 +158,84 @@ check("R1: the new rows came", r1.one("SELECT count(*) FROM products WHERE id > 
 check("R1: it holds what the server has", r1.one("SELECT count(*) FROM products"), N + 5)
 check("R1: the server records what it should hold", srv.held(S1), srv.wanted(S1))
 N += 5
+
+# ---- L2: a message of a snapshot lost: the snapshot goes again, not another ----
+def lose(r, i, why):
+    """the replica's next pull with its i-th message lost: what it applied, and the gap said"""
+    msgs = [m for m in srv.pull(r.id, r.status()["applied"], 1 << 24, r.applied()) if m[0]]
+    results = []
+    for n, (_, m) in enumerate(msgs):
+        if n == i:
+            continue
+        results.append(r.apply(bytes(m)))
+        if results[-1]["result"] == "gap":
+            break
+    check(f"L2: {why}: the message after it opens a gap", results[-1]["result"], "gap")
+    return len(msgs)
+
+
+S2 = "40404040-2222-4222-8222-222222222222"
+srv.exec("SELECT sync.replica_add(%s)", (S2,))
+r2 = Replica(srv, S2, os.path.join(tempfile.mkdtemp(), "s2.db"))
+srv.exec("SET magic_sync.message_bytes = 16384")   # a snapshot of several messages
+srv.relay()
+first = srv.one("SELECT snapshot_number FROM sync.replicas WHERE id = %s", (S2,))
+check("L2: a new replica's snapshot is several messages", lose(r2, 0, "its Begin lost") > 2, True)
+check("L2: no snapshot yet, the gap said so", r2.status()["epoch"], None)
+r2.upload()
+check("L2: the gap in its first snapshot provisions nothing",
+      srv.one("SELECT (snapshot_number, provision) FROM sync.replicas WHERE id = %s", (S2,)), f"({first},f)")
+results = r2.pull_apply()
+check("L2: the next pull brings that snapshot whole, from its Begin",
+      ([x.get("snapshot") for x in results if x["result"] == "applied"][0], results[-1].get("snapshot")), ("begin", "end"))
+settle(srv, [r2])
+check("L2: it holds its wanted set, with no other snapshot",
+      (srv.held(S2) == srv.wanted(S2), r2.one("SELECT count(*) FROM products"),
+       srv.one("SELECT snapshot_number FROM sync.replicas WHERE id = %s", (S2,))), (True, N, first))
+srv.exec("SELECT sync.replica_reprovision(%s)", (S2,))
+srv.relay()
+second = srv.one("SELECT snapshot_number FROM sync.replicas WHERE id = %s", (S2,))
+lose(r2, 2, "a message in the middle of its snapshot lost")
+r2.upload()
+check("L2: the gap within a snapshot provisions nothing",
+      srv.one("SELECT (snapshot_number, provision) FROM sync.replicas WHERE id = %s", (S2,)), f"({second},f)")
+results = [x for x in r2.pull_apply() if x["result"] != "filed"]
+check("L2: the next pull brings the lost message, then the rest of the snapshot",
+      (results[0]["result"], results[-1].get("snapshot"), r2.status()["gap"]), ("applied", "end", 0))
+r2.q("UPDATE _sync_state SET digest_due = 1")
+settle(srv, [r2])
+check("L2: its digest matches, no other snapshot",
+      (srv.one("SELECT (snapshot_number, provision, digests_at IS NOT NULL) FROM sync.replicas WHERE id = %s", (S2,)),
+       srv.held(S2) == srv.wanted(S2), r2.one("SELECT count(*) FROM products")), (f"({second},f,t)", True, N))
+srv.exec("RESET magic_sync.message_bytes")
+
+# ---- K1: a small table's keys differ: its rows, not a snapshot ----------------
+SMALL = 40
+srv.exec(f"""
+CREATE TABLE shelves (id int PRIMARY KEY, name text NOT NULL);
+SELECT sync.mirror('shelves', 'catalog', 'broadcast');
+INSERT INTO shelves SELECT g, 's' || g FROM generate_series(1, {SMALL}) g;
+""")
+settle(srv, [r1])
+check("K1: the small table came", r1.one("SELECT count(*) FROM shelves"), SMALL)
+for (name,) in r1.q("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'shelves'"):
+    r1.q(f'DROP TRIGGER "{name}"')
+r1.q("DELETE FROM shelves WHERE id = 27")   # in the bucket holding 31 of its 40 keys
+r1.q("INSERT INTO shelves VALUES (999, 'made up')")
+before = snapshots()
+said = repair()
+check("K1: one key lost, one made up: narrowed down, then matched",
+      (said[0], said[-1]), ("differ: narrowed down by ranges", "match"))
+check("K1: no snapshot was taken", (snapshots(), provisioned()), (before, False))
+check("K1: the lost row is back, the made-up one gone",
+      r1.q("SELECT id, name FROM shelves WHERE id IN (27, 999)"), [(27, "s27")])
+check("K1: the server records it so", srv.held(S1), srv.wanted(S1))
+r1.q("DELETE FROM shelves WHERE id > 10")
+said = repair()
+check("K1: most of the small table lost: repaired, matched", said[-1], "match")
+check("K1: by its rows, not a snapshot", (snapshots(), provisioned()), (before, False))
+check("K1: it holds the table again", r1.one("SELECT count(*) FROM shelves"), SMALL)
+check("K1: no question stays open", srv.one("SELECT count(*) FROM sync.ranges"), 0)
 
 # ---- D2: most of it differs: a snapshot is the fallback ----------------------
 for (name,) in r1.q("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'products'"):

@@ -300,8 +300,8 @@ ms_acknowledge(ms_filing *f, Sync__Applied *a)
 void
 ms_gap(ms_filing *f, Sync__Up *up)
 {
-	Oid			types[4] = {UUIDOID, INT8OID, BYTEAOID, BOOLOID};
-	Datum		values[4];
+	Oid			types[3] = {UUIDOID, INT8OID, BYTEAOID};
+	Datum		values[3];
 	bool		isnull;
 
 	if (up->gap == 0)
@@ -309,25 +309,18 @@ ms_gap(ms_filing *f, Sync__Up *up)
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = Int64GetDatum((int64) up->gap);
 	values[2] = PointerGetDatum(ms_to_bytea(up->gap_epoch.data, up->gap_epoch.len));
-	/*
-	 * A lost message (a later one came: the gap is beyond the next number,
-	 * docs/protocol.md 8.1) whose outbox still holds what follows the last
-	 * acknowledged: that goes again as the replica pulls after it, and closes
-	 * the gap, for a replica that knows to (Up.range_repair).  No snapshot.
-	 */
-	values[3] = BoolGetDatum(f->range_repair);
 	ms_spi_check_one(SPI_execute_with_args("UPDATE sync.replicas r SET gap = $2 WHERE id = $1 RETURNING"
 										   " provision OR (snapshot_number > $2 AND acked_number < snapshot_number"
 										   "   AND $3 = (SELECT id FROM sync.epoch WHERE ended IS NULL))"
 										   " OR ($3 <> (SELECT id FROM sync.epoch WHERE ended IS NULL)"
-										   "   AND snapshot_number IS NOT NULL AND acked_number < snapshot_number)"
-										   " OR ($4 AND $2 > r.acked_number + 1 AND r.acked_number > 0"
-										   "   AND $3 = (SELECT id FROM sync.epoch WHERE ended IS NULL)"
-										   "   AND r.acked_epoch = $3 AND coalesce(r.snapshot_end, 0) <= r.acked_number"
-										   "   AND EXISTS (SELECT FROM sync.outbox o WHERE o.replica = r.id AND o.number > r.acked_number"
-										   "                 AND o.number < $2 AND NOT o.dropped))",
-										   4, types, values, NULL, false, 0), SPI_OK_UPDATE_RETURNING, "could not record a gap");
-	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+										   "   AND snapshot_number IS NOT NULL AND acked_number < snapshot_number)",
+										   3, types, values, NULL, false, 0), SPI_OK_UPDATE_RETURNING, "could not record a gap");
+	/*
+	 * Or what the outbox still holds closes it as the replica pulls after what
+	 * it applied: a snapshot on its way whole, or a lost message (rewind.c).
+	 */
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) &&
+		!ms_gap_resent(&f->replica, (int64) up->gap, up->gap_epoch.data, up->gap_epoch.len, f->range_repair))
 		provision(f, psprintf("the replica could not follow message %llu (a gap): a message was lost, or its file restored",
 							  (unsigned long long) up->gap));
 }

@@ -20,6 +20,9 @@
  *
  * Anything else -- another epoch or generation, a seal the server did not
  * make, a snapshot after N, one due -- is provisioned again, as before.
+ *
+ * A gap (ms_gap_resent) is repaired the same way, by what the outbox still
+ * holds: the replica's next pull, after what it applied, brings it again.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
@@ -99,4 +102,48 @@ ms_rewind(const pg_uuid_t *replica, const char *replica_text, const Sync__Applie
 						 " what went after it goes again, without a snapshot",
 						 replica_text, (unsigned long long) a->number)));
 	return true;
+}
+
+/*
+ * ms_gap_resent: whether the replica's next pull closes the gap it reports
+ * (number gap, of epoch gap_epoch) with what the outbox still holds after
+ * what it acknowledged (ack.c reads that first), no snapshot needed.  The
+ * outbox of a replica is whole after its acknowledgement but for what a
+ * snapshot dropped, and a snapshot drops everything written before its
+ * Begin; so what follows the acknowledged is either
+ *
+ *   - a snapshot's Begin, not dropped: the pull brings it first, and a
+ *     Begin is applied whatever gap is open (docs/protocol.md 5.1 rule 6).
+ *     A Begin lost or put after a later message of its snapshot, a message
+ *     of a snapshot lost before the replica acknowledged any of it: the
+ *     snapshot comes again whole, not another one;
+ *   - or the messages that follow it, one of them before the gap's message
+ *     (the lost one, still there): for a replica that says Up.range_repair
+ *     it closes a gap beyond the next number (rule 7), within a snapshot
+ *     (its Begin acknowledged, its End not yet) or after it.  A gap at the
+ *     next number is sync_resync()'s, which only a snapshot answers.
+ *
+ * Of this epoch only: a gap of another is a snapshot's to close (ack.c).
+ * SPI connected; the replica's row is locked.
+ */
+bool
+ms_gap_resent(const pg_uuid_t *replica, int64 gap, const uint8 *gap_epoch, size_t gap_epoch_len, bool range_repair)
+{
+	Oid			types[4] = {UUIDOID, INT8OID, BYTEAOID, BOOLOID};
+	Datum		values[4];
+	bool		isnull;
+
+	values[0] = UUIDPGetDatum(replica);
+	values[1] = Int64GetDatum(gap);
+	values[2] = PointerGetDatum(ms_to_bytea(gap_epoch, gap_epoch_len));
+	values[3] = BoolGetDatum(range_repair);
+	ms_spi_check_one(SPI_execute_with_args("SELECT $3 = (SELECT id FROM sync.epoch WHERE ended IS NULL) AND ("
+										   "   EXISTS (SELECT FROM sync.outbox o WHERE o.replica = r.id AND o.number > r.acked_number"
+										   "             AND o.snapshot AND NOT o.dropped)"
+										   "   OR ($4 AND $2 > r.acked_number + 1 AND r.acked_number > 0 AND r.acked_epoch = $3"
+										   "       AND EXISTS (SELECT FROM sync.outbox o WHERE o.replica = r.id AND o.number > r.acked_number"
+										   "                     AND o.number < $2 AND NOT o.dropped)))"
+										   "  FROM sync.replicas r WHERE r.id = $1",
+										   4, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read the outbox of a gap");
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) && !isnull;
 }

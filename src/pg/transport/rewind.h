@@ -22,4 +22,12 @@
  */
 extern bool ms_rewind(const pg_uuid_t *replica, const char *replica_text, const Sync__Applied *a);
 
+/*
+ * ms_gap_resent: a gap the replica reports closes with what its outbox still
+ * holds after what it acknowledged (a snapshot whole, or the lost message):
+ * no snapshot is needed.  SPI connected; the replica's row is locked.
+ */
+extern bool ms_gap_resent(const pg_uuid_t *replica, int64 gap, const uint8 *gap_epoch, size_t gap_epoch_len,
+						  bool range_repair);
+
 #endif
