@@ -17,7 +17,8 @@
  * and its deletion goes.  The chain goes on: no snapshot.  When the
  * buckets that differ hold most of the table, or its digest differs again
  * after the whole table's buckets matched (what differs is what a row hash
- * does not cover), the replica is provisioned again, as before.
+ * does not cover), the replica is provisioned again, as before; but a few
+ * rows (RANGE_ROWS_ASKED: a small table's) are asked for one by one.
  *
  * A values digest that differs while the keys agree is narrowed down the
  * same way (sync.ranges.of_values, RangeAsk.values): each row's hash is then
@@ -51,6 +52,10 @@
 /* the first question splits the whole table by this; later ones aim at RANGE_LEAF rows a bucket */
 #define RANGE_FIRST_SPLIT 6
 #define RANGE_LEAF 16
+/* the differing buckets' rows asked for at once, however they fall in buckets (short keys share a few) */
+#define RANGE_AT_ONCE (RANGE_LEAF * 4)
+/* of keys, the most rows asked for one by one when they are most of the table: beyond, a snapshot */
+#define RANGE_ROWS_ASKED 1024
 
 /* one held row of the buckets asked about: its key, hash and bucket at the answer's depth */
 typedef struct held_row
@@ -486,12 +491,15 @@ compare_buckets(ms_filing *f, ms_filed_table *ft, int64 round, Sync__RangeAnswer
 		return;
 	}
 	/*
-	 * The buckets that differ hold most of the table: a snapshot costs less.
-	 * Of values, a few rows are asked for row by row all the same: their keys
-	 * and hashes cost less than sending them (a small table's keys share a
-	 * bucket or two).
+	 * The buckets that differ hold most of the table: a snapshot costs less,
+	 * or of values the table's rows sent again.  Not when they are few: their
+	 * keys and hashes cost less than a snapshot of the whole replica (a small
+	 * table's short keys share a bucket or two, so one key that differs
+	 * makes most of it differ here); those rows are asked for one by one,
+	 * and only the rows that differ go.
 	 */
-	if (rows_differ * 2 > total && most <= RANGE_LEAF * 4 && !(of_values && rows_differ <= RANGE_LEAF))
+	if (rows_differ * 2 > total && most <= RANGE_LEAF * 4 &&
+		rows_differ > (of_values ? RANGE_LEAF : RANGE_ROWS_ASKED))
 	{
 		forget(f, t);
 		if (of_values)
@@ -506,7 +514,8 @@ compare_buckets(ms_filing *f, ms_filed_table *ft, int64 round, Sync__RangeAnswer
 									   t->name, (unsigned long long) rows_differ, (unsigned long long) total));
 		return;
 	}
-	if (most <= RANGE_LEAF || a->depth >= MS_RANGE_DEPTH_MAX)
+	if (most <= RANGE_LEAF || rows_differ <= RANGE_AT_ONCE || a->depth >= MS_RANGE_DEPTH_MAX ||
+		(!of_values && rows_differ * 2 > total && rows_differ <= RANGE_ROWS_ASKED))
 	{
 		ask(f, t, round + 1, a->depth, differ, Min(nd, MS_RANGE_ASK_MAX), 0, of_values);
 		return;
