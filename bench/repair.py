@@ -20,6 +20,14 @@ bytes up (uploads) and rows applied; snapshots taken are counted too.
            older (changed on the server since the copy).  Target: bytes
            <= 5 % of a snapshot's.
 
+  snaplost the replica provisioned again, and one message in the middle of
+           its snapshot lost: the next opens a gap.  Target: bytes <= 1.1 x a
+           snapshot's (the snapshot goes on, the lost message again: not a
+           second snapshot).
+  smallkey a small table beside (SMALL rows, short keys: most share one bucket)
+           one row of it deleted behind the engine's back.  Target: bytes
+           <= 1 % of a snapshot's (not a snapshot of the replica).
+
 Beyond the targets, what the tree of ranges costs when it must find many
 rows: drift1% (1 % of the rows deleted behind the engine's back), and
 restore+del (a copy 1 % older, 0.1 % of rows since deleted on the server).
@@ -35,6 +43,7 @@ from harness import Replica, Server, settle  # noqa: E402
 
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 LOST = 1000
+SMALL = 40
 S1 = "70707070-1111-4111-8111-111111111111"
 
 
@@ -65,6 +74,9 @@ CREATE TABLE products (id bigint PRIMARY KEY, name text NOT NULL, price numeric(
 SELECT sync.mirror('products', 'catalog', 'broadcast');
 INSERT INTO products SELECT g, 'product ' || g, (g % 1000) / 10.0, g % 97, md5(g::text)
   FROM generate_series(1, {ROWS}) g;
+CREATE TABLE shelves (id int PRIMARY KEY, name text NOT NULL);
+SELECT sync.mirror('shelves', 'catalog', 'broadcast');
+INSERT INTO shelves SELECT g, 'shelf ' || g FROM generate_series(1, {SMALL}) g;
 """)
 srv.exec("SELECT sync.replica_add(%s)", (S1,))
 r = Counted(srv, S1, os.path.join(tempfile.mkdtemp(), "r.db"))
@@ -160,6 +172,34 @@ r.open()
 r.reset()
 ok = until_match()
 report("restore", snaps, ok, (r.down + r.up) / base * 100, 5, "% of a snapshot's bytes")
+
+# ---- snaplost: a message in the middle of a snapshot lost -----------------------
+settle(srv, [r])
+srv.exec("SELECT sync.replica_reprovision(%s)", (S1,))
+srv.relay()
+snaps = snapshots()
+msgs = [m for m in srv.pull(S1, r.status()["applied"], 1 << 30, r.applied()) if m[0]]
+r.reset()
+for i, (_, m) in enumerate(msgs):
+    if i == len(msgs) // 2:
+        continue
+    if r.apply(bytes(m))["result"] == "gap":
+        break
+ok = until_match()
+took = snapshots() - snaps
+print(f"snaplost    {len(msgs)} messages in the snapshot, message {len(msgs) // 2 + 1} lost;"
+      f" snapshots after it: {'another' if took else 'none'}")
+report("snaplost", snaps, ok, (r.down + r.up) / base, 1.1, "bytes / a snapshot's")
+
+# ---- smallkey: a small table's key lost behind the engine's back ------------------
+settle(srv, [r])
+snaps = snapshots()
+for (name,) in r.q("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'shelves'"):
+    r.q(f'DROP TRIGGER "{name}"')
+r.q("DELETE FROM shelves WHERE id = 27")   # its bucket holds 31 of the 40 keys at depth 6
+r.reset()
+ok = until_match()
+report("smallkey", snaps, ok, (r.down + r.up) / base * 100, 1, "% of a snapshot's bytes")
 
 # ---- beyond the targets: what the tree of ranges costs when it must find many rows ----
 # drift1%: 1 % of the rows deleted behind the engine's back (found by ranges alone)
