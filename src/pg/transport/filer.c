@@ -1,10 +1,11 @@
 /*-------------------------------------------------------------------------
  * filer.c
  *	  What one call of sync.file or sync.inbox_retry prepares once, however
- *	  many rows it files: the catalog read, the statements on sync.* that
- *	  every row uses, and per table the statements that file its rows
- *	  (prepared the first time a row of it needs one) and the shape of its
- *	  proto rows.  And a row in its codec, as the JSON object the filing
+ *	  many rows it files: the catalog read (kept across the session's calls
+ *	  while nothing it was read from changed), the statements on sync.* that
+ *	  every row uses (kept too), and per table the statements that file its
+ *	  rows (prepared the first time a row of it needs one) and the shape of
+ *	  its proto rows.  And a row in its codec, as the JSON object the filing
  *	  reads with jsonb_populate_record.
  *-------------------------------------------------------------------------
  */
