@@ -384,7 +384,9 @@ def report(results):
     on = results[("ms", "on")]
     print(f"  the relay's passes that sent: {med([x['passes'] for x in on]):.1f} a second,"
           f" {med([x['changes'] / max(x['passes'] * x['window'], 1) for x in on]):.0f} changed rows each;"
-          f" its CPU {med([x['cpu']['relay'] / max(x['passes'] * x['window'], 1) for x in on]):.1f} ms a pass")
+          f" its CPU {med([x['cpu']['relay'] / max(x['passes'] * x['window'], 1) for x in on]):.1f} ms a pass;"
+          f" the agent's sessions' {med([x['cpu'].get('sessions', 0) / max(x['passes'] * x['window'], 1) for x in on]):.1f} ms"
+          " a message (its pull and the filing of its acknowledgement)")
     print(f"  capture's CPU per 1,000 changes (trigger + relay + agent + its sessions): {ms_cost:.1f} ms;"
           f" logical replication's (backends' extra + walsender + apply): {lr_cost:.1f} ms")
 
