@@ -29,6 +29,11 @@ CPU milliseconds per 1,000 changed rows (a TPC-B transaction changes 4) of:
 and the WAL each transaction wrote.  Wall-clock figures are noisy on a shared
 machine: the load average is printed beside them; CPU figures decide.
 
+PROFILE=1: pg_stat_statements tracks every statement (track = all) of the last
+"ms on" run, printed by total time with the agent's sessions' calls, and perf
+records the agent's sessions and one pgbench backend meanwhile (their top
+symbols, /tmp/capture-sessions.perf and /tmp/capture-backend.perf).
+
   bench/capture.py [rounds] [seconds] [clients]     (defaults 2, 30, 4)
 
 It starts its own throw-away cluster (scripts/lib.sh), as bench/latency.py does, with
@@ -47,6 +52,7 @@ CLIENTS = int(sys.argv[3]) if len(sys.argv) > 3 else 4
 SCALE = 10
 TABLES = ["pgbench_branches", "pgbench_tellers", "pgbench_accounts", "pgbench_history"]
 REPLICA = "cccccccc-0000-0000-0000-000000000001"
+PROFILE = bool(os.environ.get("PROFILE"))
 
 if not os.environ.get("MS_BENCH_INSIDE"):
     here = os.path.abspath(__file__)
@@ -55,6 +61,8 @@ if not os.environ.get("MS_BENCH_INSIDE"):
          ' -o wal_level=logical -o max_wal_senders=10 -o max_replication_slots=10'
          ' -o shared_buffers=256MB -o max_wal_size=4GB -o checkpoint_timeout=30min'
          ' -o magic_sync.database=ms ${MS_BENCH_OPTS:-}'
+         + (' -o shared_preload_libraries=magic_sync,pg_stat_statements -o pg_stat_statements.track=all'
+            if os.environ.get("PROFILE") else '') +
          ' env MS_BENCH_INSIDE=1 /usr/bin/python3 "$0" "$@"', here] + sys.argv[1:], cwd=ROOT))
 
 import psycopg2  # noqa: E402  (inside the cluster only)
@@ -116,6 +124,8 @@ def setup():
                     os.path.join(ROOT, "bench/pgbench_mirror.sql")], check=True, stdout=subprocess.DEVNULL)
     ms = connect("ms")
     cur = ms.cursor()
+    if PROFILE:
+        cur.execute("CREATE EXTENSION pg_stat_statements")
     cur.execute("SELECT sync.wake()")
     wait("the declarations' notes", lambda: val(cur, "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)"),
          1800, 0.5)
@@ -239,6 +249,15 @@ def run(engine, on, ctl, agent):
     if engine == "ms":
         kinds["agent"] = [agent.pid]
 
+    perfs = []
+    if PROFILE and engine == "ms" and on:
+        cur.execute("SELECT pg_stat_statements_reset()")
+        for name, ps in (("sessions", kinds.get("sessions", [])), ("backend", kinds.get("backends", [])[:1])):
+            if ps:
+                perfs.append((name, subprocess.Popen(
+                    ["perf", "record", "-q", "-g", "-o", f"/tmp/capture-{name}.perf", "-p", ",".join(map(str, ps))],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+
     def sample():
         return ({k: sum(ticks(x) for x in v) for k, v in kinds.items()}, busy(),
                 val(cur, "SELECT last_value FROM pgbench_history_id_seq"),
@@ -250,6 +269,20 @@ def run(engine, on, ctl, agent):
     b = sample()
     out, _ = p.communicate()
     stopped = time.monotonic()
+    for name, pp in perfs:
+        pp.send_signal(2)
+        pp.wait()
+    if perfs:
+        cur.execute("SELECT calls, round(total_exec_time::numeric, 1), round((total_exec_time / calls)::numeric, 3),"
+                    " rows, shared_blks_hit, left(regexp_replace(query, '\\s+', ' ', 'g'), 110)"
+                    " FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'ms')"
+                    " ORDER BY total_exec_time DESC LIMIT 40")
+        print("  calls   total ms    ms/call     rows   blks hit  statement")
+        for row in cur.fetchall():
+            print("  %7d %10s %10s %8d %10d  %s" % row)
+        for name, _ in perfs:
+            subprocess.run(f"perf report -i /tmp/capture-{name}.perf --no-children --stdio -g none"
+                           " --percent-limit 0.8 2>/dev/null | grep -v '^#' | grep -v '^$' | head -45", shell=True)
     tps = float([line for line in out.splitlines() if line.startswith("tps = ")][0].split()[2])
     tx = b[2] - a[2]
     wal = val(cur, "SELECT %s::pg_lsn - %s::pg_lsn", (b[3], a[3]))
@@ -351,7 +384,9 @@ def report(results):
     on = results[("ms", "on")]
     print(f"  the relay's passes that sent: {med([x['passes'] for x in on]):.1f} a second,"
           f" {med([x['changes'] / max(x['passes'] * x['window'], 1) for x in on]):.0f} changed rows each;"
-          f" its CPU {med([x['cpu']['relay'] / max(x['passes'] * x['window'], 1) for x in on]):.1f} ms a pass")
+          f" its CPU {med([x['cpu']['relay'] / max(x['passes'] * x['window'], 1) for x in on]):.1f} ms a pass;"
+          f" the agent's sessions' {med([x['cpu'].get('sessions', 0) / max(x['passes'] * x['window'], 1) for x in on]):.1f} ms"
+          " a message (its pull and the filing of its acknowledgement)")
     print(f"  capture's CPU per 1,000 changes (trigger + relay + agent + its sessions): {ms_cost:.1f} ms;"
           f" logical replication's (backends' extra + walsender + apply): {lr_cost:.1f} ms")
 

@@ -40,7 +40,7 @@ ms_replica_access(pg_uuid_t *replica, const char *what)
 	bool		dropped = false;
 	char	   *id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
 
-	ms_spi_check(SPI_execute_with_args("SELECT role, dropped FROM sync.replicas WHERE id OPERATOR(pg_catalog.=) $1",
+	ms_spi_check(ms_spi_run("SELECT role, dropped FROM sync.replicas WHERE id OPERATOR(pg_catalog.=) $1",
 									   1, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	found = SPI_processed > 0;
 	if (found)

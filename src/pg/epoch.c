@@ -68,7 +68,7 @@ current_generation(void)
 
 	if (!recorded())
 		return 0;
-	ms_spi_check(SPI_execute("SELECT max(generation) FROM sync.generations", true, 1), SPI_OK_SELECT, "could not read sync.generations");
+	ms_spi_check(ms_spi_run("SELECT max(generation) FROM sync.generations", 0, NULL, NULL, NULL, true, 1), SPI_OK_SELECT, "could not read sync.generations");
 	g = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : (uint64) DatumGetInt64(g);
 }
@@ -92,7 +92,7 @@ read_current(ms_epoch *e)
 bool
 ms_epoch_read(ms_epoch *e)
 {
-	ms_spi_check(SPI_execute(current_sql, true, 1), SPI_OK_SELECT, "could not read sync.epoch");
+	ms_spi_check(ms_spi_run(current_sql, 0, NULL, NULL, NULL, true, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (read_current(e))
 		return true;
 	memset(e, 0, sizeof *e);
@@ -102,13 +102,13 @@ ms_epoch_read(ms_epoch *e)
 bool
 ms_epoch_current(ms_epoch *e)
 {
-	ms_spi_check(SPI_execute(current_sql, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
+	ms_spi_check(ms_spi_run(current_sql, 0, NULL, NULL, NULL, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (read_current(e))
 		return true;
 	/* the first epoch: one transaction begins it, whoever comes first (a pass, a filing) */
 	ms_spi_check(SPI_execute("LOCK TABLE sync.epoch IN SHARE ROW EXCLUSIVE MODE", false, 0), SPI_OK_UTILITY,
 				 "could not read sync.epoch");
-	ms_spi_check(SPI_execute(current_sql, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
+	ms_spi_check(ms_spi_run(current_sql, 0, NULL, NULL, NULL, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (read_current(e))
 		return true;
 	ms_epoch_begin("the first relay pass", e);
@@ -135,7 +135,7 @@ generation_begin(ms_epoch *e, const char *reason)
 	values[3] = CStringGetTextDatum(psprintf(UINT64_FORMAT, GetSystemIdentifier()));
 	values[4] = ObjectIdGetDatum(MyDatabaseId);
 	values[5] = CStringGetTextDatum(reason);
-	ms_spi_check_one(SPI_execute_with_args("INSERT INTO sync.generations (generation, epoch, timeline, system, database, reason)"
+	ms_spi_check_one(ms_spi_run("INSERT INTO sync.generations (generation, epoch, timeline, system, database, reason)"
 										   " SELECT greatest(coalesce(max(generation), 0) + 1, $1), $2, $3, $4, $5, $6"
 										   "   FROM sync.generations RETURNING generation",
 										   6, types, values, NULL, false, 0), SPI_OK_INSERT_RETURNING, "could not begin a generation");
@@ -159,8 +159,9 @@ ms_generation_observe(ms_epoch *e)
 	/* a standby neither writes nor follows a timeline of its own */
 	if (RecoveryInProgress() || !recorded())
 		return;
-	ms_spi_check(SPI_execute("SELECT generation, timeline, system, database FROM sync.generations"
-							 " ORDER BY generation DESC LIMIT 1", false, 1), SPI_OK_SELECT, "could not read sync.generations");
+	ms_spi_check(ms_spi_run("SELECT generation, timeline, system, database FROM sync.generations"
+							" ORDER BY generation DESC LIMIT 1", 0, NULL, NULL, NULL, false, 1),
+				 SPI_OK_SELECT, "could not read sync.generations");
 	if (SPI_processed == 0)
 	{
 		/* an installation upgraded from a build that numbered none */
@@ -203,7 +204,7 @@ ms_epoch_begin(const char *reason, ms_epoch *e)
 	values[2] = CStringGetTextDatum(reason);
 	ms_spi_check(SPI_execute("UPDATE sync.epoch SET ended = now() WHERE ended IS NULL", false, 0), SPI_OK_UPDATE,
 				 "could not begin a new epoch");
-	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.epoch (id, secret, reason) VALUES ($1, $2, $3)",
+	ms_spi_check(ms_spi_run("INSERT INTO sync.epoch (id, secret, reason) VALUES ($1, $2, $3)",
 									   3, types, values, NULL, false, 0), SPI_OK_INSERT, "could not begin a new epoch");
 	ms_spi_check(SPI_execute("UPDATE sync.replicas SET provision = true WHERE NOT dropped", false, 0), SPI_OK_UPDATE,
 				 "could not begin a new epoch");
@@ -222,7 +223,7 @@ ms_epoch_find(const uint8 *id, ms_epoch *e, bool *current)
 	bool		isnull;
 
 	values[0] = PointerGetDatum(ms_to_bytea(id, MS_EPOCH_BYTES));
-	ms_spi_check(SPI_execute_with_args("SELECT secret, ended IS NULL FROM sync.epoch WHERE id = $1",
+	ms_spi_check(ms_spi_run("SELECT secret, ended IS NULL FROM sync.epoch WHERE id = $1",
 									   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (SPI_processed == 0)
 		return false;
@@ -280,7 +281,7 @@ ms_replica_reprovision(PG_FUNCTION_ARGS)
 				   GetUserNameFromId(GetOuterUserId(), false));
 	values[1] = CStringGetTextDatum(why);
 	SPI_connect();
-	ms_spi_check(SPI_execute_with_args("SELECT dropped FROM sync.replicas WHERE id = $1 FOR UPDATE",
+	ms_spi_check(ms_spi_run("SELECT dropped FROM sync.replicas WHERE id = $1 FOR UPDATE",
 									   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");
 	if (SPI_processed == 0)
 		ereport(ERROR,
@@ -293,7 +294,7 @@ ms_replica_reprovision(PG_FUNCTION_ARGS)
 				 errmsg("replica %s is dropped", id),
 				 errdetail("The relay forgets it at its next pass."),
 				 errhint("Add it again with sync.replica_add: it is provisioned from scratch.")));
-	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET provision = true, provision_failed_at = NULL,"
+	ms_spi_check(ms_spi_run("UPDATE sync.replicas SET provision = true, provision_failed_at = NULL,"
 									   " last_error = $2, last_error_at = now() WHERE id = $1",
 									   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not mark a replica to provision");
 	SPI_finish();

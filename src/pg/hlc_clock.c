@@ -50,7 +50,7 @@ read_stored(void)
 	stored = 0;
 	if (!has_clock)
 		return false;
-	ms_spi_check(SPI_execute("SELECT hlc FROM sync.clock", true, 1), SPI_OK_SELECT, "could not read sync.clock");
+	ms_spi_check(ms_spi_run("SELECT hlc FROM sync.clock", 0, NULL, NULL, NULL, true, 1), SPI_OK_SELECT, "could not read sync.clock");
 	if (SPI_processed == 1)
 	{
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);

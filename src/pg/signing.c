@@ -29,7 +29,7 @@ read_seed(uint8 seed[MS_SIGN_SEED_BYTES])
 	bool		isnull;
 	bytea	   *b;
 
-	ms_spi_check(SPI_execute("SELECT private_key FROM sync.signing_key", false, 1), SPI_OK_SELECT, "could not read sync.signing_key");
+	ms_spi_check(ms_spi_run("SELECT private_key FROM sync.signing_key", 0, NULL, NULL, NULL, false, 1), SPI_OK_SELECT, "could not read sync.signing_key");
 	if (SPI_processed == 0)
 		return false;
 	b = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));

@@ -29,6 +29,18 @@ extern void ms_spi_check_one(int rc, int expect, const char *fmt,...) pg_attribu
 extern SPIPlanPtr ms_spi_prepare(const char *sql, int nargs, Oid *types);
 
 /*
+ * ms_spi_kept: a plan of sql kept for the session (SPI_keepplan), by its
+ * text and argument types: a statement that every call of a function runs
+ * (sync.pull, sync.file at each acknowledgement) is parsed and planned once
+ * a session, not every call.  PostgreSQL plans a kept statement again when
+ * a relation it reads is altered or analysed.  ms_spi_run: the same
+ * arguments as SPI_execute_with_args, with the statement's kept plan.
+ */
+extern SPIPlanPtr ms_spi_kept(const char *sql, int nargs, Oid *types);
+extern int	ms_spi_run(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls,
+					   bool read_only, long tcount);
+
+/*
  * ms_spi_rows_out: every row of SPI_tuptable, its columns as they are, into
  * the tuplestore of a materialized set-returning function (InitMaterializedSRF)
  */

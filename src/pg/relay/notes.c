@@ -24,12 +24,10 @@
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "fmgr.h"
-#include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
-#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -434,36 +432,43 @@ text_equal(text *a, text *b)
 		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
 }
 
-/* pointed: {foreign key: parent's canonical key} of the row in slot, or NULL. */
+/*
+ * pointed: {foreign key: parent's canonical key} of the row in slot, or
+ * NULL.  Built as jsonb, not spelled and parsed: the same value jsonb_in
+ * would make of it (keys sorted, one of each).
+ */
 static Datum
 pointed(note_entry *e, TupleTableSlot *slot, bool *isnull)
 {
-	StringInfoData buf;
+	JsonbParseState *state = NULL;
+	JsonbValue *object;
 	bool		any = false;
 
 	*isnull = true;
 	if (e->nfkeys == 0)
 		return (Datum) 0;
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
 	for (int f = 0; f < e->nfkeys; f++)
 	{
 		text	   *k = slot_key(slot, e->fkeys[f].ncols, e->fkeys[f].cols);
+		JsonbValue	v;
 
 		if (k == NULL)
 			continue;
-		if (any)
-			appendStringInfoString(&buf, ", ");
-		escape_json(&buf, e->fkeys[f].name);
-		appendStringInfoString(&buf, ": ");
-		escape_json(&buf, text_to_cstring(k));
+		v.type = jbvString;
+		v.val.string.val = e->fkeys[f].name;
+		v.val.string.len = (int) strlen(e->fkeys[f].name);
+		pushJsonbValue(&state, WJB_KEY, &v);
+		v.val.string.val = VARDATA(k);
+		v.val.string.len = (int) (VARSIZE(k) - VARHDRSZ);
+		pushJsonbValue(&state, WJB_VALUE, &v);
 		any = true;
 	}
-	appendStringInfoChar(&buf, '}');
+	object = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
 	if (!any)
 		return (Datum) 0;
 	*isnull = false;
-	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+	return JsonbPGetDatum(JsonbValueToJsonb(object));
 }
 
 /* The values of one note, before it is written. */

@@ -65,7 +65,7 @@ provision(ms_filing *f, const char *why)
 	Oid			types[2] = {UUIDOID, TEXTOID};
 	Datum		values[2] = {UUIDPGetDatum(&f->replica), CStringGetTextDatum(why)};
 
-	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $2,"
+	ms_spi_check(ms_spi_run("UPDATE sync.replicas SET provision = true, last_error = $2,"
 									   " last_error_at = now() WHERE id = $1",
 									   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not mark a replica to provision");
 	f->provisioning = true;
@@ -99,7 +99,7 @@ read_replica(ms_filing *f, replica_row *r)
 	Datum		end;
 
 	/* held_due (77_held_due.sql): a catalog not updated has none */
-	ms_spi_check(SPI_execute_with_args(ms_catalog_has_column("replicas", "held_due")
+	ms_spi_check(ms_spi_run(ms_catalog_has_column("replicas", "held_due")
 									   ? "SELECT acked_number, provision, snapshot_end, held_due FROM sync.replicas"
 									   " WHERE id = $1 FOR UPDATE"
 									   : "SELECT acked_number, provision, snapshot_end, NULL::bigint FROM sync.replicas"
@@ -149,7 +149,7 @@ recorded(ms_filing *f, Sync__Applied *a)
 	bool		isnull;
 	bool		found;
 
-	ms_spi_check(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.outbox WHERE replica = $1 AND number = $2 AND nonce = $3)"
+	ms_spi_check(ms_spi_run("SELECT EXISTS (SELECT FROM sync.outbox WHERE replica = $1 AND number = $2 AND nonce = $3)"
 									   " OR EXISTS (SELECT FROM sync.replicas WHERE id = $1 AND acked_number = $2 AND acked_nonce = $3)",
 									   3, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.outbox");
 	found = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -171,7 +171,7 @@ leave_outbox(Oid *types, Datum *values)
 	int			rc;
 
 	if (owed)
-		rc = SPI_execute_with_args("WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number <= $2"
+		rc = ms_spi_run("WITH d AS (DELETE FROM sync.outbox WHERE replica = $1 AND number <= $2"
 								   "            RETURNING number, bytes, dropped)"
 								   " UPDATE sync.replicas r SET owed_messages = r.owed_messages - o.n,"
 								   "        owed_bytes = r.owed_bytes - o.b"
@@ -180,7 +180,7 @@ leave_outbox(Oid *types, Datum *values)
 								   "  WHERE r.id = $1 AND o.n > 0",
 								   2, types, values, NULL, false, 0);
 	else
-		rc = SPI_execute_with_args("DELETE FROM sync.outbox WHERE replica = $1 AND number <= $2",
+		rc = ms_spi_run("DELETE FROM sync.outbox WHERE replica = $1 AND number <= $2",
 								   2, types, values, NULL, false, 0);
 	if (rc != (owed ? SPI_OK_UPDATE : SPI_OK_DELETE))
 		elog(ERROR, "could not record an acknowledgement");
@@ -194,7 +194,7 @@ acknowledged(ms_filing *f, Sync__Applied *a)
 	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int64GetDatum((int64) a->number),
 	PointerGetDatum(ms_to_bytea(a->nonce.data, a->nonce.len))};
 
-	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
+	ms_spi_check(ms_spi_run("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
 									   " acked_number = $2, acked_nonce = $3, acked_at = now() WHERE id = $1",
 									   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record an acknowledgement");
 	leave_outbox(types, values);
@@ -309,7 +309,7 @@ ms_gap(ms_filing *f, Sync__Up *up)
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = Int64GetDatum((int64) up->gap);
 	values[2] = PointerGetDatum(ms_to_bytea(up->gap_epoch.data, up->gap_epoch.len));
-	ms_spi_check_one(SPI_execute_with_args("UPDATE sync.replicas r SET gap = $2 WHERE id = $1 RETURNING"
+	ms_spi_check_one(ms_spi_run("UPDATE sync.replicas r SET gap = $2 WHERE id = $1 RETURNING"
 										   " provision OR (snapshot_number > $2 AND acked_number < snapshot_number"
 										   "   AND $3 = (SELECT id FROM sync.epoch WHERE ended IS NULL))"
 										   " OR ($3 <> (SELECT id FROM sync.epoch WHERE ended IS NULL)"
@@ -363,7 +363,7 @@ ms_refusals(ms_filing *f, Sync__Up *up)
 	 * the last reason stays.  The chunk's rows (file.c: a few hundred) each
 	 * looked up by (replica, tab, key).
 	 */
-	ms_spi_check(SPI_execute_with_args("UPDATE sync.held h SET refused = x.reason"
+	ms_spi_check(ms_spi_run("UPDATE sync.held h SET refused = x.reason"
 									   "  FROM (SELECT DISTINCT ON (t.id, a.k) t.id AS tab, a.k AS key, a.why AS reason"
 									   "          FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS a(n, k, why, o)"
 									   "          JOIN sync.tables t ON t.name = a.n"
@@ -394,7 +394,7 @@ keys_rested(ms_filing *f, const ms_table *t)
 	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) keeps no time */
 	if (ms_digest_repair_interval <= 0 || !ms_catalog_has_column("replica_tables", "keys_repaired"))
 		return false;
-	ms_spi_check_one(SPI_execute_with_args(f->range_repair && t != NULL ?
+	ms_spi_check_one(ms_spi_run(f->range_repair && t != NULL ?
 							  "SELECT EXISTS (SELECT FROM sync.ranges WHERE replica = $1 AND tab = $2 AND split < 0)"
 							  "   AND EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
 							  "                  AND keys_repaired > pg_catalog.now() - pg_catalog.make_interval(secs => $3))" :
@@ -414,7 +414,7 @@ keys_repaired(ms_filing *f, const ms_table *t)
 
 	if (!ms_catalog_has_column("replica_tables", "keys_repaired"))
 		return;
-	ms_spi_check(SPI_execute_with_args("UPDATE sync.replica_tables SET keys_repaired = pg_catalog.now()"
+	ms_spi_check(ms_spi_run("UPDATE sync.replica_tables SET keys_repaired = pg_catalog.now()"
 									   " WHERE replica = $1 AND (tab = $2 OR $2 = 0)",
 									   2, types, values, NULL, false, 0),
 				 SPI_OK_UPDATE, "could not record a repair of keys");
@@ -441,7 +441,7 @@ digest_differs(ms_filing *f, int *repaired)
 	char	   *differs = NULL;
 	MemoryContext old;
 
-	ms_spi_check(SPI_execute_with_args("SELECT t.name, (d).count, (d).fnv FROM ("
+	ms_spi_check(ms_spi_run("SELECT t.name, (d).count, (d).fnv FROM ("
 									   "  SELECT h.tab, sync.digest(h.key) AS d FROM sync.held h"
 									   "   WHERE h.replica = $1 AND h.refused IS NULL AND h.taken IS NULL GROUP BY h.tab) s"
 									   " JOIN sync.tables t ON t.id = s.tab",
@@ -551,7 +551,7 @@ ms_digests(ms_filing *f)
 	if (!ms_up_next(f->upload, f->upload_len, MS_FIELD_UP_DIGESTS, &pos, &p, &len))
 		return "none";
 	/* rows marked replace (a refused write answered, a range repaired) are on their way too */
-	ms_spi_check_one(SPI_execute_with_args("SELECT provision OR acked_number < " MS_HEAD("r")
+	ms_spi_check_one(ms_spi_run("SELECT provision OR acked_number < " MS_HEAD("r")
 										   " OR EXISTS (SELECT FROM sync.held h WHERE h.replica = $1 AND h.replace AND h.taken IS NULL)"
 										   " FROM sync.replicas r WHERE id = $1",
 										   1, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.replicas");	/* its row is locked since ms_acknowledge */
@@ -576,7 +576,7 @@ ms_digests(ms_filing *f)
 	/* keys that agree, values not looked at: no match recorded */
 	if (f->values_rested > 0)
 		return "keys match; values not compared: repaired less than magic_sync.values_repair_interval ago";
-	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET digests_at = now() WHERE id = $1",
+	ms_spi_check(ms_spi_run("UPDATE sync.replicas SET digests_at = now() WHERE id = $1",
 									   1, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record a digest");
 	return "match";
 }
@@ -617,7 +617,7 @@ answers_received(ms_filing *f, Sync__Up *up)
 		return;
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len));
-	ms_spi_check(SPI_execute_with_args("UPDATE sync.answers SET received = now(), pulled = coalesce(pulled, now())"
+	ms_spi_check(ms_spi_run("UPDATE sync.answers SET received = now(), pulled = coalesce(pulled, now())"
 									   " WHERE replica = $1 AND received IS NULL AND send_id <> $2",
 									   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record answers received");
 }
@@ -672,7 +672,7 @@ ms_backlog(ms_filing *f, Sync__Up *up)
 	values[0] = UUIDPGetDatum(&f->replica);
 	/* with why rows are set aside, and this filing's refusals among them (aside.c) */
 	values[1] = CStringGetTextDatum(ms_backlog_json(f, kept, ntables));
-	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET backlog = $2::jsonb, heard_at = now() WHERE id = $1",
+	ms_spi_check(ms_spi_run("UPDATE sync.replicas SET backlog = $2::jsonb, heard_at = now() WHERE id = $1",
 									   2, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record a backlog");
 	answers_received(f, up);
 }

@@ -38,7 +38,7 @@ ms_already_filed(ms_filing *f, Sync__Up *up)
 	PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len))};
 	bool		found;
 
-	ms_spi_check(SPI_execute_with_args("SELECT FROM sync.answers WHERE replica = $1 AND send_id = $2",
+	ms_spi_check(ms_spi_run("SELECT FROM sync.answers WHERE replica = $1 AND send_id = $2",
 									   2, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.answers");
 	found = SPI_processed > 0;
 	SPI_freetuptable(SPI_tuptable);
@@ -53,7 +53,7 @@ ms_numbered_before(ms_filing *f, Sync__Up *up)
 	bool		isnull;
 
 	/* the replica's row, locked: two filings of one replica, of any lanes, take turns from here */
-	ms_spi_check(SPI_execute_with_args(ms_decl_laned() ?
+	ms_spi_check(ms_spi_run(ms_decl_laned() ?
 									   "SELECT coalesce((SELECT s.filed_seq FROM sync.sends s WHERE s.replica = r.id"
 									   "   AND s.lane = $2), 0)"
 									   "  FROM sync.replicas r WHERE r.id = $1 FOR UPDATE OF r" :
@@ -124,7 +124,7 @@ queue(ms_filing *f, Sync__Up *up, Sync__Filed *filed)
 	values[1] = PointerGetDatum(ms_to_bytea(up->send_id.data, up->send_id.len));
 	values[2] = PointerGetDatum(bytes);
 	values[3] = CStringGetTextDatum(filed->lane);
-	ms_spi_check(SPI_execute_with_args(laned ?
+	ms_spi_check(ms_spi_run(laned ?
 									   "INSERT INTO sync.answers (replica, send_id, message, lane) VALUES ($1, $2, $3, $4)"
 									   " ON CONFLICT DO NOTHING" :
 									   "INSERT INTO sync.answers (replica, send_id, message) VALUES ($1, $2, $3)"
@@ -207,7 +207,7 @@ ms_answer(ms_filing *f, Sync__Up *up)
 	queue(f, up, &filed);
 	/* the last send filed: one numbered at or below it is a duplicate from now on */
 	if (f->filer->updated)
-		ms_spi_check(SPI_execute_with_args(laned ?
+		ms_spi_check(ms_spi_run(laned ?
 										   "INSERT INTO sync.sends (replica, filed_seq, lane) VALUES ($1, $2, $3)"
 										   " ON CONFLICT (replica, lane) DO UPDATE"
 										   "   SET filed_seq = greatest(sync.sends.filed_seq, EXCLUDED.filed_seq), filed_at = now()" :

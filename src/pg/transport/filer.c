@@ -1,10 +1,11 @@
 /*-------------------------------------------------------------------------
  * filer.c
  *	  What one call of sync.file or sync.inbox_retry prepares once, however
- *	  many rows it files: the catalog read, the statements on sync.* that
- *	  every row uses, and per table the statements that file its rows
- *	  (prepared the first time a row of it needs one) and the shape of its
- *	  proto rows.  And a row in its codec, as the JSON object the filing
+ *	  many rows it files: the catalog read (kept across the session's calls
+ *	  while nothing it was read from changed), the statements on sync.* that
+ *	  every row uses (kept too), and per table the statements that file its
+ *	  rows (prepared the first time a row of it needs one) and the shape of
+ *	  its proto rows.  And a row in its codec, as the JSON object the filing
  *	  reads with jsonb_populate_record.
  *-------------------------------------------------------------------------
  */
@@ -14,13 +15,16 @@
 
 #include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "common/jsonapi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/typcache.h"
 
 #include "canon.h"
@@ -66,42 +70,199 @@ ms_uploads_catalog(void)
 	return OidIsValid(sync) && OidIsValid(get_relname_relid("dropped", sync));
 }
 
-/* the statements on sync.* every row may use */
+/*
+ * the statements on sync.* every row may use: prepared once a session and
+ * kept (a session files an acknowledgement at every round), as they are
+ */
 static void
 prepare_catalog(ms_filer *fr)
 {
+	static ms_filer kept;
+	static bool prepared = false;
+	static bool prepared_updated = false;
 	Oid			check[5] = {TEXTOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
 	Oid			dropped[4] = {UUIDOID, INT4OID, TEXTOID, TEXTOID};
 	Oid			held[3] = {UUIDOID, INT4OID, TEXTOID};
 	Oid			note[2] = {INT4OID, TEXTOID};
 	Oid			keep[7] = {UUIDOID, INT4OID, TEXTOID, BYTEAOID, JSONBOID, TEXTOID, TEXTOID};
 
-	fr->check = ms_spi_prepare(check_sql, 5, check);
-	fr->held = ms_spi_prepare("SELECT number, taken IS NOT NULL, since FROM sync.held"
-							  " WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
-	/* the write just made drew the newest note of the row: the session's last */
-	fr->mark_held = ms_spi_prepare("INSERT INTO sync.held (replica, tab, key, note, number)"
-								   " VALUES ($1, $2, $3, currval('sync.note_seq'), 0)"
-								   " ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note,"
-								   "   number = 0, taken = NULL, refused = NULL", 3, held);
-	fr->note = ms_spi_prepare("INSERT INTO sync.notes (tab, key) VALUES ($1, $2)", 2, note);
-	fr->replace = ms_spi_prepare("UPDATE sync.held SET replace = true"
-								 " WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
-	fr->unhold = ms_spi_prepare("DELETE FROM sync.held WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
-	fr->keep = ms_spi_prepare("INSERT INTO sync.inbox (replica, tab, key, row, sender, reason, sqlstate)"
-							  " VALUES ($1, $2, $3, $4, $5, $6, $7)"
-							  " ON CONFLICT (replica, tab, key) DO UPDATE SET row = EXCLUDED.row,"
-							  "   sender = EXCLUDED.sender, reason = EXCLUDED.reason,"
-							  "   sqlstate = EXCLUDED.sqlstate, tries = sync.inbox.tries + 1, last_at = now()",
-							  7, keep);
-	fr->unkeep = ms_spi_prepare("DELETE FROM sync.inbox WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+	if (!prepared)
+	{
+		kept.check = ms_spi_kept(check_sql, 5, check);
+		kept.held = ms_spi_kept("SELECT number, taken IS NOT NULL, since FROM sync.held"
+								" WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+		/* the write just made drew the newest note of the row: the session's last */
+		kept.mark_held = ms_spi_kept("INSERT INTO sync.held (replica, tab, key, note, number)"
+									 " VALUES ($1, $2, $3, currval('sync.note_seq'), 0)"
+									 " ON CONFLICT (replica, tab, key) DO UPDATE SET note = EXCLUDED.note,"
+									 "   number = 0, taken = NULL, refused = NULL", 3, held);
+		kept.note = ms_spi_kept("INSERT INTO sync.notes (tab, key) VALUES ($1, $2)", 2, note);
+		kept.replace = ms_spi_kept("UPDATE sync.held SET replace = true"
+								   " WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+		kept.unhold = ms_spi_kept("DELETE FROM sync.held WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+		kept.keep = ms_spi_kept("INSERT INTO sync.inbox (replica, tab, key, row, sender, reason, sqlstate)"
+								" VALUES ($1, $2, $3, $4, $5, $6, $7)"
+								" ON CONFLICT (replica, tab, key) DO UPDATE SET row = EXCLUDED.row,"
+								"   sender = EXCLUDED.sender, reason = EXCLUDED.reason,"
+								"   sqlstate = EXCLUDED.sqlstate, tries = sync.inbox.tries + 1, last_at = now()",
+								7, keep);
+		kept.unkeep = ms_spi_kept("DELETE FROM sync.inbox WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+		prepared = true;
+	}
+	fr->check = kept.check;
+	fr->held = kept.held;
+	fr->mark_held = kept.mark_held;
+	fr->note = kept.note;
+	fr->replace = kept.replace;
+	fr->unhold = kept.unhold;
+	fr->keep = kept.keep;
+	fr->unkeep = kept.unkeep;
 	fr->updated = ms_uploads_catalog();
 	if (!fr->updated)
 		return;
-	fr->drop_note = ms_spi_prepare("INSERT INTO sync.dropped (replica, tab, key, reason) VALUES ($1, $2, $3, $4)"
-								   " ON CONFLICT (replica, tab, key) DO UPDATE SET reason = EXCLUDED.reason, at = now()",
-								   4, dropped);
-	fr->drop_forget = ms_spi_prepare("DELETE FROM sync.dropped WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+	if (!prepared_updated)
+	{
+		kept.drop_note = ms_spi_kept("INSERT INTO sync.dropped (replica, tab, key, reason) VALUES ($1, $2, $3, $4)"
+									 " ON CONFLICT (replica, tab, key) DO UPDATE SET reason = EXCLUDED.reason, at = now()",
+									 4, dropped);
+		kept.drop_forget = ms_spi_kept("DELETE FROM sync.dropped WHERE replica = $1 AND tab = $2 AND key = $3", 3, held);
+		prepared_updated = true;
+	}
+	fr->drop_note = kept.drop_note;
+	fr->drop_forget = kept.drop_forget;
+}
+
+/*
+ * The catalog as the last call read it, checked (its triggers too) and
+ * none of its tables held back: kept for the session, as the relay keeps
+ * its own (relay/relay.c).  Read again when a declaration changed (the text
+ * of sync.tables), a relation it names was altered (a relcache
+ * invalidation: DDL, triggers enabled or disabled or dropped, a partition
+ * attached, an index made), or an invalidation came while it was read.
+ * Never kept while a table is held back: a fix may put that right in many
+ * ways (sync.check() says them).
+ */
+static MemoryContext catalog_cxt = NULL;
+static bool catalog_valid = false;
+static bool catalog_reading = false;
+static bool catalog_read_invalidated = false;
+static char *catalog_decls = NULL;
+static List *catalog_tables = NIL;
+static Oid *catalog_watched = NULL;
+static int	catalog_nwatched = 0;
+static bool catalog_callback = false;
+
+static void
+catalog_invalidate(Datum arg, Oid relid)
+{
+	(void) arg;
+	if (catalog_reading)
+		catalog_read_invalidated = true;
+	if (!catalog_valid)
+		return;
+	if (!OidIsValid(relid))
+		catalog_valid = false;
+	for (int i = 0; i < catalog_nwatched && catalog_valid; i++)
+		if (catalog_watched[i] == relid)
+			catalog_valid = false;
+}
+
+/* the relations whose change may change what the catalog reads or what its check says */
+static void
+watch(List *tables)
+{
+	ListCell   *lc;
+	List	   *oids = NIL;
+	int			i = 0;
+
+	foreach(lc, tables)
+	{
+		ms_table   *t = lfirst(lc);
+
+		/* a partition's triggers are checked too */
+		oids = list_concat(oids, find_all_inheritors(t->relid, NoLock, NULL));
+		if (OidIsValid(t->members))
+			oids = lappend_oid(oids, t->members);
+		if (OidIsValid(t->assignments))
+			oids = lappend_oid(oids, t->assignments);
+		if (OidIsValid(t->active))
+			oids = lappend_oid(oids, t->active);
+	}
+	catalog_watched = palloc(sizeof(Oid) * Max(list_length(oids), 1));
+	foreach(lc, oids)
+		catalog_watched[i++] = lfirst_oid(lc);
+	catalog_nwatched = i;
+}
+
+/* the declarations as text (their hash): what the kept catalog was read from */
+static char *
+declarations(void)
+{
+	bool		isnull;
+	MemoryContext cxt = CurrentMemoryContext;
+	int			rc = ms_spi_run("SELECT pg_catalog.md5(coalesce(pg_catalog.string_agg(t::text, ',' ORDER BY t.id), ''))"
+								" FROM sync.tables t", 0, NULL, NULL, NULL, true, 0);
+	char	   *out;
+
+	ms_spi_check_one(rc, SPI_OK_SELECT, "could not read sync.tables");
+	MemoryContextSwitchTo(cxt);
+	out = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return out;
+}
+
+/*
+ * the tables a call files into, checked, and those held back (*held):
+ * the kept ones, or read now
+ */
+static List *
+filer_catalog(List **held)
+{
+	char	   *decls = declarations();
+	MemoryContext old = CurrentMemoryContext;
+	List	   *problems = NIL;
+	List	   *tables;
+
+	*held = NIL;
+	if (catalog_valid && strcmp(catalog_decls, decls) == 0)
+		return catalog_tables;
+	if (!catalog_callback)
+	{
+		CacheRegisterRelcacheCallback(catalog_invalidate, (Datum) 0);
+		catalog_callback = true;
+	}
+	catalog_valid = false;
+	/* the last one goes with the transaction: a call still filing may be using it */
+	if (catalog_cxt != NULL)
+		MemoryContextSetParent(catalog_cxt, TopTransactionContext);
+	catalog_cxt = AllocSetContextCreate(TopMemoryContext, "magic_sync filer catalog", ALLOCSET_DEFAULT_SIZES);
+	catalog_tables = NIL;
+	catalog_read_invalidated = false;
+	catalog_reading = true;
+	PG_TRY();
+	{
+		/* SPI leaves the call's context current after each statement: back each time */
+		MemoryContextSwitchTo(catalog_cxt);
+		/* a table held back is known, so that its rows wait in the inbox; it is not in tables */
+		tables = ms_catalog_read(&problems);
+		MemoryContextSwitchTo(catalog_cxt);
+		/* a table whose triggers would not note what is filed waits as the relay holds it back */
+		ms_check_triggers(tables, &problems);
+		MemoryContextSwitchTo(catalog_cxt);
+		tables = ms_catalog_hold(tables, problems, held);
+		MemoryContextSwitchTo(catalog_cxt);
+		watch(tables);
+		catalog_decls = pstrdup(decls);
+	}
+	PG_FINALLY();
+	{
+		catalog_reading = false;
+		MemoryContextSwitchTo(old);
+	}
+	PG_END_TRY();
+	catalog_tables = tables;
+	catalog_valid = *held == NIL && !catalog_read_invalidated;
+	return tables;
 }
 
 static void
@@ -129,16 +290,11 @@ ms_filer_begin(ms_filer *fr)
 {
 	ListCell   *lc;
 	int			i = 0;
-	List	   *problems = NIL;
 	List	   *held = NIL;
 
 	memset(fr, 0, sizeof *fr);
 	fr->cxt = CurrentMemoryContext;
-	/* a table held back is known, so that its rows wait in the inbox; it is not in tables */
-	fr->tables = ms_catalog_read(&problems);
-	/* a table whose triggers would not note what is filed waits as the relay holds it back */
-	ms_check_triggers(fr->tables, &problems);
-	fr->tables = ms_catalog_hold(fr->tables, problems, &held);
+	fr->tables = filer_catalog(&held);
 	fr->filed = palloc(sizeof(ms_filed_table) * Max(list_length(fr->tables) + list_length(held), 1));
 	foreach(lc, fr->tables)
 		filed_table_init(&fr->filed[i++], lfirst(lc));

@@ -596,7 +596,7 @@ kept_before(ms_filing *f)
 	Datum		values[1] = {UUIDPGetDatum(&f->replica)};
 	bool		isnull;
 
-	ms_spi_check(SPI_execute_with_args(f->filer->updated ?
+	ms_spi_check(ms_spi_run(f->filer->updated ?
 									   "SELECT EXISTS (SELECT FROM sync.inbox WHERE replica = $1),"
 									   " EXISTS (SELECT FROM sync.dropped WHERE replica = $1)" :
 									   "SELECT EXISTS (SELECT FROM sync.inbox WHERE replica = $1), false",

@@ -47,7 +47,7 @@ ms_lane_admit(ms_filing *f, Sync__Up *up)
 				 errhint("Run ALTER EXTENSION magic_sync UPDATE; nothing of the upload was filed, and its rows wait on the replica.")));
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = CStringGetTextDatum(f->lane);
-	ms_spi_check_one(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.tables WHERE lane OPERATOR(pg_catalog.=) $2)"
+	ms_spi_check_one(ms_spi_run("SELECT EXISTS (SELECT FROM sync.tables WHERE lane OPERATOR(pg_catalog.=) $2)"
 										   "    OR EXISTS (SELECT FROM sync.sends WHERE replica OPERATOR(pg_catalog.=) $1"
 										   "                 AND lane OPERATOR(pg_catalog.=) $2)",
 										   2, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read the lanes of sync.tables");

@@ -82,7 +82,7 @@ read_record(pg_uuid_t *replica, const char *id, bool lock, pull_record *r)
 	bool		isnull;
 
 	/* where its chain is: a worker's pass copies it after its commit (MS_HEAD) */
-	ms_spi_check(SPI_execute_with_args(lock ? "SELECT " MS_HEAD("r") ", acked_number, provision,"
+	ms_spi_check(ms_spi_run(lock ? "SELECT " MS_HEAD("r") ", acked_number, provision,"
 									   " coalesce(snapshot_number > acked_number, false) FROM sync.replicas r"
 									   " WHERE id = $1 FOR UPDATE"
 									   : "SELECT " MS_HEAD("r") ", acked_number, provision,"
@@ -189,7 +189,7 @@ beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
 	if (why == NULL || r.provision)
 		return;
 	values[2] = CStringGetTextDatum(why);
-	ms_spi_check(SPI_execute_with_args("UPDATE sync.replicas SET provision = true, last_error = $3,"
+	ms_spi_check(ms_spi_run("UPDATE sync.replicas SET provision = true, last_error = $3,"
 									   " last_error_at = now() WHERE id = $1",
 									   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not mark a replica to provision");
 	ereport(LOG, (errmsg("magic_sync: %s", why)));
@@ -405,7 +405,7 @@ ms_pull(PG_FUNCTION_ARGS)
 	 * give it (an agent pulls from the primary when it starts or reconnects,
 	 * and every 10 minutes).
 	 */
-	ms_spi_check(SPI_execute_with_args(answers_sql(standby, received_recorded()),
+	ms_spi_check(ms_spi_run(answers_sql(standby, received_recorded()),
 									   1, types, values, NULL, standby, 0), SPI_OK_SELECT, "could not read sync.answers");
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -426,11 +426,10 @@ ms_pull(PG_FUNCTION_ARGS)
 	 * of sync.bodies while its statistics lag (thousands of snapshots just
 	 * written, docs/scale.md).
 	 */
-	cur = SPI_cursor_open_with_args(NULL,
-									"SELECT o.number, o.head, o.body, o.bytes FROM sync.outbox o"
-									" WHERE o.replica = $1 AND o.number > $2 AND NOT o.dropped AND o.body IS NOT NULL"
-									" ORDER BY o.number",
-									2, types, values, NULL, true, 0);
+	cur = SPI_cursor_open(NULL, ms_spi_kept("SELECT o.number, o.head, o.body, o.bytes FROM sync.outbox o"
+											" WHERE o.replica = $1 AND o.number > $2 AND NOT o.dropped AND o.body IS NOT NULL"
+											" ORDER BY o.number", 2, types),
+						  values, NULL, true);
 	body = body_plan();
 	while (total < max_bytes)
 	{
@@ -506,7 +505,7 @@ ms_pull(PG_FUNCTION_ARGS)
 		Oid			utypes[3] = {UUIDOID, INT8OID, INT8OID};
 		Datum		uvalues[3] = {values[0], values[1], Int64GetDatum(last)};
 
-		ms_spi_check(SPI_execute_with_args("UPDATE sync.outbox SET pulls = pulls + 1"
+		ms_spi_check(ms_spi_run("UPDATE sync.outbox SET pulls = pulls + 1"
 										   " WHERE replica = $1 AND number > $2 AND number <= $3 AND NOT dropped",
 										   3, utypes, uvalues, NULL, false, 0), SPI_OK_UPDATE, "could not count the pulls of sync.outbox");
 	}

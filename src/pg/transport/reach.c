@@ -492,14 +492,14 @@ ms_reach_acknowledged(ms_filing *f, int64 acked)
 	int			rc;
 
 	if (f->unfiled_since > 0 && (int64) f->unfiled_since < acked && ms_catalog_has("let_go"))
-		rc = SPI_execute_with_args("WITH d AS (DELETE FROM sync.held WHERE replica = $1 AND taken <= $2"
+		rc = ms_spi_run("WITH d AS (DELETE FROM sync.held WHERE replica = $1 AND taken <= $2"
 								   "            RETURNING tab, key, taken)"
 								   " INSERT INTO sync.let_go (replica, tab, key, taken)"
 								   " SELECT $1, d.tab, d.key, d.taken FROM d WHERE d.taken > $3"
 								   " ON CONFLICT (replica, tab, key) DO UPDATE SET taken = EXCLUDED.taken",
 								   3, types, values, NULL, false, 0) == SPI_OK_INSERT ? SPI_OK_DELETE : -1;
 	else
-		rc = SPI_execute_with_args("DELETE FROM sync.held WHERE replica = $1 AND taken <= $2",
+		rc = ms_spi_run("DELETE FROM sync.held WHERE replica = $1 AND taken <= $2",
 								   2, types, values, NULL, false, 0);
 	ms_spi_check(rc, SPI_OK_DELETE, "could not record an acknowledgement");
 }
@@ -523,7 +523,7 @@ ms_reach_forget(ms_filing *f)
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = Int64GetDatum(floor);
 	/* taken by a snapshot (MS_LET_GO_SNAPSHOT): at its end, the replica's snapshot_end */
-	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.let_go l WHERE l.replica = $1 AND (l.taken <= $2"
+	ms_spi_check(ms_spi_run("DELETE FROM sync.let_go l WHERE l.replica = $1 AND (l.taken <= $2"
 									   " OR (l.taken = " CppAsString2(MS_LET_GO_SNAPSHOT)
 									   "     AND EXISTS (SELECT FROM sync.replicas x WHERE x.id = $1"
 									   "                 AND x.snapshot_end <= $2 AND NOT x.provision)))",

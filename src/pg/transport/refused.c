@@ -56,7 +56,7 @@ ms_refused_backoff(ms_filing *f, Datum tables, Datum keys)
 	 * per refusal, prepared while it was small, read it whole for every one
 	 * (quadratic in the rows an upload refuses).
 	 */
-	ms_spi_check(SPI_execute_with_args("INSERT INTO sync.refused_rows AS r (replica, tab, key, note, times, refused_at, due)"
+	ms_spi_check(ms_spi_run("INSERT INTO sync.refused_rows AS r (replica, tab, key, note, times, refused_at, due)"
 									   " SELECT $1, c.tab, c.key, c.note, c.times, now(),"
 									   "        now() + least(interval '1 minute' * power(2, least(c.times - 1, 6)), interval '1 hour')"
 									   "   FROM (SELECT x.tab, x.key, h.note, h.new, p.note AS was,"
@@ -99,7 +99,7 @@ ms_refused_settle(ms_filing *f)
 	 * none; each row's held row looked up alone (OFFSET 0 keeps it a
 	 * subplan, never a join the planner may misjudge: relay/retry.c)
 	 */
-	ms_spi_check(SPI_execute_with_args("DELETE FROM sync.refused_rows r WHERE r.replica = $1"
+	ms_spi_check(ms_spi_run("DELETE FROM sync.refused_rows r WHERE r.replica = $1"
 									   "   AND NOT EXISTS (SELECT FROM sync.held h"
 									   "                    WHERE h.replica = r.replica AND h.tab = r.tab AND h.key = r.key"
 									   "                      AND h.taken IS NULL AND (h.refused IS NOT NULL OR h.number > $2)"
@@ -115,7 +115,7 @@ ms_refused_build(ms_filing *f, Sync__Up *up)
 		CStringGetTextDatum(up->build != NULL ? up->build : ""), Int32GetDatum((int32) up->protocol)};
 	bool		isnull;
 
-	ms_spi_check(SPI_execute_with_args("WITH o AS (SELECT build FROM sync.replicas WHERE id = $1 FOR UPDATE)"
+	ms_spi_check(ms_spi_run("WITH o AS (SELECT build FROM sync.replicas WHERE id = $1 FOR UPDATE)"
 									   " UPDATE sync.replicas x SET build = $2, protocol = $3 FROM o WHERE x.id = $1"
 									   " AND (x.build IS DISTINCT FROM $2 OR x.protocol IS DISTINCT FROM $3)"
 									   " RETURNING o.build IS NULL",
@@ -137,7 +137,7 @@ ms_refused_build(ms_filing *f, Sync__Up *up)
 	 * minute again if not; but no sooner than ten minutes after a change
 	 * last made them due.  Rows due before then keep their time.
 	 */
-	ms_spi_check(SPI_execute_with_args("WITH b AS (SELECT greatest(now(), x.build_due + interval '10 minutes') AS at"
+	ms_spi_check(ms_spi_run("WITH b AS (SELECT greatest(now(), x.build_due + interval '10 minutes') AS at"
 									   "             FROM sync.replicas x WHERE x.id = $1),"
 									   " d AS (UPDATE sync.refused_rows r SET due = b.at, times = 0 FROM b"
 									   "        WHERE r.replica = $1 AND r.due > b.at RETURNING 1)"
