@@ -402,19 +402,15 @@ Datum
 ms_why_all(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		id = PG_GETARG_DATUM(0);
-	Datum		elems[1] = {id};
 	ms_pass		p;
+	ArrayType  *replica;
 	Portal		portal;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	ms_pass_begin(&p, CurrentMemoryContext);
-	ms_replica_must_exist(&p, id);
-	p.tables = ms_catalog_tables();
-	ms_pass_read_as_owners(&p);
+	replica = ms_wanted_read_begin(&p, PG_GETARG_DATUM(0));
 	ms_temp_table(&p, "ms_why_from");
-	walk_whole(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR), (Datum) 0, (Datum) 0, true);
+	walk_whole(&p, replica, (Datum) 0, (Datum) 0, true);
 	portal = ms_open(&p.exec, "SELECT t.relid, w.key, y.depth, y.relation, f.relid, y.from_key"
 					 "  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
 					 "  LEFT JOIN pg_temp.ms_why y ON y.tab = w.tab AND y.key = w.key"

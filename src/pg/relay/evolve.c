@@ -461,15 +461,10 @@ ms_evolve_stale(const pg_uuid_t *replica, const char *table, uint64 applied)
 {
 	Oid			types[3] = {UUIDOID, TEXTOID, INT8OID};
 	Datum		values[3] = {UUIDPGetDatum(replica), CStringGetTextDatum(table), Int64GetDatum((int64) applied)};
-	bool		isnull;
-	bool		stale;
 
 	if (!ms_decl_evolving())
 		return false;
-	ms_spi_check(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
-									   " AND (name = $2 OR was = $2) AND number > $3)",
-									   3, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.replica_tables");
-	stale = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_freetuptable(SPI_tuptable);
-	return stale;
+	return ms_spi_bool("SELECT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
+					   " AND (name = $2 OR was = $2) AND number > $3)",
+					   3, types, values, true, "could not read sync.replica_tables");
 }

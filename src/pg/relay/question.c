@@ -356,6 +356,16 @@ group_rows(ms_pass *p, const char *into, bool held)
 	return n;
 }
 
+/* followed: the table t's rows follow a row of (by its foreign key *fk), or NULL */
+static ms_table *
+followed(ms_pass *p, ms_table *t, ms_fkey **fk)
+{
+	if (t->follows_fkey < 0)
+		return NULL;
+	*fk = &t->fkeys[t->follows_fkey];
+	return ms_catalog_find(p->tables, (*fk)->parent);
+}
+
 /*
  * certain: of the rows of pg_temp.ms_chain (replica, tab, key), those the
  * replica certainly keeps, into pg_temp.ms_certain, where the rows found so
@@ -378,18 +388,15 @@ certain(ms_pass *p, uint64 rows)
 	{
 		ms_table   *t = list_nth(p->tables, i);
 		ms_fkey    *fk;
-		ms_table   *parent;
+		ms_table   *parent = followed(p, t, &fk);
 
-		if (t->follows_fkey < 0)
-			continue;
-		fk = &t->fkeys[t->follows_fkey];
-		parent = ms_catalog_find(p->tables, fk->parent);
-		add(p, t, "ms_chain",
-			psprintf("SELECT c.replica, %d, %s FROM pg_temp.ms_chain c JOIN %s x ON %s"
-					 " WHERE c.tab = %d AND NOT " CERTAIN("c"),
-					 parent->id, ms_fkey_key(t, fk, parent, "x"), t->qualified, ms_key_match(t, "x", "c.key"),
-					 t->id),
-			"s.key IS NOT NULL AND NOT " UNPLANNED("s"), NULL);
+		if (parent != NULL)
+			add(p, t, "ms_chain",
+				psprintf("SELECT c.replica, %d, %s FROM pg_temp.ms_chain c JOIN %s x ON %s"
+						 " WHERE c.tab = %d AND NOT " CERTAIN("c"),
+						 parent->id, ms_fkey_key(t, fk, parent, "x"), t->qualified, ms_key_match(t, "x", "c.key"),
+						 t->id),
+				"s.key IS NOT NULL AND NOT " UNPLANNED("s"), NULL);
 	}
 	/* the rows the rules send */
 	foreach(lc, p->tables)
@@ -406,19 +413,16 @@ certain(ms_pass *p, uint64 rows)
 	{
 		ms_table   *t = lfirst(lc);
 		ms_fkey    *fk;
-		ms_table   *parent;
+		ms_table   *parent = followed(p, t, &fk);
 
-		if (t->follows_fkey < 0)
-			continue;
-		fk = &t->fkeys[t->follows_fkey];
-		parent = ms_catalog_find(p->tables, fk->parent);
-		add(p, t, "ms_certain",
-			psprintf("SELECT c.replica, c.tab, c.key FROM pg_temp.ms_chain c JOIN %s x ON %s"
-					 " WHERE c.tab = %d AND %s%s AND EXISTS (SELECT FROM pg_temp.ms_certain k"
-					 "  WHERE k.replica = c.replica AND k.tab = %d AND k.key = %s)",
-					 t->qualified, ms_key_match(t, "x", "c.key"), t->id, ok, ms_active_filter(t, "x", "c"),
-					 parent->id, ms_fkey_key(t, fk, parent, "x")),
-			NULL, NULL);
+		if (parent != NULL)
+			add(p, t, "ms_certain",
+				psprintf("SELECT c.replica, c.tab, c.key FROM pg_temp.ms_chain c JOIN %s x ON %s"
+						 " WHERE c.tab = %d AND %s%s AND EXISTS (SELECT FROM pg_temp.ms_certain k"
+						 "  WHERE k.replica = c.replica AND k.tab = %d AND k.key = %s)",
+						 t->qualified, ms_key_match(t, "x", "c.key"), t->id, ok, ms_active_filter(t, "x", "c"),
+						 parent->id, ms_fkey_key(t, fk, parent, "x")),
+				NULL, NULL);
 	}
 }
 

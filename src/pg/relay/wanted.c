@@ -543,6 +543,16 @@ ms_replica_must_exist(ms_pass *p, Datum id)
 				 errhint("sync.replicas lists the replicas.")));
 }
 
+ArrayType *
+ms_wanted_read_begin(ms_pass *p, Datum id)
+{
+	ms_pass_begin(p, CurrentMemoryContext);
+	ms_replica_must_exist(p, id);
+	p->tables = ms_catalog_tables();
+	ms_pass_read_as_owners(p);
+	return construct_array(&id, 1, UUIDOID, 16, false, TYPALIGN_CHAR);
+}
+
 /*
  * ms_wanted: sync.wanted(replica) returns (tab, key, parts), the rows the
  * replica should hold, ordered by table (parents first) and key, in one
@@ -552,17 +562,13 @@ Datum
 ms_wanted(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		id = PG_GETARG_DATUM(0);
-	Datum		elems[1] = {id};
 	ms_pass		p;
+	ArrayType  *replica;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	ms_pass_begin(&p, CurrentMemoryContext);
-	ms_replica_must_exist(&p, id);
-	p.tables = ms_catalog_tables();
-	ms_pass_read_as_owners(&p);
-	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
+	replica = ms_wanted_read_begin(&p, PG_GETARG_DATUM(0));
+	ms_wanted_fill(&p, replica);
 	ms_exec(&p.exec, "SELECT t.relid, w.key, sync.key_parts(w.key)"
 			"  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
 			" ORDER BY t.id, w.key", 0, NULL, NULL, NULL, 0);

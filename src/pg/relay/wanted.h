@@ -25,6 +25,14 @@ extern uint64 ms_wanted_fill(ms_pass *p, ArrayType *replicas);
 extern void ms_replica_must_exist(ms_pass *p, Datum id);
 
 /*
+ * ms_wanted_read_begin: begin a read of what replica id should hold
+ * (sync.wanted, sync.why_all): *p begun in the current memory context, the
+ * replica checked (ms_replica_must_exist), the catalog read and read as
+ * owners (ms_pass_read_as_owners).  The replica as a uuid[] of one.
+ */
+extern ArrayType *ms_wanted_read_begin(ms_pass *p, Datum id);
+
+/*
  * ms_wanted_into: the same, into pg_temp.<set> (columns replica, tab, key;
  * a unique index on them; others with defaults), not emptied first, leaving
  * out the tables skip names (by id; NULL: none); returns the number of rows
