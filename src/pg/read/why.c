@@ -216,9 +216,9 @@ walk_whole(ms_pass *p, ArrayType *replicas, Datum tab, Datum key, bool whole)
 {
 	ListCell   *lc;
 
-	ms_wanted_fill(p, replicas);
+	ms_wanted_fill(p, replicas, false);
 	ms_temp_table(p, "ms_why");
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 		rules(p, lfirst(lc), NULL);
 	walk(p, tab, key, whole, -1);
 }
@@ -282,18 +282,18 @@ back(ms_pass *p, Datum id, Datum tab, Datum key)
 		ms_temp_table(p, "ms_why_cand");
 		ms_exec(&p->exec, "INSERT INTO pg_temp.ms_why_cand SELECT $1, tab, key FROM pg_temp.ms_why_back WHERE level = $2",
 				2, (Oid[]) {UUIDOID, INT4OID}, (Datum[]) {id, Int32GetDatum(level)}, NULL, 0);
-		foreach(lc, p->tables)
+		foreach(lc, p->cat.tables)
 			given += rules(p, lfirst(lc), "ms_why_cand");
 		if (given > 0)
 			return level;
 		from(p, "SELECT tab, key FROM pg_temp.ms_why_back WHERE level = $1", level);
-		foreach(lc, p->tables)
+		foreach(lc, p->cat.tables)
 		{
 			ms_table   *t = lfirst(lc);
 
 			for (int f = 0; f < t->nfkeys; f++)
 			{
-				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
+				ms_table   *parent = ms_catalog_find(p->cat.tables, t->fkeys[f].parent);
 
 				if (parent != NULL && fits)
 					fits = back_step(p, t, ms_children_select(t, &t->fkeys[f], parent, "ms_why_from"), level + 1,
@@ -301,7 +301,7 @@ back(ms_pass *p, Datum id, Datum tab, Datum key)
 			}
 			if (t->follows_fkey >= 0)
 			{
-				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent);
+				ms_table   *parent = ms_catalog_find(p->cat.tables, t->fkeys[t->follows_fkey].parent);
 
 				/* the followed row, of an active follower (as ms_followers_select asks) */
 				if (parent != NULL && fits)
@@ -353,7 +353,7 @@ ms_why(PG_FUNCTION_ARGS)
 
 		tab = ms_value(0, 1, &isnull);
 	}
-	p.tables = ms_catalog_tables();
+	p.cat.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
 	ms_temp_table(&p, "ms_why");
 	ms_temp_table(&p, "ms_why_from");

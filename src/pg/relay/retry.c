@@ -191,7 +191,7 @@ retry_each_table(ms_pass *p, void (*each) (ms_pass *, ms_table *))
 	}
 	for (uint64 i = 0; i < n; i++)
 	{
-		ms_table   *t = ms_catalog_find(p->tables, tabs[i]);
+		ms_table   *t = ms_catalog_find(p->cat.tables, tabs[i]);
 		Oid			types[1] = {INT4OID};
 		Datum		values[1] = {Int32GetDatum(tabs[i])};
 
