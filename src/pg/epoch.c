@@ -73,12 +73,13 @@ current_generation(void)
 	return isnull ? 0 : (uint64) DatumGetInt64(g);
 }
 
-/* read_current: the current epoch and generation; the epoch from the last result; false when none */
+/* read_current: the current epoch and generation, read read_only or not; false when none */
 static bool
-read_current(ms_epoch *e)
+read_current(ms_epoch *e, bool read_only)
 {
 	bool		isnull;
 
+	ms_spi_check(ms_spi_run(current_sql, 0, NULL, NULL, NULL, read_only, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (SPI_processed != 1)
 		return false;
 	copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
@@ -92,8 +93,7 @@ read_current(ms_epoch *e)
 bool
 ms_epoch_read(ms_epoch *e)
 {
-	ms_spi_check(ms_spi_run(current_sql, 0, NULL, NULL, NULL, true, 1), SPI_OK_SELECT, "could not read sync.epoch");
-	if (read_current(e))
+	if (read_current(e, true))
 		return true;
 	memset(e, 0, sizeof *e);
 	return false;
@@ -102,14 +102,12 @@ ms_epoch_read(ms_epoch *e)
 bool
 ms_epoch_current(ms_epoch *e)
 {
-	ms_spi_check(ms_spi_run(current_sql, 0, NULL, NULL, NULL, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
-	if (read_current(e))
+	if (read_current(e, false))
 		return true;
 	/* the first epoch: one transaction begins it, whoever comes first (a pass, a filing) */
 	ms_spi_check(SPI_execute("LOCK TABLE sync.epoch IN SHARE ROW EXCLUSIVE MODE", false, 0), SPI_OK_UTILITY,
 				 "could not read sync.epoch");
-	ms_spi_check(ms_spi_run(current_sql, 0, NULL, NULL, NULL, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
-	if (read_current(e))
+	if (read_current(e, false))
 		return true;
 	ms_epoch_begin("the first relay pass", e);
 	return false;

@@ -7,6 +7,7 @@
  */
 #include "magic_sync.h"
 
+#include "utils/json.h"
 #include "utils/memutils.h"
 
 static void *
@@ -42,4 +43,37 @@ ms_same_strings(char **a, int na, char **b, int nb)
 		if (strcmp(a[i], b[i]) != 0)
 			return false;
 	return true;
+}
+
+void
+ms_json_strings(StringInfo out, char *const *s, size_t n)
+{
+	appendStringInfoChar(out, '[');
+	for (size_t i = 0; i < n; i++)
+	{
+		if (i)
+			appendStringInfoChar(out, ',');
+		escape_json(out, s[i] ? s[i] : "");
+	}
+	appendStringInfoChar(out, ']');
+}
+
+char *
+ms_vformat(const char *fmt, va_list args)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (;;)
+	{
+		va_list		copy;
+		int			needed;
+
+		va_copy(copy, args);
+		needed = appendStringInfoVA(&buf, fmt, copy);
+		va_end(copy);
+		if (needed == 0)
+			return buf.data;
+		enlargeStringInfo(&buf, needed);
+	}
 }

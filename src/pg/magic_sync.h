@@ -8,6 +8,8 @@
 
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
+
 #include "alloc.h"
 
 /* ms_pg_allocator: a protobuf-c allocator on palloc, in CurrentMemoryContext. */
@@ -15,6 +17,12 @@ extern ms_allocator *ms_pg_allocator(void);
 
 /* ms_same_strings: whether two lists of strings are the same, in the same order */
 extern bool ms_same_strings(char **a, int na, char **b, int nb);
+
+/* ms_vformat: fmt formatted with args (left as they were: va_copy), palloc'd */
+extern char *ms_vformat(const char *fmt, va_list args) pg_attribute_printf(1, 0);
+
+/* ms_json_strings: n strings as a JSON array of strings (a NULL one as "") */
+extern void ms_json_strings(StringInfo out, char *const *s, size_t n);
 
 /*
  * sync.let_go.taken of the rows a replica held when it was provisioned

@@ -62,6 +62,17 @@ pin_search_path(ms_as_owner *s)
 							 GUC_ACTION_SAVE, true, 0, false);
 }
 
+/* become: from here owner (or, InvalidOid, who runs now), sec_flags added, search_path pinned */
+static void
+become(ms_as_owner *s, Oid owner, int sec_flags)
+{
+	GetUserIdAndSecContext(&s->save_user, &s->save_sec);
+	if (OidIsValid(owner))
+		SetUserIdAndSecContext(owner, s->save_sec | sec_flags);
+	pin_search_path(s);
+	s->active = true;
+}
+
 void
 ms_owner_begin(ms_as_owner *s, Oid relid)
 {
@@ -76,10 +87,7 @@ ms_owner_begin(ms_as_owner *s, Oid relid)
 		elog(ERROR, "cache lookup failed for relation %u", relid);
 	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
 	ReleaseSysCache(tup);
-	GetUserIdAndSecContext(&s->save_user, &s->save_sec);
-	SetUserIdAndSecContext(owner, s->save_sec | SECURITY_RESTRICTED_OPERATION);
-	pin_search_path(s);
-	s->active = true;
+	become(s, owner, SECURITY_RESTRICTED_OPERATION);
 }
 
 void
@@ -103,18 +111,13 @@ ms_definer_begin(FunctionCallInfo fcinfo, ms_as_owner *s)
 		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
 	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
 	ReleaseSysCache(tup);
-	GetUserIdAndSecContext(&s->save_user, &s->save_sec);
-	SetUserIdAndSecContext(owner, s->save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	pin_search_path(s);
-	s->active = true;
+	become(s, owner, SECURITY_LOCAL_USERID_CHANGE);
 }
 
 void
 ms_pinned_begin(ms_as_owner *s)
 {
-	GetUserIdAndSecContext(&s->save_user, &s->save_sec);
-	pin_search_path(s);
-	s->active = true;
+	become(s, InvalidOid, 0);
 }
 
 /* ---- the extension's own statements ---------------------------------- */

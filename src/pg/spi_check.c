@@ -15,29 +15,6 @@
 
 #include "spi_check.h"
 
-/* what: fmt's sentence, formatted (only on the way to an error) */
-static char *what_of(const char *fmt, va_list args) pg_attribute_printf(1, 0);
-
-static char *
-what_of(const char *fmt, va_list args)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	for (;;)
-	{
-		va_list		copy;
-		int			needed;
-
-		va_copy(copy, args);
-		needed = appendStringInfoVA(&buf, fmt, copy);
-		va_end(copy);
-		if (needed == 0)
-			return buf.data;
-		enlargeStringInfo(&buf, needed);
-	}
-}
-
 void
 ms_spi_check(int rc, int expect, const char *fmt,...)
 {
@@ -46,7 +23,7 @@ ms_spi_check(int rc, int expect, const char *fmt,...)
 	if (rc == expect)
 		return;
 	va_start(args, fmt);
-	elog(ERROR, "%s: %s", what_of(fmt, args), SPI_result_code_string(rc));
+	elog(ERROR, "%s: %s", ms_vformat(fmt, args), SPI_result_code_string(rc));
 	va_end(args);
 }
 
@@ -59,9 +36,22 @@ ms_spi_check_one(int rc, int expect, const char *fmt,...)
 		return;
 	va_start(args, fmt);
 	if (rc != expect)
-		elog(ERROR, "%s: %s", what_of(fmt, args), SPI_result_code_string(rc));
-	elog(ERROR, "%s: " UINT64_FORMAT " rows, not one", what_of(fmt, args), SPI_processed);
+		elog(ERROR, "%s: %s", ms_vformat(fmt, args), SPI_result_code_string(rc));
+	elog(ERROR, "%s: " UINT64_FORMAT " rows, not one", ms_vformat(fmt, args), SPI_processed);
 	va_end(args);
+}
+
+bool
+ms_spi_bool(const char *sql, int nargs, Oid *types, Datum *values, bool read_only, const char *what)
+{
+	bool		isnull;
+	bool		yes;
+
+	ms_spi_check_one(ms_spi_run(sql, nargs, types, values, NULL, read_only, 1), SPI_OK_SELECT,
+					 "%s", what);
+	yes = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return yes;
 }
 
 SPIPlanPtr

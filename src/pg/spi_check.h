@@ -25,6 +25,14 @@ extern void ms_spi_check(int rc, int expect, const char *fmt,...) pg_attribute_p
 /* ms_spi_check_one: the same, and the statement returned or touched one row exactly */
 extern void ms_spi_check_one(int rc, int expect, const char *fmt,...) pg_attribute_printf(3, 4);
 
+/*
+ * ms_spi_bool: the one boolean a statement with these arguments returns in
+ * one row (SELECT EXISTS (...), say), run read_only or not, its rows let go;
+ * an error saying what was done (as ms_spi_check) when it fails.
+ */
+extern bool ms_spi_bool(const char *sql, int nargs, Oid *types, Datum *values, bool read_only,
+						const char *what);
+
 /* ms_spi_prepare: SPI_prepare, or an error naming the statement */
 extern SPIPlanPtr ms_spi_prepare(const char *sql, int nargs, Oid *types);
 

@@ -161,39 +161,39 @@ ms_wake_register(void)
 	return true;
 }
 
+/* slot_of: the slot of the worker of database dboid, or NULL (none, or no shared memory) */
+static wake_slot *
+slot_of(Oid dboid)
+{
+	if (!ms_wake_available())
+		return NULL;
+	for (int i = 0; i < WAKE_SLOTS; i++)
+		if (pg_atomic_read_u32(&shared->slots[i].dboid) == dboid)
+			return &shared->slots[i];
+	return NULL;
+}
+
 bool
 ms_wake_registered(Oid dboid)
 {
-	if (!ms_wake_available())
-		return false;
-	for (int i = 0; i < WAKE_SLOTS; i++)
-		if (pg_atomic_read_u32(&shared->slots[i].dboid) == dboid)
-			return true;
-	return false;
+	return slot_of(dboid) != NULL;
 }
 
 bool
 ms_wake_relay(Oid dboid)
 {
-	if (!ms_wake_available())
+	wake_slot  *s = slot_of(dboid);
+	uint32		procno;
+
+	if (s == NULL)
 		return false;
-	for (int i = 0; i < WAKE_SLOTS; i++)
-	{
-		wake_slot  *s = &shared->slots[i];
-
-		if (pg_atomic_read_u32(&s->dboid) == dboid)
-		{
-			uint32		procno = pg_atomic_read_u32(&s->procno);
-
-			/* the worker's own notes (quarantined rows noted again) are in the pass writing them */
-			if (MyProc != NULL && procno == (uint32) MyProc->pgprocno)
-				return true;
-			if (procno < ProcGlobal->allProcCount)
-				SetLatch(&ProcGlobal->allProcs[procno].procLatch);
-			return true;
-		}
-	}
-	return false;
+	procno = pg_atomic_read_u32(&s->procno);
+	/* the worker's own notes (quarantined rows noted again) are in the pass writing them */
+	if (MyProc != NULL && procno == (uint32) MyProc->pgprocno)
+		return true;
+	if (procno < ProcGlobal->allProcCount)
+		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+	return true;
 }
 
 void

@@ -434,8 +434,13 @@ ms_key_expr(const ms_table *t, const char *alias)
 	return buf.data;
 }
 
-char *
-ms_key_match(const ms_table *t, const char *alias, const char *keyexpr)
+/*
+ * key_compared: each key column of alias equal, by its type's own equality
+ * (citext's is not pg_catalog's), to its part of keyexpr, or (parts not
+ * NULL) to the column parts.kpN ms_key_parts_out made of it.
+ */
+static char *
+key_compared(const ms_table *t, const char *alias, const char *keyexpr, const char *parts)
 {
 	StringInfoData buf;
 
@@ -445,13 +450,17 @@ ms_key_match(const ms_table *t, const char *alias, const char *keyexpr)
 	{
 		const ms_column *c = &t->columns[t->key[k]];
 
-		if (k > 0)
-			appendStringInfoString(&buf, " AND ");
-		/* the type's own equality: citext's is not pg_catalog's */
-		appendStringInfo(&buf, "%s.%s %s %s", alias, c->quoted, ms_eq_operator(c->type), ms_key_part(c, keyexpr, k + 1));
+		appendStringInfo(&buf, "%s%s.%s %s %s", k > 0 ? " AND " : "", alias, c->quoted, ms_eq_operator(c->type),
+						 parts != NULL ? psprintf("%s.kp%d", parts, k + 1) : ms_key_part(c, keyexpr, k + 1));
 	}
 	appendStringInfoChar(&buf, ')');
 	return buf.data;
+}
+
+char *
+ms_key_match(const ms_table *t, const char *alias, const char *keyexpr)
+{
+	return key_compared(t, alias, keyexpr, NULL);
 }
 
 char *
@@ -468,19 +477,7 @@ ms_key_parts_out(const ms_table *t, const char *keyexpr)
 char *
 ms_key_match_parts(const ms_table *t, const char *alias, const char *parts)
 {
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '(');
-	for (int k = 0; k < t->nkey; k++)
-	{
-		const ms_column *c = &t->columns[t->key[k]];
-
-		appendStringInfo(&buf, "%s%s.%s %s %s.kp%d", k > 0 ? " AND " : "", alias, c->quoted,
-						 ms_eq_operator(c->type), parts, k + 1);
-	}
-	appendStringInfoChar(&buf, ')');
-	return buf.data;
+	return key_compared(t, alias, NULL, parts);
 }
 
 char *

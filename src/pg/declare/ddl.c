@@ -102,20 +102,40 @@ in_service(const ms_decl *d)
 	Oid			types[4] = {OIDOID, OIDOID, OIDOID, TEXTOID};
 	Datum		values[4] = {ObjectIdGetDatum(d->relid), ObjectIdGetDatum(d->members),
 							 ObjectIdGetDatum(d->assignments), CStringGetTextDatum(psprintf("%d", d->id))};
-	bool		isnull;
-	bool		yes;
 
-	ms_spi_check(SPI_execute_with_args("SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_class WHERE oid = $1)"
-									   " OR ((SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $1"
-									   "       AND tgname IN ('magic_sync_note', 'magic_sync_truncate')) = 2"
-									   "     AND ($2 = 0 OR (SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $2"
-									   "       AND tgname IN ('magic_sync_member_' || $4, 'magic_sync_member_' || $4 || '_truncate')) = 2)"
-									   "     AND ($3 = 0 OR (SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $3"
-									   "       AND tgname IN ('magic_sync_assignment_' || $4, 'magic_sync_assignment_' || $4 || '_truncate')) = 2))",
-									   4, types, values, NULL, true, 1), SPI_OK_SELECT, "reading the triggers of a mirrored table failed");
-	yes = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_freetuptable(SPI_tuptable);
-	return yes;
+	return ms_spi_bool("SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_class WHERE oid = $1)"
+					   " OR ((SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $1"
+					   "       AND tgname IN ('magic_sync_note', 'magic_sync_truncate')) = 2"
+					   "     AND ($2 = 0 OR (SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $2"
+					   "       AND tgname IN ('magic_sync_member_' || $4, 'magic_sync_member_' || $4 || '_truncate')) = 2)"
+					   "     AND ($3 = 0 OR (SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = $3"
+					   "       AND tgname IN ('magic_sync_assignment_' || $4, 'magic_sync_assignment_' || $4 || '_truncate')) = 2))",
+					   4, types, values, true, "reading the triggers of a mirrored table failed");
+}
+
+/*
+ * in_service_decls: every declaration (*decls), and those in service of
+ * these tables (or all), read as sync.mirror does: as the function's owner,
+ * search_path pinned, from here to the caller's ms_definer_end -- whoever
+ * runs DDL, most often a role with no right on the extension's tables, is no
+ * reason for the DDL to fail.
+ */
+static List *
+in_service_decls(FunctionCallInfo fcinfo, ms_as_owner *owner, List **decls, List *relids, bool all)
+{
+	List	   *out = NIL;
+	ListCell   *lc;
+
+	ms_definer_begin(fcinfo, owner);
+	*decls = ms_decl_read_all();
+	foreach(lc, *decls)
+	{
+		ms_decl    *d = lfirst(lc);
+
+		if ((all || list_member_oid(relids, d->relid)) && in_service(d))
+			out = lappend(out, d);
+	}
+	return out;
 }
 
 /* follow: the declarations of these tables (or all) follow them */
@@ -123,24 +143,11 @@ static void
 follow(FunctionCallInfo fcinfo, List *relids, bool all)
 {
 	List	   *decls;
-	List	   *volatile pending = NIL;
+	List	   *volatile pending;
 	ListCell   *lc;
 	ms_as_owner owner;
 
-	/*
-	 * as sync.mirror does: the function's owner, search_path pinned, before
-	 * reading sync.tables -- whoever runs DDL, most often a role with no
-	 * right on the extension's tables, is no reason for the DDL to fail
-	 */
-	ms_definer_begin(fcinfo, &owner);
-	decls = ms_decl_read_all();
-	foreach(lc, decls)
-	{
-		ms_decl    *d = lfirst(lc);
-
-		if ((all || list_member_oid(relids, d->relid)) && in_service(d))
-			pending = lappend(pending, d);
-	}
+	pending = in_service_decls(fcinfo, &owner, &decls, relids, all);
 	if (pending == NIL)
 	{
 		ms_definer_end(&owner);
@@ -201,21 +208,31 @@ follow_enum(FunctionCallInfo fcinfo, Oid type)
 	ListCell   *lc;
 	ms_as_owner owner;
 
-	ms_definer_begin(fcinfo, &owner);
-	decls = ms_decl_read_all();
-	foreach(lc, decls)
+	foreach(lc, in_service_decls(fcinfo, &owner, &decls, NIL, true))
 	{
 		ms_decl    *d = lfirst(lc);
 		List	   *problems = NIL;
 		ms_table   *t;
 
-		if (!in_service(d))
-			continue;
 		t = ms_validate(d, decls, false, &problems);
 		if (t != NULL && problems == NIL)
 			ms_follow_enum_renamed(t, type);
 	}
 	ms_definer_end(&owner);
+}
+
+/*
+ * to_follow: called as an event trigger (an error otherwise), whether the
+ * command is one to follow: not the extension's own, nor a follow's DDL.
+ */
+static bool
+to_follow(FunctionCallInfo fcinfo, const char *name)
+{
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s runs only as an event trigger", name)));
+	return !(following || creating_extension);
 }
 
 /* ms_ddl_end: ddl_command_end: the declarations of the tables the command touched follow them. */
@@ -226,11 +243,7 @@ ms_ddl_end(PG_FUNCTION_ARGS)
 	bool		all = follow_all;
 	ms_as_owner pinned;
 
-	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("sync.ddl_end() runs only as an event trigger")));
-	if (following || creating_extension)
+	if (!to_follow(fcinfo, "sync.ddl_end()"))
 		PG_RETURN_NULL();
 	follow_all = false;
 	/* what the command wrote is seen by the catalog queries that follow it */
@@ -262,11 +275,7 @@ ms_ddl_drop(PG_FUNCTION_ARGS)
 	int			rc;
 	ms_as_owner pinned;
 
-	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("sync.ddl_drop() runs only as an event trigger")));
-	if (following || creating_extension)
+	if (!to_follow(fcinfo, "sync.ddl_drop()"))
 		PG_RETURN_NULL();
 	ms_pinned_begin(&pinned);
 	SPI_connect();

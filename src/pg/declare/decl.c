@@ -322,37 +322,23 @@ columns_json(const ms_decl *d, column_json what)
 	return buf.data;
 }
 
-/* atts_json: {column: attnum} of every column of the table */
+/*
+ * numbers_json: {column: attnum} of every column of the table, or (fkeys)
+ * {foreign key: the id of the table it points at}.
+ */
 static char *
-atts_json(const ms_decl *d)
+numbers_json(const ms_decl *d, bool fkeys)
 {
 	StringInfoData buf;
+	int			n = fkeys ? d->nfkeys : d->natts;
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
-	for (int i = 0; i < d->natts; i++)
+	for (int i = 0; i < n; i++)
 	{
 		appendStringInfoString(&buf, i > 0 ? ", " : "");
-		escape_json(&buf, d->atts[i].name);
-		appendStringInfo(&buf, ": %d", d->atts[i].attnum);
-	}
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
-}
-
-/* fkeys_json: {foreign key: the id of the table it points at}. */
-static char *
-fkeys_json(const ms_decl *d)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	for (int i = 0; i < d->nfkeys; i++)
-	{
-		appendStringInfoString(&buf, i > 0 ? ", " : "");
-		escape_json(&buf, d->fkeys[i].name);
-		appendStringInfo(&buf, ": %d", d->fkeys[i].parent);
+		escape_json(&buf, fkeys ? d->fkeys[i].name : d->atts[i].name);
+		appendStringInfo(&buf, ": %d", fkeys ? d->fkeys[i].parent : d->atts[i].attnum);
 	}
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
@@ -440,10 +426,10 @@ ms_decl_store(ms_decl *d)
 	/* the field numbers, fixed for good; only the proto codec has any */
 	SETS(22, d->proto ? columns_json(d, CJ_FIELD) : "{}");
 	SETS(23, columns_json(d, CJ_TYPE));
-	SETS(24, fkeys_json(d));
+	SETS(24, numbers_json(d, true));
 	SETS(25, d->sender);
 	SETS(26, columns_json(d, CJ_ID));
-	SETS(27, atts_json(d));
+	SETS(27, numbers_json(d, false));
 	SETS(28, columns_json(d, CJ_FILL));
 	SETP(29, INT4OID, Int32GetDatum(d->last_id));
 #undef SETP

@@ -235,32 +235,58 @@ in_names(const char *name, char **names, int n)
 	return false;
 }
 
+/* group_column_fits: a column of the member table, not of the member key, the assignment table has too. */
+static bool
+group_column_fits(const ms_decl *d, Form_pg_attribute att)
+{
+	char	   *name = NameStr(att->attname);
+
+	return !in_names(name, d->member_key, d->nmember_key) && get_attnum(d->assignments, name) > 0;
+}
+
+/* replica_fits: an assignment table's uuid column other than its group column. */
+static bool
+replica_fits(const ms_decl *d, Form_pg_attribute att)
+{
+	return getBaseType(att->atttypid) == UUIDOID &&
+		strcmp(NameStr(att->attname), d->group_column) != 0;
+}
+
+/*
+ * the_one_column: the column of relid that fits, when one and only one
+ * does (the last that fits, *found counting them, otherwise).
+ */
+static char *
+the_one_column(Oid relid, const ms_decl *d, bool (*fits) (const ms_decl *, Form_pg_attribute), int *found)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	char	   *name = NULL;
+
+	*found = 0;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (!att->attisdropped && fits(d, att))
+		{
+			name = pstrdup(NameStr(att->attname));
+			(*found)++;
+		}
+	}
+	relation_close(rel, AccessShareLock);
+	return name;
+}
+
 /* default_group_column: not named, the one column members and assignments share. */
 static void
 default_group_column(ms_decl *d)
 {
-	Relation	rel;
-	TupleDesc	desc;
-	int			found = 0;
+	int			found;
 
 	if (d->group_column != NULL)
 		return;
-	rel = relation_open(d->members, AccessShareLock);
-	desc = RelationGetDescr(rel);
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		char	   *name = NameStr(att->attname);
-
-		if (att->attisdropped || in_names(name, d->member_key, d->nmember_key))
-			continue;
-		if (get_attnum(d->assignments, name) > 0)
-		{
-			d->group_column = pstrdup(name);
-			found++;
-		}
-	}
-	relation_close(rel, AccessShareLock);
+	d->group_column = the_one_column(d->members, d, group_column_fits, &found);
 	if (found != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_SYNTAX_ERROR),
@@ -274,26 +300,11 @@ default_group_column(ms_decl *d)
 static void
 default_replica(ms_decl *d)
 {
-	Relation	rel;
-	TupleDesc	desc;
-	int			found = 0;
+	int			found;
 
 	if (d->assignment_replica != NULL)
 		return;
-	rel = relation_open(d->assignments, AccessShareLock);
-	desc = RelationGetDescr(rel);
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (!att->attisdropped && getBaseType(att->atttypid) == UUIDOID &&
-			strcmp(NameStr(att->attname), d->group_column) != 0)
-		{
-			d->assignment_replica = pstrdup(NameStr(att->attname));
-			found++;
-		}
-	}
-	relation_close(rel, AccessShareLock);
+	d->assignment_replica = the_one_column(d->assignments, d, replica_fits, &found);
 	if (found != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_SYNTAX_ERROR),

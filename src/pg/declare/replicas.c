@@ -205,7 +205,6 @@ partition_known(List *tables, Datum partition)
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1] = {partition};
 	ListCell   *lc;
-	bool		isnull;
 
 	foreach(lc, tables)
 	{
@@ -214,10 +213,9 @@ partition_known(List *tables, Datum partition)
 		if (SPI_processed > 0)
 			return true;
 	}
-	ms_spi_check_one(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.replicas r WHERE NOT r.dropped"
-										   " AND r.partition OPERATOR(pg_catalog.=) $1)",
-										   1, argtypes, args, NULL, true, 0), SPI_OK_SELECT, "reading sync.replicas failed");
-	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return ms_spi_bool("SELECT EXISTS (SELECT FROM sync.replicas r WHERE NOT r.dropped"
+					   " AND r.partition OPERATOR(pg_catalog.=) $1)",
+					   1, argtypes, args, true, "reading sync.replicas failed");
 }
 
 /* the first ten partitions known, quoted and listed; NULL when none */
@@ -281,52 +279,94 @@ check_partition(Datum partition)
 }
 
 /*
+ * require_state: the replica is known (or, adding it, unknown), and not
+ * dropped.
+ */
+static void
+require_state(Datum id, bool known)
+{
+	int			state = replica_state(id);
+
+	if (state == 2)
+		being_dropped(id);
+	if (known && state == 0)
+		unknown(id);
+	if (!known && state == 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("replica %s already exists", uuid_text(id)),
+				 errhint("sync.replica_set changes a replica.")));
+}
+
+/*
+ * replica_begin: the replica argument 0 names, known (or, adding it, not),
+ * and the role argument role_argno checked (role_arg); from here as the
+ * function's owner (ms_definer_end), SPI connected.
+ */
+static Datum
+replica_begin(FunctionCallInfo fcinfo, bool known, int role_argno, ms_as_owner *owner)
+{
+	Datum		id;
+
+	require_id(fcinfo);
+	id = PG_GETARG_DATUM(0);
+	(void) role_arg(fcinfo, role_argno);
+	ms_definer_begin(fcinfo, owner);
+	SPI_connect();
+	require_state(id, known);
+	return id;
+}
+
+/* replica_end: the end of replica_begin; a role given shared with another replica warned of */
+static void
+replica_end(FunctionCallInfo fcinfo, Datum id, int role_argno, ms_as_owner *owner)
+{
+	if (PG_NARGS() > role_argno && !PG_ARGISNULL(role_argno))
+		shared_role(id, PG_GETARG_DATUM(role_argno));
+	SPI_finish();
+	ms_definer_end(owner);
+}
+
+/* arg_value: argument i as SPI takes it: its value, or a null. */
+static void
+arg_value(FunctionCallInfo fcinfo, int i, Datum *value, char *null)
+{
+	*value = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+	*null = PG_ARGISNULL(i) ? 'n' : ' ';
+}
+
+/* partition_arg: the partition argument i, checked when given, as SPI takes it. */
+static void
+partition_arg(FunctionCallInfo fcinfo, int i, Datum *value, char *null)
+{
+	if (!PG_ARGISNULL(i))
+		check_partition(PG_GETARG_DATUM(i));
+	arg_value(fcinfo, i, value, null);
+}
+
+/*
  * ms_replica_add: sync.replica_add(id, partition, role, live) adds a
  * replica; the relay provisions it at its next pass.
  */
 Datum
 ms_replica_add(PG_FUNCTION_ARGS)
 {
-	Datum		id;
 	Oid			argtypes[4] = {UUIDOID, TEXTOID, NAMEOID, BOOLOID};
 	Datum		args[4];
 	char		nulls[5] = "    ";
 	int			rc;
 	ms_as_owner owner;
+	Datum		id = replica_begin(fcinfo, false, 2, &owner);
 
-	require_id(fcinfo);
-	id = PG_GETARG_DATUM(0);
-	(void) role_arg(fcinfo, 2);
-	ms_definer_begin(fcinfo, &owner);
-	SPI_connect();
-	switch (replica_state(id))
-	{
-		case 1:
-			ereport(ERROR,
-					(errcode(ERRCODE_UNIQUE_VIOLATION),
-					 errmsg("replica %s already exists", uuid_text(id)),
-					 errhint("sync.replica_set changes a replica.")));
-			break;
-		case 2:
-			being_dropped(id);
-			break;
-	}
-	if (!PG_ARGISNULL(1))
-		check_partition(PG_GETARG_DATUM(1));
 	args[0] = id;
-	args[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
-	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
-	args[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
-	nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
+	partition_arg(fcinfo, 1, &args[1], &nulls[1]);
+	arg_value(fcinfo, 2, &args[2], &nulls[2]);
 	args[3] = PG_ARGISNULL(3) ? BoolGetDatum(true) : PG_GETARG_DATUM(3);
 	rc = SPI_execute_with_args("INSERT INTO sync.replicas (id, partition, role, live)"
 							   " VALUES ($1, $2, $3, $4)",
 							   4, argtypes, args, nulls, false, 0);
 	ms_spi_check(rc, SPI_OK_INSERT, "adding the replica failed");
-	if (!PG_ARGISNULL(2))
-		shared_role(id, PG_GETARG_DATUM(2));
-	SPI_finish();
-	ms_definer_end(&owner);
+	replica_end(fcinfo, id, 2, &owner);
 	PG_RETURN_VOID();
 }
 
@@ -337,47 +377,26 @@ ms_replica_add(PG_FUNCTION_ARGS)
 Datum
 ms_replica_set(PG_FUNCTION_ARGS)
 {
-	Datum		id;
 	Oid			argtypes[4] = {UUIDOID, BOOLOID, TEXTOID, NAMEOID};
 	Datum		args[4];
 	char		nulls[5] = "    ";
 	int			rc;
-	char	   *role;
+	bool		role = PG_NARGS() > 3 && !PG_ARGISNULL(3);
 	ms_as_owner owner;
+	Datum		id = replica_begin(fcinfo, true, 3, &owner);
 
-	require_id(fcinfo);
-	id = PG_GETARG_DATUM(0);
-	role = role_arg(fcinfo, 3);
-	ms_definer_begin(fcinfo, &owner);
-	SPI_connect();
-	switch (replica_state(id))
-	{
-		case 0:
-			unknown(id);
-			break;
-		case 2:
-			being_dropped(id);
-			break;
-	}
-	if (!PG_ARGISNULL(2))
-		check_partition(PG_GETARG_DATUM(2));
 	args[0] = id;
-	args[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
-	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
-	args[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
-	nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
-	args[3] = role != NULL ? PG_GETARG_DATUM(3) : (Datum) 0;
-	nulls[3] = role != NULL ? ' ' : 'n';
+	arg_value(fcinfo, 1, &args[1], &nulls[1]);
+	partition_arg(fcinfo, 2, &args[2], &nulls[2]);
+	args[3] = role ? PG_GETARG_DATUM(3) : (Datum) 0;
+	nulls[3] = role ? ' ' : 'n';
 	rc = SPI_execute_with_args("UPDATE sync.replicas"
 							   "   SET live = coalesce($2, live), partition = coalesce($3, partition),"
 							   "       role = coalesce($4, role)"
 							   " WHERE id OPERATOR(pg_catalog.=) $1",
 							   4, argtypes, args, nulls, false, 0);
 	ms_spi_check(rc, SPI_OK_UPDATE, "changing the replica failed");
-	if (role != NULL)
-		shared_role(id, PG_GETARG_DATUM(3));
-	SPI_finish();
-	ms_definer_end(&owner);
+	replica_end(fcinfo, id, 3, &owner);
 	PG_RETURN_VOID();
 }
 

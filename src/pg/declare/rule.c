@@ -31,25 +31,16 @@ static void malformed(const char *text, const char *fmt,...) pg_attribute_printf
 static void
 malformed(const char *text, const char *fmt,...)
 {
-	StringInfoData detail;
+	va_list		args;
+	char	   *detail;
 
-	initStringInfo(&detail);
-	for (;;)
-	{
-		va_list		args;
-		int			needed;
-
-		va_start(args, fmt);
-		needed = appendStringInfoVA(&detail, fmt, args);
-		va_end(args);
-		if (needed == 0)
-			break;
-		enlargeStringInfo(&detail, needed);
-	}
+	va_start(args, fmt);
+	detail = ms_vformat(fmt, args);
+	va_end(args);
 	ereport(ERROR,
 			(errcode(ERRCODE_SYNTAX_ERROR),
 			 errmsg("malformed sync rule \"%s\"", text),
-			 errdetail("%s.", detail.data),
+			 errdetail("%s.", detail),
 			 errhint(MS_RULE_HINT)));
 	pg_unreachable();
 }

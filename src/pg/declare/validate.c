@@ -90,6 +90,21 @@ ms_v_column(const ms_table *t, const char *name)
 	return -1;
 }
 
+char *
+ms_v_relation_there(ms_vcx *v, Oid relid, const char *what, char *problem)
+{
+	if (get_rel_name(relid) == NULL)
+	{
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_UNDEFINED_TABLE,
+			.problem = problem,
+			.message = psprintf("the %s of %s was dropped", what, v->d->name)
+		});
+		return NULL;
+	}
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
+}
+
 void
 ms_v_named(ms_vcx *v, const char *name, const char *role)
 {
@@ -543,17 +558,9 @@ check_active(ms_vcx *v)
 
 	if (!OidIsValid(d->active))
 		return;
-	if (get_rel_name(d->active) == NULL)
-	{
-		ms_v_report(v, (ms_problem) {
-			.sqlerrcode = ERRCODE_UNDEFINED_TABLE,
-			.problem = "view dropped",
-			.message = psprintf("the active view of %s was dropped", d->name)
-		});
+	v->t->active_qualified = ms_v_relation_there(v, d->active, "active view", "view dropped");
+	if (v->t->active_qualified == NULL)
 		return;
-	}
-	v->t->active_qualified = quote_qualified_identifier(
-		get_namespace_name(get_rel_namespace(d->active)), get_rel_name(d->active));
 	kind = get_rel_relkind(d->active);
 	vname = ms_wire_name(d->active);
 	if (kind != RELKIND_VIEW && kind != RELKIND_MATVIEW)

@@ -41,6 +41,13 @@ extern Form_pg_attribute ms_v_att(ms_vcx *v, const char *name);
 /* ms_v_column: the index in t->columns of the column named name, or -1. */
 extern int	ms_v_column(const ms_table *t, const char *name);
 
+/*
+ * ms_v_relation_there: relation relid, the declaration's `what` ("active
+ * view", say), was not dropped: its qualified name; NULL, reported as the
+ * problem given, when it was.
+ */
+extern char *ms_v_relation_there(ms_vcx *v, Oid relid, const char *what, char *problem);
+
 /* ms_v_named: a column the declaration names as its role, which must exist when declaring. */
 extern void ms_v_named(ms_vcx *v, const char *name, const char *role);
 

@@ -460,41 +460,56 @@ group_columns_gone(Oid relid, int n, char **names, const char *also)
 	return has_column(relid, also) ? NULL : also;
 }
 
+/*
+ * group_table_there: the kind ("member", "assignment") of group table relid
+ * is there, with the n columns named and `also` (a column of also_kind,
+ * "replica " say, unless it is the group column); what it lacks is
+ * reported.  Its wire name, or NULL when it lacks something; *qualified is
+ * its qualified name once it is there.
+ */
+static char *
+group_table_there(ms_vcx *v, Oid relid, const char *kind, char **qualified,
+				  int n, char **names, const char *also, const char *also_kind)
+{
+	const ms_decl *d = v->d;
+	char	   *there = ms_v_relation_there(v, relid, psprintf("%s table", kind), "group table dropped");
+	char	   *name;
+	const char *gone;
+
+	if (there == NULL)
+		return NULL;
+	*qualified = there;
+	name = ms_wire_name(relid);
+	gone = group_columns_gone(relid, n, names, also);
+	if (gone != NULL)
+	{
+		ms_v_report(v, (ms_problem) {
+			.sqlerrcode = ERRCODE_UNDEFINED_COLUMN,
+			.problem = "group column dropped",
+			.message = psprintf("%s table %s has no %scolumn \"%s\"", kind, name,
+								gone == d->group_column ? "group " : also_kind, gone),
+			.detail = psprintf("A column of %s, the %s table of %s, was dropped or renamed.",
+							   get_rel_name(relid), kind, d->name)
+		});
+		return NULL;
+	}
+	return name;
+}
+
 /* check_members: the member table, its columns, its foreign key to this table's key. */
 static void
 check_members(ms_vcx *v)
 {
 	const ms_decl *d = v->d;
 	ms_table   *t = v->t;
-	char	   *mname = get_rel_name(d->members) ? ms_wire_name(d->members) : NULL;
-	const char *gone;
+	char	   *mname;
 	bool		keyed = false;
 	ListCell   *lc;
 
+	mname = group_table_there(v, d->members, "member", &t->members_qualified,
+							  d->nmember_key, d->member_key, d->group_column, "");
 	if (mname == NULL)
-	{
-		ms_v_report(v, (ms_problem) {
-			.sqlerrcode = ERRCODE_UNDEFINED_TABLE,
-			.problem = "group table dropped",
-			.message = psprintf("the member table of %s was dropped", d->name)
-		});
 		return;
-	}
-	t->members_qualified = quote_qualified_identifier(
-		get_namespace_name(get_rel_namespace(d->members)), get_rel_name(d->members));
-	gone = group_columns_gone(d->members, d->nmember_key, d->member_key, d->group_column);
-	if (gone != NULL)
-	{
-		ms_v_report(v, (ms_problem) {
-			.sqlerrcode = ERRCODE_UNDEFINED_COLUMN,
-			.problem = "group column dropped",
-			.message = psprintf(gone == d->group_column ? "member table %s has no group column \"%s\"" :
-								"member table %s has no column \"%s\"", mname, gone),
-			.detail = psprintf("A column of %s, the member table of %s, was dropped or renamed.",
-							   get_rel_name(d->members), d->name)
-		});
-		return;
-	}
 	foreach(lc, ms_member_keys(d->members, d->relid, d->nkey, d->key))
 	{
 		char	  **cols = lfirst(lc);
@@ -520,35 +535,14 @@ static void
 check_assignments(ms_vcx *v)
 {
 	const ms_decl *d = v->d;
-	char	   *aname = get_rel_name(d->assignments) ? ms_wire_name(d->assignments) : NULL;
 	char	   *cols[1] = {d->group_column};
-	const char *gone;
+	char	   *aname;
 	Oid			gtype;
 
+	aname = group_table_there(v, d->assignments, "assignment", &v->t->assignments_qualified,
+							  1, cols, d->assignment_replica, "replica ");
 	if (aname == NULL)
-	{
-		ms_v_report(v, (ms_problem) {
-			.sqlerrcode = ERRCODE_UNDEFINED_TABLE,
-			.problem = "group table dropped",
-			.message = psprintf("the assignment table of %s was dropped", d->name)
-		});
 		return;
-	}
-	v->t->assignments_qualified = quote_qualified_identifier(
-		get_namespace_name(get_rel_namespace(d->assignments)), get_rel_name(d->assignments));
-	gone = group_columns_gone(d->assignments, 1, cols, d->assignment_replica);
-	if (gone != NULL)
-	{
-		ms_v_report(v, (ms_problem) {
-			.sqlerrcode = ERRCODE_UNDEFINED_COLUMN,
-			.problem = "group column dropped",
-			.message = psprintf(gone == d->group_column ? "assignment table %s has no group column \"%s\"" :
-								"assignment table %s has no replica column \"%s\"", aname, gone),
-			.detail = psprintf("A column of %s, the assignment table of %s, was dropped or renamed.",
-							   get_rel_name(d->assignments), d->name)
-		});
-		return;
-	}
 	gtype = get_atttype(d->assignments, get_attnum(d->assignments, d->group_column));
 	if (has_column(d->members, d->group_column) &&
 		gtype != get_atttype(d->members, get_attnum(d->members, d->group_column)))

@@ -198,9 +198,9 @@ emit(ms_pass *p, ReturnSetInfo *rsinfo, const char *sql, int nargs, Oid *types, 
 static void
 wanted(ms_pass *p, ArrayType *replicas)
 {
-	p->tables = ms_catalog_tables();
+	p->cat.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(p);
-	ms_wanted_fill(p, replicas);
+	ms_wanted_fill(p, replicas, false);
 }
 
 /*

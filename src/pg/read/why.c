@@ -216,9 +216,9 @@ walk_whole(ms_pass *p, ArrayType *replicas, Datum tab, Datum key, bool whole)
 {
 	ListCell   *lc;
 
-	ms_wanted_fill(p, replicas);
+	ms_wanted_fill(p, replicas, false);
 	ms_temp_table(p, "ms_why");
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 		rules(p, lfirst(lc), NULL);
 	walk(p, tab, key, whole, -1);
 }
@@ -282,18 +282,18 @@ back(ms_pass *p, Datum id, Datum tab, Datum key)
 		ms_temp_table(p, "ms_why_cand");
 		ms_exec(&p->exec, "INSERT INTO pg_temp.ms_why_cand SELECT $1, tab, key FROM pg_temp.ms_why_back WHERE level = $2",
 				2, (Oid[]) {UUIDOID, INT4OID}, (Datum[]) {id, Int32GetDatum(level)}, NULL, 0);
-		foreach(lc, p->tables)
+		foreach(lc, p->cat.tables)
 			given += rules(p, lfirst(lc), "ms_why_cand");
 		if (given > 0)
 			return level;
 		from(p, "SELECT tab, key FROM pg_temp.ms_why_back WHERE level = $1", level);
-		foreach(lc, p->tables)
+		foreach(lc, p->cat.tables)
 		{
 			ms_table   *t = lfirst(lc);
 
 			for (int f = 0; f < t->nfkeys; f++)
 			{
-				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
+				ms_table   *parent = ms_catalog_find(p->cat.tables, t->fkeys[f].parent);
 
 				if (parent != NULL && fits)
 					fits = back_step(p, t, ms_children_select(t, &t->fkeys[f], parent, "ms_why_from"), level + 1,
@@ -301,7 +301,7 @@ back(ms_pass *p, Datum id, Datum tab, Datum key)
 			}
 			if (t->follows_fkey >= 0)
 			{
-				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent);
+				ms_table   *parent = ms_catalog_find(p->cat.tables, t->fkeys[t->follows_fkey].parent);
 
 				/* the followed row, of an active follower (as ms_followers_select asks) */
 				if (parent != NULL && fits)
@@ -353,7 +353,7 @@ ms_why(PG_FUNCTION_ARGS)
 
 		tab = ms_value(0, 1, &isnull);
 	}
-	p.tables = ms_catalog_tables();
+	p.cat.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
 	ms_temp_table(&p, "ms_why");
 	ms_temp_table(&p, "ms_why_from");
@@ -402,19 +402,15 @@ Datum
 ms_why_all(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		id = PG_GETARG_DATUM(0);
-	Datum		elems[1] = {id};
 	ms_pass		p;
+	ArrayType  *replica;
 	Portal		portal;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	ms_pass_begin(&p, CurrentMemoryContext);
-	ms_replica_must_exist(&p, id);
-	p.tables = ms_catalog_tables();
-	ms_pass_read_as_owners(&p);
+	replica = ms_wanted_read_begin(&p, PG_GETARG_DATUM(0));
 	ms_temp_table(&p, "ms_why_from");
-	walk_whole(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR), (Datum) 0, (Datum) 0, true);
+	walk_whole(&p, replica, (Datum) 0, (Datum) 0, true);
 	portal = ms_open(&p.exec, "SELECT t.relid, w.key, y.depth, y.relation, f.relid, y.from_key"
 					 "  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
 					 "  LEFT JOIN pg_temp.ms_why y ON y.tab = w.tab AND y.key = w.key"

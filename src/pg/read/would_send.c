@@ -118,6 +118,7 @@ dry_run(const char *sql, MemoryContext out)
 	int64		before;
 	bool		isnull;
 	ArrayType  *replicas;
+	int64		replicas_all;
 	ArrayType  *notes;
 	List	   *lines = NIL;
 
@@ -135,7 +136,7 @@ dry_run(const char *sql, MemoryContext out)
 
 	/* the extension's own statements in its own (undone with the subtransaction) */
 	(void) pin_search_path();
-	p.tables = ms_catalog_tables();
+	p.cat.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
 	ms_exec(&p.exec, "SELECT array_agg(id ORDER BY id) FROM sync.notes WHERE id > $1 AND NOT done",
 			1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(before)}, NULL, 0);
@@ -143,7 +144,7 @@ dry_run(const char *sql, MemoryContext out)
 	/* the replicas a pass plans around what changed: live ones, none waiting for its snapshot */
 	ms_exec(&p.exec, "SELECT array_agg(id) FILTER (WHERE live AND NOT dropped AND NOT provision), count(*)"
 			" FROM sync.replicas", 0, NULL, NULL, NULL, 0);
-	p.replicas_all = DatumGetInt64(ms_value(0, 2, &isnull));
+	replicas_all = DatumGetInt64(ms_value(0, 2, &isnull));
 	replicas = ms_array();
 	if (notes != NULL && replicas != NULL)
 	{
@@ -152,7 +153,7 @@ dry_run(const char *sql, MemoryContext out)
 		ms_batch_only(&p, notes);
 		p.did.notes_read = ArrayGetNItems(ARR_NDIM(notes), ARR_DIMS(notes));
 		ms_plan_prepare(&p);
-		ms_plan_dry(&p, replicas);
+		ms_plan_dry(&p, replicas, &(ms_plan_in) {replicas_all, false});
 		ms_exec(&p.exec, "SELECT c.replica, t.relid, sum(c.sent)::bigint, sum(c.let_go)::bigint FROM ("
 				"  SELECT replica, tab, 1 AS sent, 0 AS let_go FROM pg_temp.ms_send"
 				"  UNION ALL SELECT replica, tab, 0, 1 FROM pg_temp.ms_take) c"

@@ -29,11 +29,11 @@
  * snapshot saw every note there is; over it, a note may commit yet.
  */
 static void
-raise_floor(ms_pass *p, int64 from)
+raise_floor(ms_pass *p, int64 from, bool more)
 {
 	int64		next = p->floor->settled + 1;
 
-	if (p->did.more)
+	if (more)
 	{
 		bool		isnull;
 		int64		last;
@@ -46,7 +46,7 @@ raise_floor(ms_pass *p, int64 from)
 }
 
 int64
-ms_batch_read(ms_pass *p)
+ms_batch_read(ms_pass *p, bool *more)
 {
 	int64		n;
 	int64		unparked;
@@ -78,11 +78,11 @@ ms_batch_read(ms_pass *p)
 	 * The notes of a table held back (relay.c) are parked: read again a
 	 * minute later, as any parked note, and planned once the table flows.
 	 */
-	if (p->held_ids != NULL)
+	if (p->cat.held_ids != NULL)
 		ms_exec(&p->exec,
 				"UPDATE sync.notes SET parked = 'its table is held back: SELECT * FROM sync.check() says why',"
 				" parked_at = now() WHERE tab = ANY ($1) AND parked IS NULL AND NOT done",
-				1, (Oid[]) {INT4ARRAYOID}, (Datum[]) {PointerGetDatum(p->held_ids)}, NULL, 0);
+				1, (Oid[]) {INT4ARRAYOID}, (Datum[]) {PointerGetDatum(p->cat.held_ids)}, NULL, 0);
 	if (!isnull && p->floor != NULL)
 		p->floor->floor = Min(p->floor->floor, unparked);
 	from = p->floor != NULL ? p->floor->floor : 0;
@@ -98,9 +98,9 @@ ms_batch_read(ms_pass *p)
 			2, (Oid[]) {INT4OID, INT8OID}, (Datum[]) {Int32GetDatum(ms_batch_notes), Int64GetDatum(from)},
 			ms_full_plan ? "n " : NULL, 0);
 	n = (int64) SPI_processed;
-	p->did.more = !ms_full_plan && n == ms_batch_notes;
+	*more = !ms_full_plan && n == ms_batch_notes;
 	if (p->floor != NULL)
-		raise_floor(p, from);
+		raise_floor(p, from, *more);
 	if (n == 0)
 		return 0;
 	ms_batch_rows(p);

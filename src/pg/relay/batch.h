@@ -35,9 +35,10 @@
  * parked, a minute ago; then read the notes not done, oldest first, up to
  * magic_sync.batch_notes, into a batch of their own, from the worker's floor
  * (floor.h) up, and set the floor the pass leaves.  Returns how many;
- * p->more says whether more may wait.
+ * *more: the batch is full, more may wait (question.c closes the batch
+ * over those its rows touch).
  */
-extern int64 ms_batch_read(ms_pass *p);
+extern int64 ms_batch_read(ms_pass *p, bool *more);
 
 /*
  * ms_batch_floor: the id the batch was read from (floor.h): no note the

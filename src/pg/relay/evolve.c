@@ -83,22 +83,22 @@ ms_evolve_schema(ms_pass *p)
 	p->evolve = e;
 	/* a library newer than its catalog packs what the catalog's version did */
 	e->before = !ms_decl_evolving();
-	initStringInfo(&p->begin);
-	foreach(lc, p->tables)
+	initStringInfo(&p->cat.begin);
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 		table_schema *ts = palloc0(sizeof(table_schema));
 
 		ts->tab = t->id;
 		initStringInfo(&ts->packed);
-		ms_schema_table(p, p->tables, t, e->before, &ts->packed);
+		ms_schema_table(p, p->cat.tables, t, e->before, &ts->packed);
 		/* what is packed here is kept with the catalog (relay.c), whatever SPI made current */
 		MemoryContextSwitchTo(cxt);
 		ts->hash = ms_pg_sha256_bytea(ts->packed.data, ts->packed.len, "a table's schema");
-		ms_schema_field(&p->begin, MS_FIELD_BEGIN_SCHEMA, &ts->packed);
+		ms_schema_field(&p->cat.begin, MS_FIELD_BEGIN_SCHEMA, &ts->packed);
 		e->schemas = lappend(e->schemas, ts);
 	}
-	p->schema_hash = ms_pg_sha256_bytea(p->begin.data, p->begin.len, "the schema");
+	p->cat.schema_hash = ms_pg_sha256_bytea(p->cat.begin.data, p->cat.begin.len, "the schema");
 }
 
 ms_evolve *
@@ -119,12 +119,12 @@ legacy_hash(ms_pass *p)
 	ListCell   *lc;
 
 	initStringInfo(&begin);
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		StringInfoData t;
 
 		initStringInfo(&t);
-		ms_schema_table(p, p->tables, lfirst(lc), true, &t);
+		ms_schema_table(p, p->cat.tables, lfirst(lc), true, &t);
 		ms_schema_field(&begin, MS_FIELD_BEGIN_SCHEMA, &t);
 	}
 	return ms_pg_sha256_bytea(begin.data, begin.len, "the schema");
@@ -173,7 +173,7 @@ schemas_now(ms_pass *p)
 		return;
 	ms_temp_table(p, "ms_schemas_now");
 	plan = ms_prepare("INSERT INTO pg_temp.ms_schemas_now VALUES ($1, $2, $3, $4)", 4, types);
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 		Datum		v[4];
@@ -193,7 +193,7 @@ static void
 legacy(ms_pass *p)
 {
 	Oid			types[2] = {BYTEAOID, BYTEAOID};
-	Datum		values[2] = {PointerGetDatum(p->schema_hash), (Datum) 0};
+	Datum		values[2] = {PointerGetDatum(p->cat.schema_hash), (Datum) 0};
 	const char *which =
 		" live AND NOT provision AND schema_hash IS DISTINCT FROM $1"
 		" AND NOT EXISTS (SELECT FROM sync.replica_tables t WHERE t.replica = r.id)";
@@ -265,20 +265,20 @@ void
 ms_evolve_observe(ms_pass *p, int64 forgotten)
 {
 	Oid			types[1] = {BYTEAOID};
-	Datum		values[1] = {PointerGetDatum(p->schema_hash)};
+	Datum		values[1] = {PointerGetDatum(p->cat.schema_hash)};
 
 	/*
 	 * A table held back is left out of the pass's schema: no replica is sent
 	 * a change of it, nor told to let it go (it is still declared), nor
 	 * provisioned (observe.c); the other tables' changes go.
 	 */
-	const char *kept = p->held == NIL ? "" :
+	const char *kept = p->cat.held == NIL ? "" :
 		/* a replica provisioned before schema changes (legacy) waits: its tables are compared whole */
 		"    AND EXISTS (SELECT FROM sync.replica_tables x WHERE x.replica = r.id)";
 
 	if (p->evolve->before)
 	{
-		if (p->held != NIL)
+		if (p->cat.held != NIL)
 			return;
 		/* as before schema changes: the mirrored tables changed since its snapshot, it is provisioned */
 		ms_exec(&p->exec,
@@ -301,7 +301,7 @@ ms_evolve_observe(ms_pass *p, int64 forgotten)
 		return;
 
 	schemas_now(p);
-	if (p->held == NIL)
+	if (p->cat.held == NIL)
 		legacy(p);
 	/* a table left out of a replica's snapshot, held back then, flows: it is provisioned again with it */
 	ms_exec(&p->exec, "UPDATE sync.replicas r SET provision = true WHERE live AND NOT provision"
@@ -366,7 +366,7 @@ void
 ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 {
 	Oid			types[2] = {BYTEAOID, UUIDARRAYOID};
-	Datum		values[2] = {PointerGetDatum(p->schema_hash), PointerGetDatum(provisioning)};
+	Datum		values[2] = {PointerGetDatum(p->cat.schema_hash), PointerGetDatum(provisioning)};
 	SPIPlanPtr	plan;
 	ListCell   *lc;
 	int			ord = 0;
@@ -398,7 +398,7 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 						  "   number = CASE WHEN sync.replica_tables.hash = EXCLUDED.hash"
 						  "            THEN sync.replica_tables.number ELSE EXCLUDED.number END,"
 						  "   hash = EXCLUDED.hash", 3, ttypes);
-		foreach(lc, p->tables)
+		foreach(lc, p->cat.tables)
 		{
 			ms_table   *t = lfirst(lc);
 			Datum		tv[3];
@@ -409,7 +409,7 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 			ms_run(&p->exec, plan, tv, NULL, 0);
 		}
 		/* a table held back was left out of its snapshot: marked, to provision it again once it flows */
-		foreach(lc, p->held)
+		foreach(lc, p->cat.held)
 		{
 			ms_held    *h = lfirst(lc);
 
@@ -461,15 +461,10 @@ ms_evolve_stale(const pg_uuid_t *replica, const char *table, uint64 applied)
 {
 	Oid			types[3] = {UUIDOID, TEXTOID, INT8OID};
 	Datum		values[3] = {UUIDPGetDatum(replica), CStringGetTextDatum(table), Int64GetDatum((int64) applied)};
-	bool		isnull;
-	bool		stale;
 
 	if (!ms_decl_evolving())
 		return false;
-	ms_spi_check(SPI_execute_with_args("SELECT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
-									   " AND (name = $2 OR was = $2) AND number > $3)",
-									   3, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.replica_tables");
-	stale = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_freetuptable(SPI_tuptable);
-	return stale;
+	return ms_spi_bool("SELECT EXISTS (SELECT FROM sync.replica_tables WHERE replica = $1"
+					   " AND (name = $2 OR was = $2) AND number > $3)",
+					   3, types, values, true, "could not read sync.replica_tables");
 }

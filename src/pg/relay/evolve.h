@@ -15,8 +15,8 @@
 
 /*
  * ms_evolve_schema: each table's Table packed and hashed, once for the
- * pass; the Begin a snapshot carries (p->begin) and its hash
- * (p->schema_hash, which changes with any table a replica can see).
+ * pass; the Begin a snapshot carries (p->cat.begin) and its hash
+ * (p->cat.schema_hash, which changes with any table a replica can see).
  */
 extern void ms_evolve_schema(ms_pass *p);
 

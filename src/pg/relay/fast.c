@@ -64,14 +64,14 @@ ms_fast_find(ms_pass *p)
 	uint64		n = 0;
 
 	ms_temp_table(p, "ms_fast");
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 		Oid			types[1] = {INT4OID};
 		Datum		values[1] = {Int32GetDatum(t->id)};
 		ms_as_owner as;
 
-		if (!fast_table(p->tables, t))
+		if (!fast_table(p->cat.tables, t))
 			continue;
 		/* the row itself, read as its table's owner */
 		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));

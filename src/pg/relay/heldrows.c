@@ -373,14 +373,14 @@ later_keep(recorder *r, target *tg, int64 number)
 	int			n = 0;
 	int64		rows = 0;
 
-	if (!p->held_later || tg->whole_keys.len == 0 ||
-		(p->later != NULL && p->later->bytes + tg->whole_keys.len + LATER_OVERHEAD > (Size) ms_fill_bytes * 1024))
+	if (!p->later.on || tg->whole_keys.len == 0 ||
+		(p->later.kept != NULL && p->later.kept->bytes + tg->whole_keys.len + LATER_OVERHEAD > (Size) ms_fill_bytes * 1024))
 		return false;
 	old = MemoryContextSwitchTo(p->exec.cxt);
-	if (p->later == NULL)
+	if (p->later.kept == NULL)
 	{
-		p->later = palloc0(sizeof(struct ms_held_later));
-		p->later->noted = r->noted;
+		p->later.kept = palloc0(sizeof(struct ms_held_later));
+		p->later.kept->noted = r->noted;
 	}
 	m = palloc(sizeof(later_message));
 	m->replica = tg->id;
@@ -402,9 +402,9 @@ later_keep(recorder *r, target *tg, int64 number)
 	}
 	m->keys = palloc(tg->whole_keys.len);
 	memcpy(m->keys, tg->whole_keys.data, tg->whole_keys.len);
-	p->later->messages = lappend(p->later->messages, m);
-	p->later->bytes += tg->whole_keys.len + LATER_OVERHEAD + 2 * sizeof(int) * n;
-	p->held_deferred += rows;
+	p->later.kept->messages = lappend(p->later.kept->messages, m);
+	p->later.kept->bytes += tg->whole_keys.len + LATER_OVERHEAD + 2 * sizeof(int) * n;
+	p->later.rows += rows;
 	/* counted as recorded: the pass checks its segments against them (held_of_snapshots) */
 	r->held_whole += (uint64) rows;
 	MemoryContextSwitchTo(old);
@@ -707,15 +707,15 @@ ms_record_held_later(ms_pass *p)
 	later_row  *rows;
 	int			nm = 0;
 	int			n = 0;
-	int			cap = (int) Min(Max(p->held_deferred, 1), LATER_SORT_ROWS);
+	int			cap = (int) Min(Max(p->later.rows, 1), LATER_SORT_ROWS);
 
 	memset(&r, 0, sizeof r);
 	r.p = p;
 	r.held_cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync held rows to write", ALLOCSET_DEFAULT_SIZES);
-	r.noted = p->later != NULL && p->later->noted;
-	m = palloc(sizeof(later_message *) * Max(list_length(p->later != NULL ? p->later->messages : NIL), 1));
+	r.noted = p->later.kept != NULL && p->later.kept->noted;
+	m = palloc(sizeof(later_message *) * Max(list_length(p->later.kept != NULL ? p->later.kept->messages : NIL), 1));
 	rows = palloc(sizeof(later_row) * cap);
-	foreach(lc, p->later != NULL ? p->later->messages : NIL)
+	foreach(lc, p->later.kept != NULL ? p->later.kept->messages : NIL)
 	{
 		later_message *lm = lfirst(lc);
 		const char *key = lm->keys;
@@ -740,9 +740,9 @@ ms_record_held_later(ms_pass *p)
 	pfree(rows);
 	pfree(m);
 	ms_write_held(&r);
-	if ((int64) r.held_whole != p->held_deferred)
+	if ((int64) r.held_whole != p->later.rows)
 		elog(ERROR, "magic_sync: %llu held rows were recorded of %lld left for after the pass",
-			 (unsigned long long) r.held_whole, (long long) p->held_deferred);
+			 (unsigned long long) r.held_whole, (long long) p->later.rows);
 	ms_exec(&p->exec, "UPDATE sync.replicas SET held_due = NULL WHERE held_due IS NOT NULL", 0, NULL, NULL, NULL, 0);
 	MemoryContextDelete(r.held_cxt);
 }

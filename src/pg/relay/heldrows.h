@@ -21,7 +21,7 @@ extern bool ms_held_insert(int n, const Datum *replicas, const Datum *tabs, cons
 
 /*
  * ms_record_held_later: the held rows of tables read whole that a pass of
- * the worker (p->held_later) kept in its memory (p->later), written to
+ * the worker (p->later.on) kept in its memory (p->later.kept), written to
  * sync.held once it committed; their replicas' held_due cleared.
  */
 extern void ms_record_held_later(ms_pass *p);

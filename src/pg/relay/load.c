@@ -260,13 +260,13 @@ load_query(ms_table *t, bool limited, bool one_replica)
  * replica a row: 160 MB a chunk for 10,000 replicas)
  */
 static char *
-whole_query(ms_pass *p, ms_table *t)
+whole_query(ms_table *t, bool blocked)
 {
 	/* r: the mirrored columns only, by their names, as load_query's row */
 	return psprintf("SELECT %s, NULL::pg_catalog.uuid[], NULL::pg_catalog.uuid[], %s"
 					" FROM %s t CROSS JOIN LATERAL (SELECT %s) r%s",
 					ms_key_expr(t, "t"), payload(t), t->qualified, columns_of(t, "t", true),
-					ms_whole_filter(p, t));
+					ms_whole_filter(t, blocked));
 }
 
 int
@@ -614,14 +614,14 @@ ms_load_table(ms_pass *p, ms_table *t, bool one_replica, ms_emit emit, void *arg
 }
 
 void
-ms_load_whole(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad)
+ms_load_whole(ms_pass *p, ms_table *t, bool blocked, ms_emit emit, void *arg, List **bad)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync load chunk",
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	ErrorData  *err = NULL;
 
-	bool		loaded = load_cursor(p, t, whole_query(p, t), 0, NULL, NULL, cxt, emit, arg, bad, NULL, &err);
+	bool		loaded = load_cursor(p, t, whole_query(t, blocked), 0, NULL, NULL, cxt, emit, arg, bad, NULL, &err);
 
 	MemoryContextSwitchTo(old);
 	if (!loaded)

@@ -57,7 +57,7 @@ extern void ms_load_table(ms_pass *p, ms_table *t, bool one_replica, ms_emit emi
  * p->whole_failed and raises the error: the pass plans again, the table's
  * rows through the plan, where each row that fails is found.
  */
-extern void ms_load_whole(ms_pass *p, ms_table *t, ms_emit emit, void *arg, List **bad);
+extern void ms_load_whole(ms_pass *p, ms_table *t, bool blocked, ms_emit emit, void *arg, List **bad);
 
 /*
  * ms_encode_proto: t's columns, read from the tuple's attributes first,

@@ -43,14 +43,13 @@ ms_observe(ms_pass *p, ms_observed *did)
 	};
 
 	memset(did, 0, sizeof *did);
-	ms_generation_observe(&p->epoch);
+	ms_generation_observe(&p->cat.epoch);
 	ms_temp_table(p, "ms_forget");
 	p->has.carried = ms_catalog_has("carried");
 	p->has.owed = ms_catalog_has_column("replicas", "owed_messages");
 	/* sync.replicas has held_due (77_held_due.sql; a catalog not updated has none) */
 	held_due = ms_catalog_has_column("replicas", "held_due");
-	/* held rows after the pass need the column that says they are due */
-	p->held_later = p->held_later && held_due;
+	did->held_due = held_due;
 	/*
 	 * A snapshot pass writes the rows of the replicas it provisions alone:
 	 * forgetting replicas and their schema changes are the other passes'

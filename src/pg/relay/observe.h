@@ -22,6 +22,7 @@ typedef struct ms_observed
 {
 	int64		forgotten;
 	bool		snapshots_left;
+	bool		held_due;		/* sync.replicas has held_due (77_held_due.sql): held rows may be written after the pass */
 } ms_observed;
 
 extern ArrayType *ms_observe(ms_pass *p, ms_observed *did);

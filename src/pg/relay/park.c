@@ -47,6 +47,7 @@ typedef struct trial
 	ms_pass    *p;
 	ArrayType  *replicas;
 	ArrayType  *provisioning;
+	const ms_plan_in *in;		/* what the pass told the planner */
 	int64	   *ids;
 	int			n;
 } trial;
@@ -80,7 +81,7 @@ plan_part(void *arg)
 	ms_recorded did;
 
 	ms_batch_only(t->p, ids_array(t->ids, t->n));
-	ms_plan(t->p, t->replicas, t->provisioning, &plan);
+	ms_plan(t->p, t->replicas, t->provisioning, t->in, &plan);
 	(void) ms_record(t->p, t->replicas, t->provisioning, &plan, &did);
 }
 
@@ -223,7 +224,7 @@ quarantine_rows(ms_pass *p, int64 *ids, int n, char *why)
 	}
 	for (int from = 0, to; from < rows; from = to)
 	{
-		ms_table   *t = ms_catalog_find(p->tables, tabs[from]);
+		ms_table   *t = ms_catalog_find(p->cat.tables, tabs[from]);
 		bool		all;
 
 		for (to = from; to < rows && tabs[to] == tabs[from]; to++)
@@ -314,7 +315,7 @@ snapshots(narrowing *w, ArrayType **replicas, ArrayType **provisioning)
 }
 
 bool
-ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, int64 *nparked)
+ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, const ms_plan_in *in, int64 *nparked)
 {
 	narrowing	w;
 	char	   *why = NULL;
@@ -328,6 +329,7 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, int64 *npark
 	w.t.p = p;
 	w.t.replicas = *replicas;
 	w.t.provisioning = *provisioning;
+	w.t.in = in;
 
 	/* the batch, by table */
 	w.n = ms_batch_by_table(p, &w.ids, &w.tabs);
@@ -370,7 +372,7 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, int64 *npark
 		{
 			Oid			types[2] = {INT8ARRAYOID, TEXTOID};
 			Datum		values[2] = {PointerGetDatum(ids_array(w.ids + lo, hi - lo)), CStringGetTextDatum(w.why[lo])};
-			ms_table   *t = ms_catalog_find(p->tables, w.tabs[lo]);
+			ms_table   *t = ms_catalog_find(p->cat.tables, w.tabs[lo]);
 
 			ms_exec(&p->exec, "UPDATE sync.notes SET parked = $2, parked_at = now() WHERE id = ANY ($1)",
 					2, types, values, NULL, 0);

@@ -20,6 +20,8 @@
  * True when it set anything aside; false when the failure is about neither,
  * and nothing is changed.  *nparked: the notes it parked.
  */
-extern bool ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, int64 *nparked);
+struct ms_plan_in;
+extern bool ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, const struct ms_plan_in *in,
+					int64 *nparked);
 
 #endif

@@ -166,7 +166,7 @@ ms_pass_read_as_owners(ms_pass *p)
 {
 	ListCell   *lc;
 
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 

@@ -99,23 +99,41 @@ typedef struct ms_pass_fault
 	bool		no_whole;		/* relay.c: every table's rows go through the plan (plan.c) */
 } ms_pass_fault;
 
-typedef struct ms_pass
+/*
+ * ms_pass_catalog: what a pass reads of the catalog once, as it begins
+ * (relay.c; a read: its tables alone), and every part after reads as it is.
+ */
+typedef struct ms_pass_catalog
 {
-	ms_executor exec;			/* runs every statement of the pass */
-	List	   *tables;			/* ms_table *, parents first: the catalog, read once */
+	List	   *tables;			/* ms_table *, parents first */
 	List	   *held;			/* ms_held *: the tables held back, with why (declare/catalog.h) */
 	ArrayType  *held_ids;		/* their ids (int[]); NULL: none */
 	ms_epoch	epoch;
-	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once) */
+	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once: evolve.c) */
 	bytea	   *schema_hash;	/* its SHA-256 */
+} ms_pass_catalog;
+
+/*
+ * ms_pass_later: the held rows of tables read whole that a pass of the
+ * worker writes once it committed, in a transaction of its own
+ * (ms_record_held_later): whether it may (on: the worker's, unless the
+ * catalog has no held_due: relay.c), and those heldrows.c kept for then.
+ */
+typedef struct ms_pass_later
+{
+	bool		on;
+	struct ms_held_later *kept;	/* in cxt (heldrows.c) */
+	int64		rows;			/* how many, written by ms_record_held_later */
+} ms_pass_later;
+
+typedef struct ms_pass
+{
+	ms_executor exec;			/* runs every statement of the pass */
+	ms_pass_catalog cat;		/* the catalog, read once */
 	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c) */
-	int64		replicas_all;	/* the replicas there are (relay.c): fast.c's choice */
 	ms_pass_has has;			/* what the catalog has (observe.c) */
-	bool		blocked;		/* pg_temp.ms_blocked has rows: no wanted set grows through them (plan.c) */
 	ms_pass_fault fault;		/* what a failure is about, and what is planned again without */
-	bool		held_later;		/* the worker's: the held rows of tables read whole are written once the pass commits */
-	struct ms_held_later *later;	/* those kept for then, in cxt (heldrows.c) */
-	int64		held_deferred;	/* how many, written by ms_record_held_later */
+	ms_pass_later later;		/* the worker's held rows for after the pass */
 
 	ms_pass_counts did;			/* what the pass did */
 
@@ -158,7 +176,7 @@ extern void ms_pass_end(ms_pass *p);
  * progress never runs an active view's function with its rights -- for a
  * caller who may read every mirrored table, its group tables and active
  * views itself (42501 otherwise), as it had to when it read them itself.
- * After p->tables is read.
+ * After p->cat.tables is read.
  */
 extern void ms_pass_read_as_owners(ms_pass *p);
 

@@ -53,14 +53,14 @@ children_closure(ms_pass *p, const char *set)
 	do
 	{
 		grew = false;
-		foreach(lc, p->tables)
+		foreach(lc, p->cat.tables)
 		{
 			ms_table   *child = lfirst(lc);
 
 			for (int f = 0; f < child->nfkeys; f++)
 			{
 				ms_fkey    *fk = &child->fkeys[f];
-				ms_table   *parent = ms_catalog_find(p->tables, fk->parent);
+				ms_table   *parent = ms_catalog_find(p->cat.tables, fk->parent);
 				StringInfoData sql;
 				Oid			types[1] = {INT4OID};
 				Datum		values[1] = {Int32GetDatum(parent->id)};
@@ -89,9 +89,11 @@ children_closure(ms_pass *p, const char *set)
  * tried again) is released, and so is everything that was blocked because of
  * it: those rows have no note of their own, so they are planned as changed.
  */
-static void
+static bool
 plan_blocked(ms_pass *p, bool dry)
 {
+	bool		blocked;
+
 	ms_exec(&p->exec,
 			"INSERT INTO ms_released SELECT q.tab, q.key FROM sync.quarantine q JOIN ms_pending n"
 			"    ON n.tab = q.tab AND n.key = q.key WHERE n.note > q.note",
@@ -108,13 +110,14 @@ plan_blocked(ms_pass *p, bool dry)
 			" WHERE NOT EXISTS (SELECT FROM ms_released r WHERE r.tab = q.tab AND r.key = q.key)"
 			: "INSERT INTO ms_blocked SELECT tab, key FROM sync.quarantine",
 			0, NULL, NULL, NULL, 0);
-	p->blocked = SPI_processed > 0;
-	if (p->blocked)
+	blocked = SPI_processed > 0;
+	if (blocked)
 		children_closure(p, "ms_blocked");
 	/* the rows of parked notes: their rules are not even evaluated (park.c) */
 	ms_exec_by_index(&p->exec, "INSERT INTO ms_unplanned SELECT DISTINCT tab, key FROM sync.notes"
 					 " WHERE parked IS NOT NULL AND NOT done AND source = 'r' AND key IS NOT NULL",
 					 0, NULL, NULL, NULL, 0);
+	return blocked;
 }
 
 /*
@@ -123,12 +126,12 @@ plan_blocked(ms_pass *p, bool dry)
  * them (load.c) finds them, in the same snapshot.  Read as the table's owner.
  */
 static int64
-whole_rows(ms_pass *p, ms_table *t)
+whole_rows(ms_pass *p, ms_table *t, bool blocked)
 {
 	ms_as_owner as;
 
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	ms_exec(&p->exec, psprintf("SELECT count(*) FROM %s t%s", t->qualified, ms_whole_filter(p, t)),
+	ms_exec(&p->exec, psprintf("SELECT count(*) FROM %s t%s", t->qualified, ms_whole_filter(t, blocked)),
 			0, NULL, NULL, NULL, 0);
 	ms_owner_end(&as);
 	return ms_int64();
@@ -147,20 +150,20 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning, ms_planned *out)
 	ListCell   *lc;
 	bool		isnull;
 
-	out->whole = ms_whole_tables && !p->fault.no_whole ? ms_wanted_whole(p->tables) : NULL;
+	out->whole = ms_whole_tables && !p->fault.no_whole ? ms_wanted_whole(p->cat.tables) : NULL;
 	/* straight into what is sent: it is all of it (never a blocked row: wanted.c) */
-	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", out->whole);
+	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", out->whole, out->blocked);
 	if (out->whole != NULL)
 	{
 		/* whether a held row of theirs looks up a note (record.c) */
 		ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_pending)", 0, NULL, NULL, NULL, 0);
 		out->noted = DatumGetBool(ms_value(0, 1, &isnull));
-		foreach(lc, p->tables)
+		foreach(lc, p->cat.tables)
 		{
 			ms_table   *t = lfirst(lc);
 
 			if (out->whole[t->id])
-				out->whole_rows += whole_rows(p, t);
+				out->whole_rows += whole_rows(p, t, out->blocked);
 		}
 	}
 
@@ -173,13 +176,13 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning, ms_planned *out)
 
 /* magic_sync.full_plan: the wanted sets of these replicas compared whole with what they hold */
 static void
-plan_whole(ms_pass *p, ArrayType *replicas)
+plan_whole(ms_pass *p, ArrayType *replicas, bool blocked)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 
 	/* never a blocked row (wanted.c) */
-	ms_wanted_fill(p, replicas);
+	ms_wanted_fill(p, replicas, blocked);
 
 	/*
 	 * A held row is sent again when a note of this snapshot is newer than
@@ -204,27 +207,28 @@ plan_whole(ms_pass *p, ArrayType *replicas)
 }
 
 char *
-ms_whole_filter(ms_pass *p, ms_table *t)
+ms_whole_filter(ms_table *t, bool blocked)
 {
-	if (!p->blocked)
+	if (!blocked)
 		return "";
 	return psprintf(" WHERE NOT EXISTS (SELECT FROM pg_temp.ms_blocked b WHERE b.tab = %d AND b.key = %s)",
 					t->id, ms_key_expr(t, "t"));
 }
 
 void
-ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_planned *out)
+ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_in *in, ms_planned *out)
 {
 	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
 	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
 	ArrayType  *around;
 
-	plan_blocked(p, false);
+	out->blocked = plan_blocked(p, false);
 	out->snapshot_rows = -1;
 	out->whole = NULL;
 	out->whole_rows = 0;
 	out->planned = 0;
 	out->noted = false;
+	out->joined = 0;
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
 		plan_provisioned(p, provisioning, out);
 
@@ -232,9 +236,9 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_planned *ou
 	ms_exec(&p->exec, "SELECT array_agg(r) FROM unnest($1::uuid[]) r WHERE r <> ALL ($2)", 2, types, values, NULL, 0);
 	around = ms_array();
 	if (around != NULL && !ms_full_plan)
-		ms_plan_question(p, around);
+		out->joined = ms_plan_question(p, around, out->blocked, in->more, in->replicas_all);
 	else if (around != NULL)
-		plan_whole(p, around);
+		plan_whole(p, around, out->blocked);
 	/* rows a replica refused, due again: to it alone (retry.c) */
 	if (around != NULL)
 		ms_plan_refused(p, around);
@@ -259,11 +263,12 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_planned *ou
  * but the plan's temporary tables (sync.would_send).
  */
 void
-ms_plan_dry(ms_pass *p, ArrayType *replicas)
+ms_plan_dry(ms_pass *p, ArrayType *replicas, const ms_plan_in *in)
 {
-	plan_blocked(p, true);
+	bool		blocked = plan_blocked(p, true);
+
 	if (!ms_full_plan)
-		ms_plan_question(p, replicas);
+		(void) ms_plan_question(p, replicas, blocked, in->more, in->replicas_all);
 	else
-		plan_whole(p, replicas);
+		plan_whole(p, replicas, blocked);
 }

@@ -23,6 +23,13 @@
 extern void ms_plan_prepare(ms_pass *p);
 
 /* what ms_plan planned, for record.c (and heldrows.c) to record */
+/* what the planner is told (relay.c; park.c as relay.c told it; would_send.c) */
+typedef struct ms_plan_in
+{
+	int64		replicas_all;	/* the replicas there are: fast.c's choice */
+	bool		more;			/* the batch was full (batch.c): question.c closes it over the notes its rows touch */
+} ms_plan_in;
+
 typedef struct ms_planned
 {
 	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
@@ -30,6 +37,8 @@ typedef struct ms_planned
 	int64		whole_rows;		/* the rows of those tables each of them is sent */
 	int64		planned;		/* rows of the larger of ms_send and ms_take */
 	bool		noted;			/* tables read whole, and pg_temp.ms_pending has rows: a held row of theirs looks up its note */
+	bool		blocked;		/* pg_temp.ms_blocked has rows: none goes, nor grows a wanted set (load.c too) */
+	int64		joined;			/* notes the batch took in as it was closed (question.c): read by the pass too */
 } ms_planned;
 
 /*
@@ -37,7 +46,8 @@ typedef struct ms_planned
  * provisioned (provisioning, a subset) from scratch; the others around what
  * changed.  *out: what it planned beyond ms_send and ms_take.
  */
-extern void ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms_planned *out);
+extern void ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_in *in,
+					ms_planned *out);
 
 /*
  * ms_plan_dry: what ms_plan does for these replicas (uuid[]), none being
@@ -45,13 +55,13 @@ extern void ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, ms
  * (a quarantined row the batch changed is left out of what is blocked,
  * not taken out of sync.quarantine); rows refused, due again, not added.
  */
-extern void ms_plan_dry(ms_pass *p, ArrayType *replicas);
+extern void ms_plan_dry(ms_pass *p, ArrayType *replicas, const ms_plan_in *in);
 
 /*
  * ms_whole_filter: " WHERE the row t (of table t) is not blocked", or ""
  * when no row is: what a read of a table sent whole (ms_planned) leaves out.
  */
 struct ms_table;
-extern char *ms_whole_filter(ms_pass *p, struct ms_table *t);
+extern char *ms_whole_filter(struct ms_table *t, bool blocked);
 
 #endif

@@ -173,7 +173,7 @@ fk_values(ms_pass *p)
 	ListCell   *lc;
 
 	initStringInfo(&fks);
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 
@@ -218,7 +218,7 @@ changed(ms_pass *p)
 	 * on it moved.  A follower's change is then not a question to every
 	 * replica holding its broadcast parent.
 	 */
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 
@@ -241,7 +241,7 @@ changed(ms_pass *p)
 								"  AND NOT (n.old_key IS NULL AND EXISTS (SELECT FROM %s t WHERE %s"
 								"   AND %s = n.pointed ->> %s))",
 								fk->parent,
-								ms_fkey_pointed(fk, ms_catalog_find(p->tables, fk->parent),
+								ms_fkey_pointed(fk, ms_catalog_find(p->cat.tables, fk->parent),
 												psprintf("(n.pointed ->> %s)", name)),
 								t->id, name, t->qualified, ms_key_match(t, "t", "n.key"),
 								ms_fkey_noted(t, fk, "t"), name),
@@ -264,7 +264,7 @@ changed(ms_pass *p)
  * say), and is sent it.  A comment edited, or its issue renamed, are so.
  */
 static uint64
-in_place(ms_pass *p)
+in_place(ms_pass *p, bool blocked)
 {
 	uint64		n = 0;
 	uint64		ntabs;
@@ -277,7 +277,7 @@ in_place(ms_pass *p)
 	ntabs = SPI_processed;
 	if (ntabs == 0)
 		return 0;
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 		maxid = Max(maxid, ((ms_table *) lfirst(lc))->id);
 	changed_tab = palloc0(sizeof(bool) * (maxid + 1));
 	for (uint64 i = 0; i < ntabs; i++)
@@ -288,7 +288,7 @@ in_place(ms_pass *p)
 		if (tab >= 0 && tab <= maxid)
 			changed_tab[tab] = true;
 	}
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 		StringInfoData same;
@@ -312,7 +312,7 @@ in_place(ms_pass *p)
 							" AND NOT " UNPLANNED("c") " AND NOT EXISTS (SELECT FROM pg_temp.ms_released r"
 							"  WHERE r.tab = c.tab AND r.key = c.key)%s",
 							t->qualified, ms_key_match(t, "x", "c.key"), t->id, ms_active_filter(t, "x", "c"),
-							same.data, p->blocked ? " AND " MS_NOT_BLOCKED("c") : ""),
+							same.data, blocked ? " AND " MS_NOT_BLOCKED("c") : ""),
 				0, NULL, NULL, NULL, 0);
 		n += SPI_processed;
 		ms_owner_end(&as);
@@ -328,7 +328,7 @@ group_rows(ms_pass *p, const char *into, bool held)
 	ListCell   *lc;
 	uint64		n = 0;
 
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 		StringInfoData on;
@@ -356,6 +356,16 @@ group_rows(ms_pass *p, const char *into, bool held)
 	return n;
 }
 
+/* followed: the table t's rows follow a row of (by its foreign key *fk), or NULL */
+static ms_table *
+followed(ms_pass *p, ms_table *t, ms_fkey **fk)
+{
+	if (t->follows_fkey < 0)
+		return NULL;
+	*fk = &t->fkeys[t->follows_fkey];
+	return ms_catalog_find(p->cat.tables, (*fk)->parent);
+}
+
 /*
  * certain: of the rows of pg_temp.ms_chain (replica, tab, key), those the
  * replica certainly keeps, into pg_temp.ms_certain, where the rows found so
@@ -367,58 +377,52 @@ group_rows(ms_pass *p, const char *into, bool held)
  * parents first (a row follows a row of a table before its own).
  */
 static void
-certain(ms_pass *p, uint64 rows)
+certain(ms_pass *p, uint64 rows, bool blocked)
 {
-	char	   *ok = p->blocked ? "NOT " UNPLANNED("c") " AND " MS_NOT_BLOCKED("c") : "NOT " UNPLANNED("c");
+	char	   *ok = blocked ? "NOT " UNPLANNED("c") " AND " MS_NOT_BLOCKED("c") : "NOT " UNPLANNED("c");
 	ListCell   *lc;
 
 	ms_analyze(&p->exec, "pg_temp.ms_chain", rows);
 	/* up: each row's parent, the row it follows, for the rows not known to be kept */
-	for (int i = list_length(p->tables) - 1; i >= 0; i--)
+	for (int i = list_length(p->cat.tables) - 1; i >= 0; i--)
 	{
-		ms_table   *t = list_nth(p->tables, i);
+		ms_table   *t = list_nth(p->cat.tables, i);
 		ms_fkey    *fk;
-		ms_table   *parent;
+		ms_table   *parent = followed(p, t, &fk);
 
-		if (t->follows_fkey < 0)
-			continue;
-		fk = &t->fkeys[t->follows_fkey];
-		parent = ms_catalog_find(p->tables, fk->parent);
-		add(p, t, "ms_chain",
-			psprintf("SELECT c.replica, %d, %s FROM pg_temp.ms_chain c JOIN %s x ON %s"
-					 " WHERE c.tab = %d AND NOT " CERTAIN("c"),
-					 parent->id, ms_fkey_key(t, fk, parent, "x"), t->qualified, ms_key_match(t, "x", "c.key"),
-					 t->id),
-			"s.key IS NOT NULL AND NOT " UNPLANNED("s"), NULL);
+		if (parent != NULL)
+			add(p, t, "ms_chain",
+				psprintf("SELECT c.replica, %d, %s FROM pg_temp.ms_chain c JOIN %s x ON %s"
+						 " WHERE c.tab = %d AND NOT " CERTAIN("c"),
+						 parent->id, ms_fkey_key(t, fk, parent, "x"), t->qualified, ms_key_match(t, "x", "c.key"),
+						 t->id),
+				"s.key IS NOT NULL AND NOT " UNPLANNED("s"), NULL);
 	}
 	/* the rows the rules send */
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 		char	   *rules = ms_rule_select(t, "ms_inc_replicas", "ms_chain");
 
 		if (rules != NULL)
-			add(p, t, "ms_certain", rules, psprintf("NOT " UNPLANNED("s") "%s", p->blocked ? " AND " MS_NOT_BLOCKED("s") : ""),
+			add(p, t, "ms_certain", rules, psprintf("NOT " UNPLANNED("s") "%s", blocked ? " AND " MS_NOT_BLOCKED("s") : ""),
 				NULL);
 	}
 	/* down: the rows following a row kept, parents first */
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 		ms_fkey    *fk;
-		ms_table   *parent;
+		ms_table   *parent = followed(p, t, &fk);
 
-		if (t->follows_fkey < 0)
-			continue;
-		fk = &t->fkeys[t->follows_fkey];
-		parent = ms_catalog_find(p->tables, fk->parent);
-		add(p, t, "ms_certain",
-			psprintf("SELECT c.replica, c.tab, c.key FROM pg_temp.ms_chain c JOIN %s x ON %s"
-					 " WHERE c.tab = %d AND %s%s AND EXISTS (SELECT FROM pg_temp.ms_certain k"
-					 "  WHERE k.replica = c.replica AND k.tab = %d AND k.key = %s)",
-					 t->qualified, ms_key_match(t, "x", "c.key"), t->id, ok, ms_active_filter(t, "x", "c"),
-					 parent->id, ms_fkey_key(t, fk, parent, "x")),
-			NULL, NULL);
+		if (parent != NULL)
+			add(p, t, "ms_certain",
+				psprintf("SELECT c.replica, c.tab, c.key FROM pg_temp.ms_chain c JOIN %s x ON %s"
+						 " WHERE c.tab = %d AND %s%s AND EXISTS (SELECT FROM pg_temp.ms_certain k"
+						 "  WHERE k.replica = c.replica AND k.tab = %d AND k.key = %s)",
+						 t->qualified, ms_key_match(t, "x", "c.key"), t->id, ok, ms_active_filter(t, "x", "c"),
+						 parent->id, ms_fkey_key(t, fk, parent, "x")),
+				NULL, NULL);
 	}
 }
 
@@ -428,7 +432,7 @@ certain(ms_pass *p, uint64 rows)
  * pg_temp.<delta>.  Returns how many.
  */
 static uint64
-question(ms_pass *p, uint64 rows, const char *delta)
+question(ms_pass *p, uint64 rows, const char *delta, bool blocked)
 {
 	uint64		n;
 
@@ -438,7 +442,7 @@ question(ms_pass *p, uint64 rows, const char *delta)
 	/* a row of a parked note: its rules are not even evaluated (park.c), it is in question */
 	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_chain SELECT * FROM pg_temp.ms_qc c WHERE NOT " UNPLANNED("c"),
 			0, NULL, NULL, NULL, 0);
-	certain(p, rows);
+	certain(p, rows, blocked);
 	ms_exec(&p->exec, psprintf("WITH n AS (INSERT INTO pg_temp.ms_q SELECT c.replica, c.tab, c.key FROM pg_temp.ms_qc c"
 						" WHERE NOT " CERTAIN("c") " ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
 						" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n", delta),
@@ -450,7 +454,7 @@ question(ms_pass *p, uint64 rows, const char *delta)
 
 /* 1. rows in question */
 static void
-in_question(ms_pass *p)
+in_question(ms_pass *p, bool blocked)
 {
 	const char *from = "ms_qd0";
 	const char *into = "ms_qd1";
@@ -470,7 +474,7 @@ in_question(ms_pass *p)
 			0, NULL, NULL, NULL, 0);
 	rows = SPI_processed;
 	rows += group_rows(p, "ms_qc", true);
-	rows = question(p, rows, from);
+	rows = question(p, rows, from, blocked);
 
 	/*
 	 * Closed over what they point at and what follows them, among the rows
@@ -486,7 +490,7 @@ in_question(ms_pass *p)
 		ms_analyze(&p->exec, psprintf("pg_temp.%s", from), rows);
 		cand = ms_links_round(p, from, NULL, true, add_step, &a, NULL);
 		ms_temp_empty(p, from);
-		rows = question(p, cand, into);
+		rows = question(p, cand, into, blocked);
 		swap = from;
 		from = into;
 		into = swap;
@@ -571,14 +575,14 @@ close_batch(ms_pass *p)
 	 * or went) is a changed row of the batch or of one before, and the row
 	 * goes with the batch.
 	 */
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 
 		for (int f = 0; f < t->nfkeys; f++)
 		{
 			ms_fkey    *fk = &t->fkeys[f];
-			ms_table   *parent = ms_catalog_find(p->tables, fk->parent);
+			ms_table   *parent = ms_catalog_find(p->cat.tables, fk->parent);
 			char	   *name = quote_literal_cstr(fk->name);
 			ms_as_owner as;
 
@@ -594,19 +598,18 @@ close_batch(ms_pass *p)
 			ms_owner_end(&as);
 		}
 	}
-	p->did.notes_read += (int64) added;
 	return added;
 }
 
 /* 2. what each replica keeps, around the rows in question */
 static void
-kept(ms_pass *p, uint64 inplace)
+kept(ms_pass *p, uint64 inplace, bool blocked)
 {
 	/*
 	 * What is kept is a row not stable already, and one that can go: a row
 	 * that cannot go is no reason to keep its parents (plan.c).
 	 */
-	const char *not_blocked = p->blocked ? MS_NOT_BLOCKED("s") : NULL;
+	const char *not_blocked = blocked ? MS_NOT_BLOCKED("s") : NULL;
 	const char *not_stable = "NOT (" HELD("s") " AND NOT " IN_QUESTION("s") ")";
 	ListCell   *lc;
 	uint64		cand = 0;
@@ -636,7 +639,7 @@ kept(ms_pass *p, uint64 inplace)
 	cand += rows;
 	ms_analyze(&p->exec, "ms_cand, ms_cand_rows", cand);
 
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 		char	   *rules = ms_rule_select(t, "ms_inc_replicas", "ms_cand");
@@ -656,7 +659,7 @@ kept(ms_pass *p, uint64 inplace)
 		if (t->follows_fkey >= 0)
 		{
 			ms_fkey    *fk = &t->fkeys[t->follows_fkey];
-			char	   *parent_key = ms_fkey_key(t, fk, ms_catalog_find(p->tables, fk->parent), "x");
+			char	   *parent_key = ms_fkey_key(t, fk, ms_catalog_find(p->cat.tables, fk->parent), "x");
 			char	   *match = ms_key_match(t, "x", "c.key");
 			char	   *active = ms_active_filter(t, "x", "c");
 
@@ -682,14 +685,14 @@ kept(ms_pass *p, uint64 inplace)
 		}
 	}
 	/* the rows in question a stable row points at, unless kept already */
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 
 		for (int f = 0; f < t->nfkeys; f++)
 		{
 			ms_fkey    *fk = &t->fkeys[f];
-			ms_table   *parent = ms_catalog_find(p->tables, fk->parent);
+			ms_table   *parent = ms_catalog_find(p->cat.tables, fk->parent);
 
 			/*
 			 * The child's rows, read as the child's owner: its key leads.
@@ -746,14 +749,16 @@ kept(ms_pass *p, uint64 inplace)
 	close_over(p, "ms_n", "ms_nd0", "ms_nd1", not_stable, added);
 }
 
-void
-ms_plan_question(ms_pass *p, ArrayType *replicas)
+int64
+ms_plan_question(ms_pass *p, ArrayType *replicas, bool blocked, bool more, int64 replicas_all)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 	uint64		inplace;
 	int64		around;
 	uint64		fast_rows;
+	uint64		added;
+	int64		joined = 0;
 
 	ms_temp_table(p, "ms_inc_replicas");
 	ms_temp_table(p, "ms_changed");
@@ -778,24 +783,25 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 
 	fast_rows = ms_fast_find(p);
 	changed(p);
-	inplace = in_place(p);
-	in_question(p);
-	kept(p, inplace);
-	while (p->did.more && close_batch(p))
+	inplace = in_place(p, blocked);
+	in_question(p, blocked);
+	kept(p, inplace, blocked);
+	while (more && (added = close_batch(p)) > 0)
 	{
 		/* planned again, around the notes the batch took in */
 		static const char *const tables[] = {
 			"ms_changed", "ms_changed_parents", "ms_inplace", "ms_q", "ms_qd0", "ms_qd1", "ms_qc", "ms_chain", "ms_certain",
 			"ms_cand", "ms_cand_rows", "ms_n", "ms_nd0", "ms_nd1", "ms_kd", NULL};
 
+		joined += (int64) added;
 		ms_batch_rows(p);
 		for (const char *const *t = tables; *t != NULL; t++)
 			ms_temp_empty(p, *t);
 		fast_rows = ms_fast_find(p);
 		changed(p);
-		inplace = in_place(p);
-		in_question(p);
-		kept(p, inplace);
+		inplace = in_place(p, blocked);
+		in_question(p, blocked);
+		kept(p, inplace, blocked);
 	}
 
 	/* 3. the difference */
@@ -811,9 +817,10 @@ ms_plan_question(ms_pass *p, ArrayType *replicas)
 			"       AND h.tab = n.tab AND h.key = n.key OFFSET 0) h ON true"
 			" WHERE h.note IS NULL OR h.taken IS NOT NULL OR c.note > h.note",
 			0, NULL, NULL, NULL, 0);
-	ms_fast_send(p, fast_rows, around, p->replicas_all);
+	ms_fast_send(p, fast_rows, around, replicas_all);
 	ms_exec(&p->exec,
 			"INSERT INTO ms_take (replica, tab, key) SELECT q.replica, q.tab, q.key FROM ms_q q"
 			" WHERE NOT EXISTS (SELECT FROM ms_n n WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)",
 			0, NULL, NULL, NULL, 0);
+	return joined;
 }

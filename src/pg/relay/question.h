@@ -15,7 +15,11 @@
  * what the batch (batch.h: ms_notes_read, ms_pending) and the rows that
  * cannot go (ms_blocked) change in what each holds: into pg_temp.ms_send and
  * ms_take, as comparing sync.wanted with sync.held would, around the change.
+ * blocked: ms_blocked has rows (plan.c); more: the batch was full
+ * (batch.c), and is closed over the notes its rows touch; replicas_all: the
+ * replicas there are (fast.c's choice).  Returns how many notes the batch
+ * took in so.
  */
-extern void ms_plan_question(ms_pass *p, ArrayType *replicas);
+extern int64 ms_plan_question(ms_pass *p, ArrayType *replicas, bool blocked, bool more, int64 replicas_all);
 
 #endif

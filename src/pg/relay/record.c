@@ -145,17 +145,17 @@ ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	number = (uint64) nextval_internal(r->message_seq, true);
 	if (!ms_random(nonce, sizeof nonce))
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not draw a nonce")));
-	if (!ms_seal(p->epoch.secret, MS_SECRET_BYTES, tg->id.data, p->epoch.id, number, nonce, seal))
+	if (!ms_seal(p->cat.epoch.secret, MS_SECRET_BYTES, tg->id.data, p->cat.epoch.id, number, nonce, seal))
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not seal a message")));
 	h.protocol = MS_PROTOCOL;
-	h.epoch = p->epoch.id;
+	h.epoch = p->cat.epoch.id;
 	h.number = number;
 	h.nonce = nonce;
 	h.previous = tg->has_last ? tg->last_number : 0;
 	h.previous_nonce = tg->has_last && tg->last_number > 0 ? tg->last_nonce : NULL;
 	h.seal = seal;
 	h.replica = tg->id.data;
-	h.generation = p->epoch.generation;
+	h.generation = p->cat.epoch.generation;
 	h.clock = ms_hlc_server_clock();
 	Assert(ms_head_packed_size(&h) + MS_SIGNATURE_FIELD_BYTES <= HEAD_MAX);
 	headlen = ms_head_pack(&h, head);
@@ -174,7 +174,7 @@ ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 		memcpy(id, &tg->id, sizeof(pg_uuid_t));
 		r->messages[0][i] = UUIDPGetDatum(id);
 		r->messages[1][i] = Int64GetDatum((int64) number);
-		r->messages[2][i] = PointerGetDatum(ms_to_bytea(p->epoch.id, MS_EPOCH_BYTES));
+		r->messages[2][i] = PointerGetDatum(ms_to_bytea(p->cat.epoch.id, MS_EPOCH_BYTES));
 		r->messages[3][i] = PointerGetDatum(ms_to_bytea(nonce, sizeof nonce));
 		r->messages[4][i] = PointerGetDatum(ms_to_bytea(head, headlen));
 		r->messages[5][i] = Int64GetDatum(body_id);
@@ -325,7 +325,7 @@ end_snapshot(recorder *r, target *tg, StringInfo body)
 		ListCell   *lc;
 
 		initStringInfo(&end);
-		foreach(lc, r->p->tables)
+		foreach(lc, r->p->cat.tables)
 		{
 			ms_table   *t = lfirst(lc);
 
@@ -419,7 +419,7 @@ recorder_init(recorder *r, ms_pass *p)
 	ctl.entrysize = sizeof(body_entry);
 	r->bodies = hash_create("magic_sync bodies", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	/* the pass packed it once (relay.c): every snapshot carries the same */
-	r->begin = p->begin;
+	r->begin = p->cat.begin;
 	r->signer = ms_signing_key();
 	initStringInfo(&r->key);
 
@@ -515,7 +515,7 @@ record_chains(recorder *r)
 		get_typlenbyvalalign(elem[c], &len, &byval, &align);
 		values[c] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs, elem[c], len, byval, align));
 	}
-	values[7] = PointerGetDatum(p->schema_hash);
+	values[7] = PointerGetDatum(p->cat.schema_hash);
 	/*
 	 * A worker's pass (bounds_later) writes no chain but a snapshot's into
 	 * sync.replicas: every filing and pull writes its replica's row, and the
@@ -551,7 +551,7 @@ record_chains(recorder *r)
 			" WHERE r.id = w.id%s",
 			p->has.owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
 			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : "",
-			p->held_deferred > 0 ? ", held_due = w.first" : "",
+			p->later.rows > 0 ? ", held_due = w.first" : "",
 			p->bounds_later ? " AND w.first IS NOT NULL" : ""),
 			8, types, values, NULL, 0);
 }
@@ -575,8 +575,8 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	r.did = did;
 	memset(did, 0, sizeof *did);
 	/* a plan run again after rows were set aside starts over */
-	p->later = NULL;
-	p->held_deferred = 0;
+	p->later.kept = NULL;
+	p->later.rows = 0;
 	load_targets(&r, replicas, provisioning);
 	one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
 	r.provisioning = (pg_uuid_t *) ARR_DATA_PTR(provisioning);
@@ -584,14 +584,14 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	snapshot_rows(&r, provisioning);
 
 	/* upserts, parents first; the rows that cannot go are in the pass's memory */
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 
 		ms_load_table(p, t, one_replica, emit_upsert, &r, &bad);
 		/* a table the replicas provisioned want whole: read once, for all of them (plan.c) */
 		if (plan->whole != NULL && plan->whole[t->id])
-			ms_load_whole(p, t, emit_whole, &r, &bad);
+			ms_load_whole(p, t, plan->blocked, emit_whole, &r, &bad);
 	}
 	if (bad != NIL)
 	{
@@ -599,8 +599,8 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 		return bad;
 	}
 	/* then deletes, children first */
-	for (int i = list_length(p->tables) - 1; i >= 0; i--)
-		record_deletes(&r, list_nth(p->tables, i));
+	for (int i = list_length(p->cat.tables) - 1; i >= 0; i--)
+		record_deletes(&r, list_nth(p->cat.tables, i));
 
 	initStringInfo(&end);
 	due = ms_wish_due(p);

@@ -144,7 +144,7 @@ quarantine(ms_pass *p, List *bad)
 		values[2] = CStringGetTextDatum(b->reason);
 		values[3] = CStringGetTextDatum(unpack_sql_state(b->sqlerrcode));
 		ms_run(&p->exec, plan, values, NULL, 0);
-		t = ms_catalog_find(p->tables, b->tab);
+		t = ms_catalog_find(p->cat.tables, b->tab);
 		ereport(WARNING,
 				(errmsg("magic_sync: a row of table \"%s\" cannot go and is quarantined",
 						t ? t->name : "?"),
@@ -162,10 +162,11 @@ quarantine(ms_pass *p, List *bad)
  * pass.
  */
 static void
-record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
+record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, int64 replicas_all)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
+	ms_plan_in	in = {replicas_all, p->did.more};
 
 	for (;;)
 	{
@@ -180,7 +181,8 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 		MemoryContextSwitchTo(cxt);
 		PG_TRY();
 		{
-			ms_plan(p, replicas, provisioning, &plan);
+			ms_plan(p, replicas, provisioning, &in, &plan);
+			p->did.notes_read += plan.joined;
 			bad = ms_record(p, replicas, provisioning, &plan, &did);
 		}
 		PG_CATCH();
@@ -213,7 +215,7 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 				FreeErrorData(failure);
 				continue;
 			}
-			if (ms_transient(failure->sqlerrcode) || !ms_park(p, &replicas, &provisioning, &parked))
+			if (ms_transient(failure->sqlerrcode) || !ms_park(p, &replicas, &provisioning, &in, &parked))
 				ReThrowError(failure);
 			p->did.notes_read -= parked;
 			p->did.parked += parked;
@@ -391,18 +393,18 @@ read_catalog(ms_pass *p)
 		{
 			List	   *ignored = NIL;	/* sync.check() said them, and more */
 
-			p->held = NIL;
-			p->tables = ms_catalog_hold(ms_catalog_read(&ignored), problems, &p->held);
-			p->held_ids = p->held != NIL ? held_ids(p->held) : NULL;
+			p->cat.held = NIL;
+			p->cat.tables = ms_catalog_hold(ms_catalog_read(&ignored), problems, &p->cat.held);
+			p->cat.held_ids = p->cat.held != NIL ? held_ids(p->cat.held) : NULL;
 		}
-		catalog_held = p->held;
-		catalog_held_ids = p->held_ids;
+		catalog_held = p->cat.held;
+		catalog_held_ids = p->cat.held_ids;
 		ms_evolve_schema(p);
-		catalog_tables = p->tables;
-		catalog_begin = p->begin;
-		catalog_schema_hash = p->schema_hash;
+		catalog_tables = p->cat.tables;
+		catalog_begin = p->cat.begin;
+		catalog_schema_hash = p->cat.schema_hash;
 		catalog_evolve = p->evolve;
-		watch(p->tables);
+		watch(p->cat.tables);
 		catalog_text = pstrdup(decls);
 		MemoryContextSwitchTo(old);
 		/*
@@ -410,16 +412,16 @@ read_catalog(ms_pass *p)
 		 * reads again; so does a table held back, which a fix may put right
 		 * in many ways (sync.check() says them)
 		 */
-		catalog_valid = p->held == NIL;
+		catalog_valid = p->cat.held == NIL;
 		/* what the pass finds of each replica is its own, the schemas are kept */
 		p->evolve = ms_evolve_kept(catalog_evolve);
 		return;
 	}
-	p->tables = catalog_tables;
-	p->held = catalog_held;
-	p->held_ids = catalog_held_ids;
-	p->begin = catalog_begin;
-	p->schema_hash = catalog_schema_hash;
+	p->cat.tables = catalog_tables;
+	p->cat.held = catalog_held;
+	p->cat.held_ids = catalog_held_ids;
+	p->cat.begin = catalog_begin;
+	p->cat.schema_hash = catalog_schema_hash;
 	p->evolve = ms_evolve_kept(catalog_evolve);
 }
 
@@ -428,7 +430,7 @@ read_catalog(ms_pass *p)
  * minute ago; and how many there are in all (fast.c)
  */
 static ArrayType *
-live_replicas(ms_pass *p)
+live_replicas(ms_pass *p, int64 *replicas_all)
 {
 	bool		isnull;
 	ArrayType  *live;
@@ -440,7 +442,7 @@ live_replicas(ms_pass *p)
 			" AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
 			" count(*) FROM sync.replicas",
 			0, NULL, NULL, NULL, 0);
-	p->replicas_all = DatumGetInt64(ms_value(0, 2, &isnull));
+	*replicas_all = DatumGetInt64(ms_value(0, 2, &isnull));
 	live = ms_array();
 	return live;
 }
@@ -450,11 +452,12 @@ ms_relay_pass(ms_pass *p)
 {
 	ArrayType  *provisioning;
 	ArrayType  *replicas = NULL;
+	int64		replicas_all = 0;	/* fast.c's choice: the replicas there are (live_replicas) */
 	int64		notes;
 	ms_observed observed;
 	bool		bounds_later = p->bounds_later;
 	int			snapshots = p->snapshots;
-	bool		held_later = p->held_later;
+	bool		held_later = p->later.on;
 	struct ms_floor *floor = p->floor;
 
 	/* one snapshot for the whole pass, whose writes never land on newer versions (pass.h) */
@@ -468,7 +471,7 @@ ms_relay_pass(ms_pass *p)
 	ms_pass_begin(p, p->exec.cxt);
 	p->bounds_later = bounds_later;
 	p->snapshots = snapshots;
-	p->held_later = held_later;
+	p->later.on = held_later;
 	p->floor = floor;
 	/* the relay reads each table as its owner: its code runs with no other rights */
 	p->exec.as_owners = true;
@@ -477,10 +480,12 @@ ms_relay_pass(ms_pass *p)
 	/* the session's first pass creates every temporary table: no later one runs DDL (temp.c) */
 	ms_temp_tables(p);
 	read_catalog(p);
-	ms_epoch_current(&p->epoch);
+	ms_epoch_current(&p->cat.epoch);
 	provisioning = ms_observe(p, &observed);
 	p->did.forgotten = observed.forgotten;
 	p->did.snapshots_left = observed.snapshots_left;
+	/* held rows after the pass need the column that says they are due */
+	p->later.on = p->later.on && observed.held_due;
 	/* a snapshot pass reads no note: the next pass plans them for every replica */
 	if (snapshots == MS_SNAPSHOTS_ONLY && provisioning == NULL)
 	{
@@ -496,7 +501,7 @@ ms_relay_pass(ms_pass *p)
 		notes = 0;
 	}
 	else
-		notes = ms_batch_read(p);
+		notes = ms_batch_read(p, &p->did.more);
 	p->did.notes_read = notes;
 	/* a large batch or a snapshot: each statement planned for what it reads now */
 	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
@@ -509,7 +514,7 @@ ms_relay_pass(ms_pass *p)
 	if (snapshots == MS_SNAPSHOTS_ONLY)
 		replicas = provisioning;
 	else if (notes > 0 || ms_evolve_any(p))
-		replicas = live_replicas(p);
+		replicas = live_replicas(p, &replicas_all);
 	else
 		/* those provisioned, with refused rows due (retry.c), with wishes to send (wish_send.c) */
 		replicas = ms_wish_replicas(p, ms_retry_replicas(p, provisioning));
@@ -519,7 +524,7 @@ ms_relay_pass(ms_pass *p)
 	if (replicas != NULL)
 	{
 		ms_temp_table(p, "ms_written");
-		record(p, replicas, provisioning);
+		record(p, replicas, provisioning, replicas_all);
 		ms_evolve_recorded(p, provisioning);
 		if (!p->bounds_later)
 			outbox_bounds(p);
@@ -547,13 +552,11 @@ void
 ms_relay_held(ms_pass *p)
 {
 	MemoryContext cxt = p->exec.cxt;
-	struct ms_held_later *later = p->later;
-	int64		rows = p->held_deferred;
+	ms_pass_later later = p->later;
 
 	SPI_connect();
 	ms_pass_begin(p, cxt);
 	p->later = later;
-	p->held_deferred = rows;
 	ms_plans_keep(false);
 	ms_record_held_later(p);
 	ms_pass_end(p);

@@ -60,7 +60,7 @@ extern void ms_relay_chains(ms_pass *p);
 
 /*
  * ms_relay_held: the held rows the last pass of this session left to write
- * once it committed (p->held_later, p->held_deferred), in the current
+ * once it committed (p->later.on, p->later.rows), in the current
  * transaction, under the lock a pass holds; SPI connected inside.
  */
 extern void ms_relay_held(ms_pass *p);

@@ -144,22 +144,76 @@ ms_retry_replicas(ms_pass *p, ArrayType *provisioning)
 	return ms_array();
 }
 
+/*
+ * against_rows: a statement on ms_retry's rows of table t ($1, its id) that
+ * reads t (fmt's first %s, its name, and second, its key matched to k.key),
+ * run as its owner.
+ */
+static void
+against_rows(ms_pass *p, ms_table *t, const char *fmt)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(t->id)};
+	char	   *sql = psprintf(fmt, t->qualified, ms_key_match(t, "t", "k.key"));
+	ms_as_owner as;
+
+	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+	ms_exec(&p->exec, sql, 1, types, values, NULL, 0);
+	ms_owner_end(&as);
+}
+
 /* drop from ms_retry the rows of table t that are no longer there (read as its owner) */
 static void
 gone(ms_pass *p, ms_table *t)
 {
-	StringInfoData sql;
-	Oid			types[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(t->id)};
-	ms_as_owner as;
+	against_rows(p, t, "DELETE FROM pg_temp.ms_retry k WHERE k.tab = $1"
+				 " AND NOT EXISTS (SELECT FROM %s t WHERE %s OFFSET 0)");
+}
 
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "DELETE FROM pg_temp.ms_retry k WHERE k.tab = $1"
-					 " AND NOT EXISTS (SELECT FROM %s t WHERE %s OFFSET 0)",
-					 t->qualified, ms_key_match(t, "t", "k.key"));
-	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	ms_exec(&p->exec, sql.data, 1, types, values, NULL, 0);
-	ms_owner_end(&as);
+/*
+ * retry_each_table: each(p, t) for each table t with rows in pg_temp.ms_retry;
+ * a table no longer mirrored has its rows dropped instead: they go with it.
+ */
+static void
+retry_each_table(ms_pass *p, void (*each) (ms_pass *, ms_table *))
+{
+	uint64		n;
+	int		   *tabs;
+
+	ms_exec(&p->exec, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
+	n = SPI_processed;
+	tabs = palloc(sizeof(int) * n);
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		tabs[i] = DatumGetInt32(ms_value(i, 1, &isnull));
+	}
+	for (uint64 i = 0; i < n; i++)
+	{
+		ms_table   *t = ms_catalog_find(p->cat.tables, tabs[i]);
+		Oid			types[1] = {INT4OID};
+		Datum		values[1] = {Int32GetDatum(tabs[i])};
+
+		if (t != NULL)
+			each(p, t);
+		else
+			ms_exec(&p->exec, "DELETE FROM pg_temp.ms_retry WHERE tab = $1", 1, types, values, NULL, 0);
+	}
+	pfree(tabs);
+}
+
+/*
+ * gone_or_taken: of ms_retry's rows of table t (read as its owner), a row the
+ * server has not (or that it never sent, note < 0): its deletion goes instead.
+ */
+static void
+gone_or_taken(ms_pass *p, ms_table *t)
+{
+	against_rows(p, t, "WITH g AS (DELETE FROM pg_temp.ms_retry k WHERE k.tab = $1"
+				 " AND (k.note < 0 OR NOT EXISTS (SELECT FROM %s t WHERE %s))"
+				 " RETURNING k.replica, k.tab, k.key)"
+				 " INSERT INTO ms_take (replica, tab, key) SELECT * FROM g ON CONFLICT DO NOTHING");
 }
 
 /* the rows due of the replicas $1 (those sync.refused_due says), by refused_rows_due (a subquery's condition on one, r) */
@@ -194,8 +248,6 @@ static void
 plan_due(ms_pass *p, Datum *values)
 {
 	Oid			types[1] = {UUIDARRAYOID};
-	uint64		n;
-	int		   *tabs;
 
 	if (p->fault.resend_held)
 	{
@@ -221,31 +273,7 @@ plan_due(ms_pass *p, Datum *values)
 		return;
 	/* from here a failure is theirs (relay.c) */
 	p->fault.resent = (int64) SPI_processed;
-	ms_exec(&p->exec, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
-	n = SPI_processed;
-	tabs = palloc(sizeof(int) * n);
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		tabs[i] = DatumGetInt32(ms_value(i, 1, &isnull));
-	}
-	for (uint64 i = 0; i < n; i++)
-	{
-		ms_table   *t = ms_catalog_find(p->tables, tabs[i]);
-
-		if (t != NULL)
-			gone(p, t);
-		else
-		{
-			Oid			itypes[1] = {INT4OID};
-			Datum		ivalues[1] = {Int32GetDatum(tabs[i])};
-
-			/* a table no longer mirrored: its rows go with it */
-			ms_exec(&p->exec, "DELETE FROM pg_temp.ms_retry WHERE tab = $1", 1, itypes, ivalues, NULL, 0);
-		}
-	}
-	pfree(tabs);
+	retry_each_table(p, gone);
 	/* to the replica that refused it alone; a row a note sends already goes once */
 	ms_exec(&p->exec, "INSERT INTO ms_send (replica, tab, key, note)"
 			" SELECT replica, tab, key, note FROM pg_temp.ms_retry ON CONFLICT DO NOTHING",
@@ -288,8 +316,6 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
-	uint64		n;
-	int		   *tabs;
 
 	/* most passes: none marked, one probe of held_replace */
 	if (!any_replaced(p) || p->fault.resend_held)
@@ -309,44 +335,7 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas)
 		return;
 	/* from here a failure is theirs, as the refused rows' (relay.c) */
 	p->fault.resent += (int64) SPI_processed;
-	ms_exec(&p->exec, "SELECT DISTINCT tab FROM pg_temp.ms_retry", 0, NULL, NULL, NULL, 0);
-	n = SPI_processed;
-	tabs = palloc(sizeof(int) * n);
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		tabs[i] = DatumGetInt32(ms_value(i, 1, &isnull));
-	}
-	for (uint64 i = 0; i < n; i++)
-	{
-		ms_table   *t = ms_catalog_find(p->tables, tabs[i]);
-		Oid			itypes[1] = {INT4OID};
-		Datum		ivalues[1] = {Int32GetDatum(tabs[i])};
-
-		if (t == NULL)
-		{
-			/* a table no longer mirrored: its rows go with it */
-			ms_exec(&p->exec, "DELETE FROM pg_temp.ms_retry WHERE tab = $1", 1, itypes, ivalues, NULL, 0);
-			continue;
-		}
-		/* a row the server has not (or that it never sent): its deletion goes instead */
-		{
-			StringInfoData sql;
-			ms_as_owner as;
-
-			initStringInfo(&sql);
-			appendStringInfo(&sql, "WITH g AS (DELETE FROM pg_temp.ms_retry k WHERE k.tab = $1"
-							 " AND (k.note < 0 OR NOT EXISTS (SELECT FROM %s t WHERE %s))"
-							 " RETURNING k.replica, k.tab, k.key)"
-							 " INSERT INTO ms_take (replica, tab, key) SELECT * FROM g ON CONFLICT DO NOTHING",
-							 t->qualified, ms_key_match(t, "t", "k.key"));
-			ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-			ms_exec(&p->exec, sql.data, 1, itypes, ivalues, NULL, 0);
-			ms_owner_end(&as);
-		}
-	}
-	pfree(tabs);
+	retry_each_table(p, gone_or_taken);
 	/* the rest: the row as the server has it, to that replica alone (plan.c marks it a replacement) */
 	ms_exec(&p->exec, "INSERT INTO ms_send (replica, tab, key, note)"
 			" SELECT replica, tab, key, note FROM pg_temp.ms_retry ON CONFLICT DO NOTHING",

@@ -25,7 +25,7 @@ extern void ms_temp_empty(ms_pass *p, const char *name);
 /*
  * MS_NOT_BLOCKED(s): the row s (tab, key) is not in pg_temp.ms_blocked.  A
  * wanted set is closed over the rows that go only: a row that cannot go is
- * left out before its parents are looked for (p->blocked says when any is).
+ * left out before its parents are looked for (ms_planned.blocked says when any is).
  * Beside the table it reads, so that plan.c, question.c and wanted.c each
  * see it without including one another.
  */

@@ -301,13 +301,13 @@ ms_children_select(const ms_table *t, const ms_fkey *fk, const ms_table *parent,
  */
 static uint64
 add_rows(ms_pass *p, const ms_table *t, const char *set, const char *select, bool first, bool delta,
-		 const char *into)
+		 const char *into, bool blocked)
 {
 	const char *conflict = first ? "" : " ON CONFLICT DO NOTHING";
 	ms_as_owner as;
 
 	/* a row that cannot go is no one's, nor a reason to want its parents (plan.c) */
-	if (p->blocked)
+	if (blocked)
 		select = psprintf("SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE " MS_NOT_BLOCKED("s"),
 						  select);
 	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
@@ -368,14 +368,14 @@ ms_links_round(ms_pass *p, const char *from, const bool *skip, bool followers,
 
 	if (links != NULL)
 		*links = false;
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 
 		/* the rows the rows of t in from point at */
 		for (int f = 0; f < t->nfkeys; f++)
 		{
-			ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
+			ms_table   *parent = ms_catalog_find(p->cat.tables, t->fkeys[f].parent);
 
 			/* a table left out is wanted whole: the rows pointed at are in it */
 			if (parent == NULL || (skip != NULL && skip[t->fkeys[f].parent]))
@@ -387,7 +387,7 @@ ms_links_round(ms_pass *p, const char *from, const bool *skip, bool followers,
 		/* the rows of t that follow rows of its parent in from */
 		if (followers && t->follows_fkey >= 0)
 		{
-			ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent);
+			ms_table   *parent = ms_catalog_find(p->cat.tables, t->fkeys[t->follows_fkey].parent);
 
 			if (parent == NULL)
 				continue;
@@ -405,6 +405,7 @@ typedef struct round_arg
 	const char *set;
 	const bool *rounds;
 	const char *into;
+	bool		blocked;
 } round_arg;
 
 static uint64
@@ -415,7 +416,7 @@ round_step(ms_pass *p, const ms_table *t, const ms_table *to, const ms_fkey *fk,
 
 	(void) fk;
 	(void) follows;
-	return add_rows(p, t, a->set, select, false, to != NULL && a->rounds[to->id], a->into);
+	return add_rows(p, t, a->set, select, false, to != NULL && a->rounds[to->id], a->into, a->blocked);
 }
 
 /*
@@ -423,7 +424,7 @@ round_step(ms_pass *p, const ms_table *t, const ms_table *to, const ms_fkey *fk,
  * of what the last round added, into set, until a round adds nothing.
  */
 static uint64
-close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows, const bool *skip)
+close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows, const bool *skip, bool blocked)
 {
 	uint64		added = 0;
 	int			cur = 0;
@@ -431,7 +432,7 @@ close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows, const
 	for (;;)
 	{
 		const char *from = cur == 0 ? "ms_wanted_delta0" : "ms_wanted_delta1";
-		round_arg	a = {set, rounds, cur == 0 ? "ms_wanted_delta1" : "ms_wanted_delta0"};
+		round_arg	a = {set, rounds, cur == 0 ? "ms_wanted_delta1" : "ms_wanted_delta0", blocked};
 		bool		more;
 		uint64		round;
 
@@ -487,9 +488,9 @@ ms_wanted_whole(List *tables)
  * not the rows of the tables skip names (by id), when it is not NULL.
  */
 static uint64
-fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first, const bool *skip)
+fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first, const bool *skip, bool blocked)
 {
-	bool	   *rounds = rounds_of(p->tables);
+	bool	   *rounds = rounds_of(p->cat.tables);
 	uint64		added = 0;
 	uint64		delta = 0;
 	ListCell   *lc;
@@ -502,33 +503,33 @@ fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first, const b
 			replicas == NULL ? "n" : NULL, 0);
 
 	/* the rows the rules send */
-	foreach(lc, p->tables)
+	foreach(lc, p->cat.tables)
 	{
 		ms_table   *t = lfirst(lc);
 		char	   *rules = ms_rule_select(t, "ms_wanted_replicas", NULL);
 
 		if (rules != NULL && !(skip != NULL && skip[t->id]))
 		{
-			uint64		n = add_rows(p, t, set, rules, true, rounds[t->id], "ms_wanted_delta0");
+			uint64		n = add_rows(p, t, set, rules, true, rounds[t->id], "ms_wanted_delta0", blocked);
 
 			added += n;
 			if (rounds[t->id])
 				delta += n;
 		}
 	}
-	return added + close_rounds(p, set, rounds, delta, skip);
+	return added + close_rounds(p, set, rounds, delta, skip, blocked);
 }
 
 uint64
-ms_wanted_fill(ms_pass *p, ArrayType *replicas)
+ms_wanted_fill(ms_pass *p, ArrayType *replicas, bool blocked)
 {
-	return fill(p, replicas, "ms_wanted", true, NULL);
+	return fill(p, replicas, "ms_wanted", true, NULL, blocked);
 }
 
 uint64
-ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set, const bool *skip)
+ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set, const bool *skip, bool blocked)
 {
-	return fill(p, replicas, set, false, skip);
+	return fill(p, replicas, set, false, skip, blocked);
 }
 
 /* ms_replica_must_exist: an error, for a person, unless replica id exists */
@@ -543,6 +544,16 @@ ms_replica_must_exist(ms_pass *p, Datum id)
 				 errhint("sync.replicas lists the replicas.")));
 }
 
+ArrayType *
+ms_wanted_read_begin(ms_pass *p, Datum id)
+{
+	ms_pass_begin(p, CurrentMemoryContext);
+	ms_replica_must_exist(p, id);
+	p->cat.tables = ms_catalog_tables();
+	ms_pass_read_as_owners(p);
+	return construct_array(&id, 1, UUIDOID, 16, false, TYPALIGN_CHAR);
+}
+
 /*
  * ms_wanted: sync.wanted(replica) returns (tab, key, parts), the rows the
  * replica should hold, ordered by table (parents first) and key, in one
@@ -552,17 +563,13 @@ Datum
 ms_wanted(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		id = PG_GETARG_DATUM(0);
-	Datum		elems[1] = {id};
 	ms_pass		p;
+	ArrayType  *replica;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	ms_pass_begin(&p, CurrentMemoryContext);
-	ms_replica_must_exist(&p, id);
-	p.tables = ms_catalog_tables();
-	ms_pass_read_as_owners(&p);
-	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
+	replica = ms_wanted_read_begin(&p, PG_GETARG_DATUM(0));
+	ms_wanted_fill(&p, replica, false);
 	ms_exec(&p.exec, "SELECT t.relid, w.key, sync.key_parts(w.key)"
 			"  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
 			" ORDER BY t.id, w.key", 0, NULL, NULL, NULL, 0);
@@ -585,9 +592,9 @@ ms_wanted_fill_sql(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	ms_pass_begin(&p, CurrentMemoryContext);
-	p.tables = ms_catalog_tables();
+	p.cat.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
-	n = ms_wanted_fill(&p, PG_ARGISNULL(0) ? NULL : PG_GETARG_ARRAYTYPE_P(0));
+	n = ms_wanted_fill(&p, PG_ARGISNULL(0) ? NULL : PG_GETARG_ARRAYTYPE_P(0), false);
 	ms_pass_end(&p);
 	SPI_finish();
 	PG_RETURN_INT64((int64) n);

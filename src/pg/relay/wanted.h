@@ -18,11 +18,20 @@
  * COLLATE "C", PRIMARY KEY (replica, tab, key)) -- created when missing,
  * emptied first -- with the wanted sets of the given replicas (a uuid[]; NULL:
  * every live replica not dropped), all at once, in the snapshot of p, over
- * p->tables.  Returns the number of rows.
+ * p->cat.tables.  blocked: the plan's pg_temp.ms_blocked has rows, left out
+ * (plan.c); a read has none.  Returns the number of rows.
  */
-extern uint64 ms_wanted_fill(ms_pass *p, ArrayType *replicas);
+extern uint64 ms_wanted_fill(ms_pass *p, ArrayType *replicas, bool blocked);
 /* ms_replica_must_exist: an error (42704), for a person, unless replica id exists */
 extern void ms_replica_must_exist(ms_pass *p, Datum id);
+
+/*
+ * ms_wanted_read_begin: begin a read of what replica id should hold
+ * (sync.wanted, sync.why_all): *p begun in the current memory context, the
+ * replica checked (ms_replica_must_exist), the catalog read and read as
+ * owners (ms_pass_read_as_owners).  The replica as a uuid[] of one.
+ */
+extern ArrayType *ms_wanted_read_begin(ms_pass *p, Datum id);
 
 /*
  * ms_wanted_into: the same, into pg_temp.<set> (columns replica, tab, key;
@@ -30,7 +39,8 @@ extern void ms_replica_must_exist(ms_pass *p, Datum id);
  * out the tables skip names (by id; NULL: none); returns the number of rows
  * it added.
  */
-extern uint64 ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set, const bool *skip);
+extern uint64 ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set, const bool *skip,
+							 bool blocked);
 
 /*
  * ms_wanted_whole: by table id, the tables a replica wants every row of

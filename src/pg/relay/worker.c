@@ -333,8 +333,8 @@ held_later(MemoryContext pass_cxt, struct ms_held_later *later, int64 rows)
 	ms_pass		h;
 
 	step_begin(&h, pass_cxt, "magic_sync held rows of the pass");
-	h.later = later;
-	h.held_deferred = rows;
+	h.later.kept = later;
+	h.later.rows = rows;
 	ms_relay_held(&h);
 	step_end();
 }
@@ -388,7 +388,7 @@ snapshot_pass(MemoryContext pass_cxt)
 	p.bounds_later = true;
 	p.snapshots = MS_SNAPSHOTS_ONLY;
 	/* a snapshot's held rows of tables read whole are written after it */
-	p.held_later = ms_held_later;
+	p.later.on = ms_held_later;
 	ms_relay_pass(&p);
 	if (p.did.provisioned > 0)
 		ereport(DEBUG1,
@@ -397,8 +397,8 @@ snapshot_pass(MemoryContext pass_cxt)
 						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	if (p.held_deferred > 0)
-		held_later(pass_cxt, p.later, p.held_deferred);
+	if (p.later.rows > 0)
+		held_later(pass_cxt, p.later.kept, p.later.rows);
 	if (p.did.messages > 0)
 		outbox_bounds(pass_cxt);
 	return p.did.provisioned > 0;
@@ -469,7 +469,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	/* a snapshot, however long, is a pass of its own that holds no other replica (snapshot_pass) */
 	p.snapshots = MS_SNAPSHOTS_LEFT;
 	/* and a snapshot's held rows of tables read whole are written after it too */
-	p.held_later = ms_held_later;
+	p.later.on = ms_held_later;
 	ms_relay_pass(&p);
 	busy = p.did.messages > 0 || p.did.provisioned > 0 || p.did.forgotten > 0 || p.did.more;
 	*read = p.did.notes_read;
@@ -505,8 +505,8 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 		ms_wake_passed(XactLastCommitEnd, through);
 	XLogFlush(XactLastCommitEnd);
 	ms_floor_committed(&notes_floor);
-	if (p.held_deferred > 0)
-		held_later(pass_cxt, p.later, p.held_deferred);
+	if (p.later.rows > 0)
+		held_later(pass_cxt, p.later.kept, p.later.rows);
 	if (p.did.messages > 0)
 		outbox_bounds(pass_cxt);
 	chains_pending = false;

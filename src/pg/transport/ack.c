@@ -146,15 +146,10 @@ recorded(ms_filing *f, Sync__Applied *a)
 	Oid			types[3] = {UUIDOID, INT8OID, BYTEAOID};
 	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int64GetDatum((int64) a->number),
 	PointerGetDatum(ms_to_bytea(a->nonce.data, a->nonce.len))};
-	bool		isnull;
-	bool		found;
 
-	ms_spi_check(ms_spi_run("SELECT EXISTS (SELECT FROM sync.outbox WHERE replica = $1 AND number = $2 AND nonce = $3)"
-									   " OR EXISTS (SELECT FROM sync.replicas WHERE id = $1 AND acked_number = $2 AND acked_nonce = $3)",
-									   3, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.outbox");
-	found = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_freetuptable(SPI_tuptable);
-	return found;
+	return ms_spi_bool("SELECT EXISTS (SELECT FROM sync.outbox WHERE replica = $1 AND number = $2 AND nonce = $3)"
+					   " OR EXISTS (SELECT FROM sync.replicas WHERE id = $1 AND acked_number = $2 AND acked_nonce = $3)",
+					   3, types, values, false, "could not read sync.outbox");
 }
 
 /*

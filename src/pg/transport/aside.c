@@ -115,19 +115,6 @@ reasons_of(const ms_filing *f, const Sync__Backlog *l, const char *table, aside_
 	return n;
 }
 
-static void
-key_json(StringInfo b, const Sync__Key *k)
-{
-	appendStringInfoChar(b, '[');
-	for (size_t p = 0; p < k->n_parts; p++)
-	{
-		if (p)
-			appendStringInfoChar(b, ',');
-		escape_json(b, k->parts[p]);
-	}
-	appendStringInfoChar(b, ']');
-}
-
 /* entry: one table's backlog as JSON, this filing's refusals moved to its rows set aside */
 static void
 entry(StringInfo b, const ms_filing *f, const char *table, const Sync__Backlog *l)
@@ -157,7 +144,7 @@ entry(StringInfo b, const ms_filing *f, const char *table, const Sync__Backlog *
 			escape_json(b, reasons[i].sqlstate);
 			appendStringInfo(b, ",\"rows\":" UINT64_FORMAT ",\"key\":", reasons[i].rows);
 			if (reasons[i].key != NULL)
-				key_json(b, reasons[i].key);
+				ms_json_strings(b, reasons[i].key->parts, reasons[i].key->n_parts);
 			else
 				appendStringInfoString(b, "null");
 			if (reasons[i].since > 0)

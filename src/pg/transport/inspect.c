@@ -52,14 +52,7 @@ str(StringInfo out, const char *s)
 static void
 key(StringInfo out, const Sync__Key *k)
 {
-	appendStringInfoChar(out, '[');
-	for (size_t i = 0; i < k->n_parts; i++)
-	{
-		if (i)
-			appendStringInfoChar(out, ',');
-		str(out, k->parts[i]);
-	}
-	appendStringInfoChar(out, ']');
+	ms_json_strings(out, k->parts, k->n_parts);
 }
 
 static void
@@ -157,26 +150,16 @@ schema(StringInfo out, Sync__Table **tables, size_t n, bool evolving)
 				appendStringInfo(out, ",\"id\":%u", t->columns[c]->id);
 			appendStringInfoChar(out, '}');
 		}
-		appendStringInfoString(out, "],\"key\":[");
-		for (size_t k = 0; k < t->n_key; k++)
-		{
-			if (k)
-				appendStringInfoChar(out, ',');
-			str(out, t->key[k]);
-		}
-		appendStringInfoString(out, "],\"foreign_keys\":[");
+		appendStringInfoString(out, "],\"key\":");
+		ms_json_strings(out, t->key, t->n_key);
+		appendStringInfoString(out, ",\"foreign_keys\":[");
 		for (size_t f = 0; f < t->n_foreign_keys; f++)
 		{
 			appendStringInfo(out, "%s{\"table\":", f ? "," : "");
 			str(out, t->foreign_keys[f]->table);
-			appendStringInfoString(out, ",\"columns\":[");
-			for (size_t c = 0; c < t->foreign_keys[f]->n_columns; c++)
-			{
-				if (c)
-					appendStringInfoChar(out, ',');
-				str(out, t->foreign_keys[f]->columns[c]);
-			}
-			appendStringInfoString(out, "]}");
+			appendStringInfoString(out, ",\"columns\":");
+			ms_json_strings(out, t->foreign_keys[f]->columns, t->foreign_keys[f]->n_columns);
+			appendStringInfoChar(out, '}');
 		}
 		appendStringInfoString(out, "],\"retired\":");
 		str(out, t->retired);
@@ -194,14 +177,9 @@ schema(StringInfo out, Sync__Table **tables, size_t n, bool evolving)
 			{
 				appendStringInfo(out, "%s{\"name\":", u ? "," : "");
 				str(out, t->unique[u]->name);
-				appendStringInfoString(out, ",\"columns\":[");
-				for (size_t c = 0; c < t->unique[u]->n_columns; c++)
-				{
-					if (c)
-						appendStringInfoChar(out, ',');
-					str(out, t->unique[u]->columns[c]);
-				}
-				appendStringInfoString(out, "]}");
+				appendStringInfoString(out, ",\"columns\":");
+				ms_json_strings(out, t->unique[u]->columns, t->unique[u]->n_columns);
+				appendStringInfoChar(out, '}');
 			}
 			appendStringInfoString(out, "],\"fill\":");
 			if (t->fill.len > 0)

@@ -321,9 +321,9 @@ wanted_rows(ms_filing *f, struct ms_reach *r)
 	r->wanted_read = true;
 	SPI_connect();
 	ms_pass_begin(&p, CurrentMemoryContext);
-	p.tables = ms_catalog_tables();
+	p.cat.tables = ms_catalog_tables();
 	ms_pass_read_as_owners(&p);
-	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR));
+	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR), false);
 	ms_exec(&p.exec, "SELECT w.tab || ':' || w.key FROM pg_temp.ms_wanted w", 0, NULL, NULL, NULL, 0);
 	r->nwanted = (int) SPI_processed;
 	r->wanted = MemoryContextAlloc(cxt, sizeof(char *) * Max(r->nwanted, 1));
