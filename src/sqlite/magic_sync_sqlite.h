@@ -200,6 +200,16 @@ extern int	ms_step(ms_ctx *c, sqlite3_stmt *st);
  */
 extern int	ms_keys_read(ms_ctx *c, sqlite3_stmt *st, int rc, ms_buf *keys);
 /*
+ * ms_names_read: when rc is SQLITE_OK, every text of st's first column into
+ * *names (*n of them, in c's arena); st finalized either way.
+ */
+extern int	ms_names_read(ms_ctx *c, sqlite3_stmt *st, int rc, char ***names, int *n);
+/*
+ * ms_int_read: when rc is SQLITE_OK, the first column of st's first row into
+ * *out (left as it is when there is no row); st finalized either way.
+ */
+extern int	ms_int_read(ms_ctx *c, sqlite3_stmt *st, int rc, int64_t *out);
+/*
  * ms_has_column: whether table has column (NULL: whether the table exists),
  * as files of earlier builds may lack one.
  */
