@@ -57,6 +57,7 @@ SQLITE_EXTENSION_INIT3
 
 #include "canon.h"
 #include "key.h"
+#include "pbwrite.h"
 #include "upcheck.h"
 #include "upload.h"
 
@@ -81,24 +82,11 @@ const char *const ms_backlog_sql =
 "  UNION ALL SELECT tbl, 0, 0, 0, 0, 0, 1 FROM _sync_dropped)"
 " GROUP BY tbl ORDER BY 1";
 
-static size_t
-vsize(uint64_t v)
-{
-	size_t		n = 1;
-
-	while (v >= 0x80)
-	{
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
 /* a length-delimited field of n bytes, with a one-byte tag */
 size_t
 ms_up_field(size_t n)
 {
-	return 1 + vsize(n) + n;
+	return 1 + ms_pb_varint_size(n) + n;
 }
 
 /* clip: the longest prefix that is valid UTF-8 without NUL */
