@@ -54,7 +54,9 @@ ms_ready() {
 
 # ms_cluster [-o name=value ...] command ...: the command in a throw-away
 # cluster (pg_virtualenv: PGHOST, PGPORT, PGUSER set) with the relay worker's
-# library preloaded; its exit status is the command's.
+# library preloaded; its exit status is the command's.  MS_PORT, when set,
+# is its port (pg_createcluster's pick of a free one races another cluster
+# being made at the same time: tests/e2e/run runs two).
 ms_cluster() {
-	pg_virtualenv -t -o shared_preload_libraries=magic_sync -o max_worker_processes=16 "$@"
+	PGPORT=${MS_PORT:-} pg_virtualenv -t -o shared_preload_libraries=magic_sync -o max_worker_processes=16 "$@"
 }

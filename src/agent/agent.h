@@ -333,6 +333,8 @@ extern int	agent_getopt(int argc, char **argv, const char *shorts, const struct 
 
 /* json.c: s as a JSON string on stdout, valid UTF-8 whatever s holds (U+FFFD for a byte that is not) */
 extern void agent_json_string(const char *s);
+/* json.c: a JSON line's start, {"time":"...","event":"event" (a constant), on stdout */
+extern void agent_json_event(const char *event);
 
 extern void report_init(report_mode mode, const char *name);
 extern void report_start(const char *replica, const char *db, int64_t applied);

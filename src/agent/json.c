@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  * json.c
- *	  The agent's one JSON string writer, for report.c's lines and the
- *	  sneakernet commands' (sneakernet.c): valid JSON whatever it is given.
+ *	  The agent's one JSON string writer, and a JSON line's start, for
+ *	  report.c's lines and the sneakernet commands' (sneakernet.c): valid
+ *	  JSON whatever it is given.
  *	  A file path, a server's message or a host's key may hold any bytes,
  *	  and JSON is UTF-8: a byte that is not part of well-formed UTF-8 is
  *	  written as U+FFFD (\ufffd), the replacement character, as a reader
@@ -11,6 +12,7 @@
 #include "agent.h"
 
 #include <stdio.h>
+#include <time.h>
 
 /*
  * utf8_length: the length of the well-formed UTF-8 sequence at s (RFC 3629:
@@ -78,4 +80,18 @@ agent_json_string(const char *s)
 			putchar(c);
 	}
 	putchar('"');
+}
+
+/* agent_json_event: the start of a JSON line, {"time":"...","event":"EVENT" (EVENT a constant) */
+void
+agent_json_event(const char *event)
+{
+	struct timespec ts;
+	struct tm	tm;
+	char		stamp[32];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+	printf("{\"time\":\"%s.%03ldZ\",\"event\":\"%s\"", stamp, ts.tv_nsec / 1000000L, event);
 }

@@ -102,14 +102,7 @@ human(FILE *f, const char *fmt,...)
 static void
 json_begin(const char *event)
 {
-	struct timespec ts;
-	struct tm	tm;
-	char		stamp[32];
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-	printf("{\"time\":\"%s.%03ldZ\",\"event\":\"%s\"", stamp, ts.tv_nsec / 1000000L, event);
+	agent_json_event(event);
 	if (*label)
 	{
 		fputs(",\"name\":", stdout);

@@ -34,15 +34,6 @@ get_be64(const uint8_t *b)
 	return (int64_t) v;
 }
 
-static uint64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
-
 /* the exit code of a failed query: the server's refusal, out of reach, or a failure */
 static int
 query_code(PGconn *c, PGresult *res)
@@ -134,7 +125,7 @@ sneak_export(const sneak_options *o, const uint8_t uuid[16], sneak_result *r)
 
 	if (c == NULL)
 		return code;
-	ms_bundle_begin(&w, &sneak_malloc, MS_BUNDLE_TO_REPLICA, uuid, now_us());
+	ms_bundle_begin(&w, &sneak_malloc, MS_BUNDLE_TO_REPLICA, uuid, sneak_now_us());
 	for (;;)
 	{
 		PGresult   *res = pull(c, uuid, after, o->pull_bytes);

@@ -257,15 +257,6 @@ apply(replica *rep, const ms_bundle *bundle, sneak_result *r)
 	return 0;
 }
 
-static uint64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
-
 /*
  * lanes_too: every upload of the replica's other lanes (docs/protocol.md
  * 7.2), after the first lane's: each lane's rows go in the bundle too
@@ -308,7 +299,7 @@ upload(const sneak_options *o, replica *rep, const uint8_t uuid[16], sneak_resul
 	uint8_t    *bundle;
 	size_t		blen = 0;
 
-	ms_bundle_begin(&w, &sneak_malloc, MS_BUNDLE_FROM_REPLICA, uuid, now_us());
+	ms_bundle_begin(&w, &sneak_malloc, MS_BUNDLE_FROM_REPLICA, uuid, sneak_now_us());
 	/* sync_upload() until it has nothing more to say; then sync_upload(0) if it said nothing */
 	for (int i = 0; i < UPLOADS_MAX && !w.failed; i++)
 	{

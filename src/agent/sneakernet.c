@@ -242,17 +242,19 @@ json_field(const char *key, const char *value)
 	agent_json_string(value);
 }
 
+uint64_t
+sneak_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+}
+
 static void
 say_json(const sneak_options *o, const sneak_result *r, int code)
 {
-	struct timespec ts;
-	struct tm	tm;
-	char		stamp[32];
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-	printf("{\"time\":\"%s.%03ldZ\",\"event\":\"%s\"", stamp, ts.tv_nsec / 1000000L, r->event);
+	agent_json_event(r->event);
 	if (o->name)
 		json_field("name", o->name);
 	json_field("result", r->result);

@@ -67,6 +67,8 @@ extern void sneak_say(const sneak_options *o, const sneak_result *r, int code);
 extern uint8_t *sneak_read(const char *path, size_t *len, bool *damaged, char err[AGENT_ERROR_MAX]);
 extern bool sneak_write(const char *path, const uint8_t *buf, size_t len, char err[AGENT_ERROR_MAX]);
 extern ms_allocator sneak_malloc;
+/* sneak_now_us: the time, in microseconds since 1970, a bundle is stamped with */
+extern uint64_t sneak_now_us(void);
 
 /* sneak_down.c */
 extern int	sneak_export(const sneak_options *o, const uint8_t uuid[16], sneak_result *r);

@@ -262,19 +262,9 @@ ms_up_read(const uint8_t *buf, size_t len, size_t bound, ms_allocator *alloc,
 {
 	Sync__Up   *up;
 
-	reason[0] = '\0';
 	*status = MS_WIRE_MALFORMED;
-	if (len > bound)
-	{
-		*status = MS_WIRE_TOO_LARGE;
-		ms_refuse(reason, "%zu bytes is over the bound of %zu", len, bound);
+	if (!ms_wire_within(buf, len, bound, status, reason))
 		return NULL;
-	}
-	if (buf == NULL && len > 0)
-	{
-		ms_refuse(reason, "no bytes");
-		return NULL;
-	}
 	if (!ms_wire_scan(buf, len, reason))
 		return NULL;
 	up = head(buf, len, alloc, reason);

@@ -577,6 +577,23 @@ noting_free(void *data, void *p)
 		free(p);
 }
 
+bool
+ms_wire_within(const uint8_t *buf, size_t len, size_t bound, ms_wire_status *status, char reason[MS_REASON_MAX])
+{
+	reason[0] = '\0';
+	if (len > bound)
+	{
+		*status = MS_WIRE_TOO_LARGE;
+		return ms_refuse(reason, "%zu bytes is over the bound of %zu", len, bound);
+	}
+	if (buf == NULL && len > 0)
+	{
+		*status = MS_WIRE_MALFORMED;
+		return ms_refuse(reason, "no bytes");
+	}
+	return true;
+}
+
 /* decode: bound, scan, unpack, check; the shared steps of both directions */
 static void *
 decode(const ProtobufCMessageDescriptor *desc,
@@ -587,19 +604,8 @@ decode(const ProtobufCMessageDescriptor *desc,
 {
 	ProtobufCMessage *m;
 
-	reason[0] = '\0';
-	if (len > bound)
-	{
-		*status = MS_WIRE_TOO_LARGE;
-		ms_refuse(reason, "%zu bytes is over the bound of %zu", len, bound);
+	if (!ms_wire_within(buf, len, bound, status, reason))
 		return NULL;
-	}
-	if (buf == NULL && len > 0)
-	{
-		*status = MS_WIRE_MALFORMED;
-		ms_refuse(reason, "no bytes");
-		return NULL;
-	}
 	if (!scan(desc, buf, 0, len, reason))
 	{
 		*status = MS_WIRE_MALFORMED;

@@ -40,6 +40,13 @@ typedef enum ms_wire_status
 } ms_wire_status;
 
 /*
+ * ms_wire_within: the first check of every decoder: len within bound and
+ * bytes to read; false, with the status (too large, malformed) and reason.
+ */
+extern bool ms_wire_within(const uint8_t *buf, size_t len, size_t bound, ms_wire_status *status,
+						   char reason[MS_REASON_MAX]);
+
+/*
  * ms_wire_scan: walk the top-level fields of a protobuf encoding; false, with
  * the reason, when a field is truncated or has no valid tag.
  */

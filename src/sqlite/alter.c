@@ -115,37 +115,10 @@ file_columns(ms_ctx *c, const char *table, char ***names, int *n)
 {
 	sqlite3_stmt *st;
 	int			rc = ms_prepare(c, &st, "SELECT name FROM pragma_table_info(?1)");
-	int			cap = 0;
 
-	*n = 0;
-	*names = NULL;
 	if (rc == SQLITE_OK)
 		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
-	{
-		rc = SQLITE_OK;
-		if (*n == cap)
-		{
-			int			ncap = cap ? cap * 2 : 16;
-			char	  **more = ms_alloc(&c->arena, sizeof(char *) * (size_t) ncap);
-
-			if (more == NULL)
-			{
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			if (*n)
-				memcpy(more, *names, sizeof(char *) * (size_t) *n);
-			*names = more;
-			cap = ncap;
-		}
-		if (((*names)[(*n)++] = ms_strdup(&c->arena, (const char *) sqlite3_column_text(st, 0))) == NULL)
-			rc = SQLITE_NOMEM;
-	}
-	if (rc == SQLITE_DONE)
-		rc = SQLITE_OK;
-	sqlite3_finalize(st);
-	return rc;
+	return ms_names_read(c, st, rc, names, n);
 }
 
 /* name_set: names as SQLite compares them, to ask whether one is among them */

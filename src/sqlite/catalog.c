@@ -46,16 +46,7 @@ schema_version(ms_ctx *c, int64_t *v)
 	int			rc = ms_prepare(c, &st, "PRAGMA main.schema_version");
 
 	*v = -1;
-	if (rc == SQLITE_OK)
-	{
-		rc = ms_step(c, st);
-		if (rc == SQLITE_ROW)
-			*v = sqlite3_column_int64(st, 0);
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
-	return rc;
+	return ms_int_read(c, st, rc, v);
 }
 
 int

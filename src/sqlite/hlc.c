@@ -103,6 +103,20 @@ ms_hlc_drop_triggers(ms_ctx *c, const char *name)
 				   name, name);
 }
 
+/* has_clock: SQLITE_OK when the file has a clock, else why not (in c) */
+static int
+has_clock(ms_ctx *c)
+{
+	bool		yes = false;
+	int			rc = ms_state_exists(c);
+
+	if (rc == SQLITE_OK && c->have_state)
+		rc = ms_has_column(c, "_sync_state", "hlc", &yes);
+	if (rc == SQLITE_OK && !yes)
+		rc = ms_fail(c, SQLITE_ERROR, "this file has no clock yet: it is a replica once it applied its first snapshot");
+	return rc;
+}
+
 /* read one integer of _sync_state's row: sql is a column expression */
 static int
 read_state(ms_ctx *c, const char *sql, int64_t *out)
@@ -111,16 +125,7 @@ read_state(ms_ctx *c, const char *sql, int64_t *out)
 	int			rc = ms_prepare(c, &st, "SELECT %s FROM _sync_state WHERE id = 1", sql);
 
 	*out = 0;
-	if (rc == SQLITE_OK)
-	{
-		rc = ms_step(c, st);
-		if (rc == SQLITE_ROW)
-			*out = sqlite3_column_int64(st, 0);
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
-	return rc;
+	return ms_int_read(c, st, rc, out);
 }
 
 int
@@ -183,17 +188,12 @@ hlc_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	ms_ctx		c;
 	int64_t		stamp = 0;
-	bool		yes = false;
 	int			rc;
 
 	(void) argc;
 	(void) argv;
 	ms_ctx_init(&c, ctx, "sync_hlc");
-	rc = ms_state_exists(&c);
-	if (rc == SQLITE_OK && c.have_state)
-		rc = ms_has_column(&c, "_sync_state", "hlc", &yes);
-	if (rc == SQLITE_OK && !yes)
-		rc = ms_fail(&c, SQLITE_ERROR, "this file has no clock yet: it is a replica once it applied its first snapshot");
+	rc = has_clock(&c);
 	if (rc == SQLITE_OK)
 		rc = ms_exec(&c, "%s", TICK_SQL);
 	if (rc == SQLITE_OK)
@@ -213,7 +213,6 @@ offset_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	const char *env = getenv("MAGIC_SYNC_TEST_CLOCK");
 	sqlite3_stmt *st;
 	int64_t		ms;
-	bool		yes = false;
 	int			rc;
 
 	(void) argc;
@@ -226,11 +225,7 @@ offset_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			 ms > MS_HLC_MAX_AHEAD_MS * 3650)
 		rc = ms_fail(&c, SQLITE_MISMATCH, "the offset is an integer of milliseconds, within ten years");
 	else
-		rc = ms_state_exists(&c);
-	if (rc == SQLITE_OK && c.have_state)
-		rc = ms_has_column(&c, "_sync_state", "hlc", &yes);
-	if (rc == SQLITE_OK && !yes)
-		rc = ms_fail(&c, SQLITE_ERROR, "this file has no clock yet: it is a replica once it applied its first snapshot");
+		rc = has_clock(&c);
 	if (rc == SQLITE_OK)
 		rc = ms_prepare(&c, &st, "UPDATE _sync_state SET test_clock_offset = ?1 WHERE id = 1");
 	if (rc == SQLITE_OK)

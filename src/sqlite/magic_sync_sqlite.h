@@ -200,6 +200,16 @@ extern int	ms_step(ms_ctx *c, sqlite3_stmt *st);
  */
 extern int	ms_keys_read(ms_ctx *c, sqlite3_stmt *st, int rc, ms_buf *keys);
 /*
+ * ms_names_read: when rc is SQLITE_OK, every text of st's first column into
+ * *names (*n of them, in c's arena); st finalized either way.
+ */
+extern int	ms_names_read(ms_ctx *c, sqlite3_stmt *st, int rc, char ***names, int *n);
+/*
+ * ms_int_read: when rc is SQLITE_OK, the first column of st's first row into
+ * *out (left as it is when there is no row); st finalized either way.
+ */
+extern int	ms_int_read(ms_ctx *c, sqlite3_stmt *st, int rc, int64_t *out);
+/*
  * ms_has_column: whether table has column (NULL: whether the table exists),
  * as files of earlier builds may lack one.
  */
@@ -642,8 +652,14 @@ extern int	ms_reach_since(ms_ctx *c, uint64_t *since);
 extern int	ms_wishes_ensure(ms_ctx *c);
 /* ms_wish_receive: a Down's wishes kept, each once; a newer one supersedes the pending. */
 extern int	ms_wish_receive(ms_ctx *c, const Sync__Down *d);
-/* ms_wish_decide: the pending wishes applied or declined, and the fates not yet answered into up. */
-extern int	ms_wish_decide(ms_ctx *c, Sync__Up *up, const uint8_t send_id[MS_SEND_ID_BYTES]);
+/*
+ * ms_wish_decide: the pending wishes applied or declined, and the fates not
+ * yet answered into up; *due: one of them makes the upload worth sending
+ * alone (never carried, or carried resend_after ago).
+ */
+extern int	ms_wish_decide(ms_ctx *c, Sync__Up *up, int64_t resend_after, bool *due);
+/* ms_wish_carried: the fates up carries stamped with its send, as the upload goes. */
+extern int	ms_wish_carried(ms_ctx *c, const Sync__Up *up, const uint8_t send_id[MS_SEND_ID_BYTES]);
 /* ms_wish_filed: a Filed answer for this send: the fates it carried are answered. */
 extern int	ms_wish_filed(ms_ctx *c, const uint8_t send_id[MS_SEND_ID_BYTES]);
 /* ms_wish_progress: the table's wishes as sync_progress says them (",\"wishes\":[...]"), or nothing. */

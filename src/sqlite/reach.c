@@ -206,35 +206,10 @@ static int
 existing(ms_ctx *c, char ***names, int *n)
 {
 	sqlite3_stmt *st;
-	int			cap = 0;
 	int			rc = ms_prepare(c, &st, "SELECT name FROM main.sqlite_master WHERE type = 'trigger'"
 								" AND name GLOB '_sync_fk_*'");
 
-	*n = 0;
-	*names = NULL;
-	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
-	{
-		rc = SQLITE_OK;
-		if (*n == cap)
-		{
-			char	  **more = ms_alloc(&c->arena, sizeof(char *) * (size_t) (cap = cap ? cap * 2 : 16));
-
-			if (more == NULL)
-			{
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			if (*n)
-				memcpy(more, *names, sizeof(char *) * (size_t) *n);
-			*names = more;
-		}
-		if (((*names)[(*n)++] = ms_strdup(&c->arena, (const char *) sqlite3_column_text(st, 0))) == NULL)
-			rc = SQLITE_NOMEM;
-	}
-	if (rc == SQLITE_DONE)
-		rc = SQLITE_OK;
-	sqlite3_finalize(st);
-	return rc;
+	return ms_names_read(c, st, rc, names, n);
 }
 
 int

@@ -57,6 +57,7 @@ SQLITE_EXTENSION_INIT3
 
 #include "canon.h"
 #include "key.h"
+#include "pbwrite.h"
 #include "upcheck.h"
 #include "upload.h"
 
@@ -81,24 +82,11 @@ const char *const ms_backlog_sql =
 "  UNION ALL SELECT tbl, 0, 0, 0, 0, 0, 1 FROM _sync_dropped)"
 " GROUP BY tbl ORDER BY 1";
 
-static size_t
-vsize(uint64_t v)
-{
-	size_t		n = 1;
-
-	while (v >= 0x80)
-	{
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
 /* a length-delimited field of n bytes, with a one-byte tag */
 size_t
 ms_up_field(size_t n)
 {
-	return 1 + vsize(n) + n;
+	return 1 + ms_pb_varint_size(n) + n;
 }
 
 /* clip: the longest prefix that is valid UTF-8 without NUL */
@@ -659,6 +647,8 @@ pack(uploader *u, bool with_digests, const ms_buf *fp, uint8_t **blob, size_t *b
 		sqlite3_finalize(st);
 	}
 	if (rc == SQLITE_OK)
+		rc = ms_wish_carried(c, &u->up, u->send_id);
+	if (rc == SQLITE_OK)
 		rc = ms_send_carried(c, u->send_id, &u->up);
 	if (rc != SQLITE_OK)
 		return rc;
@@ -680,6 +670,7 @@ upload(uploader *u, uint8_t **blob, size_t *blob_len)
 	int64_t		bound = MS_MAX_UPLOAD_DEFAULT;
 	ms_buf		fp = {0};
 	bool		with_digests = false;
+	bool		fates_due = false;
 	bool		say;
 	int			rc;
 
@@ -701,12 +692,12 @@ upload(uploader *u, uint8_t **blob, size_t *blob_len)
 	 * carries (wish.c); their fates are the engine's word, the first lane's
 	 */
 	if (rc == SQLITE_OK && u->first)
-		rc = ms_wish_decide(c, &u->up, u->send_id);
+		rc = ms_wish_decide(c, &u->up, u->resend_after, &fates_due);
 	if (rc == SQLITE_OK)
 		rc = gather(u, &fp, &with_digests);
 	if (rc == SQLITE_OK && fp.oom)
 		rc = SQLITE_NOMEM;
-	say = u->rows > 0 || u->refusals > 0 || with_digests || u->max_rows == 0 || u->up.n_wish_fates > 0 ||
+	say = u->rows > 0 || u->refusals > 0 || with_digests || u->max_rows == 0 || fates_due ||
 		u->up.n_ranges > 0 ||
 		(u->first && (s->report == NULL || (rc == SQLITE_OK && strcmp(s->report, fp.data) != 0) ||
 					  (!s->report_filed && c->now - s->report_at >= u->resend_after)));

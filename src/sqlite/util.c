@@ -530,6 +530,55 @@ ms_keys_read(ms_ctx *c, sqlite3_stmt *st, int rc, ms_buf *keys)
 }
 
 int
+ms_names_read(ms_ctx *c, sqlite3_stmt *st, int rc, char ***names, int *n)
+{
+	int			cap = 0;
+
+	*n = 0;
+	*names = NULL;
+	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
+	{
+		rc = SQLITE_OK;
+		if (*n == cap)
+		{
+			int			ncap = cap ? cap * 2 : 16;
+			char	  **more = ms_alloc(&c->arena, sizeof(char *) * (size_t) ncap);
+
+			if (more == NULL)
+			{
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			if (*n)
+				memcpy(more, *names, sizeof(char *) * (size_t) *n);
+			*names = more;
+			cap = ncap;
+		}
+		if (((*names)[(*n)++] = ms_strdup(&c->arena, (const char *) sqlite3_column_text(st, 0))) == NULL)
+			rc = SQLITE_NOMEM;
+	}
+	if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
+ms_int_read(ms_ctx *c, sqlite3_stmt *st, int rc, int64_t *out)
+{
+	if (rc == SQLITE_OK)
+	{
+		rc = ms_step(c, st);
+		if (rc == SQLITE_ROW)
+			*out = sqlite3_column_int64(st, 0);
+		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int
 ms_has_column(ms_ctx *c, const char *table, const char *column, bool *yes)
 {
 	sqlite3_stmt *st;

@@ -21,7 +21,10 @@
 ** constraint refuses declines the wish too, with SQLite's reason.
 **
 ** Every upload carries the fates not yet answered (Up field 15), until a
-** Filed answer for an upload that carried them (ms_wish_filed).
+** Filed answer for an upload that carried them (ms_wish_filed).  Fates alone
+** make an upload go only when one was never carried, or was carried
+** resend_after ago (its answer lost): else an agent filed the same fates a
+** thousand times a pass while their answer was on its way.
 */
 #include "magic_sync_sqlite.h"
 
@@ -39,7 +42,7 @@ static const char *const wishes_ddl =
 "  vals TEXT NOT NULL, apply TEXT NOT NULL, expected TEXT,"
 "  fate TEXT NOT NULL DEFAULT 'pending', why TEXT,"
 "  got_at INTEGER NOT NULL, decided_at INTEGER,"
-"  send_id BLOB, answered INTEGER NOT NULL DEFAULT 0);"
+"  send_id BLOB, answered INTEGER NOT NULL DEFAULT 0, carried_at INTEGER);"
 "CREATE INDEX IF NOT EXISTS _sync_wishes_row ON _sync_wishes(tbl, key) WHERE fate = 'pending';";
 
 /* whether _sync_wishes exists */
@@ -389,18 +392,33 @@ decide_pending(ms_ctx *c)
 	return rc;
 }
 
-/* carry: the fates not yet answered into up, stamped with the send */
+/* carried_column: a file of an earlier build gains when each fate was last carried */
 static int
-carry(ms_ctx *c, Sync__Up *up, const uint8_t send_id[MS_SEND_ID_BYTES])
+carried_column(ms_ctx *c)
+{
+	bool		has;
+	int			rc = ms_has_column(c, "_sync_wishes", "carried_at", &has);
+
+	if (rc != SQLITE_OK || has)
+		return rc;
+	return ms_exec(c, "ALTER TABLE _sync_wishes ADD COLUMN carried_at INTEGER");
+}
+
+/*
+ * carry: the fates not yet answered into up; *due: whether one was never
+ * carried, or last carried resend_after ago
+ */
+static int
+carry(ms_ctx *c, Sync__Up *up, int64_t resend_after, bool *due)
 {
 	sqlite3_stmt *st = NULL;
-	sqlite3_stmt *stamp = NULL;
 	size_t		cap = 0;
-	int			rc = ms_prepare(c, &st, "SELECT id, fate, coalesce(why, '') FROM _sync_wishes"
+	int			rc = ms_prepare(c, &st, "SELECT id, fate, coalesce(why, ''),"
+								" send_id IS NULL OR carried_at IS NULL OR carried_at <= ?1 FROM _sync_wishes"
 								" WHERE fate <> 'pending' AND answered = 0 ORDER BY id LIMIT %d", MS_WISH_FATES_MAX);
 
 	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &stamp, "UPDATE _sync_wishes SET send_id = ?2 WHERE id = ?1");
+		sqlite3_bind_int64(st, 1, c->now - resend_after);
 	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
 	{
 		Sync__WishFate *f = ms_alloc(&c->arena, sizeof *f);
@@ -428,28 +446,50 @@ carry(ms_ctx *c, Sync__Up *up, const uint8_t send_id[MS_SEND_ID_BYTES])
 			cap = cap ? cap * 2 : 16;
 		}
 		up->wish_fates[up->n_wish_fates++] = f;
-		sqlite3_bind_int64(stamp, 1, (sqlite3_int64) f->id);
-		sqlite3_bind_blob(stamp, 2, send_id, MS_SEND_ID_BYTES, SQLITE_STATIC);
-		rc = ms_done(c, stamp);
+		if (sqlite3_column_int(st, 3))
+			*due = true;
+		rc = SQLITE_OK;
 	}
 	if (rc == SQLITE_DONE)
 		rc = SQLITE_OK;
 	sqlite3_finalize(st);
-	sqlite3_finalize(stamp);
 	return rc;
 }
 
 int
-ms_wish_decide(ms_ctx *c, Sync__Up *up, const uint8_t send_id[MS_SEND_ID_BYTES])
+ms_wish_decide(ms_ctx *c, Sync__Up *up, int64_t resend_after, bool *due)
 {
 	bool		yes;
 	int			rc = exists(c, &yes);
 
+	*due = false;
 	if (rc != SQLITE_OK || !yes)
 		return rc;
-	rc = decide_pending(c);
+	rc = carried_column(c);
 	if (rc == SQLITE_OK)
-		rc = carry(c, up, send_id);
+		rc = decide_pending(c);
+	if (rc == SQLITE_OK)
+		rc = carry(c, up, resend_after, due);
+	return rc;
+}
+
+int
+ms_wish_carried(ms_ctx *c, const Sync__Up *up, const uint8_t send_id[MS_SEND_ID_BYTES])
+{
+	sqlite3_stmt *stamp = NULL;
+	int			rc;
+
+	if (up->n_wish_fates == 0)
+		return SQLITE_OK;
+	rc = ms_prepare(c, &stamp, "UPDATE _sync_wishes SET send_id = ?2, carried_at = ?3 WHERE id = ?1");
+	for (size_t i = 0; rc == SQLITE_OK && i < up->n_wish_fates; i++)
+	{
+		sqlite3_bind_int64(stamp, 1, (sqlite3_int64) up->wish_fates[i]->id);
+		sqlite3_bind_blob(stamp, 2, send_id, MS_SEND_ID_BYTES, SQLITE_STATIC);
+		sqlite3_bind_int64(stamp, 3, c->now);
+		rc = ms_done(c, stamp);
+	}
+	sqlite3_finalize(stamp);
 	return rc;
 }
 

@@ -36,11 +36,15 @@ SELECT sync.mirror('store_settings', 'setting', 'assigned(store)', origin => 'st
 srv.exec("SELECT sync.replica_add(%s)", (S1,))
 
 
+uploads = []
+
+
 def agent():
     """magic_sync_agent --once: pull, apply, upload and file until nothing moves"""
     p = subprocess.run([AGENT, "--server", "dbname=wishes", "--replica", S1, "--db", path, "--once", "--json"],
                        capture_output=True, text=True, timeout=120)
     check(f"the agent settles ({p.stderr.strip()[-200:]})", p.returncode, 0)
+    uploads.append(sum(e.get("uploads", 0) for e in map(json.loads, p.stdout.splitlines()) if e.get("event") == "round"))
 
 
 def store(sql, args=()):
@@ -153,6 +157,10 @@ check("sync_progress() on the store says every fate", {i: p.get(i) for i in (w1,
 check("the store had both when it decided: it says the older was superseded too", p.get(w4), "superseded")
 check("every fate answered: the store has nothing more to say",
       all(w["answered"] for w in progress().get("wishes", []) if w["fate"] != "pending"), True)
+
+# fates waiting for their answer make no upload alone: the agent filed the
+# same fates a thousand times a pass while their answer was on its way
+check("each agent run filed a few uploads, not one per pass of a thousand", max(uploads) <= 10, True)
 
 # --- psql-friendly: what a user reads ------------------------------------------------
 rows = srv.rows("SELECT replica::text, \"table\"::text, key, \"values\", apply, fate, why IS NOT NULL, made <= decided"

@@ -29,6 +29,13 @@ extern int	ms_failed;
 		} \
 	} while (0)
 
+/*
+ * t_path: NAME in a directory of this run's own (made at the first call,
+ * removed at the end once the tests removed their files), so that runs side
+ * by side never share a file.  The string lasts until the suite ends.
+ */
+extern const char *t_path(const char *name);
+
 /* t_open: a new in-memory database (or file, when path is not NULL) with the extension. */
 extern sqlite3 *t_open(const char *path);
 

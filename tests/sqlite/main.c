@@ -4,8 +4,15 @@
  */
 #include "harness.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _WIN32
+#include <direct.h>
+#include <io.h>
+#else
+#include <unistd.h>
+#endif
 
 int			ms_passed;
 int			ms_failed;
@@ -36,6 +43,40 @@ extern void test_host(void);
 extern void test_backfill(void);
 extern void test_full(void);
 extern void test_many(void);
+
+static char t_dir[64];
+static char *t_paths[32];
+static int	t_npaths;
+
+const char *
+t_path(const char *name)
+{
+	char	   *path;
+
+	if (t_dir[0] == '\0')
+	{
+#ifdef _WIN32
+		/* no mkdtemp there: a unique name, then the directory */
+		snprintf(t_dir, sizeof t_dir, "ms_test_XXXXXX");
+		if (_mktemp(t_dir) == NULL || _mkdir(t_dir) != 0)
+#else
+		snprintf(t_dir, sizeof t_dir, "/tmp/ms_test_XXXXXX");
+		if (mkdtemp(t_dir) == NULL)
+#endif
+		{
+			fprintf(stderr, "cannot make a directory for the test files\n");
+			exit(2);
+		}
+	}
+	path = t_npaths < 32 ? sqlite3_mprintf("%s/%s", t_dir, name) : NULL;
+	if (path == NULL)
+	{
+		fprintf(stderr, "out of memory, or too many test files\n");
+		exit(2);
+	}
+	t_paths[t_npaths++] = path;
+	return path;
+}
 
 sqlite3 *
 t_open(const char *path)
@@ -156,6 +197,17 @@ main(void)
 	run("full", test_full);
 	run("many", test_many);
 	tm_free_all();
+	while (t_npaths > 0)
+		sqlite3_free(t_paths[--t_npaths]);
+#ifdef _WIN32
+	if (t_dir[0] != '\0' && _rmdir(t_dir) != 0)
+#else
+	if (t_dir[0] != '\0' && rmdir(t_dir) != 0)
+#endif
+	{
+		fprintf(stderr, "FAIL a test left a file in %s\n", t_dir);
+		ms_failed++;
+	}
 	printf("%d passed, %d failed\n", ms_passed, ms_failed);
 	sqlite3_reset_auto_extension();
 	return ms_failed == 0 ? 0 : 1;

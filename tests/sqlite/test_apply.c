@@ -349,7 +349,7 @@ filed_during_gap(void)
 static void
 file_database_restart(void)
 {
-	const char *path = "/tmp/ms_test_apply.db";
+	const char *path = t_path("apply.db");
 	sqlite3    *db;
 	tm_server	s;
 	tm_msg		begin,

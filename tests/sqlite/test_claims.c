@@ -365,7 +365,7 @@ old_file(void)
 static void
 other_connection(void)
 {
-	const char *path = "/tmp/ms_test_claims_other.db";
+	const char *path = t_path("claims_other.db");
 	tm_server	s;
 	tm_msg		begin,
 				end;

@@ -44,7 +44,7 @@ no_room(sqlite3 *db)
 static void
 full_disk(void)
 {
-	const char *path = "/tmp/ms_test_full.db";
+	const char *path = t_path("full.db");
 	sqlite3    *db;
 	tm_server	s;
 	tm_msg		begin,

@@ -400,7 +400,7 @@ refusals_and_digests(void)
 static void
 writes_without_the_extension(void)
 {
-	const char *path = "/tmp/ms_test_upload.db";
+	const char *path = t_path("upload.db");
 	tm_server	s;
 	sqlite3    *db;
 	sqlite3    *plain;

@@ -161,9 +161,16 @@ always(void)
 	CHECK(t_has(r, "\"wishes\":[{\"id\":7,\"fate\":\"applied\",\"why\":null,\"apply\":\"always\"") &&
 		  t_has(r, "\"answered\":false"), "progress: applied, not answered yet: %s", S(r));
 	sqlite3_free(r);
-	/* no answer (lost): the next upload carries the fate again */
+	/*
+	 * no answer yet: within resend_after the fate alone makes no upload (its
+	 * answer may be on its way; an agent filed the same fate a thousand
+	 * times a pass); the answer lost, it goes again once resend_after passed
+	 */
 	if (u)
 		sync__up__free_unpacked(u, NULL);
+	CHECK(tm_upload(db).data == NULL, "within resend_after, an unanswered fate alone makes no upload");
+	/* resend_after (300 s) passes */
+	t_exec(db, "UPDATE _sync_wishes SET carried_at = carried_at - 300", NULL);
 	u = upload(db, "the answer lost");
 	CHECK(fate_of(u, 7) != NULL, "the fate goes again until answered");
 	if (u)
@@ -175,6 +182,11 @@ always(void)
 	CHECK(t_has(r, "\"answered\":true"), "progress: answered: %s", S(r));
 	sqlite3_free(r);
 	CHECK(tm_upload(db).data == NULL, "then nothing to say: %s", tm_error());
+	/* a file of an earlier build, whose _sync_wishes lacks carried_at, gains it at its next upload */
+	CHECK(t_exec(db, "ALTER TABLE _sync_wishes DROP COLUMN carried_at", NULL) == SQLITE_OK, "carried_at dropped");
+	CHECK(tm_upload(db).data == NULL && tm_error()[0] == '\0', "an earlier build's file: nothing to say: %s", tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM pragma_table_info('_sync_wishes') WHERE name = 'carried_at'") == 1,
+		  "and the column is back");
 
 	/* the replica changes its row; the same wish sent again (a lost message) is not applied again */
 	mine(db, &s, "UPDATE store_settings SET printer = 'desk' WHERE store = '%s'");
