@@ -48,6 +48,11 @@ copy_bytea(Datum d, uint8 *out, size_t n)
 
 static const char *const current_sql = "SELECT id, secret FROM sync.epoch WHERE ended IS NULL";
 
+/* the statements every pass and filing runs, kept (ms_spi_kept) */
+static SPIPlanPtr current_plan = NULL;
+static SPIPlanPtr generation_plan = NULL;
+static SPIPlanPtr newest_plan = NULL;
+
 /*
  * recorded: whether the catalog records generations.  An extension not
  * updated yet (ALTER EXTENSION magic_sync UPDATE) has no sync.generations,
@@ -68,7 +73,7 @@ current_generation(void)
 
 	if (!recorded())
 		return 0;
-	ms_spi_check(SPI_execute("SELECT max(generation) FROM sync.generations", true, 1), SPI_OK_SELECT, "could not read sync.generations");
+	ms_spi_check(ms_spi_kept(&generation_plan, "SELECT max(generation) FROM sync.generations", true, 1), SPI_OK_SELECT, "could not read sync.generations");
 	g = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : (uint64) DatumGetInt64(g);
 }
@@ -92,7 +97,7 @@ read_current(ms_epoch *e)
 bool
 ms_epoch_read(ms_epoch *e)
 {
-	ms_spi_check(SPI_execute(current_sql, true, 1), SPI_OK_SELECT, "could not read sync.epoch");
+	ms_spi_check(ms_spi_kept(&current_plan, current_sql, true, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (read_current(e))
 		return true;
 	memset(e, 0, sizeof *e);
@@ -102,13 +107,13 @@ ms_epoch_read(ms_epoch *e)
 bool
 ms_epoch_current(ms_epoch *e)
 {
-	ms_spi_check(SPI_execute(current_sql, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
+	ms_spi_check(ms_spi_kept(&current_plan, current_sql, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (read_current(e))
 		return true;
 	/* the first epoch: one transaction begins it, whoever comes first (a pass, a filing) */
 	ms_spi_check(SPI_execute("LOCK TABLE sync.epoch IN SHARE ROW EXCLUSIVE MODE", false, 0), SPI_OK_UTILITY,
 				 "could not read sync.epoch");
-	ms_spi_check(SPI_execute(current_sql, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
+	ms_spi_check(ms_spi_kept(&current_plan, current_sql, false, 1), SPI_OK_SELECT, "could not read sync.epoch");
 	if (read_current(e))
 		return true;
 	ms_epoch_begin("the first relay pass", e);
@@ -159,7 +164,7 @@ ms_generation_observe(ms_epoch *e)
 	/* a standby neither writes nor follows a timeline of its own */
 	if (RecoveryInProgress() || !recorded())
 		return;
-	ms_spi_check(SPI_execute("SELECT generation, timeline, system, database FROM sync.generations"
+	ms_spi_check(ms_spi_kept(&newest_plan, "SELECT generation, timeline, system, database FROM sync.generations"
 							 " ORDER BY generation DESC LIMIT 1", false, 1), SPI_OK_SELECT, "could not read sync.generations");
 	if (SPI_processed == 0)
 	{

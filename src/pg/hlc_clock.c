@@ -24,6 +24,8 @@ static int64 stored;
 /* the greatest stamp filed in this transaction's filing */
 static LocalTransactionId filed_in = InvalidLocalTransactionId;
 static int64 filed_max;
+/* its read, kept (ms_spi_kept): every pass and filing reads it */
+static SPIPlanPtr clock_plan = NULL;
 
 static int64
 now_ms(void)
@@ -50,7 +52,7 @@ read_stored(void)
 	stored = 0;
 	if (!has_clock)
 		return false;
-	ms_spi_check(SPI_execute("SELECT hlc FROM sync.clock", true, 1), SPI_OK_SELECT, "could not read sync.clock");
+	ms_spi_check(ms_spi_kept(&clock_plan, "SELECT hlc FROM sync.clock", true, 1), SPI_OK_SELECT, "could not read sync.clock");
 	if (SPI_processed == 1)
 	{
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);

@@ -21,6 +21,8 @@
 /* the key the backend signs with, made once from the seed it was read as */
 static ms_signer *cached;
 static uint8 cached_seed[MS_SIGN_SEED_BYTES];
+/* its read, kept (ms_spi_kept): every pass and filing that signs reads it */
+static SPIPlanPtr seed_plan = NULL;
 
 /* read_seed: the private key recorded, false when none */
 static bool
@@ -29,7 +31,7 @@ read_seed(uint8 seed[MS_SIGN_SEED_BYTES])
 	bool		isnull;
 	bytea	   *b;
 
-	ms_spi_check(SPI_execute("SELECT private_key FROM sync.signing_key", false, 1), SPI_OK_SELECT, "could not read sync.signing_key");
+	ms_spi_check(ms_spi_kept(&seed_plan, "SELECT private_key FROM sync.signing_key", false, 1), SPI_OK_SELECT, "could not read sync.signing_key");
 	if (SPI_processed == 0)
 		return false;
 	b = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));

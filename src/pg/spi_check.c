@@ -71,6 +71,20 @@ ms_spi_prepare(const char *sql, int nargs, Oid *types)
 	return plan;
 }
 
+int
+ms_spi_kept(SPIPlanPtr *plan, const char *sql, bool read_only, long tcount)
+{
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = ms_spi_prepare(sql, 0, NULL);
+
+		if (SPI_keepplan(p) != 0)
+			elog(ERROR, "could not keep the plan of \"%s\"", sql);
+		*plan = p;
+	}
+	return SPI_execute_plan(*plan, NULL, NULL, read_only, tcount);
+}
+
 void
 ms_spi_rows_out(ReturnSetInfo *rsinfo)
 {

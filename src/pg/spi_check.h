@@ -29,6 +29,15 @@ extern void ms_spi_check_one(int rc, int expect, const char *fmt,...) pg_attribu
 extern SPIPlanPtr ms_spi_prepare(const char *sql, int nargs, Oid *types);
 
 /*
+ * ms_spi_kept: a statement without arguments run as SPI_execute runs it,
+ * through a plan prepared at its first use in the session and kept in
+ * *plan (SPI_keepplan; PostgreSQL plans it again when a table it reads
+ * changes): for the few every pass and filing runs, whose parsing and
+ * planning cost more than their run (issue 37).
+ */
+extern int	ms_spi_kept(SPIPlanPtr *plan, const char *sql, bool read_only, long tcount);
+
+/*
  * ms_spi_rows_out: every row of SPI_tuptable, its columns as they are, into
  * the tuplestore of a materialized set-returning function (InitMaterializedSRF)
  */
