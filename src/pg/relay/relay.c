@@ -238,8 +238,8 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning)
 	}
 }
 
-/* replicas whose outbox outgrew its bounds are provisioned again, with an alarm */
-static void
+/* replicas whose outbox outgrew its bounds are provisioned again, with an alarm; whether any was */
+static bool
 outbox_bounds(ms_pass *p)
 {
 	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
@@ -277,6 +277,7 @@ outbox_bounds(ms_pass *p)
 				(errmsg("magic_sync: %llu replicas' outboxes outgrew their bounds; they are provisioned again",
 						(unsigned long long) SPI_processed),
 				 errhint("A replica that takes its messages too slowly, or not at all, is sent a snapshot instead.")));
+	return SPI_processed > 0;
 }
 
 /* publish: NOTIFY magic_sync, delivered at commit, with the replicas written to */
@@ -638,10 +639,11 @@ ms_relay_chains(ms_pass *p)
 	SPI_finish();
 }
 
-void
+bool
 ms_relay_bounds(ms_pass *p)
 {
 	MemoryContext cxt = p->exec.cxt;
+	bool		marked = false;
 
 	SPI_connect();
 	ms_pass_begin(p, cxt);
@@ -653,9 +655,10 @@ ms_relay_bounds(ms_pass *p)
 	 * it counts is the outbox's.
 	 */
 	if (copy_chains(p))
-		outbox_bounds(p);
+		marked = outbox_bounds(p);
 	ms_pass_end(p);
 	SPI_finish();
+	return marked;
 }
 
 /*

@@ -256,11 +256,14 @@ ms_launcher_main(Datum arg)
  * The outboxes the pass wrote to, against their bounds, in a transaction of
  * its own once the pass committed: the agents pull meanwhile, and a pass to
  * many replicas no longer waits on a count of each outbox (relay.c).
+ * Returns whether it marked a replica to be provisioned again: the next pass
+ * runs at once for it.
  */
-static void
+static bool
 outbox_bounds(MemoryContext pass_cxt)
 {
 	ms_pass		b;
+	bool		marked;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -277,9 +280,10 @@ outbox_bounds(MemoryContext pass_cxt)
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&b, 0, sizeof b);
 	b.exec.cxt = pass_cxt;
-	ms_relay_bounds(&b);
+	marked = ms_relay_bounds(&b);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	return marked;
 }
 
 /*
@@ -409,7 +413,7 @@ snapshot_pass(MemoryContext pass_cxt)
  * returns whether it did anything, *read the notes it read, and *again
  * whether the next pass runs at once, without a commit waking it: when this
  * one left work it knows of (a full batch, a snapshot, a replica forgotten
- * or provisioned).  A pass that only sent what its notes changed leaves
+ * or provisioned, or marked by the outbox bounds to be).  A pass that only sent what its notes changed leaves
  * none: a commit during it set the latch again (ms_worker_main), and a pass
  * straight after it found nothing but cost a small pass's fixed cost again
  * (bench/hops.py, issue 37).  quiet: the naptime started it (floor.h).
@@ -514,8 +518,8 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	ms_floor_committed(&notes_floor);
 	if (p.held_deferred > 0)
 		held_later(pass_cxt, p.later, p.held_deferred);
-	if (p.did.messages > 0)
-		outbox_bounds(pass_cxt);
+	if (p.did.messages > 0 && outbox_bounds(pass_cxt))
+		*again = true;
 	chains_pending = false;
 	if (p.did.snapshots_left && snapshot_pass(pass_cxt))
 	{
