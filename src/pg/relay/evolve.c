@@ -370,15 +370,21 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 	SPIPlanPtr	plan;
 	ListCell   *lc;
 	int			ord = 0;
+	bool		provisioned = false;
 
 	if (p->evolve->before)
 		return;
 	/* a replica provisioned: its snapshot carried every table as it is now */
 	ms_temp_table(p, "ms_provisioned");
-	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_provisioned SELECT r.id, r.snapshot_number FROM sync.replicas r"
-			" JOIN pg_temp.ms_written w ON w.id = r.id WHERE r.id = ANY ($2) AND NOT r.provision",
-			2, types, values, NULL, 0);
-	if (SPI_processed > 0)
+	/* none provisioned: a pass of notes is not planned for a statement it has no use for */
+	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
+	{
+		ms_exec(&p->exec, "INSERT INTO pg_temp.ms_provisioned SELECT r.id, r.snapshot_number FROM sync.replicas r"
+				" JOIN pg_temp.ms_written w ON w.id = r.id WHERE r.id = ANY ($2) AND NOT r.provision",
+				2, types, values, NULL, 0);
+		provisioned = SPI_processed > 0;
+	}
+	if (provisioned)
 	{
 		Oid			ttypes[3] = {INT4OID, TEXTOID, BYTEAOID};
 

@@ -23,6 +23,7 @@
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/uuid.h"
 
 #include "catalog.h"
 #include "owner.h"
@@ -92,32 +93,75 @@ children_closure(ms_pass *p, const char *set)
 static bool
 plan_blocked(ms_pass *p, bool dry)
 {
-	bool		blocked;
+	bool		blocked = false;
+	bool		quarantined;
+	bool		parked;
+	bool		isnull;
 
-	ms_exec(&p->exec,
-			"INSERT INTO ms_released SELECT q.tab, q.key FROM sync.quarantine q JOIN ms_pending n"
-			"    ON n.tab = q.tab AND n.key = q.key WHERE n.note > q.note",
-			0, NULL, NULL, NULL, 0);
-	/* a dry run (ms_plan_dry) writes nothing of the catalog: released rows are left out instead */
-	if (SPI_processed > 0)
-	{
-		if (!dry)
-			ms_exec(&p->exec, "DELETE FROM sync.quarantine q USING ms_released r WHERE r.tab = q.tab AND r.key = q.key",
-					0, NULL, NULL, NULL, 0);
-		children_closure(p, "ms_released");
-	}
-	ms_exec(&p->exec, dry ? "INSERT INTO ms_blocked SELECT q.tab, q.key FROM sync.quarantine q"
-			" WHERE NOT EXISTS (SELECT FROM ms_released r WHERE r.tab = q.tab AND r.key = q.key)"
-			: "INSERT INTO ms_blocked SELECT tab, key FROM sync.quarantine",
-			0, NULL, NULL, NULL, 0);
-	blocked = SPI_processed > 0;
-	if (blocked)
-		children_closure(p, "ms_blocked");
-	/* the rows of parked notes: their rules are not even evaluated (park.c) */
-	ms_exec_by_index(&p->exec, "INSERT INTO ms_unplanned SELECT DISTINCT tab, key FROM sync.notes"
-					 " WHERE parked IS NOT NULL AND NOT done AND source = 'r' AND key IS NOT NULL",
+	/*
+	 * Whether any row is quarantined or any note parked, in one look by their
+	 * indexes: mostly none is, and the statements that would find them are
+	 * each a write to a temporary table a small pass need not start.
+	 */
+	ms_exec_by_index(&p->exec, "SELECT EXISTS (SELECT FROM sync.quarantine),"
+					 " EXISTS (SELECT FROM sync.notes WHERE parked IS NOT NULL AND NOT done"
+					 "         AND source = 'r' AND key IS NOT NULL)",
 					 0, NULL, NULL, NULL, 0);
+	quarantined = DatumGetBool(ms_value(0, 1, &isnull));
+	parked = DatumGetBool(ms_value(0, 2, &isnull));
+	if (quarantined)
+	{
+		ms_exec(&p->exec,
+				"INSERT INTO ms_released SELECT q.tab, q.key FROM sync.quarantine q JOIN ms_pending n"
+				"    ON n.tab = q.tab AND n.key = q.key WHERE n.note > q.note",
+				0, NULL, NULL, NULL, 0);
+		/* a dry run (ms_plan_dry) writes nothing of the catalog: released rows are left out instead */
+		if (SPI_processed > 0)
+		{
+			if (!dry)
+				ms_exec(&p->exec, "DELETE FROM sync.quarantine q USING ms_released r WHERE r.tab = q.tab AND r.key = q.key",
+						0, NULL, NULL, NULL, 0);
+			children_closure(p, "ms_released");
+		}
+		ms_exec(&p->exec, dry ? "INSERT INTO ms_blocked SELECT q.tab, q.key FROM sync.quarantine q"
+				" WHERE NOT EXISTS (SELECT FROM ms_released r WHERE r.tab = q.tab AND r.key = q.key)"
+				: "INSERT INTO ms_blocked SELECT tab, key FROM sync.quarantine",
+				0, NULL, NULL, NULL, 0);
+		blocked = SPI_processed > 0;
+		if (blocked)
+			children_closure(p, "ms_blocked");
+	}
+	/* the rows of parked notes: their rules are not even evaluated (park.c) */
+	if (parked)
+		ms_exec_by_index(&p->exec, "INSERT INTO ms_unplanned SELECT DISTINCT tab, key FROM sync.notes"
+						 " WHERE parked IS NOT NULL AND NOT done AND source = 'r' AND key IS NOT NULL",
+						 0, NULL, NULL, NULL, 0);
 	return blocked;
+}
+
+static int
+uuid_order(const void *a, const void *b)
+{
+	return memcmp(DatumGetPointer(*(const Datum *) a), DatumGetPointer(*(const Datum *) b), UUID_LEN);
+}
+
+/* the replicas of `replicas` not in `provisioning`, in C rather than a statement; NULL when none */
+static ArrayType *
+not_provisioned(ArrayType *replicas, ArrayType *provisioning)
+{
+	Datum	   *r;
+	Datum	   *v;
+	int			nr;
+	int			nv;
+	int			n = 0;
+
+	deconstruct_array(replicas, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, &r, NULL, &nr);
+	deconstruct_array(provisioning, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, &v, NULL, &nv);
+	qsort(v, nv, sizeof(Datum), uuid_order);
+	for (int i = 0; i < nr; i++)
+		if (nv == 0 || bsearch(&r[i], v, nv, sizeof(Datum), uuid_order) == NULL)
+			r[n++] = r[i];
+	return n == 0 ? NULL : construct_array(r, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR);
 }
 
 /*
@@ -218,8 +262,6 @@ ms_whole_filter(ms_table *t, bool blocked)
 void
 ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_in *in, ms_planned *out)
 {
-	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
-	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
 	ArrayType  *around;
 
 	out->blocked = plan_blocked(p, false);
@@ -233,8 +275,7 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 		plan_provisioned(p, provisioning, out);
 
 	/* every other: around what changed, or (magic_sync.full_plan) compared whole */
-	ms_exec(&p->exec, "SELECT array_agg(r) FROM unnest($1::uuid[]) r WHERE r <> ALL ($2)", 2, types, values, NULL, 0);
-	around = ms_array();
+	around = not_provisioned(replicas, provisioning);
 	if (around != NULL && !ms_full_plan)
 		out->joined = ms_plan_question(p, around, out->blocked, in->more, in->replicas_all);
 	else if (around != NULL)

@@ -192,24 +192,28 @@ fk_values(ms_pass *p)
 	return fks.len > 0 ? fks.data : NULL;
 }
 
-/* what changed: the rows of the notes read, and the parents they pointed at before */
-static void
+/* what changed: the rows of the notes read, and the parents they pointed at before; how many */
+static uint64
 changed(ms_pass *p)
 {
 	ListCell   *lc;
+	uint64		n = 0;
 
 	/* but not a row on the fast path: its change moves no set (fast.c) */
 	ms_exec(&p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending c WHERE NOT EXISTS"
 			" (SELECT FROM pg_temp.ms_fast f WHERE f.tab = c.tab AND f.key = c.key) ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
+	n += SPI_processed;
 	/* rows blocked because of a row that was quarantined and goes now */
 	ms_exec(&p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_released ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
+	n += SPI_processed;
 	/* a member joining or leaving a group: the grouped row's place moved */
 	ms_exec(&p->exec,
 			"INSERT INTO ms_changed SELECT n.tab, n.key FROM " MS_BATCH_NOTES
 			" WHERE n.source = 'm' AND n.key IS NOT NULL ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
+	n += SPI_processed;
 	/*
 	 * The parents each changed row pointed at, by foreign key, before the
 	 * change; but not a parent the row, under the same key, still points at:
@@ -246,9 +250,32 @@ changed(ms_pass *p)
 								t->id, name, t->qualified, ms_key_match(t, "t", "n.key"),
 								ms_fkey_noted(t, fk, "t"), name),
 					0, NULL, NULL, NULL, 0);
+			n += SPI_processed;
 			ms_owner_end(&as);
 		}
 	}
+	return n;
+}
+
+/*
+ * nothing_in_question: whether the rest of the plan around the change can
+ * find nothing, so that a pass of rows on the fast path (fast.c) does not
+ * start its dozen statements: no row changed but the fast path's, none
+ * blocked, no batch to close, no group given or taken (group_rows reads the
+ * notes, not ms_changed).  Every row in question, candidate or kept row
+ * comes from one of those.
+ */
+static bool
+nothing_in_question(ms_pass *p, uint64 changed_rows, bool blocked, bool more)
+{
+	ListCell   *lc;
+
+	if (changed_rows > 0 || blocked || more)
+		return false;
+	foreach(lc, p->cat.tables)
+		if (((ms_table *) lfirst(lc))->rule == MS_RULE_GROUPED)
+			return false;
+	return true;
 }
 
 /*
@@ -782,7 +809,11 @@ ms_plan_question(ms_pass *p, ArrayType *replicas, bool blocked, bool more, int64
 	around = (int64) SPI_processed;
 
 	fast_rows = ms_fast_find(p);
-	changed(p);
+	if (nothing_in_question(p, changed(p), blocked, more))
+	{
+		ms_fast_send(p, fast_rows, around, replicas_all);
+		return joined;
+	}
 	inplace = in_place(p, blocked);
 	in_question(p, blocked);
 	kept(p, inplace, blocked);
@@ -798,7 +829,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas, bool blocked, bool more, int64
 		for (const char *const *t = tables; *t != NULL; t++)
 			ms_temp_empty(p, *t);
 		fast_rows = ms_fast_find(p);
-		changed(p);
+		(void) changed(p);
 		inplace = in_place(p, blocked);
 		in_question(p, blocked);
 		kept(p, inplace, blocked);

@@ -46,8 +46,9 @@ extern void ms_relay_pass(ms_pass *p);
  * the current transaction, SPI connected inside.  A pass does it itself
  * unless p->bounds_later was set (the worker, after the pass's commit: the
  * count of each outbox is then not between the commit and its messages).
+ * Returns whether it marked any to be provisioned again.
  */
-extern void ms_relay_bounds(ms_pass *p);
+extern bool ms_relay_bounds(ms_pass *p);
 
 /*
  * ms_relay_chains: the chains a worker's pass left uncopied (its relay died,

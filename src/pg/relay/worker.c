@@ -256,11 +256,14 @@ ms_launcher_main(Datum arg)
  * The outboxes the pass wrote to, against their bounds, in a transaction of
  * its own once the pass committed: the agents pull meanwhile, and a pass to
  * many replicas no longer waits on a count of each outbox (relay.c).
+ * Returns whether it marked a replica to be provisioned again: the next pass
+ * runs at once for it.
  */
-static void
+static bool
 outbox_bounds(MemoryContext pass_cxt)
 {
 	ms_pass		b;
+	bool		marked;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -277,9 +280,10 @@ outbox_bounds(MemoryContext pass_cxt)
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&b, 0, sizeof b);
 	b.exec.cxt = pass_cxt;
-	ms_relay_bounds(&b);
+	marked = ms_relay_bounds(&b);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	return marked;
 }
 
 /*
@@ -406,11 +410,16 @@ snapshot_pass(MemoryContext pass_cxt)
 
 /*
  * one pass in a REPEATABLE READ transaction, then the snapshots it left;
- * returns whether it did anything, and *read the notes it read.  quiet: the
- * naptime started it (floor.h).
+ * returns whether it did anything, *read the notes it read, and *again
+ * whether the next pass runs at once, without a commit waking it: when this
+ * one left work it knows of (a full batch, a snapshot, a replica forgotten
+ * or provisioned, or marked by the outbox bounds to be).  A pass that only sent what its notes changed leaves
+ * none: a commit during it set the latch again (ms_worker_main), and a pass
+ * straight after it found nothing but cost a small pass's fixed cost again
+ * (bench/hops.py, issue 37).  quiet: the naptime started it (floor.h).
  */
 static bool
-run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *full)
+run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *full, bool *again)
 {
 	ms_pass		p;
 	bool		busy = false;
@@ -418,6 +427,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 
 	*read = 0;
 	*full = false;
+	*again = false;
 	if (*holding && chains_pending)
 		chains_left(pass_cxt);
 	SetCurrentStatementStartTimestamp();
@@ -472,6 +482,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	p.later.on = ms_held_later;
 	ms_relay_pass(&p);
 	busy = p.did.messages > 0 || p.did.provisioned > 0 || p.did.forgotten > 0 || p.did.more;
+	*again = p.did.provisioned > 0 || p.did.forgotten > 0 || p.did.more;
 	*read = p.did.notes_read;
 	*full = p.did.more;
 	/* how long it took, from its transaction's start to its commit: most of what its notes waited */
@@ -507,11 +518,14 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	ms_floor_committed(&notes_floor);
 	if (p.later.rows > 0)
 		held_later(pass_cxt, p.later.kept, p.later.rows);
-	if (p.did.messages > 0)
-		outbox_bounds(pass_cxt);
+	if (p.did.messages > 0 && outbox_bounds(pass_cxt))
+		*again = true;
 	chains_pending = false;
-	if (p.did.snapshots_left)
-		busy = snapshot_pass(pass_cxt) || busy;
+	if (p.did.snapshots_left && snapshot_pass(pass_cxt))
+	{
+		busy = true;
+		*again = true;
+	}
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return busy;
@@ -609,7 +623,7 @@ housekeeping_due(TimestampTz last, bool more, long *wait_ms)
  * most COALESCE_MAX_MS on): under a stream of commits the relay works at
  * most half the time, and each pass takes more notes for the same cost of a
  * pass.  A commit after a quiet spell, or a backlog (a full batch), goes at
- * once.
+ * once.  Returns whether the next pass runs at once (run_pass).
  */
 static bool
 run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, TimestampTz *until)
@@ -617,7 +631,8 @@ run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, Timestamp
 	TimestampTz began = GetCurrentTimestamp();
 	int64		read;
 	bool		full;
-	bool		busy = run_pass(pass_cxt, holding, quiet, &read, &full);
+	bool		again;
+	bool		busy = run_pass(pass_cxt, holding, quiet, &read, &full, &again);
 
 	if (busy && read > 0 && !full && MyLatch->is_set)
 	{
@@ -625,7 +640,7 @@ run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, Timestamp
 
 		*until = now + Min(now - began, (TimestampTz) COALESCE_MAX_MS * 1000);
 	}
-	return busy;
+	return again;
 }
 
 void

@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+"""What a one-row pass costs the relay worker (issue 37).  Not a test: prints figures.
+
+The table of bench/hops.py (items: id bigint key, store uuid, name text), N rows
+broadcast to one replica, provisioned by the real agent, which then stops (what is
+measured is the worker's alone: its pulls and filings are not in the figures).
+WRITES one-row UPDATEs, each alone (200 ms apart), each waking the preloaded worker.
+Figures, over the writes:
+
+  worker CPU ms a write     from /proc/<pid>/schedstat (time on a CPU, ns), so the
+                            passes, their commits and flushes, the bounds'
+                            transaction and housekeeping are all in it
+  passes a write            the pass's epoch read counted (one a pass)
+  statements a write        pg_stat_statements, track = all: every statement the
+                            worker ran, SPI's included
+  the statements            calls, rows and milliseconds each (wall clock), the
+                            heaviest first
+
+Wall-clock figures are noisy on a shared machine: the load average is printed
+beside them; the CPU and the counts decide.
+
+  scripts/isolated bench/passcost.py [N] [writes]      (defaults 10^5, 150)
+"""
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+WRITES = int(sys.argv[2]) if len(sys.argv) > 2 else 150
+DB = "passcost"
+
+if not os.environ.get("MS_BENCH_INSIDE"):
+    here = os.path.abspath(__file__)
+    sys.exit(subprocess.call(
+        ["sh", "-c", '. scripts/lib.sh && ms_ready && ms_cluster -o fsync=on -o synchronous_commit=on'
+         ' -o shared_preload_libraries=magic_sync,pg_stat_statements -o pg_stat_statements.track=all'
+         ' -o magic_sync.database=' + DB +
+         ' env MS_BENCH_INSIDE=1 /usr/bin/python3 "$0" "$@"', here] + sys.argv[1:], cwd=ROOT))
+
+import psycopg2  # noqa: E402  (inside the cluster only)
+
+
+def connect(db=DB):
+    c = psycopg2.connect(dbname=db)
+    c.autocommit = True
+    return c
+
+
+def val(cur, sql, args=None):
+    cur.execute(sql, args)
+    return cur.fetchone()[0]
+
+
+def wait(what, predicate, timeout=1800):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def main():
+    admin = connect("postgres")
+    admin.cursor().execute(f"CREATE DATABASE {DB}")
+    admin.close()
+    conn = connect()
+    cur = conn.cursor()
+    cur.execute("CREATE EXTENSION pg_stat_statements")
+    cur.execute("CREATE TABLE items (id bigint PRIMARY KEY, store uuid NOT NULL, name text NOT NULL)")
+    cur.execute("INSERT INTO items SELECT g, ('00000000-0000-0000-0000-' || lpad(to_hex(1 + g %% 200), 12, '0'))::uuid,"
+                " 'i' || g FROM generate_series(1, %s) g", (N,))
+    cur.execute("VACUUM ANALYZE items")
+    cur.execute("CREATE EXTENSION magic_sync")
+    cur.execute("SELECT sync.mirror('items', 'catalog', 'broadcast')")
+    cur.execute("SELECT sync.wake()")
+    wait("the declaration's notes", lambda: val(cur, "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)"))
+    replica = str(uuid.uuid4())
+    cur.execute("SELECT sync.replica_add(%s)", (replica,))
+    cur.execute("SELECT sync.wake()")
+    work = f"/tmp/ms_passcost_{os.getpid()}"
+    os.makedirs(work, exist_ok=True)
+    agent = subprocess.Popen([os.path.join(ROOT, "magic_sync_agent"), "--server", f"dbname={DB}",
+                              "--listen", f"dbname={DB}", "--replica", replica, "--db", work + "/replica.db",
+                              "--quiet"])
+    wait("the replica's snapshot",
+         lambda: val(cur, "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)"
+                          " AND NOT EXISTS (SELECT FROM sync.replicas WHERE provision OR acked_number < last_number)"))
+    agent.terminate()
+    agent.wait()
+    time.sleep(1)
+    worker = val(cur, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")
+
+    def cpu_ms():
+        with open(f"/proc/{worker}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e6
+
+    for i in range(5):  # the session's first passes prepare what the rest keep
+        cur.execute("UPDATE items SET name = name || 'w' WHERE id = %s", (1 + i * 997,))
+        time.sleep(0.2)
+    time.sleep(1.5)
+    cur.execute("SELECT pg_stat_statements_reset()")
+    before = cpu_ms()
+    for i in range(WRITES):
+        cur.execute("UPDATE items SET name = name || 'x' WHERE id = %s", (17 + (i * 1013) % (N - 40),))
+        time.sleep(0.2)
+    time.sleep(1.0)
+    spent = cpu_ms() - before
+    load = os.getloadavg()
+    cur.execute("SELECT s.calls, s.total_exec_time, s.rows, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 110)"
+                " FROM pg_stat_statements s WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = %s)"
+                "  AND s.query NOT LIKE 'UPDATE items%%' AND s.query NOT LIKE '%%pg_stat_statements%%'"
+                " ORDER BY s.total_exec_time DESC", (DB,))
+    rows = cur.fetchall()
+    calls = sum(r[0] for r in rows)
+    passes = sum(r[0] for r in rows if r[3].startswith("SELECT id, secret FROM sync.epoch WHERE ended IS NULL"))
+    print(f"{WRITES} one-row writes of {N} rows broadcast to one replica (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
+    print(f"worker CPU {spent / WRITES:.2f} ms a write; {passes / WRITES:.2f} passes a write;"
+          f" {calls / WRITES:.1f} statements a write ({len(rows)} kinds)")
+    print(" calls     ms   rows  statement")
+    for c, ms, r, q in rows:
+        print(f"{c:6d} {ms:7.1f} {r:6d}  {q}")
+
+
+main()
