@@ -58,5 +58,9 @@ ms_ready() {
 # is its port (pg_createcluster's pick of a free one races another cluster
 # being made at the same time: tests/e2e/run runs two).
 ms_cluster() {
-	PGPORT=${MS_PORT:-} pg_virtualenv -t -o shared_preload_libraries=magic_sync -o max_worker_processes=16 "$@"
+	if [ -n "${MS_PORT:-}" ]; then
+		PGPORT=$MS_PORT pg_virtualenv -t -o shared_preload_libraries=magic_sync -o max_worker_processes=16 "$@"
+	else
+		pg_virtualenv -t -o shared_preload_libraries=magic_sync -o max_worker_processes=16 "$@"
+	fi
 }
