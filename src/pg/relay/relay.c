@@ -314,10 +314,29 @@ static Oid *catalog_watched = NULL;
 static int	catalog_nwatched = 0;
 static bool catalog_callback = false;
 
+/*
+ * The relations invalidated while the catalog is read, before it knows
+ * which it watches: a change committed then may or may not be in what it
+ * read, so one it watches leaves it invalid (more than CATALOG_SEEN_MAX, or
+ * all of them at once, count as every relation).
+ */
+#define CATALOG_SEEN_MAX 256
+static bool catalog_reading = false;
+static Oid	catalog_seen[CATALOG_SEEN_MAX];
+static int	catalog_nseen = 0;
+
 static void
 catalog_invalidate(Datum arg, Oid relid)
 {
 	(void) arg;
+	if (catalog_reading)
+	{
+		if (!OidIsValid(relid) || catalog_nseen >= CATALOG_SEEN_MAX)
+			catalog_nseen = CATALOG_SEEN_MAX + 1;
+		else
+			catalog_seen[catalog_nseen++] = relid;
+		return;
+	}
 	if (!catalog_valid)
 		return;
 	if (!OidIsValid(relid))
@@ -377,6 +396,19 @@ watch(List *tables)
 }
 
 /* the catalog, read once per pass, or kept from the last while nothing it names changed */
+/* whether a relation invalidated while the catalog was read is one it watches */
+static bool
+seen_watched(void)
+{
+	if (catalog_nseen > CATALOG_SEEN_MAX)
+		return true;
+	for (int i = 0; i < catalog_nseen; i++)
+		for (int j = 0; j < catalog_nwatched; j++)
+			if (catalog_seen[i] == catalog_watched[j])
+				return true;
+	return false;
+}
+
 static void
 read_catalog(ms_pass *p)
 {
@@ -393,6 +425,8 @@ read_catalog(ms_pass *p)
 			catalog_callback = true;
 		}
 		catalog_valid = false;
+		catalog_reading = true;
+		catalog_nseen = 0;
 		if (catalog_cxt == NULL)
 			catalog_cxt = AllocSetContextCreate(TopMemoryContext, "magic_sync catalog", ALLOCSET_DEFAULT_SIZES);
 		MemoryContextReset(catalog_cxt);
@@ -422,7 +456,8 @@ read_catalog(ms_pass *p)
 		 * reads again; so does a table held back, which a fix may put right
 		 * in many ways (sync.check() says them)
 		 */
-		catalog_valid = p->cat.held == NIL;
+		catalog_reading = false;
+		catalog_valid = p->cat.held == NIL && !seen_watched();
 		/* what the pass finds of each replica is its own, the schemas are kept */
 		p->evolve = ms_evolve_kept(catalog_evolve);
 		return;
