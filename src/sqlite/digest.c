@@ -132,7 +132,7 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 	int			rc;
 
 	ms_digest_init(&g.dg);
-	rc = ms_counted_walk(c, t, MS_COUNTED_VALUES | MS_COUNTED_ORDERED, &g.keys, gather, &g);
+	rc = ms_counted_walk(c, t, MS_COUNTED_VALUES, &g.keys, gather, &g);
 	/* read in canonical order (an integer key, mostly): digested as they came */
 	if (rc == SQLITE_OK && !g.unsorted)
 	{
