@@ -562,6 +562,21 @@ ms_key_append(ms_buf *out, const char *part, size_t n)
 {
 	char		head[MS_KEY_HEAD_MAX];
 
+	/* a part under 100 bytes (most), while there is room: head and bytes in place (a digest's every row) */
+	if (n < 100 && !out->oom && out->len + n + 4 <= out->cap)
+	{
+		char	   *d = out->data + out->len;
+
+		if (n >= 10)
+			*d++ = (char) ('0' + n / 10);
+		*d++ = (char) ('0' + n % 10);
+		*d++ = ':';
+		if (n > 0)
+			memcpy(d, part, n);
+		d[n] = '\0';
+		out->len = (size_t) (d - out->data) + n;
+		return;
+	}
 	ms_buf_add(out, head, ms_key_part_head(head, n));
 	ms_buf_add(out, part, n);
 }
