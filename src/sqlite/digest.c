@@ -23,6 +23,17 @@ SQLITE_EXTENSION_INIT3
 #include "digest.h"
 #include "key.h"
 
+/*
+ * the bytes of a key read some keys ahead: sorted, keys are read out of the
+ * order they lie in, each a cache miss at 10^6 rows unless asked for early
+ */
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void) (p))
+#endif
+#define AHEAD 8
+
 /* the 8 bytes of a key from byte d, big-endian (so that words order as the bytes do), zero-padded */
 static inline uint64_t
 word_at(const ms_keyref *r, size_t d)
@@ -99,7 +110,11 @@ sort_small(sortref *a, size_t n, size_t d)
 		v = word_at(&a[n / 2].r, d);
 		while (i < gt)
 		{
-			uint64_t	w = word_at(&a[i].r, d);
+			uint64_t	w;
+
+			if (i + AHEAD < gt)
+				PREFETCH(a[i + AHEAD].r.key);
+			w = word_at(&a[i].r, d);
 
 			if (w < v)
 				swap_refs(a, lt++, i++);
@@ -197,6 +212,8 @@ sort_keys(sortref *a, size_t n)
 
 			for (size_t i = 0; i < job.n; i++)
 			{
+				if (i + AHEAD < job.n)
+					PREFETCH(s[i + AHEAD].r.key);
 				s[i].w = word_at(&s[i].r, job.d);
 				alike &= s[i].w == s[0].w;
 				ends |= s[i].r.len <= job.d + 8;
@@ -341,7 +358,11 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 	{
 		ms_digest_init(&dg);
 		for (size_t i = 0; i < g.n; i++)
+		{
+			if (i + AHEAD < g.n)
+				PREFETCH(refs[i + AHEAD].r.key);
 			ms_digest_add(&dg, refs[i].r.key, refs[i].r.len);
+		}
 		d->count = dg.count;
 		d->fnv = dg.fnv;
 		d->values = g.values;
