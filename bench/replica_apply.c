@@ -2,7 +2,7 @@
  * replica_apply.c - what sync_apply and sync_digest cost, against the
  * plainest SQLite doing the same work, in the same run.  Not a test.
  *
- *   make bench-replica        (or build/bench_replica_apply [rows] [dir] [digest])
+ *   make bench-replica        (or build/bench_replica_apply [rows] [dir] [digest [items]])
  *
  * Two database files with the same settings (WAL, synchronous=NORMAL), the
  * same table of 1M rows (made once by a snapshot, copied with VACUUM INTO):
@@ -14,7 +14,10 @@
  *            target is >= 0.7), for N = 1k and 10k, in both codecs.
  *   digest   sync_digest(table) against a plain scan of its key column in
  *            key order, in CPU time.  Ratio: our time / scan time (the
- *            target is <= 3).  "digest" as the third argument: this alone.
+ *            target is <= 3), on five table shapes (integer, text and
+ *            two-part keys; narrow and wide rows), each of the rows count.
+ *            "digest" as the third argument: this alone; "items" as the
+ *            fourth: only the first shape.
  *
  * Each figure is the median of several rounds; the order of the two sides
  * alternates between rounds.
@@ -262,46 +265,39 @@ bench_apply(sqlite3 *ours, sqlite3 *plain, tm_server *s, const char *table, int 
 	}
 }
 
+/* one table shape of the digest's: its key columns and every column */
+typedef struct shape
+{
+	const char *table;
+	const char *what;
+	const char *key;			/* the key columns, as ORDER BY takes them */
+	const char *cols;			/* every column */
+} shape;
+
+/* a scan of cols in key order, each value read: the key alone is the digest's baseline */
 static double
-scan(sqlite3 *db, const char *table, long long *count)
+scan(sqlite3 *db, const shape *sh, const char *cols, long long *count)
 {
 	sqlite3_stmt *st;
-	char	   *sql = sqlite3_mprintf("SELECT id FROM %s ORDER BY id", table);
+	char	   *sql = sqlite3_mprintf("SELECT %s FROM %s ORDER BY %s", cols, sh->table, sh->key);
 	double		t0 = cpu_now();
-	long long	sum = 0;
+	unsigned long long sum = 0;
+	int			n;
 
 	*count = 0;
 	sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+	n = sqlite3_column_count(st);
 	while (sqlite3_step(st) == SQLITE_ROW)
 	{
-		sum += sqlite3_column_int64(st, 0);
-		(*count)++;
-	}
-	sqlite3_finalize(st);
-	sqlite3_free(sql);
-	if (sum == 42)
-		printf(" ");
-	return cpu_now() - t0;
-}
-
-/* a scan of every column in key order, each value read: what a values digest cannot do without */
-static double
-scan_all(sqlite3 *db, const char *table)
-{
-	sqlite3_stmt *st;
-	char	   *sql = sqlite3_mprintf("SELECT id, name, price, qty, note FROM %s ORDER BY id", table);
-	double		t0 = cpu_now();
-	unsigned long long sum = 0;
-
-	sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-	while (sqlite3_step(st) == SQLITE_ROW)
-		for (int c = 0; c < 5; c++)
+		for (int c = 0; c < n; c++)
 		{
 			sqlite3_value *v = sqlite3_column_value(st, c);
 
 			sum += sqlite3_value_type(v) == SQLITE_TEXT ? (unsigned long long) sqlite3_value_bytes(v) :
 				(unsigned long long) sqlite3_value_int64(v);
 		}
+		(*count)++;
+	}
 	sqlite3_finalize(st);
 	sqlite3_free(sql);
 	if (sum == 42)
@@ -328,32 +324,68 @@ digest(sqlite3 *db, const char *table, char *out, size_t cap)
 }
 
 static void
-bench_digest(sqlite3 *db, const char *table)
+bench_digest(sqlite3 *db, const shape *sh)
 {
 	double		t_digest[ROUNDS],
 				t_scan[ROUNDS],
 				t_all[ROUNDS];
 	char		out[128] = "";
-	long long	count = 0;
+	long long	count = 0,
+				all = 0;
 
 	for (int round = 0; round < ROUNDS; round++)
 	{
 		if (round % 2)
-			t_scan[round] = scan(db, table, &count);
-		t_digest[round] = digest(db, table, out, sizeof out);
+			t_scan[round] = scan(db, sh, sh->key, &count);
+		t_digest[round] = digest(db, sh->table, out, sizeof out);
 		if (round % 2 == 0)
-			t_scan[round] = scan(db, table, &count);
-		t_all[round] = scan_all(db, table);
+			t_scan[round] = scan(db, sh, sh->key, &count);
+		t_all[round] = scan(db, sh, sh->cols, &all);
 	}
 	{
 		double		d = median(t_digest, ROUNDS);
 		double		sc = median(t_scan, ROUNDS);
+		double		a = median(t_all, ROUNDS);
 
-		printf("digest of %lld rows (%s), CPU: sync_digest %7.1f ms, scan of the key in key order %7.1f ms,"
-			   " ratio %.2f (target <= 3)  %s\n", count, table, d * 1e3, sc * 1e3, d / sc, out);
+		printf("digest of %lld rows (%s: %s), CPU: sync_digest %7.1f ms, scan of the key in key order %7.1f ms,"
+			   " ratio %.2f (target <= 3)  %s\n", count, sh->table, sh->what, d * 1e3, sc * 1e3, d / sc, out);
 		printf("  beside it, a scan reading every column in key order %7.1f ms, ratio %.2f to the key scan\n",
-			   median(t_all, ROUNDS) * 1e3, median(t_all, ROUNDS) / sc);
+			   a * 1e3, a / sc);
 	}
+}
+
+/* the digest's table shapes besides items: made by a snapshot, filled as sync_apply fills */
+static const shape shapes[] = {
+	{"items", "integer key, 5 columns", "id", "id, name, price, qty, note"},
+	{"narrow", "integer key, 2 columns", "id", "id, v"},
+	{"wide", "integer key, 16 columns", "id",
+	"id, a1, a2, a3, a4, a5, b1, b2, b3, b4, b5, c1, c2, c3, c4, c5"},
+	{"coded", "text key, 5 columns", "code", "code, name, price, qty, note"},
+	{"pairs", "text and integer key, 5 columns", "origin, id", "origin, id, name, price, qty"},
+};
+
+static void
+make_shapes(sqlite3 *db, long long n)
+{
+	char	   *sql;
+
+	/* text keys inserted out of their order, as a host's codes and uuids come */
+	sql = sqlite3_mprintf("BEGIN; UPDATE _sync_state SET applying = 1 WHERE id = 1;"
+						  "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %lld)"
+						  " INSERT INTO narrow SELECT i, i * 7 FROM n;"
+						  "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %lld)"
+						  " INSERT INTO wide SELECT i, i, 'a ' || i, i / 3.0, i %% 17, 'five ' || i, i * 2, 'b ' || i,"
+						  " i / 7.0, i %% 5, 'bee ' || i, i * 3, 'c ' || i, i / 9.0, NULL, 'sea ' || i FROM n;"
+						  "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %lld)"
+						  " INSERT INTO coded SELECT printf('%%08x-c', (i * 2654435761) %% 4294967296),"
+						  " 'item ' || i, i / 100.0, i %% 1000, 'note ' || i FROM n;"
+						  "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %lld)"
+						  " INSERT INTO pairs SELECT printf('%%08x-4e2b-4c1a-9d3e-5f6a7b8c9d0e', (i %% 97) * 40503),"
+						  " i, 'item ' || i, i / 100.0, i %% 1000 FROM n;"
+						  "UPDATE _sync_state SET applying = 0 WHERE id = 1; COMMIT; PRAGMA wal_checkpoint(TRUNCATE);",
+						  n, n, n, n);
+	exec(db, sql);
+	sqlite3_free(sql);
 }
 
 int
@@ -366,7 +398,7 @@ main(int argc, char **argv)
 	sqlite3    *ours,
 			   *plain;
 	tm_server	s;
-	Sync__Table *schema[2];
+	Sync__Table *schema[6];
 	char	   *sql;
 	double		t0;
 
@@ -383,8 +415,14 @@ main(int argc, char **argv)
 	tm_server_init(&s, 0x20, 0x10);
 	schema[0] = tm_table("items", "catalog", "json", "id", "id INTEGER, name TEXT, price REAL, qty INTEGER, note TEXT");
 	schema[1] = tm_table("pitems", "catalog", "proto", "id", "id INTEGER, name TEXT, price REAL, qty INTEGER, note TEXT");
-	apply(ours, tm_next(&s, tm_begin(schema, 2), NULL));
-	apply(ours, tm_next(&s, NULL, tm_end("items", "pitems", NULL)));
+	schema[2] = tm_table("narrow", "catalog", "json", "id", "id INTEGER, v INTEGER");
+	schema[3] = tm_table("wide", "catalog", "json", "id",
+						 "id INTEGER, a1 INTEGER, a2 TEXT, a3 REAL, a4 INTEGER, a5 TEXT, b1 INTEGER, b2 TEXT,"
+						 " b3 REAL, b4 INTEGER, b5 TEXT, c1 INTEGER, c2 TEXT, c3 REAL, c4 INTEGER, c5 TEXT");
+	schema[4] = tm_table("coded", "catalog", "json", "code", "code TEXT, name TEXT, price REAL, qty INTEGER, note TEXT");
+	schema[5] = tm_table("pairs", "catalog", "json", "origin,id", "origin TEXT, id INTEGER, name TEXT, price REAL, qty INTEGER");
+	apply(ours, tm_next(&s, tm_begin(schema, 6), NULL));
+	apply(ours, tm_next(&s, NULL, tm_end("items", "pitems", "narrow", "wide", "coded", "pairs", NULL)));
 	/* filled as sync_apply fills it: the guards let only it write the server's rows */
 	sql = sqlite3_mprintf("BEGIN; UPDATE _sync_state SET applying = 1 WHERE id = 1;"
 						  "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %lld)"
@@ -410,7 +448,11 @@ main(int argc, char **argv)
 		bench_apply(ours, plain, &s, "pitems", 1, 1000, existing);
 		bench_apply(ours, plain, &s, "pitems", 1, 10000, existing);
 	}
-	bench_digest(ours, "items");
+	if (argc <= 4 || strcmp(argv[4], "items") != 0)
+		make_shapes(ours, existing);
+	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+		if (i == 0 || argc <= 4 || strcmp(argv[4], "items") != 0)
+			bench_digest(ours, &shapes[i]);
 
 	sqlite3_close(ours);
 	sqlite3_close(plain);

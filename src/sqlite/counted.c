@@ -8,9 +8,13 @@
 ** here, so that both speak of the same rows.
 **
 ** A digest reads every row of a table: SQLite reads each into the arguments
-** of _sync_counted, the walk's own function, which makes the key and hashes
+** of _sync_counted, the walk's own aggregate, which makes the key and hashes
 ** the values where they are (no sqlite3_column_* call, each of which takes
 ** the connection's mutex), into a buffer of the caller's that keeps them.
+** An aggregate, so that the whole walk is one sqlite3_step: SQLite does not
+** stop and come back for each row.  Rows come as SQLite finds them (a rowid
+** table in rowid order): a key order would make SQLite look up each row of a
+** table keyed by TEXT through its key's index, many times a scan's cost.
 */
 #include "magic_sync_sqlite.h"
 
@@ -119,20 +123,30 @@ typedef struct walk
 #define WALK_POINTER "magic_sync counted walk"
 
 /*
- * _sync_counted(walk, key parts..., values...): one row of the walk bound
- * as its first argument (sqlite3_bind_pointer: no SQL can make one), read
- * by SQLite into its arguments -- no sqlite3_column_* call, each of which
- * takes the connection's mutex, and no copy.  Called by the host: NULL.
+ * _sync_counted(walk, key parts..., values...): an aggregate, each row of
+ * the walk bound as its first argument (sqlite3_bind_pointer: no SQL can
+ * make one), read by SQLite into its arguments -- no sqlite3_column_* call,
+ * each of which takes the connection's mutex, and no copy.  The walk is
+ * found once and kept in the aggregate's context.  Called by the host: NULL.
  */
 static void
-counted_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+counted_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-	walk	   *w = argc > 0 ? sqlite3_value_pointer(argv[0], WALK_POINTER) : NULL;
+	walk	  **found = sqlite3_aggregate_context(ctx, (int) sizeof(walk *));
+	walk	   *w;
 	const ms_tbl *t;
 	ms_buf	   *keys;
 	size_t		start;
 	uint64_t	h = 0;
 
+	if (found == NULL)
+	{
+		sqlite3_result_error_nomem(ctx);
+		return;
+	}
+	if (*found == NULL && argc > 0)
+		*found = sqlite3_value_pointer(argv[0], WALK_POINTER);
+	w = *found;
 	if (w == NULL || w->rc != SQLITE_OK)
 		return;
 	t = w->t;
@@ -170,35 +184,37 @@ counted_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	if (w->rc == SQLITE_OK && w->values)
 	{
 		h = ms_digest_row_begin(keys->data + start, keys->len - start);
+		/* ms_digest_row_value's steps, inline: this runs for every value of the table */
 		for (int i = 1 + t->nkey; i < argc; i++)
 		{
 			sqlite3_value *sv = argv[i];
-			ms_digest_value v = {MS_DV_NULL, 0, 0, NULL, 0};
 
 			switch (sqlite3_value_type(sv))
 			{
 				case SQLITE_INTEGER:
-					v.tag = MS_DV_INTEGER;
-					v.i = sqlite3_value_int64(sv);
+					h = ms_digest_row_int(h, sqlite3_value_int64(sv));
 					break;
 				case SQLITE_FLOAT:
-					v.tag = MS_DV_REAL;
-					v.d = sqlite3_value_double(sv);
+					h = ms_digest_row_real(h, sqlite3_value_double(sv));
 					break;
 				case SQLITE_TEXT:
-					v.tag = MS_DV_TEXT;
-					v.p = sqlite3_value_text(sv);
-					v.n = (size_t) sqlite3_value_bytes(sv);
+					{
+						const void *p = sqlite3_value_text(sv);
+
+						h = ms_digest_row_bytes(h, MS_DV_TEXT, p, (size_t) sqlite3_value_bytes(sv));
+					}
 					break;
 				case SQLITE_BLOB:
-					v.tag = MS_DV_BLOB;
-					v.p = sqlite3_value_blob(sv);
-					v.n = (size_t) sqlite3_value_bytes(sv);
+					{
+						const void *p = sqlite3_value_blob(sv);
+
+						h = ms_digest_row_bytes(h, MS_DV_BLOB, p, (size_t) sqlite3_value_bytes(sv));
+					}
 					break;
 				default:
+					h = ms_digest_row_null(h);
 					break;
 			}
-			h = ms_digest_row_value(h, &v);
 		}
 		h = ms_digest_row_end(h);
 	}
@@ -210,11 +226,18 @@ counted_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		sqlite3_result_error_code(ctx, w->rc);
 }
 
+/* the walk's rows went to its row function: the aggregate itself is NULL */
+static void
+counted_final(sqlite3_context *ctx)
+{
+	(void) ctx;
+}
+
 int
 ms_counted_register(sqlite3 *db)
 {
 	return sqlite3_create_function(db, "_sync_counted", -1, SQLITE_UTF8 | SQLITE_DIRECTONLY,
-								   NULL, counted_func, NULL, NULL);
+								   NULL, NULL, counted_step, counted_final);
 }
 
 int
@@ -224,7 +247,6 @@ ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_buf *keys, ms_cou
 	ms_buf		own = {0};
 	ms_buf		vcols = {0};
 	sqlite3_stmt *st = NULL;
-	const char *order = (flags & MS_COUNTED_ORDERED) ? " ORDER BY " : "";
 	int			rc;
 
 	w.t = t;
@@ -243,11 +265,10 @@ ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_buf *keys, ms_cou
 	if (rc == SQLITE_OK)
 	{
 		if (t->retired >= 0)
-			rc = ms_prepare(c, &st, "SELECT _sync_counted(?1, %s%s) FROM %s WHERE %s IS NULL%s%s", t->keycols,
-							vcols.data, t->q, t->cols[t->retired].q, order, *order ? t->keycols : "");
+			rc = ms_prepare(c, &st, "SELECT _sync_counted(?1, %s%s) FROM %s WHERE %s IS NULL", t->keycols,
+							vcols.data, t->q, t->cols[t->retired].q);
 		else
-			rc = ms_prepare(c, &st, "SELECT _sync_counted(?1, %s%s) FROM %s%s%s", t->keycols, vcols.data, t->q,
-							order, *order ? t->keycols : "");
+			rc = ms_prepare(c, &st, "SELECT _sync_counted(?1, %s%s) FROM %s", t->keycols, vcols.data, t->q);
 	}
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_pointer(st, 1, &w, WALK_POINTER, NULL);

@@ -8,84 +8,281 @@
 ** and its retired column do not count, as the server's messages never
 ** overwrite them.
 **
-** The keys are read in the table's key order.  While each comes after the
-** one before in canonical order (an integer key of one sign, a key of one
-** length), the fingerprint is made as they come; else they are sorted with
-** a natural merge sort: the canonical order ("<length>:<bytes>") is the key
-** order within each run of keys of one length, so a table read in key order
-** is a few runs merged in a few passes, not a full sort.
+** The keys are read in rowid order (counted.c).  While each comes after the
+** one before in canonical order (an integer key of one sign and of one
+** length), the fingerprint is made as they come; else they are sorted
+** (sort_keys), 8 bytes a step.
 */
 #include "magic_sync_sqlite.h"
 
 SQLITE_EXTENSION_INIT3
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "digest.h"
 #include "key.h"
 
-/* natural merge sort of keyrefs; the result is in a (tmp is scratch of n) */
-static void
-merge_sort(ms_keyref *a, ms_keyref *tmp, size_t n)
+/*
+ * the bytes of a key read some keys ahead: sorted, keys are read out of the
+ * order they lie in, each a cache miss at 10^6 rows unless asked for early
+ */
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void) (p))
+#endif
+#define AHEAD 8
+
+/* the 8 bytes of a key from byte d, big-endian (so that words order as the bytes do), zero-padded */
+static inline uint64_t
+word_at(const ms_keyref *r, size_t d)
 {
-	ms_keyref  *src = a;
-	ms_keyref  *dst = tmp;
+	const unsigned char *p = (const unsigned char *) r->key + d;
+	size_t		n = r->len > d ? r->len - d : 0;
+	uint64_t	w = 0;
 
-	for (;;)
+	if (n >= 8)
 	{
-		size_t		i = 0;
-		size_t		runs = 0;
+		memcpy(&w, p, sizeof w);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		w = __builtin_bswap64(w);
+#endif
+		return w;
+	}
+	for (size_t i = 0; i < n; i++)
+		w |= (uint64_t) p[i] << (56 - 8 * i);
+	return w;
+}
 
-		while (i < n)
-		{
-			size_t		j = i + 1;
-			size_t		k;
-			size_t		x,
-						y,
-						o;
+/* a key being sorted: the word at the depth its group is at, and where its bytes are */
+typedef struct sortref
+{
+	uint64_t	w;
+	ms_keyref	r;
+} sortref;
 
-			while (j < n && ms_key_cmp(src[j - 1].key, src[j - 1].len, src[j].key, src[j].len) <= 0)
-				j++;
-			runs++;
-			if (j == n)
-			{
-				memcpy(dst + i, src + i, sizeof(ms_keyref) * (n - i));
-				break;
-			}
-			k = j + 1;
-			while (k < n && ms_key_cmp(src[k - 1].key, src[k - 1].len, src[k].key, src[k].len) <= 0)
-				k++;
-			runs++;
-			x = i;
-			y = j;
-			o = i;
-			while (x < j && y < k)
-			{
-				if (ms_key_cmp(src[y].key, src[y].len, src[x].key, src[x].len) < 0)
-					dst[o++] = src[y++];
-				else
-					dst[o++] = src[x++];
-			}
-			while (x < j)
-				dst[o++] = src[x++];
-			while (y < k)
-				dst[o++] = src[y++];
-			i = k;
-		}
-		if (runs <= 1)
+static int
+sortref_cmp(const void *x, const void *y)
+{
+	const sortref *a = x;
+	const sortref *b = y;
+
+	return ms_key_cmp(a->r.key, a->r.len, b->r.key, b->r.len);
+}
+
+static inline void
+swap_refs(sortref *a, size_t i, size_t j)
+{
+	sortref	x = a[i];
+
+	a[i] = a[j];
+	a[j] = x;
+}
+
+/*
+ * sort_small: a small group of sort_keys' in canonical order, their first d
+ * bytes alike, with no counts to clear: a multikey quicksort taking 8 bytes
+ * a step -- each pass parts them by the word at d into less, equal and
+ * more, and only the equal go on to the next word.  The smaller parts are
+ * sorted by recursion and the largest by the loop, so the stack is log n
+ * deep whatever the keys.
+ */
+static void
+sort_small(sortref *a, size_t n, size_t d)
+{
+	while (n > 1)
+	{
+		uint64_t	v;
+		size_t		lt = 0,
+					i = 0,
+					gt = n;
+		size_t		neq;
+		bool		ends = false;	/* a key of the equal part ends in this word */
+
+		if (n <= 12)
 		{
-			/* src was sorted already: it is the result */
-			if (src != a)
-				memcpy(a, src, sizeof(ms_keyref) * n);
+			for (size_t j = 1; j < n; j++)
+				for (size_t k = j; k > 0 && ms_key_cmp(a[k - 1].r.key, a[k - 1].r.len, a[k].r.key, a[k].r.len) > 0; k--)
+					swap_refs(a, k - 1, k);
 			return;
 		}
+		v = word_at(&a[n / 2].r, d);
+		while (i < gt)
 		{
-			ms_keyref  *swap = src;
+			uint64_t	w;
 
-			src = dst;
-			dst = swap;
+			if (i + AHEAD < gt)
+				PREFETCH(a[i + AHEAD].r.key);
+			w = word_at(&a[i].r, d);
+
+			if (w < v)
+				swap_refs(a, lt++, i++);
+			else if (w > v)
+				swap_refs(a, i, --gt);
+			else
+			{
+				ends |= a[i].r.len <= d + 8;
+				i++;
+			}
+		}
+		neq = gt - lt;
+		/*
+		 * the equal part: while its keys go on past this word, the next word
+		 * orders them; a key ending in this word (its padding like a zero
+		 * byte) is ordered with the rest of them by comparison
+		 */
+		if (ends)
+		{
+			qsort(a + lt, neq, sizeof(sortref), sortref_cmp);
+			neq = 0;
+		}
+		if (neq >= lt && neq >= n - gt)
+		{
+			sort_small(a, lt, d);
+			sort_small(a + gt, n - gt, d);
+			a += lt;
+			n = neq;
+			d += 8;
+		}
+		else if (lt >= n - gt)
+		{
+			sort_small(a + lt, neq, d + 8);
+			sort_small(a + gt, n - gt, d);
+			n = lt;
+		}
+		else
+		{
+			sort_small(a, lt, d);
+			sort_small(a + lt, neq, d + 8);
+			a += gt;
+			n -= gt;
 		}
 	}
+}
+
+/* a group of keys still to sort: a[at..at+n), their first d bytes alike */
+typedef struct sortjob
+{
+	size_t		at;
+	size_t		n;
+	size_t		d;
+} sortjob;
+
+/*
+ * sort_keys: keys in canonical order (ms_key_cmp), 8 bytes a step: a group
+ * is sorted by the word at its depth d (a radix sort, a byte a pass, the
+ * passes where every key has the same byte left out), then each run of
+ * keys with that word alike is a group at d + 8.  A table read in rowid
+ * order gives its TEXT keys in any order, many sharing a long beginning (a
+ * two-part key's first part): a comparison sort would compare those
+ * beginnings again each time.  A run in which a key ends in the word (its
+ * padding like a zero byte), and a small group, are sorted by comparison.
+ * The groups wait in a list, not on the stack, however long the keys.
+ */
+static int
+sort_keys(sortref *a, size_t n)
+{
+	sortref    *tmp = sqlite3_malloc64(sizeof(sortref) * n);
+	size_t	   *count = sqlite3_malloc64(sizeof(size_t) * 8 * 256);
+	sortjob    *jobs = NULL;
+	size_t		njobs = 0,
+				cap = 0;
+	int			rc = SQLITE_OK;
+
+	if (tmp == NULL || count == NULL || (jobs = ms_counted_room(NULL, sizeof(sortjob), 0, &cap)) == NULL)
+		rc = SQLITE_NOMEM;
+	if (rc == SQLITE_OK)
+		jobs[njobs++] = (sortjob) {0, n, 0};
+	while (rc == SQLITE_OK && njobs > 0)
+	{
+		sortjob		job = jobs[--njobs];
+		sortref    *s = a + job.at;
+		sortref    *src = s,
+				   *dst = tmp;
+
+		if (job.n < 2048)
+		{
+			sort_small(s, job.n, job.d);	/* no counts to clear */
+			continue;
+		}
+		{
+			bool		alike = true;
+			bool		ends = false;
+
+			for (size_t i = 0; i < job.n; i++)
+			{
+				if (i + AHEAD < job.n)
+					PREFETCH(s[i + AHEAD].r.key);
+				s[i].w = word_at(&s[i].r, job.d);
+				alike &= s[i].w == s[0].w;
+				ends |= s[i].r.len <= job.d + 8;
+			}
+			/* one word for all (a first part they share): on to the next, as one group */
+			if (alike && ends)
+				qsort(s, job.n, sizeof(sortref), sortref_cmp);
+			if (alike && !ends)
+				jobs[njobs++] = (sortjob) {job.at, job.n, job.d + 8};
+			if (alike)
+				continue;
+		}
+		memset(count, 0, sizeof(size_t) * 8 * 256);
+		for (size_t i = 0; i < job.n; i++)
+			for (int b = 0; b < 8; b++)
+				count[b * 256 + ((s[i].w >> (8 * b)) & 0xff)]++;
+		for (int b = 0; b < 8; b++)
+		{
+			size_t	   *c = count + b * 256;
+			size_t		sum = 0;
+
+			if (c[(s[0].w >> (8 * b)) & 0xff] == job.n)
+				continue;		/* every key has this byte: nothing to move */
+			for (int v = 0; v < 256; v++)
+			{
+				size_t		k = c[v];
+
+				c[v] = sum;
+				sum += k;
+			}
+			for (size_t i = 0; i < job.n; i++)
+				dst[c[(src[i].w >> (8 * b)) & 0xff]++] = src[i];
+			{
+				sortref    *x = src;
+
+				src = dst;
+				dst = x;
+			}
+		}
+		if (src != s)
+			memcpy(s, src, sizeof(sortref) * job.n);
+		for (size_t i = 0, j; i < job.n && rc == SQLITE_OK; i = j)
+		{
+			bool		ends = s[i].r.len <= job.d + 8;
+
+			for (j = i + 1; j < job.n && s[j].w == s[i].w; j++)
+				ends |= s[j].r.len <= job.d + 8;
+			if (j - i < 2)
+				continue;
+			if (ends)
+				qsort(s + i, j - i, sizeof(sortref), sortref_cmp);
+			else
+			{
+				sortjob    *more = ms_counted_room(jobs, sizeof(sortjob), njobs, &cap);
+
+				if (more == NULL)
+					rc = SQLITE_NOMEM;
+				else
+				{
+					jobs = more;
+					jobs[njobs++] = (sortjob) {job.at + i, j - i, job.d + 8};
+				}
+			}
+		}
+	}
+	sqlite3_free(tmp);
+	sqlite3_free(count);
+	sqlite3_free(jobs);
+	return rc;
 }
 
 /* the keys and the values sum of a table's counted rows, as the walk gives them */
@@ -127,12 +324,12 @@ int
 ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 {
 	gathered	g = {0};
-	ms_keyref  *refs = NULL;
+	sortref    *refs = NULL;
 	ms_digest	dg;
 	int			rc;
 
 	ms_digest_init(&g.dg);
-	rc = ms_counted_walk(c, t, MS_COUNTED_VALUES | MS_COUNTED_ORDERED, &g.keys, gather, &g);
+	rc = ms_counted_walk(c, t, MS_COUNTED_VALUES, &g.keys, gather, &g);
 	/* read in canonical order (an integer key, mostly): digested as they came */
 	if (rc == SQLITE_OK && !g.unsorted)
 	{
@@ -142,8 +339,7 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 	}
 	else if (rc == SQLITE_OK && g.n > 0)
 	{
-		/* two arrays of n: the keys, and the merge sort's scratch */
-		refs = sqlite3_malloc64(sizeof(ms_keyref) * g.n * 2);
+		refs = sqlite3_malloc64(sizeof(sortref) * g.n);
 		if (refs == NULL)
 			rc = SQLITE_NOMEM;
 		else
@@ -152,17 +348,21 @@ ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d)
 			{
 				size_t		start = i ? g.ends[i - 1] : 0;
 
-				refs[i].key = g.keys.data + start;
-				refs[i].len = g.ends[i] - start;
+				refs[i].r.key = g.keys.data + start;
+				refs[i].r.len = g.ends[i] - start;
 			}
-			merge_sort(refs, refs + g.n, g.n);
+			rc = sort_keys(refs, g.n);
 		}
 	}
 	if (rc == SQLITE_OK && g.unsorted)
 	{
 		ms_digest_init(&dg);
 		for (size_t i = 0; i < g.n; i++)
-			ms_digest_add(&dg, refs[i].key, refs[i].len);
+		{
+			if (i + AHEAD < g.n)
+				PREFETCH(refs[i + AHEAD].r.key);
+			ms_digest_add(&dg, refs[i].r.key, refs[i].r.len);
+		}
 		d->count = dg.count;
 		d->fnv = dg.fnv;
 		d->values = g.values;

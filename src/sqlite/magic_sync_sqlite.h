@@ -606,14 +606,14 @@ extern int	ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d);
 extern bool ms_digest_counted(const ms_tbl *t, int i);
 
 #define MS_COUNTED_VALUES 1		/* each row's hash (ms_digest_row) given too */
-#define MS_COUNTED_ORDERED 2	/* read in the table's key order (else as SQLite finds them) */
 
 /* one row a digest counts: its canonical key and (MS_COUNTED_VALUES) its hash; not SQLITE_OK stops */
 typedef int (*ms_counted_row) (void *arg, const char *key, size_t len, uint64_t hash);
 
 /*
  * ms_counted_walk: each row of t a digest counts (not retired, no NULL key
- * part, its key neither retired nor refused), given to row.  keys: NULL, or
+ * part, its key neither retired nor refused), given to row in the order
+ * SQLite finds them (rowid order, not key order).  keys: NULL, or
  * a buffer each row's key is appended to and left in (one after the other,
  * with no separator: row sees where each ends from keys->len).
  */

@@ -168,6 +168,60 @@ after_changes(void)
 }
 
 /*
+ * text_keys: TEXT keys as a host inserts them, in no order: of every length
+ * (0 to 60 bytes), many sharing a long beginning, some one another's
+ * beginning with zero bytes after it ("ab", "ab\0", "ab\0\0") -- the
+ * digest reads them in rowid order and sorts them 8 bytes a step; the same
+ * as sync_digest_keys (qsort) says, with values.
+ */
+static void
+text_keys(void)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_server	s;
+	Sync__Table *schema[1];
+	char	   *r,
+			   *r2;
+
+	tm_server_init(&s, 0x20, 0x10);
+	schema[0] = tm_table("codes", "catalog", "json", "k", "k TEXT, v INTEGER");
+	r = tm_apply(db, tm_next(&s, tm_begin(schema, 1), NULL));
+	CHECK(t_has(r, "\"applied\""), "a table keyed by TEXT: %s", S(r));
+	t_exec(db, "BEGIN; UPDATE _sync_state SET applying = 1 WHERE id = 1", NULL);
+	for (int i = 0; i < 6000; i++)
+	{
+		char		key[64];
+		int			len = (int) (rnd() % 61);
+		const char *share = "a-long-shared-beginning-of-a-key-0123456789";
+		char	   *hex;
+		char	   *sql;
+
+		for (int j = 0; j < len; j++)
+			key[j] = (i % 3 == 0 && j < 43) ? share[j] : "\0ab\x7f\xff"[rnd() % 5];
+		hex = sqlite3_malloc(2 * len + 1);
+		for (int j = 0; j < len; j++)
+			snprintf(hex + 2 * j, 3, "%02x", (unsigned char) key[j]);
+		hex[2 * len] = '\0';
+		sql = sqlite3_mprintf("INSERT OR IGNORE INTO codes VALUES (CAST(x'%s' AS TEXT), %d)", hex, i);
+		t_exec(db, sql, NULL);
+		sqlite3_free(sql);
+		sqlite3_free(hex);
+	}
+	t_exec(db, "INSERT OR IGNORE INTO codes VALUES ('ab', 1), (CAST(x'616200' AS TEXT), 2), (CAST(x'61620000' AS TEXT), 3),"
+		   " (CAST(x'6162000000000000000000' AS TEXT), 4), (CAST(x'616200000000000000000000' AS TEXT), 5), ('', 6)", NULL);
+	t_exec(db, "UPDATE _sync_state SET applying = 0 WHERE id = 1; COMMIT", NULL);
+	r = t_text(db, KEYS_OF("codes"));
+	r2 = t_text(db, "SELECT sync_digest_keys(sync_key(k)) FROM codes");
+	CHECK(r && r2 && strcmp(r, r2) == 0, "TEXT keys in any order: %s %s", S(r), S(r2));
+	sqlite3_free(r);
+	sqlite3_free(r2);
+	r = t_text(db, "SELECT count(*) > 4000 FROM codes");
+	CHECK(r && strcmp(r, "1") == 0, "most of them distinct: %s", S(r));
+	sqlite3_free(r);
+	sqlite3_close(db);
+}
+
+/*
  * values: the values digest of the vector's rows (tests/unit/vectors.c), as
  * a snapshot of each codec makes them; a value drifted changes it, the keys
  * half not; a column the replica owns and its retired column do not count.
@@ -254,5 +308,6 @@ test_digest(void)
 {
 	vectors();
 	after_changes();
+	text_keys();
 	values();
 }
