@@ -32,7 +32,8 @@ magic_sync <= 2 x the floor, and <= 0.5 x Zero's first sync in the same run
 
 MS_FIRSTSYNC_SET="magic_sync.held_later=off" sets the server's settings first (an
 A/B); MS_FIRSTSYNC_PERF=file records the worker's provisioning pass with perf;
-MS_FIRSTSYNC_DUMP=dir keeps the messages pulled, one file each.
+MS_FIRSTSYNC_DUMP=dir keeps the messages pulled, one file each (build/bench_apply_dump
+applies them alone, as the agent does: bench/apply_dump.c).
 
 It starts its own throw-away cluster (the worker preloaded, magic_sync.database
 set, wal_level logical), holding the machine's lock (scripts/lib.sh), as

@@ -156,7 +156,8 @@ INSERT INTO kinds VALUES
 	(1, true, -32768, 9223372036854775807, 1.5, 0.1, 12345.678901234567890, 'plain', 'v', 'ab', '00000000-0000-0000-0000-000000000001', 'l'),
 	(2, false, 0, -1, 'NaN', 'Infinity', 'NaN', E'quote " backslash \\ slash / tab \t nl \n bell \x07', '', '', NULL, E'\u00e9t\u00e9 \u65e5\u672c'),
 	(3, NULL, NULL, NULL, '-Infinity', '-Infinity', 1e-20, NULL, NULL, NULL, NULL, NULL),
-	(4, true, 1, 2, 3.25e30, 1e308, -0.0, '{"a":1}', 'x', 'y', 'ffffffff-ffff-ffff-ffff-ffffffffffff', '');
+	(4, true, 1, 2, 3.25e30, 1e308, -0.0, '{"a":1}', 'x', 'y', 'ffffffff-ffff-ffff-ffff-ffffffffffff', ''),
+	(-2147483648, false, 32767, -9223372036854775808, 0, 0, 0, '', '', '', '0123abcd-89ef-4567-a0b1-c2d3e4f5a6b7', NULL);
 SELECT sync.mirror('kinds', 'catalog', 'broadcast') IS NOT NULL AS mirrored;
 SELECT rows_sent > 0 AS sent FROM sync.relay_pass();
 SELECT sync.replica_add('00000000-0000-0000-0000-000000000013');

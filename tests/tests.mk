@@ -39,6 +39,8 @@ build/bench_replica_apply: $(addprefix build/rel/,bench/replica_apply.o tests/sq
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 build/bench_apply_fixed: $(addprefix build/rel/,bench/apply_fixed.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
+build/bench_apply_dump: $(addprefix build/rel/,bench/apply_dump.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
+	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 build/bench_replica_schema: $(addprefix build/rel/,bench/replica_schema.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 

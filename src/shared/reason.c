@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 bool
 ms_refuse(char reason[MS_REASON_MAX], const char *fmt,...)
@@ -28,10 +29,24 @@ ms_utf8_valid(const char *s, size_t len)
 
 	while (i < len)
 	{
-		unsigned char c = p[i];
+		unsigned char c;
 		size_t		n;
 		uint32_t	cp;
 
+		/* ASCII without NUL, eight bytes at a time: most of a row's bytes */
+		while (len - i >= 8)
+		{
+			uint64_t	w;
+
+			memcpy(&w, p + i, 8);
+			if ((w & 0x8080808080808080ULL) != 0 ||
+				((w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL) != 0)
+				break;
+			i += 8;
+		}
+		if (i >= len)
+			break;
+		c = p[i];
 		if (c < 0x80)
 		{
 			if (c == 0)

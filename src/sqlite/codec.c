@@ -25,6 +25,7 @@ SQLITE_EXTENSION_INIT3
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "pbwrite.h"
@@ -124,10 +125,17 @@ string(jp *j, char *out, size_t *n, const char **why)
 			return (*why = "a string holds a control character"), false;
 		if (ch != '\\')
 		{
+			/* a run of plain characters, copied at once: most strings are nothing else */
+			const char *run = j->p;
+			const char *q = run + 1;
+			const char *end = j->end;
+
+			while (q < end && (ch = (unsigned char) *q) != '"' && ch != '\\' && ch >= 0x20)
+				q++;
 			if (out)
-				out[o] = (char) ch;
-			o++;
-			j->p++;
+				memcpy(out + o, run, (size_t) (q - run));
+			o += (size_t) (q - run);
+			j->p = q;
 			continue;
 		}
 		if (j->end - j->p < 2)
@@ -191,6 +199,53 @@ string(jp *j, char *out, size_t *n, const char **why)
 			out[o] = (char) ch;
 		o++;
 	}
+}
+
+/*
+ * string_at: as string(), but a string without escapes (nearly every one)
+ * is left where it is: *at points into the row, nothing copied; one with
+ * escapes is unescaped into out, *at = out.
+ */
+static bool
+string_at(jp *j, char *out, const char **at, size_t *n, const char **why)
+{
+	const char *q = j->p + 1;
+	unsigned char ch = 0;
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* eight bytes at a time to the first '"', '\\' or control character (the lowest byte flagged is one) */
+	while (j->end - q >= 8)
+	{
+		const uint64_t ones = 0x0101010101010101ULL;
+		uint64_t	w,
+					quote,
+					slash,
+					flagged;
+
+		memcpy(&w, q, 8);
+		quote = w ^ (ones * '"');
+		slash = w ^ (ones * '\\');
+		flagged = (((quote - ones) & ~quote) | ((slash - ones) & ~slash) | ((w - ones * 0x20) & ~w)) &
+			(ones * 0x80);
+		if (flagged != 0)
+		{
+			q += __builtin_ctzll(flagged) / 8;
+			break;
+		}
+		q += 8;
+	}
+#endif
+	while (q < j->end && (ch = (unsigned char) *q) != '"' && ch != '\\' && ch >= 0x20)
+		q++;
+	if (q < j->end && ch == '"')
+	{
+		*at = j->p + 1;
+		*n = (size_t) (q - *at);
+		j->p = q + 1;
+		return true;
+	}
+	*at = out;
+	return string(j, out, n, why);
 }
 
 /* number: the JSON grammar; *integral when it has no fraction or exponent */
@@ -410,24 +465,27 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 		case '"':
 			{
 				char	   *s = scratch + *used;
+				const char *at;	/* the string: in the row, or unescaped into s */
 				size_t		n;
 
-				if (!string(j, s, &n, &why))
+				if (!string_at(j, s, &at, &n, &why))
 					return ms_refuse(reason, "the row is not JSON: %s", why);
 				if (col->type == MS_TEXT)
 				{
 					v->type = SQLITE_TEXT;
-					v->p = s;
+					v->p = at;
 					v->n = n;
-					*used += n;
+					if (at == s)
+						*used += n;
 				}
 				else if (col->type == MS_BLOB)
 				{
-					if (n < 2 || s[0] != '\\' || s[1] != 'x' || (n - 2) % 2 != 0)
+					/* the bytes go into s, never into the row: read ahead of where they are written */
+					if (n < 2 || at[0] != '\\' || at[1] != 'x' || (n - 2) % 2 != 0)
 						return ms_refuse(reason, "column \"%s\" (BLOB) takes a string \"\\\\x\" and hex digits", col->name);
 					for (size_t k = 0; k < (n - 2) / 2; k++)
 					{
-						char		two[5] = {'0', '0', s[2 + 2 * k], s[3 + 2 * k], 0};
+						char		two[5] = {'0', '0', at[2 + 2 * k], at[3 + 2 * k], 0};
 						int			b = hex4(two);
 
 						if (b < 0)
@@ -440,11 +498,11 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 					*used += v->n;
 				}
 				else if (col->type == MS_REAL &&
-						 ((n == 8 && memcmp(s, "Infinity", 8) == 0) ||
-						  (n == 9 && memcmp(s, "-Infinity", 9) == 0)))
+						 ((n == 8 && memcmp(at, "Infinity", 8) == 0) ||
+						  (n == 9 && memcmp(at, "-Infinity", 9) == 0)))
 				{
 					v->type = SQLITE_FLOAT;
-					v->d = s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
+					v->d = at[0] == '-' ? -HUGE_VAL : HUGE_VAL;
 				}
 				else
 					return ms_refuse(reason, "column \"%s\" (%s) cannot take a string", col->name,
@@ -507,6 +565,7 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 	size_t		used = 0;
 	uint8_t		seen[MS_ROW_COLUMNS_MAX] = {0};
 	const char *why = NULL;
+	int			next = 0;		/* the column expected next */
 
 	if (!ms_utf8_valid(row, len))
 		return ms_refuse(reason, "the row is not valid UTF-8 (or holds a NUL byte)");
@@ -521,7 +580,7 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 		for (;;)
 		{
 			size_t		klen;
-			char	   *key = scratch + used;
+			const char *key;
 			int			i;
 			ms_val	   *v;
 			const ms_col *col;
@@ -531,16 +590,24 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 				return ms_refuse(reason, "the row is not JSON: its object is not closed");
 			if (*j.p != '"')
 				return ms_refuse(reason, "the row is not JSON: a key of its object is not a string");
-			if (!string(&j, key, &klen, &why))
+			if (!string_at(&j, scratch + used, &key, &klen, &why))
 				return ms_refuse(reason, "the row is not JSON: %s", why);
-			/* by a map for a table of many columns: a walk per key was quadratic in them */
-			i = ms_tbl_column(t, key, klen);
+			/*
+			 * the relay writes the columns in order: the one after the last
+			 * is tried first; else by a map for a table of many columns (a
+			 * walk per key was quadratic in them)
+			 */
+			if (next < t->ncols && strncmp(t->cols[next].name, key, klen) == 0 && t->cols[next].name[klen] == '\0')
+				i = next;
+			else
+				i = ms_tbl_column(t, key, klen);
 			if (i < 0 || memchr(key, '\0', klen) != NULL)
 				return ms_refuse(reason, "\"%.*s\" is not a column of table \"%s\"",
 							  (int) (klen > 64 ? 64 : klen), key, t->name);
 			if (seen[i])
 				return ms_refuse(reason, "column \"%s\" is given twice", t->cols[i].name);
 			seen[i] = 1;
+			next = i + 1;
 			col = &t->cols[i];
 			v = &vals[i];
 			ws(&j);

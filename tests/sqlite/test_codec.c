@@ -77,6 +77,94 @@ json_types(void)
 	sqlite3_close(db);
 }
 
+/*
+ * Strings read eight bytes at a time (codec.c, string_at): an escape, a
+ * quote, a character of two bytes or a control character at any place of
+ * a long string, a key spelled with an escape, and a key that only begins
+ * like the column the relay writes next.
+ */
+static void
+json_long_strings(void)
+{
+	static const struct
+	{
+		const char *json;		/* as the row spells it */
+		const char *text;		/* as the column holds it; NULL: refused */
+	}			kinds[] = {
+		{"\\\"", "\""},
+		{"\\\\", "\\"},
+		{"\\u00e9", "\xc3\xa9"},
+		{"\xc3\xa9", "\xc3\xa9"},
+		{"\\/", "/"},
+		{"\x01", NULL},
+	};
+	enum
+	{
+		LONG = 27
+	};
+	int			nkinds = (int) (sizeof kinds / sizeof kinds[0]);
+	tm_server	s;
+	sqlite3    *db = things(&s);
+	Sync__Down *d = tm_down();
+	Sync__Rows *r = tm_rows(d, "things");
+	int			id = 0;
+	int			good = 0;
+	int			refused = 0;
+	char	   *res;
+
+	for (int k = 0; k < nkinds; k++)
+		for (int at = 0; at <= LONG; at++)
+		{
+			char		key[16];
+			char	   *row = sqlite3_mprintf("{\"id\":%d,\"t\":\"%.*s%s%.*s\"}", ++id, at,
+											  "abcdefghijklmnopqrstuvwxyz0123456789", kinds[k].json,
+											  LONG - at, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+
+			snprintf(key, sizeof key, "%d", id);
+			tm_upsert(r, row, -1, key, NULL);
+			sqlite3_free(row);
+			if (kinds[k].text)
+				good++;
+			else
+				refused++;
+		}
+	/* a key with an escape, and keys that begin as the next column does ("i" of "id", "idx") */
+	tm_upsert(r, "{\"\\u0069d\":1000,\"\\u0074\":\"escaped key\",\"i\":7}", -1, "1000", NULL);
+	tm_upsert(r, "{\"id\":1001,\"idx\":1}", -1, "1001", NULL);
+	res = tm_apply(db, tm_next(&s, d, NULL));
+	{
+		char		expect[64];
+
+		snprintf(expect, sizeof expect, "\"upserts\":%d,", good + 1);
+		CHECK(t_has(res, expect), "long strings: %s %s", S(res), tm_error());
+		snprintf(expect, sizeof expect, "\"refused\":%d,", refused + 1);
+		CHECK(t_has(res, expect), "a control character anywhere refused: %s", S(res));
+	}
+	id = 0;
+	for (int k = 0; k < nkinds; k++)
+		for (int at = 0; at <= LONG; at++)
+		{
+			char	   *want;
+			char	   *q;
+			long long	same;
+
+			++id;
+			if (kinds[k].text == NULL)
+				continue;
+			want = sqlite3_mprintf("%.*s%s%.*s", at, "abcdefghijklmnopqrstuvwxyz0123456789", kinds[k].text,
+								   LONG - at, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+			q = sqlite3_mprintf("SELECT t = %Q FROM things WHERE id = %d", want, id);
+			same = t_int(db, q);
+			CHECK(same == 1, "kind %d at %d: as sent (%s)", k, at, want);
+			sqlite3_free(q);
+			sqlite3_free(want);
+		}
+	CHECK(t_int(db, "SELECT t = 'escaped key' AND i = 7 FROM things WHERE id = 1000") == 1, "a key spelled with escapes");
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_refused WHERE tbl = 'things' AND key = '4:1001'"
+				" AND reason LIKE '%\"idx\" is not a column%'") == 1, "a key that only begins as a column's is not it");
+	sqlite3_close(db);
+}
+
 typedef struct bad_row
 {
 	const char *row;
@@ -420,6 +508,7 @@ void
 test_codec(void)
 {
 	json_types();
+	json_long_strings();
 	json_refusals();
 	proto_rows();
 	proto_both_ways();

@@ -680,6 +680,26 @@ test_refusals(void)
 	CHECK(!ms_utf8_valid("\xc0\xaf", 2), "overlong UTF-8");
 	CHECK(!ms_utf8_valid("\xed\xa0\x80", 3), "a surrogate");
 	CHECK(!ms_utf8_valid("a\0b", 3), "an embedded NUL");
+	/* the ASCII fast path (eight bytes at a time): a bad byte anywhere in a long run is found */
+	{
+		char		s[40];
+
+		memset(s, 'a', sizeof s);
+		CHECK(ms_utf8_valid(s, sizeof s), "a long ASCII run");
+		for (size_t at = 0; at < sizeof s; at++)
+		{
+			s[at] = '\0';
+			CHECK(!ms_utf8_valid(s, sizeof s), "a NUL at byte %zu of a long run", at);
+			s[at] = '\x80';
+			CHECK(!ms_utf8_valid(s, sizeof s), "a stray continuation byte at byte %zu", at);
+			s[at] = '\x7f';
+			CHECK(ms_utf8_valid(s, sizeof s), "DEL at byte %zu is ASCII", at);
+			s[at] = 'a';
+		}
+		memcpy(s + 30, "caf\xc3\xa9", 5);
+		CHECK(ms_utf8_valid(s, sizeof s), "a two-byte character after a long run");
+		CHECK(!ms_utf8_valid(s, 34), "a two-byte character cut short after a long run");
+	}
 	/* scan reasons */
 	{
 		uint8_t		t[] = {0x0a, 0x05, 'a'};

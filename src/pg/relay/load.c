@@ -17,6 +17,7 @@
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/uuid.h"
 
 #include "fields.h"
 #include "key.h"
@@ -189,15 +190,37 @@ json_string(StringInfo out, const char *s)
 	out->data[out->len] = '\0';
 }
 
-/* the row as row_to_json writes it, of columns first.. of the result (json_written(t)) */
+/* a uuid as uuid_out writes it, quoted: uuid_out appends it a character at a time */
 static void
-encode_json(const ms_table *t, const json_writer *w, HeapTuple tup, TupleDesc desc, int first, StringInfo out)
+json_uuid(StringInfo out, const pg_uuid_t *u)
+{
+	static const char hex[] = "0123456789abcdef";
+	char	   *o;
+
+	enlargeStringInfo(out, 2 + 36);
+	o = out->data + out->len;
+	*o++ = '"';
+	for (int i = 0; i < UUID_LEN; i++)
+	{
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*o++ = '-';
+		*o++ = hex[u->data[i] >> 4];
+		*o++ = hex[u->data[i] & 0x0f];
+	}
+	*o++ = '"';
+	*o = '\0';
+	out->len += 2 + 36;
+}
+
+/* the row as row_to_json writes it, of the result's columns from values, nulls on (json_written(t)) */
+static void
+encode_json(const ms_table *t, const json_writer *w, const Datum *values, const bool *nulls, StringInfo out)
 {
 	appendStringInfoChar(out, '{');
 	for (int c = 0; c < t->ncolumns; c++)
 	{
-		bool		isnull;
-		Datum		d = SPI_getbinval(tup, desc, c + first, &isnull);
+		bool		isnull = nulls[c];
+		Datum		d = values[c];
 		char	   *s;
 
 		appendStringInfoString(out, w->keys[c]);
@@ -210,6 +233,23 @@ encode_json(const ms_table *t, const json_writer *w, HeapTuple tup, TupleDesc de
 		{
 			appendStringInfoString(out, DatumGetBool(d) ? "true" : "false");
 			continue;
+		}
+		/* integers and uuids written in place, as their output functions write them, nothing allocated */
+		switch (t->columns[c].base_type)
+		{
+			case INT2OID:
+			case INT4OID:
+			case INT8OID:
+				enlargeStringInfo(out, MAXINT8LEN + 1);
+				out->len += pg_lltoa(t->columns[c].base_type == INT2OID ? DatumGetInt16(d) :
+									 t->columns[c].base_type == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d),
+									 out->data + out->len);
+				continue;
+			case UUIDOID:
+				json_uuid(out, DatumGetUUIDP(d));
+				continue;
+			default:
+				break;
 		}
 		s = OutputFunctionCall(&w->out[c], d);
 		if (w->kinds[c] == JSON_NUMBER && IsValidJsonNumber(s, strlen(s)))
@@ -377,7 +417,11 @@ copy_chunk(ms_table *t, chunk *c)
 {
 	StringInfoData buf;
 	bool		json = json_written(t);
-	json_writer w;
+	json_writer w = {0};
+	TupleDesc	desc = SPI_tuptable ? SPI_tuptable->tupdesc : NULL;
+	/* each row's columns taken apart once: a column after a varlena was looked for again per column */
+	Datum	   *values = palloc(sizeof(Datum) * (desc ? desc->natts : 1));
+	bool	   *nulls = palloc(sizeof(bool) * (desc ? desc->natts : 1));
 
 	c->n = (int) SPI_processed;
 	c->rows = palloc(sizeof(ms_row) * Max(c->n, 1));
@@ -387,30 +431,27 @@ copy_chunk(ms_table *t, chunk *c)
 	for (int i = 0; i < c->n; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		text	   *key = DatumGetTextPP(SPI_getbinval(tup, desc, 1, &isnull));
+		text	   *key;
 		ms_row	   *row = &c->rows[i];
-		Datum		d;
 		char	   *bytes;
 
+		heap_deform_tuple(tup, desc, values, nulls);
+		key = DatumGetTextPP(values[0]);
 		row->keylen = VARSIZE_ANY_EXHDR(key);
 		row->key = pnstrdup(VARDATA_ANY(key), row->keylen);
-		d = SPI_getbinval(tup, desc, 2, &isnull);
 		/* none: a table read whole, whose every row goes to the replicas the caller knows */
 		row->nreplicas = 0;
-		row->replicas = isnull ? NULL : copy_uuids(d, &row->nreplicas);
-		d = SPI_getbinval(tup, desc, 3, &isnull);
+		row->replicas = nulls[1] ? NULL : copy_uuids(values[1], &row->nreplicas);
 		row->nreplacing = 0;
-		row->replacing = isnull ? NULL : copy_uuids(d, &row->nreplacing);
+		row->replacing = nulls[2] ? NULL : copy_uuids(values[2], &row->nreplacing);
 		resetStringInfo(&buf);
 		if (t->proto)
 			ms_encode_proto(t, tup, desc, 4, &buf);
 		else if (json)
-			encode_json(t, &w, tup, desc, 4, &buf);
+			encode_json(t, &w, values + 3, nulls + 3, &buf);
 		else
 		{
-			text	   *json = DatumGetTextPP(SPI_getbinval(tup, desc, 4, &isnull));
+			text	   *json = DatumGetTextPP(values[3]);
 
 			appendBinaryStringInfo(&buf, VARDATA_ANY(json), VARSIZE_ANY_EXHDR(json));
 		}
@@ -422,6 +463,8 @@ copy_chunk(ms_table *t, chunk *c)
 			c->last = (char *) row->key;
 	}
 	pfree(buf.data);
+	pfree(values);
+	pfree(nulls);
 	/* everything is copied out: the chunk's result goes now, not at the pass's end */
 	SPI_freetuptable(SPI_tuptable);
 }
