@@ -129,26 +129,19 @@ typedef struct walk
  * each of which takes the connection's mutex, and no copy.  The walk is
  * found once and kept in the aggregate's context.  Called by the host: NULL.
  */
+/*
+ * counted_row: one row of the walk, its key parts from argv[1] and its
+ * counted values after them (argv[0] is the walk's place); w->rc says how
+ * it went.
+ */
 static void
-counted_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+counted_row(walk *w, int argc, sqlite3_value **argv)
 {
-	walk	  **found = sqlite3_aggregate_context(ctx, (int) sizeof(walk *));
-	walk	   *w;
 	const ms_tbl *t;
 	ms_buf	   *keys;
 	size_t		start;
 	uint64_t	h = 0;
 
-	if (found == NULL)
-	{
-		sqlite3_result_error_nomem(ctx);
-		return;
-	}
-	if (*found == NULL && argc > 0)
-		*found = sqlite3_value_pointer(argv[0], WALK_POINTER);
-	w = *found;
-	if (w == NULL || w->rc != SQLITE_OK)
-		return;
 	t = w->t;
 	keys = w->keys;
 	start = keys->len;
@@ -222,6 +215,25 @@ counted_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		w->rc = w->row(w->arg, keys->data + start, keys->len - start, h);
 	if (!w->keep)
 		keys->len = start;
+}
+
+static void
+counted_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	walk	  **found = sqlite3_aggregate_context(ctx, (int) sizeof(walk *));
+	walk	   *w;
+
+	if (found == NULL)
+	{
+		sqlite3_result_error_nomem(ctx);
+		return;
+	}
+	if (*found == NULL && argc > 0)
+		*found = sqlite3_value_pointer(argv[0], WALK_POINTER);
+	w = *found;
+	if (w == NULL || w->rc != SQLITE_OK)
+		return;
+	counted_row(w, argc, argv);
 	if (w->rc != SQLITE_OK)
 		sqlite3_result_error_code(ctx, w->rc);
 }
@@ -247,6 +259,9 @@ ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_buf *keys, ms_cou
 	ms_buf		own = {0};
 	ms_buf		vcols = {0};
 	sqlite3_stmt *st = NULL;
+	sqlite3_value **vals = NULL;
+	int			nargs = 1 + t->nkey;
+	bool		wide;
 	int			rc;
 
 	w.t = t;
@@ -258,20 +273,28 @@ ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_buf *keys, ms_cou
 	rc = load_excluded(c, t, &w.ex);
 	for (int i = 0; w.values && i < t->ncols; i++)
 		if (ms_digest_counted(t, i))
+		{
 			ms_buf_printf(&vcols, ", %s", t->cols[i].q);
+			nargs++;
+		}
 	ms_buf_byte(&vcols, '\0');
 	if (rc == SQLITE_OK && vcols.oom)
 		rc = SQLITE_NOMEM;
+
+	/*
+	 * A table wider than a function may take arguments (127 in SQLite as
+	 * built by default) is read row by row, its columns handed to the same
+	 * counted_row: slower, the same digest.
+	 */
+	wide = nargs > sqlite3_limit(c->db, SQLITE_LIMIT_FUNCTION_ARG, -1);
 	if (rc == SQLITE_OK)
-	{
-		if (t->retired >= 0)
-			rc = ms_prepare(c, &st, "SELECT _sync_counted(?1, %s%s) FROM %s WHERE %s IS NULL", t->keycols,
-							vcols.data, t->q, t->cols[t->retired].q);
-		else
-			rc = ms_prepare(c, &st, "SELECT _sync_counted(?1, %s%s) FROM %s", t->keycols, vcols.data, t->q);
-	}
-	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "SELECT %s%s%s%s FROM %s%s%s%s", wide ? "NULL, " : "_sync_counted(?1, ", t->keycols,
+						vcols.data, wide ? "" : ")", t->q, t->retired >= 0 ? " WHERE " : "",
+						t->retired >= 0 ? t->cols[t->retired].q : "", t->retired >= 0 ? " IS NULL" : "");
+	if (rc == SQLITE_OK && !wide)
 		rc = sqlite3_bind_pointer(st, 1, &w, WALK_POINTER, NULL);
+	if (rc == SQLITE_OK && wide && (vals = sqlite3_malloc64(sizeof(sqlite3_value *) * (sqlite3_uint64) nargs)) == NULL)
+		rc = SQLITE_NOMEM;
 	while (rc == SQLITE_OK)
 	{
 		int			step = sqlite3_step(st);
@@ -280,7 +303,15 @@ ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_buf *keys, ms_cou
 			break;
 		if (step != SQLITE_ROW)
 			rc = w.rc != SQLITE_OK ? w.rc : ms_dberr(c, step);
+		else if (wide)
+		{
+			for (int i = 0; i < nargs; i++)
+				vals[i] = sqlite3_column_value(st, i);
+			counted_row(&w, nargs, vals);
+			rc = w.rc;
+		}
 	}
+	sqlite3_free(vals);
 	sqlite3_finalize(st);
 	sqlite3_free(w.ex.ends);
 	ms_buf_free(&w.ex.bytes);

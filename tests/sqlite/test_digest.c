@@ -222,6 +222,49 @@ text_keys(void)
 }
 
 /*
+ * wide: a table of 200 columns, more than a function may take (127): its
+ * digest is made all the same, keys as sync_digest_keys says, and a value
+ * drifted in its 150th column changes it.
+ */
+static void
+wide(void)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_server	s;
+	Sync__Table *schema[1];
+	char		cols[4096];
+	size_t		n = 0;
+	char	   *r,
+			   *r2,
+			   *before;
+
+	n += (size_t) snprintf(cols + n, sizeof cols - n, "id INTEGER");
+	for (int i = 1; i < 200; i++)
+		n += (size_t) snprintf(cols + n, sizeof cols - n, ", c%d TEXT", i);
+	tm_server_init(&s, 0x20, 0x10);
+	schema[0] = tm_table("wide", "catalog", "json", "id", cols);
+	r = tm_apply(db, tm_next(&s, tm_begin(schema, 1), NULL));
+	CHECK(t_has(r, "\"applied\""), "a table of 200 columns: %s", S(r));
+	t_exec(db, "BEGIN; UPDATE _sync_state SET applying = 1 WHERE id = 1;"
+		   " INSERT INTO wide (id, c1, c150, c199) VALUES (1, 'a', 'b', 'c'), (2, NULL, 'd', NULL), (3, 'e', NULL, 'f');"
+		   " UPDATE _sync_state SET applying = 0 WHERE id = 1; COMMIT", NULL);
+	before = t_text(db, "SELECT sync_digest('wide')");
+	CHECK(before != NULL && t_has(before, "\"values\""), "its digest, values and all: %s", S(before));
+	r = t_text(db, KEYS_OF("wide"));
+	r2 = t_text(db, "SELECT sync_digest_keys(sync_key(id)) FROM wide");
+	CHECK(r && r2 && strcmp(r, r2) == 0, "its keys as sync_digest_keys says: %s %s", S(r), S(r2));
+	sqlite3_free(r);
+	sqlite3_free(r2);
+	t_exec(db, "UPDATE _sync_state SET applying = 1 WHERE id = 1; UPDATE wide SET c150 = 'x' WHERE id = 1;"
+		   " UPDATE _sync_state SET applying = 0 WHERE id = 1", NULL);
+	r = t_text(db, "SELECT sync_digest('wide')");
+	CHECK(r && before && strcmp(r, before) != 0, "a value drifted in column 150 changes it: %s", S(r));
+	sqlite3_free(r);
+	sqlite3_free(before);
+	sqlite3_close(db);
+}
+
+/*
  * values: the values digest of the vector's rows (tests/unit/vectors.c), as
  * a snapshot of each codec makes them; a value drifted changes it, the keys
  * half not; a column the replica owns and its retired column do not count.
@@ -272,6 +315,16 @@ values(void)
 	r = t_text(db, "SELECT json_extract(sync_digest('pitems'), '$.values')");
 	CHECK(r && strcmp(r, ms_vector_values) == 0, "proto: the values vector: %s, expected %s", S(r), ms_vector_values);
 	sqlite3_free(r);
+	/* read row by row, as a table wider than a function's arguments is: the same vector */
+	{
+		int			was = sqlite3_limit(db, SQLITE_LIMIT_FUNCTION_ARG, 3);
+
+		r = t_text(db, "SELECT json_extract(sync_digest('items'), '$.values')");
+		CHECK(r && strcmp(r, ms_vector_values) == 0, "row by row: the values vector: %s, expected %s", S(r),
+			  ms_vector_values);
+		sqlite3_free(r);
+		sqlite3_limit(db, SQLITE_LIMIT_FUNCTION_ARG, was);
+	}
 	before = t_text(db, "SELECT sync_digest('items')");
 	keys = t_text(db, KEYS_OF("items"));
 	/* the column it owns is its own: not drift */
@@ -310,4 +363,5 @@ test_digest(void)
 	after_changes();
 	text_keys();
 	values();
+	wide();
 }
