@@ -24,9 +24,7 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
-#include "catalog/pg_inherits.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -47,6 +45,7 @@
 #include "temp.h"
 #include "transient.h"
 #include "updated.h"
+#include "watch.h"
 #include "wish.h"
 
 PG_FUNCTION_INFO_V1(ms_relay_pass_sql);
@@ -302,7 +301,7 @@ publish(ms_pass *p)
  * enabled or dropped, a partition attached, an index made).
  */
 static MemoryContext catalog_cxt = NULL;
-static bool catalog_valid = false;
+static ms_watch catalog_watch;	/* whether a relation it names changed (watch.h) */
 static char *catalog_text = NULL;
 static List *catalog_tables = NIL;
 static List *catalog_held = NIL;
@@ -310,41 +309,6 @@ static ArrayType *catalog_held_ids = NULL;
 static StringInfoData catalog_begin;
 static bytea *catalog_schema_hash = NULL;
 static ms_evolve *catalog_evolve = NULL;
-static Oid *catalog_watched = NULL;
-static int	catalog_nwatched = 0;
-static bool catalog_callback = false;
-
-/*
- * The relations invalidated while the catalog is read, before it knows
- * which it watches: a change committed then may or may not be in what it
- * read, so one it watches leaves it invalid (more than CATALOG_SEEN_MAX, or
- * all of them at once, count as every relation).
- */
-#define CATALOG_SEEN_MAX 256
-static bool catalog_reading = false;
-static Oid	catalog_seen[CATALOG_SEEN_MAX];
-static int	catalog_nseen = 0;
-
-static void
-catalog_invalidate(Datum arg, Oid relid)
-{
-	(void) arg;
-	if (catalog_reading)
-	{
-		if (!OidIsValid(relid) || catalog_nseen >= CATALOG_SEEN_MAX)
-			catalog_nseen = CATALOG_SEEN_MAX + 1;
-		else
-			catalog_seen[catalog_nseen++] = relid;
-		return;
-	}
-	if (!catalog_valid)
-		return;
-	if (!OidIsValid(relid))
-		catalog_valid = false;
-	for (int i = 0; i < catalog_nwatched && catalog_valid; i++)
-		if (catalog_watched[i] == relid)
-			catalog_valid = false;
-}
 
 /*
  * the declarations as text: what the catalog and the kept plans were
@@ -368,47 +332,7 @@ declarations(ms_pass *p)
 	return TextDatumGetCString(d);
 }
 
-/* the relations whose change may change what the catalog reads or what sync.check() says */
-static void
-watch(List *tables)
-{
-	ListCell   *lc;
-	List	   *oids = NIL;
-	int			i = 0;
-
-	foreach(lc, tables)
-	{
-		ms_table   *t = lfirst(lc);
-
-		/* a partition's triggers are checked too */
-		oids = list_concat(oids, find_all_inheritors(t->relid, NoLock, NULL));
-		if (OidIsValid(t->members))
-			oids = lappend_oid(oids, t->members);
-		if (OidIsValid(t->assignments))
-			oids = lappend_oid(oids, t->assignments);
-		if (OidIsValid(t->active))
-			oids = lappend_oid(oids, t->active);
-	}
-	catalog_watched = palloc(sizeof(Oid) * Max(list_length(oids), 1));
-	foreach(lc, oids)
-		catalog_watched[i++] = lfirst_oid(lc);
-	catalog_nwatched = i;
-}
-
 /* the catalog, read once per pass, or kept from the last while nothing it names changed */
-/* whether a relation invalidated while the catalog was read is one it watches */
-static bool
-seen_watched(void)
-{
-	if (catalog_nseen > CATALOG_SEEN_MAX)
-		return true;
-	for (int i = 0; i < catalog_nseen; i++)
-		for (int j = 0; j < catalog_nwatched; j++)
-			if (catalog_seen[i] == catalog_watched[j])
-				return true;
-	return false;
-}
-
 static void
 read_catalog(ms_pass *p)
 {
@@ -417,16 +341,9 @@ read_catalog(ms_pass *p)
 	List	   *problems;
 
 	ms_plans_catalog(decls);
-	if (!catalog_valid || catalog_text == NULL || strcmp(catalog_text, decls) != 0)
+	if (!catalog_watch.valid || catalog_text == NULL || strcmp(catalog_text, decls) != 0)
 	{
-		if (!catalog_callback)
-		{
-			CacheRegisterRelcacheCallback(catalog_invalidate, (Datum) 0);
-			catalog_callback = true;
-		}
-		catalog_valid = false;
-		catalog_reading = true;
-		catalog_nseen = 0;
+		ms_watch_reading(&catalog_watch);
 		if (catalog_cxt == NULL)
 			catalog_cxt = AllocSetContextCreate(TopMemoryContext, "magic_sync catalog", ALLOCSET_DEFAULT_SIZES);
 		MemoryContextReset(catalog_cxt);
@@ -448,16 +365,13 @@ read_catalog(ms_pass *p)
 		catalog_begin = p->cat.begin;
 		catalog_schema_hash = p->cat.schema_hash;
 		catalog_evolve = p->evolve;
-		watch(p->cat.tables);
+		/*
+		 * a table held back leaves it invalid: the next pass reads again, as
+		 * a fix may put it right in many ways (sync.check() says them)
+		 */
+		ms_watch_read(&catalog_watch, p->cat.tables, p->cat.held == NIL);
 		catalog_text = pstrdup(decls);
 		MemoryContextSwitchTo(old);
-		/*
-		 * an invalidation while it was read leaves it invalid: the next pass
-		 * reads again; so does a table held back, which a fix may put right
-		 * in many ways (sync.check() says them)
-		 */
-		catalog_reading = false;
-		catalog_valid = p->cat.held == NIL && !seen_watched();
 		/* what the pass finds of each replica is its own, the schemas are kept */
 		p->evolve = ms_evolve_kept(catalog_evolve);
 		return;

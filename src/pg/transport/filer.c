@@ -15,14 +15,12 @@
 
 #include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
-#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "common/jsonapi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/typcache.h"
@@ -32,6 +30,7 @@
 #include "hlc_file.h"
 #include "keys.h"
 #include "spi_check.h"
+#include "watch.h"
 #include "wire.h"
 
 const char *const ms_outcome_names[MS_OUTCOMES] = {"filed", "refused", "dropped", "waiting", "set_aside"};
@@ -138,61 +137,14 @@ prepare_catalog(ms_filer *fr)
  * its own (relay/relay.c).  Read again when a declaration changed (the text
  * of sync.tables), a relation it names was altered (a relcache
  * invalidation: DDL, triggers enabled or disabled or dropped, a partition
- * attached, an index made), or an invalidation came while it was read.
+ * attached, an index made), also while it was read (declare/watch.h).
  * Never kept while a table is held back: a fix may put that right in many
  * ways (sync.check() says them).
  */
 static MemoryContext catalog_cxt = NULL;
-static bool catalog_valid = false;
-static bool catalog_reading = false;
-static bool catalog_read_invalidated = false;
+static ms_watch catalog_watch;	/* whether a relation it names changed (watch.h) */
 static char *catalog_decls = NULL;
 static List *catalog_tables = NIL;
-static Oid *catalog_watched = NULL;
-static int	catalog_nwatched = 0;
-static bool catalog_callback = false;
-
-static void
-catalog_invalidate(Datum arg, Oid relid)
-{
-	(void) arg;
-	if (catalog_reading)
-		catalog_read_invalidated = true;
-	if (!catalog_valid)
-		return;
-	if (!OidIsValid(relid))
-		catalog_valid = false;
-	for (int i = 0; i < catalog_nwatched && catalog_valid; i++)
-		if (catalog_watched[i] == relid)
-			catalog_valid = false;
-}
-
-/* the relations whose change may change what the catalog reads or what its check says */
-static void
-watch(List *tables)
-{
-	ListCell   *lc;
-	List	   *oids = NIL;
-	int			i = 0;
-
-	foreach(lc, tables)
-	{
-		ms_table   *t = lfirst(lc);
-
-		/* a partition's triggers are checked too */
-		oids = list_concat(oids, find_all_inheritors(t->relid, NoLock, NULL));
-		if (OidIsValid(t->members))
-			oids = lappend_oid(oids, t->members);
-		if (OidIsValid(t->assignments))
-			oids = lappend_oid(oids, t->assignments);
-		if (OidIsValid(t->active))
-			oids = lappend_oid(oids, t->active);
-	}
-	catalog_watched = palloc(sizeof(Oid) * Max(list_length(oids), 1));
-	foreach(lc, oids)
-		catalog_watched[i++] = lfirst_oid(lc);
-	catalog_nwatched = i;
-}
 
 /* the declarations as text (their hash): what the kept catalog was read from */
 static char *
@@ -224,21 +176,14 @@ filer_catalog(List **held)
 	List	   *tables;
 
 	*held = NIL;
-	if (catalog_valid && strcmp(catalog_decls, decls) == 0)
+	if (catalog_watch.valid && strcmp(catalog_decls, decls) == 0)
 		return catalog_tables;
-	if (!catalog_callback)
-	{
-		CacheRegisterRelcacheCallback(catalog_invalidate, (Datum) 0);
-		catalog_callback = true;
-	}
-	catalog_valid = false;
+	ms_watch_reading(&catalog_watch);
 	/* the last one goes with the transaction: a call still filing may be using it */
 	if (catalog_cxt != NULL)
 		MemoryContextSetParent(catalog_cxt, TopTransactionContext);
 	catalog_cxt = AllocSetContextCreate(TopMemoryContext, "magic_sync filer catalog", ALLOCSET_DEFAULT_SIZES);
 	catalog_tables = NIL;
-	catalog_read_invalidated = false;
-	catalog_reading = true;
 	PG_TRY();
 	{
 		/* SPI leaves the call's context current after each statement: back each time */
@@ -251,17 +196,15 @@ filer_catalog(List **held)
 		MemoryContextSwitchTo(catalog_cxt);
 		tables = ms_catalog_hold(tables, problems, held);
 		MemoryContextSwitchTo(catalog_cxt);
-		watch(tables);
+		ms_watch_read(&catalog_watch, tables, *held == NIL);
 		catalog_decls = pstrdup(decls);
 	}
 	PG_FINALLY();
 	{
-		catalog_reading = false;
 		MemoryContextSwitchTo(old);
 	}
 	PG_END_TRY();
 	catalog_tables = tables;
-	catalog_valid = *held == NIL && !catalog_read_invalidated;
 	return tables;
 }
 
