@@ -274,36 +274,38 @@ held(ms_filing *f, ms_filed_table *ft, uint32 depth, const uint64 *buckets, size
 	return rows;
 }
 
+/* text_array: a list of C strings as a text[] Datum */
+static Datum
+text_array(List *strings)
+{
+	Datum	   *e = palloc(sizeof(Datum) * list_length(strings));
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, strings)
+		e[n++] = CStringGetTextDatum(lfirst(lc));
+	return PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
 /* mark: the rows that differ go again (or their deletion), to this replica alone */
 static void
 mark(ms_filing *f, ms_table *t, List *resend, List *extra)
 {
 	Oid			types[3] = {UUIDOID, INT4OID, TEXTARRAYOID};
 	Datum		values[3];
-	ListCell   *lc;
-	Datum	   *e;
-	int			n;
 
 	values[0] = UUIDPGetDatum(&f->replica);
 	values[1] = Int32GetDatum(t->id);
 	if (resend != NIL)
 	{
-		e = palloc(sizeof(Datum) * list_length(resend));
-		n = 0;
-		foreach(lc, resend)
-			e[n++] = CStringGetTextDatum(lfirst(lc));
-		values[2] = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
+		values[2] = text_array(resend);
 		ms_spi_check(SPI_execute_with_args("UPDATE sync.held SET replace = true WHERE replica = $1 AND tab = $2"
 										   " AND key = ANY ($3) AND NOT replace",
 										   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not mark the rows a range repair sends");
 	}
 	if (extra != NIL)
 	{
-		e = palloc(sizeof(Datum) * list_length(extra));
-		n = 0;
-		foreach(lc, extra)
-			e[n++] = CStringGetTextDatum(lfirst(lc));
-		values[2] = PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT));
+		values[2] = text_array(extra);
 		/* never sent it: held at number 0 and note 0, its deletion goes (relay/retry.c) */
 		ms_spi_check(SPI_execute_with_args("INSERT INTO sync.held (replica, tab, key, note, number, replace)"
 										   " SELECT $1, $2, k, 0, 0, true FROM unnest($3::text[]) k"
@@ -386,14 +388,8 @@ compare_rows(ms_filing *f, ms_filed_table *ft, Sync__RangeAnswer *a, held_row *h
 	mark(f, t, resend, extra);
 	if (differ != NIL)
 	{
-		Datum	   *e = palloc(sizeof(Datum) * list_length(differ));
-		int			n = 0;
-		ListCell   *lc;
-
-		foreach(lc, differ)
-			e[n++] = CStringGetTextDatum(lfirst(lc));
-		ms_values_repair_keys(f, ft, PointerGetDatum(construct_array(e, n, TEXTOID, -1, false, TYPALIGN_INT)));
-		f->range_resent += n;
+		ms_values_repair_keys(f, ft, text_array(differ));
+		f->range_resent += list_length(differ);
 	}
 }
 
