@@ -88,22 +88,15 @@ static int
 marks(applier *a, const char *table, bool *retired, bool *refused)
 {
 	sqlite3_stmt *st;
+	int64_t		v[2] = {0, 0};
 	int			rc = ms_prepare(a->c, &st, "SELECT EXISTS (SELECT 1 FROM _sync_retired WHERE tbl = ?1),"
 								" EXISTS (SELECT 1 FROM _sync_refused WHERE tbl = ?1)");
 
-	*retired = *refused = false;
 	if (rc == SQLITE_OK)
-	{
 		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-		rc = ms_step(a->c, st);
-		if (rc == SQLITE_ROW)
-		{
-			*retired = sqlite3_column_int(st, 0) != 0;
-			*refused = sqlite3_column_int(st, 1) != 0;
-			rc = SQLITE_OK;
-		}
-	}
-	sqlite3_finalize(st);
+	rc = ms_ints_read(a->c, st, rc, v, 2);
+	*retired = v[0] != 0;
+	*refused = v[1] != 0;
 	return rc;
 }
 
@@ -112,20 +105,13 @@ static int
 named_whole(applier *a, const char *table, bool *yes)
 {
 	sqlite3_stmt *st;
+	int64_t		v = 0;
 	int			rc = ms_prepare(a->c, &st, "%s", whole_sql);
 
-	*yes = false;
 	if (rc == SQLITE_OK)
-	{
 		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-		rc = ms_step(a->c, st);
-		if (rc == SQLITE_ROW)
-		{
-			*yes = sqlite3_column_int(st, 0) != 0;
-			rc = SQLITE_OK;
-		}
-	}
-	sqlite3_finalize(st);
+	rc = ms_int_read(a->c, st, rc, &v);
+	*yes = v != 0;
 	return rc;
 }
 
@@ -531,6 +517,8 @@ ms_end_snapshot(applier *a, const Sync__EndSnapshot *e)
 		sqlite3_stmt *st = NULL;
 		ms_buf		keys = {0};
 		size_t		pos = 0;
+		size_t		n;
+		const char *key;
 
 		if (ends && (rc = usable(a, t, &ends)) != SQLITE_OK)
 			break;
@@ -552,18 +540,14 @@ ms_end_snapshot(applier *a, const Sync__EndSnapshot *e)
 		if (rc == SQLITE_OK)
 			sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
 		rc = ms_keys_read(c, st, rc, &keys);
-		while (rc == SQLITE_OK && pos < keys.len)
+		while (rc == SQLITE_OK && ms_keys_next(&keys, &pos, &key, &n))
 		{
-			size_t		n;
 			ms_letgo_result res;
 
-			memcpy(&n, keys.data + pos, sizeof n);
-			pos += sizeof n;
-			rc = ms_let_go(a->lg, t, keys.data + pos, n, &res);
+			rc = ms_let_go(a->lg, t, key, n, &res);
 			if (rc == SQLITE_OK)
-				rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, keys.data + pos, n);
+				rc = keyed(a, &a->unrefuse, unrefuse_sql, t->name, key, n);
 			count(a, res);
-			pos += n;
 		}
 		ms_buf_free(&keys);
 	}

@@ -448,14 +448,7 @@ digest_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	}
 	rc = ms_end(&c, "_sync_digest", rc);
 done:
-	if (rc == SQLITE_OK && out.oom)
-		rc = SQLITE_NOMEM;
-	if (rc == SQLITE_OK)
-		sqlite3_result_text(ctx, out.data, (int) out.len, SQLITE_TRANSIENT);
-	else
-		ms_ctx_error(&c, ctx, rc);
-	ms_buf_free(&out);
-	ms_ctx_done(&c);
+	ms_ctx_finish(&c, ctx, rc, &out);
 }
 
 int

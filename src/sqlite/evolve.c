@@ -159,6 +159,8 @@ let_go_table(evolver *e, ms_letgo *lg, ms_tbl *t)
 	sqlite3_stmt *st = NULL;
 	ms_buf		keys = {0};
 	size_t		pos = 0;
+	size_t		n;
+	const char *key;
 	int			rc = ms_begin(c, "_sync_evolve");
 	int			left = 0;
 
@@ -166,15 +168,11 @@ let_go_table(evolver *e, ms_letgo *lg, ms_tbl *t)
 	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &st, "SELECT %s FROM %s", t->keyexpr, t->q);
 	rc = ms_keys_read(c, st, rc, &keys);
-	while (rc == SQLITE_OK && pos < keys.len)
+	while (rc == SQLITE_OK && ms_keys_next(&keys, &pos, &key, &n))
 	{
-		size_t		n;
 		ms_letgo_result res;
 
-		memcpy(&n, keys.data + pos, sizeof n);
-		pos += sizeof n;
-		rc = ms_let_go(lg, t, keys.data + pos, n, &res);
-		pos += n;
+		rc = ms_let_go(lg, t, key, n, &res);
 	}
 	ms_buf_free(&keys);
 	if (rc == SQLITE_OK)

@@ -178,6 +178,8 @@ extern void ms_ctx_init(ms_ctx *c, sqlite3_context *ctx, const char *fn);
 extern void ms_ctx_done(ms_ctx *c);
 /* ms_ctx_error: report c->err (or the code's message) as the call's error. */
 extern void ms_ctx_error(ms_ctx *c, sqlite3_context *ctx, int rc);
+/* ms_ctx_finish: out as the function's TEXT result, or rc's error; frees out, ends c */
+extern void ms_ctx_finish(ms_ctx *c, sqlite3_context *ctx, int rc, ms_buf *out);
 
 /* ms_fail: set the error (the first one wins); returns rc. */
 extern int	ms_fail(ms_ctx *c, int rc, const char *fmt,...);
@@ -199,16 +201,20 @@ extern int	ms_step(ms_ctx *c, sqlite3_stmt *st);
  * SELECT.
  */
 extern int	ms_keys_read(ms_ctx *c, sqlite3_stmt *st, int rc, ms_buf *keys);
+/* ms_keys_next: the next key ms_keys_read wrote, from *pos on; false at the end */
+extern bool ms_keys_next(const ms_buf *keys, size_t *pos, const char **key, size_t *n);
 /*
  * ms_names_read: when rc is SQLITE_OK, every text of st's first column into
  * *names (*n of them, in c's arena); st finalized either way.
  */
 extern int	ms_names_read(ms_ctx *c, sqlite3_stmt *st, int rc, char ***names, int *n);
 /*
- * ms_int_read: when rc is SQLITE_OK, the first column of st's first row into
- * *out (left as it is when there is no row); st finalized either way.
+ * ms_ints_read: when rc is SQLITE_OK, the first n columns of st's first row
+ * into out[] (left as they are when there is no row); st finalized either
+ * way.  ms_int_read: the first.
  */
-extern int	ms_int_read(ms_ctx *c, sqlite3_stmt *st, int rc, int64_t *out);
+extern int	ms_ints_read(ms_ctx *c, sqlite3_stmt *st, int rc, int64_t *out, int n);
+#define ms_int_read(c, st, rc, out) ms_ints_read((c), (st), (rc), (out), 1)
 /*
  * ms_has_column: whether table has column (NULL: whether the table exists),
  * as files of earlier builds may lack one.

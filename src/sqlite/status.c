@@ -29,19 +29,6 @@ SQLITE_EXTENSION_INIT3
 #include <string.h>
 
 static void
-finish(ms_ctx *c, sqlite3_context *ctx, int rc, ms_buf *out)
-{
-	if (rc == SQLITE_OK && out->oom)
-		rc = SQLITE_NOMEM;
-	if (rc == SQLITE_OK)
-		sqlite3_result_text(ctx, out->data, (int) out->len, SQLITE_TRANSIENT);
-	else
-		ms_ctx_error(c, ctx, rc);
-	ms_buf_free(out);
-	ms_ctx_done(c);
-}
-
-static void
 json_hex_or_null(ms_buf *b, bool has, const uint8_t *p, size_t n)
 {
 	if (!has)
@@ -70,7 +57,7 @@ status_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	rc = ms_begin(&c, "_sync_status");
 	if (rc != SQLITE_OK)
 	{
-		finish(&c, ctx, rc, &out);
+		ms_ctx_finish(&c, ctx, rc, &out);
 		return;
 	}
 	rc = ms_state_load(&c);
@@ -124,7 +111,7 @@ status_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		ms_buf_byte(&out, '}');
 	}
 	rc = ms_end(&c, "_sync_status", rc);
-	finish(&c, ctx, rc, &out);
+	ms_ctx_finish(&c, ctx, rc, &out);
 }
 
 /* the reasons of the edits of table the server dropped, as a JSON array (a few) */
@@ -223,7 +210,7 @@ progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	rc = ms_begin(&c, "_sync_progress");
 	if (rc != SQLITE_OK)
 	{
-		finish(&c, ctx, rc, &out);
+		ms_ctx_finish(&c, ctx, rc, &out);
 		return;
 	}
 	rc = ms_state_exists(&c);
@@ -303,7 +290,7 @@ progress_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	}
 	ms_buf_free(&names);
 	rc = ms_end(&c, "_sync_progress", rc);
-	finish(&c, ctx, rc, &out);
+	ms_ctx_finish(&c, ctx, rc, &out);
 }
 
 static void
@@ -322,7 +309,7 @@ init_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		if (!ms_uuid_parse((const char *) sqlite3_value_text(argv[0]),
 						   (size_t) sqlite3_value_bytes(argv[0]), uuid))
 		{
-			finish(&c, ctx, ms_fail(&c, SQLITE_ERROR, "not a uuid: expected 36 characters such as "
+			ms_ctx_finish(&c, ctx, ms_fail(&c, SQLITE_ERROR, "not a uuid: expected 36 characters such as "
 									"'7c9e6679-7425-40de-944b-e07fc1f90ae7'"), &out);
 			return;
 		}
@@ -331,14 +318,14 @@ init_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		memcpy(uuid, sqlite3_value_blob(argv[0]), 16);
 	else
 	{
-		finish(&c, ctx, ms_fail(&c, SQLITE_ERROR, "the replica's uuid must be TEXT (36 characters)"
+		ms_ctx_finish(&c, ctx, ms_fail(&c, SQLITE_ERROR, "the replica's uuid must be TEXT (36 characters)"
 								" or a BLOB of 16 bytes"), &out);
 		return;
 	}
 	rc = ms_begin(&c, "_sync_init");
 	if (rc != SQLITE_OK)
 	{
-		finish(&c, ctx, rc, &out);
+		ms_ctx_finish(&c, ctx, rc, &out);
 		return;
 	}
 	rc = ms_state_ensure(&c);
@@ -367,7 +354,7 @@ init_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		ms_buf_str(&out, text);
 	}
 	rc = ms_end(&c, "_sync_init", rc);
-	finish(&c, ctx, rc, &out);
+	ms_ctx_finish(&c, ctx, rc, &out);
 }
 
 static void

@@ -398,6 +398,19 @@ ms_ctx_done(ms_ctx *c)
 }
 
 void
+ms_ctx_finish(ms_ctx *c, sqlite3_context *ctx, int rc, ms_buf *out)
+{
+	if (rc == SQLITE_OK && out->oom)
+		rc = SQLITE_NOMEM;
+	if (rc == SQLITE_OK)
+		sqlite3_result_text(ctx, out->data, (int) out->len, SQLITE_TRANSIENT);
+	else
+		ms_ctx_error(c, ctx, rc);
+	ms_buf_free(out);
+	ms_ctx_done(c);
+}
+
+void
 ms_ctx_error(ms_ctx *c, sqlite3_context *ctx, int rc)
 {
 	if (rc == SQLITE_NOMEM)
@@ -529,6 +542,17 @@ ms_keys_read(ms_ctx *c, sqlite3_stmt *st, int rc, ms_buf *keys)
 	return rc;
 }
 
+bool
+ms_keys_next(const ms_buf *keys, size_t *pos, const char **key, size_t *n)
+{
+	if (*pos + sizeof *n > keys->len)
+		return false;
+	memcpy(n, keys->data + *pos, sizeof *n);
+	*key = keys->data + *pos + sizeof *n;
+	*pos += sizeof *n + *n;
+	return true;
+}
+
 int
 ms_names_read(ms_ctx *c, sqlite3_stmt *st, int rc, char ***names, int *n)
 {
@@ -564,13 +588,13 @@ ms_names_read(ms_ctx *c, sqlite3_stmt *st, int rc, char ***names, int *n)
 }
 
 int
-ms_int_read(ms_ctx *c, sqlite3_stmt *st, int rc, int64_t *out)
+ms_ints_read(ms_ctx *c, sqlite3_stmt *st, int rc, int64_t *out, int n)
 {
 	if (rc == SQLITE_OK)
 	{
 		rc = ms_step(c, st);
-		if (rc == SQLITE_ROW)
-			*out = sqlite3_column_int64(st, 0);
+		for (int i = 0; rc == SQLITE_ROW && i < n; i++)
+			out[i] = sqlite3_column_int64(st, i);
 		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
 			rc = SQLITE_OK;
 	}
