@@ -28,6 +28,8 @@
 #include <time.h>
 #include <sqlite3.h>
 
+#include "bench.h"
+
 #include "../tests/sqlite/msgs.h"
 
 extern int	sqlite3_magicsyncsqlite_init(sqlite3 *db, char **err, const sqlite3_api_routines *api);
@@ -43,16 +45,6 @@ typedef struct row
 	char		note[48];
 } row;
 
-/* CPU time of this process: what a digest costs, whatever else the machine runs */
-static double
-cpu_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static double
 now(void)
 {
@@ -60,18 +52,6 @@ now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
-static void
-exec(sqlite3 *db, const char *sql)
-{
-	char	   *err = NULL;
-
-	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK)
-	{
-		fprintf(stderr, "%s: %s\n", sql, err);
-		exit(1);
-	}
 }
 
 static sqlite3 *
