@@ -32,15 +32,7 @@ extern int	sqlite3_magicsyncsqlite_init(sqlite3 *db, char **err, const sqlite3_a
 static sqlite3 *
 open_db(const char *path)
 {
-	sqlite3    *db;
-
-	if (sqlite3_open(path, &db) != SQLITE_OK)
-	{
-		fprintf(stderr, "cannot open %s\n", path);
-		exit(1);
-	}
-	exec(db, "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000");
-	return db;
+	return open_with(path, "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000");
 }
 
 /* one statement, stepped once; its first column as text (copied) */

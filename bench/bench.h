@@ -33,4 +33,19 @@ exec(sqlite3 *db, const char *sql)
 	}
 }
 
+/* the file at path, opened with these pragmas, or the benchmark ends */
+static inline sqlite3 *
+open_with(const char *path, const char *pragmas)
+{
+	sqlite3    *db;
+
+	if (sqlite3_open(path, &db) != SQLITE_OK)
+	{
+		fprintf(stderr, "cannot open %s\n", path);
+		exit(1);
+	}
+	exec(db, pragmas);
+	return db;
+}
+
 #endif

@@ -57,15 +57,7 @@ now(void)
 static sqlite3 *
 open_db(const char *path)
 {
-	sqlite3    *db;
-
-	if (sqlite3_open(path, &db) != SQLITE_OK)
-	{
-		fprintf(stderr, "cannot open %s\n", path);
-		exit(1);
-	}
-	exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -65536");
-	return db;
+	return open_with(path, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -65536");
 }
 
 static char *
