@@ -59,7 +59,11 @@ ms_ready() {
 # being made at the same time: tests/e2e/run runs two).
 ms_cluster() {
 	if [ -n "${MS_PORT:-}" ]; then
-		PGPORT=$MS_PORT pg_virtualenv -t -o shared_preload_libraries=magic_sync -o max_worker_processes=16 "$@"
+		# and a pid file of its own: pg_ctlcluster and pg_dropcluster judge a
+		# cluster running by its external_pid_file, by default
+		# /var/run/postgresql/15-regress.pid for both slots' clusters alike
+		PGPORT=$MS_PORT pg_virtualenv -t -o shared_preload_libraries=magic_sync -o max_worker_processes=16 \
+			-o "external_pid_file=/var/run/postgresql/ms-$MS_PORT.pid" "$@"
 	else
 		pg_virtualenv -t -o shared_preload_libraries=magic_sync -o max_worker_processes=16 "$@"
 	fi
