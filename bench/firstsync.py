@@ -348,8 +348,11 @@ def ms_round(cur, cpu, tmp):
     committed.start()
     held.start()
     cur.execute("SELECT sync.wake()")
-    agent = subprocess.Popen([os.path.join(ROOT, "magic_sync_agent"), "--server", f"dbname={DB}",
-                              "--listen", f"dbname={DB}", "--replica", rid, "--db", path, "--quiet"])
+    # MS_FIRSTSYNC_AGENT_PERF=file: the agent recorded with perf (perf report -i file)
+    wrap = ["perf", "record", "-F", "999", "-g", "-o", os.environ["MS_FIRSTSYNC_AGENT_PERF"], "--"] \
+        if os.environ.get("MS_FIRSTSYNC_AGENT_PERF") else []
+    agent = subprocess.Popen(wrap + [os.path.join(ROOT, "magic_sync_agent"), "--server", f"dbname={DB}",
+                                     "--listen", f"dbname={DB}", "--replica", rid, "--db", path, "--quiet"])
     states = States(agent.pid)
     states.start()
     waits = Waits()
@@ -363,7 +366,9 @@ def ms_round(cur, cpu, tmp):
     finally:
         close()
         committed.done = True
-        agent.terminate()
+        for pid in (children(agent.pid) if wrap else []):
+            os.kill(pid, 15)    # the agent under perf: perf then writes its file and ends
+        agent.terminate() if not wrap else None
         agent.wait()
         committed.join()
         held.join()

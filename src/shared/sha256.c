@@ -8,6 +8,14 @@
 
 #include <string.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define MS_SHA256_X86 1
+#endif
+
+bool		ms_sha256_plain = false;
+
 /* the first 32 bits of the fractional parts of the cube roots of the first 64 primes */
 static const uint32_t K[64] = {
 	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -61,6 +69,102 @@ block(uint32_t h[8], const uint8_t *p)
 	h[7] += k;
 }
 
+#ifdef MS_SHA256_X86
+/*
+ * blocks_x86: n blocks mixed in by the CPU's SHA extensions (Intel's SHA-NI,
+ * AMD's since Zen): an agent verifying a snapshot's signatures hashed 89 MB
+ * of bodies at 140 MB/s with block(), a fifth of its first sync's CPU.  The
+ * state is kept as the instructions take it, ABEF and CDGH; each step is
+ * four rounds, of four words of the schedule, the last four of which make
+ * the next (W[t] from W[t-16], W[t-15], W[t-7] and W[t-2]: msg1 and msg2).
+ */
+__attribute__((target("sha,sse4.1,ssse3")))
+static void
+blocks_x86(uint32_t h[8], const uint8_t *p, size_t n)
+{
+	const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+	__m128i		t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *) &h[0]), 0xB1);	/* CDAB */
+	__m128i		s1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *) &h[4]), 0x1B);	/* EFGH */
+	__m128i		s0 = _mm_alignr_epi8(t, s1, 8);	/* ABEF */
+
+	s1 = _mm_blend_epi16(s1, t, 0xF0);	/* CDGH */
+	for (size_t b = 0; b < n; b++, p += 64)
+	{
+		__m128i		abef = s0;
+		__m128i		cdgh = s1;
+		__m128i		w[4];
+
+		for (int g = 0; g < 16; g++)
+		{
+			__m128i		m;
+
+			if (g < 4)
+				w[g] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *) (p + 16 * g)), swap);
+			else
+			{
+				/* W[4g..4g+3] in the place of W[4g-16..4g-13] */
+				m = _mm_add_epi32(_mm_sha256msg1_epu32(w[g % 4], w[(g + 1) % 4]),
+								  _mm_alignr_epi8(w[(g + 3) % 4], w[(g + 2) % 4], 4));
+				w[g % 4] = _mm_sha256msg2_epu32(m, w[(g + 3) % 4]);
+			}
+			m = _mm_add_epi32(w[g % 4], _mm_loadu_si128((const __m128i *) &K[4 * g]));
+			s1 = _mm_sha256rnds2_epu32(s1, s0, m);
+			s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(m, 0x0E));
+		}
+		s0 = _mm_add_epi32(s0, abef);
+		s1 = _mm_add_epi32(s1, cdgh);
+	}
+	t = _mm_shuffle_epi32(s0, 0x1B);	/* FEBA */
+	s1 = _mm_shuffle_epi32(s1, 0xB1);	/* DCHG */
+	_mm_storeu_si128((__m128i *) &h[0], _mm_blend_epi16(t, s1, 0xF0));	/* DCBA */
+	_mm_storeu_si128((__m128i *) &h[4], _mm_alignr_epi8(s1, t, 8));	/* HGFE */
+}
+
+/* whether this CPU has the SHA extensions (and SSSE3, SSE4.1 beside them): asked once */
+static bool
+has_sha_x86(void)
+{
+	static int	known = -1;
+
+	if (known < 0)
+	{
+		unsigned int a,
+					b,
+					c,
+					d;
+		bool		sse = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSSE3) && (c & bit_SSE4_1);
+
+		known = sse && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_SHA);
+	}
+	return known;
+}
+#endif
+
+/* n blocks at p mixed into h, by the CPU's instructions where it has them */
+static void
+blocks(uint32_t h[8], const uint8_t *p, size_t n)
+{
+#ifdef MS_SHA256_X86
+	if (!ms_sha256_plain && has_sha_x86())
+	{
+		blocks_x86(h, p, n);
+		return;
+	}
+#endif
+	for (size_t i = 0; i < n; i++)
+		block(h, p + 64 * i);
+}
+
+bool
+ms_sha256_hardware(void)
+{
+#ifdef MS_SHA256_X86
+	return has_sha_x86();
+#else
+	return false;
+#endif
+}
+
 void
 ms_sha256(const uint8_t *buf, size_t len, uint8_t out[MS_SHA256_BYTES])
 {
@@ -71,8 +175,7 @@ ms_sha256(const uint8_t *buf, size_t len, uint8_t out[MS_SHA256_BYTES])
 	size_t		tail_len = rest < 56 ? 64 : 128;
 	uint64_t	bits = (uint64_t) len * 8;
 
-	for (size_t at = 0; at < whole; at += 64)
-		block(h, buf + at);
+	blocks(h, buf, whole / 64);
 	/* the last bytes, a one bit, zeros, and the length in bits */
 	memset(tail, 0, sizeof tail);
 	if (rest > 0)
@@ -80,8 +183,7 @@ ms_sha256(const uint8_t *buf, size_t len, uint8_t out[MS_SHA256_BYTES])
 	tail[rest] = 0x80;
 	for (int i = 0; i < 8; i++)
 		tail[tail_len - 1 - i] = (uint8_t) (bits >> (8 * i));
-	for (size_t at = 0; at < tail_len; at += 64)
-		block(h, tail + at);
+	blocks(h, tail, tail_len / 64);
 	for (int i = 0; i < 8; i++)
 	{
 		out[4 * i] = (uint8_t) (h[i] >> 24);
