@@ -32,6 +32,8 @@ magic_sync <= 2 x the floor, and <= 0.5 x Zero's first sync in the same run
 
 MS_FIRSTSYNC_SET="magic_sync.held_later=off" sets the server's settings first (an
 A/B); MS_FIRSTSYNC_PERF=file records the worker's provisioning pass with perf;
+MS_FIRSTSYNC_AGENT_PERF=file runs the agent under perf record (its CPU figure is
+then perf's);
 MS_FIRSTSYNC_DUMP=dir keeps the messages pulled, one file each (build/bench_apply_dump
 applies them alone, as the agent does: bench/apply_dump.c).
 
@@ -533,7 +535,9 @@ def main():
         # where the CPU went, step by step: the pass (the worker's CPU until it committed; its
         # statements' time by pg_stat_statements beside it, wall clock: the read of the table,
         # the bodies and outbox written), the held rows after it, the pull, the apply
-        read = sum(t for t, _, _, q in s["statements"] if "octet_length" in q) / 1000
+        # the read: its key spelled in the query, or (integer keys) written from the row, its key NULL
+        read = sum(t for t, _, _, q in s["statements"]
+                   if q.startswith("SELECT") and ("octet_length" in q or "uuid[]" in q)) / 1000
         write = sum(t for t, _, _, q in s["statements"] if "sync.bodies" in q or "sync.outbox" in q) / 1000
         total = s["pass_cpu"] + s["held_cpu"] + s["pull_cpu"] + s["apply_cpu"]
         floor_cpu = statistics.median(f_cpu) if f_cpu else 0.0
