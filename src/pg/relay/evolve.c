@@ -171,7 +171,7 @@ schemas_now(ms_pass *p)
 
 	if (p->evolve->listed)
 		return;
-	ms_temp_table(p, "ms_schemas_now");
+	ms_temp_table(&p->exec, "ms_schemas_now");
 	plan = ms_prepare("INSERT INTO pg_temp.ms_schemas_now VALUES ($1, $2, $3, $4)", 4, types);
 	foreach(lc, p->cat.tables)
 	{
@@ -318,7 +318,7 @@ ms_evolve_observe(ms_pass *p, int64 forgotten)
 	 * otherwise, or never ('c', parents first), and those no longer declared
 	 * ('l'), with the last message written for it before this pass.
 	 */
-	ms_temp_table(p, "ms_evolve");
+	ms_temp_table(&p->exec, "ms_evolve");
 	ms_exec(&p->exec, psprintf(
 						"INSERT INTO pg_temp.ms_evolve"
 						" SELECT r.id, 'c', s.tab, s.name, s.ord, r.last_number"
@@ -375,7 +375,7 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 	if (p->evolve->before)
 		return;
 	/* a replica provisioned: its snapshot carried every table as it is now */
-	ms_temp_table(p, "ms_provisioned");
+	ms_temp_table(&p->exec, "ms_provisioned");
 	/* none provisioned: a pass of notes is not planned for a statement it has no use for */
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
 	{

@@ -37,11 +37,11 @@
 void
 ms_plan_prepare(ms_pass *p)
 {
-	ms_temp_table(p, "ms_blocked");
-	ms_temp_table(p, "ms_unplanned");
-	ms_temp_table(p, "ms_released");
-	ms_temp_table(p, "ms_send");
-	ms_temp_table(p, "ms_take");
+	ms_temp_table(&p->exec, "ms_blocked");
+	ms_temp_table(&p->exec, "ms_unplanned");
+	ms_temp_table(&p->exec, "ms_released");
+	ms_temp_table(&p->exec, "ms_send");
+	ms_temp_table(&p->exec, "ms_take");
 }
 
 /* add to pg_temp.<set> (tab, key) every row pointing at one of its rows, to a fixpoint */
@@ -188,15 +188,15 @@ whole_rows(ms_pass *p, ms_table *t, bool blocked)
  * than writing one key per row here, and reading them back by key.
  */
 static void
-plan_provisioned(ms_pass *p, ArrayType *provisioning, ms_planned *out)
+plan_provisioned(ms_pass *p, ArrayType *provisioning, bool no_whole, ms_planned *out)
 {
 	int64		rows;
 	ListCell   *lc;
 	bool		isnull;
 
-	out->whole = ms_whole_tables && !p->fault.no_whole ? ms_wanted_whole(p->cat.tables) : NULL;
+	out->whole = ms_whole_tables && !no_whole ? ms_wanted_whole(p->cat.tables) : NULL;
 	/* straight into what is sent: it is all of it (never a blocked row: wanted.c) */
-	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", out->whole, out->blocked);
+	rows = (int64) ms_wanted_into(MS_READER(p), provisioning, "ms_send", out->whole, out->blocked);
 	if (out->whole != NULL)
 	{
 		/* whether a held row of theirs looks up a note (record.c) */
@@ -226,7 +226,7 @@ plan_whole(ms_pass *p, ArrayType *replicas, bool blocked)
 	Datum		values[1] = {PointerGetDatum(replicas)};
 
 	/* never a blocked row (wanted.c) */
-	ms_wanted_fill(p, replicas, blocked);
+	ms_wanted_fill(MS_READER(p), replicas, blocked);
 
 	/*
 	 * A held row is sent again when a note of this snapshot is newer than
@@ -272,20 +272,20 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 	out->noted = false;
 	out->joined = 0;
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
-		plan_provisioned(p, provisioning, out);
+		plan_provisioned(p, provisioning, in->fault->no_whole, out);
 
 	/* every other: around what changed, or (magic_sync.full_plan) compared whole */
 	around = not_provisioned(replicas, provisioning);
 	if (around != NULL && !ms_full_plan)
-		out->joined = ms_plan_question(p, around, out->blocked, in->more, in->replicas_all);
+		out->joined = ms_plan_question(MS_READER(p), around, out->blocked, in->more, in->replicas_all, in->floor);
 	else if (around != NULL)
 		plan_whole(p, around, out->blocked);
 	/* rows a replica refused, due again: to it alone (retry.c) */
 	if (around != NULL)
-		ms_plan_refused(p, around);
+		ms_plan_refused(p, around, in->fault);
 	/* held rows marked replace with nothing on its way: to that replica alone (retry.c) */
 	if (around != NULL)
-		ms_plan_replaced(p, around);
+		ms_plan_replaced(p, around, in->fault);
 	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
 	/* few rows are marked (held_replace): read by that index, never the held set whole */
 	ms_exec(&p->exec, "UPDATE ms_send s SET replace = true FROM sync.held h"
@@ -309,7 +309,7 @@ ms_plan_dry(ms_pass *p, ArrayType *replicas, const ms_plan_in *in)
 	bool		blocked = plan_blocked(p, true);
 
 	if (!ms_full_plan)
-		(void) ms_plan_question(p, replicas, blocked, in->more, in->replicas_all);
+		(void) ms_plan_question(MS_READER(p), replicas, blocked, in->more, in->replicas_all, in->floor);
 	else
 		plan_whole(p, replicas, blocked);
 }

@@ -423,7 +423,7 @@ recorder_init(recorder *r, ms_pass *p)
 	r->signer = ms_signing_key();
 	initStringInfo(&r->key);
 
-	ms_temp_table(p, "ms_segments");
+	ms_temp_table(&p->exec, "ms_segments");
 	r->store_body = ms_prepare_kept(&p->exec, "INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
 							   " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
 							   4, btypes);
@@ -525,12 +525,12 @@ record_chains(recorder *r)
 	 * them (worker.c); meanwhile the outbox says where each chain is
 	 * (MS_HEAD).
 	 */
-	ms_exec(&p->exec, p->bounds_later
+	ms_exec(&p->exec, r->in->bounds_later
 			? "INSERT INTO pg_temp.ms_written SELECT w.id, CASE WHEN w.first IS NULL THEN w.messages END,"
 			"  CASE WHEN w.first IS NULL THEN w.bytes END"
 			"  FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
-			: "INSERT INTO pg_temp.ms_written (id) SELECT unnest($1)", p->bounds_later ? 7 : 1, types, values, NULL, 0);
-	if (p->bounds_later && !snapshots)
+			: "INSERT INTO pg_temp.ms_written (id) SELECT unnest($1)", r->in->bounds_later ? 7 : 1, types, values, NULL, 0);
+	if (r->in->bounds_later && !snapshots)
 		return;
 	/*
 	 * A snapshot written ($4 not null): its numbers, its schema, the replica
@@ -549,15 +549,15 @@ record_chains(recorder *r)
 			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END%s"
 			" FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
 			" WHERE r.id = w.id%s",
-			p->has.owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
+			r->in->has.owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
 			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : "",
-			p->later.rows > 0 ? ", held_due = w.first" : "",
-			p->bounds_later ? " AND w.first IS NOT NULL" : ""),
+			r->did->later.rows > 0 ? ", held_due = w.first" : "",
+			r->in->bounds_later ? " AND w.first IS NOT NULL" : ""),
 			8, types, values, NULL, 0);
 }
 
 List *
-ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
+ms_record(ms_pass *p, const ms_record_in *in, ArrayType *replicas, ArrayType *provisioning,
 		  const ms_planned *plan, ms_recorded *did)
 {
 	recorder	r;
@@ -572,11 +572,10 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	recorder_init(&r, p);
 	r.plan = plan;
 	r.noted = plan->noted;
+	r.in = in;
 	r.did = did;
+	/* a plan run again after rows were set aside starts over (did->later too) */
 	memset(did, 0, sizeof *did);
-	/* a plan run again after rows were set aside starts over */
-	p->later.kept = NULL;
-	p->later.rows = 0;
 	load_targets(&r, replicas, provisioning);
 	one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
 	r.provisioning = (pg_uuid_t *) ARR_DATA_PTR(provisioning);
@@ -591,7 +590,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 		ms_load_table(p, t, one_replica, emit_upsert, &r, &bad);
 		/* a table the replicas provisioned want whole: read once, for all of them (plan.c) */
 		if (plan->whole != NULL && plan->whole[t->id])
-			ms_load_whole(p, t, plan->blocked, emit_whole, &r, &bad);
+			ms_load_whole(p, t, plan->blocked, emit_whole, &r, &bad, &in->fault->whole_failed);
 	}
 	if (bad != NIL)
 	{
@@ -622,7 +621,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	}
 	ms_write_batch(&r);
 	ms_write_held(&r);
-	ms_record_held(p, provisioning, r.segments, r.held_whole, plan->planned);
+	ms_record_held(p, in->has.carried, provisioning, r.segments, r.held_whole, plan->planned);
 	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;
