@@ -46,7 +46,7 @@ raise_floor(ms_pass *p, struct ms_floor *floor, int64 from, bool more)
 }
 
 int64
-ms_batch_read(ms_pass *p, struct ms_floor *floor, bool *more)
+ms_batch_read(ms_pass *p, struct ms_floor *floor, ArrayType *held_ids, bool *more)
 {
 	int64		n;
 	int64		unparked;
@@ -78,11 +78,11 @@ ms_batch_read(ms_pass *p, struct ms_floor *floor, bool *more)
 	 * The notes of a table held back (relay.c) are parked: read again a
 	 * minute later, as any parked note, and planned once the table flows.
 	 */
-	if (p->cat.held_ids != NULL)
+	if (held_ids != NULL)
 		ms_exec(&p->exec,
 				"UPDATE sync.notes SET parked = 'its table is held back: SELECT * FROM sync.check() says why',"
 				" parked_at = now() WHERE tab = ANY ($1) AND parked IS NULL AND NOT done",
-				1, (Oid[]) {INT4ARRAYOID}, (Datum[]) {PointerGetDatum(p->cat.held_ids)}, NULL, 0);
+				1, (Oid[]) {INT4ARRAYOID}, (Datum[]) {PointerGetDatum(held_ids)}, NULL, 0);
 	if (!isnull && floor != NULL)
 		floor->floor = Min(floor->floor, unparked);
 	from = floor != NULL ? floor->floor : 0;

@@ -33,14 +33,15 @@
 /*
  * ms_batch_read: note again the rows quarantined, and read again the notes
  * parked, a minute ago; then read the notes not done, oldest first, up to
- * magic_sync.batch_notes, into a batch of their own, from the worker's floor
+ * magic_sync.batch_notes (none of the tables held back, held_ids: an int[]
+ * or NULL), into a batch of their own, from the worker's floor
  * (floor.h; NULL: a pass by hand, from the first) up, and set the floor
  * the pass leaves.  Returns how many;
  * *more: the batch is full, more may wait (question.c closes the batch
  * over those its rows touch).
  */
 struct ms_floor;
-extern int64 ms_batch_read(ms_pass *p, struct ms_floor *floor, bool *more);
+extern int64 ms_batch_read(ms_pass *p, struct ms_floor *floor, ArrayType *held_ids, bool *more);
 
 /*
  * ms_batch_floor: the id the batch was read from (floor.h): no note the

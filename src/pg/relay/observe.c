@@ -24,7 +24,7 @@
 	" AND (provision_failed_at IS NULL OR provision_failed_at < now() - interval '1 minute')"
 
 ArrayType *
-ms_observe(ms_pass *p, int snapshots, ms_observed *did)
+ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1];
@@ -43,7 +43,7 @@ ms_observe(ms_pass *p, int snapshots, ms_observed *did)
 	};
 
 	memset(did, 0, sizeof *did);
-	ms_generation_observe(&p->cat.epoch);
+	ms_generation_observe(&cat->epoch);
 	ms_temp_table(&p->exec, "ms_forget");
 	did->has.carried = ms_catalog_has("carried");
 	did->has.owed = ms_catalog_has_column("replicas", "owed_messages");
@@ -93,7 +93,7 @@ ms_observe(ms_pass *p, int snapshots, ms_observed *did)
 			0, NULL, NULL, NULL, 0);
 	/* the mirrored tables changed since what it was sent: a schema change, or a snapshot */
 	if (snapshots != MS_SNAPSHOTS_ONLY)
-		ms_evolve_observe(p, did->forgotten);
+		ms_evolve_observe(p, cat, did->forgotten);
 
 	/*
 	 * A snapshot pass takes the rows of the replicas it provisions: their

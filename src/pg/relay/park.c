@@ -201,7 +201,7 @@ keys_parse(ms_pass *p, ms_table *t, Datum *keys, int n)
  * as of just before their note: that note, read again, tries them again
  */
 static void
-quarantine_rows(ms_pass *p, int64 *ids, int n, char *why)
+quarantine_rows(ms_pass *p, List *tables, int64 *ids, int n, char *why)
 {
 	Oid			types[1] = {INT8ARRAYOID};
 	Datum		values[1] = {PointerGetDatum(ids_array(ids, n))};
@@ -227,7 +227,7 @@ quarantine_rows(ms_pass *p, int64 *ids, int n, char *why)
 	}
 	for (int from = 0, to; from < rows; from = to)
 	{
-		ms_table   *t = ms_catalog_find(p->cat.tables, tabs[from]);
+		ms_table   *t = ms_catalog_find(tables, tabs[from]);
 		bool		all;
 
 		for (to = from; to < rows && tabs[to] == tabs[from]; to++)
@@ -377,11 +377,11 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, const ms_pla
 		{
 			Oid			types[2] = {INT8ARRAYOID, TEXTOID};
 			Datum		values[2] = {PointerGetDatum(ids_array(w.ids + lo, hi - lo)), CStringGetTextDatum(w.why[lo])};
-			ms_table   *t = ms_catalog_find(p->cat.tables, w.tabs[lo]);
+			ms_table   *t = ms_catalog_find(in->cat->tables, w.tabs[lo]);
 
 			ms_exec(&p->exec, "UPDATE sync.notes SET parked = $2, parked_at = now() WHERE id = ANY ($1)",
 					2, types, values, NULL, 0);
-			quarantine_rows(p, w.ids + lo, hi - lo, w.why[lo]);
+			quarantine_rows(p, in->cat->tables, w.ids + lo, hi - lo, w.why[lo]);
 			parked += hi - lo;
 			ereport(WARNING,
 					(errmsg("magic_sync: %d notes of table \"%s\" cannot be planned and are parked",

@@ -68,8 +68,8 @@ typedef struct ms_reader
 	List	   *tables;			/* ms_table *, parents first */
 } ms_reader;
 
-/* MS_READER: a relay pass p as a reader sees it */
-#define MS_READER(p) (&(ms_reader) {&(p)->exec, (p)->cat.tables})
+/* MS_READER: a relay pass p, over these tables, as a reader sees it */
+#define MS_READER(p, tables) (&(ms_reader) {&(p)->exec, (tables)})
 
 /*
  * ms_pass_counts: what a pass did (sync.relay_pass returns it, the worker
@@ -122,7 +122,9 @@ typedef struct ms_pass_fault
 
 /*
  * ms_pass_catalog: what a pass reads of the catalog once, as it begins
- * (relay.c; a read: its tables alone), and every part after reads as it is.
+ * (relay.c; a read: its tables alone), and every part after reads as it is:
+ * relay.c's, handed to each part that reads it (ms_plan_in.cat,
+ * ms_record_in.cat, or an argument).
  */
 typedef struct ms_pass_catalog
 {
@@ -132,6 +134,7 @@ typedef struct ms_pass_catalog
 	ms_epoch	epoch;
 	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once: evolve.c) */
 	bytea	   *schema_hash;	/* its SHA-256 */
+	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c's own) */
 } ms_pass_catalog;
 
 /*
@@ -149,19 +152,16 @@ typedef struct ms_pass_later
 } ms_pass_later;
 
 /*
- * ms_pass: what runs the statements of a pass (the executor, its memory and
- * snapshot; the kept plans are pass.c's own) and what it counts.  What a
- * pass reads once (the catalog, its schema changes) rides along for its
- * parts to read; what its caller asks of it, what one part finds for
- * another and what a failure is about go as arguments and results.
+ * ms_pass: what runs the statements of a pass (the executor: its memory and
+ * snapshot; the kept plans are pass.c's own) and what it counts, and
+ * nothing else.  What it reads once (ms_pass_catalog), what its caller asks
+ * of it (relay.h's ms_relay_in), what one part finds for another and what
+ * a failure is about go as arguments and results.
  */
 typedef struct ms_pass
 {
 	ms_executor exec;			/* runs every statement of the pass */
 	ms_pass_counts did;			/* what the pass did */
-
-	ms_pass_catalog cat;		/* the catalog, read once (relay.c), read by every part as it is */
-	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c) */
 } ms_pass;
 
 /*

@@ -30,6 +30,7 @@ typedef struct ms_record_in
 	bool		held_later;		/* the held rows of tables read whole may be kept for after the pass (heldrows.c) */
 	ms_pass_has has;			/* what the catalog has (ms_observed) */
 	ms_pass_fault *fault;		/* relay.c's (pass.h): fault->whole_failed, when reading a table whole failed */
+	const ms_pass_catalog *cat; /* the pass's catalog, and its schema changes (evolve.c) */
 } ms_record_in;
 
 /*

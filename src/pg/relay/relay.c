@@ -121,7 +121,7 @@ held_ids(List *held)
 
 /* set aside rows that cannot go, until a change or a fix lets them through */
 static void
-quarantine(ms_pass *p, List *bad)
+quarantine(ms_pass *p, List *tables, List *bad)
 {
 	Oid			types[4] = {INT4OID, TEXTOID, TEXTOID, TEXTOID};
 	SPIPlanPtr	plan = ms_prepare_kept(&p->exec,
@@ -143,7 +143,7 @@ quarantine(ms_pass *p, List *bad)
 		values[2] = CStringGetTextDatum(b->reason);
 		values[3] = CStringGetTextDatum(unpack_sql_state(b->sqlerrcode));
 		ms_run(&p->exec, plan, values, NULL, 0);
-		t = ms_catalog_find(p->cat.tables, b->tab);
+		t = ms_catalog_find(tables, b->tab);
 		ereport(WARNING,
 				(errmsg("magic_sync: a row of table \"%s\" cannot go and is quarantined",
 						t ? t->name : "?"),
@@ -167,7 +167,7 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, int64 replicas_
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	ms_pass_fault *fault = rin->fault;
-	ms_plan_in	in = {replicas_all, p->did.more, floor, fault};
+	ms_plan_in	in = {replicas_all, p->did.more, floor, fault, rin->cat};
 
 	for (;;)
 	{
@@ -241,7 +241,7 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, int64 replicas_
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		quarantine(p, bad);
+		quarantine(p, rin->cat->tables, bad);
 	}
 }
 
@@ -340,7 +340,7 @@ declarations(ms_pass *p)
 
 /* the catalog, read once per pass, or kept from the last while nothing it names changed */
 static void
-read_catalog(ms_pass *p)
+read_catalog(ms_pass *p, ms_pass_catalog *cat)
 {
 	char	   *decls = declarations(p);
 	MemoryContext old;
@@ -360,34 +360,34 @@ read_catalog(ms_pass *p)
 		{
 			List	   *ignored = NIL;	/* sync.check() said them, and more */
 
-			p->cat.held = NIL;
-			p->cat.tables = ms_catalog_hold(ms_catalog_read(&ignored), problems, &p->cat.held);
-			p->cat.held_ids = p->cat.held != NIL ? held_ids(p->cat.held) : NULL;
+			cat->held = NIL;
+			cat->tables = ms_catalog_hold(ms_catalog_read(&ignored), problems, &cat->held);
+			cat->held_ids = cat->held != NIL ? held_ids(cat->held) : NULL;
 		}
-		catalog_held = p->cat.held;
-		catalog_held_ids = p->cat.held_ids;
-		ms_evolve_schema(p);
-		catalog_tables = p->cat.tables;
-		catalog_begin = p->cat.begin;
-		catalog_schema_hash = p->cat.schema_hash;
-		catalog_evolve = p->evolve;
+		catalog_held = cat->held;
+		catalog_held_ids = cat->held_ids;
+		ms_evolve_schema(p, cat);
+		catalog_tables = cat->tables;
+		catalog_begin = cat->begin;
+		catalog_schema_hash = cat->schema_hash;
+		catalog_evolve = cat->evolve;
 		/*
 		 * a table held back leaves it invalid: the next pass reads again, as
 		 * a fix may put it right in many ways (sync.check() says them)
 		 */
-		ms_watch_read(&catalog_watch, p->cat.tables, p->cat.held == NIL);
+		ms_watch_read(&catalog_watch, cat->tables, cat->held == NIL);
 		catalog_text = pstrdup(decls);
 		MemoryContextSwitchTo(old);
 		/* what the pass finds of each replica is its own, the schemas are kept */
-		p->evolve = ms_evolve_kept(catalog_evolve);
+		cat->evolve = ms_evolve_kept(catalog_evolve);
 		return;
 	}
-	p->cat.tables = catalog_tables;
-	p->cat.held = catalog_held;
-	p->cat.held_ids = catalog_held_ids;
-	p->cat.begin = catalog_begin;
-	p->cat.schema_hash = catalog_schema_hash;
-	p->evolve = ms_evolve_kept(catalog_evolve);
+	cat->tables = catalog_tables;
+	cat->held = catalog_held;
+	cat->held_ids = catalog_held_ids;
+	cat->begin = catalog_begin;
+	cat->schema_hash = catalog_schema_hash;
+	cat->evolve = ms_evolve_kept(catalog_evolve);
 }
 
 /*
@@ -421,6 +421,7 @@ ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *later)
 	int64		notes;
 	ms_observed observed;
 	int			snapshots = in->snapshots;
+	ms_pass_catalog cat;
 	ms_record_in rin;
 
 	/* one snapshot for the whole pass, whose writes never land on newer versions (pass.h) */
@@ -440,9 +441,10 @@ ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *later)
 	ms_plans_keep(true);
 	/* the session's first pass creates every temporary table: no later one runs DDL (temp.c) */
 	ms_temp_tables(&p->exec);
-	read_catalog(p);
-	ms_epoch_current(&p->cat.epoch);
-	provisioning = ms_observe(p, snapshots, &observed);
+	memset(&cat, 0, sizeof cat);
+	read_catalog(p, &cat);
+	ms_epoch_current(&cat.epoch);
+	provisioning = ms_observe(p, &cat, snapshots, &observed);
 	p->did.forgotten = observed.forgotten;
 	p->did.snapshots_left = observed.snapshots_left;
 	rin.bounds_later = in->bounds_later;
@@ -451,6 +453,7 @@ ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *later)
 	rin.has = observed.has;
 	/* what a failure is about, kept across the subtransactions record() undoes */
 	rin.fault = MemoryContextAllocZero(p->exec.cxt, sizeof(ms_pass_fault));
+	rin.cat = &cat;
 	/* a snapshot pass reads no note: the next pass plans them for every replica */
 	if (snapshots == MS_SNAPSHOTS_ONLY && provisioning == NULL)
 	{
@@ -466,7 +469,7 @@ ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *later)
 		notes = 0;
 	}
 	else
-		notes = ms_batch_read(p, in->floor, &p->did.more);
+		notes = ms_batch_read(p, in->floor, cat.held_ids, &p->did.more);
 	p->did.notes_read = notes;
 	/* a large batch or a snapshot: each statement planned for what it reads now */
 	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
@@ -478,7 +481,7 @@ ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *later)
 	 */
 	if (snapshots == MS_SNAPSHOTS_ONLY)
 		replicas = provisioning;
-	else if (notes > 0 || ms_evolve_any(p))
+	else if (notes > 0 || ms_evolve_any(&cat))
 		replicas = live_replicas(p, &replicas_all);
 	else
 		/* those provisioned, with refused rows due (retry.c), with wishes to send (wish_send.c) */
@@ -490,7 +493,7 @@ ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *later)
 	{
 		ms_temp_table(&p->exec, "ms_written");
 		record(p, replicas, provisioning, replicas_all, ms_batch_floor(in->floor), &rin, later);
-		ms_evolve_recorded(p, provisioning);
+		ms_evolve_recorded(p, &cat, provisioning);
 		if (!in->bounds_later)
 			outbox_bounds(p, observed.has.owed);
 		publish(p);

@@ -27,9 +27,9 @@ extern void ms_replica_must_exist(ms_reader *p, Datum id);
 
 /*
  * ms_wanted_read_begin: begin a read of what replica id should hold
- * (sync.wanted, sync.why_all): *p begun in the current memory context, the
- * replica checked (ms_replica_must_exist), the catalog read and read as
- * owners (ms_read_as_owners).  The replica as a uuid[] of one.
+ * (sync.wanted, sync.why_all): p->exec begun in the current memory context,
+ * the replica checked (ms_replica_must_exist), the catalog read (p->tables)
+ * and read as owners (ms_read_as_owners).  The replica as a uuid[] of one.
  */
 extern ArrayType *ms_wanted_read_begin(ms_reader *p, Datum id);
 
