@@ -282,10 +282,10 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 		plan_whole(p, in->cat->tables, around, out->blocked);
 	/* rows a replica refused, due again: to it alone (retry.c) */
 	if (around != NULL)
-		ms_plan_refused(p, around, in);
+		ms_plan_refused(p, around, in->fault, in->cat->tables);
 	/* held rows marked replace with nothing on its way: to that replica alone (retry.c) */
 	if (around != NULL)
-		ms_plan_replaced(p, around, in);
+		ms_plan_replaced(p, around, in->fault, in->cat->tables);
 	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
 	/* few rows are marked (held_replace): read by that index, never the held set whole */
 	ms_exec(&p->exec, "UPDATE ms_send s SET replace = true FROM sync.held h"

@@ -245,11 +245,11 @@ due_again(ms_pass *p, Datum *values)
 
 /* the work of ms_plan_refused for the replicas $1 that have refused rows due */
 static void
-plan_due(ms_pass *p, const ms_plan_in *in, Datum *values)
+plan_due(ms_pass *p, ms_pass_fault *fault, List *tables, Datum *values)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 
-	if (in->fault->resend_held)
+	if (fault->resend_held)
 	{
 		/* sending them failed for good this pass (relay.c): an hour, and the rest goes on */
 		ms_exec(&p->exec, "UPDATE sync.refused_rows r SET due = now() + interval '1 hour' WHERE " DUE,
@@ -272,8 +272,8 @@ plan_due(ms_pass *p, const ms_plan_in *in, Datum *values)
 	if (SPI_processed == 0)
 		return;
 	/* from here a failure is theirs (relay.c) */
-	in->fault->resent = (int64) SPI_processed;
-	retry_each_table(p, in->cat->tables, gone);
+	fault->resent = (int64) SPI_processed;
+	retry_each_table(p, tables, gone);
 	/* to the replica that refused it alone; a row a note sends already goes once */
 	ms_exec(&p->exec, "INSERT INTO ms_send (replica, tab, key, note)"
 			" SELECT replica, tab, key, note FROM pg_temp.ms_retry ON CONFLICT DO NOTHING",
@@ -288,13 +288,13 @@ plan_due(ms_pass *p, const ms_plan_in *in, Datum *values)
 }
 
 void
-ms_plan_refused(ms_pass *p, ArrayType *replicas, const ms_plan_in *in)
+ms_plan_refused(ms_pass *p, ArrayType *replicas, ms_pass_fault *fault, List *tables)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 	ArrayType  *due;
 
-	in->fault->resent = 0;
+	fault->resent = 0;
 	if (!ms_catalog_has("refused_rows"))
 		return;
 	/* most passes: none due, one read of sync.refused_due */
@@ -307,18 +307,18 @@ ms_plan_refused(ms_pass *p, ArrayType *replicas, const ms_plan_in *in)
 	if (due == NULL)
 		return;
 	values[0] = PointerGetDatum(due);
-	plan_due(p, in, values);
+	plan_due(p, fault, tables, values);
 	due_again(p, values);
 }
 
 void
-ms_plan_replaced(ms_pass *p, ArrayType *replicas, const ms_plan_in *in)
+ms_plan_replaced(ms_pass *p, ArrayType *replicas, ms_pass_fault *fault, List *tables)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 
 	/* most passes: none marked, one probe of held_replace */
-	if (!any_replaced(p) || in->fault->resend_held)
+	if (!any_replaced(p) || fault->resend_held)
 		return;
 	/* ms_retry again (ms_plan_refused is done with it): note -1 for a row it made up */
 	ms_temp_table(&p->exec, "ms_retry");
@@ -334,8 +334,8 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas, const ms_plan_in *in)
 	if (SPI_processed == 0)
 		return;
 	/* from here a failure is theirs, as the refused rows' (relay.c) */
-	in->fault->resent += (int64) SPI_processed;
-	retry_each_table(p, in->cat->tables, gone_or_taken);
+	fault->resent += (int64) SPI_processed;
+	retry_each_table(p, tables, gone_or_taken);
 	/* the rest: the row as the server has it, to that replica alone (plan.c marks it a replacement) */
 	ms_exec(&p->exec, "INSERT INTO ms_send (replica, tab, key, note)"
 			" SELECT replica, tab, key, note FROM pg_temp.ms_retry ON CONFLICT DO NOTHING",
