@@ -74,8 +74,7 @@ typedef struct ms_reader
 /*
  * ms_pass_counts: what a pass did (sync.relay_pass returns it, the worker
  * logs it).  relay.c fills it from what each part returns (ms_observe,
- * ms_record, ms_park); batch.c and question.c count the notes read, and
- * whether more wait, as the batch grows.
+ * ms_batch_read, ms_plan: the notes the batch took in, ms_record, ms_park).
  */
 typedef struct ms_pass_counts
 {
