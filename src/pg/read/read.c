@@ -150,7 +150,7 @@ static const char row_progress_sql[] =
 
 /* the live replicas of the scope; NULL when there are none */
 static ArrayType *
-scope(ms_pass *p, FunctionCallInfo fcinfo, int arg)
+scope(ms_reader *p, FunctionCallInfo fcinfo, int arg)
 {
 	Oid			types[2] = {UUIDARRAYOID, TEXTOID};
 	Datum		values[2];
@@ -160,7 +160,7 @@ scope(ms_pass *p, FunctionCallInfo fcinfo, int arg)
 	values[1] = PG_ARGISNULL(arg + 1) ? (Datum) 0 : PG_GETARG_DATUM(arg + 1);
 	nulls[0] = PG_ARGISNULL(arg) ? 'n' : ' ';
 	nulls[1] = PG_ARGISNULL(arg + 1) ? 'n' : ' ';
-	ms_exec(&p->exec, SCOPE_SQL, 2, types, values, nulls, 1);
+	ms_exec(p->exec, SCOPE_SQL, 2, types, values, nulls, 1);
 	return ms_array();
 }
 
@@ -172,13 +172,13 @@ relname(Oid tab)
 
 /* run sql and return its rows as the function's result */
 static void
-emit(ms_pass *p, ReturnSetInfo *rsinfo, const char *sql, int nargs, Oid *types, Datum *values)
+emit(ms_reader *p, ReturnSetInfo *rsinfo, const char *sql, int nargs, Oid *types, Datum *values)
 {
 	int			natts = rsinfo->setDesc->natts;
 	Datum	   *out = palloc(sizeof(Datum) * natts);
 	bool	   *outnull = palloc(sizeof(bool) * natts);
 
-	ms_exec(&p->exec, sql, nargs, types, values, NULL, 0);
+	ms_exec(p->exec, sql, nargs, types, values, NULL, 0);
 	if (SPI_tuptable->tupdesc->natts != natts)
 		elog(ERROR, "a read returns %d columns, not %d", SPI_tuptable->tupdesc->natts, natts);
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -196,10 +196,10 @@ emit(ms_pass *p, ReturnSetInfo *rsinfo, const char *sql, int nargs, Oid *types, 
  * refused when it no longer matches its table).
  */
 static void
-wanted(ms_pass *p, ArrayType *replicas)
+wanted(ms_reader *p, ArrayType *replicas)
 {
-	p->cat.tables = ms_catalog_tables();
-	ms_pass_read_as_owners(p);
+	p->tables = ms_catalog_tables();
+	ms_read_as_owners(p);
 	ms_wanted_fill(p, replicas, false);
 }
 
@@ -225,12 +225,13 @@ Datum
 ms_progress(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ms_pass		p;
+	ms_executor x;
+	ms_reader	p = {&x, NIL};
 	ArrayType  *replicas;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	ms_pass_begin(&p, CurrentMemoryContext);
+	ms_executor_begin(&x, CurrentMemoryContext);
 	replicas = scope(&p, fcinfo, 0);
 	if (replicas != NULL)
 	{
@@ -240,7 +241,7 @@ ms_progress(PG_FUNCTION_ARGS)
 		wanted(&p, replicas);
 		emit(&p, rsinfo, progress_sql, 1, types, values);
 	}
-	ms_pass_end(&p);
+	ms_executor_end(&x);
 	SPI_finish();
 	return (Datum) 0;
 }
@@ -301,7 +302,7 @@ canonical_parts(Oid tab, Datum parts, ArrayType *types)
  * parts (a text[]), or an error naming what is wrong.
  */
 static void
-table_key(ms_pass *p, Oid tab, Datum parts, int32 *id, char **key)
+table_key(ms_reader *p, Oid tab, Datum parts, int32 *id, char **key)
 {
 	Oid			types[2] = {REGCLASSOID, TEXTARRAYOID};
 	Datum		values[2] = {ObjectIdGetDatum(tab), parts};
@@ -310,7 +311,7 @@ table_key(ms_pass *p, Oid tab, Datum parts, int32 *id, char **key)
 	int32		nparts;
 	Datum		keytypes;
 
-	ms_exec(&p->exec, "SELECT t.id, cardinality(t.key), cardinality($2),"
+	ms_exec(p->exec, "SELECT t.id, cardinality(t.key), cardinality($2),"
 			"       array(SELECT a.atttypid FROM unnest(t.key) WITH ORDINALITY AS k(name, i)"
 			"               JOIN pg_catalog.pg_attribute a ON a.attrelid = t.relid AND a.attname = k.name"
 			"              ORDER BY k.i)"
@@ -338,9 +339,9 @@ table_key(ms_pass *p, Oid tab, Datum parts, int32 *id, char **key)
  * not holding the row while the record may be stale; NULL when none.
  */
 static ArrayType *
-unsure(ms_pass *p, int nargs, Oid *types, Datum *values)
+unsure(ms_reader *p, int nargs, Oid *types, Datum *values)
 {
-	ms_exec(&p->exec, "SELECT array_agg(r.id) FROM sync.replicas r"
+	ms_exec(p->exec, "SELECT array_agg(r.id) FROM sync.replicas r"
 			" WHERE r.id = ANY ($1)"
 			"   AND NOT EXISTS (SELECT FROM sync.held h WHERE h.replica = r.id"
 			"                    AND h.tab = $2 AND h.key = $3 AND h.taken IS NULL)"
@@ -369,7 +370,8 @@ Datum
 ms_row_progress(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ms_pass		p;
+	ms_executor x;
+	ms_reader	p = {&x, NIL};
 	int32		id;
 	char	   *key;
 	ArrayType  *replicas;
@@ -381,7 +383,7 @@ ms_row_progress(PG_FUNCTION_ARGS)
 				 errhint("SELECT * FROM sync.row_progress('shop.products', ARRAY['1']).")));
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	ms_pass_begin(&p, CurrentMemoryContext);
+	ms_executor_begin(&x, CurrentMemoryContext);
 	table_key(&p, PG_GETARG_OID(0), PG_GETARG_DATUM(1), &id, &key);
 	replicas = scope(&p, fcinfo, 2);
 	if (replicas != NULL)
@@ -399,7 +401,7 @@ ms_row_progress(PG_FUNCTION_ARGS)
 					  "         WHERE w.replica = s.id AND w.tab = $2 AND w.key = $3)"),
 			 3, types, values);
 	}
-	ms_pass_end(&p);
+	ms_executor_end(&x);
 	SPI_finish();
 	return (Datum) 0;
 }

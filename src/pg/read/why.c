@@ -70,12 +70,12 @@ within(int back, int depth)
  * keeps the first by key, so that a walk back (back()) finds the same link.
  */
 static uint64
-step(ms_pass *p, const ms_table *t, const char *select, const char *relation, int depth, int back)
+step(ms_reader *p, const ms_table *t, const char *select, const char *relation, int depth, int back)
 {
 	ms_as_owner as;
 
-	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, from_tab, from_key, relation)"
+	ms_owner_begin(&as, MS_EXEC_OWNER_OF(p->exec, t->relid));
+	ms_exec(p->exec, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, from_tab, from_key, relation)"
 						" SELECT s.tab, s.key, %d, f.tab, f.key, %s"
 						"  FROM (%s) s(replica, tab, key) JOIN pg_temp.ms_why_from f ON f.replica = s.replica"
 						"  WHERE %s ORDER BY f.key"
@@ -121,7 +121,7 @@ rule_detail(const ms_table *t)
  * pg_temp.<cand> lists (replica, tab, key).  Returns how many.
  */
 static uint64
-rules(ms_pass *p, const ms_table *t, const char *cand)
+rules(ms_reader *p, const ms_table *t, const char *cand)
 {
 	ms_table	rule = *t;
 	ms_table	own = *t;
@@ -130,7 +130,7 @@ rules(ms_pass *p, const ms_table *t, const char *cand)
 
 	rule.record = false;
 	own.rule = MS_RULE_NONE;
-	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+	ms_owner_begin(&as, MS_EXEC_OWNER_OF(p->exec, t->relid));
 	for (int i = 0; i < 2; i++)
 	{
 		const ms_table *r = i == 0 ? &rule : &own;
@@ -142,7 +142,7 @@ rules(ms_pass *p, const ms_table *t, const char *cand)
 		select = ms_rule_select(r, "ms_wanted_replicas", cand);
 		if (select == NULL)
 			continue;
-		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, relation)"
+		ms_exec(p->exec, psprintf("INSERT INTO pg_temp.ms_why (tab, key, depth, relation)"
 							" SELECT s.tab, s.key, 0, %s FROM (%s) s(replica, tab, key)"
 							" WHERE %s ON CONFLICT DO NOTHING",
 							i == 0 ? rule_detail(t) : "'rule: its own record'", select,
@@ -156,19 +156,19 @@ rules(ms_pass *p, const ms_table *t, const char *cand)
 
 /* reached: whether the row (tab, key) is in pg_temp.ms_why yet */
 static bool
-reached(ms_pass *p, Datum tab, Datum key)
+reached(ms_reader *p, Datum tab, Datum key)
 {
-	ms_exec(&p->exec, "SELECT FROM pg_temp.ms_why WHERE tab = $1 AND key = $2", 2, (Oid[]) {INT4OID, TEXTOID},
+	ms_exec(p->exec, "SELECT FROM pg_temp.ms_why WHERE tab = $1 AND key = $2", 2, (Oid[]) {INT4OID, TEXTOID},
 			(Datum[]) {tab, key}, NULL, 1);
 	return SPI_processed > 0;
 }
 
 /* from: pg_temp.ms_why_from made of the rows select (tab, key, with $1 = arg) lists, each with a uuid of its own */
 static uint64
-from(ms_pass *p, const char *select, int arg)
+from(ms_reader *p, const char *select, int arg)
 {
-	ms_temp_empty(p, "ms_why_from");
-	ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_why_from SELECT %s, tab, key FROM (%s) s"
+	ms_temp_empty(p->exec, "ms_why_from");
+	ms_exec(p->exec, psprintf("INSERT INTO pg_temp.ms_why_from SELECT %s, tab, key FROM (%s) s"
 						" ON CONFLICT DO NOTHING", ROW_UUID("tab", "key"), select),
 			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(arg)}, NULL, 0);
 	return SPI_processed;
@@ -182,7 +182,7 @@ typedef struct walk_arg
 } walk_arg;
 
 static uint64
-walk_step(ms_pass *p, const ms_table *t, const ms_table *to, const ms_fkey *fk, bool follows,
+walk_step(ms_reader *p, const ms_table *t, const ms_table *to, const ms_fkey *fk, bool follows,
 		  const char *select, void *arg)
 {
 	walk_arg   *a = arg;
@@ -197,7 +197,7 @@ walk_step(ms_pass *p, const ms_table *t, const ms_table *to, const ms_fkey *fk, 
  * or a round adds none; every wanted row, with whole.  back: see within().
  */
 static void
-walk(ms_pass *p, Datum tab, Datum key, bool whole, int back)
+walk(ms_reader *p, Datum tab, Datum key, bool whole, int back)
 {
 	for (int depth = 1; whole || !reached(p, tab, key); depth++)
 	{
@@ -212,13 +212,13 @@ walk(ms_pass *p, Datum tab, Datum key, bool whole, int back)
 
 /* walk_whole: the walk from every rule's row, over the wanted set (ms_wanted_fill) */
 static void
-walk_whole(ms_pass *p, ArrayType *replicas, Datum tab, Datum key, bool whole)
+walk_whole(ms_reader *p, ArrayType *replicas, Datum tab, Datum key, bool whole)
 {
 	ListCell   *lc;
 
 	ms_wanted_fill(p, replicas, false);
-	ms_temp_table(p, "ms_why");
-	foreach(lc, p->cat.tables)
+	ms_temp_table(p->exec, "ms_why");
+	foreach(lc, p->tables)
 		rules(p, lfirst(lc), NULL);
 	walk(p, tab, key, whole, -1);
 }
@@ -233,14 +233,14 @@ walk_whole(ms_pass *p, ArrayType *replicas, Datum tab, Datum key, bool whole)
  * read): false when select lists limit rows or more.
  */
 static bool
-back_step(ms_pass *p, const ms_table *t, const char *select, int level, uint64 *rows, uint64 limit)
+back_step(ms_reader *p, const ms_table *t, const char *select, int level, uint64 *rows, uint64 limit)
 {
 	ms_as_owner as;
 	bool		isnull;
 	int64		listed;
 
-	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-	ms_exec(&p->exec, psprintf("WITH s AS MATERIALIZED (%s LIMIT " UINT64_FORMAT "),"
+	ms_owner_begin(&as, MS_EXEC_OWNER_OF(p->exec, t->relid));
+	ms_exec(p->exec, psprintf("WITH s AS MATERIALIZED (%s LIMIT " UINT64_FORMAT "),"
 						" i AS (INSERT INTO pg_temp.ms_why_back (tab, key, level) SELECT s.tab, s.key, %d"
 						"  FROM s s(replica, tab, key) ON CONFLICT DO NOTHING RETURNING 1)"
 						" SELECT (SELECT pg_catalog.count(*) FROM s), (SELECT pg_catalog.count(*) FROM i)",
@@ -265,12 +265,12 @@ back_step(ms_pass *p, const ms_table *t, const char *select, int level, uint64 *
  * (BACK_ROWS) to say.
  */
 static int
-back(ms_pass *p, Datum id, Datum tab, Datum key)
+back(ms_reader *p, Datum id, Datum tab, Datum key)
 {
 	uint64		rows = 1;
 
-	ms_temp_table(p, "ms_why_back");
-	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_why_back VALUES ($1, $2, 0)", 2, (Oid[]) {INT4OID, TEXTOID},
+	ms_temp_table(p->exec, "ms_why_back");
+	ms_exec(p->exec, "INSERT INTO pg_temp.ms_why_back VALUES ($1, $2, 0)", 2, (Oid[]) {INT4OID, TEXTOID},
 			(Datum[]) {tab, key}, NULL, 0);
 	for (int level = 0;; level++)
 	{
@@ -279,21 +279,21 @@ back(ms_pass *p, Datum id, Datum tab, Datum key)
 		bool		fits = true;
 		ListCell   *lc;
 
-		ms_temp_table(p, "ms_why_cand");
-		ms_exec(&p->exec, "INSERT INTO pg_temp.ms_why_cand SELECT $1, tab, key FROM pg_temp.ms_why_back WHERE level = $2",
+		ms_temp_table(p->exec, "ms_why_cand");
+		ms_exec(p->exec, "INSERT INTO pg_temp.ms_why_cand SELECT $1, tab, key FROM pg_temp.ms_why_back WHERE level = $2",
 				2, (Oid[]) {UUIDOID, INT4OID}, (Datum[]) {id, Int32GetDatum(level)}, NULL, 0);
-		foreach(lc, p->cat.tables)
+		foreach(lc, p->tables)
 			given += rules(p, lfirst(lc), "ms_why_cand");
 		if (given > 0)
 			return level;
 		from(p, "SELECT tab, key FROM pg_temp.ms_why_back WHERE level = $1", level);
-		foreach(lc, p->cat.tables)
+		foreach(lc, p->tables)
 		{
 			ms_table   *t = lfirst(lc);
 
 			for (int f = 0; f < t->nfkeys; f++)
 			{
-				ms_table   *parent = ms_catalog_find(p->cat.tables, t->fkeys[f].parent);
+				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
 
 				if (parent != NULL && fits)
 					fits = back_step(p, t, ms_children_select(t, &t->fkeys[f], parent, "ms_why_from"), level + 1,
@@ -301,7 +301,7 @@ back(ms_pass *p, Datum id, Datum tab, Datum key)
 			}
 			if (t->follows_fkey >= 0)
 			{
-				ms_table   *parent = ms_catalog_find(p->cat.tables, t->fkeys[t->follows_fkey].parent);
+				ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent);
 
 				/* the followed row, of an active follower (as ms_followers_select asks) */
 				if (parent != NULL && fits)
@@ -332,15 +332,16 @@ ms_why(PG_FUNCTION_ARGS)
 	Oid			relid = PG_GETARG_OID(1);
 	Datum		key = PG_GETARG_DATUM(2);
 	Datum		elems[1] = {id};
-	ms_pass		p;
+	ms_executor x;
+	ms_reader	p = {&x, NIL};
 	Datum		tab;
 	int			back_len;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
-	ms_pass_begin(&p, CurrentMemoryContext);
+	ms_executor_begin(&x, CurrentMemoryContext);
 	ms_replica_must_exist(&p, id);
-	ms_exec(&p.exec, "SELECT id FROM sync.tables WHERE relid = $1", 1, (Oid[]) {REGCLASSOID},
+	ms_exec(&x, "SELECT id FROM sync.tables WHERE relid = $1", 1, (Oid[]) {REGCLASSOID},
 			(Datum[]) {ObjectIdGetDatum(relid)}, NULL, 0);
 	if (SPI_processed == 0)
 		ereport(ERROR,
@@ -353,12 +354,12 @@ ms_why(PG_FUNCTION_ARGS)
 
 		tab = ms_value(0, 1, &isnull);
 	}
-	p.cat.tables = ms_catalog_tables();
-	ms_pass_read_as_owners(&p);
-	ms_temp_table(&p, "ms_why");
-	ms_temp_table(&p, "ms_why_from");
-	ms_temp_table(&p, "ms_wanted_replicas");
-	ms_exec(&p.exec, "INSERT INTO pg_temp.ms_wanted_replicas SELECT id, partition FROM sync.replicas WHERE id = $1",
+	p.tables = ms_catalog_tables();
+	ms_read_as_owners(&p);
+	ms_temp_table(&x, "ms_why");
+	ms_temp_table(&x, "ms_why_from");
+	ms_temp_table(&x, "ms_wanted_replicas");
+	ms_exec(&x, "INSERT INTO pg_temp.ms_wanted_replicas SELECT id, partition FROM sync.replicas WHERE id = $1",
 			1, (Oid[]) {UUIDOID}, elems, NULL, 0);
 	back_len = back(&p, id, tab, key);
 	/* the chain forward from the rules' rows found; the whole walk when that cannot say */
@@ -368,7 +369,7 @@ ms_why(PG_FUNCTION_ARGS)
 		walk_whole(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR), tab, key, false);
 
 	/* the chain, from the row back to its rule, read out rule first */
-	ms_exec(&p.exec, "WITH RECURSIVE c AS ("
+	ms_exec(&x, "WITH RECURSIVE c AS ("
 			"  SELECT w.tab, w.key, w.depth, w.from_tab, w.from_key, w.relation FROM pg_temp.ms_why w"
 			"   WHERE w.tab = $1 AND w.key = $2"
 			"  UNION ALL"
@@ -385,7 +386,7 @@ ms_why(PG_FUNCTION_ARGS)
 			" ORDER BY ch.depth",
 			3, (Oid[]) {INT4OID, TEXTOID, UUIDOID}, (Datum[]) {tab, key, id}, NULL, 0);
 	ms_spi_rows_out(rsinfo);
-	ms_pass_end(&p);
+	ms_executor_end(&x);
 	SPI_finish();
 	return (Datum) 0;
 }
@@ -402,16 +403,17 @@ Datum
 ms_why_all(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ms_pass		p;
+	ms_executor x;
+	ms_reader	p = {&x, NIL};
 	ArrayType  *replica;
 	Portal		portal;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
 	replica = ms_wanted_read_begin(&p, PG_GETARG_DATUM(0));
-	ms_temp_table(&p, "ms_why_from");
+	ms_temp_table(&x, "ms_why_from");
 	walk_whole(&p, replica, (Datum) 0, (Datum) 0, true);
-	portal = ms_open(&p.exec, "SELECT t.relid, w.key, y.depth, y.relation, f.relid, y.from_key"
+	portal = ms_open(&x, "SELECT t.relid, w.key, y.depth, y.relation, f.relid, y.from_key"
 					 "  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
 					 "  LEFT JOIN pg_temp.ms_why y ON y.tab = w.tab AND y.key = w.key"
 					 "  LEFT JOIN sync.tables f ON f.id = y.from_tab"
@@ -426,7 +428,7 @@ ms_why_all(PG_FUNCTION_ARGS)
 		SPI_freetuptable(SPI_tuptable);
 	}
 	SPI_cursor_close(portal);
-	ms_pass_end(&p);
+	ms_executor_end(&x);
 	SPI_finish();
 	return (Datum) 0;
 }

@@ -115,6 +115,7 @@ static List *
 dry_run(const char *sql, MemoryContext out)
 {
 	ms_pass		p;
+	ms_pass_catalog cat = {0};	/* its tables alone */
 	int64		before;
 	bool		isnull;
 	ArrayType  *replicas;
@@ -136,8 +137,8 @@ dry_run(const char *sql, MemoryContext out)
 
 	/* the extension's own statements in its own (undone with the subtransaction) */
 	(void) pin_search_path();
-	p.cat.tables = ms_catalog_tables();
-	ms_pass_read_as_owners(&p);
+	cat.tables = ms_catalog_tables();
+	ms_read_as_owners(MS_READER(&p, cat.tables));
 	ms_exec(&p.exec, "SELECT array_agg(id ORDER BY id) FROM sync.notes WHERE id > $1 AND NOT done",
 			1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(before)}, NULL, 0);
 	notes = ms_array();
@@ -148,12 +149,12 @@ dry_run(const char *sql, MemoryContext out)
 	replicas = ms_array();
 	if (notes != NULL && replicas != NULL)
 	{
-		ms_temp_table(&p, "ms_notes_read");
-		ms_temp_table(&p, "ms_pending");
+		ms_temp_table(&p.exec, "ms_notes_read");
+		ms_temp_table(&p.exec, "ms_pending");
 		ms_batch_only(&p, notes);
 		p.did.notes_read = ArrayGetNItems(ARR_NDIM(notes), ARR_DIMS(notes));
 		ms_plan_prepare(&p);
-		ms_plan_dry(&p, replicas, &(ms_plan_in) {replicas_all, false});
+		ms_plan_dry(&p, replicas, &(ms_plan_in) {replicas_all, false, 0, NULL, &cat});
 		ms_exec(&p.exec, "SELECT c.replica, t.relid, sum(c.sent)::bigint, sum(c.let_go)::bigint FROM ("
 				"  SELECT replica, tab, 1 AS sent, 0 AS let_go FROM pg_temp.ms_send"
 				"  UNION ALL SELECT replica, tab, 0, 1 FROM pg_temp.ms_take) c"
@@ -197,12 +198,12 @@ ms_would_send(PG_FUNCTION_ARGS)
 	/* the plan's temporary tables, made once in the session (rolled back, they would be made at every call) */
 	SPI_connect();
 	{
-		ms_pass		p;
+		ms_executor x;
 		int			nest = pin_search_path();
 
-		ms_pass_begin(&p, CurrentMemoryContext);
-		ms_temp_tables(&p);
-		ms_pass_end(&p);
+		ms_executor_begin(&x, CurrentMemoryContext);
+		ms_temp_tables(&x);
+		ms_executor_end(&x);
 		AtEOXact_GUC(true, nest);
 	}
 	SPI_finish();

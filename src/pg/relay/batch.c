@@ -29,9 +29,9 @@
  * snapshot saw every note there is; over it, a note may commit yet.
  */
 static void
-raise_floor(ms_pass *p, int64 from, bool more)
+raise_floor(ms_pass *p, struct ms_floor *floor, int64 from, bool more)
 {
-	int64		next = p->floor->settled + 1;
+	int64		next = floor->settled + 1;
 
 	if (more)
 	{
@@ -42,19 +42,19 @@ raise_floor(ms_pass *p, int64 from, bool more)
 		last = DatumGetInt64(ms_value(0, 1, &isnull));
 		next = Min(next, last + 1);
 	}
-	p->floor->next = Max(from, next);
+	floor->next = Max(from, next);
 }
 
 int64
-ms_batch_read(ms_pass *p, bool *more)
+ms_batch_read(ms_pass *p, struct ms_floor *floor, ArrayType *held_ids, bool *more)
 {
 	int64		n;
 	int64		unparked;
 	int64		from;
 	bool		isnull;
 
-	ms_temp_table(p, "ms_notes_read");
-	ms_temp_table(p, "ms_pending");
+	ms_temp_table(&p->exec, "ms_notes_read");
+	ms_temp_table(&p->exec, "ms_pending");
 
 	/*
 	 * A row set aside a minute ago is noted again, and a note parked a
@@ -78,14 +78,14 @@ ms_batch_read(ms_pass *p, bool *more)
 	 * The notes of a table held back (relay.c) are parked: read again a
 	 * minute later, as any parked note, and planned once the table flows.
 	 */
-	if (p->cat.held_ids != NULL)
+	if (held_ids != NULL)
 		ms_exec(&p->exec,
 				"UPDATE sync.notes SET parked = 'its table is held back: SELECT * FROM sync.check() says why',"
 				" parked_at = now() WHERE tab = ANY ($1) AND parked IS NULL AND NOT done",
-				1, (Oid[]) {INT4ARRAYOID}, (Datum[]) {PointerGetDatum(p->cat.held_ids)}, NULL, 0);
-	if (!isnull && p->floor != NULL)
-		p->floor->floor = Min(p->floor->floor, unparked);
-	from = p->floor != NULL ? p->floor->floor : 0;
+				1, (Oid[]) {INT4ARRAYOID}, (Datum[]) {PointerGetDatum(held_ids)}, NULL, 0);
+	if (!isnull && floor != NULL)
+		floor->floor = Min(floor->floor, unparked);
+	from = floor != NULL ? floor->floor : 0;
 
 	/*
 	 * A later build's note is skipped by the query, and holds back nothing.
@@ -99,31 +99,31 @@ ms_batch_read(ms_pass *p, bool *more)
 			ms_full_plan ? "n " : NULL, 0);
 	n = (int64) SPI_processed;
 	*more = !ms_full_plan && n == ms_batch_notes;
-	if (p->floor != NULL)
-		raise_floor(p, from, *more);
+	if (floor != NULL)
+		raise_floor(p, floor, from, *more);
 	if (n == 0)
 		return 0;
-	ms_batch_rows(p);
+	ms_batch_rows(&p->exec);
 	ms_analyze(&p->exec, "ms_notes_read, ms_pending", (uint64) n);
 	return n;
 }
 
 int64
-ms_batch_floor(ms_pass *p)
+ms_batch_floor(const struct ms_floor *floor)
 {
-	return p->floor != NULL ? p->floor->floor : 0;
+	return floor != NULL ? floor->floor : 0;
 }
 
 void
-ms_batch_rows(ms_pass *p)
+ms_batch_rows(ms_executor *x)
 {
-	ms_exec(&p->exec, "DELETE FROM ms_pending", 0, NULL, NULL, NULL, 0);
+	ms_exec(x, "DELETE FROM ms_pending", 0, NULL, NULL, NULL, 0);
 	/*
 	 * Only a row's own notes make a held version older; group notes move
 	 * sets.  A row a note of the batch moved (its key changed, to it or from
 	 * it) is never on the fast path (fast.c).
 	 */
-	ms_exec(&p->exec,
+	ms_exec(x,
 			"INSERT INTO ms_pending (tab, key, note, moved) "
 			"SELECT tab, key, max(id), bool_or(moved) FROM ("
 			"  SELECT n.tab, n.key, n.id, n.old_key IS NOT NULL FROM " MS_BATCH_NOTES
@@ -145,7 +145,7 @@ ms_batch_only(ms_pass *p, ArrayType *ids)
 	ms_exec(&p->exec, "INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes"
 			" WHERE id = ANY ($1::bigint[]) AND NOT done",
 			1, types, values, NULL, 0);
-	ms_batch_rows(p);
+	ms_batch_rows(&p->exec);
 }
 
 int

@@ -33,21 +33,24 @@
 /*
  * ms_batch_read: note again the rows quarantined, and read again the notes
  * parked, a minute ago; then read the notes not done, oldest first, up to
- * magic_sync.batch_notes, into a batch of their own, from the worker's floor
- * (floor.h) up, and set the floor the pass leaves.  Returns how many;
+ * magic_sync.batch_notes (none of the tables held back, held_ids: an int[]
+ * or NULL), into a batch of their own, from the worker's floor
+ * (floor.h; NULL: a pass by hand, from the first) up, and set the floor
+ * the pass leaves.  Returns how many;
  * *more: the batch is full, more may wait (question.c closes the batch
  * over those its rows touch).
  */
-extern int64 ms_batch_read(ms_pass *p, bool *more);
+struct ms_floor;
+extern int64 ms_batch_read(ms_pass *p, struct ms_floor *floor, ArrayType *held_ids, bool *more);
 
 /*
  * ms_batch_floor: the id the batch was read from (floor.h): no note the
  * pass could read has a smaller one.  0 in a pass by hand.
  */
-extern int64 ms_batch_floor(ms_pass *p);
+extern int64 ms_batch_floor(const struct ms_floor *floor);
 
 /* ms_batch_rows: pg_temp.ms_pending again, after notes joined or left ms_notes_read. */
-extern void ms_batch_rows(ms_pass *p);
+extern void ms_batch_rows(ms_executor *x);
 
 /* ms_batch_only: the batch is these notes (a bigint[]; park.c narrows it down). */
 extern void ms_batch_only(ms_pass *p, ArrayType *ids);

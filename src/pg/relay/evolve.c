@@ -74,31 +74,31 @@ struct ms_evolve
 };
 
 void
-ms_evolve_schema(ms_pass *p)
+ms_evolve_schema(ms_pass *p, ms_pass_catalog *cat)
 {
 	ms_evolve  *e = palloc0(sizeof(ms_evolve));
 	MemoryContext cxt = CurrentMemoryContext;
 	ListCell   *lc;
 
-	p->evolve = e;
+	cat->evolve = e;
 	/* a library newer than its catalog packs what the catalog's version did */
 	e->before = !ms_decl_evolving();
-	initStringInfo(&p->cat.begin);
-	foreach(lc, p->cat.tables)
+	initStringInfo(&cat->begin);
+	foreach(lc, cat->tables)
 	{
 		ms_table   *t = lfirst(lc);
 		table_schema *ts = palloc0(sizeof(table_schema));
 
 		ts->tab = t->id;
 		initStringInfo(&ts->packed);
-		ms_schema_table(p, p->cat.tables, t, e->before, &ts->packed);
+		ms_schema_table(p, cat->tables, t, e->before, &ts->packed);
 		/* what is packed here is kept with the catalog (relay.c), whatever SPI made current */
 		MemoryContextSwitchTo(cxt);
 		ts->hash = ms_pg_sha256_bytea(ts->packed.data, ts->packed.len, "a table's schema");
-		ms_schema_field(&p->cat.begin, MS_FIELD_BEGIN_SCHEMA, &ts->packed);
+		ms_schema_field(&cat->begin, MS_FIELD_BEGIN_SCHEMA, &ts->packed);
 		e->schemas = lappend(e->schemas, ts);
 	}
-	p->cat.schema_hash = ms_pg_sha256_bytea(p->cat.begin.data, p->cat.begin.len, "the schema");
+	cat->schema_hash = ms_pg_sha256_bytea(cat->begin.data, cat->begin.len, "the schema");
 }
 
 ms_evolve *
@@ -113,18 +113,18 @@ ms_evolve_kept(const ms_evolve *kept)
 
 /* legacy_hash: the hash of the Begin a server before schema changes packed of these tables */
 static bytea *
-legacy_hash(ms_pass *p)
+legacy_hash(ms_pass *p, ms_pass_catalog *cat)
 {
 	StringInfoData begin;
 	ListCell   *lc;
 
 	initStringInfo(&begin);
-	foreach(lc, p->cat.tables)
+	foreach(lc, cat->tables)
 	{
 		StringInfoData t;
 
 		initStringInfo(&t);
-		ms_schema_table(p, p->cat.tables, lfirst(lc), true, &t);
+		ms_schema_table(p, cat->tables, lfirst(lc), true, &t);
 		ms_schema_field(&begin, MS_FIELD_BEGIN_SCHEMA, &t);
 	}
 	return ms_pg_sha256_bytea(begin.data, begin.len, "the schema");
@@ -162,38 +162,38 @@ ms_evolve_check_race(ms_pass *p)
 
 /* schemas_now: pg_temp.ms_schemas_now, the tables as they are now, once a pass */
 static void
-schemas_now(ms_pass *p)
+schemas_now(ms_pass *p, ms_pass_catalog *cat)
 {
 	Oid			types[4] = {INT4OID, TEXTOID, BYTEAOID, INT4OID};
 	SPIPlanPtr	plan;
 	int			ord = 0;
 	ListCell   *lc;
 
-	if (p->evolve->listed)
+	if (cat->evolve->listed)
 		return;
-	ms_temp_table(p, "ms_schemas_now");
+	ms_temp_table(&p->exec, "ms_schemas_now");
 	plan = ms_prepare("INSERT INTO pg_temp.ms_schemas_now VALUES ($1, $2, $3, $4)", 4, types);
-	foreach(lc, p->cat.tables)
+	foreach(lc, cat->tables)
 	{
 		ms_table   *t = lfirst(lc);
 		Datum		v[4];
 
 		v[0] = Int32GetDatum(t->id);
 		v[1] = CStringGetTextDatum(t->name);
-		v[2] = PointerGetDatum(((table_schema *) list_nth(p->evolve->schemas, ord))->hash);
+		v[2] = PointerGetDatum(((table_schema *) list_nth(cat->evolve->schemas, ord))->hash);
 		v[3] = Int32GetDatum(ord++);
 		ms_run(&p->exec, plan, v, NULL, 0);
 	}
 	SPI_freeplan(plan);
-	p->evolve->listed = true;
+	cat->evolve->listed = true;
 }
 
 /* legacy: replicas a server before schema changes provisioned, who have no row of their own here */
 static void
-legacy(ms_pass *p)
+legacy(ms_pass *p, ms_pass_catalog *cat)
 {
 	Oid			types[2] = {BYTEAOID, BYTEAOID};
-	Datum		values[2] = {PointerGetDatum(p->cat.schema_hash), (Datum) 0};
+	Datum		values[2] = {PointerGetDatum(cat->schema_hash), (Datum) 0};
 	const char *which =
 		" live AND NOT provision AND schema_hash IS DISTINCT FROM $1"
 		" AND NOT EXISTS (SELECT FROM sync.replica_tables t WHERE t.replica = r.id)";
@@ -202,7 +202,7 @@ legacy(ms_pass *p)
 			1, types, values, NULL, 0);
 	if (!DatumGetBool(ms_value(0, 1, &(bool) {false})))
 		return;
-	values[1] = PointerGetDatum(legacy_hash(p));
+	values[1] = PointerGetDatum(legacy_hash(p, cat));
 	ms_exec(&p->exec, psprintf("UPDATE sync.replicas r SET provision = true WHERE %s AND schema_hash IS DISTINCT FROM $2", which),
 			2, types, values, NULL, 0);
 	if (SPI_processed > 0)
@@ -218,9 +218,9 @@ legacy(ms_pass *p)
 
 /* downs: each replica's Down fields, from pg_temp.ms_evolve */
 static void
-downs(ms_pass *p)
+downs(ms_pass *p, ms_pass_catalog *cat)
 {
-	ms_evolve  *e = p->evolve;
+	ms_evolve  *e = cat->evolve;
 	HASHCTL		ctl;
 	ListCell   *lc;
 
@@ -262,23 +262,23 @@ downs(ms_pass *p)
 }
 
 void
-ms_evolve_observe(ms_pass *p, int64 forgotten)
+ms_evolve_observe(ms_pass *p, ms_pass_catalog *cat, int64 forgotten)
 {
 	Oid			types[1] = {BYTEAOID};
-	Datum		values[1] = {PointerGetDatum(p->cat.schema_hash)};
+	Datum		values[1] = {PointerGetDatum(cat->schema_hash)};
 
 	/*
 	 * A table held back is left out of the pass's schema: no replica is sent
 	 * a change of it, nor told to let it go (it is still declared), nor
 	 * provisioned (observe.c); the other tables' changes go.
 	 */
-	const char *kept = p->cat.held == NIL ? "" :
+	const char *kept = cat->held == NIL ? "" :
 		/* a replica provisioned before schema changes (legacy) waits: its tables are compared whole */
 		"    AND EXISTS (SELECT FROM sync.replica_tables x WHERE x.replica = r.id)";
 
-	if (p->evolve->before)
+	if (cat->evolve->before)
 	{
-		if (p->cat.held != NIL)
+		if (cat->held != NIL)
 			return;
 		/* as before schema changes: the mirrored tables changed since its snapshot, it is provisioned */
 		ms_exec(&p->exec,
@@ -300,9 +300,9 @@ ms_evolve_observe(ms_pass *p, int64 forgotten)
 	if (!DatumGetBool(ms_value(0, 1, &(bool) {false})))
 		return;
 
-	schemas_now(p);
-	if (p->cat.held == NIL)
-		legacy(p);
+	schemas_now(p, cat);
+	if (cat->held == NIL)
+		legacy(p, cat);
 	/* a table left out of a replica's snapshot, held back then, flows: it is provisioned again with it */
 	ms_exec(&p->exec, "UPDATE sync.replicas r SET provision = true WHERE live AND NOT provision"
 			" AND EXISTS (SELECT FROM sync.replica_tables t JOIN pg_temp.ms_schemas_now s ON s.tab = t.tab"
@@ -318,7 +318,7 @@ ms_evolve_observe(ms_pass *p, int64 forgotten)
 	 * otherwise, or never ('c', parents first), and those no longer declared
 	 * ('l'), with the last message written for it before this pass.
 	 */
-	ms_temp_table(p, "ms_evolve");
+	ms_temp_table(&p->exec, "ms_evolve");
 	ms_exec(&p->exec, psprintf(
 						"INSERT INTO pg_temp.ms_evolve"
 						" SELECT r.id, 'c', s.tab, s.name, s.ord, r.last_number"
@@ -341,41 +341,41 @@ ms_evolve_observe(ms_pass *p, int64 forgotten)
 						"   AND NOT EXISTS (SELECT FROM pg_temp.ms_evolve e WHERE e.replica = r.id)%s",
 						kept),
 			1, types, values, NULL, 0);
-	downs(p);
+	downs(p, cat);
 }
 
 bool
-ms_evolve_any(ms_pass *p)
+ms_evolve_any(const ms_pass_catalog *cat)
 {
-	return p->evolve != NULL && p->evolve->any;
+	return cat->evolve != NULL && cat->evolve->any;
 }
 
 void
-ms_evolve_down(ms_pass *p, const pg_uuid_t *replica, StringInfo down)
+ms_evolve_down(const ms_pass_catalog *cat, const pg_uuid_t *replica, StringInfo down)
 {
 	replica_down *rd;
 
-	if (!ms_evolve_any(p))
+	if (!ms_evolve_any(cat))
 		return;
-	rd = hash_search(p->evolve->downs, replica, HASH_FIND, NULL);
+	rd = hash_search(cat->evolve->downs, replica, HASH_FIND, NULL);
 	if (rd != NULL)
 		appendBinaryStringInfo(down, rd->fields.data, rd->fields.len);
 }
 
 void
-ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
+ms_evolve_recorded(ms_pass *p, ms_pass_catalog *cat, ArrayType *provisioning)
 {
 	Oid			types[2] = {BYTEAOID, UUIDARRAYOID};
-	Datum		values[2] = {PointerGetDatum(p->cat.schema_hash), PointerGetDatum(provisioning)};
+	Datum		values[2] = {PointerGetDatum(cat->schema_hash), PointerGetDatum(provisioning)};
 	SPIPlanPtr	plan;
 	ListCell   *lc;
 	int			ord = 0;
 	bool		provisioned = false;
 
-	if (p->evolve->before)
+	if (cat->evolve->before)
 		return;
 	/* a replica provisioned: its snapshot carried every table as it is now */
-	ms_temp_table(p, "ms_provisioned");
+	ms_temp_table(&p->exec, "ms_provisioned");
 	/* none provisioned: a pass of notes is not planned for a statement it has no use for */
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
 	{
@@ -388,7 +388,7 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 	{
 		Oid			ttypes[3] = {INT4OID, TEXTOID, BYTEAOID};
 
-		schemas_now(p);
+		schemas_now(p, cat);
 		/*
 		 * An upload it made before its snapshot is in this schema for every
 		 * table that is as it was sent before: the snapshot makes it stale
@@ -404,18 +404,18 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 						  "   number = CASE WHEN sync.replica_tables.hash = EXCLUDED.hash"
 						  "            THEN sync.replica_tables.number ELSE EXCLUDED.number END,"
 						  "   hash = EXCLUDED.hash", 3, ttypes);
-		foreach(lc, p->cat.tables)
+		foreach(lc, cat->tables)
 		{
 			ms_table   *t = lfirst(lc);
 			Datum		tv[3];
 
 			tv[0] = Int32GetDatum(t->id);
 			tv[1] = CStringGetTextDatum(t->name);
-			tv[2] = PointerGetDatum(((table_schema *) list_nth(p->evolve->schemas, ord++))->hash);
+			tv[2] = PointerGetDatum(((table_schema *) list_nth(cat->evolve->schemas, ord++))->hash);
 			ms_run(&p->exec, plan, tv, NULL, 0);
 		}
 		/* a table held back was left out of its snapshot: marked, to provision it again once it flows */
-		foreach(lc, p->cat.held)
+		foreach(lc, cat->held)
 		{
 			ms_held    *h = lfirst(lc);
 
@@ -428,7 +428,7 @@ ms_evolve_recorded(ms_pass *p, ArrayType *provisioning)
 					NULL, 0);
 		}
 	}
-	if (!ms_evolve_any(p))
+	if (!ms_evolve_any(cat))
 		return;
 
 	/* a replica sent changes: by the first message written for it this pass */

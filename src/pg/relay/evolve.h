@@ -15,10 +15,11 @@
 
 /*
  * ms_evolve_schema: each table's Table packed and hashed, once for the
- * pass; the Begin a snapshot carries (p->cat.begin) and its hash
- * (p->cat.schema_hash, which changes with any table a replica can see).
+ * pass, over cat->tables; the Begin a snapshot carries (cat->begin) and
+ * its hash (cat->schema_hash, which changes with any table a replica can
+ * see); cat->evolve, the pass's schema changes.
  */
-extern void ms_evolve_schema(ms_pass *p);
+extern void ms_evolve_schema(ms_pass *p, ms_pass_catalog *cat);
 
 /*
  * ms_evolve_kept: a pass's own schema changes over the schemas a pass
@@ -40,17 +41,17 @@ extern void ms_evolve_check_race(ms_pass *p);
  * replica a 0.1 server provisioned with another schema is provisioned.
  * forgotten: how many replicas observe forgot.
  */
-extern void ms_evolve_observe(ms_pass *p, int64 forgotten);
+extern void ms_evolve_observe(ms_pass *p, ms_pass_catalog *cat, int64 forgotten);
 
 /* ms_evolve_any: whether a replica is sent a schema change this pass. */
-extern bool ms_evolve_any(ms_pass *p);
+extern bool ms_evolve_any(const ms_pass_catalog *cat);
 
 /*
  * ms_evolve_down: append to a Down being written for the replica the
  * fields of its schema changes (record.c, as the pass's first message for
  * it begins).
  */
-extern void ms_evolve_down(ms_pass *p, const pg_uuid_t *replica, StringInfo down);
+extern void ms_evolve_down(const ms_pass_catalog *cat, const pg_uuid_t *replica, StringInfo down);
 
 /*
  * ms_evolve_recorded: after the pass recorded its messages (pg_temp.
@@ -58,7 +59,7 @@ extern void ms_evolve_down(ms_pass *p, const pg_uuid_t *replica, StringInfo down
  * snapshot (provisioning: those that were to be provisioned) or its changes;
  * the rows of tables let go of taken back by the message that said so.
  */
-extern void ms_evolve_recorded(ms_pass *p, ArrayType *provisioning);
+extern void ms_evolve_recorded(ms_pass *p, ms_pass_catalog *cat, ArrayType *provisioning);
 
 /*
  * ms_evolve_stale: whether an upload the replica made having applied

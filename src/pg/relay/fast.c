@@ -58,24 +58,24 @@ fast_table(List *tables, const ms_table *t)
 }
 
 uint64
-ms_fast_find(ms_pass *p)
+ms_fast_find(ms_reader *p)
 {
 	ListCell   *lc;
 	uint64		n = 0;
 
-	ms_temp_table(p, "ms_fast");
-	foreach(lc, p->cat.tables)
+	ms_temp_table(p->exec, "ms_fast");
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 		Oid			types[1] = {INT4OID};
 		Datum		values[1] = {Int32GetDatum(t->id)};
 		ms_as_owner as;
 
-		if (!fast_table(p->cat.tables, t))
+		if (!fast_table(p->tables, t))
 			continue;
 		/* the row itself, read as its table's owner */
-		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_fast (tab, key, note)"
+		ms_owner_begin(&as, MS_EXEC_OWNER_OF(p->exec, t->relid));
+		ms_exec(p->exec, psprintf("INSERT INTO pg_temp.ms_fast (tab, key, note)"
 							/* the key's parts computed once a row (OFFSET 0), not once a row of a small table read whole */
 							" SELECT c.tab, c.key, c.note FROM (SELECT c.tab, c.key, c.note%s FROM pg_temp.ms_pending c"
 							"   WHERE c.tab = $1 AND NOT c.moved"
@@ -114,7 +114,7 @@ ms_fast_find(ms_pass *p)
  * conflict looked for in ms_send.
  */
 void
-ms_fast_send(ms_pass *p, uint64 fast_rows, int64 replicas_around, int64 replicas_all)
+ms_fast_send(ms_reader *p, uint64 fast_rows, int64 replicas_around, int64 replicas_all)
 {
 	/*
 	 * One replica around: one descent of held_pkey a row, as held_row's
@@ -127,7 +127,7 @@ ms_fast_send(ms_pass *p, uint64 fast_rows, int64 replicas_around, int64 replicas
 
 	if (fast_rows == 0)
 		return;
-	ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_send)", 0, NULL, NULL, NULL, 0);
+	ms_exec(p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_send)", 0, NULL, NULL, NULL, 0);
 	planned = DatumGetBool(ms_value(0, 1, &(bool) {false}));
 	conflict = planned ? " ON CONFLICT DO NOTHING" : "";
 	if (by_row)
@@ -144,7 +144,7 @@ ms_fast_send(ms_pass *p, uint64 fast_rows, int64 replicas_around, int64 replicas
 		Oid			types[1] = {INT8OID};
 		Datum		values[1] = {Int64GetDatum(replicas_around)};
 
-		ms_exec(&p->exec, psprintf(
+		ms_exec(p->exec, psprintf(
 				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key, f.note, x.kept, x.held FROM pg_temp.ms_fast f"
 				"  CROSS JOIN LATERAL (SELECT h.replica, h.taken IS NULL AND h.note >= f.note AS kept, h.ctid AS held"
 				"       FROM sync.held h WHERE h.tab = f.tab AND h.key = f.key OFFSET 0) x"
@@ -165,7 +165,7 @@ ms_fast_send(ms_pass *p, uint64 fast_rows, int64 replicas_around, int64 replicas
 				1, types, values, NULL, 0);
 	}
 	else
-		ms_exec(&p->exec, psprintf(
+		ms_exec(p->exec, psprintf(
 				"INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held)"
 				" SELECT i.id, f.tab, f.key, f.note, h.note IS NULL, h.ctid"
 				"  FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
@@ -178,10 +178,10 @@ ms_fast_send(ms_pass *p, uint64 fast_rows, int64 replicas_around, int64 replicas
 									 (unsigned long long) fast_rows, by_row ? "held_row" : "held_pkey")));
 	if (message_level_is_interesting(DEBUG1))
 	{
-		ms_exec(&p->exec, "SELECT count(*) FROM pg_temp.ms_send WHERE fresh", 0, NULL, NULL, NULL, 0);
+		ms_exec(p->exec, "SELECT count(*) FROM pg_temp.ms_send WHERE fresh", 0, NULL, NULL, NULL, 0);
 		ereport(DEBUG1, (errmsg_internal("magic_sync: %lld rows sent to replicas holding no version of them",
 										 (long long) DatumGetInt64(ms_value(0, 1, &(bool) {false})))));
-		ms_exec(&p->exec, "SELECT count(*) FROM pg_temp.ms_fast f"
+		ms_exec(p->exec, "SELECT count(*) FROM pg_temp.ms_fast f"
 				" WHERE EXISTS (SELECT FROM pg_temp.ms_send s WHERE s.tab = f.tab AND s.key = f.key AND s.fresh)"
 				"   AND EXISTS (SELECT FROM sync.held h JOIN pg_temp.ms_inc_replicas i ON i.id = h.replica"
 				"                WHERE h.tab = f.tab AND h.key = f.key)",

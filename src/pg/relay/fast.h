@@ -17,13 +17,13 @@
  * ms_unplanned are the plan's (plan.c); ms_inc_replicas the replicas planned
  * around the change (question.c).
  */
-extern uint64 ms_fast_find(ms_pass *p);
+extern uint64 ms_fast_find(ms_reader *p);
 
 /*
  * ms_fast_send: what the plan sends of the fast_rows rows ms_fast_find
  * found, into pg_temp.ms_send, for the replicas_around replicas planned
  * around them of replicas_all; it takes back none.
  */
-extern void ms_fast_send(ms_pass *p, uint64 fast_rows, int64 replicas_around, int64 replicas_all);
+extern void ms_fast_send(ms_reader *p, uint64 fast_rows, int64 replicas_around, int64 replicas_all);
 
 #endif

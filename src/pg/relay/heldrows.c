@@ -52,6 +52,7 @@
 #include "utils/uuid.h"
 
 #include "heldrows.h"
+#include "record.h"
 #include "recorder.h"
 #include "settings.h"
 
@@ -367,20 +368,21 @@ static bool
 later_keep(recorder *r, target *tg, int64 number)
 {
 	ms_pass    *p = r->p;
+	ms_pass_later *later = r->did != NULL ? &r->did->later : NULL;
 	MemoryContext old;
 	later_message *m;
 	ListCell   *lc;
 	int			n = 0;
 	int64		rows = 0;
 
-	if (!p->later.on || tg->whole_keys.len == 0 ||
-		(p->later.kept != NULL && p->later.kept->bytes + tg->whole_keys.len + LATER_OVERHEAD > (Size) ms_fill_bytes * 1024))
+	if (later == NULL || !r->in->held_later || tg->whole_keys.len == 0 ||
+		(later->kept != NULL && later->kept->bytes + tg->whole_keys.len + LATER_OVERHEAD > (Size) ms_fill_bytes * 1024))
 		return false;
 	old = MemoryContextSwitchTo(p->exec.cxt);
-	if (p->later.kept == NULL)
+	if (later->kept == NULL)
 	{
-		p->later.kept = palloc0(sizeof(struct ms_held_later));
-		p->later.kept->noted = r->noted;
+		later->kept = palloc0(sizeof(struct ms_held_later));
+		later->kept->noted = r->noted;
 	}
 	m = palloc(sizeof(later_message));
 	m->replica = tg->id;
@@ -402,9 +404,9 @@ later_keep(recorder *r, target *tg, int64 number)
 	}
 	m->keys = palloc(tg->whole_keys.len);
 	memcpy(m->keys, tg->whole_keys.data, tg->whole_keys.len);
-	p->later.kept->messages = lappend(p->later.kept->messages, m);
-	p->later.kept->bytes += tg->whole_keys.len + LATER_OVERHEAD + 2 * sizeof(int) * n;
-	p->later.rows += rows;
+	later->kept->messages = lappend(later->kept->messages, m);
+	later->kept->bytes += tg->whole_keys.len + LATER_OVERHEAD + 2 * sizeof(int) * n;
+	later->rows += rows;
 	/* counted as recorded: the pass checks its segments against them (held_of_snapshots) */
 	r->held_whole += (uint64) rows;
 	MemoryContextSwitchTo(old);
@@ -538,7 +540,7 @@ insert_held_as(held_write *w)
  * The two counts are checked against each other.
  */
 static void
-held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows, uint64 whole)
+held_of_snapshots(ms_pass *p, bool has_carried, ArrayType *provisioning, const char *segment_rows, uint64 whole)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
@@ -554,7 +556,7 @@ held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows,
 	ms_exec(&p->exec, psprintf("WITH c AS (SELECT replica, tab, number, sum(rows) AS rows FROM pg_temp.ms_segments"
 						"  WHERE kind = 'u' AND replica = ANY ($1) GROUP BY replica, tab, number)%s"
 						" SELECT coalesce(sum(rows), 0)::bigint FROM c",
-						p->has.carried ? ", i AS (" CARRIED_ADD("SELECT * FROM c") ")" : ""),
+						has_carried ? ", i AS (" CARRIED_ADD("SELECT * FROM c") ")" : ""),
 			1, types, values, NULL, 0);
 	packed = DatumGetInt64(ms_value(0, 1, &isnull));
 	if ((int64) inserted != packed)
@@ -578,11 +580,12 @@ held_of_snapshots(ms_pass *p, ArrayType *provisioning, const char *segment_rows,
  * instead of the held rows.
  */
 void
-ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole, int64 planned)
+ms_record_held(ms_pass *p, bool has_carried, ArrayType *provisioning, uint64 segments, uint64 whole,
+			   int64 planned)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
-	const char *carried = p->has.carried
+	const char *carried = has_carried
 		? CARRIED_ADD("SELECT replica, tab, number, count(*) FROM h GROUP BY replica, tab, number")
 		: "SELECT count(*) FROM h";
 	const char *segment_rows = "FROM pg_temp.ms_segments g"
@@ -605,7 +608,7 @@ ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whol
 	addressed = DatumGetBool(ms_value(0, 2, &isnull));
 	unaddressed = DatumGetBool(ms_value(0, 3, &isnull));
 	if (provisioned)
-		held_of_snapshots(p, provisioning, segment_rows, whole);
+		held_of_snapshots(p, has_carried, provisioning, segment_rows, whole);
 	if (fresh)
 		insert_held(p, psprintf(
 				"WITH h AS (INSERT INTO sync.held (replica, tab, key, note, number, since) "
@@ -649,7 +652,7 @@ ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whol
 			" WHERE g.kind = 'd' AND h.replica = t.replica AND h.tab = t.tab AND h.key = t.key",
 			0, NULL, NULL, NULL, 0);
 	/* what the messages it acknowledged carried, for the replicas written to: by the primary key's prefix */
-	if (p->has.carried)
+	if (has_carried)
 		ms_exec(&p->exec,
 				"DELETE FROM sync.carried c USING sync.replicas r"
 				" WHERE r.id IN (SELECT DISTINCT g.replica FROM pg_temp.ms_segments g)"
@@ -699,7 +702,7 @@ later_sort(recorder *r, later_message **m, later_row *rows, int n)
 }
 
 void
-ms_record_held_later(ms_pass *p)
+ms_record_held_later(ms_pass *p, const ms_pass_later *later)
 {
 	recorder	r;
 	ListCell   *lc;
@@ -707,15 +710,15 @@ ms_record_held_later(ms_pass *p)
 	later_row  *rows;
 	int			nm = 0;
 	int			n = 0;
-	int			cap = (int) Min(Max(p->later.rows, 1), LATER_SORT_ROWS);
+	int			cap = (int) Min(Max(later->rows, 1), LATER_SORT_ROWS);
 
 	memset(&r, 0, sizeof r);
 	r.p = p;
 	r.held_cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync held rows to write", ALLOCSET_DEFAULT_SIZES);
-	r.noted = p->later.kept != NULL && p->later.kept->noted;
-	m = palloc(sizeof(later_message *) * Max(list_length(p->later.kept != NULL ? p->later.kept->messages : NIL), 1));
+	r.noted = later->kept != NULL && later->kept->noted;
+	m = palloc(sizeof(later_message *) * Max(list_length(later->kept != NULL ? later->kept->messages : NIL), 1));
 	rows = palloc(sizeof(later_row) * cap);
-	foreach(lc, p->later.kept != NULL ? p->later.kept->messages : NIL)
+	foreach(lc, later->kept != NULL ? later->kept->messages : NIL)
 	{
 		later_message *lm = lfirst(lc);
 		const char *key = lm->keys;
@@ -740,9 +743,9 @@ ms_record_held_later(ms_pass *p)
 	pfree(rows);
 	pfree(m);
 	ms_write_held(&r);
-	if ((int64) r.held_whole != p->later.rows)
+	if ((int64) r.held_whole != later->rows)
 		elog(ERROR, "magic_sync: %llu held rows were recorded of %lld left for after the pass",
-			 (unsigned long long) r.held_whole, (long long) p->later.rows);
+			 (unsigned long long) r.held_whole, (long long) later->rows);
 	ms_exec(&p->exec, "UPDATE sync.replicas SET held_due = NULL WHERE held_due IS NOT NULL", 0, NULL, NULL, NULL, 0);
 	MemoryContextDelete(r.held_cxt);
 }

@@ -21,9 +21,10 @@ extern bool ms_held_insert(int n, const Datum *replicas, const Datum *tabs, cons
 
 /*
  * ms_record_held_later: the held rows of tables read whole that a pass of
- * the worker (p->later.on) kept in its memory (p->later.kept), written to
- * sync.held once it committed; their replicas' held_due cleared.
+ * the worker kept in its memory (what ms_record returned in its
+ * ms_recorded.later), written to sync.held once it committed; their
+ * replicas' held_due cleared.
  */
-extern void ms_record_held_later(ms_pass *p);
+extern void ms_record_held_later(ms_pass *p, const ms_pass_later *later);
 
 #endif

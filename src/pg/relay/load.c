@@ -724,7 +724,7 @@ ms_load_table(ms_pass *p, ms_table *t, bool one_replica, ms_emit emit, void *arg
 }
 
 void
-ms_load_whole(ms_pass *p, ms_table *t, bool blocked, ms_emit emit, void *arg, List **bad)
+ms_load_whole(ms_pass *p, ms_table *t, bool blocked, ms_emit emit, void *arg, List **bad, bool *failed)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync load chunk",
 											  ALLOCSET_DEFAULT_SIZES);
@@ -737,7 +737,7 @@ ms_load_whole(ms_pass *p, ms_table *t, bool blocked, ms_emit emit, void *arg, Li
 	if (!loaded)
 	{
 		/* which row fails is found row by row, through the plan: the pass plans again without */
-		p->fault.whole_failed = true;
+		*failed = true;
 		ReThrowError(err);		/* the error is in cxt, freed with the pass */
 	}
 	MemoryContextDelete(cxt);

@@ -54,10 +54,11 @@ extern void ms_load_table(ms_pass *p, ms_table *t, bool one_replica, ms_emit emi
  * (plan.c).  The rows name no replica (nreplicas 0): emit sends each to
  * every one.  A row too large for
  * a message is appended to *bad; when a chunk fails for good, it sets
- * p->whole_failed and raises the error: the pass plans again, the table's
- * rows through the plan, where each row that fails is found.
+ * *failed and raises the error: the pass plans again, the table's rows
+ * through the plan, where each row that fails is found.
  */
-extern void ms_load_whole(ms_pass *p, ms_table *t, bool blocked, ms_emit emit, void *arg, List **bad);
+extern void ms_load_whole(ms_pass *p, ms_table *t, bool blocked, ms_emit emit, void *arg, List **bad,
+						  bool *failed);
 
 /*
  * ms_encode_proto: t's columns, read from the tuple's attributes first,

@@ -24,7 +24,7 @@
 	" AND (provision_failed_at IS NULL OR provision_failed_at < now() - interval '1 minute')"
 
 ArrayType *
-ms_observe(ms_pass *p, ms_observed *did)
+ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1];
@@ -43,10 +43,10 @@ ms_observe(ms_pass *p, ms_observed *did)
 	};
 
 	memset(did, 0, sizeof *did);
-	ms_generation_observe(&p->cat.epoch);
-	ms_temp_table(p, "ms_forget");
-	p->has.carried = ms_catalog_has("carried");
-	p->has.owed = ms_catalog_has_column("replicas", "owed_messages");
+	ms_generation_observe(&cat->epoch);
+	ms_temp_table(&p->exec, "ms_forget");
+	did->has.carried = ms_catalog_has("carried");
+	did->has.owed = ms_catalog_has_column("replicas", "owed_messages");
 	/* sync.replicas has held_due (77_held_due.sql; a catalog not updated has none) */
 	held_due = ms_catalog_has_column("replicas", "held_due");
 	did->held_due = held_due;
@@ -55,7 +55,7 @@ ms_observe(ms_pass *p, ms_observed *did)
 	 * forgetting replicas and their schema changes are the other passes'
 	 * (relay.c), which hold sync.replicas whole.
 	 */
-	if (p->snapshots != MS_SNAPSHOTS_ONLY)
+	if (snapshots != MS_SNAPSHOTS_ONLY)
 	{
 		ms_exec(&p->exec, "INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
 				0, NULL, NULL, NULL, 0);
@@ -79,9 +79,9 @@ ms_observe(ms_pass *p, ms_observed *did)
 			ms_exec(&p->exec, "DELETE FROM sync.refused_due WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
 		}
 		/* what its messages carried goes with them, and nothing is owed it */
-		if (p->has.carried)
+		if (did->has.carried)
 			ms_exec(&p->exec, "DELETE FROM sync.carried WHERE replica IN (SELECT id FROM ms_forget)", 0, NULL, NULL, NULL, 0);
-		if (p->has.owed)
+		if (did->has.owed)
 			ms_exec(&p->exec, "UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0 WHERE id IN (SELECT id FROM ms_forget)",
 					0, NULL, NULL, NULL, 0);
 	}
@@ -92,8 +92,8 @@ ms_observe(ms_pass *p, ms_observed *did)
 			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
 			0, NULL, NULL, NULL, 0);
 	/* the mirrored tables changed since what it was sent: a schema change, or a snapshot */
-	if (p->snapshots != MS_SNAPSHOTS_ONLY)
-		ms_evolve_observe(p, did->forgotten);
+	if (snapshots != MS_SNAPSHOTS_ONLY)
+		ms_evolve_observe(p, cat, did->forgotten);
 
 	/*
 	 * A snapshot pass takes the rows of the replicas it provisions: their
@@ -101,10 +101,10 @@ ms_observe(ms_pass *p, ms_observed *did)
 	 * change), the others' go on.  One filed since the pass's snapshot fails
 	 * it here, before it wrote anything, as a serialization failure.
 	 */
-	if (p->snapshots == MS_SNAPSHOTS_ONLY)
+	if (snapshots == MS_SNAPSHOTS_ONLY)
 		ms_exec(&p->exec, "SELECT id FROM sync.replicas WHERE " PROVISIONING " AND NOT dropped ORDER BY id FOR UPDATE",
 				0, NULL, NULL, NULL, 0);
-	ms_exec(&p->exec, p->snapshots == MS_SNAPSHOTS_ONLY ?
+	ms_exec(&p->exec, snapshots == MS_SNAPSHOTS_ONLY ?
 			"SELECT array_agg(id) FROM sync.replicas WHERE " PROVISIONING " AND NOT dropped" :
 			"SELECT array_agg(id) FROM sync.replicas WHERE " PROVISIONING,
 			0, NULL, NULL, NULL, 0);
@@ -117,7 +117,7 @@ ms_observe(ms_pass *p, ms_observed *did)
 	 * (evolve.c, MS_LEFT_OUT)
 	 */
 	/* the worker's pass that reads notes leaves them to a snapshot pass (relay.c) */
-	if (p->snapshots == MS_SNAPSHOTS_LEFT)
+	if (snapshots == MS_SNAPSHOTS_LEFT)
 	{
 		did->snapshots_left = true;
 		return NULL;
@@ -143,13 +143,13 @@ ms_observe(ms_pass *p, ms_observed *did)
 	ms_exec(&p->exec,
 			"DELETE FROM sync.held WHERE replica = ANY ($1)",
 			1, types, values, NULL, 0);
-	if (p->has.carried)
+	if (did->has.carried)
 		ms_exec(&p->exec, "DELETE FROM sync.carried WHERE replica = ANY ($1)", 1, types, values, NULL, 0);
 	ms_exec(&p->exec,
 			"UPDATE sync.outbox SET dropped = true, body = NULL WHERE replica = ANY ($1) AND NOT dropped",
 			1, types, values, NULL, 0);
 	/* a dropped message is owed no more (76_owed.sql) */
-	if (p->has.owed)
+	if (did->has.owed)
 		ms_exec(&p->exec,
 				"UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0"
 				" WHERE id = ANY ($1) AND (owed_messages <> 0 OR owed_bytes <> 0)",

@@ -48,6 +48,7 @@ typedef struct trial
 	ArrayType  *replicas;
 	ArrayType  *provisioning;
 	const ms_plan_in *in;		/* what the pass told the planner */
+	const ms_record_in *rin;	/* and the recording */
 	int64	   *ids;
 	int			n;
 } trial;
@@ -82,7 +83,7 @@ plan_part(void *arg)
 
 	ms_batch_only(t->p, ids_array(t->ids, t->n));
 	ms_plan(t->p, t->replicas, t->provisioning, t->in, &plan);
-	(void) ms_record(t->p, t->replicas, t->provisioning, &plan, &did);
+	(void) ms_record(t->p, t->rin, t->replicas, t->provisioning, &plan, &did);
 }
 
 /* whether planning these notes alone fails for good; why, when it does */
@@ -90,6 +91,7 @@ static bool
 fails(narrowing *w, int lo, int hi, char **why)
 {
 	ms_pass		saved = *w->t.p;
+	ms_pass_fault fault = *w->t.in->fault;
 	ErrorData  *e = NULL;
 	bool		ok;
 
@@ -98,6 +100,7 @@ fails(narrowing *w, int lo, int hi, char **why)
 	w->t.n = hi - lo;
 	ok = ms_trial(plan_part, &w->t, &e);
 	*w->t.p = saved;
+	*w->t.in->fault = fault;
 	if (ok)
 	{
 		ereport(DEBUG1, (errmsg_internal("magic_sync: narrowing: trial %d, %d notes from %lld: planned",
@@ -198,7 +201,7 @@ keys_parse(ms_pass *p, ms_table *t, Datum *keys, int n)
  * as of just before their note: that note, read again, tries them again
  */
 static void
-quarantine_rows(ms_pass *p, int64 *ids, int n, char *why)
+quarantine_rows(ms_pass *p, List *tables, int64 *ids, int n, char *why)
 {
 	Oid			types[1] = {INT8ARRAYOID};
 	Datum		values[1] = {PointerGetDatum(ids_array(ids, n))};
@@ -224,7 +227,7 @@ quarantine_rows(ms_pass *p, int64 *ids, int n, char *why)
 	}
 	for (int from = 0, to; from < rows; from = to)
 	{
-		ms_table   *t = ms_catalog_find(p->cat.tables, tabs[from]);
+		ms_table   *t = ms_catalog_find(tables, tabs[from]);
 		bool		all;
 
 		for (to = from; to < rows && tabs[to] == tabs[from]; to++)
@@ -315,7 +318,8 @@ snapshots(narrowing *w, ArrayType **replicas, ArrayType **provisioning)
 }
 
 bool
-ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, const ms_plan_in *in, int64 *nparked)
+ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, const ms_plan_in *in,
+		const ms_record_in *rin, int64 *nparked)
 {
 	narrowing	w;
 	char	   *why = NULL;
@@ -330,6 +334,7 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, const ms_pla
 	w.t.replicas = *replicas;
 	w.t.provisioning = *provisioning;
 	w.t.in = in;
+	w.t.rin = rin;
 
 	/* the batch, by table */
 	w.n = ms_batch_by_table(p, &w.ids, &w.tabs);
@@ -372,11 +377,11 @@ ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, const ms_pla
 		{
 			Oid			types[2] = {INT8ARRAYOID, TEXTOID};
 			Datum		values[2] = {PointerGetDatum(ids_array(w.ids + lo, hi - lo)), CStringGetTextDatum(w.why[lo])};
-			ms_table   *t = ms_catalog_find(p->cat.tables, w.tabs[lo]);
+			ms_table   *t = ms_catalog_find(in->cat->tables, w.tabs[lo]);
 
 			ms_exec(&p->exec, "UPDATE sync.notes SET parked = $2, parked_at = now() WHERE id = ANY ($1)",
 					2, types, values, NULL, 0);
-			quarantine_rows(p, w.ids + lo, hi - lo, w.why[lo]);
+			quarantine_rows(p, in->cat->tables, w.ids + lo, hi - lo, w.why[lo]);
 			parked += hi - lo;
 			ereport(WARNING,
 					(errmsg("magic_sync: %d notes of table \"%s\" cannot be planned and are parked",

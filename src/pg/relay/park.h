@@ -18,10 +18,13 @@
  * ms_notes_read; or, when it fails without any note, the snapshots that fail
  * alone, which it sets aside and leaves out of *replicas and *provisioning.
  * True when it set anything aside; false when the failure is about neither,
- * and nothing is changed.  *nparked: the notes it parked.
+ * and nothing is changed.  in, rin: what the pass told the planner and the
+ * recording (the fault they share is as it was when it returns).  *nparked:
+ * the notes it parked.
  */
 struct ms_plan_in;
+struct ms_record_in;
 extern bool ms_park(ms_pass *p, ArrayType **replicas, ArrayType **provisioning, const struct ms_plan_in *in,
-					int64 *nparked);
+					const struct ms_record_in *rin, int64 *nparked);
 
 #endif

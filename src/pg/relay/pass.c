@@ -150,44 +150,57 @@ ms_prepare_kept(ms_executor *x, const char *sql, int nargs, Oid *types)
 }
 
 void
-ms_pass_begin(ms_pass *p, MemoryContext cxt)
+ms_executor_begin(ms_executor *x, MemoryContext cxt)
 {
-	memset(p, 0, sizeof *p);
-	p->exec.cxt = cxt;
-	p->exec.self = GetUserId();
+	memset(x, 0, sizeof *x);
+	x->cxt = cxt;
+	x->self = GetUserId();
 	/* a relay pass keeps its plans (ms_plans_keep); a read plans afresh */
 	keeping = false;
 	/* under REPEATABLE READ, the transaction's snapshot; else one taken now */
-	p->exec.snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	x->snapshot = RegisterSnapshot(GetTransactionSnapshot());
 }
 
 void
-ms_pass_read_as_owners(ms_pass *p)
+ms_pass_begin(ms_pass *p, MemoryContext cxt)
+{
+	memset(p, 0, sizeof *p);
+	ms_executor_begin(&p->exec, cxt);
+}
+
+void
+ms_read_as_owners(ms_reader *rd)
 {
 	ListCell   *lc;
 
-	foreach(lc, p->cat.tables)
+	foreach(lc, rd->tables)
 	{
 		ms_table   *t = lfirst(lc);
 
-		ms_require_select(t->relid, p->exec.self);
+		ms_require_select(t->relid, rd->exec->self);
 		if (OidIsValid(t->members))
-			ms_require_select(t->members, p->exec.self);
+			ms_require_select(t->members, rd->exec->self);
 		if (OidIsValid(t->assignments))
-			ms_require_select(t->assignments, p->exec.self);
+			ms_require_select(t->assignments, rd->exec->self);
 		if (OidIsValid(t->active))
-			ms_require_select(t->active, p->exec.self);
+			ms_require_select(t->active, rd->exec->self);
 	}
-	p->exec.as_owners = true;
+	rd->exec->as_owners = true;
+}
+
+void
+ms_executor_end(ms_executor *x)
+{
+	if (x->snapshot != NULL)
+		UnregisterSnapshot(x->snapshot);
+	x->snapshot = NULL;
+	keeping = false;
 }
 
 void
 ms_pass_end(ms_pass *p)
 {
-	if (p->exec.snapshot != NULL)
-		UnregisterSnapshot(p->exec.snapshot);
-	p->exec.snapshot = NULL;
-	keeping = false;
+	ms_executor_end(&p->exec);
 }
 
 SPIPlanPtr

@@ -57,10 +57,24 @@ typedef struct ms_executor
 } ms_executor;
 
 /*
+ * ms_reader: what a read sees of the database (read.c, why.c, sync.wanted),
+ * and all the walks the planner shares with the reads (wanted.c,
+ * question.c, ms_links_round) are handed: the executor and the tables, and
+ * nothing a pass sets or counts.
+ */
+typedef struct ms_reader
+{
+	ms_executor *exec;			/* runs every statement */
+	List	   *tables;			/* ms_table *, parents first */
+} ms_reader;
+
+/* MS_READER: a relay pass p, over these tables, as a reader sees it */
+#define MS_READER(p, tables) (&(ms_reader) {&(p)->exec, (tables)})
+
+/*
  * ms_pass_counts: what a pass did (sync.relay_pass returns it, the worker
  * logs it).  relay.c fills it from what each part returns (ms_observe,
- * ms_record, ms_park); batch.c and question.c count the notes read, and
- * whether more wait, as the batch grows.
+ * ms_batch_read, ms_plan: the notes the batch took in, ms_record, ms_park).
  */
 typedef struct ms_pass_counts
 {
@@ -77,8 +91,12 @@ typedef struct ms_pass_counts
 } ms_pass_counts;
 
 /*
+ * Handed between the parts of a pass as arguments and results, never kept
+ * in ms_pass (so that no part sets what another reads behind its back):
+ *
  * ms_pass_has: what a catalog updated to this version has, and a 0.1
- * catalog not updated yet has not; observe.c reads it once per pass.
+ * catalog not updated yet has not; ms_observe finds it once per pass
+ * (ms_observed.has), and relay.c hands it to ms_record (ms_record_in).
  */
 typedef struct ms_pass_has
 {
@@ -90,6 +108,8 @@ typedef struct ms_pass_has
  * ms_pass_fault: what a failure of the plan and record is about, written
  * before the statements that may fail and read by relay.c once they did
  * (so no return value can say it); and what relay.c plans again without.
+ * relay.c's, allocated outside the subtransaction it plans and records in,
+ * and handed down by pointer (ms_plan_in.fault, ms_record_in.fault).
  */
 typedef struct ms_pass_fault
 {
@@ -101,7 +121,9 @@ typedef struct ms_pass_fault
 
 /*
  * ms_pass_catalog: what a pass reads of the catalog once, as it begins
- * (relay.c; a read: its tables alone), and every part after reads as it is.
+ * (relay.c; a read: its tables alone), and every part after reads as it is:
+ * relay.c's, handed to each part that reads it (ms_plan_in.cat,
+ * ms_record_in.cat, or an argument).
  */
 typedef struct ms_pass_catalog
 {
@@ -111,36 +133,34 @@ typedef struct ms_pass_catalog
 	ms_epoch	epoch;
 	StringInfoData begin;		/* the schema a snapshot carries now (Begin, packed once: evolve.c) */
 	bytea	   *schema_hash;	/* its SHA-256 */
+	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c's own) */
 } ms_pass_catalog;
 
 /*
  * ms_pass_later: the held rows of tables read whole that a pass of the
  * worker writes once it committed, in a transaction of its own
- * (ms_record_held_later): whether it may (on: the worker's, unless the
- * catalog has no held_due: relay.c), and those heldrows.c kept for then.
+ * (ms_record_held_later): those heldrows.c kept for then, when the pass was
+ * told it may (ms_record_in.held_later).  A result: ms_record returns it
+ * (ms_recorded.later), ms_relay_pass hands it to its caller, the worker
+ * hands it to ms_relay_held.
  */
 typedef struct ms_pass_later
 {
-	bool		on;
 	struct ms_held_later *kept;	/* in cxt (heldrows.c) */
-	int64		rows;			/* how many, written by ms_record_held_later */
+	int64		rows;			/* how many */
 } ms_pass_later;
 
+/*
+ * ms_pass: what runs the statements of a pass (the executor: its memory and
+ * snapshot; the kept plans are pass.c's own) and what it counts, and
+ * nothing else.  What it reads once (ms_pass_catalog), what its caller asks
+ * of it (relay.h's ms_relay_in), what one part finds for another and what
+ * a failure is about go as arguments and results.
+ */
 typedef struct ms_pass
 {
 	ms_executor exec;			/* runs every statement of the pass */
-	ms_pass_catalog cat;		/* the catalog, read once */
-	struct ms_evolve *evolve;	/* the schema changes of the pass (evolve.c) */
-	ms_pass_has has;			/* what the catalog has (observe.c) */
-	ms_pass_fault fault;		/* what a failure is about, and what is planned again without */
-	ms_pass_later later;		/* the worker's held rows for after the pass */
-
 	ms_pass_counts did;			/* what the pass did */
-
-	/* set by the caller before ms_relay_pass */
-	bool		bounds_later;	/* the caller checks the outbox bounds once the pass commits (ms_relay_bounds) */
-	int			snapshots;		/* MS_SNAPSHOTS_*: whether this pass provisions replicas */
-	struct ms_floor *floor;		/* the worker's floor under the notes it reads (floor.h); NULL by hand */
 } ms_pass;
 
 /*
@@ -163,22 +183,28 @@ typedef struct ms_pass
 extern void ms_pass_begin(ms_pass *p, MemoryContext cxt);
 extern void ms_pass_end(ms_pass *p);
 
-/*
- * MS_OWNER_OF: for ms_owner_begin (owner.h), the relation whose owner runs
- * the statements that read it: relid in a relay pass, and in a read once
- * ms_pass_read_as_owners checked its caller; otherwise none.
- */
-#define MS_OWNER_OF(p, relid) ((p)->exec.as_owners ? (relid) : InvalidOid)
+/* ms_executor_begin / end: the same for an executor alone (a read's) */
+extern void ms_executor_begin(ms_executor *x, MemoryContext cxt);
+extern void ms_executor_end(ms_executor *x);
 
 /*
- * ms_pass_read_as_owners: a read (sync.wanted, sync.progress) runs each
+ * MS_EXEC_OWNER_OF (an executor) and MS_OWNER_OF (a pass): for
+ * ms_owner_begin (owner.h), the relation whose owner runs
+ * the statements that read it: relid in a relay pass, and in a read once
+ * ms_read_as_owners checked its caller; otherwise none.
+ */
+#define MS_EXEC_OWNER_OF(x, relid) ((x)->as_owners ? (relid) : InvalidOid)
+#define MS_OWNER_OF(p, relid) MS_EXEC_OWNER_OF(&(p)->exec, relid)
+
+/*
+ * ms_read_as_owners: a read (sync.wanted, sync.progress) runs each
  * table's code as its owner too, as a pass does -- a superuser reading
  * progress never runs an active view's function with its rights -- for a
  * caller who may read every mirrored table, its group tables and active
  * views itself (42501 otherwise), as it had to when it read them itself.
- * After p->cat.tables is read.
+ * After rd->tables is read.
  */
-extern void ms_pass_read_as_owners(ms_pass *p);
+extern void ms_read_as_owners(ms_reader *rd);
 
 /*
  * ms_prepare: a plan for sql with $n arguments of these types, kept for the

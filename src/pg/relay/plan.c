@@ -37,16 +37,16 @@
 void
 ms_plan_prepare(ms_pass *p)
 {
-	ms_temp_table(p, "ms_blocked");
-	ms_temp_table(p, "ms_unplanned");
-	ms_temp_table(p, "ms_released");
-	ms_temp_table(p, "ms_send");
-	ms_temp_table(p, "ms_take");
+	ms_temp_table(&p->exec, "ms_blocked");
+	ms_temp_table(&p->exec, "ms_unplanned");
+	ms_temp_table(&p->exec, "ms_released");
+	ms_temp_table(&p->exec, "ms_send");
+	ms_temp_table(&p->exec, "ms_take");
 }
 
 /* add to pg_temp.<set> (tab, key) every row pointing at one of its rows, to a fixpoint */
 static void
-children_closure(ms_pass *p, const char *set)
+children_closure(ms_pass *p, List *tables, const char *set)
 {
 	ListCell   *lc;
 	bool		grew;
@@ -54,14 +54,14 @@ children_closure(ms_pass *p, const char *set)
 	do
 	{
 		grew = false;
-		foreach(lc, p->cat.tables)
+		foreach(lc, tables)
 		{
 			ms_table   *child = lfirst(lc);
 
 			for (int f = 0; f < child->nfkeys; f++)
 			{
 				ms_fkey    *fk = &child->fkeys[f];
-				ms_table   *parent = ms_catalog_find(p->cat.tables, fk->parent);
+				ms_table   *parent = ms_catalog_find(tables, fk->parent);
 				StringInfoData sql;
 				Oid			types[1] = {INT4OID};
 				Datum		values[1] = {Int32GetDatum(parent->id)};
@@ -91,7 +91,7 @@ children_closure(ms_pass *p, const char *set)
  * it: those rows have no note of their own, so they are planned as changed.
  */
 static bool
-plan_blocked(ms_pass *p, bool dry)
+plan_blocked(ms_pass *p, List *tables, bool dry)
 {
 	bool		blocked = false;
 	bool		quarantined;
@@ -121,7 +121,7 @@ plan_blocked(ms_pass *p, bool dry)
 			if (!dry)
 				ms_exec(&p->exec, "DELETE FROM sync.quarantine q USING ms_released r WHERE r.tab = q.tab AND r.key = q.key",
 						0, NULL, NULL, NULL, 0);
-			children_closure(p, "ms_released");
+			children_closure(p, tables, "ms_released");
 		}
 		ms_exec(&p->exec, dry ? "INSERT INTO ms_blocked SELECT q.tab, q.key FROM sync.quarantine q"
 				" WHERE NOT EXISTS (SELECT FROM ms_released r WHERE r.tab = q.tab AND r.key = q.key)"
@@ -129,7 +129,7 @@ plan_blocked(ms_pass *p, bool dry)
 				0, NULL, NULL, NULL, 0);
 		blocked = SPI_processed > 0;
 		if (blocked)
-			children_closure(p, "ms_blocked");
+			children_closure(p, tables, "ms_blocked");
 	}
 	/* the rows of parked notes: their rules are not even evaluated (park.c) */
 	if (parked)
@@ -188,21 +188,21 @@ whole_rows(ms_pass *p, ms_table *t, bool blocked)
  * than writing one key per row here, and reading them back by key.
  */
 static void
-plan_provisioned(ms_pass *p, ArrayType *provisioning, ms_planned *out)
+plan_provisioned(ms_pass *p, ArrayType *provisioning, const ms_plan_in *in, ms_planned *out)
 {
 	int64		rows;
 	ListCell   *lc;
 	bool		isnull;
 
-	out->whole = ms_whole_tables && !p->fault.no_whole ? ms_wanted_whole(p->cat.tables) : NULL;
+	out->whole = ms_whole_tables && !in->fault->no_whole ? ms_wanted_whole(in->cat->tables) : NULL;
 	/* straight into what is sent: it is all of it (never a blocked row: wanted.c) */
-	rows = (int64) ms_wanted_into(p, provisioning, "ms_send", out->whole, out->blocked);
+	rows = (int64) ms_wanted_into(MS_READER(p, in->cat->tables), provisioning, "ms_send", out->whole, out->blocked);
 	if (out->whole != NULL)
 	{
 		/* whether a held row of theirs looks up a note (record.c) */
 		ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_pending)", 0, NULL, NULL, NULL, 0);
 		out->noted = DatumGetBool(ms_value(0, 1, &isnull));
-		foreach(lc, p->cat.tables)
+		foreach(lc, in->cat->tables)
 		{
 			ms_table   *t = lfirst(lc);
 
@@ -220,13 +220,13 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning, ms_planned *out)
 
 /* magic_sync.full_plan: the wanted sets of these replicas compared whole with what they hold */
 static void
-plan_whole(ms_pass *p, ArrayType *replicas, bool blocked)
+plan_whole(ms_pass *p, List *tables, ArrayType *replicas, bool blocked)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 
 	/* never a blocked row (wanted.c) */
-	ms_wanted_fill(p, replicas, blocked);
+	ms_wanted_fill(MS_READER(p, tables), replicas, blocked);
 
 	/*
 	 * A held row is sent again when a note of this snapshot is newer than
@@ -264,7 +264,7 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 {
 	ArrayType  *around;
 
-	out->blocked = plan_blocked(p, false);
+	out->blocked = plan_blocked(p, in->cat->tables, false);
 	out->snapshot_rows = -1;
 	out->whole = NULL;
 	out->whole_rows = 0;
@@ -272,20 +272,20 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 	out->noted = false;
 	out->joined = 0;
 	if (ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0)
-		plan_provisioned(p, provisioning, out);
+		plan_provisioned(p, provisioning, in, out);
 
 	/* every other: around what changed, or (magic_sync.full_plan) compared whole */
 	around = not_provisioned(replicas, provisioning);
 	if (around != NULL && !ms_full_plan)
-		out->joined = ms_plan_question(p, around, out->blocked, in->more, in->replicas_all);
+		out->joined = ms_plan_question(MS_READER(p, in->cat->tables), around, out->blocked, in->more, in->replicas_all, in->floor);
 	else if (around != NULL)
-		plan_whole(p, around, out->blocked);
+		plan_whole(p, in->cat->tables, around, out->blocked);
 	/* rows a replica refused, due again: to it alone (retry.c) */
 	if (around != NULL)
-		ms_plan_refused(p, around);
+		ms_plan_refused(p, around, in->fault, in->cat->tables);
 	/* held rows marked replace with nothing on its way: to that replica alone (retry.c) */
 	if (around != NULL)
-		ms_plan_replaced(p, around);
+		ms_plan_replaced(p, around, in->fault, in->cat->tables);
 	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
 	/* few rows are marked (held_replace): read by that index, never the held set whole */
 	ms_exec(&p->exec, "UPDATE ms_send s SET replace = true FROM sync.held h"
@@ -306,10 +306,10 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 void
 ms_plan_dry(ms_pass *p, ArrayType *replicas, const ms_plan_in *in)
 {
-	bool		blocked = plan_blocked(p, true);
+	bool		blocked = plan_blocked(p, in->cat->tables, true);
 
 	if (!ms_full_plan)
-		(void) ms_plan_question(p, replicas, blocked, in->more, in->replicas_all);
+		(void) ms_plan_question(MS_READER(p, in->cat->tables), replicas, blocked, in->more, in->replicas_all, in->floor);
 	else
-		plan_whole(p, replicas, blocked);
+		plan_whole(p, in->cat->tables, replicas, blocked);
 }

@@ -28,6 +28,9 @@ typedef struct ms_plan_in
 {
 	int64		replicas_all;	/* the replicas there are: fast.c's choice */
 	bool		more;			/* the batch was full (batch.c): question.c closes it over the notes its rows touch */
+	int64		floor;			/* the id the batch was read from (ms_batch_floor) */
+	ms_pass_fault *fault;		/* relay.c's (pass.h); NULL: a dry run */
+	const ms_pass_catalog *cat; /* the pass's (a dry run: its tables alone) */
 } ms_plan_in;
 
 typedef struct ms_planned

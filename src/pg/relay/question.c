@@ -90,19 +90,19 @@
  * SELECT, which may run t's code, runs as t's owner in a relay pass.
  */
 static uint64
-add(ms_pass *p, const ms_table *t, const char *set, const char *select, const char *where, const char *delta)
+add(ms_reader *p, const ms_table *t, const char *set, const char *select, const char *where, const char *delta)
 {
 	ms_as_owner as;
 
-	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+	ms_owner_begin(&as, MS_EXEC_OWNER_OF(p->exec, t->relid));
 	if (delta == NULL)
-		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
+		ms_exec(p->exec, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
 							" SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE %s"
 							" ON CONFLICT DO NOTHING",
 							set, select, where ? where : "true"),
 				0, NULL, NULL, NULL, 0);
 	else
-		ms_exec(&p->exec, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key)"
+		ms_exec(p->exec, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key)"
 							" SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE %s"
 							" ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
 							" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n",
@@ -121,7 +121,7 @@ typedef struct add_arg
 } add_arg;
 
 static uint64
-add_step(ms_pass *p, const ms_table *t, const ms_table *to, const ms_fkey *fk, bool follows,
+add_step(ms_reader *p, const ms_table *t, const ms_table *to, const ms_fkey *fk, bool follows,
 		 const char *select, void *arg)
 {
 	add_arg    *a = arg;
@@ -138,7 +138,7 @@ add_step(ms_pass *p, const ms_table *t, const ms_table *to, const ms_fkey *fk, b
  * nothing.
  */
 static void
-close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const char *where, uint64 rows)
+close_over(ms_reader *p, const char *set, const char *d0, const char *d1, const char *where, uint64 rows)
 {
 	const char *from = d0;
 	const char *into = d1;
@@ -150,9 +150,9 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
 
 		if (rows == 0)
 			return;
-		ms_analyze(&p->exec, psprintf("pg_temp.%s", from), rows);
+		ms_analyze(p->exec, psprintf("pg_temp.%s", from), rows);
 		added = ms_links_round(p, from, NULL, true, add_step, &a, NULL);
-		ms_temp_empty(p, from);
+		ms_temp_empty(p->exec, from);
 		if (added == 0)
 			return;
 		rows = added;
@@ -167,13 +167,13 @@ close_over(ms_pass *p, const char *set, const char *d0, const char *d1, const ch
  * are the parent's key, when it spells more; else NULL); NULL: none
  */
 static char *
-fk_values(ms_pass *p)
+fk_values(ms_reader *p)
 {
 	StringInfoData fks;
 	ListCell   *lc;
 
 	initStringInfo(&fks);
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 
@@ -194,22 +194,22 @@ fk_values(ms_pass *p)
 
 /* what changed: the rows of the notes read, and the parents they pointed at before; how many */
 static uint64
-changed(ms_pass *p)
+changed(ms_reader *p)
 {
 	ListCell   *lc;
 	uint64		n = 0;
 
 	/* but not a row on the fast path: its change moves no set (fast.c) */
-	ms_exec(&p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending c WHERE NOT EXISTS"
+	ms_exec(p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending c WHERE NOT EXISTS"
 			" (SELECT FROM pg_temp.ms_fast f WHERE f.tab = c.tab AND f.key = c.key) ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
 	n += SPI_processed;
 	/* rows blocked because of a row that was quarantined and goes now */
-	ms_exec(&p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_released ON CONFLICT DO NOTHING",
+	ms_exec(p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_released ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
 	n += SPI_processed;
 	/* a member joining or leaving a group: the grouped row's place moved */
-	ms_exec(&p->exec,
+	ms_exec(p->exec,
 			"INSERT INTO ms_changed SELECT n.tab, n.key FROM " MS_BATCH_NOTES
 			" WHERE n.source = 'm' AND n.key IS NOT NULL ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
@@ -222,7 +222,7 @@ changed(ms_pass *p)
 	 * on it moved.  A follower's change is then not a question to every
 	 * replica holding its broadcast parent.
 	 */
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 
@@ -237,15 +237,15 @@ changed(ms_pass *p)
 			 * columns than its key that no longer has the values noted
 			 * changed or went: it is a changed row itself.
 			 */
-			ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-			ms_exec(&p->exec, psprintf("INSERT INTO ms_changed_parents"
+			ms_owner_begin(&as, MS_EXEC_OWNER_OF(p->exec, t->relid));
+			ms_exec(p->exec, psprintf("INSERT INTO ms_changed_parents"
 								" SELECT DISTINCT %d, k.key FROM " MS_BATCH_NOTES
 								" CROSS JOIN LATERAL (SELECT %s AS key) k"
 								" WHERE n.source = 'r' AND n.tab = %d AND n.pointed ? %s AND k.key IS NOT NULL"
 								"  AND NOT (n.old_key IS NULL AND EXISTS (SELECT FROM %s t WHERE %s"
 								"   AND %s = n.pointed ->> %s))",
 								fk->parent,
-								ms_fkey_pointed(fk, ms_catalog_find(p->cat.tables, fk->parent),
+								ms_fkey_pointed(fk, ms_catalog_find(p->tables, fk->parent),
 												psprintf("(n.pointed ->> %s)", name)),
 								t->id, name, t->qualified, ms_key_match(t, "t", "n.key"),
 								ms_fkey_noted(t, fk, "t"), name),
@@ -266,13 +266,13 @@ changed(ms_pass *p)
  * comes from one of those.
  */
 static bool
-nothing_in_question(ms_pass *p, uint64 changed_rows, bool blocked, bool more)
+nothing_in_question(ms_reader *p, uint64 changed_rows, bool blocked, bool more)
 {
 	ListCell   *lc;
 
 	if (changed_rows > 0 || blocked || more)
 		return false;
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 		if (((ms_table *) lfirst(lc))->rule == MS_RULE_GROUPED)
 			return false;
 	return true;
@@ -291,7 +291,7 @@ nothing_in_question(ms_pass *p, uint64 changed_rows, bool blocked, bool more)
  * say), and is sent it.  A comment edited, or its issue renamed, are so.
  */
 static uint64
-in_place(ms_pass *p, bool blocked)
+in_place(ms_reader *p, bool blocked)
 {
 	uint64		n = 0;
 	uint64		ntabs;
@@ -300,11 +300,11 @@ in_place(ms_pass *p, bool blocked)
 	ListCell   *lc;
 
 	/* the tables with changed rows: most passes have one or two */
-	ms_exec(&p->exec, "SELECT DISTINCT tab FROM pg_temp.ms_changed", 0, NULL, NULL, NULL, 0);
+	ms_exec(p->exec, "SELECT DISTINCT tab FROM pg_temp.ms_changed", 0, NULL, NULL, NULL, 0);
 	ntabs = SPI_processed;
 	if (ntabs == 0)
 		return 0;
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 		maxid = Max(maxid, ((ms_table *) lfirst(lc))->id);
 	changed_tab = palloc0(sizeof(bool) * (maxid + 1));
 	for (uint64 i = 0; i < ntabs; i++)
@@ -315,7 +315,7 @@ in_place(ms_pass *p, bool blocked)
 		if (tab >= 0 && tab <= maxid)
 			changed_tab[tab] = true;
 	}
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 		StringInfoData same;
@@ -330,8 +330,8 @@ in_place(ms_pass *p, bool blocked)
 			appendStringInfo(&same, " AND (n.pointed ->> %s) IS NOT DISTINCT FROM %s",
 							 quote_literal_cstr(t->fkeys[f].name), ms_fkey_noted(t, &t->fkeys[f], "x"));
 		/* t's rows, read as t's owner */
-		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_inplace SELECT c.tab, c.key FROM pg_temp.ms_pending c"
+		ms_owner_begin(&as, MS_EXEC_OWNER_OF(p->exec, t->relid));
+		ms_exec(p->exec, psprintf("INSERT INTO pg_temp.ms_inplace SELECT c.tab, c.key FROM pg_temp.ms_pending c"
 							" JOIN %s x ON %s WHERE c.tab = %d AND NOT c.moved%s"
 							" AND EXISTS (SELECT FROM pg_temp.ms_changed h WHERE h.tab = c.tab AND h.key = c.key)"
 							" AND NOT EXISTS (SELECT FROM " MS_BATCH_NOTES " WHERE n.tab = c.tab AND n.key = c.key"
@@ -350,12 +350,12 @@ in_place(ms_pass *p, bool blocked)
 
 /* a group given to a replica or taken from it: the rows of the group, for that replica; how many */
 static uint64
-group_rows(ms_pass *p, const char *into, bool held)
+group_rows(ms_reader *p, const char *into, bool held)
 {
 	ListCell   *lc;
 	uint64		n = 0;
 
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 		StringInfoData on;
@@ -365,8 +365,8 @@ group_rows(ms_pass *p, const char *into, bool held)
 			continue;
 		initStringInfo(&on);
 		appendStringInfoString(&on, ms_member_match(t, "m", "x"));
-		ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
-		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
+		ms_owner_begin(&as, MS_EXEC_OWNER_OF(p->exec, t->relid));
+		ms_exec(p->exec, psprintf("INSERT INTO pg_temp.%s (replica, tab, key)"
 							" SELECT DISTINCT n.replica, %d, %s FROM " MS_BATCH_NOTES
 							" JOIN %s m ON (m.%s)::pg_catalog.text OPERATOR(pg_catalog.=) n.grp JOIN %s x ON %s"
 							" JOIN pg_temp.ms_inc_replicas i ON i.id = n.replica"
@@ -385,12 +385,12 @@ group_rows(ms_pass *p, const char *into, bool held)
 
 /* followed: the table t's rows follow a row of (by its foreign key *fk), or NULL */
 static ms_table *
-followed(ms_pass *p, ms_table *t, ms_fkey **fk)
+followed(ms_reader *p, ms_table *t, ms_fkey **fk)
 {
 	if (t->follows_fkey < 0)
 		return NULL;
 	*fk = &t->fkeys[t->follows_fkey];
-	return ms_catalog_find(p->cat.tables, (*fk)->parent);
+	return ms_catalog_find(p->tables, (*fk)->parent);
 }
 
 /*
@@ -404,16 +404,16 @@ followed(ms_pass *p, ms_table *t, ms_fkey **fk)
  * parents first (a row follows a row of a table before its own).
  */
 static void
-certain(ms_pass *p, uint64 rows, bool blocked)
+certain(ms_reader *p, uint64 rows, bool blocked)
 {
 	char	   *ok = blocked ? "NOT " UNPLANNED("c") " AND " MS_NOT_BLOCKED("c") : "NOT " UNPLANNED("c");
 	ListCell   *lc;
 
-	ms_analyze(&p->exec, "pg_temp.ms_chain", rows);
+	ms_analyze(p->exec, "pg_temp.ms_chain", rows);
 	/* up: each row's parent, the row it follows, for the rows not known to be kept */
-	for (int i = list_length(p->cat.tables) - 1; i >= 0; i--)
+	for (int i = list_length(p->tables) - 1; i >= 0; i--)
 	{
-		ms_table   *t = list_nth(p->cat.tables, i);
+		ms_table   *t = list_nth(p->tables, i);
 		ms_fkey    *fk;
 		ms_table   *parent = followed(p, t, &fk);
 
@@ -426,7 +426,7 @@ certain(ms_pass *p, uint64 rows, bool blocked)
 				"s.key IS NOT NULL AND NOT " UNPLANNED("s"), NULL);
 	}
 	/* the rows the rules send */
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 		char	   *rules = ms_rule_select(t, "ms_inc_replicas", "ms_chain");
@@ -436,7 +436,7 @@ certain(ms_pass *p, uint64 rows, bool blocked)
 				NULL);
 	}
 	/* down: the rows following a row kept, parents first */
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 		ms_fkey    *fk;
@@ -459,36 +459,36 @@ certain(ms_pass *p, uint64 rows, bool blocked)
  * pg_temp.<delta>.  Returns how many.
  */
 static uint64
-question(ms_pass *p, uint64 rows, const char *delta, bool blocked)
+question(ms_reader *p, uint64 rows, const char *delta, bool blocked)
 {
 	uint64		n;
 
 	if (rows == 0)
 		return 0;
-	ms_temp_empty(p, "ms_chain");
+	ms_temp_empty(p->exec, "ms_chain");
 	/* a row of a parked note: its rules are not even evaluated (park.c), it is in question */
-	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_chain SELECT * FROM pg_temp.ms_qc c WHERE NOT " UNPLANNED("c"),
+	ms_exec(p->exec, "INSERT INTO pg_temp.ms_chain SELECT * FROM pg_temp.ms_qc c WHERE NOT " UNPLANNED("c"),
 			0, NULL, NULL, NULL, 0);
 	certain(p, rows, blocked);
-	ms_exec(&p->exec, psprintf("WITH n AS (INSERT INTO pg_temp.ms_q SELECT c.replica, c.tab, c.key FROM pg_temp.ms_qc c"
+	ms_exec(p->exec, psprintf("WITH n AS (INSERT INTO pg_temp.ms_q SELECT c.replica, c.tab, c.key FROM pg_temp.ms_qc c"
 						" WHERE NOT " CERTAIN("c") " ON CONFLICT DO NOTHING RETURNING replica, tab, key)"
 						" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n", delta),
 			0, NULL, NULL, NULL, 0);
 	n = SPI_processed;
-	ms_temp_empty(p, "ms_qc");
+	ms_temp_empty(p->exec, "ms_qc");
 	return n;
 }
 
 /* 1. rows in question */
 static void
-in_question(ms_pass *p, bool blocked)
+in_question(ms_reader *p, bool blocked)
 {
 	const char *from = "ms_qd0";
 	const char *into = "ms_qd1";
 	uint64		rows;
 
 	/* each row looked up by its key (held_row): the plan never reads the held set whole */
-	ms_exec(&p->exec,
+	ms_exec(p->exec,
 			"INSERT INTO ms_qc SELECT h.replica, h.tab, h.key"
 			"  FROM (SELECT tab, key FROM ms_changed c WHERE NOT EXISTS (SELECT FROM ms_inplace i"
 			"         WHERE i.tab = c.tab AND i.key = c.key)"
@@ -514,9 +514,9 @@ in_question(ms_pass *p, bool blocked)
 		uint64		cand;
 		const char *swap;
 
-		ms_analyze(&p->exec, psprintf("pg_temp.%s", from), rows);
+		ms_analyze(p->exec, psprintf("pg_temp.%s", from), rows);
 		cand = ms_links_round(p, from, NULL, true, add_step, &a, NULL);
-		ms_temp_empty(p, from);
+		ms_temp_empty(p->exec, from);
 		rows = question(p, cand, into, blocked);
 		swap = from;
 		from = into;
@@ -532,7 +532,7 @@ in_question(ms_pass *p, bool blocked)
  * how many.
  */
 static uint64
-close_batch_by(ms_pass *p, const char *touched)
+close_batch_by(ms_reader *p, const char *touched, int64 floor)
 {
 	int			nest;
 	uint64		added;
@@ -545,7 +545,7 @@ close_batch_by(ms_pass *p, const char *touched)
 	nest = NewGUCNestLevel();
 	(void) set_config_option("enable_nestloop", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	ms_exec(&p->exec, psprintf(
+	ms_exec(p->exec, psprintf(
 						"WITH u AS MATERIALIZED ("
 						"  SELECT n.id, n.tab, k.key, n.pointed FROM sync.notes n"
 						"  CROSS JOIN LATERAL (VALUES (n.key), (n.old_key)) k(key)"
@@ -563,7 +563,7 @@ close_batch_by(ms_pass *p, const char *touched)
 						"  (SELECT u.id FROM touched t JOIN u USING (tab, key)) AND NOT n.done"
 						" ON CONFLICT DO NOTHING",
 						touched),
-			1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(ms_batch_floor(p))}, NULL, 0);
+			1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(floor)}, NULL, 0);
 	added = SPI_processed;
 	AtEOXact_GUC(true, nest);
 	return added;
@@ -581,7 +581,7 @@ close_batch_by(ms_pass *p, const char *touched)
  * notes it took in; the caller plans again.
  */
 static uint64
-close_batch(ms_pass *p)
+close_batch(ms_reader *p, int64 floor)
 {
 	char	   *fks = fk_values(p);
 	uint64		added = 0;
@@ -594,7 +594,7 @@ close_batch(ms_pass *p)
 											" JOIN (VALUES %s) f(child, name, parent, nby) ON f.child = u.tab AND f.name = e.key"
 											" JOIN moved m ON m.tab = f.parent AND m.key = CASE WHEN f.nby IS NULL THEN e.value"
 											"  ELSE sync.key((sync.key_parts(e.value))[1:f.nby]) END",
-											fks));
+											fks), floor);
 
 	/*
 	 * Through other unique columns, the parent that has the values noted
@@ -602,26 +602,26 @@ close_batch(ms_pass *p)
 	 * or went) is a changed row of the batch or of one before, and the row
 	 * goes with the batch.
 	 */
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 
 		for (int f = 0; f < t->nfkeys; f++)
 		{
 			ms_fkey    *fk = &t->fkeys[f];
-			ms_table   *parent = ms_catalog_find(p->cat.tables, fk->parent);
+			ms_table   *parent = ms_catalog_find(p->tables, fk->parent);
 			char	   *name = quote_literal_cstr(fk->name);
 			ms_as_owner as;
 
 			if (fk->keyed)
 				continue;
-			ms_owner_begin(&as, MS_OWNER_OF(p, parent->relid));
+			ms_owner_begin(&as, MS_EXEC_OWNER_OF(p->exec, parent->relid));
 			added += close_batch_by(p, psprintf(
 												"SELECT DISTINCT u.tab, u.key FROM u CROSS JOIN LATERAL (SELECT %s AS key) r"
 												" WHERE u.tab = %d AND u.pointed ? %s AND (r.key IS NULL"
 												"  OR EXISTS (SELECT FROM moved m WHERE m.tab = %d AND m.key = r.key))",
 												ms_fkey_pointed(fk, parent, psprintf("(u.pointed ->> %s)", name)),
-												t->id, name, parent->id));
+												t->id, name, parent->id), floor);
 			ms_owner_end(&as);
 		}
 	}
@@ -630,7 +630,7 @@ close_batch(ms_pass *p)
 
 /* 2. what each replica keeps, around the rows in question */
 static void
-kept(ms_pass *p, uint64 inplace, bool blocked)
+kept(ms_reader *p, uint64 inplace, bool blocked)
 {
 	/*
 	 * What is kept is a row not stable already, and one that can go: a row
@@ -653,20 +653,20 @@ kept(ms_pass *p, uint64 inplace, bool blocked)
 	 * rows times the replicas, which a batch of 10^4 rows and 200 replicas
 	 * made 2 * 10^6 candidates (bench/incremental.py --batch).
 	 */
-	ms_exec(&p->exec, "INSERT INTO ms_cand SELECT * FROM ms_q", 0, NULL, NULL, NULL, 0);
+	ms_exec(p->exec, "INSERT INTO ms_cand SELECT * FROM ms_q", 0, NULL, NULL, NULL, 0);
 	cand += SPI_processed;
 	cand += group_rows(p, "ms_cand", false);
 	/* a row whose note is parked is quarantined, and its rules are not evaluated: they failed */
-	ms_exec(&p->exec, "DELETE FROM ms_cand c USING ms_unplanned u WHERE u.tab = c.tab AND u.key = c.key",
+	ms_exec(p->exec, "DELETE FROM ms_cand c USING ms_unplanned u WHERE u.tab = c.tab AND u.key = c.key",
 			0, NULL, NULL, NULL, 0);
-	ms_exec(&p->exec, "INSERT INTO ms_cand_rows SELECT c.tab, c.key FROM ms_changed c"
+	ms_exec(p->exec, "INSERT INTO ms_cand_rows SELECT c.tab, c.key FROM ms_changed c"
 			" WHERE NOT EXISTS (SELECT FROM ms_unplanned u WHERE u.tab = c.tab AND u.key = c.key)",
 			0, NULL, NULL, NULL, 0);
 	rows = SPI_processed;
 	cand += rows;
-	ms_analyze(&p->exec, "ms_cand, ms_cand_rows", cand);
+	ms_analyze(p->exec, "ms_cand, ms_cand_rows", cand);
 
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 		char	   *rules = ms_rule_select(t, "ms_inc_replicas", "ms_cand");
@@ -686,7 +686,7 @@ kept(ms_pass *p, uint64 inplace, bool blocked)
 		if (t->follows_fkey >= 0)
 		{
 			ms_fkey    *fk = &t->fkeys[t->follows_fkey];
-			char	   *parent_key = ms_fkey_key(t, fk, ms_catalog_find(p->cat.tables, fk->parent), "x");
+			char	   *parent_key = ms_fkey_key(t, fk, ms_catalog_find(p->tables, fk->parent), "x");
 			char	   *match = ms_key_match(t, "x", "c.key");
 			char	   *active = ms_active_filter(t, "x", "c");
 
@@ -712,14 +712,14 @@ kept(ms_pass *p, uint64 inplace, bool blocked)
 		}
 	}
 	/* the rows in question a stable row points at, unless kept already */
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 
 		for (int f = 0; f < t->nfkeys; f++)
 		{
 			ms_fkey    *fk = &t->fkeys[f];
-			ms_table   *parent = ms_catalog_find(p->cat.tables, fk->parent);
+			ms_table   *parent = ms_catalog_find(p->tables, fk->parent);
 
 			/*
 			 * The child's rows, read as the child's owner: its key leads.
@@ -748,11 +748,11 @@ kept(ms_pass *p, uint64 inplace, bool blocked)
 	 * stable.  Not what follows them: they were held, and their followers
 	 * with them.
 	 */
-	ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_certain)", 0, NULL, NULL, NULL, 0);
+	ms_exec(p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_certain)", 0, NULL, NULL, NULL, 0);
 	rows = 0;
 	if (inplace > 0 || DatumGetBool(ms_value(0, 1, &(bool) {false})))
 	{
-		ms_exec(&p->exec, "INSERT INTO pg_temp.ms_kd SELECT k.replica, k.tab, k.key FROM pg_temp.ms_certain k"
+		ms_exec(p->exec, "INSERT INTO pg_temp.ms_kd SELECT k.replica, k.tab, k.key FROM pg_temp.ms_certain k"
 				" WHERE EXISTS (SELECT FROM pg_temp.ms_changed c WHERE c.tab = k.tab AND c.key = k.key)"
 				" UNION SELECT h.replica, h.tab, h.key FROM pg_temp.ms_inplace c"
 				"  CROSS JOIN LATERAL (SELECT h.replica, h.tab, h.key FROM sync.held h"
@@ -766,9 +766,9 @@ kept(ms_pass *p, uint64 inplace, bool blocked)
 	{
 		add_arg		a = {"ms_n", not_stable, "ms_nd0"};
 
-		ms_exec(&p->exec, "INSERT INTO pg_temp.ms_n SELECT * FROM pg_temp.ms_kd ON CONFLICT DO NOTHING",
+		ms_exec(p->exec, "INSERT INTO pg_temp.ms_n SELECT * FROM pg_temp.ms_kd ON CONFLICT DO NOTHING",
 				0, NULL, NULL, NULL, 0);
-		ms_analyze(&p->exec, "pg_temp.ms_kd", rows);
+		ms_analyze(p->exec, "pg_temp.ms_kd", rows);
 		/* the rows they point at (not their followers) */
 		added += ms_links_round(p, "ms_kd", NULL, false, add_step, &a, NULL);
 	}
@@ -777,7 +777,7 @@ kept(ms_pass *p, uint64 inplace, bool blocked)
 }
 
 int64
-ms_plan_question(ms_pass *p, ArrayType *replicas, bool blocked, bool more, int64 replicas_all)
+ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int64 replicas_all, int64 floor)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
@@ -787,23 +787,23 @@ ms_plan_question(ms_pass *p, ArrayType *replicas, bool blocked, bool more, int64
 	uint64		added;
 	int64		joined = 0;
 
-	ms_temp_table(p, "ms_inc_replicas");
-	ms_temp_table(p, "ms_changed");
-	ms_temp_table(p, "ms_changed_parents");
-	ms_temp_table(p, "ms_inplace");
-	ms_temp_table(p, "ms_q");
-	ms_temp_table(p, "ms_qd0");
-	ms_temp_table(p, "ms_qd1");
-	ms_temp_table(p, "ms_qc");
-	ms_temp_table(p, "ms_chain");
-	ms_temp_table(p, "ms_certain");
-	ms_temp_table(p, "ms_cand");
-	ms_temp_table(p, "ms_cand_rows");
-	ms_temp_table(p, "ms_n");
-	ms_temp_table(p, "ms_nd0");
-	ms_temp_table(p, "ms_nd1");
-	ms_temp_table(p, "ms_kd");
-	ms_exec(&p->exec, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
+	ms_temp_table(p->exec, "ms_inc_replicas");
+	ms_temp_table(p->exec, "ms_changed");
+	ms_temp_table(p->exec, "ms_changed_parents");
+	ms_temp_table(p->exec, "ms_inplace");
+	ms_temp_table(p->exec, "ms_q");
+	ms_temp_table(p->exec, "ms_qd0");
+	ms_temp_table(p->exec, "ms_qd1");
+	ms_temp_table(p->exec, "ms_qc");
+	ms_temp_table(p->exec, "ms_chain");
+	ms_temp_table(p->exec, "ms_certain");
+	ms_temp_table(p->exec, "ms_cand");
+	ms_temp_table(p->exec, "ms_cand_rows");
+	ms_temp_table(p->exec, "ms_n");
+	ms_temp_table(p->exec, "ms_nd0");
+	ms_temp_table(p->exec, "ms_nd1");
+	ms_temp_table(p->exec, "ms_kd");
+	ms_exec(p->exec, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
 			" JOIN sync.replicas r ON r.id = u.id",
 			1, types, values, NULL, 0);
 	around = (int64) SPI_processed;
@@ -817,7 +817,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas, bool blocked, bool more, int64
 	inplace = in_place(p, blocked);
 	in_question(p, blocked);
 	kept(p, inplace, blocked);
-	while (more && (added = close_batch(p)) > 0)
+	while (more && (added = close_batch(p, floor)) > 0)
 	{
 		/* planned again, around the notes the batch took in */
 		static const char *const tables[] = {
@@ -825,9 +825,9 @@ ms_plan_question(ms_pass *p, ArrayType *replicas, bool blocked, bool more, int64
 			"ms_cand", "ms_cand_rows", "ms_n", "ms_nd0", "ms_nd1", "ms_kd", NULL};
 
 		joined += (int64) added;
-		ms_batch_rows(p);
+		ms_batch_rows(p->exec);
 		for (const char *const *t = tables; *t != NULL; t++)
-			ms_temp_empty(p, *t);
+			ms_temp_empty(p->exec, *t);
 		fast_rows = ms_fast_find(p);
 		(void) changed(p);
 		inplace = in_place(p, blocked);
@@ -840,7 +840,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas, bool blocked, bool more, int64
 	 * each kept row's held version looked up by its key, never the held set
 	 * whole; fresh where the replica holds no version at all (fast.c)
 	 */
-	ms_exec(&p->exec,
+	ms_exec(p->exec,
 			"INSERT INTO ms_send (replica, tab, key, note, fresh, held) "
 			"SELECT n.replica, n.tab, n.key, coalesce(c.note, 0), h.note IS NULL, h.ctid FROM ms_n n"
 			"  LEFT JOIN ms_pending c ON c.tab = n.tab AND c.key = n.key"
@@ -849,7 +849,7 @@ ms_plan_question(ms_pass *p, ArrayType *replicas, bool blocked, bool more, int64
 			" WHERE h.note IS NULL OR h.taken IS NOT NULL OR c.note > h.note",
 			0, NULL, NULL, NULL, 0);
 	ms_fast_send(p, fast_rows, around, replicas_all);
-	ms_exec(&p->exec,
+	ms_exec(p->exec,
 			"INSERT INTO ms_take (replica, tab, key) SELECT q.replica, q.tab, q.key FROM ms_q q"
 			" WHERE NOT EXISTS (SELECT FROM ms_n n WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)",
 			0, NULL, NULL, NULL, 0);

@@ -17,9 +17,11 @@
  * ms_take, as comparing sync.wanted with sync.held would, around the change.
  * blocked: ms_blocked has rows (plan.c); more: the batch was full
  * (batch.c), and is closed over the notes its rows touch; replicas_all: the
- * replicas there are (fast.c's choice).  Returns how many notes the batch
- * took in so.
+ * replicas there are (fast.c's choice); floor: the notes below it are done
+ * (the worker's floor, floor.h; 0 by hand).  Returns how many notes the
+ * batch took in so.
  */
-extern int64 ms_plan_question(ms_pass *p, ArrayType *replicas, bool blocked, bool more, int64 replicas_all);
+extern int64 ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int64 replicas_all,
+							  int64 floor);
 
 #endif

@@ -130,7 +130,6 @@ void
 ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 			  int upserts, int deletes)
 {
-	ms_pass    *p = r->p;
 	MemoryContext old = MemoryContextSwitchTo(r->scratch);
 	uint8		body_hash[PG_SHA256_DIGEST_LENGTH];
 	int64		body_id = store_body(r, body, upserts, deletes, body_hash);
@@ -145,17 +144,17 @@ ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	number = (uint64) nextval_internal(r->message_seq, true);
 	if (!ms_random(nonce, sizeof nonce))
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not draw a nonce")));
-	if (!ms_seal(p->cat.epoch.secret, MS_SECRET_BYTES, tg->id.data, p->cat.epoch.id, number, nonce, seal))
+	if (!ms_seal(r->in->cat->epoch.secret, MS_SECRET_BYTES, tg->id.data, r->in->cat->epoch.id, number, nonce, seal))
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not seal a message")));
 	h.protocol = MS_PROTOCOL;
-	h.epoch = p->cat.epoch.id;
+	h.epoch = r->in->cat->epoch.id;
 	h.number = number;
 	h.nonce = nonce;
 	h.previous = tg->has_last ? tg->last_number : 0;
 	h.previous_nonce = tg->has_last && tg->last_number > 0 ? tg->last_nonce : NULL;
 	h.seal = seal;
 	h.replica = tg->id.data;
-	h.generation = p->cat.epoch.generation;
+	h.generation = r->in->cat->epoch.generation;
 	h.clock = ms_hlc_server_clock();
 	Assert(ms_head_packed_size(&h) + MS_SIGNATURE_FIELD_BYTES <= HEAD_MAX);
 	headlen = ms_head_pack(&h, head);
@@ -174,7 +173,7 @@ ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 		memcpy(id, &tg->id, sizeof(pg_uuid_t));
 		r->messages[0][i] = UUIDPGetDatum(id);
 		r->messages[1][i] = Int64GetDatum((int64) number);
-		r->messages[2][i] = PointerGetDatum(ms_to_bytea(p->cat.epoch.id, MS_EPOCH_BYTES));
+		r->messages[2][i] = PointerGetDatum(ms_to_bytea(r->in->cat->epoch.id, MS_EPOCH_BYTES));
 		r->messages[3][i] = PointerGetDatum(ms_to_bytea(nonce, sizeof nonce));
 		r->messages[4][i] = PointerGetDatum(ms_to_bytea(head, headlen));
 		r->messages[5][i] = Int64GetDatum(body_id);
@@ -325,7 +324,7 @@ end_snapshot(recorder *r, target *tg, StringInfo body)
 		ListCell   *lc;
 
 		initStringInfo(&end);
-		foreach(lc, r->p->cat.tables)
+		foreach(lc, r->in->cat->tables)
 		{
 			ms_table   *t = lfirst(lc);
 
@@ -372,7 +371,7 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 		ms_fill_init(r->fill, &tg->rows);
 		/* its first message begins with the schema changes it is sent (evolve.c) */
 		if (!tg->snapshot)
-			ms_evolve_down(r->p, &tg->id, &tg->down);
+			ms_evolve_down(r->in->cat, &tg->id, &tg->down);
 		MemoryContextSwitchTo(old);
 	}
 	r->fill_empty = MemoryContextMemAllocated(r->fill, false);
@@ -380,7 +379,7 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 
 /* recorder_init: memory, hash tables and statements of one recording */
 static void
-recorder_init(recorder *r, ms_pass *p)
+recorder_init(recorder *r, ms_pass *p, const ms_record_in *in)
 {
 	HASHCTL		ctl;
 	Oid			btypes[4] = {BYTEAOID, BYTEAOID, INT4OID, INT4OID};
@@ -389,6 +388,7 @@ recorder_init(recorder *r, ms_pass *p)
 
 	memset(r, 0, sizeof *r);
 	r->p = p;
+	r->in = in;
 	r->cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync record", ALLOCSET_DEFAULT_SIZES);
 	r->scratch = AllocSetContextCreate(r->cxt, "magic_sync message", ALLOCSET_DEFAULT_SIZES);
 	r->batch = AllocSetContextCreate(r->cxt, "magic_sync messages to write", ALLOCSET_DEFAULT_SIZES);
@@ -419,11 +419,11 @@ recorder_init(recorder *r, ms_pass *p)
 	ctl.entrysize = sizeof(body_entry);
 	r->bodies = hash_create("magic_sync bodies", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	/* the pass packed it once (relay.c): every snapshot carries the same */
-	r->begin = p->cat.begin;
+	r->begin = in->cat->begin;
 	r->signer = ms_signing_key();
 	initStringInfo(&r->key);
 
-	ms_temp_table(p, "ms_segments");
+	ms_temp_table(&p->exec, "ms_segments");
 	r->store_body = ms_prepare_kept(&p->exec, "INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
 							   " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
 							   4, btypes);
@@ -515,7 +515,7 @@ record_chains(recorder *r)
 		get_typlenbyvalalign(elem[c], &len, &byval, &align);
 		values[c] = PointerGetDatum(construct_md_array(cols[c], nulls[c], 1, dims, lbs, elem[c], len, byval, align));
 	}
-	values[7] = PointerGetDatum(p->cat.schema_hash);
+	values[7] = PointerGetDatum(r->in->cat->schema_hash);
 	/*
 	 * A worker's pass (bounds_later) writes no chain but a snapshot's into
 	 * sync.replicas: every filing and pull writes its replica's row, and the
@@ -525,12 +525,12 @@ record_chains(recorder *r)
 	 * them (worker.c); meanwhile the outbox says where each chain is
 	 * (MS_HEAD).
 	 */
-	ms_exec(&p->exec, p->bounds_later
+	ms_exec(&p->exec, r->in->bounds_later
 			? "INSERT INTO pg_temp.ms_written SELECT w.id, CASE WHEN w.first IS NULL THEN w.messages END,"
 			"  CASE WHEN w.first IS NULL THEN w.bytes END"
 			"  FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
-			: "INSERT INTO pg_temp.ms_written (id) SELECT unnest($1)", p->bounds_later ? 7 : 1, types, values, NULL, 0);
-	if (p->bounds_later && !snapshots)
+			: "INSERT INTO pg_temp.ms_written (id) SELECT unnest($1)", r->in->bounds_later ? 7 : 1, types, values, NULL, 0);
+	if (r->in->bounds_later && !snapshots)
 		return;
 	/*
 	 * A snapshot written ($4 not null): its numbers, its schema, the replica
@@ -549,15 +549,15 @@ record_chains(recorder *r)
 			" provision_failed_at = CASE WHEN w.first IS NULL THEN r.provision_failed_at END%s"
 			" FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
 			" WHERE r.id = w.id%s",
-			p->has.owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
+			r->in->has.owed ? " owed_messages = CASE WHEN w.first IS NULL THEN r.owed_messages + w.messages ELSE 0 END,"
 			" owed_bytes = CASE WHEN w.first IS NULL THEN r.owed_bytes + w.bytes ELSE 0 END," : "",
-			p->later.rows > 0 ? ", held_due = w.first" : "",
-			p->bounds_later ? " AND w.first IS NOT NULL" : ""),
+			r->did->later.rows > 0 ? ", held_due = w.first" : "",
+			r->in->bounds_later ? " AND w.first IS NOT NULL" : ""),
 			8, types, values, NULL, 0);
 }
 
 List *
-ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
+ms_record(ms_pass *p, const ms_record_in *in, ArrayType *replicas, ArrayType *provisioning,
 		  const ms_planned *plan, ms_recorded *did)
 {
 	recorder	r;
@@ -569,14 +569,12 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	ms_wish_due_set *due;
 	bool		one_replica;
 
-	recorder_init(&r, p);
+	recorder_init(&r, p, in);
 	r.plan = plan;
 	r.noted = plan->noted;
 	r.did = did;
+	/* a plan run again after rows were set aside starts over (did->later too) */
 	memset(did, 0, sizeof *did);
-	/* a plan run again after rows were set aside starts over */
-	p->later.kept = NULL;
-	p->later.rows = 0;
 	load_targets(&r, replicas, provisioning);
 	one_replica = ArrayGetNItems(ARR_NDIM(replicas), ARR_DIMS(replicas)) == 1;
 	r.provisioning = (pg_uuid_t *) ARR_DATA_PTR(provisioning);
@@ -584,14 +582,14 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	snapshot_rows(&r, provisioning);
 
 	/* upserts, parents first; the rows that cannot go are in the pass's memory */
-	foreach(lc, p->cat.tables)
+	foreach(lc, in->cat->tables)
 	{
 		ms_table   *t = lfirst(lc);
 
 		ms_load_table(p, t, one_replica, emit_upsert, &r, &bad);
 		/* a table the replicas provisioned want whole: read once, for all of them (plan.c) */
 		if (plan->whole != NULL && plan->whole[t->id])
-			ms_load_whole(p, t, plan->blocked, emit_whole, &r, &bad);
+			ms_load_whole(p, t, plan->blocked, emit_whole, &r, &bad, &in->fault->whole_failed);
 	}
 	if (bad != NIL)
 	{
@@ -599,8 +597,8 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 		return bad;
 	}
 	/* then deletes, children first */
-	for (int i = list_length(p->cat.tables) - 1; i >= 0; i--)
-		record_deletes(&r, list_nth(p->cat.tables, i));
+	for (int i = list_length(in->cat->tables) - 1; i >= 0; i--)
+		record_deletes(&r, list_nth(in->cat->tables, i));
 
 	initStringInfo(&end);
 	due = ms_wish_due(p);
@@ -622,7 +620,7 @@ ms_record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning,
 	}
 	ms_write_batch(&r);
 	ms_write_held(&r);
-	ms_record_held(p, provisioning, r.segments, r.held_whole, plan->planned);
+	ms_record_held(p, in->has.carried, provisioning, r.segments, r.held_whole, plan->planned);
 	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;

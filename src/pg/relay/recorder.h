@@ -82,6 +82,7 @@ typedef struct body_entry
 typedef struct recorder
 {
 	ms_pass    *p;
+	const struct ms_record_in *in;	/* what ms_record was told (record.h); NULL: writing held rows after the pass */
 	const ms_planned *plan;		/* what ms_plan planned */
 	bool		noted;			/* a held row of a table read whole looks up its note (ms_planned) */
 	struct ms_recorded *did;	/* what it wrote (record.h), for ms_record's caller; NULL: not counted */
@@ -140,6 +141,7 @@ extern void ms_append(recorder *r, target *tg, ms_table *t, char kind, const cha
 /* heldrows.c */
 extern void ms_write_held(recorder *r);
 extern void ms_held_of_whole(recorder *r, target *tg, int64 number);
-extern void ms_record_held(ms_pass *p, ArrayType *provisioning, uint64 segments, uint64 whole, int64 planned);
+extern void ms_record_held(ms_pass *p, bool has_carried, ArrayType *provisioning, uint64 segments, uint64 whole,
+						   int64 planned);
 
 #endif

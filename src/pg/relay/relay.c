@@ -121,7 +121,7 @@ held_ids(List *held)
 
 /* set aside rows that cannot go, until a change or a fix lets them through */
 static void
-quarantine(ms_pass *p, List *bad)
+quarantine(ms_pass *p, List *tables, List *bad)
 {
 	Oid			types[4] = {INT4OID, TEXTOID, TEXTOID, TEXTOID};
 	SPIPlanPtr	plan = ms_prepare_kept(&p->exec,
@@ -143,7 +143,7 @@ quarantine(ms_pass *p, List *bad)
 		values[2] = CStringGetTextDatum(b->reason);
 		values[3] = CStringGetTextDatum(unpack_sql_state(b->sqlerrcode));
 		ms_run(&p->exec, plan, values, NULL, 0);
-		t = ms_catalog_find(p->cat.tables, b->tab);
+		t = ms_catalog_find(tables, b->tab);
 		ereport(WARNING,
 				(errmsg("magic_sync: a row of table \"%s\" cannot go and is quarantined",
 						t ? t->name : "?"),
@@ -161,17 +161,20 @@ quarantine(ms_pass *p, List *bad)
  * pass.
  */
 static void
-record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, int64 replicas_all)
+record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, int64 replicas_all, int64 floor,
+	   const ms_record_in *rin, ms_pass_later *later)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
-	ms_plan_in	in = {replicas_all, p->did.more};
+	ms_pass_fault *fault = rin->fault;
+	ms_plan_in	in = {replicas_all, p->did.more, floor, fault, rin->cat};
 
 	for (;;)
 	{
 		List	   *volatile bad = NIL;
 		ErrorData  *volatile failure = NULL;
 		ms_pass		before = *p;
+		ms_pass_fault fault_before = *fault;
 		ms_planned	plan;
 		ms_recorded did;
 		int64		parked;
@@ -182,7 +185,7 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, int64 replicas_
 		{
 			ms_plan(p, replicas, provisioning, &in, &plan);
 			p->did.notes_read += plan.joined;
-			bad = ms_record(p, replicas, provisioning, &plan, &did);
+			bad = ms_record(p, rin, replicas, provisioning, &plan, &did);
 		}
 		PG_CATCH();
 		{
@@ -192,29 +195,30 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, int64 replicas_
 		PG_END_TRY();
 		if (failure != NULL)
 		{
-			bool		resent = p->fault.resent > 0;
-			bool		whole_failed = p->fault.whole_failed;
+			bool		resent = fault->resent > 0;
+			bool		whole_failed = fault->whole_failed;
 
 			*p = before;
+			*fault = fault_before;
 			/* a table read whole failed for good: planned again, its rows through the plan (load.c) */
 			if (whole_failed && !ms_transient(failure->sqlerrcode))
 			{
-				p->fault.no_whole = true;
+				fault->no_whole = true;
 				FreeErrorData(failure);
 				continue;
 			}
 			/* rows refused sent again are no notes to park: they wait an hour, the rest goes on (retry.c) */
-			if (resent && !p->fault.resend_held && !ms_transient(failure->sqlerrcode))
+			if (resent && !fault->resend_held && !ms_transient(failure->sqlerrcode))
 			{
 				ereport(WARNING,
 						(errmsg("magic_sync: rows replicas refused could not be sent again: they wait an hour"),
 						 errdetail("%s", failure->message),
 						 errhint("SELECT * FROM sync.health() lists them.")));
-				p->fault.resend_held = true;
+				fault->resend_held = true;
 				FreeErrorData(failure);
 				continue;
 			}
-			if (ms_transient(failure->sqlerrcode) || !ms_park(p, &replicas, &provisioning, &in, &parked))
+			if (ms_transient(failure->sqlerrcode) || !ms_park(p, &replicas, &provisioning, &in, rin, &parked))
 				ReThrowError(failure);
 			p->did.notes_read -= parked;
 			p->did.parked += parked;
@@ -230,18 +234,20 @@ record(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, int64 replicas_
 			p->did.rows_sent = did.rows_sent;
 			p->did.rows_taken = did.rows_taken;
 			p->did.messages = did.messages;
+			if (later != NULL)
+				*later = did.later;
 			return;
 		}
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		quarantine(p, bad);
+		quarantine(p, rin->cat->tables, bad);
 	}
 }
 
 /* replicas whose outbox outgrew its bounds are provisioned again, with an alarm; whether any was */
 static bool
-outbox_bounds(ms_pass *p)
+outbox_bounds(ms_pass *p, bool has_owed)
 {
 	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
 	Datum		values[3] = {Int64GetDatum(ms_outbox_messages),
@@ -259,7 +265,7 @@ outbox_bounds(ms_pass *p)
 	 * numbered from one sequence, so they count its own from above) has its
 	 * outbox counted.
 	 */
-	const char *owed = p->has.owed ? "x.owed_messages > $1 OR x.owed_bytes > $2"
+	const char *owed = has_owed ? "x.owed_messages > $1 OR x.owed_bytes > $2"
 		: "x.last_number - greatest(x.acked_number, coalesce(x.snapshot_end, 0)) > least($1, $2 / $3)";
 
 	ms_exec(&p->exec, psprintf(
@@ -334,7 +340,7 @@ declarations(ms_pass *p)
 
 /* the catalog, read once per pass, or kept from the last while nothing it names changed */
 static void
-read_catalog(ms_pass *p)
+read_catalog(ms_pass *p, ms_pass_catalog *cat)
 {
 	char	   *decls = declarations(p);
 	MemoryContext old;
@@ -354,34 +360,34 @@ read_catalog(ms_pass *p)
 		{
 			List	   *ignored = NIL;	/* sync.check() said them, and more */
 
-			p->cat.held = NIL;
-			p->cat.tables = ms_catalog_hold(ms_catalog_read(&ignored), problems, &p->cat.held);
-			p->cat.held_ids = p->cat.held != NIL ? held_ids(p->cat.held) : NULL;
+			cat->held = NIL;
+			cat->tables = ms_catalog_hold(ms_catalog_read(&ignored), problems, &cat->held);
+			cat->held_ids = cat->held != NIL ? held_ids(cat->held) : NULL;
 		}
-		catalog_held = p->cat.held;
-		catalog_held_ids = p->cat.held_ids;
-		ms_evolve_schema(p);
-		catalog_tables = p->cat.tables;
-		catalog_begin = p->cat.begin;
-		catalog_schema_hash = p->cat.schema_hash;
-		catalog_evolve = p->evolve;
+		catalog_held = cat->held;
+		catalog_held_ids = cat->held_ids;
+		ms_evolve_schema(p, cat);
+		catalog_tables = cat->tables;
+		catalog_begin = cat->begin;
+		catalog_schema_hash = cat->schema_hash;
+		catalog_evolve = cat->evolve;
 		/*
 		 * a table held back leaves it invalid: the next pass reads again, as
 		 * a fix may put it right in many ways (sync.check() says them)
 		 */
-		ms_watch_read(&catalog_watch, p->cat.tables, p->cat.held == NIL);
+		ms_watch_read(&catalog_watch, cat->tables, cat->held == NIL);
 		catalog_text = pstrdup(decls);
 		MemoryContextSwitchTo(old);
 		/* what the pass finds of each replica is its own, the schemas are kept */
-		p->evolve = ms_evolve_kept(catalog_evolve);
+		cat->evolve = ms_evolve_kept(catalog_evolve);
 		return;
 	}
-	p->cat.tables = catalog_tables;
-	p->cat.held = catalog_held;
-	p->cat.held_ids = catalog_held_ids;
-	p->cat.begin = catalog_begin;
-	p->cat.schema_hash = catalog_schema_hash;
-	p->evolve = ms_evolve_kept(catalog_evolve);
+	cat->tables = catalog_tables;
+	cat->held = catalog_held;
+	cat->held_ids = catalog_held_ids;
+	cat->begin = catalog_begin;
+	cat->schema_hash = catalog_schema_hash;
+	cat->evolve = ms_evolve_kept(catalog_evolve);
 }
 
 /*
@@ -407,17 +413,16 @@ live_replicas(ms_pass *p, int64 *replicas_all)
 }
 
 void
-ms_relay_pass(ms_pass *p)
+ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *later)
 {
 	ArrayType  *provisioning;
 	ArrayType  *replicas = NULL;
 	int64		replicas_all = 0;	/* fast.c's choice: the replicas there are (live_replicas) */
 	int64		notes;
 	ms_observed observed;
-	bool		bounds_later = p->bounds_later;
-	int			snapshots = p->snapshots;
-	bool		held_later = p->later.on;
-	struct ms_floor *floor = p->floor;
+	int			snapshots = in->snapshots;
+	ms_pass_catalog cat;
+	ms_record_in rin;
 
 	/* one snapshot for the whole pass, whose writes never land on newer versions (pass.h) */
 	if (!IsolationUsesXactSnapshot())
@@ -426,25 +431,29 @@ ms_relay_pass(ms_pass *p)
 				 errmsg("sync.relay_pass() needs a REPEATABLE READ transaction"),
 				 errdetail("A pass plans and records in one snapshot; under READ COMMITTED, what it records over a row changed since would land on the newer version."),
 				 errhint("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM sync.relay_pass(); COMMIT;")));
+	if (later != NULL)
+		memset(later, 0, sizeof *later);
 	SPI_connect();
 	ms_pass_begin(p, p->exec.cxt);
-	p->bounds_later = bounds_later;
-	p->snapshots = snapshots;
-	p->later.on = held_later;
-	p->floor = floor;
 	/* the relay reads each table as its owner: its code runs with no other rights */
 	p->exec.as_owners = true;
 	/* a small pass runs statements prepared by the passes before it (pass.h) */
 	ms_plans_keep(true);
 	/* the session's first pass creates every temporary table: no later one runs DDL (temp.c) */
-	ms_temp_tables(p);
-	read_catalog(p);
-	ms_epoch_current(&p->cat.epoch);
-	provisioning = ms_observe(p, &observed);
+	ms_temp_tables(&p->exec);
+	memset(&cat, 0, sizeof cat);
+	read_catalog(p, &cat);
+	ms_epoch_current(&cat.epoch);
+	provisioning = ms_observe(p, &cat, snapshots, &observed);
 	p->did.forgotten = observed.forgotten;
 	p->did.snapshots_left = observed.snapshots_left;
+	rin.bounds_later = in->bounds_later;
 	/* held rows after the pass need the column that says they are due */
-	p->later.on = p->later.on && observed.held_due;
+	rin.held_later = in->held_later && later != NULL && observed.held_due;
+	rin.has = observed.has;
+	/* what a failure is about, kept across the subtransactions record() undoes */
+	rin.fault = MemoryContextAllocZero(p->exec.cxt, sizeof(ms_pass_fault));
+	rin.cat = &cat;
 	/* a snapshot pass reads no note: the next pass plans them for every replica */
 	if (snapshots == MS_SNAPSHOTS_ONLY && provisioning == NULL)
 	{
@@ -455,12 +464,12 @@ ms_relay_pass(ms_pass *p)
 	ms_plan_prepare(p);
 	if (snapshots == MS_SNAPSHOTS_ONLY)
 	{
-		ms_temp_table(p, "ms_notes_read");
-		ms_temp_table(p, "ms_pending");
+		ms_temp_table(&p->exec, "ms_notes_read");
+		ms_temp_table(&p->exec, "ms_pending");
 		notes = 0;
 	}
 	else
-		notes = ms_batch_read(p, &p->did.more);
+		notes = ms_batch_read(p, in->floor, cat.held_ids, &p->did.more);
 	p->did.notes_read = notes;
 	/* a large batch or a snapshot: each statement planned for what it reads now */
 	if (notes >= MS_ANALYZE_ROWS || provisioning != NULL || ms_full_plan)
@@ -472,7 +481,7 @@ ms_relay_pass(ms_pass *p)
 	 */
 	if (snapshots == MS_SNAPSHOTS_ONLY)
 		replicas = provisioning;
-	else if (notes > 0 || ms_evolve_any(p))
+	else if (notes > 0 || ms_evolve_any(&cat))
 		replicas = live_replicas(p, &replicas_all);
 	else
 		/* those provisioned, with refused rows due (retry.c), with wishes to send (wish_send.c) */
@@ -482,11 +491,11 @@ ms_relay_pass(ms_pass *p)
 
 	if (replicas != NULL)
 	{
-		ms_temp_table(p, "ms_written");
-		record(p, replicas, provisioning, replicas_all);
-		ms_evolve_recorded(p, provisioning);
-		if (!p->bounds_later)
-			outbox_bounds(p);
+		ms_temp_table(&p->exec, "ms_written");
+		record(p, replicas, provisioning, replicas_all, ms_batch_floor(in->floor), &rin, later);
+		ms_evolve_recorded(p, &cat, provisioning);
+		if (!in->bounds_later)
+			outbox_bounds(p, observed.has.owed);
 		publish(p);
 	}
 	if (notes > 0)
@@ -508,16 +517,14 @@ ms_relay_pass(ms_pass *p)
  * as this worker holds it.
  */
 void
-ms_relay_held(ms_pass *p)
+ms_relay_held(ms_pass *p, const ms_pass_later *later)
 {
 	MemoryContext cxt = p->exec.cxt;
-	ms_pass_later later = p->later;
 
 	SPI_connect();
 	ms_pass_begin(p, cxt);
-	p->later = later;
 	ms_plans_keep(false);
-	ms_record_held_later(p);
+	ms_record_held_later(p, later);
 	ms_pass_end(p);
 	SPI_finish();
 }
@@ -606,8 +613,13 @@ ms_relay_bounds(ms_pass *p)
 	 * wrote (issue 37).  Its look at the numbers is the copy's, current; what
 	 * it counts is the outbox's.
 	 */
+	/*
+	 * Counted by the numbers, as a catalog without the owed figures is: a
+	 * replica owed more bytes than the bounds allow is past them by the
+	 * numbers too (no message is larger than magic_sync.message_bytes).
+	 */
 	if (copy_chains(p))
-		marked = outbox_bounds(p);
+		marked = outbox_bounds(p, false);
 	ms_pass_end(p);
 	SPI_finish();
 	return marked;
@@ -643,8 +655,7 @@ pass_sql(FunctionCallInfo fcinfo, int snapshots)
 		ms_relay_hold_replicas(true);
 	memset(&p, 0, sizeof p);
 	p.exec.cxt = CurrentMemoryContext;
-	p.snapshots = snapshots;
-	ms_relay_pass(&p);
+	ms_relay_pass(&p, &(ms_relay_in) {.snapshots = snapshots}, NULL);
 	values[0] = Int64GetDatum(p.did.notes_read);
 	values[1] = Int64GetDatum(p.did.provisioned);
 	values[2] = Int64GetDatum(p.did.forgotten);

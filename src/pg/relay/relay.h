@@ -32,19 +32,31 @@ extern bool ms_relay_try_lock(bool session);
  */
 extern void ms_relay_hold_replicas(bool whole);
 
+/* what the caller asks of a pass */
+struct ms_floor;
+typedef struct ms_relay_in
+{
+	bool		bounds_later;	/* the caller checks the outbox bounds once the pass commits (ms_relay_bounds) */
+	int			snapshots;		/* MS_SNAPSHOTS_*: whether this pass provisions replicas */
+	struct ms_floor *floor;		/* the worker's floor under the notes it reads (floor.h); NULL by hand */
+	bool		held_later;		/* the held rows of tables read whole may be left for after the pass (*later) */
+} ms_relay_in;
+
 /*
  * ms_relay_pass: one pass in the current transaction, which must hold the
  * relay lock and be REPEATABLE READ (pass.h says why; refused otherwise).
- * SPI is connected and finished inside.  p->cxt is the memory the pass
+ * SPI is connected and finished inside.  p->exec.cxt is the memory the pass
  * allocates in; the rest of *p it sets up and fills with what it did.
+ * *later (NULL unless in->held_later): the held rows it left for after its
+ * commit (ms_relay_held), in p->exec.cxt.
  */
-extern void ms_relay_pass(ms_pass *p);
+extern void ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *later);
 
 /*
  * ms_relay_bounds: the replicas the last pass of this session wrote to
  * whose outbox outgrew its bounds are provisioned again, with an alarm; in
  * the current transaction, SPI connected inside.  A pass does it itself
- * unless p->bounds_later was set (the worker, after the pass's commit: the
+ * unless ms_relay_in.bounds_later (the worker, after the pass's commit: the
  * count of each outbox is then not between the commit and its messages).
  * Returns whether it marked any to be provisioned again.
  */
@@ -61,9 +73,9 @@ extern void ms_relay_chains(ms_pass *p);
 
 /*
  * ms_relay_held: the held rows the last pass of this session left to write
- * once it committed (p->later.on, p->later.rows), in the current
+ * once it committed (what ms_relay_pass returned in *later), in the current
  * transaction, under the lock a pass holds; SPI connected inside.
  */
-extern void ms_relay_held(ms_pass *p);
+extern void ms_relay_held(ms_pass *p, const ms_pass_later *later);
 
 #endif

@@ -175,7 +175,7 @@ gone(ms_pass *p, ms_table *t)
  * a table no longer mirrored has its rows dropped instead: they go with it.
  */
 static void
-retry_each_table(ms_pass *p, void (*each) (ms_pass *, ms_table *))
+retry_each_table(ms_pass *p, List *tables, void (*each) (ms_pass *, ms_table *))
 {
 	uint64		n;
 	int		   *tabs;
@@ -191,7 +191,7 @@ retry_each_table(ms_pass *p, void (*each) (ms_pass *, ms_table *))
 	}
 	for (uint64 i = 0; i < n; i++)
 	{
-		ms_table   *t = ms_catalog_find(p->cat.tables, tabs[i]);
+		ms_table   *t = ms_catalog_find(tables, tabs[i]);
 		Oid			types[1] = {INT4OID};
 		Datum		values[1] = {Int32GetDatum(tabs[i])};
 
@@ -245,11 +245,11 @@ due_again(ms_pass *p, Datum *values)
 
 /* the work of ms_plan_refused for the replicas $1 that have refused rows due */
 static void
-plan_due(ms_pass *p, Datum *values)
+plan_due(ms_pass *p, ms_pass_fault *fault, List *tables, Datum *values)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 
-	if (p->fault.resend_held)
+	if (fault->resend_held)
 	{
 		/* sending them failed for good this pass (relay.c): an hour, and the rest goes on */
 		ms_exec(&p->exec, "UPDATE sync.refused_rows r SET due = now() + interval '1 hour' WHERE " DUE,
@@ -259,7 +259,7 @@ plan_due(ms_pass *p, Datum *values)
 	/* a count whose row is held no more, or held not refused (it changed, and went): over */
 	ms_exec(&p->exec, psprintf("DELETE FROM sync.refused_rows r WHERE " DUE " AND NOT EXISTS (" HELD_REFUSED ")", ""),
 			1, types, values, NULL, 0);
-	ms_temp_table(p, "ms_retry");
+	ms_temp_table(&p->exec, "ms_retry");
 	/* each due row's marks looked up alone, as its held row: the temporary tables' keys lead with (tab, key) */
 	ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.ms_retry SELECT r.replica, r.tab, r.key, (" HELD_REFUSED ")"
 						"  FROM sync.refused_rows r WHERE " DUE
@@ -272,8 +272,8 @@ plan_due(ms_pass *p, Datum *values)
 	if (SPI_processed == 0)
 		return;
 	/* from here a failure is theirs (relay.c) */
-	p->fault.resent = (int64) SPI_processed;
-	retry_each_table(p, gone);
+	fault->resent = (int64) SPI_processed;
+	retry_each_table(p, tables, gone);
 	/* to the replica that refused it alone; a row a note sends already goes once */
 	ms_exec(&p->exec, "INSERT INTO ms_send (replica, tab, key, note)"
 			" SELECT replica, tab, key, note FROM pg_temp.ms_retry ON CONFLICT DO NOTHING",
@@ -288,13 +288,13 @@ plan_due(ms_pass *p, Datum *values)
 }
 
 void
-ms_plan_refused(ms_pass *p, ArrayType *replicas)
+ms_plan_refused(ms_pass *p, ArrayType *replicas, ms_pass_fault *fault, List *tables)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 	ArrayType  *due;
 
-	p->fault.resent = 0;
+	fault->resent = 0;
 	if (!ms_catalog_has("refused_rows"))
 		return;
 	/* most passes: none due, one read of sync.refused_due */
@@ -307,21 +307,21 @@ ms_plan_refused(ms_pass *p, ArrayType *replicas)
 	if (due == NULL)
 		return;
 	values[0] = PointerGetDatum(due);
-	plan_due(p, values);
+	plan_due(p, fault, tables, values);
 	due_again(p, values);
 }
 
 void
-ms_plan_replaced(ms_pass *p, ArrayType *replicas)
+ms_plan_replaced(ms_pass *p, ArrayType *replicas, ms_pass_fault *fault, List *tables)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 
 	/* most passes: none marked, one probe of held_replace */
-	if (!any_replaced(p) || p->fault.resend_held)
+	if (!any_replaced(p) || fault->resend_held)
 		return;
 	/* ms_retry again (ms_plan_refused is done with it): note -1 for a row it made up */
-	ms_temp_table(p, "ms_retry");
+	ms_temp_table(&p->exec, "ms_retry");
 	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_retry"
 			" SELECT h.replica, h.tab, h.key, CASE WHEN h.number = 0 AND h.note = 0 THEN -1 ELSE h.note END"
 			"  FROM sync.held h"
@@ -334,8 +334,8 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas)
 	if (SPI_processed == 0)
 		return;
 	/* from here a failure is theirs, as the refused rows' (relay.c) */
-	p->fault.resent += (int64) SPI_processed;
-	retry_each_table(p, gone_or_taken);
+	fault->resent += (int64) SPI_processed;
+	retry_each_table(p, tables, gone_or_taken);
 	/* the rest: the row as the server has it, to that replica alone (plan.c marks it a replacement) */
 	ms_exec(&p->exec, "INSERT INTO ms_send (replica, tab, key, note)"
 			" SELECT replica, tab, key, note FROM pg_temp.ms_retry ON CONFLICT DO NOTHING",

@@ -152,23 +152,23 @@ find(const char *name)
 }
 
 static void
-create(ms_pass *p, const temp_table *t)
+create(ms_executor *x, const temp_table *t)
 {
-	ms_exec(&p->exec, psprintf("CREATE TEMP TABLE %s (%s)", t->name, t->columns), 0, NULL, NULL, NULL, 0);
+	ms_exec(x, psprintf("CREATE TEMP TABLE %s (%s)", t->name, t->columns), 0, NULL, NULL, NULL, 0);
 }
 
 void
-ms_temp_tables(ms_pass *p)
+ms_temp_tables(ms_executor *x)
 {
 	/* a name looked up in the catalog cache each: a pass after the first creates none */
 	for (size_t i = 0; i < lengthof(temp_tables); i++)
 		if (!OidIsValid(temp_relid(temp_tables[i].name)))
-			create(p, &temp_tables[i]);
+			create(x, &temp_tables[i]);
 }
 
 /* empty pg_temp.name, whose oid is relid */
 static void
-empty(ms_pass *p, const char *name, Oid relid)
+empty(ms_executor *x, const char *name, Oid relid)
 {
 	int64		pages = temp_pages(relid);
 
@@ -179,9 +179,9 @@ empty(ms_pass *p, const char *name, Oid relid)
 	 * vacuums a temporary table.
 	 */
 	if (pages > MS_TEMP_PAGES)
-		ms_exec(&p->exec, psprintf("TRUNCATE pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
+		ms_exec(x, psprintf("TRUNCATE pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
 	else if (pages > 0)
-		ms_exec(&p->exec, psprintf("DELETE FROM pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
+		ms_exec(x, psprintf("DELETE FROM pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
 
 	/*
 	 * The statistics a large pass took of what it put here (ms_analyze) go
@@ -202,22 +202,22 @@ empty(ms_pass *p, const char *name, Oid relid)
 }
 
 void
-ms_temp_empty(ms_pass *p, const char *name)
+ms_temp_empty(ms_executor *x, const char *name)
 {
 	Oid			relid = temp_relid(name);
 
 	if (OidIsValid(relid))
-		empty(p, name, relid);
+		empty(x, name, relid);
 }
 
 void
-ms_temp_table(ms_pass *p, const char *name)
+ms_temp_table(ms_executor *x, const char *name)
 {
 	const temp_table *t = find(name);
 	Oid			relid = temp_relid(name);
 
 	if (!OidIsValid(relid))
-		create(p, t);
+		create(x, t);
 	else
-		empty(p, name, relid);
+		empty(x, name, relid);
 }

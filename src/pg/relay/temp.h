@@ -9,18 +9,18 @@
 #include "pass.h"
 
 /* ms_temp_tables: create every temporary table of the pass this session lacks (a relay pass's first step) */
-extern void ms_temp_tables(ms_pass *p);
+extern void ms_temp_tables(ms_executor *x);
 
 /*
  * ms_temp_table: empty pg_temp.name (ms_temp_empty), one temp.c declares;
  * created first if this session lacks it.  What a pass leaves in one stays
  * until the next empties it.
  */
-extern void ms_temp_table(ms_pass *p, const char *name);
+extern void ms_temp_table(ms_executor *x, const char *name);
 
 /* ms_temp_empty: empty pg_temp.name cheaply: DELETE, or TRUNCATE once it outgrew MS_TEMP_PAGES. */
 #define MS_TEMP_PAGES 64
-extern void ms_temp_empty(ms_pass *p, const char *name);
+extern void ms_temp_empty(ms_executor *x, const char *name);
 
 /*
  * MS_NOT_BLOCKED(s): the row s (tab, key) is not in pg_temp.ms_blocked.  A

@@ -300,7 +300,7 @@ ms_children_select(const ms_table *t, const ms_fkey *fk, const ms_table *parent,
  * key's domain), runs as t's owner.
  */
 static uint64
-add_rows(ms_pass *p, const ms_table *t, const char *set, const char *select, bool first, bool delta,
+add_rows(ms_reader *p, const ms_table *t, const char *set, const char *select, bool first, bool delta,
 		 const char *into, bool blocked)
 {
 	const char *conflict = first ? "" : " ON CONFLICT DO NOTHING";
@@ -310,15 +310,15 @@ add_rows(ms_pass *p, const ms_table *t, const char *set, const char *select, boo
 	if (blocked)
 		select = psprintf("SELECT s.replica, s.tab, s.key FROM (%s) s(replica, tab, key) WHERE " MS_NOT_BLOCKED("s"),
 						  select);
-	ms_owner_begin(&as, MS_OWNER_OF(p, t->relid));
+	ms_owner_begin(&as, MS_EXEC_OWNER_OF(p->exec, t->relid));
 	if (delta)
-		ms_exec(&p->exec, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key) %s%s"
+		ms_exec(p->exec, psprintf("WITH n AS (INSERT INTO pg_temp.%s (replica, tab, key) %s%s"
 							" RETURNING replica, tab, key)"
 							" INSERT INTO pg_temp.%s SELECT replica, tab, key FROM n",
 							set, select, conflict, into),
 				0, NULL, NULL, NULL, 0);
 	else
-		ms_exec(&p->exec, psprintf("INSERT INTO pg_temp.%s (replica, tab, key) %s%s", set, select, conflict),
+		ms_exec(p->exec, psprintf("INSERT INTO pg_temp.%s (replica, tab, key) %s%s", set, select, conflict),
 				0, NULL, NULL, NULL, 0);
 	ms_owner_end(&as);
 	/* the rows added to set (with a delta, as many go into it) */
@@ -327,13 +327,13 @@ add_rows(ms_pass *p, const ms_table *t, const char *set, const char *select, boo
 
 /* the temporary tables, created once per session; their rows outlive the transaction */
 static void
-wanted_tables(ms_pass *p, bool empty_first)
+wanted_tables(ms_reader *p, bool empty_first)
 {
 	if (empty_first)
-		ms_temp_table(p, "ms_wanted");
-	ms_temp_table(p, "ms_wanted_replicas");
-	ms_temp_table(p, "ms_wanted_delta0");
-	ms_temp_table(p, "ms_wanted_delta1");
+		ms_temp_table(p->exec, "ms_wanted");
+	ms_temp_table(p->exec, "ms_wanted_replicas");
+	ms_temp_table(p->exec, "ms_wanted_delta0");
+	ms_temp_table(p->exec, "ms_wanted_delta1");
 }
 
 /* rounds_of: by table id, whether its rows lead to more rows: they point at one, or are followed */
@@ -360,7 +360,7 @@ rounds_of(List *tables)
 }
 
 uint64
-ms_links_round(ms_pass *p, const char *from, const bool *skip, bool followers,
+ms_links_round(ms_reader *p, const char *from, const bool *skip, bool followers,
 			   ms_link_step step, void *arg, bool *links)
 {
 	uint64		n = 0;
@@ -368,14 +368,14 @@ ms_links_round(ms_pass *p, const char *from, const bool *skip, bool followers,
 
 	if (links != NULL)
 		*links = false;
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 
 		/* the rows the rows of t in from point at */
 		for (int f = 0; f < t->nfkeys; f++)
 		{
-			ms_table   *parent = ms_catalog_find(p->cat.tables, t->fkeys[f].parent);
+			ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[f].parent);
 
 			/* a table left out is wanted whole: the rows pointed at are in it */
 			if (parent == NULL || (skip != NULL && skip[t->fkeys[f].parent]))
@@ -387,7 +387,7 @@ ms_links_round(ms_pass *p, const char *from, const bool *skip, bool followers,
 		/* the rows of t that follow rows of its parent in from */
 		if (followers && t->follows_fkey >= 0)
 		{
-			ms_table   *parent = ms_catalog_find(p->cat.tables, t->fkeys[t->follows_fkey].parent);
+			ms_table   *parent = ms_catalog_find(p->tables, t->fkeys[t->follows_fkey].parent);
 
 			if (parent == NULL)
 				continue;
@@ -409,7 +409,7 @@ typedef struct round_arg
 } round_arg;
 
 static uint64
-round_step(ms_pass *p, const ms_table *t, const ms_table *to, const ms_fkey *fk, bool follows,
+round_step(ms_reader *p, const ms_table *t, const ms_table *to, const ms_fkey *fk, bool follows,
 		   const char *select, void *arg)
 {
 	round_arg  *a = arg;
@@ -424,7 +424,7 @@ round_step(ms_pass *p, const ms_table *t, const ms_table *to, const ms_fkey *fk,
  * of what the last round added, into set, until a round adds nothing.
  */
 static uint64
-close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows, const bool *skip, bool blocked)
+close_rounds(ms_reader *p, const char *set, const bool *rounds, uint64 rows, const bool *skip, bool blocked)
 {
 	uint64		added = 0;
 	int			cur = 0;
@@ -438,9 +438,9 @@ close_rounds(ms_pass *p, const char *set, const bool *rounds, uint64 rows, const
 
 		if (rows == 0)
 			break;
-		ms_analyze(&p->exec, psprintf("pg_temp.%s", from), rows);
+		ms_analyze(p->exec, psprintf("pg_temp.%s", from), rows);
 		round = ms_links_round(p, from, skip, true, round_step, &a, &more);
-		ms_temp_empty(p, from);
+		ms_temp_empty(p->exec, from);
 		added += round;
 		rows = round;
 		cur = 1 - cur;
@@ -488,22 +488,22 @@ ms_wanted_whole(List *tables)
  * not the rows of the tables skip names (by id), when it is not NULL.
  */
 static uint64
-fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first, const bool *skip, bool blocked)
+fill(ms_reader *p, ArrayType *replicas, const char *set, bool empty_first, const bool *skip, bool blocked)
 {
-	bool	   *rounds = rounds_of(p->cat.tables);
+	bool	   *rounds = rounds_of(p->tables);
 	uint64		added = 0;
 	uint64		delta = 0;
 	ListCell   *lc;
 
 	wanted_tables(p, empty_first);
-	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_wanted_replicas"
+	ms_exec(p->exec, "INSERT INTO pg_temp.ms_wanted_replicas"
 			" SELECT id, partition FROM sync.replicas"
 			"  WHERE CASE WHEN $1 IS NULL THEN live AND NOT dropped ELSE id = ANY ($1) END",
 			1, (Oid[]) {UUIDARRAYOID}, (Datum[]) {PointerGetDatum(replicas)},
 			replicas == NULL ? "n" : NULL, 0);
 
 	/* the rows the rules send */
-	foreach(lc, p->cat.tables)
+	foreach(lc, p->tables)
 	{
 		ms_table   *t = lfirst(lc);
 		char	   *rules = ms_rule_select(t, "ms_wanted_replicas", NULL);
@@ -521,22 +521,22 @@ fill(ms_pass *p, ArrayType *replicas, const char *set, bool empty_first, const b
 }
 
 uint64
-ms_wanted_fill(ms_pass *p, ArrayType *replicas, bool blocked)
+ms_wanted_fill(ms_reader *p, ArrayType *replicas, bool blocked)
 {
 	return fill(p, replicas, "ms_wanted", true, NULL, blocked);
 }
 
 uint64
-ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set, const bool *skip, bool blocked)
+ms_wanted_into(ms_reader *p, ArrayType *replicas, const char *set, const bool *skip, bool blocked)
 {
 	return fill(p, replicas, set, false, skip, blocked);
 }
 
 /* ms_replica_must_exist: an error, for a person, unless replica id exists */
 void
-ms_replica_must_exist(ms_pass *p, Datum id)
+ms_replica_must_exist(ms_reader *p, Datum id)
 {
-	ms_exec(&p->exec, "SELECT FROM sync.replicas WHERE id = $1", 1, (Oid[]) {UUIDOID}, &id, NULL, 0);
+	ms_exec(p->exec, "SELECT FROM sync.replicas WHERE id = $1", 1, (Oid[]) {UUIDOID}, &id, NULL, 0);
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -545,12 +545,12 @@ ms_replica_must_exist(ms_pass *p, Datum id)
 }
 
 ArrayType *
-ms_wanted_read_begin(ms_pass *p, Datum id)
+ms_wanted_read_begin(ms_reader *p, Datum id)
 {
-	ms_pass_begin(p, CurrentMemoryContext);
+	ms_executor_begin(p->exec, CurrentMemoryContext);
 	ms_replica_must_exist(p, id);
-	p->cat.tables = ms_catalog_tables();
-	ms_pass_read_as_owners(p);
+	p->tables = ms_catalog_tables();
+	ms_read_as_owners(p);
 	return construct_array(&id, 1, UUIDOID, 16, false, TYPALIGN_CHAR);
 }
 
@@ -563,18 +563,19 @@ Datum
 ms_wanted(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ms_pass		p;
+	ms_executor x;
+	ms_reader	p = {&x, NIL};
 	ArrayType  *replica;
 
 	InitMaterializedSRF(fcinfo, 0);
 	SPI_connect();
 	replica = ms_wanted_read_begin(&p, PG_GETARG_DATUM(0));
 	ms_wanted_fill(&p, replica, false);
-	ms_exec(&p.exec, "SELECT t.relid, w.key, sync.key_parts(w.key)"
+	ms_exec(&x, "SELECT t.relid, w.key, sync.key_parts(w.key)"
 			"  FROM pg_temp.ms_wanted w JOIN sync.tables t ON t.id = w.tab"
 			" ORDER BY t.id, w.key", 0, NULL, NULL, NULL, 0);
 	ms_spi_rows_out(rsinfo);
-	ms_pass_end(&p);
+	ms_executor_end(&x);
 	SPI_finish();
 	return (Datum) 0;
 }
@@ -587,15 +588,16 @@ ms_wanted(PG_FUNCTION_ARGS)
 Datum
 ms_wanted_fill_sql(PG_FUNCTION_ARGS)
 {
-	ms_pass		p;
+	ms_executor x;
+	ms_reader	p = {&x, NIL};
 	uint64		n;
 
 	SPI_connect();
-	ms_pass_begin(&p, CurrentMemoryContext);
-	p.cat.tables = ms_catalog_tables();
-	ms_pass_read_as_owners(&p);
+	ms_executor_begin(&x, CurrentMemoryContext);
+	p.tables = ms_catalog_tables();
+	ms_read_as_owners(&p);
 	n = ms_wanted_fill(&p, PG_ARGISNULL(0) ? NULL : PG_GETARG_ARRAYTYPE_P(0), false);
-	ms_pass_end(&p);
+	ms_executor_end(&x);
 	SPI_finish();
 	PG_RETURN_INT64((int64) n);
 }

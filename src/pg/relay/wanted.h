@@ -18,20 +18,20 @@
  * COLLATE "C", PRIMARY KEY (replica, tab, key)) -- created when missing,
  * emptied first -- with the wanted sets of the given replicas (a uuid[]; NULL:
  * every live replica not dropped), all at once, in the snapshot of p, over
- * p->cat.tables.  blocked: the plan's pg_temp.ms_blocked has rows, left out
+ * p->tables.  blocked: the plan's pg_temp.ms_blocked has rows, left out
  * (plan.c); a read has none.  Returns the number of rows.
  */
-extern uint64 ms_wanted_fill(ms_pass *p, ArrayType *replicas, bool blocked);
+extern uint64 ms_wanted_fill(ms_reader *p, ArrayType *replicas, bool blocked);
 /* ms_replica_must_exist: an error (42704), for a person, unless replica id exists */
-extern void ms_replica_must_exist(ms_pass *p, Datum id);
+extern void ms_replica_must_exist(ms_reader *p, Datum id);
 
 /*
  * ms_wanted_read_begin: begin a read of what replica id should hold
- * (sync.wanted, sync.why_all): *p begun in the current memory context, the
- * replica checked (ms_replica_must_exist), the catalog read and read as
- * owners (ms_pass_read_as_owners).  The replica as a uuid[] of one.
+ * (sync.wanted, sync.why_all): p->exec begun in the current memory context,
+ * the replica checked (ms_replica_must_exist), the catalog read (p->tables)
+ * and read as owners (ms_read_as_owners).  The replica as a uuid[] of one.
  */
-extern ArrayType *ms_wanted_read_begin(ms_pass *p, Datum id);
+extern ArrayType *ms_wanted_read_begin(ms_reader *p, Datum id);
 
 /*
  * ms_wanted_into: the same, into pg_temp.<set> (columns replica, tab, key;
@@ -39,7 +39,7 @@ extern ArrayType *ms_wanted_read_begin(ms_pass *p, Datum id);
  * out the tables skip names (by id; NULL: none); returns the number of rows
  * it added.
  */
-extern uint64 ms_wanted_into(ms_pass *p, ArrayType *replicas, const char *set, const bool *skip,
+extern uint64 ms_wanted_into(ms_reader *p, ArrayType *replicas, const char *set, const bool *skip,
 							 bool blocked);
 
 /*
@@ -93,9 +93,9 @@ extern char *ms_children_select(const struct ms_table *t, const struct ms_fkey *
  * parent the pass does not describe is passed over.  *links (when not
  * NULL): whether there was any such link to walk.
  */
-typedef uint64 (*ms_link_step) (ms_pass *p, const struct ms_table *t, const struct ms_table *to,
+typedef uint64 (*ms_link_step) (ms_reader *p, const struct ms_table *t, const struct ms_table *to,
 								const struct ms_fkey *fk, bool follows, const char *select, void *arg);
-extern uint64 ms_links_round(ms_pass *p, const char *from, const bool *skip, bool followers,
+extern uint64 ms_links_round(ms_reader *p, const char *from, const bool *skip, bool followers,
 							 ms_link_step step, void *arg, bool *links);
 
 /* pieces of those: a key made of some columns, the active view */

@@ -332,14 +332,12 @@ step_end(void)
  * pass provisions them again (observe.c).
  */
 static void
-held_later(MemoryContext pass_cxt, struct ms_held_later *later, int64 rows)
+held_later(MemoryContext pass_cxt, const ms_pass_later *later)
 {
 	ms_pass		h;
 
 	step_begin(&h, pass_cxt, "magic_sync held rows of the pass");
-	h.later.kept = later;
-	h.later.rows = rows;
-	ms_relay_held(&h);
+	ms_relay_held(&h, later);
 	step_end();
 }
 
@@ -380,6 +378,8 @@ static bool
 snapshot_pass(MemoryContext pass_cxt)
 {
 	ms_pass		p;
+	ms_relay_in in = {0};
+	ms_pass_later later;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -389,11 +389,11 @@ snapshot_pass(MemoryContext pass_cxt)
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&p, 0, sizeof p);
 	p.exec.cxt = pass_cxt;
-	p.bounds_later = true;
-	p.snapshots = MS_SNAPSHOTS_ONLY;
+	in.bounds_later = true;
+	in.snapshots = MS_SNAPSHOTS_ONLY;
 	/* a snapshot's held rows of tables read whole are written after it */
-	p.later.on = ms_held_later;
-	ms_relay_pass(&p);
+	in.held_later = ms_held_later;
+	ms_relay_pass(&p, &in, &later);
 	if (p.did.provisioned > 0)
 		ereport(DEBUG1,
 				(errmsg("magic_sync snapshot pass: %lld provisioned, %lld rows sent, %lld messages, in %ld ms",
@@ -401,8 +401,8 @@ snapshot_pass(MemoryContext pass_cxt)
 						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	if (p.later.rows > 0)
-		held_later(pass_cxt, p.later.kept, p.later.rows);
+	if (later.rows > 0)
+		held_later(pass_cxt, &later);
 	if (p.did.messages > 0)
 		outbox_bounds(pass_cxt);
 	return p.did.provisioned > 0;
@@ -422,6 +422,8 @@ static bool
 run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *full, bool *again)
 {
 	ms_pass		p;
+	ms_relay_in in = {0};
+	ms_pass_later later;
 	bool		busy = false;
 	int64		through;
 
@@ -473,14 +475,14 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&p, 0, sizeof p);
 	p.exec.cxt = pass_cxt;
-	p.floor = &notes_floor;
+	in.floor = &notes_floor;
 	/* its messages go out first: the outbox bounds are checked after the commit */
-	p.bounds_later = true;
+	in.bounds_later = true;
 	/* a snapshot, however long, is a pass of its own that holds no other replica (snapshot_pass) */
-	p.snapshots = MS_SNAPSHOTS_LEFT;
+	in.snapshots = MS_SNAPSHOTS_LEFT;
 	/* and a snapshot's held rows of tables read whole are written after it too */
-	p.later.on = ms_held_later;
-	ms_relay_pass(&p);
+	in.held_later = ms_held_later;
+	ms_relay_pass(&p, &in, &later);
 	busy = p.did.messages > 0 || p.did.provisioned > 0 || p.did.forgotten > 0 || p.did.more;
 	*again = p.did.provisioned > 0 || p.did.forgotten > 0 || p.did.more;
 	*read = p.did.notes_read;
@@ -516,8 +518,8 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 		ms_wake_passed(XactLastCommitEnd, through);
 	XLogFlush(XactLastCommitEnd);
 	ms_floor_committed(&notes_floor);
-	if (p.later.rows > 0)
-		held_later(pass_cxt, p.later.kept, p.later.rows);
+	if (later.rows > 0)
+		held_later(pass_cxt, &later);
 	if (p.did.messages > 0 && outbox_bounds(pass_cxt))
 		*again = true;
 	chains_pending = false;

@@ -204,6 +204,7 @@ ms_file(PG_FUNCTION_ARGS)
 	size_t		len;
 	const char *digests;
 	char	   *result;
+	MemoryContext call_cxt;
 	size_t		pos = 0;
 	const uint8_t *rows;
 	size_t		nrows;
@@ -224,6 +225,12 @@ ms_file(PG_FUNCTION_ARGS)
 	bytes = (const uint8 *) VARDATA_ANY(upload);
 	len = VARSIZE_ANY_EXHDR(upload);
 
+	/*
+	 * The answer is built in the caller's memory before SPI_finish: what it
+	 * says (the reasons, the lane) the filing kept in the call's, which goes
+	 * with SPI_finish.
+	 */
+	call_cxt = CurrentMemoryContext;
 	SPI_connect();
 	ms_replica_access(replica, "file");
 	up = decode(bytes, len, replica, f.replica_text);
@@ -234,8 +241,9 @@ ms_file(PG_FUNCTION_ARGS)
 	{
 		if (!filed_before)
 			ms_answer_duplicate(&f, up);
-		SPI_finish();
+		MemoryContextSwitchTo(call_cxt);
 		result = ms_duplicate_result(&f, !filed_before);
+		SPI_finish();
 		PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(result)));
 	}
 	f.upload = bytes;
@@ -279,9 +287,8 @@ ms_file(PG_FUNCTION_ARGS)
 		ms_backlog(&f, up);
 	ms_wish_fates(&f.replica, up);
 	ms_answer(&f, up);
-	SPI_finish();
-
-	/* what it says is built in the caller's memory: the call's went with SPI_finish */
+	MemoryContextSwitchTo(call_cxt);
 	result = ms_file_result(&f, digests);
+	SPI_finish();
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(result)));
 }

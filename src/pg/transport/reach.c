@@ -316,15 +316,16 @@ wanted_rows(ms_filing *f, struct ms_reach *r)
 {
 	MemoryContext cxt = f->filer->cxt;
 	Datum		elems[1] = {UUIDPGetDatum(&f->replica)};
-	ms_pass		p;
+	ms_executor x;
+	ms_reader	p = {&x, NIL};
 
 	r->wanted_read = true;
 	SPI_connect();
-	ms_pass_begin(&p, CurrentMemoryContext);
-	p.cat.tables = ms_catalog_tables();
-	ms_pass_read_as_owners(&p);
+	ms_executor_begin(&x, CurrentMemoryContext);
+	p.tables = ms_catalog_tables();
+	ms_read_as_owners(&p);
 	ms_wanted_fill(&p, construct_array(elems, 1, UUIDOID, 16, false, TYPALIGN_CHAR), false);
-	ms_exec(&p.exec, "SELECT w.tab || ':' || w.key FROM pg_temp.ms_wanted w", 0, NULL, NULL, NULL, 0);
+	ms_exec(&x, "SELECT w.tab || ':' || w.key FROM pg_temp.ms_wanted w", 0, NULL, NULL, NULL, 0);
 	r->nwanted = (int) SPI_processed;
 	r->wanted = MemoryContextAlloc(cxt, sizeof(char *) * Max(r->nwanted, 1));
 	for (int i = 0; i < r->nwanted; i++)
@@ -333,8 +334,8 @@ wanted_rows(ms_filing *f, struct ms_reach *r)
 
 		r->wanted[i] = MemoryContextStrdup(cxt, v);
 	}
-	ms_exec(&p.exec, "DELETE FROM pg_temp.ms_wanted", 0, NULL, NULL, NULL, 0);
-	ms_pass_end(&p);
+	ms_exec(&x, "DELETE FROM pg_temp.ms_wanted", 0, NULL, NULL, NULL, 0);
+	ms_executor_end(&x);
 	SPI_finish();
 	qsort(r->wanted, r->nwanted, sizeof(char *), cmp_str);
 }
