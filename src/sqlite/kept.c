@@ -110,7 +110,8 @@ ms_kept_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st)
 		return rc;
 	sqlite3_mutex_enter(m);
 	/* kept while there is room (a copy of the text that fails: not kept, no error) */
-	if (k->n < KEPT_STATEMENTS)
+	k = find(db);
+	if (k != NULL && k->n < KEPT_STATEMENTS)
 	{
 		char	   *copy = sqlite3_mprintf("%s", sql);
 
