@@ -3,7 +3,11 @@
  * whatever the message carries: its round under a steady writer (issue 37,
  * "capture costs the writer less").  Not a test.
  *
- *   make bench-apply-fixed   (or build/bench_apply_fixed [rounds] [tx] [dir])
+ *   make bench-apply-fixed   (or build/bench_apply_fixed [rounds] [tx] [dir] [keep])
+ *
+ * keep 1 (the default): the replica's connection keeps the extension's
+ * statements prepared between calls, as the agent's does
+ * (sync_keep_statements, src/sqlite/kept.c); 0: every call prepares its own.
  *
  * pgbench's four tables (json, as bench/pgbench_mirror.sql mirrors them),
  * made by a snapshot.  Each round is what magic_sync_agent does for one
@@ -140,6 +144,7 @@ main(int argc, char **argv)
 	int			rounds = argc > 1 ? atoi(argv[1]) : 2000;
 	int			tx = argc > 2 ? atoi(argv[2]) : 1;
 	const char *dir = argc > 3 ? argv[3] : "/tmp";
+	bool		keep = argc > 4 ? atoi(argv[4]) != 0 : true;
 	char		a_path[512],
 				b_path[512];
 	sqlite3    *db,
@@ -176,6 +181,8 @@ main(int argc, char **argv)
 	sqlite3_auto_extension((void (*) (void)) sqlite3_magicsyncsqlite_init);
 
 	db = open_db(a_path);
+	if (keep)
+		exec(db, "SELECT sync_keep_statements(1)");
 	tm_server_init(&s, 0x31, 0x41);
 	schema[0] = tm_table("pgbench_branches", "catalog", "json", "bid", "bid INTEGER, bbalance INTEGER, filler TEXT");
 	schema[1] = tm_table("pgbench_tellers", "catalog", "json", "tid", "tid INTEGER, bid INTEGER, tbalance INTEGER, filler TEXT");
@@ -262,7 +269,8 @@ main(int argc, char **argv)
 		t_bare += cpu_now() - t3;
 		tm_free_all();
 	}
-	printf("%d rounds of %d TPC-B transactions' rows (%d rows) a message, CPU us a round:\n", rounds, tx, 4 * tx);
+	printf("%d rounds of %d TPC-B transactions' rows (%d rows) a message, statements %s, CPU us a round:\n",
+		   rounds, tx, 4 * tx, keep ? "kept (as the agent)" : "prepared each call");
 	printf("  sync_status + sync_applied %8.1f\n  sync_apply                 %8.1f\n  sync_upload                %8.1f\n",
 		   t_status * 1e6 / rounds, t_apply * 1e6 / rounds, t_upload * 1e6 / rounds);
 	printf("  ours, all                  %8.1f\n  bare upserts in BEGIN IMMEDIATE / COMMIT %8.1f\n"
@@ -276,6 +284,8 @@ main(int argc, char **argv)
 	sqlite3_finalize(upload);
 	sqlite3_finalize(begin);
 	sqlite3_finalize(commit);
+	if (keep)
+		exec(db, "SELECT sync_keep_statements(0)");
 	sqlite3_close(db);
 	sqlite3_close(plain);
 	sqlite3_reset_auto_extension();

@@ -81,6 +81,33 @@ SELECT count(*) > 0 AS pulled FROM sync.pull(:R1, 0, 1024);
 RESET ROLE;
 SELECT sum(pulls) > 0 AS counted FROM sync.outbox WHERE replica = :R1;
 
+-- A message's first send writes nothing: no transaction id, its row keeps
+-- its version, pulls stays 0 (0 and 1 both say no send failed: transport/
+-- sent.c).  Each send after it counts, from 2: a send that keeps failing
+-- shows (sync.live_replicas)
+UPDATE products SET name = 'mate' WHERE id = 3;
+SET default_transaction_isolation = 'repeatable read';
+SELECT messages > 0 AS written FROM sync.relay_pass();
+RESET default_transaction_isolation;
+SELECT last_number AS last, acked_number AS acked FROM sync.replicas WHERE id = :R1 \gset
+SELECT xmin AS row_xmin FROM sync.outbox WHERE replica = :R1 AND number = :last \gset
+SET ROLE fleet_one;
+BEGIN;
+SELECT count(*) AS pulled FROM sync.pull(:R1, :acked, 1024);
+SELECT pg_current_xact_id_if_assigned() IS NULL AS wrote_nothing;
+COMMIT;
+RESET ROLE;
+SELECT pulls, xmin = :'row_xmin' AS same_version FROM sync.outbox WHERE replica = :R1 AND number = :last;
+SET ROLE fleet_one;
+SELECT count(*) AS pulled_again FROM sync.pull(:R1, :acked, 1024);
+RESET ROLE;
+SELECT pulls FROM sync.outbox WHERE replica = :R1 AND number = :last;
+SET ROLE fleet_one;
+SELECT count(*) AS pulled_again FROM sync.pull(:R1, :acked, 1024);
+RESET ROLE;
+SELECT pulls, send_failing = :last AS the_message, send_failures, unreachable
+  FROM sync.outbox, sync.live_replicas r WHERE replica = :R1 AND number = :last AND r.id = :R1;
+
 -- A batch of rows assigned to a fleet: the pass weighs each changed row with
 -- the replicas its rule names, never the rows times every replica (30 rows
 -- and 42 replicas made 1,260 candidates, and 2 * 10^6 for 10^4 rows and 200

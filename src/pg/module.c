@@ -14,6 +14,7 @@
 
 #include "claim.h"
 #include "owner.h"
+#include "sent.h"
 #include "settings.h"
 #include "wake.h"
 #include "worker.h"
@@ -31,6 +32,7 @@ _PG_init(void)
 	{
 		ms_wake_preload();
 		ms_alarm_preload();
+		ms_sent_preload();
 		ms_worker_register_static();
 	}
 }

@@ -211,5 +211,7 @@ sqlite3_magicsyncsqlite_init(sqlite3 *db, char **pzErrMsg,
 		rc = ms_lanes_register(db);
 	if (rc == SQLITE_OK)
 		rc = ms_trust_register(db);
+	if (rc == SQLITE_OK)
+		rc = ms_kept_register(db);
 	return rc;
 }

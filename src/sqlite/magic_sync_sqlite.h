@@ -7,6 +7,7 @@
  * state (_sync_state) and schema (_sync_tables).  Modules:
  *
  *   util.c     arena, byte buffer, errors, statements, savepoints, hex, JSON text
+ *   kept.c     statements kept prepared between calls (sync_keep_statements)
  *   state.c    the _sync_ tables, the state row, settings
  *   schema.c   the tables as the snapshot declared them, read back; keys
  *   tables.c   a snapshot's schema applied; tables that waited for the host's name
@@ -188,8 +189,23 @@ extern int	ms_dberr(ms_ctx *c, int rc);
 
 /* ms_exec: run SQL (sqlite3_mprintf formats: %w identifiers, %Q literals). */
 extern int	ms_exec(ms_ctx *c, const char *fmt,...);
-/* ms_prepare: prepare one statement (sqlite3_mprintf formats). */
+/* ms_prepare: prepare one statement (sqlite3_mprintf formats), or lend a kept one (kept.c). */
 extern int	ms_prepare(ms_ctx *c, sqlite3_stmt **st, const char *fmt,...);
+
+/*
+ * kept.c: statements kept prepared across calls by a connection that asks
+ * (sync_keep_statements).  ms_kept_prepare prepares sql or lends the kept
+ * statement of that text; ms_finalize gives a kept one back (reset, its
+ * bindings cleared) and finalizes any other.  In this extension
+ * sqlite3_finalize is ms_finalize.
+ */
+extern int	ms_kept_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st);
+extern int	ms_finalize(sqlite3_stmt *st);
+extern int	ms_kept_register(sqlite3 *db);
+#ifndef MS_KEPT_C
+#undef sqlite3_finalize
+#define sqlite3_finalize ms_finalize
+#endif
 /* ms_done: step a statement that returns no row, then reset it. */
 extern int	ms_done(ms_ctx *c, sqlite3_stmt *st);
 /* ms_step: step; SQLITE_ROW or SQLITE_DONE, or an error recorded. */

@@ -503,7 +503,7 @@ ms_prepare(ms_ctx *c, sqlite3_stmt **st, const char *fmt,...)
 	va_end(ap);
 	if (sql == NULL)
 		return SQLITE_NOMEM;
-	rc = sqlite3_prepare_v2(c->db, sql, -1, st, NULL);
+	rc = ms_kept_prepare(c->db, sql, st);
 	if (rc != SQLITE_OK)
 		ms_dberr(c, rc);
 	sqlite3_free(sql);

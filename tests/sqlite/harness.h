@@ -39,6 +39,17 @@ extern const char *t_path(const char *name);
 /* t_open: a new in-memory database (or file, when path is not NULL) with the extension. */
 extern sqlite3 *t_open(const char *path);
 
+/*
+ * t_close: sqlite3_close, every test's: with MS_TEST_KEEP=1 in the
+ * environment, t_open has each connection keep its statements
+ * (sync_keep_statements, src/sqlite/kept.c) and t_close lets them go first,
+ * so that the whole suite runs both ways.
+ */
+extern int	t_close(sqlite3 *db);
+#ifndef MS_HARNESS_MAIN
+#define sqlite3_close t_close
+#endif
+
 /* t_text: the first column of the first row of sql, as a new string (free with sqlite3_free), or NULL. */
 extern char *t_text(sqlite3 *db, const char *sql);
 

@@ -2,6 +2,7 @@
  * main.c - runs the SQLite suite: every test group below, then prints
  * "N passed, N failed".  MS_TESTS=evolve,apply runs those groups only.
  */
+#define MS_HARNESS_MAIN
 #include "harness.h"
 
 #include <stdio.h>
@@ -43,6 +44,7 @@ extern void test_host(void);
 extern void test_backfill(void);
 extern void test_full(void);
 extern void test_many(void);
+extern void test_kept(void);
 
 static char t_dir[64];
 static char *t_paths[32];
@@ -88,7 +90,24 @@ t_open(const char *path)
 		fprintf(stderr, "cannot open %s\n", path ? path : ":memory:");
 		exit(2);
 	}
+	/* a connection opened without the extension on purpose (test_upload.c) keeps nothing */
+	if (getenv("MS_TEST_KEEP") != NULL && strcmp(getenv("MS_TEST_KEEP"), "1") == 0 &&
+		sqlite3_exec(db, "SELECT sync_keep_statements(1)", NULL, NULL, NULL) != SQLITE_OK &&
+		strstr(sqlite3_errmsg(db), "no such function") == NULL)
+	{
+		fprintf(stderr, "cannot keep statements: %s\n", sqlite3_errmsg(db));
+		exit(2);
+	}
 	return db;
+}
+
+int
+t_close(sqlite3 *db)
+{
+	/* a connection that keeps none: 0 kept, nothing to do */
+	if (db != NULL && getenv("MS_TEST_KEEP") != NULL)
+		sqlite3_exec(db, "SELECT sync_keep_statements(0)", NULL, NULL, NULL);
+	return sqlite3_close(db);
 }
 
 char *
@@ -196,6 +215,7 @@ main(void)
 	run("backfill", test_backfill);
 	run("full", test_full);
 	run("many", test_many);
+	run("kept", test_kept);
 	tm_free_all();
 	while (t_npaths > 0)
 		sqlite3_free(t_paths[--t_npaths]);

@@ -56,6 +56,7 @@
 #include "bytes.h"
 #include "claim.h"
 #include "rewind.h"
+#include "sent.h"
 #include "spi_check.h"
 #include "wake.h"
 #include "settings.h"
@@ -360,6 +361,13 @@ ms_pull(PG_FUNCTION_ARGS)
 	SPIPlanPtr	body;
 	Sync__Applied *applied;
 	bool		standby = RecoveryInProgress();
+	int64		sent_through = 0;	/* the last message a pull returned before (sent.c) */
+	int64		sent_body = 0;
+	bool		sent_known;
+	bool		sent_again = false; /* that message is among these, the same one */
+	bool		sent_other = false; /* its number is, another message (the replica added again) */
+	int64		last_body = 0;
+	Oid			outbox = InvalidOid;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -394,6 +402,9 @@ ms_pull(PG_FUNCTION_ARGS)
 		beyond_the_record(replica, after, applied);
 	values[1] = Int64GetDatum(after);
 	last = after;
+	if (!standby)
+		outbox = get_relname_relid("outbox", get_namespace_oid("sync", false));
+	sent_known = !standby && ms_sent_last(replica, outbox, &sent_through, &sent_body);
 
 	/*
 	 * Answers first, in the order they were filed: queued only once their
@@ -464,6 +475,12 @@ ms_pull(PG_FUNCTION_ARGS)
 		memcpy(VARDATA(m) + VARSIZE_ANY_EXHDR(head), VARDATA_ANY(bytes), VARSIZE_ANY_EXHDR(bytes));
 		total += VARSIZE_ANY_EXHDR(m);
 		last = DatumGetInt64(number);
+		last_body = DatumGetInt64(id);
+		if (last == sent_through)
+		{
+			sent_again = last_body == sent_body;
+			sent_other = last_body != sent_body;
+		}
 		{
 			Datum		out[2] = {number, PointerGetDatum(m)};
 			bool		nulls[2] = {false, false};
@@ -498,16 +515,31 @@ ms_pull(PG_FUNCTION_ARGS)
 	/*
 	 * each message counts the times it went out: a send that keeps failing
 	 * shows (sync.live_replicas).  Only the primary counts: the agent pulls
-	 * from it again after a message failed to apply.
+	 * from it again after a message failed to apply.  A first send is no
+	 * news (pulls 0 and 1 both say no send failed): what sent.c says went
+	 * out before counts, the rest writes nothing -- no row version, no WAL,
+	 * between a write and its device.  Where it cannot say, every message
+	 * returned counts, as each send did.
 	 */
 	if (last > after && !standby)
 	{
 		Oid			utypes[3] = {UUIDOID, INT8OID, INT8OID};
 		Datum		uvalues[3] = {values[0], values[1], Int64GetDatum(last)};
 
-		ms_spi_check(ms_spi_run("UPDATE sync.outbox SET pulls = pulls + 1"
-										   " WHERE replica = $1 AND number > $2 AND number <= $3 AND NOT dropped",
-										   3, utypes, uvalues, NULL, false, 0), SPI_OK_UPDATE, "could not count the pulls of sync.outbox");
+		if (sent_known && sent_through <= after)
+			;					/* all of them first sends */
+		else if (sent_known && sent_again)
+		{
+			uvalues[2] = Int64GetDatum(sent_through);
+			ms_spi_check(ms_spi_run("UPDATE sync.outbox SET pulls = greatest(pulls, 1) + 1"
+									" WHERE replica = $1 AND number > $2 AND number <= $3 AND NOT dropped",
+									3, utypes, uvalues, NULL, false, 0), SPI_OK_UPDATE, "could not count the pulls of sync.outbox");
+		}
+		else
+			ms_spi_check(ms_spi_run("UPDATE sync.outbox SET pulls = pulls + 1"
+									" WHERE replica = $1 AND number > $2 AND number <= $3 AND NOT dropped",
+									3, utypes, uvalues, NULL, false, 0), SPI_OK_UPDATE, "could not count the pulls of sync.outbox");
+		ms_sent_record(replica, outbox, last, last_body, sent_other);
 	}
 	SPI_finish();
 	return (Datum) 0;
