@@ -472,6 +472,12 @@ ms_relay_pass(ms_pass *p)
 	 */
 	if (snapshots == MS_SNAPSHOTS_ONLY)
 		replicas = provisioning;
+	else if ((notes > 0 || ms_evolve_any(p)) && observed.live_read)
+	{
+		/* observe read them, and changed none since */
+		replicas = observed.live;
+		replicas_all = observed.replicas_all;
+	}
 	else if (notes > 0 || ms_evolve_any(p))
 		replicas = live_replicas(p, &replicas_all);
 	else
