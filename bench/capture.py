@@ -34,6 +34,10 @@ PROFILE=1: pg_stat_statements tracks every statement (track = all) of the last
 records the agent's sessions and one pgbench backend meanwhile (their top
 symbols, /tmp/capture-sessions.perf and /tmp/capture-backend.perf).
 
+WAL=1: the WAL of each "ms on" run's middle, by relation and record kind
+(pg_waldump), in bytes a pgbench transaction, full-page images counted: what
+the notes, their index, the held rows, the outbox and the bodies each write.
+
   bench/capture.py [rounds] [seconds] [clients]     (defaults 2, 30, 4)
 
 It starts its own throw-away cluster (scripts/lib.sh), as bench/latency.py does, with
@@ -235,6 +239,32 @@ def pids(cur, db):
     return kinds
 
 
+def wal_by_relation(cur, start, end, tx):
+    """the WAL between two LSNs by relation (its first block's) and record kind, in bytes a transaction"""
+    import collections
+    import re
+    cur.execute("SELECT pg_relation_filenode(c.oid)::text, c.relname FROM pg_class c"
+                " WHERE pg_relation_filenode(c.oid) IS NOT NULL")
+    names = dict(cur.fetchall())
+    data = val(cur, "SHOW data_directory")
+    bindir = subprocess.check_output(["pg_config", "--bindir"], text=True).strip()
+    dump = subprocess.run([os.path.join(bindir, "pg_waldump"), "-p", os.path.join(data, "pg_wal"), "-s", start,
+                           "-e", end], capture_output=True, text=True).stdout
+    size, count, fpw = collections.Counter(), collections.Counter(), collections.Counter()
+    for line in dump.splitlines():
+        m = re.search(r"rmgr: (\w+)\s+len \(rec/tot\):\s+\d+/\s*(\d+).*?desc: (\w+)", line)
+        if not m:
+            continue
+        r = re.search(r"rel \d+/\d+/(\d+)", line)
+        k = (names.get(r.group(1), r.group(1)) if r else "-", m.group(1) + "/" + m.group(3))
+        size[k] += int(m.group(2))
+        count[k] += 1
+        fpw[k] += "FPW" in line
+    print(f"  WAL by relation and record, {sum(size.values()) / tx:.0f} B a transaction in all:")
+    for k, v in size.most_common(25):
+        print(f"    {v / tx:8.1f} B  {count[k] / tx:5.2f} records ({fpw[k] / tx:4.2f} with a page image)  {k[0]} {k[1]}")
+
+
 def run(engine, on, ctl, agent):
     """one pgbench run; its TPS and, over its middle, CPU by kind, transactions, WAL"""
     db = "ms" if engine == "ms" else "lr"
@@ -302,6 +332,9 @@ def run(engine, on, ctl, agent):
         r["pending"] = pending
         r["mark_ms"] = mark(ctl["ms"], replica_has, 600)
         wait("the replica caught up", lambda: ms_caught_up(ms), 600, 0.05)
+        # once the relay's lag is measured: reading the WAL takes seconds
+        if os.environ.get("WAL"):
+            wal_by_relation(cur, a[3], b[3], tx)
     elif engine == "lr" and on:
         r["mark_ms"] = mark(ctl["lr"], lambda v: sub_has(ctl["sub"], v), 600)
     return r

@@ -19,6 +19,9 @@ Figures, over the writes:
 Wall-clock figures are noisy on a shared machine: the load average is printed
 beside them; the CPU and the counts decide.
 
+PROFILE=1: perf records the worker over the writes, and prints its top symbols
+(self, then with their callees; /tmp/passcost-worker.perf).
+
   scripts/isolated bench/passcost.py [N] [writes]      (defaults 10^5, 150)
 """
 import os
@@ -103,12 +106,20 @@ def main():
         time.sleep(0.2)
     time.sleep(1.5)
     cur.execute("SELECT pg_stat_statements_reset()")
+    perf = None
+    if os.environ.get("PROFILE"):
+        perf = subprocess.Popen(["perf", "record", "-q", "-g", "-o", "/tmp/passcost-worker.perf", "-p", str(worker)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
     before = cpu_ms()
     for i in range(WRITES):
         cur.execute("UPDATE items SET name = name || 'x' WHERE id = %s", (17 + (i * 1013) % (N - 40),))
         time.sleep(0.2)
     time.sleep(1.0)
     spent = cpu_ms() - before
+    if perf is not None:
+        perf.send_signal(2)
+        perf.wait()
     load = os.getloadavg()
     cur.execute("SELECT s.calls, s.total_exec_time, s.rows, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 110)"
                 " FROM pg_stat_statements s WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = %s)"
@@ -116,13 +127,17 @@ def main():
                 " ORDER BY s.total_exec_time DESC", (DB,))
     rows = cur.fetchall()
     calls = sum(r[0] for r in rows)
-    passes = sum(r[0] for r in rows if r[3].startswith("SELECT id, secret FROM sync.epoch WHERE ended IS NULL"))
+    passes = sum(r[0] for r in rows if r[3].startswith("SELECT id, secret"))
     print(f"{WRITES} one-row writes of {N} rows broadcast to one replica (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
     print(f"worker CPU {spent / WRITES:.2f} ms a write; {passes / WRITES:.2f} passes a write;"
           f" {calls / WRITES:.1f} statements a write ({len(rows)} kinds)")
     print(" calls     ms   rows  statement")
     for c, ms, r, q in rows:
         print(f"{c:6d} {ms:7.1f} {r:6d}  {q}")
+    if perf is not None:
+        for children in ("--no-children", "--children"):
+            subprocess.run(f"perf report -i /tmp/passcost-worker.perf {children} --stdio -g none"
+                           " --percent-limit 1 2>/dev/null | grep -v '^#' | grep -v '^$' | head -60", shell=True)
 
 
 main()

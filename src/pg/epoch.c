@@ -47,6 +47,9 @@ copy_bytea(Datum d, uint8 *out, size_t n)
 }
 
 static const char *const current_sql = "SELECT id, secret FROM sync.epoch WHERE ended IS NULL";
+/* and the newest generation with it: one statement for every pass and filing (issue 37) */
+static const char *const current_generation_sql = "SELECT id, secret,"
+	" (SELECT max(g.generation) FROM sync.generations g) FROM sync.epoch WHERE ended IS NULL";
 
 /*
  * recorded: whether the catalog records generations.  An extension not
@@ -59,34 +62,28 @@ recorded(void)
 	return ms_catalog_has("generations");
 }
 
-/* current_generation: the newest generation recorded, 0 when none */
-static uint64
-current_generation(void)
-{
-	bool		isnull;
-	Datum		g;
-
-	if (!recorded())
-		return 0;
-	ms_spi_check(ms_spi_run("SELECT max(generation) FROM sync.generations", 0, NULL, NULL, NULL, true, 1), SPI_OK_SELECT, "could not read sync.generations");
-	g = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? 0 : (uint64) DatumGetInt64(g);
-}
-
 /* read_current: the current epoch and generation, read read_only or not; false when none */
 static bool
 read_current(ms_epoch *e, bool read_only)
 {
 	bool		isnull;
+	bool		generations = recorded();
+	Datum		g;
 
-	ms_spi_check(ms_spi_run(current_sql, 0, NULL, NULL, NULL, read_only, 1), SPI_OK_SELECT, "could not read sync.epoch");
+	ms_spi_check(ms_spi_run(generations ? current_generation_sql : current_sql, 0, NULL, NULL, NULL, read_only, 1),
+				 SPI_OK_SELECT, "could not read sync.epoch");
 	if (SPI_processed != 1)
 		return false;
 	copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
 			   e->id, MS_EPOCH_BYTES);
 	copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull),
 			   e->secret, MS_SECRET_BYTES);
-	e->generation = current_generation();
+	e->generation = 0;
+	if (generations)
+	{
+		g = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+		e->generation = isnull ? 0 : (uint64) DatumGetInt64(g);
+	}
 	return true;
 }
 

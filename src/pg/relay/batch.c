@@ -60,14 +60,14 @@ ms_batch_read(ms_pass *p, struct ms_floor *floor, ArrayType *held_ids, bool *mor
 	 * A row set aside a minute ago is noted again, and a note parked a
 	 * minute ago read again: a fix may have been deployed.  A batch of them
 	 * per pass (a row tried again and set aside again waits another minute),
-	 * so many set aside at once never make one pass of them all.
+	 * so many set aside at once never make one pass of them all.  One
+	 * statement for both (the notes it makes are not parked, and the read
+	 * below sees them): mostly neither finds any (issue 37).
 	 */
-	ms_exec(&p->exec,
-			"INSERT INTO sync.notes (tab, key) SELECT tab, key FROM sync.quarantine"
-			" WHERE since < now() - interval '1 minute' ORDER BY since LIMIT $1",
-			1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
 	ms_exec_by_index(&p->exec,
-					 "WITH u AS (UPDATE sync.notes SET parked = NULL, parked_at = NULL WHERE ctid = ANY (ARRAY("
+					 "WITH q AS (INSERT INTO sync.notes (tab, key) SELECT tab, key FROM sync.quarantine"
+					 "  WHERE since < now() - interval '1 minute' ORDER BY since LIMIT $1),"
+					 " u AS (UPDATE sync.notes SET parked = NULL, parked_at = NULL WHERE ctid = ANY (ARRAY("
 					 " SELECT ctid FROM sync.notes WHERE parked IS NOT NULL AND NOT done"
 					 "  AND parked_at < now() - interval '1 minute' ORDER BY id LIMIT $1)) RETURNING id)"
 					 " SELECT min(id) FROM u",
@@ -117,7 +117,7 @@ ms_batch_floor(const struct ms_floor *floor)
 void
 ms_batch_rows(ms_executor *x)
 {
-	ms_exec(x, "DELETE FROM ms_pending", 0, NULL, NULL, NULL, 0);
+	ms_temp_empty(x, "ms_pending");
 	/*
 	 * Only a row's own notes make a held version older; group notes move
 	 * sets.  A row a note of the batch moved (its key changed, to it or from
@@ -141,7 +141,7 @@ ms_batch_only(ms_pass *p, ArrayType *ids)
 	Oid			types[1] = {INT8ARRAYOID};
 	Datum		values[1] = {PointerGetDatum(ids)};
 
-	ms_exec(&p->exec, "DELETE FROM ms_notes_read", 0, NULL, NULL, NULL, 0);
+	ms_temp_empty(&p->exec, "ms_notes_read");
 	ms_exec(&p->exec, "INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes"
 			" WHERE id = ANY ($1::bigint[]) AND NOT done",
 			1, types, values, NULL, 0);

@@ -274,7 +274,7 @@ ms_evolve_observe(ms_pass *p, ms_pass_catalog *cat, int64 forgotten)
 	 */
 	const char *kept = cat->held == NIL ? "" :
 		/* a replica provisioned before schema changes (legacy) waits: its tables are compared whole */
-		"    AND EXISTS (SELECT FROM sync.replica_tables x WHERE x.replica = r.id)";
+		MS_EVOLVE_KEPT;
 
 	if (cat->evolve->before)
 	{

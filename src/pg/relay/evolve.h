@@ -43,6 +43,16 @@ extern void ms_evolve_check_race(ms_pass *p);
  */
 extern void ms_evolve_observe(ms_pass *p, ms_pass_catalog *cat, int64 forgotten);
 
+/*
+ * MS_EVOLVE_DUE(kept): the replicas r ms_evolve_observe has anything to do
+ * for, with nothing forgotten: a live one not provisioned whose schema is not
+ * the pass's ($1); kept is MS_EVOLVE_KEPT while a table is held back, else "".
+ * Observe counts them in its one look at sync.replicas (observe.c).
+ */
+#define MS_EVOLVE_DUE(kept) \
+	"r.live AND NOT r.provision AND r.schema_hash IS DISTINCT FROM $1" kept
+#define MS_EVOLVE_KEPT " AND EXISTS (SELECT FROM sync.replica_tables x WHERE x.replica = r.id)"
+
 /* ms_evolve_any: whether a replica is sent a schema change this pass. */
 extern bool ms_evolve_any(const ms_pass_catalog *cat);
 

@@ -57,6 +57,15 @@ fast_table(List *tables, const ms_table *t)
 	return true;
 }
 
+/* true but while the plan says none is (plan.c): unknown is "maybe" */
+static bool held_back = true;
+
+void
+ms_fast_held_back(bool any)
+{
+	held_back = any;
+}
+
 uint64
 ms_fast_find(ms_reader *p)
 {
@@ -78,14 +87,17 @@ ms_fast_find(ms_reader *p)
 		ms_exec(p->exec, psprintf("INSERT INTO pg_temp.ms_fast (tab, key, note)"
 							/* the key's parts computed once a row (OFFSET 0), not once a row of a small table read whole */
 							" SELECT c.tab, c.key, c.note FROM (SELECT c.tab, c.key, c.note%s FROM pg_temp.ms_pending c"
-							"   WHERE c.tab = $1 AND NOT c.moved"
-							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_blocked b WHERE b.tab = c.tab AND b.key = c.key)"
-							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_released b WHERE b.tab = c.tab AND b.key = c.key)"
-							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_unplanned b WHERE b.tab = c.tab AND b.key = c.key)"
+							"   WHERE c.tab = $1 AND NOT c.moved%s"
 							"   OFFSET 0) c"
 							/* OFFSET 0: a test of each row by its key, never a semi-join over the table */
 							" WHERE EXISTS (SELECT FROM %s x WHERE %s OFFSET 0)",
-							ms_key_parts_out(t, "c.key"), t->qualified, ms_key_match_parts(t, "x", "c")),
+							ms_key_parts_out(t, "c.key"),
+							held_back ?
+							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_blocked b WHERE b.tab = c.tab AND b.key = c.key)"
+							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_released b WHERE b.tab = c.tab AND b.key = c.key)"
+							"   AND NOT EXISTS (SELECT FROM pg_temp.ms_unplanned b WHERE b.tab = c.tab AND b.key = c.key)"
+							: "",
+							t->qualified, ms_key_match_parts(t, "x", "c")),
 				1, types, values, NULL, 0);
 		ms_owner_end(&as);
 		n += SPI_processed;

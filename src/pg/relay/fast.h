@@ -20,6 +20,13 @@
 extern uint64 ms_fast_find(ms_reader *p);
 
 /*
+ * ms_fast_held_back: whether any of ms_blocked, ms_released and ms_unplanned
+ * may hold rows, as the plan found them (plan.c, where they are emptied and
+ * filled): when none does, ms_fast_find spares every row three looks.
+ */
+extern void ms_fast_held_back(bool any);
+
+/*
  * ms_fast_send: what the plan sends of the fast_rows rows ms_fast_find
  * found, into pg_temp.ms_send, for the replicas_around replicas planned
  * around them of replicas_all; it takes back none.

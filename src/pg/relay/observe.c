@@ -30,6 +30,9 @@ ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 	Datum		values[1];
 	ArrayType  *provisioning;
 	bool		held_due;
+	int64		to_forget;
+	int64		to_provision;
+	int64		to_evolve;
 
 	/* what a replica dropped, or no longer live, was sent goes with it */
 	static const char *const forget[] = {
@@ -44,7 +47,6 @@ ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 
 	memset(did, 0, sizeof *did);
 	ms_generation_observe(&cat->epoch);
-	ms_temp_table(&p->exec, "ms_forget");
 	did->has.carried = ms_catalog_has("carried");
 	did->has.owed = ms_catalog_has_column("replicas", "owed_messages");
 	/* sync.replicas has held_due (77_held_due.sql; a catalog not updated has none) */
@@ -55,8 +57,44 @@ ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 	 * forgetting replicas and their schema changes are the other passes'
 	 * (relay.c), which hold sync.replicas whole.
 	 */
-	if (snapshots != MS_SNAPSHOTS_ONLY)
+	/*
+	 * Most passes find no replica to forget or to provision again, and one
+	 * look at sync.replicas says so: the statements that would change them,
+	 * and a second look for the replicas provisioned, run only when there is
+	 * something to do (bench/passcost.py, issue 37).  The replicas the pass
+	 * provisions are those it finds here, in its one snapshot: a dropped one
+	 * is forgotten by this pass, or (a snapshot pass) left alone.
+	 */
+	ms_exec(&p->exec, psprintf(
+			"SELECT count(*) FILTER (WHERE dropped OR (NOT live AND seen_live)),"
+			" count(*) FILTER (WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition%s)),"
+			" array_agg(id) FILTER (WHERE " PROVISIONING " AND NOT dropped),"
+			/* what evolve.c has to do, and relay.c's live_replicas */
+			" count(*) FILTER (WHERE %s),"
+			" array_agg(id) FILTER (WHERE live AND NOT dropped"
+			"  AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
+			" count(*)"
+			" FROM sync.replicas r", held_due ? " OR held_due IS NOT NULL" : "",
+			cat->held == NIL ? MS_EVOLVE_DUE("") : MS_EVOLVE_DUE(MS_EVOLVE_KEPT)),
+			1, (Oid[]) {BYTEAOID}, (Datum[]) {PointerGetDatum(cat->schema_hash)}, NULL, 0);
 	{
+		bool		isnull;
+		Datum		d;
+
+		to_forget = DatumGetInt64(ms_value(0, 1, &isnull));
+		to_provision = DatumGetInt64(ms_value(0, 2, &isnull));
+		d = ms_value(0, 3, &isnull);
+		provisioning = isnull ? NULL : DatumGetArrayTypePCopy(d);
+		to_evolve = DatumGetInt64(ms_value(0, 4, &isnull));
+		d = ms_value(0, 5, &isnull);
+		did->live = isnull ? NULL : DatumGetArrayTypePCopy(d);
+		did->replicas_all = DatumGetInt64(ms_value(0, 6, &isnull));
+	}
+	/* nothing forgotten, provisioned or evolved below: what it read stands */
+	did->live_read = to_forget == 0 && to_provision == 0 && to_evolve == 0;
+	if (snapshots != MS_SNAPSHOTS_ONLY && to_forget > 0)
+	{
+		ms_temp_table(&p->exec, "ms_forget");
 		ms_exec(&p->exec, "INSERT INTO ms_forget SELECT id FROM sync.replicas WHERE dropped OR (NOT live AND seen_live)",
 				0, NULL, NULL, NULL, 0);
 		did->forgotten = (int64) SPI_processed;
@@ -85,14 +123,15 @@ ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 			ms_exec(&p->exec, "UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0 WHERE id IN (SELECT id FROM ms_forget)",
 					0, NULL, NULL, NULL, 0);
 	}
-	ms_exec(&p->exec, held_due
-			? "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition, held_due = NULL"
-			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition OR held_due IS NOT NULL)"
-			: "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
-			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
-			0, NULL, NULL, NULL, 0);
+	if (to_provision > 0)
+		ms_exec(&p->exec, held_due
+				? "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition, held_due = NULL"
+				" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition OR held_due IS NOT NULL)"
+				: "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
+				" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
+				0, NULL, NULL, NULL, 0);
 	/* the mirrored tables changed since what it was sent: a schema change, or a snapshot */
-	if (snapshots != MS_SNAPSHOTS_ONLY)
+	if (snapshots != MS_SNAPSHOTS_ONLY && !did->live_read)
 		ms_evolve_observe(p, cat, did->forgotten);
 
 	/*
@@ -104,11 +143,14 @@ ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 	if (snapshots == MS_SNAPSHOTS_ONLY)
 		ms_exec(&p->exec, "SELECT id FROM sync.replicas WHERE " PROVISIONING " AND NOT dropped ORDER BY id FOR UPDATE",
 				0, NULL, NULL, NULL, 0);
-	ms_exec(&p->exec, snapshots == MS_SNAPSHOTS_ONLY ?
-			"SELECT array_agg(id) FROM sync.replicas WHERE " PROVISIONING " AND NOT dropped" :
-			"SELECT array_agg(id) FROM sync.replicas WHERE " PROVISIONING,
-			0, NULL, NULL, NULL, 0);
-	provisioning = ms_array();
+	if (!did->live_read)
+	{
+		ms_exec(&p->exec, snapshots == MS_SNAPSHOTS_ONLY ?
+				"SELECT array_agg(id) FROM sync.replicas WHERE " PROVISIONING " AND NOT dropped" :
+				"SELECT array_agg(id) FROM sync.replicas WHERE " PROVISIONING,
+				0, NULL, NULL, NULL, 0);
+		provisioning = ms_array();
+	}
 	if (provisioning == NULL)
 		return NULL;
 	/*
@@ -120,6 +162,7 @@ ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 	if (snapshots == MS_SNAPSHOTS_LEFT)
 	{
 		did->snapshots_left = true;
+		did->live_read = false;
 		return NULL;
 	}
 	/* a snapshot replaces what the replica was owed: its outbox is dropped */

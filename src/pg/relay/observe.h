@@ -26,6 +26,14 @@ typedef struct ms_observed
 	bool		snapshots_left;
 	bool		held_due;		/* sync.replicas has held_due (77_held_due.sql): held rows may be written after the pass */
 	ms_pass_has has;			/* what else the catalog has, for the rest of the pass (ms_record_in) */
+	/*
+	 * the replicas a note may move, and how many there are in all, as relay.c
+	 * asks them (live_replicas), when observe changed none and read them
+	 * (live_read); live NULL when none is
+	 */
+	bool		live_read;
+	ArrayType  *live;
+	int64		replicas_all;
 } ms_observed;
 
 extern ArrayType *ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did);

@@ -27,6 +27,7 @@
 
 #include "catalog.h"
 #include "owner.h"
+#include "fast.h"
 #include "plan.h"
 #include "question.h"
 #include "retry.h"
@@ -40,6 +41,7 @@ ms_plan_prepare(ms_pass *p)
 	ms_temp_table(&p->exec, "ms_blocked");
 	ms_temp_table(&p->exec, "ms_unplanned");
 	ms_temp_table(&p->exec, "ms_released");
+	ms_fast_held_back(true);
 	ms_temp_table(&p->exec, "ms_send");
 	ms_temp_table(&p->exec, "ms_take");
 }
@@ -136,6 +138,8 @@ plan_blocked(ms_pass *p, List *tables, bool dry)
 		ms_exec_by_index(&p->exec, "INSERT INTO ms_unplanned SELECT DISTINCT tab, key FROM sync.notes"
 						 " WHERE parked IS NOT NULL AND NOT done AND source = 'r' AND key IS NOT NULL",
 						 0, NULL, NULL, NULL, 0);
+	/* emptied by ms_plan_prepare, filled only here */
+	ms_fast_held_back(quarantined || parked);
 	return blocked;
 }
 
@@ -288,10 +292,10 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 		ms_plan_replaced(p, around, in->fault, in->cat->tables);
 	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
 	/* few rows are marked (held_replace): read by that index, never the held set whole */
-	ms_exec(&p->exec, "UPDATE ms_send s SET replace = true FROM sync.held h"
-			" WHERE h.replace AND h.replica = s.replica AND h.tab = s.tab AND h.key = s.key",
-			0, NULL, NULL, NULL, 0);
-	ms_exec(&p->exec, "SELECT greatest((SELECT count(*) FROM ms_send), (SELECT count(*) FROM ms_take))",
+	/* and the rows planned counted in the same statement: marking changes no count */
+	ms_exec(&p->exec, "WITH u AS (UPDATE ms_send s SET replace = true FROM sync.held h"
+			" WHERE h.replace AND h.replica = s.replica AND h.tab = s.tab AND h.key = s.key)"
+			" SELECT greatest((SELECT count(*) FROM ms_send), (SELECT count(*) FROM ms_take))",
 			0, NULL, NULL, NULL, 0);
 	out->planned = ms_int64();
 	ms_analyze(&p->exec, "ms_send, ms_take", (uint64) out->planned);

@@ -525,11 +525,19 @@ record_chains(recorder *r)
 	 * them (worker.c); meanwhile the outbox says where each chain is
 	 * (MS_HEAD).
 	 */
-	ms_exec(&p->exec, r->in->bounds_later
+	/*
+	 * And the replicas written to are told (NOTIFY magic_sync, delivered at
+	 * commit; a payload holds fewer than 8000 bytes: 200 uuids at a time) by
+	 * the same statement: one fewer a pass (issue 37).
+	 */
+	ms_exec(&p->exec, psprintf("WITH w AS (%s RETURNING id)"
+			" SELECT pg_notify('magic_sync', string_agg(id::text, ',')) FROM ("
+			"  SELECT id, (row_number() OVER (ORDER BY id) - 1) / 200 AS g FROM w) s"
+			" GROUP BY g", r->in->bounds_later
 			? "INSERT INTO pg_temp.ms_written SELECT w.id, CASE WHEN w.first IS NULL THEN w.messages END,"
 			"  CASE WHEN w.first IS NULL THEN w.bytes END"
 			"  FROM unnest($1, $2, $3, $4, $5, $6, $7) w(id, last, nonce, first, snap_end, messages, bytes)"
-			: "INSERT INTO pg_temp.ms_written (id) SELECT unnest($1)", r->in->bounds_later ? 7 : 1, types, values, NULL, 0);
+			: "INSERT INTO pg_temp.ms_written (id) SELECT unnest($1)"), r->in->bounds_later ? 7 : 1, types, values, NULL, 0);
 	if (r->in->bounds_later && !snapshots)
 		return;
 	/*

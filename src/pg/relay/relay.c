@@ -3,8 +3,9 @@
  *	  A relay pass (docs/design.md 4): observe what became of the replicas; record,
  *	  in one transaction on the connection holding the relay lock, the plan
  *	  for every note not done, the messages that carry it and what they
- *	  carry; publish: NOTIFY magic_sync with the replicas that have new
- *	  messages, delivered when the pass commits.
+ *	  carry; publish (as record.c writes the chains down): NOTIFY
+ *	  magic_sync with the replicas that have new messages, delivered when
+ *	  the pass commits.
  *
  * Recorded before it is sent: nothing is in an outbox that is not recorded
  * as held, in the transaction that marks its notes done.  A pass that dies
@@ -287,18 +288,6 @@ outbox_bounds(ms_pass *p, bool has_owed)
 	return SPI_processed > 0;
 }
 
-/* publish: NOTIFY magic_sync, delivered at commit, with the replicas written to */
-static void
-publish(ms_pass *p)
-{
-	/* a NOTIFY payload holds fewer than 8000 bytes: 200 uuids at a time */
-	ms_exec(&p->exec,
-			"SELECT pg_notify('magic_sync', string_agg(id::text, ',')) FROM ("
-			"  SELECT id, (row_number() OVER (ORDER BY id) - 1) / 200 AS g FROM pg_temp.ms_written) s"
-			" GROUP BY g",
-			0, NULL, NULL, NULL, 0);
-}
-
 /*
  * The catalog as the last pass read it: the tables, checked, and their
  * schemas (each table's Table, packed and hashed: evolve.c).  Read again
@@ -481,6 +470,12 @@ ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *later)
 	 */
 	if (snapshots == MS_SNAPSHOTS_ONLY)
 		replicas = provisioning;
+	else if ((notes > 0 || ms_evolve_any(&cat)) && observed.live_read)
+	{
+		/* observe read them, and changed none since */
+		replicas = observed.live;
+		replicas_all = observed.replicas_all;
+	}
 	else if (notes > 0 || ms_evolve_any(&cat))
 		replicas = live_replicas(p, &replicas_all);
 	else
@@ -496,7 +491,7 @@ ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *later)
 		ms_evolve_recorded(p, &cat, provisioning);
 		if (!in->bounds_later)
 			outbox_bounds(p, observed.has.owed);
-		publish(p);
+		/* the replicas written to were told as record.c wrote them down (NOTIFY magic_sync) */
 	}
 	if (notes > 0)
 		ms_batch_done(p);

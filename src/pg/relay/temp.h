@@ -18,7 +18,7 @@ extern void ms_temp_tables(ms_executor *x);
  */
 extern void ms_temp_table(ms_executor *x, const char *name);
 
-/* ms_temp_empty: empty pg_temp.name cheaply: DELETE, or TRUNCATE once it outgrew MS_TEMP_PAGES. */
+/* ms_temp_empty: empty pg_temp.name cheaply: its rows deleted, or TRUNCATE once it outgrew MS_TEMP_PAGES. */
 #define MS_TEMP_PAGES 64
 extern void ms_temp_empty(ms_executor *x, const char *name);
 
