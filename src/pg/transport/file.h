@@ -254,6 +254,11 @@ extern bool ms_values_on_its_way(const ms_table *t);
 typedef void (*ms_values_row) (void *arg, const char *key, size_t len, uint64 hash);
 extern bool ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, uint64 *rows);
 /*
+ * ms_values_walk_keys: the same of the held rows whose keys are in keys (a
+ * text[] of held keys): a key the table no longer has reads no row
+ */
+extern bool ms_values_walk_keys(ms_filed_table *ft, Datum keys, ms_values_row fn, void *arg, uint64 *rows);
+/*
  * ms_backlog: what the replica has not sent, has not had filed, set aside,
  * refused (f->upload's backlog), of each table the server mirrors.
  */

@@ -174,6 +174,39 @@ rows_sql(const ms_table *t)
 	return sql.data;
 }
 
+/*
+ * the statement reading the rows of table t of the held keys $1 (a text[]),
+ * as rows_sql reads them: each looked up by its key, compared as the key
+ * columns' own types (catalog.c), through the table's key index -- the rows
+ * of a range question's buckets, not the whole table (range.c).  A key the
+ * table no longer has reads no row.
+ */
+static char *
+keys_sql(const ms_table *t)
+{
+	StringInfoData sql;
+	StringInfoData names;
+
+	initStringInfo(&sql);
+	initStringInfo(&names);
+	appendStringInfoString(&sql, "SELECT k.key");
+	for (int c = 0; c < t->ncolumns; c++)
+	{
+		appendStringInfo(&names, "%sc%d", c > 0 ? ", " : "", c);
+		if (t->proto)
+			appendStringInfo(&sql, ", r.c%d", c);
+		else if (counted(t, c))
+			appendStringInfo(&sql, ", pg_catalog.json_extract_path_text(pg_catalog.to_json(r.c%d),"
+							 " VARIADIC '{}'::pg_catalog.text[])", c);
+	}
+	/* the key's parts computed once a key (kp1, ...), as load.c's load_query */
+	appendStringInfo(&sql, " FROM (SELECT u.key%s FROM pg_catalog.unnest($1::pg_catalog.text[]) u(key)) k"
+					 " CROSS JOIN LATERAL (SELECT %s FROM %s t WHERE %s OFFSET 0) r(%s)",
+					 ms_key_parts_out(t, "u.key"), ms_load_columns(t, "t"), t->qualified,
+					 ms_key_match_parts(t, "t", "k"), names.data);
+	return sql.data;
+}
+
 /* whether a note of t waits, or a row of it is quarantined: its rows may not be what went */
 bool
 ms_values_on_its_way(const ms_table *t)
@@ -263,12 +296,15 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 	return rows == count && walked;
 }
 
-bool
-ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, uint64 *nrows)
+/*
+ * walk: each row sql reads ($1.. of types and values), its first column a
+ * held key and the table's columns after it as rows_sql reads them, hashed
+ */
+static bool
+walk(ms_filed_table *ft, const char *sql, int nargs, Oid *types, Datum *values,
+	 ms_values_row fn, void *arg, uint64 *nrows)
 {
 	const ms_table *t = ft->t;
-	Oid			types[2] = {UUIDOID, INT4OID};
-	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync values digest",
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = CurrentMemoryContext;
@@ -281,7 +317,7 @@ ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, ui
 	bool		unwalked = false;
 
 	/* sync.held checked as sync.file's owner, the table read as its own (owner.h) */
-	plan = ms_owner_prepare(rows_sql(t), 2, types, GetUserId());
+	plan = ms_owner_prepare(sql, nargs, types, GetUserId());
 	/* values written as the relay writes them, not as this filing session would (load.h) */
 	nest = ms_output_pin();
 	ms_owner_begin(&as, t->relid);
@@ -339,6 +375,24 @@ ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, ui
 	MemoryContextDelete(cxt);
 	*nrows = rows;
 	return !unwalked;
+}
+
+bool
+ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, uint64 *nrows)
+{
+	Oid			types[2] = {UUIDOID, INT4OID};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(ft->t->id)};
+
+	return walk(ft, rows_sql(ft->t), 2, types, values, fn, arg, nrows);
+}
+
+bool
+ms_values_walk_keys(ms_filed_table *ft, Datum keys, ms_values_row fn, void *arg, uint64 *nrows)
+{
+	Oid			types[1] = {TEXTARRAYOID};
+	Datum		values[1] = {keys};
+
+	return walk(ft, keys_sql(ft->t), 1, types, values, fn, arg, nrows);
 }
 
 /* rest: t's values of this replica not compared again for magic_sync.values_repair_interval */
