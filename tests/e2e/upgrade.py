@@ -165,4 +165,13 @@ check("nothing provisions or errs",
       srv.rows("SELECT id::text, provision, last_error FROM sync.replicas WHERE provision OR last_error IS NOT NULL"), [])
 holds_what_it_should("after the update", srv, r1)
 holds_what_it_should("after the update", srv, r2)
+
+# --- a replica 0.1 provisioned, then a schema change: provisioned again, saying why -----
+srv.exec("ALTER TABLE products ADD COLUMN note text")
+srv.relay()
+check("the replicas 0.1 provisioned are provisioned again for a schema change, and say why",
+      [("predates schema changes" in (e or "")) for (e,) in srv.rows("SELECT last_error FROM sync.replicas ORDER BY id")],
+      [True, True])
+settle(srv, [r1, r2])
+holds_what_it_should("after the schema change", srv, r1)
 finish()

@@ -245,7 +245,8 @@ held(ms_filing *f, ms_filed_table *ft, uint32 depth, const uint64 *buckets, size
 		 * asked about are read and encoded, each by its key (values.c).
 		 * Canonical key order is not the table's, and a bucket is a prefix
 		 * of a key's hash: no SQL range selects them.  The whole table's
-		 * bucket (the first question) is read in one pass.
+		 * bucket (the first question), or buckets holding more than a
+		 * quarter of it, are read in one pass.
 		 */
 		ms_spi_check(SPI_execute_with_args("SELECT key FROM sync.held WHERE replica = $1 AND tab = $2"
 										   " AND refused IS NULL AND taken IS NULL",
@@ -261,7 +262,8 @@ held(ms_filing *f, ms_filed_table *ft, uint32 depth, const uint64 *buckets, size
 			if (ms_range_member(buckets, nb, ms_range_bucket(ms_range_key_hash(VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k)), depth)))
 				keys[asked++] = PointerGetDatum(k);
 		}
-		if (depth == 0)
+		/* most of the table asked about: one pass costs less than a probe a row */
+		if (depth == 0 || asked * 4 > count)
 			walked = ms_values_walk(f, ft, gather, &g, &read) && read == count;
 		else
 			walked = ms_values_walk_keys(ft, PointerGetDatum(construct_array(keys, (int) asked, TEXTOID, -1, false, TYPALIGN_INT)),
