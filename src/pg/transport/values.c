@@ -143,6 +143,26 @@ proto_value(void *arg, int column, const ms_row_value *rv, char reason[MS_REASON
 }
 
 /*
+ * select_list: what the walk reads of a row r of t after its key (the walk's
+ * column 2 on: each column as a send makes it, proto, or its JSON text), into
+ * sql; and the names r's columns are given, c0, c1 ..., into names (no
+ * column's name can take another's)
+ */
+static void
+select_list(const ms_table *t, StringInfo sql, StringInfo names)
+{
+	for (int c = 0; c < t->ncolumns; c++)
+	{
+		appendStringInfo(names, "%sc%d", c > 0 ? ", " : "", c);
+		if (t->proto)
+			appendStringInfo(sql, ", r.c%d", c);
+		else if (counted(t, c))
+			appendStringInfo(sql, ", pg_catalog.json_extract_path_text(pg_catalog.to_json(r.c%d),"
+							 " VARIADIC '{}'::pg_catalog.text[])", c);
+	}
+}
+
+/*
  * the statement reading each row the replica $1 holds of table $2, as a send
  * reads it: joined by the row's canonical key, which the planner may hash
  * rather than look each held row up by its key (bench/values.py)
@@ -151,24 +171,14 @@ static char *
 rows_sql(const ms_table *t)
 {
 	StringInfoData sql;
-
 	StringInfoData names;
 
 	initStringInfo(&sql);
 	initStringInfo(&names);
 	appendStringInfoString(&sql, "SELECT h.key");
-	/* the subquery's columns renamed k, c0, c1 ...: no column's name can take the key's */
-	appendStringInfoString(&names, "k");
-	for (int c = 0; c < t->ncolumns; c++)
-	{
-		appendStringInfo(&names, ", c%d", c);
-		if (t->proto)
-			appendStringInfo(&sql, ", r.c%d", c);
-		else if (counted(t, c))
-			appendStringInfo(&sql, ", pg_catalog.json_extract_path_text(pg_catalog.to_json(r.c%d),"
-							 " VARIADIC '{}'::pg_catalog.text[])", c);
-	}
-	appendStringInfo(&sql, " FROM sync.held h JOIN (SELECT %s, %s FROM %s t) r(%s) ON r.k = h.key"
+	select_list(t, &sql, &names);
+	/* the subquery's key renamed k: no column's name can take it */
+	appendStringInfo(&sql, " FROM sync.held h JOIN (SELECT %s, %s FROM %s t) r(k, %s) ON r.k = h.key"
 					 " WHERE h.replica = $1 AND h.tab = $2 AND h.refused IS NULL AND h.taken IS NULL",
 					 ms_key_expr(t, "t"), ms_load_columns(t, "t"), t->qualified, names.data);
 	return sql.data;
@@ -190,15 +200,7 @@ keys_sql(const ms_table *t)
 	initStringInfo(&sql);
 	initStringInfo(&names);
 	appendStringInfoString(&sql, "SELECT k.key");
-	for (int c = 0; c < t->ncolumns; c++)
-	{
-		appendStringInfo(&names, "%sc%d", c > 0 ? ", " : "", c);
-		if (t->proto)
-			appendStringInfo(&sql, ", r.c%d", c);
-		else if (counted(t, c))
-			appendStringInfo(&sql, ", pg_catalog.json_extract_path_text(pg_catalog.to_json(r.c%d),"
-							 " VARIADIC '{}'::pg_catalog.text[])", c);
-	}
+	select_list(t, &sql, &names);
 	/* the key's parts computed once a key (kp1, ...), as load.c's load_query */
 	appendStringInfo(&sql, " FROM (SELECT u.key%s FROM pg_catalog.unnest($1::pg_catalog.text[]) u(key)) k"
 					 " CROSS JOIN LATERAL (SELECT %s FROM %s t WHERE %s OFFSET 0) r(%s)",
