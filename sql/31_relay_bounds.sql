@@ -59,6 +59,11 @@ SELECT sync.replica_set('aaaaaaaa-0000-0000-0000-000000000002', "partition" => '
 SELECT provisioned FROM sync.relay_pass();
 SELECT id, partition, last_error FROM sync.replicas ORDER BY id;
 SELECT kind, reason FROM sync.health() WHERE kind = 'provisioning' ORDER BY replica;
+-- a snapshot whose held rows were never recorded (the worker died between its pass
+-- and their recording): provisioned again, saying so
+UPDATE sync.replicas SET held_due = snapshot_number WHERE id = 'aaaaaaaa-0000-0000-0000-000000000001';
+SELECT provisioned FROM sync.relay_pass();
+SELECT id, held_due, last_error FROM sync.replicas WHERE id = 'aaaaaaaa-0000-0000-0000-000000000001';
 -- a dropped replica is forgotten, and refused
 SELECT sync.replica_drop('bbbbbbbb-0000-0000-0000-000000000001');
 SELECT * FROM sync.pull('bbbbbbbb-0000-0000-0000-000000000001', 0);
