@@ -23,8 +23,10 @@
  * A values digest that differs while the keys agree is narrowed down the
  * same way (sync.ranges.of_values, RangeAsk.values): each row's hash is then
  * its values hash, the server's made by values.c's walk over its current
- * rows, and a row whose values differ goes again by the values repair's
- * path (an upsert to this replica alone); when most of the table differs,
+ * rows -- of the buckets asked about only, each looked up by its key, but
+ * for the first question's whole table -- and a row whose values differ
+ * goes again by the values repair's path (an upsert to this replica
+ * alone); when most of the table differs,
  * or the replica answers by keys (a build before it), every row of the table
  * goes so (values.c), never a snapshot: the keys agree.
  *
@@ -269,7 +271,7 @@ held(ms_filing *f, ms_filed_table *ft, uint32 depth, const uint64 *buckets, size
 			walked = ms_values_walk_keys(ft, PointerGetDatum(construct_array(keys, (int) asked, TEXTOID, -1, false, TYPALIGN_INT)),
 										 gather, &g, &read) && read == asked;
 		SPI_freetuptable(heldkeys);
-		/* what a round cost (bench/repair.py, tests/e2e/range.py count them) */
+		/* what a round cost (bench/repair.py and tests/e2e/range.py count the table's reads) */
 		ereport(DEBUG1, (errmsg("magic_sync: values range round of table \"%s\" for replica %s: %llu rows read of %llu held",
 								t->name, f->replica_text, (unsigned long long) read, (unsigned long long) count)));
 		/* a held row the table no longer has, or one not walked: a change on its way, asked again */
