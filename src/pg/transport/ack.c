@@ -507,13 +507,15 @@ digest_differs(ms_filing *f, int *repaired)
 			ms_filed_table *ft = ms_filed_table_named(f->filer, d->table);
 			uint64		theirs = 0;
 			uint64		ours;
+			ms_range_sum *first;
+			size_t		nfirst;
 
 			for (int b = 0; b < 8; b++)
 				theirs = theirs << 8 | d->values.data[b];
-			if (ft != NULL && ms_values_digest(f, ft, count, &ours) && ours != theirs)
+			if (ft != NULL && ms_values_digest(f, ft, count, &ours, &first, &nfirst) && ours != theirs)
 			{
 				/* narrowed down by ranges of values hashes, when the replica can be asked (range.c) */
-				if (ms_range_start_values(f, ft))
+				if (ms_range_start_values(f, ft, first, nfirst))
 				{
 					ereport(LOG, (errmsg("magic_sync: replica %s holds other values of table \"%s\" than the server sent (drift): narrowed down by ranges",
 										 f->replica_text, d->table)));

@@ -264,20 +264,31 @@ ms_values_repairing(ms_filing *f)
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-/* the values digest's walk: each row's hash summed */
+/* the values digest's walk: each row's hash summed, and by bucket at the first question's depth */
+typedef struct summing
+{
+	uint64		sum;
+	uint64		counts[1 << MS_RANGE_FIRST_SPLIT];
+	uint64		sums[1 << MS_RANGE_FIRST_SPLIT];
+} summing;
+
 static void
 sum_row(void *arg, const char *key, size_t len, uint64 hash)
 {
-	(void) key;
-	(void) len;
-	*(uint64 *) arg += hash;
+	summing    *s = arg;
+	uint64		b = ms_range_bucket(ms_range_key_hash(key, len), MS_RANGE_FIRST_SPLIT);
+
+	s->sum += hash;
+	s->counts[b]++;
+	s->sums[b] += hash;
 }
 
 bool
-ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
+ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out,
+				 ms_range_sum **first, size_t *nfirst)
 {
 	const ms_table *t = ft->t;
-	uint64		sum = 0;
+	summing    *sum = palloc0(sizeof(summing));
 	uint64		rows = 0;
 	bool		walked;
 
@@ -289,8 +300,17 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 		f->values_rested++;
 		return false;
 	}
-	walked = ms_values_walk(f, ft, sum_row, &sum, &rows);
-	*out = sum;
+	walked = ms_values_walk(f, ft, sum_row, sum, &rows);
+	*out = sum->sum;
+	*first = palloc(sizeof(ms_range_sum) * (1 << MS_RANGE_FIRST_SPLIT));
+	*nfirst = 0;
+	for (uint64 b = 0; b < (1 << MS_RANGE_FIRST_SPLIT); b++)
+		if (sum->counts[b] > 0)
+		{
+			(*first)[*nfirst].bucket = b;
+			(*first)[*nfirst].count = sum->counts[b];
+			(*first)[(*nfirst)++].sum = sum->sums[b];
+		}
 	/* what a values digest cost (tests/e2e/values_settings.py counts them) */
 	ereport(DEBUG1, (errmsg("magic_sync: values of table \"%s\" compared for replica %s: %llu rows read",
 							t->name, f->replica_text, (unsigned long long) rows)));
