@@ -52,6 +52,18 @@ SELECT rows_sent FROM sync.relay_pass();
 -- and provisioned from scratch once it is live again
 SELECT sync.replica_set('aaaaaaaa-0000-0000-0000-000000000002', live => true);
 SELECT provisioned FROM sync.relay_pass();
+-- every provisioning says why, but a new replica's first
+SELECT id, last_error FROM sync.replicas ORDER BY id;
+-- a replica moved to another partition: provisioned again, saying so
+SELECT sync.replica_set('aaaaaaaa-0000-0000-0000-000000000002', "partition" => 'elsewhere');
+SELECT provisioned FROM sync.relay_pass();
+SELECT id, partition, last_error FROM sync.replicas ORDER BY id;
+SELECT kind, reason FROM sync.health() WHERE kind = 'provisioning' ORDER BY replica;
+-- a snapshot whose held rows were never recorded (the worker died between its pass
+-- and their recording): provisioned again, saying so
+UPDATE sync.replicas SET held_due = snapshot_number WHERE id = 'aaaaaaaa-0000-0000-0000-000000000001';
+SELECT provisioned FROM sync.relay_pass();
+SELECT id, held_due, last_error FROM sync.replicas WHERE id = 'aaaaaaaa-0000-0000-0000-000000000001';
 -- a dropped replica is forgotten, and refused
 SELECT sync.replica_drop('bbbbbbbb-0000-0000-0000-000000000001');
 SELECT * FROM sync.pull('bbbbbbbb-0000-0000-0000-000000000001', 0);
@@ -60,6 +72,7 @@ SELECT count(*) FROM sync.replicas WHERE id = 'bbbbbbbb-0000-0000-0000-000000000
 
 -- a new epoch provisions every replica, and its snapshots carry it
 SELECT octet_length(sync.epoch_begin('a test')) AS epoch_bytes;
+SELECT id, provision, last_error FROM sync.replicas ORDER BY id;
 SELECT provisioned FROM sync.relay_pass();
 SELECT count(DISTINCT j ->> 'epoch') AS epochs, bool_and((j ->> 'sealed')::boolean) AS sealed
   FROM (SELECT sync.inspect(message) j FROM sync.pull('aaaaaaaa-0000-0000-0000-000000000001', 0)) s;

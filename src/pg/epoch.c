@@ -201,8 +201,12 @@ ms_epoch_begin(const char *reason, ms_epoch *e)
 				 "could not begin a new epoch");
 	ms_spi_check(ms_spi_run("INSERT INTO sync.epoch (id, secret, reason) VALUES ($1, $2, $3)",
 									   3, types, values, NULL, false, 0), SPI_OK_INSERT, "could not begin a new epoch");
-	ms_spi_check(SPI_execute("UPDATE sync.replicas SET provision = true WHERE NOT dropped", false, 0), SPI_OK_UPDATE,
-				 "could not begin a new epoch");
+	/* each says why, as every provisioning does but a replica's first (the first epoch's) */
+	ms_spi_check(ms_spi_run("UPDATE sync.replicas SET provision = true,"
+							" last_error_at = CASE WHEN snapshot_number IS NULL THEN last_error_at ELSE now() END,"
+							" last_error = CASE WHEN snapshot_number IS NULL THEN last_error"
+							"   ELSE 'a new epoch began (' || $3 || '): provisioned again' END WHERE NOT dropped",
+							3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not begin a new epoch");
 	ereport(LOG,
 			(errmsg("magic_sync: a new epoch begins: %s", reason),
 			 errdetail("Every replica is provisioned again.")));

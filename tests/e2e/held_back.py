@@ -165,6 +165,9 @@ check("store 1's tag is filed, and reaches store 2",
 check("store 1's vote is filed, and reaches store 2",
       (root.one("SELECT up FROM votes WHERE store = %s AND id = 1", (S1,)), r2.one("SELECT count(*) FROM votes")),
       (True, 1))
+check("store 2, provisioned again with the tables that flow again, says why",
+      "held back at its snapshot flows again" in (root.one("SELECT last_error FROM sync.replicas WHERE id = %s", (S2,)) or ""),
+      True)
 check("the replica added meanwhile is provisioned", (r3.one("SELECT count(*) FROM issue"),
                                                      r3.one("SELECT count(*) FROM label")), (2, 2))
 for r, s in ((r1, S1), (r2, S2), (r3, S3)):

@@ -13,7 +13,8 @@
   - L1 a message to it is lost: the next opens a gap.  Its outbox still
     holds what follows what it acknowledged: the server does not provision
     it; its next pull brings the lost message again, which closes the gap,
-    and the one after.  No snapshot.
+    and the one after.  No snapshot.  sync.replicas.gap says the gap while
+    it is open, and is cleared by the acknowledgement that closes it.
   - R1 its file is restored from an older copy, after which rows were
     changed, made and deleted: the server takes its record back to the
     copy's last message and sends what went after it (the deletions found
@@ -28,6 +29,11 @@
     buckets hold most of it): one key lost, one made up -- the table's rows
     are asked for one by one and only those two repaired; most of it lost --
     its rows go again, not a snapshot of the whole replica.
+  - V1 a value drifted (its keys agree): narrowed down by ranges of values
+    hashes; the first answer compared with the buckets the digest's read
+    kept, each later round reading only the rows of the buckets it asks
+    about (looked up by key), not the whole table; that row goes again.
+    V2: the same of a table whose key is a text and an int.
   - D2 most of a table differs: the tree says so, and the replica is
     provisioned again (the fallback).
 
@@ -123,6 +129,8 @@ res = r1.apply(bytes(msgs[1][1]))
 check("L1: the second, without the first, opens a gap", res["result"], "gap")
 r1.upload()
 check("L1: the server does not provision it for the gap", provisioned(), False)
+check("L1: the server records the gap it reported",
+      srv.one("SELECT gap FROM sync.replicas WHERE id = %s", (S1,)), msgs[1][0])
 results = r1.pull_apply()
 check("L1: its next pull brings the lost message again, then the next",
       [x["result"] for x in results if x["result"] != "filed"], ["applied", "applied"])
@@ -131,6 +139,8 @@ check("L1: the lost rows are in its file", r1.one("SELECT count(*) FROM products
 check("L1: and the later ones", r1.one("SELECT count(*) FROM products WHERE name LIKE 'later %'"), 10)
 said = repair()
 check("L1: its digest matches", said[-1], "match")
+check("L1: the acknowledgement that closed the gap cleared it on the server",
+      srv.one("SELECT gap FROM sync.replicas WHERE id = %s", (S1,)), None)
 check("L1: no snapshot was taken", (snapshots(), provisioned()), (before, False))
 check("L1: the server records what it should hold", srv.held(S1), srv.wanted(S1))
 
@@ -236,6 +246,77 @@ check("K1: most of the small table lost: repaired, matched", said[-1], "match")
 check("K1: by its rows, not a snapshot", (snapshots(), provisioned()), (before, False))
 check("K1: it holds the table again", r1.one("SELECT count(*) FROM shelves"), SMALL)
 check("K1: no question stays open", srv.one("SELECT count(*) FROM sync.ranges"), 0)
+
+# ---- V1: a value drifted: a round reads the rows of the buckets it asks about ----
+def table_reads(table="products"):
+    """rows of table the server's session has read so far (scanned, fetched by index)"""
+    srv.exec("SELECT pg_stat_force_next_flush()")
+    srv.exec("SELECT pg_stat_clear_snapshot()")
+    return srv.one("SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables"
+                   " WHERE relid = %s::regclass", (table,))
+
+
+settle(srv, [r1])
+for (name,) in r1.q("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'products'"):
+    r1.q(f'DROP TRIGGER "{name}"')
+r1.q("UPDATE products SET name = 'drifted' WHERE id = 2345")
+before = snapshots()
+rounds = []                                   # (what the filing said, what of ranges it asked, rows read)
+for _ in range(6):
+    read = table_reads()
+    filed = r1.upload()
+    asked = srv.rows("SELECT depth, split, cardinality(buckets) FROM sync.ranges WHERE replica = %s", (S1,))
+    rounds.append((filed.get("digests") if filed else None, asked, table_reads() - read))
+    if len(rounds) == 1:
+        # what the Filed answer asks, as sync.inspect shows it
+        first = [a for (j,) in srv.rows("SELECT sync.inspect(message) FROM sync.answers WHERE replica = %s", (S1,))
+                 for a in j["filed"].get("ranges", []) if a["values"]]
+    srv.relay()
+    r1.pull_apply()
+    if r1.one("SELECT name FROM products WHERE id = 2345") == "p2345":
+        break
+check("V1: the drift was narrowed down by ranges of values", rounds[0][0], "differ: narrowed down by ranges")
+check("V1: sync.inspect shows the Filed answer's question: the whole table's values, split by 6 bits",
+      [(a["table"], a["round"], a["depth"], a["split"], a["buckets"]) for a in first], [("products", 1, 0, 6, [0])])
+check("V1: the drifted value is back", r1.one("SELECT name FROM products WHERE id = 2345"), "p2345")
+check("V1: no snapshot was taken", (snapshots(), provisioned()), (before, False))
+# the digest reads the table; the first question's answer (the whole table's buckets) is
+# compared with the buckets that very read kept; a round asking about buckets at a depth
+# reads only their rows (N / 64 at depth 6), by key
+check(f"V1: the digest read the table ({rounds})", rounds[0][2] >= N, True)
+deeper = [read for (_, asked, read) in rounds[1:]]
+check(f"V1: each round after it reads its buckets' rows at most, not the table's {N} ({rounds})",
+      bool(deeper) and max(deeper) < N // 10, True)
+check("V1: no question stays open", srv.one("SELECT count(*) FROM sync.ranges WHERE split >= 0"), 0)
+srv.exec("DELETE FROM sync.ranges")
+
+# V2: a key of two parts, a text under a collation of its own and an int: each row of the
+# buckets asked about is looked up by its key's parts as their own types
+srv.exec("""
+CREATE TABLE tagged (store text COLLATE "C", n int, label text NOT NULL, PRIMARY KEY (store, n));
+SELECT sync.mirror('tagged', 'catalog', 'broadcast');
+INSERT INTO tagged SELECT 'store ' || (g % 7), g, 'label ' || g FROM generate_series(1, 700) g;
+""")
+settle(srv, [r1])
+for (name,) in r1.q("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'tagged'"):
+    r1.q(f'DROP TRIGGER "{name}"')
+r1.q("UPDATE tagged SET label = 'drifted' WHERE store = 'store 3' AND n = 346")
+before = snapshots()
+rounds = []
+for _ in range(6):
+    read = table_reads("tagged")
+    r1.upload()
+    rounds.append(table_reads("tagged") - read)
+    srv.relay()
+    r1.pull_apply()
+    if r1.one("SELECT label FROM tagged WHERE store = 'store 3' AND n = 346") == "label 346":
+        break
+check("V2: a two-part key's drifted value is back, no snapshot",
+      (r1.one("SELECT label FROM tagged WHERE store = 'store 3' AND n = 346"), snapshots(), provisioned()),
+      ("label 346", before, False))
+check(f"V2: each round after the digest's reads its buckets' rows at most ({rounds})",
+      len(rounds) > 2 and max(rounds[1:]) < 700 // 4, True)
+srv.exec("DELETE FROM sync.ranges")
 
 # ---- D2: most of it differs: a snapshot is the fallback ----------------------
 for (name,) in r1.q("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'products'"):

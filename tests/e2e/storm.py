@@ -106,7 +106,7 @@ def observe(did):
     for rid, first, why, at in srv.rows("SELECT id::text, snapshot_number, last_error, last_error_at FROM sync.replicas"):
         if first is not None and first != snapshot_at[rid]:
             snapshots[rid] += 1
-            # a provisioning that says no reason (a new epoch, partition or schema) leaves last_error as it was
+            # every provisioning but a first says why (docs/operations.md); one that did not left last_error as it was
             reasons[rid].append(why if at != error_at[rid] else f"no reason written (the last error, before: {why})")
             if TRACE:
                 print(f"trace {rid[-4:]} snapshot {first}: {reasons[rid][-1]}", flush=True)

@@ -165,4 +165,18 @@ check("nothing provisions or errs",
       srv.rows("SELECT id::text, provision, last_error FROM sync.replicas WHERE provision OR last_error IS NOT NULL"), [])
 holds_what_it_should("after the update", srv, r1)
 holds_what_it_should("after the update", srv, r2)
+
+# --- a replica 0.1 provisioned meeting a schema change it was never sent: provisioned
+# again, saying why.  The first pass after the update listed what each replica holds
+# (sync.replica_tables); one it has not listed yet (a schema changed before that pass)
+# is made so by forgetting r1's list.
+srv.exec("DELETE FROM sync.replica_tables WHERE replica = %s", (r1.id,))
+srv.exec("ALTER TABLE products ADD COLUMN note text")
+srv.relay()
+check("a replica 0.1 provisioned is provisioned again for a schema change, and says why",
+      [(i == r1.id, "predates schema changes" in (e or ""))
+       for i, e in srv.rows("SELECT id::text, last_error FROM sync.replicas ORDER BY id")],
+      [(True, True), (False, False)])                     # S1 sorts first
+settle(srv, [r1, r2])
+holds_what_it_should("after the schema change", srv, r1)
 finish()

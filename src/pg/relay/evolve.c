@@ -43,6 +43,10 @@
 #include "spi_check.h"
 #include "temp.h"
 
+/* why a replica is provisioned again for a change of the mirrored tables (its last_error) */
+#define SCHEMA_WHY "last_error = 'the mirrored tables changed since its snapshot, which predates schema changes" \
+	" in the chain: provisioned again with the new schema', last_error_at = now()"
+
 /*
  * The hash sync.replica_tables records of a table held back when the
  * replica was provisioned, left out of its snapshot: no Table hashes so.
@@ -203,7 +207,7 @@ legacy(ms_pass *p, ms_pass_catalog *cat)
 	if (!DatumGetBool(ms_value(0, 1, &(bool) {false})))
 		return;
 	values[1] = PointerGetDatum(legacy_hash(p, cat));
-	ms_exec(&p->exec, psprintf("UPDATE sync.replicas r SET provision = true WHERE %s AND schema_hash IS DISTINCT FROM $2", which),
+	ms_exec(&p->exec, psprintf("UPDATE sync.replicas r SET provision = true, " SCHEMA_WHY " WHERE %s AND schema_hash IS DISTINCT FROM $2", which),
 			2, types, values, NULL, 0);
 	if (SPI_processed > 0)
 		ereport(LOG,
@@ -282,7 +286,7 @@ ms_evolve_observe(ms_pass *p, ms_pass_catalog *cat, int64 forgotten)
 			return;
 		/* as before schema changes: the mirrored tables changed since its snapshot, it is provisioned */
 		ms_exec(&p->exec,
-				"UPDATE sync.replicas SET provision = true"
+				"UPDATE sync.replicas SET provision = true, " SCHEMA_WHY
 				" WHERE live AND NOT provision AND schema_hash IS DISTINCT FROM $1",
 				1, types, values, NULL, 0);
 		if (SPI_processed > 0)
@@ -304,7 +308,9 @@ ms_evolve_observe(ms_pass *p, ms_pass_catalog *cat, int64 forgotten)
 	if (cat->held == NIL)
 		legacy(p, cat);
 	/* a table left out of a replica's snapshot, held back then, flows: it is provisioned again with it */
-	ms_exec(&p->exec, "UPDATE sync.replicas r SET provision = true WHERE live AND NOT provision"
+	ms_exec(&p->exec, "UPDATE sync.replicas r SET provision = true, last_error_at = now(),"
+			" last_error = 'a table held back at its snapshot flows again: provisioned again with it'"
+			" WHERE live AND NOT provision"
 			" AND EXISTS (SELECT FROM sync.replica_tables t JOIN pg_temp.ms_schemas_now s ON s.tab = t.tab"
 			"              WHERE t.replica = r.id AND t.hash = " MS_LEFT_OUT ")",
 			0, NULL, NULL, NULL, 0);

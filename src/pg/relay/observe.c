@@ -23,6 +23,17 @@
 #define PROVISIONING "live AND provision" \
 	" AND (provision_failed_at IS NULL OR provision_failed_at < now() - interval '1 minute')"
 
+/* last_error (and its time) for a replica observed to need a snapshot; more: a CASE's WHENs after these */
+#define PROVISION_WHY(more) \
+	", last_error = coalesce(" PROVISION_CASE(more) ", last_error)," \
+	" last_error_at = CASE WHEN " PROVISION_CASE(more) " IS NULL THEN last_error_at ELSE now() END"
+#define PROVISION_CASE(more) \
+	"CASE WHEN NOT seen_live AND acked_number > 0 THEN 'live again: provisioned from scratch'" \
+	" WHEN NOT seen_live THEN NULL" \
+	" WHEN seen_partition IS DISTINCT FROM partition THEN pg_catalog.format('its partition changed from %s to %s:" \
+	" provisioned again', coalesce(pg_catalog.quote_literal(seen_partition), 'none')," \
+	" coalesce(pg_catalog.quote_literal(partition), 'none')) " more " END"
+
 ArrayType *
 ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 {
@@ -123,13 +134,21 @@ ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 			ms_exec(&p->exec, "UPDATE sync.replicas SET owed_messages = 0, owed_bytes = 0 WHERE id IN (SELECT id FROM ms_forget)",
 					0, NULL, NULL, NULL, 0);
 	}
+	/*
+	 * Each says why in last_error, as every provisioning does but a new
+	 * replica's first (nothing went wrong): one made live again (it had
+	 * applied messages), its partition changed, its snapshot's held rows
+	 * never recorded.
+	 */
 	if (to_provision > 0)
-		ms_exec(&p->exec, held_due
-				? "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition, held_due = NULL"
-				" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition OR held_due IS NOT NULL)"
-				: "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition"
-				" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
-				0, NULL, NULL, NULL, 0);
+		ms_exec(&p->exec, psprintf(held_due
+			? "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition, held_due = NULL%s"
+			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition OR held_due IS NOT NULL)"
+			: "UPDATE sync.replicas SET provision = true, seen_live = true, seen_partition = partition%s"
+			" WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition)",
+			held_due ? PROVISION_WHY("WHEN held_due IS NOT NULL THEN 'the held rows of its snapshot were never recorded:"
+									 " provisioned again'") : PROVISION_WHY("")),
+			0, NULL, NULL, NULL, 0);
 	/* the mirrored tables changed since what it was sent: a schema change, or a snapshot */
 	if (snapshots != MS_SNAPSHOTS_ONLY && !did->live_read)
 		ms_evolve_observe(p, cat, did->forgotten);

@@ -12,6 +12,12 @@ CREATE TABLE sync.ranges (
 	buckets			bigint[] NOT NULL,			-- ascending, as unsigned
 	of_values		boolean NOT NULL DEFAULT false,	-- of the rows' values hashes: a values digest narrowed
 	asked_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	-- a values question's first (the whole table): the server's buckets at depth + split,
+	-- their rows and sums, made by the values digest's walk that asked it, so its answer
+	-- is compared without reading the table again; NULL: read when answered
+	held_buckets	bigint[],
+	held_counts		bigint[],
+	held_sums		bigint[],
 	PRIMARY KEY (replica, tab)
 );
 COMMENT ON TABLE sync.ranges IS 'Range repair: the open question to each replica about a table whose digest differs';

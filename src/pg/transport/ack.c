@@ -189,8 +189,15 @@ acknowledged(ms_filing *f, Sync__Applied *a)
 	Datum		values[3] = {UUIDPGetDatum(&f->replica), Int64GetDatum((int64) a->number),
 	PointerGetDatum(ms_to_bytea(a->nonce.data, a->nonce.len))};
 
+	/*
+	 * A gap is closed once the replica applied the message it could not
+	 * follow (or one after it: a snapshot); one naming a message never
+	 * numbered for it named nothing to follow, and its next acknowledgement
+	 * ends it too (docs/operations.md, "Gaps").
+	 */
 	ms_spi_check(ms_spi_run("UPDATE sync.replicas SET acked_epoch = (SELECT id FROM sync.epoch WHERE ended IS NULL),"
-									   " acked_number = $2, acked_nonce = $3, acked_at = now() WHERE id = $1",
+									   " acked_number = $2, acked_nonce = $3, acked_at = now(),"
+									   " gap = CASE WHEN gap <= $2 OR gap > last_number THEN NULL ELSE gap END WHERE id = $1",
 									   3, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record an acknowledgement");
 	leave_outbox(types, values);
 	/* what they took back is gone, but what a write still pending may point at (reach.c) */
@@ -500,13 +507,15 @@ digest_differs(ms_filing *f, int *repaired)
 			ms_filed_table *ft = ms_filed_table_named(f->filer, d->table);
 			uint64		theirs = 0;
 			uint64		ours;
+			ms_range_sum *first;
+			size_t		nfirst;
 
 			for (int b = 0; b < 8; b++)
 				theirs = theirs << 8 | d->values.data[b];
-			if (ft != NULL && ms_values_digest(f, ft, count, &ours) && ours != theirs)
+			if (ft != NULL && ms_values_digest(f, ft, count, &ours, &first, &nfirst) && ours != theirs)
 			{
 				/* narrowed down by ranges of values hashes, when the replica can be asked (range.c) */
-				if (ms_range_start_values(f, ft))
+				if (ms_range_start_values(f, ft, first, nfirst))
 				{
 					ereport(LOG, (errmsg("magic_sync: replica %s holds other values of table \"%s\" than the server sent (drift): narrowed down by ranges",
 										 f->replica_text, d->table)));

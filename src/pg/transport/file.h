@@ -40,6 +40,7 @@
 #include "bytes.h"
 #include "catalog.h"
 #include "epoch.h"
+#include "range.h"
 #include "row.h"
 #include "sync.pb-c.h"
 
@@ -214,8 +215,13 @@ extern void ms_refusals(ms_filing *f, Sync__Up *up);
 extern void ms_provision_again(ms_filing *f, const char *why);
 /* range.c: a digest that differs narrowed down (false: the replica cannot be asked); the answers compared */
 extern bool ms_range_start(ms_filing *f, ms_table *t);
-/* the same of a values digest that differs (keys that agree): false, repaired whole */
-extern bool ms_range_start_values(ms_filing *f, ms_filed_table *ft);
+/*
+ * the same of a values digest that differs (keys that agree): false, repaired
+ * whole; first (n of them): the server's buckets at the first question's
+ * depth (MS_RANGE_FIRST_SPLIT), from the digest's walk, kept for its answer
+ */
+#define MS_RANGE_FIRST_SPLIT 6
+extern bool ms_range_start_values(ms_filing *f, ms_filed_table *ft, const ms_range_sum *first, size_t n);
 extern void ms_range_answers(ms_filing *f, Sync__Up *up);
 /* ms_digests: the upload's digests (f->upload): "none", "not compared: ...", "differ" or "match". */
 extern const char *ms_digests(ms_filing *f);
@@ -224,11 +230,14 @@ extern const char *ms_digests(ms_filing *f);
 
 /*
  * ms_values_digest: the values digest of what the replica holds of ft's
- * table (docs/protocol.md 8), over the server's current rows, into *out;
+ * table (docs/protocol.md 8), over the server's current rows, into *out,
+ * and its buckets at depth MS_RANGE_FIRST_SPLIT (*nfirst, ascending) into
+ * *first, for a range question's first answer;
  * false when it cannot be known now (a change of the table on its way, or
  * not count rows read)
  */
-extern bool ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out);
+extern bool ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out,
+							 ms_range_sum **first, size_t *nfirst);
 /*
  * ms_values_repairing: whether a values repair of the replica is on its way
  * (rows it marked, not acknowledged yet): its digests are not compared then.
@@ -253,6 +262,11 @@ extern void ms_values_rest(ms_filing *f, ms_filed_table *ft);
 extern bool ms_values_on_its_way(const ms_table *t);
 typedef void (*ms_values_row) (void *arg, const char *key, size_t len, uint64 hash);
 extern bool ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, uint64 *rows);
+/*
+ * ms_values_walk_keys: the same of the held rows whose keys are in keys (a
+ * text[] of held keys): a key the table no longer has reads no row
+ */
+extern bool ms_values_walk_keys(ms_filed_table *ft, Datum keys, ms_values_row fn, void *arg, uint64 *rows);
 /*
  * ms_backlog: what the replica has not sent, has not had filed, set aside,
  * refused (f->upload's backlog), of each table the server mirrors.

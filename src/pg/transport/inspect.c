@@ -315,7 +315,26 @@ filed(StringInfo out, const Sync__Filed *f)
 			appendStringInfo(out, ",\"again\":%u", t->again);
 		appendStringInfoChar(out, '}');
 	}
-	appendStringInfo(out, "],\"duplicate\":%s,\"last_seq\":" UINT64_FORMAT,
+	appendStringInfoChar(out, ']');
+	/* the server's range questions (docs/protocol.md 8.1); said only when it asks */
+	if (f->n_ranges > 0)
+	{
+		appendStringInfoString(out, ",\"ranges\":[");
+		for (size_t i = 0; i < f->n_ranges; i++)
+		{
+			const Sync__RangeAsk *a = f->ranges[i];
+
+			appendStringInfo(out, "%s{\"table\":", i ? "," : "");
+			str(out, a->table);
+			appendStringInfo(out, ",\"round\":" UINT64_FORMAT ",\"depth\":%u,\"split\":%u,\"values\":%s,\"buckets\":[",
+							 (uint64) a->round, a->depth, a->split, a->values ? "true" : "false");
+			for (size_t b = 0; b < a->n_buckets; b++)
+				appendStringInfo(out, "%s" UINT64_FORMAT, b ? "," : "", (uint64) a->buckets[b]);
+			appendStringInfoString(out, "]}");
+		}
+		appendStringInfoChar(out, ']');
+	}
+	appendStringInfo(out, ",\"duplicate\":%s,\"last_seq\":" UINT64_FORMAT,
 					 f->duplicate ? "true" : "false", (uint64) f->last_seq);
 	/* the lane of the send answered (docs/protocol.md 7.2); the first lane's is not said, as before lanes */
 	if (f->lane != NULL && f->lane[0] != '\0')

@@ -23,8 +23,10 @@
  * A values digest that differs while the keys agree is narrowed down the
  * same way (sync.ranges.of_values, RangeAsk.values): each row's hash is then
  * its values hash, the server's made by values.c's walk over its current
- * rows, and a row whose values differ goes again by the values repair's
- * path (an upsert to this replica alone); when most of the table differs,
+ * rows -- of the buckets asked about only, each looked up by its key, but
+ * for the first question's whole table -- and a row whose values differ
+ * goes again by the values repair's path (an upsert to this replica
+ * alone); when most of the table differs,
  * or the replica answers by keys (a build before it), every row of the table
  * goes so (values.c), never a snapshot: the keys agree.
  *
@@ -50,7 +52,7 @@
 #include "wake.h"
 
 /* the first question splits the whole table by this; later ones aim at RANGE_LEAF rows a bucket */
-#define RANGE_FIRST_SPLIT 6
+#define RANGE_FIRST_SPLIT MS_RANGE_FIRST_SPLIT
 #define RANGE_LEAF 16
 /* the differing buckets' rows asked for at once, however they fall in buckets (short keys share a few) */
 #define RANGE_AT_ONCE (RANGE_LEAF * 4)
@@ -98,7 +100,7 @@ ask(ms_filing *f, ms_table *t, int64 round, uint32 depth, uint64 *buckets, size_
 									   " VALUES ($1, $2, $3, $4, $5, $6, $7)"
 									   " ON CONFLICT (replica, tab) DO UPDATE SET round = EXCLUDED.round, depth = EXCLUDED.depth,"
 									   "   split = EXCLUDED.split, buckets = EXCLUDED.buckets, of_values = EXCLUDED.of_values,"
-									   "   asked_at = now()",
+									   "   asked_at = now(), held_buckets = NULL, held_counts = NULL, held_sums = NULL",
 									   7, types, values, NULL, false, 0), SPI_OK_INSERT, "could not record a range question");
 	sync__range_ask__init(a);
 	a->table = pstrdup(t->name);
@@ -129,12 +131,13 @@ forget(ms_filing *f, ms_table *t)
  * matched last time)
  */
 static bool
-start(ms_filing *f, ms_table *t, bool of_values)
+start(ms_filing *f, ms_table *t, bool of_values, bool *asked)
 {
 	Oid			types[2] = {UUIDOID, INT4OID};
 	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
 	uint64		whole = 0;
 
+	*asked = false;
 	if (!f->range_repair || !ms_catalog_has("ranges"))
 		return false;
 	ms_spi_check(SPI_execute_with_args("SELECT round, asked_at > now() - interval '10 minutes', split < 0 FROM sync.ranges"
@@ -159,23 +162,56 @@ start(ms_filing *f, ms_table *t, bool of_values)
 			return true;
 		/* asked long ago and not answered (lost): asked again from the top */
 		ask(f, t, round + 1, 0, &whole, 1, RANGE_FIRST_SPLIT, of_values);
+		*asked = true;
 		return true;
 	}
 	ask(f, t, 1, 0, &whole, 1, RANGE_FIRST_SPLIT, of_values);
+	*asked = true;
 	return true;
 }
 
 bool
 ms_range_start(ms_filing *f, ms_table *t)
 {
-	return start(f, t, false);
+	bool		asked;
+
+	return start(f, t, false, &asked);
+}
+
+/* sums_array: one member of n bucket sums (0 bucket, 1 count, 2 sum) as a bigint[] */
+static Datum
+sums_array(const ms_range_sum *s, size_t n, int member)
+{
+	Datum	   *e = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (size_t i = 0; i < n; i++)
+		e[i] = Int64GetDatum((int64) (member == 0 ? s[i].bucket : member == 1 ? s[i].count : s[i].sum));
+	return PointerGetDatum(construct_array(e, (int) n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 bool
-ms_range_start_values(ms_filing *f, ms_filed_table *ft)
+ms_range_start_values(ms_filing *f, ms_filed_table *ft, const ms_range_sum *first, size_t n)
 {
-	if (!start(f, ft->t, true))
+	bool		asked;
+
+	if (!start(f, ft->t, true, &asked))
 		return false;
+	/*
+	 * The first question's answer is compared with the buckets of the very
+	 * walk that found the difference: the table is not read again for it.
+	 * Its rows may change meanwhile: a bucket that differs so is asked
+	 * about again, and read then.
+	 */
+	if (asked)
+	{
+		Oid			types[5] = {UUIDOID, INT4OID, INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+		Datum		values[5] = {UUIDPGetDatum(&f->replica), Int32GetDatum(ft->t->id),
+			sums_array(first, n, 0), sums_array(first, n, 1), sums_array(first, n, 2)};
+
+		ms_spi_check(SPI_execute_with_args("UPDATE sync.ranges SET held_buckets = $3, held_counts = $4, held_sums = $5"
+										   " WHERE replica = $1 AND tab = $2",
+										   5, types, values, NULL, false, 0), SPI_OK_UPDATE, "could not record a range question's buckets");
+	}
 	/* a replica saying false values digests costs a question and reads of the table: not again for a while */
 	ms_values_rest(f, ft);
 	return true;
@@ -232,19 +268,50 @@ held(ms_filing *f, ms_filed_table *ft, uint32 depth, const uint64 *buckets, size
 	{
 		gathering	g = {depth, split, buckets, nb, NULL, 0, 0};
 		uint64		count;
+		uint64		asked = 0;
+		uint64		read;
+		Datum	   *keys;
+		SPITupleTable *heldkeys;
+		bool		walked;
 
-		ms_spi_check_one(SPI_execute_with_args("SELECT pg_catalog.count(*) FROM sync.held WHERE replica = $1 AND tab = $2"
-											   " AND refused IS NULL AND taken IS NULL",
-											   2, types, values, NULL, true, 1), SPI_OK_SELECT, "could not count the held rows of a range");
+		if (ms_values_on_its_way(ft->t))
+			return NULL;
+		/*
+		 * The held keys first, no row read: only the rows of the buckets
+		 * asked about are read and encoded, each by its key (values.c).
+		 * Canonical key order is not the table's, and a bucket is a prefix
+		 * of a key's hash: no SQL range selects them.  The whole table's
+		 * bucket (the first question), or buckets holding more than a
+		 * quarter of it, are read in one pass.
+		 */
+		ms_spi_check(SPI_execute_with_args("SELECT key FROM sync.held WHERE replica = $1 AND tab = $2"
+										   " AND refused IS NULL AND taken IS NULL",
+										   2, types, values, NULL, true, 0), SPI_OK_SELECT, "could not read the held rows of a range");
+		count = SPI_processed;
+		heldkeys = SPI_tuptable;
+		keys = palloc(sizeof(Datum) * Max(count, 1));
+		for (uint64 i = 0; i < count && depth > 0; i++)
 		{
 			bool		isnull;
+			text	   *k = DatumGetTextPP(SPI_getbinval(heldkeys->vals[i], heldkeys->tupdesc, 1, &isnull));
 
-			count = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+			if (ms_range_member(buckets, nb, ms_range_bucket(ms_range_key_hash(VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k)), depth)))
+				keys[asked++] = PointerGetDatum(k);
 		}
-		SPI_freetuptable(SPI_tuptable);
+		/* most of the table asked about: one pass costs less than a probe a row */
+		if (depth == 0 || asked * 4 > count)
+			walked = ms_values_walk(f, ft, gather, &g, &read) && read == count;
+		else
+			walked = ms_values_walk_keys(ft, PointerGetDatum(construct_array(keys, (int) asked, TEXTOID, -1, false, TYPALIGN_INT)),
+										 gather, &g, &read) && read == asked;
+		SPI_freetuptable(heldkeys);
+		/* what a round cost (bench/repair.py and tests/e2e/range.py count the table's reads) */
+		ereport(DEBUG1, (errmsg("magic_sync: values range round of table \"%s\" for replica %s: %llu rows read of %llu held",
+								t->name, f->replica_text, (unsigned long long) read, (unsigned long long) count)));
 		/* a held row the table no longer has, or one not walked: a change on its way, asked again */
-		if (ms_values_on_its_way(ft->t) || !ms_values_walk(f, ft, gather, &g, total) || *total != count)
+		if (!walked)
 			return NULL;
+		*total = count;
 		*n = g.n;
 		return g.rows ? g.rows : palloc(sizeof(held_row));
 	}
@@ -399,13 +466,11 @@ compare_rows(ms_filing *f, ms_filed_table *ft, Sync__RangeAnswer *a, held_row *h
  * provisioned again when they hold most of the table
  */
 static void
-compare_buckets(ms_filing *f, ms_filed_table *ft, int64 round, Sync__RangeAnswer *a, held_row *h, size_t nh,
-				uint64 total, bool of_values)
+compare_sums(ms_filing *f, ms_filed_table *ft, int64 round, Sync__RangeAnswer *a, const ms_range_sum *s, size_t ns,
+			 uint64 total, bool of_values)
 {
 	ms_table   *t = ft->t;
-	ms_range_sum *s = palloc(sizeof(ms_range_sum) * Max(nh, 1));
-	size_t		ns;
-	uint64	   *differ = palloc(sizeof(uint64) * Max(nh + a->n_buckets, 1));
+	uint64	   *differ = palloc(sizeof(uint64) * Max(ns + a->n_buckets, 1));
 	size_t		nd = 0;
 	uint64		most = 0,
 				rows_differ = 0,
@@ -416,13 +481,6 @@ compare_buckets(ms_filing *f, ms_filed_table *ft, int64 round, Sync__RangeAnswer
 
 	if (a->n_counts != a->n_buckets || a->n_sums != a->n_buckets)
 		return;
-	for (size_t k = 0; k < nh; k++)
-	{
-		s[k].bucket = h[k].bucket;
-		s[k].count = 1;
-		s[k].sum = h[k].hash;
-	}
-	ns = ms_range_aggregate(s, nh);
 	for (size_t k = 0; k < a->n_buckets; k++)
 	{
 		/* ascending, as the protocol says: anything else is not an answer */
@@ -523,6 +581,63 @@ compare_buckets(ms_filing *f, ms_filed_table *ft, int64 round, Sync__RangeAnswer
 	ask(f, t, round + 1, a->depth, differ, Min(nd, MS_RANGE_ASK_MAX), split, of_values);
 }
 
+/* compare_buckets: compare_sums of the held rows of the buckets asked about, by bucket */
+static void
+compare_buckets(ms_filing *f, ms_filed_table *ft, int64 round, Sync__RangeAnswer *a, held_row *h, size_t nh,
+				uint64 total, bool of_values)
+{
+	ms_range_sum *s = palloc(sizeof(ms_range_sum) * Max(nh, 1));
+
+	for (size_t k = 0; k < nh; k++)
+	{
+		s[k].bucket = h[k].bucket;
+		s[k].count = 1;
+		s[k].sum = h[k].hash;
+	}
+	compare_sums(f, ft, round, a, s, ms_range_aggregate(s, nh), total, of_values);
+}
+
+/*
+ * kept_sums: the buckets kept when a values question was asked (its first:
+ * the digest's walk made them), of the rows held now; NULL when none were
+ * kept, or the rows held are not what went (asked again then)
+ */
+static ms_range_sum *
+kept_sums(ms_filing *f, ms_filed_table *ft, HeapTuple tup, TupleDesc desc, size_t *ns, uint64 *total)
+{
+	Oid			types[2] = {UUIDOID, INT4OID};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(ft->t->id)};
+	Datum	   *e[3];
+	int			n[3];
+	bool		isnull;
+	ms_range_sum *s;
+
+	for (int m = 0; m < 3; m++)
+	{
+		Datum		d = SPI_getbinval(tup, desc, 6 + m, &isnull);
+
+		if (isnull)
+			return NULL;
+		deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &e[m], NULL, &n[m]);
+	}
+	if (n[1] != n[0] || n[2] != n[0])
+		return NULL;
+	s = palloc(sizeof(ms_range_sum) * Max(n[0], 1));
+	for (int i = 0; i < n[0]; i++)
+	{
+		s[i].bucket = (uint64) DatumGetInt64(e[0][i]);
+		s[i].count = (uint64) DatumGetInt64(e[1][i]);
+		s[i].sum = (uint64) DatumGetInt64(e[2][i]);
+	}
+	*ns = (size_t) n[0];
+	ms_spi_check_one(SPI_execute_with_args("SELECT pg_catalog.count(*) FROM sync.held WHERE replica = $1 AND tab = $2"
+										   " AND refused IS NULL AND taken IS NULL",
+										   2, types, values, NULL, true, 1), SPI_OK_SELECT, "could not count the held rows of a range");
+	*total = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_freetuptable(SPI_tuptable);
+	return s;
+}
+
 /* the rows an answer counts */
 static uint64
 rows_replica_of(const Sync__RangeAnswer *a)
@@ -569,12 +684,16 @@ ms_range_answers(ms_filing *f, Sync__Up *up)
 		size_t		nh;
 		uint64		total;
 		bool		of_values;
+		SPITupleTable *row;
+		ms_range_sum *kept;
+		size_t		nkept;
 
 		if (ft == NULL)
 			continue;
 		values[0] = UUIDPGetDatum(&f->replica);
 		values[1] = Int32GetDatum(ft->t->id);
-		ms_spi_check(SPI_execute_with_args("SELECT round, depth, split, buckets, of_values FROM sync.ranges WHERE replica = $1 AND tab = $2",
+		ms_spi_check(SPI_execute_with_args("SELECT round, depth, split, buckets, of_values, held_buckets, held_counts, held_sums"
+										   " FROM sync.ranges WHERE replica = $1 AND tab = $2",
 										   2, types, values, NULL, false, 1), SPI_OK_SELECT, "could not read sync.ranges");
 		if (SPI_processed == 0 ||
 			DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) < 0)
@@ -589,23 +708,40 @@ ms_range_answers(ms_filing *f, Sync__Up *up)
 		buckets = palloc(sizeof(uint64) * Max(nb, 1));
 		for (size_t i = 0; i < nb; i++)
 			buckets[i] = (uint64) DatumGetInt64(elems[i]);
-		SPI_freetuptable(SPI_tuptable);
+		row = SPI_tuptable;
 		/* an answer to another question, of another depth, or of values to one of keys: not ours */
 		if ((int64) a->round != round || a->depth != depth + split || (a->values && !of_values))
+		{
+			SPI_freetuptable(row);
 			continue;
+		}
 		if (!caught_up)
 		{
 			/* messages on their way are not drift: asked again */
+			SPI_freetuptable(row);
 			ask(f, ft->t, round + 1, depth, buckets, nb, split, of_values);
 			continue;
 		}
 		if (of_values && !a->values)
 		{
 			/* a replica before values range repair answered by keys: its table's rows go again whole */
+			SPI_freetuptable(row);
 			forget(f, ft->t);
 			ereport(LOG, (errmsg("magic_sync: replica %s answers range questions by keys only: the rows of table \"%s\" go again",
 								 f->replica_text, ft->t->name)));
 			ms_values_repair(f, ft);
+			continue;
+		}
+		/* the first question of values: the buckets the digest's walk kept, while its rows are what went */
+		kept = NULL;
+		if (of_values && split > 0 && !ms_values_on_its_way(ft->t))
+			kept = kept_sums(f, ft, row->vals[0], row->tupdesc, &nkept, &total);
+		SPI_freetuptable(row);
+		if (kept != NULL)
+		{
+			ereport(DEBUG1, (errmsg("magic_sync: values range round of table \"%s\" for replica %s: its buckets kept when asked, no row read",
+									ft->t->name, f->replica_text)));
+			compare_sums(f, ft, round, a, kept, nkept, Max(total, rows_replica_of(a)), of_values);
 			continue;
 		}
 		h = held(f, ft, depth, buckets, nb, split, &nh, &total, of_values);

@@ -143,6 +143,26 @@ proto_value(void *arg, int column, const ms_row_value *rv, char reason[MS_REASON
 }
 
 /*
+ * select_list: what the walk reads of a row r of t after its key (the walk's
+ * column 2 on: each column as a send makes it, proto, or its JSON text), into
+ * sql; and the names r's columns are given, c0, c1 ..., into names (no
+ * column's name can take another's)
+ */
+static void
+select_list(const ms_table *t, StringInfo sql, StringInfo names)
+{
+	for (int c = 0; c < t->ncolumns; c++)
+	{
+		appendStringInfo(names, "%sc%d", c > 0 ? ", " : "", c);
+		if (t->proto)
+			appendStringInfo(sql, ", r.c%d", c);
+		else if (counted(t, c))
+			appendStringInfo(sql, ", pg_catalog.json_extract_path_text(pg_catalog.to_json(r.c%d),"
+							 " VARIADIC '{}'::pg_catalog.text[])", c);
+	}
+}
+
+/*
  * the statement reading each row the replica $1 holds of table $2, as a send
  * reads it: joined by the row's canonical key, which the planner may hash
  * rather than look each held row up by its key (bench/values.py)
@@ -151,26 +171,41 @@ static char *
 rows_sql(const ms_table *t)
 {
 	StringInfoData sql;
-
 	StringInfoData names;
 
 	initStringInfo(&sql);
 	initStringInfo(&names);
 	appendStringInfoString(&sql, "SELECT h.key");
-	/* the subquery's columns renamed k, c0, c1 ...: no column's name can take the key's */
-	appendStringInfoString(&names, "k");
-	for (int c = 0; c < t->ncolumns; c++)
-	{
-		appendStringInfo(&names, ", c%d", c);
-		if (t->proto)
-			appendStringInfo(&sql, ", r.c%d", c);
-		else if (counted(t, c))
-			appendStringInfo(&sql, ", pg_catalog.json_extract_path_text(pg_catalog.to_json(r.c%d),"
-							 " VARIADIC '{}'::pg_catalog.text[])", c);
-	}
-	appendStringInfo(&sql, " FROM sync.held h JOIN (SELECT %s, %s FROM %s t) r(%s) ON r.k = h.key"
+	select_list(t, &sql, &names);
+	/* the subquery's key renamed k: no column's name can take it */
+	appendStringInfo(&sql, " FROM sync.held h JOIN (SELECT %s, %s FROM %s t) r(k, %s) ON r.k = h.key"
 					 " WHERE h.replica = $1 AND h.tab = $2 AND h.refused IS NULL AND h.taken IS NULL",
 					 ms_key_expr(t, "t"), ms_load_columns(t, "t"), t->qualified, names.data);
+	return sql.data;
+}
+
+/*
+ * the statement reading the rows of table t of the held keys $1 (a text[]),
+ * as rows_sql reads them: each looked up by its key, compared as the key
+ * columns' own types (catalog.c), through the table's key index -- the rows
+ * of a range question's buckets, not the whole table (range.c).  A key the
+ * table no longer has reads no row.
+ */
+static char *
+keys_sql(const ms_table *t)
+{
+	StringInfoData sql;
+	StringInfoData names;
+
+	initStringInfo(&sql);
+	initStringInfo(&names);
+	appendStringInfoString(&sql, "SELECT k.key");
+	select_list(t, &sql, &names);
+	/* the key's parts computed once a key (kp1, ...), as load.c's load_query */
+	appendStringInfo(&sql, " FROM (SELECT u.key%s FROM pg_catalog.unnest($1::pg_catalog.text[]) u(key)) k"
+					 " CROSS JOIN LATERAL (SELECT %s FROM %s t WHERE %s OFFSET 0) r(%s)",
+					 ms_key_parts_out(t, "u.key"), ms_load_columns(t, "t"), t->qualified,
+					 ms_key_match_parts(t, "t", "k"), names.data);
 	return sql.data;
 }
 
@@ -229,20 +264,31 @@ ms_values_repairing(ms_filing *f)
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-/* the values digest's walk: each row's hash summed */
+/* the values digest's walk: each row's hash summed, and by bucket at the first question's depth */
+typedef struct summing
+{
+	uint64		sum;
+	uint64		counts[1 << MS_RANGE_FIRST_SPLIT];
+	uint64		sums[1 << MS_RANGE_FIRST_SPLIT];
+} summing;
+
 static void
 sum_row(void *arg, const char *key, size_t len, uint64 hash)
 {
-	(void) key;
-	(void) len;
-	*(uint64 *) arg += hash;
+	summing    *s = arg;
+	uint64		b = ms_range_bucket(ms_range_key_hash(key, len), MS_RANGE_FIRST_SPLIT);
+
+	s->sum += hash;
+	s->counts[b]++;
+	s->sums[b] += hash;
 }
 
 bool
-ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
+ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out,
+				 ms_range_sum **first, size_t *nfirst)
 {
 	const ms_table *t = ft->t;
-	uint64		sum = 0;
+	summing    *sum = palloc0(sizeof(summing));
 	uint64		rows = 0;
 	bool		walked;
 
@@ -254,8 +300,17 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 		f->values_rested++;
 		return false;
 	}
-	walked = ms_values_walk(f, ft, sum_row, &sum, &rows);
-	*out = sum;
+	walked = ms_values_walk(f, ft, sum_row, sum, &rows);
+	*out = sum->sum;
+	*first = palloc(sizeof(ms_range_sum) * (1 << MS_RANGE_FIRST_SPLIT));
+	*nfirst = 0;
+	for (uint64 b = 0; b < (1 << MS_RANGE_FIRST_SPLIT); b++)
+		if (sum->counts[b] > 0)
+		{
+			(*first)[*nfirst].bucket = b;
+			(*first)[*nfirst].count = sum->counts[b];
+			(*first)[(*nfirst)++].sum = sum->sums[b];
+		}
 	/* what a values digest cost (tests/e2e/values_settings.py counts them) */
 	ereport(DEBUG1, (errmsg("magic_sync: values of table \"%s\" compared for replica %s: %llu rows read",
 							t->name, f->replica_text, (unsigned long long) rows)));
@@ -263,12 +318,15 @@ ms_values_digest(ms_filing *f, ms_filed_table *ft, uint64 count, uint64 *out)
 	return rows == count && walked;
 }
 
-bool
-ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, uint64 *nrows)
+/*
+ * walk: each row sql reads ($1.. of types and values), its first column a
+ * held key and the table's columns after it as rows_sql reads them, hashed
+ */
+static bool
+walk(ms_filed_table *ft, const char *sql, int nargs, Oid *types, Datum *values,
+	 ms_values_row fn, void *arg, uint64 *nrows)
 {
 	const ms_table *t = ft->t;
-	Oid			types[2] = {UUIDOID, INT4OID};
-	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(t->id)};
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync values digest",
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = CurrentMemoryContext;
@@ -281,7 +339,7 @@ ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, ui
 	bool		unwalked = false;
 
 	/* sync.held checked as sync.file's owner, the table read as its own (owner.h) */
-	plan = ms_owner_prepare(rows_sql(t), 2, types, GetUserId());
+	plan = ms_owner_prepare(sql, nargs, types, GetUserId());
 	/* values written as the relay writes them, not as this filing session would (load.h) */
 	nest = ms_output_pin();
 	ms_owner_begin(&as, t->relid);
@@ -339,6 +397,24 @@ ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, ui
 	MemoryContextDelete(cxt);
 	*nrows = rows;
 	return !unwalked;
+}
+
+bool
+ms_values_walk(ms_filing *f, ms_filed_table *ft, ms_values_row fn, void *arg, uint64 *nrows)
+{
+	Oid			types[2] = {UUIDOID, INT4OID};
+	Datum		values[2] = {UUIDPGetDatum(&f->replica), Int32GetDatum(ft->t->id)};
+
+	return walk(ft, rows_sql(ft->t), 2, types, values, fn, arg, nrows);
+}
+
+bool
+ms_values_walk_keys(ms_filed_table *ft, Datum keys, ms_values_row fn, void *arg, uint64 *nrows)
+{
+	Oid			types[1] = {TEXTARRAYOID};
+	Datum		values[1] = {keys};
+
+	return walk(ft, keys_sql(ft->t), 1, types, values, fn, arg, nrows);
 }
 
 /* rest: t's values of this replica not compared again for magic_sync.values_repair_interval */
