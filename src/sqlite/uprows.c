@@ -177,6 +177,9 @@ rekey(uploader *u, const ms_tbl *t, const char *key, size_t len, const char *can
 			sqlite3_finalize(move);
 		}
 	}
+	/* the key is hashed with the row: its values sum is walked again (vsum.c) */
+	if (rc == SQLITE_OK)
+		rc = ms_vsum_stale(c, t->name);
 	if (rc == SQLITE_OK)
 		rc = ms_exec(c, "UPDATE _sync_state SET applying = 0 WHERE id = 1");
 	return rc;
