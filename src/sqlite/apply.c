@@ -218,7 +218,7 @@ apply(applier *a, ms_buf *out)
 	const char *snapshot;
 	ms_vsum    *vs = NULL;
 
-	rc = ms_exec(c, "UPDATE _sync_state SET applying = 1 WHERE id = 1");
+	rc = ms_exec(c, "UPDATE _sync_state SET applying = 2 WHERE id = 1");
 	/* rows written since the last message are dated by it (reach.c) */
 	if (rc == SQLITE_OK)
 		rc = ms_reach_date(c);

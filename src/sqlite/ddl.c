@@ -711,7 +711,9 @@ triggers(ms_ctx *c, const ms_tbl *t)
 	if (!t->record)
 		rc = guards(c, t, quiet, sql);
 	/* a record's local write makes its values sum stale (vsum.c): plain SQL cannot hash */
-	if (rc == SQLITE_OK && t->record && (rc = ms_vsum_ensure(c)) == SQLITE_OK &&
+	if (rc == SQLITE_OK)
+		rc = ms_vsum_ensure(c);
+	if (rc == SQLITE_OK && t->record &&
 		(stale = ms_printf(&c->arena, " UPDATE _sync_vsum SET fresh = 0 WHERE tbl = %s AND fresh = 1;", t->lit)) == NULL)
 		rc = SQLITE_NOMEM;
 	if (rc == SQLITE_OK && t->record)

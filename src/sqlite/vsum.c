@@ -22,7 +22,11 @@
 **                  its table stale: they cannot hash, and run without the
 **                  extension too; a catalog's guards let no counted value be
 **                  written but by sync_apply; a key spelled again
-**                  (uprows.c) marks it stale
+**                  (uprows.c) marks it stale; a writer that sets
+**                  _sync_state.applying to 1 by hand (sync_apply sets 2)
+**                  makes every sum stale (_sync_vsum_hand), and so does any
+**                  DDL (the schema version kept with each sum: triggers
+**                  dropped around a write and made again)
 **   a digest       a stale table, a table whose sum served MS_VSUM_EVERY
 **                  digests, or one kept for MS_VSUM_AGE, is walked whole
 **                  and its sum stored fresh (when its triggers mark it);
@@ -30,8 +34,8 @@
 **                  values digest
 **
 ** The full walk at least every 8th digest, and at least once a day, catches
-** what no trigger sees: a page restored or flipped under SQLite, a writer
-** that set _sync_state.applying by hand, triggers turned off.  A file of an
+** what no trigger sees: a page restored or flipped under SQLite, a
+** connection with triggers turned off.  A file of an
 ** older build (no _sync_vsum, or triggers that do not mark) is walked whole
 ** each time, as before.
 */
@@ -52,11 +56,38 @@ SQLITE_EXTENSION_INIT3
 /* how every trigger of ours begins (ddl.c, reach.c, hlc.c; apply.c's quiet_triggers) */
 static const char *const ours_when = "WHEN (SELECT applying FROM _sync_state WHERE id = 1) = 0";
 
+/*
+ * ms_vsum_ensure: _sync_vsum, and _sync_vsum_hand: a writer that sets
+ * _sync_state.applying to 1 by hand, to write past the guards as sync_apply
+ * does (which sets 2), makes every sum stale, both as it sets it and as it
+ * clears it.  The trigger begins as every trigger of ours does, so that
+ * apply.c's quiet_triggers and others_write below take it for ours.
+ */
 int
 ms_vsum_ensure(ms_ctx *c)
 {
 	return ms_exec(c, "CREATE TABLE IF NOT EXISTS _sync_vsum(tbl TEXT PRIMARY KEY, sum INTEGER NOT NULL,"
-				   " fresh INTEGER NOT NULL, digests INTEGER NOT NULL, at INTEGER NOT NULL)");
+				   " fresh INTEGER NOT NULL, digests INTEGER NOT NULL, at INTEGER NOT NULL, schema INTEGER NOT NULL);"
+				   "CREATE TRIGGER IF NOT EXISTS \"_sync_vsum_hand\" AFTER UPDATE OF applying ON _sync_state %s"
+				   " AND OLD.applying = 1 OR NEW.applying = 1 BEGIN UPDATE _sync_vsum SET fresh = 0 WHERE fresh = 1; END",
+				   ours_when);
+}
+
+/* the file's schema version: DDL (a trigger dropped and made again around a write) makes every sum stale */
+static int
+schema_version(ms_ctx *c, sqlite3_int64 *v)
+{
+	sqlite3_stmt *st;
+	int			rc = ms_prepare(c, &st, "PRAGMA main.schema_version");
+
+	*v = -1;
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = ms_step(c, st);
+	if (rc == SQLITE_ROW)
+		*v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
 /* whether the file has _sync_vsum (a file of an older build has not) */
@@ -84,17 +115,22 @@ ms_vsum_get(ms_ctx *c, const ms_tbl *t, bool *kept, uint64_t *sum)
 	bool		have;
 	int			rc = has_vsum(c, &have);
 
+	sqlite3_int64 version = -1;
+
 	*kept = false;
 	*sum = 0;
 	if (rc != SQLITE_OK || !have)
 		return rc;
-	/* a full walk, then MS_VSUM_EVERY - 1 digests from the sum kept */
-	rc = ms_prepare(c, &st, "SELECT sum FROM _sync_vsum WHERE tbl = ?1 AND fresh = 1 AND digests < %d"
-					" AND at > ?2 - %d AND at <= ?2", MS_VSUM_EVERY - 1, MS_VSUM_AGE);
+	rc = schema_version(c, &version);
+	/* a full walk, then MS_VSUM_EVERY - 1 digests from the sum kept, while the schema stays */
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "SELECT sum FROM _sync_vsum WHERE tbl = ?1 AND fresh = 1 AND digests < %d"
+						" AND at > ?2 - %d AND at <= ?2 AND schema = ?3", MS_VSUM_EVERY - 1, MS_VSUM_AGE);
 	if (rc != SQLITE_OK)
 		return rc;
 	sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, c->now);
+	sqlite3_bind_int64(st, 3, version);
 	rc = ms_step(c, st);
 	if (rc == SQLITE_ROW)
 	{
@@ -150,6 +186,7 @@ ms_vsum_put(ms_ctx *c, const ms_tbl *t, bool walked, uint64_t sum)
 	sqlite3_stmt *st;
 	bool		have;
 	bool		fresh = false;
+	sqlite3_int64 version;
 	int			rc = has_vsum(c, &have);
 
 	if (rc != SQLITE_OK || !have)
@@ -158,13 +195,17 @@ ms_vsum_put(ms_ctx *c, const ms_tbl *t, bool walked, uint64_t sum)
 		return ms_exec(c, "UPDATE _sync_vsum SET digests = digests + 1 WHERE tbl = %Q", t->name);
 	rc = marked(c, t, &fresh);
 	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "INSERT OR REPLACE INTO _sync_vsum(tbl, sum, fresh, digests, at) VALUES (?1, ?2, ?3, 0, ?4)");
+		rc = schema_version(c, &version);
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "INSERT OR REPLACE INTO _sync_vsum(tbl, sum, fresh, digests, at, schema)"
+						" VALUES (?1, ?2, ?3, 0, ?4, ?5)");
 	if (rc != SQLITE_OK)
 		return rc;
 	sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64) sum);
 	sqlite3_bind_int(st, 3, fresh);
 	sqlite3_bind_int64(st, 4, c->now);
+	sqlite3_bind_int64(st, 5, version);
 	rc = ms_done(c, st);
 	sqlite3_finalize(st);
 	return rc;
