@@ -318,18 +318,7 @@ ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_buf *keys, ms_cou
 	 * counted_row: slower, the same digest.
 	 */
 	wide = nargs > sqlite3_limit(c->db, SQLITE_LIMIT_FUNCTION_ARG, -1);
-	/*
-	 * The keys alone, of a table with no retired column, in key order: read
-	 * from the key's index, which is narrower than the table, and for keys
-	 * of one length (uuids, codes; an integer key of one sign) in canonical
-	 * order already, so that digest.c has nothing to sort.  An aggregate's
-	 * subquery keeps its ORDER BY (SQLite does not flatten it); should the
-	 * keys come otherwise, digest.c sorts them all the same.
-	 */
-	if (rc == SQLITE_OK && !w.values && (flags & MS_COUNTED_KEY_ORDER) && t->retired < 0 && !wide)
-		rc = ms_prepare(c, &st, "SELECT _sync_counted(?1, %s) FROM (SELECT %s FROM %s ORDER BY %s)",
-						t->keycols, t->keycols, t->q, t->keycols);
-	else if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &st, "SELECT %s%s%s%s FROM %s%s%s%s", wide ? "NULL, " : "_sync_counted(?1, ", t->keycols,
 						vcols.data, wide ? "" : ")", t->q, t->retired >= 0 ? " WHERE " : "",
 						t->retired >= 0 ? t->cols[t->retired].q : "", t->retired >= 0 ? " IS NULL" : "");

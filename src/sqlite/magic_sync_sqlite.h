@@ -612,7 +612,6 @@ extern int	ms_digest_table(ms_ctx *c, const ms_tbl *t, ms_table_digest *d);
 extern bool ms_digest_counted(const ms_tbl *t, int i);
 
 #define MS_COUNTED_VALUES 1		/* each row's hash (ms_digest_row) given too */
-#define MS_COUNTED_KEY_ORDER 2	/* without values: the keys read in key order where the key's index can */
 
 /* one row a digest counts: its canonical key and (MS_COUNTED_VALUES) its hash; not SQLITE_OK stops */
 typedef int (*ms_counted_row) (void *arg, const char *key, size_t len, uint64_t hash);
@@ -648,8 +647,8 @@ extern int	ms_vsum_ensure(ms_ctx *c);
 /* ms_vsum_get: whether t's values digest may be the sum kept (*kept), and that sum */
 extern int	ms_vsum_get(ms_ctx *c, const ms_tbl *t, bool *kept, uint64_t *sum);
 
-/* ms_vsum_put: after a digest of t: walked whole (its sum stored fresh), or the kept sum used once more */
-extern int	ms_vsum_put(ms_ctx *c, const ms_tbl *t, bool walked, uint64_t sum);
+/* ms_vsum_put: after a digest of t: walked whole (its sum and rows stored fresh), or the kept sum used once more */
+extern int	ms_vsum_put(ms_ctx *c, const ms_tbl *t, bool walked, uint64_t sum, uint64_t rows);
 
 /* ms_vsum_stale: the sum of table (NULL: every table) to be walked again at the next digest */
 extern int	ms_vsum_stale(ms_ctx *c, const char *table);

@@ -15,9 +15,12 @@
 **                  their keys in the file as the walk would count them;
 **                  anything else it applies (a snapshot, a schema change),
 **                  a table with unique indexes that travel (a row making
-**                  room is another key's), a host's trigger in the file, or
+**                  room is another key's), a host's trigger in the file,
 **                  SQLite's foreign keys enforced (actions write other
-**                  rows), leaves the sums it may change stale
+**                  rows), a key twice or spelled otherwise than its row's,
+**                  or more rows since the last walk than an eighth of the
+**                  table (MS_VSUM_ROWS at least: the look-ups then cost
+**                  more than the walk), leaves the sums it may change stale
 **   a local write  the noting triggers of a record (plain SQL, ddl.c) mark
 **                  its table stale: they cannot hash, and run without the
 **                  extension too; a catalog's guards let no counted value be
@@ -52,6 +55,8 @@ SQLITE_EXTENSION_INIT3
 /* a full walk at least every MS_VSUM_EVERY-th digest of a table, and MS_VSUM_AGE seconds */
 #define MS_VSUM_EVERY 8
 #define MS_VSUM_AGE 86400
+/* rows written between two walks that are followed one by one: an eighth of the table, and this many */
+#define MS_VSUM_ROWS 64
 
 /* how every trigger of ours begins (ddl.c, reach.c, hlc.c; apply.c's quiet_triggers) */
 static const char *const ours_when = "WHEN (SELECT applying FROM _sync_state WHERE id = 1) = 0";
@@ -67,7 +72,8 @@ int
 ms_vsum_ensure(ms_ctx *c)
 {
 	return ms_exec(c, "CREATE TABLE IF NOT EXISTS _sync_vsum(tbl TEXT PRIMARY KEY, sum INTEGER NOT NULL,"
-				   " fresh INTEGER NOT NULL, digests INTEGER NOT NULL, at INTEGER NOT NULL, schema INTEGER NOT NULL);"
+				   " fresh INTEGER NOT NULL, digests INTEGER NOT NULL, at INTEGER NOT NULL, schema INTEGER NOT NULL,"
+				   " rows INTEGER NOT NULL, kept INTEGER NOT NULL);"
 				   "CREATE TRIGGER IF NOT EXISTS \"_sync_vsum_hand\" AFTER UPDATE OF applying ON _sync_state %s"
 				   " AND OLD.applying = 1 OR NEW.applying = 1 BEGIN UPDATE _sync_vsum SET fresh = 0 WHERE fresh = 1; END",
 				   ours_when);
@@ -181,7 +187,7 @@ marked(ms_ctx *c, const ms_tbl *t, bool *yes)
 }
 
 int
-ms_vsum_put(ms_ctx *c, const ms_tbl *t, bool walked, uint64_t sum)
+ms_vsum_put(ms_ctx *c, const ms_tbl *t, bool walked, uint64_t sum, uint64_t rows)
 {
 	sqlite3_stmt *st;
 	bool		have;
@@ -189,7 +195,8 @@ ms_vsum_put(ms_ctx *c, const ms_tbl *t, bool walked, uint64_t sum)
 	sqlite3_int64 version;
 	int			rc = has_vsum(c, &have);
 
-	if (rc != SQLITE_OK || !have)
+	/* a file opened read-only gives its digest all the same, keeping nothing */
+	if (rc != SQLITE_OK || !have || sqlite3_db_readonly(c->db, "main") == 1)
 		return rc;
 	if (!walked)
 		return ms_exec(c, "UPDATE _sync_vsum SET digests = digests + 1 WHERE tbl = %Q", t->name);
@@ -197,8 +204,8 @@ ms_vsum_put(ms_ctx *c, const ms_tbl *t, bool walked, uint64_t sum)
 	if (rc == SQLITE_OK)
 		rc = schema_version(c, &version);
 	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "INSERT OR REPLACE INTO _sync_vsum(tbl, sum, fresh, digests, at, schema)"
-						" VALUES (?1, ?2, ?3, 0, ?4, ?5)");
+		rc = ms_prepare(c, &st, "INSERT OR REPLACE INTO _sync_vsum(tbl, sum, fresh, digests, at, schema, rows, kept)"
+						" VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, 0)");
 	if (rc != SQLITE_OK)
 		return rc;
 	sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
@@ -206,6 +213,7 @@ ms_vsum_put(ms_ctx *c, const ms_tbl *t, bool walked, uint64_t sum)
 	sqlite3_bind_int(st, 3, fresh);
 	sqlite3_bind_int64(st, 4, c->now);
 	sqlite3_bind_int64(st, 5, version);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64) rows);
 	rc = ms_done(c, st);
 	sqlite3_finalize(st);
 	return rc;
@@ -263,20 +271,18 @@ vsum_free(ms_vsum *v)
 	sqlite3_free(v);
 }
 
-/* a row's own key and hash, as found in one phase */
-typedef struct found
+/* a wire key of a table's, for finding two alike */
+typedef struct keyref
 {
-	const char *key;			/* set once every row is found: the buffer moves while they are */
-	size_t		start;
+	const char *key;
 	size_t		len;
-	uint64_t	hash;
-} found;
+} keyref;
 
 static int
-found_cmp(const void *x, const void *y)
+keyref_cmp(const void *x, const void *y)
 {
-	const found *a = x;
-	const found *b = y;
+	const keyref *a = x;
+	const keyref *b = y;
 
 	return ms_key_cmp(a->key, a->len, b->key, b->len);
 }
@@ -317,24 +323,22 @@ is_marked(ms_ctx *c, ms_vsum *v, const ms_tbl *t, const char *key, size_t len, b
 }
 
 /*
- * phase: the sum of the hashes of the counted rows kt's keys name now,
- * each row once (two keys may name one row: a key spelled otherwise)
+ * phase: the sum of the hashes of the counted rows kt's keys name now.
+ * *odd: a row found under a key that is not its own (an INTEGER key spelled
+ * "07"): another key could name it too, so the table is walked instead.
  */
 static int
-phase(ms_ctx *c, ms_vsum *v, kept_table *kt, uint64_t *total)
+phase(ms_ctx *c, ms_vsum *v, kept_table *kt, uint64_t *total, bool *odd)
 {
 	const ms_tbl *t = kt->t;
-	ms_buf		own = {0};		/* each found row's own key */
 	ms_buf		one = {0};
-	found	   *rows = NULL;
-	size_t		nrows = 0,
-				cap = 0;
 	sqlite3_value **vals = NULL;
 	int			ncols = 0;
 	bool		marks = false;
 	int			rc = SQLITE_OK;
 
 	*total = 0;
+	*odd = false;
 	if (kt->row == NULL)
 	{
 		ms_buf		cols = {0};
@@ -357,13 +361,15 @@ phase(ms_ctx *c, ms_vsum *v, kept_table *kt, uint64_t *total)
 		if ((vals = sqlite3_malloc64(sizeof(sqlite3_value *) * (size_t) (ncols ? ncols : 1))) == NULL)
 			rc = SQLITE_NOMEM;
 	}
-	for (size_t i = 0; i < kt->n && rc == SQLITE_OK; i++)
+	for (size_t i = 0; i < kt->n && rc == SQLITE_OK && !*odd; i++)
 	{
 		size_t		start = i ? kt->ends[i - 1] : 0;
+		const char *key = kt->keys.data + start;
+		size_t		len = kt->ends[i] - start;
 		uint64_t	h;
 		bool		out = false;
 
-		if (ms_bind_key(c, kt->row, 1, t, kt->keys.data + start, kt->ends[i] - start) != SQLITE_OK)
+		if (ms_bind_key(c, kt->row, 1, t, key, len) != SQLITE_OK)
 		{
 			sqlite3_reset(kt->row);
 			continue;			/* a key of another shape names no row */
@@ -377,45 +383,20 @@ phase(ms_ctx *c, ms_vsum *v, kept_table *kt, uint64_t *total)
 			for (int k = 0; k < ncols; k++)
 				vals[k] = sqlite3_column_value(kt->row, k);
 			if (!ms_counted_one(t, ncols, vals, &one, &h))
-				rc = one.oom ? SQLITE_NOMEM : SQLITE_OK;
+				rc = one.oom ? SQLITE_NOMEM : SQLITE_OK;	/* a NULL key part: not counted */
+			else if (one.len != len || memcmp(one.data, key, len) != 0)
+				*odd = true;
 			else
 			{
 				if (marks)
-					rc = is_marked(c, v, t, one.data, one.len, &out);
+					rc = is_marked(c, v, t, key, len, &out);
 				if (rc == SQLITE_OK && !out)
-				{
-					found	   *f = ms_counted_room(rows, sizeof(found), nrows, &cap);
-
-					if (f == NULL)
-						rc = SQLITE_NOMEM;
-					else
-					{
-						rows = f;
-						rows[nrows].start = own.len;
-						rows[nrows].len = one.len;
-						rows[nrows].hash = h;
-						nrows++;
-						ms_buf_add(&own, one.data, one.len);
-						if (own.oom)
-							rc = SQLITE_NOMEM;
-					}
-				}
+					*total += h;
 			}
 		}
 		sqlite3_reset(kt->row);
 	}
-	if (rc == SQLITE_OK && nrows > 0)
-	{
-		for (size_t i = 0; i < nrows; i++)
-			rows[i].key = own.data + rows[i].start;
-		qsort(rows, nrows, sizeof(found), found_cmp);
-		for (size_t i = 0; i < nrows; i++)
-			if (i == 0 || found_cmp(&rows[i - 1], &rows[i]) != 0)
-				*total += rows[i].hash;
-	}
 	sqlite3_free(vals);
-	sqlite3_free(rows);
-	ms_buf_free(&own);
 	ms_buf_free(&one);
 	return rc;
 }
@@ -473,6 +454,31 @@ add_keys(kept_table *kt, Sync__Key **keys, size_t n)
 	return SQLITE_OK;
 }
 
+/* twice: whether two of kt's keys are alike (a row written twice in one Down) */
+static int
+twice(kept_table *kt, bool *yes)
+{
+	keyref	   *refs;
+
+	*yes = false;
+	if (kt->n < 2)
+		return SQLITE_OK;
+	if ((refs = sqlite3_malloc64(sizeof(keyref) * kt->n)) == NULL)
+		return SQLITE_NOMEM;
+	for (size_t i = 0; i < kt->n; i++)
+	{
+		size_t		start = i ? kt->ends[i - 1] : 0;
+
+		refs[i].key = kt->keys.data + start;
+		refs[i].len = kt->ends[i] - start;
+	}
+	qsort(refs, kt->n, sizeof(keyref), keyref_cmp);
+	for (size_t i = 1; i < kt->n && !*yes; i++)
+		*yes = keyref_cmp(&refs[i - 1], &refs[i]) == 0;
+	sqlite3_free(refs);
+	return SQLITE_OK;
+}
+
 int
 ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 {
@@ -480,7 +486,7 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 	ms_vsum    *v;
 	sqlite3_stmt *st = NULL;
 	bool		have,
-				others;
+				others = false;
 	int			rc;
 
 	*out = NULL;
@@ -494,11 +500,6 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 		return ms_vsum_stale(c, NULL);
 	if (d->n_tables == 0)
 		return SQLITE_OK;
-	rc = others_write(c, &others);
-	if (rc == SQLITE_OK && others)
-		return ms_vsum_stale(c, NULL);
-	if (rc != SQLITE_OK)
-		return rc;
 	if ((v = sqlite3_malloc64(sizeof *v)) == NULL)
 		return SQLITE_NOMEM;
 	memset(v, 0, sizeof *v);
@@ -507,7 +508,8 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 		sqlite3_free(v);
 		return SQLITE_NOMEM;
 	}
-	rc = ms_prepare(c, &st, "SELECT sum FROM _sync_vsum WHERE tbl = ?1 AND fresh = 1");
+	rc = ms_prepare(c, &st, "SELECT sum, kept + ?2 > rows / %d + %d FROM _sync_vsum WHERE tbl = ?1 AND fresh = 1",
+					MS_VSUM_EVERY, MS_VSUM_ROWS);
 	for (size_t i = 0; i < d->n_tables && rc == SQLITE_OK; i++)
 	{
 		const Sync__Rows *r = d->tables[i];
@@ -515,6 +517,8 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 		kept_table *kt;
 		uint64_t	before = 0;
 		bool		dup = false;
+		bool		many = false;
+		bool		odd = false;
 
 		if (t == NULL || t->broken != NULL || r->n_upserts + r->n_deletes == 0)
 			continue;
@@ -530,6 +534,7 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 			continue;
 		}
 		sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, (sqlite3_int64) (r->n_upserts + r->n_deletes));
 		rc = ms_step(c, st);
 		if (rc == SQLITE_DONE)
 		{
@@ -544,9 +549,15 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 		memset(kt, 0, sizeof *kt);
 		kt->t = t;
 		kt->sum = (uint64_t) sqlite3_column_int64(st, 0);
+		many = sqlite3_column_int(st, 1) != 0;
 		sqlite3_reset(st);
-		/* a row making room for a unique value that travels is another key's (evolve.c) */
-		if (t->msg->n_unique > 0 && r->n_upserts > 0)
+		/*
+		 * Walked again instead: more rows written since the last walk than
+		 * an eighth of the table (two look-ups a row cost more than the
+		 * eighth of a walk a digest saves), a row making room for a unique
+		 * value that travels (another key's, evolve.c)
+		 */
+		if (many || (t->msg->n_unique > 0 && r->n_upserts > 0))
 		{
 			kt->t = NULL;
 			rc = ms_vsum_stale(c, t->name);
@@ -556,11 +567,26 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 		if (rc == SQLITE_OK)
 			rc = add_keys(kt, r->deletes, r->n_deletes);
 		if (rc == SQLITE_OK)
-			rc = phase(c, v, kt, &before);
+			rc = twice(kt, &odd);
+		if (rc == SQLITE_OK && !odd)
+			rc = phase(c, v, kt, &before, &odd);
+		if (rc == SQLITE_OK && odd)
+		{
+			kt->t = NULL;
+			rc = ms_vsum_stale(c, t->name);
+		}
 		kt->sum -= before;
 	}
 	sqlite3_finalize(st);
-	if (rc != SQLITE_OK)
+	/* asked only when a sum is kept: it reads the file's triggers */
+	for (int i = 0; i < v->n && rc == SQLITE_OK && !others; i++)
+		if (v->t[i].t != NULL)
+		{
+			rc = others_write(c, &others);
+			if (rc == SQLITE_OK && others)
+				rc = ms_vsum_stale(c, NULL);
+		}
+	if (rc != SQLITE_OK || others)
 	{
 		vsum_free(v);
 		return rc;
@@ -579,19 +605,23 @@ ms_vsum_after(ms_ctx *c, ms_vsum *v, int rc)
 		vsum_free(v);
 		return rc;
 	}
-	rc = ms_prepare(c, &st, "UPDATE _sync_vsum SET sum = ?2 WHERE tbl = ?1 AND fresh = 1");
+	rc = ms_prepare(c, &st, "UPDATE _sync_vsum SET sum = ?2, kept = kept + ?3 WHERE tbl = ?1 AND fresh = 1");
 	for (int i = 0; i < v->n && rc == SQLITE_OK; i++)
 	{
 		kept_table *kt = &v->t[i];
 		uint64_t	after = 0;
+		bool		odd = false;
 
 		if (kt->t == NULL)
 			continue;
-		rc = phase(c, v, kt, &after);
-		if (rc != SQLITE_OK)
-			break;
+		rc = phase(c, v, kt, &after, &odd);
+		if (rc == SQLITE_OK && odd)
+			rc = ms_vsum_stale(c, kt->t->name);
+		if (rc != SQLITE_OK || odd)
+			continue;
 		sqlite3_bind_text(st, 1, kt->t->name, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 2, (sqlite3_int64) (kt->sum + after));
+		sqlite3_bind_int64(st, 3, (sqlite3_int64) kt->n);
 		rc = ms_done(c, st);
 	}
 	sqlite3_finalize(st);
