@@ -96,21 +96,17 @@ schema_version(ms_ctx *c, sqlite3_int64 *v)
 	return rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
-/* whether the file has _sync_vsum (a file of an older build has not) */
+/* whether the file has _sync_vsum (a file of an older build has not): SQLite's schema in memory, no read */
 static int
 has_vsum(ms_ctx *c, bool *yes)
 {
-	sqlite3_stmt *st;
-	int			rc = ms_prepare(c, &st, "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = '_sync_vsum'");
+	int			rc = sqlite3_table_column_metadata(c->db, "main", "_sync_vsum", NULL, NULL, NULL, NULL, NULL, NULL);
 
-	*yes = false;
-	if (rc != SQLITE_OK)
-		return rc;
-	rc = ms_step(c, st);
-	*yes = rc == SQLITE_ROW;
-	sqlite3_finalize(st);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+	*yes = rc == SQLITE_OK;
+	return rc == SQLITE_NOMEM ? SQLITE_NOMEM : SQLITE_OK;
 }
+
+static int	others_write(ms_ctx *c, bool file, bool *yes);
 
 /* ---- the digest's side ------------------------------------------------ */
 
@@ -201,6 +197,13 @@ ms_vsum_put(ms_ctx *c, const ms_tbl *t, bool walked, uint64_t sum, uint64_t rows
 	if (!walked)
 		return ms_exec(c, "UPDATE _sync_vsum SET digests = digests + 1 WHERE tbl = %Q", t->name);
 	rc = marked(c, t, &fresh);
+	if (rc == SQLITE_OK && fresh)
+	{
+		bool		others;
+
+		rc = others_write(c, true, &others);
+		fresh = !others;
+	}
 	if (rc == SQLITE_OK)
 		rc = schema_version(c, &version);
 	if (rc == SQLITE_OK)
@@ -401,23 +404,31 @@ phase(ms_ctx *c, ms_vsum *v, kept_table *kt, uint64_t *total, bool *odd)
 	return rc;
 }
 
-/* whether anything but sync_apply's own statements may write held rows: a host's trigger, SQLite's foreign keys */
+/*
+ * others_write: whether anything but sync_apply's own statements may write
+ * held rows while it applies: a trigger of the host's in the file (asked
+ * when a sum is stored: a trigger made since moves the schema version kept
+ * with it), or, on this connection, a TEMP trigger or SQLite's foreign keys
+ * enforced (asked at each message: neither moves the file's schema)
+ */
 static int
-others_write(ms_ctx *c, bool *yes)
+others_write(ms_ctx *c, bool file, bool *yes)
 {
 	sqlite3_stmt *st;
 	int			fk = 0;
 	int			rc;
 
 	*yes = false;
-	if (sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_FKEY, -1, &fk) != SQLITE_OK || fk)
+	if (!file && (sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_FKEY, -1, &fk) != SQLITE_OK || fk))
 	{
 		*yes = true;
 		return SQLITE_OK;
 	}
-	rc = ms_prepare(c, &st, "SELECT EXISTS (SELECT 1 FROM main.sqlite_master WHERE type = 'trigger'"
-					" AND NOT (name GLOB '_sync_*' AND instr(sql, %Q) > 0)"
-					" UNION ALL SELECT 1 FROM temp.sqlite_master WHERE type = 'trigger')", ours_when);
+	if (file)
+		rc = ms_prepare(c, &st, "SELECT EXISTS (SELECT 1 FROM main.sqlite_master WHERE type = 'trigger'"
+						" AND NOT (name GLOB '_sync_*' AND instr(sql, %Q) > 0))", ours_when);
+	else
+		rc = ms_prepare(c, &st, "SELECT EXISTS (SELECT 1 FROM temp.sqlite_master WHERE type = 'trigger')");
 	if (rc != SQLITE_OK)
 		return rc;
 	rc = ms_step(c, st);
@@ -487,6 +498,7 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 	sqlite3_stmt *st = NULL;
 	bool		have,
 				others = false;
+	sqlite3_int64 version = -1;
 	int			rc;
 
 	*out = NULL;
@@ -508,8 +520,13 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 		sqlite3_free(v);
 		return SQLITE_NOMEM;
 	}
-	rc = ms_prepare(c, &st, "SELECT sum, kept + ?2 > rows / %d + %d FROM _sync_vsum WHERE tbl = ?1 AND fresh = 1",
-					MS_VSUM_EVERY, MS_VSUM_ROWS);
+	/* a sum of another schema is walked again at the next digest (ms_vsum_get): not followed */
+	rc = schema_version(c, &version);
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "SELECT sum, kept + ?2 > rows / %d + %d FROM _sync_vsum WHERE tbl = ?1 AND fresh = 1"
+						" AND schema = ?3", MS_VSUM_EVERY, MS_VSUM_ROWS);
+	if (rc == SQLITE_OK)
+		sqlite3_bind_int64(st, 3, version);
 	for (size_t i = 0; i < d->n_tables && rc == SQLITE_OK; i++)
 	{
 		const Sync__Rows *r = d->tables[i];
@@ -578,11 +595,11 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 		kt->sum -= before;
 	}
 	sqlite3_finalize(st);
-	/* asked only when a sum is kept: it reads the file's triggers */
+	/* asked only when a sum is followed */
 	for (int i = 0; i < v->n && rc == SQLITE_OK && !others; i++)
 		if (v->t[i].t != NULL)
 		{
-			rc = others_write(c, &others);
+			rc = others_write(c, false, &others);
 			if (rc == SQLITE_OK && others)
 				rc = ms_vsum_stale(c, NULL);
 		}
