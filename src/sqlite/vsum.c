@@ -18,9 +18,10 @@
 **                  room is another key's), a host's trigger in the file,
 **                  SQLite's foreign keys enforced (actions write other
 **                  rows), a key twice or spelled otherwise than its row's,
-**                  or more rows since the last walk than an eighth of the
-**                  table (MS_VSUM_ROWS at least: the look-ups then cost
-**                  more than the walk), leaves the sums it may change stale
+**                  more than MS_VSUM_ROWS rows of a table in one Down, or
+**                  more since the last walk than an eighth of the table
+**                  (the look-ups then cost more than the walk spared),
+**                  leaves the sums it may change stale
 **   a local write  the noting triggers of a record (plain SQL, ddl.c) mark
 **                  its table stale: they cannot hash, and run without the
 **                  extension too; a catalog's guards let no counted value be
@@ -55,7 +56,13 @@ SQLITE_EXTENSION_INIT3
 /* a full walk at least every MS_VSUM_EVERY-th digest of a table, and MS_VSUM_AGE seconds */
 #define MS_VSUM_EVERY 8
 #define MS_VSUM_AGE 86400
-/* rows written between two walks that are followed one by one: an eighth of the table, and this many */
+/*
+ * rows of a table a Down may write and have them followed one by one (more:
+ * its sum is walked again), and, with an eighth of the table, how many
+ * between two walks: two look-ups a row cost 40-80 % of the upsert's CPU
+ * (make bench-replica), which a large Down should not pay for an eighth of
+ * a walk a digest; apply.c's QUIET_ROWS is the same bound
+ */
 #define MS_VSUM_ROWS 64
 
 /* how every trigger of ours begins (ddl.c, reach.c, hlc.c; apply.c's quiet_triggers) */
@@ -523,8 +530,8 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 	/* a sum of another schema is walked again at the next digest (ms_vsum_get): not followed */
 	rc = schema_version(c, &version);
 	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "SELECT sum, kept + ?2 > rows / %d + %d FROM _sync_vsum WHERE tbl = ?1 AND fresh = 1"
-						" AND schema = ?3", MS_VSUM_EVERY, MS_VSUM_ROWS);
+		rc = ms_prepare(c, &st, "SELECT sum, ?2 > %d OR kept + ?2 > rows / %d + %d FROM _sync_vsum WHERE tbl = ?1"
+						" AND fresh = 1 AND schema = ?3", MS_VSUM_ROWS, MS_VSUM_EVERY, MS_VSUM_ROWS);
 	if (rc == SQLITE_OK)
 		sqlite3_bind_int64(st, 3, version);
 	for (size_t i = 0; i < d->n_tables && rc == SQLITE_OK; i++)
