@@ -15,9 +15,9 @@
 **                  their keys in the file as the walk would count them;
 **                  anything else it applies (a snapshot, a schema change),
 **                  a table with unique indexes that travel (a row making
-**                  room is another key's), a host's trigger in the file,
-**                  SQLite's foreign keys enforced (actions write other
-**                  rows), a key twice or spelled otherwise than its row's,
+**                  room is another key's), a TEMP trigger or SQLite's
+**                  foreign keys enforced on the connection (they write
+**                  other rows), a key twice or spelled otherwise than its row's,
 **                  more than MS_VSUM_ROWS rows of a table in one Down, or
 **                  more since the last walk than an eighth of the table
 **                  (the look-ups then cost more than the walk spared),
@@ -33,7 +33,8 @@
 **                  dropped around a write and made again)
 **   a digest       a stale table, a table whose sum served MS_VSUM_EVERY
 **                  digests, or one kept for MS_VSUM_AGE, is walked whole
-**                  and its sum stored fresh (when its triggers mark it);
+**                  and its sum stored fresh (when its triggers mark it and
+**                  the file has no trigger of the host's);
 **                  else its keys alone are read and the sum kept is its
 **                  values digest
 **
