@@ -104,14 +104,28 @@ schema_version(ms_ctx *c, sqlite3_int64 *v)
 	return rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
-/* whether the file has _sync_vsum (a file of an older build has not): SQLite's schema in memory, no read */
+/*
+ * whether the file has _sync_vsum (a file of an older build has not):
+ * SQLite's schema in memory, no read; not found there (or out of memory
+ * looking), asked of sqlite_master, so that a failure is an error and
+ * never a sum left as it was
+ */
 static int
 has_vsum(ms_ctx *c, bool *yes)
 {
+	sqlite3_stmt *st;
 	int			rc = sqlite3_table_column_metadata(c->db, "main", "_sync_vsum", NULL, NULL, NULL, NULL, NULL, NULL);
 
 	*yes = rc == SQLITE_OK;
-	return rc == SQLITE_NOMEM ? SQLITE_NOMEM : SQLITE_OK;
+	if (*yes)
+		return SQLITE_OK;
+	rc = ms_prepare(c, &st, "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = '_sync_vsum'");
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = ms_step(c, st);
+	*yes = rc == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 static int	others_write(ms_ctx *c, bool file, bool *yes);
@@ -506,7 +520,6 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 	sqlite3_stmt *st = NULL;
 	bool		have,
 				others = false;
-	sqlite3_int64 version = -1;
 	int			rc;
 
 	*out = NULL;
@@ -528,13 +541,13 @@ ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out)
 		sqlite3_free(v);
 		return SQLITE_NOMEM;
 	}
-	/* a sum of another schema is walked again at the next digest (ms_vsum_get): not followed */
-	rc = schema_version(c, &version);
-	if (rc == SQLITE_OK)
-		rc = ms_prepare(c, &st, "SELECT sum, ?2 > %d OR kept + ?2 > rows / %d + %d FROM _sync_vsum WHERE tbl = ?1"
-						" AND fresh = 1 AND schema = ?3", MS_VSUM_ROWS, MS_VSUM_EVERY, MS_VSUM_ROWS);
-	if (rc == SQLITE_OK)
-		sqlite3_bind_int64(st, 3, version);
+	/*
+	 * A sum of another schema version is followed all the same (DDL of the
+	 * replica's own may come first, as reach.c's triggers made again): it is
+	 * not used (ms_vsum_get), the next digest walks the table
+	 */
+	rc = ms_prepare(c, &st, "SELECT sum, ?2 > %d OR kept + ?2 > rows / %d + %d FROM _sync_vsum WHERE tbl = ?1"
+					" AND fresh = 1", MS_VSUM_ROWS, MS_VSUM_EVERY, MS_VSUM_ROWS);
 	for (size_t i = 0; i < d->n_tables && rc == SQLITE_OK; i++)
 	{
 		const Sync__Rows *r = d->tables[i];
