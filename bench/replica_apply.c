@@ -11,7 +11,9 @@
  *            rows) through SELECT sync_apply(?), against a prepared INSERT
  *            ... ON CONFLICT DO UPDATE loop of the same rows in one
  *            transaction.  Ratio: our throughput / bare throughput (the
- *            target is >= 0.7), for N = 1k and 10k, in both codecs.
+ *            target is >= 0.7), for N = 1k and 10k, in both codecs (and
+ *            50, json); beside it the CPU of the same size of message with
+ *            the values sums kept (src/sqlite/vsum.c) and stale.
  *   digest   sync_digest(table) against a plain scan of its key column in
  *            key order, in CPU time.  Ratio: our time / scan time (the
  *            target is <= 3), on five table shapes (integer, text and
@@ -76,6 +78,21 @@ apply(sqlite3 *db, tm_msg m)
 	snprintf(out, sizeof out, "%s", (const char *) sqlite3_column_text(st, 0));
 	sqlite3_finalize(st);
 	return out;
+}
+
+/* a digest of every table: its values sum kept from then on (src/sqlite/vsum.c) */
+static void
+digest_all(sqlite3 *db)
+{
+	sqlite3_stmt *st;
+
+	sqlite3_prepare_v2(db, "SELECT sync_digest()", -1, &st, NULL);
+	if (sqlite3_step(st) != SQLITE_ROW)
+	{
+		fprintf(stderr, "sync_digest: %s\n", sqlite3_errmsg(db));
+		exit(1);
+	}
+	sqlite3_finalize(st);
 }
 
 static unsigned long long rng = 88172645463325252ULL;
@@ -203,19 +220,26 @@ static void
 bench_apply(sqlite3 *ours, sqlite3 *plain, tm_server *s, const char *table, int proto, int n, long long existing)
 {
 	double		t_ours[ROUNDS],
-				t_bare[ROUNDS];
+				t_bare[ROUNDS],
+				c_kept[ROUNDS],
+				c_stale[ROUNDS];
 
 	for (int round = 0; round < ROUNDS; round++)
 	{
 		row		   *rows = make_rows(n, existing);
 		tm_msg		m = message(s, table, proto, rows, n);
-		double		t0;
+		double		t0,
+					c0;
 		char	   *r = NULL;
 
 		if (round % 2)
 			t_bare[round] = bare(plain, table, rows, n);
+		/* the values sums kept (src/sqlite/vsum.c): made fresh by a digest of the table */
+		digest_all(ours);
 		t0 = now();
+		c0 = cpu_now();
 		r = apply(ours, m);
+		c_kept[round] = cpu_now() - c0;
 		t_ours[round] = now() - t0;
 		if (strstr(r, "\"applied\"") == NULL)
 		{
@@ -226,14 +250,27 @@ bench_apply(sqlite3 *ours, sqlite3 *plain, tm_server *s, const char *table, int 
 			t_bare[round] = bare(plain, table, rows, n);
 		free(rows);
 		tm_free_all();
+		/* the same message's size again, the sums stale: applied as before they were kept */
+		rows = make_rows(n, existing);
+		m = message(s, table, proto, rows, n);
+		exec(ours, "UPDATE _sync_vsum SET fresh = 0");
+		c0 = cpu_now();
+		r = apply(ours, m);
+		c_stale[round] = cpu_now() - c0;
+		free(rows);
+		tm_free_all();
 	}
 	{
 		double		o = median(t_ours, ROUNDS);
 		double		b = median(t_bare, ROUNDS);
+		double		k = median(c_kept, ROUNDS);
+		double		st = median(c_stale, ROUNDS);
 
 		printf("apply %5d upserts (%-5s): sync_apply %8.2f ms (%7.0f rows/s), bare %8.2f ms (%7.0f rows/s),"
 			   " throughput ratio %.2f (target >= 0.70)\n",
 			   n, proto ? "proto" : "json", o * 1e3, n / o, b * 1e3, n / b, b / o);
+		printf("  CPU: values sums kept %8.2f ms, stale %8.2f ms: keeping them costs %+.1f %%\n",
+			   k * 1e3, st * 1e3, (k / st - 1) * 100);
 	}
 }
 
@@ -299,9 +336,12 @@ static void
 bench_digest(sqlite3 *db, const shape *sh)
 {
 	double		t_digest[ROUNDS],
+				t_full[ROUNDS],
 				t_scan[ROUNDS],
 				t_all[ROUNDS];
-	char		out[128] = "";
+	char		out[128] = "",
+				full[128] = "";
+	char	   *stale = sqlite3_mprintf("UPDATE _sync_vsum SET fresh = 0 WHERE tbl = %Q", sh->table);
 	long long	count = 0,
 				all = 0;
 
@@ -309,18 +349,32 @@ bench_digest(sqlite3 *db, const shape *sh)
 	{
 		if (round % 2)
 			t_scan[round] = scan(db, sh, sh->key, &count);
+		/* the sum stale: every value read (a digest after a snapshot, and every 8th) */
+		exec(db, stale);
+		t_full[round] = digest(db, sh->table, full, sizeof full);
+		/* the sum kept: the keys alone read */
 		t_digest[round] = digest(db, sh->table, out, sizeof out);
+		if (strcmp(out, full) != 0)
+		{
+			fprintf(stderr, "%s: the sum kept %s, the full walk %s\n", sh->table, out, full);
+			exit(1);
+		}
 		if (round % 2 == 0)
 			t_scan[round] = scan(db, sh, sh->key, &count);
 		t_all[round] = scan(db, sh, sh->cols, &all);
 	}
+	sqlite3_free(stale);
 	{
 		double		d = median(t_digest, ROUNDS);
+		double		f = median(t_full, ROUNDS);
 		double		sc = median(t_scan, ROUNDS);
 		double		a = median(t_all, ROUNDS);
+		double		am = (7 * d + f) / 8;
 
 		printf("digest of %lld rows (%s: %s), CPU: sync_digest %7.1f ms, scan of the key in key order %7.1f ms,"
 			   " ratio %.2f (target <= 3)  %s\n", count, sh->table, sh->what, d * 1e3, sc * 1e3, d / sc, out);
+		printf("  a full walk (after a snapshot, every 8th digest) %7.1f ms, ratio %.2f; over 8 digests %7.1f ms,"
+			   " ratio %.2f\n", f * 1e3, f / sc, am * 1e3, am / sc);
 		printf("  beside it, a scan reading every column in key order %7.1f ms, ratio %.2f to the key scan\n",
 			   a * 1e3, a / sc);
 	}
@@ -415,6 +469,8 @@ main(int argc, char **argv)
 
 	if (argc <= 3 || strcmp(argv[3], "digest") != 0)
 	{
+		/* within src/sqlite/vsum.c's 64 rows a table: each row's hash followed */
+		bench_apply(ours, plain, &s, "items", 0, 50, existing);
 		bench_apply(ours, plain, &s, "items", 0, 1000, existing);
 		bench_apply(ours, plain, &s, "items", 0, 10000, existing);
 		bench_apply(ours, plain, &s, "pitems", 1, 1000, existing);

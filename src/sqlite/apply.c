@@ -216,8 +216,9 @@ apply(applier *a, ms_buf *out)
 	int			let_go = 0;
 	int			made = 0;
 	const char *snapshot;
+	ms_vsum    *vs = NULL;
 
-	rc = ms_exec(c, "UPDATE _sync_state SET applying = 1 WHERE id = 1");
+	rc = ms_exec(c, "UPDATE _sync_state SET applying = 2 WHERE id = 1");
 	/* rows written since the last message are dated by it (reach.c) */
 	if (rc == SQLITE_OK)
 		rc = ms_reach_date(c);
@@ -236,6 +237,9 @@ apply(applier *a, ms_buf *out)
 		rc = reschema ? ms_reach_trigger(c) : ms_reach_ensure(c);
 	if (rc == SQLITE_OK)
 		rc = prepare(a);
+	/* the values sums kept: the old rows' hashes out (vsum.c) */
+	if (rc == SQLITE_OK)
+		rc = ms_vsum_before(c, m, &vs);
 	if (rc == SQLITE_OK && m->body_case == SYNC__TO_REPLICA__BODY_DOWN)
 	{
 		const Sync__Down *d = m->down;
@@ -298,6 +302,8 @@ apply(applier *a, ms_buf *out)
 		else
 			rc = ms_end(c, "_sync_let_go", rc2);
 	}
+	/* and the new rows' in */
+	rc = ms_vsum_after(c, vs, rc);
 	if (rc == SQLITE_OK)
 		rc = ms_exec(c, "UPDATE _sync_state SET applying = 0 WHERE id = 1");
 	a->n.let_go = let_go;

@@ -130,6 +130,90 @@ typedef struct walk
  * found once and kept in the aggregate's context.  Called by the host: NULL.
  */
 /*
+ * row_key: a row's canonical key from its key parts (argv[0..nkey-1]),
+ * appended to keys; false (keys as they were) when a part is NULL: such a
+ * row names no row the server knows
+ */
+static inline bool
+row_key(const ms_tbl *t, sqlite3_value **argv, ms_buf *keys)
+{
+	size_t		start = keys->len;
+
+	for (int k = 0; k < t->nkey; k++)
+	{
+		sqlite3_value *v = argv[k];
+
+		switch (sqlite3_value_type(v))
+		{
+			case SQLITE_INTEGER:
+				ms_key_append_int(keys, sqlite3_value_int64(v));
+				break;
+			case SQLITE_NULL:
+				keys->len = start;
+				return false;
+			default:
+				{
+					const char *p = (const char *) sqlite3_value_text(v);
+
+					ms_key_append(keys, p ? p : "", (size_t) sqlite3_value_bytes(v));
+				}
+		}
+	}
+	return true;
+}
+
+/* row_hash: ms_digest_row of a row, its key's bytes and its n counted values */
+static inline uint64_t
+row_hash(const char *key, size_t len, int n, sqlite3_value **argv)
+{
+	uint64_t	h = ms_digest_row_begin(key, len);
+
+	/* ms_digest_row_value's steps, inline: this runs for every value of the table */
+	for (int i = 0; i < n; i++)
+	{
+		sqlite3_value *sv = argv[i];
+
+		switch (sqlite3_value_type(sv))
+		{
+			case SQLITE_INTEGER:
+				h = ms_digest_row_int(h, sqlite3_value_int64(sv));
+				break;
+			case SQLITE_FLOAT:
+				h = ms_digest_row_real(h, sqlite3_value_double(sv));
+				break;
+			case SQLITE_TEXT:
+				{
+					const void *p = sqlite3_value_text(sv);
+
+					h = ms_digest_row_bytes(h, MS_DV_TEXT, p, (size_t) sqlite3_value_bytes(sv));
+				}
+				break;
+			case SQLITE_BLOB:
+				{
+					const void *p = sqlite3_value_blob(sv);
+
+					h = ms_digest_row_bytes(h, MS_DV_BLOB, p, (size_t) sqlite3_value_bytes(sv));
+				}
+				break;
+			default:
+				h = ms_digest_row_null(h);
+				break;
+		}
+	}
+	return ms_digest_row_end(h);
+}
+
+bool
+ms_counted_one(const ms_tbl *t, int argc, sqlite3_value **argv, ms_buf *key, uint64_t *hash)
+{
+	key->len = 0;
+	if (argc < t->nkey || !row_key(t, argv, key) || key->oom)
+		return false;
+	*hash = row_hash(key->data, key->len, argc - t->nkey, argv + t->nkey);
+	return true;
+}
+
+/*
  * counted_row: one row of the walk, its key parts from argv[1] and its
  * counted values after them (argv[0] is the walk's place); w->rc says how
  * it went.
@@ -147,26 +231,8 @@ counted_row(walk *w, int argc, sqlite3_value **argv)
 	start = keys->len;
 	if (argc < 1 + t->nkey)
 		return;
-	for (int k = 0; k < t->nkey; k++)
-	{
-		sqlite3_value *v = argv[1 + k];
-
-		switch (sqlite3_value_type(v))
-		{
-			case SQLITE_INTEGER:
-				ms_key_append_int(keys, sqlite3_value_int64(v));
-				break;
-			case SQLITE_NULL:
-				keys->len = start;
-				return;			/* a NULL key part names no row the server knows */
-			default:
-				{
-					const char *p = (const char *) sqlite3_value_text(v);
-
-					ms_key_append(keys, p ? p : "", (size_t) sqlite3_value_bytes(v));
-				}
-		}
-	}
+	if (!row_key(t, argv + 1, keys))
+		return;					/* a NULL key part names no row the server knows */
 	if (keys->oom)
 		w->rc = SQLITE_NOMEM;
 	else if (w->ex.n > 0 && is_excluded(&w->ex, keys->data + start, keys->len - start))
@@ -175,42 +241,7 @@ counted_row(walk *w, int argc, sqlite3_value **argv)
 		return;
 	}
 	if (w->rc == SQLITE_OK && w->values)
-	{
-		h = ms_digest_row_begin(keys->data + start, keys->len - start);
-		/* ms_digest_row_value's steps, inline: this runs for every value of the table */
-		for (int i = 1 + t->nkey; i < argc; i++)
-		{
-			sqlite3_value *sv = argv[i];
-
-			switch (sqlite3_value_type(sv))
-			{
-				case SQLITE_INTEGER:
-					h = ms_digest_row_int(h, sqlite3_value_int64(sv));
-					break;
-				case SQLITE_FLOAT:
-					h = ms_digest_row_real(h, sqlite3_value_double(sv));
-					break;
-				case SQLITE_TEXT:
-					{
-						const void *p = sqlite3_value_text(sv);
-
-						h = ms_digest_row_bytes(h, MS_DV_TEXT, p, (size_t) sqlite3_value_bytes(sv));
-					}
-					break;
-				case SQLITE_BLOB:
-					{
-						const void *p = sqlite3_value_blob(sv);
-
-						h = ms_digest_row_bytes(h, MS_DV_BLOB, p, (size_t) sqlite3_value_bytes(sv));
-					}
-					break;
-				default:
-					h = ms_digest_row_null(h);
-					break;
-			}
-		}
-		h = ms_digest_row_end(h);
-	}
+		h = row_hash(keys->data + start, keys->len - start, argc - 1 - t->nkey, argv + 1 + t->nkey);
 	if (w->rc == SQLITE_OK)
 		w->rc = w->row(w->arg, keys->data + start, keys->len - start, h);
 	if (!w->keep)

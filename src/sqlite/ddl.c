@@ -8,7 +8,8 @@
 ** key and the retired column, and installs the noting triggers:
 **
 **   record table       AFTER INSERT, UPDATE, DELETE: note the row (the old
-**                      key too when an update changed it)
+**                      key too when an update changed it), and mark the
+**                      table's values sum stale (vsum.c)
 **   catalog table      AFTER UPDATE OF its replica-owned columns, when one
 **                      of them changed: note the row; and guards: BEFORE
 **                      INSERT, DELETE, and UPDATE of a column the replica
@@ -700,6 +701,7 @@ triggers(ms_ctx *c, const ms_tbl *t)
 	char	   *why = ms_printf(&c->arena, "magic_sync: a key column of table %s is NULL", t->name);
 	char	   *raise = why ? ms_printf(&c->arena, "RAISE(ABORT, %Q)", why) : NULL;
 	char	   *sql[TR_KINDS] = {NULL};
+	char	   *stale = NULL;
 	int			rc = SQLITE_OK;
 	ms_buf		changed = {0};
 	ms_buf		of = {0};
@@ -708,19 +710,25 @@ triggers(ms_ctx *c, const ms_tbl *t)
 		return SQLITE_NOMEM;
 	if (!t->record)
 		rc = guards(c, t, quiet, sql);
+	/* a record's local write makes its values sum stale (vsum.c): plain SQL cannot hash */
+	if (rc == SQLITE_OK)
+		rc = ms_vsum_ensure(c);
+	if (rc == SQLITE_OK && t->record &&
+		(stale = ms_printf(&c->arena, " UPDATE _sync_vsum SET fresh = 0 WHERE tbl = %s AND fresh = 1;", t->lit)) == NULL)
+		rc = SQLITE_NOMEM;
 	if (rc == SQLITE_OK && t->record)
 	{
 		sql[TR_INS] = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_ins_%w\" AFTER INSERT ON %s WHEN %s BEGIN"
-								" INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s; END",
-								t->name, t->q, quiet, t->lit, knew, raise, noted);
+								" INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s;%s END",
+								t->name, t->q, quiet, t->lit, knew, raise, noted, stale);
 		sql[TR_UPD] = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_upd_%w\" AFTER UPDATE ON %s WHEN %s BEGIN"
 								" INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s;"
-								" INSERT INTO _sync_notes(tbl, key) SELECT %s, %s WHERE (%s) IS NOT (%s) %s; END",
+								" INSERT INTO _sync_notes(tbl, key) SELECT %s, %s WHERE (%s) IS NOT (%s) %s;%s END",
 								t->name, t->q, quiet, t->lit, knew, raise, noted,
-								t->lit, kold, kold, knew, noted);
+								t->lit, kold, kold, knew, noted, stale);
 		sql[TR_DEL] = ms_printf(&c->arena, "CREATE TRIGGER \"_sync_del_%w\" AFTER DELETE ON %s WHEN %s BEGIN"
-								" INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s; END",
-								t->name, t->q, quiet, t->lit, kold, raise, noted);
+								" INSERT INTO _sync_notes(tbl, key) VALUES (%s, coalesce(%s, %s)) %s;%s END",
+								t->name, t->q, quiet, t->lit, kold, raise, noted, stale);
 		if (sql[TR_INS] == NULL || sql[TR_UPD] == NULL || sql[TR_DEL] == NULL)
 			rc = SQLITE_NOMEM;
 		/* version => 'hlc': the row's version stamped by the replica's clock */

@@ -642,11 +642,42 @@ typedef int (*ms_counted_row) (void *arg, const char *key, size_t len, uint64_t 
 extern int	ms_counted_walk(ms_ctx *c, const ms_tbl *t, unsigned flags, ms_buf *keys,
 							ms_counted_row row, void *arg);
 
+/*
+ * ms_counted_one: one row's canonical key (into key, emptied first) and
+ * ms_digest_row hash, from its key parts then its counted values, as the
+ * walk reads them; false when a key part is NULL or out of memory (key->oom).
+ */
+extern bool ms_counted_one(const ms_tbl *t, int argc, sqlite3_value **argv, ms_buf *key, uint64_t *hash);
+
 /* ms_counted_register: _sync_counted, the walk's own function (a host's call of it does nothing) */
 extern int	ms_counted_register(sqlite3 *db);
 
 /* ms_counted_room: a sqlite3_malloc'd array of n entries of size, with room for one more (NULL: none, arr kept) */
 extern void *ms_counted_room(void *arr, size_t size, size_t n, size_t *cap);
+
+/* ---- vsum.c: each table's values digest kept as rows are written ------- */
+
+/* ms_vsum_ensure: _sync_vsum, which the noting triggers name (ddl.c makes it before them) */
+extern int	ms_vsum_ensure(ms_ctx *c);
+
+/* ms_vsum_get: whether t's values digest may be the sum kept (*kept), and that sum */
+extern int	ms_vsum_get(ms_ctx *c, const ms_tbl *t, bool *kept, uint64_t *sum);
+
+/* ms_vsum_put: after a digest of t: walked whole (its sum and rows stored fresh), or the kept sum used once more */
+extern int	ms_vsum_put(ms_ctx *c, const ms_tbl *t, bool walked, uint64_t sum, uint64_t rows);
+
+/* ms_vsum_stale: the sum of table (NULL: every table) to be walked again at the next digest */
+extern int	ms_vsum_stale(ms_ctx *c, const char *table);
+
+/*
+ * ms_vsum_before / ms_vsum_after: around a message's writes (sync_apply):
+ * the old rows' hashes out of the sums kept, then the new rows' in (or the
+ * sums it may change made stale); after frees what before made, and passes
+ * a failed rc through
+ */
+typedef struct ms_vsum ms_vsum;
+extern int	ms_vsum_before(ms_ctx *c, const Sync__ToReplica *m, ms_vsum **out);
+extern int	ms_vsum_after(ms_ctx *c, ms_vsum *v, int rc);
 
 /* ---- shared helpers ---------------------------------------------------- */
 

@@ -121,7 +121,7 @@ rekey(uploader *u, const ms_tbl *t, const char *key, size_t len, const char *can
 	for (int k = 0; k < t->nkey; k++)
 		ms_buf_printf(&sql, "%s%s = ?%d", k ? ", " : "", t->cols[t->key[k]].q, t->nkey + k + 1);
 	ms_buf_printf(&sql, " WHERE %s", t->keymatch);
-	rc = sql.oom ? SQLITE_NOMEM : ms_exec(c, "UPDATE _sync_state SET applying = 1 WHERE id = 1");
+	rc = sql.oom ? SQLITE_NOMEM : ms_exec(c, "UPDATE _sync_state SET applying = 2 WHERE id = 1");
 	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &st, "%s", sql.data);
 	ms_buf_free(&sql);
@@ -177,6 +177,9 @@ rekey(uploader *u, const ms_tbl *t, const char *key, size_t len, const char *can
 			sqlite3_finalize(move);
 		}
 	}
+	/* the key is hashed with the row: its values sum is walked again (vsum.c) */
+	if (rc == SQLITE_OK)
+		rc = ms_vsum_stale(c, t->name);
 	if (rc == SQLITE_OK)
 		rc = ms_exec(c, "UPDATE _sync_state SET applying = 0 WHERE id = 1");
 	return rc;

@@ -8,6 +8,7 @@
  *   end        sync_apply of its EndSnapshot
  *   down       sync_apply of a Down: upserts in both codecs, a replacement,
  *              a row refused, deletes that let go and retire
+ *   kept       the same Down, every table's values sum kept (vsum.c)
  *   filed      sync_apply of a Filed answer refusing a row
  *   upload     sync_upload() with rows, a delete and a refusal to carry
  *   schema     sync_apply of a snapshot of another schema: a column added,
@@ -689,6 +690,16 @@ setup_down(sqlite3 *db, tm_server *s, tm_msg *m)
 	*m = tm_next(s, a_down(), NULL);
 }
 
+/* the same Down, every table's values sum kept (a digest made them): each written row's hash out and in (vsum.c) */
+static void
+setup_kept(sqlite3 *db, tm_server *s, tm_msg *m)
+{
+	shop_with_writes(db, s);
+	CHECK(t_exec(db, "SELECT sync_digest()", NULL) == SQLITE_OK &&
+		  t_int(db, "SELECT count(*) FROM _sync_vsum WHERE fresh = 1") == 4, "oom setup: the sums kept");
+	*m = tm_next(s, a_down(), NULL);
+}
+
 /* what an upload carries: the host's rows, a delete of a record of its own, a refusal */
 static void
 setup_upload(sqlite3 *db, tm_server *s, tm_msg *m)
@@ -770,6 +781,7 @@ static const call calls[] = {
 	{"snapshot", setup_snapshot, false},
 	{"end", setup_end, false},
 	{"down", setup_down, false},
+	{"kept", setup_kept, false},
 	{"filed", setup_filed, false},
 	{"upload", setup_upload, true},
 	{"schema", setup_schema, false},
