@@ -51,6 +51,8 @@ unit-test: build/test_shared
 	build/test_shared
 sqlite-test: build/test_sqlite magic_sync_sqlite.so
 	build/test_sqlite
+	# again as the agent runs it: statements kept between calls (sync_keep_statements)
+	MS_TEST_KEEP=1 MS_TESTS_SKIP=oom build/test_sqlite
 	tests/sqlite/run-sql
 bench-replica: build/bench_replica_apply
 	build/bench_replica_apply

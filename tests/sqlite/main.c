@@ -174,17 +174,28 @@ t_exec(sqlite3 *db, const char *sql, char **err)
 	return rc;
 }
 
-/* run: a test group, unless MS_TESTS (a list of names: "evolve,apply") leaves it out */
+/* named: whether list (names: "evolve,apply") names name */
+static int
+named(const char *list, const char *name)
+{
+	size_t		n = strlen(name);
+
+	for (const char *p = list; p != NULL && *p; p += strcspn(p, ","), p += *p == ',')
+		if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
+/*
+ * run: a test group, unless MS_TESTS (a list of names: "evolve,apply") leaves
+ * it out, or MS_TESTS_SKIP names it
+ */
 static void
 run(const char *name, void (*group) (void))
 {
 	const char *only = getenv("MS_TESTS");
-	size_t		n = strlen(name);
 
-	for (const char *p = only; p != NULL && *p; p += strcspn(p, ","), p += *p == ',')
-		if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
-			only = NULL;
-	if (only == NULL)
+	if ((only == NULL || named(only, name)) && !named(getenv("MS_TESTS_SKIP"), name))
 		group();
 }
 
