@@ -33,7 +33,8 @@ build/fuzz/apply_raw.o: tests/fuzz/fuzz_seeds.c src/shared/sync.pb-c.h $(FUZZ_HD
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -DMS_LIBFUZZER -Wno-unused-function -c $< -o $@
 
 build/fuzz/bin/apply_raw: build/fuzz/apply_raw.o $(FUZZ_SQLITE_OBJS) $(FUZZ_SHARED_OBJS)
-build/fuzz/bin/apply_chain: build/fuzz/tests/fuzz/targets/apply_chain.o build/fuzz/tests/fuzz/targets/fuzz.o \
+build/fuzz/bin/apply_chain: build/fuzz/tests/fuzz/targets/apply_chain.o build/fuzz/tests/fuzz/targets/chain_values.o \
+	build/fuzz/tests/fuzz/targets/fuzz.o \
 	$(FUZZ_SQLITE_OBJS) $(FUZZ_SHARED_OBJS)
 build/fuzz/bin/wire build/fuzz/bin/key build/fuzz/bin/bundle: build/fuzz/bin/%: build/fuzz/tests/fuzz/targets/%.o \
 	build/fuzz/tests/fuzz/targets/fuzz.o $(FUZZ_SHARED_OBJS)

@@ -5,6 +5,8 @@
 #ifndef MS_CHECK_H
 #define MS_CHECK_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 extern int	ms_unit_passed;
@@ -32,5 +34,10 @@ extern void test_bundle(void);
 extern void test_hlc(void);
 extern void test_sign(void);
 extern void test_uuid(void);
+extern void test_mutations(void);
+extern void test_refusals(void);
+
+/* the vector message (test_shared.c), which test_mutations.c breaks too */
+extern size_t pack_vector(uint8_t *out);
 
 #endif

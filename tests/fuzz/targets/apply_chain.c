@@ -46,6 +46,7 @@
 #include <string.h>
 #include <sqlite3.h>
 
+#include "chain_values.h"
 #include "fuzz.h"
 #include "msgs.h"
 #include "wire.h"
@@ -53,7 +54,6 @@
 extern int	sqlite3_magicsyncsqlite_init(sqlite3 *db, char **err, const sqlite3_api_routines *api);
 
 #define MAX_TABLES 4
-#define ROW_MAX 8192
 #define OTHER_ORIGIN "0b8e9b2c-1a86-4a43-9f0b-1c5d4bf5f0d1"
 
 /*
@@ -344,70 +344,6 @@ begin(run *r, int variant)
 
 /* ---- rows from the input ----------------------------------------------------- */
 
-typedef struct text
-{
-	char		data[ROW_MAX];
-	size_t		len;
-} text;
-
-static void
-put(text *t, const void *p, size_t n)
-{
-	if (t->len + n > sizeof t->data)
-		n = sizeof t->data - t->len;
-	memcpy(t->data + t->len, p, n);
-	t->len += n;
-}
-
-static void
-puts_(text *t, const char *s)
-{
-	put(t, s, strlen(s));
-}
-
-static int64_t
-int64_of(fz *in)
-{
-	uint64_t	v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | fz_byte(in);
-	return (int64_t) v;
-}
-
-static double
-double_of(fz *in)
-{
-	uint64_t	v = (uint64_t) int64_of(in);
-	double		d;
-
-	memcpy(&d, &v, sizeof d);
-	return d;
-}
-
-/* a JSON string of bytes from the input: controls and quotes escaped, the rest as they come */
-static void
-json_bytes(text *t, fz *in)
-{
-	const uint8_t *p;
-	size_t		n = fz_bytes(in, 40, &p);
-
-	puts_(t, "\"");
-	for (size_t i = 0; i < n; i++)
-	{
-		char		esc[8];
-
-		if (p[i] < 0x20 || p[i] == '"' || p[i] == '\\')
-		{
-			snprintf(esc, sizeof esc, "\\u%04x", p[i]);
-			puts_(t, esc);
-		}
-		else
-			put(t, &p[i], 1);
-	}
-	puts_(t, "\"");
-}
-
 static bool
 is_key(const Sync__Table *t, const char *name)
 {
@@ -468,118 +404,6 @@ raw_key(run *r)
 	return key;
 }
 
-static void
-json_value(text *out, fz *in, const Sync__Column *c, uint8_t kind)
-{
-	char		num[64];
-
-	switch (kind % 8)
-	{
-		case 0:
-			puts_(out, "null");
-			break;
-		case 1:
-			snprintf(num, sizeof num, "%d", (int8_t) fz_byte(in));
-			puts_(out, num);
-			break;
-		case 2:
-			snprintf(num, sizeof num, "%lld", (long long) int64_of(in));
-			puts_(out, num);
-			break;
-		case 3:
-			{
-				double		d = double_of(in);
-
-				if (isfinite(d))
-					snprintf(num, sizeof num, "%.17g", d);
-				else
-					snprintf(num, sizeof num, "%s1e999", d < 0 ? "-" : "");
-				puts_(out, num);
-			}
-			break;
-		case 4:
-			json_bytes(out, in);
-			break;
-		case 5:
-			puts_(out, fz_byte(in) % 2 ? "true" : "false");
-			break;
-		case 6:
-			{
-				const uint8_t *p;
-				size_t		n = fz_bytes(in, 16, &p);
-
-				put(out, p, n);
-			}
-			break;
-		default:
-			snprintf(num, sizeof num, "\"\\u%02x%02x%s\"", fz_byte(in), fz_byte(in),
-					 strcmp(c->type, "BLOB") == 0 ? "" : "x");
-			puts_(out, num);
-	}
-}
-
-static void
-pb_varint(text *t, uint64_t v)
-{
-	do
-	{
-		uint8_t		b = (uint8_t) (v & 0x7f);
-
-		v >>= 7;
-		if (v)
-			b |= 0x80;
-		put(t, &b, 1);
-	} while (v);
-}
-
-static void
-proto_value(text *out, fz *in, const Sync__Column *c, uint8_t kind)
-{
-	uint32_t	field = c->field;
-	const uint8_t *p;
-	size_t		n;
-
-	switch (kind % 4)
-	{
-		case 0:					/* as its type says */
-		case 1:
-			if (strcmp(c->type, "INTEGER") == 0)
-			{
-				int64_t		v = kind % 4 ? int64_of(in) : (int8_t) fz_byte(in);
-
-				pb_varint(out, (uint64_t) field << 3);
-				pb_varint(out, ((uint64_t) v << 1) ^ (uint64_t) (v >> 63));
-			}
-			else if (strcmp(c->type, "REAL") == 0)
-			{
-				uint64_t	v = (uint64_t) int64_of(in);
-
-				pb_varint(out, (uint64_t) field << 3 | 1);
-				for (int i = 0; i < 8; i++)
-				{
-					uint8_t		b = (uint8_t) (v >> (8 * i));
-
-					put(out, &b, 1);
-				}
-			}
-			else
-			{
-				n = fz_bytes(in, 40, &p);
-				pb_varint(out, (uint64_t) field << 3 | 2);
-				pb_varint(out, n);
-				put(out, p, n);
-			}
-			break;
-		case 2:					/* another wire type */
-			pb_varint(out, (uint64_t) field << 3 | (fz_byte(in) % 6));
-			pb_varint(out, fz_byte(in));
-			break;
-		default:				/* a field of no column */
-			pb_varint(out, (uint64_t) (fz_byte(in) + 1) << 3);
-			pb_varint(out, fz_byte(in));
-	}
-}
-
 /* the key columns' values in the row's codec */
 static void
 key_column(text *out, const Sync__Table *t, const Sync__Column *c, const keyvals *k, bool proto)
@@ -592,24 +416,24 @@ key_column(text *out, const Sync__Table *t, const Sync__Column *c, const keyvals
 		{
 			int64_t		i = atoll(v);
 
-			pb_varint(out, (uint64_t) c->field << 3);
-			pb_varint(out, ((uint64_t) i << 1) ^ (uint64_t) (i >> 63));
+			chain_pb_varint(out, (uint64_t) c->field << 3);
+			chain_pb_varint(out, ((uint64_t) i << 1) ^ (uint64_t) (i >> 63));
 		}
 		else
 		{
-			pb_varint(out, (uint64_t) c->field << 3 | 2);
-			pb_varint(out, strlen(v));
-			puts_(out, v);
+			chain_pb_varint(out, (uint64_t) c->field << 3 | 2);
+			chain_pb_varint(out, strlen(v));
+			chain_puts(out, v);
 		}
 		return;
 	}
 	if (strcmp(c->type, "INTEGER") == 0)
-		puts_(out, v);
+		chain_puts(out, v);
 	else
 	{
-		puts_(out, "\"");
-		puts_(out, v);
-		puts_(out, "\"");
+		chain_puts(out, "\"");
+		chain_puts(out, v);
+		chain_puts(out, "\"");
 	}
 }
 
@@ -621,7 +445,7 @@ built_row(run *r, const Sync__Table *t, const keyvals *k, text *out)
 	bool		first = true;
 
 	if (!proto)
-		puts_(out, "{");
+		chain_puts(out, "{");
 	for (size_t i = 0; i < t->n_columns; i++)
 	{
 		const Sync__Column *c = t->columns[i];
@@ -632,21 +456,21 @@ built_row(run *r, const Sync__Table *t, const keyvals *k, text *out)
 		if (!proto)
 		{
 			if (!first)
-				puts_(out, ",");
+				chain_puts(out, ",");
 			first = false;
-			puts_(out, "\"");
-			puts_(out, c->name);
-			puts_(out, "\":");
+			chain_puts(out, "\"");
+			chain_puts(out, c->name);
+			chain_puts(out, "\":");
 		}
 		if (is_key(t, c->name))
 			key_column(out, t, c, k, proto);
 		else if (proto)
-			proto_value(out, &r->in, c, b >> 3);
+			chain_proto_value(out, &r->in, c, b >> 3);
 		else
-			json_value(out, &r->in, c, b >> 3);
+			chain_json_value(out, &r->in, c, b >> 3);
 	}
 	if (!proto)
-		puts_(out, "}");
+		chain_puts(out, "}");
 }
 
 /* table: one of the schema's (NULL for the others), and the name it goes by */
@@ -691,7 +515,7 @@ upsert(run *r)
 		const uint8_t *p;
 		size_t		n = fz_bytes(&r->in, 255, &p);
 
-		put(row, p, n);
+		chain_put(row, p, n);
 	}
 	else
 		built_row(r, t, &k, row);
