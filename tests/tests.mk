@@ -53,6 +53,8 @@ sqlite-test: build/test_sqlite magic_sync_sqlite.so
 	build/test_sqlite
 	# again as the agent runs it: statements kept between calls (sync_keep_statements)
 	MS_TEST_KEEP=1 MS_TESTS_SKIP=oom build/test_sqlite
+	# and out of memory with statements kept, every 8th allocation (15 s; all of them: 2 min)
+	MS_TEST_KEEP=1 MS_TESTS=oom MS_OOM_STRIDE=8 build/test_sqlite
 	tests/sqlite/run-sql
 bench-replica: build/bench_replica_apply
 	build/bench_replica_apply
