@@ -312,38 +312,29 @@ keyref_cmp(const void *x, const void *y)
 	return ms_key_cmp(a->key, a->len, b->key, b->len);
 }
 
+/*
+ * set_aside: whether _sync_retired or _sync_refused marks a row of t (key NULL:
+ * any row of it; else the row of key), through *st, prepared once
+ */
 static int
-any_marks(ms_ctx *c, ms_vsum *v, const ms_tbl *t, bool *yes)
+set_aside(ms_ctx *c, sqlite3_stmt **st, const ms_tbl *t, const char *key, size_t len, bool *yes)
 {
 	int			rc = SQLITE_OK;
 
-	if (v->any == NULL)
-		rc = ms_prepare(c, &v->any, "SELECT EXISTS (SELECT 1 FROM _sync_retired WHERE tbl = ?1)"
-						" OR EXISTS (SELECT 1 FROM _sync_refused WHERE tbl = ?1)");
-	if (rc != SQLITE_OK)
-		return rc;
-	sqlite3_bind_text(v->any, 1, t->name, -1, SQLITE_STATIC);
-	rc = ms_step(c, v->any);
-	*yes = rc == SQLITE_ROW && sqlite3_column_int(v->any, 0) != 0;
-	sqlite3_reset(v->any);
-	return rc == SQLITE_ROW ? SQLITE_OK : rc;
-}
-
-static int
-is_marked(ms_ctx *c, ms_vsum *v, const ms_tbl *t, const char *key, size_t len, bool *yes)
-{
-	int			rc = SQLITE_OK;
-
-	if (v->marks == NULL)
-		rc = ms_prepare(c, &v->marks, "SELECT EXISTS (SELECT 1 FROM _sync_retired WHERE tbl = ?1 AND key = ?2)"
+	if (*st == NULL)
+		rc = ms_prepare(c, st, key == NULL
+						? "SELECT EXISTS (SELECT 1 FROM _sync_retired WHERE tbl = ?1)"
+						" OR EXISTS (SELECT 1 FROM _sync_refused WHERE tbl = ?1)"
+						: "SELECT EXISTS (SELECT 1 FROM _sync_retired WHERE tbl = ?1 AND key = ?2)"
 						" OR EXISTS (SELECT 1 FROM _sync_refused WHERE tbl = ?1 AND key = ?2)");
 	if (rc != SQLITE_OK)
 		return rc;
-	sqlite3_bind_text(v->marks, 1, t->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(v->marks, 2, key, (int) len, SQLITE_STATIC);
-	rc = ms_step(c, v->marks);
-	*yes = rc == SQLITE_ROW && sqlite3_column_int(v->marks, 0) != 0;
-	sqlite3_reset(v->marks);
+	sqlite3_bind_text(*st, 1, t->name, -1, SQLITE_STATIC);
+	if (key != NULL)
+		sqlite3_bind_text(*st, 2, key, (int) len, SQLITE_STATIC);
+	rc = ms_step(c, *st);
+	*yes = rc == SQLITE_ROW && sqlite3_column_int(*st, 0) != 0;
+	sqlite3_reset(*st);
 	return rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
@@ -379,7 +370,7 @@ phase(ms_ctx *c, ms_vsum *v, kept_table *kt, uint64_t *total, bool *odd)
 		ms_buf_free(&cols);
 	}
 	if (rc == SQLITE_OK)
-		rc = any_marks(c, v, t, &marks);
+		rc = set_aside(c, &v->any, t, NULL, 0, &marks);
 	if (rc == SQLITE_OK)
 	{
 		ncols = sqlite3_column_count(kt->row);
@@ -414,7 +405,7 @@ phase(ms_ctx *c, ms_vsum *v, kept_table *kt, uint64_t *total, bool *odd)
 			else
 			{
 				if (marks)
-					rc = is_marked(c, v, t, key, len, &out);
+					rc = set_aside(c, &v->marks, t, key, len, &out);
 				if (rc == SQLITE_OK && !out)
 					*total += h;
 			}
