@@ -116,7 +116,13 @@ temp_relid(const char *name)
 	return RangeVarGetRelid(makeRangeVar("pg_temp", (char *) name, -1), NoLock, true);
 }
 
-/* the pages of a temporary table and its indexes */
+/*
+ * the pages of a temporary table and its indexes.  A table of no page had
+ * no row since it was made or truncated: its indexes are their metapages,
+ * and nothing analysed it (ms_analyze takes no statistics of a few rows).
+ * Most of a small pass's tables are so, and each index's size is a
+ * system call (bench/passcost.py, issue 37).
+ */
 static int64
 temp_pages(Oid relid)
 {
@@ -127,6 +133,11 @@ temp_pages(Oid relid)
 
 	rel = relation_open(relid, AccessShareLock);
 	pages = RelationGetNumberOfBlocks(rel);
+	if (pages == 0)
+	{
+		relation_close(rel, AccessShareLock);
+		return 0;
+	}
 	indexes = RelationGetIndexList(rel);
 	foreach(lc, indexes)
 	{
@@ -212,9 +223,11 @@ empty(ms_executor *x, const char *name, Oid relid)
 	 * filled it, or small ones added up) gets new files instead.  Nothing
 	 * vacuums a temporary table.
 	 */
+	if (pages == 0)
+		return;
 	if (pages > MS_TEMP_PAGES)
 		ms_exec(x, psprintf("TRUNCATE pg_temp.%s", name), 0, NULL, NULL, NULL, 0);
-	else if (pages > 0)
+	else
 		delete_rows(relid);
 
 	/*
