@@ -123,24 +123,31 @@ ms_fast_find(ms_reader *p)
  * failure, the insert as a unique violation; the worker's pass makes
  * sync.file and sync.pull wait for it on sync.replicas.  Rows planned before
  * these (question.c's, plan.c's) may be sent already: only then is a
- * conflict looked for in ms_send.
+ * conflict looked for in ms_send: the caller says whether any was (a
+ * statement fewer a pass than asking it, issue 37).
  */
 void
-ms_fast_send(ms_reader *p, uint64 fast_rows, int64 replicas_around, int64 replicas_all)
+ms_fast_send(ms_reader *p, uint64 fast_rows, ArrayType *around, int64 replicas_all, bool planned)
 {
+	int64		replicas_around = ArrayGetNItems(ARR_NDIM(around), ARR_DIMS(around));
+
 	/*
 	 * One replica around: one descent of held_pkey a row, as held_row's
 	 * would be, without the hash by replica and the holders counted per row
 	 * that the lookup by row needs for many
 	 */
 	bool		by_row = replicas_around > 1 && 2 * replicas_around >= replicas_all;
-	bool		planned;
 	const char *conflict;
+	/*
+	 * The replicas as the array they are (i), not question.c's
+	 * ms_inc_replicas: a pass of fast rows alone never fills it, a statement
+	 * fewer (issue 37).
+	 */
+	Oid			types[2] = {UUIDARRAYOID, INT8OID};
+	Datum		values[2] = {PointerGetDatum(around), Int64GetDatum(replicas_around)};
 
 	if (fast_rows == 0)
 		return;
-	ms_exec(p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_send)", 0, NULL, NULL, NULL, 0);
-	planned = DatumGetBool(ms_value(0, 1, &(bool) {false}));
 	conflict = planned ? " ON CONFLICT DO NOTHING" : "";
 	if (by_row)
 	{
@@ -153,38 +160,35 @@ ms_fast_send(ms_reader *p, uint64 fast_rows, int64 replicas_around, int64 replic
 		 * join here is on a whole key: a join by the row with the replica
 		 * left to a filter compares every replica with every other.
 		 */
-		Oid			types[1] = {INT8OID};
-		Datum		values[1] = {Int64GetDatum(replicas_around)};
-
 		ms_exec(p->exec, psprintf(
 				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key, f.note, x.kept, x.held FROM pg_temp.ms_fast f"
 				"  CROSS JOIN LATERAL (SELECT h.replica, h.taken IS NULL AND h.note >= f.note AS kept, h.ctid AS held"
 				"       FROM sync.held h WHERE h.tab = f.tab AND h.key = f.key OFFSET 0) x"
-				"  JOIN pg_temp.ms_inc_replicas i ON i.id = x.replica),"
+				"  JOIN unnest($1::uuid[]) i(id) ON i.id = x.replica),"
 				" c AS MATERIALIZED (SELECT tab, key, count(*) AS holders FROM h GROUP BY tab, key)"
 				" INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held)"
 				" SELECT h.replica, h.tab, h.key, h.note, false, h.held FROM h WHERE NOT h.kept"
 				" UNION ALL"
-				" SELECT i.id, f.tab, f.key, f.note, true, NULL FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
+				" SELECT i.id, f.tab, f.key, f.note, true, NULL FROM pg_temp.ms_fast f CROSS JOIN unnest($1::uuid[]) i(id)"
 				"  WHERE NOT EXISTS (SELECT FROM c WHERE c.tab = f.tab AND c.key = f.key)"
 				" UNION ALL"
 				" SELECT i.id, f.tab, f.key, f.note, true, NULL FROM pg_temp.ms_fast f"
-				"  JOIN c ON c.tab = f.tab AND c.key = f.key AND c.holders < $1"
-				"  CROSS JOIN pg_temp.ms_inc_replicas i"
+				"  JOIN c ON c.tab = f.tab AND c.key = f.key AND c.holders < $2"
+				"  CROSS JOIN unnest($1::uuid[]) i(id)"
 				"  LEFT JOIN LATERAL (SELECT true AS held FROM sync.held x WHERE x.replica = i.id"
 				"       AND x.tab = f.tab AND x.key = f.key OFFSET 0) x ON true"
 				"  WHERE x.held IS NULL%s", conflict),
-				1, types, values, NULL, 0);
+				2, types, values, NULL, 0);
 	}
 	else
 		ms_exec(p->exec, psprintf(
 				"INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held)"
 				" SELECT i.id, f.tab, f.key, f.note, h.note IS NULL, h.ctid"
-				"  FROM pg_temp.ms_fast f CROSS JOIN pg_temp.ms_inc_replicas i"
+				"  FROM pg_temp.ms_fast f CROSS JOIN unnest($1::uuid[]) i(id)"
 				"  LEFT JOIN LATERAL (SELECT h.note, h.taken, h.ctid FROM sync.held h WHERE h.replica = i.id"
 				"       AND h.tab = f.tab AND h.key = f.key OFFSET 0) h ON true"
 				" WHERE h.note IS NULL OR h.taken IS NOT NULL OR f.note > h.note%s", conflict),
-				0, NULL, NULL, NULL, 0);
+				1, types, values, NULL, 0);
 	/* tests/e2e/fast.py walks both, and counts the fresh */
 	ereport(DEBUG1, (errmsg_internal("magic_sync: %llu rows' held versions looked up by %s",
 									 (unsigned long long) fast_rows, by_row ? "held_row" : "held_pkey")));
@@ -195,9 +199,9 @@ ms_fast_send(ms_reader *p, uint64 fast_rows, int64 replicas_around, int64 replic
 										 (long long) DatumGetInt64(ms_value(0, 1, &(bool) {false})))));
 		ms_exec(p->exec, "SELECT count(*) FROM pg_temp.ms_fast f"
 				" WHERE EXISTS (SELECT FROM pg_temp.ms_send s WHERE s.tab = f.tab AND s.key = f.key AND s.fresh)"
-				"   AND EXISTS (SELECT FROM sync.held h JOIN pg_temp.ms_inc_replicas i ON i.id = h.replica"
+				"   AND EXISTS (SELECT FROM sync.held h JOIN unnest($1::uuid[]) i(id) ON i.id = h.replica"
 				"                WHERE h.tab = f.tab AND h.key = f.key)",
-				0, NULL, NULL, NULL, 0);
+				1, types, values, NULL, 0);
 		ereport(DEBUG1, (errmsg_internal("magic_sync: %lld fast rows held by some of the replicas around, not all",
 										 (long long) DatumGetInt64(ms_value(0, 1, &(bool) {false})))));
 	}

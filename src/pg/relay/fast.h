@@ -28,9 +28,11 @@ extern void ms_fast_held_back(bool any);
 
 /*
  * ms_fast_send: what the plan sends of the fast_rows rows ms_fast_find
- * found, into pg_temp.ms_send, for the replicas_around replicas planned
- * around them of replicas_all; it takes back none.
+ * found, into pg_temp.ms_send, for the replicas planned around them
+ * (around, uuid[]: ids of sync.replicas) of replicas_all; it takes back none.  planned: ms_send may
+ * hold rows planned before these (the caller knows, from what it wrote).
  */
-extern void ms_fast_send(ms_reader *p, uint64 fast_rows, int64 replicas_around, int64 replicas_all);
+extern void ms_fast_send(ms_reader *p, uint64 fast_rows, ArrayType *around, int64 replicas_all,
+						 bool planned);
 
 #endif

@@ -581,7 +581,7 @@ held_of_snapshots(ms_pass *p, bool has_carried, ArrayType *provisioning, const c
  */
 void
 ms_record_held(ms_pass *p, bool has_carried, ArrayType *provisioning, uint64 segments, uint64 whole,
-			   int64 planned)
+			   const ms_planned *plan)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
@@ -594,19 +594,13 @@ ms_record_held(ms_pass *p, bool has_carried, ArrayType *provisioning, uint64 seg
 		" WHERE g.kind = 'u'";
 	bool		isnull;
 	bool		provisioned = ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0;
-	bool		fresh,
-				addressed,
-				unaddressed;
+	/* which of the three kinds the plan has (plan.c): each spares the others a read of every segment's rows */
+	bool		fresh = plan->fresh,
+				addressed = plan->addressed,
+				unaddressed = plan->unaddressed;
 
 	/* a few segments, each a range of ms_send's key index: the planner must know, when ms_send is large */
-	ms_analyze(&p->exec, "pg_temp.ms_segments", planned >= MS_ANALYZE_ROWS ? Max(segments, MS_ANALYZE_ROWS) : segments);
-	/* which of the three kinds the plan has: a read of ms_send spares the others a read of every segment's rows */
-	ms_exec(&p->exec, "SELECT coalesce(bool_or(fresh), false), coalesce(bool_or(held IS NOT NULL), false),"
-			" coalesce(bool_or(NOT fresh AND held IS NULL), false) FROM pg_temp.ms_send",
-			0, NULL, NULL, NULL, 0);
-	fresh = DatumGetBool(ms_value(0, 1, &isnull));
-	addressed = DatumGetBool(ms_value(0, 2, &isnull));
-	unaddressed = DatumGetBool(ms_value(0, 3, &isnull));
+	ms_analyze(&p->exec, "pg_temp.ms_segments", plan->planned >= MS_ANALYZE_ROWS ? Max(segments, MS_ANALYZE_ROWS) : segments);
 	if (provisioned)
 		held_of_snapshots(p, has_carried, provisioning, segment_rows, whole);
 	if (fresh)
@@ -645,12 +639,14 @@ ms_record_held(ms_pass *p, bool has_carried, ArrayType *provisioning, uint64 seg
 				"ON CONFLICT (replica, tab, key) DO UPDATE SET %s"
 				" RETURNING replica, tab, number) %s", segment_rows, sent_again("EXCLUDED", "sync.held"), carried),
 				1, types, values, NULL, 0);
-	ms_exec(&p->exec,
-			"UPDATE sync.held h SET taken = g.number FROM pg_temp.ms_segments g "
-			"  JOIN pg_temp.ms_take t ON t.tab = g.tab AND t.key >= g.first_key "
-			"   AND t.key <= g.last_key AND t.replica = g.replica "
-			" WHERE g.kind = 'd' AND h.replica = t.replica AND h.tab = t.tab AND h.key = t.key",
-			0, NULL, NULL, NULL, 0);
+	/* most passes take nothing back (plan.c counted ms_take) */
+	if (plan->taken > 0)
+		ms_exec(&p->exec,
+				"UPDATE sync.held h SET taken = g.number FROM pg_temp.ms_segments g "
+				"  JOIN pg_temp.ms_take t ON t.tab = g.tab AND t.key >= g.first_key "
+				"   AND t.key <= g.last_key AND t.replica = g.replica "
+				" WHERE g.kind = 'd' AND h.replica = t.replica AND h.tab = t.tab AND h.key = t.key",
+				0, NULL, NULL, NULL, 0);
 	/* what the messages it acknowledged carried, for the replicas written to: by the primary key's prefix */
 	if (has_carried)
 		ms_exec(&p->exec,

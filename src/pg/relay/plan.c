@@ -281,7 +281,8 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 	/* every other: around what changed, or (magic_sync.full_plan) compared whole */
 	around = not_provisioned(replicas, provisioning);
 	if (around != NULL && !ms_full_plan)
-		out->joined = ms_plan_question(MS_READER(p, in->cat->tables), around, out->blocked, in->more, in->replicas_all, in->floor);
+		out->joined = ms_plan_question(MS_READER(p, in->cat->tables), around, out->blocked, in->more, in->replicas_all, in->floor,
+									   ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0);
 	else if (around != NULL)
 		plan_whole(p, in->cat->tables, around, out->blocked);
 	/* rows a replica refused, due again: to it alone (retry.c) */
@@ -292,12 +293,29 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 		ms_plan_replaced(p, around, in->fault, in->cat->tables);
 	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
 	/* few rows are marked (held_replace): read by that index, never the held set whole */
-	/* and the rows planned counted in the same statement: marking changes no count */
+	/*
+	 * and the rows planned counted in the same statement, with the kinds
+	 * the held rows' writes look for (heldrows.c): marking changes neither,
+	 * and nothing writes ms_send or ms_take after it.  A statement that each
+	 * of those asked for cost a one-row pass its executor (issue 37).
+	 */
 	ms_exec(&p->exec, "WITH u AS (UPDATE ms_send s SET replace = true FROM sync.held h"
 			" WHERE h.replace AND h.replica = s.replica AND h.tab = s.tab AND h.key = s.key)"
-			" SELECT greatest((SELECT count(*) FROM ms_send), (SELECT count(*) FROM ms_take))",
+			" SELECT s.n, (SELECT count(*) FROM ms_take), s.fresh, s.addressed, s.unaddressed"
+			"  FROM (SELECT count(*) AS n, coalesce(bool_or(fresh), false) AS fresh,"
+			"        coalesce(bool_or(held IS NOT NULL), false) AS addressed,"
+			"        coalesce(bool_or(NOT fresh AND held IS NULL), false) AS unaddressed FROM ms_send) s",
 			0, NULL, NULL, NULL, 0);
-	out->planned = ms_int64();
+	{
+		bool		isnull;
+
+		out->taken = DatumGetInt64(ms_value(0, 2, &isnull));
+		out->planned = Max(DatumGetInt64(ms_value(0, 1, &isnull)), out->taken);
+		out->fresh = DatumGetBool(ms_value(0, 3, &isnull));
+		out->addressed = DatumGetBool(ms_value(0, 4, &isnull));
+		out->unaddressed = DatumGetBool(ms_value(0, 5, &isnull));
+		SPI_freetuptable(SPI_tuptable);
+	}
 	ms_analyze(&p->exec, "ms_send, ms_take", (uint64) out->planned);
 }
 
@@ -313,7 +331,8 @@ ms_plan_dry(ms_pass *p, ArrayType *replicas, const ms_plan_in *in)
 	bool		blocked = plan_blocked(p, in->cat->tables, true);
 
 	if (!ms_full_plan)
-		(void) ms_plan_question(MS_READER(p, in->cat->tables), replicas, blocked, in->more, in->replicas_all, in->floor);
+		(void) ms_plan_question(MS_READER(p, in->cat->tables), replicas, blocked, in->more, in->replicas_all, in->floor,
+								true);
 	else
 		plan_whole(p, in->cat->tables, replicas, blocked);
 }

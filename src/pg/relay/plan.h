@@ -39,6 +39,11 @@ typedef struct ms_planned
 	bool	   *whole;			/* by table id: sent whole to the replicas provisioned, read once; or NULL */
 	int64		whole_rows;		/* the rows of those tables each of them is sent */
 	int64		planned;		/* rows of the larger of ms_send and ms_take */
+	int64		taken;			/* rows of ms_take */
+	/* which kinds of rows ms_send has, for the held rows' writes (heldrows.c) */
+	bool		fresh;			/* held by the replica in no version (fast.c) */
+	bool		addressed;		/* held, its held row's address found by the plan */
+	bool		unaddressed;	/* held, or maybe, its held row not looked up */
 	bool		noted;			/* tables read whole, and pg_temp.ms_pending has rows: a held row of theirs looks up its note */
 	bool		blocked;		/* pg_temp.ms_blocked has rows: none goes, nor grows a wanted set (load.c too) */
 	int64		joined;			/* notes the batch took in as it was closed (question.c): read by the pass too */

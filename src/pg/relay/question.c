@@ -199,19 +199,18 @@ changed(ms_reader *p)
 	ListCell   *lc;
 	uint64		n = 0;
 
-	/* but not a row on the fast path: its change moves no set (fast.c) */
+	/*
+	 * The rows of the notes, but not a row on the fast path: its change moves
+	 * no set (fast.c); rows blocked because of a row that was quarantined and
+	 * goes now; a member joining or leaving a group: the grouped row's place
+	 * moved.  One statement: each of its own cost a one-row pass an
+	 * executor's start for nothing (bench/passcost.py, issue 37).
+	 */
 	ms_exec(p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending c WHERE NOT EXISTS"
-			" (SELECT FROM pg_temp.ms_fast f WHERE f.tab = c.tab AND f.key = c.key) ON CONFLICT DO NOTHING",
-			0, NULL, NULL, NULL, 0);
-	n += SPI_processed;
-	/* rows blocked because of a row that was quarantined and goes now */
-	ms_exec(p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_released ON CONFLICT DO NOTHING",
-			0, NULL, NULL, NULL, 0);
-	n += SPI_processed;
-	/* a member joining or leaving a group: the grouped row's place moved */
-	ms_exec(p->exec,
-			"INSERT INTO ms_changed SELECT n.tab, n.key FROM " MS_BATCH_NOTES
-			" WHERE n.source = 'm' AND n.key IS NOT NULL ON CONFLICT DO NOTHING",
+			" (SELECT FROM pg_temp.ms_fast f WHERE f.tab = c.tab AND f.key = c.key)"
+			" UNION SELECT tab, key FROM ms_released"
+			" UNION SELECT n.tab, n.key FROM " MS_BATCH_NOTES " WHERE n.source = 'm' AND n.key IS NOT NULL"
+			" ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
 	n += SPI_processed;
 	/*
@@ -777,12 +776,12 @@ kept(ms_reader *p, uint64 inplace, bool blocked)
 }
 
 int64
-ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int64 replicas_all, int64 floor)
+ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int64 replicas_all, int64 floor,
+				 bool sent)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
 	uint64		inplace;
-	int64		around;
 	uint64		fast_rows;
 	uint64		added;
 	int64		joined = 0;
@@ -803,17 +802,17 @@ ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int
 	ms_temp_table(p->exec, "ms_nd0");
 	ms_temp_table(p->exec, "ms_nd1");
 	ms_temp_table(p->exec, "ms_kd");
-	ms_exec(p->exec, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
-			" JOIN sync.replicas r ON r.id = u.id",
-			1, types, values, NULL, 0);
-	around = (int64) SPI_processed;
 
 	fast_rows = ms_fast_find(p);
 	if (nothing_in_question(p, changed(p), blocked, more))
 	{
-		ms_fast_send(p, fast_rows, around, replicas_all);
+		ms_fast_send(p, fast_rows, replicas, replicas_all, sent);
 		return joined;
 	}
+	/* the replicas with their partitions, which the rules read: a pass of fast rows alone needs neither */
+	ms_exec(p->exec, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
+			" JOIN sync.replicas r ON r.id = u.id",
+			1, types, values, NULL, 0);
 	inplace = in_place(p, blocked);
 	in_question(p, blocked);
 	kept(p, inplace, blocked);
@@ -848,7 +847,8 @@ ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int
 			"       AND h.tab = n.tab AND h.key = n.key OFFSET 0) h ON true"
 			" WHERE h.note IS NULL OR h.taken IS NOT NULL OR c.note > h.note",
 			0, NULL, NULL, NULL, 0);
-	ms_fast_send(p, fast_rows, around, replicas_all);
+	sent = sent || SPI_processed > 0;
+	ms_fast_send(p, fast_rows, replicas, replicas_all, sent);
 	ms_exec(p->exec,
 			"INSERT INTO ms_take (replica, tab, key) SELECT q.replica, q.tab, q.key FROM ms_q q"
 			" WHERE NOT EXISTS (SELECT FROM ms_n n WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)",

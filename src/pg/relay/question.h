@@ -18,10 +18,11 @@
  * blocked: ms_blocked has rows (plan.c); more: the batch was full
  * (batch.c), and is closed over the notes its rows touch; replicas_all: the
  * replicas there are (fast.c's choice); floor: the notes below it are done
- * (the worker's floor, floor.h; 0 by hand).  Returns how many notes the
- * batch took in so.
+ * (the worker's floor, floor.h; 0 by hand); sent: ms_send may hold rows
+ * already (a snapshot's, plan.c).  Returns how many notes the batch took
+ * in so.
  */
 extern int64 ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int64 replicas_all,
-							  int64 floor);
+							  int64 floor, bool sent);
 
 #endif

@@ -604,8 +604,8 @@ ms_record(ms_pass *p, const ms_record_in *in, ArrayType *replicas, ArrayType *pr
 		MemoryContextDelete(r.cxt);
 		return bad;
 	}
-	/* then deletes, children first */
-	for (int i = list_length(in->cat->tables) - 1; i >= 0; i--)
+	/* then deletes, children first; most passes take nothing back (plan.c counted them) */
+	for (int i = list_length(in->cat->tables) - 1; i >= 0 && plan->taken > 0; i--)
 		record_deletes(&r, list_nth(in->cat->tables, i));
 
 	initStringInfo(&end);
@@ -628,7 +628,7 @@ ms_record(ms_pass *p, const ms_record_in *in, ArrayType *replicas, ArrayType *pr
 	}
 	ms_write_batch(&r);
 	ms_write_held(&r);
-	ms_record_held(p, in->has.carried, provisioning, r.segments, r.held_whole, plan->planned);
+	ms_record_held(p, in->has.carried, provisioning, r.segments, r.held_whole, plan);
 	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;

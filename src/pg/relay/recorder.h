@@ -142,6 +142,6 @@ extern void ms_append(recorder *r, target *tg, ms_table *t, char kind, const cha
 extern void ms_write_held(recorder *r);
 extern void ms_held_of_whole(recorder *r, target *tg, int64 number);
 extern void ms_record_held(ms_pass *p, bool has_carried, ArrayType *provisioning, uint64 segments, uint64 whole,
-						   int64 planned);
+						   const ms_planned *plan);
 
 #endif
