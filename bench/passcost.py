@@ -127,7 +127,7 @@ def main():
                 " ORDER BY s.total_exec_time DESC", (DB,))
     rows = cur.fetchall()
     calls = sum(r[0] for r in rows)
-    passes = sum(r[0] for r in rows if r[3].startswith("SELECT id, secret"))
+    passes = sum(r[0] for r in rows if r[3].startswith(("SELECT id, secret", "SELECT e.id, e.secret")))
     print(f"{WRITES} one-row writes of {N} rows broadcast to one replica (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
     print(f"worker CPU {spent / WRITES:.2f} ms a write; {passes / WRITES:.2f} passes a write;"
           f" {calls / WRITES:.1f} statements a write ({len(rows)} kinds)")

@@ -23,6 +23,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -47,9 +48,26 @@ copy_bytea(Datum d, uint8 *out, size_t n)
 }
 
 static const char *const current_sql = "SELECT id, secret FROM sync.epoch WHERE ended IS NULL";
-/* and the newest generation with it: one statement for every pass and filing (issue 37) */
-static const char *const current_generation_sql = "SELECT id, secret,"
-	" (SELECT max(g.generation) FROM sync.generations g) FROM sync.epoch WHERE ended IS NULL";
+/*
+ * and the newest generation with it, whole: one statement for every pass
+ * and filing (issue 37), and a pass's look at its generation
+ * (ms_generation_observe) one fewer
+ */
+static const char *const current_generation_sql = "SELECT e.id, e.secret, g.generation, g.timeline, g.system, g.database"
+	" FROM sync.epoch e LEFT JOIN LATERAL (SELECT g.generation, g.timeline, g.system, g.database"
+	"  FROM sync.generations g ORDER BY g.generation DESC LIMIT 1) g ON true WHERE e.ended IS NULL";
+
+/*
+ * The newest generation as this transaction last read it with its epoch
+ * (read_current), until it begins one: what ms_generation_observe compares
+ * with the server.  newest_in: the transaction, or none.
+ */
+static LocalTransactionId newest_in = InvalidLocalTransactionId;
+static bool newest_none;		/* there was none */
+static uint64 newest_generation;
+static uint32 newest_timeline;
+static char newest_system[32];
+static Oid	newest_database;
 
 /*
  * recorded: whether the catalog records generations.  An extension not
@@ -81,8 +99,20 @@ read_current(ms_epoch *e, bool read_only)
 	e->generation = 0;
 	if (generations)
 	{
-		g = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		char	   *system;
+
+		g = SPI_getbinval(tup, desc, 3, &isnull);
 		e->generation = isnull ? 0 : (uint64) DatumGetInt64(g);
+		newest_none = isnull;
+		newest_generation = e->generation;
+		newest_timeline = isnull ? 0 : (uint32) DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
+		system = newest_none ? "" : TextDatumGetCString(SPI_getbinval(tup, desc, 5, &isnull));
+		strlcpy(newest_system, system, sizeof newest_system);
+		newest_database = newest_none ? InvalidOid : DatumGetObjectId(SPI_getbinval(tup, desc, 6, &isnull));
+		/* a system identifier is 20 digits at most: one longer is read again, never compared cut */
+		newest_in = strlen(system) < sizeof newest_system ? MyProc->lxid : InvalidLocalTransactionId;
 	}
 	return true;
 }
@@ -123,6 +153,8 @@ generation_begin(ms_epoch *e, const char *reason)
 
 	if (!recorded())
 		return;
+	/* what read_current kept is older than this one */
+	newest_in = InvalidLocalTransactionId;
 
 	values[0] = Int64GetDatum(GetCurrentTimestamp());
 	values[1] = PointerGetDatum(ms_to_bytea(e->id, MS_EPOCH_BYTES));
@@ -154,19 +186,35 @@ ms_generation_observe(ms_epoch *e)
 	/* a standby neither writes nor follows a timeline of its own */
 	if (RecoveryInProgress() || !recorded())
 		return;
-	ms_spi_check(ms_spi_run("SELECT generation, timeline, system, database FROM sync.generations"
-							" ORDER BY generation DESC LIMIT 1", 0, NULL, NULL, NULL, false, 1),
-				 SPI_OK_SELECT, "could not read sync.generations");
-	if (SPI_processed == 0)
+	/* the pass read it with its epoch (ms_epoch_current), and began none since */
+	if (newest_in == MyProc->lxid)
 	{
-		/* an installation upgraded from a build that numbered none */
-		generation_begin(e, "the first pass that numbers generations");
-		return;
+		if (newest_none)
+		{
+			generation_begin(e, "the first pass that numbers generations");
+			return;
+		}
+		generation = newest_generation;
+		timeline = newest_timeline;
+		system = pstrdup(newest_system);
+		database = newest_database;
 	}
-	generation = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	timeline = (uint32) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	system = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-	database = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	else
+	{
+		ms_spi_check(ms_spi_run("SELECT generation, timeline, system, database FROM sync.generations"
+								" ORDER BY generation DESC LIMIT 1", 0, NULL, NULL, NULL, false, 1),
+					 SPI_OK_SELECT, "could not read sync.generations");
+		if (SPI_processed == 0)
+		{
+			/* an installation upgraded from a build that numbered none */
+			generation_begin(e, "the first pass that numbers generations");
+			return;
+		}
+		generation = (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		timeline = (uint32) DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		system = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+		database = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	}
 	now_timeline = GetWALInsertionTimeLine();
 	now_system = psprintf(UINT64_FORMAT, GetSystemIdentifier());
 	e->generation = generation;
