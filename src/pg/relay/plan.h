@@ -37,7 +37,8 @@ typedef struct ms_planned
 {
 	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
 	bool	   *whole;			/* by table id: sent whole to the replicas provisioned, read once; or NULL */
-	int64		whole_rows;		/* the rows of those tables each of them is sent */
+	int64		whole_rows;		/* the rows of those tables each of them is sent; */
+	bool		whole_later;	/* or they are large, and counted as record.c reads them (load.h) */
 	int64		planned;		/* rows of the larger of ms_send and ms_take */
 	bool		noted;			/* tables read whole, and pg_temp.ms_pending has rows: a held row of theirs looks up its note */
 	bool		blocked;		/* pg_temp.ms_blocked has rows: none goes, nor grows a wanted set (load.c too) */
