@@ -67,6 +67,7 @@ has_content(target *tg)
 }
 
 static void start_message(recorder *r, target *tg);
+static void down_body(recorder *r, const StringInfo down, StringInfo body);
 
 /* write the message being filled, if it has anything (a snapshot's first always) */
 void
@@ -74,7 +75,6 @@ ms_flush(recorder *r, target *tg)
 {
 	StringInfoData body;
 	bool		start = tg->snapshot && !tg->begun;
-	MemoryContext old;
 	ListCell   *lc;
 
 	if (!has_content(tg) && !start)
@@ -83,12 +83,7 @@ ms_flush(recorder *r, target *tg)
 	if (start)
 		start_message(r, tg);
 	close_rows(tg);
-	old = MemoryContextSwitchTo(r->scratch);
-	initStringInfo(&body);
-	MemoryContextSwitchTo(old);
-	enlargeStringInfo(&body, (int) ms_pb_len_field_size(MS_FIELD_TO_REPLICA_DOWN, tg->down.len));
-	body.len += (int) ms_pb_len_head((uint8_t *) body.data, MS_FIELD_TO_REPLICA_DOWN, tg->down.len);
-	appendBinaryStringInfo(&body, tg->down.data, tg->down.len);
+	down_body(r, &tg->down, &body);
 	/* write_message resets the scratch context, body and all */
 	ms_write_message(r, tg, &body, start, tg->upserts, tg->deletes);
 	fill_reset(&tg->down);
@@ -109,21 +104,72 @@ ms_flush(recorder *r, target *tg)
 	tg->seg = NULL;
 }
 
+/* Begin: the schema, shared, and how many rows this replica's snapshot carries, appended to down */
+static void
+pack_begin(recorder *r, target *tg, StringInfo down)
+{
+	size_t		rows = ms_pb_varint_field_size(MS_FIELD_BEGIN_ROWS, (uint64) tg->snapshot_rows);
+
+	enlargeStringInfo(down, (int) ms_pb_len_field_size(MS_FIELD_DOWN_BEGIN, r->begin.len + rows));
+	down->len += (int) ms_pb_len_head((uint8_t *) down->data, MS_FIELD_DOWN_BEGIN, r->begin.len + rows);
+	appendBinaryStringInfo(down, r->begin.data, r->begin.len);
+	down->len += (int) ms_pb_varint_field((uint8_t *) down->data + down->len,
+										  MS_FIELD_BEGIN_ROWS, (uint64) tg->snapshot_rows);
+}
+
 /* start a message: a snapshot's first carries its Begin */
 static void
 start_message(recorder *r, target *tg)
 {
 	if (tg->snapshot && !tg->begun && tg->down.len == 0)
-	{
-		/* Begin: the schema, shared, and how many rows this replica's snapshot carries */
-		size_t		rows = ms_pb_varint_field_size(MS_FIELD_BEGIN_ROWS, (uint64) tg->snapshot_rows);
+		pack_begin(r, tg, &tg->down);
+}
 
-		enlargeStringInfo(&tg->down, (int) ms_pb_len_field_size(MS_FIELD_DOWN_BEGIN, r->begin.len + rows));
-		tg->down.len += (int) ms_pb_len_head((uint8_t *) tg->down.data, MS_FIELD_DOWN_BEGIN, r->begin.len + rows);
-		appendBinaryStringInfo(&tg->down, r->begin.data, r->begin.len);
-		tg->down.len += (int) ms_pb_varint_field((uint8_t *) tg->down.data + tg->down.len,
-												 MS_FIELD_BEGIN_ROWS, (uint64) tg->snapshot_rows);
-	}
+/* a message of a Down of these fields, as a ToReplica body, in r's scratch (ms_write_placed resets it) */
+static void
+down_body(recorder *r, const StringInfo down, StringInfo body)
+{
+	MemoryContext old = MemoryContextSwitchTo(r->scratch);
+
+	initStringInfo(body);
+	MemoryContextSwitchTo(old);
+	enlargeStringInfo(body, (int) ms_pb_len_field_size(MS_FIELD_TO_REPLICA_DOWN, down->len));
+	body->len += (int) ms_pb_len_head((uint8_t *) body->data, MS_FIELD_TO_REPLICA_DOWN, down->len);
+	appendBinaryStringInfo(body, down->data, down->len);
+}
+
+/*
+ * ms_begin_first: tg's snapshot begins with a message of its Begin alone,
+ * written last (ms_write_begin), when the rows of the tables read whole
+ * are counted: its place in the chain is taken now, first, and its rows
+ * follow it.  Counting them beforehand read every such table twice: a
+ * tenth of a first sync's pass at 10^6 rows (plan.c).
+ */
+void
+ms_begin_first(recorder *r, target *tg)
+{
+	Assert(tg->snapshot && !tg->begun);
+	ms_place_next(r, tg, &tg->begin_place);
+	tg->begin_later = true;
+	tg->first_number = tg->begin_place.number;
+	tg->begun = true;
+}
+
+/* ms_write_begin: the Begin ms_begin_first placed, with the rows the snapshot carried (tg's messages flushed) */
+void
+ms_write_begin(recorder *r, target *tg)
+{
+	StringInfoData down;
+	StringInfoData body;
+
+	Assert(tg->begin_later && tg->segments == NIL && tg->down.len == 0);
+	tg->snapshot_rows += r->whole_read;
+	initStringInfo(&down);
+	pack_begin(r, tg, &down);
+	down_body(r, &down, &body);
+	ms_write_placed(r, tg, &body, true, 0, 0, &tg->begin_place);
+	pfree(down.data);
+	tg->begin_later = false;
 }
 
 /* bytes of a message whose Down has `down` bytes of fields and a Rows of `rows` bytes */

@@ -28,6 +28,7 @@
 #include "catalog.h"
 #include "owner.h"
 #include "fast.h"
+#include "load.h"
 #include "plan.h"
 #include "question.h"
 #include "retry.h"
@@ -206,11 +207,13 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning, const ms_plan_in *in, ms_p
 		/* whether a held row of theirs looks up a note (record.c) */
 		ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_pending)", 0, NULL, NULL, NULL, 0);
 		out->noted = DatumGetBool(ms_value(0, 1, &isnull));
+		/* large ones are not read twice: counted as record.c reads them */
+		out->whole_later = ms_whole_large(in->cat->tables, out->whole);
 		foreach(lc, in->cat->tables)
 		{
 			ms_table   *t = lfirst(lc);
 
-			if (out->whole[t->id])
+			if (out->whole[t->id] && !out->whole_later)
 				out->whole_rows += whole_rows(p, t, out->blocked);
 		}
 	}
@@ -272,6 +275,7 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 	out->snapshot_rows = -1;
 	out->whole = NULL;
 	out->whole_rows = 0;
+	out->whole_later = false;
 	out->planned = 0;
 	out->noted = false;
 	out->joined = 0;

@@ -125,37 +125,54 @@ store_body(recorder *r, StringInfo body, int upserts, int deletes, uint8 hash[PG
 	return e->id;
 }
 
-/* write one message for tg with this body: number, chain, seal, outbox */
+/*
+ * ms_place_next: the next place in tg's chain, drawn now (a number from
+ * sync.message_seq, a random nonce, the clock), after its last; the chain
+ * moves on to it
+ */
 void
-ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
-			  int upserts, int deletes)
+ms_place_next(recorder *r, target *tg, ms_place *at)
+{
+	at->number = (uint64) nextval_internal(r->message_seq, true);
+	if (!ms_random(at->nonce, sizeof at->nonce))
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not draw a nonce")));
+	at->previous = tg->has_last ? tg->last_number : 0;
+	at->has_previous_nonce = tg->has_last && tg->last_number > 0;
+	if (at->has_previous_nonce)
+		memcpy(at->previous_nonce, tg->last_nonce, MS_NONCE_BYTES);
+	at->clock = ms_hlc_server_clock();
+	tg->last_number = at->number;
+	memcpy(tg->last_nonce, at->nonce, MS_NONCE_BYTES);
+	tg->has_last = true;
+}
+
+/* write one message for tg with this body at its place in the chain: seal, outbox */
+void
+ms_write_placed(recorder *r, target *tg, StringInfo body, bool snapshot_start,
+				int upserts, int deletes, const ms_place *at)
 {
 	MemoryContext old = MemoryContextSwitchTo(r->scratch);
 	uint8		body_hash[PG_SHA256_DIGEST_LENGTH];
 	int64		body_id = store_body(r, body, upserts, deletes, body_hash);
-	uint64		number;
-	uint8		nonce[MS_NONCE_BYTES];
+	uint64		number = at->number;
 	uint8		seal[MS_SEAL_BYTES];
 	uint8		head[HEAD_MAX];
 	size_t		headlen;
 	ms_head		h;
 	ListCell   *lc;
 
-	number = (uint64) nextval_internal(r->message_seq, true);
-	if (!ms_random(nonce, sizeof nonce))
-		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not draw a nonce")));
-	if (!ms_seal(r->in->cat->epoch.secret, MS_SECRET_BYTES, tg->id.data, r->in->cat->epoch.id, number, nonce, seal))
+	if (!ms_seal(r->in->cat->epoch.secret, MS_SECRET_BYTES, tg->id.data, r->in->cat->epoch.id, number, at->nonce, seal))
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not seal a message")));
 	h.protocol = MS_PROTOCOL;
 	h.epoch = r->in->cat->epoch.id;
 	h.number = number;
-	h.nonce = nonce;
-	h.previous = tg->has_last ? tg->last_number : 0;
-	h.previous_nonce = tg->has_last && tg->last_number > 0 ? tg->last_nonce : NULL;
+	h.nonce = at->nonce;
+	h.previous = at->previous;
+	h.previous_nonce = at->has_previous_nonce ? at->previous_nonce : NULL;
 	h.seal = seal;
 	h.replica = tg->id.data;
 	h.generation = r->in->cat->epoch.generation;
-	h.clock = ms_hlc_server_clock();
+	h.clock = at->clock;
 	Assert(ms_head_packed_size(&h) + MS_SIGNATURE_FIELD_BYTES <= HEAD_MAX);
 	headlen = ms_head_pack(&h, head);
 	/* signed over the head and the body's hash, computed once per body (docs/protocol.md 2.4) */
@@ -174,7 +191,7 @@ ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 		r->messages[0][i] = UUIDPGetDatum(id);
 		r->messages[1][i] = Int64GetDatum((int64) number);
 		r->messages[2][i] = PointerGetDatum(ms_to_bytea(r->in->cat->epoch.id, MS_EPOCH_BYTES));
-		r->messages[3][i] = PointerGetDatum(ms_to_bytea(nonce, sizeof nonce));
+		r->messages[3][i] = PointerGetDatum(ms_to_bytea(at->nonce, MS_NONCE_BYTES));
 		r->messages[4][i] = PointerGetDatum(ms_to_bytea(head, headlen));
 		r->messages[5][i] = Int64GetDatum(body_id);
 		r->messages[6][i] = Int32GetDatum((int32) (headlen + body->len));
@@ -206,9 +223,6 @@ ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	MemoryContextSwitchTo(r->scratch);
 	ms_held_of_whole(r, tg, (int64) number);
 
-	tg->last_number = number;
-	memcpy(tg->last_nonce, nonce, sizeof nonce);
-	tg->has_last = true;
 	tg->written = true;
 	tg->owed_messages++;
 	tg->owed_bytes += (int64) (headlen + body->len);
@@ -220,6 +234,17 @@ ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	r->did->messages++;
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(r->scratch);
+}
+
+/* write one message for tg with this body, next in its chain */
+void
+ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
+				 int upserts, int deletes)
+{
+	ms_place	at;
+
+	ms_place_next(r, tg, &at);
+	ms_write_placed(r, tg, body, snapshot_start, upserts, deletes, &at);
 }
 
 /* the row once, to every replica that gets it; of a table read whole or of the plan */
@@ -267,9 +292,14 @@ emit_whole(void *arg, ms_table *t, ms_row *row)
 {
 	recorder   *r = arg;
 
+	const char *why;
+
 	row->replicas = r->provisioning;
 	row->nreplicas = r->nprovisioning;
-	return emit_rows(arg, t, row, true);
+	why = emit_rows(arg, t, row, true);
+	if (why == NULL)
+		r->whole_read++;
+	return why;
 }
 
 /* the deletes of table t, children first: to every replica letting go of them */
@@ -588,6 +618,14 @@ ms_record(ms_pass *p, const ms_record_in *in, ArrayType *replicas, ArrayType *pr
 	r.provisioning = (pg_uuid_t *) ARR_DATA_PTR(provisioning);
 	r.nprovisioning = ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning));
 	snapshot_rows(&r, provisioning);
+	/* rows of large tables read whole counted as they are read: each snapshot's Begin written last (pack.c) */
+	if (plan->whole_later)
+	{
+		hash_seq_init(&seq, r.targets);
+		while ((tg = hash_seq_search(&seq)) != NULL)
+			if (tg->snapshot)
+				ms_begin_first(&r, tg);
+	}
 
 	/* upserts, parents first; the rows that cannot go are in the pass's memory */
 	foreach(lc, in->cat->tables)
@@ -616,6 +654,8 @@ ms_record(ms_pass *p, const ms_record_in *in, ArrayType *replicas, ArrayType *pr
 		ms_flush(&r, tg);
 		if (tg->snapshot)
 		{
+			if (tg->begin_later)
+				ms_write_begin(&r, tg);
 			end_snapshot(&r, tg, &end);
 			did->provisioned++;
 		}

@@ -45,6 +45,17 @@ typedef struct segment
 	bool		whole;			/* of a table read whole: its keys are the target's whole_keys */
 } segment;
 
+/* A message's place in its replica's chain: drawn as it is written, or before (a Begin written last). */
+typedef struct ms_place
+{
+	uint64		number;
+	uint8		nonce[MS_NONCE_BYTES];
+	uint64		previous;
+	uint8		previous_nonce[MS_NONCE_BYTES];
+	bool		has_previous_nonce;
+	uint64		clock;
+} ms_place;
+
 /* One replica the pass writes to, and the message being filled for it. */
 typedef struct target
 {
@@ -57,6 +68,8 @@ typedef struct target
 	uint64		first_number;
 	bool		written;		/* it has new messages */
 	int64		snapshot_rows;	/* rows its snapshot carries */
+	bool		begin_later;	/* its Begin, alone, is written last at begin_place (ms_write_begin) */
+	ms_place	begin_place;
 	int64		owed_messages;	/* written this pass, and their bytes: */
 	int64		owed_bytes;		/* added to sync.replicas.owed_* */
 
@@ -120,6 +133,7 @@ typedef struct recorder
 	int			nheld;
 	Datum		held[4][HELD_BATCH];
 	uint64		held_whole;		/* written so far */
+	int64		whole_read;		/* rows of tables read whole sent, each to every replica provisioned */
 	pg_uuid_t  *provisioning;	/* the replicas provisioned, who get every row of those tables */
 	int			nprovisioning;
 } recorder;
@@ -130,10 +144,15 @@ extern void ms_write_batch(recorder *r);
 extern target *ms_find_target(recorder *r, const pg_uuid_t *id);
 extern void ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 							 int upserts, int deletes);
+extern void ms_place_next(recorder *r, target *tg, ms_place *at);
+extern void ms_write_placed(recorder *r, target *tg, StringInfo body, bool snapshot_start,
+							int upserts, int deletes, const ms_place *at);
 
 /* pack.c */
 extern void ms_fill_init(MemoryContext cxt, StringInfo s);
 extern void ms_flush(recorder *r, target *tg);
+extern void ms_begin_first(recorder *r, target *tg);
+extern void ms_write_begin(recorder *r, target *tg);
 extern void ms_bound_fill(recorder *r, const pg_uuid_t *ids, int n, char kind);
 extern void ms_append(recorder *r, target *tg, ms_table *t, char kind, const char *key,
 					  const char *bytes, int len, bool replace, bool whole);
