@@ -14,9 +14,10 @@
  * pass make one pass after it: under load, passes follow each other and
  * each takes every note committed since the last, the next one waiting
  * while commits keep coming (coalesce, at most COALESCE_MAX_MS), so that a
- * stream of commits makes fewer, larger passes.  A transient failure (transient.h) is retried after a backoff
- * that doubles up to a minute; a permanent one is logged, and retried at
- * the same pace, since the fix it waits for is a deploy.  Its passes read
+ * stream of commits makes fewer, larger passes.  A transient failure
+ * (transient.h) is retried after a backoff that doubles up to a minute; a
+ * permanent one is logged, and retried at the same pace, since the fix it
+ * waits for is a deploy.  Its passes read
  * the notes from a floor it keeps (floor.h); one the naptime started reads
  * from the first, once a minute at most.  SIGHUP reloads the settings;
  * SIGTERM ends the pass and the worker (the transaction is rolled back:
@@ -627,12 +628,12 @@ housekeeping_due(TimestampTz last, bool more, long *wait_ms)
  * a batch, the next waits for more for as long as they keep coming, up to
  * COALESCE_MAX_MS (*until): first as long as that pass took, at most
  * COALESCE_SLICE_MS (*slice), then by slices of that, and it begins after
- * the first slice no commit came in (coalesce).  Under a stream of commits each pass takes more notes
- * for the same fixed cost of a pass, of its message, of the agent's pull and
- * acknowledgement and its apply; the last commit of a stream waits two
- * slices at most, and a commit after a quiet spell, or a backlog (a full
- * batch), goes at once.  Returns whether the next pass runs at once
- * (run_pass).
+ * the first slice no commit came in (coalesce).  Under a stream of commits
+ * each pass takes more notes for the same fixed cost of a pass, of its
+ * message, of the agent's pull and acknowledgement and its apply; the last
+ * commit of a stream waits two slices at most, and a commit after a quiet
+ * spell, or a backlog (a full batch), goes at once.  Returns whether the
+ * next pass runs at once (run_pass).
  */
 static bool
 run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, TimestampTz *until, long *slice)
@@ -664,14 +665,15 @@ run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, Timestamp
 static void
 coalesce(TimestampTz until, long first_ms)
 {
-	for (long slice = first_ms;; slice = COALESCE_SLICE_MS)
+	for (bool first = true;; first = false)
 	{
 		long		left = (long) ((until - GetCurrentTimestamp()) / 1000);
 
-		if (left <= 0 || (slice != first_ms && !MyLatch->is_set))
+		if (left <= 0 || (!first && !MyLatch->is_set))
 			return;
 		ResetLatch(MyLatch);
-		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(left, slice), PG_WAIT_EXTENSION);
+		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(left, first ? first_ms : COALESCE_SLICE_MS), PG_WAIT_EXTENSION);
 		CHECK_FOR_INTERRUPTS();
 	}
 }
