@@ -80,6 +80,25 @@ check "twenty commits make several passes" "$([ $passes -ge 5 ] && echo yes || e
 check "and housekeeping once a second at most, not once a pass" \
 	"$([ $ran -le $((took / 1000 + 2)) ] && [ $ran -lt $passes ] && echo yes || echo no)" "yes"
 
+# a dense stream of commits (a few ms apart) makes passes of many: the next
+# pass waits while commits keep coming, up to 200 ms (issue 37), where it
+# waited no longer than the last pass took (a pass every 10-100 ms); the
+# last commit of the stream still goes within a slice or two
+q $DB "CREATE PROCEDURE dense(n int) LANGUAGE plpgsql AS \$\$ BEGIN
+	FOR i IN 1..n LOOP INSERT INTO items VALUES (1000000 + i, 'dense'); COMMIT; PERFORM pg_sleep(0.002); END LOOP;
+END \$\$" >/dev/null
+passes=$(q $DB "SELECT last_value FROM sync.message_seq")
+start=$(ms)
+q $DB "CALL dense(600)" >/dev/null
+wait_for 5 $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)" || true
+took=$(($(ms) - start))
+passes=$(($(q $DB "SELECT last_value FROM sync.message_seq") - passes))
+echo "600 commits ~2 ms apart, relayed in $took ms: $passes messages written (a pass each)"
+check "a dense stream of commits makes a pass per 100 ms at most" \
+	"$([ $passes -ge 1 ] && [ $passes -le $((took / 100 + 2)) ] && echo yes || echo no)" "yes"
+check "every commit of it relayed" \
+	"$(q $DB "SELECT count(*) FROM sync.held WHERE key IN (SELECT sync.key(ARRAY[(1000000 + g)::text]) FROM generate_series(1, 600) g)")" "600"
+
 # a pass that found housekeeping not yet due leaves it for later: the worker
 # wakes for it within a second, though its naptime is an hour and nothing
 # commits (a done note, as an unmirrored table's are, pruned without a pass)

@@ -12,12 +12,12 @@
  * magic_sync.naptime otherwise, each in a REPEATABLE READ transaction of its
  * own, in a memory context reset every pass.  Commits that come during a
  * pass make one pass after it: under load, passes follow each other and
- * each takes every note committed since the last, the next one beginning
- * no sooner than the last one took (coalesce_until, at most
- * COALESCE_MAX_MS), so that a stream of commits makes fewer, larger
- * passes.  A transient failure (transient.h) is retried after a backoff
- * that doubles up to a minute; a permanent one is logged, and retried at
- * the same pace, since the fix it waits for is a deploy.  Its passes read
+ * each takes every note committed since the last, the next one waiting
+ * while commits keep coming (coalesce, at most COALESCE_MAX_MS), so that a
+ * stream of commits makes fewer, larger passes.  A transient failure
+ * (transient.h) is retried after a backoff that doubles up to a minute; a
+ * permanent one is logged, and retried at the same pace, since the fix it
+ * waits for is a deploy.  Its passes read
  * the notes from a floor it keeps (floor.h); one the naptime started reads
  * from the first, once a minute at most.  SIGHUP reloads the settings;
  * SIGTERM ends the pass and the worker (the transaction is rolled back:
@@ -90,9 +90,13 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 /* ... and no sooner than this after the last began, unless it left more to do */
 #define HOUSEKEEPING_EVERY_MS 1000
 #define BACKOFF_MAX_MS (60 * 1000)
-/* commits arriving during a pass of part of a batch: the next pass waits at most this long (coalesce_until) */
+/* commits arriving during a pass of part of a batch: the next pass waits at most this long (coalesce_until) ... */
 #ifndef COALESCE_MAX_MS
-#define COALESCE_MAX_MS 50		/* bench: -DCOALESCE_MAX_MS=0 (COPT) builds it without */
+#define COALESCE_MAX_MS 200		/* bench: -DCOALESCE_MAX_MS=0 (COPT) builds it without */
+#endif
+/* ... in slices of at most this long, for as long as each slice saw a commit (coalesce) */
+#ifndef COALESCE_SLICE_MS
+#define COALESCE_SLICE_MS 10
 #endif
 #define PINNED_SEARCH_PATH "pg_catalog, pg_temp"
 
@@ -621,14 +625,18 @@ housekeeping_due(TimestampTz last, bool more, long *wait_ms)
 
 /*
  * Many commits, one pass: when commits came during a pass that read part of
- * a batch, the next begins no sooner than this one took again (*until, at
- * most COALESCE_MAX_MS on): under a stream of commits the relay works at
- * most half the time, and each pass takes more notes for the same cost of a
- * pass.  A commit after a quiet spell, or a backlog (a full batch), goes at
- * once.  Returns whether the next pass runs at once (run_pass).
+ * a batch, the next waits for more for as long as they keep coming, up to
+ * COALESCE_MAX_MS (*until): first as long as that pass took, at most
+ * COALESCE_SLICE_MS (*slice), then by slices of that, and it begins after
+ * the first slice no commit came in (coalesce).  Under a stream of commits
+ * each pass takes more notes for the same fixed cost of a pass, of its
+ * message, of the agent's pull and acknowledgement and its apply; the last
+ * commit of a stream waits two slices at most, and a commit after a quiet
+ * spell, or a backlog (a full batch), goes at once.  Returns whether the
+ * next pass runs at once (run_pass).
  */
 static bool
-run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, TimestampTz *until)
+run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, TimestampTz *until, long *slice)
 {
 	TimestampTz began = GetCurrentTimestamp();
 	int64		read;
@@ -636,13 +644,38 @@ run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, Timestamp
 	bool		again;
 	bool		busy = run_pass(pass_cxt, holding, quiet, &read, &full, &again);
 
-	if (busy && read > 0 && !full && MyLatch->is_set)
+	if (busy && read > 0 && !full && MyLatch->is_set && COALESCE_MAX_MS > 0)
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
-		*until = now + Min(now - began, (TimestampTz) COALESCE_MAX_MS * 1000);
+		*until = now + (TimestampTz) COALESCE_MAX_MS * 1000;
+		*slice = Max(1, (long) Min((now - began) / 1000, COALESCE_SLICE_MS));
 	}
 	return again;
+}
+
+/*
+ * coalesce: the wait run_pass_coalescing asked for.  The commits it waits
+ * for set the latch, and wake it for nothing: it sleeps a slice at a time,
+ * then looks whether one came meanwhile.  The first slice (first_ms, as
+ * long as the pass took) always passes: commits came during the pass.
+ * After it, slices of COALESCE_SLICE_MS: one none came in ends the wait,
+ * the stream stopped, and what came is relayed now.
+ */
+static void
+coalesce(TimestampTz until, long first_ms)
+{
+	for (bool first = true;; first = false)
+	{
+		long		left = (long) ((until - GetCurrentTimestamp()) / 1000);
+
+		if (left <= 0 || (!first && !MyLatch->is_set))
+			return;
+		ResetLatch(MyLatch);
+		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(left, first ? first_ms : COALESCE_SLICE_MS), PG_WAIT_EXTENSION);
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 void
@@ -656,6 +689,7 @@ ms_worker_main(Datum arg)
 	volatile bool again = true;
 	volatile bool tidy = false;
 	volatile TimestampTz coalesce_until = 0;
+	volatile long coalesce_slice = 0;
 	volatile TimestampTz housekept = 0;	/* when housekeeping last began */
 	volatile bool untidy = false;	/* passes ran since (housekeeping_due) */
 	bool		woken;
@@ -713,9 +747,7 @@ ms_worker_main(Datum arg)
 			}
 		}
 		if (backoff == 0 && rest > 0)
-			/* the commits it waits for set the latch: a timeout alone */
-			(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(rest, COALESCE_MAX_MS),
-							 PG_WAIT_EXTENSION);
+			coalesce(coalesce_until, coalesce_slice);
 		else if (wait > 0)
 		{
 			int			rc;
@@ -748,12 +780,14 @@ ms_worker_main(Datum arg)
 			bool		more = tidy;
 			long		later;
 			TimestampTz until = 0;
+			long		slice = 0;
 
 			if (!tidy_only)
 			{
-				again = run_pass_coalescing(pass_cxt, &h, quiet, &until);
+				again = run_pass_coalescing(pass_cxt, &h, quiet, &until, &slice);
 				holding = h;
 				coalesce_until = until;
+				coalesce_slice = slice;
 			}
 			untidy = holding;
 			tidy = false;
