@@ -20,8 +20,13 @@ write's time is cut at the system calls that end a hop:
 
 and p50 / p90 of each over the writes.  Wall-clock figures: the load average is
 printed beside them.  Targets (issue 37): write to file p50 <= 5 ms, p90 <= 10 ms.
+Beside them, what does not depend on the load: the agent's requests to the server
+a write (its sendto calls, pulls and filings) and the CPU a write of the agent and
+of its server sessions (/proc, over the writes).
 
   bench/hops.py [N] [writes]        (defaults 10^6, 40)
+
+MS_HOPS_AGENT=path runs another build of the agent (an A/B).
 
 It starts its own throw-away cluster, as bench/latency.py does, with fsync on (a
 throw-away cluster has it off), as the side-by-side run's clusters have it.
@@ -31,6 +36,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import sqlite3
 import subprocess
 import sys
@@ -92,7 +98,8 @@ def setup(path):
     replica = str(uuid.uuid4())
     cur.execute("SELECT sync.replica_add(%s)", (replica,))
     cur.execute("SELECT sync.wake()")
-    agent = subprocess.Popen([os.path.join(ROOT, "magic_sync_agent"), "--server", f"dbname={DB}",
+    agent = subprocess.Popen([os.environ.get("MS_HOPS_AGENT") or os.path.join(ROOT, "magic_sync_agent"),
+                              "--server", f"dbname={DB}",
                               "--listen", f"dbname={DB}", "--replica", replica, "--db", path, "--quiet"])
     wait("the replica's snapshot",
          lambda: val(cur, "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)"
@@ -168,8 +175,19 @@ def hops(ev):
         left_at = left[0] if left and left[0] <= notified[0] else woke[0]
         rows.append({"commit": woke[0] - w[0], "wake": left_at - woke[0], "pass": notified[0] - left_at,
                      "notify": read[0] - notified[0], "agent": pull[1] - read[0], "pull": answer[0] - pull[1],
-                     "apply": writes_after[-1][0] - answer[0], "traced": writes_after[-1][0] - w[0]})
+                     "apply": writes_after[-1][0] - answer[0], "traced": writes_after[-1][0] - w[0],
+                     "requests": sum(1 for e in seg if e[2] == "agent" and e[3] == "sendto")})
     return rows
+
+
+def cpu(pid):
+    """CPU seconds (user + system) of a process so far, 0 once it is gone"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
 
 
 def pct(xs, p):
@@ -192,6 +210,8 @@ def main():
         time.sleep(2)
     f = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     shown = []
+    sessions = [int(p) for p, r in roles(cur, agent).items() if r == "session"]
+    cpu0 = cpu(agent.pid), sum(cpu(p) for p in sessions)
     try:
         for i in range(3 + WRITES):
             key = 1 + i * (N // (3 + WRITES)) + 17
@@ -208,6 +228,8 @@ def main():
                 time.sleep(0.0005)
             if i >= 3:
                 shown.append((time.monotonic() - t) * 1000)
+        time.sleep(0.2)
+        cpu1 = cpu(agent.pid), sum(cpu(p) for p in sessions)
     finally:
         if perf:
             time.sleep(0.5)
@@ -219,6 +241,8 @@ def main():
     print(f"write to replica file: items of {N:,} rows broadcast to one replica, {WRITES} writes, load {load}")
     print(f"  shown in the file  p50 {pct(shown, 50):6.2f} ms  p90 {pct(shown, 90):6.2f} ms"
           f"  (targets 5 / 10 ms)")
+    print(f"  CPU a write: the agent {(cpu1[0] - cpu0[0]) * 1000 / (3 + WRITES):.2f} ms,"
+          f" its sessions {(cpu1[1] - cpu0[1]) * 1000 / (3 + WRITES):.2f} ms (/proc, in clock ticks)")
     if perf:
         rows = hops(events(open(trace_file).read(), procs))
         print(f"  hop by hop, {len(rows)} writes traced (perf trace slows each call a little):")
@@ -226,6 +250,9 @@ def main():
             xs = [r[k] for r in rows]
             if xs:
                 print(f"    {k:7} p50 {pct(xs, 50):6.2f} ms  p90 {pct(xs, 90):6.2f} ms")
+        if rows:
+            print(f"  the agent's requests to the server a write: {statistics.mean(r['requests'] for r in rows):.2f}"
+                  f" (p50 {pct([r['requests'] for r in rows], 50)})")
         with open(os.path.join(work, "hops.json"), "w") as out:
             json.dump(rows, out)
     shutil.rmtree(work, ignore_errors=True)

@@ -256,6 +256,7 @@ extern wake_reason server_wait(server *s, const char *replica_id, int timeout_ms
 							   volatile const int *stop, char err[AGENT_ERROR_MAX]);
 /* sleep up to ms, returning early on a stop; false when stopped */
 extern bool agent_sleep(int ms, volatile const int *stop);
+extern int64_t agent_mono_ms(void);
 
 /* ---- pulls.c ------------------------------------------------------------ */
 

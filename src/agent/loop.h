@@ -72,6 +72,7 @@ typedef struct agent
 	size_t		unfiled_len;
 	narrowing	narrow;
 	int64_t		bound;			/* the server's upload_bytes when last looked at; -1: not yet */
+	int64_t		bound_at;		/* when (agent_mono_ms) */
 	bool		bound_looked;	/* looked at this round */
 	uint64_t	told[AGENT_ASIDE_MAX];	/* the rows set aside last listed, told already */
 	int			ntold;

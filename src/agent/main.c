@@ -134,18 +134,25 @@ trust(agent *a, char err[AGENT_ERROR_MAX])
 /*
  * pass: pull and apply, a batch at a time, acknowledging each batch (a
  * snapshot once it ends); then file what remains to say.  *moved: whether
- * anything changed on either side.  In a snapshot, the next batch is pulled
- * while this one applies (server_pull_ahead): the server reads and sends it
- * meanwhile.
+ * anything changed on either side.  *settled: whether a pass now would
+ * find nothing -- its last pull found no message, and nothing was filed
+ * after it (a filing's answer waits to be pulled) -- so that, while the
+ * relay's notifications wake the agent (--listen), the round ends without
+ * a pull more; polling, it pulls again at once, as a message written
+ * meanwhile would otherwise wait for the poll.  In a snapshot, the next
+ * batch is pulled while this one applies (server_pull_ahead): the server
+ * reads and sends it meanwhile.
  */
 static agent_status
-pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
+pass(agent *a, round_stats *st, bool *moved, bool *settled, char err[AGENT_ERROR_MAX])
 {
 	round_stats before = *st;
 	agent_status rc;
 	bool		halt = false;
 	server	   *from = NULL;
 	bool		ahead = false;	/* the next batch is on its way from `from` */
+	bool		drained = false;	/* the last pull found no message */
+	int64_t		filed_then = -1;	/* the filings of the round when it pulled */
 
 	/* nothing is applied before the replica knows whose signatures to believe */
 	rc = trust(a, err);
@@ -162,6 +169,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 		int			chained = 0;
 		bool		progressed = false;
 
+		filed_then = st->uploads;
 		if (ahead)
 		{
 			ahead = false;
@@ -198,8 +206,17 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 
 			if (rows[i].number != 0)
 				chained++;
+
+			/*
+			 * Mid-snapshot, the next batch is asked for before this one's first
+			 * message applies, so that the server reads it while the whole
+			 * batch applies; at a snapshot's Begin, once it applied.  It claims
+			 * nothing and is let go of unread when the batch stops short.
+			 */
+			if (i == 0 && !ahead && a->bar.open && rows[n - 1].number > 0)
+				ahead = server_pull_ahead(from, a->uuid_bytes, rows[n - 1].number, a->opt.pull_bytes, err) == STEP_OK;
 			rc = replica_apply(a->rep, rows[i].message, rows[i].len, &res, err);
-			if (rc == STEP_OK && i == 0 && a->bar.open && rows[n - 1].number > 0 &&
+			if (rc == STEP_OK && i == 0 && !ahead && a->bar.open && rows[n - 1].number > 0 &&
 				strcmp(res.result, "applied") == 0)
 				/* a snapshot's: its rest is pulled while this batch applies */
 				ahead = server_pull_ahead(from, a->uuid_bytes, rows[n - 1].number, a->opt.pull_bytes, err) == STEP_OK;
@@ -287,7 +304,10 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 			ahead = false;
 		}
 		if (!progressed || chained == 0)
+		{
+			drained = chained == 0 && !halt && !stop_signal;
 			break;
+		}
 
 		/*
 		 * acknowledge what this batch applied, so the server trims the
@@ -315,6 +335,7 @@ pass(agent *a, round_stats *st, bool *moved, char err[AGENT_ERROR_MAX])
 	}
 	*moved = st->messages != before.messages || st->uploads != before.uploads ||
 		st->answers != before.answers;
+	*settled = drained && st->uploads == filed_then && !a->file_soon;
 	return STEP_OK;
 }
 
@@ -544,6 +565,8 @@ main(int argc, char **argv)
 		agent_status status = STEP_OK;
 		int			passes = 0;
 		bool		moved = true;
+		bool		caught_up = false;
+		bool		any = false;	/* a pass of the round moved */
 
 		if (a.srv == NULL)
 		{
@@ -584,12 +607,15 @@ main(int argc, char **argv)
 		a.bound_looked = false;
 		a.lanes_read = false;
 		began = mono_ms();
-		while (moved && !stop_signal && passes++ < PASSES_MAX)
+		while (moved && !caught_up && !stop_signal && passes++ < PASSES_MAX)
 		{
 			moved = false;
-			status = pass(&a, &st, &moved, err);
+			status = pass(&a, &st, &moved, &caught_up, err);
 			if (status != STEP_OK)
 				break;
+			any = any || moved;
+			/* polling, a message written meanwhile is found only by pulling again */
+			caught_up = caught_up && waiter_listening(a.wait);
 			if (moved && mono_ms() - began >= ROUND_LINE_MS)
 			{
 				if (round_did_something(&st))
@@ -601,7 +627,7 @@ main(int argc, char **argv)
 		if (round_did_something(&st))
 			say_round(&a, &st);
 		/* a round that moved anything may have set rows aside: told once each */
-		if (passes > 1 || round_did_something(&st))
+		if (any || round_did_something(&st))
 			tell_aside(&a);
 		if (stop_signal)
 			break;
@@ -699,7 +725,7 @@ main(int argc, char **argv)
 			agent_sleep(FILE_SOON_MS, &stop_signal);
 			continue;
 		}
-		waiter_round(a.wait, passes > 1);
+		waiter_round(a.wait, any);
 		switch (waiter_wait(a.wait, a.srv, a.uuid, a.rep, &stop_signal, err))
 		{
 			case WAKE_LOST:

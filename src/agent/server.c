@@ -428,7 +428,7 @@ server_pull_ahead(server *s, const uint8_t replica[16], int64_t after, int max_b
 	be64(after_be, (uint64_t) after);
 	for (int i = 0; i < 4; i++)
 		bytes_be[i] = (uint8_t) ((uint32_t) max_bytes >> (24 - 8 * i));
-	if (!PQsendQueryParams(s->conn, "SELECT number, message FROM sync.pull($1, $2, $3)",
+	if (!PQsendQueryParams(s->conn, PULL_SQL("$1, $2, $3"),
 						   3, types, values, lengths, formats, 1))
 		return result_status(s, NULL, "sync.pull", err);
 	s->ahead = true;
@@ -763,6 +763,13 @@ server_wait(server *s, const char *replica_id, int timeout_ms, replica *r,
 			return WAKE_LOST;
 		}
 	}
+}
+
+/* agent_mono_ms: the monotonic clock, in ms */
+int64_t
+agent_mono_ms(void)
+{
+	return now_ms();
 }
 
 bool

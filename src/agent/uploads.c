@@ -14,6 +14,7 @@
 #include "wire.h"
 
 #define UPLOADS_PER_PASS 1000
+#define BOUND_EVERY_MS 5000		/* the server's upload bound, looked at again after */
 
 /*
  * file: sync.file of one upload.  An upload stamps what it carries in the
@@ -240,9 +241,12 @@ next_lane(agent *a, char lanes[][AGENT_LANE_BYTES], int n, const bool *done, int
 }
 
 /*
- * bound: the server's upload bound, looked at once a round, before its first
- * upload -- not before its first pull, which a notification is waiting on: rows
- * set aside as too large go up again when it changes (and when the agent starts)
+ * bound: the server's upload bound, looked at before a round's first upload
+ * -- not before its first pull, which a notification is waiting on -- and
+ * at most every BOUND_EVERY_MS: a busy replica's rounds follow each other
+ * by milliseconds, each a round trip more for a setting that seldom
+ * changes.  Rows set aside as too large go up again when it changes (and
+ * when the agent starts).
  */
 static void
 bound(agent *a)
@@ -250,12 +254,13 @@ bound(agent *a)
 	int64_t		now;
 	char		err[AGENT_ERROR_MAX];
 
-	if (a->bound_looked)
+	if (a->bound_looked || (a->bound >= 0 && agent_mono_ms() - a->bound_at < BOUND_EVERY_MS))
 		return;
 	now = server_upload_bound(a->srv);
 	if (a->bound >= 0 && now != a->bound)
 		replica_retry_too_large(a->rep, err);
 	a->bound = now;
+	a->bound_at = agent_mono_ms();
 	a->bound_looked = true;
 }
 
