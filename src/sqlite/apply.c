@@ -187,8 +187,8 @@ quiet_triggers(applier *a, const Sync__Down *d, bool *off)
 	if (rows < QUIET_ROWS || sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, -1, &on) != SQLITE_OK || !on)
 		return SQLITE_OK;
 	rc = ms_prepare(c, &st, "SELECT EXISTS (SELECT 1 FROM main.sqlite_master WHERE type = 'trigger'"
-					" AND NOT (name GLOB '_sync_*' AND instr(sql, %Q) > 0)"
-					" UNION ALL SELECT 1 FROM temp.sqlite_master WHERE type = 'trigger')", ours_when);
+					" AND NOT (name GLOB '_sync_*' AND instr(sql, %Q) > 0) AND %s"
+					" UNION ALL SELECT 1 FROM temp.sqlite_master WHERE type = 'trigger')", ours_when, ms_gen_triggers);
 	if (rc == SQLITE_OK)
 		rc = ms_step(c, st);
 	if (rc == SQLITE_ROW)
@@ -218,7 +218,7 @@ apply(applier *a, ms_buf *out)
 	const char *snapshot;
 	ms_vsum    *vs = NULL;
 
-	rc = ms_exec(c, "UPDATE _sync_state SET applying = 2 WHERE id = 1");
+	rc = ms_exec_one(c, "UPDATE _sync_state SET applying = 2 WHERE id = 1");
 	/* rows written since the last message are dated by it (reach.c) */
 	if (rc == SQLITE_OK)
 		rc = ms_reach_date(c);
@@ -305,7 +305,7 @@ apply(applier *a, ms_buf *out)
 	/* and the new rows' in */
 	rc = ms_vsum_after(c, vs, rc);
 	if (rc == SQLITE_OK)
-		rc = ms_exec(c, "UPDATE _sync_state SET applying = 0 WHERE id = 1");
+		rc = ms_exec_one(c, "UPDATE _sync_state SET applying = 0 WHERE id = 1");
 	a->n.let_go = let_go;
 	if (rc == SQLITE_OK)
 	{
