@@ -12,7 +12,9 @@
 ** instead of finalizing it.  A statement lent out is not lent twice: a
 ** second holder of the same text (a call within a call) gets one of its
 ** own, finalized as before.  A kept statement whose schema changed is
-** prepared again by sqlite3_step, as any (sqlite3_prepare_v3).
+** prepared again by sqlite3_step, as any (sqlite3_prepare_v3).  Such a
+** connection keeps the schema it read last too (schema.c says while it
+** holds), lent to one call at a time.
 **
 ** Not by default: a kept statement is an unfinalized statement, and
 ** sqlite3_close refuses a connection that has one (sqlite3_close_v2 leaves
