@@ -187,8 +187,8 @@ quiet_triggers(applier *a, const Sync__Down *d, bool *off)
 	if (rows < QUIET_ROWS || sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, -1, &on) != SQLITE_OK || !on)
 		return SQLITE_OK;
 	rc = ms_prepare(c, &st, "SELECT EXISTS (SELECT 1 FROM main.sqlite_master WHERE type = 'trigger'"
-					" AND NOT (name GLOB '_sync_*' AND instr(sql, %Q) > 0)"
-					" UNION ALL SELECT 1 FROM temp.sqlite_master WHERE type = 'trigger')", ours_when);
+					" AND NOT (name GLOB '_sync_*' AND instr(sql, %Q) > 0) AND %s"
+					" UNION ALL SELECT 1 FROM temp.sqlite_master WHERE type = 'trigger')", ours_when, ms_gen_triggers);
 	if (rc == SQLITE_OK)
 		rc = ms_step(c, st);
 	if (rc == SQLITE_ROW)
@@ -218,7 +218,7 @@ apply(applier *a, ms_buf *out)
 	const char *snapshot;
 	ms_vsum    *vs = NULL;
 
-	rc = ms_exec(c, "UPDATE _sync_state SET applying = 2 WHERE id = 1");
+	rc = ms_exec_one(c, "UPDATE _sync_state SET applying = 2 WHERE id = 1");
 	/* rows written since the last message are dated by it (reach.c) */
 	if (rc == SQLITE_OK)
 		rc = ms_reach_date(c);
@@ -305,7 +305,7 @@ apply(applier *a, ms_buf *out)
 	/* and the new rows' in */
 	rc = ms_vsum_after(c, vs, rc);
 	if (rc == SQLITE_OK)
-		rc = ms_exec(c, "UPDATE _sync_state SET applying = 0 WHERE id = 1");
+		rc = ms_exec_one(c, "UPDATE _sync_state SET applying = 0 WHERE id = 1");
 	a->n.let_go = let_go;
 	if (rc == SQLITE_OK)
 	{
@@ -493,35 +493,35 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 					 (unsigned long long) n, (long long) bound);
 		goto done;
 	}
-	/* the server's signature, on the bytes as they came: nothing of a message it does not sign is read */
-	rc = ms_trust_check(&c, bytes, n);
+	rc = ms_begin(&c, "_sync_apply");
 	if (rc != SQLITE_OK)
 		goto done;
-	m = ms_to_replica_decode(bytes, n, (size_t) bound, &pa, &status, reason);
-	if (status == MS_WIRE_LATER_PROTOCOL)
+	/*
+	 * the server's signature, on the bytes as they came: nothing of a
+	 * message it does not sign is read; in the transaction that applies it,
+	 * so the key it is checked with is the one the file has then
+	 */
+	rc = ms_trust_check(&c, bytes, n);
+	m = rc == SQLITE_OK ? ms_to_replica_decode(bytes, n, (size_t) bound, &pa, &status, reason) : NULL;
+	if (rc == SQLITE_OK && status == MS_WIRE_LATER_PROTOCOL)
 	{
 		/* neither applied nor acknowledged */
 		ms_buf_printf(&out, "{\"result\":\"later_protocol\",\"protocol\":%u,\"number\":%llu}",
 					  m->protocol, (unsigned long long) m->number);
-		goto done;
+		m = NULL;
 	}
-	if (m == NULL)
-	{
+	else if (rc == SQLITE_OK && m == NULL)
 		rc = status == MS_WIRE_NO_MEMORY ? SQLITE_NOMEM :
 			ms_fail(&c, SQLITE_ERROR, "the message cannot be applied: %s", reason);
-		goto done;
-	}
-	rc = ms_begin(&c, "_sync_apply");
-	if (rc != SQLITE_OK)
-		goto done;
-	rc = ms_state_ensure(&c);
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK && m != NULL)
+		rc = ms_state_ensure(&c);
+	if (rc == SQLITE_OK && m != NULL)
 		rc = ms_state_load(&c);
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK && m != NULL)
 		rc = ms_state_repair(&c);
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK && m != NULL)
 		rc = ms_schema_load(&c);
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK && m != NULL)
 		rc = chain(&c, m, &out);
 	/* the result is whole before anything is kept */
 	if (rc == SQLITE_OK && out.oom)

@@ -12,7 +12,9 @@
 ** instead of finalizing it.  A statement lent out is not lent twice: a
 ** second holder of the same text (a call within a call) gets one of its
 ** own, finalized as before.  A kept statement whose schema changed is
-** prepared again by sqlite3_step, as any (sqlite3_prepare_v3).
+** prepared again by sqlite3_step, as any (sqlite3_prepare_v3).  Such a
+** connection keeps the schema it read last too (schema.c says while it
+** holds), lent to one call at a time.
 **
 ** Not by default: a kept statement is an unfinalized statement, and
 ** sqlite3_close refuses a connection that has one (sqlite3_close_v2 leaves
@@ -27,7 +29,12 @@ SQLITE_EXTENSION_INIT3
 #include <string.h>
 
 #define KEPT_CONNECTIONS 16		/* connections keeping statements at once */
-#define KEPT_STATEMENTS 64		/* statements kept for one */
+/*
+ * statements kept for one: a round of the agent's calls prepares some 80
+ * (savepoints' included), a file of many tables a few more of each
+ */
+#define KEPT_STATEMENTS 256
+#define KEPT_INDEX (2 * KEPT_STATEMENTS)	/* slots of the index by hash: a power of two */
 
 typedef struct kept_stmt
 {
@@ -42,6 +49,11 @@ typedef struct kept_conn
 	sqlite3    *db;
 	int			n;
 	kept_stmt	s[KEPT_STATEMENTS];
+	/* each statement's place in s, plus one (0: empty), at its hash and on (open addressing) */
+	uint16_t	index[KEPT_INDEX];
+	uint16_t	by_stmt[KEPT_INDEX];	/* the same, at the hash of the statement's address */
+	ms_schema_kept *schema;		/* the schema read last (schema.c) */
+	bool		schema_lent;	/* a call has it */
 } kept_conn;
 
 /* the connections keeping statements: taken under the static mutex */
@@ -66,6 +78,12 @@ find(sqlite3 *db)
 		if (kept[i] != NULL && kept[i]->db == db)
 			return kept[i];
 	return NULL;
+}
+
+static uint32_t
+hash_stmt(const sqlite3_stmt *st)
+{
+	return (uint32_t) (((uintptr_t) st >> 4) * 2654435761u);
 }
 
 static uint32_t
@@ -94,14 +112,18 @@ ms_kept_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st)
 	sqlite3_mutex_enter(m);
 	k = find(db);
 	if (k != NULL)
-		for (int i = 0; i < k->n; i++)
-			if (k->s[i].hash == h && !k->s[i].lent && strcmp(k->s[i].sql, sql) == 0)
+		for (uint32_t p = h; k->index[p % KEPT_INDEX] != 0; p++)
+		{
+			kept_stmt  *e = &k->s[k->index[p % KEPT_INDEX] - 1];
+
+			if (e->hash == h && !e->lent && strcmp(e->sql, sql) == 0)
 			{
-				k->s[i].lent = true;
-				*st = k->s[i].st;
+				e->lent = true;
+				*st = e->st;
 				sqlite3_mutex_leave(m);
 				return SQLITE_OK;
 			}
+		}
 	sqlite3_mutex_leave(m);
 	if (k == NULL)
 		return sqlite3_prepare_v2(db, sql, -1, st, NULL);
@@ -117,10 +139,18 @@ ms_kept_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st)
 
 		if (copy != NULL)
 		{
+			uint32_t	p = h;
+
 			k->s[k->n].hash = h;
 			k->s[k->n].sql = copy;
 			k->s[k->n].st = *st;
 			k->s[k->n].lent = true;
+			while (k->index[p % KEPT_INDEX] != 0)
+				p++;
+			k->index[p % KEPT_INDEX] = (uint16_t) (k->n + 1);
+			for (p = hash_stmt(*st); k->by_stmt[p % KEPT_INDEX] != 0; p++)
+				;
+			k->by_stmt[p % KEPT_INDEX] = (uint16_t) (k->n + 1);
 			k->n++;
 		}
 	}
@@ -142,12 +172,12 @@ ms_finalize(sqlite3_stmt *st)
 	sqlite3_mutex_enter(m);
 	k = find(sqlite3_db_handle(st));
 	if (k != NULL)
-		for (int i = 0; i < k->n; i++)
-			if (k->s[i].st == st)
+		for (uint32_t p = hash_stmt(st); k->by_stmt[p % KEPT_INDEX] != 0; p++)
+			if (k->s[k->by_stmt[p % KEPT_INDEX] - 1].st == st)
 			{
 				int			rc;
 
-				k->s[i].lent = false;
+				k->s[k->by_stmt[p % KEPT_INDEX] - 1].lent = false;
 				sqlite3_mutex_leave(m);
 				/* what sqlite3_finalize would say: the last step's error */
 				rc = sqlite3_reset(st);
@@ -175,9 +205,54 @@ let_go(int slot)
 			sqlite3_finalize(k->s[i].st);
 		sqlite3_free(k->s[i].sql);
 	}
+	/* a schema lent out is its holder's, freed when given back */
+	if (!k->schema_lent)
+		ms_schema_kept_free(k->schema);
 	sqlite3_free(k);
 	kept[slot] = NULL;
 	nkept--;
+}
+
+bool
+ms_kept_schema_lend(sqlite3 *db, ms_schema_kept **out)
+{
+	sqlite3_mutex *m;
+	kept_conn  *k;
+	bool		lent = false;
+
+	*out = NULL;
+	if (nkept == 0)
+		return false;
+	m = kept_mutex();
+	sqlite3_mutex_enter(m);
+	k = find(db);
+	if (k != NULL && !k->schema_lent)
+	{
+		*out = k->schema;
+		k->schema = NULL;
+		k->schema_lent = lent = true;
+	}
+	sqlite3_mutex_leave(m);
+	return lent;
+}
+
+void
+ms_kept_schema_give(sqlite3 *db, ms_schema_kept *s)
+{
+	sqlite3_mutex *m = kept_mutex();
+	kept_conn  *k;
+
+	sqlite3_mutex_enter(m);
+	k = find(db);
+	if (k != NULL && k->schema_lent)
+	{
+		k->schema = s;
+		k->schema_lent = false;
+		s = NULL;
+	}
+	sqlite3_mutex_leave(m);
+	/* the connection let go of what it kept meanwhile */
+	ms_schema_kept_free(s);
 }
 
 /*

@@ -134,6 +134,7 @@ typedef struct ms_state
 } ms_state;
 
 typedef struct ms_schema ms_schema;
+typedef struct ms_schema_kept ms_schema_kept;
 typedef struct ms_catalog ms_catalog;
 
 /* the tables a first snapshot took from the host, to backfill (backfill.c) */
@@ -154,6 +155,9 @@ typedef struct ms_ctx
 	bool		have_state;		/* the _sync_ tables exist */
 	ms_state	st;
 	ms_schema  *schema;
+	/* the schema kept by the connection, lent to this call (schema.c, kept.c) */
+	bool		kept_lent;
+	ms_schema_kept *kept_schema;
 	/* the file's objects, read once per schema application (schema.c); NULL: not read */
 	ms_catalog *catalog;
 	/*
@@ -191,6 +195,11 @@ extern int	ms_dberr(ms_ctx *c, int rc);
 extern int	ms_exec(ms_ctx *c, const char *fmt,...);
 /* ms_prepare: prepare one statement (sqlite3_mprintf formats), or lend a kept one (kept.c). */
 extern int	ms_prepare(ms_ctx *c, sqlite3_stmt **st, const char *fmt,...);
+/*
+ * ms_exec_one: run one statement of fixed text, no parameters, prepared as
+ * ms_prepare does (kept: not parsed again at each call, as ms_exec would).
+ */
+extern int	ms_exec_one(ms_ctx *c, const char *sql);
 
 /*
  * kept.c: statements kept prepared across calls by a connection that asks
@@ -202,6 +211,17 @@ extern int	ms_prepare(ms_ctx *c, sqlite3_stmt **st, const char *fmt,...);
 extern int	ms_kept_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st);
 extern int	ms_finalize(sqlite3_stmt *st);
 extern int	ms_kept_register(sqlite3 *db);
+/*
+ * The schema such a connection keeps between calls (schema.c):
+ * ms_kept_schema_lend hands it to a call (*k, NULL when none is kept yet),
+ * false when the connection keeps nothing or lent it already;
+ * ms_kept_schema_give takes back what the call keeps (k, or NULL), which the
+ * connection keeps until the next call (freed when it keeps nothing any
+ * more); ms_schema_kept_free frees one.
+ */
+extern bool ms_kept_schema_lend(sqlite3 *db, ms_schema_kept **k);
+extern void ms_kept_schema_give(sqlite3 *db, ms_schema_kept *k);
+extern void ms_schema_kept_free(ms_schema_kept *k);
 #ifndef MS_KEPT_C
 #undef sqlite3_finalize
 #define sqlite3_finalize ms_finalize
@@ -289,6 +309,13 @@ extern int	ms_hlc_ensure(ms_ctx *c);
 extern int	ms_hlc_drop_triggers(ms_ctx *c, const char *name);
 extern int	ms_hlc_current(ms_ctx *c, int64_t *clock);
 extern int	ms_hlc_heard(ms_ctx *c, uint64_t remote);
+
+/*
+ * ms_gen_triggers: SQL true of a row of sqlite_master that is not one of
+ * the triggers _sync_gen_* (state.c): writing only _sync_state, never a
+ * held row, and never while a Down's rows are written
+ */
+extern const char *const ms_gen_triggers;
 
 /* ms_state_exists: whether the _sync_ tables exist (sets c->have_state). */
 extern int	ms_state_exists(ms_ctx *c);

@@ -81,8 +81,8 @@ ms_names_find(const ms_names *ns, const char *name)
 }
 
 /* key_sql: the canonical key of a row in SQL; alias is "NEW.", "OLD." or "" */
-char *
-ms_key_sql(ms_ctx *c, const ms_tbl *t, const char *alias)
+static char *
+key_sql(ms_arena **a, const ms_tbl *t, const char *alias)
 {
 	ms_buf		b = {0};
 	char	   *out;
@@ -96,34 +96,40 @@ ms_key_sql(ms_ctx *c, const ms_tbl *t, const char *alias)
 		ms_buf_printf(&b, "length(CAST(CAST(%s%s AS TEXT) AS BLOB)) || ':' || CAST(%s%s AS TEXT)",
 					  alias, q, alias, q);
 	}
-	out = b.oom ? NULL : ms_strdup(&c->arena, b.data);
+	out = b.oom ? NULL : ms_strdup(a, b.data);
 	ms_buf_free(&b);
 	return out;
 }
 
-/* tbl_build: the in-memory description of a checked Table message */
+char *
+ms_key_sql(ms_ctx *c, const ms_tbl *t, const char *alias)
+{
+	return key_sql(&c->arena, t, alias);
+}
+
+/* tbl_build: the in-memory description of a checked Table message, in arena a */
 static int
-tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
+tbl_build(ms_arena **a, Sync__Table *m, ms_tbl *t)
 {
 	ms_buf		b = {0};
-	ProtobufCAllocator rows = ms_arena_allocator(&c->arena);
+	ProtobufCAllocator rows = ms_arena_allocator(a);
 	ms_row_column *rcols;
 
 	memset(t, 0, sizeof *t);
 	t->msg = m;
 	t->name = m->name;
-	t->q = ms_printf(&c->arena, "\"%w\"", m->name);
-	t->lit = ms_printf(&c->arena, "%Q", m->name);
+	t->q = ms_printf(a, "\"%w\"", m->name);
+	t->lit = ms_printf(a, "%Q", m->name);
 	t->setting = strcmp(m->mirror, "setting") == 0;
 	t->record = t->setting || strcmp(m->mirror, "record") == 0;
 	t->proto = strcmp(m->codec, "proto") == 0;
 	t->ncols = (int) m->n_columns;
-	t->cols = ms_alloc(&c->arena, sizeof(ms_col) * m->n_columns);
+	t->cols = ms_alloc(a, sizeof(ms_col) * m->n_columns);
 	t->nkey = (int) m->n_key;
-	t->key = ms_alloc(&c->arena, sizeof(int) * m->n_key);
+	t->key = ms_alloc(a, sizeof(int) * m->n_key);
 	t->nfk = (int) m->n_foreign_keys;
-	t->fks = ms_alloc(&c->arena, sizeof(ms_fk) * (m->n_foreign_keys + 1));
-	rcols = ms_alloc(&c->arena, sizeof(ms_row_column) * (m->n_columns + 1));
+	t->fks = ms_alloc(a, sizeof(ms_fk) * (m->n_foreign_keys + 1));
+	rcols = ms_alloc(a, sizeof(ms_row_column) * (m->n_columns + 1));
 	if (t->q == NULL || t->lit == NULL || t->cols == NULL || t->key == NULL || t->fks == NULL ||
 		rcols == NULL)
 		return SQLITE_NOMEM;
@@ -131,12 +137,12 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 		t->cols[i].name = m->columns[i]->name;
 	if (t->ncols > COLMAP_MIN)
 	{
-		if ((t->colmap = ms_alloc(&c->arena, sizeof(ms_map))) == NULL)
+		if ((t->colmap = ms_alloc(a, sizeof(ms_map))) == NULL)
 			return SQLITE_NOMEM;
 		ms_map_init(t->colmap, false);
 		/* names are unique (wire.c) */
 		for (int i = 0; i < t->ncols; i++)
-			if (ms_map_put(&c->arena, t->colmap, t->cols[i].name, strlen(t->cols[i].name), &t->cols[i]) != SQLITE_OK)
+			if (ms_map_put(a, t->colmap, t->cols[i].name, strlen(t->cols[i].name), &t->cols[i]) != SQLITE_OK)
 				return SQLITE_NOMEM;
 	}
 	t->retired = m->retired[0] ? column_of(t, m->retired) : -1;
@@ -146,7 +152,7 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 		const Sync__Column *mc = m->columns[i];
 		ms_col	   *col = &t->cols[i];
 
-		col->q = ms_printf(&c->arena, "\"%w\"", mc->name);
+		col->q = ms_printf(a, "\"%w\"", mc->name);
 		if (col->q == NULL)
 			return SQLITE_NOMEM;
 		/* checked (wire.c): one of the four */
@@ -181,8 +187,8 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 		ms_fk	   *fk = &t->fks[f];
 
 		fk->n = (int) mf->n_columns;
-		fk->cols = ms_alloc(&c->arena, sizeof(int) * mf->n_columns);
-		fk->refs = ms_alloc(&c->arena, sizeof(char *) * mf->n_columns);
+		fk->cols = ms_alloc(a, sizeof(int) * mf->n_columns);
+		fk->refs = ms_alloc(a, sizeof(char *) * mf->n_columns);
 		fk->ref_names = (const char **) mf->references;
 		if (fk->cols == NULL || fk->refs == NULL)
 			return SQLITE_NOMEM;
@@ -191,19 +197,19 @@ tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 		for (int j = 0; j < fk->n; j++)
 		{
 			fk->cols[j] = column_of(t, mf->columns[j]);
-			fk->refs[j] = ms_printf(&c->arena, "\"%w\"", mf->references[j]);
+			fk->refs[j] = ms_printf(a, "\"%w\"", mf->references[j]);
 			if (fk->refs[j] == NULL)
 				return SQLITE_NOMEM;
 		}
 	}
-	t->keyexpr = ms_key_sql(c, t, "");
+	t->keyexpr = key_sql(a, t, "");
 	for (int k = 0; k < t->nkey; k++)
 		ms_buf_printf(&b, "%s%s = ?%d", k ? " AND " : "", t->cols[t->key[k]].q, k + 1);
-	t->keymatch = b.oom ? NULL : ms_strdup(&c->arena, b.data);
+	t->keymatch = b.oom ? NULL : ms_strdup(a, b.data);
 	b.len = 0;
 	for (int k = 0; k < t->nkey; k++)
 		ms_buf_printf(&b, "%s%s", k ? ", " : "", t->cols[t->key[k]].q);
-	t->keycols = b.oom ? NULL : ms_strdup(&c->arena, b.data);
+	t->keycols = b.oom ? NULL : ms_strdup(a, b.data);
 	ms_buf_free(&b);
 	if (t->keyexpr == NULL || t->keymatch == NULL || t->keycols == NULL)
 		return SQLITE_NOMEM;
@@ -227,11 +233,11 @@ tbl_order(const void *a, const void *b)
 
 /* by_name: the schema's names mapped to their tables, as the array is now */
 static int
-by_name(ms_ctx *c, ms_schema *s)
+by_name(ms_arena **a, ms_schema *s)
 {
 	ms_map_init(&s->byname, false);
 	for (int i = 0; i < s->n; i++)
-		if (ms_map_put(&c->arena, &s->byname, s->t[i].name, strlen(s->t[i].name), &s->t[i]) != SQLITE_OK)
+		if (ms_map_put(a, &s->byname, s->t[i].name, strlen(s->t[i].name), &s->t[i]) != SQLITE_OK)
 			return SQLITE_NOMEM;
 	return SQLITE_OK;
 }
@@ -255,11 +261,11 @@ fk_parent(const ms_schema *s, const ms_fk *fk)
  * each table once (a foreign key that closes a cycle is not followed)
  */
 static int
-depths(ms_ctx *c, ms_schema *s)
+depths(ms_arena **a, ms_schema *s)
 {
-	signed char *state = ms_alloc(&c->arena, (size_t) s->n + 1);	/* 0 not seen, 1 on the walk, 2 done */
-	int		   *at = ms_alloc(&c->arena, sizeof(int) * (size_t) (s->n + 1));
-	int		   *next = ms_alloc(&c->arena, sizeof(int) * (size_t) (s->n + 1));
+	signed char *state = ms_alloc(a, (size_t) s->n + 1);	/* 0 not seen, 1 on the walk, 2 done */
+	int		   *at = ms_alloc(a, sizeof(int) * (size_t) (s->n + 1));
+	int		   *next = ms_alloc(a, sizeof(int) * (size_t) (s->n + 1));
 
 	if (state == NULL || at == NULL || next == NULL)
 		return SQLITE_NOMEM;
@@ -304,9 +310,9 @@ depths(ms_ctx *c, ms_schema *s)
 
 /* link foreign keys to the tables held, and order parents first */
 static int
-schema_link(ms_ctx *c, ms_schema *s)
+schema_link(ms_arena **a, ms_schema *s)
 {
-	int			rc = by_name(c, s);
+	int			rc = by_name(a, s);
 
 	for (int i = 0; i < s->n && rc == SQLITE_OK; i++)
 	{
@@ -315,12 +321,12 @@ schema_link(ms_ctx *c, ms_schema *s)
 			s->t[i].fks[f].parent = fk_parent(s, &s->t[i].fks[f]);
 	}
 	if (rc == SQLITE_OK)
-		rc = depths(c, s);
+		rc = depths(a, s);
 	if (rc == SQLITE_OK && s->n > 1)
 	{
 		/* sort, then relink: parent indexes follow the new order */
 		qsort(s->t, (size_t) s->n, sizeof(ms_tbl), tbl_order);
-		rc = by_name(c, s);
+		rc = by_name(a, s);
 		for (int i = 0; i < s->n && rc == SQLITE_OK; i++)
 			for (int f = 0; f < s->t[i].nfk; f++)
 				s->t[i].fks[f].parent = fk_parent(s, &s->t[i].fks[f]);
@@ -359,6 +365,10 @@ schema_check(ms_ctx *c, ms_schema *s)
 		int			present = 0;
 		ms_names	ns;
 
+		/* as the file is now, whatever an earlier call found (a schema kept) */
+		t->broken = NULL;
+		t->host = false;
+		t->absent = false;
 		if (t->unmade)
 		{
 			ms_catalog *cat;
@@ -442,21 +452,20 @@ checked:
 	return rc;
 }
 
-int
-ms_schema_load(ms_ctx *c)
+/* read: _sync_tables into a schema of arena a (*out), linked, not yet checked against the file */
+static int
+read(ms_ctx *c, ms_arena **a, ms_schema **out)
 {
 	sqlite3_stmt *st = NULL;
-	ProtobufCAllocator pa = ms_arena_allocator(&c->arena);
+	ProtobufCAllocator pa = ms_arena_allocator(a);
 	int			rc = SQLITE_OK;
 	int			cap = 0;
 	bool		has_made = false;
-	ms_schema  *s = ms_alloc(&c->arena, sizeof(ms_schema));
+	ms_schema  *s = ms_alloc(a, sizeof(ms_schema));
 
+	*out = s;
 	if (s == NULL)
 		return SQLITE_NOMEM;
-	c->schema = s;
-	if (!c->have_state)
-		return SQLITE_OK;
 	rc = ms_prepare(c, &st, "SELECT count(*), (SELECT count(*) FROM pragma_table_info('_sync_made'))"
 					" FROM _sync_tables");
 	if (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
@@ -469,7 +478,7 @@ ms_schema_load(ms_ctx *c)
 	st = NULL;
 	if (rc != SQLITE_OK)
 		return rc;
-	s->t = ms_alloc(&c->arena, sizeof(ms_tbl) * (size_t) (cap + 1));
+	s->t = ms_alloc(a, sizeof(ms_tbl) * (size_t) (cap + 1));
 	if (s->t == NULL)
 		return SQLITE_NOMEM;
 	/* a file of an older build has no _sync_made: it made every table it holds */
@@ -492,7 +501,7 @@ ms_schema_load(ms_ctx *c)
 						 (const char *) sqlite3_column_text(st, 0));
 			break;
 		}
-		rc = tbl_build(c, m, &s->t[s->n]);
+		rc = tbl_build(a, m, &s->t[s->n]);
 		s->t[s->n].position = sqlite3_column_int(st, 2);
 		s->t[s->n].unmade = sqlite3_column_int(st, 3) == 0;
 		s->n++;
@@ -500,10 +509,135 @@ ms_schema_load(ms_ctx *c)
 	if (rc == SQLITE_DONE)
 		rc = SQLITE_OK;
 	sqlite3_finalize(st);
+	return rc == SQLITE_OK ? schema_link(a, s) : rc;
+}
+
+/* ---- the schema kept between calls ------------------------------------- */
+
+/*
+ * A connection that keeps its statements (kept.c) keeps the schema it read
+ * last too, with what it was read under: reading and unpacking
+ * _sync_tables was a third of a one-row sync_apply, and the same again of
+ * each sync_status and sync_upload.  It is the file's as long as
+ *
+ *   tables_gen     _sync_state's, which the triggers _sync_gen_* set to a
+ *                  random number at every write of _sync_tables or
+ *                  _sync_made, whoever writes (another connection, another
+ *                  process, an older build, the host by hand, sync_apply's
+ *                  own schema changes), and which a rolled back write puts
+ *                  back as it was: random, never a value seen before
+ *   schema_version the file's: DDL of anyone's (a table of ours dropped,
+ *                  a trigger _sync_gen_* dropped, _sync_made made)
+ *
+ * are both as they were.  What a table is in the file now (broken, absent,
+ * the host's of its name) is checked at each call all the same
+ * (schema_check): a schema version can come back after a rollback.  Only a
+ * call's first read takes the kept schema; one read again after its own
+ * changes (a Begin, a schema change) is the call's, and the next call reads
+ * it whole.  A call holds it until it ends (ms_ctx_done): another call on the
+ * connection in between (a call within a call) reads its own.
+ */
+struct ms_schema_kept
+{
+	ms_arena   *arena;			/* the schema and all it points at */
+	ms_schema  *schema;
+	sqlite3_int64 gen;
+	sqlite3_int64 version;
+};
+
+void
+ms_schema_kept_free(ms_schema_kept *k)
+{
+	if (k == NULL)
+		return;
+	ms_arena_free(&k->arena);
+	sqlite3_free(k);
+}
+
+/* key: what the schema was read under (*keyed false: the file has no tables_gen, so nothing is kept) */
+static int
+key(ms_ctx *c, sqlite3_int64 *gen, sqlite3_int64 *version, bool *keyed)
+{
+	sqlite3_stmt *st = NULL;
+	int			rc = ms_has_column(c, "_sync_state", "tables_gen", keyed);
+
+	if (rc != SQLITE_OK || !*keyed)
+		return rc;
+	rc = ms_prepare(c, &st, "SELECT tables_gen, (SELECT schema_version FROM pragma_schema_version)"
+					" FROM _sync_state WHERE id = 1");
 	if (rc == SQLITE_OK)
-		rc = schema_link(c, s);
-	if (rc == SQLITE_OK && s->n > 0)
-		rc = schema_check(c, s);
+		rc = ms_step(c, st);
+	*keyed = rc == SQLITE_ROW;
+	if (rc == SQLITE_ROW)
+	{
+		*gen = sqlite3_column_int64(st, 0);
+		*version = sqlite3_column_int64(st, 1);
+		rc = SQLITE_OK;
+	}
+	else if (rc == SQLITE_DONE)
+		rc = SQLITE_OK;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/*
+ * kept_read: the call's first read, on a connection that keeps its
+ * statements and is not reading it already: the schema kept when it is
+ * still the file's, else read into a new one kept in its place
+ */
+static int
+kept_read(ms_ctx *c, ms_schema_kept *k)
+{
+	sqlite3_int64 gen = 0;
+	sqlite3_int64 version = 0;
+	bool		keyed = false;
+	int			rc = key(c, &gen, &version, &keyed);
+
+	if (rc == SQLITE_OK && keyed && k != NULL && k->gen == gen && k->version == version)
+	{
+		c->kept_schema = k;
+		c->schema = k->schema;
+		return SQLITE_OK;
+	}
+	ms_schema_kept_free(k);
+	if (rc != SQLITE_OK || !keyed)
+		return rc == SQLITE_OK ? read(c, &c->arena, &c->schema) : rc;
+	if ((k = sqlite3_malloc64(sizeof *k)) == NULL)
+		return SQLITE_NOMEM;
+	memset(k, 0, sizeof *k);
+	k->gen = gen;
+	k->version = version;
+	rc = read(c, &k->arena, &k->schema);
+	if (rc != SQLITE_OK)
+	{
+		ms_schema_kept_free(k);
+		return rc;
+	}
+	c->kept_schema = k;
+	c->schema = k->schema;
+	return SQLITE_OK;
+}
+
+int
+ms_schema_load(ms_ctx *c)
+{
+	ms_schema_kept *k = NULL;
+	int			rc;
+
+	if (!c->have_state)
+	{
+		c->schema = ms_alloc(&c->arena, sizeof(ms_schema));
+		return c->schema ? SQLITE_OK : SQLITE_NOMEM;
+	}
+	if (c->schema == NULL && !c->kept_lent && ms_kept_schema_lend(c->db, &k))
+	{
+		c->kept_lent = true;
+		rc = kept_read(c, k);
+	}
+	else
+		rc = read(c, &c->arena, &c->schema);
+	if (rc == SQLITE_OK && c->schema->n > 0)
+		rc = schema_check(c, c->schema);
 	return rc;
 }
 
@@ -656,5 +790,5 @@ ms_column_key(ms_ctx *c, sqlite3_stmt *st, int first, int n, ms_buf *out)
 int
 ms_tbl_build(ms_ctx *c, Sync__Table *m, ms_tbl *t)
 {
-	return tbl_build(c, m, t);
+	return tbl_build(&c->arena, m, t);
 }

@@ -6,7 +6,11 @@
 **                  seal), the generation it follows, gap, open snapshot,
 **                  digests due, last report, last error; "applying"
 **                  silences the noting triggers while sync_apply writes;
-**                  the clock of version => 'hlc' tables (hlc.c)
+**                  the clock of version => 'hlc' tables (hlc.c);
+**                  tables_gen, a random number set again at every write of
+**                  _sync_tables or _sync_made (the triggers _sync_gen_*),
+**                  which a schema kept between calls is checked against
+**                  (schema.c)
 **   _sync_config   settings changed with sync_config(name, value)
 **   _sync_tables   the Table message of every table of the last snapshot
 **   _sync_made     the tables the replica made (ddl.c): the only ones it
@@ -53,7 +57,8 @@ static const char *const state_ddl =
 "  report_filed INTEGER NOT NULL DEFAULT 1,"
 "  last_error TEXT, error_at INTEGER,"
 "  generation INTEGER NOT NULL DEFAULT 0,"
-"  hlc INTEGER NOT NULL DEFAULT 0, test_clock_offset INTEGER NOT NULL DEFAULT 0);"
+"  hlc INTEGER NOT NULL DEFAULT 0, test_clock_offset INTEGER NOT NULL DEFAULT 0,"
+"  tables_gen INTEGER NOT NULL DEFAULT 0);"
 "INSERT OR IGNORE INTO _sync_state(id) VALUES (1);"
 "CREATE TABLE IF NOT EXISTS _sync_config("
 "  name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
@@ -91,6 +96,22 @@ static const char *const made_ddl =
 "  name TEXT NOT NULL COLLATE NOCASE PRIMARY KEY,"
 "  gone INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
 "INSERT OR IGNORE INTO _sync_made(name) SELECT name FROM _sync_tables;";
+
+/*
+ * tables_gen: set to a random number by every write of the tables a schema
+ * is read from, whoever writes them, even while sync_apply writes (they are
+ * not silent as the triggers on held tables are: apply.c and vsum.c know
+ * them by name); random, so that a write rolled back and another one after
+ * never give a value seen before.  Made with the column (a file of an older
+ * build gains both at its first sync_apply).
+ */
+#define GEN_TRIGGER(tbl, ev) \
+	"CREATE TRIGGER IF NOT EXISTS _sync_gen_" tbl "_" ev " AFTER " ev " ON _sync_" tbl \
+	" BEGIN UPDATE _sync_state SET tables_gen = random() WHERE id = 1; END;"
+const char *const ms_gen_triggers = "NOT (name GLOB '_sync_gen_*' AND tbl_name IN ('_sync_tables', '_sync_made'))";
+static const char *const gen_ddl =
+GEN_TRIGGER("tables", "insert") GEN_TRIGGER("tables", "update") GEN_TRIGGER("tables", "delete")
+GEN_TRIGGER("made", "insert") GEN_TRIGGER("made", "update") GEN_TRIGGER("made", "delete");
 
 const ms_setting ms_settings[] = {
 	{"max_message_bytes", MS_MAX_MESSAGE_DEFAULT, 1024, 1000000000,
@@ -139,10 +160,11 @@ ms_state_ensure(ms_ctx *c)
 	int			rc = c->have_state ? SQLITE_OK : ms_state_exists(c);
 	bool		has_generation = true;
 	bool		has_made = true;
+	bool		has_gen = true;
 
 	if (rc == SQLITE_OK && !c->have_state)
 	{
-		rc = ms_exec(c, "%s%s", state_ddl, made_ddl);
+		rc = ms_exec(c, "%s%s%s", state_ddl, made_ddl, gen_ddl);
 		if (rc == SQLITE_OK)
 			c->have_state = true;
 		return rc;
@@ -155,6 +177,10 @@ ms_state_ensure(ms_ctx *c)
 		rc = ms_has_column(c, "_sync_made", NULL, &has_made);
 	if (rc == SQLITE_OK && !has_made)
 		rc = ms_exec(c, "%s", made_ddl);
+	if (rc == SQLITE_OK)
+		rc = ms_has_column(c, "_sync_state", "tables_gen", &has_gen);
+	if (rc == SQLITE_OK && !has_gen)
+		rc = ms_exec(c, "ALTER TABLE _sync_state ADD COLUMN tables_gen INTEGER NOT NULL DEFAULT 0;%s", gen_ddl);
 	/* notes dated by the message applied before them (reach.c) */
 	if (rc == SQLITE_OK)
 		rc = ms_reach_notes_ensure(c);

@@ -394,6 +394,11 @@ ms_ctx_done(ms_ctx *c)
 	c->sentinel = NULL;
 	sqlite3_free(c->err);
 	c->err = NULL;
+	if (c->kept_lent)
+		ms_kept_schema_give(c->db, c->kept_schema);
+	c->kept_lent = false;
+	c->kept_schema = NULL;
+	c->schema = NULL;
 	ms_arena_free(&c->arena);
 }
 
@@ -487,6 +492,18 @@ ms_exec(ms_ctx *c, const char *fmt,...)
 		if (rc == SQLITE_OK)
 			rc = SQLITE_NOMEM;
 	}
+	return rc;
+}
+
+int
+ms_exec_one(ms_ctx *c, const char *sql)
+{
+	sqlite3_stmt *st;
+	int			rc = ms_prepare(c, &st, "%s", sql);
+
+	if (rc == SQLITE_OK)
+		rc = ms_done(c, st);
+	sqlite3_finalize(st);
 	return rc;
 }
 
@@ -660,7 +677,7 @@ prepare_named(ms_ctx *c, sqlite3_stmt **st, const char *fmt, const char *name)
 	*st = NULL;
 	if (sql == NULL)
 		return SQLITE_NOMEM;
-	rc = sqlite3_prepare_v2(c->db, sql, -1, st, NULL);
+	rc = ms_kept_prepare(c->db, sql, st);
 	sqlite3_free(sql);
 	return rc;
 }
@@ -678,8 +695,7 @@ ms_begin(ms_ctx *c, const char *name)
 	if (i == 0)
 	{
 		/* its first row comes before it reads anything: a read that holds no cursor */
-		rc = sqlite3_prepare_v2(c->db, "SELECT 1 UNION ALL SELECT count(*) FROM main.sqlite_master", -1,
-								&c->sentinel, NULL);
+		rc = ms_kept_prepare(c->db, "SELECT 1 UNION ALL SELECT count(*) FROM main.sqlite_master", &c->sentinel);
 		if (rc == SQLITE_OK && sqlite3_step(c->sentinel) != SQLITE_ROW)
 			rc = SQLITE_NOMEM;
 		if (rc != SQLITE_OK)

@@ -439,7 +439,7 @@ others_write(ms_ctx *c, bool file, bool *yes)
 	}
 	if (file)
 		rc = ms_prepare(c, &st, "SELECT EXISTS (SELECT 1 FROM main.sqlite_master WHERE type = 'trigger'"
-						" AND NOT (name GLOB '_sync_*' AND instr(sql, %Q) > 0))", ours_when);
+						" AND NOT (name GLOB '_sync_*' AND instr(sql, %Q) > 0) AND %s)", ours_when, ms_gen_triggers);
 	else
 		rc = ms_prepare(c, &st, "SELECT EXISTS (SELECT 1 FROM temp.sqlite_master WHERE type = 'trigger')");
 	if (rc != SQLITE_OK)

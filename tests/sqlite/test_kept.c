@@ -139,9 +139,126 @@ nested(void)
 	sqlite3_close(db);
 }
 
+/* products as the shop has it, with one column more (more: "name TYPE", before the retired column) */
+static tm_msg
+products_gain(tm_server *s, const char *more)
+{
+	Sync__Down *d = tm_down();
+	char		cols[256];
+	Sync__Table *t;
+
+	snprintf(cols, sizeof cols, "id INTEGER, name TEXT, price REAL, stock INTEGER owned, %s,"
+			 " retired_at INTEGER field=0", more);
+	t = tm_table("products", "catalog", "json", "id", cols);
+	tm_retired(t, "retired_at");
+	tm_change(d, t);
+	return tm_next(s, d, NULL);
+}
+
+static tm_msg
+one_row(tm_server *s, const char *table, const char *row, const char *key)
+{
+	Sync__Down *d = tm_down();
+
+	tm_upsert(tm_rows(d, table), row, -1, key, NULL);
+	return tm_next(s, d, NULL);
+}
+
+/*
+ * The schema a connection that keeps its statements keeps between calls
+ * (schema.c) is read again once anyone changed it: another connection's
+ * schema change and let_go, its own schema change, a change it applied and
+ * rolled back followed by another connection's (the same schema version
+ * again), a hand edit of _sync_tables.
+ */
+static void
+schema_kept(void)
+{
+	const char *path = t_path("kept_schema.db");
+	sqlite3    *a = t_open(path);
+	sqlite3    *b = t_open(path);
+	tm_server	s,
+				saved;
+	tm_msg		begin,
+				end;
+	char	   *r;
+
+	t_int(a, "SELECT sync_keep_statements(1)");
+	t_int(b, "SELECT sync_keep_statements(0)");
+	tm_server_init(&s, 0x20, 0x10);
+	tm_shop_snapshot(&s, &begin, &end);
+	r = tm_apply(a, begin);
+	CHECK(t_has(r, "\"applied\""), "the snapshot begins: %s %s", S(r), tm_error());
+	r = tm_apply(a, end);
+	CHECK(t_has(r, "\"snapshot\":\"end\""), "and ends: %s %s", S(r), tm_error());
+	r = tm_apply(a, product(&s, 4, "rye"));
+	CHECK(t_has(r, "\"upserts\":1"), "a row, the schema kept: %s %s", S(r), tm_error());
+
+	/* another connection's schema change, then a row of the new column on the keeping one */
+	r = tm_apply(b, products_gain(&s, "origin TEXT"));
+	CHECK(t_has(r, "\"changed\":1") && t_has(r, "\"failed\":[]"), "b adds products.origin: %s %s", S(r), tm_error());
+	r = tm_apply(a, one_row(&s, "products", "{\"id\":5,\"name\":\"oat\",\"price\":1,\"origin\":\"NO\"}", "5"));
+	CHECK(t_has(r, "\"upserts\":1"), "a applies a row of the new schema: %s %s", S(r), tm_error());
+	CHECK(t_int(a, "SELECT count(*) FROM products WHERE id = 5 AND origin = 'NO'") == 1,
+		  "with the column b added (not the schema a kept before)");
+
+	/* its own schema change, then a row of the new column */
+	r = tm_apply(a, products_gain(&s, "origin TEXT, size TEXT"));
+	CHECK(t_has(r, "\"changed\":1") && t_has(r, "\"failed\":[]"), "a adds products.size: %s %s", S(r), tm_error());
+	r = tm_apply(a, one_row(&s, "products", "{\"id\":6,\"name\":\"spelt\",\"price\":1,\"size\":\"L\"}", "6"));
+	CHECK(t_has(r, "\"upserts\":1") && t_int(a, "SELECT count(*) FROM products WHERE id = 6 AND size = 'L'") == 1,
+		  "a row of its own new column: %s %s", S(r), tm_error());
+
+	/* a change applied and rolled back, then another connection's: the schema version comes back */
+	saved = s;
+	CHECK(t_exec(a, "BEGIN", NULL) == SQLITE_OK, "a begins");
+	r = tm_apply(a, products_gain(&s, "origin TEXT, size TEXT, grade INTEGER"));
+	CHECK(t_has(r, "\"changed\":1"), "a adds products.grade: %s %s", S(r), tm_error());
+	r = t_text(a, "SELECT sync_status()");
+	CHECK(r != NULL, "read with it");
+	sqlite3_free(r);
+	CHECK(t_exec(a, "ROLLBACK", NULL) == SQLITE_OK, "and rolls back");
+	s = saved;
+	r = tm_apply(b, products_gain(&s, "origin TEXT, size TEXT, note TEXT"));
+	CHECK(t_has(r, "\"changed\":1") && t_has(r, "\"failed\":[]"), "b adds products.note instead: %s %s", S(r), tm_error());
+	r = tm_apply(a, one_row(&s, "products", "{\"id\":7,\"name\":\"millet\",\"price\":1,\"note\":\"new\"}", "7"));
+	CHECK(t_has(r, "\"upserts\":1") && t_int(a, "SELECT count(*) FROM products WHERE id = 7 AND note = 'new'") == 1,
+		  "a applies it with note, not grade: %s %s", S(r), tm_error());
+
+	/* another connection lets go of a table: its rows are no longer taken */
+	{
+		Sync__Down *d = tm_down();
+
+		tm_let_go(d, "customers");
+		r = tm_apply(b, tm_next(&s, d, NULL));
+		CHECK(t_has(r, "\"let_go\":1"), "b lets go of customers: %s %s", S(r), tm_error());
+	}
+	r = tm_apply(a, one_row(&s, "customers", "{\"id\":3,\"name\":\"Cy\",\"vip\":false}", "3"));
+	CHECK(t_has(r, "\"upserts\":0") && t_has(r, "\"refused\":1"), "a no longer takes its rows: %s %s", S(r), tm_error());
+
+	/* the host's own hand on _sync_tables, on the keeping connection itself */
+	CHECK(t_int(a, "SELECT count(*) FROM _sync_tables WHERE name = 'orders'") == 1, "orders is held");
+	CHECK(t_exec(a, "DELETE FROM _sync_tables WHERE name = 'orders'", NULL) == SQLITE_OK, "the host forgets it");
+	{
+		Sync__Down *d = tm_down();
+
+		tm_upsert(tm_rows(d, "orders"), "{\"origin\":\"00000000-0000-0000-0000-000000000001\",\"id\":1,"
+				  "\"customer\":null,\"total\":1,\"note\":null}", -1, "00000000-0000-0000-0000-000000000001", "1",
+				  NULL);
+		r = tm_apply(a, tm_next(&s, d, NULL));
+	}
+	CHECK(t_has(r, "\"upserts\":0"), "a no longer takes its rows either: %s %s", S(r), tm_error());
+
+	CHECK(t_int(a, "SELECT sync_keep_statements(0)") == 0, "let go");
+	sqlite3_close(a);
+	sqlite3_close(b);
+	remove(path);
+}
+
 void
 test_kept(void)
 {
 	same_outcome();
 	nested();
+	schema_kept();
 }
