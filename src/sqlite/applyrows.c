@@ -37,6 +37,39 @@ wire_key(applier *a, const Sync__Key *k)
 	return true;
 }
 
+/*
+ * wire_key_is: whether the canonical bytes of a wire Key are key[0, len):
+ * compared where they are, nothing written (a first sync has a key a row)
+ */
+static bool
+wire_key_is(const Sync__Key *k, const char *key, size_t len)
+{
+	size_t		pos = 0;
+
+	for (size_t i = 0; i < k->n_parts; i++)
+	{
+		size_t		n = strlen(k->parts[i]);
+		char		head[MS_KEY_HEAD_MAX];
+		size_t		h = ms_key_part_head(head, n);
+
+		if (len - pos < h || memcmp(key + pos, head, h) != 0 || len - pos - h < n ||
+			memcmp(key + pos + h, k->parts[i], n) != 0)
+			return false;
+		pos += h + n;
+	}
+	return pos == len;
+}
+
+/* wire_key_swap: the row's key, found equal to its wire Key, becomes a->key: no copy */
+static void
+wire_key_swap(applier *a)
+{
+	ms_buf		b = a->key;
+
+	a->key = a->rowkey;
+	a->rowkey = b;
+}
+
 static const char *const refuse_sql =
 "INSERT INTO _sync_refused(tbl, key, reason, at) VALUES (?1, ?2, ?3, ?4)"
 " ON CONFLICT (tbl, key) DO UPDATE SET reason = excluded.reason, at = excluded.at,"
@@ -336,8 +369,9 @@ ms_upserts(applier *a, const Sync__Rows *r)
 		char		reason[MS_REASON_MAX];
 		bool		kept = false;
 		bool		unique;
+		bool		keyed_now = name;	/* a->key holds the wire key; else it is written when needed */
 
-		if (!wire_key(a, r->keys[i]))
+		if (name && !wire_key(a, r->keys[i]))
 		{
 			rc = SQLITE_NOMEM;
 			break;
@@ -359,18 +393,26 @@ ms_upserts(applier *a, const Sync__Rows *r)
 			break;
 		if (!ms_row_decode(t, row->data, row->len, vals, scratch, reason))
 		{
-			rc = refuse_row(a, t->name, a->key.data, a->key.len, reason);
+			rc = keyed_now || wire_key(a, r->keys[i]) ? refuse_row(a, t->name, a->key.data, a->key.len, reason)
+				: SQLITE_NOMEM;
 			continue;
 		}
 		if (!ms_row_key(t, vals, &a->rowkey))
 		{
-			if (a->rowkey.oom)
+			if (a->rowkey.oom || !(keyed_now || wire_key(a, r->keys[i])))
 				rc = SQLITE_NOMEM;
 			else
 				rc = refuse_row(a, t->name, a->key.data, a->key.len, "a key column of the row is NULL or not a key value");
 			continue;
 		}
-		if (a->rowkey.len != a->key.len || memcmp(a->rowkey.data, a->key.data, a->key.len) != 0)
+		if (wire_key_is(r->keys[i], a->rowkey.data, a->rowkey.len))
+			wire_key_swap(a);
+		else if (!wire_key(a, r->keys[i]))
+		{
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		else
 		{
 			char	   *why = sqlite3_mprintf("the row's key columns (%.*s) are not its key",
 											  (int) (a->rowkey.len > 80 ? 80 : a->rowkey.len), a->rowkey.data);

@@ -563,12 +563,13 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 {
 	jp			j = {row, row + len};
 	size_t		used = 0;
-	uint8_t		seen[MS_ROW_COLUMNS_MAX] = {0};
+	uint8_t		seen[MS_ROW_COLUMNS_MAX];	/* its first ncols zeroed: all of it was a sixth of a row's reading */
 	const char *why = NULL;
 	int			next = 0;		/* the column expected next */
 
 	if (!ms_utf8_valid(row, len))
 		return ms_refuse(reason, "the row is not valid UTF-8 (or holds a NUL byte)");
+	memset(seen, 0, (size_t) t->ncols);
 	ws(&j);
 	if (j.p >= j.end || *j.p != '{')
 		return ms_refuse(reason, "the row is not a JSON object");
@@ -601,7 +602,8 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 				i = next;
 			else
 				i = ms_tbl_column(t, key, klen);
-			if (i < 0 || memchr(key, '\0', klen) != NULL)
+			/* a NUL only comes escaped: a key left in the row stopped at any control character */
+			if (i < 0 || (key == scratch + used && memchr(key, '\0', klen) != NULL))
 				return ms_refuse(reason, "\"%.*s\" is not a column of table \"%s\"",
 							  (int) (klen > 64 ? 64 : klen), key, t->name);
 			if (seen[i])

@@ -37,8 +37,9 @@ struct ms_arena
 	ms_align	data[];			/* the block follows */
 };
 
-void *
-ms_alloc(ms_arena **a, size_t n)
+/* piece_of: n bytes of the arena, as they are */
+static void *
+piece_of(ms_arena **a, size_t n)
 {
 	size_t		need = n ? n : 1;
 	size_t		piece = (need + sizeof(ms_align) - 1) / sizeof(ms_align) * sizeof(ms_align);
@@ -68,14 +69,28 @@ ms_alloc(ms_arena **a, size_t n)
 	}
 	p = (char *) blk->data + blk->used;
 	blk->used += piece;
-	memset(p, 0, need);
 	return p;
 }
 
+void *
+ms_alloc(ms_arena **a, size_t n)
+{
+	void	   *p = piece_of(a, n);
+
+	if (p != NULL)
+		memset(p, 0, n ? n : 1);
+	return p;
+}
+
+/*
+ * protobuf-c fills all it allocates (its default allocator is malloc):
+ * zeroing it first was the whole message's bytes again (a first sync's
+ * rows and keys are copied out of the message into its pieces)
+ */
 static void *
 arena_pb_alloc(void *data, size_t size)
 {
-	return ms_alloc((ms_arena **) data, size);
+	return piece_of((ms_arena **) data, size);
 }
 
 static void

@@ -504,6 +504,76 @@ constraint_of_the_replica(void)
 	sqlite3_close(db);
 }
 
+/*
+ * A row's key columns against its wire key, compared where they are
+ * (applyrows.c): parts of two kinds, a wire key of fewer or more parts, a
+ * part that is a prefix of the row's; and a snapshot over rows the replica
+ * has, out of key order, naming each row, one of them refused
+ */
+static void
+keys_compared(void)
+{
+	sqlite3    *db = t_open(NULL);
+	tm_server	s;
+	Sync__Table *schema[1];
+	Sync__Down *d;
+	Sync__Rows *r;
+	char	   *res;
+	char	   *reason;
+	static const char *const a = "aaaaaaaa-0000-0000-0000-000000000001";
+
+	tm_server_init(&s, 0x20, 0x10);
+	schema[0] = tm_table("pairs", "catalog", "json", "origin,id", "origin TEXT, id INTEGER, v TEXT");
+	d = tm_begin(schema, 1);
+	r = tm_rows(d, "pairs");
+	/* out of key order, into a table the snapshot begins empty (named whole) */
+	tm_upsert(r, "{\"origin\":\"aaaaaaaa-0000-0000-0000-000000000001\",\"id\":12,\"v\":\"twelve\"}", -1, a, "12", NULL);
+	tm_upsert(r, "{\"origin\":\"aaaaaaaa-0000-0000-0000-000000000001\",\"id\":3,\"v\":\"three\"}", -1, a, "3", NULL);
+	tm_upsert(r, "{\"origin\":\"b\",\"id\":-1,\"v\":\"minus\"}", -1, "b", "-1", NULL);
+	tm_upsert(r, "{\"origin\":\"aaaaaaaa-0000-0000-0000-000000000001\",\"id\":1,\"v\":\"one\"}", -1, a, "1", NULL);
+	/* keys that are not the row's: one part short, one too many, a part a prefix of the row's */
+	tm_upsert(r, "{\"origin\":\"c\",\"id\":5}", -1, "c", NULL);
+	tm_upsert(r, "{\"origin\":\"c\",\"id\":6}", -1, "c", "6", "x", NULL);
+	tm_upsert(r, "{\"origin\":\"c\",\"id\":70}", -1, "c", "7", NULL);
+	tm_upsert(r, "{\"origin\":\"cc\",\"id\":8}", -1, "c", "8", NULL);
+	res = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(res, "\"upserts\":4,") && t_has(res, "\"refused\":4"), "four rows, four refused: %s %s",
+		  S(res), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_refused WHERE tbl = 'pairs' AND reason LIKE '%are not its key%'"
+				" AND key IN ('1:c', '1:c1:61:x', '1:c1:7', '1:c1:8')") == 4,
+		  "each refused under its wire key");
+	res = tm_apply(db, tm_next(&s, NULL, tm_end("pairs", NULL)));
+	CHECK(t_has(res, "\"snapshot\":\"end\""), "the end: %s %s", S(res), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM pairs") == 4, "every good row is there");
+	reason = t_text(db, "SELECT group_concat(v, ' ') FROM (SELECT v FROM pairs ORDER BY origin, id)");
+	CHECK(reason && strcmp(reason, "one three twelve minus") == 0, "as sent: %s", S(reason));
+	sqlite3_free(reason);
+
+	/* again, over the rows it has: each named one by one, a bad row's key too, one not sent let go of */
+	schema[0] = tm_table("pairs", "catalog", "json", "origin,id", "origin TEXT, id INTEGER, v TEXT");
+	d = tm_begin(schema, 1);
+	r = tm_rows(d, "pairs");
+	tm_upsert(r, "{\"origin\":\"b\",\"id\":-1,\"v\":\"minus again\"}", -1, "b", "-1", NULL);
+	tm_upsert(r, "{\"origin\":\"aaaaaaaa-0000-0000-0000-000000000001\",\"id\":3,\"v\":\"three again\"}", -1, a, "3", NULL);
+	tm_upsert(r, "{\"origin\":\"aaaaaaaa-0000-0000-0000-000000000001\",\"id\":1,\"v\":7}", -1, a, "1", NULL);
+	tm_upsert(r, "{\"origin\":\"aaaaaaaa-0000-0000-0000-000000000001\",\"id\":12", -1, a, "12", NULL);
+	res = tm_apply(db, tm_next(&s, d, NULL));
+	CHECK(t_has(res, "\"upserts\":3,") && t_has(res, "\"refused\":1"), "three rows, one refused: %s %s",
+		  S(res), tm_error());
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl = 'pairs'") == 4 &&
+		  t_int(db, "SELECT count(*) FROM _sync_named WHERE tbl = 'pairs' AND key = ''") == 0,
+		  "each row named, the refused one too");
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_refused WHERE tbl = 'pairs'"
+				" AND key = '36:aaaaaaaa-0000-0000-0000-0000000000012:12' AND reason LIKE '%not JSON%'") == 1,
+		  "the row that does not decode, refused under its wire key");
+	res = tm_apply(db, tm_next(&s, NULL, tm_end("pairs", NULL)));
+	reason = t_text(db, "SELECT group_concat(v, ' ') FROM (SELECT v FROM pairs ORDER BY origin, id)");
+	CHECK(reason && strcmp(reason, "7 three again twelve minus again") == 0,
+		  "the rows it sent, the refused one kept as it was: %s %s %s", S(reason), S(res), tm_error());
+	sqlite3_free(reason);
+	sqlite3_close(db);
+}
+
 void
 test_codec(void)
 {
@@ -514,4 +584,5 @@ test_codec(void)
 	proto_both_ways();
 	table_not_held();
 	constraint_of_the_replica();
+	keys_compared();
 }
