@@ -9,6 +9,7 @@
 extern char *ms_database;		/* magic_sync.database: where the preloaded worker relays */
 extern char *ms_role;			/* magic_sync.role: who the worker connects as; empty: the bootstrap superuser */
 extern int	ms_naptime;			/* magic_sync.naptime: ms between passes */
+extern int	ms_coalesce;		/* magic_sync.coalesce: ms a pass waits for more commits */
 extern int	ms_batch_notes;		/* magic_sync.batch_notes: notes a pass reads, before closing the batch */
 extern int	ms_chunk_rows;		/* magic_sync.chunk_rows: rows loaded and encoded at a time */
 extern int	ms_message_bytes;	/* magic_sync.message_bytes: bound of one message */

@@ -84,8 +84,8 @@ check "and housekeeping once a second at most, not once a pass" \
 # pass waits while commits keep coming, up to 200 ms (issue 37), where it
 # waited no longer than the last pass took (a pass every 10-100 ms); the
 # last commit of the stream still goes within a slice or two
-q $DB "CREATE PROCEDURE dense(n int) LANGUAGE plpgsql AS \$\$ BEGIN
-	FOR i IN 1..n LOOP INSERT INTO items VALUES (1000000 + i, 'dense'); COMMIT; PERFORM pg_sleep(0.002); END LOOP;
+q $DB "CREATE PROCEDURE dense(n int, base int DEFAULT 1000000) LANGUAGE plpgsql AS \$\$ BEGIN
+	FOR i IN 1..n LOOP INSERT INTO items VALUES (base + i, 'dense'); COMMIT; PERFORM pg_sleep(0.002); END LOOP;
 END \$\$" >/dev/null
 passes=$(q $DB "SELECT last_value FROM sync.message_seq")
 start=$(ms)
@@ -98,6 +98,23 @@ check "a dense stream of commits makes a pass per 100 ms at most" \
 	"$([ $passes -ge 1 ] && [ $passes -le $((took / 100 + 2)) ] && echo yes || echo no)" "yes"
 check "every commit of it relayed" \
 	"$(q $DB "SELECT count(*) FROM sync.held WHERE key IN (SELECT sync.key(ARRAY[(1000000 + g)::text]) FROM generate_series(1, 600) g)")" "600"
+
+# magic_sync.coalesce = 0: the next pass begins at once, as many passes as it
+# can make of the same stream (the setting is read at reload)
+q postgres "ALTER SYSTEM SET magic_sync.coalesce = 0" >/dev/null
+q postgres "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+passes=$(q $DB "SELECT last_value FROM sync.message_seq")
+start=$(ms)
+q $DB "CALL dense(600, 2000000)" >/dev/null
+wait_for 5 $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)" || true
+took=$(($(ms) - start))
+passes=$(($(q $DB "SELECT last_value FROM sync.message_seq") - passes))
+echo "magic_sync.coalesce = 0: 600 commits relayed in $took ms: $passes messages written"
+check "magic_sync.coalesce = 0 makes more passes of the same stream" \
+	"$([ $passes -gt $((took / 100 + 2)) ] && echo yes || echo no)" "yes"
+q postgres "ALTER SYSTEM RESET magic_sync.coalesce" >/dev/null
+q postgres "SELECT pg_reload_conf()" >/dev/null
 
 # a pass that found housekeeping not yet due leaves it for later: the worker
 # wakes for it within a second, though its naptime is an hour and nothing

@@ -13,7 +13,7 @@
  * own, in a memory context reset every pass.  Commits that come during a
  * pass make one pass after it: under load, passes follow each other and
  * each takes every note committed since the last, the next one waiting
- * while commits keep coming (coalesce, at most COALESCE_MAX_MS), so that a
+ * while commits keep coming (coalesce, at most magic_sync.coalesce), so that a
  * stream of commits makes fewer, larger passes.  A transient failure
  * (transient.h) is retried after a backoff that doubles up to a minute; a
  * permanent one is logged, and retried at the same pace, since the fix it
@@ -90,10 +90,7 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 /* ... and no sooner than this after the last began, unless it left more to do */
 #define HOUSEKEEPING_EVERY_MS 1000
 #define BACKOFF_MAX_MS (60 * 1000)
-/* commits arriving during a pass of part of a batch: the next pass waits at most this long (coalesce_until) ... */
-#ifndef COALESCE_MAX_MS
-#define COALESCE_MAX_MS 200		/* bench: -DCOALESCE_MAX_MS=0 (COPT) builds it without */
-#endif
+/* commits arriving during a pass of part of a batch: the next pass waits at most magic_sync.coalesce (coalesce_until) ... */
 /* ... in slices of at most this long, for as long as each slice saw a commit (coalesce) */
 #ifndef COALESCE_SLICE_MS
 #define COALESCE_SLICE_MS 10
@@ -626,7 +623,7 @@ housekeeping_due(TimestampTz last, bool more, long *wait_ms)
 /*
  * Many commits, one pass: when commits came during a pass that read part of
  * a batch, the next waits for more for as long as they keep coming, up to
- * COALESCE_MAX_MS (*until): first as long as that pass took, at most
+ * magic_sync.coalesce (*until): first as long as that pass took, at most
  * COALESCE_SLICE_MS (*slice), then by slices of that, and it begins after
  * the first slice no commit came in (coalesce).  Under a stream of commits
  * each pass takes more notes for the same fixed cost of a pass, of its
@@ -644,11 +641,11 @@ run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, Timestamp
 	bool		again;
 	bool		busy = run_pass(pass_cxt, holding, quiet, &read, &full, &again);
 
-	if (busy && read > 0 && !full && MyLatch->is_set && COALESCE_MAX_MS > 0)
+	if (busy && read > 0 && !full && MyLatch->is_set && ms_coalesce > 0)
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
-		*until = now + (TimestampTz) COALESCE_MAX_MS * 1000;
+		*until = now + (TimestampTz) ms_coalesce * 1000;
 		*slice = Max(1, (long) Min((now - began) / 1000, COALESCE_SLICE_MS));
 	}
 	return again;
