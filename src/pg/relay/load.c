@@ -10,16 +10,13 @@
  */
 #include "magic_sync.h"
 
-#include "access/table.h"
 #include "catalog/pg_type.h"
 #include "common/jsonapi.h"
 #include "lib/stringinfo.h"
-#include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/rel.h"
 #include "utils/uuid.h"
 
 #include "fields.h"
@@ -744,30 +741,4 @@ ms_load_whole(ms_pass *p, ms_table *t, bool blocked, ms_emit emit, void *arg, Li
 		ReThrowError(err);		/* the error is in cxt, freed with the pass */
 	}
 	MemoryContextDelete(cxt);
-}
-
-bool
-ms_whole_large(List *tables, const bool *whole)
-{
-	BlockNumber blocks = 0;
-	ListCell   *lc;
-
-	foreach(lc, tables)
-	{
-		ms_table   *t = lfirst(lc);
-		Relation	rel;
-		bool		stored;
-
-		if (!whole[t->id])
-			continue;
-		/* its size, as a read of it finds it: by the pass, which reads it whole */
-		rel = table_open(t->relid, AccessShareLock);
-		stored = RELKIND_HAS_STORAGE(rel->rd_rel->relkind);
-		if (stored)
-			blocks += RelationGetNumberOfBlocks(rel);
-		table_close(rel, AccessShareLock);
-		if (!stored)
-			return false;
-	}
-	return blocks >= MS_WHOLE_LARGE_BLOCKS;
 }

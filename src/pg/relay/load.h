@@ -61,16 +61,6 @@ extern void ms_load_whole(ms_pass *p, ms_table *t, bool blocked, ms_emit emit, v
 						  bool *failed);
 
 /*
- * ms_whole_large: whether the tables read whole (whole, by table id) take
- * MS_WHOLE_LARGE_BLOCKS or more: their rows are then counted as they are
- * read, not beforehand (plan.c), and each snapshot's Begin is written last
- * (pack.c's ms_begin_first).  Tables with a partitioned one among them are
- * counted beforehand, as small ones are.
- */
-#define MS_WHOLE_LARGE_BLOCKS 1024
-extern bool ms_whole_large(List *tables, const bool *whole);
-
-/*
  * ms_encode_proto: t's columns, read from the tuple's attributes first,
  * first + 1, ..., as one row in the proto codec (a NULL absent).
  */

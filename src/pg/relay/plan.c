@@ -20,21 +20,26 @@
  */
 #include "magic_sync.h"
 
+#include "access/table.h"
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
+#include "storage/bufmgr.h"
 #include "utils/builtins.h"
+#include "utils/rel.h"
 #include "utils/uuid.h"
 
 #include "catalog.h"
 #include "owner.h"
 #include "fast.h"
-#include "load.h"
 #include "plan.h"
 #include "question.h"
 #include "retry.h"
 #include "settings.h"
 #include "temp.h"
 #include "wanted.h"
+
+/* 8 MB: below it, counting a snapshot's rows beforehand costs little */
+#define WHOLE_LARGE_BLOCKS 1024
 
 void
 ms_plan_prepare(ms_pass *p)
@@ -192,6 +197,39 @@ whole_rows(ms_pass *p, ms_table *t, bool blocked)
  * reads the table once and sends every row of it to each (load.c), rather
  * than writing one key per row here, and reading them back by key.
  */
+/*
+ * whole_large: whether the tables read whole (whole, by table id) take
+ * WHOLE_LARGE_BLOCKS or more: their rows are then counted as they are read
+ * (record.c), not beforehand, and each snapshot's Begin is written last
+ * (pack.c's ms_begin_first).  Tables with a partitioned one among them are
+ * counted beforehand, as small ones are.
+ */
+static bool
+whole_large(List *tables, const bool *whole)
+{
+	BlockNumber blocks = 0;
+	ListCell   *lc;
+
+	foreach(lc, tables)
+	{
+		ms_table   *t = lfirst(lc);
+		Relation	rel;
+		bool		stored;
+
+		if (!whole[t->id])
+			continue;
+		/* its size, as a read of it finds it: by the pass, which reads it whole */
+		rel = table_open(t->relid, AccessShareLock);
+		stored = RELKIND_HAS_STORAGE(rel->rd_rel->relkind);
+		if (stored)
+			blocks += RelationGetNumberOfBlocks(rel);
+		table_close(rel, AccessShareLock);
+		if (!stored)
+			return false;
+	}
+	return blocks >= WHOLE_LARGE_BLOCKS;
+}
+
 static void
 plan_provisioned(ms_pass *p, ArrayType *provisioning, const ms_plan_in *in, ms_planned *out)
 {
@@ -208,7 +246,7 @@ plan_provisioned(ms_pass *p, ArrayType *provisioning, const ms_plan_in *in, ms_p
 		ms_exec(&p->exec, "SELECT EXISTS (SELECT FROM pg_temp.ms_pending)", 0, NULL, NULL, NULL, 0);
 		out->noted = DatumGetBool(ms_value(0, 1, &isnull));
 		/* large ones are not read twice: counted as record.c reads them */
-		out->whole_later = ms_whole_large(in->cat->tables, out->whole);
+		out->whole_later = whole_large(in->cat->tables, out->whole);
 		foreach(lc, in->cat->tables)
 		{
 			ms_table   *t = lfirst(lc);

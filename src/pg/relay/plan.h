@@ -38,7 +38,7 @@ typedef struct ms_planned
 	int64		snapshot_rows;	/* one replica provisioned: the rows the plan sends it; -1: count them */
 	bool	   *whole;			/* by table id: sent whole to the replicas provisioned, read once; or NULL */
 	int64		whole_rows;		/* the rows of those tables each of them is sent; */
-	bool		whole_later;	/* or they are large, and counted as record.c reads them (load.h) */
+	bool		whole_later;	/* or they are large, and counted as record.c reads them (plan.c) */
 	int64		planned;		/* rows of the larger of ms_send and ms_take */
 	int64		taken;			/* rows of ms_take */
 	/* which kinds of rows ms_send has, for the held rows' writes (heldrows.c) */
