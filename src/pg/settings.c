@@ -14,7 +14,7 @@
 char	   *ms_database = NULL;
 char	   *ms_role = NULL;
 int			ms_naptime = 1000;
-int			ms_coalesce = 200;
+int			ms_coalesce = 100;
 int			ms_batch_notes = 100000;
 int			ms_chunk_rows = 1000;
 int			ms_message_bytes = 256 * 1024;
@@ -54,7 +54,7 @@ ms_settings_init(void)
 	DefineCustomIntVariable("magic_sync.coalesce",
 							"Longest a relay pass waits for more commits while they keep coming.",
 							"Under a stream of commits, fewer and larger passes cost the relay, the agents and their sessions less per row; a lone commit never waits.  0: the next pass begins at once.",
-							&ms_coalesce, 200, 0, 10000, PGC_SIGHUP,
+							&ms_coalesce, 100, 0, 10000, PGC_SIGHUP,
 							GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("magic_sync.batch_notes",
 							"Notes a relay pass reads at most, oldest first, before it closes the batch over the rows it touches.",
