@@ -20,6 +20,7 @@
  */
 #include "magic_sync.h"
 
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
@@ -92,6 +93,43 @@ children_closure(ms_pass *p, List *tables, const char *set)
 	} while (grew);
 }
 
+/* a probe's look for any row */
+static bool
+any_row(HeapTuple row, TupleDesc desc, void *arg)
+{
+	(void) row;
+	(void) desc;
+	return !(*(bool *) arg = true);
+}
+
+/* a probe's look for a parked note of a row (notes_parked: parked, and not done) */
+static bool
+parked_note(HeapTuple row, TupleDesc desc, void *arg)
+{
+	bool	   *found = arg;
+	int			parked = SPI_fnumber(desc, "parked");
+	int			done = SPI_fnumber(desc, "done");
+	int			source = SPI_fnumber(desc, "source");
+	int			key = SPI_fnumber(desc, "key");
+	bool		isnull;
+	Datum		d;
+
+	if (parked <= 0 || done <= 0 || source <= 0 || key <= 0)
+		return !(*found = true);	/* cannot happen: the plan then looks for them */
+	(void) heap_getattr(row, parked, desc, &isnull);
+	if (isnull)
+		return true;
+	d = heap_getattr(row, done, desc, &isnull);
+	if (isnull || DatumGetBool(d))
+		return true;
+	(void) heap_getattr(row, key, desc, &isnull);
+	if (isnull)
+		return true;
+	d = heap_getattr(row, source, desc, &isnull);
+	*found = !isnull && DatumGetChar(d) == 'r';
+	return !*found;
+}
+
 /*
  * blocked: quarantined rows, then every row pointing at a blocked row.  A
  * quarantined row with a note newer than its quarantine (it changed, or is
@@ -108,15 +146,21 @@ plan_blocked(ms_pass *p, List *tables, bool dry)
 
 	/*
 	 * Whether any row is quarantined or any note parked, in one look by their
-	 * indexes: mostly none is, and the statements that would find them are
-	 * each a write to a temporary table a small pass need not start.
+	 * indexes, in C (ms_probe): mostly none is, and the statements that would
+	 * find them are each a write to a temporary table a small pass need not
+	 * start.  A catalog without those indexes asks by SQL.
 	 */
-	ms_exec_by_index(&p->exec, "SELECT EXISTS (SELECT FROM sync.quarantine),"
-					 " EXISTS (SELECT FROM sync.notes WHERE parked IS NOT NULL AND NOT done"
-					 "         AND source = 'r' AND key IS NOT NULL)",
-					 0, NULL, NULL, NULL, 0);
-	quarantined = DatumGetBool(ms_value(0, 1, &isnull));
-	parked = DatumGetBool(ms_value(0, 2, &isnull));
+	quarantined = parked = false;
+	if (!ms_probe(&p->exec, "quarantine", "quarantine_pkey", any_row, &quarantined) ||
+		!ms_probe(&p->exec, "notes", "notes_parked", parked_note, &parked))
+	{
+		ms_exec_by_index(&p->exec, "SELECT EXISTS (SELECT FROM sync.quarantine),"
+						 " EXISTS (SELECT FROM sync.notes WHERE parked IS NOT NULL AND NOT done"
+						 "         AND source = 'r' AND key IS NOT NULL)",
+						 0, NULL, NULL, NULL, 0);
+		quarantined = DatumGetBool(ms_value(0, 1, &isnull));
+		parked = DatumGetBool(ms_value(0, 2, &isnull));
+	}
 	if (quarantined)
 	{
 		ms_exec(&p->exec,

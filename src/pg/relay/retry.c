@@ -34,15 +34,11 @@
  */
 #include "magic_sync.h"
 
-#include "access/genam.h"
 #include "access/htup_details.h"
-#include "access/table.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
-#include "utils/lsyscache.h"
-#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "catalog.h"
 #include "owner.h"
@@ -50,62 +46,59 @@
 #include "temp.h"
 #include "updated.h"
 
+/* a probe's look for a row whose column (named) is true, or (a timestamp) due by now */
+typedef struct first_row
+{
+	const char *column;
+	bool		timestamp;		/* due: at or before the transaction's start, now() */
+	bool		found;
+} first_row;
+
+static bool
+first_true(HeapTuple row, TupleDesc desc, void *arg)
+{
+	first_row  *f = arg;
+	int			col = SPI_fnumber(desc, f->column);
+	bool		isnull = true;
+	Datum		d = col > 0 ? heap_getattr(row, col, desc, &isnull) : (Datum) 0;
+
+	if (!isnull)
+		f->found = f->timestamp ? DatumGetTimestampTz(d) <= GetCurrentTransactionStartTimestamp() : DatumGetBool(d);
+	return !f->found;
+}
+
 /*
  * whether a refused row is due: sync.refused_due, a row per replica with
- * refused rows waiting (never later than the first of them), in a statement
- * kept across passes.  Not refused_rows_due: its entries of rows sent or
- * refused again stay until vacuum, and the earliest was found past them,
- * every pass, for every replica.
+ * refused rows waiting (never later than the first of them), read in C
+ * (ms_probe).  Not refused_rows_due: its entries of rows sent or refused
+ * again stay until vacuum, and the earliest was found past them, every
+ * pass, for every replica.
  */
 static bool
 any_due(ms_pass *p)
 {
-	ms_run(&p->exec, ms_prepare_kept(&p->exec, "SELECT coalesce(min(due) <= now(), false)::int::int8 FROM sync.refused_due",
-							  0, NULL), NULL, NULL, 0);
-	return ms_int64() != 0;
+	first_row	f = {"due", true, false};
+
+	return ms_probe(&p->exec, "refused_due", NULL, first_true, &f) && f.found;
 }
 
 /*
  * whether a held row is marked replace: the first entry of held_replace,
- * read from that small partial index itself, in the pass's snapshot at its
- * current command (as its statements see it).  Not by SQL: whatever order
- * a query asks, sync.held's primary key serves it too, and a plan made while
- * sync.held was empty (a fresh catalog, or just vacuumed) is a Seq Scan of
- * it, kept across passes after the table grows: a first sync's 10^6 held
- * rows read again by each pass (0.64 s of its 1.9 s, bench/firstsync.py).
- * A row marked that a delete is taking only costs a plan.
+ * read from that small partial index itself (ms_probe).  Not by SQL:
+ * whatever order a query asks, sync.held's primary key serves it too, and a
+ * plan made while sync.held was empty (a fresh catalog, or just vacuumed) is
+ * a Seq Scan of it, kept across passes after the table grows: a first
+ * sync's 10^6 held rows read again by each pass (0.64 s of its 1.9 s,
+ * bench/firstsync.py).  A row marked that a delete is taking only costs a
+ * plan.  A catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) marks
+ * none.
  */
 static bool
 any_replaced(ms_pass *p)
 {
-	Oid			ns = get_namespace_oid("sync", false);
-	Oid			relid = get_relname_relid("held", ns);
-	Oid			index = get_relname_relid("held_replace", ns);
-	AttrNumber	replace = OidIsValid(relid) ? get_attnum(relid, "replace") : InvalidAttrNumber;
-	Relation	held;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	bool		found = false;
+	first_row	f = {"replace", false, false};
 
-	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) marks none */
-	if (!OidIsValid(index) || replace == InvalidAttrNumber)
-		return false;
-	held = table_open(relid, AccessShareLock);
-	CommandCounterIncrement();
-	PushCopiedSnapshot(p->exec.snapshot);
-	UpdateActiveSnapshotCommandId();
-	scan = systable_beginscan(held, index, true, GetActiveSnapshot(), 0, NULL);
-	while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
-	{
-		bool		isnull;
-		Datum		d = heap_getattr(tup, replace, RelationGetDescr(held), &isnull);
-
-		found = !isnull && DatumGetBool(d);
-	}
-	systable_endscan(scan);
-	PopActiveSnapshot();
-	table_close(held, AccessShareLock);
-	return found;
+	return ms_probe(&p->exec, "held", "held_replace", first_true, &f) && f.found;
 }
 
 ArrayType *
