@@ -13,8 +13,10 @@ Figures, over the writes:
   passes a write            the pass's epoch read counted (one a pass)
   statements a write        pg_stat_statements, track = all: every statement the
                             worker ran, SPI's included
-  the statements            calls, rows and milliseconds each (wall clock), the
-                            heaviest first
+  statements planned        of those, how many were planned again (kept plans
+                            but their first: pg_stat_statements.track_planning)
+  the statements            calls, plans, rows and milliseconds each (wall
+                            clock), the heaviest first
 
 Wall-clock figures are noisy on a shared machine: the load average is printed
 beside them; the CPU and the counts decide.
@@ -40,6 +42,7 @@ if not os.environ.get("MS_BENCH_INSIDE"):
     sys.exit(subprocess.call(
         ["sh", "-c", '. scripts/lib.sh && ms_ready && ms_cluster -o fsync=on -o synchronous_commit=on'
          ' -o shared_preload_libraries=magic_sync,pg_stat_statements -o pg_stat_statements.track=all'
+         ' -o pg_stat_statements.track_planning=on'
          ' -o magic_sync.database=' + DB +
          ' env MS_BENCH_INSIDE=1 /usr/bin/python3 "$0" "$@"', here] + sys.argv[1:], cwd=ROOT))
 
@@ -121,19 +124,20 @@ def main():
         perf.send_signal(2)
         perf.wait()
     load = os.getloadavg()
-    cur.execute("SELECT s.calls, s.total_exec_time, s.rows, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 110)"
+    cur.execute("SELECT s.calls, s.plans, s.total_exec_time, s.rows, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 110)"
                 " FROM pg_stat_statements s WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = %s)"
                 "  AND s.query NOT LIKE 'UPDATE items%%' AND s.query NOT LIKE '%%pg_stat_statements%%'"
                 " ORDER BY s.total_exec_time DESC", (DB,))
     rows = cur.fetchall()
     calls = sum(r[0] for r in rows)
-    passes = sum(r[0] for r in rows if r[3].startswith(("SELECT id, secret", "SELECT e.id, e.secret")))
+    passes = sum(r[0] for r in rows if r[4].startswith(("SELECT id, secret", "SELECT e.id, e.secret")))
+    plans = sum(r[1] for r in rows)
     print(f"{WRITES} one-row writes of {N} rows broadcast to one replica (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
     print(f"worker CPU {spent / WRITES:.2f} ms a write; {passes / WRITES:.2f} passes a write;"
-          f" {calls / WRITES:.1f} statements a write ({len(rows)} kinds)")
-    print(" calls     ms   rows  statement")
-    for c, ms, r, q in rows:
-        print(f"{c:6d} {ms:7.1f} {r:6d}  {q}")
+          f" {calls / WRITES:.1f} statements a write ({len(rows)} kinds), {plans / WRITES:.1f} planned")
+    print(" calls  plans     ms   rows  statement")
+    for c, pl, ms, r, q in rows:
+        print(f"{c:6d} {pl:6d} {ms:7.1f} {r:6d}  {q}")
     if perf is not None:
         for children in ("--no-children", "--children"):
             subprocess.run(f"perf report -i /tmp/passcost-worker.perf {children} --stdio -g none"

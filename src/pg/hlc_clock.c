@@ -5,16 +5,17 @@
  */
 #include "magic_sync.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "storage/proc.h"
-#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "hlc.h"
 #include "hlc_clock.h"
+#include "probe.h"
 #include "spi_check.h"
 
 /* sync.clock as read in this transaction: whether there is one, its value */
@@ -34,32 +35,35 @@ now_ms(void)
 		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
 }
 
-/* read_stored: whether there is a sync.clock, and its value into stored */
+/* a probe's read of sync.clock's one row: its hlc */
+static bool
+clock_row(HeapTuple row, TupleDesc desc, void *arg)
+{
+	int			col = SPI_fnumber(desc, "hlc");
+	bool		isnull = true;
+	Datum		d = col > 0 ? heap_getattr(row, col, desc, &isnull) : (Datum) 0;
+
+	*(int64 *) arg = isnull ? 0 : DatumGetInt64(d);
+	return false;
+}
+
+/*
+ * read_stored: whether there is a sync.clock, and its value into stored;
+ * read in C (probe.h), as a read-only statement would, in the snapshot
+ * active: every filing and pass asks, and mostly finds no row.
+ */
 static bool
 read_stored(void)
 {
-	Oid			nsp;
-	bool		isnull;
 	int64		v = 0;
 
 	if (read_in == MyProc->lxid)
 		return has_clock;
-	nsp = get_namespace_oid("sync", true);
-	has_clock = OidIsValid(nsp) && OidIsValid(get_relname_relid("clock", nsp));
+	has_clock = ActiveSnapshotSet() ? ms_probe_rows(GetActiveSnapshot(), "clock", NULL, true, clock_row, &v)
+		: ms_probe_now("clock", NULL, clock_row, &v);
 	read_in = MyProc->lxid;
-	stored = 0;
-	if (!has_clock)
-		return false;
-	ms_spi_check(ms_spi_run("SELECT hlc FROM sync.clock", 0, NULL, NULL, NULL, true, 1), SPI_OK_SELECT, "could not read sync.clock");
-	if (SPI_processed == 1)
-	{
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		v = isnull ? 0 : DatumGetInt64(d);
-	}
-	SPI_freetuptable(SPI_tuptable);
-	stored = v;
-	return true;
+	stored = has_clock ? v : 0;
+	return has_clock;
 }
 
 uint64

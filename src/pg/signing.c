@@ -7,6 +7,7 @@
  */
 #include "magic_sync.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -14,6 +15,7 @@
 
 #include "bytes.h"
 #include "seal.h"
+#include "probe.h"
 #include "signing.h"
 #include "spi_check.h"
 #include "updated.h"
@@ -22,21 +24,38 @@
 static ms_signer *cached;
 static uint8 cached_seed[MS_SIGN_SEED_BYTES];
 
-/* read_seed: the private key recorded, false when none */
+/* a probe's read of sync.signing_key's one row: its private key copied out (the row is the scan's) */
+static bool
+seed_row(HeapTuple row, TupleDesc desc, void *arg)
+{
+	uint8	   *seed = arg;
+	int			col = SPI_fnumber(desc, "private_key");
+	bool		isnull = true;
+	Datum		d = col > 0 ? heap_getattr(row, col, desc, &isnull) : (Datum) 0;
+	bytea	   *b = isnull ? NULL : DatumGetByteaPP(d);
+
+	/* cannot happen: the table's CHECK holds the length */
+	if (b == NULL || VARSIZE_ANY_EXHDR(b) != MS_SIGN_SEED_BYTES)
+		elog(ERROR, "sync.signing_key holds a private key that is not %d bytes", MS_SIGN_SEED_BYTES);
+	memcpy(seed, VARDATA_ANY(b), MS_SIGN_SEED_BYTES);
+	seed[MS_SIGN_SEED_BYTES] = 1;
+	return false;
+}
+
+/*
+ * read_seed: the private key recorded, false when none; read in C (probe.h)
+ * as a statement would, checked as the current user: every pass and filing
+ * that signs asks
+ */
 static bool
 read_seed(uint8 seed[MS_SIGN_SEED_BYTES])
 {
-	bool		isnull;
-	bytea	   *b;
+	uint8		found[MS_SIGN_SEED_BYTES + 1];	/* and whether a row was there */
 
-	ms_spi_check(ms_spi_run("SELECT private_key FROM sync.signing_key", 0, NULL, NULL, NULL, false, 1), SPI_OK_SELECT, "could not read sync.signing_key");
-	if (SPI_processed == 0)
+	found[MS_SIGN_SEED_BYTES] = 0;
+	if (!ms_probe_now("signing_key", NULL, seed_row, found) || found[MS_SIGN_SEED_BYTES] == 0)
 		return false;
-	b = DatumGetByteaPP(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	/* cannot happen: the table's CHECK holds the length */
-	if (isnull || VARSIZE_ANY_EXHDR(b) != MS_SIGN_SEED_BYTES)
-		elog(ERROR, "sync.signing_key holds a private key that is not %d bytes", MS_SIGN_SEED_BYTES);
-	memcpy(seed, VARDATA_ANY(b), MS_SIGN_SEED_BYTES);
+	memcpy(seed, found, MS_SIGN_SEED_BYTES);
 	return true;
 }
 

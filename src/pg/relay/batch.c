@@ -11,7 +11,10 @@
  */
 #include "magic_sync.h"
 
+#include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "utils/timestamp.h"
 
 #include "batch.h"
 #include "floor.h"
@@ -29,20 +32,69 @@
  * snapshot saw every note there is; over it, a note may commit yet.
  */
 static void
-raise_floor(ms_pass *p, struct ms_floor *floor, int64 from, bool more)
+raise_floor(struct ms_floor *floor, int64 from, bool more, int64 last)
 {
 	int64		next = floor->settled + 1;
 
 	if (more)
-	{
-		bool		isnull;
-		int64		last;
-
-		ms_exec(&p->exec, "SELECT max(id) FROM ms_notes_read", 0, NULL, NULL, NULL, 0);
-		last = DatumGetInt64(ms_value(0, 1, &isnull));
 		next = Min(next, last + 1);
-	}
 	floor->next = Max(from, next);
+}
+
+/*
+ * the rows of the notes `notes` (as n) in ms_pending, the newest note of
+ * each.  Only a row's own notes make a held version older; group notes move
+ * sets.  A row a note of the batch moved (its key changed, to it or from
+ * it) is never on the fast path (fast.c).
+ */
+#define PENDING(notes) \
+	"INSERT INTO ms_pending (tab, key, note, moved) " \
+	"SELECT tab, key, max(id), bool_or(moved) FROM (" \
+	"  SELECT n.tab, n.key, n.id, n.old_key IS NOT NULL FROM " notes \
+	"   WHERE n.source = 'r' AND n.key IS NOT NULL" \
+	"  UNION ALL" \
+	"  SELECT n.tab, n.old_key, n.id, true FROM " notes \
+	"   WHERE n.source = 'r' AND n.old_key IS NOT NULL) c (tab, key, id, moved) " \
+	"GROUP BY tab, key"
+
+/* a probe's look for a row set aside, or a note parked, a minute ago or more (column: since, parked_at) */
+typedef struct retry_look
+{
+	const char *column;
+	TimestampTz before;
+	bool		found;
+} retry_look;
+
+static bool
+set_aside_before(HeapTuple row, TupleDesc desc, void *arg)
+{
+	retry_look *r = arg;
+	int			col = SPI_fnumber(desc, r->column);
+	int			done = SPI_fnumber(desc, "done");
+	bool		isnull = true;
+	Datum		d = col > 0 ? heap_getattr(row, col, desc, &isnull) : (Datum) 0;
+
+	r->found = !isnull && DatumGetTimestampTz(d) < r->before;
+	/* a parked note not done (notes_parked's predicate, checked on the row) */
+	if (r->found && done > 0)
+	{
+		d = heap_getattr(row, done, desc, &isnull);
+		r->found = !isnull && !DatumGetBool(d);
+	}
+	return !r->found;
+}
+
+/* whether a row set aside or a note parked is to be tried again (a catalog without the indexes: asked) */
+static bool
+any_retry(ms_pass *p)
+{
+	TimestampTz before = GetCurrentTransactionStartTimestamp() - 60 * USECS_PER_SEC;
+	retry_look	q = {"since", before, false};
+	retry_look	n = {"parked_at", before, false};
+
+	if (!ms_probe(&p->exec, "quarantine", "quarantine_pkey", set_aside_before, &q) || q.found)
+		return true;
+	return !ms_probe(&p->exec, "notes", "notes_parked", set_aside_before, &n) || n.found;
 }
 
 int64
@@ -51,6 +103,7 @@ ms_batch_read(ms_pass *p, struct ms_floor *floor, ArrayType *held_ids, bool *mor
 	int64		n;
 	int64		unparked;
 	int64		from;
+	int64		last;
 	bool		isnull;
 
 	ms_temp_table(&p->exec, "ms_notes_read");
@@ -62,18 +115,23 @@ ms_batch_read(ms_pass *p, struct ms_floor *floor, ArrayType *held_ids, bool *mor
 	 * per pass (a row tried again and set aside again waits another minute),
 	 * so many set aside at once never make one pass of them all.  One
 	 * statement for both (the notes it makes are not parked, and the read
-	 * below sees them): mostly neither finds any (issue 37).
+	 * below sees them), run only when a look in C finds one of either
+	 * (ms_probe): mostly neither is there (issue 37).
 	 */
-	ms_exec_by_index(&p->exec,
-					 "WITH q AS (INSERT INTO sync.notes (tab, key) SELECT tab, key FROM sync.quarantine"
-					 "  WHERE since < now() - interval '1 minute' ORDER BY since LIMIT $1),"
-					 " u AS (UPDATE sync.notes SET parked = NULL, parked_at = NULL WHERE ctid = ANY (ARRAY("
-					 " SELECT ctid FROM sync.notes WHERE parked IS NOT NULL AND NOT done"
-					 "  AND parked_at < now() - interval '1 minute' ORDER BY id LIMIT $1)) RETURNING id)"
-					 " SELECT min(id) FROM u",
-					 1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
-	/* a note read again lies under the floor, most likely: the read begins at it */
-	unparked = DatumGetInt64(ms_value(0, 1, &isnull));
+	isnull = true;
+	if (any_retry(p))
+	{
+		ms_exec_by_index(&p->exec,
+						 "WITH q AS (INSERT INTO sync.notes (tab, key) SELECT tab, key FROM sync.quarantine"
+						 "  WHERE since < now() - interval '1 minute' ORDER BY since LIMIT $1),"
+						 " u AS (UPDATE sync.notes SET parked = NULL, parked_at = NULL WHERE ctid = ANY (ARRAY("
+						 " SELECT ctid FROM sync.notes WHERE parked IS NOT NULL AND NOT done"
+						 "  AND parked_at < now() - interval '1 minute' ORDER BY id LIMIT $1)) RETURNING id)"
+						 " SELECT min(id) FROM u",
+						 1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(RETRIES_PER_PASS)}, NULL, 0);
+		/* a note read again lies under the floor, most likely: the read begins at it */
+		unparked = DatumGetInt64(ms_value(0, 1, &isnull));
+	}
 	/*
 	 * The notes of a table held back (relay.c) are parked: read again a
 	 * minute later, as any parked note, and planned once the table flows.
@@ -91,19 +149,23 @@ ms_batch_read(ms_pass *p, struct ms_floor *floor, ArrayType *held_ids, bool *mor
 	 * A later build's note is skipped by the query, and holds back nothing.
 	 * Up to a batch, oldest first (question.c closes it over the rows it
 	 * touches); the whole plan compares whole sets as they are now, and so
-	 * reads every note (LIMIT NULL).
+	 * reads every note (LIMIT NULL).  Their rows go to ms_pending (emptied
+	 * above) in the same statement, one fewer a pass (issue 37).
 	 */
-	ms_exec(&p->exec, "INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes WHERE NOT done AND build <= 1"
-			" AND parked IS NULL AND id >= $2 ORDER BY id LIMIT $1",
+	ms_exec(&p->exec, "WITH r AS (INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes"
+			" WHERE NOT done AND build <= 1 AND parked IS NULL AND id >= $2 ORDER BY id LIMIT $1"
+			" RETURNING id, tab, source, key, old_key),"
+			" w AS (" PENDING("r n") ")"
+			" SELECT count(*), max(id) FROM r",
 			2, (Oid[]) {INT4OID, INT8OID}, (Datum[]) {Int32GetDatum(ms_batch_notes), Int64GetDatum(from)},
 			ms_full_plan ? "n " : NULL, 0);
-	n = (int64) SPI_processed;
+	n = DatumGetInt64(ms_value(0, 1, &isnull));
+	last = n > 0 ? DatumGetInt64(ms_value(0, 2, &isnull)) : 0;
 	*more = !ms_full_plan && n == ms_batch_notes;
 	if (floor != NULL)
-		raise_floor(p, floor, from, *more);
+		raise_floor(floor, from, *more, last);
 	if (n == 0)
 		return 0;
-	ms_batch_rows(&p->exec);
 	ms_analyze(&p->exec, "ms_notes_read, ms_pending", (uint64) n);
 	return n;
 }
@@ -118,21 +180,7 @@ void
 ms_batch_rows(ms_executor *x)
 {
 	ms_temp_empty(x, "ms_pending");
-	/*
-	 * Only a row's own notes make a held version older; group notes move
-	 * sets.  A row a note of the batch moved (its key changed, to it or from
-	 * it) is never on the fast path (fast.c).
-	 */
-	ms_exec(x,
-			"INSERT INTO ms_pending (tab, key, note, moved) "
-			"SELECT tab, key, max(id), bool_or(moved) FROM ("
-			"  SELECT n.tab, n.key, n.id, n.old_key IS NOT NULL FROM " MS_BATCH_NOTES
-			"   WHERE n.source = 'r' AND n.key IS NOT NULL"
-			"  UNION ALL"
-			"  SELECT n.tab, n.old_key, n.id, true FROM " MS_BATCH_NOTES
-			"   WHERE n.source = 'r' AND n.old_key IS NOT NULL) c (tab, key, id, moved) "
-			"GROUP BY tab, key",
-			0, NULL, NULL, NULL, 0);
+	ms_exec(x, PENDING(MS_BATCH_NOTES), 0, NULL, NULL, NULL, 0);
 }
 
 void

@@ -6,17 +6,13 @@
  */
 #include "magic_sync.h"
 
-#include "access/genam.h"
-#include "access/table.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "miscadmin.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "common/hashfn.h"
 #include "utils/hsearch.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/snapmgr.h"
@@ -363,28 +359,16 @@ ms_open(ms_executor *x, const char *sql, int nargs, Oid *types,
 bool
 ms_probe(ms_executor *x, const char *table, const char *index, ms_probe_fn fn, void *arg)
 {
-	Oid			ns = get_namespace_oid("sync", true);
-	Oid			relid = OidIsValid(ns) ? get_relname_relid(table, ns) : InvalidOid;
-	Oid			indexid = index != NULL && OidIsValid(ns) ? get_relname_relid(index, ns) : InvalidOid;
-	Relation	rel;
-	SysScanDesc scan;
-	HeapTuple	tup;
+	bool		looked;
 
-	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) has none */
-	if (!OidIsValid(relid) || (index != NULL && !OidIsValid(indexid)))
-		return false;
-	rel = table_open(relid, AccessShareLock);
 	/* the pass's snapshot at its current command, as ms_run's statements see it */
 	CommandCounterIncrement();
 	PushCopiedSnapshot(x->snapshot);
 	UpdateActiveSnapshotCommandId();
-	scan = systable_beginscan(rel, indexid, OidIsValid(indexid), GetActiveSnapshot(), 0, NULL);
-	while (HeapTupleIsValid(tup = systable_getnext(scan)) && fn(tup, RelationGetDescr(rel), arg))
-		;
-	systable_endscan(scan);
+	/* the pass's own tables: its statements are checked as x->self, who may read them all (pass.h) */
+	looked = ms_probe_rows(GetActiveSnapshot(), table, index, false, fn, arg);
 	PopActiveSnapshot();
-	table_close(rel, AccessShareLock);
-	return true;
+	return looked;
 }
 
 Datum

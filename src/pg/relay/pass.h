@@ -40,6 +40,7 @@
 #include "utils/snapshot.h"
 
 #include "epoch.h"
+#include "probe.h"
 
 typedef struct ms_evolve ms_evolve;
 
@@ -266,14 +267,10 @@ extern void ms_plans_catalog(const char *catalog);
 extern SPIPlanPtr ms_prepare_kept(ms_executor *x, const char *sql, int nargs, Oid *types);
 
 /*
- * ms_probe: fn(row, its descriptor, arg) for each row of sync.<table> the
- * pass's statements would see now, by sync.<index> (NULL: the table read
- * whole, in its order), until fn returns false.  Returns false, calling fn
- * for none, when the catalog has no such table or index.  For a look at a
- * small table, or an index's first entries, that would be a statement of
- * the pass; fn checks every condition itself (an index's too).
+ * ms_probe: ms_probe_rows (probe.h) as the pass's statements would see
+ * sync.<table> now: for a look at a small table, or an index's first
+ * entries, that would be a statement of the pass.
  */
-typedef bool (*ms_probe_fn) (HeapTuple row, TupleDesc desc, void *arg);
 extern bool ms_probe(ms_executor *x, const char *table, const char *index, ms_probe_fn fn, void *arg);
 
 /* ms_value: column col (from 1) of row `row` of the last result. */

@@ -1,0 +1,62 @@
+/*-------------------------------------------------------------------------
+ * probe.c
+ *	  A look at a small table of the extension's in C.  See probe.h.
+ *-------------------------------------------------------------------------
+ */
+#include "magic_sync.h"
+
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "probe.h"
+
+bool
+ms_probe_rows(Snapshot snapshot, const char *table, const char *index, bool as_user,
+			  ms_probe_fn fn, void *arg)
+{
+	Oid			ns = get_namespace_oid("sync", true);
+	Oid			relid = OidIsValid(ns) ? get_relname_relid(table, ns) : InvalidOid;
+	Oid			indexid = index != NULL && OidIsValid(ns) ? get_relname_relid(index, ns) : InvalidOid;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) has none */
+	if (!OidIsValid(relid) || (index != NULL && !OidIsValid(indexid)))
+		return false;
+	rel = table_open(relid, AccessShareLock);
+	if (as_user)
+	{
+		AclResult	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+
+		if (acl != ACLCHECK_OK)
+			aclcheck_error(acl, OBJECT_TABLE, RelationGetRelationName(rel));
+	}
+	scan = systable_beginscan(rel, indexid, OidIsValid(indexid), snapshot, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)) && fn(tup, RelationGetDescr(rel), arg))
+		;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return true;
+}
+
+bool
+ms_probe_now(const char *table, const char *index, ms_probe_fn fn, void *arg)
+{
+	bool		looked;
+
+	/* as SPI runs a statement that is not read-only */
+	PushActiveSnapshot(GetTransactionSnapshot());
+	CommandCounterIncrement();
+	UpdateActiveSnapshotCommandId();
+	looked = ms_probe_rows(GetActiveSnapshot(), table, index, true, fn, arg);
+	PopActiveSnapshot();
+	return looked;
+}
