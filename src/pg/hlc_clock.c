@@ -59,7 +59,7 @@ read_stored(void)
 
 	if (read_in == MyProc->lxid)
 		return has_clock;
-	has_clock = ActiveSnapshotSet() ? ms_probe_rows(GetActiveSnapshot(), "clock", NULL, true, clock_row, &v)
+	has_clock = ActiveSnapshotSet() ? ms_probe_rows(GetActiveSnapshot(), "clock", NULL, true, 0, NULL, clock_row, &v)
 		: ms_probe_now("clock", NULL, clock_row, &v);
 	read_in = MyProc->lxid;
 	stored = has_clock ? v : 0;

@@ -19,7 +19,7 @@
 
 bool
 ms_probe_rows(Snapshot snapshot, const char *table, const char *index, bool as_user,
-			  ms_probe_fn fn, void *arg)
+			  int nkeys, ScanKey keys, ms_probe_fn fn, void *arg)
 {
 	Oid			ns = get_namespace_oid("sync", true);
 	Oid			relid = OidIsValid(ns) ? get_relname_relid(table, ns) : InvalidOid;
@@ -39,7 +39,7 @@ ms_probe_rows(Snapshot snapshot, const char *table, const char *index, bool as_u
 		if (acl != ACLCHECK_OK)
 			aclcheck_error(acl, OBJECT_TABLE, RelationGetRelationName(rel));
 	}
-	scan = systable_beginscan(rel, indexid, OidIsValid(indexid), snapshot, 0, NULL);
+	scan = systable_beginscan(rel, indexid, OidIsValid(indexid), snapshot, nkeys, keys);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)) && fn(tup, RelationGetDescr(rel), arg))
 		;
 	systable_endscan(scan);
@@ -56,7 +56,7 @@ ms_probe_now(const char *table, const char *index, ms_probe_fn fn, void *arg)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	CommandCounterIncrement();
 	UpdateActiveSnapshotCommandId();
-	looked = ms_probe_rows(GetActiveSnapshot(), table, index, true, fn, arg);
+	looked = ms_probe_rows(GetActiveSnapshot(), table, index, true, 0, NULL, fn, arg);
 	PopActiveSnapshot();
 	return looked;
 }

@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "access/htup.h"
+#include "access/skey.h"
 #include "access/tupdesc.h"
 #include "utils/snapshot.h"
 
@@ -22,14 +23,15 @@ typedef bool (*ms_probe_fn) (HeapTuple row, TupleDesc desc, void *arg);
 /*
  * ms_probe_rows: fn(row, its descriptor, arg) for each row of sync.<table>
  * that snapshot sees, by sync.<index> (NULL: the table read whole, in its
- * order), until fn returns false.  Returns false, calling fn for none, when
+ * order) and the nkeys keys (on the table's columns, as
+ * systable_beginscan takes them), until fn returns false.  Returns false, calling fn for none, when
  * the catalog has no such table or index.  fn checks every condition itself
  * (an index's predicate too).  as_user: the current user must be allowed to
  * SELECT from it, as a statement's would (else the table's privileges are
  * its caller's business).
  */
 extern bool ms_probe_rows(Snapshot snapshot, const char *table, const char *index, bool as_user,
-						  ms_probe_fn fn, void *arg);
+						  int nkeys, ScanKey keys, ms_probe_fn fn, void *arg);
 
 /*
  * ms_probe_now: the same, as a statement SPI runs (not read-only) would see

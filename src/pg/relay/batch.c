@@ -21,6 +21,14 @@
 #include "settings.h"
 #include "temp.h"
 
+/*
+ * The rows of the batch as ms_batch_read found them (ms_pending), and
+ * whether a note of a group member is among its notes; -1: not known (the
+ * batch changed since, ms_batch_rows)
+ */
+static int64 pending_rows = -1;
+static bool member_notes = true;
+
 /* rows set aside, and notes parked, tried again per pass */
 #define RETRIES_PER_PASS 1000
 
@@ -108,6 +116,7 @@ ms_batch_read(ms_pass *p, struct ms_floor *floor, ArrayType *held_ids, bool *mor
 
 	ms_temp_table(&p->exec, "ms_notes_read");
 	ms_temp_table(&p->exec, "ms_pending");
+	pending_rows = -1;
 
 	/*
 	 * A row set aside a minute ago is noted again, and a note parked a
@@ -155,12 +164,15 @@ ms_batch_read(ms_pass *p, struct ms_floor *floor, ArrayType *held_ids, bool *mor
 	ms_exec(&p->exec, "WITH r AS (INSERT INTO ms_notes_read SELECT " MS_BATCH_COLUMNS " FROM sync.notes"
 			" WHERE NOT done AND build <= 1 AND parked IS NULL AND id >= $2 ORDER BY id LIMIT $1"
 			" RETURNING id, tab, source, key, old_key),"
-			" w AS (" PENDING("r n") ")"
-			" SELECT count(*), max(id) FROM r",
+			" w AS (" PENDING("r n") " RETURNING 1)"
+			" SELECT count(*), max(id), (SELECT count(*) FROM w),"
+			"  count(*) FILTER (WHERE source = 'm' AND key IS NOT NULL) FROM r",
 			2, (Oid[]) {INT4OID, INT8OID}, (Datum[]) {Int32GetDatum(ms_batch_notes), Int64GetDatum(from)},
 			ms_full_plan ? "n " : NULL, 0);
 	n = DatumGetInt64(ms_value(0, 1, &isnull));
 	last = n > 0 ? DatumGetInt64(ms_value(0, 2, &isnull)) : 0;
+	pending_rows = DatumGetInt64(ms_value(0, 3, &isnull));
+	member_notes = DatumGetInt64(ms_value(0, 4, &isnull)) > 0;
 	*more = !ms_full_plan && n == ms_batch_notes;
 	if (floor != NULL)
 		raise_floor(floor, from, *more, last);
@@ -181,6 +193,14 @@ ms_batch_rows(ms_executor *x)
 {
 	ms_temp_empty(x, "ms_pending");
 	ms_exec(x, PENDING(MS_BATCH_NOTES), 0, NULL, NULL, NULL, 0);
+	/* the batch changed: its member notes not counted */
+	pending_rows = -1;
+}
+
+bool
+ms_batch_rows_all(uint64 rows)
+{
+	return pending_rows >= 0 && (uint64) pending_rows == rows && !member_notes;
 }
 
 void

@@ -52,6 +52,13 @@ extern int64 ms_batch_floor(const struct ms_floor *floor);
 /* ms_batch_rows: pg_temp.ms_pending again, after notes joined or left ms_notes_read. */
 extern void ms_batch_rows(ms_executor *x);
 
+/*
+ * ms_batch_rows_all: whether `rows` rows are every row of ms_pending, as
+ * ms_batch_read read the batch, and no note of it is a group member's;
+ * false when it does not know (the batch changed since).
+ */
+extern bool ms_batch_rows_all(uint64 rows);
+
 /* ms_batch_only: the batch is these notes (a bigint[]; park.c narrows it down). */
 extern void ms_batch_only(ms_pass *p, ArrayType *ids);
 

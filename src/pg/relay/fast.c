@@ -33,6 +33,7 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
+#include "batch.h"
 #include "catalog.h"
 #include "fast.h"
 #include "owner.h"
@@ -64,6 +65,12 @@ void
 ms_fast_held_back(bool any)
 {
 	held_back = any;
+}
+
+bool
+ms_fast_only(uint64 fast_rows)
+{
+	return !held_back && ms_batch_rows_all(fast_rows);
 }
 
 uint64

@@ -27,6 +27,13 @@ extern uint64 ms_fast_find(ms_reader *p);
 extern void ms_fast_held_back(bool any);
 
 /*
+ * ms_fast_only: whether the fast_rows rows ms_fast_find found are every row
+ * the batch changed, with no row held back, released, or moved by a group
+ * member's note (batch.c): then no other row changed.
+ */
+extern bool ms_fast_only(uint64 fast_rows);
+
+/*
  * ms_fast_send: what the plan sends of the fast_rows rows ms_fast_find
  * found, into pg_temp.ms_send, for the replicas planned around them
  * (around, uuid[]: ids of sync.replicas) of replicas_all; it takes back none.  planned: ms_send may

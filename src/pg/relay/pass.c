@@ -359,6 +359,13 @@ ms_open(ms_executor *x, const char *sql, int nargs, Oid *types,
 bool
 ms_probe(ms_executor *x, const char *table, const char *index, ms_probe_fn fn, void *arg)
 {
+	return ms_probe_keyed(x, table, index, 0, NULL, fn, arg);
+}
+
+bool
+ms_probe_keyed(ms_executor *x, const char *table, const char *index, int nkeys, ScanKey keys,
+			   ms_probe_fn fn, void *arg)
+{
 	bool		looked;
 
 	/* the pass's snapshot at its current command, as ms_run's statements see it */
@@ -366,7 +373,7 @@ ms_probe(ms_executor *x, const char *table, const char *index, ms_probe_fn fn, v
 	PushCopiedSnapshot(x->snapshot);
 	UpdateActiveSnapshotCommandId();
 	/* the pass's own tables: its statements are checked as x->self, who may read them all (pass.h) */
-	looked = ms_probe_rows(GetActiveSnapshot(), table, index, false, fn, arg);
+	looked = ms_probe_rows(GetActiveSnapshot(), table, index, false, nkeys, keys, fn, arg);
 	PopActiveSnapshot();
 	return looked;
 }

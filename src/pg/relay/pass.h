@@ -272,6 +272,9 @@ extern SPIPlanPtr ms_prepare_kept(ms_executor *x, const char *sql, int nargs, Oi
  * entries, that would be a statement of the pass.
  */
 extern bool ms_probe(ms_executor *x, const char *table, const char *index, ms_probe_fn fn, void *arg);
+/* ms_probe_keyed: the same, by the keys given (probe.h) */
+extern bool ms_probe_keyed(ms_executor *x, const char *table, const char *index, int nkeys, ScanKey keys,
+						   ms_probe_fn fn, void *arg);
 
 /* ms_value: column col (from 1) of row `row` of the last result. */
 extern Datum ms_value(uint64 row, int col, bool *isnull);

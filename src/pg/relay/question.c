@@ -194,7 +194,7 @@ fk_values(ms_reader *p)
 
 /* what changed: the rows of the notes read, and the parents they pointed at before; how many */
 static uint64
-changed(ms_reader *p)
+changed(ms_reader *p, uint64 fast_rows)
 {
 	ListCell   *lc;
 	uint64		n = 0;
@@ -204,15 +204,19 @@ changed(ms_reader *p)
 	 * no set (fast.c); rows blocked because of a row that was quarantined and
 	 * goes now; a member joining or leaving a group: the grouped row's place
 	 * moved.  One statement: each of its own cost a one-row pass an
-	 * executor's start for nothing (bench/passcost.py, issue 37).
+	 * executor's start for nothing (bench/passcost.py, issue 37); none when
+	 * every row of the batch is on the fast path and no other can be.
 	 */
-	ms_exec(p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending c WHERE NOT EXISTS"
-			" (SELECT FROM pg_temp.ms_fast f WHERE f.tab = c.tab AND f.key = c.key)"
-			" UNION SELECT tab, key FROM ms_released"
-			" UNION SELECT n.tab, n.key FROM " MS_BATCH_NOTES " WHERE n.source = 'm' AND n.key IS NOT NULL"
-			" ON CONFLICT DO NOTHING",
-			0, NULL, NULL, NULL, 0);
-	n += SPI_processed;
+	if (!ms_fast_only(fast_rows))
+	{
+		ms_exec(p->exec, "INSERT INTO ms_changed SELECT tab, key FROM ms_pending c WHERE NOT EXISTS"
+				" (SELECT FROM pg_temp.ms_fast f WHERE f.tab = c.tab AND f.key = c.key)"
+				" UNION SELECT tab, key FROM ms_released"
+				" UNION SELECT n.tab, n.key FROM " MS_BATCH_NOTES " WHERE n.source = 'm' AND n.key IS NOT NULL"
+				" ON CONFLICT DO NOTHING",
+				0, NULL, NULL, NULL, 0);
+		n += SPI_processed;
+	}
 	/*
 	 * The parents each changed row pointed at, by foreign key, before the
 	 * change; but not a parent the row, under the same key, still points at:
@@ -804,7 +808,7 @@ ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int
 	ms_temp_table(p->exec, "ms_kd");
 
 	fast_rows = ms_fast_find(p);
-	if (nothing_in_question(p, changed(p), blocked, more))
+	if (nothing_in_question(p, changed(p, fast_rows), blocked, more))
 	{
 		ms_fast_send(p, fast_rows, replicas, replicas_all, sent);
 		return joined;
@@ -828,7 +832,7 @@ ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int
 		for (const char *const *t = tables; *t != NULL; t++)
 			ms_temp_empty(p->exec, *t);
 		fast_rows = ms_fast_find(p);
-		(void) changed(p);
+		(void) changed(p, fast_rows);
 		inplace = in_place(p, blocked);
 		in_question(p, blocked);
 		kept(p, inplace, blocked);

@@ -22,12 +22,15 @@
  */
 #include "magic_sync.h"
 
+#include "access/htup_details.h"
+#include "access/stratnum.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "common/sha2.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -64,29 +67,24 @@ ms_batch_array(Datum *values, int n, Oid type)
 	return PointerGetDatum(construct_array(values, n, type, len, byval, align));
 }
 
-/* write_batch: the messages, then the segments, buffered so far */
+/* write_batch: the messages and their segments buffered so far, in one statement */
 void
 ms_write_batch(recorder *r)
 {
 	MemoryContext old = MemoryContextSwitchTo(r->batch);
 
-	if (r->nmessages > 0)
+	/* both in one statement, the one or the other empty, or neither (issue 37) */
+	if (r->nmessages > 0 || r->nsegments > 0)
 	{
-		Datum		arrays[OUTBOX_COLS];
+		Datum		arrays[OUTBOX_COLS + SEGMENT_COLS];
 
 		for (int c = 0; c < OUTBOX_COLS; c++)
 			arrays[c] = ms_batch_array(r->messages[c], r->nmessages, outbox_types[c]);
-		ms_run(&r->p->exec, r->store_messages, arrays, NULL, 0);
-		r->nmessages = 0;
-	}
-	if (r->nsegments > 0)
-	{
-		Datum		arrays[SEGMENT_COLS];
-
 		for (int c = 0; c < SEGMENT_COLS; c++)
-			arrays[c] = ms_batch_array(r->segs[c], r->nsegments, segment_types[c]);
-		ms_run(&r->p->exec, r->store_segments, arrays, NULL, 0);
+			arrays[OUTBOX_COLS + c] = ms_batch_array(r->segs[c], r->nsegments, segment_types[c]);
+		ms_run(&r->p->exec, r->store_batch, arrays, NULL, 0);
 		r->segments += r->nsegments;
+		r->nmessages = 0;
 		r->nsegments = 0;
 	}
 	MemoryContextSwitchTo(old);
@@ -368,41 +366,70 @@ end_snapshot(recorder *r, target *tg, StringInfo body)
 	ms_write_message(r, tg, body, false, 0, 0);
 }
 
+/* a probe's read of a replica's row: its chain's last place, into the target */
+typedef struct target_read
+{
+	recorder   *r;
+	bool		snapshot;		/* it is provisioned */
+} target_read;
+
+static bool
+target_row(HeapTuple row, TupleDesc desc, void *arg)
+{
+	target_read *tr = arg;
+	recorder   *r = tr->r;
+	bool		isnull;
+	pg_uuid_t  *id = DatumGetUUIDP(heap_getattr(row, SPI_fnumber(desc, "id"), desc, &isnull));
+	bool		found;
+	target	   *tg = hash_search(r->targets, id, HASH_ENTER, &found);
+	Datum		nonce;
+	MemoryContext old = MemoryContextSwitchTo(r->cxt);
+
+	memset(((char *) tg) + sizeof(pg_uuid_t), 0, sizeof(target) - sizeof(pg_uuid_t));
+	tg->last_number = (uint64) DatumGetInt64(heap_getattr(row, SPI_fnumber(desc, "last_number"), desc, &isnull));
+	nonce = heap_getattr(row, SPI_fnumber(desc, "last_nonce"), desc, &isnull);
+	if (!isnull && VARSIZE_ANY_EXHDR(DatumGetByteaPP(nonce)) == MS_NONCE_BYTES)
+	{
+		memcpy(tg->last_nonce, VARDATA_ANY(DatumGetByteaPP(nonce)), MS_NONCE_BYTES);
+		tg->has_last = tg->last_number > 0;
+	}
+	tg->snapshot = tr->snapshot;
+	ms_fill_init(r->fill, &tg->down);
+	ms_fill_init(r->fill, &tg->rows);
+	/* its first message begins with the schema changes it is sent (evolve.c) */
+	if (!tg->snapshot)
+		ms_evolve_down(r->in->cat, &tg->id, &tg->down);
+	MemoryContextSwitchTo(old);
+	return false;
+}
+
+/*
+ * the replicas written to, each with where its chain is: read by the primary
+ * key in C (ms_probe_keyed), a descent a replica, as the statement's index
+ * scan did; a statement planned again every pass, as its arrays' values
+ * were new (issue 37).  A replica no longer there has no target.
+ */
 static void
 load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 {
-	Oid			types[2] = {UUIDARRAYOID, UUIDARRAYOID};
-	Datum		values[2] = {PointerGetDatum(replicas), PointerGetDatum(provisioning)};
+	Datum	   *ids;
+	Datum	   *prov;
+	int			n;
+	int			nprov;
 
-	ms_exec(&r->p->exec,
-			"SELECT id, last_number, last_nonce, id = ANY ($2) FROM sync.replicas WHERE id = ANY ($1)",
-			2, types, values, NULL, 0);
-	for (uint64 i = 0; i < SPI_processed; i++)
+	deconstruct_array(replicas, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, &ids, NULL, &n);
+	deconstruct_array(provisioning, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, &prov, NULL, &nprov);
+	for (int i = 0; i < n; i++)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		pg_uuid_t  *id = DatumGetUUIDP(SPI_getbinval(tup, desc, 1, &isnull));
-		bool		found;
-		target	   *tg = hash_search(r->targets, id, HASH_ENTER, &found);
-		Datum		nonce;
-		MemoryContext old = MemoryContextSwitchTo(r->cxt);
+		ScanKeyData key;
+		target_read tr = {r, false};
 
-		memset(((char *) tg) + sizeof(pg_uuid_t), 0, sizeof(target) - sizeof(pg_uuid_t));
-		tg->last_number = (uint64) DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
-		nonce = SPI_getbinval(tup, desc, 3, &isnull);
-		if (!isnull && VARSIZE_ANY_EXHDR(DatumGetByteaPP(nonce)) == MS_NONCE_BYTES)
-		{
-			memcpy(tg->last_nonce, VARDATA_ANY(DatumGetByteaPP(nonce)), MS_NONCE_BYTES);
-			tg->has_last = tg->last_number > 0;
-		}
-		tg->snapshot = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-		ms_fill_init(r->fill, &tg->down);
-		ms_fill_init(r->fill, &tg->rows);
-		/* its first message begins with the schema changes it is sent (evolve.c) */
-		if (!tg->snapshot)
-			ms_evolve_down(r->in->cat, &tg->id, &tg->down);
-		MemoryContextSwitchTo(old);
+		for (int j = 0; j < nprov && !tr.snapshot; j++)
+			tr.snapshot = memcmp(DatumGetPointer(ids[i]), DatumGetPointer(prov[j]), UUID_LEN) == 0;
+		/* id: sync.replicas' first column, its primary key */
+		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_UUID_EQ, ids[i]);
+		if (!ms_probe_keyed(&r->p->exec, "replicas", "replicas_pkey", 1, &key, target_row, &tr))
+			elog(ERROR, "the catalog has no sync.replicas");
 	}
 	r->fill_empty = MemoryContextMemAllocated(r->fill, false);
 }
@@ -413,8 +440,7 @@ recorder_init(recorder *r, ms_pass *p, const ms_record_in *in)
 {
 	HASHCTL		ctl;
 	Oid			btypes[4] = {BYTEAOID, BYTEAOID, INT4OID, INT4OID};
-	Oid			mtypes[OUTBOX_COLS];
-	Oid			stypes[SEGMENT_COLS];
+	Oid			types[OUTBOX_COLS + SEGMENT_COLS];
 
 	memset(r, 0, sizeof *r);
 	r->p = p;
@@ -430,9 +456,9 @@ recorder_init(recorder *r, ms_pass *p, const ms_record_in *in)
 	 */
 	r->fill = AllocSetContextCreate(r->cxt, "magic_sync messages being filled", ALLOCSET_SMALL_SIZES);
 	for (int c = 0; c < OUTBOX_COLS; c++)
-		mtypes[c] = get_array_type(outbox_types[c]);
+		types[c] = get_array_type(outbox_types[c]);
 	for (int c = 0; c < SEGMENT_COLS; c++)
-		stypes[c] = get_array_type(segment_types[c]);
+		types[OUTBOX_COLS + c] = get_array_type(segment_types[c]);
 	r->message_seq = get_relname_relid("message_seq", get_namespace_oid("sync", false));
 	if (!OidIsValid(r->message_seq))
 		ereport(ERROR,
@@ -457,11 +483,12 @@ recorder_init(recorder *r, ms_pass *p, const ms_record_in *in)
 	r->store_body = ms_prepare_kept(&p->exec, "INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
 							   " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
 							   4, btypes);
-	r->store_messages = ms_prepare_kept(&p->exec, "INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
-										" SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8)",
-										OUTBOX_COLS, mtypes);
-	r->store_segments = ms_prepare_kept(&p->exec, "INSERT INTO pg_temp.ms_segments SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7)",
-										SEGMENT_COLS, stypes);
+	r->store_batch = ms_prepare_kept(&p->exec,
+									 "WITH s AS (INSERT INTO pg_temp.ms_segments"
+									 "  SELECT * FROM unnest($9, $10, $11, $12, $13, $14, $15))"
+									 " INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
+									 " SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8)",
+									 OUTBOX_COLS + SEGMENT_COLS, types);
 }
 
 /* snapshot_rows: how many rows each replica's snapshot carries, as its Begin says */

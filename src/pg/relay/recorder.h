@@ -110,8 +110,7 @@ typedef struct recorder
 	StringInfoData key;			/* scratch: the wire Key of the current row */
 	Oid			message_seq;	/* sync.message_seq: numbers drawn as nextval() draws them */
 	SPIPlanPtr	store_body;
-	SPIPlanPtr	store_messages;
-	SPIPlanPtr	store_segments;
+	SPIPlanPtr	store_batch;	/* the messages to sync.outbox, their segments to pg_temp.ms_segments */
 	uint64		segments;		/* rows of pg_temp.ms_segments */
 
 	/*
