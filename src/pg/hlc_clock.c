@@ -5,7 +5,6 @@
  */
 #include "magic_sync.h"
 
-#include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -39,9 +38,8 @@ now_ms(void)
 static bool
 clock_row(HeapTuple row, TupleDesc desc, void *arg)
 {
-	int			col = SPI_fnumber(desc, "hlc");
-	bool		isnull = true;
-	Datum		d = col > 0 ? heap_getattr(row, col, desc, &isnull) : (Datum) 0;
+	bool		isnull;
+	Datum		d = ms_probe_column(row, desc, "hlc", &isnull);
 
 	*(int64 *) arg = isnull ? 0 : DatumGetInt64(d);
 	return false;

@@ -6,9 +6,11 @@
 #include "magic_sync.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
@@ -45,6 +47,16 @@ ms_probe_rows(Snapshot snapshot, const char *table, const char *index, bool as_u
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return true;
+}
+
+Datum
+ms_probe_column(HeapTuple row, TupleDesc desc, const char *name, bool *isnull)
+{
+	int			col = SPI_fnumber(desc, name);
+
+	*isnull = true;
+	/* a system column, or none: not a column of the table's own */
+	return col > 0 ? heap_getattr(row, col, desc, isnull) : (Datum) 0;
 }
 
 bool

@@ -33,6 +33,9 @@ typedef bool (*ms_probe_fn) (HeapTuple row, TupleDesc desc, void *arg);
 extern bool ms_probe_rows(Snapshot snapshot, const char *table, const char *index, bool as_user,
 						  int nkeys, ScanKey keys, ms_probe_fn fn, void *arg);
 
+/* ms_probe_column: a row's column by its name; null (*isnull) when it has none such */
+extern Datum ms_probe_column(HeapTuple row, TupleDesc desc, const char *name, bool *isnull);
+
 /*
  * ms_probe_now: the same, as a statement SPI runs (not read-only) would see
  * it: the transaction's snapshot (under READ COMMITTED a new one) at a new

@@ -7,7 +7,6 @@
  */
 #include "magic_sync.h"
 
-#include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -29,9 +28,8 @@ static bool
 seed_row(HeapTuple row, TupleDesc desc, void *arg)
 {
 	uint8	   *seed = arg;
-	int			col = SPI_fnumber(desc, "private_key");
-	bool		isnull = true;
-	Datum		d = col > 0 ? heap_getattr(row, col, desc, &isnull) : (Datum) 0;
+	bool		isnull;
+	Datum		d = ms_probe_column(row, desc, "private_key", &isnull);
 	bytea	   *b = isnull ? NULL : DatumGetByteaPP(d);
 
 	/* cannot happen: the table's CHECK holds the length */

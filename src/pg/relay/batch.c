@@ -11,7 +11,6 @@
  */
 #include "magic_sync.h"
 
-#include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/timestamp.h"
@@ -77,17 +76,15 @@ static bool
 set_aside_before(HeapTuple row, TupleDesc desc, void *arg)
 {
 	retry_look *r = arg;
-	int			col = SPI_fnumber(desc, r->column);
-	int			done = SPI_fnumber(desc, "done");
-	bool		isnull = true;
-	Datum		d = col > 0 ? heap_getattr(row, col, desc, &isnull) : (Datum) 0;
+	bool		isnull;
+	Datum		d = ms_probe_column(row, desc, r->column, &isnull);
 
 	r->found = !isnull && DatumGetTimestampTz(d) < r->before;
-	/* a parked note not done (notes_parked's predicate, checked on the row) */
-	if (r->found && done > 0)
+	/* a parked note not done (notes_parked's predicate, checked on the row; sync.quarantine has no done) */
+	if (r->found)
 	{
-		d = heap_getattr(row, done, desc, &isnull);
-		r->found = !isnull && !DatumGetBool(d);
+		d = ms_probe_column(row, desc, "done", &isnull);
+		r->found = isnull || !DatumGetBool(d);
 	}
 	return !r->found;
 }

@@ -580,8 +580,8 @@ held_of_snapshots(ms_pass *p, bool has_carried, ArrayType *provisioning, const c
  * instead of the held rows.
  */
 void
-ms_record_held(ms_pass *p, bool has_carried, ArrayType *provisioning, uint64 segments, uint64 whole,
-			   const ms_planned *plan)
+ms_record_held(ms_pass *p, bool has_carried, bool trim_carried, ArrayType *provisioning,
+			   uint64 segments, uint64 whole, const ms_planned *plan)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
@@ -647,8 +647,11 @@ ms_record_held(ms_pass *p, bool has_carried, ArrayType *provisioning, uint64 seg
 				"   AND t.key <= g.last_key AND t.replica = g.replica "
 				" WHERE g.kind = 'd' AND h.replica = t.replica AND h.tab = t.tab AND h.key = t.key",
 				0, NULL, NULL, NULL, 0);
-	/* what the messages it acknowledged carried, for the replicas written to: by the primary key's prefix */
-	if (has_carried)
+	/*
+	 * what the messages it acknowledged carried, for the replicas written to:
+	 * by the primary key's prefix; only when the caller found any (record.c)
+	 */
+	if (trim_carried)
 		ms_exec(&p->exec,
 				"DELETE FROM sync.carried c USING sync.replicas r"
 				" WHERE r.id IN (SELECT DISTINCT g.replica FROM pg_temp.ms_segments g)"

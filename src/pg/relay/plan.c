@@ -20,7 +20,6 @@
  */
 #include "magic_sync.h"
 
-#include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
@@ -107,25 +106,19 @@ static bool
 parked_note(HeapTuple row, TupleDesc desc, void *arg)
 {
 	bool	   *found = arg;
-	int			parked = SPI_fnumber(desc, "parked");
-	int			done = SPI_fnumber(desc, "done");
-	int			source = SPI_fnumber(desc, "source");
-	int			key = SPI_fnumber(desc, "key");
 	bool		isnull;
 	Datum		d;
 
-	if (parked <= 0 || done <= 0 || source <= 0 || key <= 0)
-		return !(*found = true);	/* cannot happen: the plan then looks for them */
-	(void) heap_getattr(row, parked, desc, &isnull);
+	(void) ms_probe_column(row, desc, "parked", &isnull);
 	if (isnull)
 		return true;
-	d = heap_getattr(row, done, desc, &isnull);
+	d = ms_probe_column(row, desc, "done", &isnull);
 	if (isnull || DatumGetBool(d))
 		return true;
-	(void) heap_getattr(row, key, desc, &isnull);
+	(void) ms_probe_column(row, desc, "key", &isnull);
 	if (isnull)
 		return true;
-	d = heap_getattr(row, source, desc, &isnull);
+	d = ms_probe_column(row, desc, "source", &isnull);
 	*found = !isnull && DatumGetChar(d) == 'r';
 	return !*found;
 }

@@ -22,7 +22,6 @@
  */
 #include "magic_sync.h"
 
-#include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -379,15 +378,16 @@ target_row(HeapTuple row, TupleDesc desc, void *arg)
 	target_read *tr = arg;
 	recorder   *r = tr->r;
 	bool		isnull;
-	pg_uuid_t  *id = DatumGetUUIDP(heap_getattr(row, SPI_fnumber(desc, "id"), desc, &isnull));
+	pg_uuid_t  *id = DatumGetUUIDP(ms_probe_column(row, desc, "id", &isnull));
 	bool		found;
 	target	   *tg = hash_search(r->targets, id, HASH_ENTER, &found);
 	Datum		nonce;
 	MemoryContext old = MemoryContextSwitchTo(r->cxt);
 
 	memset(((char *) tg) + sizeof(pg_uuid_t), 0, sizeof(target) - sizeof(pg_uuid_t));
-	tg->last_number = (uint64) DatumGetInt64(heap_getattr(row, SPI_fnumber(desc, "last_number"), desc, &isnull));
-	nonce = heap_getattr(row, SPI_fnumber(desc, "last_nonce"), desc, &isnull);
+	tg->last_number = (uint64) DatumGetInt64(ms_probe_column(row, desc, "last_number", &isnull));
+	tg->acked_number = (uint64) DatumGetInt64(ms_probe_column(row, desc, "acked_number", &isnull));
+	nonce = ms_probe_column(row, desc, "last_nonce", &isnull);
 	if (!isnull && VARSIZE_ANY_EXHDR(DatumGetByteaPP(nonce)) == MS_NONCE_BYTES)
 	{
 		memcpy(tg->last_nonce, VARDATA_ANY(DatumGetByteaPP(nonce)), MS_NONCE_BYTES);
@@ -432,6 +432,51 @@ load_targets(recorder *r, ArrayType *replicas, ArrayType *provisioning)
 			elog(ERROR, "the catalog has no sync.replicas");
 	}
 	r->fill_empty = MemoryContextMemAllocated(r->fill, false);
+}
+
+/* a probe's look for a row of sync.carried its replica acknowledged (*arg: its acked_number, then whether found) */
+static bool
+carried_acked_row(HeapTuple row, TupleDesc desc, void *arg)
+{
+	uint64	   *acked = arg;
+	bool		isnull;
+	Datum		d = ms_probe_column(row, desc, "number", &isnull);
+
+	if (isnull || (uint64) DatumGetInt64(d) > *acked)
+		return true;
+	*acked = UINT64_MAX;
+	return false;
+}
+
+/*
+ * whether a replica written to holds rows of sync.carried of messages it
+ * acknowledged: those heldrows.c deletes.  Mostly none (an acknowledgement
+ * since the last pass to it), and no statement is started for them (issue
+ * 37); looked for by sync.carried's primary key's prefix, as it deletes them.
+ */
+static bool
+carried_acked(recorder *r)
+{
+	HASH_SEQ_STATUS seq;
+	target	   *tg;
+	bool		any = false;
+
+	hash_seq_init(&seq, r->targets);
+	while (!any && (tg = hash_seq_search(&seq)) != NULL)
+	{
+		ScanKeyData key;
+		uint64		acked = tg->acked_number;
+
+		if (!tg->written)
+			continue;
+		/* replica: sync.carried's first column, its primary key's first */
+		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(&tg->id));
+		any = !ms_probe_keyed(&r->p->exec, "carried", "carried_pkey", 1, &key, carried_acked_row, &acked) ||
+			acked == UINT64_MAX;
+	}
+	if (any)
+		hash_seq_term(&seq);
+	return any;
 }
 
 /* recorder_init: memory, hash tables and statements of one recording */
@@ -695,7 +740,8 @@ ms_record(ms_pass *p, const ms_record_in *in, ArrayType *replicas, ArrayType *pr
 	}
 	ms_write_batch(&r);
 	ms_write_held(&r);
-	ms_record_held(p, in->has.carried, provisioning, r.segments, r.held_whole, plan);
+	ms_record_held(p, in->has.carried, in->has.carried && carried_acked(&r), provisioning,
+				   r.segments, r.held_whole, plan);
 	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;

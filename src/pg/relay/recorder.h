@@ -61,6 +61,7 @@ typedef struct target
 {
 	pg_uuid_t	id;				/* hash key */
 	uint64		last_number;
+	uint64		acked_number;	/* the last it acknowledged, as the pass sees it */
 	uint8		last_nonce[MS_NONCE_BYTES];
 	bool		has_last;
 	bool		snapshot;		/* provisioned this pass */
@@ -159,7 +160,7 @@ extern void ms_append(recorder *r, target *tg, ms_table *t, char kind, const cha
 /* heldrows.c */
 extern void ms_write_held(recorder *r);
 extern void ms_held_of_whole(recorder *r, target *tg, int64 number);
-extern void ms_record_held(ms_pass *p, bool has_carried, ArrayType *provisioning, uint64 segments, uint64 whole,
-						   const ms_planned *plan);
+extern void ms_record_held(ms_pass *p, bool has_carried, bool trim_carried, ArrayType *provisioning,
+						   uint64 segments, uint64 whole, const ms_planned *plan);
 
 #endif

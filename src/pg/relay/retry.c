@@ -58,9 +58,8 @@ static bool
 first_true(HeapTuple row, TupleDesc desc, void *arg)
 {
 	first_row  *f = arg;
-	int			col = SPI_fnumber(desc, f->column);
-	bool		isnull = true;
-	Datum		d = col > 0 ? heap_getattr(row, col, desc, &isnull) : (Datum) 0;
+	bool		isnull;
+	Datum		d = ms_probe_column(row, desc, f->column, &isnull);
 
 	if (!isnull)
 		f->found = f->timestamp ? DatumGetTimestampTz(d) <= GetCurrentTransactionStartTimestamp() : DatumGetBool(d);

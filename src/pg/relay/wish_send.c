@@ -11,7 +11,6 @@
  */
 #include "magic_sync.h"
 
-#include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
@@ -65,17 +64,13 @@ static bool
 unsent(HeapTuple row, TupleDesc desc, void *arg)
 {
 	bool	   *found = arg;
-	int			fate = SPI_fnumber(desc, "fate");
-	int			number = SPI_fnumber(desc, "number");
 	bool		isnull;
 	Datum		d;
 
-	if (fate <= 0 || number <= 0)
-		return !(*found = true);	/* cannot happen: the statement then says */
-	(void) heap_getattr(row, number, desc, &isnull);
+	(void) ms_probe_column(row, desc, "number", &isnull);
 	if (!isnull)
 		return true;
-	d = heap_getattr(row, fate, desc, &isnull);
+	d = ms_probe_column(row, desc, "fate", &isnull);
 	*found = !isnull && strcmp(TextDatumGetCString(d), "pending") == 0;
 	return !*found;
 }
