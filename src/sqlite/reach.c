@@ -226,32 +226,19 @@ static int
 found(ms_ctx *c, bool *yes)
 {
 	sqlite3_stmt *st = NULL;
-	sqlite3_int64 version = 0;
 	/* the pragma itself: a table-valued pragma in a SELECT costs ten times as much */
 	int			rc = ms_prepare(c, &st, "PRAGMA main.schema_version");
+	int64_t		version = -1;
+	int64_t		same = 0;
 
-	*yes = false;
+	rc = ms_int_read(c, st, rc, &version);
+	st = NULL;
 	if (rc == SQLITE_OK)
-		rc = ms_step(c, st);
-	if (rc == SQLITE_ROW)
-		version = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW)
-		return rc == SQLITE_DONE ? SQLITE_OK : rc;
-	rc = ms_prepare(c, &st, "SELECT reach_version IS ?1 AND reach_gen IS tables_gen FROM _sync_state WHERE id = 1");
+		rc = ms_prepare(c, &st, "SELECT reach_version IS ?1 AND reach_gen IS tables_gen FROM _sync_state WHERE id = 1");
 	if (rc == SQLITE_OK)
-	{
 		sqlite3_bind_int64(st, 1, version);
-		rc = ms_step(c, st);
-	}
-	if (rc == SQLITE_ROW)
-	{
-		*yes = sqlite3_column_int(st, 0) != 0;
-		rc = SQLITE_OK;
-	}
-	else if (rc == SQLITE_DONE)
-		rc = SQLITE_OK;
-	sqlite3_finalize(st);
+	rc = ms_int_read(c, st, rc, &same);
+	*yes = same != 0;
 	return rc;
 }
 

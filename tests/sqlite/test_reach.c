@@ -337,39 +337,26 @@ unfiled_since(void)
 
 /* ---- what a message costs when nothing changed (issue 37) ---------------- */
 
+/* what a message's statements did */
 typedef struct traced
 {
-	int			undated;		/* UPDATEs of _sync_notes' undated notes */
 	int			listed;			/* reads of sqlite_master for the triggers */
+	int			undated;		/* UPDATEs of _sync_notes' undated notes */
 } traced;
-
-static int
-trace_stmt(unsigned type, void *arg, void *p, void *x)
-{
-	traced	   *t = arg;
-	const char *sql = sqlite3_sql((sqlite3_stmt *) p);
-
-	(void) type;
-	(void) x;
-	if (sql != NULL && strstr(sql, "UPDATE _sync_notes SET written_after") != NULL)
-		t->undated++;
-	if (sql != NULL && strstr(sql, "sqlite_master") != NULL && strstr(sql, "_sync_fk_") != NULL)
-		t->listed++;
-	return 0;
-}
 
 /* traced_msg: m applied, its statements counted */
 static traced
 traced_msg(sqlite3 *db, tm_msg m, const char *what)
 {
-	traced		t = {0, 0};
+	static const char *const words[] = {"name GLOB '_sync_fk_*'", "UPDATE _sync_notes SET written_after", NULL};
+	int			n[2];
 	char	   *r;
 
-	sqlite3_trace_v2(db, SQLITE_TRACE_STMT, trace_stmt, &t);
+	t_trace(db, words, n);
 	r = tm_apply(db, m);
-	sqlite3_trace_v2(db, 0, NULL, NULL);
+	t_trace(db, NULL, NULL);
 	CHECK(t_has(r, "\"applied\""), "%s: %s %s", what, S(r), tm_error());
-	return t;
+	return (traced) {n[0], n[1]};
 }
 
 /* traced_apply: the next message, with no rows */
