@@ -167,11 +167,18 @@ fk_triggers(ms_ctx *c, const ms_tbl *t, const ms_fk *fk, int n)
 	return rc;
 }
 
-/* wanted: whether the file has every trigger the schema needs, and no other (names: n of them) */
-static bool
-wanted(ms_ctx *c, char **names, int n)
+/*
+ * wanted: whether the file has every trigger the schema needs, and no
+ * other (names: n of them); out of memory an error, not a "no": the
+ * triggers made again for nothing would be kept found under another
+ * schema_version than with memory enough
+ */
+static int
+wanted(ms_ctx *c, char **names, int n, bool *yes)
 {
 	int			found = 0;
+
+	*yes = false;
 
 	for (int i = 0; c->schema && i < c->schema->n; i++)
 	{
@@ -190,15 +197,18 @@ wanted(ms_ctx *c, char **names, int n)
 				char	   *name = trigger_name(c, w == 0 ? "ins" : "upd", t, f, held);
 				bool		has = false;
 
-				for (int k = 0; k < n && !has && name != NULL; k++)
+				if (name == NULL)
+					return SQLITE_NOMEM;
+				for (int k = 0; k < n && !has; k++)
 					has = strcmp(names[k], name) == 0;
 				if (!has)
-					return false;
+					return SQLITE_OK;
 				found++;
 			}
 		}
 	}
-	return found == n;
+	*yes = found == n;
+	return SQLITE_OK;
 }
 
 /* existing: the names of the foreign-key triggers in the file */
@@ -295,7 +305,9 @@ ms_reach_ensure(ms_ctx *c)
 	if (rc != SQLITE_OK || yes)
 		return rc;
 	rc = existing(c, &names, &n);
-	if (rc == SQLITE_OK && !wanted(c, names, n))
+	if (rc == SQLITE_OK)
+		rc = wanted(c, names, n, &yes);
+	if (rc == SQLITE_OK && !yes)
 		rc = ms_reach_trigger(c);
 	return rc == SQLITE_OK ? keep(c) : rc;
 }
