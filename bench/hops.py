@@ -16,7 +16,11 @@ write's time is cut at the system calls that end a hop:
   notify   .. the agent reads the notification
   agent    .. the agent sends sync.pull
   pull     .. the agent has its answer (the pull flushes the pass's WAL first)
-  apply    .. the agent's last write to the replica's WAL before its next request
+  apply    .. the agent's last write to the replica's WAL before its first fdatasync:
+           sync_apply's COMMIT, when a reader of the file sees the rows (the agent's
+           commits wait for no fsync: synchronous = NORMAL)
+  upload   .. its last write before its next request: the acknowledgement's
+           sync_upload and the one fdatasync that makes both durable before it leaves
 
 and p50 / p90 of each over the writes.  Wall-clock figures: the load average is
 printed beside them.  Targets (issue 37): write to file p50 <= 5 ms, p90 <= 10 ms.
@@ -58,7 +62,7 @@ if not os.environ.get("MS_BENCH_INSIDE"):
 
 import psycopg2  # noqa: E402  (inside the cluster only)
 
-HOPS = ["commit", "wake", "pass", "notify", "agent", "pull", "apply"]
+HOPS = ["commit", "wake", "pass", "notify", "agent", "pull", "apply", "upload"]
 
 
 def connect(db=DB):
@@ -173,9 +177,11 @@ def hops(ev):
         if not (read and pull and answer and writes_after):
             continue
         left_at = left[0] if left and left[0] <= notified[0] else woke[0]
+        synced = next((i for i, e in enumerate(writes_after) if e[3] == "fdatasync"), None)
+        applied = writes_after[synced - 1] if synced else writes_after[-1]
         rows.append({"commit": woke[0] - w[0], "wake": left_at - woke[0], "pass": notified[0] - left_at,
                      "notify": read[0] - notified[0], "agent": pull[1] - read[0], "pull": answer[0] - pull[1],
-                     "apply": writes_after[-1][0] - answer[0], "traced": writes_after[-1][0] - w[0],
+                     "apply": applied[0] - answer[0], "upload": writes_after[-1][0] - applied[0], "traced": writes_after[-1][0] - w[0],
                      "requests": sum(1 for e in seg if e[2] == "agent" and e[3] == "sendto")})
     return rows
 

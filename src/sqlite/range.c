@@ -244,16 +244,24 @@ ms_range_answers(ms_ctx *c, Sync__Up *up)
 	sqlite3_stmt *pending = NULL;
 	sqlite3_stmt *answered = NULL;
 	bool		vals = false;
+	bool		has = false;
 
 	up->range_repair = 1;
 	/* asks kept by a build before values asks: of keys (the column made by the next ask) */
 	rc = ms_has_column(c, "_sync_range_asks", "vals", &vals);
 	if (rc != SQLITE_OK)
 		return rc;
-	/* none asked yet: no table (made by the first ask, never by an upload) */
-	if (sqlite3_prepare_v2(c->db, vals ? "SELECT tbl, round, depth, split, buckets, vals FROM _sync_range_asks ORDER BY tbl" :
-						   "SELECT tbl, round, depth, split, buckets, 0 FROM _sync_range_asks ORDER BY tbl",
-						   -1, &st, NULL) != SQLITE_OK)
+	/*
+	 * none asked yet: no table (made by the first ask, never by an upload);
+	 * looked up, not found by a prepare failing, which parsed at every upload
+	 */
+	if (!vals && (rc = ms_has_column(c, "_sync_range_asks", NULL, &has)) != SQLITE_OK)
+		return rc;
+	if (!vals && !has)
+		return SQLITE_OK;
+	if (ms_kept_prepare(c->db, vals ? "SELECT tbl, round, depth, split, buckets, vals FROM _sync_range_asks ORDER BY tbl" :
+						"SELECT tbl, round, depth, split, buckets, 0 FROM _sync_range_asks ORDER BY tbl",
+						&st) != SQLITE_OK)
 	{
 		sqlite3_finalize(st);
 		return SQLITE_OK;

@@ -167,11 +167,18 @@ fk_triggers(ms_ctx *c, const ms_tbl *t, const ms_fk *fk, int n)
 	return rc;
 }
 
-/* wanted: whether the file has every trigger the schema needs, and no other (names: n of them) */
-static bool
-wanted(ms_ctx *c, char **names, int n)
+/*
+ * wanted: whether the file has every trigger the schema needs, and no
+ * other (names: n of them); out of memory an error, not a "no": the
+ * triggers made again for nothing would be kept found under another
+ * schema_version than with memory enough
+ */
+static int
+wanted(ms_ctx *c, char **names, int n, bool *yes)
 {
 	int			found = 0;
+
+	*yes = false;
 
 	for (int i = 0; c->schema && i < c->schema->n; i++)
 	{
@@ -190,15 +197,18 @@ wanted(ms_ctx *c, char **names, int n)
 				char	   *name = trigger_name(c, w == 0 ? "ins" : "upd", t, f, held);
 				bool		has = false;
 
-				for (int k = 0; k < n && !has && name != NULL; k++)
+				if (name == NULL)
+					return SQLITE_NOMEM;
+				for (int k = 0; k < n && !has; k++)
 					has = strcmp(names[k], name) == 0;
 				if (!has)
-					return false;
+					return SQLITE_OK;
 				found++;
 			}
 		}
 	}
-	return found == n;
+	*yes = found == n;
+	return SQLITE_OK;
 }
 
 /* existing: the names of the foreign-key triggers in the file */
@@ -210,6 +220,48 @@ existing(ms_ctx *c, char ***names, int *n)
 								" AND name GLOB '_sync_fk_*'");
 
 	return ms_names_read(c, st, rc, names, n);
+}
+
+/*
+ * Which triggers the schema wants, and which the file has, can change only
+ * with the file's schema (DDL of anyone's: schema_version) or with what the
+ * schema is read from (_sync_tables, _sync_made: tables_gen).  Reading
+ * sqlite_master for them was an eighth of a one-row sync_apply, so the
+ * finding is kept in _sync_state (reach_version, reach_gen), written in
+ * the transaction that found it: rolled back with it.  A schema_version
+ * can come back after a rollback with other DDL than before; one written
+ * beside it cannot, since that write goes too.
+ */
+static int
+found(ms_ctx *c, bool *yes)
+{
+	sqlite3_stmt *st = NULL;
+	/* the pragma itself: a table-valued pragma in a SELECT costs ten times as much */
+	int			rc = ms_prepare(c, &st, "PRAGMA main.schema_version");
+	int64_t		version = -1;
+	int64_t		same = 0;
+
+	rc = ms_int_read(c, st, rc, &version);
+	st = NULL;
+	if (rc == SQLITE_OK)
+		rc = ms_prepare(c, &st, "SELECT reach_version IS ?1 AND reach_gen IS tables_gen FROM _sync_state WHERE id = 1");
+	if (rc == SQLITE_OK)
+		sqlite3_bind_int64(st, 1, version);
+	rc = ms_int_read(c, st, rc, &same);
+	*yes = same != 0;
+	return rc;
+}
+
+/*
+ * keep: the triggers are as wanted now, by the schema read at the call's
+ * start (after any DDL of ms_reach_ensure's own).  Not after a message's
+ * schema changes: the next message looks at them once more.
+ */
+static int
+keep(ms_ctx *c)
+{
+	return ms_exec_one(c, "UPDATE _sync_state SET reach_version = (SELECT schema_version FROM pragma_schema_version),"
+					   " reach_gen = tables_gen WHERE id = 1");
 }
 
 int
@@ -247,11 +299,17 @@ ms_reach_ensure(ms_ctx *c)
 {
 	char	  **names;
 	int			n;
-	int			rc = existing(c, &names, &n);
+	bool		yes;
+	int			rc = found(c, &yes);
 
-	if (rc == SQLITE_OK && !wanted(c, names, n))
+	if (rc != SQLITE_OK || yes)
+		return rc;
+	rc = existing(c, &names, &n);
+	if (rc == SQLITE_OK)
+		rc = wanted(c, names, n, &yes);
+	if (rc == SQLITE_OK && !yes)
 		rc = ms_reach_trigger(c);
-	return rc;
+	return rc == SQLITE_OK ? keep(c) : rc;
 }
 
 /* ---- since when the replica's writes wait ---------------------------- */
@@ -260,8 +318,14 @@ int
 ms_reach_notes_ensure(ms_ctx *c)
 {
 	bool		has;
-	int			rc = ms_has_column(c, "_sync_notes", "written_after", &has);
+	int			rc = ms_has_column(c, "_sync_state", "reach_version", &has);
 
+	/* a file of an older build: its triggers looked at once */
+	if (rc == SQLITE_OK && !has)
+		rc = ms_exec(c, "ALTER TABLE _sync_state ADD COLUMN reach_version INTEGER;"
+					 "ALTER TABLE _sync_state ADD COLUMN reach_gen INTEGER");
+	if (rc == SQLITE_OK)
+		rc = ms_has_column(c, "_sync_notes", "written_after", &has);
 	if (rc != SQLITE_OK || has)
 		return rc;
 	/* notes from before: written at some message, the first at the earliest */
@@ -271,12 +335,24 @@ ms_reach_notes_ensure(ms_ctx *c)
 				   " WHERE written_after IS NULL");
 }
 
+/*
+ * ms_reach_date: most messages find no note undated (the replica wrote
+ * nothing since the last): looked for first, through the partial index,
+ * since the UPDATE, which changes what that index holds, first gathers its
+ * rows in a temporary table, for a quarter of a one-row sync_apply's own work
+ */
 int
 ms_reach_date(ms_ctx *c)
 {
 	sqlite3_stmt *st;
-	int			rc = ms_prepare(c, &st, "UPDATE _sync_notes SET written_after = ?1 WHERE written_after IS NULL");
+	int			rc = ms_prepare(c, &st, "SELECT 1 FROM _sync_notes WHERE written_after IS NULL LIMIT 1");
 
+	if (rc == SQLITE_OK)
+		rc = ms_step(c, st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW)
+		return rc == SQLITE_DONE ? SQLITE_OK : rc;
+	rc = ms_prepare(c, &st, "UPDATE _sync_notes SET written_after = ?1 WHERE written_after IS NULL");
 	if (rc != SQLITE_OK)
 		return rc;
 	sqlite3_bind_int64(st, 1, (sqlite3_int64) c->st.number);

@@ -72,16 +72,12 @@ aside_columns(ms_ctx *c)
 int
 ms_sends_ensure(ms_ctx *c)
 {
-	sqlite3_stmt *st;
-	int			rc = ms_prepare(c, &st, "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = '_sync_dropped'");
+	bool		has;
+	/* in the schema SQLite holds: a scan of sqlite_master was a fifteenth of an upload */
+	int			rc = ms_has_column(c, "_sync_dropped", NULL, &has);
 
-	if (rc == SQLITE_OK)
-		rc = ms_step(c, st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_DONE)
+	if (rc == SQLITE_OK && !has)
 		rc = ms_exec(c, "%s", sends_ddl);
-	else if (rc == SQLITE_ROW)
-		rc = SQLITE_OK;
 	return rc == SQLITE_OK ? aside_columns(c) : rc;
 }
 
@@ -114,11 +110,21 @@ int
 ms_send_carried(ms_ctx *c, const uint8_t send_id[MS_SEND_ID_BYTES], const Sync__Up *up)
 {
 	sqlite3_stmt *st;
+	sqlite3_stmt *old = NULL;
 	int			rc = ms_prepare(c, &st, "INSERT OR REPLACE INTO _sync_sent(send_id, tbl, rows, at) VALUES (?1, ?2, ?3, ?4)");
 
-	/* what the answers of sends a week old would have let go of went again long since */
+	/*
+	 * what the answers of sends a week old would have let go of went again
+	 * long since (the time bound, not written into the text: kept, not parsed at each upload)
+	 */
 	if (rc == SQLITE_OK)
-		rc = ms_exec(c, "DELETE FROM _sync_sent WHERE at < %lld", (long long) (c->now - 7 * 86400));
+		rc = ms_prepare(c, &old, "DELETE FROM _sync_sent WHERE at < ?1");
+	if (rc == SQLITE_OK)
+	{
+		sqlite3_bind_int64(old, 1, (sqlite3_int64) (c->now - 7 * 86400));
+		rc = ms_done(c, old);
+	}
+	sqlite3_finalize(old);
 	for (size_t i = 0; rc == SQLITE_OK && i < up->n_rows; i++)
 	{
 		sqlite3_bind_blob(st, 1, send_id, MS_SEND_ID_BYTES, SQLITE_STATIC);

@@ -10,7 +10,10 @@
 **                  tables_gen, a random number set again at every write of
 **                  _sync_tables or _sync_made (the triggers _sync_gen_*),
 **                  which a schema kept between calls is checked against
-**                  (schema.c)
+**                  (schema.c); reach_version and reach_gen, the
+**                  schema_version and tables_gen under which the
+**                  foreign-key triggers were last found as the schema
+**                  wants them (reach.c)
 **   _sync_config   settings changed with sync_config(name, value)
 **   _sync_tables   the Table message of every table of the last snapshot
 **   _sync_made     the tables the replica made (ddl.c): the only ones it
@@ -58,7 +61,8 @@ static const char *const state_ddl =
 "  last_error TEXT, error_at INTEGER,"
 "  generation INTEGER NOT NULL DEFAULT 0,"
 "  hlc INTEGER NOT NULL DEFAULT 0, test_clock_offset INTEGER NOT NULL DEFAULT 0,"
-"  tables_gen INTEGER NOT NULL DEFAULT 0);"
+"  tables_gen INTEGER NOT NULL DEFAULT 0,"
+"  reach_version INTEGER, reach_gen INTEGER);"
 "INSERT OR IGNORE INTO _sync_state(id) VALUES (1);"
 "CREATE TABLE IF NOT EXISTS _sync_config("
 "  name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"

@@ -459,6 +459,7 @@ head(uploader *u)
 {
 	ms_ctx	   *c = u->c;
 	ms_state   *s = &c->st;
+	sqlite3_stmt *st = NULL;
 	int64_t		clock;
 	int			rc;
 
@@ -508,11 +509,20 @@ head(uploader *u)
 						" send_id = NULL, sent_at = NULL WHERE tbl = ?1 AND key = ?2");
 	if (rc == SQLITE_OK)
 		rc = ms_prepare(c, &u->drop, "DELETE FROM _sync_notes WHERE tbl = ?1 AND key = ?2");
-	/* what the server keeps of rows that are gone (the server's delete won) waits for nothing */
+	/*
+	 * what the server keeps of rows that are gone (the server's delete won)
+	 * waits for nothing; mostly nothing waits, looked for first: the DELETE
+	 * gathers its rows in a temporary table, for none (a tenth of an upload)
+	 */
 	if (rc == SQLITE_OK)
-		rc = ms_exec(c, "DELETE FROM _sync_waits WHERE NOT EXISTS (SELECT 1 FROM _sync_notes n"
-					 " WHERE n.tbl = _sync_waits.tbl AND n.key = _sync_waits.key)");
-	return rc;
+		rc = ms_prepare(c, &st, "SELECT 1 FROM _sync_waits LIMIT 1");
+	if (rc == SQLITE_OK)
+		rc = ms_step(c, st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		rc = ms_exec_one(c, "DELETE FROM _sync_waits WHERE NOT EXISTS (SELECT 1 FROM _sync_notes n"
+						 " WHERE n.tbl = _sync_waits.tbl AND n.key = _sync_waits.key)");
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 /* gather: refusals, digests and rows into the upload, stamped; the backlog as it is then into fp */

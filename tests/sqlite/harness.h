@@ -64,6 +64,13 @@ extern int	t_exec(sqlite3 *db, const char *sql, char **err);
 /* S: a possibly NULL string, for messages */
 #define S(s) ((s) ? (s) : "(null)")
 
+/*
+ * t_trace: from now on, counts[i] counts the statements run on db (those the
+ * extension's functions run too) whose text holds words[i] (words ends with
+ * NULL; counts zeroed); t_trace(db, NULL, NULL) stops counting.
+ */
+extern void t_trace(sqlite3 *db, const char *const *words, int *counts);
+
 /* t_shop: a new in-memory replica holding the shop snapshot of server s. */
 extern sqlite3 *t_shop(tm_server *s);
 

@@ -127,6 +127,43 @@ t_text(sqlite3 *db, const char *sql)
 	return out;
 }
 
+typedef struct t_traced
+{
+	const char *const *words;
+	int		   *counts;
+} t_traced;
+
+static int
+t_trace_stmt(unsigned type, void *arg, void *p, void *x)
+{
+	t_traced   *t = arg;
+	const char *sql = sqlite3_sql((sqlite3_stmt *) p);
+
+	(void) type;
+	(void) x;
+	for (int i = 0; sql != NULL && t->words[i] != NULL; i++)
+		if (strstr(sql, t->words[i]) != NULL)
+			t->counts[i]++;
+	return 0;
+}
+
+void
+t_trace(sqlite3 *db, const char *const *words, int *counts)
+{
+	static t_traced t;
+
+	if (words == NULL)
+	{
+		sqlite3_trace_v2(db, 0, NULL, NULL);
+		return;
+	}
+	for (int i = 0; words[i] != NULL; i++)
+		counts[i] = 0;
+	t.words = words;
+	t.counts = counts;
+	sqlite3_trace_v2(db, SQLITE_TRACE_STMT, t_trace_stmt, &t);
+}
+
 long long
 t_int(sqlite3 *db, const char *sql)
 {

@@ -335,6 +335,91 @@ unfiled_since(void)
 	sqlite3_close(db);
 }
 
+/* ---- what a message costs when nothing changed (issue 37) ---------------- */
+
+/* what a message's statements did */
+typedef struct traced
+{
+	int			listed;			/* reads of sqlite_master for the triggers */
+	int			undated;		/* UPDATEs of _sync_notes' undated notes */
+} traced;
+
+/* traced_msg: m applied, its statements counted */
+static traced
+traced_msg(sqlite3 *db, tm_msg m, const char *what)
+{
+	static const char *const words[] = {"name GLOB '_sync_fk_*'", "UPDATE _sync_notes SET written_after", NULL};
+	int			n[2];
+	char	   *r;
+
+	t_trace(db, words, n);
+	r = tm_apply(db, m);
+	t_trace(db, NULL, NULL);
+	CHECK(t_has(r, "\"applied\""), "%s: %s %s", what, S(r), tm_error());
+	return (traced) {n[0], n[1]};
+}
+
+/* traced_apply: the next message, with no rows */
+static traced
+traced_apply(sqlite3 *db, tm_server *s, const char *what)
+{
+	return traced_msg(db, tm_next(s, tm_down(), NULL), what);
+}
+
+/*
+ * A message after one that found the checks as they should be, with no
+ * write of the replica's since: neither lists the triggers again nor dates
+ * notes (an UPDATE gathering its rows in a temporary table, for none): each
+ * was an eighth of a one-row sync_apply.  Any DDL (the host's, a rollback's
+ * too), or a note written, and the next message looks again.
+ */
+static void
+nothing_changed(void)
+{
+	tm_server	s;
+	sqlite3    *db = replica(&s);
+	traced		t;
+	tm_msg		m;
+
+	traced_apply(db, &s, "a message");
+	t = traced_apply(db, &s, "another");
+	CHECK(t.listed == 0 && t.undated == 0,
+		  "nothing changed: the triggers not listed (%d), no notes dated (%d)", t.listed, t.undated);
+	CHECK(ok(db, &s, "UPDATE issues SET label = 2 WHERE id = 'a'"), "a write");
+	t = traced_apply(db, &s, "a message after a write");
+	CHECK(t.undated == 1 && t.listed == 0, "dates its note (%d), lists nothing (%d)", t.undated, t.listed);
+	CHECK(t_int(db, "SELECT count(*) FROM _sync_notes WHERE written_after IS NULL") == 0, "every note dated");
+	/* a check found in a transaction rolled back is not kept: its schema_version comes back with other DDL */
+	t_exec(db, "BEGIN", NULL);
+	t_exec(db, "CREATE TABLE host_scratch(x)", NULL);
+	m = tm_next(&s, tm_down(), NULL);
+	t = traced_msg(db, m, "a message in the host's transaction");
+	CHECK(t.listed == 1, "after the host's DDL, the triggers listed (%d)", t.listed);
+	t_exec(db, "ROLLBACK", NULL);
+	/* the same schema_version again, one trigger fewer */
+	t_exec(db, "DROP TRIGGER \"_sync_fk_ins_comments_0\"", NULL);
+	CHECK(ok(db, &s, "INSERT INTO comments VALUES ('%s', 7, 'z', 'x')"), "without its trigger a write goes");
+	t_exec(db, "DELETE FROM comments WHERE id = 7", NULL);
+	t_exec(db, "DELETE FROM _sync_notes", NULL);
+	t = traced_msg(db, m, "the message again after the rollback");
+	CHECK(t.listed >= 1, "the triggers listed again (%d)", t.listed);
+	CHECK(refused(db, &s, "INSERT INTO comments VALUES ('%s', 7, 'z', 'x')", (const char *const[]) {NULL}),
+		  "and the check made again");
+	t = traced_apply(db, &s, "the next message");
+	CHECK(t.listed == 0, "then kept (%d)", t.listed);
+	/* a file of an older build: no reach_version yet */
+	t_exec(db, "ALTER TABLE _sync_state DROP COLUMN reach_gen", NULL);
+	t_exec(db, "ALTER TABLE _sync_state DROP COLUMN reach_version", NULL);
+	t_exec(db, "DROP TRIGGER \"_sync_fk_ins_comments_0\"", NULL);
+	t = traced_apply(db, &s, "a message to an older build's file");
+	CHECK(t.listed >= 1 && t_int(db, "SELECT count(*) FROM pragma_table_info('_sync_state')"
+								 " WHERE name IN ('reach_version', 'reach_gen')") == 2,
+		  "gains the columns and lists the triggers (%d)", t.listed);
+	CHECK(refused(db, &s, "INSERT INTO comments VALUES ('%s', 8, 'z', 'x')", (const char *const[]) {NULL}),
+		  "its checks made again");
+	sqlite3_close(db);
+}
+
 void
 test_reach(void)
 {
@@ -343,4 +428,5 @@ test_reach(void)
 	retired_and_apply();
 	follows_schema();
 	unfiled_since();
+	nothing_changed();
 }

@@ -466,6 +466,44 @@ build(void)
 	sqlite3_close(db);
 }
 
+/* ---- what an acknowledgement costs when nothing waits (issue 37) ------------ */
+
+/*
+ * An acknowledgement after a message: no table looked for in sqlite_master
+ * (a scan of it each), no DELETE of rows waiting when none waits (it
+ * gathers them in a temporary table first); one that waits and whose row
+ * is gone still goes.
+ */
+static void
+steady(void)
+{
+	tm_server	s;
+	sqlite3    *db = t_shop(&s);
+	/* a table looked for in sqlite_master; a DELETE of rows waiting */
+	static const char *const words[] = {"name = '_sync_wishes'", "name = '_sync_dropped'",
+	"DELETE FROM _sync_waits", NULL};
+	int			n[3];
+	tm_msg		m;
+
+	while (tm_upload(db).data != NULL)
+		;
+	CHECK(t_has(tm_apply(db, tm_next(&s, tm_down(), NULL)), "\"applied\""), "a message: %s", tm_error());
+	t_trace(db, words, n);
+	m = tm_upload(db);
+	t_trace(db, NULL, NULL);
+	CHECK(m.data != NULL, "acknowledges it (%s)", tm_error());
+	CHECK(n[0] == 0 && n[1] == 0 && n[2] == 0, "looks for its tables %d, %d times, deletes waits %d times",
+		  n[0], n[1], n[2]);
+	t_exec(db, "INSERT INTO _sync_waits(tbl, key, writes, reason, retry_at) VALUES ('orders', 'gone', 1, 'x', 0)", NULL);
+	CHECK(t_has(tm_apply(db, tm_next(&s, tm_down(), NULL)), "\"applied\""), "another: %s", tm_error());
+	t_trace(db, words, n);
+	m = tm_upload(db);
+	t_trace(db, NULL, NULL);
+	CHECK(m.data != NULL && n[2] == 1 && t_int(db, "SELECT count(*) FROM _sync_waits") == 0,
+		  "a wait for a row with no note goes (%d)", n[2]);
+	sqlite3_close(db);
+}
+
 void
 test_upload(void)
 {
@@ -478,4 +516,5 @@ test_upload(void)
 	refusals_and_digests();
 	writes_without_the_extension();
 	build();
+	steady();
 }
