@@ -31,7 +31,8 @@ magic_sync <= 2 x the floor, and <= 0.5 x Zero's first sync in the same run
   bench/firstsync.py [N] [ROUNDS]           (defaults 10^6, 3)
 
 MS_FIRSTSYNC_SET="magic_sync.held_later=off" sets the server's settings first (an
-A/B); MS_FIRSTSYNC_PERF=file records the worker's provisioning pass with perf;
+A/B); MS_FIRSTSYNC_SQL="statement; ..." runs statements once set up (an A/B of the
+catalog); MS_FIRSTSYNC_PERF=file records the worker's provisioning pass with perf;
 MS_FIRSTSYNC_AGENT_PERF=file runs the agent under perf record (its CPU figure is
 then perf's);
 MS_FIRSTSYNC_DUMP=dir keeps the messages pulled, one file each (build/bench_apply_dump
@@ -266,6 +267,10 @@ def setup():
     cur.execute("CREATE EXTENSION magic_sync")
     cur.execute("CREATE EXTENSION pg_stat_statements")
     cur.execute("SELECT sync.mirror('items', 'catalog', 'broadcast')")
+    # MS_FIRSTSYNC_SQL="statement; ...": run once set up, before the rounds (an A/B of the catalog,
+    # e.g. "DROP INDEX sync.held_row" for what one index fewer would save the held rows)
+    for statement in filter(None, (s.strip() for s in os.environ.get("MS_FIRSTSYNC_SQL", "").split(";"))):
+        cur.execute(statement)
     cur.execute("SELECT sync.wake()")
     wait("the declaration's notes", lambda: one(cur, "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)"), 1800)
     cur.execute("CREATE PUBLICATION lpub FOR TABLE items")

@@ -179,40 +179,75 @@ leave_out_alike(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot)
 	ResetPerTupleExprContext(estate);
 }
 
-bool
-ms_held_insert(int n, const Datum *replicas, const Datum *tabs, const Datum *keys, const Datum *numbers)
+/*
+ * sync.held open for ms_held_insert, kept across a recorder's writes of
+ * HELD_BATCH rows: a snapshot's million held rows were 122 of them, each
+ * opening the table and its indexes and making a thousand slots again.
+ */
+struct ms_held_writer
 {
-	Oid			relid = get_relname_relid("held", get_namespace_oid("sync", false));
 	Relation	rel;
 	EState	   *estate;
 	ResultRelInfo *rri;
 	BulkInsertState bistate;
 	TupleTableSlot **slots;
-	CommandId	cid;
-	int			done = 0;
-	int		   *order;
-	held_order	o = {replicas, tabs, keys};
+	bool		asked;			/* leave_out_alike asked */
+};
+
+ms_held_writer *
+ms_held_open(void)
+{
+	Oid			relid = get_relname_relid("held", get_namespace_oid("sync", false));
+	Relation	rel;
+	ms_held_writer *w;
 
 	if (!OidIsValid(relid))
-		return false;
+		return NULL;
 	/* what the INSERT would have been checked for */
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
-		return false;
+		return NULL;
 	rel = table_open(relid, RowExclusiveLock);
 	if (!as_known(rel))
 	{
 		table_close(rel, RowExclusiveLock);
-		return false;
+		return NULL;
 	}
-	estate = CreateExecutorState();
-	rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(rri, rel, 1, NULL, 0);
-	ExecOpenIndices(rri, false);
-	bistate = GetBulkInsertState();
-	cid = GetCurrentCommandId(true);
-	slots = palloc(sizeof(TupleTableSlot *) * HELD_PAGE_ROWS);
+	w = palloc0(sizeof(ms_held_writer));
+	w->rel = rel;
+	w->estate = CreateExecutorState();
+	w->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(w->rri, rel, 1, NULL, 0);
+	ExecOpenIndices(w->rri, false);
+	w->bistate = GetBulkInsertState();
+	w->slots = palloc(sizeof(TupleTableSlot *) * HELD_PAGE_ROWS);
 	for (int i = 0; i < HELD_PAGE_ROWS; i++)
-		slots[i] = table_slot_create(rel, NULL);
+		w->slots[i] = table_slot_create(rel, NULL);
+	return w;
+}
+
+void
+ms_held_close(ms_held_writer *w)
+{
+	for (int i = 0; i < HELD_PAGE_ROWS; i++)
+		ExecDropSingleTupleTableSlot(w->slots[i]);
+	pfree(w->slots);
+	FreeBulkInsertState(w->bistate);
+	ExecCloseIndices(w->rri);
+	FreeExecutorState(w->estate);
+	table_close(w->rel, NoLock);
+	pfree(w);
+}
+
+void
+ms_held_insert(ms_held_writer *w, int n, const Datum *replicas, const Datum *tabs, const Datum *keys,
+			   const Datum *numbers)
+{
+	/* the statements run since the last write see these rows as the INSERT's (a command of its own) */
+	CommandId	cid = GetCurrentCommandId(true);
+	int			done = 0;
+	int		   *order;
+	held_order	o = {replicas, tabs, keys};
+
 	/* in the indexes' order (above) */
 	order = palloc(sizeof(int) * Max(n, 1));
 	for (int i = 0; i < n; i++)
@@ -225,7 +260,7 @@ ms_held_insert(int n, const Datum *replicas, const Datum *tabs, const Datum *key
 
 		for (int i = 0; i < k; i++)
 		{
-			TupleTableSlot *slot = slots[i];
+			TupleTableSlot *slot = w->slots[i];
 			int			row = order[done + i];
 
 			ExecClearTuple(slot);
@@ -241,27 +276,19 @@ ms_held_insert(int n, const Datum *replicas, const Datum *tabs, const Datum *key
 			slot->tts_values[8] = BoolGetDatum(false);
 			ExecStoreVirtualTuple(slot);
 		}
-		table_multi_insert(rel, slots, k, cid, 0, bistate);
-		if (done == 0)
-			leave_out_alike(rri, estate, slots[0]);
+		table_multi_insert(w->rel, w->slots, k, cid, 0, w->bistate);
+		if (!w->asked)
+			leave_out_alike(w->rri, w->estate, w->slots[0]);
+		w->asked = true;
 		for (int i = 0; i < k; i++)
 		{
-			ResetPerTupleExprContext(estate);
+			ResetPerTupleExprContext(w->estate);
 			/* a unique index's conflict is raised here, as the INSERT's is */
-			(void) ExecInsertIndexTuples(rri, slots[i], estate, false, false, NULL, NIL);
+			(void) ExecInsertIndexTuples(w->rri, w->slots[i], w->estate, false, false, NULL, NIL);
 		}
 		done += k;
 	}
-
-	for (int i = 0; i < HELD_PAGE_ROWS; i++)
-		ExecDropSingleTupleTableSlot(slots[i]);
-	pfree(slots);
 	pfree(order);
-	FreeBulkInsertState(bistate);
-	ExecCloseIndices(rri);
-	FreeExecutorState(estate);
-	table_close(rel, NoLock);
-	return true;
 }
 
 static void insert_held(ms_pass *p, const char *sql, int nargs, Oid *types, Datum *values);
@@ -312,6 +339,15 @@ ms_write_held(recorder *r)
 	r->nheld = 0;
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(r->held_cxt);
+}
+
+void
+ms_held_written(recorder *r)
+{
+	if (r->held_writer != NULL)
+		ms_held_close(r->held_writer);
+	r->held_writer = NULL;
+	r->held_opened = false;
 }
 
 /* held_add: one held row of a table read whole, buffered; id is not copied */
@@ -466,8 +502,23 @@ typedef struct held_write
 static void
 held_write_run(held_write *w)
 {
-	if (w->r != NULL)
-		w->done = ms_held_insert(w->r->nheld, w->r->held[0], w->r->held[1], w->r->held[2], w->r->held[3]);
+	recorder   *r = w->r;
+
+	if (r != NULL)
+	{
+		if (!r->held_opened)
+		{
+			/* beside the recorder, not in held_cxt, which each write resets */
+			MemoryContext old = MemoryContextSwitchTo(MemoryContextGetParent(r->held_cxt));
+
+			r->held_writer = ms_held_open();
+			r->held_opened = true;
+			MemoryContextSwitchTo(old);
+		}
+		if (r->held_writer != NULL)
+			ms_held_insert(r->held_writer, r->nheld, r->held[0], r->held[1], r->held[2], r->held[3]);
+		w->done = r->held_writer != NULL;
+	}
 	else
 		ms_exec(&w->p->exec, w->sql, w->nargs, w->types, w->values, NULL, 0);
 }
@@ -742,6 +793,7 @@ ms_record_held_later(ms_pass *p, const ms_pass_later *later)
 	pfree(rows);
 	pfree(m);
 	ms_write_held(&r);
+	ms_held_written(&r);
 	if ((int64) r.held_whole != later->rows)
 		elog(ERROR, "magic_sync: %llu held rows were recorded of %lld left for after the pass",
 			 (unsigned long long) r.held_whole, (long long) later->rows);

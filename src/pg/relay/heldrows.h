@@ -11,13 +11,19 @@
 #include "pass.h"
 
 /*
- * ms_held_insert: n rows (replica, tab, key, number) into sync.held, with no
- * note and since = number, in the current transaction; false, writing
- * nothing, when sync.held is not as this build knows it (the caller writes
- * them by SQL then).  A row held already raises the unique violation.
+ * ms_held_open: sync.held opened for ms_held_insert, in the current memory
+ * context, until ms_held_close (before the transaction ends); NULL when it
+ * is not as this build knows it (the caller writes its rows by SQL then).
+ * ms_held_insert: n rows (replica, tab, key, number) into it, with no note
+ * and since = number, in the current transaction.  A row held already
+ * raises the unique violation.
  */
-extern bool ms_held_insert(int n, const Datum *replicas, const Datum *tabs, const Datum *keys,
-						   const Datum *numbers);
+typedef struct ms_held_writer ms_held_writer;
+
+extern ms_held_writer *ms_held_open(void);
+extern void ms_held_insert(ms_held_writer *w, int n, const Datum *replicas, const Datum *tabs,
+						   const Datum *keys, const Datum *numbers);
+extern void ms_held_close(ms_held_writer *w);
 
 /*
  * ms_record_held_later: the held rows of tables read whole that a pass of

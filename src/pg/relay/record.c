@@ -740,6 +740,7 @@ ms_record(ms_pass *p, const ms_record_in *in, ArrayType *replicas, ArrayType *pr
 	}
 	ms_write_batch(&r);
 	ms_write_held(&r);
+	ms_held_written(&r);
 	ms_record_held(p, in->has.carried, in->has.carried && carried_acked(&r), provisioning,
 				   r.segments, r.held_whole, plan);
 	record_chains(&r);

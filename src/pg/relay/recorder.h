@@ -133,6 +133,8 @@ typedef struct recorder
 	int			nheld;
 	Datum		held[4][HELD_BATCH];
 	uint64		held_whole;		/* written so far */
+	struct ms_held_writer *held_writer; /* sync.held open for them (heldrows.c), once held_opened */
+	bool		held_opened;
 	int64		whole_read;		/* rows of tables read whole sent, each to every replica provisioned */
 	pg_uuid_t  *provisioning;	/* the replicas provisioned, who get every row of those tables */
 	int			nprovisioning;
@@ -159,6 +161,8 @@ extern void ms_append(recorder *r, target *tg, ms_table *t, char kind, const cha
 
 /* heldrows.c */
 extern void ms_write_held(recorder *r);
+/* ms_held_written: the last of them written: sync.held closed (before the transaction ends) */
+extern void ms_held_written(recorder *r);
 extern void ms_held_of_whole(recorder *r, target *tg, int64 number);
 extern void ms_record_held(ms_pass *p, bool has_carried, bool trim_carried, ArrayType *provisioning,
 						   uint64 segments, uint64 whole, const ms_planned *plan);
