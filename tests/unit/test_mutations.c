@@ -2,7 +2,8 @@
  * test_mutations.c - the messages of the unit suite broken every way: each
  * truncation and single-bit flip of a Down, a snapshot, its end, a Filed and
  * an Up is refused with a reason or decodes to a message that passes the
- * checks and packs again; and the refusals each bound gives.
+ * checks and packs again, and the replica's read of it (ms_to_replica_read)
+ * agrees with the decode; and the refusals each bound gives.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "check.h"
 #include "digest.h"
 #include "range.h"
+#include "read_same.h"
 #include "key.h"
 #include "row.h"
 #include "seal.h"
@@ -217,7 +219,9 @@ mutate_all(const char *what, const uint8_t *msg, size_t n, int is_up)
 	uint8_t    *buf = malloc(n);
 	int			decoded = 0,
 				refused = 0,
-				bad = 0;
+				bad = 0,
+				differ = 0;
+	const char *first = NULL;
 
 	for (size_t cut = 0; cut <= n + 8 * n; cut++)
 	{
@@ -233,6 +237,18 @@ mutate_all(const char *what, const uint8_t *msg, size_t n, int is_up)
 			buf[(cut - n - 1) / 8] ^= (uint8_t) (1 << ((cut - n - 1) % 8));
 		else
 			continue;
+		if (!is_up)
+		{
+			/* out of memory at an allocation the cut picks */
+			const char *why = rs_same(buf, len, 1 << 20, 1 + (long) (cut % 7));
+
+			if (why != NULL)
+			{
+				differ++;
+				if (first == NULL)
+					first = why;
+			}
+		}
 		if (is_up)
 			m = ms_up_decode(buf, len, 1 << 20, &ms_test_allocator, &st, reason);
 		else
@@ -261,6 +277,8 @@ mutate_all(const char *what, const uint8_t *msg, size_t n, int is_up)
 	CHECK(bad == 0, "%s: every mutation refused with a reason or valid (%d decoded, %d refused)",
 		  what, decoded, refused);
 	CHECK(refused > 0, "%s: mutations are refused", what);
+	CHECK(differ == 0, "%s: the replica's read agrees with the decode on every mutation (%d differ: %s)",
+		  what, differ, first ? first : "");
 	free(buf);
 }
 
@@ -274,6 +292,21 @@ test_mutations(void)
 	mutate_all("vector Down", buf, n, 0);
 	n = pack_snapshot(buf);
 	mutate_all("snapshot Down", buf, n, 0);
+	{
+		rs_arena	a = {NULL, 0, 0};
+		ms_allocator pa = {rs_alloc, rs_free, &a};
+		ms_wire_status st;
+		char		reason[MS_REASON_MAX];
+		Sync__ToReplica *m = ms_to_replica_read(buf, n, 1 << 20, &pa, &st, reason);
+
+		CHECK(rs_same(buf, n, 1 << 20, 0) == NULL, "the replica reads a snapshot as the decode does");
+		/* its rows were read in one walk: left where they are, not copied by protobuf-c */
+		CHECK(m != NULL && st == MS_WIRE_OK && m->down->n_tables == 2 &&
+			  m->down->tables[1]->upserts[0].data > buf && m->down->tables[1]->upserts[0].data < buf + n &&
+			  strcmp(m->down->tables[1]->keys[0]->parts[0], "1") == 0,
+			  "a snapshot's rows are read where they are: %s", reason);
+		rs_arena_free(&a);
+	}
 	n = pack_end_and_filed(buf, 0);
 	mutate_all("EndSnapshot", buf, n, 0);
 	n = pack_end_and_filed(buf, 1);
