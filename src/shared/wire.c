@@ -745,6 +745,7 @@ read_rows(const uint8_t *p, size_t len, noting *alloc, Sync__Rows *r)
 {
 	size_t		n[6] = {0};
 	size_t		keybytes = 0;
+	const uint8_t *table_at = NULL;	/* the last table name given: protobuf-c's */
 	size_t		table_len = 0;
 	size_t		pos = 0;
 	size_t		nkeys;
@@ -769,7 +770,10 @@ read_rows(const uint8_t *p, size_t len, noting *alloc, Sync__Rows *r)
 			return FAST_OTHER;
 		n[f.number]++;
 		if (f.number == 1)
+		{
+			table_at = f.bytes;
 			table_len = f.len;
+		}
 		else if (f.number >= 3)
 			keybytes += f.len;
 	}
@@ -789,6 +793,12 @@ read_rows(const uint8_t *p, size_t len, noting *alloc, Sync__Rows *r)
 	strs = (char *) (ptrs + keybytes / 2);
 
 	sync__rows__init(r);
+	if (table_at != NULL)
+	{
+		memcpy(table, table_at, table_len);
+		table[table_len] = '\0';
+		r->table = table;
+	}
 	r->upserts = n[2] ? upserts : NULL;
 	r->keys = n[3] ? keyp : NULL;
 	r->deletes = n[4] ? keyp + n[3] : NULL;
@@ -800,12 +810,6 @@ read_rows(const uint8_t *p, size_t len, noting *alloc, Sync__Rows *r)
 
 		switch (f.number)
 		{
-			case 1:
-				/* the last one given, as protobuf-c takes it */
-				memcpy(table, f.bytes, f.len);
-				table[f.len] = '\0';
-				r->table = table;
-				break;
 			case 2:
 				upserts[r->n_upserts].data = f.len ? (uint8_t *) f.bytes : NULL;
 				upserts[r->n_upserts++].len = f.len;

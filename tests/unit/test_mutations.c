@@ -13,6 +13,7 @@
 #include "range.h"
 #include "read_same.h"
 #include "key.h"
+#include "pbwrite.h"
 #include "row.h"
 #include "seal.h"
 #include "vectors.h"
@@ -350,6 +351,44 @@ test_refusals(void)
 			sync__up__free_unpacked(u, &ms_test_allocator);
 	}
 
+	/*
+	 * Rows naming their table twice, the longer first (the fuzz target's
+	 * wire/found-table-twice): protobuf-c takes the last; the replica's read
+	 * wrote each into room for the last
+	 */
+	{
+		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,
+		ms_vector_secret, ms_vector_replica, 0, 0};
+		uint8_t		rows[128],
+					key[16],
+					down[160];
+		size_t		nr = 0,
+					nk,
+					nd;
+		rs_arena	a = {NULL, 0, 0};
+		ms_allocator pa = {rs_alloc, rs_free, &a};
+
+		nk = ms_pb_len_field(key, 1, "7", 1);
+		nr += ms_pb_len_field(rows + nr, 1, "a_table_of_a_longer_name", 24);
+		nr += ms_pb_len_field(rows + nr, 1, "t", 1);
+		nr += ms_pb_len_field(rows + nr, 2, "{\"id\":7}", 8);
+		nr += ms_pb_len_field(rows + nr, 3, key, nk);
+		nd = ms_pb_len_field(down, 2, rows, nr);
+		n = ms_head_pack(&h, buf);
+		n += ms_pb_len_field(buf + n, 9, down, nd);
+		CHECK(rs_same(buf, n, 1 << 20, 0) == NULL, "a table named twice: read as the decode reads it");
+		m = ms_to_replica_read(buf, n, 1 << 20, &pa, &st, reason);
+		CHECK(m != NULL && m->down->n_tables == 1 && strcmp(m->down->tables[0]->table, "t") == 0 &&
+			  m->down->tables[0]->n_upserts == 1, "a table named twice: the last name: %s", reason);
+		rs_arena_free(&a);
+		/* and nothing else: the names alone in their block, past its end (ASan) */
+		nr = ms_pb_len_field(rows, 1, "a_table_of_a_longer_name", 24);
+		nr += ms_pb_len_field(rows + nr, 1, "t", 1);
+		nd = ms_pb_len_field(down, 2, rows, nr);
+		n = ms_head_pack(&h, buf);
+		n += ms_pb_len_field(buf + n, 9, down, nd);
+		CHECK(rs_same(buf, n, 1 << 20, 0) == NULL, "a table named twice, no rows: read as the decode reads it");
+	}
 	/* a head alone has no body */
 	{
 		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,
