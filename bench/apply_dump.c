@@ -2,7 +2,7 @@
  * apply_dump.c - a first sync's apply alone: the messages bench/firstsync.py
  * dumped (MS_FIRSTSYNC_DUMP=dir), applied to a new file as the agent
  * applies them: the file opened as src/agent/replica.c opens it (WAL, no
- * mutex, no memory statistics), sync_init with the replica's uuid, then
+ * mutex, no memory statistics, statements kept), sync_init with the replica's uuid, then
  * each message's sync_apply in BEGIN IMMEDIATE ... COMMIT.  Prints the
  * messages, the rows the file holds and the CPU seconds of the applies.
  * Not a test.  Run it under valgrind --tool=callgrind with a limit (30) to
@@ -272,6 +272,8 @@ main(int argc, char **argv)
 		return 1;
 	}
 	sqlite3_finalize(st);
+	/* the agent keeps the extension's statements prepared (src/agent/replica.c) */
+	exec(db, "SELECT sync_keep_statements(1)");
 	if (sqlite3_prepare_v2(db, "SELECT sync_apply(?1)", -1, &st, NULL) != SQLITE_OK)
 		return 1;
 	cpu = 0;
@@ -322,6 +324,7 @@ main(int argc, char **argv)
 		printf("%d messages applied, CPU %.3f s\n", n, cpu);
 done:
 	sqlite3_finalize(st);
+	exec(db, "SELECT sync_keep_statements(0)");
 	sqlite3_close(db);
 	free(per);
 	free(replica);

@@ -44,16 +44,14 @@ ms_utf8_valid(const char *s, size_t len)
 				break;
 			i += 8;
 		}
+		/* and the ASCII after, a byte at a time: a short string's all */
+		while (i < len && (unsigned char) (p[i] - 1) < 0x7f)
+			i++;
 		if (i >= len)
 			break;
 		c = p[i];
-		if (c < 0x80)
-		{
-			if (c == 0)
-				return false;
-			i++;
-			continue;
-		}
+		if (c == 0)
+			return false;
 		else if ((c & 0xe0) == 0xc0)
 		{
 			n = 1;

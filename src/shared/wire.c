@@ -646,6 +646,352 @@ decode(const ProtobufCMessageDescriptor *desc,
 	return m;
 }
 
+/*
+ * The replica's read of a message to it (ms_to_replica_read): a Down's Rows,
+ * nearly all of a snapshot's bytes, read by one walk of their own; the rest
+ * unpacked by protobuf-c as ms_to_replica_decode does.  Anything but a
+ * plain well-formed Down (a body field given twice, a broken field, a field
+ * number 0, a later protocol) is read by ms_to_replica_decode instead, so
+ * every refusal and its reason are the same.
+ */
+typedef enum fast
+{
+	FAST_OK,
+	FAST_NO_MEMORY,
+	FAST_OTHER					/* not for this path: decode it whole */
+} fast;
+
+/* a field's number is one protobuf-c and the scan take */
+static inline bool
+plain_number(uint64_t number)
+{
+	return number != 0 && number <= 536870911;
+}
+
+/*
+ * next: ms_pb_next, with a field of one byte of tag and one of length (a
+ * Rows' upserts and keys, nearly all) read here: the same checks, inline
+ */
+static inline ms_pb_next_result
+next(const uint8_t *buf, size_t len, size_t *pos, ms_pb_field *f)
+{
+	size_t		p = *pos;
+
+	if (len - p >= 2 && buf[p] < 0x80 && (buf[p] & 7) == MS_PB_LEN && buf[p + 1] < 0x80 &&
+		buf[p + 1] <= len - p - 2)
+	{
+		f->number = buf[p] >> 3;
+		f->wire = MS_PB_LEN;
+		f->len = buf[p + 1];
+		f->bytes = buf + p + 2;
+		*pos = p + 2 + f->len;
+		return MS_PB_FIELD;
+	}
+	return ms_pb_next(buf, len, pos, f);
+}
+
+/*
+ * read_key: the Key at p (len bytes): its parts copied, each ended by a
+ * NUL as protobuf-c ends a string, to *strs, their pointers to *ptrs
+ * (each advanced).  A part takes at least its tag and length besides its
+ * bytes: len / 2 pointers and len bytes are enough.
+ */
+static bool
+read_key(const uint8_t *p, size_t len, Sync__Key *k, char ***ptrs, char **strs)
+{
+	size_t		pos = 0;
+	ms_pb_field f;
+	ms_pb_next_result r;
+
+	sync__key__init(k);
+	k->parts = *ptrs;
+	while ((r = next(p, len, &pos, &f)) == MS_PB_FIELD)
+	{
+		if (!plain_number(f.number))
+			return false;
+		if (f.number != 1)
+			continue;			/* unknown: protobuf-c keeps it aside, nothing reads it */
+		/*
+		 * check_key's checks, here: a part it would refuse, or one with a
+		 * NUL (which it would read cut short), goes to the decode
+		 */
+		if (f.wire != MS_PB_LEN || f.len > MS_KEY_PART_MAX || !ms_utf8_valid((const char *) f.bytes, f.len))
+			return false;
+		memcpy(*strs, f.bytes, f.len);
+		(*strs)[f.len] = '\0';
+		k->parts[k->n_parts++] = *strs;
+		*strs += f.len + 1;
+	}
+	*ptrs += k->n_parts;
+	return r == MS_PB_END && k->n_parts > 0;
+}
+
+/* align: n rounded up for a pointer */
+static inline size_t
+align(size_t n)
+{
+	return (n + 7) & ~(size_t) 7;
+}
+
+/*
+ * read_rows: the Rows at p (len bytes) into r, in one block of alloc's: a
+ * first walk counts the fields and checks each is whole, of a plain number
+ * and of the wire type of its field; the second places them.  The upserts
+ * point into the message's bytes (the caller keeps them), the table and
+ * keys are copied.
+ */
+static fast
+read_rows(const uint8_t *p, size_t len, noting *alloc, Sync__Rows *r)
+{
+	size_t		n[6] = {0};
+	size_t		keybytes = 0;
+	const uint8_t *table_at = NULL;	/* the last table name given: protobuf-c's */
+	size_t		table_len = 0;
+	size_t		pos = 0;
+	size_t		nkeys;
+	size_t		size;
+	ms_pb_field f;
+	ms_pb_next_result res;
+	uint8_t    *block;
+	ProtobufCBinaryData *upserts;
+	Sync__Key  *keys;
+	Sync__Key **keyp;
+	char	  **ptrs;
+	char	   *strs;
+	char	   *table;
+
+	while ((res = next(p, len, &pos, &f)) == MS_PB_FIELD)
+	{
+		if (!plain_number(f.number))
+			return FAST_OTHER;
+		if (f.number > 5)
+			continue;
+		if (f.wire != MS_PB_LEN)
+			return FAST_OTHER;
+		n[f.number]++;
+		if (f.number == 1)
+		{
+			table_at = f.bytes;
+			table_len = f.len;
+		}
+		else if (f.number >= 3)
+			keybytes += f.len;
+	}
+	if (res != MS_PB_END)
+		return FAST_OTHER;
+	nkeys = n[3] + n[4] + n[5];
+	size = align(table_len + 1) + align(sizeof(ProtobufCBinaryData) * n[2]) + align(sizeof(Sync__Key) * nkeys) +
+		sizeof(Sync__Key *) * nkeys + sizeof(char *) * (keybytes / 2) + keybytes;
+	block = noting_alloc(alloc, size ? size : 1);
+	if (block == NULL)
+		return FAST_NO_MEMORY;
+	table = (char *) block;
+	upserts = (ProtobufCBinaryData *) (block + align(table_len + 1));
+	keys = (Sync__Key *) ((uint8_t *) upserts + align(sizeof(ProtobufCBinaryData) * n[2]));
+	keyp = (Sync__Key **) ((uint8_t *) keys + align(sizeof(Sync__Key) * nkeys));
+	ptrs = (char **) (keyp + nkeys);
+	strs = (char *) (ptrs + keybytes / 2);
+
+	sync__rows__init(r);
+	if (table_at != NULL)
+	{
+		memcpy(table, table_at, table_len);
+		table[table_len] = '\0';
+		r->table = table;
+	}
+	r->upserts = n[2] ? upserts : NULL;
+	r->keys = n[3] ? keyp : NULL;
+	r->deletes = n[4] ? keyp + n[3] : NULL;
+	r->replaces = n[5] ? keyp + n[3] + n[4] : NULL;
+	pos = 0;
+	while (next(p, len, &pos, &f) == MS_PB_FIELD)
+	{
+		Sync__Key  *k;
+
+		switch (f.number)
+		{
+			case 2:
+				upserts[r->n_upserts].data = f.len ? (uint8_t *) f.bytes : NULL;
+				upserts[r->n_upserts++].len = f.len;
+				break;
+			case 3:
+			case 4:
+			case 5:
+				k = keys++;
+				if (!read_key(f.bytes, f.len, k, &ptrs, &strs))
+					return FAST_OTHER;
+				if (f.number == 3)
+					r->keys[r->n_keys++] = k;
+				else if (f.number == 4)
+					r->deletes[r->n_deletes++] = k;
+				else
+					r->replaces[r->n_replaces++] = k;
+				break;
+			default:
+				break;
+		}
+	}
+	/* the rest of ms_rows_check (its keys' checks were read_key's) */
+	{
+		char		ignored[MS_REASON_MAX];
+
+		if (!check_name(r->table, "a table name", ignored) || r->n_keys != r->n_upserts)
+			return FAST_OTHER;
+	}
+	return FAST_OK;
+}
+
+/*
+ * read_fast: a Down's message, its Rows read by read_rows and the rest (the
+ * head, the Down without its Rows: written again into a buffer of its own)
+ * scanned and unpacked as decode does
+ */
+static fast
+read_fast(const uint8_t *buf, size_t len, noting *alloc, Sync__ToReplica **out)
+{
+	size_t		pos = 0;
+	size_t		at;
+	size_t		body_at = 0;
+	size_t		body_end = 0;
+	const uint8_t *down = NULL;
+	size_t		down_len = 0;
+	size_t		kept = 0;		/* the Down's bytes but its Rows */
+	size_t		ntables = 0;
+	size_t		bodies = 0;
+	ms_pb_field f;
+	ms_pb_next_result res;
+	uint8_t    *head;
+	size_t		hlen;
+	ProtobufCMessage *pm;
+	ms_allocator wrapped = {noting_alloc, noting_free, alloc};
+	Sync__ToReplica *m;
+	Sync__Rows *rows;
+
+	for (at = pos; (res = ms_pb_next(buf, len, &pos, &f)) == MS_PB_FIELD; at = pos)
+	{
+		if (!plain_number(f.number))
+			return FAST_OTHER;
+		if (f.number >= 9 && f.number <= 11)
+			bodies++;
+		if (f.number == 9 && f.wire == MS_PB_LEN)
+		{
+			down = f.bytes;
+			down_len = f.len;
+			body_at = at;
+			body_end = pos;
+		}
+	}
+	if (res != MS_PB_END || bodies != 1 || down == NULL)
+		return FAST_OTHER;
+	pos = 0;
+	for (at = pos; (res = ms_pb_next(down, down_len, &pos, &f)) == MS_PB_FIELD; at = pos)
+	{
+		if (!plain_number(f.number))
+			return FAST_OTHER;
+		if (f.number == 2)
+		{
+			if (f.wire != MS_PB_LEN)
+				return FAST_OTHER;
+			ntables++;
+		}
+		else
+			kept += pos - at;
+	}
+	if (res != MS_PB_END)
+		return FAST_OTHER;
+
+	/* the message but the Down's Rows: its fields in their order */
+	head = noting_alloc(alloc, len + 1);
+	if (head == NULL)
+		return FAST_NO_MEMORY;
+	memcpy(head, buf, body_at);
+	hlen = body_at + ms_pb_len_head(head + body_at, 9, kept);
+	pos = 0;
+	for (at = pos; ms_pb_next(down, down_len, &pos, &f) == MS_PB_FIELD; at = pos)
+		if (f.number != 2)
+		{
+			memcpy(head + hlen, down + at, pos - at);
+			hlen += pos - at;
+		}
+	memcpy(head + hlen, buf + body_end, len - body_end);
+	hlen += len - body_end;
+	{
+		char		ignored[MS_REASON_MAX];
+
+		if (!scan(&sync__to_replica__descriptor, head, 0, hlen, ignored))
+			return FAST_OTHER;
+	}
+	pm = protobuf_c_message_unpack(&sync__to_replica__descriptor, &wrapped, hlen, head);
+	if (pm == NULL)
+		return alloc->failed ? FAST_NO_MEMORY : FAST_OTHER;
+	m = (Sync__ToReplica *) pm;
+	if (m->protocol > MS_PROTOCOL || m->body_case != SYNC__TO_REPLICA__BODY_DOWN)
+		return FAST_OTHER;
+
+	/* the Rows, in their order */
+	if (ntables > 0)
+	{
+		m->down->tables = noting_alloc(alloc, sizeof(Sync__Rows *) * ntables);
+		rows = noting_alloc(alloc, sizeof(Sync__Rows) * ntables);
+		if (m->down->tables == NULL || rows == NULL)
+			return FAST_NO_MEMORY;
+		pos = 0;
+		while (ms_pb_next(down, down_len, &pos, &f) == MS_PB_FIELD)
+		{
+			fast		r;
+
+			if (f.number != 2)
+				continue;
+			r = read_rows(f.bytes, f.len, alloc, rows);
+			if (r != FAST_OK)
+				return r;
+			m->down->tables[m->down->n_tables++] = rows++;
+		}
+	}
+	*out = m;
+	return FAST_OK;
+}
+
+Sync__ToReplica *
+ms_to_replica_read(const uint8_t *buf, size_t len, size_t bound, ms_allocator *arena,
+				   ms_wire_status *status, char reason[MS_REASON_MAX])
+{
+	noting		n = {arena, false};
+	Sync__ToReplica *m = NULL;
+
+	if (!ms_wire_within(buf, len, bound, status, reason))
+		return NULL;
+	switch (read_fast(buf, len, &n, &m))
+	{
+		case FAST_OK:
+			{
+				/* its Rows checked as read: the rest as decode checks it */
+				size_t		tables = m->down->n_tables;
+				bool		ok;
+
+				m->down->n_tables = 0;
+				ok = ms_to_replica_check(m, reason);
+				m->down->n_tables = tables;
+				if (ok)
+				{
+					*status = MS_WIRE_OK;
+					return m;
+				}
+				/* which check refuses first, and why: the decode's order says */
+				reason[0] = '\0';
+				break;
+			}
+		case FAST_NO_MEMORY:
+			*status = MS_WIRE_NO_MEMORY;
+			ms_refuse(reason, "out of memory decoding a %s", sync__to_replica__descriptor.short_name);
+			return NULL;
+		default:
+			break;
+	}
+	/* what the arena holds of the attempt goes with it */
+	return ms_to_replica_decode(buf, len, bound, arena, status, reason);
+}
+
 static bool
 check_to_replica(const void *m, char *reason)
 {

@@ -63,6 +63,19 @@ extern Sync__ToReplica *ms_to_replica_decode(const uint8_t *buf, size_t len, siz
 											 ms_wire_status *status,
 											 char reason[MS_REASON_MAX]);
 
+/*
+ * ms_to_replica_read: ms_to_replica_decode for a replica's apply, the same
+ * checks, refusals and reasons, with a Down's Rows read by a walk of their
+ * own rather than by protobuf-c: each upsert points into buf, which must
+ * outlive the message.  The allocator is an arena's (frees nothing one by
+ * one): what comes back is freed with it, never by
+ * protobuf_c_message_free_unpacked.
+ */
+extern Sync__ToReplica *ms_to_replica_read(const uint8_t *buf, size_t len, size_t bound,
+										   ms_allocator *arena,
+										   ms_wire_status *status,
+										   char reason[MS_REASON_MAX]);
+
 /* ms_up_decode: decode and check an upload from a replica. */
 extern Sync__Up *ms_up_decode(const uint8_t *buf, size_t len, size_t bound,
 							  ms_allocator *alloc,

@@ -502,7 +502,7 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	 * so the key it is checked with is the one the file has then
 	 */
 	rc = ms_trust_check(&c, bytes, n);
-	m = rc == SQLITE_OK ? ms_to_replica_decode(bytes, n, (size_t) bound, &pa, &status, reason) : NULL;
+	m = rc == SQLITE_OK ? ms_to_replica_read(bytes, n, (size_t) bound, &pa, &status, reason) : NULL;
 	if (rc == SQLITE_OK && status == MS_WIRE_LATER_PROTOCOL)
 	{
 		/* neither applied nor acknowledged */

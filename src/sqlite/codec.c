@@ -43,8 +43,30 @@ typedef struct jp
 static void
 ws(jp *j)
 {
-	while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+	/* one test for the byte that is no space, nearly every one */
+	while (j->p < j->end && (unsigned char) *j->p <= ' ' &&
+		   (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
 		j->p++;
+}
+
+/*
+ * plain_key: j->p at '"': the key written as the plain bytes of name,
+ * quotes around (the relay writes each column's name so): read past it.
+ * Anything else (an escape, another name, a name holding a quote, a
+ * backslash or a control character) is left to the reader, unmoved.
+ */
+static inline bool
+plain_key(jp *j, const char *name)
+{
+	const char *q = j->p + 1;
+
+	for (; *name != '\0' && q < j->end && *q == *name; q++, name++)
+		if (*name == '"' || *name == '\\' || (unsigned char) *name < 0x20)
+			return false;
+	if (*name != '\0' || q >= j->end || *q != '"')
+		return false;
+	j->p = q + 1;
+	return true;
 }
 
 static int
@@ -202,6 +224,19 @@ string(jp *j, char *out, size_t *n, const char **why)
 }
 
 /*
+ * raw_utf8: the row's bytes [from, to) read as they came are valid UTF-8.
+ * A row is not checked whole before it is read (that was a ninth of its
+ * reading): outside strings its grammar takes ASCII alone, so each string,
+ * and nested JSON, is checked where it lies; a row refused for anything is
+ * checked whole then, so its reason is the same (json_row).
+ */
+static bool
+raw_utf8(const char *from, const char *to, const char **why)
+{
+	return ms_utf8_valid(from, (size_t) (to - from)) || ((*why = "a string is not valid UTF-8"), false);
+}
+
+/*
  * string_at: as string(), but a string without escapes (nearly every one)
  * is left where it is: *at points into the row, nothing copied; one with
  * escapes is unescaped into out, *at = out.
@@ -209,8 +244,10 @@ string(jp *j, char *out, size_t *n, const char **why)
 static bool
 string_at(jp *j, char *out, const char **at, size_t *n, const char **why)
 {
+	const char *open = j->p;
 	const char *q = j->p + 1;
 	unsigned char ch = 0;
+	uint64_t	high = 0;		/* a byte of 0x80 or more was passed (or lies after the end) */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	/* eight bytes at a time to the first '"', '\\' or control character (the lowest byte flagged is one) */
@@ -223,6 +260,7 @@ string_at(jp *j, char *out, const char **at, size_t *n, const char **why)
 					flagged;
 
 		memcpy(&w, q, 8);
+		high |= w;
 		quote = w ^ (ones * '"');
 		slash = w ^ (ones * '\\');
 		flagged = (((quote - ones) & ~quote) | ((slash - ones) & ~slash) | ((w - ones * 0x20) & ~w)) &
@@ -236,16 +274,20 @@ string_at(jp *j, char *out, const char **at, size_t *n, const char **why)
 	}
 #endif
 	while (q < j->end && (ch = (unsigned char) *q) != '"' && ch != '\\' && ch >= 0x20)
+	{
+		high |= ch;
 		q++;
+	}
 	if (q < j->end && ch == '"')
 	{
 		*at = j->p + 1;
 		*n = (size_t) (q - *at);
 		j->p = q + 1;
-		return true;
+		return (high & 0x8080808080808080ULL) == 0 || ms_utf8_valid(*at, *n) ||
+			((*why = "a string is not valid UTF-8"), false);
 	}
 	*at = out;
-	return string(j, out, n, why);
+	return string(j, out, n, why) && raw_utf8(open, j->p, why);
 }
 
 /* number: the JSON grammar; *integral when it has no fraction or exponent */
@@ -511,7 +553,7 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 			}
 		case '{':
 		case '[':
-			if (!value(j, 1, &why))
+			if (!value(j, 1, &why) || !raw_utf8(start, j->p, &why))
 				return ms_refuse(reason, "the row is not JSON: %s", why);
 			if (col->type != MS_TEXT)
 				return ms_refuse(reason, "column \"%s\" cannot take nested JSON: only a TEXT column can", col->name);
@@ -558,8 +600,8 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 }
 
 static bool
-json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scratch,
-		 char reason[MS_REASON_MAX])
+json_read(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scratch,
+		  char reason[MS_REASON_MAX])
 {
 	jp			j = {row, row + len};
 	size_t		used = 0;
@@ -567,8 +609,6 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 	const char *why = NULL;
 	int			next = 0;		/* the column expected next */
 
-	if (!ms_utf8_valid(row, len))
-		return ms_refuse(reason, "the row is not valid UTF-8 (or holds a NUL byte)");
 	memset(seen, 0, (size_t) t->ncols);
 	ws(&j);
 	if (j.p >= j.end || *j.p != '{')
@@ -591,21 +631,27 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 				return ms_refuse(reason, "the row is not JSON: its object is not closed");
 			if (*j.p != '"')
 				return ms_refuse(reason, "the row is not JSON: a key of its object is not a string");
-			if (!string_at(&j, scratch + used, &key, &klen, &why))
-				return ms_refuse(reason, "the row is not JSON: %s", why);
 			/*
 			 * the relay writes the columns in order: the one after the last
-			 * is tried first; else by a map for a table of many columns (a
-			 * walk per key was quadratic in them)
+			 * is tried first, as written, where it is; else the key is read,
+			 * then found by a map for a table of many columns (a walk per
+			 * key was quadratic in them)
 			 */
-			if (next < t->ncols && strncmp(t->cols[next].name, key, klen) == 0 && t->cols[next].name[klen] == '\0')
+			if (next < t->ncols && plain_key(&j, t->cols[next].name))
 				i = next;
 			else
-				i = ms_tbl_column(t, key, klen);
-			/* a NUL only comes escaped: a key left in the row stopped at any control character */
-			if (i < 0 || (key == scratch + used && memchr(key, '\0', klen) != NULL))
-				return ms_refuse(reason, "\"%.*s\" is not a column of table \"%s\"",
-							  (int) (klen > 64 ? 64 : klen), key, t->name);
+			{
+				if (!string_at(&j, scratch + used, &key, &klen, &why))
+					return ms_refuse(reason, "the row is not JSON: %s", why);
+				if (next < t->ncols && strncmp(t->cols[next].name, key, klen) == 0 && t->cols[next].name[klen] == '\0')
+					i = next;
+				else
+					i = ms_tbl_column(t, key, klen);
+				/* a NUL only comes escaped: a key left in the row stopped at any control character */
+				if (i < 0 || (key == scratch + used && memchr(key, '\0', klen) != NULL))
+					return ms_refuse(reason, "\"%.*s\" is not a column of table \"%s\"",
+								  (int) (klen > 64 ? 64 : klen), key, t->name);
+			}
 			if (seen[i])
 				return ms_refuse(reason, "column \"%s\" is given twice", t->cols[i].name);
 			seen[i] = 1;
@@ -640,6 +686,22 @@ json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scrat
 	if (j.p != j.end)
 		return ms_refuse(reason, "the row has bytes after its JSON object");
 	return true;
+}
+
+/*
+ * json_row: a row read (json_read, its strings checked as UTF-8 where they
+ * lie); one refused for anything that is not valid UTF-8 whole, or holds a
+ * NUL byte, is refused as that, as when it was checked first
+ */
+static bool
+json_row(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scratch,
+		 char reason[MS_REASON_MAX])
+{
+	if (json_read(t, row, len, vals, scratch, reason))
+		return true;
+	if (!ms_utf8_valid(row, len))
+		return ms_refuse(reason, "the row is not valid UTF-8 (or holds a NUL byte)");
+	return false;
 }
 
 /* ---- proto ------------------------------------------------------------- */

@@ -131,11 +131,15 @@ json_long_strings(void)
 	/* a key with an escape, and keys that begin as the next column does ("i" of "id", "idx") */
 	tm_upsert(r, "{\"\\u0069d\":1000,\"\\u0074\":\"escaped key\",\"i\":7}", -1, "1000", NULL);
 	tm_upsert(r, "{\"id\":1001,\"idx\":1}", -1, "1001", NULL);
+	/* spaces around every key, colon and value */
+	tm_upsert(r, " {\n\t\"id\" : 1002 , \"t\"\r: \"spaced\" ,\"i\" :3 } ", -1, "1002", NULL);
+	/* two-byte characters in nested JSON and after an escape */
+	tm_upsert(r, "{\"id\":1003,\"t\":\"\\n\xc3\xa9\",\"j\":[\"\xc3\xa9\"]}", -1, "1003", NULL);
 	res = tm_apply(db, tm_next(&s, d, NULL));
 	{
 		char		expect[64];
 
-		snprintf(expect, sizeof expect, "\"upserts\":%d,", good + 1);
+		snprintf(expect, sizeof expect, "\"upserts\":%d,", good + 3);
 		CHECK(t_has(res, expect), "long strings: %s %s", S(res), tm_error());
 		snprintf(expect, sizeof expect, "\"refused\":%d,", refused + 1);
 		CHECK(t_has(res, expect), "a control character anywhere refused: %s", S(res));
@@ -160,6 +164,9 @@ json_long_strings(void)
 			sqlite3_free(want);
 		}
 	CHECK(t_int(db, "SELECT t = 'escaped key' AND i = 7 FROM things WHERE id = 1000") == 1, "a key spelled with escapes");
+	CHECK(t_int(db, "SELECT t = 'spaced' AND i = 3 FROM things WHERE id = 1002") == 1, "keys and values spaced out");
+	CHECK(t_int(db, "SELECT t = char(10, 233) AND j = '[\"' || char(233) || '\"]' FROM things WHERE id = 1003") == 1,
+		  "two-byte characters after an escape and nested");
 	CHECK(t_int(db, "SELECT count(*) FROM _sync_refused WHERE tbl = 'things' AND key = '4:1001'"
 				" AND reason LIKE '%\"idx\" is not a column%'") == 1, "a key that only begins as a column's is not it");
 	sqlite3_close(db);
@@ -203,6 +210,19 @@ json_refusals(void)
 		{"{\"id\":25 \"t\":1}", "',' or '}'"},
 		{"{\"id\":26,\"t\":nul}", "not JSON"},
 		{"", "not a JSON object"},
+		/* UTF-8 broken in a string shorter than eight bytes, and overlong */
+		{"{\"id\":28,\"t\":\"\xc3\"}", "UTF-8"},
+		{"{\"id\":29,\"t\":\"\xc0\xaf\"}", "UTF-8"},
+		/* keys spaced out, cut short, empty, or a column's name with more after it */
+		{" \t\n{ \"id\" :30 ,\r\"zz\" : 1 }", "\"zz\" is not a column"},
+		{"{\"id\":31,\"t", "not JSON"},
+		{"{\"id\":32,\"\":1}", "\"\" is not a column"},
+		{"{\"id\":33,\"t\"\"i\":1}", "not followed by ':'"},
+		/* broken UTF-8 read where it lies: a long string, after an escape, nested, after a refusal */
+		{"{\"id\":34,\"t\":\"abcdefghij\xff klmnop\"}", "UTF-8"},
+		{"{\"id\":35,\"t\":\"a\\n\xff\"}", "UTF-8"},
+		{"{\"id\":36,\"j\":[\"\xff\"]}", "UTF-8"},
+		{"{\"id\":37,\"zz\":1,\"t\":\"\xff\"}", "UTF-8"},
 	};
 	int			nbad = (int) (sizeof bad / sizeof bad[0]);
 	tm_server	s;

@@ -2,7 +2,8 @@
  * test_mutations.c - the messages of the unit suite broken every way: each
  * truncation and single-bit flip of a Down, a snapshot, its end, a Filed and
  * an Up is refused with a reason or decodes to a message that passes the
- * checks and packs again; and the refusals each bound gives.
+ * checks and packs again, and the replica's read of it (ms_to_replica_read)
+ * agrees with the decode; and the refusals each bound gives.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,9 @@
 #include "check.h"
 #include "digest.h"
 #include "range.h"
+#include "read_same.h"
 #include "key.h"
+#include "pbwrite.h"
 #include "row.h"
 #include "seal.h"
 #include "vectors.h"
@@ -217,7 +220,9 @@ mutate_all(const char *what, const uint8_t *msg, size_t n, int is_up)
 	uint8_t    *buf = malloc(n);
 	int			decoded = 0,
 				refused = 0,
-				bad = 0;
+				bad = 0,
+				differ = 0;
+	const char *first = NULL;
 
 	for (size_t cut = 0; cut <= n + 8 * n; cut++)
 	{
@@ -233,6 +238,18 @@ mutate_all(const char *what, const uint8_t *msg, size_t n, int is_up)
 			buf[(cut - n - 1) / 8] ^= (uint8_t) (1 << ((cut - n - 1) % 8));
 		else
 			continue;
+		if (!is_up)
+		{
+			/* out of memory at an allocation the cut picks */
+			const char *why = rs_same(buf, len, 1 << 20, 1 + (long) (cut % 7));
+
+			if (why != NULL)
+			{
+				differ++;
+				if (first == NULL)
+					first = why;
+			}
+		}
 		if (is_up)
 			m = ms_up_decode(buf, len, 1 << 20, &ms_test_allocator, &st, reason);
 		else
@@ -261,6 +278,8 @@ mutate_all(const char *what, const uint8_t *msg, size_t n, int is_up)
 	CHECK(bad == 0, "%s: every mutation refused with a reason or valid (%d decoded, %d refused)",
 		  what, decoded, refused);
 	CHECK(refused > 0, "%s: mutations are refused", what);
+	CHECK(differ == 0, "%s: the replica's read agrees with the decode on every mutation (%d differ: %s)",
+		  what, differ, first ? first : "");
 	free(buf);
 }
 
@@ -274,6 +293,21 @@ test_mutations(void)
 	mutate_all("vector Down", buf, n, 0);
 	n = pack_snapshot(buf);
 	mutate_all("snapshot Down", buf, n, 0);
+	{
+		rs_arena	a = {NULL, 0, 0};
+		ms_allocator pa = {rs_alloc, rs_free, &a};
+		ms_wire_status st;
+		char		reason[MS_REASON_MAX];
+		Sync__ToReplica *m = ms_to_replica_read(buf, n, 1 << 20, &pa, &st, reason);
+
+		CHECK(rs_same(buf, n, 1 << 20, 0) == NULL, "the replica reads a snapshot as the decode does");
+		/* its rows were read in one walk: left where they are, not copied by protobuf-c */
+		CHECK(m != NULL && st == MS_WIRE_OK && m->down->n_tables == 2 &&
+			  m->down->tables[1]->upserts[0].data > buf && m->down->tables[1]->upserts[0].data < buf + n &&
+			  strcmp(m->down->tables[1]->keys[0]->parts[0], "1") == 0,
+			  "a snapshot's rows are read where they are: %s", reason);
+		rs_arena_free(&a);
+	}
 	n = pack_end_and_filed(buf, 0);
 	mutate_all("EndSnapshot", buf, n, 0);
 	n = pack_end_and_filed(buf, 1);
@@ -317,6 +351,44 @@ test_refusals(void)
 			sync__up__free_unpacked(u, &ms_test_allocator);
 	}
 
+	/*
+	 * Rows naming their table twice, the longer first (the fuzz target's
+	 * wire/found-table-twice): protobuf-c takes the last; the replica's read
+	 * wrote each into room for the last
+	 */
+	{
+		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,
+		ms_vector_secret, ms_vector_replica, 0, 0};
+		uint8_t		rows[128],
+					key[16],
+					down[160];
+		size_t		nr = 0,
+					nk,
+					nd;
+		rs_arena	a = {NULL, 0, 0};
+		ms_allocator pa = {rs_alloc, rs_free, &a};
+
+		nk = ms_pb_len_field(key, 1, "7", 1);
+		nr += ms_pb_len_field(rows + nr, 1, "a_table_of_a_longer_name", 24);
+		nr += ms_pb_len_field(rows + nr, 1, "t", 1);
+		nr += ms_pb_len_field(rows + nr, 2, "{\"id\":7}", 8);
+		nr += ms_pb_len_field(rows + nr, 3, key, nk);
+		nd = ms_pb_len_field(down, 2, rows, nr);
+		n = ms_head_pack(&h, buf);
+		n += ms_pb_len_field(buf + n, 9, down, nd);
+		CHECK(rs_same(buf, n, 1 << 20, 0) == NULL, "a table named twice: read as the decode reads it");
+		m = ms_to_replica_read(buf, n, 1 << 20, &pa, &st, reason);
+		CHECK(m != NULL && m->down->n_tables == 1 && strcmp(m->down->tables[0]->table, "t") == 0 &&
+			  m->down->tables[0]->n_upserts == 1, "a table named twice: the last name: %s", reason);
+		rs_arena_free(&a);
+		/* and nothing else: the names alone in their block, past its end (ASan) */
+		nr = ms_pb_len_field(rows, 1, "a_table_of_a_longer_name", 24);
+		nr += ms_pb_len_field(rows + nr, 1, "t", 1);
+		nd = ms_pb_len_field(down, 2, rows, nr);
+		n = ms_head_pack(&h, buf);
+		n += ms_pb_len_field(buf + n, 9, down, nd);
+		CHECK(rs_same(buf, n, 1 << 20, 0) == NULL, "a table named twice, no rows: read as the decode reads it");
+	}
 	/* a head alone has no body */
 	{
 		ms_head		h = {MS_PROTOCOL, ms_vector_epoch, 5, ms_vector_nonce, 0, NULL,

@@ -16,7 +16,10 @@
  *   - every key of a decoded message has canonical bytes that parse back
  *     into its parts (key.h);
  *   - out of memory at any allocation of a decode: NULL, said as
- *     MS_WIRE_NO_MEMORY, nothing left allocated.
+ *     MS_WIRE_NO_MEMORY, nothing left allocated;
+ *   - the replica's single-pass read (ms_to_replica_read) agrees with
+ *     ms_to_replica_decode: the same status, reason and message, and out
+ *     of memory said as such (tests/unit/read_same.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,7 @@
 
 #include "fuzz.h"
 #include "key.h"
+#include "read_same.h"
 #include "wire.h"
 
 /* Unicode 15, table 3-7: the well-formed UTF-8 byte sequences */
@@ -281,5 +285,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FZ_CHECK(reason[0] != '\0' && strlen(reason) < MS_REASON_MAX, "the scan refuses without a reason");
 	for (size_t i = 0; i < sizeof directions / sizeof directions[0]; i++)
 		one_direction(&directions[i], data, size, scanned, hash);
+	{
+		const char *why = rs_same(data, size, size, 1 + (long) (hash % 16));
+
+		FZ_CHECK(why == NULL, "ms_to_replica_read differs from ms_to_replica_decode: %s", why);
+	}
 	return 0;
 }
