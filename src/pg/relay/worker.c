@@ -91,10 +91,15 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 #define HOUSEKEEPING_EVERY_MS 1000
 #define BACKOFF_MAX_MS (60 * 1000)
 /* commits arriving during a pass of part of a batch: the next pass waits at most magic_sync.coalesce (coalesce_until) ... */
-/* ... in slices of at most this long, for as long as each slice saw a commit (coalesce) */
+/*
+ * ... in slices of this long, or a tenth of magic_sync.coalesce if longer,
+ * for as long as each slice saw a commit (coalesce): a stream is commits
+ * less than a slice apart, and a longer wait takes in sparser ones
+ */
 #ifndef COALESCE_SLICE_MS
 #define COALESCE_SLICE_MS 10
 #endif
+#define COALESCE_SLICE() Max(COALESCE_SLICE_MS, ms_coalesce / 10)
 #define PINNED_SEARCH_PATH "pg_catalog, pg_temp"
 
 static void
@@ -624,8 +629,8 @@ housekeeping_due(TimestampTz last, bool more, long *wait_ms)
  * Many commits, one pass: when commits came during a pass that read part of
  * a batch, or come within a slice after it, the next waits for more for as
  * long as they keep coming, up to magic_sync.coalesce (*until): first as
- * long as that pass took, at most COALESCE_SLICE_MS (*slice), then by slices
- * of that, and it begins after the first slice no commit came in (coalesce).
+ * long as that pass took, at most a slice (*slice), then by slices, and it
+ * begins after the first slice no commit came in (coalesce).
  * Under a stream of commits each pass takes more notes for the same fixed
  * cost of a pass, of its message, of the agent's pull and acknowledgement
  * and its apply; the last commit of a stream waits two slices at most, and
@@ -644,12 +649,13 @@ run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, Timestamp
 	bool		full;
 	bool		again;
 	bool		busy = run_pass(pass_cxt, holding, quiet, &read, &full, &again);
+
 	if (busy && read > 0 && !full && ms_coalesce > 0 && (MyLatch->is_set || !again))
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
 		*until = now + (TimestampTz) ms_coalesce * 1000;
-		*slice = Max(1, (long) Min((now - began) / 1000, COALESCE_SLICE_MS));
+		*slice = Max(1, (long) Min((now - began) / 1000, COALESCE_SLICE()));
 	}
 	return again;
 }
@@ -662,7 +668,7 @@ run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, Timestamp
  * (no stream: the worker waits as after any pass, and the next commit goes
  * at once).  The first slice (first_ms, as long as the pass took, or a
  * slice after the watch) always passes: commits came.  After it, slices of
- * COALESCE_SLICE_MS: one none came in ends the wait, the stream stopped,
+ * COALESCE_SLICE(): one none came in ends the wait, the stream stopped,
  * and what came is relayed now.
  */
 static bool
@@ -671,11 +677,11 @@ coalesce(TimestampTz until, long first_ms)
 	if (!MyLatch->is_set)
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 COALESCE_SLICE_MS, PG_WAIT_EXTENSION);
+						 COALESCE_SLICE(), PG_WAIT_EXTENSION);
 		CHECK_FOR_INTERRUPTS();
 		if (!MyLatch->is_set)
 			return false;
-		first_ms = COALESCE_SLICE_MS;
+		first_ms = COALESCE_SLICE();
 	}
 	for (bool first = true;; first = false)
 	{
@@ -685,7 +691,7 @@ coalesce(TimestampTz until, long first_ms)
 			return true;
 		ResetLatch(MyLatch);
 		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(left, first ? first_ms : COALESCE_SLICE_MS), PG_WAIT_EXTENSION);
+						 Min(left, first ? first_ms : COALESCE_SLICE()), PG_WAIT_EXTENSION);
 		CHECK_FOR_INTERRUPTS();
 	}
 }
