@@ -31,15 +31,29 @@ check "the relay starts once the database exists" \
 q $DB "CREATE EXTENSION magic_sync"
 items_provisioned $DB
 
-# a committed note wakes it: naptime is an hour, the change arrives within a second
+# a committed note wakes it: naptime is an hour, the change arrives within a
+# second, timed in the session that wrote it (a psql started under a loaded
+# machine's took half a second of it)
+q $DB "CREATE PROCEDURE relayed_in(k int, INOUT took int DEFAULT NULL) LANGUAGE plpgsql AS \$\$
+DECLARE committed timestamptz;
+BEGIN
+	INSERT INTO items VALUES (k, 'v' || k);
+	COMMIT;
+	committed := clock_timestamp();
+	WHILE NOT EXISTS (SELECT FROM sync.held WHERE key = sync.key(ARRAY[k::text]))
+		AND clock_timestamp() < committed + interval '5 s' LOOP
+		PERFORM pg_sleep(0.005);
+	END LOOP;
+	took := extract(epoch FROM clock_timestamp() - committed) * 1000;
+END \$\$" >/dev/null
 late=0
+times=""
 for i in 1 2 3 4 5; do
-	start=$(ms)
-	q $DB "INSERT INTO items VALUES ($i, 'v$i')"
-	wait_for 1 $DB "SELECT count(*) = 1 FROM sync.held WHERE key = sync.key(ARRAY['$i'])" || true
-	took=$(($(ms) - start))
+	took=$(q $DB "CALL relayed_in($i)")
+	times="$times $took"
 	[ "$(q $DB "SELECT count(*) FROM sync.held WHERE key = sync.key(ARRAY['$i'])")" = 1 ] && [ $took -le 1000 ] || late=$((late + 1))
 done
+echo "a lone commit relayed in (ms):$times"
 check "every committed note is relayed within a second (naptime 1 h)" "$late" "0"
 
 # a schema change wakes it as a note does: a column added with a default notes
