@@ -14,10 +14,10 @@
  * pass make one pass after it: under load, passes follow each other and
  * each takes every note committed since the last, the next one waiting
  * while commits keep coming (coalesce, at most magic_sync.coalesce), so that a
- * stream of commits, however short its passes, makes fewer, larger passes.  A transient failure
- * (transient.h) is retried after a backoff that doubles up to a minute; a
- * permanent one is logged, and retried at the same pace, since the fix it
- * waits for is a deploy.  Its passes read
+ * stream of commits, however short its passes, makes fewer, larger passes.
+ * A transient failure (transient.h) is retried after a backoff that doubles
+ * up to a minute; a permanent one is logged, and retried at the same pace,
+ * since the fix it waits for is a deploy.  Its passes read
  * the notes from a floor it keeps (floor.h); one the naptime started reads
  * from the first, once a minute at most.  SIGHUP reloads the settings;
  * SIGTERM ends the pass and the worker (the transaction is rolled back:
@@ -90,7 +90,7 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 /* ... and no sooner than this after the last began, unless it left more to do */
 #define HOUSEKEEPING_EVERY_MS 1000
 #define BACKOFF_MAX_MS (60 * 1000)
-/* commits arriving during a pass of part of a batch: the next pass waits at most magic_sync.coalesce (coalesce_until) ... */
+/* commits arriving during a pass of part of a batch, or a slice after: the next waits at most magic_sync.coalesce ... */
 /*
  * ... in slices of this long, or a tenth of magic_sync.coalesce if longer,
  * for as long as each slice saw a commit (coalesce): a stream is commits
