@@ -14,10 +14,10 @@
  * pass make one pass after it: under load, passes follow each other and
  * each takes every note committed since the last, the next one waiting
  * while commits keep coming (coalesce, at most magic_sync.coalesce), so that a
- * stream of commits makes fewer, larger passes.  A transient failure
- * (transient.h) is retried after a backoff that doubles up to a minute; a
- * permanent one is logged, and retried at the same pace, since the fix it
- * waits for is a deploy.  Its passes read
+ * stream of commits, however short its passes, makes fewer, larger passes.
+ * A transient failure (transient.h) is retried after a backoff that doubles
+ * up to a minute; a permanent one is logged, and retried at the same pace,
+ * since the fix it waits for is a deploy.  Its passes read
  * the notes from a floor it keeps (floor.h); one the naptime started reads
  * from the first, once a minute at most.  SIGHUP reloads the settings;
  * SIGTERM ends the pass and the worker (the transaction is rolled back:
@@ -90,11 +90,16 @@ PG_FUNCTION_INFO_V1(ms_relay_start);
 /* ... and no sooner than this after the last began, unless it left more to do */
 #define HOUSEKEEPING_EVERY_MS 1000
 #define BACKOFF_MAX_MS (60 * 1000)
-/* commits arriving during a pass of part of a batch: the next pass waits at most magic_sync.coalesce (coalesce_until) ... */
-/* ... in slices of at most this long, for as long as each slice saw a commit (coalesce) */
+/* commits arriving during a pass of part of a batch, or a slice after: the next waits at most magic_sync.coalesce ... */
+/*
+ * ... in slices of this long, or a tenth of magic_sync.coalesce if longer,
+ * for as long as each slice saw a commit (coalesce): a stream is commits
+ * less than a slice apart, and a longer wait takes in sparser ones
+ */
 #ifndef COALESCE_SLICE_MS
 #define COALESCE_SLICE_MS 10
 #endif
+#define COALESCE_SLICE() Max(COALESCE_SLICE_MS, ms_coalesce / 10)
 #define PINNED_SEARCH_PATH "pg_catalog, pg_temp"
 
 static void
@@ -622,15 +627,19 @@ housekeeping_due(TimestampTz last, bool more, long *wait_ms)
 
 /*
  * Many commits, one pass: when commits came during a pass that read part of
- * a batch, the next waits for more for as long as they keep coming, up to
- * magic_sync.coalesce (*until): first as long as that pass took, at most
- * COALESCE_SLICE_MS (*slice), then by slices of that, and it begins after
- * the first slice no commit came in (coalesce).  Under a stream of commits
- * each pass takes more notes for the same fixed cost of a pass, of its
- * message, of the agent's pull and acknowledgement and its apply; the last
- * commit of a stream waits two slices at most, and a commit after a quiet
- * spell, or a backlog (a full batch), goes at once.  Returns whether the
- * next pass runs at once (run_pass).
+ * a batch, or come within a slice after it, the next waits for more for as
+ * long as they keep coming, up to magic_sync.coalesce (*until): first as
+ * long as that pass took, at most a slice (*slice), then by slices, and it
+ * begins after the first slice no commit came in (coalesce).
+ * Under a stream of commits each pass takes more notes for the same fixed
+ * cost of a pass, of its message, of the agent's pull and acknowledgement
+ * and its apply; the last commit of a stream waits two slices at most, and
+ * a commit after a quiet spell, or a backlog (a full batch), goes at once.
+ * Commits during the pass alone said too little: a pass of one note is
+ * shorter than the gap between a stream's commits (a few ms), each commit
+ * then found the worker idle and made a pass of its own, and the stream
+ * never coalesced (wake.sh).  Returns whether the next pass runs at once
+ * (run_pass); work it left (again) is not held back by a watch for commits.
  */
 static bool
 run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, TimestampTz *until, long *slice)
@@ -641,12 +650,12 @@ run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, Timestamp
 	bool		again;
 	bool		busy = run_pass(pass_cxt, holding, quiet, &read, &full, &again);
 
-	if (busy && read > 0 && !full && MyLatch->is_set && ms_coalesce > 0)
+	if (busy && read > 0 && !full && ms_coalesce > 0 && (MyLatch->is_set || !again))
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
 		*until = now + (TimestampTz) ms_coalesce * 1000;
-		*slice = Max(1, (long) Min((now - began) / 1000, COALESCE_SLICE_MS));
+		*slice = Max(1, (long) Min((now - began) / 1000, COALESCE_SLICE()));
 	}
 	return again;
 }
@@ -654,23 +663,35 @@ run_pass_coalescing(MemoryContext pass_cxt, bool *holding, bool quiet, Timestamp
 /*
  * coalesce: the wait run_pass_coalescing asked for.  The commits it waits
  * for set the latch, and wake it for nothing: it sleeps a slice at a time,
- * then looks whether one came meanwhile.  The first slice (first_ms, as
- * long as the pass took) always passes: commits came during the pass.
- * After it, slices of COALESCE_SLICE_MS: one none came in ends the wait,
- * the stream stopped, and what came is relayed now.
+ * then looks whether one came meanwhile.  When none came during the pass,
+ * it first watches a slice for one, woken by it: none, and it returns false
+ * (no stream: the worker waits as after any pass, and the next commit goes
+ * at once).  The first slice (first_ms, as long as the pass took, or a
+ * slice after the watch) always passes: commits came.  After it, slices of
+ * COALESCE_SLICE(): one none came in ends the wait, the stream stopped,
+ * and what came is relayed now.
  */
-static void
+static bool
 coalesce(TimestampTz until, long first_ms)
 {
+	if (!MyLatch->is_set)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 COALESCE_SLICE(), PG_WAIT_EXTENSION);
+		CHECK_FOR_INTERRUPTS();
+		if (!MyLatch->is_set)
+			return false;
+		first_ms = COALESCE_SLICE();
+	}
 	for (bool first = true;; first = false)
 	{
 		long		left = (long) ((until - GetCurrentTimestamp()) / 1000);
 
 		if (left <= 0 || (!first && !MyLatch->is_set))
-			return;
+			return true;
 		ResetLatch(MyLatch);
 		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(left, first ? first_ms : COALESCE_SLICE_MS), PG_WAIT_EXTENSION);
+						 Min(left, first ? first_ms : COALESCE_SLICE()), PG_WAIT_EXTENSION);
 		CHECK_FOR_INTERRUPTS();
 	}
 }
@@ -731,6 +752,9 @@ ms_worker_main(Datum arg)
 		volatile bool tidy_only = false;
 
 		quiet = false;
+		/* no commit within a slice of the pass: no stream, it waits as after any */
+		if (backoff == 0 && rest > 0 && !coalesce(coalesce_until, coalesce_slice))
+			rest = 0;
 		/* passes left housekeeping due later: the worker wakes for it then */
 		if (backoff == 0 && rest <= 0 && wait > 0 && untidy && holding)
 		{
@@ -743,9 +767,7 @@ ms_worker_main(Datum arg)
 				tidy_only = wait == 0;
 			}
 		}
-		if (backoff == 0 && rest > 0)
-			coalesce(coalesce_until, coalesce_slice);
-		else if (wait > 0)
+		if ((backoff > 0 || rest <= 0) && wait > 0)
 		{
 			int			rc;
 
