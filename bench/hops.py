@@ -34,11 +34,13 @@ the server hears of it), which the device does not wait for.
 
 Inside the hops: the writer's statement (received .. answered) and its WAL
 fdatasync, beside the same UPDATE on an unmirrored copy of the table, run 200 ms
-after each mirrored one (the trigger and the wake's share of `commit`); the pull's
-time in its server session (request read .. answer sent); the flush of the pass's
-WAL (by the worker, or by the WAL writer its asynchronous commit woke), when it
-began after the NOTIFY, and how long it lasted after the pull came (what the pull
-waited for).  Also what does not depend on the load: the agent's requests to the
+after each mirrored one (the trigger and the wake's share of `commit`); the pull
+on its way to its session, its time there (request read .. answer sent) and its
+answer's way back; the worker's time from the NOTIFY until it waits again; the
+flush of the pass's WAL (by the worker, or by the WAL writer woken at its
+commit), when it began after the NOTIFY, and how long it lasted after the pull
+came (what the pull waited for); a write whose flush was over before the NOTIFY
+has none.  Also what does not depend on the load: the agent's requests to the
 server a write (its sendto calls, pulls and filings) and the CPU a write of the
 agent and of its server sessions (/proc, over the writes).
 
@@ -333,7 +335,7 @@ def main():
                         ("flush_after_pull", "  lasting after the pull came")):
             xs = [r[k] for r in rows if r.get(k) is not None]
             if xs:
-                print(f"    {what:45} p50 {pct(xs, 50):6.2f} ms  p90 {pct(xs, 90):6.2f} ms  ({len(xs)})")
+                print(f"    {what:45} p50 {pct(xs, 50):6.2f} ms  p90 {pct(xs, 90):6.2f} ms  ({len(xs)} writes)")
         for k, what in (("round", "the same UPDATE unmirrored, received .. answered"),
                         ("wal_sync", "  its fdatasync of the WAL")):
             xs = [r[k] for r in plain if r.get(k) is not None]

@@ -65,6 +65,8 @@ static bool preloaded = false;
 
 /* this backend's transaction noted something: wake the relay at its commit */
 static bool wake_pending = false;
+/* the worker's pass commits without a flush: hand its WAL to the WAL writer at its commit */
+static bool flush_pending = false;
 static bool callback_registered = false;
 static wake_slot *my_slot = NULL;
 
@@ -241,6 +243,20 @@ wake_xact(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
+			if (flush_pending)
+			{
+				flush_pending = false;
+
+				/*
+				 * Its commit record is in, its NOTIFY not yet out: the WAL
+				 * writer starts the flush now, beside the commit's end and
+				 * the agents it wakes, rather than once this process gets
+				 * the CPU back.  The commit's own nudge (XLogSetAsyncXactLSN)
+				 * comes only when a whole page waits or the writer sleeps.
+				 */
+				if (ProcGlobal->walwriterLatch != NULL)
+					SetLatch(ProcGlobal->walwriterLatch);
+			}
 			if (wake_pending)
 			{
 				wake_pending = false;
@@ -251,9 +267,20 @@ wake_xact(XactEvent event, void *arg)
 		case XACT_EVENT_PREPARE:
 			/* a prepared transaction commits elsewhere: that pass waits for the naptime */
 			wake_pending = false;
+			flush_pending = false;
 			break;
 		default:
 			break;
+	}
+}
+
+static void
+register_callback(void)
+{
+	if (!callback_registered)
+	{
+		RegisterXactCallback(wake_xact, NULL);
+		callback_registered = true;
 	}
 }
 
@@ -262,10 +289,13 @@ ms_wake_at_commit(void)
 {
 	if (wake_pending || !ms_wake_available())
 		return;
-	if (!callback_registered)
-	{
-		RegisterXactCallback(wake_xact, NULL);
-		callback_registered = true;
-	}
+	register_callback();
 	wake_pending = true;
+}
+
+void
+ms_wake_flush_at_commit(void)
+{
+	register_callback();
+	flush_pending = true;
 }

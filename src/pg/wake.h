@@ -33,6 +33,13 @@ extern bool ms_wake_register(void);
  */
 extern void ms_wake_at_commit(void);
 
+/*
+ * ms_wake_flush_at_commit: the worker, before a pass commits without waiting
+ * for its flush: the WAL writer is woken once the commit record is in,
+ * before the commit's NOTIFY, to begin the flush sync.pull waits for.
+ */
+extern void ms_wake_flush_at_commit(void);
+
 /* ms_wake_registered: whether a relay worker of this database is registered. */
 extern bool ms_wake_registered(Oid dboid);
 
