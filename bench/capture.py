@@ -31,8 +31,8 @@ machine: the load average is printed beside them; CPU figures decide.
 
 PROFILE=1: pg_stat_statements tracks every statement (track = all) of the last
 "ms on" run, printed by total time with the agent's sessions' calls, and perf
-records the agent's sessions and one pgbench backend meanwhile (their top
-symbols, /tmp/capture-sessions.perf and /tmp/capture-backend.perf).
+records the agent's sessions, one pgbench backend and the relay worker meanwhile
+(their top symbols, /tmp/capture-{sessions,backend,relay}.perf).
 
 WAL=1: the WAL of each "ms on" run's middle, by relation and record kind
 (pg_waldump), in bytes a pgbench transaction, full-page images counted: what
@@ -282,7 +282,8 @@ def run(engine, on, ctl, agent):
     perfs = []
     if PROFILE and engine == "ms" and on:
         cur.execute("SELECT pg_stat_statements_reset()")
-        for name, ps in (("sessions", kinds.get("sessions", [])), ("backend", kinds.get("backends", [])[:1])):
+        for name, ps in (("sessions", kinds.get("sessions", [])), ("backend", kinds.get("backends", [])[:1]),
+                         ("relay", kinds.get("relay", []))):
             if ps:
                 perfs.append((name, subprocess.Popen(
                     ["perf", "record", "-q", "-g", "-o", f"/tmp/capture-{name}.perf", "-p", ",".join(map(str, ps))],

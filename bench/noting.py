@@ -112,6 +112,12 @@ def main():
     if os.environ.get("PERF"):
         subprocess.run("perf report -i /tmp/noting.perf --no-children --stdio -g none --percent-limit 0.7"
                        " | grep -v '^#' | grep -v '^$' | head -60", shell=True)
+        # the trigger's part, inclusive: the trigger itself and the notes it leaves for commit
+        print("  inclusive shares of the backend's samples:")
+        subprocess.run("perf report -i /tmp/noting.perf --children --stdio -g none --percent-limit 0.1"
+                       " | grep -E ' (ms_note|write_note|writer_xact|notes_flush|notes_executor_start"
+                       "|AfterTriggerEndQuery|CommitTransaction|nextval_internal|heap_multi_insert"
+                       "|heap_insert|ExecInsertIndexTuples|exec_simple_query)$'", shell=True)
 
 
 if __name__ == "__main__":

@@ -143,6 +143,48 @@ SELECT tab, key FROM notes ORDER BY n;
 SELECT tab, problem, detail FROM sync.check() WHERE tab = 'misuse';
 TRUNCATE sync.notes;
 
+-- notes of the top level wait in the backend and are written at commit,
+-- many in one insert: a statement of the transaction reading them sees
+-- them as written, ids are drawn when noted (currval), more than a buffer
+-- of them are all written, and a transaction failing at commit leaves none
+-- behind for the next
+CREATE TABLE buffered (id int PRIMARY KEY, v int);
+SELECT sync.mirror('buffered', 'catalog');
+BEGIN;
+INSERT INTO buffered VALUES (1, 0);
+SELECT currval('sync.note_seq') = (SELECT max(id) FROM sync.notes) AS drawn_when_noted;
+UPDATE buffered SET v = 1;
+INSERT INTO buffered SELECT g, 0 FROM generate_series(2, 150) g;
+SELECT count(*), count(DISTINCT n), bool_and(this_xact) FROM notes WHERE tab = 'buffered';
+UPDATE buffered SET v = 2 WHERE id <= 70;
+SAVEPOINT s;
+UPDATE buffered SET v = 3 WHERE id = 1;
+ROLLBACK TO SAVEPOINT s;
+DELETE FROM buffered WHERE id = 150;
+COMMIT;
+SELECT count(*), count(DISTINCT n), min(key[1]::int), max(key[1]::int) FROM notes WHERE tab = 'buffered';
+TRUNCATE sync.notes;
+CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+	$$ BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
+CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON buffered
+	DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.id = 999) EXECUTE FUNCTION refuse();
+BEGIN;
+UPDATE buffered SET v = 4 WHERE id = 1;
+INSERT INTO buffered VALUES (999, 0);
+COMMIT;
+UPDATE buffered SET v = 5 WHERE id = 2;
+SELECT tab, key FROM notes ORDER BY n;
+-- a transaction whose only note waits at the top level, while a
+-- subtransaction's is written at once, both kept on commit
+BEGIN;
+UPDATE buffered SET v = 6 WHERE id = 3;
+SAVEPOINT s;
+UPDATE buffered SET v = 6 WHERE id = 4;
+RELEASE SAVEPOINT s;
+COMMIT;
+SELECT tab, key FROM notes ORDER BY n;
+TRUNCATE sync.notes;
+
 -- leave nothing behind for the next test
 DO $$
 DECLARE r regclass;
@@ -153,7 +195,8 @@ BEGIN
 END
 $$;
 DROP VIEW notes;
-DROP TABLE "Shop".customers, "Shop"."Stock Items", regions, price_lists, price_list_groups, group_replicas, misuse CASCADE;
+DROP TABLE "Shop".customers, "Shop"."Stock Items", regions, price_lists, price_list_groups, group_replicas, misuse, buffered CASCADE;
+DROP FUNCTION refuse();
 DELETE FROM sync.replicas;
 TRUNCATE sync.notes;
 DROP SCHEMA "Shop";

@@ -23,6 +23,7 @@
 #include "commands/sequence.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
+#include "nodes/parsenodes.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -87,6 +88,8 @@ typedef struct note_entry
 
 static HTAB *note_cache = NULL;
 
+static void note_invalidate(Datum arg, Oid relid);
+
 /* sync.notes, its sequence and where its columns are. */
 typedef enum
 {
@@ -102,46 +105,6 @@ static const char *const note_field_names[N_COUNT] = {
 static Oid	notes_relid = InvalidOid;
 static Oid	notes_seq = InvalidOid;
 static int	notes_att[N_COUNT];
-
-/*
- * The open sync.notes of this transaction.  Opening the table, its indexes
- * and an executor state for every note costs as much as writing it, so they
- * are opened at the first note of a transaction, on the top transaction's
- * resource owner (a subtransaction rolled back keeps them), and closed just
- * before it commits; an abort releases them with everything else.
- */
-typedef struct note_writer
-{
-	bool		open;
-	bool		stale;			/* sync.notes changed: reopen at the next note */
-	Relation	rel;
-	EState	   *estate;
-	ResultRelInfo *rri;
-	TupleTableSlot *slot;
-} note_writer;
-
-static note_writer writer;
-static bool writer_callback = false;
-
-static void
-note_invalidate(Datum arg, Oid relid)
-{
-	HASH_SEQ_STATUS status;
-	note_entry *e;
-
-	(void) arg;
-	if (relid == InvalidOid || relid == notes_relid)
-	{
-		notes_relid = InvalidOid;
-		writer.stale = true;
-	}
-	if (note_cache == NULL)
-		return;
-	hash_seq_init(&status, note_cache);
-	while ((e = hash_seq_search(&status)) != NULL)
-		if (relid == InvalidOid || e->hkey.relid == relid)
-			e->valid = false;
-}
 
 static void
 notes_resolve(void)
@@ -486,8 +449,75 @@ typedef struct note_row
 	text	   *grp;
 } note_row;
 
+/*
+ * A note noted at the top level of its transaction is not written at once:
+ * up to NOTE_BUFFER of them wait, their values copied by field, and go into
+ * sync.notes in one multi-row insert (one WAL record a page, one buffer
+ * lock) just before the transaction commits, or before a statement of it
+ * reads sync.notes, or when the buffer is full.  The id is drawn when the
+ * row is noted, as before, so the floor (floor.c) and currval() see what
+ * they did.  A subtransaction's notes are written at once: the buffer's
+ * rows are written under the top transaction's xid only, so that rolling a
+ * subtransaction back can neither take them nor leave its own behind.
+ */
+#define NOTE_BUFFER 64
+
+typedef struct note_buffered
+{
+	Datum		v[N_COUNT];
+	bool		isnull[N_COUNT];
+	CommandId	cid;			/* the noting statement's: what sees it, as if written then */
+} note_buffered;
+
 #define TEXT_OR_NULL(v, t, n) ((n) = ((t) == NULL), (v) = PointerGetDatum(t))
 
+
+/*
+ * The open sync.notes of this transaction.  Opening the table, its indexes
+ * and an executor state for every note costs as much as writing it, so they
+ * are opened at the first note of a transaction, on the top transaction's
+ * resource owner (a subtransaction rolled back keeps them), and closed just
+ * before it commits; an abort releases them with everything else.
+ */
+typedef struct note_writer
+{
+	bool		open;
+	bool		stale;			/* sync.notes changed: reopen at the next note */
+	bool		committing;		/* the buffer was written at pre-commit: write at once */
+	Relation	rel;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot *slot;
+	TupleTableSlot *slots[NOTE_BUFFER];	/* the buffer's, made at its first flush */
+	MemoryContext cxt;			/* the buffer's values, in TopTransactionContext */
+	note_buffered buffer[NOTE_BUFFER];
+	int			nbuffered;
+} note_writer;
+
+static note_writer writer;
+static bool writer_callback = false;
+static bool writer_hooked = false;
+static ExecutorStart_hook_type prev_executor_start = NULL;
+
+static void
+note_invalidate(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	note_entry *e;
+
+	(void) arg;
+	if (relid == InvalidOid || relid == notes_relid)
+	{
+		notes_relid = InvalidOid;
+		writer.stale = true;
+	}
+	if (note_cache == NULL)
+		return;
+	hash_seq_init(&status, note_cache);
+	while ((e = hash_seq_search(&status)) != NULL)
+		if (relid == InvalidOid || e->hkey.relid == relid)
+			e->valid = false;
+}
 
 static void
 writer_close(void)
@@ -499,31 +529,15 @@ writer_close(void)
 	writer.open = false;
 	CurrentResourceOwner = TopTransactionResourceOwner;
 	ExecDropSingleTupleTableSlot(writer.slot);
+	for (int i = 0; i < NOTE_BUFFER && writer.slots[i] != NULL; i++)
+	{
+		ExecDropSingleTupleTableSlot(writer.slots[i]);
+		writer.slots[i] = NULL;
+	}
 	ExecCloseIndices(writer.rri);
 	FreeExecutorState(writer.estate);
 	table_close(writer.rel, NoLock);
 	CurrentResourceOwner = save;
-}
-
-static void
-writer_xact(XactEvent event, void *arg)
-{
-	(void) arg;
-	switch (event)
-	{
-		case XACT_EVENT_PRE_COMMIT:
-		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-		case XACT_EVENT_PRE_PREPARE:
-			writer_close();
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			/* the resource owner releases them, TopTransactionContext frees them */
-			writer.open = false;
-			break;
-		default:
-			break;
-	}
 }
 
 static void
@@ -538,11 +552,6 @@ writer_open(void)
 		return;
 	/* the first note of the transaction: its commit wakes the relay (wake.c) */
 	ms_wake_at_commit();
-	if (!writer_callback)
-	{
-		RegisterXactCallback(writer_xact, NULL);
-		writer_callback = true;
-	}
 	notes_resolve();
 	CurrentResourceOwner = TopTransactionResourceOwner;
 	old = MemoryContextSwitchTo(TopTransactionContext);
@@ -555,6 +564,7 @@ writer_open(void)
 		InitResultRelInfo(writer.rri, writer.rel, 1, NULL, 0);
 		ExecOpenIndices(writer.rri, false);
 		writer.slot = MakeSingleTupleTableSlot(RelationGetDescr(writer.rel), &TTSOpsVirtual);
+		memset(writer.slots, 0, sizeof(writer.slots));
 	}
 	PG_FINALLY();
 	{
@@ -566,57 +576,238 @@ writer_open(void)
 	writer.stale = false;
 }
 
+/* fill: a note's values into slot, by sync.notes' columns as they are now */
+static void
+fill(TupleTableSlot *slot, const Datum *v, const bool *isnull)
+{
+	ExecClearTuple(slot);
+	for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
+	{
+		slot->tts_values[i] = (Datum) 0;
+		slot->tts_isnull[i] = true;
+	}
+	for (int f = 0; f < N_COUNT; f++)
+	{
+		slot->tts_values[notes_att[f]] = v[f];
+		slot->tts_isnull[notes_att[f]] = isnull[f];
+	}
+	ExecStoreVirtualTuple(slot);
+}
+
+/* write_indexes: a note written, into sync.notes' indexes, as an INSERT would */
+static void
+write_indexes(TupleTableSlot *slot)
+{
+	ExecInsertIndexTuples(writer.rri, slot, writer.estate, false, false, NULL, NIL);
+	ResetPerTupleExprContext(writer.estate);
+	ExecClearTuple(slot);
+}
+
 /*
- * write_note: insert the note into sync.notes and its indexes, as an
- * INSERT would, minus the rights and the triggers it does not have.
+ * notes_flush: the buffer into sync.notes.  Each run of notes of one
+ * statement in one insert (so a statement of this transaction sees a note
+ * exactly when it saw it written at once); at pre-commit, all in one.
+ */
+static void
+notes_flush(bool at_commit)
+{
+	int			n = writer.nbuffered;
+	int			from = 0;
+
+	if (n == 0)
+		return;
+	Assert(GetCurrentTransactionNestLevel() == 1);
+	writer_open();
+	for (int i = 0; i < n; i++)
+	{
+		if (writer.slots[i] == NULL)
+		{
+			/* as the writer's: on the top transaction's resource owner */
+			ResourceOwner save = CurrentResourceOwner;
+			MemoryContext old = MemoryContextSwitchTo(writer.estate->es_query_cxt);
+
+			CurrentResourceOwner = TopTransactionResourceOwner;
+			writer.slots[i] = MakeSingleTupleTableSlot(RelationGetDescr(writer.rel),
+													  table_slot_callbacks(writer.rel));
+			CurrentResourceOwner = save;
+			MemoryContextSwitchTo(old);
+		}
+		fill(writer.slots[i], writer.buffer[i].v, writer.buffer[i].isnull);
+	}
+	/* emptied first: an error below aborts the transaction, the buffer with it */
+	writer.nbuffered = 0;
+	for (int i = 1; i <= n; i++)
+		if (i == n || (!at_commit && writer.buffer[i].cid != writer.buffer[from].cid))
+		{
+			table_multi_insert(writer.rel, &writer.slots[from], i - from,
+							   at_commit ? GetCurrentCommandId(true) : writer.buffer[from].cid, 0, NULL);
+			from = i;
+		}
+	for (int i = 0; i < n; i++)
+		write_indexes(writer.slots[i]);
+	MemoryContextReset(writer.cxt);
+}
+
+static void
+writer_xact(XactEvent event, void *arg)
+{
+	(void) arg;
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+			notes_flush(true);
+			/* a note after this (another callback's write) is written at once */
+			writer.committing = true;
+			writer_close();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			/* the resource owner releases them, TopTransactionContext frees them */
+			writer.open = false;
+			writer.nbuffered = 0;
+			writer.cxt = NULL;
+			writer.committing = false;
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			writer.cxt = NULL;
+			writer.committing = false;
+			break;
+		default:
+			break;
+	}
+}
+
+/* whether a statement about to run reads (or writes) sync.notes */
+static bool
+touches_notes(QueryDesc *qd)
+{
+	ListCell   *lc;
+
+	if (qd->plannedstmt == NULL)
+		return false;
+	foreach(lc, qd->plannedstmt->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+		if (rte->rtekind == RTE_RELATION && rte->relid == notes_relid)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A statement of the noting transaction that reads sync.notes sees its
+ * buffered notes, as it saw them written at once.  Inside a subtransaction
+ * they stay buffered (written there, a rollback to a savepoint would take
+ * them): such a statement sees the subtransaction's notes, not those
+ * noted before it began.
+ */
+static void
+notes_executor_start(QueryDesc *qd, int eflags)
+{
+	if (writer.nbuffered > 0 && GetCurrentTransactionNestLevel() == 1 &&
+		(!OidIsValid(notes_relid) || touches_notes(qd)))
+		notes_flush(false);
+	if (prev_executor_start != NULL)
+		prev_executor_start(qd, eflags);
+	else
+		standard_ExecutorStart(qd, eflags);
+}
+
+/* note_values: a note's values by field */
+static void
+note_values(int32 tab, note_row *n, Datum *v, bool *isnull)
+{
+	v[N_ID] = Int64GetDatum(nextval_internal(notes_seq, false));
+	isnull[N_ID] = false;
+	v[N_TAB] = Int32GetDatum(tab);
+	isnull[N_TAB] = false;
+	v[N_SOURCE] = CharGetDatum(n->source);
+	isnull[N_SOURCE] = false;
+	TEXT_OR_NULL(v[N_KEY], n->key, isnull[N_KEY]);
+	TEXT_OR_NULL(v[N_PART], n->part, isnull[N_PART]);
+	TEXT_OR_NULL(v[N_OLD_KEY], n->old_key, isnull[N_OLD_KEY]);
+	TEXT_OR_NULL(v[N_OLD_PART], n->old_part, isnull[N_OLD_PART]);
+	TEXT_OR_NULL(v[N_GRP], n->grp, isnull[N_GRP]);
+	v[N_POINTED] = n->pointed;
+	isnull[N_POINTED] = n->pointed_null;
+	v[N_REPLICA] = n->replica;
+	isnull[N_REPLICA] = n->replica_null;
+	v[N_XID] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	isnull[N_XID] = false;
+	v[N_BUILD] = Int16GetDatum(1);
+	isnull[N_BUILD] = false;
+	v[N_DONE] = BoolGetDatum(false);
+	isnull[N_DONE] = false;
+	/* as the column's DEFAULT now(): when the noting transaction began */
+	v[N_NOTED] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	isnull[N_NOTED] = false;
+}
+
+/* note_buffer: a top-level note's values, copied, into the buffer */
+static void
+note_buffer(int32 tab, note_row *n)
+{
+	note_buffered *b;
+	MemoryContext old;
+	TupleDesc	desc;
+
+	if (writer.cxt == NULL)
+		writer.cxt = AllocSetContextCreate(TopTransactionContext, "magic_sync notes buffered",
+										   ALLOCSET_DEFAULT_SIZES);
+	b = &writer.buffer[writer.nbuffered];
+	note_values(tab, n, b->v, b->isnull);
+	b->cid = GetCurrentCommandId(true);
+	desc = RelationGetDescr(writer.rel);
+	old = MemoryContextSwitchTo(writer.cxt);
+	for (int f = 0; f < N_COUNT; f++)
+		if (!b->isnull[f])
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, notes_att[f]);
+
+			b->v[f] = datumCopy(b->v[f], att->attbyval, att->attlen);
+		}
+	MemoryContextSwitchTo(old);
+	if (++writer.nbuffered == NOTE_BUFFER)
+		notes_flush(false);
+}
+
+/*
+ * write_note: the note into sync.notes and its indexes, as an INSERT
+ * would, minus the rights and the triggers it does not have: at once in a
+ * subtransaction, buffered at the top level.
  */
 static void
 write_note(int32 tab, note_row *n)
 {
-	TupleTableSlot *slot;
-	Datum	   *v;
-	bool	   *isnull;
+	Datum		v[N_COUNT];
+	bool		isnull[N_COUNT];
 
-	writer_open();
-	slot = writer.slot;
-	ExecClearTuple(slot);
-	v = slot->tts_values;
-	isnull = slot->tts_isnull;
-	for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
+	if (!writer_callback)
 	{
-		v[i] = (Datum) 0;
-		isnull[i] = true;
+		RegisterXactCallback(writer_xact, NULL);
+		writer_callback = true;
 	}
-	v[notes_att[N_ID]] = Int64GetDatum(nextval_internal(notes_seq, false));
-	isnull[notes_att[N_ID]] = false;
-	v[notes_att[N_TAB]] = Int32GetDatum(tab);
-	isnull[notes_att[N_TAB]] = false;
-	v[notes_att[N_SOURCE]] = CharGetDatum(n->source);
-	isnull[notes_att[N_SOURCE]] = false;
-	TEXT_OR_NULL(v[notes_att[N_KEY]], n->key, isnull[notes_att[N_KEY]]);
-	TEXT_OR_NULL(v[notes_att[N_PART]], n->part, isnull[notes_att[N_PART]]);
-	TEXT_OR_NULL(v[notes_att[N_OLD_KEY]], n->old_key, isnull[notes_att[N_OLD_KEY]]);
-	TEXT_OR_NULL(v[notes_att[N_OLD_PART]], n->old_part, isnull[notes_att[N_OLD_PART]]);
-	TEXT_OR_NULL(v[notes_att[N_GRP]], n->grp, isnull[notes_att[N_GRP]]);
-	v[notes_att[N_POINTED]] = n->pointed;
-	isnull[notes_att[N_POINTED]] = n->pointed_null;
-	v[notes_att[N_REPLICA]] = n->replica;
-	isnull[notes_att[N_REPLICA]] = n->replica_null;
-	v[notes_att[N_XID]] = FullTransactionIdGetDatum(GetTopFullTransactionId());
-	isnull[notes_att[N_XID]] = false;
-	v[notes_att[N_BUILD]] = Int16GetDatum(1);
-	isnull[notes_att[N_BUILD]] = false;
-	v[notes_att[N_DONE]] = BoolGetDatum(false);
-	isnull[notes_att[N_DONE]] = false;
-	/* as the column's DEFAULT now(): when the noting transaction began */
-	v[notes_att[N_NOTED]] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-	isnull[notes_att[N_NOTED]] = false;
-	ExecStoreVirtualTuple(slot);
-
-	table_tuple_insert(writer.rel, slot, GetCurrentCommandId(true), 0, NULL);
-	ExecInsertIndexTuples(writer.rri, slot, writer.estate, false, false, NULL, NIL);
-	ResetPerTupleExprContext(writer.estate);
-	ExecClearTuple(slot);
+	if (!writer_hooked)
+	{
+		prev_executor_start = ExecutorStart_hook;
+		ExecutorStart_hook = notes_executor_start;
+		writer_hooked = true;
+	}
+	writer_open();
+	if (GetCurrentTransactionNestLevel() == 1 && !writer.committing)
+	{
+		note_buffer(tab, n);
+		return;
+	}
+	note_values(tab, n, v, isnull);
+	fill(writer.slot, v, isnull);
+	table_tuple_insert(writer.rel, writer.slot, GetCurrentCommandId(true), 0, NULL);
+	write_indexes(writer.slot);
 }
 
 /* changed: whether an update changed a column whose change is noted. */
