@@ -47,6 +47,14 @@ unblock() {
 due() { wait_for 60 $DB "SELECT NOT provision AND held_due IS NOT NULL FROM sync.replicas WHERE id = '$1'"; }
 held() { q $DB "SELECT count(*) FROM sync.held WHERE replica = '$1'"; }
 snapshot() { q $DB "SELECT snapshot_number FROM sync.replicas WHERE id = '$1'"; }
+# settings SQL...: ALTER SYSTEM statements (each alone: none runs in a transaction), then the worker reloaded
+settings() {
+	for s in "$@"; do q $DB "$s" >/dev/null; done
+	q $DB "SELECT pg_reload_conf()" >/dev/null
+	sleep 1
+}
+# add REPLICA: registered, the worker woken
+add() { q $DB "SELECT sync.replica_add('$1')" >/dev/null; q $DB "SELECT sync.wake()" >/dev/null; }
 
 R6=eeeeeeee-0000-0000-0000-000000000006
 F6=$tmp/r6.db
@@ -228,12 +236,9 @@ check "the next pass provisions it again" \
 check "the replica holds exactly what it wants, as the server records" "$(rep sync)" "$((ROWS - 9))/True/True/changed"
 
 # 4. magic_sync.held_later off: the pass records them itself, before its messages go
-q $DB "ALTER SYSTEM SET magic_sync.held_later = off" >/dev/null
-q $DB "SELECT pg_reload_conf()" >/dev/null
-sleep 1
+settings "ALTER SYSTEM SET magic_sync.held_later = off"
 R4=eeeeeeee-0000-0000-0000-000000000004
-q $DB "SELECT sync.replica_add('$R4')" >/dev/null
-q $DB "SELECT sync.wake()" >/dev/null
+add $R4
 wait_for 30 $DB "SELECT NOT provision FROM sync.replicas WHERE id = '$R4'" || true
 check "off, the pass records the held rows with its messages" \
 	"$(q $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R4'")/$(held $R4)" "t/$((ROWS - 9))"
@@ -268,15 +273,10 @@ check "and every row is recorded held once the kept ones are" "$(held $R5)" "$((
 # message; a worker that dies meanwhile leaves held_due set, and the next
 # pass provisions the replica again.  The gap allowed between two pulls is
 # long here, so that this script's own pace under load does not end the wait.
-q $DB "ALTER SYSTEM RESET magic_sync.fill_bytes" >/dev/null
-q $DB "ALTER SYSTEM SET magic_sync.message_bytes = 8192" >/dev/null
-q $DB "ALTER SYSTEM SET magic_sync.held_wait = '60s'" >/dev/null
-q $DB "ALTER SYSTEM SET magic_sync.held_pull_gap = '10s'" >/dev/null
-q $DB "SELECT pg_reload_conf()" >/dev/null
-sleep 1
+settings "ALTER SYSTEM RESET magic_sync.fill_bytes" "ALTER SYSTEM SET magic_sync.message_bytes = 8192" \
+	"ALTER SYSTEM SET magic_sync.held_wait = '60s'" "ALTER SYSTEM SET magic_sync.held_pull_gap = '10s'"
 R7=eeeeeeee-0000-0000-0000-000000000007
-q $DB "SELECT sync.replica_add('$R7')" >/dev/null
-q $DB "SELECT sync.wake()" >/dev/null
+add $R7
 due $R7 || true
 check "the snapshot is many messages" \
 	"$(q $DB "SELECT count(*) > 20 FROM sync.outbox WHERE replica = '$R7' AND NOT dropped")" "t"
@@ -289,8 +289,7 @@ check "it holds exactly what it wants, as the server records, the write meanwhil
 	"$(REP=$R7 REPF=$tmp/r7.db rep sync)" "$((30000 - 10))/True/True/during"
 
 R8=eeeeeeee-0000-0000-0000-000000000008
-q $DB "SELECT sync.replica_add('$R8')" >/dev/null
-q $DB "SELECT sync.wake()" >/dev/null
+add $R8
 due $R8 || true
 first=$(snapshot $R8)
 # a write during the wait, then the worker dies in it
@@ -304,12 +303,9 @@ check "and holds exactly what it wants, as the server records" \
 	"$(REP=$R8 REPF=$tmp/r8.db rep sync)" "$((30000 - 10))/True/True/again"
 
 # 8. no pull at all: recorded a gap after the pass, not at magic_sync.held_wait
-q $DB "ALTER SYSTEM RESET magic_sync.held_pull_gap" >/dev/null
-q $DB "SELECT pg_reload_conf()" >/dev/null
-sleep 1
+settings "ALTER SYSTEM RESET magic_sync.held_pull_gap"
 R9=eeeeeeee-0000-0000-0000-000000000009
-q $DB "SELECT sync.replica_add('$R9')" >/dev/null
-q $DB "SELECT sync.wake()" >/dev/null
+add $R9
 wait_for 30 $DB "SELECT NOT provision FROM sync.replicas WHERE id = '$R9'" || true
 wait_for 15 $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R9'" || true
 check "a replica that does not pull: its held rows are recorded all the same" "$(held $R9)" "$((30000 - 10))"
