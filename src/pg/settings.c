@@ -28,6 +28,8 @@ int			ms_prune_rows = 10000;
 bool		ms_full_plan = false;
 bool		ms_whole_tables = true;
 bool		ms_held_later = true;
+int			ms_held_wait = 5000;
+int			ms_held_pull_gap = 1000;
 bool		ms_check_scans = false;
 int			ms_unreachable_after = 2 * 3600;
 int			ms_wishes_kept = 7 * 24 * 3600;
@@ -112,6 +114,16 @@ ms_settings_init(void)
 							 "The worker records the held rows of the tables a snapshot reads whole after its pass commits.",
 							 "In a transaction of their own, while the replicas provisioned pull and apply; off: in the pass, before its messages go.",
 							 &ms_held_later, true, PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.held_wait",
+							"How long at most the held rows the worker records after a snapshot's pass wait for the replica to pull the snapshot.",
+							"They wait while its pulls move on (magic_sync.held_pull_gap), so they take no CPU from the pulls and the apply; 0: recorded at once.",
+							&ms_held_wait, 5000, 0, 3600 * 1000, PGC_SIGHUP,
+							GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("magic_sync.held_pull_gap",
+							"Held rows waiting for a snapshot's pulls (magic_sync.held_wait) wait no longer once its pulls stopped for this long.",
+							"From the pass's commit to the first pull too: a replica not pulling costs the relay this much.",
+							&ms_held_pull_gap, 1000, 1, 3600 * 1000, PGC_SIGHUP,
+							GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomBoolVariable("magic_sync.check_scans",
 							 "Each statement of a relay pass is explained first, and a warning names the tables it would read whole.",
 							 "For checking the planner: a one-row change should read no table of the application's whole.",

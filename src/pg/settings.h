@@ -23,6 +23,8 @@ extern int	ms_prune_rows;		/* magic_sync.prune_rows: rows the worker prunes per 
 extern bool ms_full_plan;		/* magic_sync.full_plan: compare whole wanted sets */
 extern bool ms_whole_tables;	/* magic_sync.whole_tables: a snapshot reads a table it sends whole once */
 extern bool ms_held_later;		/* magic_sync.held_later: the worker records their held rows after its pass commits */
+extern int	ms_held_wait;		/* magic_sync.held_wait (ms): those held rows wait for the snapshot's pulls at most */
+extern int	ms_held_pull_gap;	/* magic_sync.held_pull_gap (ms): and no longer once the pulls stopped this long */
 extern bool ms_check_scans;		/* magic_sync.check_scans: warn of a pass's statements reading a table whole */
 extern int	ms_unreachable_after;	/* magic_sync.unreachable_after (s): not heard from since, unreachable */
 extern int	ms_wishes_kept;		/* magic_sync.wishes_kept (s): a decided wish pruned after (sync.prune) */

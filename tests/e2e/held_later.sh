@@ -47,6 +47,14 @@ unblock() {
 due() { wait_for 60 $DB "SELECT NOT provision AND held_due IS NOT NULL FROM sync.replicas WHERE id = '$1'"; }
 held() { q $DB "SELECT count(*) FROM sync.held WHERE replica = '$1'"; }
 snapshot() { q $DB "SELECT snapshot_number FROM sync.replicas WHERE id = '$1'"; }
+# settings SQL...: ALTER SYSTEM statements (each alone: none runs in a transaction), then the worker reloaded
+settings() {
+	for s in "$@"; do q $DB "$s" >/dev/null; done
+	q $DB "SELECT pg_reload_conf()" >/dev/null
+	sleep 1
+}
+# add REPLICA: registered, the worker woken
+add() { q $DB "SELECT sync.replica_add('$1')" >/dev/null; q $DB "SELECT sync.wake()" >/dev/null; }
 
 R6=eeeeeeee-0000-0000-0000-000000000006
 F6=$tmp/r6.db
@@ -79,6 +87,41 @@ elif action == "file_waiting":
         print("filed" if r.upload() is not None else "nothing")
     except psycopg2.Error as e:
         print(e.pgcode, "recording" if "cannot file yet" in str(e) else "waited")
+elif action in ("trickle", "trickle_kill"):
+    # one message a pull, 0.1 s apart, 15 of them: what the worker records
+    # and does meanwhile, looked at after each pull; then a filing; then a
+    # write, and (trickle_kill) the worker killed as it waits
+    import time
+    held, due, doing = set(), set(), set()
+    worker = "SELECT pid, query FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'"
+    for _ in range(15):
+        r.pull_apply(1024)
+        held.add(s.one("SELECT count(*) FROM sync.held WHERE replica = %s", (rid,)))
+        due.add(s.one("SELECT held_due IS NOT NULL FROM sync.replicas WHERE id = %s", (rid,)))
+        doing.add(s.rows(worker)[0][1])
+        time.sleep(0.1)
+    try:
+        filed = "filed" if r.upload() is not None else "nothing"
+    except psycopg2.Error as e:
+        filed = e.pgcode
+    # a write while the held rows wait: planned for this replica too once they are recorded
+    if action == "trickle":
+        s.exec("UPDATE items SET v = 'during' WHERE id = 12; DELETE FROM items WHERE id = 20")
+    else:
+        s.exec("UPDATE items SET v = 'again' WHERE id = 12")
+        pid, what = s.rows(worker)[0]
+        s.exec("SELECT pg_terminate_backend(%s)", (pid,))
+        doing.add(what)
+    print(f"held {sorted(held)} due {sorted(due)} {filed}; {' | '.join(sorted(doing))}")
+elif action == "rest":
+    # the rest pulled: seconds until the held rows are recorded
+    import time
+    while r.pull_apply(1 << 20):
+        pass
+    t = time.monotonic()
+    while s.one("SELECT held_due IS NOT NULL FROM sync.replicas WHERE id = %s", (rid,)) and time.monotonic() < t + 60:
+        time.sleep(0.05)
+    print("within 5 s" if time.monotonic() - t < 5 else f"after {time.monotonic() - t:.1f} s")
 elif action == "sync":
     for _ in range(20):
         if not any(a or f for a, f in r.sync()):
@@ -101,6 +144,8 @@ check "the snapshot's messages committed before its held rows" \
 	           AND (SELECT count(*) FROM sync.outbox o WHERE o.replica = r.id AND NOT o.dropped) > 1
 	           FROM sync.replicas r WHERE id = '$R1'")" "t"
 check "no held row recorded yet" "$(held $R1)" "0"
+# first for the replica's pulls, a second without one at most (magic_sync.held_wait)
+wait_for 10 $DB "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'" || true
 check "the worker waits to record them" \
 	"$(q $DB "SELECT wait_event_type FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'")" "Lock"
 check "its filing meanwhile is refused at once, transiently, not made to wait for them" \
@@ -191,12 +236,9 @@ check "the next pass provisions it again" \
 check "the replica holds exactly what it wants, as the server records" "$(rep sync)" "$((ROWS - 9))/True/True/changed"
 
 # 4. magic_sync.held_later off: the pass records them itself, before its messages go
-q $DB "ALTER SYSTEM SET magic_sync.held_later = off" >/dev/null
-q $DB "SELECT pg_reload_conf()" >/dev/null
-sleep 1
+settings "ALTER SYSTEM SET magic_sync.held_later = off"
 R4=eeeeeeee-0000-0000-0000-000000000004
-q $DB "SELECT sync.replica_add('$R4')" >/dev/null
-q $DB "SELECT sync.wake()" >/dev/null
+add $R4
 wait_for 30 $DB "SELECT NOT provision FROM sync.replicas WHERE id = '$R4'" || true
 check "off, the pass records the held rows with its messages" \
 	"$(q $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R4'")/$(held $R4)" "t/$((ROWS - 9))"
@@ -225,5 +267,47 @@ check "past the bound, the rest are recorded by the pass" \
 unblock ROLLBACK
 wait_for 30 $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R5'" || true
 check "and every row is recorded held once the kept ones are" "$(held $R5)" "$((30000 - 9))"
+
+# 7. the held rows wait for the replica's pulls (magic_sync.held_wait): not
+# recorded while it pulls its snapshot, at once once it pulled the last
+# message; a worker that dies meanwhile leaves held_due set, and the next
+# pass provisions the replica again.  The gap allowed between two pulls is
+# long here, so that this script's own pace under load does not end the wait.
+settings "ALTER SYSTEM RESET magic_sync.fill_bytes" "ALTER SYSTEM SET magic_sync.message_bytes = 8192" \
+	"ALTER SYSTEM SET magic_sync.held_wait = '60s'" "ALTER SYSTEM SET magic_sync.held_pull_gap = '10s'"
+R7=eeeeeeee-0000-0000-0000-000000000007
+add $R7
+due $R7 || true
+check "the snapshot is many messages" \
+	"$(q $DB "SELECT count(*) > 20 FROM sync.outbox WHERE replica = '$R7' AND NOT dropped")" "t"
+check "while the replica pulls its snapshot, no held row is recorded, they stay due, the worker waits for its pulls and a filing is refused, transiently" \
+	"$(REP=$R7 REPF=$tmp/r7.db rep trickle)" "held [0] due [True] 55P03; magic_sync held rows wait for the snapshot's pulls"
+check "once it pulled the last message, they are recorded, not a gap later" \
+	"$(REP=$R7 REPF=$tmp/r7.db rep rest)" "within 5 s"
+check "every row of them" "$(held $R7)" "$((30000 - 9))"
+check "it holds exactly what it wants, as the server records, the write meanwhile included" \
+	"$(REP=$R7 REPF=$tmp/r7.db rep sync)" "$((30000 - 10))/True/True/during"
+
+R8=eeeeeeee-0000-0000-0000-000000000008
+add $R8
+due $R8 || true
+first=$(snapshot $R8)
+# a write during the wait, then the worker dies in it
+check "the worker dies as it waits for the pulls" \
+	"$(REP=$R8 REPF=$tmp/r8.db rep trickle_kill)" "held [0] due [True] 55P03; magic_sync held rows wait for the snapshot's pulls"
+wait_for 60 $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0}
+                 FROM sync.replicas WHERE id = '$R8'" || true
+check "a worker that died waiting: the replica is provisioned again" \
+	"$(q $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0} FROM sync.replicas WHERE id = '$R8'")" "t"
+check "and holds exactly what it wants, as the server records" \
+	"$(REP=$R8 REPF=$tmp/r8.db rep sync)" "$((30000 - 10))/True/True/again"
+
+# 8. no pull at all: recorded a gap after the pass, not at magic_sync.held_wait
+settings "ALTER SYSTEM RESET magic_sync.held_pull_gap"
+R9=eeeeeeee-0000-0000-0000-000000000009
+add $R9
+wait_for 30 $DB "SELECT NOT provision FROM sync.replicas WHERE id = '$R9'" || true
+wait_for 15 $DB "SELECT held_due IS NULL FROM sync.replicas WHERE id = '$R9'" || true
+check "a replica that does not pull: its held rows are recorded all the same" "$(held $R9)" "$((30000 - 10))"
 
 finish

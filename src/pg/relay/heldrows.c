@@ -54,6 +54,7 @@
 #include "heldrows.h"
 #include "record.h"
 #include "recorder.h"
+#include "sent.h"
 #include "settings.h"
 
 /* rows buffered for one heap_multi_insert: as COPY's MAX_BUFFERED_TUPLES */
@@ -392,6 +393,7 @@ struct ms_held_later
 	List	   *messages;		/* later_message * */
 	Size		bytes;			/* their keys, bounded by magic_sync.fill_bytes */
 	bool		noted;			/* a held row looks up its note in pg_temp.ms_pending */
+	Oid			outbox;			/* sync.outbox, as sent.c names it (ms_held_later_pulled) */
 };
 
 /*
@@ -419,6 +421,7 @@ later_keep(recorder *r, target *tg, int64 number)
 	{
 		later->kept = palloc0(sizeof(struct ms_held_later));
 		later->kept->noted = r->noted;
+		later->kept->outbox = get_relname_relid("outbox", get_namespace_oid("sync", false));
 	}
 	m = palloc(sizeof(later_message));
 	m->replica = tg->id;
@@ -447,6 +450,36 @@ later_keep(recorder *r, target *tg, int64 number)
 	r->held_whole += (uint64) rows;
 	MemoryContextSwitchTo(old);
 	return true;
+}
+
+/*
+ * ms_held_later_pulled: whether every message whose held rows were kept for
+ * after the pass was pulled (sent.c: its replica's last pull returned it or
+ * a later one); *pulled, how many were, for the caller to see the pulls
+ * move on.  Outside a transaction: shared memory only.  A replica whose
+ * pulls the table forgot (not preloaded, its slot taken) reads as not
+ * pulled.
+ */
+bool
+ms_held_later_pulled(const ms_pass_later *later, int *pulled)
+{
+	ListCell   *lc;
+	int			n = 0;
+
+	*pulled = 0;
+	if (later->kept == NULL)
+		return true;
+	foreach(lc, later->kept->messages)
+	{
+		later_message *m = lfirst(lc);
+		int64		through,
+					body;
+
+		if (ms_sent_last(&m->replica, later->kept->outbox, &through, &body) && through >= m->number)
+			n++;
+	}
+	*pulled = n;
+	return n == list_length(later->kept->messages);
 }
 
 /* held_of_whole: the held rows of tg's message number, of its whole segments, buffered or kept */

@@ -33,4 +33,11 @@ extern void ms_held_close(ms_held_writer *w);
  */
 extern void ms_record_held_later(ms_pass *p, const ms_pass_later *later);
 
+/*
+ * ms_held_later_pulled: whether the replicas pulled every message whose
+ * held rows were kept for after the pass; *pulled, how many of them they
+ * did.  Shared memory only: outside any transaction.
+ */
+extern bool ms_held_later_pulled(const ms_pass_later *later, int *pulled);
+
 #endif

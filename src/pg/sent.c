@@ -23,6 +23,10 @@
  * taken by another replica -- the pull counts every message it returns, as
  * before: a count is never more than the sends, and one short at most where
  * the table forgot a send.
+ *
+ * The relay worker reads it too: the held rows of a snapshot it records
+ * after its pass wait for the replica to pull it (relay/worker.c).  In the
+ * ground, since both the relay and the transport read it.
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
