@@ -54,7 +54,9 @@ settings() {
 	sleep 1
 }
 # add REPLICA: registered, the worker woken
-add() { q $DB "SELECT sync.replica_add('$1')" >/dev/null; q $DB "SELECT sync.wake()" >/dev/null; }
+# added and woken from one session: a second psql could start only after the
+# pass, and its wake end the held rows' wait for the pulls (section 7) at once
+add() { psql -XAtq -v ON_ERROR_STOP=1 -d $DB -c "SELECT sync.replica_add('$1')" -c "SELECT sync.wake()" >/dev/null; }
 
 R6=eeeeeeee-0000-0000-0000-000000000006
 F6=$tmp/r6.db
@@ -87,10 +89,11 @@ elif action == "file_waiting":
         print("filed" if r.upload() is not None else "nothing")
     except psycopg2.Error as e:
         print(e.pgcode, "recording" if "cannot file yet" in str(e) else "waited")
-elif action in ("trickle", "trickle_kill"):
+elif action in ("trickle", "trickle_kill", "trickle_write"):
     # one message a pull, 0.1 s apart, 15 of them: what the worker records
-    # and does meanwhile, looked at after each pull; then a filing; then a
-    # write, and (trickle_kill) the worker killed as it waits
+    # and does meanwhile, looked at after each pull; then a filing; then
+    # (trickle_kill) the worker killed as it waits, and a write; or
+    # (trickle_write) a write, which ends the wait, the snapshot half pulled
     import time
     held, due, doing = set(), set(), set()
     worker = "SELECT pid, query FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'"
@@ -104,15 +107,24 @@ elif action in ("trickle", "trickle_kill"):
         filed = "filed" if r.upload() is not None else "nothing"
     except psycopg2.Error as e:
         filed = e.pgcode
-    # a write while the held rows wait: planned for this replica too once they are recorded
-    if action == "trickle":
-        s.exec("UPDATE items SET v = 'during' WHERE id = 12; DELETE FROM items WHERE id = 20")
-    else:
-        s.exec("UPDATE items SET v = 'again' WHERE id = 12")
+    ended = ""
+    if action == "trickle_kill":
         pid, what = s.rows(worker)[0]
         s.exec("SELECT pg_terminate_backend(%s)", (pid,))
         doing.add(what)
-    print(f"held {sorted(held)} due {sorted(due)} {filed}; {' | '.join(sorted(doing))}")
+        # a write as the worker starts again: planned for this replica too
+        s.exec("UPDATE items SET v = 'again' WHERE id = 12")
+    elif action == "trickle_write":
+        # a commit wakes the worker: the wait yields to it, the held rows are
+        # recorded and the pass plans the write for this replica too
+        s.exec("UPDATE items SET v = 'during' WHERE id = 12; DELETE FROM items WHERE id = 20")
+        t = time.monotonic()
+        while s.one("SELECT held_due IS NOT NULL FROM sync.replicas WHERE id = %s", (rid,)) and time.monotonic() < t + 60:
+            time.sleep(0.05)
+        ended = "; recorded within 5 s" if time.monotonic() - t < 5 else f"; recorded after {time.monotonic() - t:.1f} s"
+        # the replica has yet to apply the whole snapshot
+        ended += f", {r.one('SELECT count(*) FROM items') < 29990} half pulled"
+    print(f"held {sorted(held)} due {sorted(due)} {filed}; {' | '.join(sorted(doing))}{ended}")
 elif action == "rest":
     # the rest pulled: seconds until the held rows are recorded
     import time
@@ -285,14 +297,15 @@ check "while the replica pulls its snapshot, no held row is recorded, they stay 
 check "once it pulled the last message, they are recorded, not a gap later" \
 	"$(REP=$R7 REPF=$tmp/r7.db rep rest)" "within 5 s"
 check "every row of them" "$(held $R7)" "$((30000 - 9))"
-check "it holds exactly what it wants, as the server records, the write meanwhile included" \
-	"$(REP=$R7 REPF=$tmp/r7.db rep sync)" "$((30000 - 10))/True/True/during"
+q $DB "UPDATE items SET v = 'after' WHERE id = 12; DELETE FROM items WHERE id = 20" >/dev/null
+check "it holds exactly what it wants, as the server records, the write after included" \
+	"$(REP=$R7 REPF=$tmp/r7.db rep sync)" "$((30000 - 10))/True/True/after"
 
 R8=eeeeeeee-0000-0000-0000-000000000008
 add $R8
 due $R8 || true
 first=$(snapshot $R8)
-# a write during the wait, then the worker dies in it
+# the worker dies as it waits, then a write
 check "the worker dies as it waits for the pulls" \
 	"$(REP=$R8 REPF=$tmp/r8.db rep trickle_kill)" "held [0] due [True] 55P03; magic_sync held rows wait for the snapshot's pulls"
 wait_for 60 $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0}
@@ -301,6 +314,18 @@ check "a worker that died waiting: the replica is provisioned again" \
 	"$(q $DB "SELECT held_due IS NULL AND NOT provision AND snapshot_number > ${first:-0} FROM sync.replicas WHERE id = '$R8'")" "t"
 check "and holds exactly what it wants, as the server records" \
 	"$(REP=$R8 REPF=$tmp/r8.db rep sync)" "$((30000 - 10))/True/True/again"
+
+# 9. the wait yields to work: a commit (here another session's write) ends
+# it while the snapshot is still half pulled, and the write reaches the
+# replica with its snapshot
+R10=eeeeeeee-0000-0000-0000-000000000010
+add $R10
+due $R10 || true
+check "a write while the replica pulls its snapshot ends the wait: the held rows are recorded before its last pull" \
+	"$(REP=$R10 REPF=$tmp/r10.db rep trickle_write)" \
+	"held [0] due [True] 55P03; magic_sync held rows wait for the snapshot's pulls; recorded within 5 s, True half pulled"
+check "and it holds exactly what it wants, as the server records, the write included" \
+	"$(REP=$R10 REPF=$tmp/r10.db rep sync)" "$((30000 - 10))/True/True/during"
 
 # 8. no pull at all: recorded a gap after the pass, not at magic_sync.held_wait
 settings "ALTER SYSTEM RESET magic_sync.held_pull_gap"

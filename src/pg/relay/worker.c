@@ -343,7 +343,11 @@ step_end(void)
  * refused meanwhile (held_due), other replicas file and pull as always,
  * and a worker that dies here leaves held_due set as one that dies in the
  * recording does.  No pass runs meanwhile (one would provision these
- * replicas again, observe.c), so the wait is bounded.
+ * replicas again, observe.c), so the wait is bounded, and it yields to
+ * work: a commit that wakes the worker during it (its latch set) ends it,
+ * so that a stream of other replicas' changes waits for the recording only,
+ * as before.  A wake from before the wait (the pass's own, a commit during
+ * the pass) is kept for the pass after, not taken for a new one.
  */
 static void
 held_wait(const ms_pass_later *later)
@@ -351,17 +355,20 @@ held_wait(const ms_pass_later *later)
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz moved = start;
 	int			pulled = -1;
+	bool		woken;
 
 	if (ms_held_wait <= 0)
 		return;
+	woken = MyLatch->is_set;
+	ResetLatch(MyLatch);
 	pgstat_report_activity(STATE_RUNNING, "magic_sync held rows wait for the snapshot's pulls");
 	for (;;)
 	{
 		int			now_pulled;
 		TimestampTz now;
 
-		if (ms_held_later_pulled(later, &now_pulled))
-			return;
+		if (MyLatch->is_set || ms_held_later_pulled(later, &now_pulled))
+			break;
 		now = GetCurrentTimestamp();
 		if (now_pulled != pulled)
 		{
@@ -370,11 +377,13 @@ held_wait(const ms_pass_later *later)
 		}
 		if (TimestampDifferenceExceeds(start, now, ms_held_wait) ||
 			TimestampDifferenceExceeds(moved, now, ms_held_pull_gap))
-			return;
-		/* a commit's wake (the latch) is left for the pass after */
-		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);
+			break;
+		/* a commit's wake (the latch) ends the wait, and is left for the pass after */
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);
 		CHECK_FOR_INTERRUPTS();
 	}
+	if (woken)
+		SetLatch(MyLatch);
 }
 
 /*
