@@ -224,6 +224,18 @@ extern int	ms_exec(ms_executor *x, const char *sql, int nargs, Oid *types,
 					Datum *values, const char *nulls, long tcount);
 
 /*
+ * ms_exec_generic: ms_exec whose kept plan is its generic one from the
+ * first pass on.  PostgreSQL plans a kept statement for each pass's values
+ * while that looks cheaper than its generic plan, and a statement given the
+ * replicas as an array looks so every time (a custom plan knows the array's
+ * length): it was planned again at every pass, the same plan
+ * (bench/passcost.py: the fast path's send, 41 plans in 40 passes, issue 37).
+ * Not keeping (a large pass), it is planned for its values.
+ */
+extern int	ms_exec_generic(ms_executor *x, const char *sql, int nargs, Oid *types,
+							Datum *values, const char *nulls, long tcount);
+
+/*
  * ms_exec_by_index: ms_exec with sequential scans off.  For a statement that
  * reads the few rows a partial index holds (parked notes): kept from a pass
  * that planned it while the table was small, its plan read the table whole
