@@ -144,11 +144,20 @@ typedef struct ms_pass_catalog
  * told it may (ms_record_in.held_later).  A result: ms_record returns it
  * (ms_recorded.later), ms_relay_pass hands it to its caller, the worker
  * hands it to ms_relay_held.
+ *
+ * And the replicas the pass wrote to, with the messages and bytes it made
+ * each owed (null for a snapshot's), which ms_relay_bounds copies once the
+ * pass committed: handed over in memory (ms_record_in.chains_later) when
+ * nothing else in the pass reads pg_temp.ms_written, a statement fewer a
+ * pass (issue 37); NULL when ms_written holds them.
  */
 typedef struct ms_pass_later
 {
 	struct ms_held_later *kept;	/* in cxt (heldrows.c) */
 	int64		rows;			/* how many */
+	ArrayType  *written;		/* uuid[], in cxt */
+	ArrayType  *written_messages;	/* int8[] */
+	ArrayType  *written_bytes;	/* int8[] */
 } ms_pass_later;
 
 /*
