@@ -49,7 +49,8 @@ told=$( (echo 'LISTEN magic_sync;'; sleep 1; q $DB "UPDATE items SET v = 'uno' W
 check "the pass notifies the replica it wrote to" "$told" "1"
 wait_for 5 $DB "SELECT r.last_number = (SELECT max(o.number) FROM sync.outbox o WHERE o.replica = r.id) FROM sync.replicas r" || true
 check "its chain is copied after the pass" \
-	"$(q $DB "SELECT r.last_number = (SELECT max(o.number) FROM sync.outbox o WHERE o.replica = r.id) FROM sync.replicas r")" "t"
+	"$(q $DB "SELECT (r.last_number, r.last_nonce) = (SELECT o.number, o.nonce FROM sync.outbox o WHERE o.replica = r.id
+		ORDER BY o.number DESC LIMIT 1) FROM sync.replicas r")" "t"
 check "and what it is owed" \
 	"$(q $DB "SELECT r.owed_messages = (SELECT count(*) FROM sync.outbox o WHERE o.replica = r.id AND NOT o.dropped
 		AND o.number > coalesce(r.snapshot_end, 0)) AND r.owed_messages > 0 FROM sync.replicas r")" "t"
