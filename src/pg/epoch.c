@@ -29,6 +29,7 @@
 
 #include "bytes.h"
 #include "epoch.h"
+#include "probe.h"
 #include "spi_check.h"
 #include "updated.h"
 
@@ -80,6 +81,89 @@ recorded(void)
 	return ms_catalog_has("generations");
 }
 
+/* what probe_epoch and probe_generation found */
+typedef struct current_probe
+{
+	ms_epoch   *e;
+	bool		epoch;			/* the current epoch was found */
+	bool		generation;		/* a generation was */
+	uint64		number;
+	uint32		timeline;
+	char	   *system;
+	Oid			database;
+} current_probe;
+
+/* a probe's look at sync.epoch by epoch_current: the epoch without an end */
+static bool
+probe_epoch(HeapTuple row, TupleDesc desc, void *arg)
+{
+	current_probe *c = arg;
+	bool		isnull;
+	Datum		d;
+
+	(void) ms_probe_column(row, desc, "ended", &isnull);
+	if (!isnull)
+		return true;
+	d = ms_probe_column(row, desc, "id", &isnull);
+	copy_bytea(d, c->e->id, MS_EPOCH_BYTES);
+	d = ms_probe_column(row, desc, "secret", &isnull);
+	copy_bytea(d, c->e->secret, MS_SECRET_BYTES);
+	c->epoch = true;
+	return false;
+}
+
+/* a probe's look at a row of sync.generations: the newest is kept */
+static bool
+probe_generation(HeapTuple row, TupleDesc desc, void *arg)
+{
+	current_probe *c = arg;
+	bool		isnull;
+	uint64		number = (uint64) DatumGetInt64(ms_probe_column(row, desc, "generation", &isnull));
+
+	if (c->generation && number <= c->number)
+		return true;
+	c->generation = true;
+	c->number = number;
+	c->timeline = (uint32) DatumGetInt32(ms_probe_column(row, desc, "timeline", &isnull));
+	c->system = TextDatumGetCString(ms_probe_column(row, desc, "system", &isnull));
+	c->database = DatumGetObjectId(ms_probe_column(row, desc, "database", &isnull));
+	return true;
+}
+
+/*
+ * read_current_probe: read_current, not read-only, as two probes (probe.h)
+ * rather than a statement: every pass and filing reads the epoch, and a
+ * statement's start and end cost more than its two index descents
+ * (bench/passcost.py: 3.7 % of the worker's samples, issue 37).  A
+ * generation begins when a server's history changes (a restore, a
+ * promotion, a new epoch): a handful of rows, read whole.
+ */
+static bool
+read_current_probe(ms_epoch *e, bool generations)
+{
+	current_probe c = {.e = e};
+
+	if (!ms_probe_now("epoch", "epoch_current", probe_epoch, &c))
+		elog(ERROR, "magic_sync: the catalog has no sync.epoch");
+	if (!c.epoch)
+		return false;
+	e->generation = 0;
+	if (generations)
+	{
+		if (!ms_probe_now("generations", NULL, probe_generation, &c))
+			elog(ERROR, "magic_sync: the catalog has no sync.generations");
+		e->generation = c.generation ? c.number : 0;
+		newest_none = !c.generation;
+		newest_generation = e->generation;
+		newest_timeline = c.generation ? c.timeline : 0;
+		strlcpy(newest_system, c.generation ? c.system : "", sizeof newest_system);
+		newest_database = c.generation ? c.database : InvalidOid;
+		/* a system identifier is 20 digits at most: one longer is read again, never compared cut */
+		newest_in = !c.generation || strlen(c.system) < sizeof newest_system ? MyProc->lxid : InvalidLocalTransactionId;
+	}
+	return true;
+}
+
 /* read_current: the current epoch and generation, read read_only or not; false when none */
 static bool
 read_current(ms_epoch *e, bool read_only)
@@ -88,6 +172,8 @@ read_current(ms_epoch *e, bool read_only)
 	bool		generations = recorded();
 	Datum		g;
 
+	if (!read_only)
+		return read_current_probe(e, generations);
 	ms_spi_check(ms_spi_run(generations ? current_generation_sql : current_sql, 0, NULL, NULL, NULL, read_only, 1),
 				 SPI_OK_SELECT, "could not read sync.epoch");
 	if (SPI_processed != 1)

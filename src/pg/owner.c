@@ -195,6 +195,12 @@ post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
 SPIPlanPtr
 ms_owner_prepare(const char *sql, int nargs, Oid *types, Oid self)
 {
+	return ms_owner_prepare_cursor(sql, nargs, types, self, 0);
+}
+
+SPIPlanPtr
+ms_owner_prepare_cursor(const char *sql, int nargs, Oid *types, Oid self, int options)
+{
 	SPIPlanPtr	plan;
 	ListCell   *lc;
 
@@ -202,7 +208,7 @@ ms_owner_prepare(const char *sql, int nargs, Oid *types, Oid self)
 	preparing_self = self;
 	PG_TRY();
 	{
-		plan = SPI_prepare(sql, nargs, types);
+		plan = SPI_prepare_cursor(sql, nargs, types, options);
 	}
 	PG_FINALLY();
 	{

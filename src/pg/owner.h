@@ -75,6 +75,8 @@ extern void ms_pinned_begin(ms_as_owner *s);
  * checked as `self` wherever it runs, however often it is analysed again.
  */
 extern SPIPlanPtr ms_owner_prepare(const char *sql, int nargs, Oid *types, Oid self);
+/* ms_owner_prepare_cursor: the same, with SPI_prepare_cursor's options (CURSOR_OPT_GENERIC_PLAN) */
+extern SPIPlanPtr ms_owner_prepare_cursor(const char *sql, int nargs, Oid *types, Oid self, int options);
 
 /* ms_owner_init: at load, the parse analysis hook that marks those statements. */
 extern void ms_owner_init(void);

@@ -40,6 +40,21 @@ check "SIGHUP reloads, the same process goes on" "$(worker_pid $DB)" "$pid"
 q $DB "ALTER SYSTEM RESET magic_sync.naptime" && q $DB "SELECT pg_reload_conf()" >/dev/null
 sleep 1
 
+# a pass tells the replicas it wrote to (NOTIFY magic_sync, their ids), and
+# copies their chains, and what they are owed, into sync.replicas after its
+# commit (record.c hands them to the worker: no pg_temp.ms_written)
+told=$( (echo 'LISTEN magic_sync;'; sleep 1; q $DB "UPDATE items SET v = 'uno' WHERE id = 1" >/dev/null
+	wait_for 5 $DB "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)" || true; sleep 0.5; echo 'SELECT 1;') |
+	psql -XAt -d $DB 2>&1 | grep -c 'notification "magic_sync" with payload "dddddddd-0000-0000-0000-000000000001"')
+check "the pass notifies the replica it wrote to" "$told" "1"
+wait_for 5 $DB "SELECT r.last_number = (SELECT max(o.number) FROM sync.outbox o WHERE o.replica = r.id) FROM sync.replicas r" || true
+check "its chain is copied after the pass" \
+	"$(q $DB "SELECT (r.last_number, r.last_nonce) = (SELECT o.number, o.nonce FROM sync.outbox o WHERE o.replica = r.id
+		ORDER BY o.number DESC LIMIT 1) FROM sync.replicas r")" "t"
+check "and what it is owed" \
+	"$(q $DB "SELECT r.owed_messages = (SELECT count(*) FROM sync.outbox o WHERE o.replica = r.id AND NOT o.dropped
+		AND o.number > coalesce(r.snapshot_end, 0)) AND r.owed_messages > 0 FROM sync.replicas r")" "t"
+
 # memory: once warm (its temp tables' local buffers fill up to temp_buffers),
 # many passes later its private memory has not grown.  passes N TAG: N
 # passes, each one committed write, woken and waited for (its note done) in

@@ -167,7 +167,7 @@ ms_fast_send(ms_reader *p, uint64 fast_rows, ArrayType *around, int64 replicas_a
 		 * join here is on a whole key: a join by the row with the replica
 		 * left to a filter compares every replica with every other.
 		 */
-		ms_exec(p->exec, psprintf(
+		ms_exec_generic(p->exec, psprintf(
 				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key, f.note, x.kept, x.held FROM pg_temp.ms_fast f"
 				"  CROSS JOIN LATERAL (SELECT h.replica, h.taken IS NULL AND h.note >= f.note AS kept, h.ctid AS held"
 				"       FROM sync.held h WHERE h.tab = f.tab AND h.key = f.key OFFSET 0) x"
@@ -188,7 +188,7 @@ ms_fast_send(ms_reader *p, uint64 fast_rows, ArrayType *around, int64 replicas_a
 				2, types, values, NULL, 0);
 	}
 	else
-		ms_exec(p->exec, psprintf(
+		ms_exec_generic(p->exec, psprintf(
 				"INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held)"
 				" SELECT i.id, f.tab, f.key, f.note, h.note IS NULL, h.ctid"
 				"  FROM pg_temp.ms_fast f CROSS JOIN unnest($1::uuid[]) i(id)"

@@ -89,7 +89,7 @@ ms_plans_catalog(const char *catalog)
  * then sync.relay_pass) never runs a statement checked as the first.
  */
 static SPIPlanPtr
-plan_for(const char *sql, int nargs, Oid *types, Oid self, bool *kept)
+plan_for(const char *sql, int nargs, Oid *types, Oid self, int options, bool *kept)
 {
 	uint64		hash;
 	kept_plan  *k;
@@ -123,7 +123,7 @@ plan_for(const char *sql, int nargs, Oid *types, Oid self, bool *kept)
 	k->plan = NULL;
 	PG_TRY();
 	{
-		plan = ms_owner_prepare(sql, nargs, types, self);
+		plan = ms_owner_prepare_cursor(sql, nargs, types, self, options);
 		if (SPI_keepplan(plan) != 0)
 			elog(ERROR, "could not keep a plan of the relay pass");
 	}
@@ -146,7 +146,7 @@ ms_prepare_kept(ms_executor *x, const char *sql, int nargs, Oid *types)
 	bool		kept;
 
 	/* not keeping: a plan of the pass, freed with the pass's SPI memory */
-	return plan_for(sql, nargs, types, x->self, &kept);
+	return plan_for(sql, nargs, types, x->self, 0, &kept);
 }
 
 void
@@ -274,17 +274,32 @@ ms_run(ms_executor *x, SPIPlanPtr plan, Datum *values, const char *nulls, long t
 	return rc;
 }
 
-int
-ms_exec(ms_executor *x, const char *sql, int nargs, Oid *types,
-		Datum *values, const char *nulls, long tcount)
+static int
+exec_with(ms_executor *x, const char *sql, int nargs, Oid *types,
+		  Datum *values, const char *nulls, long tcount, int options)
 {
 	bool		kept;
-	SPIPlanPtr	plan = plan_for(sql, nargs, types, x->self, &kept);
+	SPIPlanPtr	plan = plan_for(sql, nargs, types, x->self, options, &kept);
 	int			rc = ms_run(x, plan, values, nulls, tcount);
 
 	if (!kept)
 		SPI_freeplan(plan);
 	return rc;
+}
+
+int
+ms_exec(ms_executor *x, const char *sql, int nargs, Oid *types,
+		Datum *values, const char *nulls, long tcount)
+{
+	return exec_with(x, sql, nargs, types, values, nulls, tcount, 0);
+}
+
+int
+ms_exec_generic(ms_executor *x, const char *sql, int nargs, Oid *types,
+				Datum *values, const char *nulls, long tcount)
+{
+	/* a plan made for this pass's values alone (not keeping) is made for them */
+	return exec_with(x, sql, nargs, types, values, nulls, tcount, CURSOR_OPT_GENERIC_PLAN);
 }
 
 int

@@ -144,11 +144,20 @@ typedef struct ms_pass_catalog
  * told it may (ms_record_in.held_later).  A result: ms_record returns it
  * (ms_recorded.later), ms_relay_pass hands it to its caller, the worker
  * hands it to ms_relay_held.
+ *
+ * And the replicas the pass wrote to, with the messages and bytes it made
+ * each owed (null for a snapshot's), which ms_relay_bounds copies once the
+ * pass committed: handed over in memory (ms_record_in.chains_later) when
+ * nothing else in the pass reads pg_temp.ms_written, a statement fewer a
+ * pass (issue 37); NULL when ms_written holds them.
  */
 typedef struct ms_pass_later
 {
 	struct ms_held_later *kept;	/* in cxt (heldrows.c) */
 	int64		rows;			/* how many */
+	ArrayType  *written;		/* uuid[], in cxt */
+	ArrayType  *written_messages;	/* int8[] */
+	ArrayType  *written_bytes;	/* int8[] */
 } ms_pass_later;
 
 /*
@@ -222,6 +231,18 @@ extern int	ms_run(ms_executor *x, SPIPlanPtr plan, Datum *values, const char *nu
 /* ms_exec: prepare, run once, free. */
 extern int	ms_exec(ms_executor *x, const char *sql, int nargs, Oid *types,
 					Datum *values, const char *nulls, long tcount);
+
+/*
+ * ms_exec_generic: ms_exec whose kept plan is its generic one from the
+ * first pass on.  PostgreSQL plans a kept statement for each pass's values
+ * while that looks cheaper than its generic plan, and a statement given the
+ * replicas as an array looks so every time (a custom plan knows the array's
+ * length): it was planned again at every pass, the same plan
+ * (bench/passcost.py: the fast path's send, 41 plans in 40 passes, issue 37).
+ * Not keeping (a large pass), it is planned for its values.
+ */
+extern int	ms_exec_generic(ms_executor *x, const char *sql, int nargs, Oid *types,
+							Datum *values, const char *nulls, long tcount);
 
 /*
  * ms_exec_by_index: ms_exec with sequential scans off.  For a statement that

@@ -25,6 +25,7 @@
 #include "access/stratnum.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/async.h"
 #include "commands/sequence.h"
 #include "common/sha2.h"
 #include "lib/stringinfo.h"
@@ -566,6 +567,40 @@ snapshot_rows(recorder *r, ArrayType *provisioning)
 	}
 }
 
+/*
+ * chains_later: the n replicas written to, none provisioned, handed to the
+ * worker with what the pass made each owed (ms_pass_later.written), and
+ * told (NOTIFY magic_sync, at commit, 200 to a payload) as the statement
+ * that keeps them in pg_temp.ms_written tells them.  Nothing in such a pass
+ * reads ms_written: evolve.c only when it provisions or sends a schema
+ * change, relay.c's outbox_bounds only in a pass that checks them itself.
+ */
+static void
+chains_later(recorder *r, Datum *ids, Datum *messages, Datum *bytes, int n)
+{
+	MemoryContext old = MemoryContextSwitchTo(r->p->exec.cxt);
+	ms_pass_later *later = &r->did->later;
+	StringInfoData payload;
+
+	later->written = construct_array(ids, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR);
+	later->written_messages = construct_array(messages, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	later->written_bytes = construct_array(bytes, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	MemoryContextSwitchTo(old);
+	initStringInfo(&payload);
+	for (int i = 0; i < n; i++)
+	{
+		if (i % 200 > 0)
+			appendStringInfoChar(&payload, ',');
+		appendStringInfoString(&payload, DatumGetCString(DirectFunctionCall1(uuid_out, ids[i])));
+		if (i % 200 == 199 || i == n - 1)
+		{
+			Async_Notify("magic_sync", payload.data);
+			resetStringInfo(&payload);
+		}
+	}
+	pfree(payload.data);
+}
+
 /* record_chains: each replica written to, its chain, and the snapshot written for it: one statement */
 static void
 record_chains(recorder *r)
@@ -606,6 +641,11 @@ record_chains(recorder *r)
 	}
 	if (k == 0)
 		return;
+	if (r->in->chains_later && !snapshots && r->nprovisioning == 0 && !ms_evolve_any(r->in->cat))
+	{
+		chains_later(r, cols[0], cols[5], cols[6], k);
+		return;
+	}
 	for (int c = 0; c < 7; c++)
 	{
 		int			dims[1] = {k};

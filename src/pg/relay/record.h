@@ -28,6 +28,7 @@ typedef struct ms_record_in
 {
 	bool		bounds_later;	/* the caller checks the outbox bounds once the pass commits (ms_relay_bounds) */
 	bool		held_later;		/* the held rows of tables read whole may be kept for after the pass (heldrows.c) */
+	bool		chains_later;	/* the replicas written to may be handed back (ms_pass_later.written), not kept in ms_written */
 	ms_pass_has has;			/* what the catalog has (ms_observed) */
 	ms_pass_fault *fault;		/* relay.c's (pass.h): fault->whole_failed, when reading a table whole failed */
 	const ms_pass_catalog *cat; /* the pass's catalog, and its schema changes (evolve.c) */

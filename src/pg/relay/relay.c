@@ -459,6 +459,8 @@ ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *later)
 	/* held rows after the pass need the column that says they are due */
 	rin.held_later = in->held_later && later != NULL && observed.held_due;
 	rin.has = observed.has;
+	/* the worker copies the chains from what record.c hands it (ms_relay_bounds) */
+	rin.chains_later = in->bounds_later && later != NULL;
 	/* what a failure is about, kept across the subtransactions record() undoes */
 	rin.fault = MemoryContextAllocZero(p->exec.cxt, sizeof(ms_pass_fault));
 	rin.cat = &cat;
@@ -553,12 +555,15 @@ ms_relay_held(ms_pass *p, const ms_pass_later *later)
  * and taken off by acknowledgements in any order (ack.c).
  */
 static bool
-copy_chains(ms_pass *p)
+copy_chains(ms_pass *p, const ms_pass_later *later)
 {
 	bool		owed = ms_catalog_has_column("replicas", "owed_messages");
-	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
-	Datum		values[3] = {Int64GetDatum(ms_outbox_messages),
-		Int64GetDatum((int64) ms_outbox_bytes * 1024), Int64GetDatum(ms_message_bytes)};
+	bool		handed = later != NULL && later->written != NULL;
+	Oid			types[6] = {INT8OID, INT8OID, INT8OID, UUIDARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+	Datum		values[6] = {Int64GetDatum(ms_outbox_messages),
+		Int64GetDatum((int64) ms_outbox_bytes * 1024), Int64GetDatum(ms_message_bytes),
+		PointerGetDatum(handed ? later->written : NULL), PointerGetDatum(handed ? later->written_messages : NULL),
+	PointerGetDatum(handed ? later->written_bytes : NULL)};
 	bool		past = false;
 
 	/* and, for each chain copied, whether its replica may be past its outbox's bounds (outbox_bounds) */
@@ -568,12 +573,13 @@ copy_chains(ms_pass *p)
 			"   UNION ALL (SELECT o.number, o.nonce FROM sync.outbox o WHERE o.replica = r.id"
 			"              ORDER BY o.number DESC LIMIT 1)) x(number, nonce)"
 			"   ORDER BY x.number DESC LIMIT 1)%s"
-			"  FROM pg_temp.ms_written w WHERE r.id = w.id AND w.messages IS NOT NULL"
+			"  FROM %s WHERE r.id = w.id AND w.messages IS NOT NULL"
 			" RETURNING NOT r.provision AND (r.last_number - greatest(r.acked_number, coalesce(r.snapshot_end, 0))"
 			"   > least($1, $2 / $3)%s)",
 			owed ? ", owed_messages = r.owed_messages + w.messages, owed_bytes = r.owed_bytes + w.bytes" : "",
+			handed ? "unnest($4, $5, $6) w(id, messages, bytes)" : "pg_temp.ms_written w",
 			owed ? " OR r.owed_messages > $1 OR r.owed_bytes > $2" : ""),
-			3, types, values, NULL, 0);
+			handed ? 6 : 3, types, values, NULL, 0);
 	for (uint64 i = 0; i < SPI_processed && !past; i++)
 	{
 		bool		isnull;
@@ -613,7 +619,7 @@ ms_relay_chains(ms_pass *p)
 }
 
 bool
-ms_relay_bounds(ms_pass *p)
+ms_relay_bounds(ms_pass *p, const ms_pass_later *later)
 {
 	MemoryContext cxt = p->exec.cxt;
 	bool		marked = false;
@@ -632,8 +638,19 @@ ms_relay_bounds(ms_pass *p)
 	 * replica owed more bytes than the bounds allow is past them by the
 	 * numbers too (no message is larger than magic_sync.message_bytes).
 	 */
-	if (copy_chains(p))
+	if (copy_chains(p, later))
+	{
+		/* what outbox_bounds reads, when the pass handed it over (rare: a replica past its bounds) */
+		if (later != NULL && later->written != NULL)
+		{
+			ms_temp_table(&p->exec, "ms_written");
+			ms_exec(&p->exec, "INSERT INTO pg_temp.ms_written SELECT * FROM unnest($1, $2, $3)", 3,
+					(Oid[]) {UUIDARRAYOID, INT8ARRAYOID, INT8ARRAYOID},
+					(Datum[]) {PointerGetDatum(later->written), PointerGetDatum(later->written_messages),
+				PointerGetDatum(later->written_bytes)}, NULL, 0);
+		}
 		marked = outbox_bounds(p, false);
+	}
 	ms_pass_end(p);
 	SPI_finish();
 	return marked;

@@ -58,9 +58,11 @@ extern void ms_relay_pass(ms_pass *p, const ms_relay_in *in, ms_pass_later *late
  * the current transaction, SPI connected inside.  A pass does it itself
  * unless ms_relay_in.bounds_later (the worker, after the pass's commit: the
  * count of each outbox is then not between the commit and its messages).
- * Returns whether it marked any to be provisioned again.
+ * Returns whether it marked any to be provisioned again.  later: what the
+ * pass returned (the replicas it wrote to, when it handed them over rather
+ * than keep them in pg_temp.ms_written), or NULL.
  */
-extern bool ms_relay_bounds(ms_pass *p);
+extern bool ms_relay_bounds(ms_pass *p, const ms_pass_later *later);
 
 /*
  * ms_relay_chains: the chains a worker's pass left uncopied (its relay died,

@@ -267,7 +267,7 @@ ms_launcher_main(Datum arg)
  * runs at once for it.
  */
 static bool
-outbox_bounds(MemoryContext pass_cxt)
+outbox_bounds(MemoryContext pass_cxt, const ms_pass_later *later)
 {
 	ms_pass		b;
 	bool		marked;
@@ -287,7 +287,7 @@ outbox_bounds(MemoryContext pass_cxt)
 	MemoryContextSwitchTo(pass_cxt);
 	memset(&b, 0, sizeof b);
 	b.exec.cxt = pass_cxt;
-	marked = ms_relay_bounds(&b);
+	marked = ms_relay_bounds(&b, later);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	return marked;
@@ -466,7 +466,7 @@ snapshot_pass(MemoryContext pass_cxt)
 	if (later.rows > 0)
 		held_later(pass_cxt, &later);
 	if (p.did.messages > 0)
-		outbox_bounds(pass_cxt);
+		outbox_bounds(pass_cxt, &later);
 	return p.did.provisioned > 0;
 }
 
@@ -588,7 +588,7 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	ms_floor_committed(&notes_floor);
 	if (later.rows > 0)
 		held_later(pass_cxt, &later);
-	if (p.did.messages > 0 && outbox_bounds(pass_cxt))
+	if (p.did.messages > 0 && outbox_bounds(pass_cxt, &later))
 		*again = true;
 	chains_pending = false;
 	if (p.did.snapshots_left && snapshot_pass(pass_cxt))
