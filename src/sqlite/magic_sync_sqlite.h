@@ -584,6 +584,8 @@ extern void ms_letgo_close(ms_letgo *lg);
 extern int	ms_let_go(ms_letgo *lg, ms_tbl *t, const char *key, size_t len, ms_letgo_result *res);
 /* ms_let_go_retired: let go for good of retired rows nothing points at, children first. */
 extern int	ms_let_go_retired(ms_letgo *lg, int *count);
+/* ms_let_go_due: whether a retired row exists anywhere (what ms_let_go_retired asks first). */
+extern int	ms_let_go_due(ms_letgo *lg, bool *yes);
 
 /* ---- evolve.c -------------------------------------------------------- */
 
