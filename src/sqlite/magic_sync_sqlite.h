@@ -222,6 +222,8 @@ extern int	ms_kept_register(sqlite3 *db);
 extern bool ms_kept_schema_lend(sqlite3 *db, ms_schema_kept **k);
 extern void ms_kept_schema_give(sqlite3 *db, ms_schema_kept *k);
 extern void ms_schema_kept_free(ms_schema_kept *k);
+/* ms_kept_expiries: how many times the connection's statements were expired since it kept them (-1: it keeps none). */
+extern int	ms_kept_expiries(sqlite3 *db, int *n);
 #ifndef MS_KEPT_C
 #undef sqlite3_finalize
 #define sqlite3_finalize ms_finalize

@@ -255,10 +255,70 @@ schema_kept(void)
 	remove(path);
 }
 
+/*
+ * What the file's tables are, found whole, is kept with the schema only
+ * while nothing can have changed it under the same schema version: a
+ * rollback of DDL (the version comes back, then names another schema), a
+ * TEMP table of one of its names (temp's version, not main's).
+ */
+static void
+tables_checked(void)
+{
+	const char *path = t_path("kept_tables.db");
+	sqlite3    *a = t_open(path);
+	sqlite3    *b = t_open(path);
+	tm_server	s;
+	tm_msg		begin,
+				end;
+	char	   *r;
+
+	t_int(a, "SELECT sync_keep_statements(1)");
+	t_int(b, "SELECT sync_keep_statements(0)");
+	tm_server_init(&s, 0x21, 0x11);
+	tm_shop_snapshot(&s, &begin, &end);
+	r = tm_apply(a, begin);
+	CHECK(t_has(r, "\"applied\""), "the snapshot begins: %s %s", S(r), tm_error());
+	r = tm_apply(a, end);
+	CHECK(t_has(r, "\"snapshot\":\"end\""), "and ends: %s %s", S(r), tm_error());
+	r = tm_apply(a, product(&s, 4, "rye"));
+	CHECK(t_has(r, "\"upserts\":1"), "a row, the tables found whole: %s %s", S(r), tm_error());
+
+	/* a TEMP table of a name of ours hides it: found as the file has it then */
+	CHECK(t_exec(a, "CREATE TEMP TABLE scratch(x)", NULL) == SQLITE_OK, "a TEMP table of the host's");
+	r = tm_apply(a, product(&s, 5, "oat"));
+	CHECK(t_has(r, "\"upserts\":1"), "a row of products: %s %s", S(r), tm_error());
+	CHECK(t_exec(a, "CREATE TEMP TABLE products(id INTEGER PRIMARY KEY)", NULL) == SQLITE_OK,
+		  "a TEMP products, without the columns");
+	r = tm_apply(a, product(&s, 6, "spelt"));
+	CHECK(t_has(r, "\"upserts\":0") && t_has(r, "\"refused\":1"),
+		  "its rows are refused, not an error: %s %s", S(r), tm_error());
+	CHECK(t_exec(a, "DROP TABLE temp.products", NULL) == SQLITE_OK, "the TEMP table dropped");
+	r = tm_apply(a, product(&s, 7, "millet"));
+	CHECK(t_has(r, "\"upserts\":1"), "rows taken again: %s %s", S(r), tm_error());
+
+	/* found whole at version V+1 in a transaction rolled back; then V+1 again, customers dropped */
+	CHECK(t_exec(a, "BEGIN", NULL) == SQLITE_OK && t_exec(a, "CREATE TABLE host_scratch(x)", NULL) == SQLITE_OK,
+		  "the host makes a table of its own in a transaction");
+	r = t_text(a, "SELECT sync_status()");
+	CHECK(r != NULL, "read with it: %s", tm_error());
+	sqlite3_free(r);
+	CHECK(t_exec(a, "ROLLBACK", NULL) == SQLITE_OK, "and rolls back");
+	CHECK(t_exec(b, "DROP TABLE customers", NULL) == SQLITE_OK, "another connection drops customers");
+	r = tm_apply(a, one_row(&s, "customers", "{\"id\":3,\"name\":\"Cy\",\"vip\":false}", "3"));
+	CHECK(t_has(r, "\"upserts\":0") && t_has(r, "\"refused\":1"),
+		  "its rows are refused, the table not in the file: %s %s", S(r), tm_error());
+
+	CHECK(t_int(a, "SELECT sync_keep_statements(0)") == 0, "let go");
+	sqlite3_close(a);
+	sqlite3_close(b);
+	remove(path);
+}
+
 void
 test_kept(void)
 {
 	same_outcome();
 	nested();
 	schema_kept();
+	tables_checked();
 }
