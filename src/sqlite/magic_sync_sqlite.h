@@ -408,6 +408,7 @@ typedef struct ms_tbl
 	bool		host;			/* unmade, and the host has an object of its name */
 	bool		absent;			/* made, and not in the file (none of its columns is) */
 	ms_map	   *colmap;			/* column name -> its ms_col, for a table of many columns; NULL: few */
+	char	   *upsert[2];		/* applyrows.c's upsert (1: of a replacement), made at its first use */
 } ms_tbl;
 
 /* hlc.c: the stamping triggers of a table, as CREATE TRIGGER statements (NULL: none, unless an hlc record) */
@@ -418,6 +419,7 @@ struct ms_schema
 	int			n;
 	ms_tbl	   *t;				/* parents first: by depth, then position */
 	ms_map		byname;			/* name -> its ms_tbl */
+	ms_arena  **arena;			/* where it lives (a kept schema's outlives the call) */
 };
 
 /* ms_schema_load: read _sync_tables into c->schema (empty without tables). */

@@ -473,6 +473,7 @@ read(ms_ctx *c, ms_arena **a, ms_schema **out)
 	*out = s;
 	if (s == NULL)
 		return SQLITE_NOMEM;
+	s->arena = a;
 	rc = ms_prepare(c, &st, "SELECT count(*), (SELECT count(*) FROM pragma_table_info('_sync_made'))"
 					" FROM _sync_tables");
 	if (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
