@@ -354,6 +354,7 @@ typedef struct ms_col
 	bool		retired;		/* the replica-side retired column */
 	bool		json;			/* server type json/jsonb: TEXT holding JSON */
 	uint32_t	field;			/* proto field number; 0: none */
+	uint32_t	plain_len;		/* the name's length when it needs no escape in JSON (codec.c); else 0 */
 } ms_col;
 
 typedef struct ms_fk

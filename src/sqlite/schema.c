@@ -134,7 +134,15 @@ tbl_build(ms_arena **a, Sync__Table *m, ms_tbl *t)
 		rcols == NULL)
 		return SQLITE_NOMEM;
 	for (int i = 0; i < t->ncols; i++)
-		t->cols[i].name = m->columns[i]->name;
+	{
+		const char *name = m->columns[i]->name;
+		size_t		n = 0;
+
+		t->cols[i].name = name;
+		while (name[n] != '\0' && name[n] != '"' && name[n] != '\\' && (unsigned char) name[n] >= 0x20)
+			n++;
+		t->cols[i].plain_len = name[n] == '\0' && n <= UINT32_MAX ? (uint32_t) n : 0;
+	}
 	if (t->ncols > COLMAP_MIN)
 	{
 		if ((t->colmap = ms_alloc(a, sizeof(ms_map))) == NULL)
