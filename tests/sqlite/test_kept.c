@@ -165,6 +165,31 @@ one_row(tm_server *s, const char *table, const char *row, const char *key)
 }
 
 /*
+ * kept_shop: the shop's file at path, a keeping a's statements, b not;
+ * the snapshot and a row applied through a
+ */
+static void
+kept_shop(const char *path, uint8_t id, sqlite3 **a, sqlite3 **b, tm_server *s)
+{
+	tm_msg		begin,
+				end;
+	char	   *r;
+
+	*a = t_open(path);
+	*b = t_open(path);
+	t_int(*a, "SELECT sync_keep_statements(1)");
+	t_int(*b, "SELECT sync_keep_statements(0)");
+	tm_server_init(s, id, (uint8_t) (id - 0x10));
+	tm_shop_snapshot(s, &begin, &end);
+	r = tm_apply(*a, begin);
+	CHECK(t_has(r, "\"applied\""), "the snapshot begins: %s %s", S(r), tm_error());
+	r = tm_apply(*a, end);
+	CHECK(t_has(r, "\"snapshot\":\"end\""), "and ends: %s %s", S(r), tm_error());
+	r = tm_apply(*a, product(s, 4, "rye"));
+	CHECK(t_has(r, "\"upserts\":1"), "a row, the schema kept: %s %s", S(r), tm_error());
+}
+
+/*
  * The schema a connection that keeps its statements keeps between calls
  * (schema.c) is read again once anyone changed it: another connection's
  * schema change and let_go, its own schema change, a change it applied and
@@ -175,24 +200,13 @@ static void
 schema_kept(void)
 {
 	const char *path = t_path("kept_schema.db");
-	sqlite3    *a = t_open(path);
-	sqlite3    *b = t_open(path);
+	sqlite3    *a;
+	sqlite3    *b;
 	tm_server	s,
 				saved;
-	tm_msg		begin,
-				end;
 	char	   *r;
 
-	t_int(a, "SELECT sync_keep_statements(1)");
-	t_int(b, "SELECT sync_keep_statements(0)");
-	tm_server_init(&s, 0x20, 0x10);
-	tm_shop_snapshot(&s, &begin, &end);
-	r = tm_apply(a, begin);
-	CHECK(t_has(r, "\"applied\""), "the snapshot begins: %s %s", S(r), tm_error());
-	r = tm_apply(a, end);
-	CHECK(t_has(r, "\"snapshot\":\"end\""), "and ends: %s %s", S(r), tm_error());
-	r = tm_apply(a, product(&s, 4, "rye"));
-	CHECK(t_has(r, "\"upserts\":1"), "a row, the schema kept: %s %s", S(r), tm_error());
+	kept_shop(path, 0x20, &a, &b, &s);
 
 	/* another connection's schema change, then a row of the new column on the keeping one */
 	r = tm_apply(b, products_gain(&s, "origin TEXT"));
@@ -265,23 +279,12 @@ static void
 tables_checked(void)
 {
 	const char *path = t_path("kept_tables.db");
-	sqlite3    *a = t_open(path);
-	sqlite3    *b = t_open(path);
+	sqlite3    *a;
+	sqlite3    *b;
 	tm_server	s;
-	tm_msg		begin,
-				end;
 	char	   *r;
 
-	t_int(a, "SELECT sync_keep_statements(1)");
-	t_int(b, "SELECT sync_keep_statements(0)");
-	tm_server_init(&s, 0x21, 0x11);
-	tm_shop_snapshot(&s, &begin, &end);
-	r = tm_apply(a, begin);
-	CHECK(t_has(r, "\"applied\""), "the snapshot begins: %s %s", S(r), tm_error());
-	r = tm_apply(a, end);
-	CHECK(t_has(r, "\"snapshot\":\"end\""), "and ends: %s %s", S(r), tm_error());
-	r = tm_apply(a, product(&s, 4, "rye"));
-	CHECK(t_has(r, "\"upserts\":1"), "a row, the tables found whole: %s %s", S(r), tm_error());
+	kept_shop(path, 0x21, &a, &b, &s);
 
 	/* a TEMP table of a name of ours hides it: found as the file has it then */
 	CHECK(t_exec(a, "CREATE TEMP TABLE scratch(x)", NULL) == SQLITE_OK, "a TEMP table of the host's");
