@@ -40,7 +40,7 @@ typedef struct jp
 	const char *end;
 } jp;
 
-static void
+static inline void
 ws(jp *j)
 {
 	/* one test for the byte that is no space, nearly every one */
@@ -50,22 +50,19 @@ ws(jp *j)
 }
 
 /*
- * plain_key: j->p at '"': the key written as the plain bytes of name,
- * quotes around (the relay writes each column's name so): read past it.
- * Anything else (an escape, another name, a name holding a quote, a
- * backslash or a control character) is left to the reader, unmoved.
+ * plain_key: j->p at '"': the key written as the plain bytes of col's name
+ * (one that needs no escape: plain_len), quotes around (the relay writes
+ * each column's name so): read past it.  Anything else (an escape, another
+ * name, a name that needs one) is left to the reader, unmoved.
  */
 static inline bool
-plain_key(jp *j, const char *name)
+plain_key(jp *j, const ms_col *col)
 {
-	const char *q = j->p + 1;
+	size_t		n = col->plain_len;
 
-	for (; *name != '\0' && q < j->end && *q == *name; q++, name++)
-		if (*name == '"' || *name == '\\' || (unsigned char) *name < 0x20)
-			return false;
-	if (*name != '\0' || q >= j->end || *q != '"')
+	if (n == 0 || (size_t) (j->end - j->p) < n + 2 || memcmp(j->p + 1, col->name, n) != 0 || j->p[n + 1] != '"')
 		return false;
-	j->p = q + 1;
+	j->p += n + 2;
 	return true;
 }
 
@@ -433,14 +430,19 @@ parse_int(const char *p, size_t n, sqlite3_int64 *out)
 	uint64_t	v = 0;
 	uint64_t	limit = neg ? (uint64_t) INT64_MAX + 1 : (uint64_t) INT64_MAX;
 
-	for (size_t i = neg ? 1 : 0; i < n; i++)
-	{
-		unsigned	d = (unsigned) (p[i] - '0');
+	/* 18 digits or fewer never pass the limit: no division a digit */
+	if (n - (neg ? 1 : 0) <= 18)
+		for (size_t i = neg ? 1 : 0; i < n; i++)
+			v = v * 10 + (unsigned) (p[i] - '0');
+	else
+		for (size_t i = neg ? 1 : 0; i < n; i++)
+		{
+			unsigned	d = (unsigned) (p[i] - '0');
 
-		if (v > (limit - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
+			if (v > (limit - d) / 10)
+				return false;
+			v = v * 10 + d;
+		}
 	if (neg)
 		*out = v == (uint64_t) INT64_MAX + 1 ? INT64_MIN : -(sqlite3_int64) v;
 	else
@@ -637,7 +639,7 @@ json_read(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scra
 			 * then found by a map for a table of many columns (a walk per
 			 * key was quadratic in them)
 			 */
-			if (next < t->ncols && plain_key(&j, t->cols[next].name))
+			if (next < t->ncols && plain_key(&j, &t->cols[next]))
 				i = next;
 			else
 			{

@@ -54,6 +54,7 @@ typedef struct kept_conn
 	uint16_t	by_stmt[KEPT_INDEX];	/* the same, at the hash of the statement's address */
 	ms_schema_kept *schema;		/* the schema read last (schema.c) */
 	bool		schema_lent;	/* a call has it */
+	sqlite3_stmt *watch;		/* SELECT 1, prepared again after each expiry (ms_kept_expiries) */
 } kept_conn;
 
 /* the connections keeping statements: taken under the static mutex */
@@ -205,6 +206,7 @@ let_go(int slot)
 			sqlite3_finalize(k->s[i].st);
 		sqlite3_free(k->s[i].sql);
 	}
+	sqlite3_finalize(k->watch);
 	/* a schema lent out is its holder's, freed when given back */
 	if (!k->schema_lent)
 		ms_schema_kept_free(k->schema);
@@ -253,6 +255,60 @@ ms_kept_schema_give(sqlite3 *db, ms_schema_kept *s)
 	sqlite3_mutex_leave(m);
 	/* the connection let go of what it kept meanwhile */
 	ms_schema_kept_free(s);
+}
+
+/*
+ * ms_kept_expiries: how many times the connection's statements were
+ * expired since it began keeping them (*n; -1 when it keeps none), as a
+ * statement of its own tells: stepped here, it is prepared again once after
+ * each expiry.  SQLite expires every statement of a connection when a
+ * rollback (of a transaction or to a savepoint) undoes a change of the
+ * schema, so a schema version seen before may name another schema then;
+ * schema.c keeps what it found of the file's tables only while this holds.
+ */
+int
+ms_kept_expiries(sqlite3 *db, int *n)
+{
+	sqlite3_mutex *m;
+	kept_conn  *k;
+	sqlite3_stmt *w = NULL;
+	int			rc;
+
+	*n = -1;
+	if (nkept == 0)
+		return SQLITE_OK;
+	m = kept_mutex();
+	sqlite3_mutex_enter(m);
+	k = find(db);
+	if (k != NULL)
+		w = k->watch;
+	sqlite3_mutex_leave(m);
+	if (k == NULL)
+		return SQLITE_OK;
+	if (w == NULL)
+	{
+		rc = sqlite3_prepare_v3(db, "SELECT 1", -1, SQLITE_PREPARE_PERSISTENT, &w, NULL);
+		if (rc != SQLITE_OK)
+			return rc;
+		sqlite3_mutex_enter(m);
+		k = find(db);
+		if (k != NULL && k->watch == NULL)
+			k->watch = w;
+		else
+			k = NULL;
+		sqlite3_mutex_leave(m);
+		if (k == NULL)
+		{
+			sqlite3_finalize(w);
+			return SQLITE_OK;
+		}
+	}
+	rc = sqlite3_step(w);
+	sqlite3_reset(w);
+	if (rc != SQLITE_ROW)
+		return rc == SQLITE_DONE ? SQLITE_INTERNAL : rc;
+	*n = sqlite3_stmt_status(w, SQLITE_STMTSTATUS_REPREPARE, 0);
+	return SQLITE_OK;
 }
 
 /*

@@ -568,6 +568,12 @@ any_retired(ms_letgo *lg, bool *yes)
 }
 
 int
+ms_let_go_due(ms_letgo *lg, bool *yes)
+{
+	return any_retired(lg, yes);
+}
+
+int
 ms_let_go_retired(ms_letgo *lg, int *count)
 {
 	ms_schema  *s = lg->c->schema;

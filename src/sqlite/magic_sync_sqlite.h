@@ -222,6 +222,8 @@ extern int	ms_kept_register(sqlite3 *db);
 extern bool ms_kept_schema_lend(sqlite3 *db, ms_schema_kept **k);
 extern void ms_kept_schema_give(sqlite3 *db, ms_schema_kept *k);
 extern void ms_schema_kept_free(ms_schema_kept *k);
+/* ms_kept_expiries: how many times the connection's statements were expired since it kept them (-1: it keeps none). */
+extern int	ms_kept_expiries(sqlite3 *db, int *n);
 #ifndef MS_KEPT_C
 #undef sqlite3_finalize
 #define sqlite3_finalize ms_finalize
@@ -352,6 +354,7 @@ typedef struct ms_col
 	bool		retired;		/* the replica-side retired column */
 	bool		json;			/* server type json/jsonb: TEXT holding JSON */
 	uint32_t	field;			/* proto field number; 0: none */
+	uint32_t	plain_len;		/* the name's length when it needs no escape in JSON (codec.c); else 0 */
 } ms_col;
 
 typedef struct ms_fk
@@ -406,6 +409,7 @@ typedef struct ms_tbl
 	bool		host;			/* unmade, and the host has an object of its name */
 	bool		absent;			/* made, and not in the file (none of its columns is) */
 	ms_map	   *colmap;			/* column name -> its ms_col, for a table of many columns; NULL: few */
+	char	   *upsert[2];		/* applyrows.c's upsert (1: of a replacement), made at its first use */
 } ms_tbl;
 
 /* hlc.c: the stamping triggers of a table, as CREATE TRIGGER statements (NULL: none, unless an hlc record) */
@@ -416,6 +420,7 @@ struct ms_schema
 	int			n;
 	ms_tbl	   *t;				/* parents first: by depth, then position */
 	ms_map		byname;			/* name -> its ms_tbl */
+	ms_arena  **arena;			/* where it lives (a kept schema's outlives the call) */
 };
 
 /* ms_schema_load: read _sync_tables into c->schema (empty without tables). */
@@ -584,6 +589,8 @@ extern void ms_letgo_close(ms_letgo *lg);
 extern int	ms_let_go(ms_letgo *lg, ms_tbl *t, const char *key, size_t len, ms_letgo_result *res);
 /* ms_let_go_retired: let go for good of retired rows nothing points at, children first. */
 extern int	ms_let_go_retired(ms_letgo *lg, int *count);
+/* ms_let_go_due: whether a retired row exists anywhere (what ms_let_go_retired asks first). */
+extern int	ms_let_go_due(ms_letgo *lg, bool *yes);
 
 /* ---- evolve.c -------------------------------------------------------- */
 

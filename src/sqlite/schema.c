@@ -134,7 +134,15 @@ tbl_build(ms_arena **a, Sync__Table *m, ms_tbl *t)
 		rcols == NULL)
 		return SQLITE_NOMEM;
 	for (int i = 0; i < t->ncols; i++)
-		t->cols[i].name = m->columns[i]->name;
+	{
+		const char *name = m->columns[i]->name;
+		size_t		n = 0;
+
+		t->cols[i].name = name;
+		while (name[n] != '\0' && name[n] != '"' && name[n] != '\\' && (unsigned char) name[n] >= 0x20)
+			n++;
+		t->cols[i].plain_len = name[n] == '\0' && n <= UINT32_MAX ? (uint32_t) n : 0;
+	}
 	if (t->ncols > COLMAP_MIN)
 	{
 		if ((t->colmap = ms_alloc(a, sizeof(ms_map))) == NULL)
@@ -348,7 +356,7 @@ ms_host_has(ms_ctx *c, const ms_object *o, const char *table)
  * waits for the host's name, or for the next message
  */
 static int
-schema_check(ms_ctx *c, ms_schema *s)
+check_tables(ms_ctx *c, ms_schema *s)
 {
 	sqlite3_stmt *st = NULL;
 	/* columns looked up in the schema SQLite holds, without a statement (ms_has_column says why) */
@@ -452,6 +460,13 @@ checked:
 	return rc;
 }
 
+/* schema_check: check_tables, for a schema of any table */
+static int
+schema_check(ms_ctx *c, ms_schema *s)
+{
+	return s->n > 0 ? check_tables(c, s) : SQLITE_OK;
+}
+
 /* read: _sync_tables into a schema of arena a (*out), linked, not yet checked against the file */
 static int
 read(ms_ctx *c, ms_arena **a, ms_schema **out)
@@ -466,6 +481,7 @@ read(ms_ctx *c, ms_arena **a, ms_schema **out)
 	*out = s;
 	if (s == NULL)
 		return SQLITE_NOMEM;
+	s->arena = a;
 	rc = ms_prepare(c, &st, "SELECT count(*), (SELECT count(*) FROM pragma_table_info('_sync_made'))"
 					" FROM _sync_tables");
 	if (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
@@ -530,8 +546,13 @@ read(ms_ctx *c, ms_arena **a, ms_schema **out)
  *                  a trigger _sync_gen_* dropped, _sync_made made)
  *
  * are both as they were.  What a table is in the file now (broken, absent,
- * the host's of its name) is checked at each call all the same
- * (schema_check): a schema version can come back after a rollback.  Only a
+ * the host's of its name: schema_check, a look-up of each column, 14 k
+ * instructions for pgbench's four tables) is kept with it only when every
+ * table was found whole, and only while the main and temp schema versions
+ * are as then and no statement of the connection expired since
+ * (ms_kept_expiries): a schema version comes back when a rollback undoes
+ * DDL, which expires every statement, and may then name another schema
+ * (a TEMP table of the same name hides a table of ours).  Only a
  * call's first read takes the kept schema; one read again after its own
  * changes (a Begin, a schema change) is the call's, and the next call reads
  * it whole.  A call holds it until it ends (ms_ctx_done): another call on the
@@ -543,6 +564,10 @@ struct ms_schema_kept
 	ms_schema  *schema;
 	sqlite3_int64 gen;
 	sqlite3_int64 version;
+	/* every table found whole at temp_version, with expiries (ms_kept_expiries) as then */
+	bool		whole;
+	sqlite3_int64 temp_version;
+	int			expiries;
 };
 
 void
@@ -585,28 +610,75 @@ key(ms_ctx *c, sqlite3_int64 *gen, sqlite3_int64 *version, bool *keyed)
 	return rc;
 }
 
+/* seen: what a check of the file's tables is kept under (*expiries -1: nothing is) */
+static int
+seen(ms_ctx *c, sqlite3_int64 *temp_version, int *expiries)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t		v = -1;
+	int			rc = ms_kept_expiries(c->db, expiries);
+
+	if (rc != SQLITE_OK)
+		return ms_dberr(c, rc);
+	if (*expiries < 0)
+		return SQLITE_OK;
+	rc = ms_prepare(c, &st, "PRAGMA temp.schema_version");
+	rc = ms_int_read(c, st, rc, &v);
+	*temp_version = v;
+	return rc;
+}
+
+/*
+ * check_kept: k's tables checked against the file; kept as found whole
+ * (no table broken: nothing of the call's arena is left in k) under what
+ * was seen
+ */
+static int
+check_kept(ms_ctx *c, ms_schema_kept *k, sqlite3_int64 temp_version, int expiries)
+{
+	int			rc = schema_check(c, k->schema);
+
+	k->whole = rc == SQLITE_OK && expiries >= 0;
+	for (int i = 0; i < k->schema->n && k->whole; i++)
+		k->whole = k->schema->t[i].broken == NULL;
+	k->temp_version = temp_version;
+	k->expiries = expiries;
+	return rc;
+}
+
 /*
  * kept_read: the call's first read, on a connection that keeps its
  * statements and is not reading it already: the schema kept when it is
- * still the file's, else read into a new one kept in its place
+ * still the file's, else read into a new one kept in its place; its tables
+ * checked against the file (schema_check) unless found whole under what is
+ * seen now
  */
 static int
 kept_read(ms_ctx *c, ms_schema_kept *k)
 {
 	sqlite3_int64 gen = 0;
 	sqlite3_int64 version = 0;
+	sqlite3_int64 temp_version = 0;
+	int			expiries = -1;
 	bool		keyed = false;
 	int			rc = key(c, &gen, &version, &keyed);
 
+	if (rc == SQLITE_OK && keyed)
+		rc = seen(c, &temp_version, &expiries);
 	if (rc == SQLITE_OK && keyed && k != NULL && k->gen == gen && k->version == version)
 	{
 		c->kept_schema = k;
 		c->schema = k->schema;
-		return SQLITE_OK;
+		if (k->whole && expiries >= 0 && k->expiries == expiries && k->temp_version == temp_version)
+			return SQLITE_OK;
+		k->whole = false;
+		return check_kept(c, k, temp_version, expiries);
 	}
 	ms_schema_kept_free(k);
+	if (rc == SQLITE_OK && !keyed)
+		rc = read(c, &c->arena, &c->schema);
 	if (rc != SQLITE_OK || !keyed)
-		return rc == SQLITE_OK ? read(c, &c->arena, &c->schema) : rc;
+		return rc == SQLITE_OK ? schema_check(c, c->schema) : rc;
 	if ((k = sqlite3_malloc64(sizeof *k)) == NULL)
 		return SQLITE_NOMEM;
 	memset(k, 0, sizeof *k);
@@ -620,7 +692,7 @@ kept_read(ms_ctx *c, ms_schema_kept *k)
 	}
 	c->kept_schema = k;
 	c->schema = k->schema;
-	return SQLITE_OK;
+	return check_kept(c, k, temp_version, expiries);
 }
 
 int
@@ -637,13 +709,10 @@ ms_schema_load(ms_ctx *c)
 	if (c->schema == NULL && !c->kept_lent && ms_kept_schema_lend(c->db, &k))
 	{
 		c->kept_lent = true;
-		rc = kept_read(c, k);
+		return kept_read(c, k);
 	}
-	else
-		rc = read(c, &c->arena, &c->schema);
-	if (rc == SQLITE_OK && c->schema->n > 0)
-		rc = schema_check(c, c->schema);
-	return rc;
+	rc = read(c, &c->arena, &c->schema);
+	return rc == SQLITE_OK ? schema_check(c, c->schema) : rc;
 }
 
 ms_tbl *

@@ -143,9 +143,23 @@ ms_setting_find(const char *name)
 int
 ms_state_exists(ms_ctx *c)
 {
-	sqlite3_stmt *st;
+	sqlite3_stmt *st = NULL;
 	int			rc;
 
+	/*
+	 * The table read, nothing of it: a statement checks the schema it was
+	 * prepared under against the file's, as any does, for a fifth of a scan
+	 * of sqlite_master.  One that cannot be prepared or run (no such table,
+	 * or anything else) leaves the answer to that scan.
+	 */
+	if (ms_kept_prepare(c->db, "SELECT 1 FROM main._sync_state LIMIT 0", &st) == SQLITE_OK &&
+		sqlite3_step(st) == SQLITE_DONE)
+	{
+		sqlite3_finalize(st);
+		c->have_state = true;
+		return SQLITE_OK;
+	}
+	sqlite3_finalize(st);
 	rc = ms_prepare(c, &st, "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = '_sync_state'");
 	if (rc == SQLITE_OK)
 	{

@@ -165,6 +165,31 @@ one_row(tm_server *s, const char *table, const char *row, const char *key)
 }
 
 /*
+ * kept_shop: the shop's file at path, a keeping a's statements, b not;
+ * the snapshot and a row applied through a
+ */
+static void
+kept_shop(const char *path, uint8_t id, sqlite3 **a, sqlite3 **b, tm_server *s)
+{
+	tm_msg		begin,
+				end;
+	char	   *r;
+
+	*a = t_open(path);
+	*b = t_open(path);
+	t_int(*a, "SELECT sync_keep_statements(1)");
+	t_int(*b, "SELECT sync_keep_statements(0)");
+	tm_server_init(s, id, (uint8_t) (id - 0x10));
+	tm_shop_snapshot(s, &begin, &end);
+	r = tm_apply(*a, begin);
+	CHECK(t_has(r, "\"applied\""), "the snapshot begins: %s %s", S(r), tm_error());
+	r = tm_apply(*a, end);
+	CHECK(t_has(r, "\"snapshot\":\"end\""), "and ends: %s %s", S(r), tm_error());
+	r = tm_apply(*a, product(s, 4, "rye"));
+	CHECK(t_has(r, "\"upserts\":1"), "a row, the schema kept: %s %s", S(r), tm_error());
+}
+
+/*
  * The schema a connection that keeps its statements keeps between calls
  * (schema.c) is read again once anyone changed it: another connection's
  * schema change and let_go, its own schema change, a change it applied and
@@ -175,24 +200,13 @@ static void
 schema_kept(void)
 {
 	const char *path = t_path("kept_schema.db");
-	sqlite3    *a = t_open(path);
-	sqlite3    *b = t_open(path);
+	sqlite3    *a;
+	sqlite3    *b;
 	tm_server	s,
 				saved;
-	tm_msg		begin,
-				end;
 	char	   *r;
 
-	t_int(a, "SELECT sync_keep_statements(1)");
-	t_int(b, "SELECT sync_keep_statements(0)");
-	tm_server_init(&s, 0x20, 0x10);
-	tm_shop_snapshot(&s, &begin, &end);
-	r = tm_apply(a, begin);
-	CHECK(t_has(r, "\"applied\""), "the snapshot begins: %s %s", S(r), tm_error());
-	r = tm_apply(a, end);
-	CHECK(t_has(r, "\"snapshot\":\"end\""), "and ends: %s %s", S(r), tm_error());
-	r = tm_apply(a, product(&s, 4, "rye"));
-	CHECK(t_has(r, "\"upserts\":1"), "a row, the schema kept: %s %s", S(r), tm_error());
+	kept_shop(path, 0x20, &a, &b, &s);
 
 	/* another connection's schema change, then a row of the new column on the keeping one */
 	r = tm_apply(b, products_gain(&s, "origin TEXT"));
@@ -255,10 +269,59 @@ schema_kept(void)
 	remove(path);
 }
 
+/*
+ * What the file's tables are, found whole, is kept with the schema only
+ * while nothing can have changed it under the same schema version: a
+ * rollback of DDL (the version comes back, then names another schema), a
+ * TEMP table of one of its names (temp's version, not main's).
+ */
+static void
+tables_checked(void)
+{
+	const char *path = t_path("kept_tables.db");
+	sqlite3    *a;
+	sqlite3    *b;
+	tm_server	s;
+	char	   *r;
+
+	kept_shop(path, 0x21, &a, &b, &s);
+
+	/* a TEMP table of a name of ours hides it: found as the file has it then */
+	CHECK(t_exec(a, "CREATE TEMP TABLE scratch(x)", NULL) == SQLITE_OK, "a TEMP table of the host's");
+	r = tm_apply(a, product(&s, 5, "oat"));
+	CHECK(t_has(r, "\"upserts\":1"), "a row of products: %s %s", S(r), tm_error());
+	CHECK(t_exec(a, "CREATE TEMP TABLE products(id INTEGER PRIMARY KEY)", NULL) == SQLITE_OK,
+		  "a TEMP products, without the columns");
+	r = tm_apply(a, product(&s, 6, "spelt"));
+	CHECK(t_has(r, "\"upserts\":0") && t_has(r, "\"refused\":1"),
+		  "its rows are refused, not an error: %s %s", S(r), tm_error());
+	CHECK(t_exec(a, "DROP TABLE temp.products", NULL) == SQLITE_OK, "the TEMP table dropped");
+	r = tm_apply(a, product(&s, 7, "millet"));
+	CHECK(t_has(r, "\"upserts\":1"), "rows taken again: %s %s", S(r), tm_error());
+
+	/* found whole at version V+1 in a transaction rolled back; then V+1 again, customers dropped */
+	CHECK(t_exec(a, "BEGIN", NULL) == SQLITE_OK && t_exec(a, "CREATE TABLE host_scratch(x)", NULL) == SQLITE_OK,
+		  "the host makes a table of its own in a transaction");
+	r = t_text(a, "SELECT sync_status()");
+	CHECK(r != NULL, "read with it: %s", tm_error());
+	sqlite3_free(r);
+	CHECK(t_exec(a, "ROLLBACK", NULL) == SQLITE_OK, "and rolls back");
+	CHECK(t_exec(b, "DROP TABLE customers", NULL) == SQLITE_OK, "another connection drops customers");
+	r = tm_apply(a, one_row(&s, "customers", "{\"id\":3,\"name\":\"Cy\",\"vip\":false}", "3"));
+	CHECK(t_has(r, "\"upserts\":0") && t_has(r, "\"refused\":1"),
+		  "its rows are refused, the table not in the file: %s %s", S(r), tm_error());
+
+	CHECK(t_int(a, "SELECT sync_keep_statements(0)") == 0, "let go");
+	sqlite3_close(a);
+	sqlite3_close(b);
+	remove(path);
+}
+
 void
 test_kept(void)
 {
 	same_outcome();
 	nested();
 	schema_kept();
+	tables_checked();
 }
