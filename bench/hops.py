@@ -124,7 +124,9 @@ def setup(path):
     cur.execute("SELECT sync.wake()")
     agent = subprocess.Popen([os.environ.get("MS_HOPS_AGENT") or os.path.join(ROOT, "magic_sync_agent"),
                               "--server", f"dbname={DB}",
-                              "--listen", f"dbname={DB}", "--replica", replica, "--db", path, "--quiet"])
+                              # named, so that roles() knows its backend once it pulls too
+                              "--listen", f"dbname={DB} application_name='magic_sync_agent listen'",
+                              "--replica", replica, "--db", path, "--quiet"])
     wait("the replica's snapshot",
          lambda: val(cur, "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)"
                           " AND NOT EXISTS (SELECT FROM sync.replicas WHERE provision OR acked_number < last_number)"),
@@ -135,11 +137,13 @@ def setup(path):
 def roles(cur, agent):
     cur.execute("SELECT pg_backend_pid()")
     procs = {str(cur.fetchone()[0]): "writer", str(agent.pid): "agent"}
-    cur.execute("SELECT pid, backend_type, query FROM pg_stat_activity"
-                " WHERE backend_type IN ('magic_sync relay', 'walwriter') OR application_name = 'magic_sync_agent'")
-    for pid, kind, query in cur.fetchall():
+    cur.execute("SELECT pid, backend_type, query, application_name FROM pg_stat_activity"
+                " WHERE backend_type IN ('magic_sync relay', 'walwriter')"
+                " OR application_name IN ('magic_sync_agent', 'magic_sync_agent listen')")
+    for pid, kind, query, name in cur.fetchall():
         procs[str(pid)] = ("relay" if kind == "magic_sync relay" else "walwriter" if kind == "walwriter"
-                           else "listener" if query.upper().startswith("LISTEN") else "session")
+                           else "listener" if name.endswith(" listen") or query.upper().startswith("LISTEN")
+                           else "session")
     return procs
 
 
@@ -213,8 +217,8 @@ def hops(ev):
         synced = next((i for i, e in enumerate(writes_after) if e[3] == "fdatasync"), None)
         applied = writes_after[synced - 1] if synced else writes_after[-1]
         # the pull, server side: its session reads the request .. sends the answer
-        got = first(lambda e: e[2] == "session" and e[3] == "recvfrom" and (e[5] or 0) > 0, pull[1])
-        answered = got and first(lambda e: e[2] == "session" and e[3] == "sendto", got[0])
+        got = first(lambda e: e[2] in ("session", "listener") and e[3] == "recvfrom" and (e[5] or 0) > 0, pull[1])
+        answered = got and first(lambda e: e[2] == got[2] and e[3] == "sendto", got[0])
         row = {"commit": woke[0] - w[0], "wake": left_at - woke[0], "pass": notified[0] - left_at,
                "notify": read[0] - notified[0], "agent": pull[1] - read[0], "pull": answer[0] - pull[1],
                "apply": applied[0] - answer[0], "upload": writes_after[-1][0] - applied[0],
@@ -274,7 +278,8 @@ def main():
         time.sleep(2)
     f = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     shown = []
-    sessions = [int(p) for p, r in roles(cur, agent).items() if r == "session"]
+    # the listener's too: the agent pulls on it (src/agent/poll.c)
+    sessions = [int(p) for p, r in roles(cur, agent).items() if r in ("session", "listener")]
     cpu0 = cpu(agent.pid), sum(cpu(p) for p in sessions)
     try:
         for i in range(3 + WRITES):

@@ -202,6 +202,10 @@ typedef struct pulled
 extern bool server_conninfo_check(const char *conninfo, char err[AGENT_ERROR_MAX]);
 extern agent_status server_connect(server **out, const char *conninfo, char err[AGENT_ERROR_MAX]);
 extern void server_close(server *s);
+/* whether the connection broke */
+extern bool server_broken(const server *s);
+/* whether a notification sent on other reaches listener: one database of one server */
+extern agent_status server_same(server *listener, server *other, bool *same, char err[AGENT_ERROR_MAX]);
 /* LISTEN magic_sync: only on a connection straight to the server (--listen) */
 extern agent_status server_listen(server *s, char err[AGENT_ERROR_MAX]);
 /* the server's pg_current_snapshot(), as text; *none when it cannot say (an older server) */
@@ -276,9 +280,20 @@ extern void pulls_primary_next(pulls *p);
 
 typedef struct waiter waiter;
 
-/* listen: --listen's connection string, or NULL; interval_ms: --interval */
-extern waiter *waiter_new(const char *listen, int interval_ms);
+/*
+ * listen: --listen's connection string, or NULL; pulls: pulls to the
+ * primary may go on it (not --listen-only); interval_ms: --interval
+ */
+extern waiter *waiter_new(const char *listen, bool pulls, int interval_ms);
 extern void waiter_free(waiter *w);
+/* the listening connection, when the next pull to the primary may go on it; else NULL */
+extern server *waiter_puller(waiter *w, server *primary);
+/* whether s is the listening connection */
+extern bool waiter_listens_on(const waiter *w, const server *s);
+/* it broke: polling until it is connected again; its pulls go to primary meanwhile */
+extern void waiter_lost(waiter *w, const char *why);
+/* it may not pull (its role, its server): its pulls go to primary from now on */
+extern void waiter_pulls_refused(waiter *w, const char *why);
 /* what the round before the wait did: moved, or not */
 extern void waiter_round(waiter *w, bool moved);
 /* the next wait, drawn: between half the current interval and all of it */

@@ -20,6 +20,7 @@ typedef struct options
 	const char *pull[PULLS_MAX];	/* --pull: hot standbys, tried in turn */
 	int			npull;
 	const char *listen;			/* --listen: a direct connection for notifications */
+	bool		listen_only;	/* --listen-only: no pulls on it */
 	const char *replica;
 	const char *db;
 	const char *name;

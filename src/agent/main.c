@@ -54,9 +54,47 @@ on_signal(int sig)
 /* ---- one pass ----------------------------------------------------------- */
 
 /*
+ * pull_listening: a pull to the primary, on the listening connection when it
+ * may go there (poll.c); on --server's when it may not, and when it fails
+ * there: a broken connection is connected again meanwhile; a refusal, or a
+ * failure --server's connection then does not repeat, leaves its pulls to
+ * --server's connection for good.  After a transient failure on a
+ * connection that is up (a lock, a conflict) the next pull tries it again.
+ */
+static agent_status
+pull_listening(agent *a, int64_t after, const uint8_t *claim, size_t claim_len, server **from,
+			   pulled **rows, int *n, char err[AGENT_ERROR_MAX])
+{
+	server	   *listener = waiter_puller(a->wait, a->srv);
+	agent_status rc;
+	agent_status there = STEP_OK;
+	char		why[AGENT_ERROR_MAX];
+
+	*from = a->srv;
+	if (listener != NULL)
+	{
+		there = server_pull(listener, a->uuid_bytes, after, claim, claim_len, a->opt.pull_bytes, rows, n, why);
+		if (there == STEP_OK)
+		{
+			*from = listener;
+			return there;
+		}
+		if (server_broken(listener))
+			waiter_lost(a->wait, why);
+		else if (there == STEP_REFUSED || there == STEP_UNREADY)
+			waiter_pulls_refused(a->wait, why);
+	}
+	rc = server_pull(a->srv, a->uuid_bytes, after, claim, claim_len, a->opt.pull_bytes, rows, n, err);
+	if (listener != NULL && rc == STEP_OK && there == STEP_FAILED && !server_broken(listener))
+		waiter_pulls_refused(a->wait, why);
+	return rc;
+}
+
+/*
  * pull: sync.pull where pulls.c says, a standby's when one answers; a
- * standby that fails leaves the pull to the next one, then to the primary.
- * *from: the connection the rows came from (server_pull_done).
+ * standby that fails leaves the pull to the next one, then to the primary
+ * (on the listening connection when it may: pull_listening).  *from: the
+ * connection the rows came from (server_pull_done).
  */
 static agent_status
 pull(agent *a, int64_t after, const uint8_t *claim, size_t claim_len, server **from,
@@ -68,6 +106,8 @@ pull(agent *a, int64_t after, const uint8_t *claim, size_t claim_len, server **f
 		agent_status rc;
 
 		*from = pulls_conn(a->from, a->srv, &standby);
+		if (!standby)
+			return pull_listening(a, after, claim, claim_len, from, rows, n, err);
 		rc = server_pull(*from, a->uuid_bytes, after, claim, claim_len, a->opt.pull_bytes, rows, n, err);
 		if (rc != STEP_TRANSIENT || !standby)
 			return rc;
@@ -151,6 +191,7 @@ pass(agent *a, round_stats *st, bool *moved, bool *settled, char err[AGENT_ERROR
 	bool		halt = false;
 	server	   *from = NULL;
 	bool		ahead = false;	/* the next batch is on its way from `from` */
+	bool		got;			/* the batch came: the one pulled ahead */
 	bool		drained = false;	/* the last pull found no message */
 	int64_t		filed_then = -1;	/* the filings of the round when it pulled */
 
@@ -170,14 +211,22 @@ pass(agent *a, round_stats *st, bool *moved, bool *settled, char err[AGENT_ERROR
 		bool		progressed = false;
 
 		filed_then = st->uploads;
+		got = false;
 		if (ahead)
 		{
 			ahead = false;
 			rc = server_pull_next(from, &rows, &n, err);
-			if (rc != STEP_OK)
+			got = rc == STEP_OK;
+			/* the listening connection broke: the pull goes again, on --server's */
+			if (!got && waiter_listens_on(a->wait, from) && server_broken(from))
+			{
+				waiter_lost(a->wait, err);
+				from = NULL;
+			}
+			else if (!got)
 				return rc;
 		}
-		else
+		if (!got)
 		{
 			rc = replica_applied(a->rep, &after, &open, claim, &claim_len, err);
 			if (rc != STEP_OK)
@@ -502,7 +551,7 @@ main(int argc, char **argv)
 	ms_uuid_text(a.uuid_bytes, a.uuid);
 	report_init(a.opt.mode, a.opt.name);
 	a.from = pulls_new(a.opt.pull, a.opt.npull);
-	a.wait = waiter_new(a.opt.listen, a.opt.interval_ms);
+	a.wait = waiter_new(a.opt.listen, !a.opt.listen_only, a.opt.interval_ms);
 	if (a.from == NULL || a.wait == NULL)
 	{
 		report_error("cannot start", "out of memory", -1);

@@ -48,7 +48,14 @@ static const char usage_text[] =
 "                     start, every 10 minutes, after a failure)\n"
 "  --listen CONNINFO  keep one more connection, straight to the server (not\n"
 "                     through a pool), listening for the relay's notifications:\n"
-"                     the agent wakes at once when the relay wrote to it\n"
+"                     the agent wakes at once when the relay wrote to it.  The\n"
+"                     pulls that go to the primary go on it too (its session\n"
+"                     has just sent the notification, and is awake), once a\n"
+"                     notification sent on --server's connection reached it\n"
+"                     (the same database); on --server's when its role may not\n"
+"                     pull, or while it is down.  Standbys (--pull) come first\n"
+"  --listen-only      the --listen connection only listens: the pulls that go\n"
+"                     to the primary go on --server's connection\n"
 "  --once             run rounds until the replica holds what the server had\n"
 "                     committed when the agent started (planned and applied),\n"
 "                     then exit\n"
@@ -205,7 +212,7 @@ agent_getopt(int argc, char **argv, const char *shorts, const struct option *opt
 
 enum
 {
-	OPT_SERVER = 1, OPT_PULL, OPT_LISTEN, OPT_REPLICA, OPT_DB, OPT_NAME, OPT_SERVER_KEY, OPT_ONCE,
+	OPT_SERVER = 1, OPT_PULL, OPT_LISTEN, OPT_LISTEN_ONLY, OPT_REPLICA, OPT_DB, OPT_NAME, OPT_SERVER_KEY, OPT_ONCE,
 	OPT_JSON, OPT_QUIET, OPT_INTERVAL, OPT_PULL_BYTES, OPT_HELP, OPT_VERSION
 };
 
@@ -213,6 +220,7 @@ static const struct option long_options[] = {
 	{"server", required_argument, NULL, OPT_SERVER},
 	{"pull", required_argument, NULL, OPT_PULL},
 	{"listen", required_argument, NULL, OPT_LISTEN},
+	{"listen-only", no_argument, NULL, OPT_LISTEN_ONLY},
 	{"replica", required_argument, NULL, OPT_REPLICA},
 	{"db", required_argument, NULL, OPT_DB},
 	{"name", required_argument, NULL, OPT_NAME},
@@ -261,6 +269,9 @@ parse_options(int argc, char **argv, options *o)
 			case OPT_LISTEN:
 				o->listen = value;
 				break;
+			case OPT_LISTEN_ONLY:
+				o->listen_only = true;
+				break;
 			case OPT_REPLICA:
 				o->replica = value;
 				break;
@@ -307,6 +318,8 @@ parse_options(int argc, char **argv, options *o)
 		return usage_error("%s", "--replica is required (the replica's uuid)");
 	if (o->db == NULL || o->db[0] == '\0')
 		return usage_error("%s", "--db is required (the replica's SQLite file)");
+	if (o->listen_only && o->listen == NULL)
+		return usage_error("%s", "--listen-only needs --listen (the connection that would only listen)");
 	if (check_conninfo("--server", o->server) != 0 || check_conninfo("--listen", o->listen) != 0 ||
 		check_pulls(o) != 0)
 		return EXIT_USAGE;

@@ -18,6 +18,18 @@
  * wrote to it.  When it breaks the agent polls, and connects it again after
  * a backoff; a round follows each (re)connection, for what it missed.
  *
+ * The pulls that go to the primary go on the listening connection too
+ * (waiter_puller), unless --listen-only: its session has just sent the
+ * notification and is awake, where --server's has slept since the last
+ * round and wakes only when the pull arrives (a millisecond on an idle
+ * machine).  It adds no connection, and keeps no session state but LISTEN:
+ * each pull is a transaction of its own.  Before its first pull it must
+ * prove to be --server's database (server_same): a notification sent on
+ * --server's connection reaches it.  A role that may not pull there (it is
+ * not the replica's: 42501) or a server that refuses its pulls for good
+ * leaves them to --server's connection for the life of the agent; one that
+ * breaks, until it is connected again.
+ *
  * Whatever it waits on, a write to the replica's file by another
  * connection, a stop and a lost connection end the wait (server_wait).
  *-------------------------------------------------------------------------
@@ -38,6 +50,8 @@ struct waiter
 {
 	const char *listen;			/* --listen, or NULL */
 	server	   *listener;		/* its connection, when up */
+	bool		pulls;			/* pulls may go on it: not --listen-only, none refused */
+	int			same;			/* it is --server's database: 1 yes, -1 no, 0 not asked yet */
 	int64_t		listen_retry_at;	/* when to try connecting it again */
 	int			listen_backoff;
 	int			interval;		/* --interval: the longest wait */
@@ -55,7 +69,7 @@ mono_ms(void)
 }
 
 waiter *
-waiter_new(const char *listen, int interval_ms)
+waiter_new(const char *listen, bool pulls, int interval_ms)
 {
 	waiter	   *w = calloc(1, sizeof *w);
 	struct timespec ts;
@@ -63,6 +77,7 @@ waiter_new(const char *listen, int interval_ms)
 	if (w == NULL)
 		return NULL;
 	w->listen = listen;
+	w->pulls = pulls;
 	w->interval = interval_ms;
 	w->current = interval_ms < POLL_FLOOR_MS ? interval_ms : POLL_FLOOR_MS;
 	w->listen_backoff = LISTEN_RETRY_FIRST_MS;
@@ -133,7 +148,66 @@ listen_up(waiter *w)
 		return false;
 	}
 	w->listen_backoff = LISTEN_RETRY_FIRST_MS;
+	w->same = 0;
 	return true;
+}
+
+/* waiter_lost: the listening connection broke: polling until it is connected again */
+void
+waiter_lost(waiter *w, const char *why)
+{
+	report_error("the connection for notifications is lost (polling meanwhile)", why, w->listen_backoff);
+	server_close(w->listener);
+	w->listener = NULL;
+	w->listen_retry_at = mono_ms() + w->listen_backoff;
+}
+
+/*
+ * waiter_puller: the listening connection, when the next pull to the
+ * primary may go on it; NULL when it goes on `primary`.  Asks once per
+ * connection whether it is primary's database.
+ */
+server *
+waiter_puller(waiter *w, server *primary)
+{
+	char		err[AGENT_ERROR_MAX];
+	bool		same;
+
+	if (!w->pulls || w->listener == NULL || w->same < 0 || primary == NULL)
+		return NULL;
+	if (w->same == 0)
+	{
+		if (server_same(w->listener, primary, &same, err) != STEP_OK)
+		{
+			/* asked again at the next pull; a connection that broke is connected again */
+			if (server_broken(w->listener))
+				waiter_lost(w, err);
+			return NULL;
+		}
+		w->same = same ? 1 : -1;
+		if (!same)
+		{
+			report_error("the connection for notifications only listens: a notification sent on"
+						 " --server's did not reach it, so it is not the same database",
+						 "pulls go on --server's connection", 0);
+			return NULL;
+		}
+	}
+	return w->listener;
+}
+
+bool
+waiter_listens_on(const waiter *w, const server *s)
+{
+	return s != NULL && w->listener == s;
+}
+
+/* waiter_pulls_refused: the listening connection may not pull: for the life of the agent */
+void
+waiter_pulls_refused(waiter *w, const char *why)
+{
+	report_error("the connection for notifications may not pull (pulls go on --server's connection)", why, 0);
+	w->pulls = false;
 }
 
 /*
@@ -154,14 +228,16 @@ waiter_wait(waiter *w, server *pooled, const char *replica_id, replica *r,
 		return WAKE_TIMEOUT;
 	ms = waiter_next_ms(w);
 	if (w->listener == NULL)
+	{
+		/* polling: no longer than until the listener is tried again */
+		if (w->listen != NULL && w->listen_retry_at - mono_ms() < ms)
+			ms = w->listen_retry_at - mono_ms() > 0 ? (int) (w->listen_retry_at - mono_ms()) : 0;
 		return server_wait(pooled, replica_id, ms, r, stop, err);
+	}
 	why = server_wait(w->listener, replica_id, ms, r, stop, err);
 	if (why == WAKE_LOST)
 	{
-		report_error("the connection for notifications is lost (polling meanwhile)", err, w->listen_backoff);
-		server_close(w->listener);
-		w->listener = NULL;
-		w->listen_retry_at = mono_ms() + w->listen_backoff;
+		waiter_lost(w, err);
 		return WAKE_TIMEOUT;
 	}
 	return why;

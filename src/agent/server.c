@@ -12,7 +12,10 @@
  * no LISTEN.  Only a connection opened for notifications (--listen, a
  * direct one: poll.c) listens on the channel magic_sync: the relay notifies
  * it, at the commit of a pass, with the uuids of the replicas it wrote to
- * (comma-separated).  Errors are sorted by SQLSTATE, as the server sorts
+ * (comma-separated).  It pulls too, once it proved to be the same database
+ * as --server's (server_same): each pull is one statement, in a transaction
+ * of its own, so its session is never left in a transaction, where it
+ * would hold back the notifications.  Errors are sorted by SQLSTATE, as the server sorts
  * them (sync.is_transient): classes 08, 40, 53, 57 and 55P03, and a broken
  * connection, are the infrastructure's; 28000 and 28P01 (authentication),
  * 3D000 (no such database), 42501 (not this replica's role) and 42704 (no
@@ -30,7 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #define UUIDOID 2950
 #define BYTEAOID 17
@@ -46,6 +51,8 @@ struct server
 	bool		ahead;			/* a pull sent ahead is on its way (server_pull_ahead) */
 	bool		no_claims;		/* the server's sync.pull takes no claim (an earlier version's) */
 };
+
+static int64_t now_ms(void);
 
 /* trim: libpq's messages on one line: runs of white space as one space */
 static void
@@ -266,6 +273,83 @@ server_listen(server *s, char err[AGENT_ERROR_MAX])
 
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		st = result_status(s, res, "LISTEN magic_sync", err);
+	PQclear(res);
+	return st;
+}
+
+/* server_broken: whether the connection broke (its next statement cannot run) */
+bool
+server_broken(const server *s)
+{
+	return s == NULL || PQstatus(s->conn) == CONNECTION_BAD;
+}
+
+/*
+ * server_same: whether a notification sent on `other` reaches `listener`,
+ * that is whether both are sessions of one database of one server (--server
+ * may go through a pool, --listen straight: their connection strings cannot
+ * tell).  On a channel of its own, named at random, so that no other agent
+ * hears it; up to SAME_WAIT_MS.  Other notifications that arrive meanwhile
+ * are let go of: the caller pulls next, and the pull finds what they told.
+ */
+#define SAME_WAIT_MS 2000
+
+agent_status
+server_same(server *listener, server *other, bool *same, char err[AGENT_ERROR_MAX])
+{
+	uint8_t		nonce[8];
+	char		channel[64];
+	char		sql[96];
+	const char *values[1] = {channel};
+	PGresult   *res;
+	agent_status st = STEP_OK;
+	int64_t		deadline;
+
+	*same = false;
+	if (getrandom(nonce, sizeof nonce, 0) != (ssize_t) sizeof nonce)
+	{
+		int64_t		t = now_ms() ^ ((int64_t) getpid() << 32);
+
+		memcpy(nonce, &t, sizeof nonce);
+	}
+	snprintf(channel, sizeof channel, "magic_sync_same_");
+	for (int i = 0; i < 8; i++)
+		snprintf(channel + strlen(channel), 3, "%02x", nonce[i]);
+	/* LISTEN takes no parameter: the channel is the agent's own, hexadecimal digits */
+	snprintf(sql, sizeof sql, "LISTEN %s", channel);
+	res = PQexec(listener->conn, sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		st = result_status(listener, res, "LISTEN on --listen's connection", err);
+	PQclear(res);
+	if (st != STEP_OK)
+		return st;
+	res = PQexecParams(other->conn, "SELECT pg_catalog.pg_notify($1, '')", 1, NULL, values, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		st = result_status(other, res, "pg_notify on --server's connection", err);
+	PQclear(res);
+	deadline = now_ms() + SAME_WAIT_MS;
+	while (st == STEP_OK && !*same && now_ms() < deadline)
+	{
+		struct pollfd pfd;
+		PGnotify   *note;
+
+		pfd.fd = PQsocket(listener->conn);
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		if (pfd.fd < 0 || (poll(&pfd, 1, 50) > 0 && !PQconsumeInput(listener->conn)))
+			st = result_status(listener, NULL, "--listen's connection", err);
+		while ((note = PQnotifies(listener->conn)) != NULL)
+		{
+			*same = *same || strcmp(note->relname, channel) == 0;
+			PQfreemem(note);
+		}
+	}
+	if (st != STEP_OK)
+		return st;
+	snprintf(sql, sizeof sql, "UNLISTEN %s", channel);
+	res = PQexec(listener->conn, sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		st = result_status(listener, res, "UNLISTEN on --listen's connection", err);
 	PQclear(res);
 	return st;
 }
