@@ -302,7 +302,7 @@ stores = {name: Store(name, uuid, region, tmp, rng) for name, (uuid, region) in 
 args = {
     # the one that wants sub-second latency listens on a direct connection
     "oslo": ["--server", through_bouncer("oslo"), "--pull", direct("oslo", standby_port),
-             "--listen", direct("oslo"), "--interval", "2000"],
+             "--listen", direct("oslo") + " application_name=oslo_listen", "--interval", "2000"],
     "lisbon": ["--server", through_bouncer("lisbon"), "--pull", direct("lisbon", standby_port),
                "--interval", "2000"],
     # two to pull from: the standby, then the primary's own port
@@ -387,8 +387,11 @@ check("the agents fell back from the stopped standby",
       True)
 check("no store stopped at a gap or an older generation",
       [e["stopped"] for ev in events.values() for e in ev if e["event"] == "round" and e["stopped"]], [])
+# its listening session's last statement is LISTEN, or a pull once the standby stopped
+# (the primary's pulls go on it: src/agent/poll.c)
 check("only oslo listens, on its direct connection",
-      ho.one("SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN magic_sync'"), 1)
+      ho.rows("SELECT a.usename, s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s ON s.pid = a.pid"
+              " WHERE a.query = 'LISTEN magic_sync' OR a.application_name = 'oslo_listen'"), [("store_oslo", True)])
 
 # an agent through pgbouncer with no --listen receives a change by polling: of a product
 # both polling stores hold (the walk decides which: one of the other region is held only

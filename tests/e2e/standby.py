@@ -11,7 +11,10 @@ from the primary, up to 10 minutes later, and no one would notice.
   - the agent, pulling from it (--pull), takes the refusal as a standby's
     failure and pulls from the primary: the change reaches the replica in
     seconds, and the agent said why;
-  - the standby's replay resumed, it serves pulls again.
+  - the standby's replay resumed, it serves pulls again;
+  - the agent listens too (--listen): while the standby serves, no pull goes
+    on the listening connection; the pulls the standby refused go to the
+    primary on it.
 
 Run by tests/e2e/run (inside pg_virtualenv)."""
 import json
@@ -144,7 +147,13 @@ primary = f"host=localhost port={PORT} dbname={DB} user=store_a password={PASSWO
 at_standby = f"host=localhost port={standby_port} dbname={DB} user=store_a password={PASSWORD}"
 with open(log, "w") as out:
     agent = subprocess.Popen([AGENT, "--server", primary, "--pull", at_standby, "--replica", STORE,
+                              "--listen", primary + " application_name=standby_listen",
                               "--db", db, "--json", "--interval", "500"], stdout=out, stderr=subprocess.STDOUT)
+
+
+def listening():
+    """the last statement of the agent's listening session on the primary"""
+    return srv.one("SELECT query FROM pg_stat_activity WHERE application_name = 'standby_listen'")
 
 
 def name_of(key):
@@ -173,6 +182,11 @@ relay()
 check("a change reaches it through the standby", wait_for(60, lambda: name_of(2) == "through the standby"), True)
 check("no standby's pull failed while it kept up",
       [e for e in events() if e.get("event") == "error" and "standby" in e.get("what", "")], [])
+check("the agent listens on the primary", wait_for(30, lambda: listening() is not None), True)
+srv.exec("UPDATE items SET name = 'standby first' WHERE id = 2")
+relay()
+check("a change after it listens reaches it", wait_for(60, lambda: name_of(2) == "standby first"), True)
+check("through the standby: its listening session only listened", listening(), "LISTEN magic_sync")
 
 # ---- replay stuck: paused, while the primary writes ----------------------------------
 standby_one("SELECT pg_wal_replay_pause() IS NULL")
@@ -190,6 +204,7 @@ print(f"the change reached the store {time.time() - began:.1f}s after the standb
 failed = [e for e in events() if e.get("event") == "error" and "standby" in e.get("what", "")]
 check("the agent says the standby's pull failed", len(failed) > 0, True)
 check("and why: its replay is behind", any("replay has stayed behind" in json.dumps(e) for e in failed), True)
+check("the primary's pulls went on the listening session", "sync.pull(" in (listening() or ""), True)
 
 time.sleep(1.2)
 rows, err = store_pull_on_standby()
