@@ -7,7 +7,9 @@ default settings and the real agent (--listen) on a SQLite file.  WRITES one-row
 UPDATEs, each alone (200 ms apart); each one's time runs from before the UPDATE until
 the file shows the new value (read every half millisecond).  With `perf trace`
 watching the writing backend, the relay worker, the WAL writer, the agent and its
-two sessions, each write's time is cut at the system calls that end a hop:
+two sessions (the listening one pulls too: the agent's pulls to the primary go on
+it; MS_HOPS_LISTEN_ONLY=1 keeps them on the other, --listen-only), each write's time
+is cut at the system calls that end a hop:
 
   commit   the UPDATE received .. the writer's commit flushed (its kill(SIGURG)
            setting the worker's latch)
@@ -126,7 +128,8 @@ def setup(path):
                               "--server", f"dbname={DB}",
                               # named, so that roles() knows its backend once it pulls too
                               "--listen", f"dbname={DB} application_name='magic_sync_agent listen'",
-                              "--replica", replica, "--db", path, "--quiet"])
+                              "--replica", replica, "--db", path, "--quiet"]
+                             + (["--listen-only"] if os.environ.get("MS_HOPS_LISTEN_ONLY") else []))
     wait("the replica's snapshot",
          lambda: val(cur, "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)"
                           " AND NOT EXISTS (SELECT FROM sync.replicas WHERE provision OR acked_number < last_number)"),
