@@ -133,6 +133,12 @@ def write(key, v, replicas):
     return all(wait_for(30, lambda r=r: value(r, key) == v and acked(r)) for r in replicas)
 
 
+# ---- --listen-only alone is a usage error ------------------------------------------
+bad = subprocess.run([AGENT, "--server", f"dbname={DB}", "--replica", R1, "--db", file_of(R1), "--listen-only"],
+                     capture_output=True, text=True)
+check("--listen-only without --listen: exit 64, saying why", (bad.returncode, "needs --listen" in bad.stderr),
+      (64, True))
+
 # ---- pulls on the listening connection; --listen-only keeps them off it -------------
 a1 = start(R1, "a1", "--listen", f"dbname={DB} application_name=a1_listen")
 a3 = start(R3, "a3", "--listen", f"dbname={DB} application_name=a3_listen", "--listen-only")
