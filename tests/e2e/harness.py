@@ -7,10 +7,12 @@ Debian's /usr/bin/python3, which can load SQLite extensions.
     r.sync()                                   # pull, apply, upload, file, pull again
     check("name", got, expected)               # counts passes and failures
 """
+import json
 import os
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid as uuidlib
 
 import psycopg2
@@ -35,6 +37,31 @@ def check(name, got, expected):
 def finish():
     print(f"{passed} passed, {failed} failed", flush=True)
     sys.exit(1 if failed else 0)
+
+
+def json_lines(path):
+    """the JSON objects of a file of lines (an agent's --json output), other lines skipped"""
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def wait_until(seconds, test, errors=(sqlite3.Error, OSError)):
+    """whether test() came true within seconds (a test that raises one of errors: not yet)"""
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            if test():
+                return True
+        except errors:
+            pass
+        time.sleep(0.05)
+    return False
 
 
 def psql(db, sql):

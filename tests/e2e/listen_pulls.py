@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import TOP, Server, check, finish
+from harness import TOP, Server, check, finish, json_lines, wait_until
 
 DB = "listen_pulls"
 AGENT = os.path.join(TOP, "magic_sync_agent")
@@ -76,26 +76,7 @@ def start(r, name, *more):
 
 
 def events(name):
-    out = []
-    with open(os.path.join(tmp, f"{name}.log")) as f:
-        for line in f:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
-
-
-def wait_for(seconds, test):
-    end = time.time() + seconds
-    while time.time() < end:
-        try:
-            if test():
-                return True
-        except (sqlite3.Error, OSError):
-            pass
-        time.sleep(0.05)
-    return False
+    return json_lines(os.path.join(tmp, f"{name}.log"))
 
 
 def value(r, key):
@@ -130,7 +111,7 @@ def write(key, v, replicas):
     """a write, and each replica's file showing it, acknowledged (no relay pass by hand: the
     worker's NOTIFY is what wakes the agents)"""
     srv.exec("UPDATE items SET v = %s WHERE id = %s", (v, key))
-    return all(wait_for(30, lambda r=r: value(r, key) == v and acked(r)) for r in replicas)
+    return all(wait_until(30, lambda r=r: value(r, key) == v and acked(r)) for r in replicas)
 
 
 # ---- --listen-only alone is a usage error ------------------------------------------
@@ -142,8 +123,8 @@ check("--listen-only without --listen: exit 64, saying why", (bad.returncode, "n
 # ---- pulls on the listening connection; --listen-only keeps them off it -------------
 a1 = start(R1, "a1", "--listen", f"dbname={DB} application_name=a1_listen")
 a3 = start(R3, "a3", "--listen", f"dbname={DB} application_name=a3_listen", "--listen-only")
-check("the snapshots apply", wait_for(60, lambda: value(R1, ROWS) and value(R3, ROWS)), True)
-check("the agents listen", wait_for(30, lambda: session("a1_listen")[0] and session("a3_listen")[0]), True)
+check("the snapshots apply", wait_until(60, lambda: value(R1, ROWS) and value(R3, ROWS)), True)
+check("the agents listen", wait_until(30, lambda: session("a1_listen")[0] and session("a3_listen")[0]), True)
 for i in range(5):
     check(f"write {i} reaches both files, woken by the notification", write(1, f"w{i}", [R1, R3]), True)
     time.sleep(0.3)     # the round's end
@@ -162,8 +143,8 @@ check("the --listen-only agent stops cleanly", a3.wait(timeout=30), 0)
 # ---- a listening role that may not pull --------------------------------------------
 a2 = start(R2, "a2", "--listen",
            f"host=localhost port={PORT} dbname={DB} user=watcher password=pw-watcher application_name=a2_listen")
-check("its snapshot applies", wait_for(60, lambda: value(R2, ROWS)), True)
-check("it listens", wait_for(30, lambda: session("a2_listen")[0]), True)
+check("its snapshot applies", wait_until(60, lambda: value(R2, ROWS)), True)
+check("it listens", wait_until(30, lambda: session("a2_listen")[0]), True)
 for i in range(4):
     check(f"refused: write {i} reaches the file", write(2, f"r{i}", [R1, R2]), True)
 check("refused: the file is exact", exact(R2), True)
@@ -180,7 +161,7 @@ check("its listening session is terminated", srv.one("SELECT pg_terminate_backen
 time.sleep(0.5)
 for i in range(3):
     check(f"killed: write {i} still reaches the file", write(3, f"k{i}", [R1]), True)
-check("it connected its listening session again", wait_for(30, lambda: session("a1_listen")[0]
+check("it connected its listening session again", wait_until(30, lambda: session("a1_listen")[0]
                                                          not in (None, old)), True)
 check("a write after reaches the file", write(3, "after", [R1]), True)
 time.sleep(0.3)
@@ -192,7 +173,7 @@ a1.terminate()
 check("the agent stops cleanly", a1.wait(timeout=30), 0)
 # one message a pull
 a1 = start(R1, "a1b", "--listen", f"dbname={DB} application_name=a1_listen", "--pull-bytes", "1024")
-check("started again, it listens", wait_for(30, lambda: session("a1_listen")[0]), True)
+check("started again, it listens", wait_until(30, lambda: session("a1_listen")[0]), True)
 check("a write reaches the file", write(5, "before", [R1]), True)
 snap = srv.one("SELECT snapshot_number FROM sync.replicas WHERE id = %s", (R1,))
 db = sqlite3.connect(file_of(R1), timeout=10)
@@ -202,7 +183,7 @@ check("the device asks to be provisioned again", db.execute("SELECT sync_resync(
 db.commit()
 db.close()
 # the agent sees its file written, files the gap; the relay's snapshot wakes it
-check("the server provisions it again", wait_for(60, lambda: srv.one(
+check("the server provisions it again", wait_until(60, lambda: srv.one(
     "SELECT snapshot_number > %s FROM sync.replicas WHERE id = %s", (snap, R1))), True)
 a1.send_signal(signal.SIGSTOP)
 killed = srv.one("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'a1_listen'")
@@ -212,10 +193,10 @@ print(f"the snapshot: {numbers} messages", flush=True)
 a1.send_signal(signal.SIGCONT)
 check("of many messages", numbers > 100, True)
 check("killed in the middle of the snapshot", killed and mid, True)
-check("the snapshot ends, acknowledged", wait_for(120, lambda: acked(R1) and srv.one(
+check("the snapshot ends, acknowledged", wait_until(120, lambda: acked(R1) and srv.one(
     "SELECT NOT provision FROM sync.replicas WHERE id = %s", (R1,))), True)
 check("the loss is said", any(e.get("event") == "error" and "lost" in e.get("what", "") for e in events("a1b")), True)
-check("the file is exact", wait_for(30, lambda: exact(R1)), True)
+check("the file is exact", wait_until(30, lambda: exact(R1)), True)
 check("the agent still runs", a1.poll(), None)
 check("a write after reaches the file", write(4, "end", [R1]), True)
 for name, agent in (("a1", a1), ("a2", a2)):

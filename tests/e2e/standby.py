@@ -29,7 +29,7 @@ import time
 import psycopg2
 import psycopg2.errors
 
-from harness import Server, check, finish, TOP
+from harness import Server, check, finish, json_lines, wait_until, TOP
 
 DB = "standby_e2e"
 STORE = "5b5b5b5b-0000-4000-8000-000000000001"
@@ -57,15 +57,7 @@ def free_port():
 
 
 def wait_for(seconds, test):
-    end = time.time() + seconds
-    while time.time() < end:
-        try:
-            if test():
-                return True
-        except Exception:
-            pass
-        time.sleep(0.1)
-    return False
+    return wait_until(seconds, test, Exception)
 
 
 # ---- the primary: a table broadcast to one store, whose role is its own ----------
@@ -166,14 +158,7 @@ def name_of(key):
 
 
 def events():
-    out = []
-    with open(log) as f:
-        for line in f:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
+    return json_lines(log)
 
 
 check("the store takes its snapshot", wait_for(60, lambda: name_of(1) == "first"), True)
