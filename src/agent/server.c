@@ -15,14 +15,17 @@
  * (comma-separated).  It pulls too, once it proved to be the same database
  * as --server's (server_same): each pull is one statement, in a transaction
  * of its own, so its session is never left in a transaction, where it
- * would hold back the notifications.  Errors are sorted by SQLSTATE, as the server sorts
- * them (sync.is_transient): classes 08, 40, 53, 57 and 55P03, and a broken
+ * would hold back the notifications.
+ *
+ * Errors are sorted by SQLSTATE, as the server sorts them
+ * (sync.is_transient): classes 08, 40, 53, 57 and 55P03, and a broken
  * connection, are the infrastructure's; 28000 and 28P01 (authentication),
  * 3D000 (no such database), 42501 (not this replica's role) and 42704 (no
  * such replica) are refusals; 3F000 (no schema sync) is a database where
  * magic_sync is not created yet, which the agent waits for; anything else
- * is a failure of the data or the code.  A connection refused is sorted by the SQLSTATE the server sent,
- * never by its words (they may be in any language).
+ * is a failure of the data or the code.  A connection refused is sorted by
+ * the SQLSTATE the server sent, never by its words (they may be in any
+ * language).
  *-------------------------------------------------------------------------
  */
 #include "agent.h"
