@@ -223,6 +223,8 @@ waiter_wait(waiter *w, server *pooled, const char *replica_id, replica *r,
 	int			ms;
 	wake_reason why;
 
+	/* the wait reads notifications only: a pull sent ahead on it is let go of (pass() does already) */
+	server_pull_drop(w->listener);
 	/* a listener that came up missed what came before it: a round first */
 	if (listen_up(w))
 		return WAKE_TIMEOUT;
