@@ -591,6 +591,8 @@ main(int argc, char **argv)
 			report_connected();
 			/* back from a break: the primary checks the claim, and gives what waited long */
 			pulls_primary_next(a.from);
+			/* listening before the round, not after it: a snapshot's pass commits meanwhile */
+			waiter_listen(a.wait);
 		}
 
 		/* --once: what the server had committed when the agent started is what it waits for */
