@@ -35,6 +35,10 @@ A/B); MS_FIRSTSYNC_SQL="statement; ..." runs statements once set up (an A/B of t
 catalog); MS_FIRSTSYNC_PERF=file records the worker's provisioning pass with perf;
 MS_FIRSTSYNC_AGENT_PERF=file runs the agent under perf record (its CPU figure is
 then perf's);
+MS_FIRSTSYNC_PULL_PERF=file records the split round's pulls' backend so;
+MS_FIRSTSYNC_STRACE=file strace's the worker's pass likewise (MS_FIRSTSYNC_STRACE_HOW="-tt": each
+call, not the table);
+MS_FIRSTSYNC_AGENT_WRAP="strace -tt -o file" runs the agent under such a tool;
 MS_FIRSTSYNC_DUMP=dir keeps the messages pulled, one file each (build/bench_apply_dump
 applies them alone, as the agent does: bench/apply_dump.c).
 
@@ -121,16 +125,18 @@ def state_of(pid):
 
 
 class States(threading.Thread):
-    """how often a process was found in each state, sampled every 20 ms"""
+    """how often a process was found in each state, sampled every 20 ms; each sample kept with
+    its time, for the same counts over a stretch of the round (between())"""
 
     def __init__(self, pid):
         super().__init__(daemon=True)
-        self.pid, self.done, self.seen = pid, False, {}
+        self.pid, self.done, self.seen, self.samples = pid, False, {}, []
 
     def run(self):
         while not self.done:
             st = state_of(self.pid)
             self.seen[st] = self.seen.get(st, 0) + 1
+            self.samples.append((time.monotonic(), st))
             time.sleep(0.02)
 
     def stop(self):
@@ -139,15 +145,48 @@ class States(threading.Thread):
         n = sum(self.seen.values()) or 1
         return " ".join(f"{k} {100 * v / n:.0f}%" for k, v in sorted(self.seen.items()))
 
+    def between(self, t0, t1):
+        """the states sampled from t0 to t1, as counts of 20 ms"""
+        seen = {}
+        for t, st in self.samples:
+            if t0 <= t < t1:
+                seen[st] = seen.get(st, 0) + 1
+        return seen
+
+
+def shares(seen):
+    n = sum(seen.values()) or 1
+    return " ".join(f"{k} {100 * v / n:.0f}%" for k, v in sorted(seen.items(), key=lambda kv: -kv[1]))
+
+
+class Snapshot(threading.Thread):
+    """the agent's --json lines as they come: when its snapshot began (its first message
+    applied: the Begin, placed first in the chain) and when it ended"""
+
+    def __init__(self, out):
+        super().__init__(daemon=True)
+        self.out, self.begun, self.ended = out, None, None
+
+    def run(self):
+        for line in self.out:
+            now = time.monotonic()
+            if '"event":"snapshot"' not in line.replace(" ", ""):
+                continue
+            if self.begun is None:
+                self.begun = now
+            if '"done":true' in line.replace(" ", ""):
+                self.ended = now
+
 
 class Waits(threading.Thread):
     """what the relay worker and the agent's backends were doing, sampled every 20 ms
     (pg_stat_activity): running, idle (waiting on the agent), or the wait event they
-    waited on (a lock, the WAL, I/O)"""
+    waited on (a lock, the WAL, I/O); each sample kept with its time (between())"""
 
     def __init__(self):
         super().__init__(daemon=True)
         self.done, self.seen, self.last, self.t0 = False, {}, {}, time.monotonic()
+        self.samples = []
 
     def run(self):
         c = connect()
@@ -159,12 +198,22 @@ class Waits(threading.Thread):
                         " ELSE wait_event_type || '/' || wait_event END"
                         "  FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'"
                         "    OR application_name = 'magic_sync_agent'")
+            now = time.monotonic()
             for who, what in cur.fetchall():
+                self.samples.append((now, who, what.split(" (")[0]))
                 d = self.seen.setdefault(who, {})
                 d[what] = d.get(what, 0) + 1
                 self.last[(who, what)] = time.monotonic() - self.t0
             time.sleep(0.02)
         c.close()
+
+    def between(self, who, t0, t1):
+        """what `who` was found doing from t0 to t1, as counts of 20 ms"""
+        seen = {}
+        for t, w, what in self.samples:
+            if w == who and t0 <= t < t1:
+                seen[what] = seen.get(what, 0) + 1
+        return seen
 
     def stop(self):
         self.done = True
@@ -358,8 +407,14 @@ def ms_round(cur, cpu, tmp):
     # MS_FIRSTSYNC_AGENT_PERF=file: the agent recorded with perf (perf report -i file)
     wrap = ["perf", "record", "-F", "999", "-g", "-o", os.environ["MS_FIRSTSYNC_AGENT_PERF"], "--"] \
         if os.environ.get("MS_FIRSTSYNC_AGENT_PERF") else []
+    # MS_FIRSTSYNC_AGENT_WRAP="strace -tt -o file": the agent run under another such tool
+    wrap = wrap or os.environ.get("MS_FIRSTSYNC_AGENT_WRAP", "").split()
+    # --json: its snapshot's first message applied, and its last, timed as they are told
     agent = subprocess.Popen(wrap + [os.path.join(ROOT, "magic_sync_agent"), "--server", f"dbname={DB}",
-                                     "--listen", f"dbname={DB}", "--replica", rid, "--db", path, "--quiet"])
+                                     "--listen", f"dbname={DB}", "--replica", rid, "--db", path, "--json"],
+                             stdout=subprocess.PIPE, text=True)
+    told = Snapshot(agent.stdout)
+    told.start()
     states = States(agent.pid)
     states.start()
     waits = Waits()
@@ -377,14 +432,31 @@ def ms_round(cur, cpu, tmp):
             os.kill(pid, 15)    # the agent under perf: perf then writes its file and ends
         agent.terminate() if not wrap else None
         agent.wait()
+        told.join()
         committed.join()
         held.join()
     by["agent"] = agent_cpu
+    by["timeline"] = timeline(t0, committed.at, told, t1, states, waits)
     drop_replica(cur, rid)
     for f in (path, path + "-wal", path + "-shm"):
         if os.path.exists(f):
             os.remove(f)
     return t1 - t0, (committed.at - t0) if committed.at else None, held.at - t0, by
+
+
+def timeline(t0, committed, told, t1, states, waits):
+    """where a round's wall clock went after the pass's commit: until the agent applied its
+    first message (the Begin), then while it applied the snapshot (its states: R running,
+    S waiting, on the server's answer mostly; its backends': ClientWrite, a batch pulled
+    ahead waiting for the agent, idle, the agent has asked nothing)"""
+    if committed is None or told.begun is None:
+        return "no timeline (the pass's commit or the snapshot's first message not seen)"
+    ended = told.ended or t1
+    return (f"commit {committed - t0:.2f} s, first message applied {told.begun - t0:.2f} s,"
+            f" last {ended - t0:.2f} s, file holds every row {t1 - t0:.2f} s;"
+            f" while it applied: the agent {shares(states.between(told.begun, ended))},"
+            f" its backends {shares(waits.between('agent backends', told.begun, ended))};"
+            f" before: the agent {shares(states.between(committed, told.begun))}")
 
 
 def split_round(cur, cpu, tmp):
@@ -400,6 +472,11 @@ def split_round(cur, cpu, tmp):
         # a profile of the worker's pass (perf record), for perf report -i $MS_FIRSTSYNC_PERF
         perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-o", os.environ["MS_FIRSTSYNC_PERF"],
                                  "-p", str(worker)], stderr=subprocess.DEVNULL)
+        time.sleep(1)
+    elif os.environ.get("MS_FIRSTSYNC_STRACE"):
+        # the worker's system calls in its pass and after (strace -c's table, or -tt's lines: "-tt")
+        perf = subprocess.Popen(["strace", "-f", os.environ.get("MS_FIRSTSYNC_STRACE_HOW", "-c"),
+                                 "-o", os.environ["MS_FIRSTSYNC_STRACE"], "-p", str(worker)], stderr=subprocess.DEVNULL)
         time.sleep(1)
     cpu.start()
     w0 = cpu_of(worker)
@@ -419,19 +496,32 @@ def split_round(cur, cpu, tmp):
     cur.execute("SELECT count(*), sum(bytes) FROM sync.outbox WHERE replica = %s", (rid,))
     messages, size = cur.fetchone()
 
-    # the pulls, in this backend, as the agent's
+    # the pulls, in this backend, as the agent's (their statements apart from the pass's)
+    cur.execute("SELECT pg_stat_statements_reset()")
     pid = one(cur, "SELECT pg_backend_pid()")
+    pull_perf = None
+    if os.environ.get("MS_FIRSTSYNC_PULL_PERF"):
+        # a profile of the pulls' backend (perf record), for perf report -i $MS_FIRSTSYNC_PULL_PERF
+        pull_perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-o", os.environ["MS_FIRSTSYNC_PULL_PERF"],
+                                      "-p", str(pid)], stderr=subprocess.DEVNULL)
+        time.sleep(1)
     c0, t = cpu_of(pid), time.monotonic()
-    after, pulled = 0, []
+    after, pulled, each = 0, [], []
     while True:
+        p0 = time.monotonic()
         cur.execute("SELECT number, message FROM sync.pull(%s, %s, %s)", (rid, after, PULL_BYTES))
         rows = [(n, bytes(m)) for n, m in cur.fetchall() if n is not None]
+        each.append(time.monotonic() - p0)
         if not rows:
             break
         pulled.extend(rows)
         after = rows[-1][0]
     pull = time.monotonic() - t
     pull_cpu = cpu_of(pid) - c0
+    if pull_perf is not None:
+        pull_perf.send_signal(2)
+        pull_perf.wait()
+    pull_stmts = statements(cur, 5)
     if os.environ.get("MS_FIRSTSYNC_DUMP"):
         # the messages, for a look at their apply without a cluster (perf, callgrind)
         d = os.environ["MS_FIRSTSYNC_DUMP"]
@@ -466,7 +556,8 @@ def split_round(cur, cpu, tmp):
     apply_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     return {"relay": relay, "relay_held": relay_held, "pass_cpu": committed.cpu - w0,
             "held_cpu": held.cpu - committed.cpu, "relay_cpu": by.get("relay worker", 0.0), "pull": pull, "pull_cpu": pull_cpu,
-            "apply": apply, "apply_cpu": apply_cpu, "messages": messages, "bytes": size, "statements": stmts}
+            "apply": apply, "apply_cpu": apply_cpu,
+            "pulls": len(each) - 1, "first_pull": each[0], "other_pulls": statistics.mean(each[1:-1] or [0.0]), "messages": messages, "bytes": size, "statements": stmts, "pull_statements": pull_stmts}
 
 
 def floor_round(cur, cpu):
@@ -519,11 +610,13 @@ def main():
                 ms.append(total)
                 states = by.pop("agent states")
                 waits = by.pop("waits")
+                line = by.pop("timeline")
                 print(f"  round {r + 1} magic_sync  {total:6.2f} s  (pass committed at {committed or 0:5.2f} s,"
                       f" held rows at {held:5.2f} s)"
                       f"  CPU s: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(by.items()))
                       + f"; the agent: {states}  load {load()}")
                 print(f"    sampled (pg_stat_activity): {waits}")
+                print(f"    timeline: {line}")
             else:
                 total, by = floor_round(cur, cpu)
                 floors.append(total)
@@ -534,7 +627,9 @@ def main():
         splits.append(s)
         print(f"  round {r + 1} split: relay pass {s['relay']:5.2f} s, held rows at {s['relay_held']:5.2f} s"
               f" (worker CPU {s['pass_cpu']:.2f} + {s['held_cpu']:.2f}),"
-              f" pull {s['pull']:5.2f} s (backend CPU {s['pull_cpu']:.2f}),"
+              f" pull {s['pull']:5.2f} s (backend CPU {s['pull_cpu']:.2f}; {s['pulls']} pulls of"
+              f" {PULL_BYTES >> 20} MB, the first {1000 * s['first_pull']:.0f} ms, the others"
+              f" {1000 * s['other_pulls']:.0f} ms each),"
               f" apply {s['apply']:5.2f} s (CPU {s['apply_cpu']:.2f});"
               f" {s['messages']} messages, {s['bytes'] / 1e6:.1f} MB  load {load()}")
         # where the CPU went, step by step: the pass (the worker's CPU until it committed; its
@@ -552,6 +647,9 @@ def main():
               f" {total / floor_cpu if floor_cpu else 0:.2f} x the floor's {floor_cpu:.2f} (its server's CPU)")
     print("  the provisioning pass's statements (last split round, pg_stat_statements):")
     for ms_, calls, rows, q in splits[-1]["statements"]:
+        print(f"    {ms_ / 1000:6.2f} s  {calls:6} calls  {rows:8} rows  {q}")
+    print("  the pulls' statements (last split round, pg_stat_statements):")
+    for ms_, calls, rows, q in splits[-1]["pull_statements"]:
         print(f"    {ms_ / 1000:6.2f} s  {calls:6} calls  {rows:8} rows  {q}")
     m, f = statistics.median(ms), statistics.median(floors)
     print(f"magic_sync median {m:.2f} s, floor (logical replication's COPY) median {f:.2f} s,"

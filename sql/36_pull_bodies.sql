@@ -46,6 +46,17 @@ SELECT count(*) AS returned FROM sync.pull('dddddddd-0000-0000-0000-000000000001
 SELECT pg_stat_force_next_flush();
 SELECT pg_stat_clear_snapshot();
 SELECT temp_files - :temp_before AS temp_files FROM pg_stat_database WHERE datname = current_database();
+-- all thirty, 3 MB, nothing written to disk either: a pull's batch is kept
+-- in memory up to its bound (the agent's 4 MB batches were written to a
+-- temporary file and read back at work_mem's 4 MB), the session's work_mem
+-- left as it was
+SELECT pg_stat_force_next_flush();
+SELECT temp_files AS temp_before FROM pg_stat_database WHERE datname = current_database() \gset
+SELECT count(*) AS returned FROM sync.pull('dddddddd-0000-0000-0000-000000000001', :provisioned_by, 4194304);
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT temp_files - :temp_before AS temp_files FROM pg_stat_database WHERE datname = current_database();
+SHOW work_mem;
 RESET work_mem;
 -- in order, each once, every one in the end
 SELECT count(*) AS all_of_them, count(DISTINCT number) AS each_once, bool_and(number > before) AS in_order

@@ -299,6 +299,8 @@ extern void waiter_round(waiter *w, bool moved);
 /* the next wait, drawn: between half the current interval and all of it */
 extern int	waiter_next_ms(waiter *w);
 extern bool waiter_listening(const waiter *w);
+/* --listen's connection up before a round, when it is due */
+extern void waiter_listen(waiter *w);
 /* the wait between rounds; pooled: the connection rounds use */
 extern wake_reason waiter_wait(waiter *w, server *pooled, const char *replica_id, replica *r,
 							   volatile const int *stop, char err[AGENT_ERROR_MAX]);

@@ -211,6 +211,20 @@ waiter_pulls_refused(waiter *w, const char *why)
 }
 
 /*
+ * waiter_listen: --listen's connection up now, when it is due, before a
+ * round rather than after it: a new replica's first round waits on its
+ * snapshot's pass (its filing waits for the pass's lock), and the pass's
+ * notification then wakes the wait after that round at once, where a
+ * listener connected only then took a connection's set-up first
+ * (bench/firstsync.py).  What came before it, the round reads.
+ */
+void
+waiter_listen(waiter *w)
+{
+	(void) listen_up(w);
+}
+
+/*
  * waiter_wait: waits for the relay to notify this replica (on --listen's
  * connection, when it is up), for a write to the file, for a stop, or for
  * the wait drawn to pass.  `pooled` is the connection rounds use: without a

@@ -343,6 +343,31 @@ inserted(void)
 }
 
 /*
+ * materialize: the result's tuplestore, kept in memory up to the bound
+ * asked (and a message past it), up to PULL_MEMORY_KB: at work_mem's
+ * 4 MB, the agent's 4 MB batches were written to a temporary file and
+ * read back, a third of a snapshot's pull (bench/firstsync.py)
+ */
+#define PULL_MEMORY_KB (64 * 1024)
+
+static void
+materialize(FunctionCallInfo fcinfo, int32 max_bytes)
+{
+	int			kept = work_mem;
+
+	work_mem = Max(work_mem, Min(max_bytes / 1024, PULL_MEMORY_KB) + 1024);
+	PG_TRY();
+	{
+		InitMaterializedSRF(fcinfo, 0);
+	}
+	PG_FINALLY();
+	{
+		work_mem = kept;
+	}
+	PG_END_TRY();
+}
+
+/*
  * ms_pull: sync.pull(replica uuid, after bigint, max_bytes int [, applied
  * bytea]) returns table(number bigint, message bytea).
  */
@@ -390,7 +415,7 @@ ms_pull(PG_FUNCTION_ARGS)
 				 errdetail("sync.pull returns at least 1024 bytes' worth of messages, and at least one message."),
 				 errhint("Pass a bound of 1024 bytes or more.")));
 
-	InitMaterializedSRF(fcinfo, 0);
+	materialize(fcinfo, max_bytes);
 	SPI_connect();
 	ms_replica_access(replica, "pull");
 	if (standby)
