@@ -10,8 +10,9 @@ Figures, over the writes:
   worker CPU ms a write     from /proc/<pid>/schedstat (time on a CPU, ns), so the
                             passes, their commits and flushes, the bounds'
                             transaction and housekeeping are all in it
-  passes a write            the pass's look at sync.replicas counted (one a pass,
-                            observe.c; its epoch is read by a probe, no statement)
+  passes a write            the pass's read of its notes counted (one a pass,
+                            batch.c; its look at sync.replicas and its epoch are
+                            read by probes, no statement)
   statements a write        pg_stat_statements, track = all: every statement the
                             worker ran, SPI's included
   statements planned        of those, how many were planned again (kept plans
@@ -131,7 +132,8 @@ def main():
                 " ORDER BY s.total_exec_time DESC", (DB,))
     rows = cur.fetchall()
     calls = sum(r[0] for r in rows)
-    passes = sum(r[0] for r in rows if r[4].startswith("SELECT count(*) FILTER (WHERE dropped OR"))
+    # the pass's read of its batch of notes, one a pass that reads notes (batch.c)
+    passes = sum(r[0] for r in rows if r[4].startswith("WITH r AS (INSERT INTO ms_notes_read"))
     plans = sum(r[1] for r in rows)
     print(f"{WRITES} one-row writes of {N} rows broadcast to one replica (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
     print(f"worker CPU {spent / WRITES:.2f} ms a write; {passes / WRITES:.2f} passes a write;"

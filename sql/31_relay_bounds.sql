@@ -187,6 +187,28 @@ SELECT notes > 0 AS notes_pruned, bodies > 0 AS bodies_pruned FROM sync.prune();
 SELECT count(*) AS notes_done_left FROM sync.notes WHERE done;
 SELECT count(*) AS bodies_unused_left FROM sync.bodies b WHERE NOT EXISTS (SELECT FROM sync.outbox o WHERE o.body = b.id);
 
+-- sync.prune keeps its plans for the session: PL/pgSQL (a SQL function's
+-- body is parsed and planned again at every call, 1.3 ms once a second in
+-- the worker).  Nine calls in one session, past the sixth, where a kept plan
+-- may turn generic: each prunes max of the done notes, oldest first, until
+-- none is left.
+SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = 'sync.prune(integer)'::regprocedure;
+INSERT INTO sync.notes (tab, key, done) SELECT t.id, 'p' || g, true FROM sync.tables t, generate_series(1, 16) g
+ WHERE t.relid = 'shop.products'::regclass;
+CREATE TEMP TABLE pruned (call int, notes bigint, oldest_left text);
+DO $$
+DECLARE
+	n bigint;
+BEGIN
+	FOR i IN 1..9 LOOP
+		SELECT notes INTO n FROM sync.prune(2);
+		INSERT INTO pruned SELECT i, n, (SELECT key FROM sync.notes WHERE done ORDER BY id LIMIT 1);
+	END LOOP;
+END
+$$;
+SELECT * FROM pruned ORDER BY call;
+DROP TABLE pruned;
+
 -- clean up for the tests that follow
 SELECT sync.unmirror(x) FROM unnest(ARRAY['shop.visits', 'shop.clubs', 'shop.towns', 'shop.replies', 'shop.reviews', 'shop.order_lines', 'shop.stock',
 	'shop.orders', 'shop.customers', 'shop.products']::regclass[]) x;

@@ -641,9 +641,10 @@ CREATE INDEX wish_list_decided ON sync.wish_list (decided) WHERE decided IS NOT 
 DROP FUNCTION sync.prune(integer);
 CREATE FUNCTION sync.prune(max integer DEFAULT 10000,
 	OUT notes bigint, OUT bodies bigint, OUT answers bigint, OUT wishes bigint)
-	LANGUAGE sql VOLATILE STRICT
+	LANGUAGE plpgsql VOLATILE STRICT
 	SET search_path = pg_catalog, pg_temp
 	AS $$
+BEGIN
 	-- the oldest done notes, by notes_done, deleted by their row's address
 	WITH n AS (
 		DELETE FROM sync.notes WHERE ctid = ANY (ARRAY(
@@ -672,6 +673,8 @@ CREATE FUNCTION sync.prune(max integer DEFAULT 10000,
 			 ORDER BY decided LIMIT max))
 		RETURNING 1)
 	SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM b), (SELECT count(*) FROM a), (SELECT count(*) FROM w)
+	  INTO notes, bodies, answers, wishes;
+END
 $$;
 COMMENT ON FUNCTION sync.prune(integer) IS
 	'Removes up to max each of: notes done (oldest first), bodies older than any a message carries, answers pulled over an hour ago, wishes decided longer ago than magic_sync.wishes_kept (oldest first)';

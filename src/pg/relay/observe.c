@@ -13,6 +13,10 @@
 #include "magic_sync.h"
 
 #include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/datum.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
 
 #include "evolve.h"
 #include "observe.h"
@@ -33,6 +37,144 @@
 	" WHEN seen_partition IS DISTINCT FROM partition THEN pg_catalog.format('its partition changed from %s to %s:" \
 	" provisioned again', coalesce(pg_catalog.quote_literal(seen_partition), 'none')," \
 	" coalesce(pg_catalog.quote_literal(partition), 'none')) " more " END"
+
+/*
+ * What the pass's one look at sync.replicas counts (ms_observe), in C: each
+ * replica's row read with no statement started, planned or counted
+ * (probe.h); sync.replicas holds a row a replica, few.  The conditions are
+ * the statement's (below), one for one; now() is the transaction's start.
+ */
+typedef struct replicas_look
+{
+	const bytea *schema_hash;	/* $1 of the statement */
+	bool		held_due;		/* the catalog has the column */
+	TimestampTz minute_ago;		/* now() - interval '1 minute' */
+	int64		to_forget;
+	int64		to_provision;
+	int64		to_evolve;
+	int64		all;
+	List	   *provisioning;	/* of pg_uuid_t * */
+	List	   *live;
+} replicas_look;
+
+static bool
+column_bool(HeapTuple row, TupleDesc desc, const char *name)
+{
+	bool		isnull;
+	Datum		d = ms_probe_column(row, desc, name, &isnull);
+
+	return !isnull && DatumGetBool(d);
+}
+
+/* a varlena column, its bytes at hand (a short header, or compressed, as stored) */
+static Datum
+column_bytes(HeapTuple row, TupleDesc desc, const char *name, bool *isnull)
+{
+	Datum		d = ms_probe_column(row, desc, name, isnull);
+
+	return *isnull ? (Datum) 0 : PointerGetDatum(PG_DETOAST_DATUM_PACKED(d));
+}
+
+/* whether two varlena columns are distinct, as IS DISTINCT FROM says of text and bytea (byte for byte) */
+static bool
+distinct_bytes(Datum a, bool a_null, Datum b, bool b_null)
+{
+	if (a_null || b_null)
+		return a_null != b_null;
+	return VARSIZE_ANY_EXHDR(DatumGetPointer(a)) != VARSIZE_ANY_EXHDR(DatumGetPointer(b)) ||
+		memcmp(VARDATA_ANY(DatumGetPointer(a)), VARDATA_ANY(DatumGetPointer(b)),
+			   VARSIZE_ANY_EXHDR(DatumGetPointer(a))) != 0;
+}
+
+static bool
+replica_row(HeapTuple row, TupleDesc desc, void *arg)
+{
+	replicas_look *l = arg;
+	bool		live = column_bool(row, desc, "live");
+	bool		dropped = column_bool(row, desc, "dropped");
+	bool		seen_live = column_bool(row, desc, "seen_live");
+	bool		provision = column_bool(row, desc, "provision");
+	bool		part_null,
+				seen_null,
+				hash_null,
+				failed_null,
+				isnull;
+	Datum		part = column_bytes(row, desc, "partition", &part_null);
+	Datum		seen = column_bytes(row, desc, "seen_partition", &seen_null);
+	Datum		hash = column_bytes(row, desc, "schema_hash", &hash_null);
+	Datum		failed = ms_probe_column(row, desc, "provision_failed_at", &failed_null);
+	Datum		id = ms_probe_column(row, desc, "id", &isnull);
+	bool		held_due = false;
+
+	if (l->held_due)
+	{
+		(void) ms_probe_column(row, desc, "held_due", &isnull);
+		held_due = !isnull;
+	}
+	l->all++;
+	/* dropped OR (NOT live AND seen_live) */
+	if (dropped || (!live && seen_live))
+		l->to_forget++;
+	/* live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition [OR held_due IS NOT NULL]) */
+	if (live && (!seen_live || distinct_bytes(seen, seen_null, part, part_null) || held_due))
+		l->to_provision++;
+	/* PROVISIONING AND NOT dropped */
+	if (live && provision && !dropped &&
+		(failed_null || DatumGetTimestampTz(failed) < l->minute_ago))
+		l->provisioning = lappend(l->provisioning, DatumGetUUIDP(datumCopy(id, false, UUID_LEN)));
+	/* MS_EVOLVE_DUE(""): live AND NOT provision AND schema_hash IS DISTINCT FROM $1 */
+	if (live && !provision &&
+		distinct_bytes(hash, hash_null, PointerGetDatum(l->schema_hash), l->schema_hash == NULL))
+		l->to_evolve++;
+	/* live AND NOT dropped AND NOT (provision AND coalesce(provision_failed_at >= now() - 1 minute, false)) */
+	if (live && !dropped && !(provision && !failed_null && DatumGetTimestampTz(failed) >= l->minute_ago))
+		l->live = lappend(l->live, DatumGetUUIDP(datumCopy(id, false, UUID_LEN)));
+	return true;
+}
+
+/* array_agg of the ids: NULL when there are none */
+static ArrayType *
+uuid_array(List *ids)
+{
+	Datum	   *d;
+	int			n = 0;
+	ListCell   *c;
+
+	if (ids == NIL)
+		return NULL;
+	d = palloc(sizeof(Datum) * list_length(ids));
+	foreach(c, ids)
+		d[n++] = UUIDPGetDatum(lfirst(c));
+	return construct_array(d, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR);
+}
+
+/*
+ * look_in_c: the look at sync.replicas by a probe, when the statement's
+ * conditions need no other table (no table held back: MS_EVOLVE_KEPT asks
+ * sync.replica_tables); false when it was not made.
+ */
+static bool
+look_in_c(ms_pass *p, ms_pass_catalog *cat, bool held_due, int64 *to_forget, int64 *to_provision,
+		  ArrayType **provisioning, int64 *to_evolve, ms_observed *did)
+{
+	replicas_look l;
+
+	if (cat->held != NIL)
+		return false;
+	memset(&l, 0, sizeof l);
+	l.schema_hash = cat->schema_hash;
+	l.held_due = held_due;
+	l.minute_ago = GetCurrentTransactionStartTimestamp() - 60 * USECS_PER_SEC;
+	if (!ms_probe(&p->exec, "replicas", NULL, replica_row, &l))
+		return false;
+	*to_forget = l.to_forget;
+	*to_provision = l.to_provision;
+	*provisioning = uuid_array(l.provisioning);
+	*to_evolve = l.to_evolve;
+	did->live = uuid_array(l.live);
+	did->replicas_all = l.all;
+	return true;
+}
 
 ArrayType *
 ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
@@ -74,24 +216,26 @@ ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 	 * and a second look for the replicas provisioned, run only when there is
 	 * something to do (bench/passcost.py, issue 37).  The replicas the pass
 	 * provisions are those it finds here, in its one snapshot: a dropped one
-	 * is forgotten by this pass, or (a snapshot pass) left alone.
+	 * is forgotten by this pass, or (a snapshot pass) left alone.  The look
+	 * is made in C (look_in_c) but when a table is held back.
 	 */
-	ms_exec(&p->exec, psprintf(
-			"SELECT count(*) FILTER (WHERE dropped OR (NOT live AND seen_live)),"
-			" count(*) FILTER (WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition%s)),"
-			" array_agg(id) FILTER (WHERE " PROVISIONING " AND NOT dropped),"
-			/* what evolve.c has to do, and relay.c's live_replicas */
-			" count(*) FILTER (WHERE %s),"
-			" array_agg(id) FILTER (WHERE live AND NOT dropped"
-			"  AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
-			" count(*)"
-			" FROM sync.replicas r", held_due ? " OR held_due IS NOT NULL" : "",
-			cat->held == NIL ? MS_EVOLVE_DUE("") : MS_EVOLVE_DUE(MS_EVOLVE_KEPT)),
-			1, (Oid[]) {BYTEAOID}, (Datum[]) {PointerGetDatum(cat->schema_hash)}, NULL, 0);
+	if (!look_in_c(p, cat, held_due, &to_forget, &to_provision, &provisioning, &to_evolve, did))
 	{
 		bool		isnull;
 		Datum		d;
 
+		ms_exec(&p->exec, psprintf(
+				"SELECT count(*) FILTER (WHERE dropped OR (NOT live AND seen_live)),"
+				" count(*) FILTER (WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition%s)),"
+				" array_agg(id) FILTER (WHERE " PROVISIONING " AND NOT dropped),"
+				/* what evolve.c has to do, and relay.c's live_replicas */
+				" count(*) FILTER (WHERE %s),"
+				" array_agg(id) FILTER (WHERE live AND NOT dropped"
+				"  AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
+				" count(*)"
+				" FROM sync.replicas r", held_due ? " OR held_due IS NOT NULL" : "",
+				cat->held == NIL ? MS_EVOLVE_DUE("") : MS_EVOLVE_DUE(MS_EVOLVE_KEPT)),
+				1, (Oid[]) {BYTEAOID}, (Datum[]) {PointerGetDatum(cat->schema_hash)}, NULL, 0);
 		to_forget = DatumGetInt64(ms_value(0, 1, &isnull));
 		to_provision = DatumGetInt64(ms_value(0, 2, &isnull));
 		d = ms_value(0, 3, &isnull);

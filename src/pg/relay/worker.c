@@ -612,11 +612,13 @@ housekeeping_batch(int rows, bool inbox)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "magic_sync housekeeping");
 	SPI_connect();
-	if (inbox && SPI_execute("SELECT sync.inbox_retry(100) WHERE EXISTS (SELECT FROM sync.inbox)", false, 0) < 0)
+	/* both planned once a session (ms_spi_run), not once a second */
+	if (inbox && ms_spi_run("SELECT sync.inbox_retry(100) WHERE EXISTS (SELECT FROM sync.inbox)",
+							0, NULL, NULL, NULL, false, 0) < 0)
 		elog(ERROR, "could not retry the inbox");
 	/* every count it returns, whatever the catalog's version (0.1 prunes no wishes) */
-	ms_spi_check(SPI_execute_with_args("SELECT * FROM sync.prune($1)", 1, (Oid[]) {INT4OID},
-									   (Datum[]) {Int32GetDatum(rows)}, NULL, false, 0), SPI_OK_SELECT, "could not prune");
+	ms_spi_check(ms_spi_run("SELECT * FROM sync.prune($1)", 1, (Oid[]) {INT4OID},
+							(Datum[]) {Int32GetDatum(rows)}, NULL, false, 0), SPI_OK_SELECT, "could not prune");
 	for (int c = 1; SPI_processed == 1 && c <= SPI_tuptable->tupdesc->natts && !found; c++)
 	{
 		bool		isnull;

@@ -1,13 +1,17 @@
 -- Pruning (run by the relay worker after each pass, in small batches, each
 -- its own transaction).  Every step reads at most `max` rows, by an index:
 -- a backlog of done notes left by a large change costs each pass a batch,
--- never a scan of the tables.
+-- never a scan of the tables.  PL/pgSQL, not SQL: a SQL function's body is
+-- parsed and planned again at every call (~1.3 ms, once a second in the
+-- worker: bench/passcost.py), PL/pgSQL keeps its plans for the session.
+-- Both plan it without the value of max, so the plans are the same.
 
 CREATE FUNCTION sync.prune(max integer DEFAULT 10000,
 	OUT notes bigint, OUT bodies bigint, OUT answers bigint, OUT wishes bigint)
-	LANGUAGE sql VOLATILE STRICT
+	LANGUAGE plpgsql VOLATILE STRICT
 	SET search_path = pg_catalog, pg_temp
 	AS $$
+BEGIN
 	-- the oldest done notes, by notes_done, deleted by their row's address
 	WITH n AS (
 		DELETE FROM sync.notes WHERE ctid = ANY (ARRAY(
@@ -36,6 +40,8 @@ CREATE FUNCTION sync.prune(max integer DEFAULT 10000,
 			 ORDER BY decided LIMIT max))
 		RETURNING 1)
 	SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM b), (SELECT count(*) FROM a), (SELECT count(*) FROM w)
+	  INTO notes, bodies, answers, wishes;
+END
 $$;
 COMMENT ON FUNCTION sync.prune(integer) IS
 	'Removes up to max each of: notes done (oldest first), bodies older than any a message carries, answers pulled over an hour ago, wishes decided longer ago than magic_sync.wishes_kept (oldest first)';
