@@ -29,79 +29,35 @@ beside them; the CPU, instructions and counts decide.
   scripts/isolated bench/pullcost.py [N] [writes]      (defaults 10^4, 200)
 """
 import os
-import subprocess
 import sqlite3
 import sys
 import time
-import uuid
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from harness import ROOT, connect as connect_to, inside, provisioned, val, wait
+
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
 WRITES = int(sys.argv[2]) if len(sys.argv) > 2 else 200
 DB = "pullcost"
 
-if not os.environ.get("MS_BENCH_INSIDE"):
-    here = os.path.abspath(__file__)
-    sys.exit(subprocess.call(
-        ["sh", "-c", '. scripts/lib.sh && ms_ready && ms_cluster -o fsync=on -o synchronous_commit=on'
-         ' -o shared_preload_libraries=magic_sync,pg_stat_statements -o pg_stat_statements.track=all'
-         ' -o pg_stat_statements.track_planning=on'
-         ' -o magic_sync.database=' + DB +
-         ' env MS_BENCH_INSIDE=1 /usr/bin/python3 "$0" "$@"', here] + sys.argv[1:], cwd=ROOT))
-
-import psycopg2  # noqa: E402  (inside the cluster only)
+inside(DB, "-o shared_preload_libraries=magic_sync,pg_stat_statements -o pg_stat_statements.track=all"
+       " -o pg_stat_statements.track_planning=on")
 
 PULL = ("SELECT p.number, p.message FROM pg_catalog.set_config('synchronous_commit', 'off', true) s,"
         " sync.pull(%s::uuid, %s, %s, %s) p")
 
 
-def connect(db=DB):
-    c = psycopg2.connect(dbname=db)
-    c.autocommit = True
-    return c
-
-
-def val(cur, sql, args=None):
-    cur.execute(sql, args)
-    return cur.fetchone()[0]
-
-
-def wait(what, predicate, timeout=1800):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise SystemExit(f"timed out waiting for {what}")
+def connect():
+    return connect_to(DB)
 
 
 def main():
-    admin = connect("postgres")
+    admin = connect_to("postgres")
     admin.cursor().execute(f"CREATE DATABASE {DB}")
     admin.close()
     conn = connect()
     cur = conn.cursor()
     cur.execute("CREATE EXTENSION pg_stat_statements")
-    cur.execute("CREATE TABLE items (id bigint PRIMARY KEY, store uuid NOT NULL, name text NOT NULL)")
-    cur.execute("INSERT INTO items SELECT g, ('00000000-0000-0000-0000-' || lpad(to_hex(1 + g %% 200), 12, '0'))::uuid,"
-                " 'i' || g FROM generate_series(1, %s) g", (N,))
-    cur.execute("VACUUM ANALYZE items")
-    cur.execute("CREATE EXTENSION magic_sync")
-    cur.execute("SELECT sync.mirror('items', 'catalog', 'broadcast')")
-    cur.execute("SELECT sync.wake()")
-    wait("the declaration's notes", lambda: val(cur, "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)"))
-    replica = str(uuid.uuid4())
-    cur.execute("SELECT sync.replica_add(%s)", (replica,))
-    cur.execute("SELECT sync.wake()")
-    work = f"/tmp/ms_pullcost_{os.getpid()}"
-    os.makedirs(work, exist_ok=True)
-    agent = subprocess.Popen([os.path.join(ROOT, "magic_sync_agent"), "--server", f"dbname={DB}",
-                              "--replica", replica, "--db", work + "/replica.db", "--quiet"])
-    wait("the replica's snapshot",
-         lambda: val(cur, "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)"
-                          " AND NOT EXISTS (SELECT FROM sync.replicas WHERE provision OR acked_number < last_number)"))
-    agent.terminate()
-    agent.wait()
+    replica, file = provisioned(DB, cur, N)
 
     for i in range(WRITES + 5):
         cur.execute("UPDATE items SET name = repeat('x', 700) || %s WHERE id = %s", (i, 1 + (i * 1013) % N))
@@ -109,7 +65,7 @@ def main():
     wait("the writes' messages", lambda: val(cur, "SELECT NOT EXISTS (SELECT FROM sync.notes WHERE NOT done)"))
     time.sleep(1.0)
 
-    db = sqlite3.connect(work + "/replica.db", isolation_level=None)
+    db = sqlite3.connect(file, isolation_level=None)
     db.enable_load_extension(True)
     db.load_extension(os.path.join(ROOT, "magic_sync_sqlite"))
     db.enable_load_extension(False)
