@@ -117,7 +117,6 @@ typedef struct record_row
 	bool		found;
 	int64		last_number;
 	int64		acked;
-	bool		provision;
 	bool		snapshot_due;
 } record_row;
 
@@ -131,7 +130,6 @@ record_probe(HeapTuple row, TupleDesc desc, void *arg)
 	r->acked = DatumGetInt64(ms_probe_column(row, desc, "acked_number", &isnull));
 	r->snapshot_due = !isnull && DatumGetInt64(snapshot) > r->acked;
 	r->last_number = DatumGetInt64(ms_probe_column(row, desc, "last_number", &isnull));
-	r->provision = DatumGetBool(ms_probe_column(row, desc, "provision", &isnull));
 	r->found = true;
 	return false;
 }
@@ -372,7 +370,7 @@ answers_sql(bool standby, bool received)
  * received, and given never or over a minute ago (the primary), filed
  * within the minute (a standby).  Read by a probe, as answers_sql's
  * statement sees them (the primary's writes, at a new command; a
- * standby's reads, by the caller's snapshot): at most every pull finds
+ * standby's reads, by the caller's snapshot): almost every pull finds
  * none, and runs no statement (issue 37).  It says what may be given, the
  * statement what is.
  */
