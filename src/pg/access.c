@@ -16,22 +16,49 @@
 
 #include "catalog/objectaddress.h"
 #include "catalog/pg_authid.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/snapmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
 #include "access.h"
+#include "probe.h"
 #include "spi_check.h"
+
+/* what a probe of sync.replicas found of the replica */
+typedef struct access_row
+{
+	bool		found;
+	bool		role_null;
+	NameData	role;
+	bool		dropped;
+} access_row;
+
+static bool
+access_probe(HeapTuple row, TupleDesc desc, void *arg)
+{
+	access_row *a = arg;
+	bool		isnull;
+	Datum		d = ms_probe_column(row, desc, "role", &a->role_null);
+
+	if (!a->role_null)
+		namestrcpy(&a->role, NameStr(*DatumGetName(d)));
+	d = ms_probe_column(row, desc, "dropped", &isnull);
+	a->dropped = !isnull && DatumGetBool(d);
+	a->found = true;
+	return false;
+}
 
 void
 ms_replica_access(pg_uuid_t *replica, const char *what)
 {
-	Oid			types[1] = {UUIDOID};
-	Datum		values[1] = {UUIDPGetDatum(replica)};
 	Oid			caller = GetOuterUserId();
 	Oid			admin = get_role_oid("sync_admin", true);
 	bool		privileged = superuser_arg(caller) || (OidIsValid(admin) && has_privs_of_role(caller, admin));
@@ -39,17 +66,24 @@ ms_replica_access(pg_uuid_t *replica, const char *what)
 	bool		mine = false;
 	bool		dropped = false;
 	char	   *id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
+	access_row	a = {0};
+	ScanKeyData key;
 
-	ms_spi_check(ms_spi_run("SELECT role, dropped FROM sync.replicas WHERE id OPERATOR(pg_catalog.=) $1",
-									   1, types, values, NULL, true, 1), SPI_OK_SELECT, "could not read sync.replicas");
-	found = SPI_processed > 0;
+	/*
+	 * By its primary key, as a read-only statement would see it (the
+	 * caller's snapshot): a probe, no statement, at every pull and filing
+	 * (issue 37).  id: sync.replicas' first column.
+	 */
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(replica));
+	if (!(ActiveSnapshotSet()
+		  ? ms_probe_rows(GetActiveSnapshot(), "replicas", "replicas_pkey", true, 1, &key, access_probe, &a)
+		  : ms_probe_now_keyed("replicas", "replicas_pkey", 1, &key, access_probe, &a)))
+		elog(ERROR, "magic_sync: the catalog has no sync.replicas");
+	found = a.found;
 	if (found)
 	{
-		bool		isnull;
-		Datum		role = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		mine = !isnull && get_role_oid(NameStr(*DatumGetName(role)), true) == caller;
-		dropped = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		mine = !a.role_null && get_role_oid(NameStr(a.role), true) == caller;
+		dropped = a.dropped;
 	}
 
 	/*

@@ -25,6 +25,7 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "bytes.h"
@@ -47,16 +48,6 @@ copy_bytea(Datum d, uint8 *out, size_t n)
 			 (size_t) VARSIZE_ANY_EXHDR(b), n);
 	memcpy(out, VARDATA_ANY(b), n);
 }
-
-static const char *const current_sql = "SELECT id, secret FROM sync.epoch WHERE ended IS NULL";
-/*
- * and the newest generation with it, whole: one statement for every pass
- * and filing (issue 37), and a pass's look at its generation
- * (ms_generation_observe) one fewer
- */
-static const char *const current_generation_sql = "SELECT e.id, e.secret, g.generation, g.timeline, g.system, g.database"
-	" FROM sync.epoch e LEFT JOIN LATERAL (SELECT g.generation, g.timeline, g.system, g.database"
-	"  FROM sync.generations g ORDER BY g.generation DESC LIMIT 1) g ON true WHERE e.ended IS NULL";
 
 /*
  * The newest generation as this transaction last read it with its epoch
@@ -130,27 +121,38 @@ probe_generation(HeapTuple row, TupleDesc desc, void *arg)
 	return true;
 }
 
+/* probe_current: a probe of table as a read-only statement sees it (the caller's snapshot), or one that writes */
+static bool
+probe_current(bool read_only, const char *table, const char *index, ms_probe_fn fn, void *arg)
+{
+	if (read_only && ActiveSnapshotSet())
+		return ms_probe_rows(GetActiveSnapshot(), table, index, true, 0, NULL, fn, arg);
+	return ms_probe_now(table, index, fn, arg);
+}
+
 /*
- * read_current_probe: read_current, not read-only, as two probes (probe.h)
- * rather than a statement: every pass and filing reads the epoch, and a
- * statement's start and end cost more than its two index descents
- * (bench/passcost.py: 3.7 % of the worker's samples, issue 37).  A
- * generation begins when a server's history changes (a restore, a
- * promotion, a new epoch): a handful of rows, read whole.
+ * read_current_probe: read_current as two probes (probe.h) rather than a
+ * statement: every pass, filing and pull reads the epoch, and a statement's
+ * start and end cost more than its two index descents (bench/passcost.py:
+ * 3.7 % of the worker's samples; bench/pullcost.py, issue 37).  Read-only:
+ * as a read-only statement sees them, by the caller's snapshot; else as
+ * one that writes, at a new command.  A generation begins when a server's
+ * history changes (a restore, a promotion, a new epoch): a handful of rows,
+ * read whole.
  */
 static bool
-read_current_probe(ms_epoch *e, bool generations)
+read_current_probe(ms_epoch *e, bool generations, bool read_only)
 {
 	current_probe c = {.e = e};
 
-	if (!ms_probe_now("epoch", "epoch_current", probe_epoch, &c))
+	if (!probe_current(read_only, "epoch", "epoch_current", probe_epoch, &c))
 		elog(ERROR, "magic_sync: the catalog has no sync.epoch");
 	if (!c.epoch)
 		return false;
 	e->generation = 0;
 	if (generations)
 	{
-		if (!ms_probe_now("generations", NULL, probe_generation, &c))
+		if (!probe_current(read_only, "generations", NULL, probe_generation, &c))
 			elog(ERROR, "magic_sync: the catalog has no sync.generations");
 		e->generation = c.generation ? c.number : 0;
 		newest_none = !c.generation;
@@ -168,39 +170,7 @@ read_current_probe(ms_epoch *e, bool generations)
 static bool
 read_current(ms_epoch *e, bool read_only)
 {
-	bool		isnull;
-	bool		generations = recorded();
-	Datum		g;
-
-	if (!read_only)
-		return read_current_probe(e, generations);
-	ms_spi_check(ms_spi_run(generations ? current_generation_sql : current_sql, 0, NULL, NULL, NULL, read_only, 1),
-				 SPI_OK_SELECT, "could not read sync.epoch");
-	if (SPI_processed != 1)
-		return false;
-	copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
-			   e->id, MS_EPOCH_BYTES);
-	copy_bytea(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull),
-			   e->secret, MS_SECRET_BYTES);
-	e->generation = 0;
-	if (generations)
-	{
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		char	   *system;
-
-		g = SPI_getbinval(tup, desc, 3, &isnull);
-		e->generation = isnull ? 0 : (uint64) DatumGetInt64(g);
-		newest_none = isnull;
-		newest_generation = e->generation;
-		newest_timeline = isnull ? 0 : (uint32) DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
-		system = newest_none ? "" : TextDatumGetCString(SPI_getbinval(tup, desc, 5, &isnull));
-		strlcpy(newest_system, system, sizeof newest_system);
-		newest_database = newest_none ? InvalidOid : DatumGetObjectId(SPI_getbinval(tup, desc, 6, &isnull));
-		/* a system identifier is 20 digits at most: one longer is read again, never compared cut */
-		newest_in = strlen(system) < sizeof newest_system ? MyProc->lxid : InvalidLocalTransactionId;
-	}
-	return true;
+	return read_current_probe(e, recorded(), read_only);
 }
 
 bool

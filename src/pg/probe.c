@@ -72,3 +72,17 @@ ms_probe_now(const char *table, const char *index, ms_probe_fn fn, void *arg)
 	PopActiveSnapshot();
 	return looked;
 }
+
+bool
+ms_probe_now_keyed(const char *table, const char *index, int nkeys, ScanKey keys, ms_probe_fn fn, void *arg)
+{
+	bool		looked;
+
+	/* as ms_probe_now, by keys (a row by its primary key: sync.pull's reads, issue 37) */
+	PushActiveSnapshot(GetTransactionSnapshot());
+	CommandCounterIncrement();
+	UpdateActiveSnapshotCommandId();
+	looked = ms_probe_rows(GetActiveSnapshot(), table, index, true, nkeys, keys, fn, arg);
+	PopActiveSnapshot();
+	return looked;
+}

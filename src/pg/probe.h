@@ -43,4 +43,8 @@ extern Datum ms_probe_column(HeapTuple row, TupleDesc desc, const char *name, bo
  */
 extern bool ms_probe_now(const char *table, const char *index, ms_probe_fn fn, void *arg);
 
+/* ms_probe_now_keyed: the same, by the nkeys keys (as ms_probe_rows takes them) */
+extern bool ms_probe_now_keyed(const char *table, const char *index, int nkeys, ScanKey keys,
+							   ms_probe_fn fn, void *arg);
+
 #endif

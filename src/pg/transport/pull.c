@@ -38,6 +38,8 @@
 
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
 #include "access/xlogrecovery.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -47,7 +49,9 @@
 #include "miscadmin.h"
 #include "replication/walreceiver.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 #include "utils/uuid.h"
@@ -55,6 +59,7 @@
 #include "access.h"
 #include "bytes.h"
 #include "claim.h"
+#include "probe.h"
 #include "rewind.h"
 #include "sent.h"
 #include "spi_check.h"
@@ -104,6 +109,49 @@ read_record(pg_uuid_t *replica, const char *id, bool lock, pull_record *r)
 	r->provision = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
 	r->snapshot_due = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
 	SPI_freetuptable(SPI_tuptable);
+}
+
+/* what a probe of the replica's row found (record_probe) */
+typedef struct record_row
+{
+	bool		found;
+	int64		last_number;
+	int64		acked;
+	bool		snapshot_due;
+} record_row;
+
+static bool
+record_probe(HeapTuple row, TupleDesc desc, void *arg)
+{
+	record_row *r = arg;
+	bool		isnull;
+	Datum		snapshot = ms_probe_column(row, desc, "snapshot_number", &isnull);
+
+	r->acked = DatumGetInt64(ms_probe_column(row, desc, "acked_number", &isnull));
+	r->snapshot_due = !isnull && DatumGetInt64(snapshot) > r->acked;
+	r->last_number = DatumGetInt64(ms_probe_column(row, desc, "last_number", &isnull));
+	r->found = true;
+	return false;
+}
+
+/*
+ * caught_up: whether the replica's record, read by a probe of its row (no
+ * statement, issue 37) as read_record's statement would see it, says that
+ * a pull after `after` writes nothing.  Its chain's head is at least
+ * last_number and acked_number: at or before them, the outbox's last
+ * number is not needed.  *found: the row was; when it says false,
+ * read_record says.
+ */
+static bool
+caught_up(pg_uuid_t *replica, int64 after, bool *found)
+{
+	record_row	r = {0};
+	ScanKeyData key;
+
+	/* id: sync.replicas' first column, its primary key */
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(replica));
+	*found = ms_probe_now_keyed("replicas", "replicas_pkey", 1, &key, record_probe, &r) && r.found;
+	return *found && after <= Max(r.last_number, r.acked) && !(after < r.acked && !r.snapshot_due);
 }
 
 /*
@@ -161,11 +209,16 @@ beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
 	pull_record r;
 	char	   *why = NULL;
 	char	   *id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
+	bool		found;
+	bool		done;
 
 	/* a read from the start, with nothing said of what the replica applied */
 	if (after == 0 && a == NULL)
 		return;
-	read_record(replica, id, false, &r);
+	done = caught_up(replica, after, &found);
+	/* gone: it says so (the replica was dropped while it pulled) */
+	if (!found)
+		read_record(replica, id, false, &r);
 	if (a != NULL)
 	{
 		ms_epoch	e;
@@ -174,6 +227,10 @@ beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
 			ms_claim_superseded(replica, MS_CLAIM_PULL, &e, a, after);
 	}
 	/* a caught-up pull writes nothing: the row is locked only when something is to be */
+	if (done)
+		return;
+	if (found)
+		read_record(replica, id, false, &r);
 	if (after <= r.last && !(after < r.acked && !r.snapshot_due))
 		return;
 	read_record(replica, id, true, &r);
@@ -308,21 +365,148 @@ answers_sql(bool standby, bool received)
 		" SELECT NULL::bigint, message FROM a ORDER BY filed";
 }
 
-/* the read of one message's body by its key: planned once per session */
-static SPIPlanPtr
-body_plan(void)
+/*
+ * answers_waiting: whether an answer of the replica may be given: not
+ * received, and given never or over a minute ago (the primary), filed
+ * within the minute (a standby).  Read by a probe, as answers_sql's
+ * statement sees them (the primary's writes, at a new command; a
+ * standby's reads, by the caller's snapshot): almost every pull finds
+ * none, and runs no statement (issue 37).  It says what may be given, the
+ * statement what is.
+ */
+typedef struct answers_look
 {
-	static SPIPlanPtr plan = NULL;
+	bool		standby;
+	TimestampTz minute_ago;
+	bool		any;
+} answers_look;
 
-	if (plan == NULL)
+static bool
+answer_row(HeapTuple row, TupleDesc desc, void *arg)
+{
+	answers_look *l = arg;
+	bool		isnull;
+	Datum		d;
+
+	/* a catalog not updated (no received) records none received */
+	(void) ms_probe_column(row, desc, "received", &isnull);
+	if (!isnull)
+		return true;
+	d = ms_probe_column(row, desc, l->standby ? "filed" : "pulled", &isnull);
+	if (l->standby)
+		l->any = DatumGetTimestampTz(d) > l->minute_ago;
+	else
+		l->any = isnull || DatumGetTimestampTz(d) < l->minute_ago;
+	return !l->any;
+}
+
+static bool
+answers_waiting(pg_uuid_t *replica, bool standby)
+{
+	answers_look l = {.standby = standby,
+	.minute_ago = GetCurrentTransactionStartTimestamp() - 60 * USECS_PER_SEC};
+	ScanKeyData key;
+	bool		looked;
+
+	/* replica: sync.answers' first column, its primary key's first */
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(replica));
+	looked = standby
+		? ms_probe_rows(GetActiveSnapshot(), "answers", "answers_pkey", true, 1, &key, answer_row, &l)
+		: ms_probe_now_keyed("answers", "answers_pkey", 1, &key, answer_row, &l);
+	/* no such table: the statement says */
+	return !looked || l.any;
+}
+
+/* What a pull returns so far, and what it says of sent.c's last. */
+typedef struct pulling
+{
+	ReturnSetInfo *rsinfo;
+	int32		max_bytes;
+	int64		total;
+	int64		last;			/* the last message returned (after, none) */
+	int64		last_body;
+	int64		sent_through;	/* the last message a pull returned before (sent.c) */
+	int64		sent_body;
+	bool		sent_again;		/* that message is among these, the same one */
+	bool		sent_other;		/* its number is, another message (the replica added again) */
+} pulling;
+
+static bool
+body_row(HeapTuple row, TupleDesc desc, void *arg)
+{
+	bytea	  **out = arg;
+	bool		isnull;
+	Datum		d = ms_probe_column(row, desc, "bytes", &isnull);
+
+	*out = isnull ? NULL : DatumGetByteaPCopy(d);
+	return false;
+}
+
+/* body_of: message number's body, by its key (id: sync.bodies' first column, its primary key) */
+static bytea *
+body_of(int64 number, int64 id)
+{
+	bytea	   *bytes = NULL;
+	ScanKeyData key;
+
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(id));
+	if (!ms_probe_rows(GetActiveSnapshot(), "bodies", "bodies_pkey", true, 1, &key, body_row, &bytes))
+		elog(ERROR, "magic_sync: the catalog has no sync.bodies");
+	if (bytes == NULL)
+		elog(ERROR, "message %lld has no body", (long long) number);
+	return bytes;
+}
+
+/* message_row: a message of the outbox, in order: returned while the bound lets it */
+static bool
+message_row(HeapTuple row, TupleDesc desc, void *arg)
+{
+	pulling    *p = arg;
+	bool		isnull;
+	Datum		d = ms_probe_column(row, desc, "body", &isnull);
+	int64		number;
+	int64		id;
+	int32		size;
+	bytea	   *head;
+	bytea	   *bytes;
+	bytea	   *m;
+
+	/* dropped (replaced by a snapshot), or its body let go of */
+	if (isnull || DatumGetBool(ms_probe_column(row, desc, "dropped", &isnull)))
+		return true;
+	id = DatumGetInt64(d);
+	number = DatumGetInt64(ms_probe_column(row, desc, "number", &isnull));
+	size = DatumGetInt32(ms_probe_column(row, desc, "bytes", &isnull));
+	/* what it says it weighs (its head and body, record.c): one that cannot fit is not read */
+	if (p->total > 0 && p->total + (int64) size > p->max_bytes)
+		return false;
+	head = DatumGetByteaPCopy(ms_probe_column(row, desc, "head", &isnull));
+	bytes = body_of(number, id);
+	/* always at least one message, then only what fits */
+	if (p->total > 0 && p->total + (int64) (VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes)) > p->max_bytes)
+		return false;
+	m = ms_bytea_new(VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes));
+	memcpy(VARDATA(m), VARDATA_ANY(head), VARSIZE_ANY_EXHDR(head));
+	memcpy(VARDATA(m) + VARSIZE_ANY_EXHDR(head), VARDATA_ANY(bytes), VARSIZE_ANY_EXHDR(bytes));
+	p->total += VARSIZE_ANY_EXHDR(m);
+	p->last = number;
+	p->last_body = id;
+	if (number == p->sent_through)
 	{
-		SPIPlanPtr	p = ms_spi_prepare("SELECT b.bytes FROM sync.bodies b WHERE b.id = $1", 1, (Oid[]) {INT8OID});
-
-		if (SPI_keepplan(p) != 0)
-			elog(ERROR, "could not prepare the read of sync.bodies: %s", SPI_result_code_string(SPI_result));
-		plan = p;
+		p->sent_again = id == p->sent_body;
+		p->sent_other = id != p->sent_body;
 	}
-	return plan;
+	{
+		Datum		out[2] = {Int64GetDatum(number), PointerGetDatum(m)};
+		bool		nulls[2] = {false, false};
+
+		tuplestore_putvalues(p->rsinfo->setResult, p->rsinfo->setDesc, out, nulls);
+	}
+	/* the tuplestore has its copy: a pull holds one message at a time */
+	pfree(m);
+	pfree(head);
+	pfree(bytes);
+	return p->total < p->max_bytes;
 }
 
 /*
@@ -380,10 +564,9 @@ ms_pull(PG_FUNCTION_ARGS)
 	int32		max_bytes;
 	Oid			types[2] = {UUIDOID, INT8OID};
 	Datum		values[2];
-	int64		total = 0;
 	int64		last;
-	Portal		cur;
-	SPIPlanPtr	body;
+	pulling		p = {0};
+	ScanKeyData keys[2];
 	Sync__Applied *applied;
 	bool		standby = RecoveryInProgress();
 	int64		sent_through = 0;	/* the last message a pull returned before (sent.c) */
@@ -441,16 +624,19 @@ ms_pull(PG_FUNCTION_ARGS)
 	 * give it (an agent pulls from the primary when it starts or reconnects,
 	 * and every 10 minutes).
 	 */
-	ms_spi_check(ms_spi_run(answers_sql(standby, received_recorded()),
-									   1, types, values, NULL, standby, 0), SPI_OK_SELECT, "could not read sync.answers");
-	for (uint64 i = 0; i < SPI_processed; i++)
+	if (answers_waiting(replica, standby))
 	{
-		Datum		out[2];
-		bool		nulls[2] = {true, false};
-		bool		isnull;
+		ms_spi_check(ms_spi_run(answers_sql(standby, received_recorded()),
+								1, types, values, NULL, standby, 0), SPI_OK_SELECT, "could not read sync.answers");
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			Datum		out[2];
+			bool		nulls[2] = {true, false};
+			bool		isnull;
 
-		out[1] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+			out[1] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+		}
 	}
 
 	/*
@@ -460,64 +646,24 @@ ms_pull(PG_FUNCTION_ARGS)
 	 * sorted on disk: 100 MB for an agent 400 messages behind, to return the
 	 * 17 its bound let through.  By its key: a join may be planned as a scan
 	 * of sync.bodies while its statistics lag (thousands of snapshots just
-	 * written, docs/scale.md).
+	 * written, docs/scale.md).  Both read by their primary keys, in
+	 * sync.outbox's order, as a read-only statement sees them (the caller's
+	 * snapshot): probes, no statement (issue 37).
 	 */
-	cur = SPI_cursor_open(NULL, ms_spi_kept("SELECT o.number, o.head, o.body, o.bytes FROM sync.outbox o"
-											" WHERE o.replica = $1 AND o.number > $2 AND NOT o.dropped AND o.body IS NOT NULL"
-											" ORDER BY o.number", 2, types),
-						  values, NULL, true);
-	body = body_plan();
-	while (total < max_bytes)
-	{
-		Datum		number;
-		bytea	   *head;
-		Datum		id;
-		bytea	   *bytes;
-		bytea	   *m;
-		int32		size;
-		bool		isnull;
-
-		/* one message at a time: its body is read next, over SPI_tuptable */
-		SPI_cursor_fetch(cur, true, 1);
-		if (SPI_processed == 0)
-			break;
-		number = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		head = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-		id = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
-		size = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
-		SPI_freetuptable(SPI_tuptable);
-		/* what it says it weighs (its head and body, record.c): one that cannot fit is not read */
-		if (total > 0 && total + (int64) size > max_bytes)
-			break;
-		ms_spi_check_one(SPI_execute_plan(body, &id, NULL, true, 1), SPI_OK_SELECT, "message %lld has no body", (long long) DatumGetInt64(number));
-		bytes = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		SPI_freetuptable(SPI_tuptable);
-		/* always at least one message, then only what fits */
-		if (total > 0 && total + (int64) (VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes)) > max_bytes)
-			break;
-		m = ms_bytea_new(VARSIZE_ANY_EXHDR(head) + VARSIZE_ANY_EXHDR(bytes));
-		memcpy(VARDATA(m), VARDATA_ANY(head), VARSIZE_ANY_EXHDR(head));
-		memcpy(VARDATA(m) + VARSIZE_ANY_EXHDR(head), VARDATA_ANY(bytes), VARSIZE_ANY_EXHDR(bytes));
-		total += VARSIZE_ANY_EXHDR(m);
-		last = DatumGetInt64(number);
-		last_body = DatumGetInt64(id);
-		if (last == sent_through)
-		{
-			sent_again = last_body == sent_body;
-			sent_other = last_body != sent_body;
-		}
-		{
-			Datum		out[2] = {number, PointerGetDatum(m)};
-			bool		nulls[2] = {false, false};
-
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
-		}
-		/* the tuplestore has its copy: a pull holds one message at a time */
-		pfree(m);
-		pfree(head);
-		pfree(bytes);
-	}
-	SPI_cursor_close(cur);
+	p.rsinfo = rsinfo;
+	p.max_bytes = max_bytes;
+	p.last = after;
+	p.sent_through = sent_through;
+	p.sent_body = sent_body;
+	/* replica, number: sync.outbox's first two columns, its primary key */
+	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(replica));
+	ScanKeyInit(&keys[1], 2, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(after));
+	if (!ms_probe_rows(GetActiveSnapshot(), "outbox", "outbox_pkey", true, 2, keys, message_row, &p))
+		elog(ERROR, "magic_sync: the catalog has no sync.outbox");
+	last = p.last;
+	last_body = p.last_body;
+	sent_again = p.sent_again;
+	sent_other = p.sent_other;
 
 	/*
 	 * What it returns is flushed first: the worker's passes commit without
