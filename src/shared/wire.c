@@ -691,6 +691,21 @@ next(const uint8_t *buf, size_t len, size_t *pos, ms_pb_field *f)
 }
 
 /*
+ * plain_ascii: a short part of ASCII without NUL (a key's nearly always),
+ * checked in line; false is no verdict: ms_utf8_valid decides then
+ */
+static inline bool
+plain_ascii(const uint8_t *p, size_t n)
+{
+	if (n > 16)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char) (p[i] - 1) >= 0x7f)
+			return false;
+	return true;
+}
+
+/*
  * read_key: the Key at p (len bytes): its parts copied, each ended by a
  * NUL as protobuf-c ends a string, to *strs, their pointers to *ptrs
  * (each advanced).  A part takes at least its tag and length besides its
@@ -715,7 +730,8 @@ read_key(const uint8_t *p, size_t len, Sync__Key *k, char ***ptrs, char **strs)
 		 * check_key's checks, here: a part it would refuse, or one with a
 		 * NUL (which it would read cut short), goes to the decode
 		 */
-		if (f.wire != MS_PB_LEN || f.len > MS_KEY_PART_MAX || !ms_utf8_valid((const char *) f.bytes, f.len))
+		if (f.wire != MS_PB_LEN || f.len > MS_KEY_PART_MAX ||
+			!(plain_ascii(f.bytes, f.len) || ms_utf8_valid((const char *) f.bytes, f.len)))
 			return false;
 		memcpy(*strs, f.bytes, f.len);
 		(*strs)[f.len] = '\0';

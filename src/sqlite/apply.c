@@ -173,32 +173,42 @@ static const char *const ours_when = "WHEN (SELECT applying FROM _sync_state WHE
  * only for many rows.  *off: they were turned off, and must be turned on.
  */
 static int
-quiet_triggers(applier *a, const Sync__Down *d, bool *off)
+quiet_triggers(applier *a, const Sync__Down *d, bool *off, bool *held)
 {
 	ms_ctx	   *c = a->c;
 	sqlite3_stmt *st = NULL;
 	size_t		rows = 0;
 	int			on = 0;
-	int			rc;
+	int			ours;
+	int			rc = SQLITE_OK;
 
-	*off = false;
+	*off = *held = false;
 	for (size_t i = 0; i < d->n_tables; i++)
 		rows += d->tables[i]->n_upserts + d->tables[i]->n_deletes;
 	if (rows < QUIET_ROWS || sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, -1, &on) != SQLITE_OK || !on)
 		return SQLITE_OK;
-	rc = ms_prepare(c, &st, "SELECT EXISTS (SELECT 1 FROM main.sqlite_master WHERE type = 'trigger'"
-					" AND NOT (name GLOB '_sync_*' AND instr(sql, %Q) > 0) AND %s"
-					" UNION ALL SELECT 1 FROM temp.sqlite_master WHERE type = 'trigger')", ours_when, ms_gen_triggers);
-	if (rc == SQLITE_OK)
-		rc = ms_step(c, st);
-	if (rc == SQLITE_ROW)
+	/* asked once while the kept schema holds: its prepare and scan were a tenth of a large message's own cost */
+	ours = ms_schema_quiet_kept(c);
+	*held = ours != 0;
+	if (ours == 0)
 	{
-		rc = SQLITE_OK;
-		if (sqlite3_column_int(st, 0) == 0 &&
-			sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, (int *) NULL) == SQLITE_OK)
-			*off = true;
+		rc = ms_prepare(c, &st, "SELECT EXISTS (SELECT 1 FROM main.sqlite_master WHERE type = 'trigger'"
+						" AND NOT (name GLOB '_sync_*' AND instr(sql, %Q) > 0) AND %s"
+						" UNION ALL SELECT 1 FROM temp.sqlite_master WHERE type = 'trigger')", ours_when, ms_gen_triggers);
+		if (rc == SQLITE_OK)
+			rc = ms_step(c, st);
+		if (rc == SQLITE_ROW)
+		{
+			rc = SQLITE_OK;
+			ours = sqlite3_column_int(st, 0) == 0 ? 1 : -1;
+		}
+		sqlite3_finalize(st);
+		if (rc == SQLITE_OK)
+			*held = ms_schema_quiet_keep(c, ours > 0);
 	}
-	sqlite3_finalize(st);
+	if (rc == SQLITE_OK && ours > 0 &&
+		sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, (int *) NULL) == SQLITE_OK)
+		*off = true;
 	return rc;
 }
 
@@ -262,6 +272,8 @@ apply(applier *a, ms_buf *out)
 	int			made = 0;
 	const char *snapshot;
 	ms_vsum    *vs = NULL;
+	bool		off = false;	/* the connection's triggers are off (quiet_triggers) */
+	bool		held = false;
 
 	rc = ms_exec_one(c, "UPDATE _sync_state SET applying = 2 WHERE id = 1");
 	/* rows written since the last message are dated by it (reach.c) */
@@ -288,15 +300,12 @@ apply(applier *a, ms_buf *out)
 	if (rc == SQLITE_OK && m->body_case == SYNC__TO_REPLICA__BODY_DOWN)
 	{
 		const Sync__Down *d = m->down;
-		bool		off;
 
-		rc = quiet_triggers(a, d, &off);
+		rc = quiet_triggers(a, d, &off, &held);
 		for (size_t i = 0; i < d->n_tables && rc == SQLITE_OK; i++)
 			rc = ms_upserts(a, d->tables[i]);
 		for (size_t i = d->n_tables; i > 0 && rc == SQLITE_OK; i--)
 			rc = ms_deletes(a, d->tables[i - 1]);
-		if (off)
-			sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 1, (int *) NULL);
 		/* the server's wishes, kept to be decided at the next upload (wish.c) */
 		if (rc == SQLITE_OK)
 			rc = ms_wish_receive(c, d);
@@ -331,6 +340,24 @@ apply(applier *a, ms_buf *out)
 		rc = ms_done(c, st);
 	}
 	sqlite3_finalize(st);
+	/*
+	 * on again once the message's last write is done: nothing from the rows
+	 * on writes what a trigger of ours hears (_sync_tables, _sync_made), nor
+	 * anything a trigger of ours would not be silent for (the last write
+	 * sets applying from 2 to 0, which _sync_vsum_hand ignores), and each
+	 * statement prepared meanwhile is prepared without the triggers' programs
+	 * (which were most of preparing that last UPDATE)
+	 */
+	if (off)
+	{
+		int			rc2;
+
+		sqlite3_db_config(c->db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 1, (int *) NULL);
+		/* the expiry was ours: the tables found whole, and what quiet_triggers found, still hold */
+		rc2 = ms_schema_own_expiry(c, held);
+		if (rc == SQLITE_OK)
+			rc = rc2;
+	}
 	if (rc == SQLITE_OK)
 		c->st.generation = m->generation;
 	a->n.let_go = let_go;
@@ -509,26 +536,23 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	}
 	rc = ms_state_exists(&c);
 	if (rc == SQLITE_OK)
-		rc = ms_config(&c, "max_message_bytes", &bound);
+		rc = ms_begin(&c, "_sync_apply");
 	if (rc != SQLITE_OK)
 		goto done;
+	/* in the transaction: the settings read here are those ms_state_load checks (one read) */
+	rc = ms_config(&c, "max_message_bytes", &bound);
 	n = (size_t) sqlite3_value_bytes(argv[0]);
 	bytes = sqlite3_value_blob(argv[0]);
-	if ((int64_t) n > bound)
-	{
+	if (rc == SQLITE_OK && (int64_t) n > bound)
 		rc = ms_fail(&c, SQLITE_TOOBIG, "the message is %llu bytes, over max_message_bytes (%lld)",
 					 (unsigned long long) n, (long long) bound);
-		goto done;
-	}
-	rc = ms_begin(&c, "_sync_apply");
-	if (rc != SQLITE_OK)
-		goto done;
 	/*
 	 * the server's signature, on the bytes as they came: nothing of a
 	 * message it does not sign is read; in the transaction that applies it,
 	 * so the key it is checked with is the one the file has then
 	 */
-	rc = ms_trust_check(&c, bytes, n);
+	if (rc == SQLITE_OK)
+		rc = ms_trust_check(&c, bytes, n);
 	m = rc == SQLITE_OK ? ms_to_replica_read(bytes, n, (size_t) bound, &pa, &status, reason) : NULL;
 	if (rc == SQLITE_OK && status == MS_WIRE_LATER_PROTOCOL)
 	{

@@ -60,6 +60,61 @@ wire_key_is(const Sync__Key *k, const char *key, size_t len)
 	return pos == len;
 }
 
+/*
+ * part_is_int: whether a wire key's part is the canonical text of i (as
+ * ms_key_append_int spells it: decimal, a '-' before a negative, no
+ * leading zero).  Read, not written: false for more than 18 digits, which
+ * the caller then compares written out.
+ */
+static inline bool
+part_is_int(const char *part, sqlite3_int64 i)
+{
+	const char *p = part;
+	uint64_t	v = 0;
+	int			digits = 0;
+	bool		neg = *p == '-';
+
+	if (neg)
+		p++;
+	if (p[0] == '0' && (p[1] != '\0' || neg))
+		return false;			/* "0" alone is zero's; "-0" and "01" are no integer's */
+	for (; (unsigned) (*p - '0') < 10; p++)
+		if (++digits > 18)
+			return false;
+		else
+			v = v * 10 + (unsigned) (*p - '0');
+	if (*p != '\0' || digits == 0)
+		return false;
+	return neg ? i < 0 && (uint64_t) 0 - (uint64_t) i == v : i >= 0 && (uint64_t) i == v;
+}
+
+/*
+ * row_is_wire_key: whether the row's key columns are its wire Key, without
+ * writing either (a first sync's every row; writing the row's key to
+ * compare was a tenth of what we add to its upsert).  False is no verdict:
+ * the caller writes and compares them then, as for any row.
+ */
+static bool
+row_is_wire_key(const ms_tbl *t, const ms_val *vals, const Sync__Key *k)
+{
+	if ((size_t) t->nkey != k->n_parts)
+		return false;
+	for (int i = 0; i < t->nkey; i++)
+	{
+		const ms_val *v = &vals[t->key[i]];
+		const char *part = k->parts[i];
+
+		if (v->type == SQLITE_INTEGER)
+		{
+			if (!part_is_int(part, v->i))
+				return false;
+		}
+		else if (v->type != SQLITE_TEXT || strlen(part) != v->n || memcmp(part, v->p, v->n) != 0)
+			return false;
+	}
+	return true;
+}
+
 /* wire_key_swap: the row's key, found equal to its wire Key, becomes a->key: no copy */
 static void
 wire_key_swap(applier *a)
@@ -79,7 +134,8 @@ static const char *const unretire_sql = "DELETE FROM _sync_retired WHERE tbl = ?
 static const char *const note_sql = "SELECT 1 FROM _sync_notes WHERE tbl = ?1 AND key = ?2";
 static const char *const named_sql = "INSERT OR IGNORE INTO _sync_named(tbl, key) VALUES (?1, ?2)";
 /* the key no row has: the open snapshot names the table whole (fresh_tables) */
-static const char *const whole_sql = "SELECT EXISTS (SELECT 1 FROM _sync_named WHERE tbl = ?1 AND key = '')";
+#define NAMED_WHOLE "EXISTS (SELECT 1 FROM _sync_named WHERE tbl = ?1 AND key = '')"
+static const char *const whole_sql = "SELECT " NAMED_WHOLE;
 
 /* need: a statement, prepared the first time it is needed */
 static int
@@ -116,20 +172,28 @@ keyed(applier *a, sqlite3_stmt **st, const char *sql, const char *table, const c
 	return ms_done(a->c, *st);
 }
 
-/* marks: whether the table has retired rows and refused rows, in one query */
+/*
+ * marks: whether the table has retired rows and refused rows, and, with
+ * whole (a snapshot is open), whether the snapshot names it whole
+ * (named_whole), in one query
+ */
 static int
-marks(applier *a, const char *table, bool *retired, bool *refused)
+marks(applier *a, const char *table, bool *retired, bool *refused, bool *whole)
 {
 	sqlite3_stmt *st;
-	int64_t		v[2] = {0, 0};
-	int			rc = ms_prepare(a->c, &st, "SELECT EXISTS (SELECT 1 FROM _sync_retired WHERE tbl = ?1),"
-								" EXISTS (SELECT 1 FROM _sync_refused WHERE tbl = ?1)");
+	int64_t		v[3] = {0, 0, 0};
+	int			rc = whole ? ms_prepare(a->c, &st, "SELECT EXISTS (SELECT 1 FROM _sync_retired WHERE tbl = ?1),"
+										" EXISTS (SELECT 1 FROM _sync_refused WHERE tbl = ?1), " NAMED_WHOLE)
+		: ms_prepare(a->c, &st, "SELECT EXISTS (SELECT 1 FROM _sync_retired WHERE tbl = ?1),"
+					 " EXISTS (SELECT 1 FROM _sync_refused WHERE tbl = ?1)");
 
 	if (rc == SQLITE_OK)
 		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-	rc = ms_ints_read(a->c, st, rc, v, 2);
+	rc = ms_ints_read(a->c, st, rc, v, whole ? 3 : 2);
 	*retired = v[0] != 0;
 	*refused = v[1] != 0;
+	if (whole)
+		*whole = v[2] != 0;
 	return rc;
 }
 
@@ -341,6 +405,7 @@ ms_upserts(applier *a, const Sync__Rows *r)
 	bool		retired_rows = false;
 	bool		refusals = false;
 	bool		name = a->c->st.snapshot != 0;	/* each row's key, for the snapshot's end */
+	bool		need_key;		/* each row's key read after its upsert (else written only for a refusal) */
 	int			rc = SQLITE_OK;
 	char	   *unheld = NULL;
 	bool		ok = true;
@@ -370,14 +435,13 @@ ms_upserts(applier *a, const Sync__Rows *r)
 	if (rc == SQLITE_OK)
 		rc = replaces_sorted(r, &replaces, &replace_bytes);
 	if (rc == SQLITE_OK)
-		rc = marks(a, t->name, &retired_rows, &refusals);
-	if (rc == SQLITE_OK && name)
 	{
-		bool		whole;
+		bool		named_all = false;
 
-		rc = named_whole(a, t->name, &whole);
-		name = !whole;
+		rc = marks(a, t->name, &retired_rows, &refusals, name ? &named_all : NULL);
+		name = name && !named_all;
 	}
+	need_key = whole != NULL || t->record || retired_rows || refusals;
 	if (rc == SQLITE_OK && (vals = sqlite3_malloc64(sizeof(ms_val) * (size_t) t->ncols)) == NULL)
 		rc = SQLITE_NOMEM;
 	for (size_t i = 0; i < r->n_upserts && rc == SQLITE_OK; i++)
@@ -414,7 +478,17 @@ ms_upserts(applier *a, const Sync__Rows *r)
 				: SQLITE_NOMEM;
 			continue;
 		}
-		if (!ms_row_key(t, vals, &a->rowkey))
+		/* the row's key is its wire Key: a->key written only when what follows reads it */
+		if (row_is_wire_key(t, vals, r->keys[i]))
+		{
+			if (need_key && !keyed_now && !wire_key(a, r->keys[i]))
+			{
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			keyed_now = keyed_now || need_key;
+		}
+		else if (!ms_row_key(t, vals, &a->rowkey))
 		{
 			if (a->rowkey.oom || !(keyed_now || wire_key(a, r->keys[i])))
 				rc = SQLITE_NOMEM;
@@ -422,8 +496,11 @@ ms_upserts(applier *a, const Sync__Rows *r)
 				rc = refuse_row(a, t->name, a->key.data, a->key.len, "a key column of the row is NULL or not a key value");
 			continue;
 		}
-		if (wire_key_is(r->keys[i], a->rowkey.data, a->rowkey.len))
+		else if (wire_key_is(r->keys[i], a->rowkey.data, a->rowkey.len))
+		{
 			wire_key_swap(a);
+			keyed_now = true;
+		}
 		else if (!wire_key(a, r->keys[i]))
 		{
 			rc = SQLITE_NOMEM;
@@ -475,6 +552,16 @@ ms_upserts(applier *a, const Sync__Rows *r)
 		rc = sqlite3_step(st);
 		unique = rc == SQLITE_CONSTRAINT && sqlite3_extended_errcode(c->db) == SQLITE_CONSTRAINT_UNIQUE;
 		sqlite3_reset(st);
+		/* a row the table did not take: its key, for what follows */
+		if (rc != SQLITE_DONE && !keyed_now)
+		{
+			if (!wire_key(a, r->keys[i]))
+			{
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			keyed_now = true;
+		}
 		if (unique && t->msg->n_unique > 0)
 		{
 			/* a unique index that travels: the row holding its values is on its way to others */

@@ -59,9 +59,16 @@ static inline bool
 plain_key(jp *j, const ms_col *col)
 {
 	size_t		n = col->plain_len;
+	const char *p = j->p + 1;
 
-	if (n == 0 || (size_t) (j->end - j->p) < n + 2 || memcmp(j->p + 1, col->name, n) != 0 || j->p[n + 1] != '"')
+	if (n == 0 || (size_t) (j->end - j->p) < n + 2 || p[n] != '"')
 		return false;
+	/* a short name a byte at a time, in line: a call of memcmp cost more than most names */
+	if (n > 16)
+		return memcmp(p, col->name, n) == 0 && ((j->p += n + 2), true);
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != col->name[i])
+			return false;
 	j->p += n + 2;
 	return true;
 }
@@ -238,7 +245,7 @@ raw_utf8(const char *from, const char *to, const char **why)
  * is left where it is: *at points into the row, nothing copied; one with
  * escapes is unescaped into out, *at = out.
  */
-static bool
+static inline bool
 string_at(jp *j, char *out, const char **at, size_t *n, const char **why)
 {
 	const char *open = j->p;
@@ -464,6 +471,35 @@ parse_double(const char *p, size_t n, double *out)
 }
 
 /*
+ * plain_int: at j->p, a JSON number that is whole, of 18 digits or fewer
+ * (no fraction, no exponent): read past, its value in *out.  Anything else
+ * is left unmoved for number() and parse_int(), which read the same.
+ */
+static inline bool
+plain_int(jp *j, sqlite3_int64 *out)
+{
+	const char *p = j->p;
+	const char *end = j->end;
+	bool		neg = p < end && *p == '-';
+	uint64_t	v = 0;
+	const char *digits;
+	const char *last;			/* 19 digits at most are read: one more than are taken */
+
+	if (neg)
+		p++;
+	digits = p;
+	last = end - p > 19 ? p + 19 : end;
+	while (p < last && (unsigned) (*p - '0') < 10)
+		v = v * 10 + (unsigned) (*p++ - '0');
+	if (p == digits || p - digits > 18 || (*digits == '0' && p - digits > 1) ||
+		(p < end && (*p == '.' || *p == 'e' || *p == 'E' || (*p >= '0' && *p <= '9'))))
+		return false;
+	*out = neg ? -(sqlite3_int64) v : (sqlite3_int64) v;
+	j->p = p;
+	return true;
+}
+
+/*
  * json_value: the value at j->p of column col into v, by the column's type;
  * strings and blobs are unescaped into scratch at *used.
  */
@@ -564,6 +600,12 @@ json_value(jp *j, const ms_col *col, ms_val *v, char *scratch, size_t *used,
 			v->n = (size_t) (j->p - start);
 			break;
 		default:
+			/* a whole number of at most 18 digits into an INTEGER column (most): read once */
+			if (col->type == MS_INTEGER && plain_int(j, &v->i))
+			{
+				v->type = SQLITE_INTEGER;
+				break;
+			}
 			if (!number(j, &integral))
 				return ms_refuse(reason, "the row is not JSON: a value of column \"%s\" is not one", col->name);
 			if (col->type == MS_INTEGER)
@@ -660,9 +702,13 @@ json_read(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scra
 			next = i + 1;
 			col = &t->cols[i];
 			v = &vals[i];
-			ws(&j);
+			/* as the relay writes it (no space): each step's byte tested first */
 			if (j.p >= j.end || *j.p != ':')
-				return ms_refuse(reason, "the row is not JSON: a key is not followed by ':'");
+			{
+				ws(&j);
+				if (j.p >= j.end || *j.p != ':')
+					return ms_refuse(reason, "the row is not JSON: a key is not followed by ':'");
+			}
 			j.p++;
 			ws(&j);
 			if (j.p >= j.end)
@@ -671,6 +717,11 @@ json_read(const ms_tbl *t, const char *row, size_t len, ms_val *vals, char *scra
 				return false;
 			if (col->retired)
 				v->type = SQLITE_NULL;	/* the replica's own: what the server says is ignored */
+			if (j.p < j.end && *j.p == ',')
+			{
+				j.p++;
+				continue;
+			}
 			ws(&j);
 			if (j.p < j.end && *j.p == ',')
 			{

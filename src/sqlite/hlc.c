@@ -146,18 +146,21 @@ ms_hlc_heard(ms_ctx *c, uint64_t remote)
 	int64_t		clock;
 	int64_t		now_ms;
 	int64_t		merged;
-	sqlite3_stmt *st;
+	int64_t		both[2] = {0, 0};
+	sqlite3_stmt *st = NULL;
 	int			rc;
 
 	if (remote == 0)
 		return SQLITE_OK;
 	rc = ms_hlc_ensure(c);
+	/* both in one statement: each of sync_apply's statements is prepared again after a large message */
 	if (rc == SQLITE_OK)
-		rc = read_state(c, "hlc", &clock);
-	if (rc == SQLITE_OK)
-		rc = read_state(c, PHYSICAL_SQL, &now_ms);
+		rc = ms_prepare(c, &st, "%s", "SELECT hlc, " PHYSICAL_SQL " FROM _sync_state WHERE id = 1");
+	rc = ms_ints_read(c, st, rc, both, 2);
 	if (rc != SQLITE_OK)
 		return rc;
+	clock = both[0];
+	now_ms = both[1];
 	merged = clock;
 	/* a uint64 beyond INT64_MAX is no clock: as negative, refused */
 	if (!ms_hlc_merge(&merged, (int64_t) remote, now_ms))

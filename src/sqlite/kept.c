@@ -34,7 +34,8 @@ SQLITE_EXTENSION_INIT3
  * (savepoints' included), a file of many tables a few more of each
  */
 #define KEPT_STATEMENTS 256
-#define KEPT_INDEX (2 * KEPT_STATEMENTS)	/* slots of the index by hash: a power of two */
+#define KEPT_INDEX (2 * KEPT_STATEMENTS)
+#define HASHED_ENDS 24			/* bytes of each end of a text hashed (hash_sql) */	/* slots of the index by hash: a power of two */
 
 typedef struct kept_stmt
 {
@@ -87,13 +88,22 @@ hash_stmt(const sqlite3_stmt *st)
 	return (uint32_t) (((uintptr_t) st >> 4) * 2654435761u);
 }
 
+/*
+ * hash_sql: the text's length and its first and last bytes, not each byte
+ * (hashing every byte was most of finding a kept statement); texts alike
+ * there are told apart by strcmp as any two of one hash are
+ */
 static uint32_t
 hash_sql(const char *sql)
 {
-	uint32_t	h = 2166136261u;
+	size_t		n = strlen(sql);
+	uint32_t	h = 2166136261u ^ (uint32_t) n;
+	const unsigned char *p = (const unsigned char *) sql;
 
-	for (const unsigned char *p = (const unsigned char *) sql; *p; p++)
-		h = (h ^ *p) * 16777619u;
+	for (size_t i = 0; i < n && i < HASHED_ENDS; i++)
+		h = (h ^ p[i]) * 16777619u;
+	for (size_t i = n > 2 * HASHED_ENDS ? n - HASHED_ENDS : (n > HASHED_ENDS ? HASHED_ENDS : n); i < n; i++)
+		h = (h ^ p[i]) * 16777619u;
 	return h;
 }
 

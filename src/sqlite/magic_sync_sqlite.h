@@ -145,6 +145,8 @@ typedef struct ms_backfill
 	const char **names;
 } ms_backfill;
 
+#define MS_SETTINGS_MAX 16		/* ms_settings' length at most */
+
 typedef struct ms_ctx
 {
 	sqlite3    *db;
@@ -177,6 +179,14 @@ typedef struct ms_ctx
 	sqlite3_stmt *sentinel;
 	/* set while a file's first snapshot applies its schema: what it takes to backfill */
 	ms_backfill *backfill;
+	/*
+	 * _sync_config as the call read it once (state.c: ms_config and
+	 * ms_state_load share one read); forgotten when the call writes it
+	 */
+	bool		config_read;
+	int64_t		config[MS_SETTINGS_MAX];	/* each setting's value, its default when unset or out of range */
+	int			config_bad;		/* the first setting out of its range (+1), 0: none */
+	int64_t		config_bad_value;
 } ms_ctx;
 
 extern void ms_ctx_init(ms_ctx *c, sqlite3_context *ctx, const char *fn);
@@ -220,6 +230,20 @@ extern int	ms_kept_register(sqlite3 *db);
  * more); ms_schema_kept_free frees one.
  */
 extern bool ms_kept_schema_lend(sqlite3 *db, ms_schema_kept **k);
+/*
+ * What apply.c's quiet_triggers found (every trigger of the file ours), kept
+ * with the kept schema while what it found of the file's tables holds:
+ * ms_schema_quiet_kept says 1 (ours), -1 (not) or 0 (not known: ask);
+ * ms_schema_quiet_keep keeps an answer (false: none is kept now).
+ * ms_schema_own_expiry: the
+ * connection's statements were just expired by the call itself (its
+ * triggers turned off and on), and held (a kept answer was read or kept
+ * just before, so nothing else expired them since): what was found still
+ * holds.
+ */
+extern int	ms_schema_quiet_kept(ms_ctx *c);
+extern bool ms_schema_quiet_keep(ms_ctx *c, bool ours);
+extern int	ms_schema_own_expiry(ms_ctx *c, bool held);
 extern void ms_kept_schema_give(sqlite3 *db, ms_schema_kept *k);
 extern void ms_schema_kept_free(ms_schema_kept *k);
 /* ms_kept_expiries: how many times the connection's statements were expired since it kept them (-1: it keeps none). */

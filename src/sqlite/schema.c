@@ -568,6 +568,8 @@ struct ms_schema_kept
 	bool		whole;
 	sqlite3_int64 temp_version;
 	int			expiries;
+	/* under the same: every trigger of the file is ours (1), or not (-1), or not yet asked (0) */
+	int			quiet;
 };
 
 void
@@ -643,7 +645,59 @@ check_kept(ms_ctx *c, ms_schema_kept *k, sqlite3_int64 temp_version, int expirie
 		k->whole = k->schema->t[i].broken == NULL;
 	k->temp_version = temp_version;
 	k->expiries = expiries;
+	k->quiet = 0;
 	return rc;
+}
+
+/*
+ * kept_whole: the call's kept schema, when what was found of the file's
+ * tables at its start still holds (no statement expired since: a rollback
+ * of DDL expires them all), else NULL
+ */
+static ms_schema_kept *
+kept_whole(ms_ctx *c)
+{
+	ms_schema_kept *k = c->kept_schema;
+	int			expiries = -1;
+
+	if (k == NULL || !k->whole || c->schema != k->schema ||
+		ms_kept_expiries(c->db, &expiries) != SQLITE_OK || expiries != k->expiries)
+		return NULL;
+	return k;
+}
+
+int
+ms_schema_quiet_kept(ms_ctx *c)
+{
+	ms_schema_kept *k = kept_whole(c);
+
+	return k ? k->quiet : 0;
+}
+
+bool
+ms_schema_quiet_keep(ms_ctx *c, bool ours)
+{
+	ms_schema_kept *k = kept_whole(c);
+
+	if (k != NULL)
+		k->quiet = ours ? 1 : -1;
+	return k != NULL;
+}
+
+int
+ms_schema_own_expiry(ms_ctx *c, bool held)
+{
+	ms_schema_kept *k = c->kept_schema;
+	int			expiries = -1;
+	int			rc;
+
+	if (!held || k == NULL)
+		return SQLITE_OK;
+	rc = ms_kept_expiries(c->db, &expiries);
+	if (rc != SQLITE_OK)
+		return ms_dberr(c, rc);
+	k->expiries = expiries;
+	return SQLITE_OK;
 }
 
 /*

@@ -131,6 +131,8 @@ const ms_setting ms_settings[] = {
 };
 const int	ms_nsettings = sizeof ms_settings / sizeof ms_settings[0];
 
+_Static_assert(sizeof ms_settings / sizeof ms_settings[0] <= MS_SETTINGS_MAX, "ms_ctx.config holds every setting");
+
 const ms_setting *
 ms_setting_find(const char *name)
 {
@@ -236,26 +238,58 @@ impossible(ms_ctx *c, const char *fmt,...)
 	sqlite3_free(what);
 }
 
-/* check_config: every setting within its range (ms_config reads one outside it as its default) */
+/*
+ * read_config: _sync_config read once a call (ms_config, ms_state_load):
+ * each setting within its range, its default otherwise, and the first one
+ * outside it.  Nothing is kept of a file without the table.
+ */
 static int
-check_config(ms_ctx *c)
+read_config(ms_ctx *c)
 {
 	sqlite3_stmt *st;
-	int			rc = ms_prepare(c, &st, "SELECT name, value FROM _sync_config");
+	int			rc;
 
+	if (c->config_read || !c->have_state)
+		return SQLITE_OK;
+	for (int i = 0; i < ms_nsettings; i++)
+		c->config[i] = ms_settings[i].def;
+	c->config_bad = 0;
+	rc = ms_prepare(c, &st, "SELECT name, value FROM _sync_config");
 	while (rc == SQLITE_OK && (rc = ms_step(c, st)) == SQLITE_ROW)
 	{
 		const ms_setting *set = ms_setting_find((const char *) sqlite3_column_text(st, 0));
 		sqlite3_int64 v = sqlite3_column_int64(st, 1);
+		int			i = set ? (int) (set - ms_settings) : -1;
 
 		rc = SQLITE_OK;
-		if (set != NULL && (v < set->min || v > set->max))
-			impossible(c, "%s is %lld, outside %lld to %lld", set->name, (long long) v,
-					   (long long) set->min, (long long) set->max);
+		if (set != NULL && v >= set->min && v <= set->max)
+			c->config[i] = v;
+		else if (set != NULL && c->config_bad == 0)
+		{
+			c->config_bad = i + 1;
+			c->config_bad_value = v;
+		}
 	}
 	if (rc == SQLITE_DONE)
 		rc = SQLITE_OK;
 	sqlite3_finalize(st);
+	c->config_read = rc == SQLITE_OK;
+	return rc;
+}
+
+/* check_config: every setting within its range (ms_config reads one outside it as its default) */
+static int
+check_config(ms_ctx *c)
+{
+	int			rc = read_config(c);
+
+	if (rc == SQLITE_OK && c->config_read && c->config_bad > 0)
+	{
+		const ms_setting *set = &ms_settings[c->config_bad - 1];
+
+		impossible(c, "%s is %lld, outside %lld to %lld", set->name, (long long) c->config_bad_value,
+				   (long long) set->min, (long long) set->max);
+	}
 	return rc;
 }
 
@@ -394,6 +428,7 @@ ms_state_repair(ms_ctx *c)
 	for (int i = 0; i < ms_nsettings && rc == SQLITE_OK; i++)
 	{
 		st = NULL;
+		c->config_read = false;	/* read again when next asked */
 		rc = ms_prepare(c, &st, "DELETE FROM _sync_config WHERE name = ?1 AND (value < ?2 OR value > ?3)");
 		if (rc == SQLITE_OK)
 		{
@@ -438,25 +473,13 @@ int
 ms_config(ms_ctx *c, const char *name, int64_t *out)
 {
 	const ms_setting *s = ms_setting_find(name);
-	sqlite3_stmt *st;
 	int			rc;
 
 	*out = s ? s->def : 0;
-	if (!c->have_state)
-		return SQLITE_OK;
-	rc = ms_prepare(c, &st, "SELECT value FROM _sync_config WHERE name = ?1");
-	if (rc == SQLITE_OK)
-	{
-		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-		rc = ms_step(c, st);
-		/* one outside its range is impossible (ms_state_load says so): its default holds */
-		if (rc == SQLITE_ROW && (s == NULL || (sqlite3_column_int64(st, 0) >= s->min &&
-											   sqlite3_column_int64(st, 0) <= s->max)))
-			*out = sqlite3_column_int64(st, 0);
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
+	/* one outside its range is impossible (ms_state_load says so): its default holds */
+	rc = s ? read_config(c) : SQLITE_OK;
+	if (rc == SQLITE_OK && s != NULL && c->config_read)
+		*out = c->config[s - ms_settings];
 	return rc;
 }
 

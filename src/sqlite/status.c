@@ -404,6 +404,7 @@ config_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 			if (rc == SQLITE_OK)
 				rc = ms_config(&c, set->name, &was);
+			c.config_read = false;	/* read again when next asked */
 			if (rc == SQLITE_OK)
 				rc = ms_prepare(&c, &st, "INSERT OR REPLACE INTO _sync_config(name, value) VALUES (?1, ?2)");
 			if (rc == SQLITE_OK)

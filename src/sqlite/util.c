@@ -526,19 +526,34 @@ int
 ms_prepare(ms_ctx *c, sqlite3_stmt **st, const char *fmt,...)
 {
 	va_list		ap;
-	char	   *sql;
+	const char *sql;
+	char	   *made = NULL;
 	int			rc;
 
 	*st = NULL;
 	va_start(ap, fmt);
-	sql = sqlite3_vmprintf(fmt, ap);
+	/*
+	 * text that needs no formatting (most of it, and "%s" of text made
+	 * already) is looked up as it is: formatting a copy of it was a third of
+	 * what finding a kept statement cost
+	 */
+	if (strcmp(fmt, "%s") == 0)
+	{
+		sql = va_arg(ap, const char *);
+		if (sql == NULL)
+			sql = "";			/* as sqlite3_mprintf writes it */
+	}
+	else if (strchr(fmt, '%') == NULL)
+		sql = fmt;
+	else
+		sql = made = sqlite3_vmprintf(fmt, ap);
 	va_end(ap);
 	if (sql == NULL)
 		return SQLITE_NOMEM;
 	rc = ms_kept_prepare(c->db, sql, st);
 	if (rc != SQLITE_OK)
 		ms_dberr(c, rc);
-	sqlite3_free(sql);
+	sqlite3_free(made);
 	return rc;
 }
 

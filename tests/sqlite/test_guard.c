@@ -158,6 +158,35 @@ many_rows_keep_host_triggers(void)
 	CHECK(t_has(r, "\"upserts\":300") && t_int(db, "SELECT count(*) FROM host_log WHERE way = 'temp'") == 300,
 		  "and a TEMP one: %s %s", S(r), tm_error());
 	CHECK(t_int(db, "SELECT count(*) FROM products WHERE id >= 100") == 1200, "every row is there");
+
+	/*
+	 * What quiet_triggers found is kept with the kept schema (MS_TEST_KEEP),
+	 * across the large messages' own expiries: a TEMP trigger the host makes
+	 * after two of them still fires on the third's rows
+	 */
+	CHECK(t_exec(db, "DROP TRIGGER host_temp", &err) == SQLITE_OK, "%s", S(err));
+	sqlite3_free(err);
+	r = apply_many(db, &s, 1300, 100);
+	CHECK(t_has(r, "\"upserts\":100"), "%s %s", S(r), tm_error());
+	r = apply_many(db, &s, 1400, 100);
+	CHECK(t_has(r, "\"upserts\":100") && t_int(db, "SELECT count(*) FROM host_log WHERE id >= 1300") == 0,
+		  "two more large messages, every trigger ours: %s %s", S(r), tm_error());
+	CHECK(t_exec(db, "CREATE TEMP TRIGGER host_again AFTER INSERT ON main.products"
+				 " BEGIN INSERT INTO host_log VALUES (NEW.id, 'again'); END", &err) == SQLITE_OK, "%s", S(err));
+	sqlite3_free(err);
+	r = apply_many(db, &s, 1500, 100);
+	CHECK(t_has(r, "\"upserts\":100") && t_int(db, "SELECT count(*) FROM host_log WHERE way = 'again'") == 100,
+		  "the TEMP trigger made after them fired on each of 100 rows: %s %s", S(r), tm_error());
+	CHECK(t_exec(db, "DROP TRIGGER host_again", &err) == SQLITE_OK, "%s", S(err));
+	sqlite3_free(err);
+	/* and one the host made and rolled back (its schema version back as it was) fires on nothing */
+	CHECK(t_exec(db, "BEGIN; CREATE TRIGGER host_gone AFTER INSERT ON products"
+				 " BEGIN INSERT INTO host_log VALUES (NEW.id, 'gone'); END; ROLLBACK", &err) == SQLITE_OK, "%s", S(err));
+	sqlite3_free(err);
+	r = apply_many(db, &s, 1600, 100);
+	CHECK(t_has(r, "\"upserts\":100") && t_int(db, "SELECT count(*) FROM host_log WHERE way = 'gone'") == 0 &&
+		  t_int(db, "SELECT count(*) FROM products WHERE id >= 1300") == 400,
+		  "a rolled back trigger is no trigger: %s %s", S(r), tm_error());
 	sqlite3_close(db);
 }
 
