@@ -48,27 +48,11 @@ if not os.environ.get("MS_BENCH_INSIDE"):
          ' -o magic_sync.database=' + DB +
          ' env MS_BENCH_INSIDE=1 /usr/bin/python3 "$0" "$@"', here] + sys.argv[1:], cwd=ROOT))
 
-import psycopg2  # noqa: E402  (inside the cluster only)
+from harness import connect as connect_to, val, wait  # noqa: E402
 
 
 def connect(db=DB):
-    c = psycopg2.connect(dbname=db)
-    c.autocommit = True
-    return c
-
-
-def val(cur, sql, args=None):
-    cur.execute(sql, args)
-    return cur.fetchone()[0]
-
-
-def wait(what, predicate, timeout=1800):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise SystemExit(f"timed out waiting for {what}")
+    return connect_to(db)
 
 
 def main():
