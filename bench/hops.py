@@ -5,7 +5,7 @@ The table of the side-by-side run (/work/shared/peer): items (id bigint key, sto
 uuid, name text), N rows broadcast to one replica, the preloaded relay worker with
 default settings and the real agent (--listen) on a SQLite file.  WRITES one-row
 UPDATEs, each alone (200 ms apart); each one's time runs from before the UPDATE until
-the file shows the new value (read every half millisecond).  With `perf trace`
+the file shows the new value to a reader (below).  With `perf trace`
 watching the writing backend, the relay worker, the WAL writer, the agent and its
 two sessions (the listening one pulls too: the agent's pulls to the primary go on
 it; MS_HOPS_LISTEN_ONLY=1 keeps them on the other, --listen-only), each write's time
@@ -29,14 +29,25 @@ printed beside them.
 
 The headline is write -> device, the issue's measure (targets p50 <= 5 ms, p90 <=
 10 ms): from before the UPDATE until a reader of the replica file sees the row, that
-is until sync_apply's commit (the end of the `apply` hop), polled every half
-millisecond.  Beside it, traced, the same to the apply's commit (commit .. apply)
+is until sync_apply's commit (the end of the `apply` hop).  The reader
+(bench/hops_reader.c, MS_HOPS_READER=c) is a SQLite connection kept open on the
+file that runs its query when the file's WAL index changed, looking at it when the
+WAL is written (inotify) and then every MS_HOPS_POLL_US (50) until it changes;
+MS_HOPS_READER=cpoll looks every MS_HOPS_POLL_US always, MS_HOPS_READER=py is the
+reader before session 11 (the query every 0.5 ms, in Python).  Its CPU a write is
+printed.  Beside the headline, traced: the UPDATE's way to the writer (the client's
+sendto .. the writer's read), write -> sync_apply's commit (commit .. apply), the
+reader's lag after that commit and its query (it marks both with a kill(.., 0)),
 and write -> acknowledged (.. upload: the acknowledgement's fdatasync, after which
 the server hears of it), which the device does not wait for.
 
 Inside the hops: the writer's statement (received .. answered) and its WAL
-fdatasync, beside the same UPDATE on an unmirrored copy of the table, run 200 ms
-after each mirrored one (the trigger and the wake's share of `commit`); the pull
+fdatasync, beside the same UPDATE on an unmirrored copy of the table, run twice a
+write: right after the mirrored one's round (200 ms after it, just as the WAL
+writer's cycle that the pass's commit began writes), and 200 ms later, in the
+mirrored one's own place (200 ms after an unmirrored commit, nothing written
+since): that one is the like-for-like comparison (the trigger and the wake's share
+of `commit`); for each, how long no process wrote WAL before it; the pull
 on its way to its session, its time there (request read .. answer sent) and its
 answer's way back; the worker's time from the NOTIFY until it waits again; the
 flush of the pass's WAL (by the worker, or by the WAL writer woken at its
@@ -80,6 +91,12 @@ if not os.environ.get("MS_BENCH_INSIDE"):
          ' env MS_BENCH_INSIDE=1 /usr/bin/python3 "$0" "$@"', here] + sys.argv[1:], cwd=ROOT))
 
 import psycopg2  # noqa: E402  (inside the cluster only)
+
+# the device reader: "c", bench/hops_reader.c (the query when the WAL index changed: looked at when the
+# WAL is written, then every POLL_US until it changes), "cpoll" (the same, looked at every POLL_US
+# always), or "py", the bench's reader before session 11 (the query every 0.5 ms, in Python)
+READER = os.environ.get("MS_HOPS_READER", "c")
+POLL_US = int(os.environ.get("MS_HOPS_POLL_US", "50"))
 
 HOPS = ["commit", "wake", "pass", "notify", "agent", "pull", "apply", "upload"]
 
@@ -180,11 +197,32 @@ def flushes(ev):
     return [(e[1], e[0]) for e in ev if e[2] in ("relay", "walwriter") and e[3] in ("fdatasync", "fsync")]
 
 
-def hops(ev):
-    """each write's hops, cut at the system calls that end them; and the unmirrored writes' rounds"""
+def quiet(ev, w, seg):
+    """how long no process wrote WAL before the writer's statement w began writing its own"""
+    mine = next((e for e in seg if e[2] == "writer" and e[3] == "pwrite64"), None)
+    if mine is None:
+        return None
+    last = None
+    for e in ev:
+        if e[0] >= mine[1]:
+            break
+        if e[2] != "agent" and e[3] in ("pwrite64", "fdatasync", "fsync"):
+            last = e
+    return mine[1] - last[0] if last else None
+
+
+def target(e):
+    m = re.search(r'pid: (\d+)', e[6].split("kill(", 1)[-1])
+    return m and m.group(1)
+
+
+def hops(ev, reader=None):
+    """each write's hops, cut at the system calls that end them; and the unmirrored writes' rounds,
+    each marked "after" (the first after a mirrored write's round) or "alike" (after an unmirrored one)"""
     writes = [e for e in ev if e[2] == "writer" and e[3] == "recvfrom" and (e[5] or 0) > 0]
     flushed = flushes(ev)
     rows, plain = [], []
+    before = None
     for i, w in enumerate(writes):
         end = writes[i + 1][0] if i + 1 < len(writes) else float("inf")
         seg = [e for e in ev if w[0] <= e[0] < end]
@@ -196,11 +234,15 @@ def hops(ev):
         # the writer's own statement: received .. its answer sent, and its fsyncs of the WAL
         own = {"round": reply[0] - w[0] if reply else None,
                "wal_sync": sum(e[0] - e[1] for e in seg if e[2] == "writer" and e[3] in ("fdatasync", "fsync")
-                               and (reply is None or e[0] <= reply[0]))}
+                               and (reply is None or e[0] <= reply[0])),
+               "quiet": quiet(ev, w, seg)}
         if woke is None:
             if reply and not any(e[2] == "relay" and e[3] == "kill" for e in seg):
+                own["place"] = "after" if before == "mirrored" else "alike"
                 plain.append(own)
+            before = "plain"
             continue
+        before = "mirrored"
         left = first(lambda e: e[2] == "relay" and e[3] == "epoll_wait", woke[1])
         notified = first(lambda e: e[2] == "relay" and e[3] == "kill" and "USR1" in e[6], woke[0])
         if notified is None:
@@ -222,12 +264,26 @@ def hops(ev):
         # the pull, server side: its session reads the request .. sends the answer
         got = first(lambda e: e[2] in ("session", "listener") and e[3] == "recvfrom" and (e[5] or 0) > 0, pull[1])
         answered = got and first(lambda e: e[2] == got[2] and e[3] == "sendto", got[0])
+        sent_by = [e for e in ev if e[2] == "client" and e[3] == "sendto" and e[1] <= w[0]]
         row = {"commit": woke[0] - w[0], "wake": left_at - woke[0], "pass": notified[0] - left_at,
                "notify": read[0] - notified[0], "agent": pull[1] - read[0], "pull": answer[0] - pull[1],
                "apply": applied[0] - answer[0], "upload": writes_after[-1][0] - applied[0],
                "device": applied[0] - w[0], "acked": writes_after[-1][0] - w[0],
                "requests": sum(1 for e in seg if e[2] == "agent" and e[3] == "sendto"),
-               "writer_round": own["round"], "writer_wal_sync": own["wal_sync"]}
+               "writer_round": own["round"], "writer_wal_sync": own["wal_sync"], "writer_quiet": own["quiet"]}
+        if sent_by and w[0] - sent_by[-1][1] < 50:
+            # the client's UPDATE sent .. the writer has read it (the writer woken from its idle wait)
+            row["to_writer"] = w[0] - sent_by[-1][1]
+        if reader:
+            # the reader's marks: a query begun on a changed WAL index (kill of itself), and the one
+            # that returned the value (kill of its parent)
+            seen = first(lambda e: e[2] == "reader" and e[3] == "kill" and target(e) != reader, w[0])
+            looked = seen and [e for e in seg if e[2] == "reader" and e[3] == "kill" and target(e) == reader
+                               and e[0] <= seen[1]]
+            if seen and looked:
+                row["seen"] = seen[1] - w[0]
+                row["reader_lag"] = looked[-1][1] - applied[0]
+                row["reader_query"] = seen[1] - looked[-1][0]
         if got and answered:
             # the pull's request on its way (and its session's wake), its work, its answer on the way back
             row["pull_to_session"] = got[0] - pull[0]
@@ -271,16 +327,28 @@ def main():
     path = os.path.join(work, "replica.db")
     conn, agent = setup(path)
     cur = conn.cursor()
+    reader = None
+    if READER in ("c", "cpoll"):
+        binary = os.path.join(work, "hops_reader")
+        subprocess.check_call(["gcc", "-O2", "-o", binary, os.path.join(ROOT, "bench", "hops_reader.c"), "-lsqlite3"])
+        reader = subprocess.Popen([binary, path, str(POLL_US)] + (["poll"] if READER == "cpoll" else []),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    else:
+        f = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     trace_file = os.path.join(work, "trace.txt")
     perf = None
     if shutil.which("perf"):
         procs = roles(cur, agent)
+        if reader:
+            procs[str(reader.pid)] = "reader"
+        # this process: its sendto of each UPDATE
+        procs[str(os.getpid())] = "client"
         perf = subprocess.Popen(["perf", "trace", "-p", ",".join(procs), "-e",
                                  "sendto,recvfrom,fdatasync,fsync,kill,epoll_wait,poll,pwrite64"],
                                 stdout=open(trace_file, "w"), stderr=subprocess.STDOUT)
         time.sleep(2)
-    f = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    shown = []
+    shown, front, polls, queries = [], [], [], []
+    reader_cpu = 0.0
     # the listener's too: the agent pulls on it (src/agent/poll.c)
     sessions = [int(p) for p, r in roles(cur, agent).items() if r in ("session", "listener")]
     cpu0 = cpu(agent.pid), sum(cpu(p) for p in sessions)
@@ -289,23 +357,49 @@ def main():
             key = 1 + i * (N // (3 + WRITES)) + 17
             value = f"w{i}-{os.getpid()}"
             time.sleep(0.2)
+            if reader:
+                reader.stdin.write(f"{key} {value}\n")
+                reader.stdin.flush()
             t = time.monotonic()
             cur.execute("UPDATE items SET name = %s WHERE id = %s", (value, key))
-            while True:
-                got = f.execute("SELECT name FROM items WHERE id = ?", (key,)).fetchone()
-                if got and got[0] == value:
-                    break
-                if time.monotonic() - t > 30:
-                    raise SystemExit(f"write {i} never showed in the file")
-                time.sleep(0.0005)
+            answered = time.monotonic()
+            if reader:
+                at, n, q = reader.stdout.readline().split()
+                seen = int(at) / 1e9
+            else:
+                c0 = time.process_time()
+                n = q = 0
+                while True:
+                    n = q = n + 1
+                    got = f.execute("SELECT name FROM items WHERE id = ?", (key,)).fetchone()
+                    if got and got[0] == value:
+                        break
+                    if time.monotonic() - t > 30:
+                        raise SystemExit(f"write {i} never showed in the file")
+                    time.sleep(0.0005)
+                seen = time.monotonic()
+                reader_cpu += time.process_time() - c0
             if i >= 3:
-                shown.append((time.monotonic() - t) * 1000)
-            # the same write to the unmirrored table, once the mirrored one's hops are over
-            time.sleep(0.2)
-            cur.execute("UPDATE plain SET name = %s WHERE id = %s", (value, key))
+                shown.append((seen - t) * 1000)
+                front.append((answered - t) * 1000)
+                polls.append(int(n))
+                queries.append(int(q))
+            # the same write to the unmirrored table: once the mirrored one's hops are over (as the
+            # bench always did: right after the WAL writer's cycle the pass's commit began), then
+            # again 200 ms later, in the mirrored one's place (200 ms after an unmirrored commit)
+            for _ in range(2):
+                time.sleep(0.2)
+                cur.execute("UPDATE plain SET name = %s WHERE id = %s", (value, key))
         time.sleep(0.2)
         cpu1 = cpu(agent.pid), sum(cpu(p) for p in sessions)
+        if reader:
+            reader.stdin.close()
+            user, system, setup_cpu = reader.stdout.readline().split()[1:]
+            reader_cpu = (int(user) + int(system) - int(setup_cpu)) / 1e9
+            reader.wait()
     finally:
+        if reader and reader.poll() is None:
+            reader.kill()
         if perf:
             time.sleep(0.5)
             perf.send_signal(signal.SIGINT)
@@ -314,16 +408,29 @@ def main():
         agent.wait()
     load = open("/proc/loadavg").read().split()[0]
     print(f"write to device: items of {N:,} rows broadcast to one replica, {WRITES} writes, load {load}")
+    how = {"c": "the C reader (bench/hops_reader.c): the query when the WAL index changed, looked at when the WAL"
+                f" is written, then every {POLL_US / 1000:g} ms until it changes",
+           "cpoll": f"the C reader (bench/hops_reader.c): the query when the WAL index changed, looked at every"
+                    f" {POLL_US / 1000:g} ms"}.get(READER, "the query every 0.5 ms, in Python")
     print(f"  write -> device  p50 {pct(shown, 50):6.2f} ms  p90 {pct(shown, 90):6.2f} ms  (targets 5 / 10 ms):"
           " from before the UPDATE until a reader of the replica file sees the row (sync_apply committed),"
-          " polled every 0.5 ms")
-    rows, plain = hops(events(open(trace_file).read(), procs)) if perf else ([], [])
+          f" polled by {how}")
+    print(f"    the reader: {reader_cpu * 1000 / (3 + WRITES):.3f} ms CPU a write (opening the file aside)"
+          f" ({reader_cpu * 1000 / max(1, sum(shown) / len(shown) * (3 + WRITES)) * 100:.1f} % of a core while it"
+          f" waits); polls p50 {pct(polls, 50)}, queries p50 {pct(queries, 50)} a write;"
+          f" the UPDATE sent .. answered, client side, p50 {pct(front, 50):.2f} ms")
+    rows, plain = hops(events(open(trace_file).read(), procs), reader and str(reader.pid)) if perf else ([], [])
     if rows:
         print(f"  traced ({len(rows)} writes, from the UPDATE's arrival; perf trace slows each call a little):")
-        for k, what in (("device", "write -> device (sync_apply's commit)"),
+        for k, what in (("to_writer", "the UPDATE sent .. the writer read it (before the hops)"),
+                        ("device", "write -> device (sync_apply's commit)"),
+                        ("seen", "write -> the reader's query returned the value"),
+                        ("reader_lag", "  sync_apply's commit .. the reader's query began"),
+                        ("reader_query", "  that query, begun .. returned the value"),
                         ("acked", "write -> acknowledged (+ the upload and its fdatasync)")):
-            xs = [r[k] for r in rows]
-            print(f"    {what:55} p50 {pct(xs, 50):6.2f} ms  p90 {pct(xs, 90):6.2f} ms")
+            xs = [r[k] for r in rows if r.get(k) is not None]
+            if xs:
+                print(f"    {what:55} p50 {pct(xs, 50):6.2f} ms  p90 {pct(xs, 90):6.2f} ms")
     print(f"  CPU a write: the agent {(cpu1[0] - cpu0[0]) * 1000 / (3 + WRITES):.2f} ms,"
           f" its sessions {(cpu1[1] - cpu0[1]) * 1000 / (3 + WRITES):.2f} ms (/proc, in clock ticks)")
     if rows:
@@ -344,11 +451,17 @@ def main():
             xs = [r[k] for r in rows if r.get(k) is not None]
             if xs:
                 print(f"    {what:45} p50 {pct(xs, 50):6.2f} ms  p90 {pct(xs, 90):6.2f} ms  ({len(xs)} writes)")
-        for k, what in (("round", "the same UPDATE unmirrored, received .. answered"),
-                        ("wal_sync", "  its fdatasync of the WAL")):
-            xs = [r[k] for r in plain if r.get(k) is not None]
-            if xs:
-                print(f"    {what:45} p50 {pct(xs, 50):6.2f} ms  p90 {pct(xs, 90):6.2f} ms  ({len(xs)})")
+        xs = [r["writer_quiet"] for r in rows if r.get("writer_quiet") is not None]
+        if xs:
+            print(f"      no WAL written by anyone before it for      p50 {pct(xs, 50):6.2f} ms  ({len(xs)})")
+        for place, where in (("alike", "in the mirrored one's place (200 ms after an unmirrored commit)"),
+                             ("after", "right after the mirrored round (the WAL writer's cycle)")):
+            print(f"    the same UPDATE unmirrored, {where}:")
+            for k, what in (("round", "  received .. answered"), ("wal_sync", "  its fdatasync of the WAL"),
+                            ("quiet", "  no WAL written by anyone before it for")):
+                xs = [r[k] for r in plain if r.get(k) is not None and r["place"] == place]
+                if xs:
+                    print(f"    {what:45} p50 {pct(xs, 50):6.2f} ms  p90 {pct(xs, 90):6.2f} ms  ({len(xs)})")
         print(f"  the pass's WAL flushes before the pull answered, a write: {statistics.mean(r['flushes'] for r in rows):.2f}"
               f" (writes with two: {sum(1 for r in rows if r['flushes'] > 1)})")
         print(f"  the agent's requests to the server a write: {statistics.mean(r['requests'] for r in rows):.2f}"
