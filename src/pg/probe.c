@@ -12,6 +12,7 @@
 #include "catalog/namespace.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -33,7 +34,17 @@ ms_probe_rows(Snapshot snapshot, const char *table, const char *index, bool as_u
 	/* a catalog not updated yet (ALTER EXTENSION magic_sync UPDATE) has none */
 	if (!OidIsValid(relid) || (index != NULL && !OidIsValid(indexid)))
 		return false;
+	/*
+	 * Both locks held to the transaction's end, as a statement's scan holds
+	 * them: no ALTER, TRUNCATE, VACUUM FULL, CLUSTER or ALTER EXTENSION
+	 * UPDATE commits between two probes of one transaction (a pull, a pass)
+	 * to show it another version of the table, or none of its rows; and the
+	 * transaction's next probe of it is a hit in this backend's own lock
+	 * table, with no invalidations to take in.
+	 */
 	rel = table_open(relid, AccessShareLock);
+	if (OidIsValid(indexid))
+		LockRelationOid(indexid, AccessShareLock);
 	if (as_user)
 	{
 		AclResult	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
@@ -44,8 +55,9 @@ ms_probe_rows(Snapshot snapshot, const char *table, const char *index, bool as_u
 	scan = systable_beginscan(rel, indexid, OidIsValid(indexid), snapshot, nkeys, keys);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)) && fn(tup, RelationGetDescr(rel), arg))
 		;
+	/* the scan lets go of its own lock on the index: the one above is kept */
 	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
+	table_close(rel, NoLock);
 	return true;
 }
 

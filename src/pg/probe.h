@@ -28,7 +28,8 @@ typedef bool (*ms_probe_fn) (HeapTuple row, TupleDesc desc, void *arg);
  * the catalog has no such table or index.  fn checks every condition itself
  * (an index's predicate too).  as_user: the current user must be allowed to
  * SELECT from it, as a statement's would (else the table's privileges are
- * its caller's business).
+ * its caller's business).  The table and the index stay locked in ACCESS
+ * SHARE mode to the transaction's end, as a statement's scan leaves them.
  */
 extern bool ms_probe_rows(Snapshot snapshot, const char *table, const char *index, bool as_user,
 						  int nkeys, ScanKey keys, ms_probe_fn fn, void *arg);

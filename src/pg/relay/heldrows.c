@@ -33,17 +33,21 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/nbtree.h"
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
+#include "storage/indexfsm.h"
+#include "storage/smgr.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/builtins.h"
@@ -181,6 +185,22 @@ leave_out_alike(ResultRelInfo *rri, EState *estate, TupleTableSlot *slot)
 }
 
 /*
+ * fsm_made: a B-tree's free space map made when it has none.  An index has
+ * none until a VACUUM frees one of its pages, and a split asks the map for
+ * a free page (GetFreeIndexPage): a map found missing is looked for on disk
+ * again at each ask, a failed open() a split (12,162 for a first sync's
+ * million held rows, strace of bench/firstsync.py).  Its metapage marked
+ * used, which it is, makes the map: a split then reads its root page in
+ * shared buffers.
+ */
+static void
+fsm_made(Relation index)
+{
+	if (index->rd_rel->relam == BTREE_AM_OID && !smgrexists(RelationGetSmgr(index), FSM_FORKNUM))
+		RecordUsedIndexPage(index, BTREE_METAPAGE);
+}
+
+/*
  * sync.held open for ms_held_insert, kept across a recorder's writes of
  * HELD_BATCH rows: a snapshot's million held rows were 122 of them, each
  * opening the table and its indexes and making a thousand slots again.
@@ -219,6 +239,8 @@ ms_held_open(void)
 	w->rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(w->rri, rel, 1, NULL, 0);
 	ExecOpenIndices(w->rri, false);
+	for (int i = 0; i < w->rri->ri_NumIndices; i++)
+		fsm_made(w->rri->ri_IndexRelationDescs[i]);
 	w->bistate = GetBulkInsertState();
 	w->slots = palloc(sizeof(TupleTableSlot *) * HELD_PAGE_ROWS);
 	for (int i = 0; i < HELD_PAGE_ROWS; i++)
