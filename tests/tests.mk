@@ -39,6 +39,9 @@ build/bench_replica_apply: $(addprefix build/rel/,bench/replica_apply.o tests/sq
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 build/bench_apply_fixed: $(addprefix build/rel/,bench/apply_fixed.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
+# the agent's own replica.c, its SQLite side of a round
+build/bench_apply_agent: $(addprefix build/rel/,bench/apply_agent.o src/agent/replica.o src/agent/replica_up.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
+	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 build/bench_apply_dump: $(addprefix build/rel/,bench/apply_dump.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 build/bench_replica_schema: $(addprefix build/rel/,bench/replica_schema.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))

@@ -574,6 +574,13 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		rc = ms_schema_load(&c);
 	if (rc == SQLITE_OK && m != NULL)
 		rc = chain(&c, m, &out);
+	/* the state it leaves, for the agent's next pull: its last '}' reopened */
+	if (rc == SQLITE_OK && m != NULL && !out.oom && out.len > 0 && out.data[out.len - 1] == '}')
+	{
+		out.len--;
+		rc = ms_state_said(&c, &out);
+		ms_buf_byte(&out, '}');
+	}
 	/* the result is whole before anything is kept */
 	if (rc == SQLITE_OK && out.oom)
 		rc = SQLITE_NOMEM;
