@@ -3,7 +3,7 @@
  * src/agent/replica.c as magic_sync_agent calls it (issue 37, write ->
  * device).  Not a test.
  *
- *   build/bench_apply_agent [rounds] [dir] [other]
+ *   build/bench_apply_agent [rounds] [dir] [other] [pin]
  *
  * A round: replica_applied with the claim (before the pull), replica_apply
  * of a message of one row (an account updated) in its BEGIN IMMEDIATE,
@@ -11,7 +11,8 @@
  * (replica_upload), then replica_applied without a claim (the round's
  * line).  other 1: another connection writes the file before each round
  * (a host's row), so that what the replica says of itself is read again.
- * Printed: CPU microseconds a round.  Under valgrind --tool=callgrind with
+ * pin 1 (the default): the server's key pinned, as the agent pins it, so
+ * that each message's signature is checked; 0: none pinned.  Printed: CPU microseconds a round.  Under valgrind --tool=callgrind with
  * rounds small, instructions instead (the difference of two round counts).
  */
 #include <stdio.h>
@@ -87,6 +88,7 @@ main(int argc, char **argv)
 	int			rounds = argc > 1 ? atoi(argv[1]) : 2000;
 	const char *dir = argc > 2 ? argv[2] : "/tmp";
 	bool		other = argc > 3 && atoi(argv[3]) != 0;
+	bool		pin = argc <= 4 || atoi(argv[4]) != 0;
 	char		path[512];
 	replica    *r;
 	sqlite3    *host = NULL;
@@ -105,6 +107,18 @@ main(int argc, char **argv)
 	}
 	tm_server_init(&s, 0x31, 0x41);
 	r = open_replica(path, tm_replica_text(&s));
+	if (pin)
+	{
+		uint8_t		key[MS_SIGN_KEY_BYTES];
+		char		err[AGENT_ERROR_MAX];
+
+		tm_server_key(key);
+		if (replica_trust(r, key, false, err) != STEP_OK)
+		{
+			fprintf(stderr, "replica_trust: %s\n", err);
+			return 1;
+		}
+	}
 	schema[0] = tm_table("pgbench_accounts", "catalog", "json", "aid", "aid INTEGER, bid INTEGER, abalance INTEGER, filler TEXT");
 	apply(r, tm_next(&s, tm_begin(schema, 1), NULL), "the snapshot's begin");
 	apply(r, tm_next(&s, NULL, tm_end("pgbench_accounts", NULL)), "the snapshot's end");
@@ -136,8 +150,9 @@ main(int argc, char **argv)
 		t += cpu_now() - t0;
 		tm_free_all();
 	}
-	printf("%d one-row rounds through the agent's replica.c%s: %.1f CPU us a round\n", rounds,
-		   other ? ", another connection writing before each" : "", t * 1e6 / rounds);
+	printf("%d one-row rounds through the agent's replica.c%s%s: %.1f CPU us a round\n", rounds,
+		   other ? ", another connection writing before each" : "", pin ? "" : ", no key pinned",
+		   t * 1e6 / rounds);
 	if (host)
 		sqlite3_close(host);
 	replica_close(r);

@@ -358,8 +358,14 @@ apply(applier *a, ms_buf *out)
 		if (rc == SQLITE_OK)
 			rc = rc2;
 	}
+	/* what the row now holds (ms_state_said tells the agent) */
 	if (rc == SQLITE_OK)
+	{
+		c->st.number = m->number;
+		memcpy(c->st.nonce, m->nonce.data, MS_NONCE_BYTES);
+		memcpy(c->st.seal, m->seal.data, MS_SEAL_BYTES);
 		c->st.generation = m->generation;
+	}
 	a->n.let_go = let_go;
 	if (rc == SQLITE_OK)
 	{

@@ -517,31 +517,26 @@ applied_pack(ms_ctx *c, const ms_state *s, uint8_t **out)
 /*
  * ms_state_said: what sync_status() and sync_applied() would say of the
  * file now, appended to a result as ,"state":{"applied":N,"snapshot":B,
- * "claim":"HEX"} -- the state read again as they read it (an impossible
- * one as what it asks for), so that the agent takes it from sync_apply's
- * answer instead of asking both before its next pull.  c->st is left as
- * it was.
+ * "claim":"HEX"}, so that the agent takes it from sync_apply's answer
+ * instead of asking both before its next pull.  Said from c->st, which
+ * sync_apply keeps as what it wrote: the state it read (an impossible one
+ * as what it asks for, and written back so), a snapshot's begin and end,
+ * and an applied message's number, nonce, seal and generation
+ * (tests/agent/test_replica.c holds it to sync_applied() after each kind).
  */
 int
 ms_state_said(ms_ctx *c, ms_buf *out)
 {
-	ms_state	kept = c->st;
 	uint8_t    *claim;
-	int64_t		n;
-	int			rc = ms_state_load(c);
+	int64_t		n = applied_pack(c, &c->st, &claim);
 
-	n = rc == SQLITE_OK ? applied_pack(c, &c->st, &claim) : 0;
 	if (n < 0)
-		rc = SQLITE_NOMEM;
-	if (rc == SQLITE_OK)
-	{
-		ms_buf_printf(out, ",\"state\":{\"applied\":%llu,\"snapshot\":%s,\"claim\":\"",
-					  (unsigned long long) c->st.number, c->st.snapshot ? "true" : "false");
-		ms_buf_hex(out, claim, (size_t) n);
-		ms_buf_str(out, "\"}");
-	}
-	c->st = kept;
-	return rc;
+		return SQLITE_NOMEM;
+	ms_buf_printf(out, ",\"state\":{\"applied\":%llu,\"snapshot\":%s,\"claim\":\"",
+				  (unsigned long long) c->st.number, c->st.snapshot ? "true" : "false");
+	ms_buf_hex(out, claim, (size_t) n);
+	ms_buf_str(out, "\"}");
+	return SQLITE_OK;
 }
 
 /* sync_applied(): the last message applied, as an Applied; an empty BLOB before the first */

@@ -176,8 +176,13 @@ main(void)
 	agrees(r, other, true, "after another connection applied");
 	agrees(r, other, false, "after another connection applied, again");
 	/* the agent goes on from there */
-	apply_ok(r, one_row(&s, 3), "the row after");
+	m = one_row(&s, 3);
+	apply_ok(r, m, "the row after");
 	agrees(r, other, false, "after the row after");
+	/* the same message again: a duplicate, which changes none of it */
+	CHECK(replica_apply(r, m.data, m.len, &res, err) == STEP_OK && strcmp(res.result, "duplicate") == 0,
+		  "a duplicate: %s %s", err, res.result);
+	agrees(r, other, false, "after a duplicate");
 
 	/* a host's write to its own table: asked again (data_version cannot tell what was written) */
 	CHECK(sqlite3_exec(other, "CREATE TABLE host_own(x); INSERT INTO host_own VALUES (1)", NULL, NULL, NULL) == SQLITE_OK,
@@ -199,6 +204,20 @@ main(void)
 	CHECK(replica_apply(r, m.data, m.len, &res, err) == STEP_OK && strcmp(res.result, "gap") == 0,
 		  "a gap: %s %s", err, res.result);
 	agrees(r, other, false, "after a gap");
+
+	/* the same message again: a duplicate, and what it says agrees */
+	CHECK(replica_apply(r, m.data, m.len, &res, err) == STEP_OK && strcmp(res.result, "gap") == 0,
+		  "the gap's message again: %s %s", err, res.result);
+	agrees(r, other, false, "after the gap's message again");
+
+	/* a state another connection made impossible: read again as what it asks for, then written back so */
+	CHECK(sqlite3_exec(other, "UPDATE _sync_state SET nonce = NULL WHERE id = 1", NULL, NULL, NULL) == SQLITE_OK,
+		  "the state made impossible: %s", sqlite3_errmsg(other));
+	agrees(r, other, true, "after the state was made impossible");
+	m = one_row(&s, 6);
+	CHECK(replica_apply(r, m.data, m.len, &res, err) == STEP_OK && strcmp(res.result, "gap") == 0,
+		  "a message after the state was made impossible: %s %s", err, res.result);
+	agrees(r, other, false, "after the impossible state was written back");
 
 	tm_free_all();
 	sqlite3_close(other);
