@@ -13,22 +13,10 @@
 
 #include "../../src/agent/replica.h"
 #include "../sqlite/msgs.h"
+#include "check.h"
 
-static int	passed;
-static int	failed;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (cond) \
-			passed++; \
-		else \
-		{ \
-			failed++; \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-		} \
-	} while (0)
+int			ms_unit_passed;
+int			ms_unit_failed;
 
 /* statements of the agent's connection that asked sync_status, counted */
 static int	status_asked;
@@ -232,6 +220,6 @@ main(void)
 		}
 		rmdir(dir);
 	}
-	printf("agent replica: %d passed, %d failed\n", passed, failed);
-	return failed == 0 ? 0 : 1;
+	printf("agent replica: %d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
+	return ms_unit_failed == 0 ? 0 : 1;
 }
