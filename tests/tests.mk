@@ -35,9 +35,15 @@ build/san/src/agent/%.o: src/agent/%.c $(wildcard src/agent/*.h) $(SHARED_HDRS)
 	$(CC) $(SAN_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -c $< -o $@
 build/agent_san: $(patsubst %.c,build/san/%.o,$(AGENT_SRCS) $(SQLITE_SRCS) $(REPLICA_SHARED_SRCS))
 	$(CC) $(SAN_CFLAGS) -o $@ $^ -L$(shell $(PG_CONFIG) --libdir) -lpq -lsqlite3 $(SQLITE_LIBS)
+# the agent's SQLite side (src/agent/replica.c) against the replica extension
+build/test_agent_replica: $(patsubst %.c,build/san/%.o,tests/agent/test_replica.c src/agent/replica.c src/agent/replica_up.c tests/sqlite/msgs.c tests/sqlite/seal.c $(SQLITE_SRCS) $(REPLICA_SHARED_SRCS))
+	$(CC) $(SAN_CFLAGS) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 build/bench_replica_apply: $(addprefix build/rel/,bench/replica_apply.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 build/bench_apply_fixed: $(addprefix build/rel/,bench/apply_fixed.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
+	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
+# the agent's own replica.c, its SQLite side of a round
+build/bench_apply_agent: $(addprefix build/rel/,bench/apply_agent.o src/agent/replica.o src/agent/replica_up.o tests/sqlite/msgs.o tests/sqlite/seal.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
 build/bench_apply_dump: $(addprefix build/rel/,bench/apply_dump.o $(SQLITE_SRCS:.c=.o) $(REPLICA_SHARED_SRCS:.c=.o))
 	$(CC) -o $@ $^ -lsqlite3 $(SQLITE_LIBS)
@@ -49,8 +55,9 @@ EXTRA_CLEAN += results regression.diffs regression.out tests/isolation/output_is
 .PHONY: test unit-test sqlite-test demo bench-replica bench-replica-schema bench-apply-fixed check-long
 unit-test: build/test_shared
 	build/test_shared
-sqlite-test: build/test_sqlite magic_sync_sqlite.so
+sqlite-test: build/test_sqlite build/test_agent_replica magic_sync_sqlite.so
 	build/test_sqlite
+	build/test_agent_replica
 	# again as the agent runs it: statements kept between calls (sync_keep_statements)
 	MS_TEST_KEEP=1 MS_TESTS_SKIP=oom build/test_sqlite
 	# and out of memory with statements kept, every 8th allocation (15 s; all of them: 2 min)

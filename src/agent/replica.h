@@ -10,6 +10,7 @@
 #include <sqlite3.h>
 
 #include "agent.h"
+#include "wire.h"
 
 struct replica
 {
@@ -24,13 +25,27 @@ struct replica
 	sqlite3_stmt *retry_large;	/* sync_retry('too large') */
 	sqlite3_stmt *status;
 	sqlite3_stmt *progress;
+	sqlite3_stmt *answer;		/* sync_apply's answer read: a column a path */
 	sqlite3_stmt *json_int;
 	sqlite3_stmt *json_text;
 	sqlite3_stmt *data_version;
 	sqlite3_stmt *begin;
 	sqlite3_stmt *commit;
 	sqlite3_stmt *rollback;
-	int64_t		version;		/* PRAGMA data_version when last looked at */
+	int64_t		version;		/* PRAGMA data_version when replica_written last looked */
+	int64_t		seen;			/* PRAGMA data_version when anything last looked */
+	/*
+	 * What sync_status and sync_applied() say, as the last apply's answer
+	 * (or their own call) said it, while known: the file has been written
+	 * by no other connection since data_version was `known_version`, and
+	 * by this one only through sync_apply and sync_upload (replica_applied).
+	 */
+	bool		known;
+	bool		known_open;
+	int64_t		known_applied;
+	int64_t		known_version;
+	size_t		known_claim_len;
+	uint8_t		known_claim[MS_APPLIED_MAX];
 	int64_t		max_message;
 	int			lock;			/* FILE-agent.lock, flock'd while the file is open; -1: none */
 	char		unstamped[37];	/* the uuid replica_stamp gives the file; "": stamped already */

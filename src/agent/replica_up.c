@@ -30,6 +30,8 @@ replica_upload_lane(replica *r, const char *lane, int64_t max_rows, uint8_t **up
 {
 	sqlite3_stmt *st = lane[0] != '\0' ? r->upload_lane : max_rows >= 0 ? r->upload_some : r->upload;
 	int			rc;
+	/* sync_upload never changes what sync_status and sync_applied() say (replica_applied): kept across it */
+	bool		known = r->known;
 
 	*up = NULL;
 	*len = 0;
@@ -79,6 +81,8 @@ replica_upload_lane(replica *r, const char *lane, int64_t max_rows, uint8_t **up
 		*up = NULL;
 		*len = 0;
 	}
+	else
+		r->known = known;
 	return (agent_status) rc;
 }
 

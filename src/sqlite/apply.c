@@ -358,8 +358,14 @@ apply(applier *a, ms_buf *out)
 		if (rc == SQLITE_OK)
 			rc = rc2;
 	}
+	/* what the row now holds (ms_state_said tells the agent) */
 	if (rc == SQLITE_OK)
+	{
+		c->st.number = m->number;
+		memcpy(c->st.nonce, m->nonce.data, MS_NONCE_BYTES);
+		memcpy(c->st.seal, m->seal.data, MS_SEAL_BYTES);
 		c->st.generation = m->generation;
+	}
 	a->n.let_go = let_go;
 	if (rc == SQLITE_OK)
 	{
@@ -574,6 +580,13 @@ apply_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		rc = ms_schema_load(&c);
 	if (rc == SQLITE_OK && m != NULL)
 		rc = chain(&c, m, &out);
+	/* the state it leaves, for the agent's next pull: its last '}' reopened */
+	if (rc == SQLITE_OK && m != NULL && !out.oom && out.len > 0 && out.data[out.len - 1] == '}')
+	{
+		out.len--;
+		rc = ms_state_said(&c, &out);
+		ms_buf_byte(&out, '}');
+	}
 	/* the result is whole before anything is kept */
 	if (rc == SQLITE_OK && out.oom)
 		rc = SQLITE_NOMEM;

@@ -355,6 +355,8 @@ extern int	ms_state_ensure(ms_ctx *c);
 extern int	ms_state_load(ms_ctx *c);
 /* ms_state_repair: write back what an impossible state was read as (inside a savepoint); a no-op otherwise. */
 extern int	ms_state_repair(ms_ctx *c);
+/* ms_state_said: ,"state":{...} -- what sync_status and sync_applied() would say now -- appended to out. */
+extern int	ms_state_said(ms_ctx *c, ms_buf *out);
 /* ms_state_error: record the last error (not fatal to the call). */
 extern int	ms_state_error(ms_ctx *c, const char *fmt,...);
 /* ms_config: a setting's value (its default when unset or no tables). */

@@ -483,48 +483,83 @@ ms_config(ms_ctx *c, const char *name, int64_t *out)
 	return rc;
 }
 
+/*
+ * applied_pack: the Applied a state says (sync_applied()), packed into a
+ * buffer of the arena; 0 bytes before the first message, -1 out of memory
+ */
+static int64_t
+applied_pack(ms_ctx *c, const ms_state *s, uint8_t **out)
+{
+	Sync__Applied a = SYNC__APPLIED__INIT;
+	size_t		n;
+
+	*out = NULL;
+	if (s->number != 0 && s->has_epoch)
+	{
+		a.epoch.data = (uint8_t *) s->epoch;
+		a.epoch.len = MS_EPOCH_BYTES;
+		a.number = s->number;
+		a.nonce.data = (uint8_t *) s->nonce;
+		a.nonce.len = MS_NONCE_BYTES;
+		a.seal.data = (uint8_t *) s->seal;
+		a.seal.len = MS_SEAL_BYTES;
+		a.generation = s->generation;
+	}
+	n = sync__applied__get_packed_size(&a);
+	if (n == 0)
+		return 0;
+	if ((*out = ms_alloc(&c->arena, n)) == NULL)
+		return -1;
+	sync__applied__pack(&a, *out);
+	return (int64_t) n;
+}
+
+/*
+ * ms_state_said: what sync_status() and sync_applied() would say of the
+ * file now, appended to a result as ,"state":{"applied":N,"snapshot":B,
+ * "claim":"HEX"}, so that the agent takes it from sync_apply's answer
+ * instead of asking both before its next pull.  Said from c->st, which
+ * sync_apply keeps as what it wrote: the state it read (an impossible one
+ * as what it asks for, and written back so), a snapshot's begin and end,
+ * and an applied message's number, nonce, seal and generation
+ * (tests/agent/test_replica.c holds it to sync_applied() after each kind).
+ */
+int
+ms_state_said(ms_ctx *c, ms_buf *out)
+{
+	uint8_t    *claim;
+	int64_t		n = applied_pack(c, &c->st, &claim);
+
+	if (n < 0)
+		return SQLITE_NOMEM;
+	ms_buf_printf(out, ",\"state\":{\"applied\":%llu,\"snapshot\":%s,\"claim\":\"",
+				  (unsigned long long) c->st.number, c->st.snapshot ? "true" : "false");
+	ms_buf_hex(out, claim, (size_t) n);
+	ms_buf_str(out, "\"}");
+	return SQLITE_OK;
+}
+
 /* sync_applied(): the last message applied, as an Applied; an empty BLOB before the first */
 static void
 applied_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	ms_ctx		c;
-	ms_state   *s = &c.st;
-	Sync__Applied a = SYNC__APPLIED__INIT;
-	uint8_t    *out;
-	size_t		n;
+	uint8_t    *packed = NULL;
+	int64_t		n = 0;
 	int			rc;
 
 	(void) argc;
 	(void) argv;
 	ms_ctx_init(&c, ctx, "sync_applied");
 	rc = ms_state_load(&c);
+	if (rc == SQLITE_OK && (n = applied_pack(&c, &c.st, &packed)) < 0)
+		rc = SQLITE_NOMEM;
 	if (rc != SQLITE_OK)
-	{
 		ms_ctx_error(&c, ctx, rc);
-		ms_ctx_done(&c);
-		return;
-	}
-	if (s->number != 0 && s->has_epoch)
-	{
-		a.epoch.data = s->epoch;
-		a.epoch.len = MS_EPOCH_BYTES;
-		a.number = s->number;
-		a.nonce.data = s->nonce;
-		a.nonce.len = MS_NONCE_BYTES;
-		a.seal.data = s->seal;
-		a.seal.len = MS_SEAL_BYTES;
-		a.generation = s->generation;
-	}
-	n = sync__applied__get_packed_size(&a);
-	if (n == 0)
+	else if (n == 0)
 		sqlite3_result_zeroblob(ctx, 0);
-	else if ((out = sqlite3_malloc64(n)) == NULL)
-		sqlite3_result_error_nomem(ctx);
 	else
-	{
-		sync__applied__pack(&a, out);
-		sqlite3_result_blob64(ctx, out, n, sqlite3_free);
-	}
+		sqlite3_result_blob64(ctx, packed, (sqlite3_uint64) n, SQLITE_TRANSIENT);
 	ms_ctx_done(&c);
 }
 

@@ -346,13 +346,19 @@ void
 ms_buf_hex(ms_buf *b, const uint8_t *p, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
-	char		two[2];
+	char		run[128];
 
-	for (size_t i = 0; i < n; i++)
+	/* a run at a time: a call of ms_buf_add a byte was most of a seal's hex */
+	for (size_t i = 0; i < n;)
 	{
-		two[0] = hex[p[i] >> 4];
-		two[1] = hex[p[i] & 15];
-		ms_buf_add(b, two, 2);
+		size_t		k = 0;
+
+		for (; i < n && k < sizeof run; i++, k += 2)
+		{
+			run[k] = hex[p[i] >> 4];
+			run[k + 1] = hex[p[i] & 15];
+		}
+		ms_buf_add(b, run, k);
 	}
 }
 

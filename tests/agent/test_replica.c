@@ -1,0 +1,225 @@
+/*
+ * test_replica.c - the agent's SQLite side (src/agent/replica.c): what the
+ * replica says of itself before a pull (replica_applied) is taken from the
+ * last apply's answer, and asked again once another connection wrote the
+ * file, an apply failed, or it was never known.  Built and run by
+ * `make sqlite-test` (build/test_agent_replica), under the sanitizers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sqlite3.h>
+
+#include "../../src/agent/replica.h"
+#include "../sqlite/msgs.h"
+#include "check.h"
+
+int			ms_unit_passed;
+int			ms_unit_failed;
+
+/* statements of the agent's connection that asked sync_status, counted */
+static int	status_asked;
+
+static int
+count_status(unsigned type, void *arg, void *p, void *x)
+{
+	const char *sql = sqlite3_sql((sqlite3_stmt *) p);
+
+	(void) type;
+	(void) arg;
+	(void) x;
+	if (sql != NULL && strstr(sql, "sync_status()") != NULL)
+		status_asked++;
+	return 0;
+}
+
+/* what a connection of its own says the replica applied: sync_status's number, sync_applied() */
+static void
+said(sqlite3 *db, int64_t *applied, bool *open, uint8_t *claim, size_t *claim_len)
+{
+	sqlite3_stmt *st = NULL;
+
+	*applied = -1;
+	*claim_len = 0;
+	if (sqlite3_prepare_v2(db, "SELECT json_extract(sync_status(), '$.applied'),"
+						   " json_extract(sync_status(), '$.snapshot') IS NOT NULL, sync_applied()",
+						   -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+	{
+		*applied = sqlite3_column_int64(st, 0);
+		*open = sqlite3_column_int(st, 1) != 0;
+		*claim_len = (size_t) sqlite3_column_bytes(st, 2);
+		if (*claim_len > 0 && *claim_len <= MS_APPLIED_MAX)
+			memcpy(claim, sqlite3_column_blob(st, 2), *claim_len);
+	}
+	sqlite3_finalize(st);
+}
+
+/* replica_applied agrees with a fresh connection's answer; asked: whether it asked sync_status */
+static void
+agrees(replica *r, sqlite3 *other, bool asked, const char *when)
+{
+	char		err[AGENT_ERROR_MAX] = "";
+	int64_t		applied = -2,
+				want;
+	bool		open = true,
+				want_open = false;
+	uint8_t		claim[MS_APPLIED_MAX],
+				want_claim[MS_APPLIED_MAX];
+	size_t		claim_len = 0,
+				want_len;
+	int			before = status_asked;
+
+	CHECK(replica_applied(r, &applied, &open, claim, &claim_len, err) == STEP_OK, "%s: %s", when, err);
+	said(other, &want, &want_open, want_claim, &want_len);
+	CHECK(applied == want, "%s: applied %lld, the file says %lld", when, (long long) applied, (long long) want);
+	CHECK(open == want_open, "%s: snapshot open %d, the file says %d", when, open, want_open);
+	CHECK(claim_len == want_len && memcmp(claim, want_claim, claim_len) == 0,
+		  "%s: the claim (%zu bytes) is not sync_applied() (%zu bytes)", when, claim_len, want_len);
+	CHECK((status_asked > before) == asked, "%s: sync_status %s", when, asked ? "not asked" : "asked again");
+}
+
+static void
+apply_ok(replica *r, tm_msg m, const char *what)
+{
+	char		err[AGENT_ERROR_MAX] = "";
+	apply_result res;
+
+	CHECK(replica_apply(r, m.data, m.len, &res, err) == STEP_OK && strcmp(res.result, "applied") == 0,
+		  "%s: %s %s", what, err, res.result);
+}
+
+static tm_msg
+one_row(tm_server *s, int id)
+{
+	Sync__Down *d = tm_down();
+	char		json[64],
+				key[16];
+
+	snprintf(json, sizeof json, "{\"id\":%d,\"name\":\"n%d\"}", id, id);
+	snprintf(key, sizeof key, "%d", id);
+	tm_upsert(tm_rows(d, "items"), json, -1, key, NULL);
+	return tm_next(s, d, NULL);
+}
+
+int
+main(void)
+{
+	char		dir[] = "/tmp/ms_agent_test_XXXXXX";
+	char		path[128];
+	char		err[AGENT_ERROR_MAX] = "";
+	tm_server	s;
+	Sync__Table *schema[1];
+	replica    *r;
+	sqlite3    *other;
+	tm_msg		m;
+	uint8_t    *up = NULL;
+	size_t		len = 0;
+	apply_result res;
+
+	if (mkdtemp(dir) == NULL)
+		return 2;
+	snprintf(path, sizeof path, "%s/replica.db", dir);
+	tm_server_init(&s, 0x21, 0x51);
+	r = replica_open(path, tm_replica_text(&s), err);
+	if (r == NULL)
+	{
+		fprintf(stderr, "replica_open: %s\n", err);
+		return 2;
+	}
+	sqlite3_trace_v2(r->db, SQLITE_TRACE_STMT, count_status, NULL);
+	if (sqlite3_open(path, &other) != SQLITE_OK)
+		return 2;
+	sqlite3_busy_timeout(other, 5000);
+
+	/* never known: asked */
+	agrees(r, other, true, "a new file");
+	agrees(r, other, false, "a new file, again");
+
+	schema[0] = tm_table("items", "catalog", "json", "id", "id INTEGER, name TEXT");
+	apply_ok(r, tm_next(&s, tm_begin(schema, 1), NULL), "the snapshot's begin");
+	agrees(r, other, false, "mid-snapshot, from the apply's answer");
+	apply_ok(r, tm_next(&s, NULL, tm_end("items", NULL)), "the snapshot's end");
+	agrees(r, other, false, "after the snapshot, from the apply's answer");
+	apply_ok(r, one_row(&s, 1), "a row");
+	agrees(r, other, false, "after a row, from the apply's answer");
+
+	/* the acknowledgement (sync_upload) changes none of it */
+	CHECK(replica_upload(r, -1, &up, &len, err) == STEP_OK && up != NULL, "the acknowledgement: %s", err);
+	free(up);
+	agrees(r, other, false, "after the acknowledgement");
+
+	/* another connection applies the next message (an import would): seen, and asked again */
+	m = one_row(&s, 2);
+	{
+		sqlite3_stmt *st = NULL;
+
+		CHECK(sqlite3_prepare_v2(other, "SELECT sync_apply(?1)", -1, &st, NULL) == SQLITE_OK &&
+			  sqlite3_bind_blob(st, 1, m.data, (int) m.len, SQLITE_STATIC) == SQLITE_OK &&
+			  sqlite3_step(st) == SQLITE_ROW &&
+			  strstr((const char *) sqlite3_column_text(st, 0), "\"applied\"") != NULL,
+			  "another connection's apply: %s", sqlite3_errmsg(other));
+		sqlite3_finalize(st);
+	}
+	agrees(r, other, true, "after another connection applied");
+	agrees(r, other, false, "after another connection applied, again");
+	/* the agent goes on from there */
+	m = one_row(&s, 3);
+	apply_ok(r, m, "the row after");
+	agrees(r, other, false, "after the row after");
+	/* the same message again: a duplicate, which changes none of it */
+	CHECK(replica_apply(r, m.data, m.len, &res, err) == STEP_OK && strcmp(res.result, "duplicate") == 0,
+		  "a duplicate: %s %s", err, res.result);
+	agrees(r, other, false, "after a duplicate");
+
+	/* a host's write to its own table: asked again (data_version cannot tell what was written) */
+	CHECK(sqlite3_exec(other, "CREATE TABLE host_own(x); INSERT INTO host_own VALUES (1)", NULL, NULL, NULL) == SQLITE_OK,
+		  "the host's write: %s", sqlite3_errmsg(other));
+	agrees(r, other, true, "after a host's write");
+
+	/* an apply that fails rolls back, and what was known is asked again */
+	{
+		static const uint8_t junk[] = {0x0a, 0x03, 'x', 'y', 'z', 0xff};
+
+		memset(&res, 0, sizeof res);
+		CHECK(replica_apply(r, junk, sizeof junk, &res, err) != STEP_OK, "junk applied: %s", res.result);
+	}
+	agrees(r, other, true, "after a failed apply");
+
+	/* a message that does not follow (a gap): not applied, what it says still agrees */
+	tm_next(&s, tm_down(), NULL);
+	m = one_row(&s, 5);
+	CHECK(replica_apply(r, m.data, m.len, &res, err) == STEP_OK && strcmp(res.result, "gap") == 0,
+		  "a gap: %s %s", err, res.result);
+	agrees(r, other, false, "after a gap");
+
+	/* the same message again: a duplicate, and what it says agrees */
+	CHECK(replica_apply(r, m.data, m.len, &res, err) == STEP_OK && strcmp(res.result, "gap") == 0,
+		  "the gap's message again: %s %s", err, res.result);
+	agrees(r, other, false, "after the gap's message again");
+
+	/* a state another connection made impossible: read again as what it asks for, then written back so */
+	CHECK(sqlite3_exec(other, "UPDATE _sync_state SET nonce = NULL WHERE id = 1", NULL, NULL, NULL) == SQLITE_OK,
+		  "the state made impossible: %s", sqlite3_errmsg(other));
+	agrees(r, other, true, "after the state was made impossible");
+	m = one_row(&s, 6);
+	CHECK(replica_apply(r, m.data, m.len, &res, err) == STEP_OK && strcmp(res.result, "gap") == 0,
+		  "a message after the state was made impossible: %s %s", err, res.result);
+	agrees(r, other, false, "after the impossible state was written back");
+
+	tm_free_all();
+	sqlite3_close(other);
+	replica_close(r);
+	{
+		char		p[160];
+
+		for (int k = 0; k < 4; k++)
+		{
+			snprintf(p, sizeof p, "%s%s", path, (const char *[]) {"", "-wal", "-shm", "-agent.lock"}[k]);
+			unlink(p);
+		}
+		rmdir(dir);
+	}
+	printf("agent replica: %d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
+	return ms_unit_failed == 0 ? 0 : 1;
+}
