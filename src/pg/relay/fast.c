@@ -58,6 +58,14 @@ fast_table(List *tables, const ms_table *t)
 	return true;
 }
 
+/*
+ * What ms_fast_send's statement returns: ms_send counted as plan.c counts
+ * it, when it held nothing before (a pass of fast rows alone: a statement
+ * fewer, issue 37)
+ */
+#define COUNTED " SELECT count(*), coalesce(bool_or(fresh), false), coalesce(bool_or(held IS NOT NULL), false)," \
+	" coalesce(bool_or(NOT fresh AND held IS NULL), false) FROM sent"
+
 /* true but while the plan says none is (plan.c): unknown is "maybe" */
 static bool held_back = true;
 
@@ -134,7 +142,8 @@ ms_fast_find(ms_reader *p)
  * statement fewer a pass than asking it, issue 37).
  */
 void
-ms_fast_send(ms_reader *p, uint64 fast_rows, ArrayType *around, int64 replicas_all, bool planned)
+ms_fast_send(ms_reader *p, uint64 fast_rows, ArrayType *around, int64 replicas_all, bool planned,
+			 ms_sent_counts *counted)
 {
 	int64		replicas_around = ArrayGetNItems(ARR_NDIM(around), ARR_DIMS(around));
 
@@ -153,6 +162,8 @@ ms_fast_send(ms_reader *p, uint64 fast_rows, ArrayType *around, int64 replicas_a
 	Oid			types[2] = {UUIDARRAYOID, INT8OID};
 	Datum		values[2] = {PointerGetDatum(around), Int64GetDatum(replicas_around)};
 
+	if (counted != NULL)
+		counted->valid = false;
 	if (fast_rows == 0)
 		return;
 	conflict = planned ? " ON CONFLICT DO NOTHING" : "";
@@ -168,34 +179,46 @@ ms_fast_send(ms_reader *p, uint64 fast_rows, ArrayType *around, int64 replicas_a
 		 * left to a filter compares every replica with every other.
 		 */
 		ms_exec_generic(p->exec, psprintf(
-				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key, f.note, x.kept, x.held FROM pg_temp.ms_fast f"
-				"  CROSS JOIN LATERAL (SELECT h.replica, h.taken IS NULL AND h.note >= f.note AS kept, h.ctid AS held"
+				"WITH h AS MATERIALIZED (SELECT x.replica, f.tab, f.key, f.note, x.kept, x.held, x.replace FROM pg_temp.ms_fast f"
+				"  CROSS JOIN LATERAL (SELECT h.replica, h.taken IS NULL AND h.note >= f.note AS kept, h.ctid AS held,"
+				"       h.replace"
 				"       FROM sync.held h WHERE h.tab = f.tab AND h.key = f.key OFFSET 0) x"
 				"  JOIN unnest($1::uuid[]) i(id) ON i.id = x.replica),"
-				" c AS MATERIALIZED (SELECT tab, key, count(*) AS holders FROM h GROUP BY tab, key)"
-				" INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held)"
-				" SELECT h.replica, h.tab, h.key, h.note, false, h.held FROM h WHERE NOT h.kept"
+				" c AS MATERIALIZED (SELECT tab, key, count(*) AS holders FROM h GROUP BY tab, key),"
+				" sent AS (INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held, replace)"
+				" SELECT h.replica, h.tab, h.key, h.note, false, h.held, h.replace FROM h WHERE NOT h.kept"
 				" UNION ALL"
-				" SELECT i.id, f.tab, f.key, f.note, true, NULL FROM pg_temp.ms_fast f CROSS JOIN unnest($1::uuid[]) i(id)"
+				" SELECT i.id, f.tab, f.key, f.note, true, NULL, false FROM pg_temp.ms_fast f CROSS JOIN unnest($1::uuid[]) i(id)"
 				"  WHERE NOT EXISTS (SELECT FROM c WHERE c.tab = f.tab AND c.key = f.key)"
 				" UNION ALL"
-				" SELECT i.id, f.tab, f.key, f.note, true, NULL FROM pg_temp.ms_fast f"
+				" SELECT i.id, f.tab, f.key, f.note, true, NULL, false FROM pg_temp.ms_fast f"
 				"  JOIN c ON c.tab = f.tab AND c.key = f.key AND c.holders < $2"
 				"  CROSS JOIN unnest($1::uuid[]) i(id)"
 				"  LEFT JOIN LATERAL (SELECT true AS held FROM sync.held x WHERE x.replica = i.id"
 				"       AND x.tab = f.tab AND x.key = f.key OFFSET 0) x ON true"
-				"  WHERE x.held IS NULL%s", conflict),
+				"  WHERE x.held IS NULL%s RETURNING fresh, held)%s", conflict, COUNTED),
 				2, types, values, NULL, 0);
 	}
 	else
 		ms_exec_generic(p->exec, psprintf(
-				"INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held)"
-				" SELECT i.id, f.tab, f.key, f.note, h.note IS NULL, h.ctid"
+				"WITH sent AS (INSERT INTO pg_temp.ms_send (replica, tab, key, note, fresh, held, replace)"
+				" SELECT i.id, f.tab, f.key, f.note, h.note IS NULL, h.ctid, coalesce(h.replace, false)"
 				"  FROM pg_temp.ms_fast f CROSS JOIN unnest($1::uuid[]) i(id)"
-				"  LEFT JOIN LATERAL (SELECT h.note, h.taken, h.ctid FROM sync.held h WHERE h.replica = i.id"
+				"  LEFT JOIN LATERAL (SELECT h.note, h.taken, h.ctid, h.replace FROM sync.held h WHERE h.replica = i.id"
 				"       AND h.tab = f.tab AND h.key = f.key OFFSET 0) h ON true"
-				" WHERE h.note IS NULL OR h.taken IS NOT NULL OR f.note > h.note%s", conflict),
+				" WHERE h.note IS NULL OR h.taken IS NOT NULL OR f.note > h.note%s RETURNING fresh, held)%s",
+				conflict, COUNTED),
 				1, types, values, NULL, 0);
+	if (counted != NULL && !planned)
+	{
+		bool		isnull;
+
+		counted->valid = true;
+		counted->rows = DatumGetInt64(ms_value(0, 1, &isnull));
+		counted->fresh = DatumGetBool(ms_value(0, 2, &isnull));
+		counted->addressed = DatumGetBool(ms_value(0, 3, &isnull));
+		counted->unaddressed = DatumGetBool(ms_value(0, 4, &isnull));
+	}
 	/* tests/e2e/fast.py walks both, and counts the fresh */
 	ereport(DEBUG1, (errmsg_internal("magic_sync: %llu rows' held versions looked up by %s",
 									 (unsigned long long) fast_rows, by_row ? "held_row" : "held_pkey")));

@@ -11,6 +11,16 @@
 
 #include "pass.h"
 
+/* what ms_send holds, as plan.c counts it (ms_fast_send) */
+typedef struct ms_sent_counts
+{
+	bool		valid;			/* counted: the rest says what ms_send holds */
+	int64		rows;
+	bool		fresh;			/* a row sent to a replica holding no version of it */
+	bool		addressed;		/* a row whose held row the plan looked up (held) */
+	bool		unaddressed;	/* a row not fresh whose held row was not looked up */
+} ms_sent_counts;
+
 /*
  * ms_fast_find: the rows of the batch (ms_pending) on the fast path, into
  * pg_temp.ms_fast; returns how many.  ms_blocked, ms_released and
@@ -38,8 +48,12 @@ extern bool ms_fast_only(uint64 fast_rows);
  * found, into pg_temp.ms_send, for the replicas planned around them
  * (around, uuid[]: ids of sync.replicas) of replicas_all; it takes back none.  planned: ms_send may
  * hold rows planned before these (the caller knows, from what it wrote).
+ * It marks each row sent a replacement where the replica's held row says
+ * replace, as plan.c does every row of ms_send.  counted (may be NULL): when
+ * ms_send held nothing before (not planned), what it holds now, counted as
+ * plan.c counts it, by the same statement; else counted->valid is false.
  */
 extern void ms_fast_send(ms_reader *p, uint64 fast_rows, ArrayType *around, int64 replicas_all,
-						 bool planned);
+						 bool planned, ms_sent_counts *counted);
 
 #endif

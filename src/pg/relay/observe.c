@@ -12,14 +12,17 @@
  */
 #include "magic_sync.h"
 
+#include "access/stratnum.h"
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/datum.h"
 #include "utils/timestamp.h"
+#include "utils/fmgroids.h"
 #include "utils/uuid.h"
 
 #include "evolve.h"
 #include "observe.h"
+#include "settings.h"
 #include "temp.h"
 #include "updated.h"
 
@@ -55,7 +58,20 @@ typedef struct replicas_look
 	int64		all;
 	List	   *provisioning;	/* of pg_uuid_t * */
 	List	   *live;
+	bool		kept;			/* a table is held back: MS_EVOLVE_KEPT */
+	List	   *evolve_if_kept;	/* of pg_uuid_t *: due but for MS_EVOLVE_KEPT, looked up after */
 } replicas_look;
+
+/* what the look found, in C or by the statement */
+typedef struct ms_look
+{
+	int64		to_forget;
+	int64		to_provision;
+	int64		to_evolve;
+	int64		replicas_all;
+	ArrayType  *provisioning;	/* NULL: none */
+	ArrayType  *live;			/* NULL: none */
+} ms_look;
 
 static bool
 column_bool(HeapTuple row, TupleDesc desc, const char *name)
@@ -125,7 +141,13 @@ replica_row(HeapTuple row, TupleDesc desc, void *arg)
 	/* MS_EVOLVE_DUE(""): live AND NOT provision AND schema_hash IS DISTINCT FROM $1 */
 	if (live && !provision &&
 		distinct_bytes(hash, hash_null, PointerGetDatum(l->schema_hash), l->schema_hash == NULL))
-		l->to_evolve++;
+	{
+		/* [AND EXISTS (SELECT FROM sync.replica_tables x WHERE x.replica = r.id)]: after this scan */
+		if (l->kept)
+			l->evolve_if_kept = lappend(l->evolve_if_kept, DatumGetUUIDP(datumCopy(id, false, UUID_LEN)));
+		else
+			l->to_evolve++;
+	}
 	/* live AND NOT dropped AND NOT (provision AND coalesce(provision_failed_at >= now() - 1 minute, false)) */
 	if (live && !dropped && !(provision && !failed_null && DatumGetTimestampTz(failed) >= l->minute_ago))
 		l->live = lappend(l->live, DatumGetUUIDP(datumCopy(id, false, UUID_LEN)));
@@ -148,32 +170,135 @@ uuid_array(List *ids)
 	return construct_array(d, n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR);
 }
 
+/* a probe's look for any row: whether the replica keyed has one in sync.replica_tables */
+static bool
+any_row(HeapTuple row, TupleDesc desc, void *arg)
+{
+	(void) row;
+	(void) desc;
+	*(bool *) arg = true;
+	return false;
+}
+
 /*
- * look_in_c: the look at sync.replicas by a probe, when the statement's
- * conditions need no other table (no table held back: MS_EVOLVE_KEPT asks
- * sync.replica_tables); false when it was not made.
+ * look_in_c: the look at sync.replicas by a probe, the statement's
+ * conditions one for one (look_by_sql); with a table held back,
+ * MS_EVOLVE_KEPT's look at sync.replica_tables by its key, for each
+ * replica otherwise due.  False when a probe could not be made (a catalog
+ * without the table or its index): the statement looks then.
  */
 static bool
-look_in_c(ms_pass *p, ms_pass_catalog *cat, bool held_due, int64 *to_forget, int64 *to_provision,
-		  ArrayType **provisioning, int64 *to_evolve, ms_observed *did)
+look_in_c(ms_pass *p, ms_pass_catalog *cat, bool held_due, ms_look *out)
 {
 	replicas_look l;
+	ListCell   *lc;
 
-	if (cat->held != NIL)
-		return false;
 	memset(&l, 0, sizeof l);
 	l.schema_hash = cat->schema_hash;
 	l.held_due = held_due;
+	l.kept = cat->held != NIL;
 	l.minute_ago = GetCurrentTransactionStartTimestamp() - 60 * USECS_PER_SEC;
 	if (!ms_probe(&p->exec, "replicas", NULL, replica_row, &l))
 		return false;
-	*to_forget = l.to_forget;
-	*to_provision = l.to_provision;
-	*provisioning = uuid_array(l.provisioning);
-	*to_evolve = l.to_evolve;
-	did->live = uuid_array(l.live);
-	did->replicas_all = l.all;
+	foreach(lc, l.evolve_if_kept)
+	{
+		ScanKeyData key;
+		bool		sent = false;
+
+		/* replica: sync.replica_tables' first column, the first of its primary key */
+		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(lfirst(lc)));
+		if (!ms_probe_keyed(&p->exec, "replica_tables", "replica_tables_pkey", 1, &key, any_row, &sent))
+			return false;
+		if (sent)
+			l.to_evolve++;
+	}
+	out->to_forget = l.to_forget;
+	out->to_provision = l.to_provision;
+	out->provisioning = uuid_array(l.provisioning);
+	out->to_evolve = l.to_evolve;
+	out->live = uuid_array(l.live);
+	out->replicas_all = l.all;
 	return true;
+}
+
+/* the same look by a statement: a catalog a probe cannot read, and the check of look_in_c */
+static void
+look_by_sql(ms_pass *p, ms_pass_catalog *cat, bool held_due, ms_look *out)
+{
+	bool		isnull;
+	Datum		d;
+
+	ms_exec(&p->exec, psprintf(
+			"SELECT count(*) FILTER (WHERE dropped OR (NOT live AND seen_live)),"
+			" count(*) FILTER (WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition%s)),"
+			" array_agg(id) FILTER (WHERE " PROVISIONING " AND NOT dropped),"
+			/* what evolve.c has to do, and relay.c's live_replicas */
+			" count(*) FILTER (WHERE %s),"
+			" array_agg(id) FILTER (WHERE live AND NOT dropped"
+			"  AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
+			" count(*)"
+			" FROM sync.replicas r", held_due ? " OR held_due IS NOT NULL" : "",
+			cat->held == NIL ? MS_EVOLVE_DUE("") : MS_EVOLVE_DUE(MS_EVOLVE_KEPT)),
+			1, (Oid[]) {BYTEAOID}, (Datum[]) {PointerGetDatum(cat->schema_hash)}, NULL, 0);
+	out->to_forget = DatumGetInt64(ms_value(0, 1, &isnull));
+	out->to_provision = DatumGetInt64(ms_value(0, 2, &isnull));
+	d = ms_value(0, 3, &isnull);
+	out->provisioning = isnull ? NULL : DatumGetArrayTypePCopy(d);
+	out->to_evolve = DatumGetInt64(ms_value(0, 4, &isnull));
+	d = ms_value(0, 5, &isnull);
+	out->live = isnull ? NULL : DatumGetArrayTypePCopy(d);
+	out->replicas_all = DatumGetInt64(ms_value(0, 6, &isnull));
+}
+
+/* two arrays of ids (NULL: none) as sets: the same members, in any order */
+static bool
+same_ids(ArrayType *a, ArrayType *b)
+{
+	Datum	   *x = NULL;
+	Datum	   *y = NULL;
+	int			nx = 0;
+	int			ny = 0;
+
+	if (a != NULL)
+		deconstruct_array(a, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, &x, NULL, &nx);
+	if (b != NULL)
+		deconstruct_array(b, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, &y, NULL, &ny);
+	if (nx != ny)
+		return false;
+	for (int i = 0; i < nx; i++)
+	{
+		bool		found = false;
+
+		for (int j = 0; j < ny && !found; j++)
+			found = memcmp(DatumGetPointer(x[i]), DatumGetPointer(y[j]), UUID_LEN) == 0;
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * magic_sync.full_plan, the slow way that checks the fast one: the look in
+ * C and the statement must find the same (sql/30_relay_observe.sql walks
+ * every condition, with a table held back and without).  Two spellings of
+ * one rule; a difference is a defect of this build.
+ */
+static void
+look_checked(ms_pass *p, ms_pass_catalog *cat, bool held_due, const ms_look *c)
+{
+	ms_look		s;
+
+	look_by_sql(p, cat, held_due, &s);
+	if (s.to_forget != c->to_forget || s.to_provision != c->to_provision || s.to_evolve != c->to_evolve ||
+		s.replicas_all != c->replicas_all || !same_ids(s.provisioning, c->provisioning) || !same_ids(s.live, c->live))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("magic_sync: the look at sync.replicas in C differs from its statement"),
+				 errdetail("C: %lld to forget, %lld to provision, %lld to evolve, %lld in all; "
+						   "the statement: %lld, %lld, %lld, %lld (or the ids provisioning or live differ).",
+						   (long long) c->to_forget, (long long) c->to_provision, (long long) c->to_evolve,
+						   (long long) c->replicas_all, (long long) s.to_forget, (long long) s.to_provision,
+						   (long long) s.to_evolve, (long long) s.replicas_all)));
 }
 
 ArrayType *
@@ -186,6 +311,7 @@ ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 	int64		to_forget;
 	int64		to_provision;
 	int64		to_evolve;
+	ms_look		look;
 
 	/* what a replica dropped, or no longer live, was sent goes with it */
 	static const char *const forget[] = {
@@ -217,34 +343,18 @@ ms_observe(ms_pass *p, ms_pass_catalog *cat, int snapshots, ms_observed *did)
 	 * something to do (bench/passcost.py, issue 37).  The replicas the pass
 	 * provisions are those it finds here, in its one snapshot: a dropped one
 	 * is forgotten by this pass, or (a snapshot pass) left alone.  The look
-	 * is made in C (look_in_c) but when a table is held back.
+	 * is made in C (look_in_c), a table held back or not.
 	 */
-	if (!look_in_c(p, cat, held_due, &to_forget, &to_provision, &provisioning, &to_evolve, did))
-	{
-		bool		isnull;
-		Datum		d;
-
-		ms_exec(&p->exec, psprintf(
-				"SELECT count(*) FILTER (WHERE dropped OR (NOT live AND seen_live)),"
-				" count(*) FILTER (WHERE live AND (NOT seen_live OR seen_partition IS DISTINCT FROM partition%s)),"
-				" array_agg(id) FILTER (WHERE " PROVISIONING " AND NOT dropped),"
-				/* what evolve.c has to do, and relay.c's live_replicas */
-				" count(*) FILTER (WHERE %s),"
-				" array_agg(id) FILTER (WHERE live AND NOT dropped"
-				"  AND NOT (provision AND coalesce(provision_failed_at >= now() - interval '1 minute', false))),"
-				" count(*)"
-				" FROM sync.replicas r", held_due ? " OR held_due IS NOT NULL" : "",
-				cat->held == NIL ? MS_EVOLVE_DUE("") : MS_EVOLVE_DUE(MS_EVOLVE_KEPT)),
-				1, (Oid[]) {BYTEAOID}, (Datum[]) {PointerGetDatum(cat->schema_hash)}, NULL, 0);
-		to_forget = DatumGetInt64(ms_value(0, 1, &isnull));
-		to_provision = DatumGetInt64(ms_value(0, 2, &isnull));
-		d = ms_value(0, 3, &isnull);
-		provisioning = isnull ? NULL : DatumGetArrayTypePCopy(d);
-		to_evolve = DatumGetInt64(ms_value(0, 4, &isnull));
-		d = ms_value(0, 5, &isnull);
-		did->live = isnull ? NULL : DatumGetArrayTypePCopy(d);
-		did->replicas_all = DatumGetInt64(ms_value(0, 6, &isnull));
-	}
+	if (!look_in_c(p, cat, held_due, &look))
+		look_by_sql(p, cat, held_due, &look);
+	else if (ms_full_plan)
+		look_checked(p, cat, held_due, &look);
+	to_forget = look.to_forget;
+	to_provision = look.to_provision;
+	provisioning = look.provisioning;
+	to_evolve = look.to_evolve;
+	did->live = look.live;
+	did->replicas_all = look.replicas_all;
 	/* nothing forgotten, provisioned or evolved below: what it read stands */
 	did->live_read = to_forget == 0 && to_provision == 0 && to_evolve == 0;
 	if (snapshots != MS_SNAPSHOTS_ONLY && to_forget > 0)

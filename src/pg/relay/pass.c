@@ -149,6 +149,15 @@ ms_prepare_kept(ms_executor *x, const char *sql, int nargs, Oid *types)
 	return plan_for(sql, nargs, types, x->self, 0, &kept);
 }
 
+SPIPlanPtr
+ms_prepare_kept_generic(ms_executor *x, const char *sql, int nargs, Oid *types)
+{
+	bool		kept;
+
+	/* not keeping: planned for its values, as ms_exec_generic's */
+	return plan_for(sql, nargs, types, x->self, CURSOR_OPT_GENERIC_PLAN, &kept);
+}
+
 void
 ms_executor_begin(ms_executor *x, MemoryContext cxt)
 {

@@ -286,6 +286,8 @@ extern void ms_plans_catalog(const char *catalog);
  * ms_owner_begin, as a statement naming a user's table must be.
  */
 extern SPIPlanPtr ms_prepare_kept(ms_executor *x, const char *sql, int nargs, Oid *types);
+/* ms_prepare_kept_generic: the same, its generic plan kept from the first (ms_exec_generic says why) */
+extern SPIPlanPtr ms_prepare_kept_generic(ms_executor *x, const char *sql, int nargs, Oid *types);
 
 /*
  * ms_probe: ms_probe_rows (probe.h) as the pass's statements would see

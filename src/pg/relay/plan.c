@@ -345,6 +345,8 @@ void
 ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_in *in, ms_planned *out)
 {
 	ArrayType  *around;
+	ms_sent_counts counted = {0};
+	bool		retried = false;
 
 	out->blocked = plan_blocked(p, in->cat->tables, false);
 	out->snapshot_rows = -1;
@@ -361,15 +363,15 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 	around = not_provisioned(replicas, provisioning);
 	if (around != NULL && !ms_full_plan)
 		out->joined = ms_plan_question(MS_READER(p, in->cat->tables), around, out->blocked, in->more, in->replicas_all, in->floor,
-									   ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0);
+									   ArrayGetNItems(ARR_NDIM(provisioning), ARR_DIMS(provisioning)) > 0, &counted);
 	else if (around != NULL)
 		plan_whole(p, in->cat->tables, around, out->blocked);
 	/* rows a replica refused, due again: to it alone (retry.c) */
 	if (around != NULL)
-		ms_plan_refused(p, around, in->fault, in->cat->tables);
+		retried = ms_plan_refused(p, around, in->fault, in->cat->tables);
 	/* held rows marked replace with nothing on its way: to that replica alone (retry.c) */
 	if (around != NULL)
-		ms_plan_replaced(p, around, in->fault, in->cat->tables);
+		retried |= ms_plan_replaced(p, around, in->fault, in->cat->tables);
 	/* a held row whose edit was dropped goes as a replacement of the replica's copy */
 	/* few rows are marked (held_replace): read by that index, never the held set whole */
 	/*
@@ -378,6 +380,21 @@ ms_plan(ms_pass *p, ArrayType *replicas, ArrayType *provisioning, const ms_plan_
 	 * and nothing writes ms_send or ms_take after it.  A statement that each
 	 * of those asked for cost a one-row pass its executor (issue 37).
 	 */
+	/*
+	 * A pass of fast rows alone: the statement that wrote ms_send counted it,
+	 * and marked its replacements (fast.c); nothing wrote ms_send or ms_take
+	 * since.  A statement fewer (issue 37).
+	 */
+	if (counted.valid && !retried)
+	{
+		out->taken = 0;
+		out->planned = counted.rows;
+		out->fresh = counted.fresh;
+		out->addressed = counted.addressed;
+		out->unaddressed = counted.unaddressed;
+		ms_analyze(&p->exec, "ms_send, ms_take", (uint64) out->planned);
+		return;
+	}
 	ms_exec(&p->exec, "WITH u AS (UPDATE ms_send s SET replace = true FROM sync.held h"
 			" WHERE h.replace AND h.replica = s.replica AND h.tab = s.tab AND h.key = s.key)"
 			" SELECT s.n, (SELECT count(*) FROM ms_take), s.fresh, s.addressed, s.unaddressed"
@@ -411,7 +428,7 @@ ms_plan_dry(ms_pass *p, ArrayType *replicas, const ms_plan_in *in)
 
 	if (!ms_full_plan)
 		(void) ms_plan_question(MS_READER(p, in->cat->tables), replicas, blocked, in->more, in->replicas_all, in->floor,
-								true);
+								true, NULL);
 	else
 		plan_whole(p, in->cat->tables, replicas, blocked);
 }

@@ -781,7 +781,7 @@ kept(ms_reader *p, uint64 inplace, bool blocked)
 
 int64
 ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int64 replicas_all, int64 floor,
-				 bool sent)
+				 bool sent, ms_sent_counts *counted)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(replicas)};
@@ -807,10 +807,13 @@ ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int
 	ms_temp_table(p->exec, "ms_nd1");
 	ms_temp_table(p->exec, "ms_kd");
 
+	if (counted != NULL)
+		counted->valid = false;
 	fast_rows = ms_fast_find(p);
 	if (nothing_in_question(p, changed(p, fast_rows), blocked, more))
 	{
-		ms_fast_send(p, fast_rows, replicas, replicas_all, sent);
+		/* nothing else planned, nothing taken back: its statement counts ms_send */
+		ms_fast_send(p, fast_rows, replicas, replicas_all, sent, counted);
 		return joined;
 	}
 	/* the replicas with their partitions, which the rules read: a pass of fast rows alone needs neither */
@@ -852,7 +855,7 @@ ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int
 			" WHERE h.note IS NULL OR h.taken IS NOT NULL OR c.note > h.note",
 			0, NULL, NULL, NULL, 0);
 	sent = sent || SPI_processed > 0;
-	ms_fast_send(p, fast_rows, replicas, replicas_all, sent);
+	ms_fast_send(p, fast_rows, replicas, replicas_all, sent, NULL);
 	ms_exec(p->exec,
 			"INSERT INTO ms_take (replica, tab, key) SELECT q.replica, q.tab, q.key FROM ms_q q"
 			" WHERE NOT EXISTS (SELECT FROM ms_n n WHERE n.replica = q.replica AND n.tab = q.tab AND n.key = q.key)",

@@ -8,6 +8,7 @@
 
 #include "utils/array.h"
 
+#include "fast.h"
 #include "pass.h"
 
 /*
@@ -20,9 +21,11 @@
  * replicas there are (fast.c's choice); floor: the notes below it are done
  * (the worker's floor, floor.h; 0 by hand); sent: ms_send may hold rows
  * already (a snapshot's, plan.c).  Returns how many notes the batch took
- * in so.
+ * in so.  counted (may be NULL): when the batch's rows were all on the fast
+ * path and ms_send held nothing before, what ms_send and ms_take hold now
+ * (ms_take nothing; fast.h); else counted->valid is false.
  */
 extern int64 ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int64 replicas_all,
-							  int64 floor, bool sent);
+							  int64 floor, bool sent, ms_sent_counts *counted);
 
 #endif

@@ -54,6 +54,7 @@
 
 static const Oid outbox_types[OUTBOX_COLS] = {UUIDOID, INT8OID, BYTEAOID, BYTEAOID, BYTEAOID, INT8OID, INT4OID, BOOLOID};
 static const Oid segment_types[SEGMENT_COLS] = {UUIDOID, INT4OID, CHAROID, TEXTOID, TEXTOID, INT8OID, INT4OID};
+static const Oid body_types[BODY_COLS] = {BYTEAOID, BYTEAOID, INT4OID, INT4OID};
 
 /* a column of a batch as an array of its type */
 Datum
@@ -67,25 +68,35 @@ ms_batch_array(Datum *values, int n, Oid type)
 	return PointerGetDatum(construct_array(values, n, type, len, byval, align));
 }
 
-/* write_batch: the messages and their segments buffered so far, in one statement */
+/* write_batch: the bodies, messages and segments buffered so far, in one statement */
 void
 ms_write_batch(recorder *r)
 {
 	MemoryContext old = MemoryContextSwitchTo(r->batch);
 
-	/* both in one statement, the one or the other empty, or neither (issue 37) */
-	if (r->nmessages > 0 || r->nsegments > 0)
+	/*
+	 * all in one statement, any of them empty (issue 37: the bodies' own
+	 * statement cost a one-row pass its executor's start and end)
+	 */
+	if (r->nmessages > 0 || r->nsegments > 0 || r->nbodies > 0)
 	{
-		Datum		arrays[OUTBOX_COLS + SEGMENT_COLS];
+		Datum		arrays[OUTBOX_COLS + SEGMENT_COLS + BODY_COLS + 1];
 
 		for (int c = 0; c < OUTBOX_COLS; c++)
 			arrays[c] = ms_batch_array(r->messages[c], r->nmessages, outbox_types[c]);
 		for (int c = 0; c < SEGMENT_COLS; c++)
 			arrays[OUTBOX_COLS + c] = ms_batch_array(r->segs[c], r->nsegments, segment_types[c]);
+		for (int c = 0; c < BODY_COLS; c++)
+			arrays[OUTBOX_COLS + SEGMENT_COLS + c] = ms_batch_array(r->bodies_new[c], r->nbodies, body_types[c]);
+		arrays[OUTBOX_COLS + SEGMENT_COLS + BODY_COLS] = ms_batch_array(r->message_body_hash, r->nmessages, BYTEAOID);
 		ms_run(&r->p->exec, r->store_batch, arrays, NULL, 0);
+		if (ms_int64() != 0)
+			elog(ERROR, "magic_sync: a message's body was not found by its hash");
 		r->segments += r->nsegments;
 		r->nmessages = 0;
 		r->nsegments = 0;
+		r->nbodies = 0;
+		r->body_bytes = 0;
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(r->batch);
@@ -102,25 +113,38 @@ ms_find_target(recorder *r, const pg_uuid_t *id)
 	return tg;
 }
 
-/* store a body once: by its hash (into hash: what a message's signature covers), in this pass and in sync.bodies */
+/*
+ * store a body once: by its hash (into hash: what a message's signature
+ * covers), in this pass and in sync.bodies.  Buffered with the messages
+ * (ms_write_batch), whose statement writes it and gives each message its
+ * id, by its hash; 0 is returned but for a body of a pass before whose id
+ * this pass read.  The buffer is written first when it holds too many
+ * bodies or bytes: the message that carries this one is buffered after it.
+ */
 static int64
 store_body(recorder *r, StringInfo body, int upserts, int deletes, uint8 hash[PG_SHA256_DIGEST_LENGTH])
 {
 	bool		found;
 	body_entry *e;
-	Datum		values[4];
+	MemoryContext old;
+	int			i;
 
 	ms_pg_sha256(body->data, body->len, hash, "a message body");
 	e = hash_search(r->bodies, hash, HASH_ENTER, &found);
 	if (found)
 		return e->id;
-	values[0] = PointerGetDatum(ms_to_bytea(hash, PG_SHA256_DIGEST_LENGTH));
-	values[1] = PointerGetDatum(ms_to_bytea(body->data, body->len));
-	values[2] = Int32GetDatum(upserts);
-	values[3] = Int32GetDatum(deletes);
-	ms_run(&r->p->exec, r->store_body, values, NULL, 1);
-	e->id = ms_int64();
-	return e->id;
+	e->id = 0;
+	if (r->nbodies > 0 && (r->nbodies == WRITE_BATCH || r->body_bytes + body->len > BODY_BATCH_BYTES))
+		ms_write_batch(r);
+	old = MemoryContextSwitchTo(r->batch);
+	i = r->nbodies++;
+	r->bodies_new[0][i] = PointerGetDatum(ms_to_bytea(hash, PG_SHA256_DIGEST_LENGTH));
+	r->bodies_new[1][i] = PointerGetDatum(ms_to_bytea(body->data, body->len));
+	r->bodies_new[2][i] = Int32GetDatum(upserts);
+	r->bodies_new[3][i] = Int32GetDatum(deletes);
+	r->body_bytes += body->len;
+	MemoryContextSwitchTo(old);
+	return 0;
 }
 
 /*
@@ -151,7 +175,7 @@ ms_write_placed(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 {
 	MemoryContext old = MemoryContextSwitchTo(r->scratch);
 	uint8		body_hash[PG_SHA256_DIGEST_LENGTH];
-	int64		body_id = store_body(r, body, upserts, deletes, body_hash);
+	int64		body_id;
 	uint64		number = at->number;
 	uint8		seal[MS_SEAL_BYTES];
 	uint8		head[HEAD_MAX];
@@ -159,6 +183,10 @@ ms_write_placed(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	ms_head		h;
 	ListCell   *lc;
 
+	/* buffered: written WRITE_BATCH at a time, and before anything reads them; the body with them */
+	if (r->nmessages == WRITE_BATCH)
+		ms_write_batch(r);
+	body_id = store_body(r, body, upserts, deletes, body_hash);
 	if (!ms_seal(r->in->cat->epoch.secret, MS_SECRET_BYTES, tg->id.data, r->in->cat->epoch.id, number, at->nonce, seal))
 		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not seal a message")));
 	h.protocol = MS_PROTOCOL;
@@ -177,9 +205,6 @@ ms_write_placed(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 	if (r->signer != NULL)
 		headlen = ms_sign_head(r->signer, head, headlen, body_hash);
 
-	/* buffered: written WRITE_BATCH at a time, and before anything reads them */
-	if (r->nmessages == WRITE_BATCH)
-		ms_write_batch(r);
 	MemoryContextSwitchTo(r->batch);
 	{
 		pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
@@ -192,6 +217,7 @@ ms_write_placed(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 		r->messages[3][i] = PointerGetDatum(ms_to_bytea(at->nonce, MS_NONCE_BYTES));
 		r->messages[4][i] = PointerGetDatum(ms_to_bytea(head, headlen));
 		r->messages[5][i] = Int64GetDatum(body_id);
+		r->message_body_hash[i] = PointerGetDatum(ms_to_bytea(body_hash, PG_SHA256_DIGEST_LENGTH));
 		r->messages[6][i] = Int32GetDatum((int32) (headlen + body->len));
 		r->messages[7][i] = BoolGetDatum(snapshot_start);
 	}
@@ -485,8 +511,7 @@ static void
 recorder_init(recorder *r, ms_pass *p, const ms_record_in *in)
 {
 	HASHCTL		ctl;
-	Oid			btypes[4] = {BYTEAOID, BYTEAOID, INT4OID, INT4OID};
-	Oid			types[OUTBOX_COLS + SEGMENT_COLS];
+	Oid			types[OUTBOX_COLS + SEGMENT_COLS + BODY_COLS + 1];
 
 	memset(r, 0, sizeof *r);
 	r->p = p;
@@ -505,6 +530,9 @@ recorder_init(recorder *r, ms_pass *p, const ms_record_in *in)
 		types[c] = get_array_type(outbox_types[c]);
 	for (int c = 0; c < SEGMENT_COLS; c++)
 		types[OUTBOX_COLS + c] = get_array_type(segment_types[c]);
+	for (int c = 0; c < BODY_COLS; c++)
+		types[OUTBOX_COLS + SEGMENT_COLS + c] = get_array_type(body_types[c]);
+	types[OUTBOX_COLS + SEGMENT_COLS + BODY_COLS] = BYTEAARRAYOID;
 	r->message_seq = get_relname_relid("message_seq", get_namespace_oid("sync", false));
 	if (!OidIsValid(r->message_seq))
 		ereport(ERROR,
@@ -526,15 +554,29 @@ recorder_init(recorder *r, ms_pass *p, const ms_record_in *in)
 	initStringInfo(&r->key);
 
 	ms_temp_table(&p->exec, "ms_segments");
-	r->store_body = ms_prepare_kept(&p->exec, "INSERT INTO sync.bodies (hash, bytes, upserts, deletes) VALUES ($1, $2, $3, $4)"
-							   " ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
-							   4, btypes);
-	r->store_batch = ms_prepare_kept(&p->exec,
-									 "WITH s AS (INSERT INTO pg_temp.ms_segments"
-									 "  SELECT * FROM unnest($9, $10, $11, $12, $13, $14, $15))"
-									 " INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
-									 " SELECT * FROM unnest($1, $2, $3, $4, $5, $6, $7, $8)",
-									 OUTBOX_COLS + SEGMENT_COLS, types);
+	/*
+	 * A body stored by a pass before, and not pruned since, is the row its
+	 * hash finds (ON CONFLICT ... RETURNING gives its id); one this pass
+	 * wrote by an earlier statement (its id 0 in the message) is read by its
+	 * hash.  The outbox's reference to sync.bodies is checked at the
+	 * statement's end, the bodies written.
+	 */
+	/* given arrays, it looked cheaper planned for each batch's lengths: planned at every pass (issue 37) */
+	r->store_batch = ms_prepare_kept_generic(&p->exec,
+									 "WITH b AS (INSERT INTO sync.bodies (hash, bytes, upserts, deletes)"
+									 "  SELECT * FROM unnest($16, $17, $18, $19)"
+									 "  ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id, hash),"
+									 " s AS (INSERT INTO pg_temp.ms_segments"
+									 "  SELECT * FROM unnest($9, $10, $11, $12, $13, $14, $15)),"
+									 " o AS (INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
+									 " SELECT m.replica, m.number, m.epoch, m.nonce, m.head,"
+									 "  CASE WHEN m.body > 0 THEN m.body ELSE coalesce((SELECT b.id FROM b WHERE b.hash = m.hash),"
+									 "   (SELECT x.id FROM sync.bodies x WHERE x.hash = m.hash)) END, m.bytes, m.snapshot"
+									 " FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $20)"
+									 "  m(replica, number, epoch, nonce, head, body, bytes, snapshot, hash) RETURNING body)"
+									 /* a message whose body was not found: none is, but it would be lost */
+									 " SELECT count(*) FILTER (WHERE body IS NULL) FROM o",
+									 OUTBOX_COLS + SEGMENT_COLS + BODY_COLS + 1, types);
 }
 
 /* snapshot_rows: how many rows each replica's snapshot carries, as its Begin says */

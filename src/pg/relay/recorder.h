@@ -31,6 +31,10 @@
 #define WRITE_BATCH 256
 #define OUTBOX_COLS 8
 #define SEGMENT_COLS 7
+/* the bodies new to the pass, written with them: hash, bytes, upserts, deletes */
+#define BODY_COLS 4
+/* and no more of their bytes in memory at once than this (a snapshot's messages are 256 kB each) */
+#define BODY_BATCH_BYTES (1024 * 1024)
 /* held rows of tables sent whole written in one statement */
 #define HELD_BATCH 8192
 
@@ -90,7 +94,7 @@ typedef struct target
 typedef struct body_entry
 {
 	uint8		hash[PG_SHA256_DIGEST_LENGTH];
-	int64		id;
+	int64		id;				/* 0: written by the pass's statements, its id not read back */
 } body_entry;
 
 typedef struct recorder
@@ -110,8 +114,8 @@ typedef struct recorder
 	StringInfoData begin;		/* the packed Begin of a snapshot */
 	StringInfoData key;			/* scratch: the wire Key of the current row */
 	Oid			message_seq;	/* sync.message_seq: numbers drawn as nextval() draws them */
-	SPIPlanPtr	store_body;
-	SPIPlanPtr	store_batch;	/* the messages to sync.outbox, their segments to pg_temp.ms_segments */
+	SPIPlanPtr	store_batch;	/* the bodies to sync.bodies, the messages to sync.outbox,
+								 * their segments to pg_temp.ms_segments */
 	uint64		segments;		/* rows of pg_temp.ms_segments */
 
 	/*
@@ -124,6 +128,10 @@ typedef struct recorder
 	Datum		messages[OUTBOX_COLS][WRITE_BATCH];
 	int			nsegments;
 	Datum		segs[SEGMENT_COLS][WRITE_BATCH];
+	Datum		message_body_hash[WRITE_BATCH];	/* each message's body, by its hash */
+	int			nbodies;
+	Datum		bodies_new[BODY_COLS][WRITE_BATCH];
+	Size		body_bytes;		/* of bodies_new */
 
 	/*
 	 * The held rows of the rows of tables read whole, as their messages are

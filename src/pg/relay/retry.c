@@ -279,7 +279,7 @@ plan_due(ms_pass *p, ms_pass_fault *fault, List *tables, Datum *values)
 			1, types, values, NULL, 0);
 }
 
-void
+bool
 ms_plan_refused(ms_pass *p, ArrayType *replicas, ms_pass_fault *fault, List *tables)
 {
 	Oid			types[1] = {UUIDARRAYOID};
@@ -288,22 +288,23 @@ ms_plan_refused(ms_pass *p, ArrayType *replicas, ms_pass_fault *fault, List *tab
 
 	fault->resent = 0;
 	if (!ms_catalog_has("refused_rows"))
-		return;
+		return false;
 	/* most passes: none due, one read of sync.refused_due */
 	if (!any_due(p))
-		return;
+		return false;
 	/* the replicas it says are due: only their entries of refused_rows_due are read */
 	ms_exec(&p->exec, "SELECT array_agg(d.replica) FROM sync.refused_due d WHERE d.due <= now() AND d.replica = ANY ($1)",
 			1, types, values, NULL, 0);
 	due = ms_array();
 	if (due == NULL)
-		return;
+		return false;
 	values[0] = PointerGetDatum(due);
 	plan_due(p, fault, tables, values);
 	due_again(p, values);
+	return true;
 }
 
-void
+bool
 ms_plan_replaced(ms_pass *p, ArrayType *replicas, ms_pass_fault *fault, List *tables)
 {
 	Oid			types[1] = {UUIDARRAYOID};
@@ -311,7 +312,7 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas, ms_pass_fault *fault, List *ta
 
 	/* most passes: none marked, one probe of held_replace */
 	if (!any_replaced(p) || fault->resend_held)
-		return;
+		return false;
 	/* ms_retry again (ms_plan_refused is done with it): note -1 for a row it made up */
 	ms_temp_table(&p->exec, "ms_retry");
 	ms_exec(&p->exec, "INSERT INTO pg_temp.ms_retry"
@@ -324,7 +325,7 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas, ms_pass_fault *fault, List *ta
 			"   AND NOT EXISTS (SELECT FROM ms_take t WHERE t.replica = h.replica AND t.tab = h.tab AND t.key = h.key)",
 			1, types, values, NULL, 0);
 	if (SPI_processed == 0)
-		return;
+		return false;
 	/* from here a failure is theirs, as the refused rows' (relay.c) */
 	fault->resent += (int64) SPI_processed;
 	retry_each_table(p, tables, gone_or_taken);
@@ -332,4 +333,5 @@ ms_plan_replaced(ms_pass *p, ArrayType *replicas, ms_pass_fault *fault, List *ta
 	ms_exec(&p->exec, "INSERT INTO ms_send (replica, tab, key, note)"
 			" SELECT replica, tab, key, note FROM pg_temp.ms_retry ON CONFLICT DO NOTHING",
 			0, NULL, NULL, NULL, 0);
+	return true;
 }
