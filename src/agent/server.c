@@ -383,7 +383,7 @@ server_close(server *s)
 		return;
 	server_pull_done(s);
 	/* a wait on its way ends now, not at the backend's next look at its client (a second) */
-	if (s->waiting == WAIT_SENT && s->conn != NULL)
+	if (s->waiting == WAIT_SENT && s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK)
 		cancel(s);
 	PQclear(s->waited);
 	free(s->rows);
