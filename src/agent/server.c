@@ -582,8 +582,9 @@ server_wait_refused(const server *s, char why[AGENT_ERROR_MAX])
 /*
  * wait_collect: reads what came of the waiting pull so far, without
  * blocking; true once all of it came (both Syncs), or the connection broke.
- * The CALL's own failure, but for a cancel (57014), says the server cannot
- * wait: the pull behind it ran all the same.
+ * The CALL's own failure, but for the infrastructure's (a cancel, 57014; a
+ * backend terminated, 57P01), says the server cannot wait: the pull behind
+ * it ran all the same.
  */
 static bool
 wait_collect(server *s)
@@ -611,8 +612,9 @@ wait_collect(server *s)
 		}
 		else if (s->syncs == 0 && PQresultStatus(res) == PGRES_FATAL_ERROR)
 		{
+			/* a cancel, a shutdown, a connection lost: the next wait may go; the rest is for good */
 			state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-			if (state == NULL || strcmp(state, "57014") != 0)
+			if (state != NULL && sqlstate_status(state) != STEP_TRANSIENT && PQstatus(s->conn) != CONNECTION_BAD)
 			{
 				s->wait_refused = true;
 				snprintf(s->wait_why, sizeof s->wait_why, "%s", PQresultErrorMessage(res));

@@ -9,7 +9,8 @@
   - a cancel and statement_timeout end it (57014); a role that may not pull
     for the replica gets 42501 at once; inside a transaction block it refuses;
   - the agent with --listen waits on its listening session between writes,
-    each write reaches the file, and the file ends exact;
+    each write reaches the file, and the file ends exact; the session that
+    holds its pull terminated, it connects again and holds its pulls there;
   - a server without sync.pull_wait (an earlier version): the agent says so
     once, the notifications wake it, and writes still reach the file.
 """
@@ -205,6 +206,13 @@ for i in range(8):
 check("the file is exact", wait_until(30, lambda: exact(R1)), True)
 check("the relay's pulls on --server's session: none (they went on the listening one)",
       "sync.pull(" in session("a1_main")[2], False)
+old = session("a1_listen")[0]
+check("the session holding its pull is terminated", srv.one("SELECT pg_terminate_backend(%s)", (old,)), True)
+check("it connects it again, and holds its pull there", wait_until(30, lambda: session("a1_listen")[0] not in (None, old)
+      and session("a1_listen")[2].startswith("CALL sync.pull_wait")), True)
+check("a write after reaches the file", write(9, "after", R1), True)
+check("a terminated session is no refusal: it does not stop holding its pulls",
+      [e for e in json_lines(os.path.join(tmp, "a1.log")) if "cannot hold a pull" in e.get("what", "")], [])
 a1.terminate()
 check("the agent stops cleanly, its wait on the way", a1.wait(timeout=30), 0)
 check("and its waiting backend goes", wait_until(10, lambda: session("a1_listen")[0] is None), True)
