@@ -18,6 +18,10 @@ is cut at the system calls that end a hop:
   notify   .. the agent reads the notification
   agent    .. the agent sends sync.pull
   pull     .. the agent has its answer (the pull flushes the pass's WAL first)
+           (a pull the server held, CALL sync.pull_wait, src/agent/poll.c: the answer is
+           the agent's last read on that connection before it writes the replica, the
+           NOTIFY read before it; notify and agent are 0 and pull runs from the NOTIFY:
+           the held backend's wake, its look, its NOTIFY sent, the pull)
   apply    .. the agent's last write to the replica's WAL before its first fdatasync:
            sync_apply's COMMIT, when a reader of the file sees the rows (the agent's
            commits wait for no fsync: synchronous = NORMAL)
@@ -251,8 +255,17 @@ def hops(ev, reader=None):
         read = first(lambda e: e[2] == "agent" and e[3] == "recvfrom" and (e[5] or 0) > 0,
                      sent[0] if sent else notified[0])
         pull = read and first(lambda e: e[2] == "agent" and e[3] == "sendto", read[0])
-        answer = pull and first(lambda e: e[2] == "agent" and e[3] == "recvfrom" and (e[5] or 0) > 0
-                                and e[4] == pull[4], pull[0])
+        # a held pull's answer: the replica written before the agent's next request
+        held = pull and any(e[2] == "agent" and e[3] == "pwrite64" and read[0] <= e[0] <= pull[1] for e in seg)
+        if held:
+            # the answer: the agent's last read there before it writes the replica (the
+            # NOTIFY goes out first, between the wait's end and the pull)
+            wrote = first(lambda e: e[2] == "agent" and e[3] == "pwrite64", read[0])
+            read = [e for e in seg if e[2] == "agent" and e[3] == "recvfrom" and (e[5] or 0) > 0
+                    and e[4] == read[4] and read[0] <= e[0] <= wrote[1]][-1]
+            pull = (read[0], notified[0]) + read[2:]
+        answer = read if held else pull and first(lambda e: e[2] == "agent" and e[3] == "recvfrom"
+                                                   and (e[5] or 0) > 0 and e[4] == pull[4], pull[0])
         after = answer and first(lambda e: e[2] == "agent" and e[3] == "sendto", answer[0])
         writes_after = [e for e in seg if answer and e[2] == "agent" and e[3] in ("pwrite64", "fdatasync")
                         and e[0] >= answer[0] and (after is None or e[0] <= after[0])]
@@ -266,7 +279,8 @@ def hops(ev, reader=None):
         answered = got and first(lambda e: e[2] == got[2] and e[3] == "sendto", got[0])
         sent_by = [e for e in ev if e[2] == "client" and e[3] == "sendto" and e[1] <= w[0]]
         row = {"commit": woke[0] - w[0], "wake": left_at - woke[0], "pass": notified[0] - left_at,
-               "notify": read[0] - notified[0], "agent": pull[1] - read[0], "pull": answer[0] - pull[1],
+               "notify": 0.0 if held else read[0] - notified[0], "agent": 0.0 if held else pull[1] - read[0],
+               "pull": answer[0] - pull[1], "held": 1 if held else 0,
                "apply": applied[0] - answer[0], "upload": writes_after[-1][0] - applied[0],
                "device": applied[0] - w[0], "acked": writes_after[-1][0] - w[0],
                "requests": sum(1 for e in seg if e[2] == "agent" and e[3] == "sendto"),
@@ -284,7 +298,7 @@ def hops(ev, reader=None):
                 row["seen"] = seen[1] - w[0]
                 row["reader_lag"] = looked[-1][1] - applied[0]
                 row["reader_query"] = seen[1] - looked[-1][0]
-        if got and answered:
+        if got and answered and not held:
             # the pull's request on its way (and its session's wake), its work, its answer on the way back
             row["pull_to_session"] = got[0] - pull[0]
             row["pull_server"] = answered[0] - got[0]
@@ -465,7 +479,8 @@ def main():
         print(f"  the pass's WAL flushes before the pull answered, a write: {statistics.mean(r['flushes'] for r in rows):.2f}"
               f" (writes with two: {sum(1 for r in rows if r['flushes'] > 1)})")
         print(f"  the agent's requests to the server a write: {statistics.mean(r['requests'] for r in rows):.2f}"
-              f" (p50 {pct([r['requests'] for r in rows], 50)})")
+              f" (p50 {pct([r['requests'] for r in rows], 50)});"
+              f" pulls the server held: {sum(r['held'] for r in rows)} of {len(rows)}")
         with open(os.path.join(work, "hops.json"), "w") as out:
             json.dump({"mirrored": rows, "plain": plain}, out)
     keep = os.environ.get("MS_HOPS_KEEP")

@@ -1,6 +1,6 @@
 -- Who may call what (src/pg/sql/99_grants.sql): the README's "(anyone)"
 -- functions are callable by a role with no rights of its own, a replica's
--- role reaches sync.pull and sync.file (each checks the uuid), and
+-- role reaches sync.pull, sync.pull_wait and sync.file (each checks the uuid), and
 -- everything else needs sync_admin.
 CREATE ROLE regress_nobody;
 CREATE ROLE regress_admin IN ROLE sync_admin;

@@ -110,7 +110,8 @@ RESET ROLE;
 -- no SQL through the caller's (sync.mirror and the DDL event triggers pin it
 -- themselves; the noting trigger writes without SQL; keys and digests run none),
 -- and sync.would_send, whose statement is the caller's, in the caller's (it pins
--- it for its own), and its JSON face, which names everything qualified
+-- it for its own), and its JSON face, which names everything qualified; and
+-- sync.pull_wait, a procedure that commits (a SET would forbid it) and runs no SQL
 SELECT p.oid::regprocedure AS search_path_not_pinned
   FROM pg_catalog.pg_proc p
  WHERE p.pronamespace OPERATOR(pg_catalog.=) 'sync'::regnamespace AND p.prokind OPERATOR(pg_catalog.<>) 'a'

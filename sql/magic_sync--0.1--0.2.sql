@@ -1337,3 +1337,12 @@ CREATE TABLE sync.ranges (
 COMMENT ON TABLE sync.ranges IS 'Range repair: the open question to each replica about a table whose digest differs';
 GRANT SELECT ON sync.ranges TO sync_admin;
 GRANT INSERT, UPDATE, DELETE ON sync.ranges TO sync_relay;
+
+-- 30_relay.sql: a pull that waits (src/pg/transport/pull_wait.c)
+CREATE PROCEDURE sync.pull_wait(replica uuid, after bigint, timeout_ms integer)
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_pull_wait';
+COMMENT ON PROCEDURE sync.pull_wait(uuid, bigint, integer) IS
+	'Waits, holding no snapshot, until the replica''s outbox holds a message after `after` (a relay pass that wrote for it commits), for up to timeout_ms (10 minutes at most); then sync.pull';
+REVOKE ALL ON PROCEDURE sync.pull_wait(uuid, bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON PROCEDURE sync.pull_wait(uuid, bigint, integer) TO PUBLIC;

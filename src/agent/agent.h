@@ -231,6 +231,16 @@ extern agent_status server_pull_ahead(server *s, const uint8_t replica[16], int6
 									  char err[AGENT_ERROR_MAX]);
 extern agent_status server_pull_next(server *s, pulled **rows, int *n, char err[AGENT_ERROR_MAX]);
 extern void server_pull_drop(server *s);
+/*
+ * a pull that waits on the server for the relay's next pass that writes for
+ * the replica (up to timeout_ms), sent: server_wait wakes when its result is
+ * in, and the next server_pull with the same arguments takes it
+ */
+extern agent_status server_pull_wait(server *s, const uint8_t replica[16], int64_t after, int timeout_ms,
+									 const uint8_t *claim, size_t claim_len, int max_bytes,
+									 char err[AGENT_ERROR_MAX]);
+/* whether the server refused a waiting pull (an earlier version, a standby), and why */
+extern bool server_wait_refused(const server *s, char why[AGENT_ERROR_MAX]);
 /* file: the filing's answer, a JSON text in out; the SQLSTATE of a failure in sqlstate */
 extern agent_status server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
 								char *out, size_t size, char sqlstate[6], char err[AGENT_ERROR_MAX]);
@@ -301,6 +311,11 @@ extern int	waiter_next_ms(waiter *w);
 extern bool waiter_listening(const waiter *w);
 /* --listen's connection up before a round, when it is due */
 extern void waiter_listen(waiter *w);
+/*
+ * may: the round before the wait settled and pulls from the primary: the
+ * wait may be a waiting pull, of first_bytes (the round's first pull's bound)
+ */
+extern void waiter_may_wait_pull(waiter *w, bool may, int first_bytes);
 /* the wait between rounds; pooled: the connection rounds use */
 extern wake_reason waiter_wait(waiter *w, server *pooled, const char *replica_id, replica *r,
 							   volatile const int *stop, char err[AGENT_ERROR_MAX]);

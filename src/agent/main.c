@@ -789,6 +789,9 @@ main(int argc, char **argv)
 			continue;
 		}
 		waiter_round(a.wait, any);
+		/* settled, pulling from the primary: the wait may be a pull the server holds (poll.c) */
+		waiter_may_wait_pull(a.wait, caught_up && a.opt.npull == 0,
+							 a.opt.pull_bytes < PULL_FIRST_BYTES ? a.opt.pull_bytes : PULL_FIRST_BYTES);
 		switch (waiter_wait(a.wait, a.srv, a.uuid, a.rep, &stop_signal, err))
 		{
 			case WAKE_LOST:

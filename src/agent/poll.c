@@ -30,11 +30,26 @@
  * leaves them to --server's connection for the life of the agent; one that
  * breaks, until it is connected again.
  *
+ * When the round before settled and its pulls go there, the wait itself is
+ * a pull that waits on the server (server_pull_wait): the server holds it
+ * when the relay's pass that writes for the replica commits, and the pull
+ * runs at once, without the NOTIFY's hop to the agent and the pull's back
+ * (docs/protocol.md, the pull).  For as long as the wait drawn, with
+ * WAIT_MARGIN_MS for the server to say so.  A server that cannot wait (an
+ * earlier version without sync.pull_wait, a standby, the library not
+ * preloaded) is said once, and the notifications wake the agent as before
+ * for the life of the agent.  So they do after a round that did not settle
+ * (a gap, a failure: the same wait would end at once), while --pull's
+ * standbys serve the pulls, and mid-snapshot.
+ *
  * Whatever it waits on, a write to the replica's file by another
  * connection, a stop and a lost connection end the wait (server_wait).
  *-------------------------------------------------------------------------
  */
 #include "agent.h"
+
+#include "uuid.h"
+#include "wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +60,7 @@
 #define POLL_FLOOR_MS 1000		/* the wait after a round that moved */
 #define LISTEN_RETRY_FIRST_MS 1000
 #define LISTEN_RETRY_MAX_MS 30000
+#define WAIT_MARGIN_MS 5000		/* past a waiting pull's timeout: the server's answer is late */
 
 struct waiter
 {
@@ -57,6 +73,9 @@ struct waiter
 	int			interval;		/* --interval: the longest wait */
 	int			current;		/* the wait now, before its jitter */
 	unsigned int seed;
+	bool		may_wait;		/* the next wait may be a waiting pull (waiter_may_wait_pull) */
+	int			first_bytes;	/* its pull's bound */
+	bool		no_wait;		/* the server cannot wait: said once, for the life of the agent */
 };
 
 static int64_t
@@ -224,6 +243,53 @@ waiter_listen(waiter *w)
 	(void) listen_up(w);
 }
 
+void
+waiter_may_wait_pull(waiter *w, bool may, int first_bytes)
+{
+	w->may_wait = may;
+	w->first_bytes = first_bytes;
+}
+
+/*
+ * wait_pull: sends a waiting pull on the listening connection, after what
+ * the replica applied, when it may (poll.c's head); true when it is on its way
+ */
+static bool
+wait_pull(waiter *w, server *pooled, const char *replica_id, replica *r, int ms)
+{
+	char		err[AGENT_ERROR_MAX];
+	uint8_t		id[16];
+	uint8_t		claim[MS_APPLIED_MAX];
+	size_t		claim_len = 0;
+	int64_t		after;
+	bool		open;
+
+	if (!w->may_wait || w->no_wait || waiter_puller(w, pooled) != w->listener || w->listener == NULL ||
+		!ms_uuid_parse(replica_id, strlen(replica_id), id))
+		return false;
+	if (replica_applied(r, &after, &open, claim, &claim_len, err) != STEP_OK || open)
+		return false;
+	if (server_pull_wait(w->listener, id, after, ms, claim, claim_len, w->first_bytes, err) != STEP_OK)
+	{
+		if (server_broken(w->listener))
+			waiter_lost(w, err);
+		return false;
+	}
+	return true;
+}
+
+/* wait_refused: the server refused to wait: said once, and the notifications wake the agent */
+static void
+wait_refused(waiter *w)
+{
+	char		why[AGENT_ERROR_MAX];
+
+	if (w->listener == NULL || !server_wait_refused(w->listener, why))
+		return;
+	report_error("the server cannot hold a pull until the relay writes (the notifications wake the agent)", why, 0);
+	w->no_wait = true;
+}
+
 /*
  * waiter_wait: waits for the relay to notify this replica (on --listen's
  * connection, when it is up), for a write to the file, for a stop, or for
@@ -250,7 +316,13 @@ waiter_wait(waiter *w, server *pooled, const char *replica_id, replica *r,
 			ms = w->listen_retry_at - mono_ms() > 0 ? (int) (w->listen_retry_at - mono_ms()) : 0;
 		return server_wait(pooled, replica_id, ms, r, stop, err);
 	}
-	why = server_wait(w->listener, replica_id, ms, r, stop, err);
+	if (wait_pull(w, pooled, replica_id, r, ms))
+	{
+		why = server_wait(w->listener, replica_id, ms + WAIT_MARGIN_MS, r, stop, err);
+		wait_refused(w);
+	}
+	else
+		why = w->listener != NULL ? server_wait(w->listener, replica_id, ms, r, stop, err) : WAKE_TIMEOUT;
 	if (why == WAKE_LOST)
 	{
 		waiter_lost(w, err);

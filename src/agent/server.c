@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "wire.h"
+
 #define UUIDOID 2950
 #define BYTEAOID 17
 #define INT8OID 20
@@ -53,9 +55,26 @@ struct server
 	int			cap;
 	bool		ahead;			/* a pull sent ahead is on its way (server_pull_ahead) */
 	bool		no_claims;		/* the server's sync.pull takes no claim (an earlier version's) */
+	/* a waiting pull (server_pull_wait): CALL sync.pull_wait, then sync.pull, in a pipeline */
+	int			waiting;		/* WAIT_NONE, WAIT_SENT (on its way), WAIT_DONE (its pull's result in) */
+	int			syncs;			/* of its pipeline's two, received */
+	int			nulls;			/* results' ends received in a row */
+	bool		wait_refused;	/* the CALL failed: the server cannot wait (an earlier version, a standby) */
+	PGresult   *waited;			/* its pull's result, until a pull with the same arguments takes it */
+	int64_t		waited_after;
+	int			waited_bytes;
+	uint8_t		waited_claim[MS_APPLIED_MAX];
+	size_t		waited_claim_len;
+	char		wait_why[AGENT_ERROR_MAX];	/* why the server refused to wait */
+};
+
+enum
+{
+	WAIT_NONE, WAIT_SENT, WAIT_DONE
 };
 
 static int64_t now_ms(void);
+static void cancel(server *s);
 
 /* trim: libpq's messages on one line: runs of white space as one space */
 static void
@@ -363,6 +382,10 @@ server_close(server *s)
 	if (s == NULL)
 		return;
 	server_pull_done(s);
+	/* a wait on its way ends now, not at the backend's next look at its client (a second) */
+	if (s->waiting == WAIT_SENT && s->conn != NULL && PQstatus(s->conn) == CONNECTION_OK)
+		cancel(s);
+	PQclear(s->waited);
 	free(s->rows);
 	if (s->conn)
 		PQfinish(s->conn);
@@ -396,6 +419,8 @@ get_be64(const uint8_t *b)
 }
 
 static agent_status take(server *s, PGresult *res, pulled **rows, int *n, char err[AGENT_ERROR_MAX]);
+static bool wait_collect(server *s);
+static void wait_settle(server *s);
 
 /*
  * The pull, in a transaction of its own whose commit waits for no flush:
@@ -432,6 +457,19 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 	*rows = NULL;
 	*n = 0;
 	server_pull_done(s);
+	if (s->waiting != WAIT_NONE)
+	{
+		/* a waiting pull's: taken when it pulled what this one asks, else let go of */
+		wait_settle(s);
+		res = s->waited;
+		s->waited = NULL;
+		s->waiting = WAIT_NONE;
+		if (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK && s->waited_after == after &&
+			s->waited_bytes == max_bytes && s->waited_claim_len == claim_len &&
+			(claim_len == 0 || memcmp(s->waited_claim, claim, claim_len) == 0))
+			return take(s, res, rows, n, err);
+		PQclear(res);
+	}
 	be64(after_be, (uint64_t) after);
 	for (int i = 0; i < 4; i++)
 		bytes_be[i] = (uint8_t) ((uint32_t) max_bytes >> (24 - 8 * i));
@@ -454,6 +492,179 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 		}
 	}
 	return take(s, res, rows, n, err);
+}
+
+/*
+ * server_pull_wait: a pull that waits on the server for the relay's next
+ * pass that writes for the replica, up to timeout_ms, sent and not waited
+ * for: CALL sync.pull_wait, then sync.pull as server_pull sends it, in one
+ * pipeline, each with a Sync of its own -- each its own transaction, the
+ * procedure's outside any block, so that it holds no snapshot while it
+ * waits (src/pg/transport/pull_wait.c) -- and the pull runs the moment the
+ * wait ends, without a round trip to the agent.  server_wait says when its
+ * result is in; the next server_pull with the same arguments takes it (one
+ * with others, or before it came, cancels the wait and pulls anew).  The
+ * notifications received so far are let go of: the wait looks at the outbox
+ * before it sleeps.
+ */
+#define WAIT_SQL "CALL sync.pull_wait($1, $2, $3)"
+
+agent_status
+server_pull_wait(server *s, const uint8_t replica[16], int64_t after, int timeout_ms,
+				 const uint8_t *claim, size_t claim_len, int max_bytes, char err[AGENT_ERROR_MAX])
+{
+	const Oid	types[4] = {UUIDOID, INT8OID, INT4OID, BYTEAOID};
+	uint8_t		after_be[8];
+	uint8_t		timeout_be[4];
+	uint8_t		bytes_be[4];
+	static const uint8_t none[1] = {0};
+	const char *wait_values[3] = {(const char *) replica, (const char *) after_be, (const char *) timeout_be};
+	const char *pull_values[4] = {(const char *) replica, (const char *) after_be, (const char *) bytes_be,
+	(const char *) (claim_len > 0 ? claim : none)};
+	const int	lengths[4] = {16, 8, 4, (int) claim_len};
+	const int	formats[4] = {1, 1, 1, 1};
+	PGnotify   *note;
+
+	if (claim_len > sizeof s->waited_claim)
+	{
+		snprintf(err, AGENT_ERROR_MAX, "a claim of %zu bytes", claim_len);
+		return STEP_FAILED;
+	}
+	server_pull_drop(s);
+	PQclear(s->waited);
+	s->waited = NULL;
+	while ((note = PQnotifies(s->conn)) != NULL)
+		PQfreemem(note);
+	be64(after_be, (uint64_t) after);
+	for (int i = 0; i < 4; i++)
+	{
+		bytes_be[i] = (uint8_t) ((uint32_t) max_bytes >> (24 - 8 * i));
+		timeout_be[i] = (uint8_t) ((uint32_t) timeout_ms >> (24 - 8 * i));
+	}
+	if (!PQenterPipelineMode(s->conn))
+		return result_status(s, NULL, "sync.pull_wait", err);
+	s->waiting = WAIT_SENT;
+	s->syncs = 0;
+	s->nulls = 0;
+	s->waited_after = after;
+	s->waited_bytes = max_bytes;
+	s->waited_claim_len = claim_len;
+	if (claim_len > 0)
+		memcpy(s->waited_claim, claim, claim_len);
+	if (!PQsendQueryParams(s->conn, WAIT_SQL, 3, types, wait_values, lengths, formats, 0) ||
+		!PQpipelineSync(s->conn) ||
+		!PQsendQueryParams(s->conn, s->no_claims ? PULL_SQL("$1, $2, $3") : PULL_SQL("$1, $2, $3, $4"),
+						   s->no_claims ? 3 : 4, types, pull_values, lengths, formats, 1) ||
+		!PQpipelineSync(s->conn))
+	{
+		agent_status st = result_status(s, NULL, "sync.pull_wait", err);
+
+		/* what went is received and let go of: the connection serves on, or is lost */
+		wait_settle(s);
+		PQclear(s->waited);
+		s->waited = NULL;
+		s->waiting = WAIT_NONE;
+		return st;
+	}
+	return STEP_OK;
+}
+
+/* server_wait_refused: whether the server refused to wait (no sync.pull_wait, a standby), and why */
+bool
+server_wait_refused(const server *s, char why[AGENT_ERROR_MAX])
+{
+	if (s == NULL || !s->wait_refused)
+		return false;
+	snprintf(why, AGENT_ERROR_MAX, "%s", s->wait_why);
+	return true;
+}
+
+/*
+ * wait_collect: reads what came of the waiting pull so far, without
+ * blocking; true once all of it came (both Syncs), or the connection broke.
+ * The CALL's own failure, but for the infrastructure's (a cancel, 57014; a
+ * backend terminated, 57P01), says the server cannot wait: the pull behind
+ * it ran all the same.
+ */
+static bool
+wait_collect(server *s)
+{
+	while (s->waiting == WAIT_SENT && PQstatus(s->conn) != CONNECTION_BAD && !PQisBusy(s->conn))
+	{
+		PGresult   *res = PQgetResult(s->conn);
+		const char *state;
+
+		if (res == NULL)
+		{
+			/* a result's end; two in a row: nothing more is on its way */
+			if (++s->nulls > 1)
+				break;
+			continue;
+		}
+		s->nulls = 0;
+		if (PQresultStatus(res) == PGRES_PIPELINE_SYNC)
+		{
+			if (++s->syncs == 2)
+			{
+				s->waiting = WAIT_DONE;
+				(void) PQexitPipelineMode(s->conn);
+			}
+		}
+		else if (s->syncs == 0 && PQresultStatus(res) == PGRES_FATAL_ERROR)
+		{
+			/* a cancel, a shutdown, a connection lost: the next wait may go; the rest is for good */
+			state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+			if (state != NULL && sqlstate_status(state) != STEP_TRANSIENT && PQstatus(s->conn) != CONNECTION_BAD)
+			{
+				s->wait_refused = true;
+				snprintf(s->wait_why, sizeof s->wait_why, "%s", PQresultErrorMessage(res));
+				trim(s->wait_why);
+			}
+		}
+		else if (s->syncs == 1 && s->waited == NULL)
+		{
+			s->waited = res;
+			res = NULL;
+		}
+		PQclear(res);
+	}
+	if (s->waiting == WAIT_SENT && PQstatus(s->conn) == CONNECTION_BAD)
+		s->waiting = WAIT_DONE;
+	return s->waiting != WAIT_SENT;
+}
+
+/* cancel: asks the server to cancel what the connection runs (the wait) */
+static void
+cancel(server *s)
+{
+	PGcancel   *c = PQgetCancel(s->conn);
+	char		why[256];
+
+	if (c == NULL)
+		return;
+	(void) PQcancel(c, why, sizeof why);
+	PQfreeCancel(c);
+}
+
+/* wait_settle: a waiting pull still on its way is cancelled, and what came of it received */
+static void
+wait_settle(server *s)
+{
+	if (s->waiting != WAIT_SENT || wait_collect(s))
+		return;
+	cancel(s);
+	while (!wait_collect(s))
+	{
+		struct pollfd pfd;
+
+		pfd.fd = PQsocket(s->conn);
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		if (pfd.fd < 0 || (poll(&pfd, 1, 1000) < 0 && errno != EINTR) || !PQconsumeInput(s->conn))
+			break;
+	}
+	if (s->waiting == WAIT_SENT)
+		s->waiting = WAIT_DONE;
 }
 
 /* take: the rows of a pull's result, res, kept alive in s until server_pull_done */
@@ -820,7 +1031,8 @@ server_wait(server *s, const char *replica_id, int timeout_ms, replica *r,
 
 		if (*stop)
 			return WAKE_STOP;
-		if (notified(s, replica_id))
+		/* a waiting pull's result in: the relay wrote to it, or the wait timed out (the round says) */
+		if (s->waiting == WAIT_SENT ? wait_collect(s) : notified(s, replica_id))
 			return WAKE_NOTIFIED;
 		if (replica_written(r))
 			return WAKE_WRITTEN;

@@ -21,6 +21,14 @@
  * and numbers are drawn in order: a message numbered at or below it was
  * written by that pass or one before.
  *
+ * And it holds WAIT_BUCKETS condition variables, a waiting pull's
+ * (transport/pull_wait.c): a replica's is the bucket of its database and
+ * uuid.  A transaction that wrote messages for a replica (a relay pass)
+ * marks its bucket (ms_wake_replica_at_commit), and the same callback
+ * broadcasts it at XACT_EVENT_COMMIT, once the messages are visible and
+ * before the pass's NOTIFY goes out.  Replicas that share a bucket wake each
+ * other for nothing: each looks again, and sleeps on.
+ *
  * Readers take no lock: a slot's fields are atomics, and a latch set on a
  * process that reused a departed worker's PGPROC only wakes it for nothing.
  * Without the shared memory (the library loaded by a backend, the relay
@@ -33,6 +41,7 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -43,6 +52,7 @@
 #include "wake.h"
 
 #define WAKE_SLOTS 64			/* relay workers, one per database at most */
+#define WAIT_BUCKETS 256		/* waiting pulls' condition variables */
 
 typedef struct wake_slot
 {
@@ -56,6 +66,7 @@ typedef struct wake_shared
 {
 	slock_t		mutex;			/* taken by workers claiming or freeing a slot */
 	wake_slot	slots[WAKE_SLOTS];
+	ConditionVariable waits[WAIT_BUCKETS];
 } wake_shared;
 
 static wake_shared *shared = NULL;
@@ -67,6 +78,9 @@ static bool preloaded = false;
 static bool wake_pending = false;
 /* the worker's pass commits without a flush: hand its WAL to the WAL writer at its commit */
 static bool flush_pending = false;
+/* the buckets of the replicas this transaction wrote messages for: broadcast at its commit */
+static uint64 waits_pending[WAIT_BUCKETS / 64];
+static bool any_waits_pending = false;
 static bool callback_registered = false;
 static wake_slot *my_slot = NULL;
 
@@ -97,6 +111,8 @@ wake_startup(void)
 			pg_atomic_init_u64(&shared->slots[i].committed, 0);
 			pg_atomic_init_u64(&shared->slots[i].through, 0);
 		}
+		for (int i = 0; i < WAIT_BUCKETS; i++)
+			ConditionVariableInit(&shared->waits[i]);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -236,6 +252,40 @@ ms_wake_committed_by(int64 number, XLogRecPtr *end)
 	return false;
 }
 
+/* bucket: a replica's condition variable, by its database and uuid (FNV-1a) */
+static int
+bucket(Oid dboid, const pg_uuid_t *replica)
+{
+	uint32		h = 2166136261u ^ (uint32) dboid;
+
+	for (int i = 0; i < UUID_LEN; i++)
+		h = (h ^ replica->data[i]) * 16777619u;
+	return (int) (h % WAIT_BUCKETS);
+}
+
+ConditionVariable *
+ms_wake_wait_of(const pg_uuid_t *replica)
+{
+	if (!ms_wake_available())
+		return NULL;
+	return &shared->waits[bucket(MyDatabaseId, replica)];
+}
+
+static void
+broadcast_waits(void)
+{
+	if (!any_waits_pending)
+		return;
+	any_waits_pending = false;
+	for (int w = 0; w < WAIT_BUCKETS / 64; w++)
+		for (int b = 0; waits_pending[w] != 0 && b < 64; b++)
+			if (waits_pending[w] & (UINT64CONST(1) << b))
+			{
+				waits_pending[w] &= ~(UINT64CONST(1) << b);
+				ConditionVariableBroadcast(&shared->waits[w * 64 + b]);
+			}
+}
+
 static void
 wake_xact(XactEvent event, void *arg)
 {
@@ -243,6 +293,8 @@ wake_xact(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
+			/* first: the waiting pulls wake beside the WAL writer, before the NOTIFY */
+			broadcast_waits();
 			if (flush_pending)
 			{
 				flush_pending = false;
@@ -268,6 +320,8 @@ wake_xact(XactEvent event, void *arg)
 			/* a prepared transaction commits elsewhere: that pass waits for the naptime */
 			wake_pending = false;
 			flush_pending = false;
+			any_waits_pending = false;
+			memset(waits_pending, 0, sizeof waits_pending);
 			break;
 		default:
 			break;
@@ -298,4 +352,17 @@ ms_wake_flush_at_commit(void)
 {
 	register_callback();
 	flush_pending = true;
+}
+
+void
+ms_wake_replica_at_commit(const pg_uuid_t *replica)
+{
+	int			b;
+
+	if (!ms_wake_available())
+		return;
+	register_callback();
+	b = bucket(MyDatabaseId, replica);
+	waits_pending[b / 64] |= UINT64CONST(1) << (b % 64);
+	any_waits_pending = true;
 }

@@ -13,6 +13,8 @@
 #include "postgres.h"
 
 #include "access/xlogdefs.h"
+#include "storage/condition_variable.h"
+#include "utils/uuid.h"
 
 /* ms_wake_preload: from _PG_init while preloading: request the shared memory and its hooks. */
 extern void ms_wake_preload(void);
@@ -59,5 +61,18 @@ extern void ms_wake_passed(XLogRecPtr end, int64 through);
  * durable.  False when it cannot say (no worker, another's pass, not yet).
  */
 extern bool ms_wake_committed_by(int64 number, XLogRecPtr *end);
+
+/*
+ * ms_wake_replica_at_commit: a transaction that wrote messages for the
+ * replica: its waiting pulls (ms_wake_wait_of) are woken when it commits.
+ * Nothing without the shared memory.
+ */
+extern void ms_wake_replica_at_commit(const pg_uuid_t *replica);
+
+/*
+ * ms_wake_wait_of: the condition variable a pull waiting for the replica's
+ * next messages sleeps on (in this database); NULL without the shared memory.
+ */
+extern ConditionVariable *ms_wake_wait_of(const pg_uuid_t *replica);
 
 #endif

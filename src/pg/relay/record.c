@@ -43,6 +43,7 @@
 #include "load.h"
 #include "pbwrite.h"
 #include "record.h"
+#include "wake.h"
 #include "recorder.h"
 #include "seal.h"
 #include "settings.h"
@@ -683,6 +684,9 @@ record_chains(recorder *r)
 	}
 	if (k == 0)
 		return;
+	/* their waiting pulls wake at the commit, before the NOTIFY (transport/pull_wait.c) */
+	for (int i = 0; i < k; i++)
+		ms_wake_replica_at_commit(DatumGetUUIDP(cols[0][i]));
 	if (r->in->chains_later && !snapshots && r->nprovisioning == 0 && !ms_evolve_any(r->in->cat))
 	{
 		chains_later(r, cols[0], cols[5], cols[6], k);

@@ -84,6 +84,15 @@ CREATE FUNCTION sync.pull(replica uuid, after bigint, max_bytes integer, applied
 COMMENT ON FUNCTION sync.pull(uuid, bigint, integer, bytea) IS
 	'sync.pull with what the replica says it applied (an Applied, as sync_applied() returns it): a claim beyond what the server wrote for it is believed only with a seal that verifies; one before what it acknowledged, 0 included, has it provisioned again';
 
+-- A pull that waits (src/pg/transport/pull_wait.c): CALLed on its own, with
+-- sync.pull behind it in the same pipeline.  Not SECURITY DEFINER, with no
+-- SET: either would keep it from committing its snapshot before it waits.
+CREATE PROCEDURE sync.pull_wait(replica uuid, after bigint, timeout_ms integer)
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'ms_pull_wait';
+COMMENT ON PROCEDURE sync.pull_wait(uuid, bigint, integer) IS
+	'Waits, holding no snapshot, until the replica''s outbox holds a message after `after` (a relay pass that wrote for it commits), for up to timeout_ms (10 minutes at most); then sync.pull';
+
 CREATE FUNCTION sync.inspect(message bytea) RETURNS jsonb
 	LANGUAGE c STABLE STRICT
 	SET search_path = pg_catalog, pg_temp

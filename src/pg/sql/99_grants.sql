@@ -32,6 +32,9 @@ GRANT EXECUTE ON FUNCTION sync.key(text[]), sync.key_parts(text), sync.key_text(
 -- A replica's role pulls and files for its own uuid (each function checks).
 GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.pull(uuid, bigint, integer, bytea) TO PUBLIC;
+-- (ALL FUNCTIONS leaves procedures alone)
+REVOKE ALL ON PROCEDURE sync.pull_wait(uuid, bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON PROCEDURE sync.pull_wait(uuid, bigint, integer) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.is_transient(text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.file(uuid, bytea, jsonb) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION sync.settled(uuid, pg_snapshot) TO PUBLIC;
