@@ -64,6 +64,25 @@ def wait_until(seconds, test, errors=(sqlite3.Error, OSError)):
     return False
 
 
+def file_value(path, key):
+    """items.v of key in the replica file at path, read-only (None when it has no such row)"""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        row = db.execute("SELECT v FROM items WHERE id = ?", (key,)).fetchone()
+        return row[0] if row else None
+    finally:
+        db.close()
+
+
+def file_exact(path, server):
+    """whether the replica file at path holds items (id, v) exactly as the server does"""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        return sorted(db.execute("SELECT id, v FROM items").fetchall()) == \
+            sorted(server.rows("SELECT id, v FROM items"))
+    finally:
+        db.close()
+
 def psql(db, sql):
     """Each statement in a transaction of its own (DROP DATABASE needs it)."""
     args = []

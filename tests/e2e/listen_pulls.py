@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import TOP, Server, check, finish, json_lines, wait_until
+from harness import TOP, Server, check, file_exact, file_value, finish, json_lines, wait_until
 
 DB = "listen_pulls"
 AGENT = os.path.join(TOP, "magic_sync_agent")
@@ -81,21 +81,11 @@ def events(name):
 
 
 def value(r, key):
-    db = sqlite3.connect(f"file:{file_of(r)}?mode=ro", uri=True, timeout=5)
-    try:
-        row = db.execute("SELECT v FROM items WHERE id = ?", (key,)).fetchone()
-        return row[0] if row else None
-    finally:
-        db.close()
+    return file_value(file_of(r), key)
 
 
 def exact(r):
-    db = sqlite3.connect(f"file:{file_of(r)}?mode=ro", uri=True, timeout=5)
-    try:
-        return sorted(db.execute("SELECT id, v FROM items").fetchall()) == \
-            sorted(srv.rows("SELECT id, v FROM items"))
-    finally:
-        db.close()
+    return file_exact(file_of(r), srv)
 
 
 def session(app):

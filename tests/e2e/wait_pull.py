@@ -16,7 +16,6 @@
 """
 import atexit
 import os
-import sqlite3
 import subprocess
 import tempfile
 import threading
@@ -24,7 +23,7 @@ import time
 
 import psycopg2
 
-from harness import TOP, Server, check, finish, json_lines, wait_until
+from harness import TOP, Server, check, file_exact, file_value, finish, json_lines, wait_until
 
 DB = "wait_pull"
 AGENT = os.path.join(TOP, "magic_sync_agent")
@@ -167,21 +166,11 @@ def start(r, name):
 
 
 def value(r, key):
-    db = sqlite3.connect(f"file:{file_of(r)}?mode=ro", uri=True, timeout=5)
-    try:
-        row = db.execute("SELECT v FROM items WHERE id = ?", (key,)).fetchone()
-        return row[0] if row else None
-    finally:
-        db.close()
+    return file_value(file_of(r), key)
 
 
 def exact(r):
-    db = sqlite3.connect(f"file:{file_of(r)}?mode=ro", uri=True, timeout=5)
-    try:
-        return sorted(db.execute("SELECT id, v FROM items").fetchall()) == \
-            sorted(srv.rows("SELECT id, v FROM items"))
-    finally:
-        db.close()
+    return file_exact(file_of(r), srv)
 
 
 def session(app):
