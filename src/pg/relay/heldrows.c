@@ -504,6 +504,12 @@ ms_held_later_pulled(const ms_pass_later *later, int *pulled)
 	return n == list_length(later->kept->messages);
 }
 
+int
+ms_held_later_messages(const ms_pass_later *later)
+{
+	return later->kept == NULL ? 0 : list_length(later->kept->messages);
+}
+
 /* held_of_whole: the held rows of tg's message number, of its whole segments, buffered or kept */
 void
 ms_held_of_whole(recorder *r, target *tg, int64 number)

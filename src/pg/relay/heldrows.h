@@ -39,5 +39,7 @@ extern void ms_record_held_later(ms_pass *p, const ms_pass_later *later);
  * did.  Shared memory only: outside any transaction.
  */
 extern bool ms_held_later_pulled(const ms_pass_later *later, int *pulled);
+/* ms_held_later_messages: how many messages those held rows wait to see pulled */
+extern int	ms_held_later_messages(const ms_pass_later *later);
 
 #endif

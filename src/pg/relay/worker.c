@@ -356,6 +356,7 @@ held_wait(const ms_pass_later *later)
 	TimestampTz moved = start;
 	int			pulled = -1;
 	bool		woken;
+	const char *why = NULL;
 
 	if (ms_held_wait <= 0)
 		return;
@@ -367,7 +368,12 @@ held_wait(const ms_pass_later *later)
 		int			now_pulled;
 		TimestampTz now;
 
-		if (MyLatch->is_set || ms_held_later_pulled(later, &now_pulled))
+		if (MyLatch->is_set)
+		{
+			why = "a commit woke the relay for a pass";
+			break;
+		}
+		if (ms_held_later_pulled(later, &now_pulled))
 			break;
 		now = GetCurrentTimestamp();
 		if (now_pulled != pulled)
@@ -375,13 +381,27 @@ held_wait(const ms_pass_later *later)
 			pulled = now_pulled;
 			moved = now;
 		}
-		if (TimestampDifferenceExceeds(start, now, ms_held_wait) ||
-			TimestampDifferenceExceeds(moved, now, ms_held_pull_gap))
+		if (TimestampDifferenceExceeds(start, now, ms_held_wait))
+		{
+			why = "magic_sync.held_wait passed";
 			break;
+		}
+		if (TimestampDifferenceExceeds(moved, now, ms_held_pull_gap))
+		{
+			why = "no pull moved on for magic_sync.held_pull_gap";
+			break;
+		}
 		/* a commit's wake (the latch) ends the wait, and is left for the pass after */
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);
 		CHECK_FOR_INTERRUPTS();
 	}
+	/* recorded before the replicas pulled their snapshots (an offline device's is): why, for tuning */
+	if (why != NULL)
+		ereport(DEBUG1,
+				(errmsg("magic_sync: the held rows of a snapshot are recorded before it was pulled: %s", why),
+				 errdetail("%d of the snapshot's %d messages pulled after %ld ms.", Max(pulled, 0),
+						   ms_held_later_messages(later),
+						   (long) ((GetCurrentTimestamp() - start) / 1000))));
 	if (woken)
 		SetLatch(MyLatch);
 }
