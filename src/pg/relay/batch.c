@@ -200,6 +200,12 @@ ms_batch_rows_all(uint64 rows)
 	return pending_rows >= 0 && (uint64) pending_rows == rows && !member_notes;
 }
 
+int64
+ms_batch_rows_known(void)
+{
+	return member_notes ? -1 : pending_rows;
+}
+
 void
 ms_batch_only(ms_pass *p, ArrayType *ids)
 {
