@@ -172,6 +172,8 @@ def recorded(c, full):
             unheld[0] += int(n.split("magic_sync: ")[1].split()[0])
         if "held by some of the replicas around" in n and not full:
             unheld[1] += int(n.split("magic_sync: ")[1].split()[0])
+        if "sent as they were found" in n and not full:
+            unheld[2] += 1
     c.execute(HELD, (before, before))
     held = c.fetchall()
     c.execute(CARRIED, (before,))
@@ -209,7 +211,7 @@ lookups = {"held_row": 0, "held_pkey": 0}
 # sends to replicas that hold no version of the row: recorded without looking
 # for a held row to update (a held row there makes the pass fail); and rows
 # that some of the replicas around hold and others do not (rebirth, below)
-unheld = [0, 0]
+unheld = [0, 0, 0]
 for step in range(STEPS):
     for i, until in list(down.items()):
         if until < step:
@@ -263,6 +265,9 @@ check("passes that looked held versions up by held_row and by held_pkey, each mo
       min(lookups.values()) > 1, True)
 check("fast-path sends to replicas holding no version of the row (more than one)", unheld[0] > 1, True)
 check("fast rows held by some of the replicas around and not others (more than one)", unheld[1] > 1, True)
+# a batch of fast rows alone, sent by the statement that found them (fast.c)
+check("passes whose fast rows were sent as they were found (more than one)", unheld[2] > 1, True)
 print(f"{STEPS} steps, {fast_rows} rows on the fast path, {len(replicas)} replicas; held versions by {lookups};"
-      f" {unheld[0]} sent to replicas holding none, {unheld[1]} rows held by some")
+      f" {unheld[0]} sent to replicas holding none, {unheld[1]} rows held by some,"
+      f" {unheld[2]} passes sent as found")
 finish()

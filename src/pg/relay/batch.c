@@ -11,8 +11,19 @@
  */
 #include "magic_sync.h"
 
+#include "access/heapam.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "storage/bufmgr.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "batch.h"
@@ -200,6 +211,12 @@ ms_batch_rows_all(uint64 rows)
 	return pending_rows >= 0 && (uint64) pending_rows == rows && !member_notes;
 }
 
+int64
+ms_batch_rows_known(void)
+{
+	return member_notes ? -1 : pending_rows;
+}
+
 void
 ms_batch_only(ms_pass *p, ArrayType *ids)
 {
@@ -234,16 +251,80 @@ ms_batch_by_table(ms_pass *p, int64 **ids, int **tabs)
 	return n;
 }
 
+/* the rights the statement deleting the notes would need of sync.notes (relid), as self */
+static void
+notes_rights(Oid relid, Oid self)
+{
+	AclResult	acl = pg_class_aclcheck(relid, self, ACL_DELETE);
+
+	if (acl == ACLCHECK_OK)
+		acl = pg_class_aclcheck(relid, self, ACL_SELECT);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_TABLE, "notes");
+}
+
+/*
+ * The note at `at` deleted, if it is the note `id` the snapshot sees, as a
+ * DELETE by its address would (ExecDelete): a note another transaction
+ * changed or deleted since the snapshot fails the pass, a serialization
+ * failure.
+ */
+static void
+delete_note(Relation notes, Snapshot snapshot, int idcol, int64 id, ItemPointer at)
+{
+	HeapTupleData tup;
+	Buffer		buf;
+	bool		isnull;
+	bool		same;
+	TM_FailureData tmfd;
+	TM_Result	result;
+
+	tup.t_self = *at;
+	if (!heap_fetch(notes, snapshot, &tup, &buf, false))
+		return;
+	same = DatumGetInt64(heap_getattr(&tup, idcol, RelationGetDescr(notes), &isnull)) == id && !isnull;
+	ReleaseBuffer(buf);
+	if (!same)
+		return;
+	result = table_tuple_delete(notes, at, GetCurrentCommandId(true), snapshot, InvalidSnapshot, true, &tmfd, false);
+	switch (result)
+	{
+		case TM_Ok:
+		case TM_SelfModified:	/* deleted by this command already: one note, read twice */
+			break;
+		case TM_Updated:
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent update")));
+			break;
+		case TM_Deleted:
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent delete")));
+			break;
+		default:
+			elog(ERROR, "magic_sync: unexpected result %d deleting a note", (int) result);
+	}
+}
+
 void
 ms_batch_done(ms_pass *p)
 {
+	Oid			ns = get_namespace_oid("sync", false);
+	Oid			relid = get_relname_relid("notes", ns);
+	Oid			readid = RangeVarGetRelid(makeRangeVar("pg_temp", "ms_notes_read", -1), NoLock, false);
+	Relation	notes;
+	Relation	read;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	int			idcol;
+	int			readid_col;
+	int			at_col;
+
 	/*
-	 * By the addresses the notes were read at: a TID scan fetches the
-	 * batch's notes and no other, whatever sync.notes' statistics say.
-	 * Joined by id, the plan was a hash join over a scan of the whole table
-	 * whenever the statistics lagged (a table left large by a big change
-	 * scanned at every pass, however small).  An address is the note's own
-	 * until the pass commits: the pass updates none of its batch after
+	 * By the addresses the notes were read at: the batch's notes and no
+	 * other, whatever sync.notes' statistics say.  An address is the note's
+	 * own until the pass commits: the pass updates none of its batch after
 	 * reading it (park.c reads the batch again after parking), and a note
 	 * another transaction changed since the snapshot fails the pass, as it
 	 * did by id.  Deleted, not marked done: marking wrote a new version of
@@ -251,14 +332,41 @@ ms_batch_done(ms_pass *p)
 	 * update), indexed in notes_done, that pruning then deleted.  A reader
 	 * sees the same either way: a note not done, until the pass commits.
 	 * Notes marked done otherwise (an unmirrored table's, follow.c) are
-	 * pruned as before.  No "NOT n.done": it would let the planner walk
-	 * notes_pending whole (its predicate), filtering by address, when the
-	 * statistics say the table is small and it holds the dead entries of a
-	 * large change (none of the batch is done: marked since the snapshot,
-	 * it would fail the pass).
+	 * pruned as before.  In C, as the statement did it ("DELETE FROM
+	 * sync.notes n USING pg_temp.ms_notes_read r WHERE n.ctid = ANY (...) AND
+	 * n.id = r.id"), with its rights checked as the pass's: sync.notes has no
+	 * trigger, rule or key that refers to it, and a deletion leaves the
+	 * indexes to pruning; a statement's start and end cost a one-row pass
+	 * more than the deletion (issue 37).
 	 */
-	ms_exec(&p->exec, "DELETE FROM sync.notes n USING pg_temp.ms_notes_read r"
-			" WHERE n.ctid = ANY (ARRAY(SELECT at FROM pg_temp.ms_notes_read))"
-			"   AND n.id = r.id",
-			0, NULL, NULL, NULL, 0);
+	if (!OidIsValid(relid))
+		elog(ERROR, "magic_sync: sync.notes is missing");
+	notes_rights(relid, p->exec.self);
+	CommandCounterIncrement();
+	PushCopiedSnapshot(p->exec.snapshot);
+	UpdateActiveSnapshotCommandId();
+	notes = table_open(relid, RowExclusiveLock);
+	read = table_open(readid, AccessShareLock);
+	idcol = SPI_fnumber(RelationGetDescr(notes), "id");
+	readid_col = SPI_fnumber(RelationGetDescr(read), "id");
+	at_col = SPI_fnumber(RelationGetDescr(read), "at");
+	if (idcol <= 0 || readid_col <= 0 || at_col <= 0)
+		elog(ERROR, "magic_sync: sync.notes or pg_temp.ms_notes_read lacks a column");
+	scan = table_beginscan(read, GetActiveSnapshot(), 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		idnull;
+		bool		atnull;
+		Datum		id = heap_getattr(tup, readid_col, RelationGetDescr(read), &idnull);
+		Datum		at = heap_getattr(tup, at_col, RelationGetDescr(read), &atnull);
+
+		if (!idnull && !atnull)
+			delete_note(notes, GetActiveSnapshot(), idcol, DatumGetInt64(id), (ItemPointer) DatumGetPointer(at));
+	}
+	table_endscan(scan);
+	table_close(read, NoLock);
+	table_close(notes, NoLock);
+	PopActiveSnapshot();
+	/* what follows sees them gone */
+	CommandCounterIncrement();
 }

@@ -59,6 +59,13 @@ extern void ms_batch_rows(ms_executor *x);
  */
 extern bool ms_batch_rows_all(uint64 rows);
 
+/*
+ * ms_batch_rows_known: how many rows ms_pending holds, as ms_batch_read read
+ * the batch, when no note of it is a group member's; -1 when it does not
+ * know (the batch changed since) or one is (fast.c's send ahead).
+ */
+extern int64 ms_batch_rows_known(void);
+
 /* ms_batch_only: the batch is these notes (a bigint[]; park.c narrows it down). */
 extern void ms_batch_only(ms_pass *p, ArrayType *ids);
 

@@ -21,13 +21,26 @@ typedef struct ms_sent_counts
 	bool		unaddressed;	/* a row not fresh whose held row was not looked up */
 } ms_sent_counts;
 
+/* what ms_fast_find needs to send the rows it finds at once (ms_fast_send's arguments) */
+typedef struct ms_fast_ahead
+{
+	ArrayType  *around;
+	int64		replicas_all;
+	bool		planned;
+	ms_sent_counts *counted;	/* may be NULL */
+} ms_fast_ahead;
+
 /*
  * ms_fast_find: the rows of the batch (ms_pending) on the fast path, into
  * pg_temp.ms_fast; returns how many.  ms_blocked, ms_released and
  * ms_unplanned are the plan's (plan.c); ms_inc_replicas the replicas planned
- * around the change (question.c).
+ * around the change (question.c).  ahead (may be NULL): the caller found
+ * nothing else can be in question (no row blocked, no batch to close, no
+ * group), so that when the rows found are every row of the batch
+ * (ms_fast_only) the same statement sends them, as ms_fast_send would, and
+ * *sent says so; else *sent is false and nothing was sent.
  */
-extern uint64 ms_fast_find(ms_reader *p);
+extern uint64 ms_fast_find(ms_reader *p, const ms_fast_ahead *ahead, bool *sent);
 
 /*
  * ms_fast_held_back: whether any of ms_blocked, ms_released and ms_unplanned

@@ -643,6 +643,30 @@ insert_held_as(held_write *w)
 	"INSERT INTO sync.carried (replica, tab, number, rows) " select \
 	" ON CONFLICT (replica, tab, number) DO UPDATE SET rows = sync.carried.rows + EXCLUDED.rows"
 
+char *
+ms_held_addressed(const char *segments, const char *filter, bool has_carried)
+{
+	return psprintf("e AS MATERIALIZED (SELECT s.held, s.replica, s.tab, s.key, s.note, g.number FROM %s g"
+					"  JOIN pg_temp.ms_send s ON s.tab = g.tab AND s.key >= g.first_key"
+					"   AND s.key <= g.last_key AND s.replica = g.replica"
+					" WHERE g.kind = 'u'%s AND NOT s.fresh AND s.held IS NOT NULL),"
+					" h AS (UPDATE sync.held h SET %s FROM e"
+					"  WHERE h.ctid = e.held AND h.replica = e.replica AND h.tab = e.tab AND h.key = e.key"
+					"  RETURNING h.replica, h.tab, e.number),"
+					" c AS (%s)",
+					segments, filter, sent_again("e", "h"),
+					has_carried ? CARRIED_ADD("SELECT replica, tab, number, count(*) FROM h GROUP BY replica, tab, number")
+					: "SELECT count(*) FROM h");
+}
+
+void
+ms_held_addressed_check(int64 expected, int64 updated)
+{
+	if (updated != expected)
+		elog(ERROR, "magic_sync: %lld of %lld held rows were where the plan found them",
+			 (long long) updated, (long long) expected);
+}
+
 /*
  * The held rows of the replicas provisioned: every row of their segments,
  * inserted, and what each message carries per table counted as it was
@@ -693,7 +717,7 @@ held_of_snapshots(ms_pass *p, bool has_carried, ArrayType *provisioning, const c
  */
 void
 ms_record_held(ms_pass *p, bool has_carried, bool trim_carried, ArrayType *provisioning,
-			   uint64 segments, uint64 whole, const ms_planned *plan)
+			   uint64 segments, uint64 whole, const ms_planned *plan, bool addressed_done)
 {
 	Oid			types[1] = {UUIDARRAYOID};
 	Datum		values[1] = {PointerGetDatum(provisioning)};
@@ -722,26 +746,12 @@ ms_record_held(ms_pass *p, bool has_carried, bool trim_carried, ArrayType *provi
 				"   AND NOT g.replica = ANY ($1) AND s.fresh RETURNING replica, tab, number) %s",
 				segment_rows, carried),
 				1, types, values);
-	if (addressed)
+	if (addressed && !addressed_done)
 	{
-		int64		expected,
-					updated;
-
-		ms_exec(&p->exec, psprintf(
-				"WITH e AS MATERIALIZED (SELECT s.held, s.replica, s.tab, s.key, s.note, g.number %s"
-				"   AND NOT g.replica = ANY ($1) AND NOT s.fresh AND s.held IS NOT NULL),"
-				" h AS (UPDATE sync.held h SET %s FROM e"
-				"  WHERE h.ctid = e.held AND h.replica = e.replica AND h.tab = e.tab AND h.key = e.key"
-				"  RETURNING h.replica, h.tab, e.number),"
-				" c AS (%s)"
-				" SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM h)",
-				segment_rows, sent_again("e", "h"), carried),
+		ms_exec(&p->exec, psprintf("WITH %s SELECT (SELECT count(*) FROM e), (SELECT count(*) FROM h)",
+								   ms_held_addressed("pg_temp.ms_segments", "   AND NOT g.replica = ANY ($1)", has_carried)),
 				1, types, values, NULL, 0);
-		expected = DatumGetInt64(ms_value(0, 1, &isnull));
-		updated = DatumGetInt64(ms_value(0, 2, &isnull));
-		if (updated != expected)
-			elog(ERROR, "magic_sync: %lld of %lld held rows were where the plan found them",
-				 (long long) updated, (long long) expected);
+		ms_held_addressed_check(DatumGetInt64(ms_value(0, 1, &isnull)), DatumGetInt64(ms_value(0, 2, &isnull)));
 	}
 	if (unaddressed)
 		ms_exec(&p->exec, psprintf(

@@ -789,6 +789,7 @@ ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int
 	uint64		fast_rows;
 	uint64		added;
 	int64		joined = 0;
+	bool		sent_ahead;
 
 	ms_temp_table(p->exec, "ms_inc_replicas");
 	ms_temp_table(p->exec, "ms_changed");
@@ -809,13 +810,26 @@ ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int
 
 	if (counted != NULL)
 		counted->valid = false;
-	fast_rows = ms_fast_find(p);
+	/* nothing else can be in question: a batch of fast rows alone is sent as they are found */
+	if (nothing_in_question(p, 0, blocked, more))
+	{
+		ms_fast_ahead ahead = {replicas, replicas_all, sent, counted};
+
+		fast_rows = ms_fast_find(p, &ahead, &sent_ahead);
+	}
+	else
+		fast_rows = ms_fast_find(p, NULL, &sent_ahead);
 	if (nothing_in_question(p, changed(p, fast_rows), blocked, more))
 	{
+		if (sent_ahead)
+			return joined;
 		/* nothing else planned, nothing taken back: its statement counts ms_send */
 		ms_fast_send(p, fast_rows, replicas, replicas_all, sent, counted);
 		return joined;
 	}
+	/* sent ahead only when they were the batch's every row, and so nothing else is in question */
+	if (sent_ahead)
+		elog(ERROR, "magic_sync: the fast path sent a batch in which more changed");
 	/* the replicas with their partitions, which the rules read: a pass of fast rows alone needs neither */
 	ms_exec(p->exec, "INSERT INTO ms_inc_replicas SELECT r.id, r.partition FROM unnest($1::uuid[]) u(id)"
 			" JOIN sync.replicas r ON r.id = u.id",
@@ -834,7 +848,7 @@ ms_plan_question(ms_reader *p, ArrayType *replicas, bool blocked, bool more, int
 		ms_batch_rows(p->exec);
 		for (const char *const *t = tables; *t != NULL; t++)
 			ms_temp_empty(p->exec, *t);
-		fast_rows = ms_fast_find(p);
+		fast_rows = ms_fast_find(p, NULL, &sent_ahead);
 		(void) changed(p, fast_rows);
 		inplace = in_place(p, blocked);
 		in_question(p, blocked);

@@ -69,17 +69,33 @@ ms_batch_array(Datum *values, int n, Oid type)
 	return PointerGetDatum(construct_array(values, n, type, len, byval, align));
 }
 
-/* write_batch: the bodies, messages and segments buffered so far, in one statement */
-void
-ms_write_batch(recorder *r)
+/*
+ * The statement writing a batch (recorder_init): the bodies (b), the
+ * segments, the messages (o, returning each one's body)
+ */
+#define BATCH_BODIES "b AS (INSERT INTO sync.bodies (hash, bytes, upserts, deletes)" \
+	"  SELECT * FROM unnest($16, $17, $18, $19)" \
+	"  ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id, hash)"
+#define BATCH_SEGMENTS "SELECT * FROM unnest($9, $10, $11, $12, $13, $14, $15)"
+#define BATCH_OUTBOX " o AS (INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)" \
+	" SELECT m.replica, m.number, m.epoch, m.nonce, m.head," \
+	"  CASE WHEN m.body > 0 THEN m.body ELSE coalesce((SELECT b.id FROM b WHERE b.hash = m.hash)," \
+	"   (SELECT x.id FROM sync.bodies x WHERE x.hash = m.hash)) END, m.bytes, m.snapshot" \
+	" FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $20)" \
+	"  m(replica, number, epoch, nonce, head, body, bytes, snapshot, hash) RETURNING body)"
+
+/* the bodies, messages and segments buffered so far, by plan; false when there were none */
+static bool
+write_batch(recorder *r, SPIPlanPtr plan)
 {
 	MemoryContext old = MemoryContextSwitchTo(r->batch);
+	bool		any = r->nmessages > 0 || r->nsegments > 0 || r->nbodies > 0;
 
 	/*
 	 * all in one statement, any of them empty (issue 37: the bodies' own
 	 * statement cost a one-row pass its executor's start and end)
 	 */
-	if (r->nmessages > 0 || r->nsegments > 0 || r->nbodies > 0)
+	if (any)
 	{
 		Datum		arrays[OUTBOX_COLS + SEGMENT_COLS + BODY_COLS + 1];
 
@@ -90,8 +106,8 @@ ms_write_batch(recorder *r)
 		for (int c = 0; c < BODY_COLS; c++)
 			arrays[OUTBOX_COLS + SEGMENT_COLS + c] = ms_batch_array(r->bodies_new[c], r->nbodies, body_types[c]);
 		arrays[OUTBOX_COLS + SEGMENT_COLS + BODY_COLS] = ms_batch_array(r->message_body_hash, r->nmessages, BYTEAOID);
-		ms_run(&r->p->exec, r->store_batch, arrays, NULL, 0);
-		if (ms_int64() != 0)
+		ms_run(&r->p->exec, plan, arrays, NULL, 0);
+		if (DatumGetInt64(ms_value(0, 1, &(bool) {false})) != 0)
 			elog(ERROR, "magic_sync: a message's body was not found by its hash");
 		r->segments += r->nsegments;
 		r->nmessages = 0;
@@ -101,6 +117,44 @@ ms_write_batch(recorder *r)
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(r->batch);
+	return any;
+}
+
+void
+ms_write_batch(recorder *r)
+{
+	if (write_batch(r, r->store_batch))
+		SPI_freetuptable(SPI_tuptable);
+}
+
+/*
+ * The pass's last batch, and its first (its segments are all the pass's),
+ * written with the held rows the plan addressed recorded as sent again, in
+ * one statement: a statement fewer a one-row pass (issue 37).  What
+ * ms_record_held does of them, from the segments as the statement returns
+ * them rather than read again from pg_temp.ms_segments; the caller knows no
+ * replica is provisioned.  False when nothing was written (and no held row
+ * recorded).
+ */
+bool
+ms_write_batch_held(recorder *r, bool has_carried)
+{
+	SPIPlanPtr	plan;
+	bool		isnull;
+
+	Assert(r->segments == 0);
+	plan = ms_prepare_kept_generic(&r->p->exec, psprintf(
+			"WITH " BATCH_BODIES ","
+			" sg AS (INSERT INTO pg_temp.ms_segments " BATCH_SEGMENTS " RETURNING *),"
+			BATCH_OUTBOX ", %s"
+			" SELECT (SELECT count(*) FILTER (WHERE body IS NULL) FROM o), (SELECT count(*) FROM e),"
+			"  (SELECT count(*) FROM h)", ms_held_addressed("sg", "", has_carried)),
+			OUTBOX_COLS + SEGMENT_COLS + BODY_COLS + 1, r->batch_types);
+	if (!write_batch(r, plan))
+		return false;
+	ms_held_addressed_check(DatumGetInt64(ms_value(0, 2, &isnull)), DatumGetInt64(ms_value(0, 3, &isnull)));
+	SPI_freetuptable(SPI_tuptable);
+	return true;
 }
 
 target *
@@ -564,20 +618,13 @@ recorder_init(recorder *r, ms_pass *p, const ms_record_in *in)
 	 */
 	/* given arrays, it looked cheaper planned for each batch's lengths: planned at every pass (issue 37) */
 	r->store_batch = ms_prepare_kept_generic(&p->exec,
-									 "WITH b AS (INSERT INTO sync.bodies (hash, bytes, upserts, deletes)"
-									 "  SELECT * FROM unnest($16, $17, $18, $19)"
-									 "  ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id, hash),"
-									 " s AS (INSERT INTO pg_temp.ms_segments"
-									 "  SELECT * FROM unnest($9, $10, $11, $12, $13, $14, $15)),"
-									 " o AS (INSERT INTO sync.outbox (replica, number, epoch, nonce, head, body, bytes, snapshot)"
-									 " SELECT m.replica, m.number, m.epoch, m.nonce, m.head,"
-									 "  CASE WHEN m.body > 0 THEN m.body ELSE coalesce((SELECT b.id FROM b WHERE b.hash = m.hash),"
-									 "   (SELECT x.id FROM sync.bodies x WHERE x.hash = m.hash)) END, m.bytes, m.snapshot"
-									 " FROM unnest($1, $2, $3, $4, $5, $6, $7, $8, $20)"
-									 "  m(replica, number, epoch, nonce, head, body, bytes, snapshot, hash) RETURNING body)"
+									 "WITH " BATCH_BODIES ","
+									 " s AS (INSERT INTO pg_temp.ms_segments " BATCH_SEGMENTS "),"
+									 BATCH_OUTBOX
 									 /* a message whose body was not found: none is, but it would be lost */
 									 " SELECT count(*) FILTER (WHERE body IS NULL) FROM o",
 									 OUTBOX_COLS + SEGMENT_COLS + BODY_COLS + 1, types);
+	memcpy(r->batch_types, types, sizeof r->batch_types);
 }
 
 /* snapshot_rows: how many rows each replica's snapshot carries, as its Begin says */
@@ -764,6 +811,7 @@ ms_record(ms_pass *p, const ms_record_in *in, ArrayType *replicas, ArrayType *pr
 	StringInfoData end;
 	ms_wish_due_set *due;
 	bool		one_replica;
+	bool		addressed_done = false;
 
 	recorder_init(&r, p, in);
 	r.plan = plan;
@@ -824,11 +872,20 @@ ms_record(ms_pass *p, const ms_record_in *in, ArrayType *replicas, ArrayType *pr
 			ms_wish_sent(p, &tg->id, tg->last_number);
 		}
 	}
-	ms_write_batch(&r);
+	/*
+	 * the held rows the plan addressed, with the last batch when it is the
+	 * only one, no replica is provisioned, no held row of a table read whole
+	 * is written before them, and the segments are too few to analyse
+	 */
+	if (r.segments == 0 && r.nprovisioning == 0 && r.nheld == 0 && plan->addressed &&
+		plan->planned < MS_ANALYZE_ROWS)
+		addressed_done = ms_write_batch_held(&r, in->has.carried);
+	else
+		ms_write_batch(&r);
 	ms_write_held(&r);
 	ms_held_written(&r);
 	ms_record_held(p, in->has.carried, in->has.carried && carried_acked(&r), provisioning,
-				   r.segments, r.held_whole, plan);
+				   r.segments, r.held_whole, plan, addressed_done);
 	record_chains(&r);
 	MemoryContextDelete(r.cxt);
 	return NIL;

@@ -116,6 +116,7 @@ typedef struct recorder
 	Oid			message_seq;	/* sync.message_seq: numbers drawn as nextval() draws them */
 	SPIPlanPtr	store_batch;	/* the bodies to sync.bodies, the messages to sync.outbox,
 								 * their segments to pg_temp.ms_segments */
+	Oid			batch_types[OUTBOX_COLS + SEGMENT_COLS + BODY_COLS + 1];	/* its arguments' */
 	uint64		segments;		/* rows of pg_temp.ms_segments */
 
 	/*
@@ -151,6 +152,7 @@ typedef struct recorder
 /* record.c */
 extern Datum ms_batch_array(Datum *values, int n, Oid type);
 extern void ms_write_batch(recorder *r);
+extern bool ms_write_batch_held(recorder *r, bool has_carried);
 extern target *ms_find_target(recorder *r, const pg_uuid_t *id);
 extern void ms_write_message(recorder *r, target *tg, StringInfo body, bool snapshot_start,
 							 int upserts, int deletes);
@@ -173,6 +175,14 @@ extern void ms_write_held(recorder *r);
 extern void ms_held_written(recorder *r);
 extern void ms_held_of_whole(recorder *r, target *tg, int64 number);
 extern void ms_record_held(ms_pass *p, bool has_carried, bool trim_carried, ArrayType *provisioning,
-						   uint64 segments, uint64 whole, const ms_planned *plan);
+						   uint64 segments, uint64 whole, const ms_planned *plan, bool addressed_done);
+/*
+ * ms_held_addressed: the CTEs e, h and c of the statement that records the
+ * held rows the plan addressed (ms_send.held) as sent again, from the
+ * segments `segments` (as g) with `filter` on them; ms_held_addressed_check:
+ * that it updated as many (count(e), count(h)) as it found.
+ */
+extern char *ms_held_addressed(const char *segments, const char *filter, bool has_carried);
+extern void ms_held_addressed_check(int64 expected, int64 updated);
 
 #endif
