@@ -52,6 +52,32 @@ UPDATE sync.outbox SET dropped = true
  WHERE replica = 'eeeeeeee-0000-0000-0000-000000000001' AND number = :first;
 SELECT number = :second AS second FROM sync.pull('eeeeeeee-0000-0000-0000-000000000001', :provisioned_by, 1024);
 
+-- who may pull is read at every pull, with the replica's record by one
+-- probe of its row: a role given the replica, then taken from it, in one
+-- session; a role made a member of sync_admin, then no longer
+CREATE ROLE regress_puller1;
+CREATE ROLE regress_puller2;
+SELECT sync.replica_set('eeeeeeee-0000-0000-0000-000000000001', role => 'regress_puller1');
+SET ROLE regress_puller1;
+SELECT count(*) > 0 AS pulled FROM sync.pull('eeeeeeee-0000-0000-0000-000000000001', :provisioned_by, 1024);
+RESET ROLE;
+SELECT sync.replica_set('eeeeeeee-0000-0000-0000-000000000001', role => 'regress_puller2');
+SET ROLE regress_puller1;
+SELECT count(*) FROM sync.pull('eeeeeeee-0000-0000-0000-000000000001', :provisioned_by, 1024);
+RESET ROLE;
+SET ROLE regress_puller2;
+SELECT count(*) > 0 AS pulled FROM sync.pull('eeeeeeee-0000-0000-0000-000000000001', :provisioned_by, 1024);
+RESET ROLE;
+GRANT sync_admin TO regress_puller1;
+SET ROLE regress_puller1;
+SELECT count(*) > 0 AS pulled FROM sync.pull('eeeeeeee-0000-0000-0000-000000000001', :provisioned_by, 1024);
+RESET ROLE;
+REVOKE sync_admin FROM regress_puller1;
+SET ROLE regress_puller1;
+SELECT count(*) FROM sync.pull('eeeeeeee-0000-0000-0000-000000000001', :provisioned_by, 1024);
+RESET ROLE;
+DROP ROLE regress_puller1, regress_puller2;
+
 -- clean up for the tests that follow
 SELECT sync.unmirror('probed.items');
 SELECT sync.replica_drop('eeeeeeee-0000-0000-0000-000000000001');

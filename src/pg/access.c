@@ -39,6 +39,8 @@ typedef struct access_row
 	bool		role_null;
 	NameData	role;
 	bool		dropped;
+	ms_probe_fn also;			/* the caller's look at the same row, or NULL */
+	void	   *also_arg;
 } access_row;
 
 static bool
@@ -53,11 +55,19 @@ access_probe(HeapTuple row, TupleDesc desc, void *arg)
 	d = ms_probe_column(row, desc, "dropped", &isnull);
 	a->dropped = !isnull && DatumGetBool(d);
 	a->found = true;
+	if (a->also != NULL)
+		(void) a->also(row, desc, a->also_arg);
 	return false;
 }
 
 void
 ms_replica_access(pg_uuid_t *replica, const char *what)
+{
+	ms_replica_access_row(replica, what, NULL, NULL);
+}
+
+void
+ms_replica_access_row(pg_uuid_t *replica, const char *what, ms_probe_fn also, void *arg)
 {
 	Oid			caller = GetOuterUserId();
 	Oid			admin = get_role_oid("sync_admin", true);
@@ -65,8 +75,8 @@ ms_replica_access(pg_uuid_t *replica, const char *what)
 	bool		found;
 	bool		mine = false;
 	bool		dropped = false;
-	char	   *id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
-	access_row	a = {0};
+	char	   *id;
+	access_row	a = {.also = also,.also_arg = arg};
 	ScanKeyData key;
 
 	/*
@@ -85,6 +95,10 @@ ms_replica_access(pg_uuid_t *replica, const char *what)
 		mine = !a.role_null && get_role_oid(NameStr(a.role), true) == caller;
 		dropped = a.dropped;
 	}
+
+	if ((privileged || mine) && found && !dropped)
+		return;
+	id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
 
 	/*
 	 * To a role that may not act for it, a replica not its own and a uuid

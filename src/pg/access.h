@@ -8,6 +8,8 @@
 
 #include "utils/uuid.h"
 
+#include "probe.h"
+
 /*
  * ms_replica_access: the caller may pull and file for this replica: it is
  * the replica's own role, or a member of sync_admin.  Errors otherwise (42501,
@@ -15,6 +17,15 @@
  * to those who may, when the replica is unknown or dropped.  SPI connected.
  */
 extern void ms_replica_access(pg_uuid_t *replica, const char *what);
+
+/*
+ * ms_replica_access_row: the same, and also(row, its descriptor, arg) on
+ * the replica's row of sync.replicas as the check read it (the caller's
+ * snapshot), when it found one: one probe of the row for the check and the
+ * caller's own look (sync.pull, issue 37).  also is called before the check
+ * decides, and its caller uses what it read only once this returns.
+ */
+extern void ms_replica_access_row(pg_uuid_t *replica, const char *what, ms_probe_fn also, void *arg);
 
 /*
  * ms_require_owner: caller owns relid, as CREATE TRIGGER asks (42501, as

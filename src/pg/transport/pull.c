@@ -135,23 +135,20 @@ record_probe(HeapTuple row, TupleDesc desc, void *arg)
 }
 
 /*
- * caught_up: whether the replica's record, read by a probe of its row (no
- * statement, issue 37) as read_record's statement would see it, says that
- * a pull after `after` writes nothing.  Its chain's head is at least
- * last_number and acked_number: at or before them, the outbox's last
- * number is not needed.  *found: the row was; when it says false,
- * read_record says.
+ * caught_up: whether the replica's record, as the access check's probe read
+ * its row (record_probe, no statement: issue 37), says that a pull after
+ * `after` writes nothing.  Its chain's head is at least last_number and
+ * acked_number: at or before them, the outbox's last number is not needed.
+ * That probe reads by the caller's snapshot, where read_record's statement
+ * would take a new one under READ COMMITTED: a commit between the two could
+ * only be one that moved the record on since the pull's statement began,
+ * and one a moment later is missed by either look alike -- what is to be
+ * written is decided under the row's lock (read_record's FOR UPDATE).
  */
 static bool
-caught_up(pg_uuid_t *replica, int64 after, bool *found)
+caught_up(const record_row *r, int64 after)
 {
-	record_row	r = {0};
-	ScanKeyData key;
-
-	/* id: sync.replicas' first column, its primary key */
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(replica));
-	*found = ms_probe_now_keyed("replicas", "replicas_pkey", 1, &key, record_probe, &r) && r.found;
-	return *found && after <= Max(r.last_number, r.acked) && !(after < r.acked && !r.snapshot_due);
+	return r->found && after <= Max(r->last_number, r->acked) && !(after < r->acked && !r->snapshot_due);
 }
 
 /*
@@ -202,23 +199,23 @@ ahead(pg_uuid_t *replica, const char *id, int64 after, int64 last, Sync__Applied
  * way already.
  */
 static void
-beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
+beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a, const record_row *rec)
 {
 	Oid			types[3] = {UUIDOID, INT8OID, TEXTOID};
 	Datum		values[3] = {UUIDPGetDatum(replica), Int64GetDatum(after), (Datum) 0};
 	pull_record r;
 	char	   *why = NULL;
-	char	   *id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
-	bool		found;
+	char	   *id;
+	bool		found = rec->found;
 	bool		done;
 
 	/* a read from the start, with nothing said of what the replica applied */
 	if (after == 0 && a == NULL)
 		return;
-	done = caught_up(replica, after, &found);
+	done = caught_up(rec, after);
 	/* gone: it says so (the replica was dropped while it pulled) */
 	if (!found)
-		read_record(replica, id, false, &r);
+		read_record(replica, DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica))), false, &r);
 	if (a != NULL)
 	{
 		ms_epoch	e;
@@ -229,6 +226,7 @@ beyond_the_record(pg_uuid_t *replica, int64 after, Sync__Applied *a)
 	/* a caught-up pull writes nothing: the row is locked only when something is to be */
 	if (done)
 		return;
+	id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(replica)));
 	if (found)
 		read_record(replica, id, false, &r);
 	if (after <= r.last && !(after < r.acked && !r.snapshot_due))
@@ -576,6 +574,7 @@ ms_pull(PG_FUNCTION_ARGS)
 	bool		sent_other = false; /* its number is, another message (the replica added again) */
 	int64		last_body = 0;
 	Oid			outbox = InvalidOid;
+	record_row	record = {0};
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -600,14 +599,15 @@ ms_pull(PG_FUNCTION_ARGS)
 
 	materialize(fcinfo, max_bytes);
 	SPI_connect();
-	ms_replica_access(replica, "pull");
+	/* the replica's record read with the check: caught_up's look */
+	ms_replica_access_row(replica, "pull", record_probe, &record);
 	if (standby)
 		standby_keeps_up();
 	values[0] = UUIDPGetDatum(replica);
 	applied = claim(fcinfo);
 	/* a standby's record lags: claims are the primary's to check */
 	if (!standby)
-		beyond_the_record(replica, after, applied);
+		beyond_the_record(replica, after, applied, &record);
 	values[1] = Int64GetDatum(after);
 	last = after;
 	if (!standby)
