@@ -19,6 +19,14 @@ message.  Figures, over the pulls:
                             meanwhile: its statements, if any, are listed too)
   statements planned        of those, how many were planned (track_planning)
 
+MS_PULL_PERF=PREFIX also counts the session's instructions over the pulls
+(perf stat, user and kernel as perf may see them: PREFIX.stat) and samples its
+call graphs (perf record -g: PREFIX.data, read with perf report -i).
+
+MS_PULL_LIBPQ=unnamed pulls as the agent does (libpq's extended protocol, binary
+parameters, the unnamed statement: bench/pullcost_libpq.py); =prepared, through
+a statement prepared once on the connection (Parse once, then Bind/Execute).
+
 MS_PULL_PREPARED=1 runs each pull through a statement prepared once (PREPARE,
 EXECUTE): what an agent that prepared its pull would spare its session (the agent
 sends it unnamed, parsed and planned at every call).
@@ -29,9 +37,12 @@ beside them; the CPU, instructions and counts decide.
   scripts/isolated bench/pullcost.py [N] [writes]      (defaults 10^4, 200)
 """
 import os
+import signal
 import sqlite3
+import subprocess
 import sys
 import time
+import uuid
 
 from harness import ROOT, connect as connect_to, inside, provisioned, val, wait
 
@@ -73,6 +84,11 @@ def main():
     puller = connect()
     pc = puller.cursor()
     pid = val(pc, "SELECT pg_backend_pid()")
+    libpq = os.environ.get("MS_PULL_LIBPQ")
+    if libpq:
+        from pullcost_libpq import Puller
+        lp = Puller(DB, libpq == "prepared")
+        pid = lp.pid()
 
     prepared = bool(os.environ.get("MS_PULL_PREPARED"))
     if prepared:
@@ -81,11 +97,14 @@ def main():
 
     def one_pull():
         after, claim = db.execute("SELECT json_extract(sync_status(), '$.applied'), sync_applied()").fetchone()
-        if prepared:
+        if libpq:
+            got = lp.pull(uuid.UUID(replica), after, 1024, claim)
+        elif prepared:
             pc.execute("EXECUTE pull (%s, %s, %s, %s)", (replica, after, 1024, claim))
         else:
             pc.execute(PULL, (replica, after, 1024, claim))
-        got = pc.fetchall()
+        # an answer the agent's last filing left (number NULL): given once, not a message
+        got = [r for r in (got if libpq else pc.fetchall()) if r[0] is not None]
         assert len(got) == 1 and got[0][0] == after + 1, (after, [r[0] for r in got])
         db.execute("BEGIN IMMEDIATE")
         db.execute("SELECT sync_apply(?)", (bytes(got[0][1]),))
@@ -98,10 +117,24 @@ def main():
     for _ in range(5):  # the session's first pulls prepare what the rest keep
         one_pull()
     cur.execute("SELECT pg_stat_statements_reset()")
+    perf = os.environ.get("MS_PULL_PERF")
+    watchers = []
+    if perf:
+        watchers = [subprocess.Popen(["perf", "stat", "-e", "instructions", "-x,", "-o", perf + ".stat", "-p", str(pid)]),
+                    subprocess.Popen(["perf", "record", "-q", "-F", "25000", "--call-graph", "dwarf,8192", "-o", perf + ".data", "-p", str(pid)])]
+        time.sleep(1.0)
     before = cpu_ms()
     for _ in range(WRITES):
         one_pull()
     spent = cpu_ms() - before
+    for w in watchers:
+        w.send_signal(signal.SIGINT)
+        w.wait()
+    if perf:
+        with open(perf + ".stat") as f:
+            counted = [line.split(",") for line in f if ",instructions" in line]
+        if counted and counted[0][0].isdigit():
+            print(f"instructions a pull (perf stat, the session): {int(counted[0][0]) / WRITES / 1000:.1f} k")
     load = os.getloadavg()
     cur.execute("SELECT s.calls, s.plans, s.total_exec_time, s.rows, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 110)"
                 " FROM pg_stat_statements s WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = %s)"
@@ -111,13 +144,44 @@ def main():
     pulls = sum(r[0] for r in rows if "sync.pull(" in r[4])
     calls = sum(r[0] for r in rows if "sync.pull(" not in r[4])
     plans = sum(r[1] for r in rows)
-    print(f"{WRITES} one-message pulls{' (prepared)' if prepared else ''}, {N} rows broadcast to one replica (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
+    how = f" (libpq, {libpq})" if libpq else " (prepared)" if prepared else ""
+    print(f"{WRITES} one-message pulls{how}, {N} rows broadcast to one replica (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
     print(f"session CPU {spent / WRITES:.3f} ms a pull;"
           f" {calls / max(pulls, 1):.2f} statements a pull besides it ({len(rows) - 1} kinds),"
           f" {plans / max(pulls, 1):.2f} planned")
     print(" calls  plans     ms   rows  statement")
     for c, pl, ms, r, q in rows:
         print(f"{c:6d} {pl:6d} {ms:7.1f} {r:6d}  {q}")
+    loop = int(os.environ.get("MS_PULL_LOOP", "0"))
+    if loop:
+        looped(pc, cpu_ms, db, replica, loop)
+
+
+def looped(pc, cpu_ms, db, replica, calls):
+    """MS_PULL_LOOP=calls: the function's own work, steadier than a pull's CPU on a loaded
+    machine: a caught-up sync.pull (after the last message, with its claim: access, claim,
+    epoch, answers, outbox looked at, nothing returned) called `calls` times in one
+    statement, its session's CPU a call, in 8 rounds; with MS_PULL_AB=1, rounds
+    alternate between sync.pull with its SET search_path and without."""
+    after, claim = db.execute("SELECT json_extract(sync_status(), '$.applied'), sync_applied()").fetchone()
+    sql = ("SELECT count(*) FROM generate_series(1, %s) g,"
+           " LATERAL sync.pull(%s::uuid, %s + 0 * g, 1024, %s::bytea) p")
+    pc.execute(sql, (10, replica, after, claim))
+    alternate = bool(os.environ.get("MS_PULL_AB"))
+    for r in range(8):
+        kind = ""
+        if alternate:
+            kind = " (no SET)" if r % 2 == 0 else " (SET search_path)"
+            pc.execute("ALTER FUNCTION sync.pull(uuid, bigint, integer, bytea) " +
+                       ("RESET ALL" if r % 2 == 0 else "SET search_path = pg_catalog, pg_temp"))
+            pc.execute(sql, (10, replica, after, claim))
+        before = cpu_ms()
+        pc.execute(sql, (calls, replica, after, claim))
+        assert pc.fetchone()[0] == 0
+        spent = cpu_ms() - before
+        load = os.getloadavg()
+        print(f"caught-up sync.pull, {calls} calls in one statement{kind}: {spent * 1000 / calls:.1f} us CPU a call"
+              f" (load {load[0]:.1f})")
 
 
 main()
