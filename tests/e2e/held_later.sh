@@ -97,8 +97,12 @@ elif action in ("trickle", "trickle_kill", "trickle_write"):
     import time
     held, due, doing = set(), set(), set()
     worker = "SELECT pid, query FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'"
-    for _ in range(15):
+    for i in range(15):
         r.pull_apply(1024)
+        if action == "trickle" and i == 4:
+            # a reload sets the worker's latch as a commit's wake does: it
+            # ended the wait before (a commit's wake alone does, wake.c)
+            s.exec("SELECT pg_reload_conf()")
         held.add(s.one("SELECT count(*) FROM sync.held WHERE replica = %s", (rid,)))
         due.add(s.one("SELECT held_due IS NOT NULL FROM sync.replicas WHERE id = %s", (rid,)))
         doing.add(s.rows(worker)[0][1])
@@ -292,7 +296,7 @@ add $R7
 due $R7 || true
 check "the snapshot is many messages" \
 	"$(q $DB "SELECT count(*) > 20 FROM sync.outbox WHERE replica = '$R7' AND NOT dropped")" "t"
-check "while the replica pulls its snapshot, no held row is recorded, they stay due, the worker waits for its pulls and a filing is refused, transiently" \
+check "while the replica pulls its snapshot, no held row is recorded (a reload meanwhile too), they stay due, the worker waits for its pulls and a filing is refused, transiently" \
 	"$(REP=$R7 REPF=$tmp/r7.db rep trickle)" "held [0] due [True] 55P03; magic_sync held rows wait for the snapshot's pulls"
 check "once it pulled the last message, they are recorded, not a gap later" \
 	"$(REP=$R7 REPF=$tmp/r7.db rep rest)" "within 5 s"
