@@ -60,6 +60,7 @@ typedef struct wake_slot
 	pg_atomic_uint32 procno;	/* the worker's PGPROC number */
 	pg_atomic_uint64 committed;	/* where the commit of its last pass that wrote messages ends */
 	pg_atomic_uint64 through;	/* the last message number drawn before it (0: none yet) */
+	pg_atomic_uint32 wakes;		/* the times ms_wake_relay set its latch (ms_wake_count) */
 } wake_slot;
 
 typedef struct wake_shared
@@ -110,6 +111,7 @@ wake_startup(void)
 			pg_atomic_init_u32(&shared->slots[i].procno, 0);
 			pg_atomic_init_u64(&shared->slots[i].committed, 0);
 			pg_atomic_init_u64(&shared->slots[i].through, 0);
+			pg_atomic_init_u32(&shared->slots[i].wakes, 0);
 		}
 		for (int i = 0; i < WAIT_BUCKETS; i++)
 			ConditionVariableInit(&shared->waits[i]);
@@ -209,8 +211,21 @@ ms_wake_relay(Oid dboid)
 	/* the worker's own notes (quarantined rows noted again) are in the pass writing them */
 	if (MyProc != NULL && procno == (uint32) MyProc->pgprocno)
 		return true;
+	/* before the latch: a worker that sees the latch set sees the count moved (ms_wake_count) */
+	pg_atomic_fetch_add_u32(&s->wakes, 1);
 	if (procno < ProcGlobal->allProcCount)
 		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+	return true;
+}
+
+bool
+ms_wake_count(uint32 *count)
+{
+	*count = 0;
+	if (my_slot == NULL)
+		return false;
+	pg_read_barrier();
+	*count = pg_atomic_read_u32(&my_slot->wakes);
 	return true;
 }
 

@@ -49,6 +49,13 @@ extern bool ms_wake_registered(Oid dboid);
 extern bool ms_wake_relay(Oid dboid);
 
 /*
+ * ms_wake_count: the worker: how many times ms_wake_relay woke it (*count),
+ * told apart from what else sets a latch (a reload, an interrupt, a
+ * condition variable's late signal); false when it is not registered.
+ */
+extern bool ms_wake_count(uint32 *count);
+
+/*
  * ms_wake_passed: the worker, once a pass that wrote messages committed:
  * where its commit record ends, and the last message number drawn before.
  */

@@ -346,8 +346,9 @@ step_end(void)
  * replicas again, observe.c), so the wait is bounded, and it yields to
  * work: a commit that wakes the worker during it (its latch set) ends it,
  * so that a stream of other replicas' changes waits for the recording only,
- * as before.  A wake from before the wait (the pass's own, a commit during
- * the pass) is kept for the pass after, not taken for a new one.
+ * as before (a commit's wake only: the count of them, wake.c).  A wake from
+ * before the wait (the pass's own, a commit during the pass) is kept for
+ * the pass after, not taken for a new one.
  */
 static void
 held_wait(const ms_pass_later *later)
@@ -356,22 +357,51 @@ held_wait(const ms_pass_later *later)
 	TimestampTz moved = start;
 	int			pulled = -1;
 	bool		woken;
+	bool		counted;
+	uint32		wakes;
+	uint32		now_wakes;
 	const char *why = NULL;
 
 	if (ms_held_wait <= 0)
 		return;
 	woken = MyLatch->is_set;
 	ResetLatch(MyLatch);
+	counted = ms_wake_count(&wakes);
 	pgstat_report_activity(STATE_RUNNING, "magic_sync held rows wait for the snapshot's pulls");
 	for (;;)
 	{
 		int			now_pulled;
 		TimestampTz now;
 
+		/*
+		 * Only a commit's wake ends the wait: a latch is set for more (a
+		 * reload, an interrupt, a condition variable's late signal), which
+		 * ended it mid-pull at times (tests/e2e/held_later.sh).  Without the
+		 * shared memory, any.  The latch reset is set again after the wait,
+		 * as a wake from before it is: it may be one counted before the
+		 * wait began.  A wake between the look and the reset moved the count
+		 * before its latch: seen by the second look.
+		 */
 		if (MyLatch->is_set)
 		{
-			why = "a commit woke the relay for a pass";
-			break;
+			if (!counted || (ms_wake_count(&now_wakes) && now_wakes != wakes))
+			{
+				why = "a commit woke the relay for a pass";
+				break;
+			}
+			ResetLatch(MyLatch);
+			woken = true;
+			if (ms_wake_count(&now_wakes) && now_wakes != wakes)
+			{
+				why = "a commit woke the relay for a pass";
+				break;
+			}
+			CHECK_FOR_INTERRUPTS();
+			if (ConfigReloadPending)
+			{
+				ConfigReloadPending = false;
+				ProcessConfigFile(PGC_SIGHUP);
+			}
 		}
 		if (ms_held_later_pulled(later, &now_pulled))
 			break;
