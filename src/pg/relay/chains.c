@@ -235,8 +235,13 @@ update_row(chains_rels *r, ResultRelInfo *rri, EState *estate, Snapshot snapshot
 							 InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
 	if (res != TM_Ok)
 		elog(ERROR, "magic_sync: could not update a replica's row to copy its chain (%d)", (int) res);
+	/*
+	 * Not as an UPDATE (update false): its hint that the key is unchanged
+	 * reads the updated columns from a range table this has none of; the
+	 * hint helps only bottom-up deletion, never what an index holds.
+	 */
 	if (update_indexes && rri->ri_NumIndices > 0)
-		(void) ExecInsertIndexTuples(rri, next, estate, true, false, NULL, NIL);
+		(void) ExecInsertIndexTuples(rri, next, estate, false, false, NULL, NIL);
 }
 
 bool
