@@ -833,7 +833,7 @@ ms_record_held_later(ms_pass *p, const ms_pass_later *later)
 	int			n = 0;
 	int			cap = (int) Min(Max(later->rows, 1), LATER_SORT_ROWS);
 
-	memset(&r, 0, sizeof r);
+	memset(&r, 0, RECORDER_CLEARED);
 	r.p = p;
 	r.held_cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync held rows to write", ALLOCSET_DEFAULT_SIZES);
 	r.noted = later->kept != NULL && later->kept->noted;

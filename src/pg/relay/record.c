@@ -568,7 +568,7 @@ recorder_init(recorder *r, ms_pass *p, const ms_record_in *in)
 	HASHCTL		ctl;
 	Oid			types[OUTBOX_COLS + SEGMENT_COLS + BODY_COLS + 1];
 
-	memset(r, 0, sizeof *r);
+	memset(r, 0, RECORDER_CLEARED);
 	r->p = p;
 	r->in = in;
 	r->cxt = AllocSetContextCreate(CurrentMemoryContext, "magic_sync record", ALLOCSET_DEFAULT_SIZES);

@@ -31,9 +31,12 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/snapmgr.h"
+#include "utils/uuid.h"
 
 #include "batch.h"
 #include "catalog.h"
+#include "chains.h"
 #include "evolve.h"
 #include "heldrows.h"
 #include "load.h"
@@ -545,6 +548,49 @@ ms_relay_held(ms_pass *p, const ms_pass_later *later)
 	SPI_finish();
 }
 
+/* the snapshot of the pass at its current command, as a statement of it runs (pass.c's ms_run) */
+static Snapshot
+chains_snapshot(ms_pass *p)
+{
+	CommandCounterIncrement();
+	PushCopiedSnapshot(p->exec.snapshot);
+	UpdateActiveSnapshotCommandId();
+	return GetActiveSnapshot();
+}
+
+/* magic_sync.full_plan: the statement made of row i what C computed, or the pass fails */
+static void
+chains_compare(const ms_chain_copied *copied, int ncopied, uint64 i, bool owed)
+{
+	bool		isnull;
+	pg_uuid_t  *id = DatumGetUUIDP(ms_value(i, 2, &isnull));
+	int64		number = DatumGetInt64(ms_value(i, 3, &isnull));
+	Datum		nonce = ms_value(i, 4, &isnull);
+	bool		nonce_null = isnull;
+	int64		owed_m = owed ? DatumGetInt64(ms_value(i, 5, &isnull)) : 0;
+	int64		owed_b = owed ? DatumGetInt64(ms_value(i, 6, &isnull)) : 0;
+	bool		past = DatumGetBool(ms_value(i, 1, &isnull));
+
+	for (int c = 0; c < ncopied; c++)
+	{
+		const ms_chain_copied *k = &copied[c];
+
+		if (memcmp(k->id.data, id->data, UUID_LEN) != 0)
+			continue;
+		if (k->last_number == number && (k->last_nonce == NULL) == nonce_null &&
+			(nonce_null || DatumGetBool(DirectFunctionCall2(byteaeq, PointerGetDatum(k->last_nonce), nonce))) &&
+			(!owed || (k->owed_messages == owed_m && k->owed_bytes == owed_b)) && k->past == past)
+			return;
+		break;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INTERNAL_ERROR),
+			 errmsg("magic_sync: the chain copied in C differs from the statement's"),
+			 errdetail_internal("replica %s: the statement made number %lld, owed %lld, %lld, past %d",
+								DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(id))),
+								(long long) number, (long long) owed_m, (long long) owed_b, (int) past)));
+}
+
 /*
  * The chains a worker's pass wrote, and what it made each replica owed,
  * copied into sync.replicas after its commit (record.c), under READ
@@ -552,7 +598,9 @@ ms_relay_held(ms_pass *p, const ms_pass_later *later)
  * on.  Where each chain is comes from the outbox (MS_HEAD), so a copy after
  * a rewind that took the pass's messages back, or after an acknowledgement
  * that trimmed them, says where the chain is now; what is owed is added,
- * and taken off by acknowledgements in any order (ack.c).
+ * and taken off by acknowledgements in any order (ack.c).  The replicas
+ * handed over are copied in C (chains.c: no statement, issue 37), but under
+ * magic_sync.full_plan, where the statement runs and is compared with it.
  */
 static bool
 copy_chains(ms_pass *p, const ms_pass_later *later)
@@ -565,6 +613,24 @@ copy_chains(ms_pass *p, const ms_pass_later *later)
 		PointerGetDatum(handed ? later->written : NULL), PointerGetDatum(handed ? later->written_messages : NULL),
 	PointerGetDatum(handed ? later->written_bytes : NULL)};
 	bool		past = false;
+	ms_chain_copied *copied = NULL;
+	int			ncopied = 0;
+	bool		in_c = false;
+
+	if (handed)
+	{
+		in_c = ms_chains_copy(chains_snapshot(p), later->written, later->written_messages, later->written_bytes,
+							  owed, !ms_full_plan, &copied, &ncopied);
+		PopActiveSnapshot();
+		if (in_c && !ms_full_plan)
+		{
+			for (int i = 0; i < ncopied && !past; i++)
+				past = copied[i].past;
+			/* tests/e2e/chains.sh counts them */
+			ereport(DEBUG1, (errmsg_internal("magic_sync: the chains of %d replicas copied in C", ncopied)));
+			return past;
+		}
+	}
 
 	/* and, for each chain copied, whether its replica may be past its outbox's bounds (outbox_bounds) */
 	ms_exec(&p->exec, psprintf(
@@ -575,16 +641,24 @@ copy_chains(ms_pass *p, const ms_pass_later *later)
 			"   ORDER BY x.number DESC LIMIT 1)%s"
 			"  FROM %s WHERE r.id = w.id AND w.messages IS NOT NULL"
 			" RETURNING NOT r.provision AND (r.last_number - greatest(r.acked_number, coalesce(r.snapshot_end, 0))"
-			"   > least($1, $2 / $3)%s)",
+			"   > least($1, $2 / $3)%s), r.id, r.last_number, r.last_nonce%s",
 			owed ? ", owed_messages = r.owed_messages + w.messages, owed_bytes = r.owed_bytes + w.bytes" : "",
 			handed ? "unnest($4, $5, $6) w(id, messages, bytes)" : "pg_temp.ms_written w",
-			owed ? " OR r.owed_messages > $1 OR r.owed_bytes > $2" : ""),
+			owed ? " OR r.owed_messages > $1 OR r.owed_bytes > $2" : "",
+			owed ? ", r.owed_messages, r.owed_bytes" : ""),
 			handed ? 6 : 3, types, values, NULL, 0);
-	for (uint64 i = 0; i < SPI_processed && !past; i++)
+	if (in_c && (uint64) ncopied != SPI_processed)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("magic_sync: the chains copied in C were %d, the statement's %llu",
+						ncopied, (unsigned long long) SPI_processed)));
+	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
 
-		past = DatumGetBool(ms_value(i, 1, &isnull));
+		if (in_c)
+			chains_compare(copied, ncopied, i, owed);
+		past = past || DatumGetBool(ms_value(i, 1, &isnull));
 	}
 	return past;
 }
