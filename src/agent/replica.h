@@ -59,7 +59,7 @@ struct replica
 	 */
 	bool		said_all;
 	int64_t		said_version;
-	int64_t		upload_version;	/* data_version before the last upload's transaction */
+	int64_t		upload_version;	/* data_version in the last upload's transaction */
 };
 
 /*

@@ -40,11 +40,15 @@ replica_upload_lane(replica *r, const char *lane, int64_t max_rows, uint8_t **up
 	/* the last upload said all, and nothing wrote the file since: sync_upload would say nothing */
 	if (r->said_all && lane[0] == '\0' && max_rows < 0 && replica_data_version(r) == r->said_version)
 		return STEP_OK;
-	/* read before the transaction: another's commit after it moves data_version past it */
-	r->upload_version = replica_data_version(r);
 	rc = replica_begin(r, "sync_upload", err);
 	if (rc != STEP_OK)
 		return (agent_status) rc;
+	/*
+	 * read in the transaction, which holds the write lock: no other commit
+	 * comes in before the upload is made, and the file's lock is taken
+	 * once (outside one, the read takes and lets go of a read lock)
+	 */
+	r->upload_version = replica_data_version(r);
 	if (lane[0] != '\0')
 	{
 		if (max_rows >= 0)
