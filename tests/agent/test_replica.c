@@ -108,9 +108,22 @@ one_row(tm_server *s, int id)
 	return tm_next(s, d, NULL);
 }
 
-/* one_order_message: a catalog row of the shop's (a customer), a message that applies */
+/* remove_file: a replica file and the three beside it */
+static void
+remove_file(const char *path)
+{
+	char		p[200];
+
+	for (int k = 0; k < 4; k++)
+	{
+		snprintf(p, sizeof p, "%s%s", path, (const char *[]) {"", "-wal", "-shm", "-agent.lock"}[k]);
+		unlink(p);
+	}
+}
+
+/* one_customer: a message of one catalog row of the shop's (a customer) */
 static tm_msg
-one_order_message(tm_server *s)
+one_customer(tm_server *s)
 {
 	static int	id = 10;
 	Sync__Down *d = tm_down();
@@ -193,7 +206,7 @@ said_all(const char *dir)
 	next_upload(r, true, -1, "after the snapshot's acknowledgement", false);
 
 	/* a message's acknowledgement says all: the next upload finds nothing, unasked */
-	apply_ok(r, one_order_message(&s), "a message");
+	apply_ok(r, one_customer(&s), "a message");
 	next_upload(r, true, 0, "the message's acknowledgement", true);
 	next_upload(r, false, -1, "right after the acknowledgement", false);
 	next_upload(r, false, -1, "right after it, again", false);
@@ -202,9 +215,9 @@ said_all(const char *dir)
 	next_upload(r, true, -1, "a round's start", false);
 
 	/* an apply between the two (this connection's write): asked, and acknowledged */
-	apply_ok(r, one_order_message(&s), "the next message");
+	apply_ok(r, one_customer(&s), "the next message");
 	next_upload(r, true, 0, "its acknowledgement", true);
-	apply_ok(r, one_order_message(&s), "a message after it");
+	apply_ok(r, one_customer(&s), "a message after it");
 	next_upload(r, true, 0, "an apply after the acknowledgement", true);
 
 	/* the host writes a row between the two: asked, and the row goes up */
@@ -218,15 +231,7 @@ said_all(const char *dir)
 	sqlite3_free(sql);
 	sqlite3_close(host);
 	replica_close(r);
-	{
-		char		p[200];
-
-		for (int k = 0; k < 4; k++)
-		{
-			snprintf(p, sizeof p, "%s%s", path, (const char *[]) {"", "-wal", "-shm", "-agent.lock"}[k]);
-			unlink(p);
-		}
-	}
+	remove_file(path);
 }
 
 int
@@ -338,16 +343,8 @@ main(void)
 	tm_free_all();
 	sqlite3_close(other);
 	replica_close(r);
-	{
-		char		p[160];
-
-		for (int k = 0; k < 4; k++)
-		{
-			snprintf(p, sizeof p, "%s%s", path, (const char *[]) {"", "-wal", "-shm", "-agent.lock"}[k]);
-			unlink(p);
-		}
-		rmdir(dir);
-	}
+	remove_file(path);
+	rmdir(dir);
 	printf("agent replica: %d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
 	return ms_unit_failed == 0 ? 0 : 1;
 }
