@@ -7,9 +7,10 @@
  *
  * A round: replica_applied with the claim (before the pull), replica_apply
  * of a message of one row (an account updated) in its BEGIN IMMEDIATE,
- * the acknowledging upload and the one that finds nothing more
- * (replica_upload), then replica_applied without a claim (the round's
- * line).  other 1: another connection writes the file before each round
+ * the acknowledging upload, made durable before it would leave
+ * (replica_sync: the file is lazy, as the agent's), and the one that finds
+ * nothing more (replica_upload: unasked when the first said all), then
+ * replica_applied without a claim (the round's line).  other 1: another connection writes the file before each round
  * (a host's row), so that what the replica says of itself is read again.
  * pin 1 (the default): the server's key pinned, as the agent pins it, so
  * that each message's signature is checked; 0: none pinned.  Printed: CPU microseconds a round.  Under valgrind --tool=callgrind with
@@ -64,6 +65,8 @@ round_of(replica *r, tm_msg m)
 	uint8_t    *up;
 	size_t		len;
 
+	/* a round's start: sync_upload asked again */
+	replica_said_forget(r);
 	if (replica_applied(r, &applied, &open, claim, &claim_len, err) != STEP_OK)
 	{
 		fprintf(stderr, "replica_applied: %s\n", err);
@@ -77,6 +80,15 @@ round_of(replica *r, tm_msg m)
 			fprintf(stderr, "replica_upload: %s\n", err);
 			exit(1);
 		}
+		/* the agent's file(): what the upload acknowledges made durable before it leaves */
+		if (up != NULL && replica_sync(r, err) != STEP_OK)
+		{
+			fprintf(stderr, "replica_sync: %s\n", err);
+			exit(1);
+		}
+		/* filed: one that said all spares the next sync_upload (uploads.c) */
+		if (up != NULL && replica_says_all(up, len))
+			replica_said_all(r);
 		free(up);
 	}
 	replica_applied(r, &applied, &open, NULL, NULL, err);
@@ -107,6 +119,16 @@ main(int argc, char **argv)
 	}
 	tm_server_init(&s, 0x31, 0x41);
 	r = open_replica(path, tm_replica_text(&s));
+	{
+		char		err[AGENT_ERROR_MAX];
+
+		/* as the online agent: commits wait for no fsync, one before each upload leaves */
+		if (replica_lazy(r, err) != STEP_OK)
+		{
+			fprintf(stderr, "replica_lazy: %s\n", err);
+			return 1;
+		}
+	}
 	if (pin)
 	{
 		uint8_t		key[MS_SIGN_KEY_BYTES];

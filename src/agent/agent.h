@@ -156,6 +156,17 @@ extern agent_status replica_upload(replica *r, int64_t max_rows, uint8_t **up, s
 #define AGENT_LANE_BYTES 64
 extern agent_status replica_upload_lane(replica *r, const char *lane, int64_t max_rows, uint8_t **up,
 										size_t *len, char err[AGENT_ERROR_MAX]);
+/*
+ * replica_says_all: an upload says nothing but the last message applied,
+ * with an empty backlog.  replica_said_all: the one replica_upload made
+ * last said all (and was filed): until anything writes the file,
+ * replica_upload finds nothing without asking sync_upload (its ~100 k
+ * instructions, each round).  replica_said_forget: asked again from now on
+ * (at a round's start: what becomes due with time is looked at each round).
+ */
+extern bool replica_says_all(const uint8_t *up, size_t len);
+extern void replica_said_all(replica *r);
+extern void replica_said_forget(replica *r);
 extern agent_status replica_lanes(replica *r, char lanes[][AGENT_LANE_BYTES], int max, int *n,
 								  char err[AGENT_ERROR_MAX]);
 /*

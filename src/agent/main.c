@@ -669,6 +669,7 @@ main(int argc, char **argv)
 		memset(&st, 0, sizeof st);
 		a.bound_looked = false;
 		a.lanes_read = false;
+		replica_said_forget(a.rep);
 		began = mono_ms();
 		while (moved && !caught_up && !stop_signal && passes++ < PASSES_MAX)
 		{

@@ -84,6 +84,8 @@ replica_begin(replica *r, const char *what, char err[AGENT_ERROR_MAX])
 
 	/* a write of this connection's: what the replica says of itself is asked again, unless the writer knows */
 	r->known = false;
+	/* and what it has to upload */
+	r->said_all = false;
 	rc = sqlite3_step(r->begin);
 
 	sqlite3_reset(r->begin);
@@ -106,8 +108,9 @@ replica_commit(replica *r, const char *what, char err[AGENT_ERROR_MAX])
 	return rc;
 }
 
-static int64_t
-data_version(replica *r)
+/* replica_data_version: PRAGMA data_version (moved by another connection's commits), kept in seen */
+int64_t
+replica_data_version(replica *r)
 {
 	int64_t		v = 0;
 
@@ -256,6 +259,7 @@ stamp(replica *r, const char *path, const char *uuid, char err[AGENT_ERROR_MAX])
 				 sqlite3_errmsg(r->db));
 	sqlite3_finalize(stmt);
 	r->known = false;
+	r->said_all = false;
 	return rc == SQLITE_OK;
 }
 
@@ -407,7 +411,7 @@ open_file(const char *path, const char *uuid, bool later, char err[AGENT_ERROR_M
 		replica_close(r);
 		return NULL;
 	}
-	r->version = data_version(r);
+	r->version = replica_data_version(r);
 	return r;
 }
 
@@ -536,7 +540,7 @@ agent_status
 replica_applied(replica *r, int64_t *applied, bool *snapshot_open, uint8_t *claim, size_t *claim_len,
 				char err[AGENT_ERROR_MAX])
 {
-	int64_t		version = data_version(r);
+	int64_t		version = replica_data_version(r);
 	int			rc;
 	int			n;
 
@@ -761,7 +765,7 @@ replica_max_message_bytes(replica *r)
 bool
 replica_written(replica *r)
 {
-	int64_t		v = data_version(r);
+	int64_t		v = replica_data_version(r);
 	bool		changed = v != r->version;
 
 	r->version = v;
@@ -816,6 +820,7 @@ replica_trust(replica *r, const uint8_t key[32], bool replace, char err[AGENT_ER
 		out = replica_fail(r, rc, "sync_trust_key", err);
 	sqlite3_finalize(st);
 	r->known = false;
+	r->said_all = false;
 	return out;
 }
 

@@ -51,6 +51,15 @@ struct replica
 	char		unstamped[37];	/* the uuid replica_stamp gives the file; "": stamped already */
 	bool		lazy;			/* commits wait for no fsync: replica_sync before anything leaves */
 	bool		unsynced;		/* committed since the last fsync (lazy) */
+	/*
+	 * The last upload said all the replica had to say (replica_said_all),
+	 * and nothing wrote the file since: no write of this connection's
+	 * (replica_begin, stamp and trust forget it) nor another's (data_version
+	 * still said_version, read before that upload's transaction).
+	 */
+	bool		said_all;
+	int64_t		said_version;
+	int64_t		upload_version;	/* data_version in the last upload's transaction */
 };
 
 /*
@@ -63,5 +72,6 @@ extern agent_status replica_fail(replica *r, int rc, const char *what, char err[
 extern int	replica_begin(replica *r, const char *what, char err[AGENT_ERROR_MAX]);
 extern int	replica_commit(replica *r, const char *what, char err[AGENT_ERROR_MAX]);
 extern void replica_rollback(replica *r);
+extern int64_t replica_data_version(replica *r);
 
 #endif							/* MS_AGENT_REPLICA_H */

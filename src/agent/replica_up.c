@@ -8,6 +8,8 @@
  */
 #include "replica.h"
 
+#include "wire.h"
+
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,9 +37,18 @@ replica_upload_lane(replica *r, const char *lane, int64_t max_rows, uint8_t **up
 
 	*up = NULL;
 	*len = 0;
+	/* the last upload said all, and nothing wrote the file since: sync_upload would say nothing */
+	if (r->said_all && lane[0] == '\0' && max_rows < 0 && replica_data_version(r) == r->said_version)
+		return STEP_OK;
 	rc = replica_begin(r, "sync_upload", err);
 	if (rc != STEP_OK)
 		return (agent_status) rc;
+	/*
+	 * read in the transaction, which holds the write lock: no other commit
+	 * comes in before the upload is made, and the file's lock is taken
+	 * once (outside one, the read takes and lets go of a read lock)
+	 */
+	r->upload_version = replica_data_version(r);
 	if (lane[0] != '\0')
 	{
 		if (max_rows >= 0)
@@ -109,6 +120,49 @@ replica_lanes(replica *r, char lanes[][AGENT_LANE_BYTES], int max, int *n, char 
 	if (*n == 0)
 		snprintf(lanes[(*n)++], AGENT_LANE_BYTES, "%s", "");
 	return STEP_OK;
+}
+
+/*
+ * replica_says_all: whether an upload says nothing that sync_upload could say
+ * again at once or later without a write: no rows, refusals, digests,
+ * wishes' fates or range answers, no gap, and nothing in any table's
+ * backlog (rows unsent, unfiled, set aside or refused: some of those go
+ * again with time).  What it says then is the last message applied, as
+ * the next upload would until a message is applied (a write).
+ */
+bool
+replica_says_all(const uint8_t *up, size_t len)
+{
+	ms_wire_status status;
+	char		reason[MS_REASON_MAX];
+	Sync__Up   *u = ms_up_decode(up, len, len, NULL, &status, reason);
+	bool		all;
+
+	if (u == NULL)
+		return false;
+	all = u->n_rows == 0 && u->n_refusals == 0 && u->n_digests == 0 && u->n_wish_fates == 0 &&
+		u->n_ranges == 0 && u->gap == 0 && (u->lane == NULL || u->lane[0] == '\0');
+	for (size_t i = 0; all && i < u->n_backlog; i++)
+	{
+		Sync__Backlog *b = u->backlog[i];
+
+		all = b->unsent == 0 && b->unfiled == 0 && b->set_aside == 0 && b->refused == 0 && b->n_aside == 0;
+	}
+	sync__up__free_unpacked(u, NULL);
+	return all;
+}
+
+void
+replica_said_all(replica *r)
+{
+	r->said_all = true;
+	r->said_version = r->upload_version;
+}
+
+void
+replica_said_forget(replica *r)
+{
+	r->said_all = false;
 }
 
 /*

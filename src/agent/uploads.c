@@ -300,6 +300,7 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 		uint8_t    *up = a->unfiled;
 		size_t		len = a->unfiled_len;
 		int			l = -1;
+		bool		all;
 
 		if (up == NULL)
 		{
@@ -320,6 +321,8 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 		}
 		/* a lane said something: the others are asked again in turn, so a busy one never keeps them waiting */
 		memcpy(done, refused_whole, sizeof done);
+		/* made just now, whole (not narrowed), saying all: once filed, asked again only after a write */
+		all = l >= 0 && lanes[l][0] == '\0' && a->narrow.limit < 0 && replica_says_all(up, len);
 		rc = file(a, up, len, st, sqlstate, err);
 		if (rc == STEP_TRANSIENT && strcmp(sqlstate, "55P03") == 0)
 		{
@@ -345,7 +348,11 @@ uploads(agent *a, round_stats *st, char err[AGENT_ERROR_MAX])
 			}
 		}
 		else if (rc == STEP_OK)
+		{
 			rc = took(a, st, err);
+			if (all)
+				replica_said_all(a->rep);
+		}
 		if (rc != STEP_OK)
 			return rc;
 	}

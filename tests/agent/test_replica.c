@@ -2,7 +2,9 @@
  * test_replica.c - the agent's SQLite side (src/agent/replica.c): what the
  * replica says of itself before a pull (replica_applied) is taken from the
  * last apply's answer, and asked again once another connection wrote the
- * file, an apply failed, or it was never known.  Built and run by
+ * file, an apply failed, or it was never known; an upload that said all
+ * (replica_said_all) spares the next sync_upload only until anything
+ * writes the file.  Built and run by
  * `make sqlite-test` (build/test_agent_replica), under the sanitizers.
  */
 #include <stdio.h>
@@ -14,12 +16,14 @@
 #include "../../src/agent/replica.h"
 #include "../sqlite/msgs.h"
 #include "check.h"
+#include "wire.h"
 
 int			ms_unit_passed;
 int			ms_unit_failed;
 
-/* statements of the agent's connection that asked sync_status, counted */
+/* statements of the agent's connection that asked sync_status, and sync_upload, counted */
 static int	status_asked;
+static int	upload_asked;
 
 static int
 count_status(unsigned type, void *arg, void *p, void *x)
@@ -31,6 +35,8 @@ count_status(unsigned type, void *arg, void *p, void *x)
 	(void) x;
 	if (sql != NULL && strstr(sql, "sync_status()") != NULL)
 		status_asked++;
+	if (sql != NULL && strstr(sql, "sync_upload(") != NULL)
+		upload_asked++;
 	return 0;
 }
 
@@ -100,6 +106,132 @@ one_row(tm_server *s, int id)
 	snprintf(key, sizeof key, "%d", id);
 	tm_upsert(tm_rows(d, "items"), json, -1, key, NULL);
 	return tm_next(s, d, NULL);
+}
+
+/* remove_file: a replica file and the three beside it */
+static void
+remove_file(const char *path)
+{
+	char		p[200];
+
+	for (int k = 0; k < 4; k++)
+	{
+		snprintf(p, sizeof p, "%s%s", path, (const char *[]) {"", "-wal", "-shm", "-agent.lock"}[k]);
+		unlink(p);
+	}
+}
+
+/* one_customer: a message of one catalog row of the shop's (a customer) */
+static tm_msg
+one_customer(tm_server *s)
+{
+	static int	id = 10;
+	Sync__Down *d = tm_down();
+	char		json[64],
+				key[16];
+
+	id++;
+	snprintf(json, sizeof json, "{\"id\":%d,\"name\":\"c%d\",\"vip\":false}", id, id);
+	snprintf(key, sizeof key, "%d", id);
+	tm_upsert(tm_rows(d, "customers"), json, -1, key, NULL);
+	return tm_next(s, d, NULL);
+}
+
+/*
+ * next_upload: replica_upload's answer; asked: whether it asked sync_upload;
+ * rows: the rows the upload carries (-1: nothing to say)
+ */
+static void
+next_upload(replica *r, bool asked, int rows, const char *when, bool said_all_after)
+{
+	char		err[AGENT_ERROR_MAX] = "";
+	uint8_t    *up = NULL;
+	size_t		len = 0;
+	int			before = upload_asked;
+	int			n = -1;
+
+	CHECK(replica_upload(r, -1, &up, &len, err) == STEP_OK, "%s: %s", when, err);
+	CHECK((upload_asked > before) == asked, "%s: sync_upload %s", when, asked ? "not asked" : "asked");
+	if (up != NULL)
+	{
+		ms_wire_status status;
+		char		reason[MS_REASON_MAX];
+		Sync__Up   *u = ms_up_decode(up, len, len, NULL, &status, reason);
+
+		n = 0;
+		for (size_t i = 0; u != NULL && i < u->n_rows; i++)
+			n += (int) u->rows[i]->n_upserts + (int) u->rows[i]->n_deletes;
+		if (u != NULL)
+			sync__up__free_unpacked(u, NULL);
+		CHECK(replica_says_all(up, len) == said_all_after, "%s: says all: %d", when, !said_all_after);
+		/* as uploads.c: filed, and it said all */
+		if (replica_says_all(up, len))
+			replica_said_all(r);
+	}
+	CHECK(n == rows, "%s: %d rows carried, not %d", when, n, rows);
+	free(up);
+}
+
+/*
+ * An acknowledgement that said all spares the next sync_upload; a write
+ * between the two, by the host or by an apply, is still uploaded.
+ */
+static void
+said_all(const char *dir)
+{
+	char		path[160];
+	char		err[AGENT_ERROR_MAX] = "";
+	tm_server	s;
+	tm_msg		begin,
+				end;
+	replica    *r;
+	sqlite3    *host;
+	char	   *sql;
+
+	snprintf(path, sizeof path, "%s/said.db", dir);
+	tm_server_init(&s, 0x22, 0x52);
+	r = replica_open(path, tm_replica_text(&s), err);
+	CHECK(r != NULL, "replica_open: %s", err);
+	if (r == NULL)
+		return;
+	sqlite3_trace_v2(r->db, SQLITE_TRACE_STMT, count_status, NULL);
+	CHECK(sqlite3_open(path, &host) == SQLITE_OK, "the host's connection");
+	sqlite3_busy_timeout(host, 5000);
+	tm_shop_snapshot(&s, &begin, &end);
+	apply_ok(r, begin, "the shop's begin");
+	apply_ok(r, end, "the shop's end");
+
+	/* the snapshot's acknowledgement carries its digests: not all */
+	next_upload(r, true, 0, "the snapshot's acknowledgement", false);
+	next_upload(r, true, -1, "after the snapshot's acknowledgement", false);
+
+	/* a message's acknowledgement says all: the next upload finds nothing, unasked */
+	apply_ok(r, one_customer(&s), "a message");
+	next_upload(r, true, 0, "the message's acknowledgement", true);
+	next_upload(r, false, -1, "right after the acknowledgement", false);
+	next_upload(r, false, -1, "right after it, again", false);
+	/* a round's start forgets it: asked again (what becomes due with time is looked at) */
+	replica_said_forget(r);
+	next_upload(r, true, -1, "a round's start", false);
+
+	/* an apply between the two (this connection's write): asked, and acknowledged */
+	apply_ok(r, one_customer(&s), "the next message");
+	next_upload(r, true, 0, "its acknowledgement", true);
+	apply_ok(r, one_customer(&s), "a message after it");
+	next_upload(r, true, 0, "an apply after the acknowledgement", true);
+
+	/* the host writes a row between the two: asked, and the row goes up */
+	sql = sqlite3_mprintf("INSERT INTO orders(origin, id, customer, total) VALUES (%Q, 1, 1, 9.5)",
+						  tm_replica_text(&s));
+	CHECK(sqlite3_exec(host, sql, NULL, NULL, NULL) == SQLITE_OK, "the host's row: %s", sqlite3_errmsg(host));
+	next_upload(r, true, 1, "a host's write after the acknowledgement", false);
+	/* an upload with rows says not all: the next one is asked */
+	next_upload(r, true, -1, "after an upload with rows", false);
+
+	sqlite3_free(sql);
+	sqlite3_close(host);
+	replica_close(r);
+	remove_file(path);
 }
 
 int
@@ -207,19 +339,12 @@ main(void)
 		  "a message after the state was made impossible: %s %s", err, res.result);
 	agrees(r, other, false, "after the impossible state was written back");
 
+	said_all(dir);
 	tm_free_all();
 	sqlite3_close(other);
 	replica_close(r);
-	{
-		char		p[160];
-
-		for (int k = 0; k < 4; k++)
-		{
-			snprintf(p, sizeof p, "%s%s", path, (const char *[]) {"", "-wal", "-shm", "-agent.lock"}[k]);
-			unlink(p);
-		}
-		rmdir(dir);
-	}
+	remove_file(path);
+	rmdir(dir);
 	printf("agent replica: %d passed, %d failed\n", ms_unit_passed, ms_unit_failed);
 	return ms_unit_failed == 0 ? 0 : 1;
 }
