@@ -346,7 +346,7 @@ typedef struct round_stats
 	int64_t		answered_rows;
 	int64_t		duplicates;
 	int64_t		uploads;		/* uploads filed */
-	int64_t		awaited;		/* of them, ones whose answer lets go of more than the report (uploads.c) */
+	int64_t		awaited;		/* of them, ones whose answer the replica waits on (upanswer.h) */
 	int64_t		filed;			/* rows the server filed */
 	int64_t		server_refused;
 	int64_t		dropped;

@@ -194,8 +194,8 @@ trust(agent *a, char err[AGENT_ERROR_MAX])
  * fewer.  The wait after it is a waiting pull, which looks at the outbox
  * before it sleeps and returns at once for what the batch left, or a round
  * goes at once (waiter_may_wait_pull's must); the filing's answer waits for
- * the next pull unless it lets go of more than the report (uploads.c's
- * awaited), when the pass pulls it as before.  In a snapshot, the next
+ * the next pull unless it lets go of more than the report
+ * (ms_up_answer_awaited), when the pass pulls it as before.  In a snapshot, the next
  * batch is pulled while this one applies (server_pull_ahead): the server
  * reads and sends it meanwhile.
  */

@@ -11,68 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "upanswer.h"
 #include "wire.h"
 
 #define UPLOADS_PER_PASS 1000
 #define BOUND_EVERY_MS 5000		/* the server's upload bound, looked at again after */
-
-/*
- * awaited: whether the answer to an upload lets go of more than what the
- * replica says of itself (the applied message, the backlog, its build, its
- * clock): rows, refusals, digests, range answers, wish fates, a gap, or a
- * field this agent does not know -- an answer the round pulls before it ends
- * (main.c's pass).  Its fields read by their tags, nothing decoded (sync.proto's
- * Up); bytes that do not read as fields are taken to be awaited.
- */
-static bool
-awaited(const uint8_t *up, size_t len)
-{
-	/* Up's fields that say only what the replica says of itself, bit by field number */
-	const uint32_t report = 1u << 1 | 1u << 2 | 1u << 3 | 1u << 4 | 1u << 8 | 1u << 11 | 1u << 12 |
-		1u << 13 | 1u << 14 | 1u << 16 | 1u << 17 | 1u << 18 | 1u << 20;
-	size_t		at = 0;
-
-	while (at < len)
-	{
-		uint64_t	v[2] = {0, 0};	/* the tag, then a varint's value or a length */
-
-		for (int k = 0; k < 2; k++)
-		{
-			int			shift = 0;
-
-			if (k == 1 && (v[0] & 7) != 0 && (v[0] & 7) != 2)
-				break;
-			do
-			{
-				if (at >= len || shift > 63)
-					return true;
-				v[k] |= (uint64_t) (up[at] & 0x7f) << shift;
-				shift += 7;
-			} while (up[at++] & 0x80);
-		}
-		if ((v[0] >> 3) > 31 || !(report & (1u << (v[0] >> 3))))
-			return true;
-		switch (v[0] & 7)
-		{
-			case 0:
-				break;
-			case 1:
-				at += 8;
-				break;
-			case 2:
-				if (v[1] > len - at)
-					return true;
-				at += (size_t) v[1];
-				break;
-			case 5:
-				at += 4;
-				break;
-			default:
-				return true;
-		}
-	}
-	return at != len;
-}
 
 /*
  * file: sync.file of one upload.  An upload stamps what it carries in the
@@ -118,7 +61,7 @@ file(agent *a, uint8_t *up, size_t len, round_stats *st, char sqlstate[6], char 
 		a->unfiled = NULL;
 	if (rc == STEP_FAILED)
 		return rc;
-	if (rc == STEP_OK && awaited(up, len))
+	if (rc == STEP_OK && ms_up_answer_awaited(up, len))
 		st->awaited++;
 	free(up);
 	if (rc != STEP_OK)

@@ -2,7 +2,8 @@
  * test_up.c - what an upload is on the wire, as src/shared writes and reads
  * it: its length and check (upcheck.c, the vector of docs/protocol.md 10),
  * read a piece at a time (upread.c, with every check ms_up_decode makes),
- * and key parts spelled as their types print them (canon.c).
+ * key parts spelled as their types print them (canon.c), and whether the
+ * replica waits on its answer (upanswer.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "canon.h"
 #include "check.h"
 #include "fields.h"
+#include "upanswer.h"
 #include "upcheck.h"
 #include "upread.h"
 #include "vectors.h"
@@ -432,9 +434,97 @@ test_canon(void)
 	}
 }
 
+/* up, framed as a replica packs it, into buf: its bytes */
+static size_t
+pack_framed(Sync__Up *up, uint8_t *buf)
+{
+	size_t		n = sync__up__get_packed_size(up) + MS_UP_FRAME;
+
+	sync__up__pack(up, buf + MS_UP_LENGTH_FIELD);
+	CHECK(ms_up_close(buf, n), "the frame is written");
+	return n;
+}
+
+/*
+ * ms_up_answer_awaited: an acknowledgement (what the replica says of
+ * itself) is not waited on; rows, a gap, digests, refusals, wish fates,
+ * range answers, a field not known, and bytes that do not read are
+ */
+static void
+test_answer_awaited(void)
+{
+	Sync__Up	up = SYNC__UP__INIT;
+	Sync__Applied applied = SYNC__APPLIED__INIT;
+	Sync__Backlog backlog = SYNC__BACKLOG__INIT;
+	Sync__Backlog *backlogs[1] = {&backlog};
+	Sync__Digest digest = SYNC__DIGEST__INIT;
+	Sync__Digest *digests[1] = {&digest};
+	Sync__Refusal refusal = SYNC__REFUSAL__INIT;
+	Sync__Refusal *refusals[1] = {&refusal};
+	Sync__WishFate fate = SYNC__WISH_FATE__INIT;
+	Sync__WishFate *fates[1] = {&fate};
+	Sync__RangeAnswer range = SYNC__RANGE_ANSWER__INIT;
+	Sync__RangeAnswer *ranges[1] = {&range};
+	uint8_t		buf[1024];
+	size_t		n;
+
+	applied.number = 42;
+	backlog.table = "orders";
+	backlog.unsent = 3;
+	up.protocol = MS_PROTOCOL;
+	up.replica.data = (uint8_t *) ms_vector_replica;
+	up.replica.len = 16;
+	up.send_id.data = (uint8_t *) ms_vector_send_id;
+	up.send_id.len = 16;
+	up.applied = &applied;
+	up.n_backlog = 1;
+	up.backlog = backlogs;
+	up.seq = ms_vector_seq;
+	up.build = "magic_sync_sqlite test";
+	up.clock = 12345;
+	up.lane = "till";
+	up.unfiled_since = 41;
+	up.range_repair = 1;
+	n = pack_framed(&up, buf);
+	CHECK(!ms_up_answer_awaited(buf, n), "an acknowledgement's answer is not waited on");
+	CHECK(ms_up_answer_awaited(buf, n - 1), "one cut short is");
+	buf[n] = 0xf0;				/* field 30, a varint: a field not known here */
+	buf[n + 1] = 0x01;
+	buf[n + 2] = 0x01;
+	CHECK(ms_up_answer_awaited(buf, n + 3), "one with a field not known here is");
+	up.gap = 44;
+	n = pack_framed(&up, buf);
+	CHECK(ms_up_answer_awaited(buf, n), "one with a gap is");
+	up.gap = 0;
+	up.n_digests = 1;
+	up.digests = digests;
+	digest.table = "orders";
+	n = pack_framed(&up, buf);
+	CHECK(ms_up_answer_awaited(buf, n), "one with a digest is");
+	up.n_digests = 0;
+	up.n_refusals = 1;
+	up.refusals = refusals;
+	refusal.table = "orders";
+	n = pack_framed(&up, buf);
+	CHECK(ms_up_answer_awaited(buf, n), "one with a refusal is");
+	up.n_refusals = 0;
+	up.n_wish_fates = 1;
+	up.wish_fates = fates;
+	n = pack_framed(&up, buf);
+	CHECK(ms_up_answer_awaited(buf, n), "one with a wish's fate is");
+	up.n_wish_fates = 0;
+	up.n_ranges = 1;
+	up.ranges = ranges;
+	n = pack_framed(&up, buf);
+	CHECK(ms_up_answer_awaited(buf, n), "one with a range answer is");
+	n = pack_vector_up(buf);
+	CHECK(ms_up_answer_awaited(buf, n), "one with rows is");
+}
+
 void
 test_up(void)
 {
+	test_answer_awaited();
 	test_check();
 	test_lane_vector();
 	test_read();
