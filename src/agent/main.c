@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "sneakernet.h"
+#include "upanswer.h"
 #include "uuid.h"
 #include "wire.h"
 
@@ -181,6 +182,33 @@ trust(agent *a, char err[AGENT_ERROR_MAX])
 }
 
 /*
+ * receipts_last: a held pull's batch begins with the answers waiting for
+ * the replica -- the receipt of the last round's acknowledgement, which that
+ * round left for this pull (held_end) -- then its messages.  Receipts let go
+ * of nothing the messages touch (ms_filed_is_receipt): when every answer
+ * before the messages is one, they are applied after them, and the write
+ * the messages carry is in the file one commit sooner.
+ */
+static void
+receipts_last(pulled *rows, int n)
+{
+	pulled		receipts[8];
+	int			k = 0;
+
+	while (k < n && k < (int) (sizeof receipts / sizeof receipts[0]) && rows[k].number == 0 &&
+		   ms_filed_is_receipt(rows[k].message, rows[k].len))
+		k++;
+	if (k == 0 || k == n)
+		return;
+	for (int i = k; i < n; i++)
+		if (rows[i].number == 0)
+			return;
+	memcpy(receipts, rows, (size_t) k * sizeof *rows);
+	memmove(rows, rows + k, (size_t) (n - k) * sizeof *rows);
+	memcpy(rows + n - k, receipts, (size_t) k * sizeof *rows);
+}
+
+/*
  * pass: pull and apply, a batch at a time, acknowledging each batch (a
  * snapshot once it ends); then file what remains to say.  *moved: whether
  * anything changed on either side.  *settled: whether a pass now would
@@ -264,6 +292,8 @@ pass(agent *a, round_stats *st, bool *moved, bool *settled, char err[AGENT_ERROR
 			if (rc != STEP_OK)
 				return rc;
 			held = server_pull_held(from);
+			if (held)
+				receipts_last(rows, n);
 			/* the server answered for the uuid: a new file is this replica's from now on */
 			rc = replica_stamp(a->rep, err);
 			if (rc != STEP_OK)

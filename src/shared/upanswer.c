@@ -6,6 +6,8 @@
  */
 #include "upanswer.h"
 
+#include "wire.h"
+
 /*
  * Up's fields (sync.proto) that say only what the replica says of itself,
  * one bit each by field number: protocol 1, replica 2, send_id 3, applied
@@ -70,4 +72,19 @@ ms_up_answer_awaited(const uint8_t *up, size_t len)
 		}
 	}
 	return false;
+}
+
+bool
+ms_filed_is_receipt(const uint8_t *msg, size_t len)
+{
+	ms_wire_status status;
+	char		reason[MS_REASON_MAX];
+	Sync__ToReplica *m = ms_to_replica_decode(msg, len, len, NULL, &status, reason);
+	const Sync__Filed *f = m != NULL && m->body_case == SYNC__TO_REPLICA__BODY_FILED ? m->filed : NULL;
+	bool		receipt = f != NULL && f->rows == 0 && f->n_refused == 0 && f->n_tables == 0 &&
+		f->n_dropped == 0 && f->n_kept == 0 && !f->duplicate && f->n_again == 0 && f->n_ranges == 0;
+
+	if (m != NULL)
+		sync__to_replica__free_unpacked(m, NULL);
+	return receipt;
 }

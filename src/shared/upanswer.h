@@ -11,6 +11,10 @@
  * is answered with what the replica waits for (its notes let go of, a
  * question, a repair), and the agent pulls it before its round ends
  * (src/agent/main.c's pass).
+ *
+ * The answer to the first kind, a receipt, lets go of nothing a message
+ * touches: the agent applies it after the messages pulled with it, so that
+ * what they carry is in the file one commit sooner.
  *-------------------------------------------------------------------------
  */
 #ifndef MS_UPANSWER_H
@@ -26,5 +30,13 @@
  * tags, nothing decoded; bytes that do not read as fields are awaited.
  */
 extern bool ms_up_answer_awaited(const uint8_t *up, size_t len);
+
+/*
+ * ms_filed_is_receipt: whether msg (len bytes, as sync.pull returned it)
+ * is a Filed answer to an upload that carried nothing it accounts for: no
+ * rows filed, refused, dropped, kept or to send again, no range asks, not
+ * a duplicate.  False for anything else, and for what does not decode.
+ */
+extern bool ms_filed_is_receipt(const uint8_t *msg, size_t len);
 
 #endif

@@ -521,10 +521,62 @@ test_answer_awaited(void)
 	CHECK(ms_up_answer_awaited(buf, n), "one with rows is");
 }
 
+/*
+ * ms_filed_is_receipt: a Filed answer that accounts for nothing is a
+ * receipt; one with rows, a refusal, a table, or a duplicate is not, nor a
+ * message that is no Filed, nor bytes that do not decode
+ */
+static void
+test_receipt(void)
+{
+	Sync__ToReplica m = SYNC__TO_REPLICA__INIT;
+	Sync__Filed filed = SYNC__FILED__INIT;
+	Sync__Refusal refusal = SYNC__REFUSAL__INIT;
+	Sync__Refusal *refusals[1] = {&refusal};
+	Sync__FiledTable table = SYNC__FILED_TABLE__INIT;
+	Sync__FiledTable *tables[1] = {&table};
+	uint8_t		buf[512];
+	size_t		n;
+
+	m.protocol = MS_PROTOCOL;
+	m.replica.data = (uint8_t *) ms_vector_replica;
+	m.replica.len = 16;
+	m.epoch.data = (uint8_t *) ms_vector_epoch;
+	m.epoch.len = 16;
+	m.body_case = SYNC__TO_REPLICA__BODY_FILED;
+	m.filed = &filed;
+	filed.send_id.data = (uint8_t *) ms_vector_send_id;
+	filed.send_id.len = 16;
+	n = sync__to_replica__pack(&m, buf);
+	CHECK(ms_filed_is_receipt(buf, n), "the answer to an acknowledgement is a receipt");
+	CHECK(!ms_filed_is_receipt(buf, n - 1), "cut short, it does not decode: no receipt");
+	filed.rows = 1;
+	n = sync__to_replica__pack(&m, buf);
+	CHECK(!ms_filed_is_receipt(buf, n), "one that filed a row is no receipt");
+	filed.rows = 0;
+	refusal.table = "orders";
+	refusal.reason = "no";
+	filed.n_refused = 1;
+	filed.refused = refusals;
+	n = sync__to_replica__pack(&m, buf);
+	CHECK(!ms_filed_is_receipt(buf, n), "nor one that refused a row");
+	filed.n_refused = 0;
+	table.table = "orders";
+	filed.n_tables = 1;
+	filed.tables = tables;
+	n = sync__to_replica__pack(&m, buf);
+	CHECK(!ms_filed_is_receipt(buf, n), "nor one that accounts for a table");
+	filed.n_tables = 0;
+	filed.duplicate = 1;
+	n = sync__to_replica__pack(&m, buf);
+	CHECK(!ms_filed_is_receipt(buf, n), "nor a duplicate's");
+}
+
 void
 test_up(void)
 {
 	test_answer_awaited();
+	test_receipt();
 	test_check();
 	test_lane_vector();
 	test_read();
