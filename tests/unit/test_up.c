@@ -17,6 +17,17 @@
 #include "vectors.h"
 #include "wire.h"
 
+/* up, framed as a replica packs it, into buf: its bytes */
+static size_t
+pack_framed(Sync__Up *up, uint8_t *buf)
+{
+	size_t		n = sync__up__get_packed_size(up) + MS_UP_FRAME;
+
+	sync__up__pack(up, buf + MS_UP_LENGTH_FIELD);
+	CHECK(ms_up_close(buf, n), "the frame is written");
+	return n;
+}
+
 /* the vector Up, as a replica packs one: its fields, then the frame */
 static size_t
 pack_vector_up(uint8_t *out)
@@ -28,7 +39,6 @@ pack_vector_up(uint8_t *out)
 	Sync__Key  *keys[1] = {&key};
 	char	   *parts[1] = {"7"};
 	ProtobufCBinaryData row = {8, (uint8_t *) "{\"id\":7}"};
-	size_t		n;
 
 	key.n_parts = 1;
 	key.parts = parts;
@@ -45,10 +55,7 @@ pack_vector_up(uint8_t *out)
 	up.n_rows = 1;
 	up.rows = list;
 	up.seq = ms_vector_seq;
-	n = sync__up__get_packed_size(&up) + MS_UP_FRAME;
-	sync__up__pack(&up, out + MS_UP_LENGTH_FIELD);
-	CHECK(ms_up_close(out, n), "the frame is written");
-	return n;
+	return pack_framed(&up, out);
 }
 
 /*
@@ -434,15 +441,11 @@ test_canon(void)
 	}
 }
 
-/* up, framed as a replica packs it, into buf: its bytes */
-static size_t
-pack_framed(Sync__Up *up, uint8_t *buf)
+/* whether the answer to up, framed into buf, is waited on */
+static bool
+awaited(Sync__Up *up, uint8_t *buf)
 {
-	size_t		n = sync__up__get_packed_size(up) + MS_UP_FRAME;
-
-	sync__up__pack(up, buf + MS_UP_LENGTH_FIELD);
-	CHECK(ms_up_close(buf, n), "the frame is written");
-	return n;
+	return ms_up_answer_awaited(buf, pack_framed(up, buf));
 }
 
 /*
@@ -470,6 +473,8 @@ test_answer_awaited(void)
 
 	applied.number = 42;
 	backlog.table = "orders";
+	digest.table = "orders";
+	refusal.table = "orders";
 	backlog.unsent = 3;
 	up.protocol = MS_PROTOCOL;
 	up.replica.data = (uint8_t *) ms_vector_replica;
@@ -493,30 +498,23 @@ test_answer_awaited(void)
 	buf[n + 2] = 0x01;
 	CHECK(ms_up_answer_awaited(buf, n + 3), "one with a field not known here is");
 	up.gap = 44;
-	n = pack_framed(&up, buf);
-	CHECK(ms_up_answer_awaited(buf, n), "one with a gap is");
+	CHECK(awaited(&up, buf), "one with a gap is");
 	up.gap = 0;
 	up.n_digests = 1;
 	up.digests = digests;
-	digest.table = "orders";
-	n = pack_framed(&up, buf);
-	CHECK(ms_up_answer_awaited(buf, n), "one with a digest is");
+	CHECK(awaited(&up, buf), "one with a digest is");
 	up.n_digests = 0;
 	up.n_refusals = 1;
 	up.refusals = refusals;
-	refusal.table = "orders";
-	n = pack_framed(&up, buf);
-	CHECK(ms_up_answer_awaited(buf, n), "one with a refusal is");
+	CHECK(awaited(&up, buf), "one with a refusal is");
 	up.n_refusals = 0;
 	up.n_wish_fates = 1;
 	up.wish_fates = fates;
-	n = pack_framed(&up, buf);
-	CHECK(ms_up_answer_awaited(buf, n), "one with a wish's fate is");
+	CHECK(awaited(&up, buf), "one with a wish's fate is");
 	up.n_wish_fates = 0;
 	up.n_ranges = 1;
 	up.ranges = ranges;
-	n = pack_framed(&up, buf);
-	CHECK(ms_up_answer_awaited(buf, n), "one with a range answer is");
+	CHECK(awaited(&up, buf), "one with a range answer is");
 	n = pack_vector_up(buf);
 	CHECK(ms_up_answer_awaited(buf, n), "one with rows is");
 }
