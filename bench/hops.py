@@ -14,7 +14,8 @@ is cut at the system calls that end a hop:
   commit   the UPDATE received .. the writer's commit flushed (its kill(SIGURG)
            setting the worker's latch)
   wake     .. the worker leaves its wait
-  pass     .. the pass committed (its kill(SIGUSR1) of the listening session: the NOTIFY)
+  pass     .. the pass committed (its kill(SIGUSR1) of the listening session: the NOTIFY;
+           or before it its kill(SIGURG) of that session, the wake of a held pull)
   notify   .. the agent reads the notification
   agent    .. the agent sends sync.pull
   pull     .. the agent has its answer (the pull flushes the pass's WAL first)
@@ -224,6 +225,7 @@ def hops(ev, reader=None):
     """each write's hops, cut at the system calls that end them; and the unmirrored writes' rounds,
     each marked "after" (the first after a mirrored write's round) or "alike" (after an unmirrored one)"""
     writes = [e for e in ev if e[2] == "writer" and e[3] == "recvfrom" and (e[5] or 0) > 0]
+    listeners = {re.search(r'/(\d+) ', e[6]).group(1) for e in ev if e[2] == "listener"}
     flushed = flushes(ev)
     rows, plain = [], []
     before = None
@@ -248,7 +250,11 @@ def hops(ev, reader=None):
             continue
         before = "mirrored"
         left = first(lambda e: e[2] == "relay" and e[3] == "epoll_wait", woke[1])
-        notified = first(lambda e: e[2] == "relay" and e[3] == "kill" and "USR1" in e[6], woke[0])
+        # the pass's commit: its NOTIFY (kill SIGUSR1), or before it the wake of the listening session's
+        # held pull (the condition variable's broadcast, kill SIGURG of that session): under load the
+        # held pull may answer before the worker gets the CPU back to send the NOTIFY
+        notified = first(lambda e: e[2] == "relay" and e[3] == "kill" and ("USR1" in e[6] or target(e) in listeners),
+                         woke[0])
         if notified is None:
             continue
         sent = first(lambda e: e[2] == "listener" and e[3] == "sendto", notified[0])

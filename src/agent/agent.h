@@ -252,6 +252,8 @@ extern agent_status server_pull_wait(server *s, const uint8_t replica[16], int64
 									 char err[AGENT_ERROR_MAX]);
 /* whether the server refused a waiting pull (an earlier version, a standby), and why */
 extern bool server_wait_refused(const server *s, char why[AGENT_ERROR_MAX]);
+/* whether the last server_pull's rows are a waiting pull's the server held (its CALL returned) */
+extern bool server_pull_held(const server *s);
 /* file: the filing's answer, a JSON text in out; the SQLSTATE of a failure in sqlstate */
 extern agent_status server_file(server *s, const uint8_t replica[16], const uint8_t *up, size_t len,
 								char *out, size_t size, char sqlstate[6], char err[AGENT_ERROR_MAX]);
@@ -324,9 +326,12 @@ extern bool waiter_listening(const waiter *w);
 extern void waiter_listen(waiter *w);
 /*
  * may: the round before the wait settled and pulls from the primary: the
- * wait may be a waiting pull, of first_bytes (the round's first pull's bound)
+ * wait may be a waiting pull, of first_bytes (the round's first pull's bound);
+ * must: the round ended on a held pull's batch, no pull after it found
+ * nothing: the wait must be a waiting pull (it looks at the outbox first),
+ * else a round goes at once
  */
-extern void waiter_may_wait_pull(waiter *w, bool may, int first_bytes);
+extern void waiter_may_wait_pull(waiter *w, bool may, bool must, int first_bytes);
 /* the wait between rounds; pooled: the connection rounds use */
 extern wake_reason waiter_wait(waiter *w, server *pooled, const char *replica_id, replica *r,
 							   volatile const int *stop, char err[AGENT_ERROR_MAX]);
@@ -352,6 +357,7 @@ typedef struct round_stats
 	int64_t		answered_rows;
 	int64_t		duplicates;
 	int64_t		uploads;		/* uploads filed */
+	int64_t		awaited;		/* of them, ones whose answer the replica waits on (upanswer.h) */
 	int64_t		filed;			/* rows the server filed */
 	int64_t		server_refused;
 	int64_t		dropped;

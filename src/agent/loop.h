@@ -81,6 +81,7 @@ typedef struct agent
 	int			nlanes;
 	bool		lanes_read;		/* ... and again after a message is applied (it may change a table's lane) */
 	bool		trusted;		/* the server's key is the one the replica trusts (trust()) */
+	bool		held_end;		/* the last pass ended on a held pull's batch (main.c's pass, held_end) */
 	bool		file_soon;		/* a filing waited on the relay recording a snapshot's held rows: again shortly */
 	int			fatal;			/* an exit code a step decided on (EXIT_CONFIG), 0 none */
 	char		fatal_why[AGENT_ERROR_MAX];

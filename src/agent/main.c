@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "sneakernet.h"
+#include "upanswer.h"
 #include "uuid.h"
 #include "wire.h"
 
@@ -181,6 +182,33 @@ trust(agent *a, char err[AGENT_ERROR_MAX])
 }
 
 /*
+ * receipts_last: a held pull's batch begins with the answers waiting for
+ * the replica -- the receipt of the last round's acknowledgement, which that
+ * round left for this pull (held_end) -- then its messages.  Receipts let go
+ * of nothing the messages touch (ms_filed_is_receipt): when every answer
+ * before the messages is one, they are applied after them, and the write
+ * the messages carry is in the file one commit sooner.
+ */
+static void
+receipts_last(pulled *rows, int n)
+{
+	pulled		receipts[8];
+	int			k = 0;
+
+	while (k < n && k < (int) (sizeof receipts / sizeof receipts[0]) && rows[k].number == 0 &&
+		   ms_filed_is_receipt(rows[k].message, rows[k].len))
+		k++;
+	if (k == 0 || k == n)
+		return;
+	for (int i = k; i < n; i++)
+		if (rows[i].number == 0)
+			return;
+	memcpy(receipts, rows, (size_t) k * sizeof *rows);
+	memmove(rows, rows + k, (size_t) (n - k) * sizeof *rows);
+	memcpy(rows + n - k, receipts, (size_t) k * sizeof *rows);
+}
+
+/*
  * pass: pull and apply, a batch at a time, acknowledging each batch (a
  * snapshot once it ends); then file what remains to say.  *moved: whether
  * anything changed on either side.  *settled: whether a pass now would
@@ -188,7 +216,14 @@ trust(agent *a, char err[AGENT_ERROR_MAX])
  * after it (a filing's answer waits to be pulled) -- so that, while the
  * relay's notifications wake the agent (--listen), the round ends without
  * a pull more; polling, it pulls again at once, as a message written
- * meanwhile would otherwise wait for the poll.  In a snapshot, the next
+ * meanwhile would otherwise wait for the poll.  A batch the server held
+ * (server_pull_held) ends the pass too, once its acknowledgement is filed
+ * (held_end): no pull after it to find nothing -- one request a write
+ * fewer.  The wait after it is a waiting pull, which looks at the outbox
+ * before it sleeps and returns at once for what the batch left, or a round
+ * goes at once (waiter_may_wait_pull's must); the filing's answer waits for
+ * the next pull unless it lets go of more than the report
+ * (ms_up_answer_awaited), when the pass pulls it as before.  In a snapshot, the next
  * batch is pulled while this one applies (server_pull_ahead): the server
  * reads and sends it meanwhile.
  */
@@ -202,6 +237,8 @@ pass(agent *a, round_stats *st, bool *moved, bool *settled, char err[AGENT_ERROR
 	bool		ahead = false;	/* the next batch is on its way from `from` */
 	bool		got;			/* the batch came: the one pulled ahead */
 	bool		drained = false;	/* the last pull found no message */
+	bool		held = false;	/* the batch is a held pull's (server_pull_held) */
+	bool		ended = false;	/* the pass ended on it (held_end) */
 	int64_t		filed_then = -1;	/* the filings of the round when it pulled */
 	int			bytes = a->opt.pull_bytes < PULL_FIRST_BYTES ? a->opt.pull_bytes : PULL_FIRST_BYTES;
 
@@ -224,6 +261,7 @@ pass(agent *a, round_stats *st, bool *moved, bool *settled, char err[AGENT_ERROR
 		bytes = bytes > a->opt.pull_bytes / 2 ? a->opt.pull_bytes : bytes * 2;
 		filed_then = st->uploads;
 		got = false;
+		held = false;
 		if (ahead)
 		{
 			ahead = false;
@@ -253,6 +291,9 @@ pass(agent *a, round_stats *st, bool *moved, bool *settled, char err[AGENT_ERROR
 			rc = pull(a, after, claim, claim_len, pulling, &from, &rows, &n, err);
 			if (rc != STEP_OK)
 				return rc;
+			held = server_pull_held(from);
+			if (held)
+				receipts_last(rows, n);
 			/* the server answered for the uuid: a new file is this replica's from now on */
 			rc = replica_stamp(a->rep, err);
 			if (rc != STEP_OK)
@@ -381,8 +422,15 @@ pass(agent *a, round_stats *st, bool *moved, bool *settled, char err[AGENT_ERROR
 		rc = uploads(a, st, err);
 		if (rc != STEP_OK)
 			return rc;
+		/* a held pull's batch: the next wait pulls what it left (held_end) */
+		if (held && !halt && !stop_signal && !a->file_soon && st->awaited == before.awaited)
+		{
+			ended = true;
+			break;
+		}
 	}
-	rc = uploads(a, st, err);
+	/* uploads() said all it had just now, when the pass ended on a held batch */
+	rc = ended ? STEP_OK : uploads(a, st, err);
 	if (rc != STEP_OK)
 		return rc;
 	/* for the round's line only: --quiet reads nothing it would not use */
@@ -396,7 +444,8 @@ pass(agent *a, round_stats *st, bool *moved, bool *settled, char err[AGENT_ERROR
 	}
 	*moved = st->messages != before.messages || st->uploads != before.uploads ||
 		st->answers != before.answers;
-	*settled = drained && st->uploads == filed_then && !a->file_soon;
+	*settled = (ended || (drained && st->uploads == filed_then)) && !a->file_soon;
+	a->held_end = ended;
 	return STEP_OK;
 }
 
@@ -791,7 +840,7 @@ main(int argc, char **argv)
 		}
 		waiter_round(a.wait, any);
 		/* settled, pulling from the primary: the wait may be a pull the server holds (poll.c) */
-		waiter_may_wait_pull(a.wait, caught_up && a.opt.npull == 0,
+		waiter_may_wait_pull(a.wait, caught_up && a.opt.npull == 0, a.held_end,
 							 a.opt.pull_bytes < PULL_FIRST_BYTES ? a.opt.pull_bytes : PULL_FIRST_BYTES);
 		switch (waiter_wait(a.wait, a.srv, a.uuid, a.rep, &stop_signal, err))
 		{

@@ -40,7 +40,11 @@
  * preloaded) is said once, and the notifications wake the agent as before
  * for the life of the agent.  So they do after a round that did not settle
  * (a gap, a failure: the same wait would end at once), while --pull's
- * standbys serve the pulls, and mid-snapshot.
+ * standbys serve the pulls, and mid-snapshot.  A round that ended on a held
+ * pull's batch, with no pull after it (main.c's pass), is followed by a
+ * waiting pull or, when none may go, by a round at once: the waiting pull
+ * looks at the outbox before it sleeps, a notification would not come for
+ * what that batch left.
  *
  * Whatever it waits on, a write to the replica's file by another
  * connection, a stop and a lost connection end the wait (server_wait).
@@ -74,6 +78,7 @@ struct waiter
 	int			current;		/* the wait now, before its jitter */
 	unsigned int seed;
 	bool		may_wait;		/* the next wait may be a waiting pull (waiter_may_wait_pull) */
+	bool		must_wait;		/* it must be one, else a round goes at once */
 	int			first_bytes;	/* its pull's bound */
 	bool		no_wait;		/* the server cannot wait: said once, for the life of the agent */
 };
@@ -244,9 +249,10 @@ waiter_listen(waiter *w)
 }
 
 void
-waiter_may_wait_pull(waiter *w, bool may, int first_bytes)
+waiter_may_wait_pull(waiter *w, bool may, bool must, int first_bytes)
 {
 	w->may_wait = may;
+	w->must_wait = may && must;
 	w->first_bytes = first_bytes;
 }
 
@@ -302,6 +308,7 @@ waiter_wait(waiter *w, server *pooled, const char *replica_id, replica *r,
 {
 	int			ms;
 	wake_reason why;
+	bool		must;
 
 	/* the wait reads notifications only: a pull sent ahead on it is let go of (pass() does already) */
 	server_pull_drop(w->listener);
@@ -309,8 +316,18 @@ waiter_wait(waiter *w, server *pooled, const char *replica_id, replica *r,
 	if (listen_up(w))
 		return WAKE_TIMEOUT;
 	ms = waiter_next_ms(w);
+	/*
+	 * must: the round ended on a held pull's batch without a pull that found
+	 * nothing (main.c's pass): a waiting pull looks at the outbox before it
+	 * sleeps, and returns at once for what that batch left; a notification
+	 * would not come for it, nor a poll soon.  A round goes at once instead.
+	 */
+	must = w->must_wait;
+	w->must_wait = false;
 	if (w->listener == NULL)
 	{
+		if (must)
+			return WAKE_TIMEOUT;
 		/* polling: no longer than until the listener is tried again */
 		if (w->listen != NULL && w->listen_retry_at - mono_ms() < ms)
 			ms = w->listen_retry_at - mono_ms() > 0 ? (int) (w->listen_retry_at - mono_ms()) : 0;
@@ -321,6 +338,8 @@ waiter_wait(waiter *w, server *pooled, const char *replica_id, replica *r,
 		why = server_wait(w->listener, replica_id, ms + WAIT_MARGIN_MS, r, stop, err);
 		wait_refused(w);
 	}
+	else if (must)
+		return WAKE_TIMEOUT;
 	else
 		why = w->listener != NULL ? server_wait(w->listener, replica_id, ms, r, stop, err) : WAKE_TIMEOUT;
 	if (why == WAKE_LOST)

@@ -60,6 +60,8 @@ struct server
 	int			syncs;			/* of its pipeline's two, received */
 	int			nulls;			/* results' ends received in a row */
 	bool		wait_refused;	/* the CALL failed: the server cannot wait (an earlier version, a standby) */
+	bool		wait_failed;	/* this wait's CALL failed (refused, or cancelled): its pull was not held */
+	bool		held;			/* the last pull's rows are a waiting pull's the server held (server_pull_held) */
 	PGresult   *waited;			/* its pull's result, until a pull with the same arguments takes it */
 	int64_t		waited_after;
 	int			waited_bytes;
@@ -457,6 +459,7 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 	*rows = NULL;
 	*n = 0;
 	server_pull_done(s);
+	s->held = false;
 	if (s->waiting != WAIT_NONE)
 	{
 		/* a waiting pull's: taken when it pulled what this one asks, else let go of */
@@ -467,7 +470,10 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 		if (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK && s->waited_after == after &&
 			s->waited_bytes == max_bytes && s->waited_claim_len == claim_len &&
 			(claim_len == 0 || memcmp(s->waited_claim, claim, claim_len) == 0))
+		{
+			s->held = !s->wait_failed;
 			return take(s, res, rows, n, err);
+		}
 		PQclear(res);
 	}
 	be64(after_be, (uint64_t) after);
@@ -546,6 +552,7 @@ server_pull_wait(server *s, const uint8_t replica[16], int64_t after, int timeou
 	s->waiting = WAIT_SENT;
 	s->syncs = 0;
 	s->nulls = 0;
+	s->wait_failed = false;
 	s->waited_after = after;
 	s->waited_bytes = max_bytes;
 	s->waited_claim_len = claim_len;
@@ -567,6 +574,17 @@ server_pull_wait(server *s, const uint8_t replica[16], int64_t after, int timeou
 		return st;
 	}
 	return STEP_OK;
+}
+
+/*
+ * server_pull_held: whether the last server_pull's rows are a waiting
+ * pull's that the server held: its CALL returned (a pass wrote for the
+ * replica, or its timeout passed), not refused nor cancelled
+ */
+bool
+server_pull_held(const server *s)
+{
+	return s != NULL && s->held;
 }
 
 /* server_wait_refused: whether the server refused to wait (no sync.pull_wait, a standby), and why */
@@ -613,6 +631,7 @@ wait_collect(server *s)
 		else if (s->syncs == 0 && PQresultStatus(res) == PGRES_FATAL_ERROR)
 		{
 			/* a cancel, a shutdown, a connection lost: the next wait may go; the rest is for good */
+			s->wait_failed = true;
 			state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 			if (state != NULL && sqlstate_status(state) != STEP_TRANSIENT && PQstatus(s->conn) != CONNECTION_BAD)
 			{

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "upanswer.h"
 #include "wire.h"
 
 #define UPLOADS_PER_PASS 1000
@@ -60,6 +61,8 @@ file(agent *a, uint8_t *up, size_t len, round_stats *st, char sqlstate[6], char 
 		a->unfiled = NULL;
 	if (rc == STEP_FAILED)
 		return rc;
+	if (rc == STEP_OK && ms_up_answer_awaited(up, len))
+		st->awaited++;
 	free(up);
 	if (rc != STEP_OK)
 		return rc;

@@ -7,6 +7,7 @@ Debian's /usr/bin/python3, which can load SQLite extensions.
     r.sync()                                   # pull, apply, upload, file, pull again
     check("name", got, expected)               # counts passes and failures
 """
+import glob
 import json
 import os
 import sqlite3
@@ -82,6 +83,17 @@ def file_exact(path, server):
             sorted(server.rows("SELECT id, v FROM items"))
     finally:
         db.close()
+
+def server_log_count(server, text):
+    """lines of the cluster's log (pg_virtualenv's: beside its data directory) that hold
+    text; None when no log is found"""
+    data = server.one("SELECT current_setting('data_directory')")
+    logs = glob.glob(os.path.join(data.split("/data/")[0], "log", "*.log"))
+    if len(logs) != 1:
+        return None
+    with open(logs[0], errors="replace") as f:
+        return sum(1 for line in f if text in line)
+
 
 def psql(db, sql):
     """Each statement in a transaction of its own (DROP DATABASE needs it)."""

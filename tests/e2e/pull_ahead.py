@@ -14,7 +14,6 @@ than a message needs while the relay's notifications wake it (src/agent/main.c).
     one filing -- not a third pull to find nothing (the pulls counted in the
     server's log, the filings by pg_stat_user_functions, track_functions = all).
 """
-import glob
 import os
 import signal
 import sqlite3
@@ -22,7 +21,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import TOP, Server, check, finish
+from harness import TOP, Server, check, finish, server_log_count
 
 AGENT = os.path.join(TOP, "magic_sync_agent")
 R = "61686561-0000-4000-8000-000000000001"
@@ -127,20 +126,9 @@ def calls():
     return last
 
 
-def log_path():
-    """the cluster's log (pg_virtualenv's: beside its data directory)"""
-    data = srv.one("SELECT current_setting('data_directory')")
-    logs = glob.glob(os.path.join(data.split("/data/")[0], "log", "*.log"))
-    return logs[0] if len(logs) == 1 else None
-
-
 def logged_pulls():
     """the pulls the server's log shows run so far (None: no log found)"""
-    path = log_path()
-    if path is None:
-        return None
-    with open(path, errors="replace") as f:
-        return sum(1 for line in f if "execute <unnamed>: SELECT p.number, p.message FROM" in line)
+    return server_log_count(srv, "execute <unnamed>: SELECT p.number, p.message FROM")
 
 
 def file_value():

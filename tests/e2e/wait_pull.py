@@ -11,8 +11,15 @@
   - the agent with --listen waits on its listening session between writes,
     each write reaches the file, and the file ends exact; the session that
     holds its pull terminated, it connects again and holds its pulls there;
+  - a held pull's batch ends the agent's round: a write costs it one held
+    pull (its CALL and its pull) and the acknowledgement's filing, no pull
+    after to find nothing (its requests counted in the server's log);
+  - a write the relay sends in more messages than a pull takes (--pull-bytes
+    1024, magic_sync.message_bytes 2048): the held pull takes the first, and
+    the rest are pulled at once, not left for the next write or the interval;
   - a server without sync.pull_wait (an earlier version): the agent says so
-    once, the notifications wake it, and writes still reach the file.
+    once, the notifications wake it, and writes still reach the file, those
+    of many messages too.
 """
 import atexit
 import os
@@ -23,7 +30,7 @@ import time
 
 import psycopg2
 
-from harness import TOP, Server, check, file_exact, file_value, finish, json_lines, wait_until
+from harness import TOP, Server, check, file_exact, file_value, finish, json_lines, server_log_count, wait_until
 
 DB = "wait_pull"
 AGENT = os.path.join(TOP, "magic_sync_agent")
@@ -33,6 +40,8 @@ R2 = "77616974-0000-4000-8000-000000000002"
 tmp = tempfile.mkdtemp(prefix="wait_pull.")
 
 srv = Server(DB)
+# the agents' requests counted in the server's log (each an extended-protocol execute)
+srv.exec(f"ALTER DATABASE {DB} SET log_min_duration_statement = 0")
 srv.exec("""
 CREATE ROLE watcher LOGIN PASSWORD 'pw-watcher';
 CREATE TABLE items (id int PRIMARY KEY, v text NOT NULL);
@@ -156,11 +165,11 @@ def file_of(r):
     return os.path.join(tmp, f"{r}.db")
 
 
-def start(r, name):
+def start(r, name, *more):
     log = open(os.path.join(tmp, f"{name}.log"), "w")
     agents.append(subprocess.Popen([AGENT, "--server", f"dbname={DB} application_name={name}_main", "--replica", r,
                                     "--db", file_of(r), "--json", "--interval", "600000",
-                                    "--listen", f"dbname={DB} application_name={name}_listen"],
+                                    "--listen", f"dbname={DB} application_name={name}_listen"] + list(more),
                                    stdout=log, stderr=subprocess.STDOUT))
     return agents[-1]
 
@@ -193,6 +202,48 @@ for i in range(8):
     check(f"write {i}: the listening session waits again, holding no snapshot", wait_until(
         10, lambda: session("a1_listen")[2].startswith("CALL sync.pull_wait") and session("a1_listen")[3]), True)
 check("the file is exact", wait_until(30, lambda: exact(R1)), True)
+
+
+def requests():
+    """the agents' requests the server's log shows ended so far: pulls, waits, all"""
+    return [server_log_count(srv, "execute <unnamed>: " + what)
+            for what in ("SELECT p.number, p.message FROM", "CALL sync.pull_wait", "")]
+
+
+WRITES = 10
+before = requests()
+for i in range(WRITES):
+    check(f"counted write {i} reaches the file", write(i % 5 + 2, f"c{i}", R1), True)
+    check(f"counted write {i}: the listening session waits again", wait_until(
+        10, lambda: session("a1_listen")[2].startswith("CALL sync.pull_wait")), True)
+    time.sleep(0.3)
+after = requests()
+if None in before or None in after:
+    print("no server log found: the agent's requests are not counted")
+else:
+    pulls, waits, every = (b - a for a, b in zip(before, after))
+    print(f"a write: {pulls / WRITES:.2f} pulls, {waits / WRITES:.2f} held pulls, {every / WRITES:.2f} requests")
+    check("a write, one pull: the held one's, none after it to find nothing", pulls <= WRITES + 1, True)
+    check("a write, one held pull", waits <= WRITES + 1, True)
+    # the CALL, its pull and the acknowledgement's filing; the upload bound looked at every 5 s
+    check("a write, three requests (was four)", every <= 3 * WRITES + 4, True)
+
+# ---- more messages than a pull takes: none is left for the next write -------------------
+srv.exec("ALTER SYSTEM SET magic_sync.message_bytes = 2048")
+srv.exec("SELECT pg_reload_conf()")
+a2 = start(R2, "a2", "--pull-bytes", "1024")
+check("R2's snapshot applies, a message a pull", wait_until(60, lambda: exact(R2)), True)
+check("R2's listening session waits in sync.pull_wait", wait_until(30, lambda: session("a2_listen")[2]
+      .startswith("CALL sync.pull_wait")), True)
+written = "SELECT last_number, acked_number FROM sync.replicas WHERE id = %s"
+end = srv.rows(written, (R2,))[0][0]
+srv.exec("UPDATE items SET v = repeat('m', 300) || id")
+check("the write reaches both files whole, every message of it pulled at once",
+      wait_until(30, lambda: exact(R1) and exact(R2)), True)
+check("the relay wrote it in many messages", srv.rows(written, (R2,))[0][0] - end > 3, True)
+check("R2 acknowledged every message", wait_until(10, lambda: len(set(srv.rows(written, (R2,))[0])) == 1), True)
+a2.terminate()
+check("R2's agent stops cleanly", a2.wait(timeout=30), 0)
 check("the relay's pulls on --server's session: none (they went on the listening one)",
       "sync.pull(" in session("a1_main")[2], False)
 old = session("a1_listen")[0]
@@ -209,10 +260,14 @@ check("and its waiting backend goes", wait_until(10, lambda: session("a1_listen"
 # ---- a server without sync.pull_wait: the notifications ------------------------------
 srv.exec("ALTER EXTENSION magic_sync DROP PROCEDURE sync.pull_wait(uuid, bigint, integer);"
          " DROP PROCEDURE sync.pull_wait(uuid, bigint, integer)")
-a1 = start(R1, "a1b")
+a1 = start(R1, "a1b", "--pull-bytes", "1024")
 check("started again, it listens", wait_until(30, lambda: session("a1b_listen")[0]), True)
 for i in range(4):
     check(f"no sync.pull_wait: write {i} reaches the file", write(20 + i, f"old{i}", R1), True)
+srv.exec("UPDATE items SET v = repeat('o', 300) || id")
+check("no sync.pull_wait: a write of many messages reaches the file whole", wait_until(30, lambda: exact(R1)), True)
+srv.exec("ALTER SYSTEM RESET magic_sync.message_bytes")
+srv.exec("SELECT pg_reload_conf()")
 said = [e for e in json_lines(os.path.join(tmp, "a1b.log"))
         if e.get("event") == "error" and "cannot hold a pull" in e.get("what", "")]
 check("the agent says once that the server cannot wait", len(said), 1)

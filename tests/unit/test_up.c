@@ -2,7 +2,8 @@
  * test_up.c - what an upload is on the wire, as src/shared writes and reads
  * it: its length and check (upcheck.c, the vector of docs/protocol.md 10),
  * read a piece at a time (upread.c, with every check ms_up_decode makes),
- * and key parts spelled as their types print them (canon.c).
+ * key parts spelled as their types print them (canon.c), and whether the
+ * replica waits on its answer (upanswer.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +11,22 @@
 #include "canon.h"
 #include "check.h"
 #include "fields.h"
+#include "upanswer.h"
 #include "upcheck.h"
 #include "upread.h"
 #include "vectors.h"
 #include "wire.h"
+
+/* up, framed as a replica packs it, into buf: its bytes */
+static size_t
+pack_framed(Sync__Up *up, uint8_t *buf)
+{
+	size_t		n = sync__up__get_packed_size(up) + MS_UP_FRAME;
+
+	sync__up__pack(up, buf + MS_UP_LENGTH_FIELD);
+	CHECK(ms_up_close(buf, n), "the frame is written");
+	return n;
+}
 
 /* the vector Up, as a replica packs one: its fields, then the frame */
 static size_t
@@ -26,7 +39,6 @@ pack_vector_up(uint8_t *out)
 	Sync__Key  *keys[1] = {&key};
 	char	   *parts[1] = {"7"};
 	ProtobufCBinaryData row = {8, (uint8_t *) "{\"id\":7}"};
-	size_t		n;
 
 	key.n_parts = 1;
 	key.parts = parts;
@@ -43,10 +55,7 @@ pack_vector_up(uint8_t *out)
 	up.n_rows = 1;
 	up.rows = list;
 	up.seq = ms_vector_seq;
-	n = sync__up__get_packed_size(&up) + MS_UP_FRAME;
-	sync__up__pack(&up, out + MS_UP_LENGTH_FIELD);
-	CHECK(ms_up_close(out, n), "the frame is written");
-	return n;
+	return pack_framed(&up, out);
 }
 
 /*
@@ -432,9 +441,140 @@ test_canon(void)
 	}
 }
 
+/* whether the answer to up, framed into buf, is waited on */
+static bool
+awaited(Sync__Up *up, uint8_t *buf)
+{
+	return ms_up_answer_awaited(buf, pack_framed(up, buf));
+}
+
+/*
+ * ms_up_answer_awaited: an acknowledgement (what the replica says of
+ * itself) is not waited on; rows, a gap, digests, refusals, wish fates,
+ * range answers, a field not known, and bytes that do not read are
+ */
+static void
+test_answer_awaited(void)
+{
+	Sync__Up	up = SYNC__UP__INIT;
+	Sync__Applied applied = SYNC__APPLIED__INIT;
+	Sync__Backlog backlog = SYNC__BACKLOG__INIT;
+	Sync__Backlog *backlogs[1] = {&backlog};
+	Sync__Digest digest = SYNC__DIGEST__INIT;
+	Sync__Digest *digests[1] = {&digest};
+	Sync__Refusal refusal = SYNC__REFUSAL__INIT;
+	Sync__Refusal *refusals[1] = {&refusal};
+	Sync__WishFate fate = SYNC__WISH_FATE__INIT;
+	Sync__WishFate *fates[1] = {&fate};
+	Sync__RangeAnswer range = SYNC__RANGE_ANSWER__INIT;
+	Sync__RangeAnswer *ranges[1] = {&range};
+	uint8_t		buf[1024];
+	size_t		n;
+
+	applied.number = 42;
+	backlog.table = "orders";
+	digest.table = "orders";
+	refusal.table = "orders";
+	backlog.unsent = 3;
+	up.protocol = MS_PROTOCOL;
+	up.replica.data = (uint8_t *) ms_vector_replica;
+	up.replica.len = 16;
+	up.send_id.data = (uint8_t *) ms_vector_send_id;
+	up.send_id.len = 16;
+	up.applied = &applied;
+	up.n_backlog = 1;
+	up.backlog = backlogs;
+	up.seq = ms_vector_seq;
+	up.build = "magic_sync_sqlite test";
+	up.clock = 12345;
+	up.lane = "till";
+	up.unfiled_since = 41;
+	up.range_repair = 1;
+	n = pack_framed(&up, buf);
+	CHECK(!ms_up_answer_awaited(buf, n), "an acknowledgement's answer is not waited on");
+	CHECK(ms_up_answer_awaited(buf, n - 1), "one cut short is");
+	buf[n] = 0xf0;				/* field 30, a varint: a field not known here */
+	buf[n + 1] = 0x01;
+	buf[n + 2] = 0x01;
+	CHECK(ms_up_answer_awaited(buf, n + 3), "one with a field not known here is");
+	up.gap = 44;
+	CHECK(awaited(&up, buf), "one with a gap is");
+	up.gap = 0;
+	up.n_digests = 1;
+	up.digests = digests;
+	CHECK(awaited(&up, buf), "one with a digest is");
+	up.n_digests = 0;
+	up.n_refusals = 1;
+	up.refusals = refusals;
+	CHECK(awaited(&up, buf), "one with a refusal is");
+	up.n_refusals = 0;
+	up.n_wish_fates = 1;
+	up.wish_fates = fates;
+	CHECK(awaited(&up, buf), "one with a wish's fate is");
+	up.n_wish_fates = 0;
+	up.n_ranges = 1;
+	up.ranges = ranges;
+	CHECK(awaited(&up, buf), "one with a range answer is");
+	n = pack_vector_up(buf);
+	CHECK(ms_up_answer_awaited(buf, n), "one with rows is");
+}
+
+/*
+ * ms_filed_is_receipt: a Filed answer that accounts for nothing is a
+ * receipt; one with rows, a refusal, a table, or a duplicate is not, nor a
+ * message that is no Filed, nor bytes that do not decode
+ */
+static void
+test_receipt(void)
+{
+	Sync__ToReplica m = SYNC__TO_REPLICA__INIT;
+	Sync__Filed filed = SYNC__FILED__INIT;
+	Sync__Refusal refusal = SYNC__REFUSAL__INIT;
+	Sync__Refusal *refusals[1] = {&refusal};
+	Sync__FiledTable table = SYNC__FILED_TABLE__INIT;
+	Sync__FiledTable *tables[1] = {&table};
+	uint8_t		buf[512];
+	size_t		n;
+
+	m.protocol = MS_PROTOCOL;
+	m.replica.data = (uint8_t *) ms_vector_replica;
+	m.replica.len = 16;
+	m.epoch.data = (uint8_t *) ms_vector_epoch;
+	m.epoch.len = 16;
+	m.body_case = SYNC__TO_REPLICA__BODY_FILED;
+	m.filed = &filed;
+	filed.send_id.data = (uint8_t *) ms_vector_send_id;
+	filed.send_id.len = 16;
+	n = sync__to_replica__pack(&m, buf);
+	CHECK(ms_filed_is_receipt(buf, n), "the answer to an acknowledgement is a receipt");
+	CHECK(!ms_filed_is_receipt(buf, n - 1), "cut short, it does not decode: no receipt");
+	filed.rows = 1;
+	n = sync__to_replica__pack(&m, buf);
+	CHECK(!ms_filed_is_receipt(buf, n), "one that filed a row is no receipt");
+	filed.rows = 0;
+	refusal.table = "orders";
+	refusal.reason = "no";
+	filed.n_refused = 1;
+	filed.refused = refusals;
+	n = sync__to_replica__pack(&m, buf);
+	CHECK(!ms_filed_is_receipt(buf, n), "nor one that refused a row");
+	filed.n_refused = 0;
+	table.table = "orders";
+	filed.n_tables = 1;
+	filed.tables = tables;
+	n = sync__to_replica__pack(&m, buf);
+	CHECK(!ms_filed_is_receipt(buf, n), "nor one that accounts for a table");
+	filed.n_tables = 0;
+	filed.duplicate = 1;
+	n = sync__to_replica__pack(&m, buf);
+	CHECK(!ms_filed_is_receipt(buf, n), "nor a duplicate's");
+}
+
 void
 test_up(void)
 {
+	test_answer_awaited();
+	test_receipt();
 	test_check();
 	test_lane_vector();
 	test_read();
