@@ -172,7 +172,9 @@ check("and not filed", srv.one("SELECT count(*) FROM sales WHERE id = 12"), 0)
 answer = srv.rows("SELECT message FROM sync.pull(%s, 0) WHERE number IS NULL", (S1,))
 check("the answer says why", 'column \\"total\\" is given twice' in json.dumps(
     [srv.one("SELECT sync.inspect(%s)", (m[0],)) for m in answer]), True)
-for bad, why in [(b"", "empty"), (b"\x0a\x05ab", "truncated"), (os.urandom(64), "noise")]:
+# noise never begins with 0x08: that is an old library's unframed Up, refused as such (0A000)
+noise = bytes([os.urandom(1)[0] | 0x80]) + os.urandom(63)
+for bad, why in [(b"", "empty"), (b"\x0a\x05ab", "truncated"), (noise, "noise")]:
     try:
         srv.file(S1, bad)
         check(f"an upload that does not decode ({why}) is an error", "filed", "error")
