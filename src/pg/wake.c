@@ -308,6 +308,14 @@ wake_xact(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
+			/*
+			 * first: the waiting pulls wake beside the WAL writer, before the
+			 * NOTIFY.  The WAL writer's latch set before them instead put
+			 * write -> device at 11.8-14.5 ms p50 against 7.2-7.7 (bench/hops.py,
+			 * load 0.6, 2 vCPUs): the writer and the woken pull took both CPUs
+			 * from the pass's end.
+			 */
+			broadcast_waits();
 			if (flush_pending)
 			{
 				flush_pending = false;
@@ -318,17 +326,10 @@ wake_xact(XactEvent event, void *arg)
 				 * the agents it wakes, rather than once this process gets
 				 * the CPU back.  The commit's own nudge (XLogSetAsyncXactLSN)
 				 * comes only when a whole page waits or the writer sleeps.
-				 * Before the waiting pulls wake: a pull answers only once the
-				 * flush is done (transport/pull.c), the longest step after
-				 * the commit; a woken pull's backend took the CPU from this
-				 * one, and the writer was set going 1.3-1.6 ms after the
-				 * broadcast, p50 (bench/hops.py's traces, 2 vCPUs).
 				 */
 				if (ProcGlobal->walwriterLatch != NULL)
 					SetLatch(ProcGlobal->walwriterLatch);
 			}
-			/* then the waiting pulls, before the NOTIFY */
-			broadcast_waits();
 			if (wake_pending)
 			{
 				wake_pending = false;
