@@ -312,8 +312,8 @@ wake_xact(XactEvent event, void *arg)
 			 * first: the waiting pulls wake beside the WAL writer, before the
 			 * NOTIFY.  The WAL writer's latch set before them instead put
 			 * write -> device at 11.8-14.5 ms p50 against 7.2-7.7 (bench/hops.py,
-			 * load 0.6, 2 vCPUs): the writer and the woken pull took both CPUs
-			 * from the pass's end.
+			 * load 0.6, 2 vCPUs), the pull hop and the worker's time after the
+			 * NOTIFY doubled; why is not yet known.
 			 */
 			broadcast_waits();
 			if (flush_pending)
