@@ -6,6 +6,7 @@
  */
 #include "upanswer.h"
 
+#include "pbwrite.h"
 #include "wire.h"
 
 /*
@@ -18,60 +19,18 @@
 #define REPORT_FIELDS (1u << 1 | 1u << 2 | 1u << 3 | 1u << 4 | 1u << 8 | 1u << 11 | 1u << 12 | \
 					   1u << 13 | 1u << 14 | 1u << 16 | 1u << 17 | 1u << 18 | 1u << 20)
 
-/* varint: the varint at *at, moved past; false when it runs off the end or past 64 bits */
-static bool
-varint(const uint8_t *buf, size_t len, size_t *at, uint64_t *v)
-{
-	*v = 0;
-	for (int shift = 0; shift < 64; shift += 7)
-	{
-		if (*at >= len)
-			return false;
-		*v |= (uint64_t) (buf[*at] & 0x7f) << shift;
-		if ((buf[(*at)++] & 0x80) == 0)
-			return true;
-	}
-	return false;
-}
-
 bool
 ms_up_answer_awaited(const uint8_t *up, size_t len)
 {
 	size_t		at = 0;
+	ms_pb_field f;
+	ms_pb_next_result r;
 
-	while (at < len)
-	{
-		uint64_t	tag;
-		uint64_t	v;
-
-		if (!varint(up, len, &at, &tag) || (tag >> 3) > 31 || !(REPORT_FIELDS & (1u << (tag >> 3))))
+	/* a field beyond the replica's report, or bytes that do not read: awaited */
+	while ((r = ms_pb_next(up, len, &at, &f)) == MS_PB_FIELD)
+		if (f.number > 31 || !(REPORT_FIELDS & (1u << f.number)))
 			return true;
-		switch (tag & 7)
-		{
-			case 0:				/* varint */
-				if (!varint(up, len, &at, &v))
-					return true;
-				break;
-			case 1:				/* fixed64 */
-				if (len - at < 8)
-					return true;
-				at += 8;
-				break;
-			case 2:				/* length-delimited */
-				if (!varint(up, len, &at, &v) || v > len - at)
-					return true;
-				at += (size_t) v;
-				break;
-			case 5:				/* fixed32 */
-				if (len - at < 4)
-					return true;
-				at += 4;
-				break;
-			default:
-				return true;
-		}
-	}
-	return false;
+	return r != MS_PB_END;
 }
 
 bool
