@@ -18,7 +18,7 @@
  *
  * Under magic_sync.full_plan the statement runs instead, after each row was
  * locked and what it is to become computed here, and relay.c fails the pass
- * if the statement made anything else (tests/e2e/chains.py).
+ * if the statement made anything else (tests/e2e/chains.sh).
  *-------------------------------------------------------------------------
  */
 #include "magic_sync.h"
