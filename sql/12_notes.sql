@@ -185,6 +185,31 @@ COMMIT;
 SELECT tab, key FROM notes ORDER BY n;
 TRUNCATE sync.notes;
 
+-- a note goes into the indexes of sync.notes whose predicate it meets, as
+-- an INSERT's row would: the backend knows once which take every note
+-- (notes_pending), which none (notes_done, notes_parked), and asks the rest
+-- per note; an index made after it knew is known at the next note
+-- (amcheck: every heap row an index's predicate admits is in the index)
+CREATE EXTENSION amcheck;
+UPDATE buffered SET v = 7 WHERE id = 5;
+CREATE INDEX notes_built ON sync.notes (id) WHERE build = 1;
+CREATE INDEX notes_later ON sync.notes (id) WHERE build > 1 AND NOT done;
+CREATE INDEX notes_keyed ON sync.notes (key) WHERE key LIKE '%7%';
+UPDATE buffered SET v = 7 WHERE id IN (6, 7);
+DROP INDEX sync.notes_built;
+BEGIN;
+UPDATE buffered SET v = 8 WHERE id = 17;
+UPDATE buffered SET v = 8 WHERE id = 27;
+COMMIT;
+SELECT count(*) AS notes, count(*) FILTER (WHERE key[1] LIKE '%7%') AS sevens FROM notes;
+SELECT count(*) AS checked
+  FROM unnest(ARRAY['sync.notes_pending', 'sync.notes_done', 'sync.notes_parked', 'sync.notes_later',
+                    'sync.notes_keyed']) i,
+       LATERAL (SELECT bt_index_check(i::regclass, true)) c;
+DROP INDEX sync.notes_later, sync.notes_keyed;
+DROP EXTENSION amcheck;
+TRUNCATE sync.notes;
+
 -- leave nothing behind for the next test
 DO $$
 DECLARE r regclass;

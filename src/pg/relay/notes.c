@@ -16,14 +16,18 @@
  */
 #include "magic_sync.h"
 
+#include "access/genam.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "commands/sequence.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "nodes/parsenodes.h"
+#include "optimizer/optimizer.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -499,6 +503,32 @@ static bool writer_callback = false;
 static bool writer_hooked = false;
 static ExecutorStart_hook_type prev_executor_start = NULL;
 
+/*
+ * What becomes of a note in each index of sync.notes.  A note the trigger
+ * writes is never done, of build 1 and never parked (its other columns
+ * null): a partial index whose predicate reads only such columns takes
+ * every note or none.  Known once (again after sync.notes' relcache entry
+ * changes) rather than found in every noting transaction: of the three
+ * indexes, a note enters notes_pending only, so the other two are not
+ * opened and no predicate is compiled at a commit (bench/commit_cost.sh).
+ */
+typedef enum
+{
+	FATE_ASK,					/* as an INSERT would: its predicate for each note */
+	FATE_ALWAYS,				/* every note: its predicate not evaluated */
+	FATE_NEVER					/* no note: not opened */
+} index_fate;
+
+typedef struct note_index
+{
+	Oid			index;
+	index_fate	fate;
+} note_index;
+
+static note_index *fates = NULL;
+static int	nfates = 0;
+static bool fates_known = false;
+
 static void
 note_invalidate(Datum arg, Oid relid)
 {
@@ -510,7 +540,10 @@ note_invalidate(Datum arg, Oid relid)
 	{
 		notes_relid = InvalidOid;
 		writer.stale = true;
+		fates_known = false;
 	}
+	for (int i = 0; i < nfates && fates_known; i++)
+		fates_known = fates[i].index != relid;
 	if (note_cache == NULL)
 		return;
 	hash_seq_init(&status, note_cache);
@@ -540,6 +573,139 @@ writer_close(void)
 	CurrentResourceOwner = save;
 }
 
+/* fill: a note's values into slot, by sync.notes' columns as they are now */
+static void
+fill(TupleTableSlot *slot, const Datum *v, const bool *isnull)
+{
+	ExecClearTuple(slot);
+	for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
+	{
+		slot->tts_values[i] = (Datum) 0;
+		slot->tts_isnull[i] = true;
+	}
+	for (int f = 0; f < N_COUNT; f++)
+	{
+		slot->tts_values[notes_att[f]] = v[f];
+		slot->tts_isnull[notes_att[f]] = isnull[f];
+	}
+	ExecStoreVirtualTuple(slot);
+}
+
+/* note_constant: whether a column of sync.notes has one value in every note the trigger writes */
+static bool
+note_constant(AttrNumber attnum)
+{
+	if (attnum <= 0)
+		return false;
+	for (int f = 0; f < N_COUNT; f++)
+		if (notes_att[f] == attnum - 1)
+			return f == N_DONE || f == N_BUILD;
+	/* not written by the trigger (parked, parked_at): null */
+	return true;
+}
+
+/* fate_of: an index's fate, its predicate evaluated on a note's constants when it reads only them */
+static index_fate
+fate_of(Relation rel, Relation index)
+{
+	List	   *pred = RelationGetIndexPredicate(index);
+	Bitmapset  *attrs = NULL;
+	int			a = -1;
+	EState	   *estate;
+	ExprContext *econtext;
+	TupleTableSlot *slot;
+	Datum		v[N_COUNT];
+	bool		isnull[N_COUNT];
+	bool		in;
+
+	if (pred == NIL || !index->rd_index->indisready)
+		return FATE_ASK;
+	pull_varattnos((Node *) pred, 1, &attrs);
+	while ((a = bms_next_member(attrs, a)) >= 0)
+		if (!note_constant(a + FirstLowInvalidHeapAttributeNumber))
+			return FATE_ASK;
+	for (int f = 0; f < N_COUNT; f++)
+	{
+		v[f] = (Datum) 0;
+		isnull[f] = true;
+	}
+	/* as note_values writes them */
+	v[N_DONE] = BoolGetDatum(false);
+	isnull[N_DONE] = false;
+	v[N_BUILD] = Int16GetDatum(1);
+	isnull[N_BUILD] = false;
+	estate = CreateExecutorState();
+	econtext = GetPerTupleExprContext(estate);
+	slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
+	fill(slot, v, isnull);
+	econtext->ecxt_scantuple = slot;
+	in = ExecQual(ExecPrepareQual(pred, estate), econtext);
+	ExecDropSingleTupleTableSlot(slot);
+	FreeExecutorState(estate);
+	return in ? FATE_ALWAYS : FATE_NEVER;
+}
+
+/* fates_find: each index's fate, rel's indexes as they are now */
+static void
+fates_find(Relation rel)
+{
+	List	   *oids = RelationGetIndexList(rel);
+	note_index *found = palloc(sizeof(note_index) * (list_length(oids) + 1));
+	ListCell   *lc;
+	int			n = 0;
+
+	/* known from here: an invalidation while the indexes open makes it unknown again */
+	fates_known = true;
+	foreach(lc, oids)
+	{
+		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+
+		found[n].index = RelationGetRelid(index);
+		found[n].fate = fate_of(rel, index);
+		n++;
+		index_close(index, NoLock);
+	}
+	list_free(oids);
+	if (fates != NULL)
+		pfree(fates);
+	fates = MemoryContextAlloc(TopMemoryContext, sizeof(note_index) * (n + 1));
+	memcpy(fates, found, sizeof(note_index) * n);
+	nfates = n;
+	pfree(found);
+}
+
+/*
+ * open_indexes: ExecOpenIndices, less the indexes no note enters and the
+ * predicates every note meets (ExecInsertIndexTuples evaluates them when
+ * ii_Predicate is set).
+ */
+static void
+open_indexes(ResultRelInfo *rri)
+{
+	int			n = 0;
+
+	if (!fates_known)
+		fates_find(rri->ri_RelationDesc);
+	rri->ri_NumIndices = 0;
+	rri->ri_IndexRelationDescs = palloc(sizeof(Relation) * (nfates + 1));
+	rri->ri_IndexRelationInfo = palloc(sizeof(IndexInfo *) * (nfates + 1));
+	for (int i = 0; i < nfates; i++)
+	{
+		Relation	index;
+		IndexInfo  *ii;
+
+		if (fates[i].fate == FATE_NEVER)
+			continue;
+		index = index_open(fates[i].index, RowExclusiveLock);
+		ii = BuildIndexInfo(index);
+		if (fates[i].fate == FATE_ALWAYS)
+			ii->ii_Predicate = NIL;
+		rri->ri_IndexRelationDescs[n] = index;
+		rri->ri_IndexRelationInfo[n] = ii;
+		rri->ri_NumIndices = ++n;
+	}
+}
+
 static void
 writer_open(void)
 {
@@ -562,7 +728,7 @@ writer_open(void)
 		MemoryContextSwitchTo(writer.estate->es_query_cxt);
 		writer.rri = makeNode(ResultRelInfo);
 		InitResultRelInfo(writer.rri, writer.rel, 1, NULL, 0);
-		ExecOpenIndices(writer.rri, false);
+		open_indexes(writer.rri);
 		writer.slot = MakeSingleTupleTableSlot(RelationGetDescr(writer.rel), &TTSOpsVirtual);
 		memset(writer.slots, 0, sizeof(writer.slots));
 	}
@@ -574,24 +740,6 @@ writer_open(void)
 	PG_END_TRY();
 	writer.open = true;
 	writer.stale = false;
-}
-
-/* fill: a note's values into slot, by sync.notes' columns as they are now */
-static void
-fill(TupleTableSlot *slot, const Datum *v, const bool *isnull)
-{
-	ExecClearTuple(slot);
-	for (int i = 0; i < slot->tts_tupleDescriptor->natts; i++)
-	{
-		slot->tts_values[i] = (Datum) 0;
-		slot->tts_isnull[i] = true;
-	}
-	for (int f = 0; f < N_COUNT; f++)
-	{
-		slot->tts_values[notes_att[f]] = v[f];
-		slot->tts_isnull[notes_att[f]] = isnull[f];
-	}
-	ExecStoreVirtualTuple(slot);
 }
 
 /* write_indexes: a note written, into sync.notes' indexes, as an INSERT would */
