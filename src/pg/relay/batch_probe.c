@@ -35,6 +35,7 @@
 #include "utils/rel.h"
 
 #include "batch_probe.h"
+#include "notes.h"
 #include "probe.h"
 
 /* the columns of sync.notes read */
@@ -295,6 +296,8 @@ ms_batch_probe(ms_executor *x, int64 from, int64 limit, bool write, ms_batch_cou
 	r.out = palloc0(sizeof(ms_batch_probed));
 	if (write)
 		writer_open(&r.notes_read, "ms_notes_read", READ_COLS, x->self);
+	/* the notes this transaction buffered, as the statement would see them written (a pass by hand) */
+	ms_notes_written();
 	/* id >= from, on notes_pending (id) WHERE NOT done: in id order */
 	ScanKeyInit(&key, idcol, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(from));
 	looked = ms_probe_keyed(x, "notes", "notes_pending", 1, &key, one_note, &r);
