@@ -194,4 +194,13 @@ extern void ms_record_held(ms_pass *p, bool has_carried, bool trim_carried, Arra
 extern char *ms_held_addressed(const char *segments, const char *filter, bool has_carried);
 extern void ms_held_addressed_check(int64 expected, int64 updated);
 
+/*
+ * ms_held_update_addressed: what ms_held_addressed's CTEs do, for the
+ * segments r buffers (none provisioned), in C (held_update.c): *expected
+ * and *updated as ms_held_addressed_check takes them.  False, having
+ * written nothing, when the catalog's sync.held or sync.carried is not as
+ * it writes them (the statement does it then).
+ */
+extern bool ms_held_update_addressed(recorder *r, bool has_carried, int64 *expected, int64 *updated);
+
 #endif
