@@ -37,6 +37,7 @@
 #include "batch_probe.h"
 #include "notes.h"
 #include "probe.h"
+#include "writer.h"
 
 /* the columns of sync.notes read */
 enum
@@ -47,10 +48,13 @@ static const char *const note_columns[N_COUNT] = {
 	"id", "tab", "source", "key", "old_key", "pointed", "replica", "grp", "build", "done", "parked"
 };
 
-/* ms_notes_read's columns: id, tab, source, key, old_key, pointed, replica, grp, at */
+/* the columns of the two tables written (temp.c) */
 #define READ_COLS 9
-/* ms_pending's: tab, key, note, moved */
+static const char *const read_columns[READ_COLS] = {
+	"id", "tab", "source", "key", "old_key", "pointed", "replica", "grp", "at"
+};
 #define PENDING_COLS 4
+static const char *const pending_columns[PENDING_COLS] = {"tab", "key", "note", "moved"};
 
 /* a row a note names: its key, or the key it had (moved) */
 typedef struct pending_part
@@ -76,15 +80,6 @@ struct ms_batch_probed
 	int64		members;
 };
 
-/* a temporary table written as an INSERT writes it */
-typedef struct temp_writer
-{
-	Relation	rel;
-	EState	   *estate;
-	ResultRelInfo *rri;
-	TupleTableSlot *slot;
-} temp_writer;
-
 typedef struct reading
 {
 	int64		from;
@@ -98,55 +93,8 @@ typedef struct reading
 	int64		nparts;
 	int64		cap_parts;
 	int64		members;
-	temp_writer notes_read;
+	ms_writer  *notes_read;
 } reading;
-
-static Oid
-temp_relid(const char *name)
-{
-	return RangeVarGetRelid(makeRangeVar("pg_temp", (char *) name, -1), NoLock, false);
-}
-
-static void
-writer_open(temp_writer *w, const char *name, int natts, Oid self)
-{
-	Oid			relid = temp_relid(name);
-	AclResult	acl = pg_class_aclcheck(relid, self, ACL_INSERT);
-
-	if (acl != ACLCHECK_OK)
-		aclcheck_error(acl, OBJECT_TABLE, name);
-	w->rel = table_open(relid, RowExclusiveLock);
-	if (w->rel->rd_rel->relpersistence != RELPERSISTENCE_TEMP || RelationGetDescr(w->rel)->natts != natts)
-		elog(ERROR, "magic_sync: pg_temp.%s is not the pass's table", name);
-	w->estate = CreateExecutorState();
-	w->rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(w->rri, w->rel, 1, NULL, 0);
-	ExecOpenIndices(w->rri, false);
-	w->slot = MakeSingleTupleTableSlot(RelationGetDescr(w->rel), &TTSOpsVirtual);
-}
-
-static void
-writer_put(temp_writer *w, const Datum *values, const bool *nulls)
-{
-	int			natts = RelationGetDescr(w->rel)->natts;
-
-	ExecClearTuple(w->slot);
-	memcpy(w->slot->tts_values, values, natts * sizeof(Datum));
-	memcpy(w->slot->tts_isnull, nulls, natts * sizeof(bool));
-	ExecStoreVirtualTuple(w->slot);
-	table_tuple_insert(w->rel, w->slot, GetCurrentCommandId(true), 0, NULL);
-	if (w->rri->ri_NumIndices > 0)
-		(void) ExecInsertIndexTuples(w->rri, w->slot, w->estate, false, false, NULL, NIL);
-}
-
-static void
-writer_close(temp_writer *w)
-{
-	ExecDropSingleTupleTableSlot(w->slot);
-	ExecCloseIndices(w->rri);
-	FreeExecutorState(w->estate);
-	table_close(w->rel, NoLock);
-}
 
 static void
 add_part(reading *r, int32 tab, Datum key, int64 note, bool moved)
@@ -231,7 +179,7 @@ one_note(HeapTuple row, TupleDesc desc, void *arg)
 		*at = row->t_self;
 		values[READ_COLS - 1] = PointerGetDatum(at);
 		nulls[READ_COLS - 1] = false;
-		writer_put(&r->notes_read, values, nulls);
+		ms_writer_put(r->notes_read, values, nulls, NULL);
 	}
 	return r->limit < 0 || r->out->nnotes < r->limit;
 }
@@ -280,6 +228,7 @@ ms_batch_probe(ms_executor *x, int64 from, int64 limit, bool write, ms_batch_cou
 	ScanKeyData key;
 	AclResult	acl;
 	bool		looked;
+	ms_writer  *pending = NULL;
 
 	memset(out, 0, sizeof *out);
 	if (probed != NULL)
@@ -295,23 +244,32 @@ ms_batch_probe(ms_executor *x, int64 from, int64 limit, bool write, ms_batch_cou
 	r.write = write;
 	r.out = palloc0(sizeof(ms_batch_probed));
 	if (write)
-		writer_open(&r.notes_read, "ms_notes_read", READ_COLS, x->self);
+	{
+		r.notes_read = ms_writer_open("ms_notes_read", true, read_columns, READ_COLS, x->self, 0);
+		pending = ms_writer_open("ms_pending", true, pending_columns, PENDING_COLS, x->self, 0);
+		/* another role's pass in this session (SET ROLE): the statement says what it may not do */
+		if (r.notes_read == NULL || pending == NULL)
+		{
+			if (r.notes_read != NULL)
+				ms_writer_close(r.notes_read);
+			if (pending != NULL)
+				ms_writer_close(pending);
+			return false;
+		}
+	}
 	/* the notes this transaction buffered, as the statement would see them written (a pass by hand) */
 	ms_notes_written();
 	/* id >= from, on notes_pending (id) WHERE NOT done: in id order */
 	ScanKeyInit(&key, idcol, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(from));
 	looked = ms_probe_keyed(x, "notes", "notes_pending", 1, &key, one_note, &r);
 	if (write)
-		writer_close(&r.notes_read);
+		ms_writer_close(r.notes_read);
 	if (!looked)
 		elog(ERROR, "magic_sync: sync.notes could not be read by notes_pending");
 	r.out->pending = r.parts;
 	r.out->npending = group_parts(r.parts, r.nparts);
-	if (write && r.out->npending > 0)
+	if (write)
 	{
-		temp_writer pending;
-
-		writer_open(&pending, "ms_pending", PENDING_COLS, x->self);
 		for (int64 i = 0; i < r.out->npending; i++)
 		{
 			pending_part *p = &r.out->pending[i];
@@ -319,9 +277,9 @@ ms_batch_probe(ms_executor *x, int64 from, int64 limit, bool write, ms_batch_cou
 			Int64GetDatum(p->note), BoolGetDatum(p->moved)};
 			bool		nulls[PENDING_COLS] = {false, false, false, false};
 
-			writer_put(&pending, values, nulls);
+			ms_writer_put(pending, values, nulls, NULL);
 		}
-		writer_close(&pending);
+		ms_writer_close(pending);
 	}
 	/* what follows sees them */
 	if (write)

@@ -47,6 +47,7 @@
 #include "utils/uuid.h"
 
 #include "recorder.h"
+#include "writer.h"
 
 /* sync.held's columns, in its order */
 enum
@@ -75,30 +76,6 @@ typedef struct carried_row
 	int64		number;
 	int64		rows;
 } carried_row;
-
-static Oid
-sync_relid(const char *name)
-{
-	return get_relname_relid(name, get_namespace_oid("sync", false));
-}
-
-/* whether rel is as this file writes it: these columns, in this order, no trigger or check of its own */
-static bool
-plain(Relation rel, const char *const *columns, int n)
-{
-	TupleDesc	desc = RelationGetDescr(rel);
-
-	if (desc->natts != n || (desc->constr != NULL && desc->constr->num_check > 0))
-		return false;
-	if (rel->trigdesc != NULL)
-		for (int i = 0; i < rel->trigdesc->numtriggers; i++)
-			if (!rel->trigdesc->triggers[i].tgisinternal)
-				return false;
-	for (int c = 0; c < n; c++)
-		if (TupleDescAttr(desc, c)->attisdropped || strcmp(NameStr(TupleDescAttr(desc, c)->attname), columns[c]) != 0)
-			return false;
-	return true;
-}
 
 /* the rows of pg_temp.ms_send the plan found held, and where */
 static addressed *
@@ -237,49 +214,38 @@ carried_cmp(const void *a, const void *b)
 
 /* what each message carries per table, inserted into sync.carried */
 static void
-insert_carried(Relation carried, carried_row *rows, int n)
+insert_carried(ms_writer *carried, carried_row *rows, int n)
 {
-	EState	   *estate = CreateExecutorState();
-	ResultRelInfo *rri = makeNode(ResultRelInfo);
-	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(carried), &TTSOpsVirtual);
 	int			g = 0;
 
-	InitResultRelInfo(rri, carried, 1, NULL, 0);
-	ExecOpenIndices(rri, false);
 	qsort(rows, n, sizeof(carried_row), carried_cmp);
 	for (int i = 1; i <= n; i++)
 	{
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
 		if (i < n && carried_cmp(&rows[g], &rows[i]) == 0)
 		{
 			rows[g].rows += rows[i].rows;
 			continue;
 		}
-		ExecClearTuple(slot);
-		slot->tts_values[0] = UUIDPGetDatum(&rows[g].replica);
-		slot->tts_values[1] = Int32GetDatum(rows[g].tab);
-		slot->tts_values[2] = Int64GetDatum(rows[g].number);
-		slot->tts_values[3] = Int64GetDatum(rows[g].rows);
-		memset(slot->tts_isnull, 0, 4 * sizeof(bool));
-		ExecStoreVirtualTuple(slot);
-		table_tuple_insert(carried, slot, GetCurrentCommandId(true), 0, NULL);
-		if (rri->ri_NumIndices > 0)
-			(void) ExecInsertIndexTuples(rri, slot, estate, false, false, NULL, NIL);
+		values[0] = UUIDPGetDatum(&rows[g].replica);
+		values[1] = Int32GetDatum(rows[g].tab);
+		values[2] = Int64GetDatum(rows[g].number);
+		values[3] = Int64GetDatum(rows[g].rows);
+		ms_writer_put(carried, values, nulls, NULL);
 		if (i < n)
 			rows[g = i] = rows[i];
 	}
-	ExecDropSingleTupleTableSlot(slot);
-	ExecCloseIndices(rri);
-	FreeExecutorState(estate);
 }
 
 bool
 ms_held_update_addressed(recorder *r, bool has_carried, int64 *expected, int64 *updated)
 {
 	static const char *const carried_columns[4] = {"replica", "tab", "number", "rows"};
-	Oid			held_id = sync_relid("held");
-	Oid			carried_id = has_carried ? sync_relid("carried") : InvalidOid;
+	Oid			held_id = get_relname_relid("held", get_namespace_oid("sync", false));
 	Relation	held;
-	Relation	carried = NULL;
+	ms_writer  *carried = NULL;
 	Snapshot	snapshot;
 	addressed  *send;
 	int			nsend;
@@ -290,19 +256,17 @@ ms_held_update_addressed(recorder *r, bool has_carried, int64 *expected, int64 *
 	TupleTableSlot *next;
 
 	*expected = *updated = 0;
-	if (!OidIsValid(held_id) || (has_carried && !OidIsValid(carried_id)))
-		return false;
 	/* the rights the statement needs, as the pass's role */
-	if (pg_class_aclcheck(held_id, r->p->exec.self, ACL_UPDATE | ACL_SELECT) != ACLCHECK_OK ||
-		(has_carried && pg_class_aclcheck(carried_id, r->p->exec.self, ACL_INSERT | ACL_UPDATE) != ACLCHECK_OK))
+	if (!OidIsValid(held_id) || pg_class_aclcheck(held_id, r->p->exec.self, ACL_UPDATE | ACL_SELECT) != ACLCHECK_OK)
+		return false;
+	if (has_carried &&
+		(carried = ms_writer_open("carried", false, carried_columns, 4, r->p->exec.self, ACL_UPDATE)) == NULL)
 		return false;
 	held = table_open(held_id, RowExclusiveLock);
-	if (has_carried)
-		carried = table_open(carried_id, RowExclusiveLock);
-	if (!plain(held, held_columns, H_COUNT) || (carried != NULL && !plain(carried, carried_columns, 4)))
+	if (!ms_rel_plain(held, held_columns, H_COUNT))
 	{
 		if (carried != NULL)
-			table_close(carried, NoLock);
+			ms_writer_close(carried);
 		table_close(held, NoLock);
 		return false;
 	}
@@ -361,7 +325,7 @@ ms_held_update_addressed(recorder *r, bool has_carried, int64 *expected, int64 *
 		insert_carried(carried, counts, ncounts);
 	PopActiveSnapshot();
 	if (carried != NULL)
-		table_close(carried, NoLock);
+		ms_writer_close(carried);
 	table_close(held, NoLock);
 	/* what follows sees them */
 	CommandCounterIncrement();
