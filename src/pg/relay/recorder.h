@@ -203,4 +203,12 @@ extern void ms_held_addressed_check(int64 expected, int64 updated);
  */
 extern bool ms_held_update_addressed(recorder *r, bool has_carried, int64 *expected, int64 *updated);
 
+/*
+ * ms_write_batch_c: what ms_write_batch writes, in C (batch_write.c), for
+ * the pass's only batch; false, having written nothing, when the catalog's
+ * tables are not as it writes them, or the pass's role lacks a right (the
+ * statement writes it then, and says so).
+ */
+extern bool ms_write_batch_c(recorder *r);
+
 #endif
