@@ -31,6 +31,7 @@
 #include "floor.h"
 #include "settings.h"
 #include "temp.h"
+#include "writer.h"
 
 /*
  * The rows of the batch as ms_batch_read found them (ms_pending), and
@@ -319,24 +320,8 @@ delete_note(Relation notes, Snapshot snapshot, int idcol, int64 id, ItemPointer 
 	if (!same)
 		return;
 	result = table_tuple_delete(notes, at, GetCurrentCommandId(true), snapshot, InvalidSnapshot, true, &tmfd, false);
-	switch (result)
-	{
-		case TM_Ok:
-		case TM_SelfModified:	/* deleted by this command already: one note, read twice */
-			break;
-		case TM_Updated:
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not serialize access due to concurrent update")));
-			break;
-		case TM_Deleted:
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not serialize access due to concurrent delete")));
-			break;
-		default:
-			elog(ERROR, "magic_sync: unexpected result %d deleting a note", (int) result);
-	}
+	/* TM_SelfModified: deleted by this command already, one note read twice */
+	ms_tm_check(result, "deleting a note");
 }
 
 void

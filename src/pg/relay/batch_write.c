@@ -61,16 +61,6 @@ typedef struct body_written
 	int64		id;
 } body_written;
 
-/* the serialization failure the statement's ON CONFLICT or its foreign key check would raise */
-static void
-concurrent(const char *what)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not serialize access due to concurrent update"),
-			 errdetail_internal("magic_sync: a message body %s since the pass's snapshot", what)));
-}
-
 /*
  * the id of the body of this hash the snapshot sees, locked as the foreign
  * key's check locks it; 0: none
@@ -103,43 +93,41 @@ body_by_hash(Relation bodies, Relation hash_index, Snapshot snapshot, bytea *has
 										   LockTupleKeyShare, LockWaitBlock, 0, &tmfd);
 
 		ExecDropSingleTupleTableSlot(slot);
-		if (res == TM_Updated || res == TM_Deleted)
-			concurrent("was changed or deleted");
-		if (res != TM_Ok && res != TM_SelfModified)
-			elog(ERROR, "magic_sync: could not lock a message body (%d)", (int) res);
+		ms_tm_check(res, "locking a message body");
 	}
 	return id;
+}
+
+/* a new body of a batch, into sync.bodies */
+typedef struct body_put
+{
+	ms_writer  *bodies;
+	Datum		values[5];
+} body_put;
+
+static void
+body_put_one(void *arg)
+{
+	body_put   *b = arg;
+	bool		nulls[5] = {false, false, false, false, false};
+
+	ms_writer_put(b->bodies, b->values, nulls, NULL);
 }
 
 /* the new body i of r's batch inserted; its id */
 static int64
 body_insert(ms_writer *bodies, Oid seq, recorder *r, int i)
 {
-	Datum		values[5];
-	bool		nulls[5] = {false, false, false, false, false};
-	MemoryContext cxt = CurrentMemoryContext;
+	body_put	b;
 	int64		id = nextval_internal(seq, true);
 
-	values[0] = Int64GetDatum(id);
+	b.bodies = bodies;
+	b.values[0] = Int64GetDatum(id);
 	for (int c = 0; c < BODY_COLS; c++)
-		values[1 + c] = r->bodies_new[c][i];
-	PG_TRY();
-	{
-		ms_writer_put(bodies, values, nulls, NULL);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *e;
-
-		MemoryContextSwitchTo(cxt);
-		e = CopyErrorData();
-		if (e->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
-			PG_RE_THROW();
-		FlushErrorState();
-		/* another transaction's body of this hash, not in the snapshot */
-		concurrent("of this hash was written");
-	}
-	PG_END_TRY();
+		b.values[1 + c] = r->bodies_new[c][i];
+	/* another transaction's body of this hash, not in the snapshot */
+	ms_unique_as_conflict(body_put_one, &b, "magic_sync: a message body of this hash was written since the pass's snapshot",
+						  "Run the pass again: it sees the body then.");
 	return id;
 }
 
@@ -250,12 +238,7 @@ ms_write_batch_c(recorder *r)
 	ms_writer_close(bodies);
 	/* what follows sees them */
 	CommandCounterIncrement();
-	r->segments += r->nsegments;
-	r->nmessages = 0;
-	r->nsegments = 0;
-	r->nbodies = 0;
-	r->body_bytes = 0;
 	MemoryContextSwitchTo(old);
-	MemoryContextReset(r->batch);
+	ms_batch_written(r);
 	return true;
 }

@@ -173,26 +173,10 @@ update_held(Relation held, ResultRelInfo *rri, EState *estate, Snapshot snapshot
 	res = table_tuple_update(held, &tup.t_self, next, GetCurrentCommandId(true), snapshot, InvalidSnapshot,
 							 true, &tmfd, &lockmode, &update_indexes);
 	ReleaseBuffer(buf);
-	switch (res)
-	{
-		case TM_Ok:
-			break;
-		case TM_SelfModified:
-			/* updated already by this pass: not where the plan found it, as the statement's count says */
-			return false;
-		case TM_Updated:
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not serialize access due to concurrent update")));
-			break;
-		case TM_Deleted:
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not serialize access due to concurrent delete")));
-			break;
-		default:
-			elog(ERROR, "magic_sync: unexpected result %d updating a held row", (int) res);
-	}
+	/* updated already by this pass: not where the plan found it, as the statement's count says */
+	if (res == TM_SelfModified)
+		return false;
+	ms_tm_check(res, "updating a held row");
 	if (update_indexes && rri->ri_NumIndices > 0)
 		(void) ExecInsertIndexTuples(rri, next, estate, false, false, NULL, NIL);
 	return true;

@@ -109,15 +109,21 @@ write_batch(recorder *r, SPIPlanPtr plan)
 		ms_run(&r->p->exec, plan, arrays, NULL, 0);
 		if (DatumGetInt64(ms_value(0, 1, &(bool) {false})) != 0)
 			elog(ERROR, "magic_sync: a message's body was not found by its hash");
-		r->segments += r->nsegments;
-		r->nmessages = 0;
-		r->nsegments = 0;
-		r->nbodies = 0;
-		r->body_bytes = 0;
 	}
 	MemoryContextSwitchTo(old);
-	MemoryContextReset(r->batch);
+	ms_batch_written(r);
 	return any;
+}
+
+void
+ms_batch_written(recorder *r)
+{
+	r->segments += r->nsegments;
+	r->nmessages = 0;
+	r->nsegments = 0;
+	r->nbodies = 0;
+	r->body_bytes = 0;
+	MemoryContextReset(r->batch);
 }
 
 void

@@ -211,4 +211,7 @@ extern bool ms_held_update_addressed(recorder *r, bool has_carried, int64 *expec
  */
 extern bool ms_write_batch_c(recorder *r);
 
+/* ms_batch_written: r's buffered batch written (by either): its buffers emptied */
+extern void ms_batch_written(recorder *r);
+
 #endif

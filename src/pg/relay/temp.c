@@ -31,6 +31,7 @@
 
 #include "pass.h"
 #include "temp.h"
+#include "writer.h"
 
 #define KEY "key text COLLATE \"C\""
 
@@ -203,21 +204,12 @@ create(ms_executor *x, const temp_table *t)
 static bool tables_known = false;
 static bool tables_watched = false;
 
-static void
-relations_changed(Datum arg, int cacheid, uint32 hashvalue)
-{
-	(void) arg;
-	(void) cacheid;
-	(void) hashvalue;
-	tables_known = false;
-}
-
 void
 ms_temp_tables(ms_executor *x)
 {
 	if (!tables_watched)
 	{
-		CacheRegisterSyscacheCallback(RELOID, relations_changed, (Datum) 0);
+		ms_on_relation_change(&tables_known);
 		tables_watched = true;
 	}
 	/* invalidations come in as a transaction starts, or as a lock is taken */

@@ -78,6 +78,7 @@
 #include "transient.h"
 #include "wake.h"
 #include "worker.h"
+#include "writer.h"
 
 PG_FUNCTION_INFO_V1(ms_wake);
 PG_FUNCTION_INFO_V1(ms_relay_start);
@@ -542,21 +543,12 @@ snapshot_pass(MemoryContext pass_cxt)
 static bool extension_known = false;
 static bool extension_watched = false;
 
-static void
-relations_changed(Datum arg, int cacheid, uint32 hashvalue)
-{
-	(void) arg;
-	(void) cacheid;
-	(void) hashvalue;
-	extension_known = false;
-}
-
 static bool
 extension_installed(void)
 {
 	if (!extension_watched)
 	{
-		CacheRegisterSyscacheCallback(RELOID, relations_changed, (Datum) 0);
+		ms_on_relation_change(&extension_known);
 		extension_watched = true;
 	}
 	if (!extension_known)

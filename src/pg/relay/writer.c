@@ -18,8 +18,10 @@
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
 #include "utils/acl.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "writer.h"
 
@@ -92,4 +94,68 @@ ms_writer_close(ms_writer *w)
 	FreeExecutorState(w->estate);
 	table_close(w->rel, NoLock);
 	pfree(w);
+}
+
+void
+ms_tm_check(TM_Result res, const char *what)
+{
+	switch (res)
+	{
+		case TM_Ok:
+		case TM_SelfModified:
+			break;
+		case TM_Updated:
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent update")));
+			break;
+		case TM_Deleted:
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent delete")));
+			break;
+		default:
+			elog(ERROR, "magic_sync: unexpected result %d %s", (int) res, what);
+	}
+}
+
+void
+ms_unique_as_conflict(void (*fn) (void *), void *arg, const char *message, const char *hint)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		fn(arg);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		e = CopyErrorData();
+		if (e->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("%s", message),
+				 errdetail("%s", e->detail != NULL ? e->detail : e->message),
+				 errhint("%s", hint)));
+	}
+	PG_END_TRY();
+}
+
+static void
+relations_changed(Datum arg, int cacheid, uint32 hashvalue)
+{
+	(void) cacheid;
+	(void) hashvalue;
+	*(bool *) DatumGetPointer(arg) = false;
+}
+
+void
+ms_on_relation_change(bool *flag)
+{
+	CacheRegisterSyscacheCallback(RELOID, relations_changed, PointerGetDatum(flag));
 }

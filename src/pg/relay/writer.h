@@ -19,6 +19,7 @@
 #include "postgres.h"
 
 #include "access/htup.h"
+#include "access/tableam.h"
 #include "nodes/execnodes.h"
 #include "utils/relcache.h"
 
@@ -37,5 +38,23 @@ extern void ms_writer_close(ms_writer *w);
 
 /* ms_rel_plain: whether rel has these columns in this order, no check and no trigger of its own */
 extern bool ms_rel_plain(Relation rel, const char *const *columns, int n);
+
+/*
+ * ms_tm_check: a row's update, lock or deletion under REPEATABLE READ, as a
+ * statement's: changed or deleted by another transaction since the snapshot
+ * is a serialization failure; another result than those, or TM_Ok and
+ * TM_SelfModified, an internal error about `what`.
+ */
+extern void ms_tm_check(TM_Result res, const char *what);
+
+/*
+ * ms_unique_as_conflict: fn(arg), a unique violation in it raised as a
+ * serialization failure (transient: the pass runs again) saying `message`,
+ * the violation's detail, and `hint`.
+ */
+extern void ms_unique_as_conflict(void (*fn) (void *), void *arg, const char *message, const char *hint);
+
+/* ms_on_relation_change: *flag cleared at each change of pg_class this backend takes in */
+extern void ms_on_relation_change(bool *flag);
 
 #endif
