@@ -11,8 +11,8 @@ Figures, over the writes:
                             passes, their commits and flushes, the bounds'
                             transaction and housekeeping are all in it
   passes a write            the pass's read of its notes counted (one a pass,
-                            batch.c; its look at sync.replicas and its epoch are
-                            read by probes, no statement)
+                            batch.c), or where a probe reads them
+                            (batch_probe.c), its look for fast rows (fast.c)
   statements a write        pg_stat_statements, track = all: every statement the
                             worker ran, SPI's included
   statements planned        of those, how many were planned again (kept plans
@@ -118,6 +118,8 @@ def main():
     calls = sum(r[0] for r in rows)
     # the pass's read of its batch of notes, one a pass that reads notes (batch.c)
     passes = sum(r[0] for r in rows if r[4].startswith("WITH r AS (INSERT INTO ms_notes_read"))
+    if passes == 0:
+        passes = sum(r[0] for r in rows if r[4].startswith("WITH f AS (INSERT INTO pg_temp.ms_fast"))
     plans = sum(r[1] for r in rows)
     print(f"{WRITES} one-row writes of {N} rows broadcast to one replica (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
     print(f"worker CPU {spent / WRITES:.2f} ms a write; {passes / WRITES:.2f} passes a write;"

@@ -174,6 +174,12 @@ def recorded(c, full):
             unheld[1] += int(n.split("magic_sync: ")[1].split()[0])
         if "sent as they were found" in n and not full:
             unheld[2] += 1
+        if "notes read by probe" in n and not full:
+            probed[0] += 1
+        if "held rows sent again updated in C" in n and not full:
+            probed[1] += int(n.split("magic_sync: ")[1].split()[0])
+        if "the batch written in C" in n and not full:
+            probed[2] += 1
     c.execute(HELD, (before, before))
     held = c.fetchall()
     c.execute(CARRIED, (before,))
@@ -212,6 +218,11 @@ lookups = {"held_row": 0, "held_pkey": 0}
 # for a held row to update (a held row there makes the pass fail); and rows
 # that some of the replicas around hold and others do not (rebirth, below)
 unheld = [0, 0, 0]
+# passes whose notes a probe read (batch_probe.c); under the full plan the
+# statement reads them too, and the pass fails where they differ; and held
+# rows sent again updated in C (held_update.c), and passes whose messages
+# were written in C (batch_write.c), compared with the full plan's
+probed = [0, 0, 0]
 for step in range(STEPS):
     for i, until in list(down.items()):
         if until < step:
@@ -267,7 +278,10 @@ check("fast-path sends to replicas holding no version of the row (more than one)
 check("fast rows held by some of the replicas around and not others (more than one)", unheld[1] > 1, True)
 # a batch of fast rows alone, sent by the statement that found them (fast.c)
 check("passes whose fast rows were sent as they were found (more than one)", unheld[2] > 1, True)
+check("passes whose notes were read by probe (more than half the steps)", probed[0] > STEPS // 2, True)
+check("held rows sent again updated in C (more than ten)", probed[1] > 10, True)
+check("passes whose messages were written in C (more than half the steps)", probed[2] > STEPS // 2, True)
 print(f"{STEPS} steps, {fast_rows} rows on the fast path, {len(replicas)} replicas; held versions by {lookups};"
       f" {unheld[0]} sent to replicas holding none, {unheld[1]} rows held by some,"
-      f" {unheld[2]} passes sent as found")
+      f" {unheld[2]} passes sent as found, {probed[0]} read by probe, {probed[1]} held rows updated in C, {probed[2]} batches written in C")
 finish()

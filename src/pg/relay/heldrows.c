@@ -60,6 +60,7 @@
 #include "recorder.h"
 #include "sent.h"
 #include "settings.h"
+#include "writer.h"
 
 /* rows buffered for one heap_multi_insert: as COPY's MAX_BUFFERED_TUPLES */
 #define HELD_PAGE_ROWS 1000
@@ -612,30 +613,17 @@ insert_held_direct(recorder *r)
 }
 
 static void
+held_write_any(void *w)
+{
+	held_write_run(w);
+}
+
+static void
 insert_held_as(held_write *w)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-
-	PG_TRY();
-	{
-		held_write_run(w);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *e;
-
-		MemoryContextSwitchTo(cxt);
-		e = CopyErrorData();
-		if (e->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
-			PG_RE_THROW();
-		FlushErrorState();
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("magic_sync: a row the pass found held by no replica was recorded held since the pass's snapshot"),
-				 errdetail("%s", e->detail != NULL ? e->detail : e->message),
-				 errhint("Run the pass again: it sees the held row then.")));
-	}
-	PG_END_TRY();
+	ms_unique_as_conflict(held_write_any, w,
+						  "magic_sync: a row the pass found held by no replica was recorded held since the pass's snapshot",
+						  "Run the pass again: it sees the held row then.");
 }
 
 /* what each message carries per table, (replica, tab, number, rows) as select gives them, added to sync.carried */

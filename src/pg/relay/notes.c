@@ -43,6 +43,7 @@
 #include "bytes.h"
 #include "key.h"
 #include "keys.h"
+#include "notes.h"
 #include "triggers.h"
 #include "wake.h"
 
@@ -864,6 +865,19 @@ notes_executor_start(QueryDesc *qd, int eflags)
 		prev_executor_start(qd, eflags);
 	else
 		standard_ExecutorStart(qd, eflags);
+}
+
+/*
+ * ms_notes_written: this transaction's buffered notes written, as a
+ * statement that reads sync.notes would have them (notes_executor_start),
+ * for a reader of it in C (relay/batch_probe.c: a pass by hand in the
+ * noting transaction).
+ */
+void
+ms_notes_written(void)
+{
+	if (writer.nbuffered > 0 && GetCurrentTransactionNestLevel() == 1)
+		notes_flush(false);
 }
 
 /* note_values: a note's values by field */

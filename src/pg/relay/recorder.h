@@ -194,4 +194,24 @@ extern void ms_record_held(ms_pass *p, bool has_carried, bool trim_carried, Arra
 extern char *ms_held_addressed(const char *segments, const char *filter, bool has_carried);
 extern void ms_held_addressed_check(int64 expected, int64 updated);
 
+/*
+ * ms_held_update_addressed: what ms_held_addressed's CTEs do, for the
+ * segments r buffers (none provisioned), in C (held_update.c): *expected
+ * and *updated as ms_held_addressed_check takes them.  False, having
+ * written nothing, when the catalog's sync.held or sync.carried is not as
+ * it writes them (the statement does it then).
+ */
+extern bool ms_held_update_addressed(recorder *r, bool has_carried, int64 *expected, int64 *updated);
+
+/*
+ * ms_write_batch_c: what ms_write_batch writes, in C (batch_write.c), for
+ * the pass's only batch; false, having written nothing, when the catalog's
+ * tables are not as it writes them, or the pass's role lacks a right (the
+ * statement writes it then, and says so).
+ */
+extern bool ms_write_batch_c(recorder *r);
+
+/* ms_batch_written: r's buffered batch written (by either): its buffers emptied */
+extern void ms_batch_written(recorder *r);
+
 #endif
