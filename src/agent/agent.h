@@ -219,6 +219,8 @@ extern bool server_broken(const server *s);
 extern agent_status server_same(server *listener, server *other, bool *same, char err[AGENT_ERROR_MAX]);
 /* LISTEN magic_sync: only on a connection straight to the server (--listen) */
 extern agent_status server_listen(server *s, char err[AGENT_ERROR_MAX]);
+/* server_direct: a session of its own, not a pool's (server_same proved it): its pull is prepared */
+extern void server_direct(server *s);
 /* the server's pg_current_snapshot(), as text; *none when it cannot say (an older server) */
 extern agent_status server_mark(server *s, char *mark, size_t size, char err[AGENT_ERROR_MAX]);
 /*
