@@ -197,6 +197,21 @@ extern bool replica_written(replica *r);
 extern int64_t replica_json_int(replica *r, const char *json, const char *path);
 extern bool replica_json_text(replica *r, const char *json, const char *path, char *out, size_t size);
 
+/* What a filing's answer (sync.file's JSON) says: read at once, parsed once */
+typedef struct filing_said
+{
+	int64_t		filed;
+	int64_t		refused;
+	int64_t		dropped;
+	int64_t		waiting;
+	int64_t		set_aside;
+	int64_t		acknowledged;
+	bool		provisioning;
+	char		dropped_reason[256];	/* the first edit's reason ($.reasons.dropped[0]), or "" */
+	char		refused_reason[256];	/* the first refused row's ($.reasons.refused[0]), or "" */
+} filing_said;
+extern void replica_filing_read(replica *r, const char *json, filing_said *out);
+
 /* ---- server.c ----------------------------------------------------------- */
 
 typedef struct server server;
