@@ -197,6 +197,21 @@ extern bool replica_written(replica *r);
 extern int64_t replica_json_int(replica *r, const char *json, const char *path);
 extern bool replica_json_text(replica *r, const char *json, const char *path, char *out, size_t size);
 
+/* What a filing's answer (sync.file's JSON) says: read at once, parsed once */
+typedef struct filing_said
+{
+	int64_t		filed;
+	int64_t		refused;
+	int64_t		dropped;
+	int64_t		waiting;
+	int64_t		set_aside;
+	int64_t		acknowledged;
+	bool		provisioning;
+	char		dropped_reason[256];	/* the first edit's reason ($.reasons.dropped[0]), or "" */
+	char		refused_reason[256];	/* the first refused row's ($.reasons.refused[0]), or "" */
+} filing_said;
+extern void replica_filing_read(replica *r, const char *json, filing_said *out);
+
 /* ---- server.c ----------------------------------------------------------- */
 
 typedef struct server server;
@@ -219,6 +234,8 @@ extern bool server_broken(const server *s);
 extern agent_status server_same(server *listener, server *other, bool *same, char err[AGENT_ERROR_MAX]);
 /* LISTEN magic_sync: only on a connection straight to the server (--listen) */
 extern agent_status server_listen(server *s, char err[AGENT_ERROR_MAX]);
+/* server_direct: a session of its own, not a pool's (server_same proved it): its pull is prepared */
+extern void server_direct(server *s);
 /* the server's pg_current_snapshot(), as text; *none when it cannot say (an older server) */
 extern agent_status server_mark(server *s, char *mark, size_t size, char err[AGENT_ERROR_MAX]);
 /*

@@ -209,6 +209,8 @@ waiter_puller(waiter *w, server *primary)
 			return NULL;
 		}
 		w->same = same ? 1 : -1;
+		if (same)
+			server_direct(w->listener);
 		if (!same)
 		{
 			report_error("the connection for notifications only listens: a notification sent on"

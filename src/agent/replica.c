@@ -214,6 +214,12 @@ answer_sql(void)
 	return sql;
 }
 
+/* what replica_filing_read reads of a filing's answer, in its order: one statement, one parse */
+#define FILING_SQL "SELECT json_extract(?1, '$.filed'), json_extract(?1, '$.refused'), json_extract(?1, '$.dropped')," \
+	" json_extract(?1, '$.waiting'), json_extract(?1, '$.set_aside'), json_extract(?1, '$.acknowledged')," \
+	" json_extract(?1, '$.provisioning'), json_extract(?1, '$.reasons.dropped[0]')," \
+	" json_extract(?1, '$.reasons.refused[0]')"
+
 /*
  * stamped: whether the file is stamped with uuid already (true), not
  * stamped at all (false); an error when it is another replica's
@@ -379,6 +385,8 @@ open_file(const char *path, const char *uuid, bool later, char err[AGENT_ERROR_M
 		free(sql);
 	}
 	if (rc == SQLITE_OK)
+		rc = prepare(r, FILING_SQL, &r->filing);
+	if (rc == SQLITE_OK)
 		rc = prepare(r, "SELECT json_extract(?1, ?2)", &r->json_int);
 	if (rc == SQLITE_OK)
 		rc = prepare(r, "SELECT json_extract(?1, ?2)", &r->json_text);
@@ -506,6 +514,7 @@ replica_close(replica *r)
 	sqlite3_finalize(r->status);
 	sqlite3_finalize(r->progress);
 	sqlite3_finalize(r->answer);
+	sqlite3_finalize(r->filing);
 	sqlite3_finalize(r->json_int);
 	sqlite3_finalize(r->json_text);
 	sqlite3_finalize(r->data_version);
@@ -624,6 +633,35 @@ column_text(sqlite3_stmt *st, int i, char *out, size_t size)
 		return false;
 	snprintf(out, size, "%s", (const char *) sqlite3_column_text(st, i));
 	return true;
+}
+
+/*
+ * replica_filing_read: what a filing's answer says, in one statement (the
+ * JSON parsed once: a statement a path parsed it nine times, 63 k
+ * instructions of the agent's 2.1 M a write); zeros and "" for what it
+ * does not say
+ */
+void
+replica_filing_read(replica *r, const char *json, filing_said *out)
+{
+	sqlite3_stmt *st = r->filing;
+
+	memset(out, 0, sizeof *out);
+	sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+	{
+		out->filed = sqlite3_column_int64(st, 0);
+		out->refused = sqlite3_column_int64(st, 1);
+		out->dropped = sqlite3_column_int64(st, 2);
+		out->waiting = sqlite3_column_int64(st, 3);
+		out->set_aside = sqlite3_column_int64(st, 4);
+		out->acknowledged = sqlite3_column_int64(st, 5);
+		out->provisioning = sqlite3_column_int64(st, 6) != 0;
+		column_text(st, 7, out->dropped_reason, sizeof out->dropped_reason);
+		column_text(st, 8, out->refused_reason, sizeof out->refused_reason);
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
 }
 
 /*

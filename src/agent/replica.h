@@ -26,6 +26,7 @@ struct replica
 	sqlite3_stmt *status;
 	sqlite3_stmt *progress;
 	sqlite3_stmt *answer;		/* sync_apply's answer read: a column a path */
+	sqlite3_stmt *filing;		/* sync.file's answer read, the same way */
 	sqlite3_stmt *json_int;
 	sqlite3_stmt *json_text;
 	sqlite3_stmt *data_version;

@@ -15,7 +15,10 @@
  * (comma-separated).  It pulls too, once it proved to be the same database
  * as --server's (server_same): each pull is one statement, in a transaction
  * of its own, so its session is never left in a transaction, where it
- * would hold back the notifications.
+ * would hold back the notifications.  There, a session of its own, the pull
+ * is prepared once (server_direct), so that each one binds and runs without
+ * being parsed and planned anew: on a pull the server held, that work came
+ * after the relay's pass, on the way to the device.
  *
  * Errors are sorted by SQLSTATE, as the server sorts them
  * (sync.is_transient): classes 08, 40, 53, 57 and 55P03, and a broken
@@ -55,6 +58,8 @@ struct server
 	int			cap;
 	bool		ahead;			/* a pull sent ahead is on its way (server_pull_ahead) */
 	bool		no_claims;		/* the server's sync.pull takes no claim (an earlier version's) */
+	bool		direct;			/* a session of its own, not a pool's: its pull may be prepared */
+	bool		prepared;		/* the pull is prepared on it (PULL_NAME) */
 	/* a waiting pull (server_pull_wait): CALL sync.pull_wait, then sync.pull, in a pipeline */
 	int			waiting;		/* WAIT_NONE, WAIT_SENT (on its way), WAIT_DONE (its pull's result in) */
 	int			syncs;			/* of its pipeline's two, received */
@@ -437,6 +442,62 @@ static void wait_settle(server *s);
 	" sync.pull(" args ") p"
 
 /*
+ * The pull prepared on a direct connection (server_direct): the same
+ * statement, with the claim.  Prepared at its first use, with a round trip
+ * of its own; a connection where that fails (a server that takes no claim,
+ * or one a pool stands in front of after all: 26000 at its execution) pulls
+ * unnamed from then on.
+ */
+#define PULL_NAME "magic_sync_pull"
+
+/*
+ * server_direct: the connection is a session of its own, straight to the
+ * server (--listen's, proven by server_same): the pull may be prepared on it
+ */
+void
+server_direct(server *s)
+{
+	if (s != NULL)
+		s->direct = true;
+}
+
+/* prepare_pull: whether the pull is prepared on s (prepared now if it may be) */
+static bool
+prepare_pull(server *s)
+{
+	static const Oid types[4] = {UUIDOID, INT8OID, INT4OID, BYTEAOID};
+	PGresult   *res;
+
+	if (!s->direct || s->no_claims || s->prepared)
+		return s->prepared;
+	res = PQprepare(s->conn, PULL_NAME, PULL_SQL("$1, $2, $3, $4"), 4, types);
+	s->prepared = PQresultStatus(res) == PGRES_COMMAND_OK;
+	PQclear(res);
+	/* not tried again on this connection: the unnamed pull says what failed */
+	s->direct = s->prepared;
+	return s->prepared;
+}
+
+/*
+ * lost_prepared: a prepared pull failed because its statement is gone
+ * (26000: a pool in front after all) or its plan cannot stand (0A000: the
+ * function's result changed under it, an ALTER EXTENSION UPDATE): the
+ * connection pulls unnamed from then on; true when the pull goes again so
+ */
+static bool
+lost_prepared(server *s, PGresult *res)
+{
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	if (!s->prepared || PQresultStatus(res) != PGRES_FATAL_ERROR || state == NULL ||
+		(strcmp(state, "26000") != 0 && strcmp(state, "0A000") != 0) || PQstatus(s->conn) == CONNECTION_BAD)
+		return false;
+	s->prepared = false;
+	s->direct = false;
+	return true;
+}
+
+/*
  * server_pull: the Filed answers waiting for the replica, then the messages
  * of its outbox numbered after `after`, up to max_bytes (at least one).
  * claim is what the replica says it applied (sync_applied(); empty before
@@ -479,6 +540,13 @@ server_pull(server *s, const uint8_t replica[16], int64_t after, const uint8_t *
 	be64(after_be, (uint64_t) after);
 	for (int i = 0; i < 4; i++)
 		bytes_be[i] = (uint8_t) ((uint32_t) max_bytes >> (24 - 8 * i));
+	if (prepare_pull(s))
+	{
+		res = PQexecPrepared(s->conn, PULL_NAME, 4, values, lengths, formats, 1);
+		if (!lost_prepared(s, res))
+			return take(s, res, rows, n, err);
+		PQclear(res);
+	}
 	res = PQexecParams(s->conn, s->no_claims ? PULL_SQL("$1, $2, $3") : PULL_SQL("$1, $2, $3, $4"),
 					   s->no_claims ? 3 : 4, types, values, lengths, formats, 1);
 	if (!s->no_claims && undefined_function(res))
@@ -530,6 +598,7 @@ server_pull_wait(server *s, const uint8_t replica[16], int64_t after, int timeou
 	const int	lengths[4] = {16, 8, 4, (int) claim_len};
 	const int	formats[4] = {1, 1, 1, 1};
 	PGnotify   *note;
+	bool		prepared;
 
 	if (claim_len > sizeof s->waited_claim)
 	{
@@ -539,6 +608,8 @@ server_pull_wait(server *s, const uint8_t replica[16], int64_t after, int timeou
 	server_pull_drop(s);
 	PQclear(s->waited);
 	s->waited = NULL;
+	/* before the pipeline: prepared once, with a round trip of its own */
+	prepared = prepare_pull(s);
 	while ((note = PQnotifies(s->conn)) != NULL)
 		PQfreemem(note);
 	be64(after_be, (uint64_t) after);
@@ -560,8 +631,9 @@ server_pull_wait(server *s, const uint8_t replica[16], int64_t after, int timeou
 		memcpy(s->waited_claim, claim, claim_len);
 	if (!PQsendQueryParams(s->conn, WAIT_SQL, 3, types, wait_values, lengths, formats, 0) ||
 		!PQpipelineSync(s->conn) ||
-		!PQsendQueryParams(s->conn, s->no_claims ? PULL_SQL("$1, $2, $3") : PULL_SQL("$1, $2, $3, $4"),
-						   s->no_claims ? 3 : 4, types, pull_values, lengths, formats, 1) ||
+		!(prepared ? PQsendQueryPrepared(s->conn, PULL_NAME, 4, pull_values, lengths, formats, 1) :
+		  PQsendQueryParams(s->conn, s->no_claims ? PULL_SQL("$1, $2, $3") : PULL_SQL("$1, $2, $3, $4"),
+							s->no_claims ? 3 : 4, types, pull_values, lengths, formats, 1)) ||
 		!PQpipelineSync(s->conn))
 	{
 		agent_status st = result_status(s, NULL, "sync.pull_wait", err);

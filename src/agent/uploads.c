@@ -31,7 +31,7 @@ static agent_status
 file(agent *a, uint8_t *up, size_t len, round_stats *st, char sqlstate[6], char err[AGENT_ERROR_MAX])
 {
 	agent_status rc;
-	int64_t		acked;
+	filing_said said;
 
 	/* what it acknowledges and what it stamped sent are durable before the server hears of them */
 	rc = replica_sync(a->rep, err);
@@ -67,20 +67,20 @@ file(agent *a, uint8_t *up, size_t len, round_stats *st, char sqlstate[6], char 
 	if (rc != STEP_OK)
 		return rc;
 	st->uploads++;
-	st->filed += replica_json_int(a->rep, a->answer, "$.filed");
-	st->server_refused += replica_json_int(a->rep, a->answer, "$.refused");
-	st->dropped += replica_json_int(a->rep, a->answer, "$.dropped");
-	st->waiting += replica_json_int(a->rep, a->answer, "$.waiting");
-	st->set_aside += replica_json_int(a->rep, a->answer, "$.set_aside");
+	replica_filing_read(a->rep, a->answer, &said);
+	st->filed += said.filed;
+	st->server_refused += said.refused;
+	st->dropped += said.dropped;
+	st->waiting += said.waiting;
+	st->set_aside += said.set_aside;
 	if (st->dropped_reason[0] == '\0')
-		replica_json_text(a->rep, a->answer, "$.reasons.dropped[0]", st->dropped_reason, sizeof st->dropped_reason);
+		snprintf(st->dropped_reason, sizeof st->dropped_reason, "%s", said.dropped_reason);
 	if (st->refused_reason[0] == '\0')
-		replica_json_text(a->rep, a->answer, "$.reasons.refused[0]", st->refused_reason, sizeof st->refused_reason);
-	acked = replica_json_int(a->rep, a->answer, "$.acknowledged");
-	if (acked > st->acknowledged)
-		st->acknowledged = acked;
+		snprintf(st->refused_reason, sizeof st->refused_reason, "%s", said.refused_reason);
+	if (said.acknowledged > st->acknowledged)
+		st->acknowledged = said.acknowledged;
 	/* what the last filing of the round says: acknowledgements mid-snapshot say so too */
-	st->provisioning = replica_json_int(a->rep, a->answer, "$.provisioning") != 0;
+	st->provisioning = said.provisioning;
 	return STEP_OK;
 }
 

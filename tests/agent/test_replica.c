@@ -234,6 +234,27 @@ said_all(const char *dir)
 	remove_file(path);
 }
 
+/* filing_read: a filing's answer read in one statement, every field as sync.file writes it */
+static void
+filing_read(replica *r)
+{
+	filing_said f;
+
+	replica_filing_read(r, "{\"filed\": 3, \"refused\": 1, \"dropped\": 2, \"waiting\": 4, \"set_aside\": 5,"
+						" \"acknowledged\": 41, \"provisioning\": true, \"rows\": 9,"
+						" \"reasons\": {\"dropped\": [\"not wanted\", \"b\"], \"refused\": [\"a check\"]}}", &f);
+	CHECK(f.filed == 3 && f.refused == 1 && f.dropped == 2 && f.waiting == 4 && f.set_aside == 5 &&
+		  f.acknowledged == 41 && f.provisioning, "a filing's counts: %lld %lld %lld %lld %lld %lld %d",
+		  (long long) f.filed, (long long) f.refused, (long long) f.dropped, (long long) f.waiting,
+		  (long long) f.set_aside, (long long) f.acknowledged, f.provisioning);
+	CHECK(strcmp(f.dropped_reason, "not wanted") == 0 && strcmp(f.refused_reason, "a check") == 0,
+		  "a filing's reasons: '%s' '%s'", f.dropped_reason, f.refused_reason);
+	replica_filing_read(r, "{\"acknowledged\": 7, \"provisioning\": false}", &f);
+	CHECK(f.filed == 0 && f.refused == 0 && f.set_aside == 0 && f.acknowledged == 7 && !f.provisioning &&
+		  f.dropped_reason[0] == '\0' && f.refused_reason[0] == '\0', "a filing that says little: %lld %d '%s'",
+		  (long long) f.acknowledged, f.provisioning, f.dropped_reason);
+}
+
 int
 main(void)
 {
@@ -339,6 +360,7 @@ main(void)
 		  "a message after the state was made impossible: %s %s", err, res.result);
 	agrees(r, other, false, "after the impossible state was written back");
 
+	filing_read(r);
 	said_all(dir);
 	tm_free_all();
 	sqlite3_close(other);

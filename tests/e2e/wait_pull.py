@@ -13,7 +13,8 @@
     holds its pull terminated, it connects again and holds its pulls there;
   - a held pull's batch ends the agent's round: a write costs it one held
     pull (its CALL and its pull) and the acknowledgement's filing, no pull
-    after to find nothing (its requests counted in the server's log);
+    after to find nothing (its requests counted in the server's log); the pull
+    prepared once on the listening session, executed by name;
   - a write the relay sends in more messages than a pull takes (--pull-bytes
     1024, magic_sync.message_bytes 2048): the held pull takes the first, and
     the rest are pulled at once, not left for the next write or the interval;
@@ -205,9 +206,12 @@ check("the file is exact", wait_until(30, lambda: exact(R1)), True)
 
 
 def requests():
-    """the agents' requests the server's log shows ended so far: pulls, waits, all"""
-    return [server_log_count(srv, "execute <unnamed>: " + what)
-            for what in ("SELECT p.number, p.message FROM", "CALL sync.pull_wait", "")]
+    """the agents' requests the server's log shows ended so far: pulls, waits, all, and the
+    pulls of the statement prepared on the listening session (src/agent/server.c)"""
+    counts = [server_log_count(srv, "execute " + what)
+              for what in ("<unnamed>: SELECT p.number, p.message FROM", "<unnamed>: CALL sync.pull_wait", "",
+                           "magic_sync_pull: SELECT p.number, p.message FROM")]
+    return counts if None in counts else [counts[0] + counts[3]] + counts[1:]
 
 
 WRITES = 10
@@ -221,8 +225,11 @@ after = requests()
 if None in before or None in after:
     print("no server log found: the agent's requests are not counted")
 else:
-    pulls, waits, every = (b - a for a, b in zip(before, after))
+    pulls, waits, every, prepared = (b - a for a, b in zip(before, after))
     print(f"a write: {pulls / WRITES:.2f} pulls, {waits / WRITES:.2f} held pulls, {every / WRITES:.2f} requests")
+    # a session of its own, proven --server's database: the pull is parsed once, not at each write
+    check("the pulls on the listening session go through the statement prepared there",
+          prepared == pulls and prepared >= WRITES, True)
     check("a write, one pull: the held one's, none after it to find nothing", pulls <= WRITES + 1, True)
     check("a write, one held pull", waits <= WRITES + 1, True)
     # the CALL, its pull and the acknowledgement's filing; the upload bound looked at every 5 s
