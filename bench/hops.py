@@ -337,6 +337,16 @@ def cpu(pid):
         return 0.0
 
 
+def schedstat(pid):
+    """(on a CPU, waiting for one) of a process so far, in seconds (/proc/<pid>/schedstat), 0 once gone"""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            ran, waited = f.read().split()[:2]
+        return int(ran) / 1e9, int(waited) / 1e9
+    except (OSError, ValueError):
+        return 0.0, 0.0
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -372,6 +382,9 @@ def main():
     # the listener's too: the agent pulls on it (src/agent/poll.c)
     sessions = [int(p) for p, r in roles(cur, agent).items() if r in ("session", "listener")]
     cpu0 = cpu(agent.pid), sum(cpu(p) for p in sessions)
+    # the server's processes on the path: their time on a CPU and waiting for one (runnable, not running)
+    path = {r: int(p) for p, r in roles(cur, agent).items() if r in ("relay", "walwriter", "listener", "session")}
+    sched0 = {r: schedstat(p) for r, p in path.items()}
     try:
         for i in range(3 + WRITES):
             key = 1 + i * (N // (3 + WRITES)) + 17
@@ -412,6 +425,7 @@ def main():
                 cur.execute("UPDATE plain SET name = %s WHERE id = %s", (value, key))
         time.sleep(0.2)
         cpu1 = cpu(agent.pid), sum(cpu(p) for p in sessions)
+        sched1 = {r: schedstat(p) for r, p in path.items()}
         if reader:
             reader.stdin.close()
             user, system, setup_cpu = reader.stdout.readline().split()[1:]
@@ -453,6 +467,9 @@ def main():
                 print(f"    {what:55} p50 {pct(xs, 50):6.2f} ms  p90 {pct(xs, 90):6.2f} ms")
     print(f"  CPU a write: the agent {(cpu1[0] - cpu0[0]) * 1000 / (3 + WRITES):.2f} ms,"
           f" its sessions {(cpu1[1] - cpu0[1]) * 1000 / (3 + WRITES):.2f} ms (/proc, in clock ticks)")
+    print("  the server's processes a write, on a CPU / waiting for one (/proc/<pid>/schedstat): " + ", ".join(
+        f"{r} {(sched1[r][0] - sched0[r][0]) * 1000 / (3 + WRITES):.2f} / {(sched1[r][1] - sched0[r][1]) * 1000 / (3 + WRITES):.2f} ms"
+        for r in sorted(path)))
     if rows:
         print("  hop by hop (device = commit .. apply; acked = device + upload):")
         for k in HOPS:
