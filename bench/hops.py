@@ -65,7 +65,8 @@ agent and of its server sessions (/proc, over the writes).
   bench/hops.py [N] [writes]        (defaults 10^6, 40)
 
 MS_HOPS_AGENT=path runs another build of the agent (an A/B); MS_HOPS_KEEP=dir
-keeps the trace, the processes' roles and each write's hops there.
+keeps the trace, the processes' roles and each write's hops there; MS_HOPS_SCHED=1
+traces the scheduler's switches and wakes of the same processes into it too.
 
 It starts its own throw-away cluster, as bench/latency.py does, with fsync on (a
 throw-away cluster has it off), as the side-by-side run's clusters have it.
@@ -374,7 +375,10 @@ def main():
         # this process: its sendto of each UPDATE
         procs[str(os.getpid())] = "client"
         perf = subprocess.Popen(["perf", "trace", "-p", ",".join(procs), "-e",
-                                 "sendto,recvfrom,fdatasync,fsync,kill,epoll_wait,poll,pwrite64"],
+                                 "sendto,recvfrom,fdatasync,fsync,kill,epoll_wait,poll,pwrite64"
+                                 # MS_HOPS_SCHED=1: the scheduler's switches and wakes of these processes too,
+                                 # kept in the trace (MS_HOPS_KEEP) for reading; the hops ignore them
+                                 + (",sched:sched_switch,sched:sched_wakeup" if os.environ.get("MS_HOPS_SCHED") else "")],
                                 stdout=open(trace_file, "w"), stderr=subprocess.STDOUT)
         time.sleep(2)
     shown, front, polls, queries = [], [], [], []
