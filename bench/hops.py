@@ -65,7 +65,8 @@ agent and of its server sessions (/proc, over the writes).
   bench/hops.py [N] [writes]        (defaults 10^6, 40)
 
 MS_HOPS_AGENT=path runs another build of the agent (an A/B); MS_HOPS_KEEP=dir
-keeps the trace, the processes' roles and each write's hops there.
+keeps the trace, the processes' roles and each write's hops there; MS_HOPS_SCHED=1
+traces the scheduler's switches and wakes of the same processes into it too.
 
 It starts its own throw-away cluster, as bench/latency.py does, with fsync on (a
 throw-away cluster has it off), as the side-by-side run's clusters have it.
@@ -337,6 +338,16 @@ def cpu(pid):
         return 0.0
 
 
+def schedstat(pid):
+    """(on a CPU, waiting for one) of a process so far, in seconds (/proc/<pid>/schedstat), 0 once gone"""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            ran, waited = f.read().split()[:2]
+        return int(ran) / 1e9, int(waited) / 1e9
+    except (OSError, ValueError):
+        return 0.0, 0.0
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -364,7 +375,10 @@ def main():
         # this process: its sendto of each UPDATE
         procs[str(os.getpid())] = "client"
         perf = subprocess.Popen(["perf", "trace", "-p", ",".join(procs), "-e",
-                                 "sendto,recvfrom,fdatasync,fsync,kill,epoll_wait,poll,pwrite64"],
+                                 "sendto,recvfrom,fdatasync,fsync,kill,epoll_wait,poll,pwrite64"
+                                 # MS_HOPS_SCHED=1: the scheduler's switches and wakes of these processes too,
+                                 # kept in the trace (MS_HOPS_KEEP) for reading; the hops ignore them
+                                 + (",sched:sched_switch,sched:sched_wakeup" if os.environ.get("MS_HOPS_SCHED") else "")],
                                 stdout=open(trace_file, "w"), stderr=subprocess.STDOUT)
         time.sleep(2)
     shown, front, polls, queries = [], [], [], []
@@ -372,6 +386,9 @@ def main():
     # the listener's too: the agent pulls on it (src/agent/poll.c)
     sessions = [int(p) for p, r in roles(cur, agent).items() if r in ("session", "listener")]
     cpu0 = cpu(agent.pid), sum(cpu(p) for p in sessions)
+    # the server's processes on the path: their time on a CPU and waiting for one (runnable, not running)
+    path = {r: int(p) for p, r in roles(cur, agent).items() if r in ("relay", "walwriter", "listener", "session")}
+    sched0 = {r: schedstat(p) for r, p in path.items()}
     try:
         for i in range(3 + WRITES):
             key = 1 + i * (N // (3 + WRITES)) + 17
@@ -412,6 +429,7 @@ def main():
                 cur.execute("UPDATE plain SET name = %s WHERE id = %s", (value, key))
         time.sleep(0.2)
         cpu1 = cpu(agent.pid), sum(cpu(p) for p in sessions)
+        sched1 = {r: schedstat(p) for r, p in path.items()}
         if reader:
             reader.stdin.close()
             user, system, setup_cpu = reader.stdout.readline().split()[1:]
@@ -453,6 +471,9 @@ def main():
                 print(f"    {what:55} p50 {pct(xs, 50):6.2f} ms  p90 {pct(xs, 90):6.2f} ms")
     print(f"  CPU a write: the agent {(cpu1[0] - cpu0[0]) * 1000 / (3 + WRITES):.2f} ms,"
           f" its sessions {(cpu1[1] - cpu0[1]) * 1000 / (3 + WRITES):.2f} ms (/proc, in clock ticks)")
+    print("  the server's processes a write, on a CPU / waiting for one (/proc/<pid>/schedstat): " + ", ".join(
+        f"{r} {(sched1[r][0] - sched0[r][0]) * 1000 / (3 + WRITES):.2f} / {(sched1[r][1] - sched0[r][1]) * 1000 / (3 + WRITES):.2f} ms"
+        for r in sorted(path)))
     if rows:
         print("  hop by hop (device = commit .. apply; acked = device + upload):")
         for k in HOPS:

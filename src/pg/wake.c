@@ -39,6 +39,7 @@
 #include "magic_sync.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
@@ -46,6 +47,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
+#include "storage/proclist.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 
@@ -77,8 +79,9 @@ static bool preloaded = false;
 
 /* this backend's transaction noted something: wake the relay at its commit */
 static bool wake_pending = false;
-/* the worker's pass commits without a flush: hand its WAL to the WAL writer at its commit */
+/* the worker's pass commits without a flush: its end said, and its flush begun, at its commit */
 static bool flush_pending = false;
+static int64 flush_through = 0;		/* the last message number drawn before it */
 /* the buckets of the replicas this transaction wrote messages for: broadcast at its commit */
 static uint64 waits_pending[WAIT_BUCKETS / 64];
 static bool any_waits_pending = false;
@@ -286,19 +289,32 @@ ms_wake_wait_of(const pg_uuid_t *replica)
 	return &shared->waits[bucket(MyDatabaseId, replica)];
 }
 
-static void
+/*
+ * broadcast_waits: wakes the pulls waiting in the buckets this transaction
+ * marked; whether one was waiting there (a pull that comes to wait just
+ * after looks at the outbox first, and finds what this commit made visible)
+ */
+static bool
 broadcast_waits(void)
 {
+	bool		waited = false;
+
 	if (!any_waits_pending)
-		return;
+		return false;
 	any_waits_pending = false;
 	for (int w = 0; w < WAIT_BUCKETS / 64; w++)
 		for (int b = 0; waits_pending[w] != 0 && b < 64; b++)
 			if (waits_pending[w] & (UINT64CONST(1) << b))
 			{
+				ConditionVariable *cv = &shared->waits[w * 64 + b];
+
 				waits_pending[w] &= ~(UINT64CONST(1) << b);
-				ConditionVariableBroadcast(&shared->waits[w * 64 + b]);
+				SpinLockAcquire(&cv->mutex);
+				waited |= !proclist_is_empty(&cv->wakeup);
+				SpinLockRelease(&cv->mutex);
+				ConditionVariableBroadcast(cv);
 			}
+	return waited;
 }
 
 static void
@@ -308,24 +324,45 @@ wake_xact(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
-			/*
-			 * first: the waiting pulls wake beside the WAL writer, before the
-			 * NOTIFY.  The WAL writer's latch set before them instead put
-			 * write -> device at 11.8-14.5 ms p50 against 7.2-7.7 (bench/hops.py,
-			 * load 0.6, 2 vCPUs), the pull hop and the worker's time after the
-			 * NOTIFY doubled; why is not yet known.
-			 */
-			broadcast_waits();
+			if (flush_pending && flush_through > 0)
+			{
+				/*
+				 * where the pass ends, before its pulls wake: one woken flushes
+				 * up to there, not up to all the WAL inserted by then, which
+				 * a worker that lost its CPU to the woken pull said too late
+				 */
+				ms_wake_passed(XactLastCommitEnd, flush_through);
+			}
+			/* first: the waiting pulls wake before this process flushes and sends the NOTIFY */
+			if (broadcast_waits() && flush_pending)
+			{
+				flush_pending = false;
+
+				/*
+				 * A pull was held: it answers once the pass is flushed
+				 * (transport/pull.c), and it has ~1 ms of its own work
+				 * before it asks.  This process begins the flush now, through
+				 * the commit record, while that pull works: after the NOTIFY
+				 * and the commit's end it began 0.3-1.6 ms later (the woken
+				 * pull took this process's CPU), and the pull, come to it
+				 * first, flushed itself.  The WAL writer is not woken for it:
+				 * it writes whole pages only, and flushes at most once a
+				 * wal_writer_delay, and its flush ahead of this one made two
+				 * in a row (bench/hops.py's traces, d486e18).  The NOTIFY
+				 * goes out after: agents without a held pull ask only then.
+				 */
+				XLogFlush(XactLastCommitEnd);
+			}
 			if (flush_pending)
 			{
 				flush_pending = false;
 
 				/*
-				 * Its commit record is in, its NOTIFY not yet out: the WAL
-				 * writer starts the flush now, beside the commit's end and
-				 * the agents it wakes, rather than once this process gets
-				 * the CPU back.  The commit's own nudge (XLogSetAsyncXactLSN)
-				 * comes only when a whole page waits or the writer sleeps.
+				 * No pull held: the NOTIFY goes out at once, and the WAL
+				 * writer begins the flush beside it, rather than once this
+				 * process gets the CPU back.  The commit's own nudge
+				 * (XLogSetAsyncXactLSN) comes only when a whole page waits
+				 * or the writer sleeps.
 				 */
 				if (ProcGlobal->walwriterLatch != NULL)
 					SetLatch(ProcGlobal->walwriterLatch);
@@ -369,10 +406,11 @@ ms_wake_at_commit(void)
 }
 
 void
-ms_wake_flush_at_commit(void)
+ms_wake_flush_at_commit(int64 through)
 {
 	register_callback();
 	flush_pending = true;
+	flush_through = through;
 }
 
 void

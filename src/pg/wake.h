@@ -36,11 +36,14 @@ extern bool ms_wake_register(void);
 extern void ms_wake_at_commit(void);
 
 /*
- * ms_wake_flush_at_commit: the worker, before a pass commits without waiting
- * for its flush: the WAL writer is woken once the commit record is in,
- * before the commit's NOTIFY, to begin the flush sync.pull waits for.
+ * ms_wake_flush_at_commit: the worker, before a pass that wrote messages
+ * commits without waiting for its flush, with the last message number drawn
+ * (`through`, 0: none): once the commit record is in, ms_wake_passed says
+ * so before its pulls wake, and the flush sync.pull waits for begins before
+ * the commit's NOTIFY: by this process when a pull was held, by the WAL
+ * writer when none was.
  */
-extern void ms_wake_flush_at_commit(void);
+extern void ms_wake_flush_at_commit(int64 through);
 
 /* ms_wake_registered: whether a relay worker of this database is registered. */
 extern bool ms_wake_registered(Oid dboid);

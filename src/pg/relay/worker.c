@@ -635,10 +635,10 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 						TimestampDifferenceMilliseconds(GetCurrentTransactionStartTimestamp(), GetCurrentTimestamp()))));
 	PopActiveSnapshot();
 	/*
-	 * The commit waits for no flush: its NOTIFY goes out at once, and the
-	 * flush runs while the agents wake and pull: the WAL writer begins it as
-	 * the commit record goes in (wake.c), and this process waits for it, or
-	 * does it, just after the commit.
+	 * The commit waits for no flush: the pulls it wakes work while it runs.
+	 * A held pull woken, this process begins it at the commit, before the
+	 * NOTIFY; none, the WAL writer begins it beside the NOTIFY (wake.c), and
+	 * this process waits for it, or does it, just after the commit.
 	 * sync.pull flushes what it returns before it returns it
 	 * (transport/pull.c), so no replica applies a pass a crash could take
 	 * back; a crash before the flush loses the pass whole, and the next plans
@@ -646,14 +646,14 @@ run_pass(MemoryContext pass_cxt, bool *holding, bool quiet, int64 *read, bool *f
 	 * synchronous standbys the commit waits for them as before: a standby
 	 * promoted then has every pass a replica pulled.
 	 */
+	through = p.did.messages > 0 ? last_message() : 0;
 	if (SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
 	{
 		(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_LOCAL, true, 0, false);
 		if (p.did.messages > 0)
-			ms_wake_flush_at_commit();
+			ms_wake_flush_at_commit(through);
 	}
-	through = p.did.messages > 0 ? last_message() : 0;
 	CommitTransactionCommand();
 	hold_whole = false;
 	/* until ms_relay_bounds copied its chains (an error on the way leaves it set) */

@@ -667,8 +667,9 @@ ms_pull(PG_FUNCTION_ARGS)
 
 	/*
 	 * What it returns is flushed first: the worker's passes commit without
-	 * waiting for their flush (relay/worker.c), so that their NOTIFY goes out
-	 * at once, and the worker flushes just after.  Up to the end of the
+	 * waiting for their flush (relay/worker.c), so that the pulls they wake
+	 * work while it runs: the worker begins it as the pulls wake, when one
+	 * was held, or just after its NOTIFY (wake.c).  Up to the end of the
 	 * worker's pass that wrote the last message returned (wake.h): this
 	 * waits for that flush, or finds it done, and for no WAL another session
 	 * is writing.  When wake.h cannot say (a pass by hand, or the worker has
