@@ -87,20 +87,16 @@ static const struct
 static bool
 as_known(Relation rel)
 {
-	TupleDesc	desc = RelationGetDescr(rel);
+	const char *names[lengthof(held_columns)];
 
-	if (desc->natts != (int) lengthof(held_columns) || rel->trigdesc != NULL ||
-		rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity ||
-		rel->rd_rel->relkind != RELKIND_RELATION)
+	for (int i = 0; i < (int) lengthof(held_columns); i++)
+		names[i] = held_columns[i].name;
+	/* no trigger at all, not even a foreign key's: none is checked here */
+	if (rel->trigdesc != NULL || !ms_rel_plain(rel, names, lengthof(held_columns)))
 		return false;
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (att->attisdropped || att->atttypid != held_columns[i].type ||
-			strcmp(NameStr(att->attname), held_columns[i].name) != 0)
+	for (int i = 0; i < (int) lengthof(held_columns); i++)
+		if (TupleDescAttr(RelationGetDescr(rel), i)->atttypid != held_columns[i].type)
 			return false;
-	}
 	return true;
 }
 

@@ -30,7 +30,10 @@ ms_rel_plain(Relation rel, const char *const *columns, int n)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 
-	if (desc->natts != n || (desc->constr != NULL && desc->constr->num_check > 0))
+	/* what an INSERT would run or be turned by: checks, rules, row security */
+	if (desc->natts != n || (desc->constr != NULL && desc->constr->num_check > 0) ||
+		rel->rd_rel->relhasrules || rel->rd_rel->relrowsecurity ||
+		rel->rd_rel->relkind != RELKIND_RELATION)
 		return false;
 	if (rel->trigdesc != NULL)
 		for (int i = 0; i < rel->trigdesc->numtriggers; i++)

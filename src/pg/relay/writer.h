@@ -36,7 +36,7 @@ extern ms_writer *ms_writer_open(const char *name, bool temp, const char *const 
 extern void ms_writer_put(ms_writer *w, const Datum *values, const bool *nulls, ItemPointer at);
 extern void ms_writer_close(ms_writer *w);
 
-/* ms_rel_plain: whether rel has these columns in this order, no check and no trigger of its own */
+/* ms_rel_plain: whether rel is a plain table of these columns in this order: no check, rule, row security or trigger of its own */
 extern bool ms_rel_plain(Relation rel, const char *const *columns, int n);
 
 /*
